@@ -1,0 +1,37 @@
+/* Backends compute graphs. Each is a vtable behind an opaque handle. */
+#ifndef CANDLE_BACKEND_H
+#define CANDLE_BACKEND_H
+
+#include "graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct candle_backend_iface {
+    const char *name;
+    /* Storage of `size` bytes on the backend's device (refcount 1). */
+    candle_status (*buffer_alloc)(candle_backend *be, size_t size, candle_storage **out);
+    bool (*supports_op)(candle_backend *be, const candle_tensor *node);
+    /* Compute one node whose inputs are computed and whose storage is set. */
+    candle_status (*compute_node)(candle_backend *be, candle_tensor *node);
+    candle_status (*synchronize)(candle_backend *be);
+    void (*free)(candle_backend *be);
+} candle_backend_iface;
+
+struct candle_backend {
+    const candle_backend_iface *iface;
+    candle_device device;
+    int n_threads;
+    char errmsg[256]; /* detail of the last failing compute_node */
+    void *impl;
+};
+
+candle_backend *candle_backend_cpu_init(int n_threads);
+void candle_backend_free(candle_backend *be);
+const char *candle_backend_name(const candle_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

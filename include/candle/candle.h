@@ -1,0 +1,15 @@
+/* Candle: a C11 inference framework for transformer models. */
+#ifndef CANDLE_H
+#define CANDLE_H
+
+#include "status.h"
+#include "dtype.h"
+#include "tensor.h"
+#include "ops.h"
+#include "graph.h"
+#include "backend.h"
+#include "memory.h"
+
+#define CANDLE_VERSION "0.1.0"
+
+#endif

@@ -1,0 +1,78 @@
+/* Element types. Quantized types are GGUF blocks: `block_size` elements are
+ * stored together in `type_size` bytes, and rows are whole blocks. */
+#ifndef CANDLE_DTYPE_H
+#define CANDLE_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum candle_dtype {
+    CANDLE_DTYPE_F32 = 0,
+    CANDLE_DTYPE_F16,
+    CANDLE_DTYPE_BF16,
+    CANDLE_DTYPE_I8,
+    CANDLE_DTYPE_I32,
+    CANDLE_DTYPE_I64,
+    CANDLE_DTYPE_U8,
+    CANDLE_DTYPE_BOOL,
+    /* GGUF block types */
+    CANDLE_DTYPE_Q4_0,
+    CANDLE_DTYPE_Q4_1,
+    CANDLE_DTYPE_Q5_0,
+    CANDLE_DTYPE_Q5_1,
+    CANDLE_DTYPE_Q8_0,
+    CANDLE_DTYPE_Q8_1,
+    CANDLE_DTYPE_Q2_K,
+    CANDLE_DTYPE_Q3_K,
+    CANDLE_DTYPE_Q4_K,
+    CANDLE_DTYPE_Q5_K,
+    CANDLE_DTYPE_Q6_K,
+    CANDLE_DTYPE_Q8_K,
+    CANDLE_DTYPE_IQ4_NL,
+    CANDLE_DTYPE_IQ4_XS,
+    CANDLE_DTYPE_COUNT
+} candle_dtype;
+
+/* Row-conversion kernels: n is a multiple of the block size. */
+typedef void (*candle_to_f32_fn)(const void *src, float *dst, int64_t n);
+typedef void (*candle_from_f32_fn)(const float *src, void *dst, int64_t n);
+/* Dot product of one row of a dtype with one row of its vec_dot_type. */
+typedef void (*candle_vec_dot_fn)(int64_t n, float *out, const void *x, const void *y);
+
+typedef struct candle_dtype_traits {
+    const char *name;          /* "f32", "q4_k", ... */
+    int64_t block_size;        /* elements per block (1 for plain types) */
+    size_t type_size;          /* bytes per block */
+    bool is_float;             /* f32/f16/bf16 */
+    bool is_int;               /* i8/i32/i64/u8/bool */
+    bool is_quantized;         /* GGUF block type */
+    int gguf_id;               /* ggml_type id in GGUF files, -1 if none */
+    candle_to_f32_fn to_f32;   /* NULL until a kernel is registered */
+    candle_from_f32_fn from_f32;
+    candle_vec_dot_fn vec_dot;
+    candle_dtype vec_dot_type; /* activation type vec_dot pairs with */
+} candle_dtype_traits;
+
+const candle_dtype_traits *candle_dtype_info(candle_dtype t);
+const char *candle_dtype_name(candle_dtype t);
+/* Bytes for n elements (n a multiple of the block size). */
+size_t candle_dtype_row_size(candle_dtype t, int64_t n);
+/* CANDLE_DTYPE_COUNT if unknown. */
+candle_dtype candle_dtype_from_name(const char *name);
+candle_dtype candle_dtype_from_gguf(int gguf_id);
+
+/* Scalar conversions (round-to-nearest-even, NaN preserved). */
+uint16_t candle_f32_to_f16(float f);
+float candle_f16_to_f32(uint16_t h);
+uint16_t candle_f32_to_bf16(float f);
+float candle_bf16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,39 @@
+/* Status codes and error messages.
+ *
+ * Every call that can fail returns a candle_status (or, for graph-building op
+ * functions, NULL) and records a message with context on the context object,
+ * readable with candle_errmsg(ctx). Calls without a context record it in a
+ * thread-local last error, readable with candle_last_errmsg(). */
+#ifndef CANDLE_STATUS_H
+#define CANDLE_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum candle_status {
+    CANDLE_OK = 0,
+    CANDLE_ERR_SHAPE,       /* shapes do not fit the op */
+    CANDLE_ERR_DTYPE,       /* dtype not supported or operands differ */
+    CANDLE_ERR_DEVICE,      /* operands on different devices, device unusable */
+    CANDLE_ERR_OOM,         /* out of memory (message has requested/available) */
+    CANDLE_ERR_IO,          /* open/read/write/mmap failed */
+    CANDLE_ERR_FORMAT,      /* malformed file or data */
+    CANDLE_ERR_UNSUPPORTED, /* valid request this build cannot do */
+    CANDLE_ERR_INVALID_ARG, /* argument out of range, NULL where not allowed */
+    CANDLE_ERR_INTERNAL,    /* broken internal invariant (a bug) */
+    CANDLE_STATUS_COUNT
+} candle_status;
+
+/* Short stable name of a status: "shape", "dtype", "out of memory", ... */
+const char *candle_status_name(candle_status s);
+
+/* Thread-local last error, for calls that take no context. */
+candle_status candle_last_error(void);
+const char *candle_last_errmsg(void);
+void candle_clear_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,12 @@
+/* Reference kernels: arange fill rand (pending). */
+#include "../cpu-impl.h"
+
+candle_status cpu_ref_arange(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}
+candle_status cpu_ref_fill(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}
+candle_status cpu_ref_rand(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}

@@ -1,0 +1,12 @@
+/* Reference kernels: index_select gather concat (pending). */
+#include "../cpu-impl.h"
+
+candle_status cpu_ref_index_select(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}
+candle_status cpu_ref_gather(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}
+candle_status cpu_ref_concat(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}

@@ -1,0 +1,6 @@
+/* Reference kernels: matmul (pending). */
+#include "../cpu-impl.h"
+
+candle_status cpu_ref_matmul(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}

@@ -1,0 +1,9 @@
+/* Reference kernels: reduce softmax (pending). */
+#include "../cpu-impl.h"
+
+candle_status cpu_ref_reduce(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}
+candle_status cpu_ref_softmax(const cpu_task *task, candle_tensor *dst) {
+    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+}

@@ -1,0 +1,52 @@
+/* Internal core declarations shared by the library's layers. */
+#ifndef CANDLE_CORE_IMPL_H
+#define CANDLE_CORE_IMPL_H
+
+#include <stdarg.h>
+
+#include "candle/candle.h"
+
+#if defined(__GNUC__)
+#define CANDLE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CANDLE_PRINTF(a, b)
+#endif
+
+/* Record an error on ctx (or the thread-local last error when ctx is NULL).
+ * Returns s so callers can `return candle_set_error(...)`. The first error on
+ * a context sticks until candle_ctx_clear_error. */
+candle_status candle_set_error(candle_ctx *ctx, candle_status s, const char *fmt, ...)
+    CANDLE_PRINTF(3, 4);
+candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap);
+/* Copy the thread-local last error onto ctx (after a context-less call). */
+candle_status candle_ctx_take_last_error(candle_ctx *ctx);
+/* "1.50 GiB" into buf. */
+const char *candle_format_bytes(size_t n, char *buf, size_t len);
+
+/* Defensive checks of internal invariants (never of user input). */
+#define CANDLE_ALWAYS(x) (__builtin_expect(!!(x), 1))
+#define CANDLE_NEVER(x) (__builtin_expect(!!(x), 0))
+
+/* ---- context internals ---- */
+
+/* A new descriptor owned by ctx, zeroed but for ctx and device. */
+candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx);
+/* Give t fresh storage from the backend for its (contiguous) layout,
+ * respecting the context's memory limit. */
+candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t);
+/* Point a view at its source's storage (source must have storage). */
+void candle_tensor_bind_view(candle_tensor *t);
+/* Descriptor for a new op node: contiguous layout for shape, no storage. */
+candle_tensor *candle_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
+                               const int64_t *shape);
+/* Finish building a node: compute it at once in eager contexts. */
+candle_tensor *candle_node_finish(candle_ctx *ctx, candle_tensor *node);
+/* Normalise a possibly negative dim; records an error and returns -1 if out of range. */
+int candle_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank);
+/* Graphs are freed with the context (or a reset past them); -1 on OOM. */
+int candle_ctx_track_graph(candle_ctx *ctx, void *g);
+void candle_graph_free_internal(void *g);
+/* Ctx stats hook for storage released through a context. */
+void candle_ctx_note_free(candle_ctx *ctx, size_t bytes);
+
+#endif

@@ -1,0 +1,174 @@
+/* The context: descriptors, errors, memory accounting, backend. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx-impl.h"
+
+candle_ctx_params candle_ctx_default_params(void) {
+    return (candle_ctx_params){.backend = NULL, .eager = false, .mem_limit = 0, .n_threads = 0};
+}
+
+candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
+    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ctx_init: out is NULL");
+    *out = NULL;
+    candle_ctx_params def = candle_ctx_default_params();
+    if (!p) p = &def;
+    candle_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: context");
+    ctx->eager = p->eager;
+    ctx->mem_limit = p->mem_limit;
+    ctx->backend = p->backend;
+    if (!ctx->backend) {
+        ctx->backend = candle_backend_cpu_init(p->n_threads);
+        if (!ctx->backend) {
+            free(ctx);
+            return candle_last_error();
+        }
+        ctx->owns_backend = true;
+    }
+    *out = ctx;
+    return CANDLE_OK;
+}
+
+static candle_tensor *desc_at(candle_ctx *ctx, size_t i) {
+    candle_desc_chunk *c = ctx->first;
+    while (i >= CANDLE_CTX_CHUNK) {
+        c = c->next;
+        i -= CANDLE_CTX_CHUNK;
+    }
+    return &c->t[i];
+}
+
+static void free_graphs_from(candle_ctx *ctx, size_t mark);
+
+void candle_ctx_reset(candle_ctx *ctx, candle_ctx_mark mark) {
+    if (!ctx || mark >= ctx->n_tensors) return;
+    free_graphs_from(ctx, mark);
+    candle_desc_chunk *c = ctx->first;
+    size_t i = 0;
+    for (; c; c = c->next) {
+        for (size_t j = 0; j < CANDLE_CTX_CHUNK && i < ctx->n_tensors; j++, i++) {
+            if (i < mark) continue;
+            candle_storage_release(c->t[j].storage);
+            c->t[j].storage = NULL;
+        }
+    }
+    ctx->n_tensors = mark;
+}
+
+candle_ctx_mark candle_ctx_get_mark(const candle_ctx *ctx) { return ctx->n_tensors; }
+
+void candle_ctx_free(candle_ctx *ctx) {
+    if (!ctx) return;
+    candle_ctx_reset(ctx, 0);
+    free(ctx->graphs);
+    for (candle_desc_chunk *c = ctx->first, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    if (ctx->owns_backend) candle_backend_free(ctx->backend);
+    free(ctx);
+}
+
+candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx) {
+    size_t cap = 0;
+    for (candle_desc_chunk *c = ctx->first; c; c = c->next) cap += CANDLE_CTX_CHUNK;
+    if (ctx->n_tensors == cap) {
+        candle_desc_chunk *c = malloc(sizeof *c);
+        if (!c) {
+            candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor descriptors");
+            return NULL;
+        }
+        c->next = NULL;
+        if (ctx->last) ctx->last->next = c;
+        else ctx->first = c;
+        ctx->last = c;
+    }
+    candle_tensor *t = desc_at(ctx, ctx->n_tensors++);
+    memset(t, 0, sizeof *t);
+    t->ctx = ctx;
+    t->device = ctx->backend->device;
+    return t;
+}
+
+/* Graph bookkeeping: each graph pointer is stored with the tensor count at
+ * its creation, so a reset frees the graphs built after the mark. */
+int candle_ctx_track_graph(candle_ctx *ctx, void *g) {
+    if (ctx->n_graphs == ctx->cap_graphs) {
+        size_t cap = ctx->cap_graphs ? ctx->cap_graphs * 2 : 8;
+        candle_graph_slot *ng = realloc(ctx->graphs, cap * sizeof *ng);
+        if (!ng) return -1;
+        ctx->graphs = ng;
+        ctx->cap_graphs = cap;
+    }
+    candle_graph_slot *slots = ctx->graphs;
+    slots[ctx->n_graphs++] = (candle_graph_slot){ctx->n_tensors, g};
+    return 0;
+}
+
+static void free_graphs_from(candle_ctx *ctx, size_t mark) {
+    candle_graph_slot *slots = ctx->graphs;
+    size_t keep = 0;
+    for (size_t i = 0; i < ctx->n_graphs; i++) {
+        if (slots[i].mark > mark || mark == 0) candle_graph_free_internal(slots[i].g);
+        else slots[keep++] = slots[i];
+    }
+    ctx->n_graphs = keep;
+}
+
+bool candle_ctx_is_eager(const candle_ctx *ctx) { return ctx->eager; }
+void candle_ctx_set_eager(candle_ctx *ctx, bool eager) { ctx->eager = eager; }
+candle_backend *candle_ctx_backend(candle_ctx *ctx) { return ctx->backend; }
+size_t candle_ctx_mem_used(const candle_ctx *ctx) { return ctx->mem_used; }
+size_t candle_ctx_mem_peak(const candle_ctx *ctx) { return ctx->mem_peak; }
+uint64_t candle_ctx_alloc_count(const candle_ctx *ctx) { return ctx->n_allocs; }
+
+void candle_ctx_note_free(candle_ctx *ctx, size_t bytes) { ctx->mem_used -= bytes; }
+
+/* Storage allocated for a context's tensor reports its release back. */
+typedef struct ctx_storage {
+    candle_storage base;
+    candle_storage *inner;
+    candle_ctx *ctx;
+} ctx_storage;
+
+static void release_ctx_storage(candle_storage *s) {
+    ctx_storage *cs = (ctx_storage *)s;
+    candle_ctx_note_free(cs->ctx, cs->base.size);
+    candle_storage_release(cs->inner);
+    free(cs);
+}
+
+candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
+    candle_contiguous_strides(t->dtype, t->rank, t->shape, t->stride);
+    size_t size = candle_tensor_nbytes(t);
+    if (size == 0) size = 1; /* empty tensors still get a valid pointer */
+    if (ctx->mem_limit && size > ctx->mem_limit - ctx->mem_used) {
+        char a[32], b[32], d[16];
+        return candle_set_error(ctx, CANDLE_ERR_OOM,
+                                "out of memory: requested %s, available %s on %s (tensor %s)",
+                                candle_format_bytes(size, a, sizeof a),
+                                candle_format_bytes(ctx->mem_limit - ctx->mem_used, b, sizeof b),
+                                candle_device_str(t->device, d, sizeof d),
+                                t->name[0] ? t->name : candle_op_name((candle_op)t->op));
+    }
+    ctx_storage *cs = calloc(1, sizeof *cs);
+    if (!cs) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: storage descriptor");
+    candle_status st = ctx->backend->iface->buffer_alloc(ctx->backend, size, &cs->inner);
+    if (st != CANDLE_OK) {
+        free(cs);
+        return candle_ctx_take_last_error(ctx);
+    }
+    cs->base = *cs->inner;
+    cs->base.refcount = 1;
+    cs->base.release = release_ctx_storage;
+    cs->base.owner = ctx;
+    cs->ctx = ctx;
+    candle_storage_release(t->storage);
+    t->storage = &cs->base;
+    t->offset = 0;
+    ctx->mem_used += size;
+    if (ctx->mem_used > ctx->mem_peak) ctx->mem_peak = ctx->mem_used;
+    ctx->n_allocs++;
+    return CANDLE_OK;
+}

@@ -1,0 +1,73 @@
+/* Scalar load/store of one element of a plain (non-block) dtype, in double
+ * precision. Used by the reference kernels and element access. */
+#ifndef CANDLE_ELEM_IMPL_H
+#define CANDLE_ELEM_IMPL_H
+
+#include <math.h>
+#include <string.h>
+
+#include "candle/dtype.h"
+
+static inline double candle_load_f64(candle_dtype t, const void *p) {
+    switch (t) {
+    case CANDLE_DTYPE_F32: return *(const float *)p;
+    case CANDLE_DTYPE_F16: return candle_f16_to_f32(*(const uint16_t *)p);
+    case CANDLE_DTYPE_BF16: return candle_bf16_to_f32(*(const uint16_t *)p);
+    case CANDLE_DTYPE_I8: return *(const int8_t *)p;
+    case CANDLE_DTYPE_I32: return *(const int32_t *)p;
+    case CANDLE_DTYPE_I64: return (double)*(const int64_t *)p;
+    case CANDLE_DTYPE_U8: return *(const uint8_t *)p;
+    case CANDLE_DTYPE_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
+    default: return NAN;
+    }
+}
+
+static inline int64_t candle_load_i64(candle_dtype t, const void *p) {
+    switch (t) {
+    case CANDLE_DTYPE_I8: return *(const int8_t *)p;
+    case CANDLE_DTYPE_I32: return *(const int32_t *)p;
+    case CANDLE_DTYPE_I64: return *(const int64_t *)p;
+    case CANDLE_DTYPE_U8: return *(const uint8_t *)p;
+    case CANDLE_DTYPE_BOOL: return *(const uint8_t *)p != 0;
+    default: return (int64_t)candle_load_f64(t, p);
+    }
+}
+
+/* Float to integer conversion saturates and maps NaN to 0 (C's cast is UB). */
+static inline int64_t candle_sat_i64(double v, double lo, double hi) {
+    if (isnan(v)) return 0;
+    if (v <= lo) return (int64_t)lo;
+    if (v >= hi) return (int64_t)hi;
+    return (int64_t)v;
+}
+
+static inline void candle_store_f64(candle_dtype t, void *p, double v) {
+    switch (t) {
+    case CANDLE_DTYPE_F32: *(float *)p = (float)v; break;
+    case CANDLE_DTYPE_F16: *(uint16_t *)p = candle_f32_to_f16((float)v); break;
+    case CANDLE_DTYPE_BF16: *(uint16_t *)p = candle_f32_to_bf16((float)v); break;
+    case CANDLE_DTYPE_I8: *(int8_t *)p = (int8_t)candle_sat_i64(v, -128.0, 127.0); break;
+    case CANDLE_DTYPE_I32:
+        *(int32_t *)p = (int32_t)candle_sat_i64(v, -2147483648.0, 2147483647.0);
+        break;
+    case CANDLE_DTYPE_I64:
+        *(int64_t *)p = candle_sat_i64(v, -9223372036854775808.0, 9223372036854774784.0);
+        break;
+    case CANDLE_DTYPE_U8: *(uint8_t *)p = (uint8_t)candle_sat_i64(v, 0.0, 255.0); break;
+    case CANDLE_DTYPE_BOOL: *(uint8_t *)p = v != 0.0; break;
+    default: break;
+    }
+}
+
+static inline void candle_store_i64(candle_dtype t, void *p, int64_t v) {
+    switch (t) {
+    case CANDLE_DTYPE_I8: *(int8_t *)p = (int8_t)v; break;
+    case CANDLE_DTYPE_I32: *(int32_t *)p = (int32_t)v; break;
+    case CANDLE_DTYPE_I64: *(int64_t *)p = v; break;
+    case CANDLE_DTYPE_U8: *(uint8_t *)p = (uint8_t)v; break;
+    case CANDLE_DTYPE_BOOL: *(uint8_t *)p = v != 0; break;
+    default: candle_store_f64(t, p, (double)v); break;
+    }
+}
+
+#endif

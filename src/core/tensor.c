@@ -1,0 +1,266 @@
+/* Tensor descriptors: creation, layout queries, element access, printing. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctx-impl.h"
+#include "elem-impl.h"
+
+int64_t candle_tensor_numel(const candle_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return n;
+}
+
+void candle_contiguous_strides(candle_dtype dtype, int rank, const int64_t *shape,
+                               int64_t *stride) {
+    const candle_dtype_traits *tr = candle_dtype_info(dtype);
+    int64_t s = (int64_t)tr->type_size;
+    for (int i = rank - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= (i == rank - 1) ? shape[i] / tr->block_size : shape[i];
+    }
+}
+
+size_t candle_tensor_nbytes(const candle_tensor *t) {
+    if (t->rank == 0) return candle_dtype_info(t->dtype)->type_size;
+    size_t rows = 1;
+    for (int i = 0; i < t->rank - 1; i++) rows *= (size_t)t->shape[i];
+    return rows * candle_dtype_row_size(t->dtype, t->shape[t->rank - 1]);
+}
+
+bool candle_tensor_is_contiguous(const candle_tensor *t) {
+    int64_t want[CANDLE_MAX_RANK];
+    candle_contiguous_strides(t->dtype, t->rank, t->shape, want);
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] != 1 && t->stride[i] != want[i]) return false;
+    return true;
+}
+
+bool candle_tensor_same_shape(const candle_tensor *a, const candle_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+void *candle_tensor_data(const candle_tensor *t) {
+    return t->storage ? (char *)t->storage->data + t->offset : NULL;
+}
+
+const char *candle_shape_str(int rank, const int64_t *shape, char *buf, size_t n) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %" PRId64 : "%" PRId64, shape[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+void candle_tensor_set_name(candle_tensor *t, const char *name) {
+    if (t) snprintf(t->name, sizeof t->name, "%s", name);
+}
+
+/* Check a requested shape: rank in range, no negative sizes, byte size fits. */
+static bool check_shape(candle_ctx *ctx, const char *what, candle_dtype dtype, int rank,
+                        const int64_t *shape) {
+    char buf[128];
+    if ((unsigned)dtype >= CANDLE_DTYPE_COUNT) {
+        candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
+        return false;
+    }
+    if (rank < 0 || rank > CANDLE_MAX_RANK || (rank > 0 && !shape)) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: rank %d out of range (max %d)", what, rank,
+                         CANDLE_MAX_RANK);
+        return false;
+    }
+    const candle_dtype_traits *tr = candle_dtype_info(dtype);
+    uint64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 0 || (shape[i] > 0 && n > (UINT64_MAX >> 2) / (uint64_t)shape[i])) {
+            candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: invalid shape %s", what,
+                             candle_shape_str(rank, shape, buf, sizeof buf));
+            return false;
+        }
+        n *= (uint64_t)shape[i];
+    }
+    if (tr->block_size > 1 && (rank == 0 || shape[rank - 1] % tr->block_size)) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "%s: %s rows must be a multiple of %" PRId64 " elements, shape %s",
+                         what, tr->name, tr->block_size,
+                         candle_shape_str(rank, shape, buf, sizeof buf));
+        return false;
+    }
+    if (n > (uint64_t)INT64_MAX / 8) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: shape %s too large", what,
+                         candle_shape_str(rank, shape, buf, sizeof buf));
+        return false;
+    }
+    return true;
+}
+
+candle_tensor *candle_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
+                               const int64_t *shape) {
+    if (!check_shape(ctx, candle_op_name(op), dtype, rank, shape)) return NULL;
+    candle_tensor *t = candle_tensor_alloc_desc(ctx);
+    if (!t) return NULL;
+    t->op = op;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
+    candle_contiguous_strides(dtype, rank, shape, t->stride);
+    return t;
+}
+
+candle_tensor *candle_tensor_new(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                 const int64_t *shape) {
+    if (!ctx) return NULL;
+    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_NONE, dtype, rank, shape);
+    if (!t) return NULL;
+    if (candle_tensor_alloc_storage(ctx, t) != CANDLE_OK) return NULL;
+    t->computed = true;
+    return t;
+}
+
+candle_tensor *candle_tensor_from_storage(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                          const int64_t *shape, candle_storage *s,
+                                          size_t offset) {
+    if (!ctx) return NULL;
+    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_NONE, dtype, rank, shape);
+    if (!t) return NULL;
+    size_t need = candle_tensor_nbytes(t);
+    if (!s || offset > s->size || need > s->size - offset) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                         "tensor_from_storage: %zu bytes at offset %zu exceed storage of %zu bytes",
+                         need, offset, s ? s->size : 0);
+        return NULL;
+    }
+    t->storage = candle_storage_retain(s);
+    t->offset = offset;
+    t->device = s->device;
+    t->computed = true;
+    return t;
+}
+
+candle_tensor *candle_tensor_from_f32(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                      const int64_t *shape, const float *data) {
+    candle_tensor *t = candle_tensor_new(ctx, dtype, rank, shape);
+    if (!t) return NULL;
+    const candle_dtype_traits *tr = candle_dtype_info(dtype);
+    int64_t n = candle_tensor_numel(t);
+    if (tr->is_quantized) {
+        if (!tr->from_f32) {
+            candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "tensor_from_f32: no quantizer for %s",
+                             tr->name);
+            return NULL;
+        }
+        tr->from_f32(data, candle_tensor_data(t), n);
+        return t;
+    }
+    char *p = candle_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) candle_store_f64(dtype, p + i * (int64_t)tr->type_size, data[i]);
+    return t;
+}
+
+candle_tensor *candle_tensor_from_i32(candle_ctx *ctx, int rank, const int64_t *shape,
+                                      const int32_t *data) {
+    candle_tensor *t = candle_tensor_new(ctx, CANDLE_DTYPE_I32, rank, shape);
+    if (t) memcpy(candle_tensor_data(t), data, candle_tensor_nbytes(t));
+    return t;
+}
+
+static candle_status check_readable(const candle_tensor *t, const char *what) {
+    if (!t) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: tensor is NULL", what);
+    if (!t->storage || !t->computed)
+        return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "%s: tensor not computed", what);
+    if (t->device.type != CANDLE_DEVICE_CPU)
+        return candle_set_error(t->ctx, CANDLE_ERR_DEVICE, "%s: tensor is not on the cpu", what);
+    return CANDLE_OK;
+}
+
+candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index, double *out) {
+    candle_status s = check_readable(t, "tensor_get");
+    if (s) return s;
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    int64_t off = (int64_t)t->offset;
+    for (int i = 0; i < t->rank; i++) {
+        if (index[i] < 0 || index[i] >= t->shape[i])
+            return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG,
+                                    "tensor_get: index %" PRId64 " out of range for dim %d of size %" PRId64,
+                                    index[i], i, t->shape[i]);
+        if (i == t->rank - 1 && tr->is_quantized) continue;
+        off += index[i] * t->stride[i];
+    }
+    const char *base = (const char *)t->storage->data;
+    if (tr->is_quantized) {
+        int64_t j = t->rank ? index[t->rank - 1] : 0;
+        float tmp[256];
+        tr->to_f32(base + off + (j / tr->block_size) * t->stride[t->rank - 1], tmp, tr->block_size);
+        *out = tmp[j % tr->block_size];
+        return CANDLE_OK;
+    }
+    *out = candle_load_f64(t->dtype, base + off);
+    return CANDLE_OK;
+}
+
+candle_status candle_tensor_to_f32(const candle_tensor *t, float *out) {
+    candle_status s = check_readable(t, "tensor_to_f32");
+    if (s) return s;
+    int64_t n = candle_tensor_numel(t), idx[CANDLE_MAX_RANK] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        s = candle_tensor_get_f64(t, idx, &v);
+        if (s) return s;
+        out[i] = (float)v;
+        for (int d = t->rank - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return CANDLE_OK;
+}
+
+static void print_rec(FILE *f, const candle_tensor *t, int64_t *idx, int d, int indent) {
+    const int64_t edge = 3; /* elements shown at each end of a long dim */
+    int64_t n = t->shape[d];
+    fputc('[', f);
+    for (int64_t i = 0; i < n; i++) {
+        if (n > 2 * edge + 1 && i == edge) {
+            fputs(d == t->rank - 1 ? "..., " : "...,\n", f);
+            i = n - edge - 1;
+            continue;
+        }
+        idx[d] = i;
+        if (d == t->rank - 1) {
+            double v = 0;
+            candle_tensor_get_f64(t, idx, &v);
+            if (candle_dtype_info(t->dtype)->is_int) fprintf(f, "%.0f", v);
+            else fprintf(f, "%.4f", v);
+            if (i + 1 < n) fputs(", ", f);
+        } else {
+            if (i) fprintf(f, "%*s", indent + 1, "");
+            print_rec(f, t, idx, d + 1, indent + 1);
+            if (i + 1 < n) fputs(",\n", f);
+        }
+    }
+    fputc(']', f);
+}
+
+candle_status candle_tensor_print(const candle_tensor *t, void *file) {
+    candle_status s = check_readable(t, "tensor_print");
+    if (s) return s;
+    FILE *f = file ? (FILE *)file : stdout;
+    int64_t idx[CANDLE_MAX_RANK] = {0};
+    char buf[128];
+    fputs("tensor(", f);
+    if (t->rank == 0) {
+        double v = 0;
+        candle_tensor_get_f64(t, idx, &v);
+        fprintf(f, "%.4f", v);
+    } else {
+        print_rec(f, t, idx, 0, 7);
+    }
+    fprintf(f, ", shape=%s, dtype=%s)\n", candle_shape_str(t->rank, t->shape, buf, sizeof buf),
+            candle_dtype_name(t->dtype));
+    return CANDLE_OK;
+}
