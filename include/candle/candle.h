@@ -9,6 +9,8 @@
 #include "graph.h"
 #include "backend.h"
 #include "memory.h"
+#include "gguf.h"
+#include "tokenizer.h"
 
 #define CANDLE_VERSION "0.1.0"
 

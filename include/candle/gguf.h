@@ -1,0 +1,117 @@
+/* GGUF files (v2, v3): a validating mmap reader and a writer.
+ * Tensor shapes are converted to outermost-first once, here. */
+#ifndef CANDLE_GGUF_H
+#define CANDLE_GGUF_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum candle_gguf_type {
+    CANDLE_GGUF_UINT8 = 0,
+    CANDLE_GGUF_INT8 = 1,
+    CANDLE_GGUF_UINT16 = 2,
+    CANDLE_GGUF_INT16 = 3,
+    CANDLE_GGUF_UINT32 = 4,
+    CANDLE_GGUF_INT32 = 5,
+    CANDLE_GGUF_FLOAT32 = 6,
+    CANDLE_GGUF_BOOL = 7,
+    CANDLE_GGUF_STRING = 8,
+    CANDLE_GGUF_ARRAY = 9,
+    CANDLE_GGUF_UINT64 = 10,
+    CANDLE_GGUF_INT64 = 11,
+    CANDLE_GGUF_FLOAT64 = 12,
+    CANDLE_GGUF_TYPE_COUNT
+} candle_gguf_type;
+
+typedef struct candle_gguf candle_gguf;
+
+typedef struct candle_gguf_open_params {
+    bool no_mmap; /* read weights into anonymous memory instead of mapping */
+} candle_gguf_open_params;
+
+/* NULL params = mmap. Errors (io, format with field and byte offset) go to
+ * the thread-local last error. */
+candle_status candle_gguf_open(candle_gguf **out, const char *path,
+                               const candle_gguf_open_params *p);
+/* Parse an in-memory image (not copied; must outlive the handle). */
+candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_t size);
+void candle_gguf_close(candle_gguf *g);
+
+uint32_t candle_gguf_version(const candle_gguf *g);
+size_t candle_gguf_alignment(const candle_gguf *g);
+size_t candle_gguf_file_size(const candle_gguf *g);
+
+/* ---- metadata ---- */
+int64_t candle_gguf_n_kv(const candle_gguf *g);
+const char *candle_gguf_key(const candle_gguf *g, int64_t i);
+/* Index of a key, or -1. */
+int64_t candle_gguf_find_key(const candle_gguf *g, const char *key);
+candle_gguf_type candle_gguf_kv_type(const candle_gguf *g, int64_t i);
+/* Scalars, converted to the asked type when lossless; false if the key is
+ * missing or of an incompatible type. */
+bool candle_gguf_get_u32(const candle_gguf *g, const char *key, uint32_t *out);
+bool candle_gguf_get_i64(const candle_gguf *g, const char *key, int64_t *out);
+bool candle_gguf_get_f32(const candle_gguf *g, const char *key, float *out);
+bool candle_gguf_get_bool(const candle_gguf *g, const char *key, bool *out);
+/* Strings are not NUL-terminated in the file: pointer + length. */
+bool candle_gguf_get_str(const candle_gguf *g, const char *key, const char **s, size_t *len);
+/* Arrays: element type and count, then elements by index. */
+bool candle_gguf_get_arr(const candle_gguf *g, const char *key, candle_gguf_type *elem_type,
+                         int64_t *n);
+bool candle_gguf_arr_str(const candle_gguf *g, const char *key, int64_t i, const char **s,
+                         size_t *len);
+/* Raw pointer to a numeric array's packed elements (little-endian). */
+const void *candle_gguf_arr_data(const candle_gguf *g, const char *key);
+/* Human-readable value (arrays abbreviated) into buf, for `candle info`. */
+const char *candle_gguf_kv_str(const candle_gguf *g, int64_t i, char *buf, size_t n);
+
+/* ---- tensors ---- */
+typedef struct candle_gguf_tensor_info {
+    const char *name;
+    candle_dtype dtype;
+    int rank;
+    int64_t shape[CANDLE_MAX_RANK]; /* outermost-first */
+    size_t offset;                  /* bytes from the file start */
+    size_t size;                    /* bytes */
+} candle_gguf_tensor_info;
+
+int64_t candle_gguf_n_tensors(const candle_gguf *g);
+const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t i);
+int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name);
+/* The storage holding the file's data (the mapping or the loaded copy). */
+candle_storage *candle_gguf_storage(const candle_gguf *g);
+/* A zero-copy leaf tensor in ctx viewing tensor `name`; NULL + error on ctx
+ * if missing. */
+candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, const char *name);
+
+/* ---- writer ---- */
+typedef struct candle_gguf_writer candle_gguf_writer;
+
+candle_status candle_gguf_writer_init(candle_gguf_writer **out);
+void candle_gguf_writer_free(candle_gguf_writer *w);
+candle_status candle_gguf_writer_set_u32(candle_gguf_writer *w, const char *key, uint32_t v);
+candle_status candle_gguf_writer_set_i32(candle_gguf_writer *w, const char *key, int32_t v);
+candle_status candle_gguf_writer_set_f32(candle_gguf_writer *w, const char *key, float v);
+candle_status candle_gguf_writer_set_bool(candle_gguf_writer *w, const char *key, bool v);
+candle_status candle_gguf_writer_set_str(candle_gguf_writer *w, const char *key, const char *v);
+/* Array of numbers (elem_type a numeric type) or of strings (STRING:
+ * data is const char *const *). */
+candle_status candle_gguf_writer_set_arr(candle_gguf_writer *w, const char *key,
+                                         candle_gguf_type elem_type, const void *data, int64_t n);
+/* Copy every metadata key of an open file (for quantize). */
+candle_status candle_gguf_writer_copy_kv(candle_gguf_writer *w, const candle_gguf *src);
+/* Tensor data is copied at write time from data (contiguous, shape
+ * outermost-first). */
+candle_status candle_gguf_writer_add_tensor(candle_gguf_writer *w, const char *name,
+                                            candle_dtype dtype, int rank, const int64_t *shape,
+                                            const void *data);
+candle_status candle_gguf_writer_set_alignment(candle_gguf_writer *w, size_t alignment);
+candle_status candle_gguf_writer_write(candle_gguf_writer *w, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,45 @@
+/* Tokenizers read from GGUF metadata: SentencePiece-style (scores, byte
+ * fallback), byte-level BPE with per-family pre-tokenizers, WordPiece. */
+#ifndef CANDLE_TOKENIZER_H
+#define CANDLE_TOKENIZER_H
+
+#include "gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct candle_tokenizer candle_tokenizer;
+
+candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g);
+void candle_tokenizer_free(candle_tokenizer *t);
+
+int32_t candle_tokenizer_n_vocab(const candle_tokenizer *t);
+int32_t candle_tokenizer_bos(const candle_tokenizer *t); /* -1 if none */
+int32_t candle_tokenizer_eos(const candle_tokenizer *t);
+/* End-of-generation tokens (eos, eot, im_end, ...). */
+bool candle_tokenizer_is_eog(const candle_tokenizer *t, int32_t id);
+/* Special token id by its text ("<|im_end|>"), or -1. */
+int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text);
+
+/* add_special: add BOS/EOS as the model's metadata says.
+ * parse_special: recognise special-token text ("<|im_start|>") in the input.
+ * Writes up to cap ids; *n_out gets the full count (call again with more
+ * room if it exceeds cap). */
+candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text, size_t len,
+                                      bool add_special, bool parse_special, int32_t *ids,
+                                      int64_t cap, int64_t *n_out);
+/* The bytes of one token (byte-fallback and byte-level tokens decoded, the
+ * SentencePiece space marker turned into ' '); may be a partial UTF-8
+ * sequence. Special tokens give their text only if render_special. */
+candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id,
+                                           bool render_special, char *buf, size_t cap,
+                                           size_t *len);
+/* Decode a sequence into buf (NUL-terminated); *len gets the byte count. */
+candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids, int64_t n,
+                                      bool render_special, char *buf, size_t cap, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

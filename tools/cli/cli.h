@@ -1,0 +1,19 @@
+/* Subcommands of the `candle` tool. Each returns the process exit code. */
+#ifndef CANDLE_CLI_H
+#define CANDLE_CLI_H
+
+#include "candle/candle.h"
+
+int cmd_info(int argc, char **argv);       /* cmd_info.c */
+int cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c */
+int cmd_run(int argc, char **argv);        /* cmd_run.c */
+int cmd_chat(int argc, char **argv);       /* cmd_run.c */
+int cmd_logits(int argc, char **argv);     /* cmd_run.c */
+int cmd_perplexity(int argc, char **argv); /* cmd_run.c */
+int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
+int cmd_quantize(int argc, char **argv);   /* cmd_quantize.c */
+
+/* The default model fetched by `make run` (scripts/fetch-model.sh). */
+#define CLI_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#endif
