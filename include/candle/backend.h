@@ -30,6 +30,8 @@ struct candle_backend {
 candle_backend *candle_backend_cpu_init(int n_threads);
 void candle_backend_free(candle_backend *be);
 const char *candle_backend_name(const candle_backend *be);
+/* CPU features found (cpuid) and the kernels chosen, one per line. */
+const char *candle_cpu_info(char *buf, size_t n);
 
 #ifdef __cplusplus
 }

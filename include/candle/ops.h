@@ -103,6 +103,10 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank,
 /* Returns x itself when already contiguous, else a copy. */
 candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x);
 candle_tensor *candle_cast(candle_ctx *ctx, candle_tensor *x, candle_dtype dtype);
+/* Write src (converted, broadcast) into dst's memory, which may be a strided
+ * view (a KV cache slot). The result aliases dst; compute it before reading
+ * dst. */
+candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tensor *src);
 
 /* ---- elementwise ---- */
 

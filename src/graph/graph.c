@@ -119,7 +119,9 @@ static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
     if (t->op == CANDLE_OP_NONE)
         return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                                 "compute: leaf tensor '%s' has no data", t->name);
-    if (!t->storage) {
+    if (t->view_src) {
+        candle_tensor_bind_view(t); /* in-place writers: copy_into */
+    } else if (!t->storage) {
         candle_status s = candle_tensor_alloc_storage(ctx, t);
         if (s) return s;
     }

@@ -2,6 +2,7 @@
  * where, copies and casts. Broadcast inputs become expand views, so the
  * kernels only ever see operands of the output's shape. */
 #include <stdio.h>
+#include <string.h>
 
 #include "ops-impl.h"
 
@@ -224,4 +225,24 @@ candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x) {
     OP_CHECK_IN(x);
     if (candle_tensor_is_contiguous(x)) return x;
     return candle_cast(ctx, x, x->dtype);
+}
+
+candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tensor *src) {
+    OP_CHECK_IN(dst);
+    OP_CHECK_IN(src);
+    if (!op_check_device(ctx, "copy_into", dst, src) || !op_check_plain(ctx, "copy_into", dst, false) ||
+        !op_check_plain(ctx, "copy_into", src, false))
+        return NULL;
+    candle_tensor *s = as_shape(ctx, src, dst->rank, dst->shape);
+    if (!s) return NULL;
+    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_COPY, dst->dtype, dst->rank, dst->shape);
+    if (!t) return NULL;
+    /* t writes through dst's layout into the storage dst views. */
+    memcpy(t->stride, dst->stride, sizeof t->stride);
+    t->view_src = dst->op == CANDLE_OP_VIEW && dst->view_src ? dst->view_src : dst;
+    t->view_offset = dst->op == CANDLE_OP_VIEW && dst->view_src ? dst->view_offset : 0;
+    t->src[0] = s;
+    t->src[1] = dst; /* ordering: dst's producer runs first */
+    t->n_src = 2;
+    return candle_node_finish(ctx, t);
 }

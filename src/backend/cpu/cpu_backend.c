@@ -138,3 +138,8 @@ void candle_backend_free(candle_backend *be) {
 }
 
 const char *candle_backend_name(const candle_backend *be) { return be ? be->iface->name : "none"; }
+
+const char *candle_cpu_info(char *buf, size_t n) {
+    snprintf(buf, n, "kernels: reference (scalar)\n");
+    return buf;
+}
