@@ -1,6 +1,80 @@
-/* Reference kernels: matmul (pending). */
+/* Reference matmul: dst [..., M, N] = a [..., M, K] x b [..., K, N], every
+ * product summed in double, operands read through their strides.
+ *
+ * When b's dtype differs from a's (the weight form, see src/ops/linalg.c), b
+ * is the transpose of a row-major [N, K] weight whose rows may be blocks: each
+ * column of b is one weight row, dequantized whole with the dtype's to_f32.
+ * Such b may have fewer batch dims than dst (aligned right) or size-1 ones. */
+#include <stdlib.h>
+
 #include "../cpu-impl.h"
 
+/* Byte offset of batch index idx[0..nb) into t, whose batch dims align right
+ * and broadcast where they are missing or of size 1. */
+static int64_t batch_offset(const candle_tensor *t, int nb, const int64_t *idx) {
+    int tb = t->rank - 2;
+    int64_t off = 0;
+    for (int i = 0; i < tb; i++)
+        if (t->shape[i] != 1) off += idx[i + nb - tb] * t->stride[i];
+    return off;
+}
+
+typedef struct mm_dims {
+    int64_t M, N, K;
+    int64_t a_sm, a_sk, b_sk, b_sn, d_sm, d_sn; /* byte strides */
+} mm_dims;
+
+static void mm_plain(const mm_dims *m, const candle_tensor *a, const char *pa,
+                     const candle_tensor *b, const char *pb, candle_tensor *dst, char *pd) {
+    for (int64_t i = 0; i < m->M; i++)
+        for (int64_t j = 0; j < m->N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < m->K; k++)
+                acc += candle_load_f64(a->dtype, pa + i * m->a_sm + k * m->a_sk) *
+                       candle_load_f64(b->dtype, pb + k * m->b_sk + j * m->b_sn);
+            candle_store_f64(dst->dtype, pd + i * m->d_sm + j * m->d_sn, acc);
+        }
+}
+
+/* col holds K floats: one dequantized weight row per output column. */
+static void mm_weight(const mm_dims *m, const candle_tensor *a, const char *pa,
+                      const candle_tensor *b, const char *pb, candle_tensor *dst, char *pd,
+                      float *col) {
+    candle_to_f32_fn to_f32 = candle_dtype_info(b->dtype)->to_f32;
+    for (int64_t j = 0; j < m->N; j++) {
+        to_f32(pb + j * m->b_sn, col, m->K);
+        for (int64_t i = 0; i < m->M; i++) {
+            double acc = 0;
+            for (int64_t k = 0; k < m->K; k++)
+                acc += candle_load_f64(a->dtype, pa + i * m->a_sm + k * m->a_sk) * (double)col[k];
+            candle_store_f64(dst->dtype, pd + i * m->d_sm + j * m->d_sn, acc);
+        }
+    }
+}
+
 candle_status cpu_ref_matmul(const cpu_task *task, candle_tensor *dst) {
-    return cpu_error(task, CANDLE_ERR_UNSUPPORTED, "%s: not implemented yet", candle_op_name((candle_op)dst->op));
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    int r = dst->rank, nb = r - 2;
+    mm_dims m = {dst->shape[r - 2], dst->shape[r - 1], a->shape[a->rank - 1],
+                 a->stride[a->rank - 2], a->stride[a->rank - 1], b->stride[b->rank - 2],
+                 b->stride[b->rank - 1], dst->stride[r - 2], dst->stride[r - 1]};
+    bool weight = a->dtype != b->dtype;
+    if (weight && !candle_dtype_info(b->dtype)->to_f32)
+        return cpu_error(task, CANDLE_ERR_UNSUPPORTED,
+                         "matmul: no dequantization (to_f32) registered for %s weights",
+                         candle_dtype_name(b->dtype));
+    if (candle_tensor_numel(dst) == 0) return CANDLE_OK;
+    float *col = NULL;
+    if (weight && !(col = malloc(sizeof(float) * (size_t)(m.K ? m.K : 1))))
+        return cpu_error(task, CANDLE_ERR_OOM, "matmul: out of memory for a weight row");
+    int64_t idx[CANDLE_MAX_RANK] = {0};
+    do {
+        const char *pa = tensor_ptr(a) + batch_offset(a, nb, idx);
+        const char *pb = tensor_ptr(b) + batch_offset(b, nb, idx);
+        char *pd = tensor_ptr(dst) + nd_offset(nb, idx, dst->stride);
+        if (weight) mm_weight(&m, a, pa, b, pb, dst, pd, col);
+        else mm_plain(&m, a, pa, b, pb, dst, pd);
+    } while (nd_next(nb, dst->shape, idx));
+    free(col);
+    return CANDLE_OK;
 }

@@ -1,0 +1,153 @@
+/* Matrix multiplication and the linear layer.
+ *
+ * matmul follows torch.matmul: a [..., M, K] x b [..., K, N] -> [..., M, N],
+ * batch dims broadcast, a 1-D lhs is a row [1, K] and a 1-D rhs a column
+ * [K, 1] whose extra dim is dropped from the result. Operands keep their
+ * strides (no copies).
+ *
+ * Weights: GGUF stores a linear weight as row-major w [N, K], possibly in a
+ * block dtype. b = transpose(w) then has dim -2 (K) as the blocked, contiguous
+ * dim (stride = block bytes) and dim -1 (N) stepping by the row size; the
+ * kernel dequantizes one weight row (one column of b) at a time. That
+ * "weight" form takes an f32 lhs and gives f32, for any block dtype and for
+ * f16/bf16 weights. Block dtypes cannot be expand-viewed, so such b keeps its
+ * own batch dims (aligned right, missing or size-1 ones broadcast) and the
+ * kernel broadcasts them. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "ops-impl.h"
+
+static void shape_mismatch(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b,
+                           const char *why) {
+    char sa[128], sb[128];
+    candle_set_error(ctx, CANDLE_ERR_SHAPE, "matmul: shape mismatch: lhs %s rhs %s (%s)",
+                     candle_shape_str(a->rank, a->shape, sa, sizeof sa),
+                     candle_shape_str(b->rank, b->shape, sb, sizeof sb), why);
+}
+
+/* The weight form (see top); false with an error when b is not usable so. */
+static bool check_weight_rhs(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b) {
+    const candle_dtype_traits *tb = candle_dtype_info(b->dtype);
+    if (a->dtype != CANDLE_DTYPE_F32) {
+        candle_set_error(ctx, CANDLE_ERR_DTYPE, "matmul: %s rhs needs an f32 lhs, got %s",
+                         tb->name, candle_dtype_name(a->dtype));
+        return false;
+    }
+    if (b->rank < 2 || b->stride[b->rank - 2] != (int64_t)tb->type_size ||
+        b->shape[b->rank - 2] % tb->block_size) {
+        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
+                         "matmul: %s rhs must be the transpose of a row-major [N, K] weight "
+                         "(use candle_linear, or cast it)",
+                         tb->name);
+        return false;
+    }
+    return true;
+}
+
+static bool check_dtypes(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b,
+                         bool *weight_form) {
+    const candle_dtype_traits *tb = candle_dtype_info(b->dtype);
+    *weight_form = a->dtype != b->dtype && (tb->is_quantized || b->dtype == CANDLE_DTYPE_F16 ||
+                                            b->dtype == CANDLE_DTYPE_BF16);
+    if (*weight_form) return check_weight_rhs(ctx, a, b);
+    return op_check_same_dtype(ctx, "matmul", a, b) && op_check_plain(ctx, "matmul", a, true);
+}
+
+/* Broadcast the batch dims (all but the last two) of a and b into out. */
+static bool batch_shape(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b,
+                        const candle_tensor *a0, const candle_tensor *b0, int *rank,
+                        int64_t *out) {
+    int ra = a->rank - 2, rb = b->rank - 2, r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - ra), ib = i - (r - rb);
+        int64_t sa = ia < 0 ? 1 : a->shape[ia], sb = ib < 0 ? 1 : b->shape[ib];
+        if (sa != sb && sa != 1 && sb != 1) {
+            shape_mismatch(ctx, a0, b0, "batch dims do not broadcast");
+            return false;
+        }
+        out[i] = sa == 1 ? sb : sa;
+    }
+    *rank = r;
+    return true;
+}
+
+/* x seen with the batch dims given and its own last two dims. */
+static candle_tensor *expand_batch(candle_ctx *ctx, candle_tensor *x, int nb,
+                                   const int64_t *batch) {
+    int64_t shape[CANDLE_MAX_RANK];
+    bool same = x->rank == nb + 2;
+    for (int i = 0; i < nb; i++) {
+        shape[i] = batch[i];
+        same = same && x->shape[i] == batch[i];
+    }
+    shape[nb] = x->shape[x->rank - 2];
+    shape[nb + 1] = x->shape[x->rank - 1];
+    return same ? x : candle_expand(ctx, x, nb + 2, shape);
+}
+
+candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b) {
+    OP_CHECK_IN(a);
+    OP_CHECK_IN(b);
+    if (!op_check_device(ctx, "matmul", a, b)) return NULL;
+    if (a->rank < 1 || b->rank < 1) {
+        shape_mismatch(ctx, a, b, "operands must be at least 1-D");
+        return NULL;
+    }
+    bool weight_form;
+    if (!check_dtypes(ctx, a, b, &weight_form)) return NULL;
+    candle_tensor *a0 = a, *b0 = b;
+    int64_t k_a = a->shape[a->rank - 1], k_b = b->shape[b->rank == 1 ? 0 : b->rank - 2];
+    if (k_a != k_b) {
+        char why[64];
+        snprintf(why, sizeof why, "%" PRId64 " != %" PRId64, k_a, k_b);
+        shape_mismatch(ctx, a, b, why);
+        return NULL;
+    }
+    if (a->rank == 1 && !(a = candle_unsqueeze(ctx, a, 0))) return NULL;
+    if (b->rank == 1 && !(b = candle_unsqueeze(ctx, b, 1))) return NULL;
+    int nb;
+    int64_t shape[CANDLE_MAX_RANK];
+    if (!batch_shape(ctx, a, b, a0, b0, &nb, shape)) return NULL;
+    a = expand_batch(ctx, a, nb, shape);
+    if (!weight_form) b = expand_batch(ctx, b, nb, shape);
+    if (!a || !b) return NULL;
+    shape[nb] = a->shape[a->rank - 2];
+    shape[nb + 1] = b->shape[b->rank - 1];
+    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_MATMUL, a->dtype, nb + 2, shape);
+    if (!t) return NULL;
+    t->src[0] = a;
+    t->src[1] = b;
+    t->n_src = 2;
+    t = candle_node_finish(ctx, t);
+    if (t && b0->rank == 1) t = candle_squeeze(ctx, t, -1);
+    if (t && a0->rank == 1) t = candle_squeeze(ctx, t, -1 - (b0->rank != 1));
+    return t;
+}
+
+candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
+                             candle_tensor *bias) {
+    OP_CHECK_IN(x);
+    OP_CHECK_IN(w);
+    char sx[128], sw[128];
+    if (w->rank != 2 || x->rank < 1 || x->shape[x->rank - 1] != w->shape[1]) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "linear: shape mismatch: input %s weight %s (want weight [N, %" PRId64 "])",
+                         candle_shape_str(x->rank, x->shape, sx, sizeof sx),
+                         candle_shape_str(w->rank, w->shape, sw, sizeof sw),
+                         x->rank ? x->shape[x->rank - 1] : 0);
+        return NULL;
+    }
+    candle_tensor *y = candle_matmul(ctx, x, candle_transpose(ctx, w, 0, 1));
+    if (!y || !bias) return y;
+    if (bias->rank != 1 || bias->shape[0] != w->shape[0]) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE, "linear: bias %s does not match weight %s",
+                         candle_shape_str(bias->rank, bias->shape, sx, sizeof sx),
+                         candle_shape_str(w->rank, w->shape, sw, sizeof sw));
+        return NULL;
+    }
+    /* An f32 output (weight form) may carry an f16 bias from the same file. */
+    if (bias->dtype != y->dtype && candle_dtype_info(bias->dtype)->is_float)
+        bias = candle_cast(ctx, bias, y->dtype);
+    return candle_add(ctx, y, bias);
+}

@@ -1,0 +1,132 @@
+/* Normalisation over the last dim, and rotary position embedding. */
+#include <inttypes.h>
+#include <math.h>
+
+#include "ops-impl.h"
+
+/* weight/bias: NULL, or [D] of x's dtype or f32 (norm weights are often kept
+ * in f32 beside half-precision activations). */
+static bool check_affine(candle_ctx *ctx, const char *op, const char *what,
+                         const candle_tensor *x, const candle_tensor *p) {
+    if (!p) return true;
+    char sx[128], sp[128];
+    if (!op_check_device(ctx, op, x, p)) return false;
+    if (p->dtype != x->dtype && p->dtype != CANDLE_DTYPE_F32) {
+        candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s dtype %s must be %s or f32", op, what,
+                         candle_dtype_name(p->dtype), candle_dtype_name(x->dtype));
+        return false;
+    }
+    if (p->rank != 1 || p->shape[0] != x->shape[x->rank - 1]) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: shape mismatch: input %s %s %s (want [%" PRId64 "])",
+                         op, candle_shape_str(x->rank, x->shape, sx, sizeof sx), what,
+                         candle_shape_str(p->rank, p->shape, sp, sizeof sp), x->shape[x->rank - 1]);
+        return false;
+    }
+    return true;
+}
+
+static candle_tensor *norm_node(candle_ctx *ctx, candle_op op, candle_tensor *x,
+                                candle_tensor *weight, candle_tensor *bias, double eps) {
+    const char *name = candle_op_name(op);
+    if (!op_check_plain(ctx, name, x, true)) return NULL;
+    if (x->rank < 1) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: input must be at least 1-D", name);
+        return NULL;
+    }
+    if (!(eps >= 0) || isinf(eps)) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0", name, eps);
+        return NULL;
+    }
+    if (!check_affine(ctx, name, "weight", x, weight) || !check_affine(ctx, name, "bias", x, bias))
+        return NULL;
+    candle_tensor *t = candle_node_new(ctx, op, x->dtype, x->rank, x->shape);
+    if (!t) return NULL;
+    t->src[0] = x;
+    t->src[1] = weight; /* NULL slots are skipped by the graph */
+    t->src[2] = bias;
+    t->n_src = op == CANDLE_OP_LAYER_NORM ? 3 : 2;
+    t->fparams[0] = eps;
+    return candle_node_finish(ctx, t);
+}
+
+candle_tensor *candle_rms_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
+                               double eps) {
+    OP_CHECK_IN(x);
+    return norm_node(ctx, CANDLE_OP_RMS_NORM, x, weight, NULL, eps);
+}
+
+candle_tensor *candle_layer_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
+                                 candle_tensor *bias, double eps) {
+    OP_CHECK_IN(x);
+    return norm_node(ctx, CANDLE_OP_LAYER_NORM, x, weight, bias, eps);
+}
+
+static bool check_rope_params(candle_ctx *ctx, const candle_tensor *x, const candle_rope_params *p,
+                              int64_t *n_dims) {
+    int64_t D = x->shape[x->rank - 1];
+    if (!p) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: params are NULL");
+        return false;
+    }
+    if (p->mode != CANDLE_ROPE_INTERLEAVED && p->mode != CANDLE_ROPE_HALF) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: unknown mode %d", (int)p->mode);
+        return false;
+    }
+    *n_dims = p->n_dims ? p->n_dims : D;
+    if (*n_dims < 0 || *n_dims > D || *n_dims % 2) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                         "rope: n_dims %d must be even and at most head dim %" PRId64, p->n_dims, D);
+        return false;
+    }
+    if (!(p->freq_base > 0) || isinf(p->freq_base) || !isfinite(p->freq_scale)) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: freq_base %g / freq_scale %g invalid",
+                         p->freq_base, p->freq_scale);
+        return false;
+    }
+    return true;
+}
+
+static bool check_positions(candle_ctx *ctx, const candle_tensor *x, const candle_tensor *pos) {
+    if (!pos) return true;
+    char sx[128], sp[128];
+    if (!op_check_device(ctx, "rope", x, pos)) return false;
+    if (pos->dtype != CANDLE_DTYPE_I32 && pos->dtype != CANDLE_DTYPE_I64) {
+        candle_set_error(ctx, CANDLE_ERR_DTYPE, "rope: positions must be i32 or i64, got %s",
+                         candle_dtype_name(pos->dtype));
+        return false;
+    }
+    int64_t S = x->shape[x->rank - 3];
+    if (pos->rank != 1 || pos->shape[0] != S) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "rope: shape mismatch: input %s positions %s (want [%" PRId64 "])",
+                         candle_shape_str(x->rank, x->shape, sx, sizeof sx),
+                         candle_shape_str(pos->rank, pos->shape, sp, sizeof sp), S);
+        return false;
+    }
+    return true;
+}
+
+candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *positions,
+                           const candle_rope_params *p) {
+    OP_CHECK_IN(x);
+    if (!op_check_plain(ctx, "rope", x, true)) return NULL;
+    if (x->rank < 3) {
+        char sx[128];
+        candle_set_error(ctx, CANDLE_ERR_SHAPE, "rope: input %s must be [..., S, H, D]",
+                         candle_shape_str(x->rank, x->shape, sx, sizeof sx));
+        return NULL;
+    }
+    int64_t n_dims;
+    if (!check_rope_params(ctx, x, p, &n_dims) || !check_positions(ctx, x, positions)) return NULL;
+    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_ROPE, x->dtype, x->rank, x->shape);
+    if (!t) return NULL;
+    t->src[0] = x;
+    t->src[1] = positions;
+    t->n_src = 2;
+    t->iparams[0] = p->mode;
+    t->iparams[1] = n_dims;
+    t->iparams[2] = p->pos_offset;
+    t->fparams[0] = p->freq_base;
+    t->fparams[1] = p->freq_scale;
+    return candle_node_finish(ctx, t);
+}
