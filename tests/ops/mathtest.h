@@ -1,0 +1,170 @@
+/* Helpers shared by the reduction, matmul, norm and rope tests: inputs in the
+ * layouts an op must handle, read-back of any layout in double precision,
+ * and the per-dtype NMSE bounds. The expected values come from the logical
+ * (already dtype-rounded) input values, so a bound only has to absorb the
+ * rounding of the output. */
+#ifndef CANDLE_TEST_MATHTEST_H
+#define CANDLE_TEST_MATHTEST_H
+
+#include <stdint.h>
+
+#include "test.h"
+
+typedef enum mt_layout {
+    MT_CONTIG,     /* fresh contiguous tensor */
+    MT_TRANSPOSED, /* transpose view of a tensor with the last two dims swapped */
+    MT_BROADCAST,  /* dim 0 of size 1 expanded (stride 0) */
+    MT_SLICED,     /* every other element of a longer last dim, from index 1 */
+    MT_OFFSET,     /* narrow of dim 0, starting 2 rows in */
+    MT_LAYOUT_COUNT
+} mt_layout;
+
+static const char *const mt_layout_names[MT_LAYOUT_COUNT] = {"contig", "transposed", "broadcast",
+                                                             "sliced", "offset"};
+
+static inline uint64_t mt_rng_next(uint64_t *s) {
+    /* splitmix64: seeded, reproducible, good enough for test data */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline double mt_uniform(uint64_t *s, double lo, double hi) {
+    return lo + (hi - lo) * (double)(mt_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static inline int64_t mt_numel(int rank, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    return n;
+}
+
+/* A tensor of logical shape `shape` laid out as `lay`, with values uniform in
+ * [lo, hi) (whole numbers for integer dtypes). NULL when the layout does not
+ * apply to the rank (transposed needs 2 dims). */
+static inline candle_tensor *mt_input(candle_ctx *ctx, candle_dtype dt, int rank,
+                                      const int64_t *shape, mt_layout lay, uint64_t seed,
+                                      double lo, double hi) {
+    int64_t bs[CANDLE_MAX_RANK];
+    for (int i = 0; i < rank; i++) bs[i] = shape[i];
+    if (rank < 1 || (lay == MT_TRANSPOSED && rank < 2)) return NULL;
+    if (lay == MT_TRANSPOSED) {
+        bs[rank - 2] = shape[rank - 1];
+        bs[rank - 1] = shape[rank - 2];
+    } else if (lay == MT_BROADCAST) {
+        bs[0] = 1;
+    } else if (lay == MT_SLICED) {
+        bs[rank - 1] = 2 * shape[rank - 1] + 1;
+    } else if (lay == MT_OFFSET) {
+        bs[0] = shape[0] + 3;
+    }
+    int64_t n = mt_numel(rank, bs);
+    float *data = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    bool ints = candle_dtype_info(dt)->is_int;
+    for (int64_t i = 0; i < n; i++) {
+        double v = mt_uniform(&seed, lo, hi);
+        data[i] = (float)(ints ? floor(v) : v);
+    }
+    candle_tensor *t = candle_tensor_from_f32(ctx, dt, rank, bs, data);
+    free(data);
+    switch (lay) {
+    case MT_TRANSPOSED: return candle_transpose(ctx, t, -1, -2);
+    case MT_BROADCAST: return candle_expand(ctx, t, rank, shape);
+    case MT_SLICED: return candle_slice(ctx, t, rank - 1, 1, bs[rank - 1], 2);
+    case MT_OFFSET: return candle_narrow(ctx, t, 0, 2, shape[0]);
+    default: return t;
+    }
+}
+
+/* All elements of t in row-major logical order; false if t is unreadable. */
+static inline bool mt_read(const candle_tensor *t, double *out) {
+    if (!t) return false;
+    int64_t n = candle_tensor_numel(t), idx[CANDLE_MAX_RANK] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        if (candle_tensor_get_f64(t, idx, &out[i]) != CANDLE_OK) return false;
+        for (int d = t->rank - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return true;
+}
+
+/* A freshly malloc'ed read-back of t (NULL if unreadable). */
+static inline double *mt_values(const candle_tensor *t) {
+    if (!t) return NULL;
+    int64_t n = candle_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (v && !mt_read(t, v)) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static inline double mt_nmse(const double *got, const double *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = got[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den == 0 ? num : num / den;
+}
+
+/* Rounding the output to the dtype costs at most half an ulp: relative
+ * 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16); the bounds leave a wide margin over
+ * that squared and still catch any indexing mistake. */
+static inline double mt_bound(candle_dtype dt) {
+    switch (dt) {
+    case CANDLE_DTYPE_F16: return 1e-5;
+    case CANDLE_DTYPE_BF16: return 1e-4;
+    default: return 1e-10;
+    }
+}
+
+static inline bool mt_same_shape(const candle_tensor *t, int rank, const int64_t *shape) {
+    if (!t || t->rank != rank) return false;
+    for (int i = 0; i < rank; i++)
+        if (t->shape[i] != shape[i]) return false;
+    return true;
+}
+
+/* Row-major element strides of a shape. */
+static inline void mt_strides(int rank, const int64_t *shape, int64_t *st) {
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= shape[i];
+    }
+}
+
+/* A context on the CPU backend; eager ones compute each op as it is built. */
+static inline candle_ctx *mt_ctx(bool eager) {
+    candle_ctx *ctx = NULL;
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = eager;
+    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
+        fprintf(stderr, "ctx_init failed: %s\n", candle_last_errmsg());
+        exit(1);
+    }
+    return ctx;
+}
+
+/* The call failed with this status and a message containing sub; clears the
+ * context's error for the next case. */
+#define MT_CHECK_ERR(ctx, result, status, sub)                                         \
+    do {                                                                               \
+        candle_ctx_clear_error(ctx);                                                   \
+        const candle_tensor *r_ = (result);                                            \
+        CHECK_MSG(r_ == NULL, "expected failure: %s", #result);                        \
+        CHECK_MSG(candle_errcode(ctx) == (status), "status %s, want %s (%s)",          \
+                  candle_status_name(candle_errcode(ctx)), candle_status_name(status), \
+                  candle_errmsg(ctx));                                                 \
+        CHECK_CONTAINS(candle_errmsg(ctx), sub);                                       \
+        candle_ctx_clear_error(ctx);                                                   \
+    } while (0)
+
+#endif
