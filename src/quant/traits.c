@@ -1,5 +1,9 @@
-/* Registers row conversion kernels in the dtype traits table. */
+/* Registers the row kernels of the float and block types in the dtype traits
+ * table, picking the AVX2 kernels when the CPU has them. */
+#include <stdlib.h>
+
 #include "../core/dtype-impl.h"
+#include "quant-impl.h"
 
 static void f16_to_f32_row(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
@@ -26,11 +30,69 @@ static void f32_store_row(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] = src[i];
 }
 
+static void set(candle_dtype_traits *t, candle_dtype type, candle_to_f32_fn to, candle_from_f32_fn from,
+                candle_vec_dot_fn dot, candle_dtype dot_type) {
+    t[type].to_f32 = to;
+    t[type].from_f32 = from;
+    t[type].vec_dot = dot;
+    t[type].vec_dot_type = dot_type;
+}
+
+static int use_avx2;
+
+int candle_quant_uses_avx2(void) {
+    candle_dtype_info(CANDLE_DTYPE_F32); /* registration decides */
+    return use_avx2;
+}
+
+static void register_scalar(candle_dtype_traits *t) {
+    set(t, CANDLE_DTYPE_F32, f32_copy_row, f32_store_row, NULL, CANDLE_DTYPE_F32);
+    set(t, CANDLE_DTYPE_F16, f16_to_f32_row, f32_to_f16_row, NULL, CANDLE_DTYPE_F16);
+    set(t, CANDLE_DTYPE_BF16, bf16_to_f32_row, f32_to_bf16_row, NULL, CANDLE_DTYPE_BF16);
+#define Q(T, lower, dot, dt) \
+    set(t, CANDLE_DTYPE_##T, candle_##lower##_to_f32, candle_##lower##_from_f32, dot, CANDLE_DTYPE_##dt)
+    Q(Q4_0, q4_0, candle_vec_dot_q4_0_q8_0, Q8_0);
+    Q(Q4_1, q4_1, candle_vec_dot_q4_1_q8_1, Q8_1);
+    Q(Q5_0, q5_0, candle_vec_dot_q5_0_q8_0, Q8_0);
+    Q(Q5_1, q5_1, candle_vec_dot_q5_1_q8_1, Q8_1);
+    Q(Q8_0, q8_0, candle_vec_dot_q8_0_q8_0, Q8_0);
+    Q(Q8_1, q8_1, candle_vec_dot_q8_1_q8_1, Q8_1);
+    Q(Q2_K, q2_k, candle_vec_dot_q2_k_q8_k, Q8_K);
+    Q(Q3_K, q3_k, candle_vec_dot_q3_k_q8_k, Q8_K);
+    Q(Q4_K, q4_k, candle_vec_dot_q4_k_q8_k, Q8_K);
+    Q(Q5_K, q5_k, candle_vec_dot_q5_k_q8_k, Q8_K);
+    Q(Q6_K, q6_k, candle_vec_dot_q6_k_q8_k, Q8_K);
+    Q(Q8_K, q8_k, candle_vec_dot_q8_k_q8_k, Q8_K);
+    Q(IQ4_NL, iq4_nl, candle_vec_dot_iq4_nl_q8_0, Q8_0);
+    Q(IQ4_XS, iq4_xs, candle_vec_dot_iq4_xs_q8_k, Q8_K);
+#undef Q
+}
+
+#ifdef CANDLE_QUANT_HAVE_X86
+static void register_avx2(candle_dtype_traits *t) {
+    t[CANDLE_DTYPE_Q8_0].from_f32 = candle_q8_0_from_f32_avx2;
+    t[CANDLE_DTYPE_Q8_1].from_f32 = candle_q8_1_from_f32_avx2;
+    t[CANDLE_DTYPE_Q8_K].from_f32 = candle_q8_k_from_f32_avx2;
+    t[CANDLE_DTYPE_Q4_0].vec_dot = candle_vec_dot_q4_0_q8_0_avx2;
+    t[CANDLE_DTYPE_Q4_1].vec_dot = candle_vec_dot_q4_1_q8_1_avx2;
+    t[CANDLE_DTYPE_Q5_0].vec_dot = candle_vec_dot_q5_0_q8_0_avx2;
+    t[CANDLE_DTYPE_Q5_1].vec_dot = candle_vec_dot_q5_1_q8_1_avx2;
+    t[CANDLE_DTYPE_Q8_0].vec_dot = candle_vec_dot_q8_0_q8_0_avx2;
+    t[CANDLE_DTYPE_IQ4_NL].vec_dot = candle_vec_dot_iq4_nl_q8_0_avx2;
+    t[CANDLE_DTYPE_Q4_K].vec_dot = candle_vec_dot_q4_k_q8_k_avx2;
+    t[CANDLE_DTYPE_Q5_K].vec_dot = candle_vec_dot_q5_k_q8_k_avx2;
+    t[CANDLE_DTYPE_Q6_K].vec_dot = candle_vec_dot_q6_k_q8_k_avx2;
+}
+#endif
+
 void candle_quant_register_traits(candle_dtype_traits *t) {
-    t[CANDLE_DTYPE_F32].to_f32 = f32_copy_row;
-    t[CANDLE_DTYPE_F32].from_f32 = f32_store_row;
-    t[CANDLE_DTYPE_F16].to_f32 = f16_to_f32_row;
-    t[CANDLE_DTYPE_F16].from_f32 = f32_to_f16_row;
-    t[CANDLE_DTYPE_BF16].to_f32 = bf16_to_f32_row;
-    t[CANDLE_DTYPE_BF16].from_f32 = f32_to_bf16_row;
+    register_scalar(t);
+#ifdef CANDLE_QUANT_HAVE_X86
+    /* CANDLE_QUANT_SCALAR forces the reference kernels (debugging, tests) */
+    const char *force = getenv("CANDLE_QUANT_SCALAR");
+    if ((!force || !*force || *force == '0') && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        register_avx2(t);
+        use_avx2 = 1;
+    }
+#endif
 }

@@ -1,0 +1,149 @@
+/* AVX2 kernels of the K types: the q8_K activation quantizer (bit-identical
+ * to the scalar one) and the q4_K, q5_K, q6_K dots. Sub-block products are
+ * summed in int32 with the sub-block scales applied by madd; the minimums
+ * are folded in through q8_K's bsums, as in the scalar kernels. */
+#include "avx2-common.h"
+
+static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
+
+static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
+    block_q8_K *b = dst;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(src + k), abs_mask));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h), max = 0;
+        if (amax == 0) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        /* the sign of the scale follows the first element of largest magnitude */
+        for (int e = 0; e < QK_K; e++)
+            if (fabsf(src[e]) == amax) {
+                max = src[e];
+                break;
+            }
+        float iscale = -127 / max;
+        __m256 vis = _mm256_set1_ps(iscale);
+        const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+        for (int g = 0; g < QK_K / 32; g++) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + 32 * g + 8 * k), vis));
+                q[k] = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+            }
+            b[i].bsums[2 * g] = (int16_t)hsum_i32(_mm256_add_epi32(q[0], q[1]));
+            b[i].bsums[2 * g + 1] = (int16_t)hsum_i32(_mm256_add_epi32(q[2], q[3]));
+            __m256i ab = _mm256_packs_epi32(q[0], q[1]), cd = _mm256_packs_epi32(q[2], q[3]);
+            __m256i v = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd),
+                                                    _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(b[i].qs + 32 * g), v);
+        }
+        b[i].d = 1 / iscale;
+    }
+}
+
+/* sum_j m_j * (bsums[2j] + bsums[2j+1]) for the 8 mins of a q4_K/q5_K block. */
+static inline int mins_dot(const uint8_t *mins, const int16_t *bsums) {
+    int s = 0;
+    for (int j = 0; j < 8; j++) s += mins[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    return s;
+}
+
+static inline void k4_scales(const uint8_t *packed, uint8_t *sc, uint8_t *m) {
+    for (int j = 0; j < 8; j++) quant_k4_scale_min(j, packed, &sc[j], &m[j]);
+}
+
+void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q4_K *x = vx;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float acc_m = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(x[i].scales, sc, mn);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q = load32(x[i].qs + 32 * c);
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), load32(y[i].qs + 64 * c));
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load32(y[i].qs + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        float d = y[i].d * h2f(x[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc_m += y[i].d * h2f(x[i].dmin) * (float)mins_dot(mn, y[i].bsums);
+    }
+    *out = hsum_ps(acc) - acc_m;
+}
+
+void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q5_K *x = vx;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps();
+    float acc_m = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(x[i].scales, sc, mn);
+        __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q = load32(x[i].qs + 32 * c);
+            __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+            __m256i h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4);
+            __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4);
+            __m256i q0 = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+            __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+            __m256i p0 = _mm256_maddubs_epi16(q0, load32(y[i].qs + 64 * c));
+            __m256i p1 = _mm256_maddubs_epi16(q1, load32(y[i].qs + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        float d = y[i].d * h2f(x[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc_m += y[i].d * h2f(x[i].dmin) * (float)mins_dot(mn, y[i].bsums);
+    }
+    *out = hsum_ps(acc) - acc_m;
+}
+
+/* q6_K codes are 0..63 (value + 32): the dot uses them unsigned and removes
+ * 32 * sum(y) per 16 elements afterwards through bsums. */
+void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q6_K *x = vx;
+    const block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t *sc = x[i].scales;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = load32(x[i].ql + 64 * h), l1 = load32(x[i].ql + 64 * h + 32);
+            __m256i qh = load32(x[i].qh + 32 * h);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            for (int k = 0; k < 4; k++) {
+                int s = 8 * h + 2 * k;
+                __m256i p = _mm256_maddubs_epi16(q[k], load32(y[i].qs + 128 * h + 32 * k));
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scv));
+            }
+        }
+        int bias = 0;
+        for (int s = 0; s < 16; s++) bias += sc[s] * y[i].bsums[s];
+        sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * bias, 0, 0, 0, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc);
+}

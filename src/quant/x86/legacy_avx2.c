@@ -1,0 +1,148 @@
+/* AVX2 kernels of the 32-element block types: activation quantizers (q8_0,
+ * q8_1; bit-identical to the scalar ones) and dot products. */
+#include "avx2-common.h"
+
+static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
+
+/* roundf (half away from zero) for |v| < 2^23: truncate, then step away
+ * from zero when the exact remainder is at least one half. */
+static inline __m256 round_away(__m256 v) {
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    __m256 step = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), _mm256_set1_ps(1.0f));
+    return _mm256_add_ps(t, _mm256_or_ps(step, sign));
+}
+
+/* 4 x 8 int32 (each in -128..127) -> 32 int8 in element order. */
+static inline __m256i pack_i32x4(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    __m256i v = _mm256_packs_epi16(ab, cd);
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One 32-element q8 block: returns the float scale, writes codes and their sum. */
+static inline float quantize_q8_32(const float *x, int8_t *qs, int *sum) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float d = _mm_cvtss_f32(h) / 127;
+    float id = d != 0 ? 1.0f / d : 0.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
+    *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    _mm256_storeu_si256((__m256i *)qs, pack_i32x4(q[0], q[1], q[2], q[3]));
+    return d;
+}
+
+void candle_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n) {
+    block_q8_0 *b = dst;
+    int sum;
+    for (int64_t i = 0; i < n / QK8_0; i++, src += QK8_0)
+        b[i].d = candle_f32_to_f16(quantize_q8_32(src, b[i].qs, &sum));
+}
+
+void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n) {
+    block_q8_1 *b = dst;
+    int sum;
+    for (int64_t i = 0; i < n / QK8_1; i++, src += QK8_1) {
+        float d = quantize_q8_32(src, b[i].qs, &sum);
+        b[i].d = candle_f32_to_f16(d);
+        b[i].s = candle_f32_to_f16((float)sum * d);
+    }
+}
+
+static inline __m256i load32(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q4_0 *x = vx;
+    const block_q8_0 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
+        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(q, load32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+void candle_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q4_1 *x = vx;
+    const block_q8_1 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    float acc_m = 0;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(unpack_nibbles(x[i].qs), load32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
+        acc_m += h2f(x[i].m) * h2f(y[i].s);
+    }
+    *out = hsum_ps(acc) + acc_m;
+}
+
+static inline uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4); /* little-endian, as x86 */
+    return v;
+}
+
+/* Five-bit codes 0..31 of a q5 block. */
+static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh) {
+    __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(qh)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles(qs), hi);
+}
+
+void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q5_0 *x = vx;
+    const block_q8_0 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256i q = _mm256_sub_epi8(unpack_q5(x[i].qs, x[i].qh), _mm256_set1_epi8(16));
+        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(q, load32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+void candle_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q5_1 *x = vx;
+    const block_q8_1 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    float acc_m = 0;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(unpack_q5(x[i].qs, x[i].qh), load32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
+        acc_m += h2f(x[i].m) * h2f(y[i].s);
+    }
+    *out = hsum_ps(acc) + acc_m;
+}
+
+void candle_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q8_0 *x = vx;
+    const block_q8_0 *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(load32(x[i].qs), load32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+void candle_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_iq4_nl *x = vx;
+    const block_q8_0 *y = vy;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK4_NL; i++) {
+        __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs));
+        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(q, load32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
+    }
+    *out = hsum_ps(acc);
+}
