@@ -12,8 +12,9 @@ static bool check_affine(candle_ctx *ctx, const char *op, const char *what,
     char sx[128], sp[128];
     if (!op_check_device(ctx, op, x, p)) return false;
     if (p->dtype != x->dtype && p->dtype != CANDLE_DTYPE_F32) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s dtype %s must be %s or f32", op, what,
-                         candle_dtype_name(p->dtype), candle_dtype_name(x->dtype));
+        candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype mismatch: input %s %s %s (want %s%s)", op,
+                         candle_dtype_name(x->dtype), what, candle_dtype_name(p->dtype),
+                         candle_dtype_name(x->dtype), x->dtype == CANDLE_DTYPE_F32 ? "" : " or f32");
         return false;
     }
     if (p->rank != 1 || p->shape[0] != x->shape[x->rank - 1]) {

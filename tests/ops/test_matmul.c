@@ -1,0 +1,355 @@
+/* matmul and linear against a naive double-precision reference: float dtypes
+ * x operand layouts x broadcast batches, torch-style 1-D operands, weights in
+ * other dtypes (f16/bf16 now, Q8_0 once it can be quantized), errors. */
+#include "mathtest.h"
+
+static const candle_dtype float_types[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
+
+/* ---- reference ---- */
+
+typedef struct mat {
+    int rank;
+    int64_t shape[CANDLE_MAX_RANK];
+    double *v; /* row-major logical values */
+} mat;
+
+/* out = a x b with torch.matmul semantics; returns false on a shape misfit. */
+static bool matmul_ref(const mat *a0, const mat *b0, mat *out) {
+    mat a = *a0, b = *b0;
+    if (a.rank == 1) {
+        a.rank = 2;
+        a.shape[0] = 1;
+        a.shape[1] = a0->shape[0];
+    }
+    if (b.rank == 1) {
+        b.rank = 2;
+        b.shape[1] = 1;
+    }
+    int na = a.rank - 2, nb = b.rank - 2, n = na > nb ? na : nb;
+    int64_t M = a.shape[na], K = a.shape[na + 1], N = b.shape[nb + 1];
+    if (b.shape[nb] != K) return false;
+    int64_t batch[CANDLE_MAX_RANK], nbatch = 1;
+    for (int i = 0; i < n; i++) {
+        int ia = i - (n - na), ib = i - (n - nb);
+        int64_t sa = ia < 0 ? 1 : a.shape[ia], sb = ib < 0 ? 1 : b.shape[ib];
+        if (sa != sb && sa != 1 && sb != 1) return false;
+        batch[i] = sa == 1 ? sb : sa;
+        nbatch *= batch[i];
+    }
+    out->v = malloc(sizeof(double) * (size_t)(nbatch * M * N + 1));
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        /* batch offsets of a and b, broadcasting their size-1 dims */
+        int64_t rem = bi, oa = 0, ob = 0, ma = M * K, mb = K * N;
+        for (int i = n - 1; i >= 0; i--) {
+            int64_t j = rem % batch[i];
+            rem /= batch[i];
+            int ia = i - (n - na), ib = i - (n - nb);
+            if (ia >= 0) {
+                if (a.shape[ia] != 1) oa += j * ma;
+                ma *= a.shape[ia];
+            }
+            if (ib >= 0) {
+                if (b.shape[ib] != 1) ob += j * mb;
+                mb *= b.shape[ib];
+            }
+        }
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += a.v[oa + i * K + k] * b.v[ob + k * N + j];
+                out->v[bi * M * N + i * N + j] = acc;
+            }
+    }
+    out->rank = 0;
+    for (int i = 0; i < n; i++) out->shape[out->rank++] = batch[i];
+    if (a0->rank != 1) out->shape[out->rank++] = M;
+    if (b0->rank != 1) out->shape[out->rank++] = N;
+    return true;
+}
+
+/* The values of transpose(w, -1, -2) read from w itself: block dtypes can
+ * only be read back along their rows. */
+static mat mat_of_weight_t(const candle_tensor *w) {
+    mat m = {0, {0}, NULL};
+    double *v = mt_values(w);
+    if (!v) return m;
+    int r = w->rank;
+    int64_t N = w->shape[r - 2], K = w->shape[r - 1], nb = candle_tensor_numel(w) / (N * K > 0 ? N * K : 1);
+    m.rank = r;
+    memcpy(m.shape, w->shape, sizeof m.shape);
+    m.shape[r - 2] = K;
+    m.shape[r - 1] = N;
+    m.v = malloc(sizeof(double) * (size_t)(nb * N * K + 1));
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) m.v[b * N * K + k * N + n] = v[b * N * K + n * K + k];
+    free(v);
+    return m;
+}
+
+static mat mat_of(const candle_tensor *t) {
+    mat m = {0, {0}, NULL};
+    if (!t) return m;
+    m.rank = t->rank;
+    memcpy(m.shape, t->shape, sizeof m.shape);
+    m.v = mt_values(t);
+    return m;
+}
+
+/* y (computed) against the reference product of a and b (their values);
+ * b_is_wt: b is given as the weight w of b = transpose(w). */
+static void check_product_m(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b,
+                            bool b_is_wt, const candle_tensor *y, candle_dtype out_dt, double bound,
+                            const char *what) {
+    mat ma = mat_of(a), mb = b_is_wt ? mat_of_weight_t(b) : mat_of(b), ref = {0, {0}, NULL};
+    bool ok = ma.v && mb.v && matmul_ref(&ma, &mb, &ref);
+    CHECK_MSG(ok && y && mt_same_shape(y, ref.rank, ref.shape) && y->dtype == out_dt, "%s: %s", what,
+              candle_errmsg(ctx));
+    double *got = ok ? mt_values(y) : NULL;
+    if (got && ok && y && mt_same_shape(y, ref.rank, ref.shape)) {
+        double e = mt_nmse(got, ref.v, candle_tensor_numel(y));
+        CHECK_MSG(e <= bound, "%s: nmse %g", what, e);
+    }
+    free(got);
+    free(ma.v);
+    free(mb.v);
+    free(ref.v);
+}
+
+static void check_product(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b,
+                          const candle_tensor *y, candle_dtype out_dt, double bound,
+                          const char *what) {
+    check_product_m(ctx, a, b, false, y, out_dt, bound, what);
+}
+
+/* ---- same-dtype products over layouts ---- */
+
+typedef struct mm_case {
+    int ra, rb;
+    int64_t a[4], b[4];
+} mm_case;
+
+static const mm_case cases[] = {
+    {2, 2, {3, 5}, {5, 7}},
+    {2, 2, {1, 9}, {9, 1}},
+    {2, 2, {4, 1}, {1, 3}},             /* K = 1 */
+    {3, 3, {2, 3, 4}, {2, 4, 5}},       /* equal batches */
+    {4, 3, {2, 1, 3, 4}, {3, 4, 5}},    /* broadcast batch both ways */
+    {3, 2, {4, 3, 6}, {6, 2}},          /* rank-2 rhs broadcast over a batch */
+    {2, 4, {5, 3}, {2, 2, 3, 3}},       /* rank-2 lhs broadcast */
+};
+
+static void test_layouts(candle_ctx *ctx) {
+    uint64_t seed = 7;
+    char what[160];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t t = 0; t < 3; t++)
+            for (int la = 0; la < MT_LAYOUT_COUNT; la++)
+                for (int lb = 0; lb < MT_LAYOUT_COUNT; lb++) {
+                    const mm_case *mc = &cases[c];
+                    candle_dtype dt = float_types[t];
+                    candle_ctx_mark m = candle_ctx_get_mark(ctx);
+                    candle_tensor *a = mt_input(ctx, dt, mc->ra, mc->a, (mt_layout)la, seed++, -1, 1);
+                    candle_tensor *b = mt_input(ctx, dt, mc->rb, mc->b, (mt_layout)lb, seed++, -1, 1);
+                    snprintf(what, sizeof what, "case %zu %s lhs %s rhs %s", c, candle_dtype_name(dt),
+                             mt_layout_names[la], mt_layout_names[lb]);
+                    check_product(ctx, a, b, candle_matmul(ctx, a, b), dt, mt_bound(dt), what);
+                    candle_ctx_reset(ctx, m);
+                }
+}
+
+/* torch.matmul's 1-D rules: a row on the left, a column on the right. */
+static void test_vectors(candle_ctx *ctx) {
+    static const mm_case vcases[] = {
+        {1, 2, {5}, {5, 3}}, {2, 1, {4, 5}, {5}}, {1, 1, {7}, {7}}, {1, 3, {3}, {2, 3, 4}},
+        {3, 1, {2, 4, 3}, {3}},
+    };
+    char what[64];
+    for (size_t c = 0; c < sizeof vcases / sizeof vcases[0]; c++)
+        for (int lay = 0; lay < MT_LAYOUT_COUNT; lay++) {
+            const mm_case *mc = &vcases[c];
+            candle_tensor *a = mt_input(ctx, CANDLE_DTYPE_F32, mc->ra, mc->a, (mt_layout)lay, c, -1, 1);
+            candle_tensor *b = mt_input(ctx, CANDLE_DTYPE_F32, mc->rb, mc->b, MT_SLICED, c + 99, -1, 1);
+            if (!a) continue;
+            snprintf(what, sizeof what, "vector case %zu lhs %s", c, mt_layout_names[lay]);
+            check_product(ctx, a, b, candle_matmul(ctx, a, b), CANDLE_DTYPE_F32, 1e-10, what);
+        }
+}
+
+/* ---- weights in another dtype: b = transpose(w), w [..., N, K] row-major ---- */
+
+/* w [N, K] (or [B, N, K]) as a plain leaf, a row-narrowed view, or every
+ * other row: all keep whole contiguous rows. */
+static candle_tensor *weight_view(candle_ctx *ctx, candle_dtype dt, int rank, const int64_t *shape,
+                                  int form, uint64_t seed) {
+    int64_t s[3];
+    memcpy(s, shape, sizeof(int64_t) * (size_t)rank);
+    int r = rank - 2; /* the N dim */
+    if (form == 1) s[r] += 3;
+    if (form == 2) s[r] = 2 * s[r];
+    int64_t n = mt_numel(rank, s);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)mt_uniform(&seed, -1, 1);
+    candle_tensor *w = candle_tensor_from_f32(ctx, dt, rank, s, v);
+    free(v);
+    if (form == 1) return candle_narrow(ctx, w, r, 2, shape[r]);
+    if (form == 2) return candle_slice(ctx, w, r, 1, s[r], 2);
+    return w;
+}
+
+static void check_weight_dtype(candle_ctx *ctx, candle_dtype wdt, int64_t K) {
+    static const int64_t xs[][3] = {{3, 0, 0}, {1, 0, 0}, {2, 3, 0}};
+    static const int xr[] = {2, 2, 3};
+    char what[128];
+    uint64_t seed = 500;
+    for (int form = 0; form < 3; form++)
+        for (int xc = 0; xc < 3; xc++)
+            for (int lay = 0; lay < MT_LAYOUT_COUNT; lay++) {
+                candle_ctx_mark m = candle_ctx_get_mark(ctx);
+                int64_t wshape[2] = {5, K}, xshape[3];
+                memcpy(xshape, xs[xc], sizeof xshape);
+                xshape[xr[xc] - 1] = K;
+                candle_tensor *w = weight_view(ctx, wdt, 2, wshape, form, seed++);
+                candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, xr[xc], xshape, (mt_layout)lay, seed++, -1, 1);
+                if (!x) continue;
+                candle_tensor *wt = candle_transpose(ctx, w, -1, -2);
+                snprintf(what, sizeof what, "%s weight form %d x case %d %s", candle_dtype_name(wdt),
+                         form, xc, mt_layout_names[lay]);
+                check_product_m(ctx, x, w, true, candle_matmul(ctx, x, wt), CANDLE_DTYPE_F32, 1e-10, what);
+                check_product_m(ctx, x, w, true, candle_linear(ctx, x, w, NULL), CANDLE_DTYPE_F32, 1e-10, what);
+                candle_ctx_reset(ctx, m);
+            }
+    /* batched weights [B, N, K] against x [B, M, K] */
+    int64_t wshape[3] = {2, 4, K}, xshape[3] = {2, 3, K};
+    candle_tensor *w = weight_view(ctx, wdt, 3, wshape, 0, 99);
+    candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, 3, xshape, MT_TRANSPOSED, 98, -1, 1);
+    candle_tensor *wt = candle_transpose(ctx, w, -1, -2);
+    check_product_m(ctx, x, w, true, candle_matmul(ctx, x, wt), CANDLE_DTYPE_F32, 1e-10, "batched weights");
+    /* a size-1 batch dim of the weight broadcasts (block dtypes cannot be expand-viewed) */
+    int64_t w1shape[3] = {1, 4, K};
+    w = weight_view(ctx, wdt, 3, w1shape, 1, 97);
+    wt = candle_transpose(ctx, w, -1, -2);
+    check_product_m(ctx, x, w, true, candle_matmul(ctx, x, wt), CANDLE_DTYPE_F32, 1e-10, "size-1 weight batch");
+}
+
+static void test_weights(candle_ctx *ctx) {
+    check_weight_dtype(ctx, CANDLE_DTYPE_F16, 7);
+    check_weight_dtype(ctx, CANDLE_DTYPE_BF16, 7);
+    const candle_dtype_traits *q8 = candle_dtype_info(CANDLE_DTYPE_Q8_0);
+    if (!q8->from_f32 || !q8->to_f32)
+        printf("test_matmul: note: Q8_0 weight case skipped (no Q8_0 quantizer registered yet)\n");
+    else
+        check_weight_dtype(ctx, CANDLE_DTYPE_Q8_0, 2 * q8->block_size);
+    /* A block dtype without a dequantizer fails at compute with a clear message. */
+    for (int d = CANDLE_DTYPE_Q4_0; d < CANDLE_DTYPE_COUNT; d++) {
+        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)d);
+        if (tr->to_f32) continue;
+        int64_t ws[2] = {2, tr->block_size}, xs[2] = {1, tr->block_size};
+        candle_tensor *w = candle_tensor_new(ctx, (candle_dtype)d, 2, ws);
+        candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, 2, xs, MT_CONTIG, 1, -1, 1);
+        char want[96];
+        snprintf(want, sizeof want, "matmul: no dequantization (to_f32) registered for %s", tr->name);
+        MT_CHECK_ERR(ctx, candle_linear(ctx, x, w, NULL), CANDLE_ERR_UNSUPPORTED, want);
+        break;
+    }
+}
+
+/* bias added after the product, cast to the output dtype when it differs */
+static void test_linear_bias(candle_ctx *ctx) {
+    const candle_dtype wd[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
+    for (size_t t = 0; t < 3; t++)
+        for (int same = 0; same < 2; same++) {
+            candle_dtype xdt = same ? wd[t] : CANDLE_DTYPE_F32;
+            int64_t xs[3] = {2, 3, 6}, ws[2] = {4, 6}, bs[1] = {4};
+            candle_tensor *x = mt_input(ctx, xdt, 3, xs, MT_OFFSET, 11 + t, -1, 1);
+            candle_tensor *w = mt_input(ctx, wd[t], 2, ws, MT_CONTIG, 12 + t, -1, 1);
+            candle_tensor *b = mt_input(ctx, wd[t], 1, bs, MT_SLICED, 13 + t, -1, 1);
+            candle_tensor *y = candle_linear(ctx, x, w, b);
+            double *xv = mt_values(x), *wv = mt_values(w), *bv = mt_values(b), *got = mt_values(y);
+            double ref[24];
+            for (int r = 0; r < 6; r++)
+                for (int n = 0; n < 4; n++) {
+                    double acc = bv ? bv[n] : 0;
+                    for (int k = 0; k < 6; k++) acc += xv ? xv[r * 6 + k] * wv[n * 6 + k] : 0;
+                    ref[r * 4 + n] = acc;
+                }
+            int64_t ys[3] = {2, 3, 4};
+            CHECK_MSG(got && mt_same_shape(y, 3, ys) && y->dtype == xdt, "linear bias: %s",
+                      candle_errmsg(ctx));
+            /* the product and the bias add each round to the output dtype */
+            if (got) CHECK_MSG(mt_nmse(got, ref, 24) <= 2 * mt_bound(xdt), "linear %s bias nmse %g",
+                               candle_dtype_name(wd[t]), mt_nmse(got, ref, 24));
+            free(xv);
+            free(wv);
+            free(bv);
+            free(got);
+        }
+}
+
+static candle_tensor *tensor(candle_ctx *ctx, candle_dtype dt, int rank, const int64_t *shape) {
+    return mt_input(ctx, dt, rank, shape, MT_CONTIG, 3, -1, 1);
+}
+
+static void test_errors(candle_ctx *ctx) {
+    int64_t s23[2] = {2, 3}, s45[2] = {4, 5}, s35[2] = {3, 5}, s234[3] = {2, 3, 4}, s345[3] = {3, 4, 5};
+    candle_tensor *a = tensor(ctx, CANDLE_DTYPE_F32, 2, s23), *b = tensor(ctx, CANDLE_DTYPE_F32, 2, s45);
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, a, b), CANDLE_ERR_SHAPE,
+                 "matmul: shape mismatch: lhs [2, 3] rhs [4, 5] (3 != 4)");
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, tensor(ctx, CANDLE_DTYPE_F32, 3, s234),
+                                    tensor(ctx, CANDLE_DTYPE_F32, 3, s345)),
+                 CANDLE_ERR_SHAPE,
+                 "matmul: shape mismatch: lhs [2, 3, 4] rhs [3, 4, 5] (batch dims do not broadcast)");
+    int64_t k4 = 4;
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, a, tensor(ctx, CANDLE_DTYPE_F32, 1, &k4)), CANDLE_ERR_SHAPE,
+                 "matmul: shape mismatch: lhs [2, 3] rhs [4] (3 != 4)");
+    candle_tensor *scalar = candle_tensor_new(ctx, CANDLE_DTYPE_F32, 0, NULL);
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, scalar, b), CANDLE_ERR_SHAPE,
+                 "matmul: shape mismatch: lhs [] rhs [4, 5] (operands must be at least 1-D)");
+    candle_tensor *a16 = tensor(ctx, CANDLE_DTYPE_F16, 2, s23);
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, a16, tensor(ctx, CANDLE_DTYPE_F32, 2, s35)), CANDLE_ERR_DTYPE,
+                 "matmul: dtype mismatch: lhs f16 rhs f32");
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, a16, tensor(ctx, CANDLE_DTYPE_BF16, 2, s35)), CANDLE_ERR_DTYPE,
+                 "matmul: bf16 rhs needs an f32 lhs, got f16");
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, tensor(ctx, CANDLE_DTYPE_I32, 2, s23),
+                                    tensor(ctx, CANDLE_DTYPE_I32, 2, s35)),
+                 CANDLE_ERR_DTYPE, "matmul: dtype i32 not supported (needs f32, f16 or bf16)");
+    /* an f16 rhs whose rows are not the K dim is not a weight */
+    MT_CHECK_ERR(ctx, candle_matmul(ctx, a, tensor(ctx, CANDLE_DTYPE_F16, 2, s35)), CANDLE_ERR_UNSUPPORTED,
+                 "matmul: f16 rhs must be the transpose of a row-major [N, K] weight");
+    candle_tensor *w = tensor(ctx, CANDLE_DTYPE_F32, 2, s45);
+    MT_CHECK_ERR(ctx, candle_linear(ctx, a, w, NULL), CANDLE_ERR_SHAPE,
+                 "linear: shape mismatch: input [2, 3] weight [4, 5] (want weight [N, 3])");
+    MT_CHECK_ERR(ctx, candle_linear(ctx, a, tensor(ctx, CANDLE_DTYPE_F32, 1, &k4), NULL), CANDLE_ERR_SHAPE,
+                 "linear: shape mismatch: input [2, 3] weight [4]");
+    MT_CHECK_ERR(ctx, candle_linear(ctx, a, tensor(ctx, CANDLE_DTYPE_F32, 2, s23), tensor(ctx, CANDLE_DTYPE_F32, 1, &k4)),
+                 CANDLE_ERR_SHAPE, "linear: bias [4] does not match weight [2, 3]");
+    candle_ctx_clear_error(ctx);
+    CHECK(candle_matmul(ctx, NULL, b) == NULL && candle_errcode(ctx) == CANDLE_OK);
+}
+
+/* Lazily built: the transpose and expand views bind at compute. */
+static void test_lazy(void) {
+    candle_ctx *ctx = mt_ctx(false);
+    int64_t xs[2] = {4, 3}, bs[3] = {2, 4, 5};
+    candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, 2, xs, MT_CONTIG, 1, -1, 1);
+    candle_tensor *b = mt_input(ctx, CANDLE_DTYPE_F32, 3, bs, MT_CONTIG, 2, -1, 1);
+    candle_tensor *a = candle_transpose(ctx, candle_scale(ctx, x, 2.0), 0, 1); /* [3, 4] */
+    candle_tensor *y = candle_matmul(ctx, a, b);
+    CHECK(y && !y->computed);
+    CHECK_OK(ctx, candle_compute(ctx, y));
+    CHECK_OK(ctx, candle_compute(ctx, a));
+    check_product(ctx, a, b, y, CANDLE_DTYPE_F32, 1e-10, "lazy");
+    candle_ctx_free(ctx);
+}
+
+int main(void) {
+    candle_ctx *ctx = mt_ctx(true);
+    test_layouts(ctx);
+    test_vectors(ctx);
+    test_weights(ctx);
+    test_linear_bias(ctx);
+    test_errors(ctx);
+    candle_ctx_free(ctx);
+    test_lazy();
+    return test_done("test_matmul");
+}
