@@ -26,12 +26,14 @@ struct candle_ctx {
     bool owns_backend;
     bool eager;
     size_t mem_limit; /* 0 = none */
-    size_t mem_used;
+    /* Bytes held by storage allocated through this context. Shared with that
+     * storage, which may outlive the context (a view kept in another one). */
+    struct candle_ctx_acct *acct;
     size_t mem_peak;
     uint64_t n_allocs;
     /* descriptors: chunks in order of creation; n_tensors in use */
     candle_desc_chunk *first, *last;
-    size_t n_tensors;
+    size_t n_tensors, n_chunks;
     /* graphs built in this ctx (freed with it, or by a reset past them) */
     struct candle_graph_slot *graphs;
     size_t n_graphs, cap_graphs;

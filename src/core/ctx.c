@@ -4,6 +4,16 @@
 
 #include "ctx-impl.h"
 
+/* Freed by whichever goes last: the context or its last storage. */
+struct candle_ctx_acct {
+    size_t used;
+    int refs;
+};
+
+static void acct_release(struct candle_ctx_acct *a) {
+    if (__atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) == 0) free(a);
+}
+
 candle_ctx_params candle_ctx_default_params(void) {
     return (candle_ctx_params){.backend = NULL, .eager = false, .mem_limit = 0, .n_threads = 0};
 }
@@ -14,13 +24,21 @@ candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
     candle_ctx_params def = candle_ctx_default_params();
     if (!p) p = &def;
     candle_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: context");
+    struct candle_ctx_acct *acct = calloc(1, sizeof *acct);
+    if (!ctx || !acct) {
+        free(ctx);
+        free(acct);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: context");
+    }
+    acct->refs = 1;
+    ctx->acct = acct;
     ctx->eager = p->eager;
     ctx->mem_limit = p->mem_limit;
     ctx->backend = p->backend;
     if (!ctx->backend) {
         ctx->backend = candle_backend_cpu_init(p->n_threads);
         if (!ctx->backend) {
+            free(ctx->acct);
             free(ctx);
             return candle_last_error();
         }
@@ -42,8 +60,9 @@ static candle_tensor *desc_at(candle_ctx *ctx, size_t i) {
 static void free_graphs_from(candle_ctx *ctx, size_t mark);
 
 void candle_ctx_reset(candle_ctx *ctx, candle_ctx_mark mark) {
-    if (!ctx || mark >= ctx->n_tensors) return;
+    if (!ctx) return;
     free_graphs_from(ctx, mark);
+    if (mark >= ctx->n_tensors) return;
     candle_desc_chunk *c = ctx->first;
     size_t i = 0;
     for (; c; c = c->next) {
@@ -62,6 +81,7 @@ void candle_ctx_free(candle_ctx *ctx) {
     if (!ctx) return;
     candle_ctx_reset(ctx, 0);
     free(ctx->graphs);
+    acct_release(ctx->acct);
     for (candle_desc_chunk *c = ctx->first, *n; c; c = n) {
         n = c->next;
         free(c);
@@ -71,9 +91,7 @@ void candle_ctx_free(candle_ctx *ctx) {
 }
 
 candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx) {
-    size_t cap = 0;
-    for (candle_desc_chunk *c = ctx->first; c; c = c->next) cap += CANDLE_CTX_CHUNK;
-    if (ctx->n_tensors == cap) {
+    if (ctx->n_tensors == ctx->n_chunks * CANDLE_CTX_CHUNK) {
         candle_desc_chunk *c = malloc(sizeof *c);
         if (!c) {
             candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor descriptors");
@@ -83,6 +101,7 @@ candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx) {
         if (ctx->last) ctx->last->next = c;
         else ctx->first = c;
         ctx->last = c;
+        ctx->n_chunks++;
     }
     candle_tensor *t = desc_at(ctx, ctx->n_tensors++);
     memset(t, 0, sizeof *t);
@@ -119,22 +138,27 @@ static void free_graphs_from(candle_ctx *ctx, size_t mark) {
 bool candle_ctx_is_eager(const candle_ctx *ctx) { return ctx->eager; }
 void candle_ctx_set_eager(candle_ctx *ctx, bool eager) { ctx->eager = eager; }
 candle_backend *candle_ctx_backend(candle_ctx *ctx) { return ctx->backend; }
-size_t candle_ctx_mem_used(const candle_ctx *ctx) { return ctx->mem_used; }
+size_t candle_ctx_mem_used(const candle_ctx *ctx) {
+    return __atomic_load_n(&ctx->acct->used, __ATOMIC_RELAXED);
+}
 size_t candle_ctx_mem_peak(const candle_ctx *ctx) { return ctx->mem_peak; }
 uint64_t candle_ctx_alloc_count(const candle_ctx *ctx) { return ctx->n_allocs; }
 
-void candle_ctx_note_free(candle_ctx *ctx, size_t bytes) { ctx->mem_used -= bytes; }
+void candle_ctx_note_free(candle_ctx *ctx, size_t bytes) {
+    __atomic_sub_fetch(&ctx->acct->used, bytes, __ATOMIC_RELAXED);
+}
 
 /* Storage allocated for a context's tensor reports its release back. */
 typedef struct ctx_storage {
     candle_storage base;
     candle_storage *inner;
-    candle_ctx *ctx;
+    struct candle_ctx_acct *acct;
 } ctx_storage;
 
 static void release_ctx_storage(candle_storage *s) {
     ctx_storage *cs = (ctx_storage *)s;
-    candle_ctx_note_free(cs->ctx, cs->base.size);
+    __atomic_sub_fetch(&cs->acct->used, cs->base.size, __ATOMIC_RELAXED);
+    acct_release(cs->acct);
     candle_storage_release(cs->inner);
     free(cs);
 }
@@ -143,14 +167,17 @@ candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
     candle_contiguous_strides(t->dtype, t->rank, t->shape, t->stride);
     size_t size = candle_tensor_nbytes(t);
     if (size == 0) size = 1; /* empty tensors still get a valid pointer */
-    if (ctx->mem_limit && size > ctx->mem_limit - ctx->mem_used) {
+    size_t used = candle_ctx_mem_used(ctx);
+    if (ctx->mem_limit && (used > ctx->mem_limit || size > ctx->mem_limit - used)) {
         char a[32], b[32], d[16];
         return candle_set_error(ctx, CANDLE_ERR_OOM,
                                 "out of memory: requested %s, available %s on %s (tensor %s)",
                                 candle_format_bytes(size, a, sizeof a),
-                                candle_format_bytes(ctx->mem_limit - ctx->mem_used, b, sizeof b),
+                                candle_format_bytes(used > ctx->mem_limit ? 0 : ctx->mem_limit - used, b, sizeof b),
                                 candle_device_str(t->device, d, sizeof d),
-                                t->name[0] ? t->name : candle_op_name((candle_op)t->op));
+                                t->name[0] ? t->name
+                                : t->op == CANDLE_OP_NONE ? "input"
+                                                          : candle_op_name((candle_op)t->op));
     }
     ctx_storage *cs = calloc(1, sizeof *cs);
     if (!cs) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: storage descriptor");
@@ -163,12 +190,13 @@ candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
     cs->base.refcount = 1;
     cs->base.release = release_ctx_storage;
     cs->base.owner = ctx;
-    cs->ctx = ctx;
+    cs->acct = ctx->acct;
+    __atomic_add_fetch(&ctx->acct->refs, 1, __ATOMIC_RELAXED);
     candle_storage_release(t->storage);
     t->storage = &cs->base;
     t->offset = 0;
-    ctx->mem_used += size;
-    if (ctx->mem_used > ctx->mem_peak) ctx->mem_peak = ctx->mem_used;
+    used = __atomic_add_fetch(&ctx->acct->used, size, __ATOMIC_RELAXED);
+    if (used > ctx->mem_peak) ctx->mem_peak = used;
     ctx->n_allocs++;
     return CANDLE_OK;
 }

@@ -57,6 +57,7 @@ size_t candle_dtype_row_size(candle_dtype t, int64_t n) {
 }
 
 candle_dtype candle_dtype_from_name(const char *name) {
+    if (!name) return CANDLE_DTYPE_COUNT;
     for (int i = 0; i < CANDLE_DTYPE_COUNT; i++)
         if (strcasecmp(name, table[i].name) == 0) return (candle_dtype)i;
     return CANDLE_DTYPE_COUNT;

@@ -41,11 +41,38 @@ static inline int64_t candle_sat_i64(double v, double lo, double hi) {
     return (int64_t)v;
 }
 
+/* double -> float rounded to odd: truncate, then set the last bit when
+ * anything was cut off. Rounding that once more to f16/bf16 (RNE) gives the
+ * correctly rounded result; going through an RNE float would round twice
+ * (e.g. 1 + 2^-8 + 2^-30 would land on the bf16 tie and go down). */
+static inline float candle_f64_to_f32_odd(double v) {
+    float f = (float)v;
+    if (isnan(v) || (double)f == v) return f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (fabs((double)f) > fabs(v)) u--; /* rounded away from zero: step back */
+    u |= 1u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* int64 -> double rounded to odd (53 bits), so a second rounding to a
+ * narrower float is still correct. */
+static inline double candle_i64_to_f64_odd(int64_t v) {
+    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    int shift = 0;
+    while ((m >> shift) >= ((uint64_t)1 << 53)) shift++;
+    uint64_t kept = m >> shift;
+    if (shift && (m & (((uint64_t)1 << shift) - 1))) kept |= 1u;
+    double d = ldexp((double)kept, shift);
+    return v < 0 ? -d : d;
+}
+
 static inline void candle_store_f64(candle_dtype t, void *p, double v) {
     switch (t) {
     case CANDLE_DTYPE_F32: *(float *)p = (float)v; break;
-    case CANDLE_DTYPE_F16: *(uint16_t *)p = candle_f32_to_f16((float)v); break;
-    case CANDLE_DTYPE_BF16: *(uint16_t *)p = candle_f32_to_bf16((float)v); break;
+    case CANDLE_DTYPE_F16: *(uint16_t *)p = candle_f32_to_f16(candle_f64_to_f32_odd(v)); break;
+    case CANDLE_DTYPE_BF16: *(uint16_t *)p = candle_f32_to_bf16(candle_f64_to_f32_odd(v)); break;
     case CANDLE_DTYPE_I8: *(int8_t *)p = (int8_t)candle_sat_i64(v, -128.0, 127.0); break;
     case CANDLE_DTYPE_I32:
         *(int32_t *)p = (int32_t)candle_sat_i64(v, -2147483648.0, 2147483647.0);
@@ -66,7 +93,7 @@ static inline void candle_store_i64(candle_dtype t, void *p, int64_t v) {
     case CANDLE_DTYPE_I64: *(int64_t *)p = v; break;
     case CANDLE_DTYPE_U8: *(uint8_t *)p = (uint8_t)v; break;
     case CANDLE_DTYPE_BOOL: *(uint8_t *)p = v != 0; break;
-    default: candle_store_f64(t, p, (double)v); break;
+    default: candle_store_f64(t, p, candle_i64_to_f64_odd(v)); break;
     }
 }
 

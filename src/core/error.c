@@ -28,6 +28,7 @@ const char *candle_status_name(candle_status s) {
 }
 
 candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap) {
+    if (s == CANDLE_OK) return s; /* not an error: nothing to record */
     if (ctx) {
         if (ctx->status != CANDLE_OK) return s; /* first error sticks */
         ctx->status = s;
@@ -66,6 +67,10 @@ const char *candle_errmsg(const candle_ctx *ctx) {
     return ctx->status == CANDLE_OK ? "" : ctx->errmsg;
 }
 void candle_ctx_clear_error(candle_ctx *ctx) {
+    if (!ctx) {
+        candle_clear_last_error();
+        return;
+    }
     ctx->status = CANDLE_OK;
     ctx->errmsg[0] = 0;
 }

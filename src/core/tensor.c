@@ -101,7 +101,8 @@ static bool check_shape(candle_ctx *ctx, const char *what, candle_dtype dtype, i
 
 candle_tensor *candle_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
                                const int64_t *shape) {
-    if (!check_shape(ctx, candle_op_name(op), dtype, rank, shape)) return NULL;
+    const char *what = op == CANDLE_OP_NONE ? "tensor_new" : candle_op_name(op);
+    if (!check_shape(ctx, what, dtype, rank, shape)) return NULL;
     candle_tensor *t = candle_tensor_alloc_desc(ctx);
     if (!t) return NULL;
     t->op = op;

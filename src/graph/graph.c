@@ -21,29 +21,50 @@ static bool push(candle_graph *g, candle_tensor *t) {
     return true;
 }
 
-/* Iterative DFS post-order; visited marks live in a small open-addressing
- * set so descriptors stay const during the walk. */
+/* Iterative DFS post-order; visited marks live in a growable open-addressing
+ * set so descriptors stay const during the walk. Inputs may come from other
+ * contexts (weights), so neither the set nor the stack can be sized from
+ * this context's tensor count. */
 typedef struct visit_set {
-    size_t cap;
+    size_t cap, n;
     candle_tensor **keys;
 } visit_set;
 
-static bool visit_insert(visit_set *s, candle_tensor *t, bool *fresh) {
-    if (s->cap == 0) return false;
-    size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull;
+static size_t visit_slot(size_t cap, const candle_tensor *t) {
+    return (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+static bool visit_grow(visit_set *s) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    candle_tensor **keys = calloc(cap, sizeof *keys);
+    if (!keys) return false;
     for (size_t i = 0; i < s->cap; i++) {
-        size_t k = (h + i) & (s->cap - 1);
+        if (!s->keys[i]) continue;
+        size_t k = visit_slot(cap, s->keys[i]);
+        while (keys[k]) k = (k + 1) & (cap - 1);
+        keys[k] = s->keys[i];
+    }
+    free(s->keys);
+    s->keys = keys;
+    s->cap = cap;
+    return true;
+}
+
+/* Insert t; *fresh tells whether it was new. False on OOM. */
+static bool visit_insert(visit_set *s, candle_tensor *t, bool *fresh) {
+    if ((s->n + 1) * 2 > s->cap && !visit_grow(s)) return false;
+    size_t k = visit_slot(s->cap, t);
+    while (s->keys[k]) {
         if (s->keys[k] == t) {
             *fresh = false;
             return true;
         }
-        if (!s->keys[k]) {
-            s->keys[k] = t;
-            *fresh = true;
-            return true;
-        }
+        k = (k + 1) & (s->cap - 1);
     }
-    return false;
+    s->keys[k] = t;
+    s->n++;
+    *fresh = true;
+    return true;
 }
 
 typedef struct frame {
@@ -51,40 +72,59 @@ typedef struct frame {
     int next_src;
 } frame;
 
-static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_outs, bool track) {
+typedef struct frame_stack {
+    frame *v;
+    size_t n, cap;
+} frame_stack;
+
+static bool stack_push(frame_stack *s, candle_tensor *t) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        frame *v = realloc(s->v, cap * sizeof *v);
+        if (!v) return false;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = (frame){t, 0};
+    return true;
+}
+
+/* prune: do not descend into computed nodes (for a one-off compute, where
+ * only what is missing matters). */
+static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_outs, bool track,
+                           bool prune) {
     for (int i = 0; i < n_outs; i++)
-        if (!outs[i]) return NULL; /* an earlier op failed; its error is recorded */
+        if (!outs[i]) {
+            /* an earlier op failed and its error is recorded */
+            if (!ctx->status)
+                candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_build: output %d is NULL", i);
+            return NULL;
+        }
     candle_graph *g = calloc(1, sizeof *g);
-    size_t cap = 64;
-    while (cap < 4 * ctx->n_tensors + 64) cap *= 2;
-    visit_set vs = {cap, calloc(cap, sizeof(candle_tensor *))};
-    size_t stack_cap = ctx->n_tensors + 16;
-    frame *stack = malloc(stack_cap * sizeof *stack);
-    bool ok = g && vs.keys && stack;
+    visit_set vs = {0, 0, NULL};
+    frame_stack st = {NULL, 0, 0};
+    bool ok = g != NULL;
     for (int o = 0; ok && o < n_outs; o++) {
         bool fresh;
         if (!visit_insert(&vs, outs[o], &fresh)) ok = false;
         if (!ok || !fresh) continue;
-        size_t sp = 0;
-        stack[sp++] = (frame){outs[o], 0};
-        while (ok && sp) {
-            frame *f = &stack[sp - 1];
-            if (f->next_src < f->t->n_src) {
+        ok = stack_push(&st, outs[o]);
+        while (ok && st.n) {
+            frame *f = &st.v[st.n - 1];
+            bool leaf = prune && f->t->computed;
+            if (!leaf && f->next_src < f->t->n_src) {
                 candle_tensor *s = f->t->src[f->next_src++];
                 if (!s) continue;
                 if (!visit_insert(&vs, s, &fresh)) ok = false;
-                else if (fresh) {
-                    if (sp == stack_cap) ok = false;
-                    else stack[sp++] = (frame){s, 0};
-                }
+                else if (fresh) ok = stack_push(&st, s);
             } else {
                 ok = push(g, f->t);
-                sp--;
+                st.n--;
             }
         }
     }
     free(vs.keys);
-    free(stack);
+    free(st.v);
     if (!ok || (track && candle_ctx_track_graph(ctx, g) != 0)) {
         if (g) free(g->nodes);
         free(g);
@@ -96,7 +136,7 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
 
 candle_graph *candle_graph_build(candle_ctx *ctx, candle_tensor *const *outs, int n_outs) {
     if (!ctx || !outs || n_outs < 0) return NULL;
-    return build(ctx, outs, n_outs, true);
+    return build(ctx, outs, n_outs, true, false);
 }
 
 int candle_graph_n_nodes(const candle_graph *g) { return g ? g->n_nodes : 0; }
@@ -154,7 +194,7 @@ candle_status candle_compute(candle_ctx *ctx, candle_tensor *t) {
     if (!ctx) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "compute: ctx is NULL");
     if (!t) return ctx->status ? ctx->status : candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "compute: tensor is NULL");
     if (t->computed) return CANDLE_OK;
-    candle_graph *g = build(ctx, &t, 1, false);
+    candle_graph *g = build(ctx, &t, 1, false, true);
     if (!g) return ctx->status;
     candle_status s = candle_graph_compute(ctx, g);
     candle_graph_free_internal(g);
@@ -163,7 +203,12 @@ candle_status candle_compute(candle_ctx *ctx, candle_tensor *t) {
 
 candle_tensor *candle_node_finish(candle_ctx *ctx, candle_tensor *node) {
     if (!node || !ctx->eager) return node;
-    /* Inputs of an eager node are computed, so only the node itself runs. */
-    candle_status s = compute_node(ctx, node);
+    /* Inputs of an eager node are usually computed, so only the node runs;
+     * inputs built lazily (before set_eager, or in another context) are
+     * computed first. */
+    bool ready = true;
+    for (int i = 0; i < node->n_src; i++)
+        if (node->src[i] && !node->src[i]->computed) ready = false;
+    candle_status s = ready ? compute_node(ctx, node) : candle_compute(ctx, node);
     return s ? NULL : node;
 }

@@ -119,6 +119,10 @@ candle_tensor *candle_reshape_copy(candle_ctx *ctx, candle_tensor *x, int rank,
 
 candle_tensor *candle_permute(candle_ctx *ctx, candle_tensor *x, const int *perm) {
     CHECK_IN(x);
+    if (!perm && x->rank) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "permute: perm is NULL");
+        return NULL;
+    }
     int64_t s[CANDLE_MAX_RANK], st[CANDLE_MAX_RANK];
     bool seen[CANDLE_MAX_RANK] = {false};
     for (int i = 0; i < x->rank; i++) {
@@ -153,10 +157,13 @@ candle_tensor *candle_slice(candle_ctx *ctx, candle_tensor *x, int dim, int64_t 
     int d = candle_norm_dim(ctx, "slice", dim, x->rank);
     if (d < 0) return NULL;
     int64_t n = x->shape[d];
+    /* Python slice bounds: negative counts from the end, then clamped, so an
+     * out-of-range or reversed range is empty rather than an error. */
     if (start < 0) start += n;
     if (end < 0) end += n;
-    if (end > n) end = n;
-    if (step < 1 || start < 0 || start > n || end < start) {
+    start = start < 0 ? 0 : (start > n ? n : start);
+    end = end < start ? start : (end > n ? n : end);
+    if (step < 1) {
         candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "slice: range %" PRId64 "..%" PRId64 " step %" PRId64
                          " invalid for dim %d of size %" PRId64,
@@ -254,6 +261,12 @@ candle_tensor *candle_unsqueeze(candle_ctx *ctx, candle_tensor *x, int dim) {
     }
     int d = candle_norm_dim(ctx, "unsqueeze", dim, x->rank + 1);
     if (d < 0) return NULL;
+    if (is_quant(x) && d == x->rank) {
+        /* the block dim must stay innermost */
+        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "unsqueeze: cannot add a dim after %s rows",
+                         candle_dtype_name(x->dtype));
+        return NULL;
+    }
     int64_t s[CANDLE_MAX_RANK], st[CANDLE_MAX_RANK];
     for (int i = 0, j = 0; i <= x->rank; i++) {
         if (i == d) {
@@ -275,26 +288,37 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank, co
                          rank, candle_dtype_name(x->dtype));
         return NULL;
     }
-    /* The extent of the view must lie within the source's storage extent,
-     * measured from the source's first byte. */
-    int64_t lo = 0, hi = 0;
+    if (rank && (!shape || !stride)) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: shape or stride is NULL");
+        return NULL;
+    }
+    /* The bytes the view reaches, relative to the source's first element,
+     * must lie within the bytes the source itself spans. */
+    int64_t esz = (int64_t)candle_dtype_info(x->dtype)->type_size;
+    int64_t lo = 0, hi = 0, src_lo = 0, src_hi = 0;
+    bool empty = false, src_empty = false;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0) {
             candle_set_error(ctx, CANDLE_ERR_SHAPE, "as_strided: negative size");
             return NULL;
         }
-        if (shape[i] == 0) lo = hi = 0;
-        int64_t span = (shape[i] - 1) * stride[i];
+        if (shape[i] == 0) empty = true;
+        int64_t span = (shape[i] ? shape[i] - 1 : 0) * stride[i];
         if (span < 0) lo += span;
         else hi += span;
     }
-    int64_t src_hi = 0;
-    for (int i = 0; i < x->rank; i++) src_hi += (x->shape[i] - 1) * (x->stride[i] > 0 ? x->stride[i] : 0);
-    int64_t esz = (int64_t)candle_dtype_info(x->dtype)->type_size;
-    if ((int64_t)offset + lo < 0 || (int64_t)offset + hi + esz > src_hi + esz) {
+    for (int i = 0; i < x->rank; i++) {
+        if (x->shape[i] == 0) src_empty = true;
+        int64_t span = (x->shape[i] ? x->shape[i] - 1 : 0) * x->stride[i];
+        if (span < 0) src_lo += span;
+        else src_hi += span;
+    }
+    int64_t off = (int64_t)offset;
+    if (!empty && (src_empty || off + lo < src_lo || off + hi > src_hi)) {
         candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
-                         "as_strided: view reaches outside its source's %" PRId64 " bytes",
-                         src_hi + esz);
+                         "as_strided: view reaches bytes %" PRId64 "..%" PRId64
+                         " outside its source's %" PRId64 "..%" PRId64,
+                         off + lo, off + hi + esz, src_lo, src_empty ? src_lo : src_hi + esz);
         return NULL;
     }
     return view_new(ctx, x, rank, shape, stride, offset);

@@ -36,7 +36,8 @@ candle_status cpu_ref_copy(const cpu_task *task, candle_tensor *dst) {
         return CANDLE_OK;
     }
     if (candle_tensor_numel(dst) == 0) return CANDLE_OK;
-    bool ints = ts->is_int && td->is_int;
+    /* Integer sources go through int64 so that big values round once. */
+    bool ints = ts->is_int;
     do {
         const char *sp = s + nd_offset(src->rank, idx, src->stride);
         char *dp = d + nd_offset(dst->rank, idx, dst->stride);
