@@ -10,10 +10,18 @@
 
 /* One kernel invocation. Reference kernels run with ith = 0, nth = 1; fast
  * kernels split their work by ith/nth across the thread pool. */
+struct cpu_pool;
+
 typedef struct cpu_task {
     int ith, nth;
     char *errmsg; /* kernels write a message here and return a status */
     size_t errmsg_len;
+    /* Fast kernels only: scratch of the size their plan asked for (shared by
+     * all threads; a kernel carves per-thread parts by ith), and the pool
+     * for barriers between phases. */
+    void *wdata;
+    size_t wsize;
+    struct cpu_pool *pool;
 } cpu_task;
 
 typedef candle_status (*cpu_kernel_fn)(const cpu_task *task, candle_tensor *dst);
@@ -42,6 +50,96 @@ candle_status cpu_ref_rand(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_conv1d(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_conv2d(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_attention(const cpu_task *t, candle_tensor *dst);
+
+/* ---- run-time dispatch (cpu_features.c, cpu_dispatch.c) ---- */
+
+typedef struct cpu_features {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
+    int n_physical; /* physical cores this process may use */
+} cpu_features;
+
+const cpu_features *cpu_get_features(void);
+
+/* Vector primitives the fast kernels are built from, one table per ISA. The
+ * scalar table is complete and portable; SIMD tables implement the same
+ * contracts and are tested against it and against the reference kernels. */
+#define CPU_GEMM_MR 6
+#define CPU_GEMM_NR 16
+
+typedef struct cpu_simd {
+    const char *name; /* "avx2", "scalar" */
+    /* C[mr, nr] (+)= A [k, MR] (packed) x B [k, NR] (packed); ldc in floats. */
+    void (*gemm_ukr)(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                     int nr, bool accumulate);
+    /* out[r * out_stride] = dot(row r of w, x), w rows of wt (f32/f16/bf16)
+     * k elements long and w_stride bytes apart. */
+    void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
+                     const float *x, float *out, int64_t out_stride);
+    /* Plain float row to f32 (wt f32/f16/bf16, contiguous). */
+    void (*to_f32)(candle_dtype wt, const void *src, float *dst, int64_t n);
+    /* B panel for the GEMM: dst[p * NR + j] = b(k0 + p, n0 + j) for p < kc,
+     * j < nr (zero beyond nr), where b(k, n) is at src + k * sk + n * sn. */
+    void (*pack_b)(candle_dtype bt, const char *src, int64_t sk, int64_t sn, int64_t kc, int nr,
+                   float *dst);
+    /* Contiguous f32 rows. p: the node's fparams. */
+    void (*unary)(candle_op op, const float *x, float *y, int64_t n, const double *p);
+    /* y = a op b with b's element stride 0 (broadcast scalar) or 1. */
+    void (*binary)(candle_op op, const float *a, const float *b, int64_t b_step, float *y,
+                   int64_t n);
+    void (*softmax)(const float *x, float *y, int64_t n, bool log);
+    void (*rms_norm)(const float *x, const float *w, float *y, int64_t n, float eps);
+    /* Flash attention pieces: s[j] = dot(q, k row j) for j < n. */
+    float (*dot)(const float *a, const float *b, int64_t n);
+    /* y = y * s + w * v (online softmax rescale and accumulate). */
+    void (*scale_axpy)(float *y, float s, float w, const float *v, int64_t n);
+} cpu_simd;
+
+extern const cpu_simd cpu_simd_scalar;
+#if defined(__x86_64__)
+extern const cpu_simd cpu_simd_avx2;
+#endif
+
+/* The table chosen for this CPU (CANDLE_CPU_ISA=scalar forces the fallback). */
+const cpu_simd *cpu_simd_get(void);
+/* Tests: use `name`'s table from now on; false if unknown or unsupported. */
+bool cpu_simd_force(const char *name);
+
+/* A fast kernel: used when match() holds, else the op's reference kernel. */
+typedef struct cpu_plan {
+    int nth;      /* threads worth waking (<= the pool's) */
+    size_t wsize; /* scratch bytes, all threads together */
+} cpu_plan;
+
+typedef struct cpu_fast_kernel {
+    const char *name;
+    bool (*match)(const candle_tensor *dst);
+    void (*plan)(const candle_tensor *dst, int n_threads, cpu_plan *plan);
+    candle_status (*run)(const cpu_task *task, candle_tensor *dst);
+} cpu_fast_kernel;
+
+extern const cpu_fast_kernel cpu_fast_matmul;
+extern const cpu_fast_kernel cpu_fast_matmul_quant;
+extern const cpu_fast_kernel cpu_fast_unary;
+extern const cpu_fast_kernel cpu_fast_binary;
+extern const cpu_fast_kernel cpu_fast_softmax;
+extern const cpu_fast_kernel cpu_fast_rms_norm;
+extern const cpu_fast_kernel cpu_fast_rope;
+extern const cpu_fast_kernel cpu_fast_attention;
+
+/* The fast kernel compute_node would use for dst, or NULL (tests, info). */
+const cpu_fast_kernel *cpu_fast_kernel_for(const candle_tensor *dst);
+
+/* Split [0, n) into nth nearly equal parts, each a multiple of `align`
+ * (except the last): part ith is [*lo, *hi). */
+static inline void cpu_split(int64_t n, int64_t align, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t units = (n + align - 1) / align;
+    int64_t per = units / nth, extra = units % nth;
+    int64_t u0 = ith * per + (ith < extra ? ith : extra);
+    int64_t u1 = u0 + per + (ith < extra ? 1 : 0);
+    *lo = u0 * align < n ? u0 * align : n;
+    *hi = u1 * align < n ? u1 * align : n;
+}
 
 /* ---- strided iteration ---- */
 

@@ -4,6 +4,17 @@
 #include <string.h>
 
 #include "cpu-impl.h"
+#include "threadpool.h"
+
+/* Backend state: the thread pool and the scratch that fast kernels ask for
+ * in their plan (grown on demand, kept between nodes). */
+typedef struct cpu_impl {
+    cpu_pool *pool;
+    void *work;
+    size_t work_size;
+    char (*errmsgs)[256]; /* [n_threads]: one per thread of a fast kernel */
+    candle_status *status; /* [n_threads] */
+} cpu_impl;
 
 static cpu_kernel_fn kernels[CANDLE_OP_COUNT] = {
     [CANDLE_OP_COPY] = cpu_ref_copy,
@@ -100,7 +111,52 @@ static bool cpu_supports_op(candle_backend *be, const candle_tensor *node) {
     return (unsigned)node->op < CANDLE_OP_COUNT && kernels[node->op] != NULL;
 }
 
+typedef struct fast_job {
+    const cpu_fast_kernel *fk;
+    candle_tensor *node;
+    cpu_impl *im;
+} fast_job;
+
+static void fast_job_run(void *arg, int ith, int nth) {
+    fast_job *j = arg;
+    cpu_task t = {.ith = ith, .nth = nth, .errmsg = j->im->errmsgs[ith], .errmsg_len = 256,
+                  .wdata = j->im->work, .wsize = j->im->work_size, .pool = j->im->pool};
+    j->im->status[ith] = j->fk->run(&t, j->node);
+}
+
+static bool ensure_work(cpu_impl *im, size_t size) {
+    if (size <= im->work_size) return true;
+    size_t rounded = (size + 4095) & ~(size_t)4095;
+    void *w = aligned_alloc(64, rounded);
+    if (!w) return false;
+    free(im->work);
+    im->work = w;
+    im->work_size = rounded;
+    return true;
+}
+
+/* The fast kernel when its conditions hold (cpu_dispatch.c), else the
+ * reference kernel on one thread. */
 static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
+    cpu_impl *im = be->impl;
+    const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
+    if (fk) {
+        cpu_plan plan = {1, 0};
+        fk->plan(node, cpu_pool_size(im->pool), &plan);
+        if (plan.nth < 1) plan.nth = 1;
+        if (plan.nth > cpu_pool_size(im->pool)) plan.nth = cpu_pool_size(im->pool);
+        if (ensure_work(im, plan.wsize)) {
+            fast_job job = {fk, node, im};
+            cpu_pool_run(im->pool, plan.nth, fast_job_run, &job);
+            for (int i = 0; i < plan.nth; i++)
+                if (im->status[i]) {
+                    snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
+                    return im->status[i];
+                }
+            return CANDLE_OK;
+        }
+        /* no scratch: the reference kernel needs none (or little) */
+    }
     cpu_task task = {.ith = 0, .nth = 1, .errmsg = be->errmsg, .errmsg_len = sizeof be->errmsg};
     return kernels[node->op](&task, node);
 }
@@ -110,7 +166,17 @@ static candle_status cpu_synchronize(candle_backend *be) {
     return CANDLE_OK;
 }
 
-static void cpu_free(candle_backend *be) { free(be); }
+static void cpu_free(candle_backend *be) {
+    cpu_impl *im = be->impl;
+    if (im) {
+        cpu_pool_free(im->pool);
+        free(im->work);
+        free(im->errmsgs);
+        free(im->status);
+        free(im);
+    }
+    free(be);
+}
 
 static const candle_backend_iface cpu_iface = {
     .name = "cpu",
@@ -129,7 +195,20 @@ candle_backend *candle_backend_cpu_init(int n_threads) {
     }
     be->iface = &cpu_iface;
     be->device = (candle_device){CANDLE_DEVICE_CPU, 0};
-    be->n_threads = n_threads > 0 ? n_threads : 1;
+    be->n_threads = n_threads > 0 ? n_threads : cpu_get_features()->n_physical;
+    if (be->n_threads < 1) be->n_threads = 1;
+    cpu_impl *im = calloc(1, sizeof *im);
+    be->impl = im;
+    if (im) {
+        im->pool = cpu_pool_new(be->n_threads);
+        im->errmsgs = calloc((size_t)be->n_threads, sizeof *im->errmsgs);
+        im->status = calloc((size_t)be->n_threads, sizeof *im->status);
+    }
+    if (!im || !im->pool || !im->errmsgs || !im->status) {
+        cpu_free(be);
+        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend (%d threads)", n_threads);
+        return NULL;
+    }
     return be;
 }
 
@@ -139,7 +218,36 @@ void candle_backend_free(candle_backend *be) {
 
 const char *candle_backend_name(const candle_backend *be) { return be ? be->iface->name : "none"; }
 
+/* Appends to buf (size n) at *len, keeping it NUL-terminated. */
+static void info_add(char *buf, size_t n, size_t *len, const char *fmt, ...) CANDLE_PRINTF(4, 5);
+static void info_add(char *buf, size_t n, size_t *len, const char *fmt, ...) {
+    if (*len >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *len, n - *len, fmt, ap);
+    va_end(ap);
+    if (w > 0) *len += (size_t)w < n - *len ? (size_t)w : n - *len - 1;
+}
+
 const char *candle_cpu_info(char *buf, size_t n) {
-    snprintf(buf, n, "kernels: reference (scalar)\n");
+    if (!buf || !n) return buf;
+    const cpu_features *f = cpu_get_features();
+    const cpu_simd *simd = cpu_simd_get();
+    size_t len = 0;
+    buf[0] = '\0';
+    info_add(buf, n, &len, "cpu features: avx2 %s, fma %s, f16c %s, avx512f %s, avx512bw %s, "
+             "avx512vl %s, avx512vnni %s, avx512bf16 %s\n",
+             f->avx2 ? "yes" : "no", f->fma ? "yes" : "no", f->f16c ? "yes" : "no",
+             f->avx512f ? "yes" : "no", f->avx512bw ? "yes" : "no", f->avx512vl ? "yes" : "no",
+             f->avx512vnni ? "yes" : "no", f->avx512bf16 ? "yes" : "no");
+    info_add(buf, n, &len, "physical cores: %d (default threads)\n", f->n_physical);
+    info_add(buf, n, &len, "primitives: %s%s\n", simd->name,
+             f->avx512f ? " (no avx512 kernels yet: avx2 used on avx512 machines)" : "");
+    static const cpu_fast_kernel *const fast[] = {
+        &cpu_fast_matmul, &cpu_fast_matmul_quant, &cpu_fast_unary, &cpu_fast_binary,
+        &cpu_fast_softmax, &cpu_fast_rms_norm, &cpu_fast_rope, &cpu_fast_attention};
+    for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++)
+        info_add(buf, n, &len, "kernel: %s [%s]\n", fast[i]->name, simd->name);
+    info_add(buf, n, &len, "kernel: every other op and layout: reference (scalar, 1 thread)\n");
     return buf;
 }

@@ -1,0 +1,25 @@
+/* Helpers shared by the fast kernels (fast_*.c). */
+#ifndef CANDLE_CPU_FAST_IMPL_H
+#define CANDLE_CPU_FAST_IMPL_H
+
+#include "cpu-impl.h"
+
+/* A matmul node's sizes: a [..., M, K] x b [..., K, N] -> dst [..., M, N]. */
+typedef struct mm_geom {
+    int64_t M, N, K, n_batch; /* n_batch: product of dst's batch dims */
+} mm_geom;
+
+/* False unless dst is a contiguous f32 matmul node with consistent shapes. */
+bool cpu_mm_geom(const candle_tensor *dst, mm_geom *g);
+/* Byte offsets of batch bi (row-major over dst's batch dims) in a and b;
+ * size-1 or missing batch dims broadcast. */
+void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob);
+
+/* Thread ith's part of the task's scratch, 64-byte aligned; the plan must
+ * have asked for nth * per_thread bytes + 64. */
+static inline void *cpu_thread_scratch(const cpu_task *t, size_t per_thread) {
+    uintptr_t base = ((uintptr_t)t->wdata + 63) & ~(uintptr_t)63;
+    return (char *)base + (size_t)t->ith * per_thread;
+}
+
+#endif

@@ -1,0 +1,228 @@
+/* Fast f32 matmul: a [..., M, K] (f32/f16/bf16) x b [..., K, N] (f32/f16/bf16)
+ * -> f32, any strides, batch dims broadcast.
+ *
+ * Two paths. Decoding (M <= MV_MAX_M with b's K contiguous, the transpose
+ * view of a row-major [N, K] weight) is a matrix-vector product that streams
+ * each weight row once through dot_rows; threads take disjoint ranges of N.
+ * Everything else is a packed, cache-blocked GEMM: for each NC-wide column
+ * block and KC-deep slice, B is packed into NR-wide panels (converted to
+ * f32), A into MR-tall panels per MC rows, and the MR x NR micro-kernel runs
+ * over the panels; the B micro-panel stays in L1, the A block in L2. Threads
+ * split N (or M when N is narrow), each with private pack buffers. */
+#include <string.h>
+
+#include "fast-impl.h"
+#include "threadpool.h"
+
+#define MV_MAX_M 4
+#define GEMM_MC 144
+#define GEMM_KC 256
+#define GEMM_NC 2048
+/* Weight rows per block in the matrix-vector path, so that the block stays
+ * in L2 while every row of x passes over it. */
+#define MV_BLOCK_BYTES (192 * 1024)
+
+static bool is_plain_float(candle_dtype t) {
+    return t == CANDLE_DTYPE_F32 || t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16;
+}
+
+bool cpu_mm_geom(const candle_tensor *dst, mm_geom *g) {
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    if (dst->n_src < 2 || !a || !b || a->rank < 2 || b->rank < 2 || dst->rank < 2) return false;
+    if (dst->dtype != CANDLE_DTYPE_F32 || !candle_tensor_is_contiguous(dst)) return false;
+    g->M = a->shape[a->rank - 2];
+    g->K = a->shape[a->rank - 1];
+    g->N = b->shape[b->rank - 1];
+    if (b->shape[b->rank - 2] != g->K || dst->shape[dst->rank - 2] != g->M ||
+        dst->shape[dst->rank - 1] != g->N)
+        return false;
+    int br = dst->rank - 2;
+    if (a->rank - 2 > br || b->rank - 2 > br) return false;
+    g->n_batch = 1;
+    for (int d = 0; d < br; d++) g->n_batch *= dst->shape[d];
+    return true;
+}
+
+/* Byte offsets of batch bi in a and b (size-1 or missing dims broadcast). */
+static int64_t batch_offset(const candle_tensor *t, const candle_tensor *dst, int64_t bi) {
+    int br = dst->rank - 2, tb = t->rank - 2;
+    int64_t off = 0;
+    for (int d = br - 1; d >= 0; d--) {
+        int64_t i = bi % dst->shape[d];
+        bi /= dst->shape[d];
+        int td = d - (br - tb);
+        if (td >= 0 && t->shape[td] != 1) off += i * t->stride[td];
+    }
+    return off;
+}
+
+void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob) {
+    *oa = batch_offset(dst->src[0], dst, bi);
+    *ob = batch_offset(dst->src[1], dst, bi);
+}
+
+static bool mv_path(const candle_tensor *dst, const mm_geom *g) {
+    const candle_tensor *b = dst->src[1];
+    size_t esz = candle_dtype_info(b->dtype)->type_size;
+    return g->M <= MV_MAX_M && (b->stride[b->rank - 2] == (int64_t)esz || g->K == 1);
+}
+
+static bool match_f32(const candle_tensor *dst) {
+    mm_geom g;
+    if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
+    return is_plain_float(dst->src[0]->dtype) && is_plain_float(dst->src[1]->dtype);
+}
+
+static size_t gemm_thread_floats(void) {
+    return (size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC + 16;
+}
+
+static size_t mv_thread_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
+
+static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
+    mm_geom g;
+    cpu_mm_geom(dst, &g);
+    double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
+    p->nth = flops < 2e5 ? 1 : n_threads;
+    if (mv_path(dst, &g)) p->wsize = (size_t)p->nth * mv_thread_bytes(g.K) + 64;
+    else p->wsize = (size_t)p->nth * gemm_thread_floats() * sizeof(float) + 64;
+}
+
+
+/* ---- matrix-vector ---- */
+
+static void mv_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    size_t besz = candle_dtype_info(b->dtype)->type_size;
+    int64_t sam = a->stride[a->rank - 2], sak = a->stride[a->rank - 1];
+    int64_t sbn = b->stride[b->rank - 1];
+    size_t aesz = candle_dtype_info(a->dtype)->type_size;
+    float *x = cpu_thread_scratch(t, mv_thread_bytes(g->K));
+    int64_t n0, n1;
+    cpu_split(g->N, 16, t->ith, t->nth, &n0, &n1);
+    int64_t rows_per_block = MV_BLOCK_BYTES / (int64_t)(besz * (size_t)(g->K ? g->K : 1));
+    if (rows_per_block < 4 || g->M == 1) rows_per_block = n1 - n0;
+    for (int64_t bi = 0; bi < g->n_batch; bi++) {
+        int64_t oa, ob;
+        cpu_mm_batch(dst, bi, &oa, &ob);
+        const char *pa = tensor_ptr(a) + oa, *pb = tensor_ptr(b) + ob;
+        float *pc = (float *)tensor_ptr(dst) + bi * g->M * g->N;
+        for (int64_t nb = n0; nb < n1; nb += rows_per_block) {
+            int64_t nn = n1 - nb < rows_per_block ? n1 - nb : rows_per_block;
+            for (int64_t m = 0; m < g->M; m++) {
+                const char *row = pa + m * sam;
+                if (sak == (int64_t)aesz) simd->to_f32(a->dtype, row, x, g->K);
+                else
+                    for (int64_t k = 0; k < g->K; k++) x[k] = (float)candle_load_f64(a->dtype, row + k * sak);
+                simd->dot_rows(b->dtype, g->K, pb + nb * sbn, (size_t)sbn, nn, x, pc + m * g->N + nb, 1);
+            }
+        }
+    }
+}
+
+/* ---- GEMM ---- */
+
+typedef struct gemm_args {
+    const char *a;
+    int64_t sam, sak;
+    candle_dtype at;
+    const char *b;
+    int64_t sbk, sbn;
+    candle_dtype bt;
+    float *c;
+    int64_t ldc;
+} gemm_args;
+
+/* A panels: dst[(i / MR) * kc * MR + p * MR + i % MR] = a(m0 + i, k0 + p). */
+static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+    for (int64_t i0 = 0; i0 < mc; i0 += CPU_GEMM_MR) {
+        int mr = mc - i0 < CPU_GEMM_MR ? (int)(mc - i0) : CPU_GEMM_MR;
+        float *d = dst + i0 * kc;
+        for (int i = 0; i < CPU_GEMM_MR; i++) {
+            if (i >= mr) {
+                for (int64_t p = 0; p < kc; p++) d[p * CPU_GEMM_MR + i] = 0.0f;
+                continue;
+            }
+            const char *row = g->a + (m0 + i0 + i) * g->sam + k0 * g->sak;
+            if (g->at == CANDLE_DTYPE_F32 && g->sak == 4) {
+                const float *r = (const float *)row;
+                for (int64_t p = 0; p < kc; p++) d[p * CPU_GEMM_MR + i] = r[p];
+            } else {
+                for (int64_t p = 0; p < kc; p++)
+                    d[p * CPU_GEMM_MR + i] = (float)candle_load_f64(g->at, row + p * g->sak);
+            }
+        }
+    }
+}
+
+static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       int64_t K, float *abuf, float *bbuf) {
+    const cpu_simd *simd = cpu_simd_get();
+    for (int64_t jc = n0; jc < n1; jc += GEMM_NC) {
+        int64_t nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
+        for (int64_t pc = 0; pc < K; pc += GEMM_KC) {
+            int64_t kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
+            for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
+                int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
+                simd->pack_b(g->bt, g->b + pc * g->sbk + (jc + jr) * g->sbn, g->sbk, g->sbn, kc, nr,
+                             bbuf + jr * kc);
+            }
+            for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
+                int64_t mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
+                pack_a(g, ic, mc, pc, kc, abuf);
+                for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
+                    int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
+                    for (int64_t ir = 0; ir < mc; ir += CPU_GEMM_MR) {
+                        int mr = mc - ir < CPU_GEMM_MR ? (int)(mc - ir) : CPU_GEMM_MR;
+                        simd->gemm_ukr(kc, abuf + ir * kc, bbuf + jr * kc,
+                                       g->c + (ic + ir) * g->ldc + jc + jr, g->ldc, mr, nr, pc > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    float *abuf = cpu_thread_scratch(t, gemm_thread_floats() * sizeof(float));
+    float *bbuf = abuf + (size_t)GEMM_MC * GEMM_KC;
+    /* Split N while every thread still gets a few micro-panels; else M. */
+    bool split_n = geo->N >= (int64_t)t->nth * 4 * CPU_GEMM_NR || geo->M < (int64_t)t->nth * CPU_GEMM_MR;
+    int64_t m0 = 0, m1 = geo->M, n0 = 0, n1 = geo->N;
+    if (split_n) cpu_split(geo->N, CPU_GEMM_NR, t->ith, t->nth, &n0, &n1);
+    else cpu_split(geo->M, CPU_GEMM_MR, t->ith, t->nth, &m0, &m1);
+    if (m0 >= m1 || n0 >= n1) return;
+    for (int64_t bi = 0; bi < geo->n_batch; bi++) {
+        int64_t oa, ob;
+        cpu_mm_batch(dst, bi, &oa, &ob);
+        gemm_args g = {
+            .a = tensor_ptr(a) + oa, .sam = a->stride[a->rank - 2], .sak = a->stride[a->rank - 1],
+            .at = a->dtype, .b = tensor_ptr(b) + ob, .sbk = b->stride[b->rank - 2],
+            .sbn = b->stride[b->rank - 1], .bt = b->dtype,
+            .c = (float *)tensor_ptr(dst) + bi * geo->M * geo->N, .ldc = geo->N,
+        };
+        if (geo->K == 0) {
+            for (int64_t m = m0; m < m1; m++) memset(g.c + m * g.ldc + n0, 0, sizeof(float) * (size_t)(n1 - n0));
+            continue;
+        }
+        gemm_block(&g, m0, m1, n0, n1, geo->K, abuf, bbuf);
+    }
+}
+
+static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
+    mm_geom g;
+    cpu_mm_geom(dst, &g);
+    if (g.M == 0 || g.N == 0) return CANDLE_OK;
+    if (mv_path(dst, &g)) mv_run(t, dst, &g);
+    else gemm_run(t, dst, &g);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_matmul = {
+    .name = "matmul f32 (gemm / matvec, f16/bf16 operands)",
+    .match = match_f32,
+    .plan = plan_f32,
+    .run = run_f32,
+};

@@ -1,0 +1,97 @@
+/* Matmul with a quantized weight: a [..., M, K] (f32) x b [..., K, N] where b
+ * is the transpose view of a row-major quantized [N, K] weight (b's K stride
+ * is one block, its N stride one weight row).
+ *
+ * Phase 1: the M activation rows of every batch are quantized once to the
+ * weight type's vec_dot_type (threads split the rows). Barrier. Phase 2:
+ * threads split N; for each block of weight rows (kept in L1/L2) every
+ * activation row is dotted with them through the weight type's vec_dot. The
+ * block formats and dot products come from the dtype traits table. */
+#include <string.h>
+
+#include "fast-impl.h"
+#include "threadpool.h"
+
+/* Weight rows per block in phase 2. */
+#define QBLOCK_ROWS 16
+
+static bool match_quant(const candle_tensor *dst) {
+    mm_geom g;
+    if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    if (!bt->is_quantized || !bt->vec_dot || a->dtype != CANDLE_DTYPE_F32) return false;
+    const candle_dtype_traits *vt = candle_dtype_info(bt->vec_dot_type);
+    if (!vt->from_f32 || g.K % bt->block_size || g.K % vt->block_size) return false;
+    return b->stride[b->rank - 2] == (int64_t)bt->type_size;
+}
+
+static size_t xq_row_bytes(const candle_tensor *dst, int64_t K) {
+    candle_dtype vdt = candle_dtype_info(dst->src[1]->dtype)->vec_dot_type;
+    return (candle_dtype_row_size(vdt, K) + 63) & ~(size_t)63;
+}
+
+static size_t tmp_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
+
+static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
+    mm_geom g;
+    cpu_mm_geom(dst, &g);
+    double work = (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
+    p->nth = work < 1e5 ? 1 : n_threads;
+    /* per-thread f32 row buffers first, then the shared quantized rows */
+    p->wsize = 64 + (size_t)p->nth * tmp_bytes(g.K) +
+               (size_t)(g.n_batch * g.M) * xq_row_bytes(dst, g.K);
+}
+
+static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
+    mm_geom g;
+    cpu_mm_geom(dst, &g);
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    const candle_dtype_traits *vt = candle_dtype_info(bt->vec_dot_type);
+    size_t xrow = xq_row_bytes(dst, g.K);
+    float *tmp = cpu_thread_scratch(t, tmp_bytes(g.K));
+    /* the quantized rows follow the nth per-thread buffers */
+    char *xq = (char *)tmp - (size_t)t->ith * tmp_bytes(g.K) + (size_t)t->nth * tmp_bytes(g.K);
+    int64_t sam = a->stride[a->rank - 2], sak = a->stride[a->rank - 1];
+    int64_t rows = g.n_batch * g.M, r0, r1;
+
+    cpu_split(rows, 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t oa, ob;
+        cpu_mm_batch(dst, r / (g.M ? g.M : 1), &oa, &ob);
+        const char *row = tensor_ptr(a) + oa + (r % g.M) * sam;
+        const float *src = (const float *)row;
+        if (sak != 4) {
+            for (int64_t k = 0; k < g.K; k++) memcpy(tmp + k, row + k * sak, sizeof(float));
+            src = tmp;
+        }
+        vt->from_f32(src, xq + (size_t)r * xrow, g.K);
+    }
+    cpu_pool_barrier(t->pool, t->nth);
+
+    int64_t n0, n1;
+    int64_t sbn = b->stride[b->rank - 1];
+    cpu_split(g.N, QBLOCK_ROWS, t->ith, t->nth, &n0, &n1);
+    for (int64_t bi = 0; bi < g.n_batch; bi++) {
+        int64_t oa, ob;
+        cpu_mm_batch(dst, bi, &oa, &ob);
+        const char *pb = tensor_ptr(b) + ob;
+        float *pc = (float *)tensor_ptr(dst) + bi * g.M * g.N;
+        for (int64_t nb = n0; nb < n1; nb += QBLOCK_ROWS) {
+            int64_t ne = n1 - nb < QBLOCK_ROWS ? n1 : nb + QBLOCK_ROWS;
+            for (int64_t m = 0; m < g.M; m++) {
+                const char *x = xq + (size_t)(bi * g.M + m) * xrow;
+                for (int64_t n = nb; n < ne; n++) bt->vec_dot(g.K, pc + m * g.N + n, pb + n * sbn, x);
+            }
+        }
+    }
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_matmul_quant = {
+    .name = "matmul quantized weight (vec_dot driver)",
+    .match = match_quant,
+    .plan = plan_quant,
+    .run = run_quant,
+};

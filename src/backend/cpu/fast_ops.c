@@ -1,0 +1,149 @@
+/* Fast row kernels for contiguous f32: unary and binary elementwise ops,
+ * softmax / log_softmax over the last dim, rms_norm. Inputs need only a
+ * contiguous last dim (outer dims may be strided, sliced or broadcast);
+ * outputs are the node's own contiguous storage. Threads split rows, or
+ * elements when the whole input is one contiguous run. */
+#include "fast-impl.h"
+
+/* Ops below this many elements run on one thread: waking workers costs
+ * more than the loop. */
+#define PAR_MIN_ELEMS 32768
+
+static int64_t last_dim(const candle_tensor *t) { return t->rank ? t->shape[t->rank - 1] : 1; }
+static int64_t last_stride(const candle_tensor *t) { return t->rank ? t->stride[t->rank - 1] : 4; }
+
+static int64_t n_rows(const candle_tensor *dst) {
+    int64_t d = last_dim(dst);
+    return d ? candle_tensor_numel(dst) / d : 0;
+}
+
+/* Byte offset of row r (row-major over dst's outer dims) in t, which has
+ * dst's shape. */
+static int64_t row_offset(const candle_tensor *t, int64_t r) {
+    int64_t off = 0;
+    for (int d = t->rank - 2; d >= 0; d--) {
+        off += (r % t->shape[d]) * t->stride[d];
+        r /= t->shape[d];
+    }
+    return off;
+}
+
+static bool f32_out(const candle_tensor *dst) {
+    return dst->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(dst);
+}
+
+static bool f32_rows_in(const candle_tensor *x, const candle_tensor *dst) {
+    return x && x->dtype == CANDLE_DTYPE_F32 && candle_tensor_same_shape(x, dst) &&
+           (last_stride(x) == 4 || last_dim(x) == 1);
+}
+
+static void plan_rows(const candle_tensor *dst, int n_threads, cpu_plan *p) {
+    p->nth = candle_tensor_numel(dst) < PAR_MIN_ELEMS ? 1 : n_threads;
+    p->wsize = 0;
+}
+
+/* ---- unary ---- */
+
+static bool match_unary(const candle_tensor *dst) {
+    return dst->op >= CANDLE_OP_NEG && dst->op <= CANDLE_OP_CLAMP && f32_out(dst) &&
+           f32_rows_in(dst->src[0], dst);
+}
+
+static candle_status run_unary(const cpu_task *t, candle_tensor *dst) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *x = dst->src[0];
+    candle_op op = (candle_op)dst->op;
+    float *y = (float *)tensor_ptr(dst);
+    if (candle_tensor_is_contiguous(x)) {
+        int64_t lo, hi;
+        cpu_split(candle_tensor_numel(dst), 64, t->ith, t->nth, &lo, &hi);
+        if (lo < hi) simd->unary(op, (const float *)tensor_ptr(x) + lo, y + lo, hi - lo, dst->fparams);
+        return CANDLE_OK;
+    }
+    int64_t d = last_dim(dst), r0, r1;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        simd->unary(op, (const float *)(tensor_ptr(x) + row_offset(x, r)), y + r * d, d, dst->fparams);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_unary = {"unary f32", match_unary, plan_rows, run_unary};
+
+/* ---- binary ---- */
+
+static bool match_binary(const candle_tensor *dst) {
+    if (dst->op < CANDLE_OP_ADD || dst->op > CANDLE_OP_POW || !f32_out(dst)) return false;
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    if (!f32_rows_in(a, dst) || !b || b->dtype != CANDLE_DTYPE_F32 || !candle_tensor_same_shape(b, dst))
+        return false;
+    return last_stride(b) == 4 || last_stride(b) == 0 || last_dim(b) == 1;
+}
+
+static candle_status run_binary(const cpu_task *t, candle_tensor *dst) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    candle_op op = (candle_op)dst->op;
+    float *y = (float *)tensor_ptr(dst);
+    if (candle_tensor_is_contiguous(a) && candle_tensor_is_contiguous(b)) {
+        int64_t lo, hi;
+        cpu_split(candle_tensor_numel(dst), 64, t->ith, t->nth, &lo, &hi);
+        if (lo < hi)
+            simd->binary(op, (const float *)tensor_ptr(a) + lo, (const float *)tensor_ptr(b) + lo, 1,
+                         y + lo, hi - lo);
+        return CANDLE_OK;
+    }
+    int64_t d = last_dim(dst), r0, r1;
+    int64_t b_step = last_stride(b) == 4 ? 1 : 0;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        simd->binary(op, (const float *)(tensor_ptr(a) + row_offset(a, r)),
+                     (const float *)(tensor_ptr(b) + row_offset(b, r)), b_step, y + r * d, d);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_binary = {"binary f32", match_binary, plan_rows, run_binary};
+
+/* ---- softmax over the last dim ---- */
+
+static bool match_softmax(const candle_tensor *dst) {
+    if ((dst->op != CANDLE_OP_SOFTMAX && dst->op != CANDLE_OP_LOG_SOFTMAX) || !f32_out(dst)) return false;
+    int64_t dim = dst->iparams[0];
+    if (dim < 0) dim += dst->rank;
+    return dst->rank > 0 && dim == dst->rank - 1 && f32_rows_in(dst->src[0], dst);
+}
+
+static candle_status run_softmax(const cpu_task *t, candle_tensor *dst) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *x = dst->src[0];
+    int64_t d = last_dim(dst), r0, r1;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        simd->softmax((const float *)(tensor_ptr(x) + row_offset(x, r)), (float *)tensor_ptr(dst) + r * d, d,
+                      dst->op == CANDLE_OP_LOG_SOFTMAX);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_softmax = {"softmax f32 (last dim)", match_softmax, plan_rows, run_softmax};
+
+/* ---- rms_norm ---- */
+
+static bool match_rms(const candle_tensor *dst) {
+    if (dst->op != CANDLE_OP_RMS_NORM || !f32_out(dst) || !f32_rows_in(dst->src[0], dst)) return false;
+    const candle_tensor *w = dst->n_src > 1 ? dst->src[1] : NULL;
+    return !w || (w->dtype == CANDLE_DTYPE_F32 && w->rank == 1 && w->shape[0] == last_dim(dst) &&
+                  (w->stride[0] == 4 || w->shape[0] == 1));
+}
+
+static candle_status run_rms(const cpu_task *t, candle_tensor *dst) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *x = dst->src[0], *w = dst->n_src > 1 ? dst->src[1] : NULL;
+    const float *wp = w ? (const float *)tensor_ptr(w) : NULL;
+    int64_t d = last_dim(dst), r0, r1;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        simd->rms_norm((const float *)(tensor_ptr(x) + row_offset(x, r)), wp, (float *)tensor_ptr(dst) + r * d,
+                       d, (float)dst->fparams[0]);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_rms_norm = {"rms_norm f32", match_rms, plan_rows, run_rms};

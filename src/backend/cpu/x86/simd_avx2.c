@@ -1,0 +1,465 @@
+/* AVX2 + FMA + F16C primitives. Same contracts as simd_scalar.c; the tails
+ * and the ops not vectorised here go through the scalar helpers. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "../simd-impl.h"
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2 in two
+ * parts so r is exact enough; |r| <= 0.35, where the degree-7 Taylor
+ * polynomial's truncation error (< 4e-9) is below f32 rounding. 2^n is built
+ * as 2^(n-1) * 2 so n = 128 does not overflow the exponent field early. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-87.3365479f);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126)), 23);
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.0f));
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    res = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static inline __m256 sigmoid8(__m256 x) {
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+/* erf for x >= 0 by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), odd. */
+static inline __m256 erf8(__m256 x) {
+    __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+    __m256 p = _mm256_set1_ps(1.061405429f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+    p = _mm256_mul_ps(p, t);
+    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
+    __m256 y = _mm256_fnmadd_ps(p, e, one);
+    return _mm256_or_ps(y, sign);
+}
+
+/* ---- GEMM ---- */
+
+static void gemm_ukr_avx2(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
+                          int mr, int nr, bool accumulate) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t p = 0; p < k; p++) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), av;
+        av = _mm256_broadcast_ss(a + 0);
+        c00 = _mm256_fmadd_ps(av, b0, c00);
+        c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(av, b0, c10);
+        c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(av, b0, c20);
+        c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(av, b0, c30);
+        c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a + 4);
+        c40 = _mm256_fmadd_ps(av, b0, c40);
+        c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a + 5);
+        c50 = _mm256_fmadd_ps(av, b0, c50);
+        c51 = _mm256_fmadd_ps(av, b1, c51);
+        a += CPU_GEMM_MR;
+        b += CPU_GEMM_NR;
+    }
+    __m256 acc[CPU_GEMM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (mr == CPU_GEMM_MR && nr == CPU_GEMM_NR) {
+        for (int i = 0; i < CPU_GEMM_MR; i++) {
+            float *ci = c + i * ldc;
+            __m256 v0 = acc[i][0], v1 = acc[i][1];
+            if (accumulate) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ci));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ci + 8));
+            }
+            _mm256_storeu_ps(ci, v0);
+            _mm256_storeu_ps(ci + 8, v1);
+        }
+        return;
+    }
+    float tmp[CPU_GEMM_MR][CPU_GEMM_NR];
+    for (int i = 0; i < CPU_GEMM_MR; i++) {
+        _mm256_storeu_ps(tmp[i], acc[i][0]);
+        _mm256_storeu_ps(tmp[i] + 8, acc[i][1]);
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i][j] : tmp[i][j];
+}
+
+#define LOAD_F32(p) _mm256_loadu_ps((const float *)(p))
+#define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define LOAD_BF16(p) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+
+static inline float load1(candle_dtype t, const char *p) {
+    if (t == CANDLE_DTYPE_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return t == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
+}
+
+static inline void transpose8(__m256 *r) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* B stored as rows of K (a weight seen through a transpose): 8x8 blocks are
+ * loaded along K and transposed into the panel. */
+#define DEF_PACK_T(NAME, LOAD, ESZ)                                                         \
+    static void NAME(const char *src, int64_t sn, int64_t kc, float *dst) {              \
+        int64_t p0 = 0;                                                                   \
+        for (; p0 + 8 <= kc; p0 += 8)                                                     \
+            for (int h = 0; h < 2; h++) {                                                 \
+                __m256 r[8];                                                              \
+                for (int i = 0; i < 8; i++) r[i] = LOAD(src + (h * 8 + i) * sn + p0 * ESZ); \
+                transpose8(r);                                                            \
+                for (int i = 0; i < 8; i++) _mm256_store_ps(dst + (p0 + i) * CPU_GEMM_NR + h * 8, r[i]); \
+            }                                                                             \
+    }
+DEF_PACK_T(pack_t_f32, LOAD_F32, 4)
+DEF_PACK_T(pack_t_f16, LOAD_F16, 2)
+DEF_PACK_T(pack_t_bf16, LOAD_BF16, 2)
+
+static void pack_b_avx2(candle_dtype bt, const char *src, int64_t sk, int64_t sn, int64_t kc,
+                        int nr, float *dst) {
+    int64_t esz = bt == CANDLE_DTYPE_F32 ? 4 : 2;
+    if (nr == CPU_GEMM_NR && sk == esz) {
+        if (bt == CANDLE_DTYPE_F32) pack_t_f32(src, sn, kc, dst);
+        else if (bt == CANDLE_DTYPE_F16) pack_t_f16(src, sn, kc, dst);
+        else pack_t_bf16(src, sn, kc, dst);
+        int64_t done = kc & ~(int64_t)7;
+        cpu_pack_b_generic(bt, src + done * sk, sk, sn, kc - done, nr, dst + done * CPU_GEMM_NR);
+        return;
+    }
+    if (nr == CPU_GEMM_NR && sn == esz) {
+        for (int64_t p = 0; p < kc; p++) {
+            const char *s = src + p * sk;
+            __m256 v0, v1;
+            if (bt == CANDLE_DTYPE_F32) v0 = LOAD_F32(s), v1 = LOAD_F32(s + 32);
+            else if (bt == CANDLE_DTYPE_F16) v0 = LOAD_F16(s), v1 = LOAD_F16(s + 16);
+            else v0 = LOAD_BF16(s), v1 = LOAD_BF16(s + 16);
+            _mm256_store_ps(dst + p * CPU_GEMM_NR, v0);
+            _mm256_store_ps(dst + p * CPU_GEMM_NR + 8, v1);
+        }
+        return;
+    }
+    cpu_pack_b_generic(bt, src, sk, sn, kc, nr, dst);
+}
+
+/* ---- matrix-vector: four weight rows per pass over x ---- */
+
+#define DEF_DOT_ROWS(NAME, LOAD, ESZ, WT)                                                    \
+    static void NAME(int64_t k, const char *w, size_t ws, int64_t n_rows, const float *x,   \
+                     float *out, int64_t os) {                                             \
+        int64_t r = 0;                                                                     \
+        for (; r + 4 <= n_rows; r += 4) {                                                  \
+            const char *w0 = w + r * ws, *w1 = w0 + ws, *w2 = w1 + ws, *w3 = w2 + ws;      \
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                    \
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                     \
+            int64_t i = 0;                                                                 \
+            for (; i + 16 <= k; i += 16) {                                                 \
+                __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);       \
+                a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), x0, a0);                          \
+                b0 = _mm256_fmadd_ps(LOAD(w0 + (i + 8) * ESZ), x1, b0);                    \
+                a1 = _mm256_fmadd_ps(LOAD(w1 + i * ESZ), x0, a1);                          \
+                b1 = _mm256_fmadd_ps(LOAD(w1 + (i + 8) * ESZ), x1, b1);                    \
+                a2 = _mm256_fmadd_ps(LOAD(w2 + i * ESZ), x0, a2);                          \
+                b2 = _mm256_fmadd_ps(LOAD(w2 + (i + 8) * ESZ), x1, b2);                    \
+                a3 = _mm256_fmadd_ps(LOAD(w3 + i * ESZ), x0, a3);                          \
+                b3 = _mm256_fmadd_ps(LOAD(w3 + (i + 8) * ESZ), x1, b3);                    \
+            }                                                                              \
+            for (; i + 8 <= k; i += 8) {                                                   \
+                __m256 x0 = _mm256_loadu_ps(x + i);                                        \
+                a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), x0, a0);                          \
+                a1 = _mm256_fmadd_ps(LOAD(w1 + i * ESZ), x0, a1);                          \
+                a2 = _mm256_fmadd_ps(LOAD(w2 + i * ESZ), x0, a2);                          \
+                a3 = _mm256_fmadd_ps(LOAD(w3 + i * ESZ), x0, a3);                          \
+            }                                                                              \
+            float s0 = hsum(_mm256_add_ps(a0, b0)), s1 = hsum(_mm256_add_ps(a1, b1));      \
+            float s2 = hsum(_mm256_add_ps(a2, b2)), s3 = hsum(_mm256_add_ps(a3, b3));      \
+            for (; i < k; i++) {                                                           \
+                s0 += load1(WT, w0 + i * ESZ) * x[i];                                      \
+                s1 += load1(WT, w1 + i * ESZ) * x[i];                                      \
+                s2 += load1(WT, w2 + i * ESZ) * x[i];                                      \
+                s3 += load1(WT, w3 + i * ESZ) * x[i];                                      \
+            }                                                                              \
+            out[r * os] = s0;                                                              \
+            out[(r + 1) * os] = s1;                                                        \
+            out[(r + 2) * os] = s2;                                                        \
+            out[(r + 3) * os] = s3;                                                        \
+        }                                                                                  \
+        for (; r < n_rows; r++) {                                                          \
+            const char *w0 = w + r * ws;                                                   \
+            __m256 a0 = _mm256_setzero_ps(), b0 = a0;                                      \
+            int64_t i = 0;                                                                 \
+            for (; i + 16 <= k; i += 16) {                                                 \
+                a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), _mm256_loadu_ps(x + i), a0);      \
+                b0 = _mm256_fmadd_ps(LOAD(w0 + (i + 8) * ESZ), _mm256_loadu_ps(x + i + 8), b0); \
+            }                                                                              \
+            for (; i + 8 <= k; i += 8)                                                     \
+                a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), _mm256_loadu_ps(x + i), a0);      \
+            float s0 = hsum(_mm256_add_ps(a0, b0));                                        \
+            for (; i < k; i++) s0 += load1(WT, w0 + i * ESZ) * x[i];                       \
+            out[r * os] = s0;                                                              \
+        }                                                                                  \
+    }
+DEF_DOT_ROWS(dot_rows_f32, LOAD_F32, 4, CANDLE_DTYPE_F32)
+DEF_DOT_ROWS(dot_rows_f16, LOAD_F16, 2, CANDLE_DTYPE_F16)
+DEF_DOT_ROWS(dot_rows_bf16, LOAD_BF16, 2, CANDLE_DTYPE_BF16)
+
+static void dot_rows_avx2(candle_dtype wt, int64_t k, const void *w, size_t w_stride,
+                          int64_t n_rows, const float *x, float *out, int64_t out_stride) {
+    const char *wp = w;
+    if (wt == CANDLE_DTYPE_F32) dot_rows_f32(k, wp, w_stride, n_rows, x, out, out_stride);
+    else if (wt == CANDLE_DTYPE_F16) dot_rows_f16(k, wp, w_stride, n_rows, x, out, out_stride);
+    else dot_rows_bf16(k, wp, w_stride, n_rows, x, out, out_stride);
+}
+
+static void to_f32_avx2(candle_dtype t, const void *src, float *dst, int64_t n) {
+    const char *s = src;
+    int64_t i = 0;
+    if (t == CANDLE_DTYPE_F32) {
+        memmove(dst, src, (size_t)n * 4);
+        return;
+    }
+    if (t == CANDLE_DTYPE_F16)
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LOAD_F16(s + i * 2));
+    else
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LOAD_BF16(s + i * 2));
+    for (; i < n; i++) dst[i] = load1(t, s + i * 2);
+}
+
+/* ---- elementwise ---- */
+
+static inline __m256 unary8(candle_op op, __m256 x, __m256 p0, __m256 p1) {
+    switch (op) {
+    case CANDLE_OP_NEG: return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
+    case CANDLE_OP_ABS: return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    case CANDLE_OP_EXP: return exp8(x);
+    case CANDLE_OP_SQRT: return _mm256_sqrt_ps(x);
+    case CANDLE_OP_RSQRT: return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps(x));
+    case CANDLE_OP_SIGMOID: return sigmoid8(x);
+    case CANDLE_OP_RELU: return _mm256_and_ps(x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case CANDLE_OP_SILU: return _mm256_mul_ps(x, sigmoid8(x));
+    case CANDLE_OP_GELU_ERF:
+        return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
+                             _mm256_add_ps(_mm256_set1_ps(1.0f),
+                                           erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)))));
+    case CANDLE_OP_GELU_TANH: {
+        /* 0.5 x (1 + tanh u) = x sigmoid(2u): no cancellation near u = 0 */
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        __m256 u = _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x);
+        return _mm256_mul_ps(x, sigmoid8(_mm256_mul_ps(u, _mm256_set1_ps(1.5957691216057308f))));
+    }
+    case CANDLE_OP_AFFINE: return _mm256_fmadd_ps(x, p0, p1);
+    case CANDLE_OP_CLAMP: return _mm256_min_ps(_mm256_max_ps(x, p0), p1);
+    default: return x;
+    }
+}
+
+static bool unary_vectorised(candle_op op) {
+    return op != CANDLE_OP_LOG && op != CANDLE_OP_SIN && op != CANDLE_OP_COS && op != CANDLE_OP_TANH;
+}
+
+static void unary_avx2(candle_op op, const float *x, float *y, int64_t n, const double *p) {
+    int64_t i = 0;
+    if (unary_vectorised(op)) {
+        __m256 p0 = _mm256_set1_ps((float)p[0]), p1 = _mm256_set1_ps((float)p[1]);
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, unary8(op, _mm256_loadu_ps(x + i), p0, p1));
+        /* the tail through the same vector code keeps results independent of n */
+        if (i < n) {
+            float bx[8] = {0}, by[8];
+            memcpy(bx, x + i, sizeof(float) * (size_t)(n - i));
+            _mm256_storeu_ps(by, unary8(op, _mm256_loadu_ps(bx), p0, p1));
+            memcpy(y + i, by, sizeof(float) * (size_t)(n - i));
+        }
+        return;
+    }
+    for (; i < n; i++) y[i] = cpu_unary1(op, x[i], p);
+}
+
+static inline bool binary8(candle_op op, __m256 a, __m256 b, __m256 *out) {
+    switch (op) {
+    case CANDLE_OP_ADD: *out = _mm256_add_ps(a, b); return true;
+    case CANDLE_OP_SUB: *out = _mm256_sub_ps(a, b); return true;
+    case CANDLE_OP_MUL: *out = _mm256_mul_ps(a, b); return true;
+    case CANDLE_OP_DIV: *out = _mm256_div_ps(a, b); return true;
+    case CANDLE_OP_MAXIMUM:
+    case CANDLE_OP_MINIMUM: {
+        /* a when a wins or is NaN, else b (NaN in b propagates as b) */
+        __m256 win = op == CANDLE_OP_MAXIMUM ? _mm256_cmp_ps(a, b, _CMP_GT_OQ) : _mm256_cmp_ps(a, b, _CMP_LT_OQ);
+        win = _mm256_or_ps(win, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+        *out = _mm256_blendv_ps(b, a, win);
+        return true;
+    }
+    default: return false;
+    }
+}
+
+static void binary_avx2(candle_op op, const float *a, const float *b, int64_t b_step, float *y,
+                        int64_t n) {
+    int64_t i = 0;
+    __m256 t;
+    if (binary8(op, _mm256_setzero_ps(), _mm256_setzero_ps(), &t)) {
+        if (b_step == 0) {
+            __m256 bv = _mm256_set1_ps(b[0]);
+            for (; i + 8 <= n; i += 8) {
+                binary8(op, _mm256_loadu_ps(a + i), bv, &t);
+                _mm256_storeu_ps(y + i, t);
+            }
+        } else {
+            for (; i + 8 <= n; i += 8) {
+                binary8(op, _mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), &t);
+                _mm256_storeu_ps(y + i, t);
+            }
+        }
+    }
+    for (; i < n; i++) y[i] = cpu_binary1(op, a[i], b[i * b_step]);
+}
+
+/* ---- rows: softmax, rms_norm ---- */
+
+static void softmax_avx2(const float *x, float *y, int64_t n, bool log) {
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float m = hmax(mv);
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    __m256 mb = _mm256_set1_ps(m), sv = _mm256_setzero_ps();
+    float tail[8];
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mb));
+        sv = _mm256_add_ps(sv, e);
+        if (!log) _mm256_storeu_ps(y + i, e);
+    }
+    double sum = hsum(sv);
+    if (i < n) {
+        float bx[8];
+        for (int j = 0; j < 8; j++) bx[j] = i + j < n ? x[i + j] : -INFINITY;
+        _mm256_storeu_ps(tail, exp8(_mm256_sub_ps(_mm256_loadu_ps(bx), mb)));
+        for (int64_t j = i; j < n; j++) {
+            sum += tail[j - i];
+            if (!log) y[j] = tail[j - i];
+        }
+    }
+    if (log) {
+        __m256 ls = _mm256_set1_ps((float)(m + logf((float)sum)));
+        for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), ls));
+        for (; i < n; i++) y[i] = x[i] - _mm256_cvtss_f32(ls);
+        return;
+    }
+    __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+    for (; i < n; i++) y[i] *= _mm256_cvtss_f32(inv);
+}
+
+static void rms_norm_avx2(const float *x, const float *w, float *y, int64_t n, float eps) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        s0 = _mm256_fmadd_pd(lo, lo, s0);
+        s1 = _mm256_fmadd_pd(hi, hi, s1);
+    }
+    double parts[4];
+    _mm256_storeu_pd(parts, _mm256_add_pd(s0, s1));
+    double ss = (parts[0] + parts[1]) + (parts[2] + parts[3]);
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)(n ? n : 1) + eps));
+    __m256 rv = _mm256_set1_ps(r);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), rv);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) y[i] = x[i] * r * (w ? w[i] : 1.0f);
+}
+
+static float dot_avx2(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void scale_axpy_avx2(float *y, float s, float w, const float *v, int64_t n) {
+    __m256 sv = _mm256_set1_ps(s), wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(y + i), sv, _mm256_mul_ps(wv, _mm256_loadu_ps(v + i))));
+    for (; i < n; i++) y[i] = y[i] * s + w * v[i];
+}
+
+const cpu_simd cpu_simd_avx2 = {
+    .name = "avx2",
+    .gemm_ukr = gemm_ukr_avx2,
+    .dot_rows = dot_rows_avx2,
+    .to_f32 = to_f32_avx2,
+    .pack_b = pack_b_avx2,
+    .unary = unary_avx2,
+    .binary = binary_avx2,
+    .softmax = softmax_avx2,
+    .rms_norm = rms_norm_avx2,
+    .dot = dot_avx2,
+    .scale_axpy = scale_axpy_avx2,
+};
