@@ -1,0 +1,398 @@
+/* GGUF block formats: dequantization and quantization against golden files
+ * from the gguf package (scripts/make_quant_golden.py), dot products against
+ * dequantize-then-double-dot (scalar and AVX2), AVX2 quantizers against the
+ * scalar ones, and round-trip error per type. */
+#include <stdint.h>
+
+#include "core/dtype-impl.h"
+#include "quant/quant-impl.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static double urand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static float gauss(void) {
+    double u = urand() + 1e-12, v = urand();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static unsigned char *read_all(const char *rel, long *size) {
+    char path[1024];
+    FILE *f = fopen(test_path(rel, path, sizeof path), "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)*size);
+    if (buf && fread(buf, 1, (size_t)*size, f) != (size_t)*size) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* ---- golden files ---- */
+
+static void test_dequant_golden(const char *name) {
+    candle_dtype t = candle_dtype_from_name(name);
+    const candle_dtype_traits *tr = candle_dtype_info(t);
+    char rel[256];
+    long size = 0;
+    snprintf(rel, sizeof rel, "tests/data/quant/%s.deq", name);
+    unsigned char *buf = read_all(rel, &size);
+    CHECK_MSG(buf != NULL, "missing %s", rel);
+    if (!buf) return;
+    long per_block = (long)tr->type_size + 4 * (long)tr->block_size;
+    CHECK_MSG(size % per_block == 0, "%s: size %ld", rel, size);
+    long nb = size / per_block, n = nb * tr->block_size;
+    float *got = calloc((size_t)n, sizeof(float));
+    tr->to_f32(buf, got, n);
+    const unsigned char *want = buf + nb * (long)tr->type_size;
+    long bad = -1;
+    for (long i = 0; i < n && bad < 0; i++)
+        if (memcmp(&got[i], want + 4 * i, 4) != 0) bad = i;
+    float w = 0;
+    if (bad >= 0) memcpy(&w, want + 4 * bad, 4);
+    CHECK_MSG(bad < 0, "%s dequant differs at %ld: %.9g vs %.9g", name, bad, bad >= 0 ? got[bad] : 0, w);
+    free(got);
+    free(buf);
+}
+
+static void check_quant_golden(const char *name, candle_from_f32_fn from, const char *which) {
+    candle_dtype t = candle_dtype_from_name(name);
+    const candle_dtype_traits *tr = candle_dtype_info(t);
+    char rel[256];
+    long size = 0;
+    snprintf(rel, sizeof rel, "tests/data/quant/%s.q", name);
+    unsigned char *buf = read_all(rel, &size);
+    CHECK_MSG(buf != NULL, "missing %s", rel);
+    if (!buf) return;
+    long per_block = (long)tr->type_size + 4 * (long)tr->block_size;
+    long nb = size / per_block, n = nb * tr->block_size;
+    CHECK(size % per_block == 0);
+    float *x = malloc((size_t)n * sizeof(float));
+    memcpy(x, buf, (size_t)n * sizeof(float));
+    unsigned char *got = calloc((size_t)nb, tr->type_size);
+    from(x, got, n);
+    const unsigned char *want = buf + 4 * n;
+    long bad = -1;
+    for (long i = 0; i < nb * (long)tr->type_size && bad < 0; i++)
+        if (got[i] != want[i]) bad = i;
+    CHECK_MSG(bad < 0, "%s %s quant differs at byte %ld (block %ld): %02x vs %02x", name, which, bad,
+              bad / (long)tr->type_size, bad >= 0 ? got[bad] : 0, bad >= 0 ? want[bad] : 0);
+    free(got);
+    free(x);
+    free(buf);
+}
+
+/* ---- dot products ---- */
+
+typedef struct {
+    candle_dtype type;
+    candle_vec_dot_fn scalar;
+#ifdef CANDLE_QUANT_HAVE_X86
+    candle_vec_dot_fn avx2; /* NULL if none */
+#endif
+} dot_case;
+
+#ifdef CANDLE_QUANT_HAVE_X86
+#define DOT(T, s, a) {CANDLE_DTYPE_##T, s, a}
+#else
+#define DOT(T, s, a) {CANDLE_DTYPE_##T, s}
+#endif
+
+static const dot_case dot_cases[] = {
+    DOT(Q4_0, candle_vec_dot_q4_0_q8_0, candle_vec_dot_q4_0_q8_0_avx2),
+    DOT(Q4_1, candle_vec_dot_q4_1_q8_1, candle_vec_dot_q4_1_q8_1_avx2),
+    DOT(Q5_0, candle_vec_dot_q5_0_q8_0, candle_vec_dot_q5_0_q8_0_avx2),
+    DOT(Q5_1, candle_vec_dot_q5_1_q8_1, candle_vec_dot_q5_1_q8_1_avx2),
+    DOT(Q8_0, candle_vec_dot_q8_0_q8_0, candle_vec_dot_q8_0_q8_0_avx2),
+    DOT(Q8_1, candle_vec_dot_q8_1_q8_1, NULL),
+    DOT(IQ4_NL, candle_vec_dot_iq4_nl_q8_0, candle_vec_dot_iq4_nl_q8_0_avx2),
+    DOT(Q2_K, candle_vec_dot_q2_k_q8_k, NULL),
+    DOT(Q3_K, candle_vec_dot_q3_k_q8_k, NULL),
+    DOT(Q4_K, candle_vec_dot_q4_k_q8_k, candle_vec_dot_q4_k_q8_k_avx2),
+    DOT(Q5_K, candle_vec_dot_q5_k_q8_k, candle_vec_dot_q5_k_q8_k_avx2),
+    DOT(Q6_K, candle_vec_dot_q6_k_q8_k, candle_vec_dot_q6_k_q8_k_avx2),
+    DOT(Q8_K, candle_vec_dot_q8_k_q8_k, NULL),
+    DOT(IQ4_XS, candle_vec_dot_iq4_xs_q8_k, NULL),
+};
+
+/* The q*_1 dots take the minimum's contribution from q8_1's s = f16(d *
+ * sum(q)), which differs from d16 * sum(q) by an f16 rounding: allow it. */
+static double s_rounding_slack(candle_dtype t, const void *xq, const void *yq, long nb) {
+    if (t != CANDLE_DTYPE_Q4_1 && t != CANDLE_DTYPE_Q5_1) return 0;
+    size_t ts = candle_dtype_info(t)->type_size;
+    const block_q8_1 *y = yq;
+    double slack = 0;
+    for (long i = 0; i < nb; i++) {
+        uint16_t m;
+        memcpy(&m, (const unsigned char *)xq + (size_t)i * ts + 2, 2);
+        slack += fabs(candle_f16_to_f32(m)) * (fabs(candle_f16_to_f32(y[i].s)) + 1e-3) * 1e-3;
+    }
+    return slack;
+}
+
+static void test_dot(const dot_case *c, long nb, int shifted) {
+    const candle_dtype_traits *tx = candle_dtype_info(c->type);
+    const candle_dtype_traits *ty = candle_dtype_info(tx->vec_dot_type);
+    long n = nb * tx->block_size;
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    float *xd = malloc((size_t)n * sizeof(float)), *yd = malloc((size_t)n * sizeof(float));
+    void *xq = calloc((size_t)nb, tx->type_size), *yq = calloc((size_t)n / ty->block_size, ty->type_size);
+    for (long i = 0; i < n; i++) {
+        x[i] = gauss() + (shifted ? 1.5f : 0.0f); /* shifted: exercises the minimums */
+        y[i] = gauss();
+    }
+    tx->from_f32(x, xq, n);
+    ty->from_f32(y, yq, n);
+    tx->to_f32(xq, xd, n);
+    ty->to_f32(yq, yd, n);
+    double ref = 0, mag = 0;
+    for (long i = 0; i < n; i++) {
+        ref += (double)xd[i] * yd[i];
+        mag += fabs((double)xd[i] * yd[i]);
+    }
+    double tol = 1e-5 * mag + s_rounding_slack(c->type, xq, yq, nb) + 1e-30;
+    float got = NAN;
+    c->scalar(n, &got, xq, yq);
+    CHECK_MSG(fabs(got - ref) <= tol, "%s scalar dot nb=%ld: %.9g vs %.9g (tol %g)", tx->name, nb, got, ref, tol);
+    float via_traits = NAN;
+    tx->vec_dot(n, &via_traits, xq, yq);
+    CHECK_MSG(fabs(via_traits - ref) <= tol, "%s traits dot nb=%ld: %.9g vs %.9g", tx->name, nb, via_traits, ref);
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (c->avx2 && candle_quant_uses_avx2()) {
+        float fast = NAN;
+        c->avx2(n, &fast, xq, yq);
+        CHECK_MSG(fabs(fast - ref) <= tol, "%s avx2 dot nb=%ld: %.9g vs %.9g (tol %g)", tx->name, nb, fast, ref, tol);
+    }
+#endif
+    free(x), free(y), free(xd), free(yd), free(xq), free(yq);
+}
+
+/* Extreme codes: every weight at its largest magnitude against activations at
+ * +-127 must not saturate the 16-bit intermediate sums of the AVX2 kernels. */
+static void test_dot_extremes(const dot_case *c) {
+    const candle_dtype_traits *tx = candle_dtype_info(c->type);
+    const candle_dtype_traits *ty = candle_dtype_info(tx->vec_dot_type);
+    long nb = 3, n = nb * tx->block_size;
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    float *xd = malloc((size_t)n * sizeof(float)), *yd = malloc((size_t)n * sizeof(float));
+    void *xq = calloc((size_t)nb, tx->type_size), *yq = calloc((size_t)n / ty->block_size, ty->type_size);
+    for (long i = 0; i < n; i++) {
+        x[i] = (i % 3 == 0) ? -1.0f : 1.0f;
+        y[i] = (i % 3 == 0) ? -2.0f : 2.0f;
+    }
+    tx->from_f32(x, xq, n);
+    ty->from_f32(y, yq, n);
+    tx->to_f32(xq, xd, n);
+    ty->to_f32(yq, yd, n);
+    double ref = 0, mag = 0;
+    for (long i = 0; i < n; i++) {
+        ref += (double)xd[i] * yd[i];
+        mag += fabs((double)xd[i] * yd[i]);
+    }
+    double tol = 1e-5 * mag + s_rounding_slack(c->type, xq, yq, nb);
+    float got = NAN;
+    c->scalar(n, &got, xq, yq);
+    CHECK_MSG(fabs(got - ref) <= tol, "%s scalar extreme dot: %.9g vs %.9g", tx->name, got, ref);
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (c->avx2 && candle_quant_uses_avx2()) {
+        float fast = NAN;
+        c->avx2(n, &fast, xq, yq);
+        CHECK_MSG(fabs(fast - ref) <= tol, "%s avx2 extreme dot: %.9g vs %.9g", tx->name, fast, ref);
+    }
+#endif
+    free(x), free(y), free(xd), free(yd), free(xq), free(yq);
+}
+
+/* ---- AVX2 activation quantizers are bit-identical to the scalar ones ---- */
+
+static void test_avx2_quantizers(void) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!candle_quant_uses_avx2()) return;
+    struct {
+        const char *name;
+        candle_from_f32_fn scalar, fast;
+        size_t ts;
+    } qs[] = {
+        {"q8_0", candle_q8_0_from_f32, candle_q8_0_from_f32_avx2, sizeof(block_q8_0)},
+        {"q8_1", candle_q8_1_from_f32, candle_q8_1_from_f32_avx2, sizeof(block_q8_1)},
+        {"q8_k", candle_q8_k_from_f32, candle_q8_k_from_f32_avx2, sizeof(block_q8_K)},
+    };
+    long n = 5 * QK_K;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = gauss();
+    for (long i = 0; i < 256; i++) x[i] = (float)(i % 64) * 0.5f - 15.75f; /* many exact halves */
+    for (long i = 256; i < 288; i++) x[i] = (float)(i - 256) - 127.0f + 0.5f * (float)(i % 2);
+    for (long i = 288; i < 512; i++) x[i] = 0; /* zero blocks */
+    x[600] = -100; /* negative extreme first */
+    x[601] = 100;
+    for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
+        unsigned char *a = calloc(1, (size_t)n * qs[k].ts), *b = calloc(1, (size_t)n * qs[k].ts);
+        qs[k].scalar(x, a, n);
+        qs[k].fast(x, b, n);
+        long blocks = n / (qs[k].ts == sizeof(block_q8_K) ? QK_K : 32);
+        CHECK_MSG(memcmp(a, b, (size_t)blocks * qs[k].ts) == 0, "%s avx2 quantizer differs from scalar", qs[k].name);
+        free(a), free(b);
+    }
+    free(x);
+#endif
+}
+
+/* ---- activation formats' side fields ---- */
+
+static void test_activation_sums(void) {
+    long n = 2 * QK_K;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = gauss() * 3;
+    block_q8_1 b1[16];
+    candle_dtype_info(CANDLE_DTYPE_Q8_1)->from_f32(x, b1, n);
+    for (int i = 0; i < 16; i++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += b1[i].qs[j];
+        float want = (float)s * candle_f16_to_f32(b1[i].d);
+        CHECK_NEAR(candle_f16_to_f32(b1[i].s), want, fabs(want) * 1e-3 + 1e-6);
+    }
+    block_q8_K bk[2];
+    candle_dtype_info(CANDLE_DTYPE_Q8_K)->from_f32(x, bk, n);
+    for (int i = 0; i < 2; i++)
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += bk[i].qs[16 * g + j];
+            CHECK(bk[i].bsums[g] == s);
+        }
+    free(x);
+}
+
+/* ---- round trip ---- */
+
+typedef struct {
+    candle_dtype type;
+    double max_nmse; /* on unit Gaussian data */
+} rt_case;
+
+static double round_trip_nmse(candle_dtype t, const float *x, long n) {
+    const candle_dtype_traits *tr = candle_dtype_info(t);
+    void *q = calloc((size_t)(n / tr->block_size), tr->type_size);
+    float *back = malloc((size_t)n * sizeof(float));
+    double *ref = malloc((size_t)n * sizeof(double));
+    tr->from_f32(x, q, n);
+    tr->to_f32(q, back, n);
+    for (long i = 0; i < n; i++) ref[i] = x[i];
+    double e = test_nmse(back, ref, n);
+    free(q), free(back), free(ref);
+    return e;
+}
+
+static void test_round_trip(void) {
+    /* bounds about 1.3x the measured values (printed below) */
+    static const rt_case cases[] = {
+        {CANDLE_DTYPE_F16, 1e-7},    {CANDLE_DTYPE_BF16, 1e-5},  {CANDLE_DTYPE_Q4_0, 1.2e-2},
+        {CANDLE_DTYPE_Q4_1, 8e-3},   {CANDLE_DTYPE_Q5_0, 3e-3},  {CANDLE_DTYPE_Q5_1, 2e-3},
+        {CANDLE_DTYPE_Q8_0, 1e-4},   {CANDLE_DTYPE_Q8_1, 1e-4},  {CANDLE_DTYPE_Q2_K, 1.5e-1},
+        {CANDLE_DTYPE_Q3_K, 4e-2},   {CANDLE_DTYPE_Q4_K, 8e-3},  {CANDLE_DTYPE_Q5_K, 2e-3},
+        {CANDLE_DTYPE_Q6_K, 5e-4},   {CANDLE_DTYPE_Q8_K, 1e-4},  {CANDLE_DTYPE_IQ4_NL, 8e-3},
+        {CANDLE_DTYPE_IQ4_XS, 8e-3},
+    };
+    long n = 32 * QK_K;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = gauss();
+    double e[CANDLE_DTYPE_COUNT] = {0};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        e[cases[k].type] = round_trip_nmse(cases[k].type, x, n);
+        printf("  round trip %-7s nmse %.3e\n", candle_dtype_name(cases[k].type), e[cases[k].type]);
+        CHECK_MSG(e[cases[k].type] <= cases[k].max_nmse, "%s nmse %g > %g", candle_dtype_name(cases[k].type),
+                  e[cases[k].type], cases[k].max_nmse);
+    }
+    /* the K types' scale search beats the legacy round-to-nearest at equal bits */
+    CHECK(e[CANDLE_DTYPE_Q4_K] < e[CANDLE_DTYPE_Q4_1]);
+    CHECK(e[CANDLE_DTYPE_Q5_K] < e[CANDLE_DTYPE_Q5_1]);
+    CHECK(e[CANDLE_DTYPE_Q2_K] > e[CANDLE_DTYPE_Q3_K] && e[CANDLE_DTYPE_Q3_K] > e[CANDLE_DTYPE_Q4_K]);
+    CHECK(e[CANDLE_DTYPE_Q6_K] < e[CANDLE_DTYPE_Q5_K]);
+    CHECK(e[CANDLE_DTYPE_IQ4_NL] < e[CANDLE_DTYPE_Q4_0]);
+    free(x);
+}
+
+/* Constant, zero and tiny inputs round-trip without NaNs. */
+static void test_degenerate_inputs(void) {
+    for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
+        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)t);
+        long n = QK_K;
+        float x[QK_K], back[QK_K];
+        unsigned char q[2 * 292];
+        for (int pat = 0; pat < 3; pat++) {
+            for (long i = 0; i < n; i++) x[i] = pat == 0 ? 0.0f : pat == 1 ? 0.25f : 1e-30f * (float)(i % 7);
+            tr->from_f32(x, q, n);
+            tr->to_f32(q, back, n);
+            int ok = 1;
+            for (long i = 0; i < n; i++) ok &= isfinite(back[i]) && fabs(back[i] - x[i]) <= 0.25 * fabs(x[i]) + 1e-6;
+            CHECK_MSG(ok, "%s degenerate pattern %d", tr->name, pat);
+        }
+    }
+}
+
+static void test_traits(void) {
+    static const struct {
+        candle_dtype t, dot;
+        size_t size;
+    } want[] = {
+        {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q8_0, sizeof(block_q4_0)},
+        {CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_1, sizeof(block_q4_1)},
+        {CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q8_0, sizeof(block_q5_0)},
+        {CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q8_1, sizeof(block_q5_1)},
+        {CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q8_0, sizeof(block_q8_0)},
+        {CANDLE_DTYPE_Q8_1, CANDLE_DTYPE_Q8_1, sizeof(block_q8_1)},
+        {CANDLE_DTYPE_Q2_K, CANDLE_DTYPE_Q8_K, sizeof(block_q2_K)},
+        {CANDLE_DTYPE_Q3_K, CANDLE_DTYPE_Q8_K, sizeof(block_q3_K)},
+        {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q8_K, sizeof(block_q4_K)},
+        {CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q8_K, sizeof(block_q5_K)},
+        {CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q8_K, sizeof(block_q6_K)},
+        {CANDLE_DTYPE_Q8_K, CANDLE_DTYPE_Q8_K, sizeof(block_q8_K)},
+        {CANDLE_DTYPE_IQ4_NL, CANDLE_DTYPE_Q8_0, sizeof(block_iq4_nl)},
+        {CANDLE_DTYPE_IQ4_XS, CANDLE_DTYPE_Q8_K, sizeof(block_iq4_xs)},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const candle_dtype_traits *tr = candle_dtype_info(want[k].t);
+        CHECK_MSG(tr->type_size == want[k].size, "%s type_size", tr->name);
+        CHECK_MSG(tr->vec_dot_type == want[k].dot, "%s vec_dot_type", tr->name);
+        CHECK_MSG(tr->to_f32 && tr->from_f32 && tr->vec_dot, "%s kernels", tr->name);
+    }
+    for (int t = CANDLE_DTYPE_F32; t <= CANDLE_DTYPE_BF16; t++)
+        CHECK(candle_dtype_info((candle_dtype)t)->to_f32 && candle_dtype_info((candle_dtype)t)->from_f32);
+}
+
+int main(void) {
+    printf("quant kernels: %s\n", candle_quant_uses_avx2() ? "avx2" : "scalar");
+    test_traits();
+    static const char *deq[] = {"f16",  "bf16", "q4_0", "q4_1", "q5_0", "q5_1",   "q8_0",
+                                "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"};
+    for (size_t k = 0; k < sizeof deq / sizeof deq[0]; k++) test_dequant_golden(deq[k]);
+    static const char *qnt[] = {"f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"};
+    for (size_t k = 0; k < sizeof qnt / sizeof qnt[0]; k++)
+        check_quant_golden(qnt[k], candle_dtype_info(candle_dtype_from_name(qnt[k]))->from_f32, "traits");
+    check_quant_golden("q8_0", candle_q8_0_from_f32, "scalar");
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (candle_quant_uses_avx2()) check_quant_golden("q8_0", candle_q8_0_from_f32_avx2, "avx2");
+#endif
+    static const long nbs[] = {1, 3, 7};
+    for (size_t k = 0; k < sizeof dot_cases / sizeof dot_cases[0]; k++) {
+        for (size_t j = 0; j < sizeof nbs / sizeof nbs[0]; j++) {
+            test_dot(&dot_cases[k], nbs[j], 0);
+            test_dot(&dot_cases[k], nbs[j], 1);
+        }
+        test_dot_extremes(&dot_cases[k]);
+    }
+    test_avx2_quantizers();
+    test_activation_sums();
+    test_round_trip();
+    test_degenerate_inputs();
+    return test_done("test_quant");
+}
