@@ -26,7 +26,7 @@ static int64_t ravel(int rank, const int64_t *shape, const int64_t *idx) {
 /* An index tensor of dtype dt holding vals; step 2 makes it a strided view. */
 static candle_tensor *make_idx(candle_ctx *ctx, candle_dtype dt, int rank, const int64_t *shape,
                                const int64_t *vals, int step) {
-    int64_t bs[CANDLE_MAX_RANK];
+    int64_t bs[CANDLE_MAX_RANK] = {0};
     for (int i = 0; i < rank; i++) bs[i] = shape[i];
     if (step > 1) bs[0] = shape[0] * step;
     candle_tensor *t = candle_tensor_new(ctx, dt, rank, bs);
