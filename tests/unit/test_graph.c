@@ -1,0 +1,212 @@
+/* Lazy graphs: building computes nothing, topological order without
+ * duplicates (diamonds, several outputs), graph and one-off computes, marks
+ * and resets (memory counters return), contexts freed with live views,
+ * inputs from other contexts, eager nodes over lazy inputs. */
+#include "test.h"
+
+static candle_ctx *new_ctx(bool eager) {
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = eager;
+    candle_ctx *ctx = NULL;
+    CHECK(candle_ctx_init(&ctx, &p) == CANDLE_OK);
+    return ctx;
+}
+
+static candle_tensor *vec(candle_ctx *ctx, int n, float start) {
+    float v[64];
+    for (int i = 0; i < n; i++) v[i] = start + (float)i;
+    return candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, (int64_t[]){n}, v);
+}
+
+/* Every node appears once, after all of its sources that are in the graph. */
+static void check_topo(const candle_graph *g, int want_nodes) {
+    int n = candle_graph_n_nodes(g);
+    CHECK_MSG(n == want_nodes, "%d nodes, want %d", n, want_nodes);
+    for (int i = 0; i < n; i++) {
+        candle_tensor *t = candle_graph_node(g, i);
+        for (int j = 0; j < n; j++)
+            if (j != i) CHECK(candle_graph_node(g, j) != t);
+        for (int s = 0; s < t->n_src; s++) {
+            int pos = -1;
+            for (int j = 0; j < n; j++)
+                if (candle_graph_node(g, j) == t->src[s]) pos = j;
+            CHECK_MSG(pos >= 0 && pos < i, "node %d (%s) before its source", i,
+                      candle_op_name((candle_op)t->op));
+        }
+    }
+    CHECK(candle_graph_node(g, -1) == NULL && candle_graph_node(g, n) == NULL);
+}
+
+static void test_lazy_diamond(void) {
+    candle_ctx *ctx = new_ctx(false);
+    candle_tensor *a = vec(ctx, 4, 0.5f);
+    uint64_t allocs = candle_ctx_alloc_count(ctx);
+    size_t used = candle_ctx_mem_used(ctx);
+    /*      a
+     *     / \
+     *    b   c      b = exp(a), c = neg(a)
+     *     \ / |
+     *      d  |     d = b + c
+     *       \ |
+     *        e      e = d * c */
+    candle_tensor *b = candle_exp(ctx, a);
+    candle_tensor *c = candle_neg(ctx, a);
+    candle_tensor *d = candle_add(ctx, b, c);
+    candle_tensor *e = candle_mul(ctx, d, c);
+    CHECK(e && !e->computed && !d->computed && !b->storage);
+    CHECK(candle_ctx_alloc_count(ctx) == allocs && candle_ctx_mem_used(ctx) == used);
+
+    candle_graph *g = candle_graph_build(ctx, &e, 1);
+    CHECK(g != NULL);
+    check_topo(g, 5);
+    /* several outputs sharing nodes: still each node once */
+    candle_tensor *outs[4] = {e, d, b, e};
+    candle_graph *g2 = candle_graph_build(ctx, outs, 4);
+    check_topo(g2, 5);
+    CHECK(candle_ctx_alloc_count(ctx) == allocs); /* building allocates no storage */
+
+    CHECK_OK(ctx, candle_graph_compute(ctx, g));
+    CHECK(e->computed && d->computed && b->computed && c->computed);
+    CHECK(candle_ctx_alloc_count(ctx) == allocs + 4);
+    CHECK(candle_ctx_mem_used(ctx) == used + 4 * 16);
+    float out[4];
+    CHECK_OK(ctx, candle_tensor_to_f32(e, out));
+    for (int i = 0; i < 4; i++) {
+        double x = 0.5 + i;
+        CHECK_NEAR(out[i], (exp(x) - x) * -x, 1e-4 * fabs((exp(x) - x) * x));
+    }
+    /* computed nodes are skipped: computing again allocates nothing */
+    CHECK_OK(ctx, candle_graph_compute(ctx, g2));
+    CHECK_OK(ctx, candle_compute(ctx, e));
+    CHECK(candle_ctx_alloc_count(ctx) == allocs + 4);
+
+    /* broadcasting inserts expand views into the graph, each once */
+    candle_tensor *row = candle_reshape(ctx, a, 2, (int64_t[]){1, 4});
+    candle_tensor *col = candle_reshape(ctx, c, 2, (int64_t[]){4, 1});
+    candle_tensor *outer = candle_mul(ctx, row, col);
+    candle_tensor *sum = candle_add(ctx, outer, outer);
+    candle_graph *g3 = candle_graph_build(ctx, &sum, 1);
+    /* a, c, expand(row), expand(col), outer, sum: views of views point at
+     * the tensor that owns the layout, so row and col drop out */
+    check_topo(g3, 6);
+    CHECK_OK(ctx, candle_graph_compute(ctx, g3));
+    double v;
+    CHECK_OK(ctx, candle_tensor_get_f64(sum, (int64_t[]){2, 3}, &v));
+    CHECK_NEAR(v, 2 * 3.5 * -2.5, 1e-6);
+    /* empty and NULL graphs */
+    candle_graph *ge = candle_graph_build(ctx, NULL, 0);
+    CHECK(ge == NULL);
+    ge = candle_graph_build(ctx, outs, 0);
+    CHECK(ge && candle_graph_n_nodes(ge) == 0);
+    CHECK_OK(ctx, candle_graph_compute(ctx, ge));
+    CHECK(candle_graph_compute(ctx, NULL) == CANDLE_ERR_INVALID_ARG);
+    candle_ctx_clear_error(ctx);
+    candle_ctx_free(ctx);
+}
+
+static void test_mark_reset(void) {
+    candle_ctx *ctx = new_ctx(false);
+    candle_tensor *w = vec(ctx, 16, 1.0f); /* "weights" */
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    size_t used = candle_ctx_mem_used(ctx);
+    size_t peak_step = 0;
+    for (int step = 0; step < 4; step++) {
+        candle_tensor *x = vec(ctx, 16, (float)step);
+        candle_tensor *y = candle_mul(ctx, candle_add(ctx, x, w), w);
+        candle_tensor *t = candle_narrow(ctx, y, 0, 2, 4); /* a view, freed with the step */
+        candle_graph *g = candle_graph_build(ctx, &t, 1); /* freed by the reset (ASan) */
+        CHECK_OK(ctx, candle_graph_compute(ctx, g));
+        double v;
+        CHECK_OK(ctx, candle_tensor_get_f64(t, (int64_t[]){1}, &v));
+        CHECK(v == (3.0 + step + 4.0) * 4.0);
+        CHECK(candle_ctx_mem_used(ctx) == used + 3 * 64);
+        if (step == 0) peak_step = candle_ctx_mem_peak(ctx);
+        candle_ctx_reset(ctx, mark);
+        CHECK(candle_ctx_mem_used(ctx) == used);
+        CHECK(candle_ctx_get_mark(ctx) == mark);
+        CHECK(candle_ctx_mem_peak(ctx) == peak_step); /* steady state: no growth */
+    }
+    /* weights survive resets */
+    double v;
+    CHECK_OK(ctx, candle_tensor_get_f64(w, (int64_t[]){15}, &v));
+    CHECK(v == 16);
+    /* reset past the end and to 0 */
+    candle_ctx_reset(ctx, mark + 100);
+    CHECK(candle_ctx_get_mark(ctx) == mark);
+    candle_ctx_reset(ctx, 0);
+    CHECK(candle_ctx_mem_used(ctx) == 0 && candle_ctx_get_mark(ctx) == 0);
+    candle_ctx_free(ctx);
+}
+
+static void test_free_with_live_views(void) {
+    /* Views in one context of tensors in another: either may be freed first. */
+    for (int order = 0; order < 2; order++) {
+        candle_ctx *wctx = new_ctx(true), *sctx = new_ctx(true);
+        candle_tensor *w = vec(wctx, 8, 0.0f);
+        candle_tensor *v = candle_narrow(sctx, w, 0, 4, 4);
+        candle_tensor *t = candle_transpose(sctx, candle_reshape(sctx, v, 2, (int64_t[]){2, 2}), 0, 1);
+        CHECK(t && t->storage == w->storage);
+        if (order == 0) {
+            candle_ctx_free(wctx); /* storage lives on through the views */
+            double x;
+            CHECK_OK(sctx, candle_tensor_get_f64(t, (int64_t[]){1, 0}, &x));
+            CHECK(x == 5); /* w[4:8] as [[4, 5], [6, 7]], transposed */
+            candle_ctx_free(sctx);
+        } else {
+            candle_ctx_free(sctx);
+            CHECK(candle_ctx_mem_used(wctx) == 32);
+            candle_ctx_free(wctx);
+        }
+    }
+    /* external storage with a view outliving the tensor's context */
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    candle_storage *s = candle_storage_external(data, sizeof data);
+    candle_ctx *ctx = new_ctx(true);
+    candle_tensor *x = candle_tensor_from_storage(ctx, CANDLE_DTYPE_F32, 2, (int64_t[]){2, 3}, s, 0);
+    candle_storage_release(s); /* the tensor holds its own reference */
+    candle_tensor *tt = candle_transpose(ctx, x, 0, 1);
+    double v;
+    CHECK_OK(ctx, candle_tensor_get_f64(tt, (int64_t[]){2, 1}, &v));
+    CHECK(v == 6);
+    CHECK(candle_tensor_from_storage(ctx, CANDLE_DTYPE_F32, 1, (int64_t[]){7}, x->storage, 0) == NULL);
+    CHECK(candle_errcode(ctx) == CANDLE_ERR_INVALID_ARG);
+    candle_ctx_free(ctx);
+}
+
+static void test_cross_context_and_eager_toggle(void) {
+    /* A long lazy chain in one context computed from a small one. */
+    candle_ctx *a = new_ctx(false), *b = new_ctx(false);
+    candle_tensor *x = vec(a, 4, 1.0f);
+    candle_tensor *y = x;
+    for (int i = 0; i < 600; i++) y = candle_affine(a, y, 1.0, 0.5);
+    candle_tensor *z = candle_neg(b, y);
+    CHECK_OK(b, candle_compute(b, z));
+    double v;
+    CHECK_OK(b, candle_tensor_get_f64(z, (int64_t[]){3}, &v));
+    CHECK(v == -(4.0 + 300.0));
+    candle_ctx_free(b);
+    candle_ctx_free(a);
+
+    /* A context switched to eager after building lazily. */
+    candle_ctx *c = new_ctx(false);
+    candle_tensor *p = vec(c, 4, 0.0f);
+    candle_tensor *q = candle_affine(c, p, 2.0, 1.0);
+    candle_ctx_set_eager(c, true);
+    CHECK(candle_ctx_is_eager(c));
+    candle_tensor *r = candle_add(c, q, p); /* q was never computed */
+    CHECK(r && r->computed && q->computed);
+    CHECK_OK(c, candle_tensor_get_f64(r, (int64_t[]){2}, &v));
+    CHECK(v == 7);
+    /* eager ops compute at once */
+    candle_tensor *s = candle_exp(c, p);
+    CHECK(s && s->computed);
+    candle_ctx_free(c);
+}
+
+int main(void) {
+    test_lazy_diamond();
+    test_mark_reset();
+    test_free_with_live_views();
+    test_cross_context_and_eager_toggle();
+    return test_done("test_graph");
+}
