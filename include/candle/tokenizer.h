@@ -38,6 +38,33 @@ candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id
 /* Decode a sequence into buf (NUL-terminated); *len gets the byte count. */
 candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids, int64_t n,
                                       bool render_special, char *buf, size_t cap, size_t *len);
+/* Output sizes: token_bytes and decode write what fits and always set *len
+ * to the full count (as encode does), so *len >= cap means truncated (for
+ * decode, *len + 1 > cap: it keeps room for the NUL). decode drops the
+ * space the encoder put before the text (SentencePiece prefix, WordPiece).
+ * Invalid ids are CANDLE_ERR_INVALID_ARG. */
+
+/* Incremental detokenization for streamed output. A character whose bytes
+ * span several tokens (<0xXX> byte-fallback pieces, byte-level BPE pieces)
+ * is held back until it is complete, and bytes that can never form one come
+ * out as U+FFFD, so every chunk is whole, valid UTF-8. Zero-initialise one
+ * per stream. */
+typedef struct candle_detok {
+    bool strip_space; /* set to drop the encoder's space prefix from the first
+                         piece (when the stream is the start of a text) */
+    uint8_t n_pending;
+    char pending[4];
+} candle_detok;
+
+/* Bytes needed in buf for any push: 3 * (longest token + 4) + 1. */
+size_t candle_tokenizer_detok_bufsize(const candle_tokenizer *t);
+/* The text completed by token id into buf (NUL-terminated), *len its length.
+ * A too-small buf is CANDLE_ERR_INVALID_ARG and leaves d unchanged. */
+candle_status candle_tokenizer_detok_push(const candle_tokenizer *t, candle_detok *d, int32_t id,
+                                          bool render_special, char *buf, size_t cap, size_t *len);
+/* At the end of the stream: whatever is still held back (as U+FFFD). */
+candle_status candle_tokenizer_detok_flush(const candle_tokenizer *t, candle_detok *d, char *buf,
+                                           size_t cap, size_t *len);
 
 #ifdef __cplusplus
 }

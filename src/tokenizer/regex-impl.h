@@ -1,0 +1,33 @@
+/* A small backtracking regex engine over code points, for the
+ * pre-tokenizer patterns of the reference tokenizers (Perl semantics:
+ * leftmost-first alternation, greedy or lazy quantifiers).
+ *
+ * Supported: literals and escapes (\r \n \t \\ \. ...), classes [...] and
+ * [^...] with ranges, \p{L} \p{N} \p{P} \p{S} \p{M} \p{Z} \p{C} (and \P{..}),
+ * \s \S \d \D, '.', groups (...) (?:...), lookahead (?=...) (?!...), '$',
+ * quantifiers ? * + {m} {m,} {m,n} with an optional lazy '?'. */
+#ifndef CANDLE_TOKENIZER_REGEX_IMPL_H
+#define CANDLE_TOKENIZER_REGEX_IMPL_H
+
+#include <stdint.h>
+
+#include "candle/status.h"
+
+typedef struct tok_regex tok_regex;
+
+/* Errors go to the thread-local last error ("regex: ... at offset N"). */
+candle_status tok_regex_compile(const char *pattern, tok_regex **out);
+void tok_regex_free(tok_regex *re);
+
+/* Backtracking state reused across matches (grows as needed). */
+typedef struct tok_regex_stack {
+    int64_t *v;
+    int64_t n, cap;
+} tok_regex_stack;
+
+/* End of the match that starts exactly at cps[pos] within cps[0..n), or -1
+ * if none (or -2 if memory ran out). */
+int64_t tok_regex_match_at(const tok_regex *re, const uint32_t *cps, int64_t n, int64_t pos,
+                           tok_regex_stack *st);
+
+#endif

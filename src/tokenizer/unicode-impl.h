@@ -1,0 +1,53 @@
+/* Unicode support for the tokenizers: UTF-8 decoding that never fails,
+ * general categories, White_Space, lowercasing and accent stripping. */
+#ifndef CANDLE_TOKENIZER_UNICODE_IMPL_H
+#define CANDLE_TOKENIZER_UNICODE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* Major general category, as bits so a regex class can test a set. */
+enum {
+    UCAT_L = 1 << 0, /* letters */
+    UCAT_M = 1 << 1, /* marks */
+    UCAT_N = 1 << 2, /* numbers */
+    UCAT_P = 1 << 3, /* punctuation */
+    UCAT_S = 1 << 4, /* symbols */
+    UCAT_Z = 1 << 5, /* separators */
+    UCAT_C = 1 << 6, /* other: controls, unassigned, surrogates */
+};
+
+typedef struct unicode_range {
+    uint32_t start; /* the category holds up to the next range's start */
+    uint8_t cat;
+} unicode_range;
+
+typedef struct unicode_pair {
+    uint32_t from, to;
+} unicode_pair;
+
+extern const unicode_range unicode_cat_ranges[];
+extern const int unicode_n_cat_ranges;
+extern const unicode_pair unicode_lower_pairs[];
+extern const int unicode_n_lower_pairs;
+extern const unicode_pair unicode_strip_pairs[];
+extern const int unicode_n_strip_pairs;
+
+/* Length of the UTF-8 sequence starting at s[0] (1..4). A malformed or
+ * truncated sequence counts as 1 byte, decoded as U+FFFD, so every byte of
+ * the input stays covered exactly once. */
+size_t utf8_decode(const char *s, size_t n, uint32_t *cp);
+/* Bytes written (1..4) into out. */
+size_t utf8_encode(uint32_t cp, char *out);
+/* Length of the longest prefix of s[0..n) that ends on a whole character;
+ * the rest is an incomplete (not yet invalid) trailing sequence. */
+size_t utf8_complete_prefix(const char *s, size_t n);
+
+int unicode_category(uint32_t cp);
+bool unicode_is_space(uint32_t cp);
+uint32_t unicode_to_lower(uint32_t cp);
+/* The base character of an accented one (é -> e), else cp. */
+uint32_t unicode_strip_accent(uint32_t cp);
+
+#endif
