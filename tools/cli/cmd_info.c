@@ -1,11 +1,153 @@
-/* candle info (pending). */
+/* candle info: the CPU's features and kernels, or a GGUF file's summary,
+ * metadata and tensor table. */
+#include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: candle info [--no-mmap] [FILE.gguf]\n\n"
+            "Without a file: CPU features and the kernels in use.\n"
+            "With a GGUF file: architecture, parameter count, tensors per dtype, file size,\n"
+            "bits per weight, metadata (long values abbreviated) and the tensor table.\n");
+}
+
+/* 292352 -> "292.35K" */
+static const char *human_count(uint64_t n, char *buf, size_t len) {
+    static const char *units[] = {"", "K", "M", "B", "T"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1000.0 && u < 4) {
+        v /= 1000.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%" PRIu64, n);
+    else snprintf(buf, len, "%.2f%s", v, units[u]);
+    return buf;
+}
+
+/* "1.13 MiB" (the CLI uses the public API only) */
+static const char *fmt_bytes(size_t n, char *buf, size_t len) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%zu B", n);
+    else snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+static uint64_t numel(const candle_gguf_tensor_info *ti) {
+    uint64_t n = 1;
+    for (int d = 0; d < ti->rank; d++) n *= (uint64_t)ti->shape[d];
+    return n;
+}
+
+/* A metadata string printed as text, or "?" when absent. */
+static void print_str_key(const candle_gguf *g, const char *label, const char *key) {
+    const char *s;
+    size_t len;
+    if (candle_gguf_get_str(g, key, &s, &len))
+        printf("%-14s %.*s\n", label, len > 200 ? 200 : (int)len, s);
+}
+
+static void print_summary(const candle_gguf *g, const char *path) {
+    char a[32], b[32];
+    uint64_t params = 0, per_n[CANDLE_DTYPE_COUNT] = {0}, per_p[CANDLE_DTYPE_COUNT] = {0};
+    size_t per_b[CANDLE_DTYPE_COUNT] = {0}, data_bytes = 0;
+    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
+        params += numel(ti);
+        per_n[ti->dtype]++;
+        per_p[ti->dtype] += numel(ti);
+        per_b[ti->dtype] += ti->size;
+        data_bytes += ti->size;
+    }
+    size_t fsize = candle_gguf_file_size(g);
+    printf("%-14s %s\n", "file:", path);
+    printf("%-14s GGUF v%" PRIu32 ", alignment %zu, %" PRId64 " keys, %" PRId64 " tensors\n",
+           "format:", candle_gguf_version(g), candle_gguf_alignment(g), candle_gguf_n_kv(g),
+           candle_gguf_n_tensors(g));
+    print_str_key(g, "architecture:", "general.architecture");
+    print_str_key(g, "name:", "general.name");
+    printf("%-14s %s (%zu bytes)\n", "file size:", fmt_bytes(fsize, a, sizeof a), fsize);
+    printf("%-14s %s (%" PRIu64 ")\n", "parameters:", human_count(params, b, sizeof b), params);
+    if (params)
+        printf("%-14s %.2f (file), %.2f (tensor data)\n", "bits/weight:",
+               (double)fsize * 8.0 / (double)params, (double)data_bytes * 8.0 / (double)params);
+    printf("tensors by dtype:\n");
+    for (int t = 0; t < CANDLE_DTYPE_COUNT; t++)
+        if (per_n[t])
+            printf("  %-8s %6" PRIu64 " tensors %12" PRIu64 " params %12s\n",
+                   candle_dtype_name((candle_dtype)t), per_n[t], per_p[t],
+                   fmt_bytes(per_b[t], a, sizeof a));
+}
+
+static const char *type_name(candle_gguf_type t) {
+    static const char *names[] = {"u8",   "i8",  "u16", "i16", "u32", "i32", "f32",
+                                  "bool", "str", "arr", "u64", "i64", "f64"};
+    return (unsigned)t < CANDLE_GGUF_TYPE_COUNT ? names[t] : "?";
+}
+
+static void print_metadata(const candle_gguf *g) {
+    char buf[512];
+    printf("metadata:\n");
+    for (int64_t i = 0; i < candle_gguf_n_kv(g); i++)
+        printf("  %-44s %-4s %s\n", candle_gguf_key(g, i), type_name(candle_gguf_kv_type(g, i)),
+               candle_gguf_kv_str(g, i, buf, sizeof buf));
+}
+
+static void print_tensors(const candle_gguf *g) {
+    char shape[128], size[32];
+    printf("tensors:\n  %5s %-40s %-7s %-22s %12s %12s\n", "#", "name", "dtype", "shape",
+           "offset", "size");
+    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
+        printf("  %5" PRId64 " %-40s %-7s %-22s %12zu %12s\n", i, ti->name,
+               candle_dtype_name(ti->dtype), candle_shape_str(ti->rank, ti->shape, shape,
+                                                              sizeof shape),
+               ti->offset, fmt_bytes(ti->size, size, sizeof size));
+    }
+}
+
+static int info_file(const char *path, bool no_mmap) {
+    candle_gguf *g = NULL;
+    candle_gguf_open_params p = {.no_mmap = no_mmap};
+    if (candle_gguf_open(&g, path, &p) != CANDLE_OK) {
+        fprintf(stderr, "candle info: %s: %s\n", path, candle_last_errmsg());
+        return 1;
+    }
+    print_summary(g, path);
+    print_metadata(g);
+    print_tensors(g);
+    candle_gguf_close(g);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "candle info: not implemented yet\n");
-    return 1;
+    const char *path = NULL;
+    bool no_mmap = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--no-mmap")) {
+            no_mmap = true;
+        } else if (argv[i][0] == '-' || path) {
+            fprintf(stderr, "candle info: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (path) return info_file(path, no_mmap);
+    char buf[4096];
+    fputs(candle_cpu_info(buf, sizeof buf), stdout);
+    return 0;
 }
