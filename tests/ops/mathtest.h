@@ -7,6 +7,8 @@
 #define CANDLE_TEST_MATHTEST_H
 
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -151,6 +153,38 @@ static inline candle_ctx *mt_ctx(bool eager) {
         exit(1);
     }
     return ctx;
+}
+
+/* The CPU backend runs reference kernels only when CANDLE_CPU_REF is set
+ * (not "0"); otherwise fast kernels take the nodes they match. */
+static inline bool mt_ref_mode(void) {
+    const char *e = getenv("CANDLE_CPU_REF");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* The reference kernels are the ground truth the fast ones are tested
+ * against, so a pass that ran the fast kernels runs the whole test again in a
+ * child with reference kernels only. Returns the exit code of both passes. */
+static inline int mt_rerun_with_ref(char **argv, int rc) {
+    if (mt_ref_mode()) return rc;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (pid == 0) {
+        setenv("CANDLE_CPU_REF", "1", 1);
+        execv("/proc/self/exe", argv);
+        perror("execv");
+        _exit(127);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "%s: the reference-kernel pass failed\n", argv[0]);
+        return 1;
+    }
+    return rc;
 }
 
 /* The call failed with this status and a message containing sub; clears the

@@ -247,7 +247,8 @@ static void test_lazy(void) {
     candle_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     candle_ctx *ctx = mt_ctx(true);
     test_reduce_table(ctx);
     test_softmax_table(ctx);
@@ -255,5 +256,6 @@ int main(void) {
     test_errors(ctx);
     candle_ctx_free(ctx);
     test_lazy();
-    return test_done("test_reduce");
+    int rc = test_done(mt_ref_mode() ? "test_reduce (reference kernels)" : "test_reduce");
+    return mt_rerun_with_ref(argv, rc);
 }

@@ -175,12 +175,14 @@ static void test_lazy(void) {
     candle_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     candle_ctx *ctx = mt_ctx(true);
     test_table(ctx);
     test_pairs(ctx);
     test_errors(ctx);
     candle_ctx_free(ctx);
     test_lazy();
-    return test_done("test_rope");
+    int rc = test_done(mt_ref_mode() ? "test_rope (reference kernels)" : "test_rope");
+    return mt_rerun_with_ref(argv, rc);
 }
