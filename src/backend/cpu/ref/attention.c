@@ -8,7 +8,10 @@
 #include "../cpu-impl.h"
 
 typedef struct attn_args {
-    const candle_tensor *q, *k, *v, *mask; /* mask: expanded to [B, Hq, Sq, Skv] */
+    const candle_tensor *q;    /* [B, Hq, Sq, D] */
+    const candle_tensor *k;    /* [B, Hkv, Skv, D] */
+    const candle_tensor *v;    /* [B, Hkv, Skv, Dv] */
+    const candle_tensor *mask; /* NULL or expanded to [B, Hq, Sq, Skv] */
     double scale;
     bool causal;
     double *scores; /* [Skv] */
