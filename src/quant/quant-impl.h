@@ -207,8 +207,8 @@ void candle_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *x, const void *
 void candle_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *x, const void *y);
 
-/* AVX2 + FMA versions (x86/, only on x86-64 builds; call only when the CPU
- * has avx2 and fma). Results equal the scalar ones up to float summation
+/* AVX2 + FMA + F16C versions (x86/, only on x86-64 builds; call only when
+ * candle_quant_uses_avx2()). Results equal the scalar ones up to float summation
  * order; the quantizers are bit-identical to the scalar ones. */
 #if defined(__x86_64__) || defined(_M_X64)
 #define CANDLE_QUANT_HAVE_X86 1
@@ -226,7 +226,7 @@ void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *x, const v
 void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 #endif
 
-/* True when the AVX2 kernels were registered (cpu has avx2+fma and the
+/* True when the AVX2 kernels were registered (cpu has avx2, fma, f16c and the
  * CANDLE_QUANT_SCALAR environment variable is unset). */
 int candle_quant_uses_avx2(void);
 

@@ -1,6 +1,9 @@
 /* Registers the row kernels of the float and block types in the dtype traits
  * table, picking the AVX2 kernels when the CPU has them. */
 #include <stdlib.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
 
 #include "../core/dtype-impl.h"
 #include "quant-impl.h"
@@ -69,6 +72,12 @@ static void register_scalar(candle_dtype_traits *t) {
 }
 
 #ifdef CANDLE_QUANT_HAVE_X86
+/* F16C through cpuid: clang's __builtin_cpu_supports does not know "f16c". */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static void register_avx2(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q8_0].from_f32 = candle_q8_0_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_1].from_f32 = candle_q8_1_from_f32_avx2;
@@ -90,7 +99,8 @@ void candle_quant_register_traits(candle_dtype_traits *t) {
 #ifdef CANDLE_QUANT_HAVE_X86
     /* CANDLE_QUANT_SCALAR forces the reference kernels (debugging, tests) */
     const char *force = getenv("CANDLE_QUANT_SCALAR");
-    if ((!force || !*force || *force == '0') && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if ((!force || !*force || *force == '0') && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        cpu_has_f16c()) {
         register_avx2(t);
         use_avx2 = 1;
     }

@@ -6,6 +6,11 @@
 
 #include "../quant-impl.h"
 
+/* The AVX2 kernels are only registered on CPUs with F16C too. */
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -4,10 +4,6 @@
  * are folded in through q8_K's bsums, as in the scalar kernels. */
 #include "avx2-common.h"
 
-static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
-
-static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
 void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
     block_q8_K *b = dst;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -48,15 +44,29 @@ void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* sum_j m_j * (bsums[2j] + bsums[2j+1]) for the 8 mins of a q4_K/q5_K block. */
-static inline int mins_dot(const uint8_t *mins, const int16_t *bsums) {
-    int s = 0;
-    for (int j = 0; j < 8; j++) s += mins[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-    return s;
+/* The 8 6-bit scales and 8 6-bit mins of a q4_K/q5_K block, unpacked with
+ * 32-bit lane arithmetic (see quant_k4_scale_min for the layout). */
+static inline void k4_scales(const uint8_t *packed, uint8_t *sc, uint8_t *mn) {
+    uint32_t a, b, c, lo[2], hi[2];
+    memcpy(&a, packed, 4);
+    memcpy(&b, packed + 4, 4);
+    memcpy(&c, packed + 8, 4);
+    lo[0] = a & 0x3f3f3f3fu;
+    lo[1] = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    hi[0] = b & 0x3f3f3f3fu;
+    hi[1] = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    memcpy(sc, lo, 8);
+    memcpy(mn, hi, 8);
 }
 
-static inline void k4_scales(const uint8_t *packed, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 8; j++) quant_k4_scale_min(j, packed, &sc[j], &m[j]);
+/* sum_j mins[j] * (bsums[2j] + bsums[2j+1]). */
+static inline int mins_dot(const uint8_t *mins, const int16_t *bsums) {
+    __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mins));
+    __m128i p = _mm_madd_epi16(pairs, m);
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(p);
 }
 
 void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {

@@ -2,8 +2,6 @@
  * q8_1; bit-identical to the scalar ones) and dot products. */
 #include "avx2-common.h"
 
-static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
-
 /* roundf (half away from zero) for |v| < 2^23: truncate, then step away
  * from zero when the exact remainder is at least one half. */
 static inline __m256 round_away(__m256 v) {
@@ -46,7 +44,7 @@ void candle_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n) {
     block_q8_0 *b = dst;
     int sum;
     for (int64_t i = 0; i < n / QK8_0; i++, src += QK8_0)
-        b[i].d = candle_f32_to_f16(quantize_q8_32(src, b[i].qs, &sum));
+        b[i].d = _cvtss_sh(quantize_q8_32(src, b[i].qs, &sum), _MM_FROUND_TO_NEAREST_INT);
 }
 
 void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n) {
@@ -54,36 +52,17 @@ void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n) {
     int sum;
     for (int64_t i = 0; i < n / QK8_1; i++, src += QK8_1) {
         float d = quantize_q8_32(src, b[i].qs, &sum);
-        b[i].d = candle_f32_to_f16(d);
-        b[i].s = candle_f32_to_f16((float)sum * d);
+        b[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        b[i].s = _cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
     }
 }
 
-static inline __m256i load32(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
-    const block_q4_0 *x = vx;
-    const block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256i q = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
-        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(q, load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
-    }
-    *out = hsum_ps(acc);
+/* Per-block integer dots (8 int32 partial sums). */
+static inline __m256i dot_q4_0(const block_q4_0 *x, const block_q8_0 *y) {
+    return dot_i8_i8(_mm256_sub_epi8(unpack_nibbles(x->qs), _mm256_set1_epi8(8)), load32(y->qs));
 }
-
-void candle_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
-    const block_q4_1 *x = vx;
-    const block_q8_1 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0;
-    for (int64_t i = 0; i < n / QK8_1; i++) {
-        __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(unpack_nibbles(x[i].qs), load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
-        acc_m += h2f(x[i].m) * h2f(y[i].s);
-    }
-    *out = hsum_ps(acc) + acc_m;
+static inline __m256i dot_q4_1(const block_q4_1 *x, const block_q8_1 *y) {
+    return dot_u8_i8(unpack_nibbles(x->qs), load32(y->qs));
 }
 
 static inline uint32_t load_u32(const uint8_t *p) {
@@ -98,51 +77,90 @@ static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(unpack_nibbles(qs), hi);
 }
 
+static inline __m256i dot_q5_0(const block_q5_0 *x, const block_q8_0 *y) {
+    return dot_i8_i8(_mm256_sub_epi8(unpack_q5(x->qs, x->qh), _mm256_set1_epi8(16)), load32(y->qs));
+}
+static inline __m256i dot_q5_1(const block_q5_1 *x, const block_q8_1 *y) {
+    return dot_u8_i8(unpack_q5(x->qs, x->qh), load32(y->qs));
+}
+static inline __m256i dot_q8_0(const block_q8_0 *x, const block_q8_0 *y) {
+    return dot_i8_i8(load32(x->qs), load32(y->qs));
+}
+static inline __m256i dot_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
+    return dot_i8_i8(_mm256_shuffle_epi8(table, unpack_nibbles(x->qs)), load32(y->qs));
+}
+
+#define BLOCK_TERM(i) \
+    _mm256_mul_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(BLOCK_DOT(&x[i], &y[i])))
+
+/* Two blocks per step into two accumulators, to overlap the fma latencies. */
+#define DOT_LOOP(nb)                                                              \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();               \
+    int64_t i = 0;                                                                \
+    for (; i + 1 < (nb); i += 2) {                                                \
+        acc0 = _mm256_add_ps(acc0, BLOCK_TERM(i));                                \
+        acc1 = _mm256_add_ps(acc1, BLOCK_TERM(i + 1));                            \
+    }                                                                             \
+    if (i < (nb)) acc0 = _mm256_add_ps(acc0, BLOCK_TERM(i));                      \
+    float sum = hsum_ps(_mm256_add_ps(acc0, acc1))
+
+/* The minimum's term of the q*_1 types: m * s per block. */
+#define MIN_TERMS(nb, acc)                                                        \
+    for (int64_t k = 0; k < (nb); k++) acc += h2f(x[k].m) * h2f(y[k].s)
+
+void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q4_0 *x = vx;
+    const block_q8_0 *y = vy;
+#define BLOCK_DOT dot_q4_0
+    DOT_LOOP(n / QK8_0);
+#undef BLOCK_DOT
+    *out = sum;
+}
+
+void candle_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q4_1 *x = vx;
+    const block_q8_1 *y = vy;
+#define BLOCK_DOT dot_q4_1
+    DOT_LOOP(n / QK8_1);
+#undef BLOCK_DOT
+    MIN_TERMS(n / QK8_1, sum);
+    *out = sum;
+}
+
 void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256i q = _mm256_sub_epi8(unpack_q5(x[i].qs, x[i].qh), _mm256_set1_epi8(16));
-        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(q, load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
-    }
-    *out = hsum_ps(acc);
+#define BLOCK_DOT dot_q5_0
+    DOT_LOOP(n / QK8_0);
+#undef BLOCK_DOT
+    *out = sum;
 }
 
 void candle_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0;
-    for (int64_t i = 0; i < n / QK8_1; i++) {
-        __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(unpack_q5(x[i].qs, x[i].qh), load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
-        acc_m += h2f(x[i].m) * h2f(y[i].s);
-    }
-    *out = hsum_ps(acc) + acc_m;
+#define BLOCK_DOT dot_q5_1
+    DOT_LOOP(n / QK8_1);
+#undef BLOCK_DOT
+    MIN_TERMS(n / QK8_1, sum);
+    *out = sum;
 }
 
 void candle_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q8_0 *x = vx;
     const block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(load32(x[i].qs), load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
-    }
-    *out = hsum_ps(acc);
+#define BLOCK_DOT dot_q8_0
+    DOT_LOOP(n / QK8_0);
+#undef BLOCK_DOT
+    *out = sum;
 }
 
 void candle_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_iq4_nl *x = vx;
     const block_q8_0 *y = vy;
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_NL; i++) {
-        __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs));
-        __m256 p = _mm256_cvtepi32_ps(dot_i8_i8(q, load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), p, acc);
-    }
-    *out = hsum_ps(acc);
+#define BLOCK_DOT dot_iq4_nl
+    DOT_LOOP(n / QK4_NL);
+#undef BLOCK_DOT
+    *out = sum;
 }
