@@ -217,10 +217,13 @@ static void test_errors(void) {
     candle_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     test_values(true);
     test_values(false);
     test_mixed();
     test_errors();
-    return test_done("test_attention");
+    /* f32 attention goes to the fast kernel; the reference is tested again alone. */
+    int rc = test_done(mt_ref_mode() ? "test_attention (reference kernels)" : "test_attention");
+    return mt_rerun_with_ref(argv, rc);
 }
