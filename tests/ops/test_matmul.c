@@ -353,6 +353,11 @@ static void test_lazy(void) {
     candle_tensor *a = candle_transpose(ctx, candle_scale(ctx, x, 2.0), 0, 1); /* [3, 4] */
     candle_tensor *y = candle_matmul(ctx, a, b);
     CHECK(y && !y->computed);
+    /* strided operands are read in place: the graph holds no copy */
+    candle_graph *g = candle_graph_build(ctx, &y, 1);
+    for (int i = 0; i < candle_graph_n_nodes(g); i++)
+        CHECK(candle_graph_node(g, i)->op != CANDLE_OP_COPY);
+    CHECK(candle_graph_n_nodes(g) >= 5); /* x, b, scale, transpose, expand, matmul */
     CHECK_OK(ctx, candle_compute(ctx, y));
     CHECK_OK(ctx, candle_compute(ctx, a));
     check_product(ctx, a, b, y, CANDLE_DTYPE_F32, 1e-10, "lazy");
