@@ -2,8 +2,9 @@
 """Generate src/tokenizer/unicode_data.c from Python's unicodedata.
 
 Tables: general category (major class) as ranges, simple lowercase mapping,
-and the base letter of characters whose canonical decomposition is a base
-plus combining marks (for WordPiece accent stripping).
+the base letter of characters whose canonical decomposition is a base
+plus nonspacing marks, and the nonspacing mark (Mn) ranges (for WordPiece
+accent stripping).
 Usage: python3 scripts/gen_unicode_tables.py > src/tokenizer/unicode_data.c
 """
 import sys
@@ -20,6 +21,18 @@ def ranges():
         if cat != prev:
             out.append((cp, cat))
             prev = cat
+    return out
+
+
+def mn_ranges():
+    out, start = [], None
+    for cp in range(0x110001):
+        mn = cp < 0x110000 and unicodedata.category(chr(cp)) == "Mn"
+        if mn and start is None:
+            start = cp
+        elif not mn and start is not None:
+            out.append((start, cp - 1))
+            start = None
     return out
 
 
@@ -54,7 +67,7 @@ def main():
     for cp, cat in r:
         w("    {0x%X, %s},\n" % (cp, MAJOR[cat]))
     w("};\nconst int unicode_n_cat_ranges = %d;\n\n" % len(r))
-    for name, table in (("lower", lower_map()), ("strip", strip_map())):
+    for name, table in (("lower", lower_map()), ("strip", strip_map()), ("mn", mn_ranges())):
         w("const unicode_pair unicode_%s_pairs[] = {\n" % name)
         for a, b in table:
             w("    {0x%X, 0x%X},\n" % (a, b))

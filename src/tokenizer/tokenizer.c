@@ -152,15 +152,12 @@ static size_t piece_bytes(const candle_tokenizer *t, int32_t id, bool render_spe
     }
     const char *s = tk->text;
     uint32_t len = tk->len, i = 0;
-    if (t->kind == TOK_WPM) {
-        if (len >= 2 && s[0] == '#' && s[1] == '#') i = 2;
-        else PUT(' ');
-    }
+    if (t->kind == TOK_WPM && len >= 2 && s[0] == '#' && s[1] == '#') i = 2; /* BERT's own files */
     while (i < len) {
         uint32_t cp;
         size_t cl = utf8_decode(s + i, len - i, &cp);
         int b = -1;
-        if (t->kind == TOK_SPM && cp == 0x2581) b = ' ';
+        if (t->kind != TOK_BPE && cp == 0x2581) b = ' ';
         else if (t->kind == TOK_BPE) b = tok_cp_to_byte(cp);
         if (b >= 0) PUT(b);
         else for (size_t k = 0; k < cl; k++) PUT(s[i + k]);

@@ -33,6 +33,8 @@ extern const unicode_pair unicode_lower_pairs[];
 extern const int unicode_n_lower_pairs;
 extern const unicode_pair unicode_strip_pairs[];
 extern const int unicode_n_strip_pairs;
+extern const unicode_pair unicode_mn_pairs[]; /* ranges from..to of category Mn */
+extern const int unicode_n_mn_pairs;
 
 /* Length of the UTF-8 sequence starting at s[0] (1..4). A malformed or
  * truncated sequence counts as 1 byte, decoded as U+FFFD, so every byte of
@@ -49,5 +51,7 @@ bool unicode_is_space(uint32_t cp);
 uint32_t unicode_to_lower(uint32_t cp);
 /* The base character of an accented one (é -> e), else cp. */
 uint32_t unicode_strip_accent(uint32_t cp);
+/* Nonspacing mark (Mn): what accent stripping removes. */
+bool unicode_is_mn(uint32_t cp);
 
 #endif

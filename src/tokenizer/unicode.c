@@ -116,3 +116,15 @@ uint32_t unicode_strip_accent(uint32_t cp) {
     if (cp < 0xC0) return cp;
     return pair_lookup(unicode_strip_pairs, unicode_n_strip_pairs, cp);
 }
+
+bool unicode_is_mn(uint32_t cp) {
+    if (cp < 0x300) return false;
+    int lo = 0, hi = unicode_n_mn_pairs - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (cp < unicode_mn_pairs[mid].from) hi = mid - 1;
+        else if (cp > unicode_mn_pairs[mid].to) lo = mid + 1;
+        else return true;
+    }
+    return false;
+}
