@@ -221,6 +221,9 @@ void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *x, const v
 void candle_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);

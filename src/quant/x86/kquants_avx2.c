@@ -157,3 +157,82 @@ void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     }
     *out = hsum_ps(acc);
 }
+
+/* Scale vector for one 32-element group: lanes of elements 0..15 get s0,
+ * those of 16..31 get s1 (the order maddubs leaves them in). */
+static inline __m256i pair_scales(int s0, int s1) {
+    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+}
+
+void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q2_K *x = vx;
+    const block_q8_K *y = vy;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float acc_m = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *sc = x[i].scales;
+        __m128i raw = _mm_loadu_si128((const __m128i *)sc);
+        __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        int sum_m = hsum_i32(_mm256_madd_epi16(mins, load32(y[i].bsums)));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q = load32(x[i].qs + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
+                __m256i p = _mm256_maddubs_epi16(qk, load32(y[i].qs + 128 * h + 32 * k));
+                int s = 8 * h + 2 * k;
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc[s] & 0xF, sc[s + 1] & 0xF)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        acc_m += y[i].d * h2f(x[i].dmin) * (float)sum_m;
+    }
+    *out = hsum_ps(acc) - acc_m;
+}
+
+void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q3_K *x = vx;
+    const block_q8_K *y = vy;
+    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sc[16];
+        for (int s = 0; s < 16; s++) sc[s] = quant_q3k_scale(s, x[i].scales);
+        __m256i hm = load32(x[i].hmask), sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q = load32(x[i].qs + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + k)));
+                __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+                /* an unset high bit means the code is 4 lower */
+                __m256i qk = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2), _mm256_andnot_si256(set, four));
+                __m256i yk = load32(y[i].qs + 128 * h + 32 * k);
+                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(qk, qk), _mm256_sign_epi8(yk, qk));
+                int s = 8 * h + 2 * k;
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc[s], sc[s + 1])));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_iq4_xs *x = vx;
+    const block_q8_K *y = vy;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            int lo = (x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF, hi = (x[i].scales_h >> (2 * ib)) & 3;
+            __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs + 16 * ib));
+            __m256i yk = load32(y[i].qs + 32 * ib);
+            __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(yk, q));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)((lo | (hi << 4)) - 32))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc);
+}
