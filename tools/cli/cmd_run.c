@@ -1,16 +1,370 @@
-/* candle run / chat / logits / perplexity (pending). */
+/* candle run / chat / logits / perplexity. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "candle/chat.h"
 #include "cli.h"
+#include "gen.h"
 
-#define PENDING(fn)                                              \
-    int fn(int argc, char **argv) {                              \
-        (void)argc;                                              \
-        (void)argv;                                              \
-        fprintf(stderr, "candle: %s not implemented yet\n", #fn); \
-        return 1;                                                \
+#define DEFAULT_CTX 2048
+
+static const char *run_usage =
+    "usage: candle run [-m MODEL] -p PROMPT [-n N] [options]\n"
+    "  -m MODEL        GGUF file (default: " CLI_DEFAULT_MODEL ")\n"
+    "  -p PROMPT       prompt text (special tokens like <|im_start|> are parsed)\n"
+    "  -n N            tokens to generate (-1: until end of generation; default -1)\n"
+    "  -c CTX          context size (default 2048, at most the model's)\n"
+    "  -t THREADS      threads\n"
+    "  --temp T        temperature (0 = greedy; default 0.8)\n"
+    "  --top-k K --top-p P --min-p P   truncation (defaults 40, 0.95, 0.05)\n"
+    "  --repeat-penalty R --presence-penalty P --frequency-penalty F --repeat-last-n N\n"
+    "  --seed S        sampler seed (default 0)\n"
+    "  --ctx-shift     drop older context instead of stopping when it is full\n"
+    "  --kv-f16        f16 KV cache\n"
+    "  --no-mmap       read weights into memory instead of mapping the file\n"
+    "Writes only the generated text to stdout; timings go to stderr.\n";
+
+static void report(const gen *g, int64_t n_prompt, double t_prompt, int64_t n_gen, double t_gen) {
+    fprintf(stderr, "\nload time: %.1f ms\n", g->t_load * 1e3);
+    fprintf(stderr, "prompt: %lld tokens in %.1f ms, %.2f tokens/s\n", (long long)n_prompt,
+            t_prompt * 1e3, t_prompt > 0 ? (double)n_prompt / t_prompt : 0.0);
+    fprintf(stderr, "generation: %lld tokens in %.1f ms, %.2f tokens/s\n", (long long)n_gen,
+            t_gen * 1e3, t_gen > 0 ? (double)n_gen / t_gen : 0.0);
+}
+
+/* A prompt that cannot fit is an error before any work. */
+static int check_prompt(gen *g, int64_t n) {
+    int64_t n_ctx = candle_session_n_ctx(g->sess);
+    if (n == 0) {
+        fprintf(stderr, "candle %s: the prompt is empty\n", g->cmd);
+        return 1;
     }
-PENDING(cmd_run)
-PENDING(cmd_chat)
-PENDING(cmd_logits)
-PENDING(cmd_perplexity)
+    if (n > n_ctx) {
+        fprintf(stderr, "candle %s: the prompt is %lld tokens, longer than the context of %lld "
+                        "(use a larger -c)\n",
+                g->cmd, (long long)n, (long long)n_ctx);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_args a;
+    int r = cli_parse(argc, argv, &a, run_usage);
+    if (r) return r < 0 ? 0 : r;
+    if (!a.prompt) {
+        fprintf(stderr, "candle run: -p PROMPT is required\n%s", run_usage);
+        return 2;
+    }
+    gen g;
+    int32_t *ids = NULL;
+    int64_t n = 0, n_gen = 0;
+    if ((r = gen_open(&g, "run", &a, DEFAULT_CTX)) || (r = gen_tokenize(&g, a.prompt, true, true, &ids, &n)) ||
+        (r = check_prompt(&g, n))) {
+        free(ids);
+        gen_close(&g);
+        return r;
+    }
+    for (int64_t i = 0; i < n; i++) candle_sampler_accept(g.smp, ids[i]);
+    double t0 = cli_now();
+    r = gen_eval(&g, ids, n, false, 0);
+    double t1 = cli_now();
+    int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
+    if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);
+    double t2 = cli_now();
+    fputs("\n", stdout);
+    report(&g, n, t1 - t0, n_gen, t2 - t1);
+    free(ids);
+    gen_close(&g);
+    return r;
+}
+
+/* ---- chat ---- */
+
+static const char *chat_usage =
+    "usage: candle chat [-m MODEL] [-s SYSTEM] [--chat-template NAME] [options of run]\n"
+    "Reads one user message per line from stdin and streams the replies.\n"
+    "Templates: chatml, llama2, llama3, zephyr, gemma, phi3 (default: from the model).\n"
+    "Type /exit (or end the input) to leave, /reset to start over.\n";
+
+typedef struct chat_state {
+    candle_chat_msg *msgs;
+    size_t n, cap;
+    int32_t *prev; /* tokens in the session */
+    int64_t n_prev;
+} chat_state;
+
+static bool chat_push(chat_state *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 8;
+        candle_chat_msg *m = realloc(c->msgs, cap * sizeof *m);
+        if (!m) return false;
+        c->msgs = m;
+        c->cap = cap;
+    }
+    char *copy = strdup(content);
+    if (!copy) return false;
+    c->msgs[c->n++] = (candle_chat_msg){role, copy};
+    return true;
+}
+
+static void chat_clear(chat_state *c, size_t keep) {
+    while (c->n > keep) free((char *)c->msgs[--c->n].content);
+}
+
+/* Evaluate the rendered conversation, reusing the cached common prefix. */
+static int chat_eval(gen *g, chat_state *c, int32_t *ids, int64_t n) {
+    int64_t same = 0;
+    while (same < n && same < c->n_prev && same < candle_session_pos(g->sess) &&
+           ids[same] == c->prev[same])
+        same++;
+    if (same == n) same--; /* the last token must be evaluated for its logits */
+    if (candle_session_truncate(g->sess, same)) return gen_fail(g, "truncate");
+    if (check_prompt(g, n)) return 1;
+    if (gen_eval(g, ids + same, n - same, false, 0)) return 1;
+    free(c->prev);
+    c->prev = ids;
+    c->n_prev = n;
+    return 0;
+}
+
+static int chat_turn(gen *g, const candle_chat_template *t, chat_state *c, const cli_args *a) {
+    char *prompt = NULL, *reply = NULL;
+    int32_t *ids = NULL;
+    int64_t n = 0, n_gen = 0;
+    if (candle_chat_apply(t, c->msgs, c->n, true, &prompt)) {
+        fprintf(stderr, "candle chat: %s\n", candle_last_errmsg());
+        return 1;
+    }
+    int r = gen_tokenize(g, prompt, true, true, &ids, &n);
+    free(prompt);
+    if (!r && (r = chat_eval(g, c, ids, n))) free(ids);
+    if (!r) r = gen_stream(g, a, a->n_predict, 0, &n_gen, &reply);
+    fputs("\n", stdout);
+    fflush(stdout);
+    if (!r && !chat_push(c, "assistant", reply ? reply : "")) r = 1;
+    free(reply);
+    return r;
+}
+
+static int chat_loop(gen *g, const candle_chat_template *t, const cli_args *a) {
+    chat_state c = {0};
+    size_t base = 0;
+    int r = 0;
+    if (a->system && !(r = !chat_push(&c, "system", a->system))) base = 1;
+    char line[8192];
+    while (!r) {
+        fprintf(stderr, "> ");
+        fflush(stderr);
+        if (!fgets(line, sizeof line, stdin)) break;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            chat_clear(&c, base);
+            continue;
+        }
+        if (!line[0]) continue;
+        if (!chat_push(&c, "user", line)) r = 1;
+        else r = chat_turn(g, t, &c, a);
+    }
+    chat_clear(&c, 0);
+    free(c.msgs);
+    free(c.prev);
+    return r;
+}
+
+int cmd_chat(int argc, char **argv) {
+    cli_args a;
+    int r = cli_parse(argc, argv, &a, chat_usage);
+    if (r) return r < 0 ? 0 : r;
+    gen g;
+    if ((r = gen_open(&g, "chat", &a, DEFAULT_CTX))) {
+        gen_close(&g);
+        return r;
+    }
+    const char *tmpl = NULL;
+    size_t len = 0;
+    candle_gguf_get_str(candle_model_gguf(g.model), "tokenizer.chat_template", &tmpl, &len);
+    candle_chat_template t;
+    if (candle_chat_template_init(&t, tmpl, len, a.chat_template)) {
+        fprintf(stderr, "candle chat: %s\n", candle_last_errmsg());
+        gen_close(&g);
+        return 1;
+    }
+    fprintf(stderr, "chat template: %s\n", candle_chat_format_name(t.format));
+    r = chat_loop(&g, &t, &a);
+    candle_chat_template_free(&t);
+    gen_close(&g);
+    return r;
+}
+
+/* ---- logits ---- */
+
+static const char *logits_usage =
+    "usage: candle logits [-m MODEL] -p PROMPT [--top K] [-c CTX] [-t THREADS]\n"
+    "Prints one JSON line per prompt position: its token and the top-K token ids\n"
+    "and logits of the next-token distribution.\n";
+
+typedef struct scored {
+    int32_t id;
+    float logit;
+} scored;
+
+static int cmp_scored(const void *a, const void *b) {
+    const scored *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void print_top(int64_t pos, int32_t tok, const float *row, int64_t n_vocab, int k,
+                      scored *tmp) {
+    for (int64_t i = 0; i < n_vocab; i++) tmp[i] = (scored){(int32_t)i, row[i]};
+    qsort(tmp, (size_t)n_vocab, sizeof *tmp, cmp_scored);
+    printf("{\"pos\": %lld, \"token\": %d, \"top\": [", (long long)pos, (int)tok);
+    for (int i = 0; i < k && i < n_vocab; i++)
+        printf("%s[%d, %.6f]", i ? ", " : "", (int)tmp[i].id, (double)tmp[i].logit);
+    printf("]}\n");
+}
+
+int cmd_logits(int argc, char **argv) {
+    cli_args a;
+    int r = cli_parse(argc, argv, &a, logits_usage);
+    if (r) return r < 0 ? 0 : r;
+    if (!a.prompt) {
+        fprintf(stderr, "candle logits: -p PROMPT is required\n%s", logits_usage);
+        return 2;
+    }
+    gen g;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    float *all = NULL;
+    scored *tmp = NULL;
+    if (!(r = gen_open(&g, "logits", &a, DEFAULT_CTX)) &&
+        !(r = gen_tokenize(&g, a.prompt, true, true, &ids, &n)) && !(r = check_prompt(&g, n))) {
+        all = malloc((size_t)(n * g.n_vocab) * sizeof *all);
+        tmp = malloc((size_t)g.n_vocab * sizeof *tmp);
+        if (!all || !tmp) r = 1, fprintf(stderr, "candle logits: out of memory\n");
+        else if (candle_session_eval(g.sess, ids, n, all, true)) r = gen_fail(&g, "eval");
+        for (int64_t i = 0; !r && i < n; i++)
+            print_top(i, ids[i], all + i * g.n_vocab, g.n_vocab, a.top, tmp);
+    }
+    free(tmp);
+    free(all);
+    free(ids);
+    gen_close(&g);
+    return r;
+}
+
+/* ---- perplexity ---- */
+
+static const char *ppl_usage =
+    "usage: candle perplexity [-m MODEL] -f TEXT [-c CTX] [-t THREADS]\n"
+    "Splits the text into chunks of CTX tokens (default 512) and scores the second\n"
+    "half of each; ends with a line PPL = <value>.\n";
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static void progress(int64_t done, int64_t total, double nll, int64_t count) {
+    int width = 30, fill = total ? (int)(width * done / total) : width;
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++) fputc(i < fill ? '=' : (i == fill ? '>' : ' '), stderr);
+    fprintf(stderr, "] %lld/%lld chunks, PPL %.4f", (long long)done, (long long)total,
+            count ? exp(nll / (double)count) : 0.0);
+    fflush(stderr);
+}
+
+/* -log p(next) from a logit row. */
+static double nll_of(const float *row, int64_t n_vocab, int32_t next) {
+    double mx = row[0], sum = 0;
+    for (int64_t i = 1; i < n_vocab; i++)
+        if (row[i] > mx) mx = row[i];
+    for (int64_t i = 0; i < n_vocab; i++) sum += exp((double)row[i] - mx);
+    return log(sum) + mx - (double)row[next];
+}
+
+static int ppl_chunks(gen *g, const int32_t *ids, int64_t n, int64_t n_ctx) {
+    int64_t n_chunk = n >= n_ctx ? n / n_ctx : 1, len = n >= n_ctx ? n_ctx : n;
+    int32_t bos = candle_tokenizer_bos(g->tok);
+    float *logits = malloc((size_t)(len * g->n_vocab) * sizeof *logits);
+    int32_t *chunk = malloc((size_t)len * sizeof *chunk);
+    if (!logits || !chunk) {
+        free(logits);
+        free(chunk);
+        fprintf(stderr, "candle perplexity: out of memory\n");
+        return 1;
+    }
+    double nll = 0;
+    int64_t count = 0;
+    int r = 0;
+    progress(0, n_chunk, 0, 0);
+    for (int64_t c = 0; c < n_chunk && !r; c++) {
+        memcpy(chunk, ids + c * len, (size_t)len * sizeof *chunk);
+        if (bos >= 0 && ids[0] == bos) chunk[0] = bos; /* every chunk starts like a text */
+        candle_session_reset(g->sess);
+        if (candle_session_eval(g->sess, chunk, len, logits, true)) {
+            r = gen_fail(g, "eval");
+            break;
+        }
+        for (int64_t j = len / 2; j < len - 1; j++, count++)
+            nll += nll_of(logits + j * g->n_vocab, g->n_vocab, chunk[j + 1]);
+        progress(c + 1, n_chunk, nll, count);
+    }
+    fputc('\n', stderr);
+    if (!r) printf("PPL = %.4f\n", exp(nll / (double)count));
+    free(logits);
+    free(chunk);
+    return r;
+}
+
+int cmd_perplexity(int argc, char **argv) {
+    cli_args a;
+    int r = cli_parse(argc, argv, &a, ppl_usage);
+    if (r) return r < 0 ? 0 : r;
+    if (!a.file) {
+        fprintf(stderr, "candle perplexity: -f TEXT is required\n%s", ppl_usage);
+        return 2;
+    }
+    size_t len;
+    char *text = read_file(a.file, &len);
+    if (!text) {
+        fprintf(stderr, "candle perplexity: cannot read %s\n", a.file);
+        return 1;
+    }
+    gen g;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (!(r = gen_open(&g, "perplexity", &a, 512)) && !(r = gen_tokenize(&g, text, true, false, &ids, &n))) {
+        if (n < 4) r = 1, fprintf(stderr, "candle perplexity: %s is too short (%lld tokens)\n",
+                                  a.file, (long long)n);
+        else r = ppl_chunks(&g, ids, n, candle_session_n_ctx(g.sess));
+    }
+    free(ids);
+    free(text);
+    gen_close(&g);
+    return r;
+}

@@ -1,0 +1,116 @@
+/* Decoder-only language models loaded from GGUF files.
+ *
+ * Two objects with different lifetimes:
+ * - candle_model: the immutable part, hyperparameters and weights that point
+ *   into the GGUF mapping (zero-copy when a weight is used as stored). After
+ *   load nothing writes to it, so one model can serve many sessions on many
+ *   threads.
+ * - candle_session: one sequence being evaluated: its KV cache, allocated once
+ *   for n_ctx positions, the current position and the scratch context in
+ *   which each step's graph is built and computed.
+ *
+ * Errors: candle_model_load reports through the thread-local last error
+ * (candle_last_errmsg); session calls record it on the session, readable with
+ * candle_session_errmsg. */
+#ifndef CANDLE_MODEL_H
+#define CANDLE_MODEL_H
+
+#include "gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum candle_arch {
+    CANDLE_ARCH_LLAMA = 0, /* Llama 2/3, Mistral, TinyLlama, SmolLM2 */
+    CANDLE_ARCH_QWEN2,
+    CANDLE_ARCH_QWEN3,
+    CANDLE_ARCH_GEMMA2,
+    CANDLE_ARCH_GEMMA3,
+    CANDLE_ARCH_PHI3,
+    CANDLE_ARCH_COUNT
+} candle_arch;
+
+/* "llama", "qwen2", ... (the GGUF general.architecture spelling). */
+const char *candle_arch_name(candle_arch a);
+
+/* Hyperparameters, from the GGUF metadata `<arch>.*` keys. */
+typedef struct candle_model_config {
+    candle_arch arch;
+    int64_t n_vocab;
+    int64_t n_ctx_train;  /* context_length */
+    int64_t n_embd;       /* embedding_length */
+    int64_t n_layer;      /* block_count */
+    int64_t n_ff;         /* feed_forward_length */
+    int64_t n_head;       /* attention.head_count */
+    int64_t n_head_kv;    /* attention.head_count_kv */
+    int64_t head_dim;     /* attention.key_length, else n_embd / n_head */
+    int64_t n_rot;        /* rope.dimension_count, else head_dim */
+    double norm_eps;      /* attention.layer_norm_rms_epsilon */
+    double rope_base;     /* rope.freq_base (global layers) */
+    double rope_base_swa; /* rope base of sliding-window layers */
+    double rope_scale;    /* position multiplier (1 / linear scaling factor) */
+    int rope_mode;        /* candle_rope_mode */
+    int64_t n_swa;        /* sliding window (keys), 0 = none */
+    int swa_pattern;      /* every swa_pattern-th layer is global; 0 = all */
+    double attn_scale;    /* query scale, 0 = 1/sqrt(head_dim) */
+    double attn_softcap;  /* tanh soft-capping of scores, 0 = none */
+    double final_softcap; /* tanh soft-capping of logits, 0 = none */
+    double embd_scale;    /* input embeddings multiplied by this (1 or sqrt(n_embd)) */
+} candle_model_config;
+
+typedef struct candle_model candle_model;
+
+typedef struct candle_model_params {
+    int n_threads; /* 0 = default */
+    bool no_mmap;  /* read the weights into memory instead of mapping */
+} candle_model_params;
+
+candle_model_params candle_model_default_params(void);
+
+/* Errors: io/format from the file, CANDLE_ERR_UNSUPPORTED naming an unknown
+ * architecture, CANDLE_ERR_FORMAT naming a missing key or tensor. */
+candle_status candle_model_load(candle_model **out, const char *path,
+                                const candle_model_params *p);
+void candle_model_free(candle_model *m);
+const candle_model_config *candle_model_get_config(const candle_model *m);
+/* The open file (metadata for the tokenizer and chat template). */
+const candle_gguf *candle_model_gguf(const candle_model *m);
+/* Bytes of weights the model uses. */
+size_t candle_model_weight_bytes(const candle_model *m);
+
+typedef struct candle_session candle_session;
+
+typedef struct candle_session_params {
+    int64_t n_ctx;        /* positions in the KV cache; 0 = the training context */
+    candle_dtype kv_type; /* f32 (default) or f16 */
+    int n_threads;        /* 0 = the model's */
+} candle_session_params;
+
+candle_session_params candle_session_default_params(void);
+
+candle_status candle_session_init(candle_session **out, const candle_model *m,
+                                  const candle_session_params *p);
+void candle_session_free(candle_session *s);
+
+/* Evaluate n tokens at the current position (a prefill batch or one decode
+ * step) and advance. logits (may be NULL) gets n_vocab floats for the last
+ * token, or n * n_vocab (row per token) when all_logits. A batch that does
+ * not fit in the cache is an invalid-argument error and changes nothing. */
+candle_status candle_session_eval(candle_session *s, const int32_t *tokens, int64_t n,
+                                  float *logits, bool all_logits);
+int64_t candle_session_pos(const candle_session *s);
+int64_t candle_session_n_ctx(const candle_session *s);
+/* Forget the positions from n_keep on (n_keep <= pos). */
+candle_status candle_session_truncate(candle_session *s, int64_t n_keep);
+void candle_session_reset(candle_session *s);
+/* Context shift: drop the n_discard positions after the first n_keep and move
+ * the rest down, re-rotating the cached keys to their new positions. */
+candle_status candle_session_shift(candle_session *s, int64_t n_keep, int64_t n_discard);
+candle_status candle_session_errcode(const candle_session *s);
+const char *candle_session_errmsg(const candle_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

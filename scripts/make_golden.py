@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Golden logits made with llama.cpp (the llama-cpp-python package).
+
+With an f32 KV cache, for each prompt: the token ids llama.cpp's tokenizer gives, then for every
+prompt position the top-10 token ids and logits, then a 32-token greedy
+continuation (argmax of the logits, no sampler). The format is plain text so
+a C test reads it with fscanf:
+
+    model <name>
+    prompt <n_tokens> <text as a JSON string>
+    tokens <id> <id> ...
+    top <pos> <id>:<logit> ... (10 pairs)
+    greedy <n> <id> <id> ...
+    text <greedy continuation as a JSON string>
+
+Usage: scripts/make_golden.py MODEL.gguf OUT.txt [--prompt TEXT ...]
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+
+DEFAULT_PROMPTS = [
+    "Once upon a time",
+    "The little dog ran to the park and",
+    "One day, Tom and his mom went to the store. They",
+]
+
+TOP_K = 10
+N_GREEDY = 32
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("out")
+    ap.add_argument("--prompt", action="append", help="prompt (repeatable)")
+    ap.add_argument("--name", default=None)
+    args = ap.parse_args()
+
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=args.model, n_ctx=512, n_batch=512, logits_all=True,
+                n_threads=2, verbose=False, seed=0,
+                type_k=0, type_v=0)  # f32 KV cache (0 = GGML_TYPE_F32): no f16 rounding
+    n_vocab = llm.n_vocab()
+    prompts = args.prompt or DEFAULT_PROMPTS
+    with open(args.out, "w") as f:
+        f.write("model %s\n" % (args.name or args.model.split("/")[-1]))
+        for p in prompts:
+            toks = llm.tokenize(p.encode("utf-8"), add_bos=True, special=False)
+            llm.reset()
+            llm.eval(toks)
+            scores = np.array(llm.scores[: len(toks)], dtype=np.float64)
+            assert scores.shape == (len(toks), n_vocab)
+            f.write("prompt %d %s\n" % (len(toks), json.dumps(p)))
+            f.write("tokens %s\n" % " ".join(str(t) for t in toks))
+            for i in range(len(toks)):
+                row = scores[i]
+                top = np.argsort(-row, kind="stable")[:TOP_K]
+                f.write("top %d %s\n" % (i, " ".join("%d:%.6f" % (t, row[t]) for t in top)))
+            greedy = []
+            last = scores[-1]
+            for _ in range(N_GREEDY):
+                t = int(np.argmax(last))
+                greedy.append(t)
+                if llm.token_eos() == t:
+                    break
+                llm.eval([t])
+                last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            text = llm.detokenize(greedy).decode("utf-8", errors="replace")
+            f.write("greedy %d %s\n" % (len(greedy), " ".join(str(t) for t in greedy)))
+            f.write("text %s\n" % json.dumps(text))
+            print("%s: %r -> %r" % (args.out, p, text), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

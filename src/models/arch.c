@@ -1,0 +1,26 @@
+/* The supported architectures, by their general.architecture name. */
+#include <string.h>
+
+#include "model-impl.h"
+
+static const model_family *const families[CANDLE_ARCH_COUNT] = {
+    [CANDLE_ARCH_LLAMA] = &family_llama,   [CANDLE_ARCH_QWEN2] = &family_qwen2,
+    [CANDLE_ARCH_QWEN3] = &family_qwen3,   [CANDLE_ARCH_GEMMA2] = &family_gemma2,
+    [CANDLE_ARCH_GEMMA3] = &family_gemma3, [CANDLE_ARCH_PHI3] = &family_phi3,
+};
+
+const char *candle_arch_name(candle_arch a) {
+    return (unsigned)a < CANDLE_ARCH_COUNT ? families[a]->name : "unknown";
+}
+
+candle_status model_family_find(const char *arch, size_t len, const model_family **out) {
+    for (int i = 0; i < CANDLE_ARCH_COUNT; i++)
+        if (strlen(families[i]->name) == len && !memcmp(families[i]->name, arch, len)) {
+            *out = families[i];
+            return CANDLE_OK;
+        }
+    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                            "model: unknown architecture '%.*s' (supported: llama, qwen2, qwen3, "
+                            "gemma2, gemma3, phi3)",
+                            (int)(len > 64 ? 64 : len), arch);
+}

@@ -1,0 +1,97 @@
+/* Model internals: the weights of a decoder-only transformer, the family
+ * table, the session and the shared decoder-block builder. */
+#ifndef CANDLE_MODEL_IMPL_H
+#define CANDLE_MODEL_IMPL_H
+
+#include "candle/model.h"
+#include "../core/core-impl.h"
+#include "../nn/nn-impl.h"
+
+/* Which optional parts a family's blocks have. */
+typedef struct decoder_opts {
+    bool qkv_bias;      /* qwen2: biases on q, k, v */
+    bool qk_norm;       /* qwen3, gemma3: RMSNorm of each q/k head */
+    bool fused_qkv;     /* phi3: one attn_qkv weight */
+    bool fused_gate_up; /* phi3: ffn_up holds gate then up */
+    bool post_norms;    /* gemma2/3: norms after attention and FFN */
+    candle_op ffn_act;  /* gate activation: SILU or GELU_TANH */
+} decoder_opts;
+
+/* Linear weights are kept as the transposed view of the GGUF [out, in]
+ * weight, made once at load, so steps create no views of shared tensors. */
+typedef struct layer_weights {
+    candle_tensor *attn_norm;      /* [n_embd] */
+    candle_tensor *wq;             /* [n_embd, n_head*head_dim] */
+    candle_tensor *wk;             /* [n_embd, n_head_kv*head_dim] */
+    candle_tensor *wv;             /* [n_embd, n_head_kv*head_dim] */
+    candle_tensor *wqkv;           /* [n_embd, (n_head+2*n_head_kv)*head_dim], phi3 */
+    candle_tensor *bq, *bk, *bv;   /* [n_head*head_dim], [n_head_kv*head_dim] x2 */
+    candle_tensor *q_norm;         /* [head_dim] */
+    candle_tensor *k_norm;         /* [head_dim] */
+    candle_tensor *wo;             /* [n_head*head_dim, n_embd] */
+    candle_tensor *attn_post_norm; /* [n_embd] */
+    candle_tensor *ffn_norm;       /* [n_embd] */
+    candle_tensor *w_gate;         /* [n_embd, n_ff] */
+    candle_tensor *w_up;           /* [n_embd, n_ff], or [n_embd, 2*n_ff] fused */
+    candle_tensor *w_down;         /* [n_ff, n_embd] */
+    candle_tensor *ffn_post_norm;  /* [n_embd] */
+} layer_weights;
+
+typedef struct model_family {
+    candle_arch arch;
+    const char *name; /* general.architecture */
+    decoder_opts opts;
+    /* Family-specific hyperparameters, after the common ones are read. */
+    candle_status (*config)(const candle_gguf *g, candle_model_config *c);
+} model_family;
+
+extern const model_family family_llama;  /* llama.c */
+extern const model_family family_qwen2;  /* qwen.c */
+extern const model_family family_qwen3;  /* qwen.c */
+extern const model_family family_gemma2; /* gemma.c */
+extern const model_family family_gemma3; /* gemma.c */
+extern const model_family family_phi3;   /* phi3.c */
+
+/* The family of general.architecture, or an unsupported error naming it. */
+candle_status model_family_find(const char *arch, size_t len, const model_family **out);
+
+struct candle_model {
+    candle_model_config cfg;
+    const model_family *family;
+    candle_gguf *gguf;
+    candle_ctx *ctx;          /* weight leaves and their transposed views */
+    candle_tensor *tok_embd;  /* [n_vocab, n_embd] */
+    candle_tensor *out_norm;  /* [n_embd] */
+    candle_tensor *output;    /* [n_embd, n_vocab] (token_embd's when tied) */
+    layer_weights *layers;    /* [n_layer] */
+    size_t weight_bytes;
+    int n_threads;
+};
+
+struct candle_session {
+    const candle_model *model;
+    candle_ctx *ctx;       /* KV cache before `mark`, one step's graph after */
+    candle_ctx_mark mark;
+    kv_cache kv;
+    int64_t pos;           /* positions filled in the cache */
+    float *host_mask;      /* scratch for sliding-window masks */
+};
+
+/* ---- config helpers (config.c) ---- */
+
+/* `<arch>.<key>` as an integer / float; false if absent. */
+bool cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out);
+bool cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out);
+/* The keys every family has, with the defaults of llama.cpp. */
+candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c);
+
+/* ---- the decoder (decoder.c) ---- */
+
+/* Load every tensor the family's blocks use; errors name a missing one. */
+candle_status decoder_load_weights(candle_model *m);
+/* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx. */
+candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all);
+/* Is layer il a sliding-window layer? */
+bool decoder_layer_is_swa(const candle_model_config *c, int64_t il);
+
+#endif

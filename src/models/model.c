@@ -1,0 +1,66 @@
+/* Loading a model and running sessions over it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model-impl.h"
+
+candle_model_params candle_model_default_params(void) {
+    return (candle_model_params){.n_threads = 0, .no_mmap = false};
+}
+
+/* Move an error recorded on ctx to the thread-local last error. */
+static candle_status to_last_error(candle_ctx *ctx) {
+    return candle_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
+}
+
+static candle_status read_config(candle_model *m) {
+    const char *arch;
+    size_t len;
+    if (!candle_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: metadata key 'general.architecture' missing");
+    candle_status s = model_family_find(arch, len, &m->family);
+    if (s) return s;
+    m->cfg.arch = m->family->arch;
+    if ((s = cfg_read_common(m->gguf, m->family->name, &m->cfg))) return s;
+    return m->family->config(m->gguf, &m->cfg);
+}
+
+candle_status candle_model_load(candle_model **out, const char *path,
+                                 const candle_model_params *p) {
+    if (!out || !path)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "model_load: NULL argument");
+    *out = NULL;
+    candle_model_params def = candle_model_default_params();
+    if (!p) p = &def;
+    candle_model *m = calloc(1, sizeof *m);
+    if (!m) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: model");
+    m->n_threads = p->n_threads;
+    candle_gguf_open_params gp = {.no_mmap = p->no_mmap};
+    candle_status s = candle_gguf_open(&m->gguf, path, &gp);
+    if (!s) s = read_config(m);
+    candle_ctx_params cp = candle_ctx_default_params();
+    cp.n_threads = p->n_threads;
+    if (!s) s = candle_ctx_init(&m->ctx, &cp);
+    if (!s && !(m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers)))
+        s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
+    if (!s && decoder_load_weights(m)) s = to_last_error(m->ctx);
+    if (s) {
+        candle_model_free(m);
+        return s;
+    }
+    *out = m;
+    return CANDLE_OK;
+}
+
+void candle_model_free(candle_model *m) {
+    if (!m) return;
+    candle_ctx_free(m->ctx);
+    candle_gguf_close(m->gguf);
+    free(m->layers);
+    free(m);
+}
+
+const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }
+const candle_gguf *candle_model_gguf(const candle_model *m) { return m->gguf; }
+size_t candle_model_weight_bytes(const candle_model *m) { return m->weight_bytes; }

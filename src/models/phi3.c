@@ -1,0 +1,20 @@
+/* Phi-3: fused q/k/v projection and fused gate/up FFN weight, NeoX RoPE.
+ * The long-context variants scale RoPE per frequency (rope_factors_*),
+ * which is not supported: such a file is refused rather than run wrongly. */
+#include "model-impl.h"
+
+static candle_status phi3_config(const candle_gguf *g, candle_model_config *c) {
+    c->rope_mode = CANDLE_ROPE_HALF;
+    if (candle_gguf_find_tensor(g, "rope_factors_long.weight") >= 0)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "model: phi3 with per-frequency RoPE factors "
+                                "(rope_factors_long.weight) is not supported");
+    return CANDLE_OK;
+}
+
+const model_family family_phi3 = {
+    .arch = CANDLE_ARCH_PHI3,
+    .name = "phi3",
+    .opts = {.fused_qkv = true, .fused_gate_up = true, .ffn_act = CANDLE_OP_SILU},
+    .config = phi3_config,
+};

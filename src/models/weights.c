@@ -1,0 +1,115 @@
+/* Loading a decoder's weights: zero-copy leaves over the GGUF data, each
+ * checked against the shape the config implies. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "model-impl.h"
+
+typedef struct loader {
+    candle_model *m;
+    char name[96];
+} loader;
+
+/* The leaf of a tensor, or NULL (with an error when required). */
+static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool required) {
+    if (il >= 0) snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
+    else snprintf(L->name, sizeof L->name, "%s", what);
+    int64_t i = candle_gguf_find_tensor(L->m->gguf, L->name);
+    if (i < 0) {
+        if (required)
+            candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: missing tensor '%s' (%s)",
+                             L->name, L->m->family->name);
+        return NULL;
+    }
+    L->m->weight_bytes += candle_gguf_tensor(L->m->gguf, i)->size;
+    return candle_gguf_load_tensor(L->m->gguf, L->m->ctx, L->name);
+}
+
+static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
+    if (!t) return false;
+    bool ok = d1 ? t->rank == 2 && t->shape[0] == d0 && t->shape[1] == d1
+                 : t->rank == 1 && t->shape[0] == d0;
+    if (!ok) {
+        char got[64], want[64];
+        int64_t w[2] = {d0, d1};
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: tensor '%s' has shape %s, want %s",
+                         L->name, candle_shape_str(t->rank, t->shape, got, sizeof got),
+                         candle_shape_str(d1 ? 2 : 1, w, want, sizeof want));
+    }
+    return ok;
+}
+
+static candle_tensor *vec(loader *L, int64_t il, const char *what, int64_t n, bool required) {
+    candle_tensor *t = leaf(L, il, what, required);
+    return t && shape_is(L, t, n, 0) ? t : NULL;
+}
+
+/* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]. */
+static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in) {
+    candle_tensor *t = leaf(L, il, what, true);
+    return shape_is(L, t, n_out, n_in) ? candle_transpose(L->m->ctx, t, 0, 1) : NULL;
+}
+
+static bool load_attention(loader *L, layer_weights *w, int64_t il) {
+    const candle_model_config *c = &L->m->cfg;
+    const decoder_opts *o = &L->m->family->opts;
+    int64_t nq = c->n_head * c->head_dim, nkv = c->n_head_kv * c->head_dim;
+    if (o->fused_qkv) {
+        w->wqkv = lin(L, il, "attn_qkv.weight", nq + 2 * nkv, c->n_embd);
+    } else {
+        w->wq = lin(L, il, "attn_q.weight", nq, c->n_embd);
+        w->wk = lin(L, il, "attn_k.weight", nkv, c->n_embd);
+        w->wv = lin(L, il, "attn_v.weight", nkv, c->n_embd);
+    }
+    if (o->qkv_bias) {
+        w->bq = vec(L, il, "attn_q.bias", nq, true);
+        w->bk = vec(L, il, "attn_k.bias", nkv, true);
+        w->bv = vec(L, il, "attn_v.bias", nkv, true);
+    }
+    if (o->qk_norm) {
+        w->q_norm = vec(L, il, "attn_q_norm.weight", c->head_dim, true);
+        w->k_norm = vec(L, il, "attn_k_norm.weight", c->head_dim, true);
+    }
+    w->wo = lin(L, il, "attn_output.weight", c->n_embd, nq);
+    if (o->post_norms) w->attn_post_norm = vec(L, il, "post_attention_norm.weight", c->n_embd, true);
+    return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
+    const candle_model_config *c = &L->m->cfg;
+    const decoder_opts *o = &L->m->family->opts;
+    w->ffn_norm = vec(L, il, "ffn_norm.weight", c->n_embd, true);
+    if (o->fused_gate_up) {
+        w->w_up = lin(L, il, "ffn_up.weight", 2 * c->n_ff, c->n_embd);
+    } else {
+        w->w_gate = lin(L, il, "ffn_gate.weight", c->n_ff, c->n_embd);
+        w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, c->n_embd);
+    }
+    w->w_down = lin(L, il, "ffn_down.weight", c->n_embd, c->n_ff);
+    if (o->post_norms) w->ffn_post_norm = vec(L, il, "post_ffw_norm.weight", c->n_embd, true);
+    return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+candle_status decoder_load_weights(candle_model *m) {
+    loader L = {.m = m};
+    candle_model_config *c = &m->cfg;
+    if (candle_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0)
+        return candle_set_error(m->ctx, CANDLE_ERR_UNSUPPORTED,
+                                "model: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1+ "
+                                "scaling) are not supported");
+    m->tok_embd = leaf(&L, -1, "token_embd.weight", true);
+    if (!m->tok_embd) return candle_errcode(m->ctx);
+    c->n_vocab = m->tok_embd->shape[0];
+    if (!shape_is(&L, m->tok_embd, c->n_vocab, c->n_embd)) return candle_errcode(m->ctx);
+    m->out_norm = vec(&L, -1, "output_norm.weight", c->n_embd, true);
+    if (candle_gguf_find_tensor(m->gguf, "output.weight") >= 0)
+        m->output = lin(&L, -1, "output.weight", c->n_vocab, c->n_embd);
+    else /* tied to the embeddings */
+        m->output = candle_transpose(m->ctx, m->tok_embd, 0, 1);
+    for (int64_t il = 0; il < c->n_layer && !candle_errcode(m->ctx); il++) {
+        layer_weights *w = &m->layers[il];
+        w->attn_norm = vec(&L, il, "attn_norm.weight", c->n_embd, true);
+        if (!load_attention(&L, w, il) || !load_ffn(&L, w, il)) break;
+    }
+    return candle_errcode(m->ctx);
+}

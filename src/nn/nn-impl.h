@@ -1,0 +1,44 @@
+/* Building blocks the models share: the KV cache and attention with the
+ * extras some families need (sliding window, soft-capped scores). */
+#ifndef CANDLE_NN_IMPL_H
+#define CANDLE_NN_IMPL_H
+
+#include "../core/core-impl.h"
+
+/* Keys and values of every layer, allocated once for n_ctx positions. Keys
+ * are stored already rotated (RoPE applied at their position). */
+typedef struct kv_cache {
+    int64_t n_layer, n_head_kv, n_ctx, head_dim;
+    candle_dtype dtype;
+    candle_tensor **k; /* [n_layer] of [n_head_kv, n_ctx, head_dim] */
+    candle_tensor **v; /* [n_layer] of [n_head_kv, n_ctx, head_dim] */
+} kv_cache;
+
+candle_status kv_cache_init(kv_cache *kv, candle_ctx *ctx, int64_t n_layer, int64_t n_head_kv,
+                            int64_t n_ctx, int64_t head_dim, candle_dtype dtype);
+void kv_cache_free(kv_cache *kv); /* the tensors go with their context */
+
+/* Write k, v ([S, n_head_kv, head_dim]) of layer il at positions
+ * pos..pos+S and return views of positions 0..pos+S as [1, n_head_kv,
+ * pos+S, head_dim] that are computed after the writes. */
+bool kv_cache_update(candle_ctx *ctx, kv_cache *kv, int64_t il, candle_tensor *k,
+                     candle_tensor *v, int64_t pos, candle_tensor **k_all, candle_tensor **v_all);
+
+/* Make `view` depend on `dep` in the graph: a view is bound to storage, not
+ * to the node that writes it, so a read of cache memory must be ordered
+ * after the write explicitly. */
+bool nn_add_dependency(candle_ctx *ctx, candle_tensor *view, candle_tensor *dep);
+
+typedef struct nn_attn_params {
+    double scale;   /* 0 = 1/sqrt(D) */
+    double softcap; /* tanh capping of scores, 0 = none */
+    int64_t window; /* keys within this distance (query pos - key pos < window), 0 = all */
+    int64_t pos;    /* absolute position of the first query */
+} nn_attn_params;
+
+/* Causal grouped-query attention. q [1, Hq, Sq, D], k/v [1, Hkv, Skv, D]
+ * with Skv = pos + Sq -> [1, Hq, Sq, D]. */
+candle_tensor *nn_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,
+                            const nn_attn_params *p);
+
+#endif

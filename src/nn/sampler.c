@@ -1,0 +1,210 @@
+/* Samplers, in llama.cpp's order: penalties, top-k, top-p, min-p,
+ * temperature, then a seeded draw. top-p and min-p look at the distribution
+ * before temperature, so a temperature change does not move their cut. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "candle/sampler.h"
+#include "../core/core-impl.h"
+
+typedef struct cand {
+    int32_t id;
+    float logit;
+    double p;
+} cand;
+
+struct candle_sampler {
+    candle_sampler_params p;
+    int32_t n_vocab;
+    cand *cands;      /* [n_vocab] scratch */
+    int32_t *counts;  /* [n_vocab] scratch, zero between calls */
+    int32_t *history; /* ring of the last penalty_last_n accepted tokens */
+    int32_t n_hist, hist_head;
+    uint64_t rng[4]; /* xoshiro256** state */
+};
+
+candle_sampler_params candle_sampler_default_params(void) {
+    return (candle_sampler_params){.temp = 0.8f,
+                                   .top_k = 40,
+                                   .top_p = 0.95f,
+                                   .min_p = 0.05f,
+                                   .repeat_penalty = 1.0f,
+                                   .presence_penalty = 0.0f,
+                                   .frequency_penalty = 0.0f,
+                                   .penalty_last_n = 64,
+                                   .seed = 0};
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+
+void candle_sampler_reset(candle_sampler *s) {
+    if (!s) return;
+    s->n_hist = s->hist_head = 0;
+    uint64_t x = s->p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+}
+
+candle_status candle_sampler_init(candle_sampler **out, int32_t n_vocab,
+                                  const candle_sampler_params *p) {
+    if (!out || n_vocab <= 0)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: n_vocab %d must be > 0",
+                                (int)n_vocab);
+    *out = NULL;
+    candle_sampler *s = calloc(1, sizeof *s);
+    if (!s) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler");
+    s->p = p ? *p : candle_sampler_default_params();
+    if (s->p.penalty_last_n < 0) s->p.penalty_last_n = 0;
+    s->n_vocab = n_vocab;
+    s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
+    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->history = malloc((size_t)(s->p.penalty_last_n + 1) * sizeof *s->history);
+    if (!s->cands || !s->counts || !s->history) {
+        candle_sampler_free(s);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler");
+    }
+    candle_sampler_reset(s);
+    *out = s;
+    return CANDLE_OK;
+}
+
+void candle_sampler_free(candle_sampler *s) {
+    if (!s) return;
+    free(s->cands);
+    free(s->counts);
+    free(s->history);
+    free(s);
+}
+
+void candle_sampler_accept(candle_sampler *s, int32_t token) {
+    if (!s || s->p.penalty_last_n == 0 || token < 0 || token >= s->n_vocab) return;
+    s->history[s->hist_head] = token;
+    s->hist_head = (s->hist_head + 1) % s->p.penalty_last_n;
+    if (s->n_hist < s->p.penalty_last_n) s->n_hist++;
+}
+
+static bool penalties_on(const candle_sampler_params *p) {
+    return p->penalty_last_n > 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+static void apply_penalties(candle_sampler *s) {
+    for (int32_t i = 0; i < s->n_hist; i++) s->counts[s->history[i]]++;
+    for (int32_t i = 0; i < s->n_hist; i++) {
+        int32_t id = s->history[i], c = s->counts[id];
+        if (c == 0) continue; /* already applied for this id */
+        float *l = &s->cands[id].logit;
+        if (*l > 0) *l /= s->p.repeat_penalty;
+        else *l *= s->p.repeat_penalty;
+        *l -= (float)c * s->p.frequency_penalty + s->p.presence_penalty;
+        s->counts[id] = 0;
+    }
+}
+
+/* Descending logit, ties to the lower id, so results do not depend on qsort. */
+static int cmp_cand(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Move the k best to the front, sorted: a min-heap keeps selection O(n log k). */
+static void select_top_k(cand *c, int32_t n, int32_t k) {
+    for (int32_t i = k / 2 - 1; i >= 0; i--) { /* heapify c[0..k) as a min-heap on order */
+        for (int32_t j = i;;) {
+            int32_t m = j, l = 2 * j + 1, r = l + 1;
+            if (l < k && cmp_cand(&c[l], &c[m]) > 0) m = l;
+            if (r < k && cmp_cand(&c[r], &c[m]) > 0) m = r;
+            if (m == j) break;
+            cand t = c[j]; c[j] = c[m]; c[m] = t;
+            j = m;
+        }
+    }
+    for (int32_t i = k; i < n; i++) {
+        if (cmp_cand(&c[i], &c[0]) >= 0) continue; /* not better than the worst kept */
+        cand t = c[0]; c[0] = c[i]; c[i] = t;
+        for (int32_t j = 0;;) {
+            int32_t m = j, l = 2 * j + 1, r = l + 1;
+            if (l < k && cmp_cand(&c[l], &c[m]) > 0) m = l;
+            if (r < k && cmp_cand(&c[r], &c[m]) > 0) m = r;
+            if (m == j) break;
+            cand u = c[j]; c[j] = c[m]; c[m] = u;
+            j = m;
+        }
+    }
+    qsort(c, (size_t)k, sizeof *c, cmp_cand);
+}
+
+/* Probabilities of c[0..n) (sorted, best first) at temperature t. */
+static void softmax_sorted(cand *c, int32_t n, double t) {
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += c[i].p = exp(((double)c[i].logit - c[0].logit) / t);
+    for (int32_t i = 0; i < n; i++) c[i].p /= sum;
+}
+
+static int32_t greedy(const cand *c, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (c[i].logit > c[best].logit) best = i;
+    return c[best].id;
+}
+
+int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
+    cand *c = s->cands;
+    int32_t n = s->n_vocab;
+    for (int32_t i = 0; i < n; i++) c[i] = (cand){i, logits[i], 0};
+    if (penalties_on(&s->p)) apply_penalties(s);
+    if (s->p.temp <= 0) return greedy(c, n);
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        select_top_k(c, n, s->p.top_k);
+        n = s->p.top_k;
+    } else {
+        qsort(c, (size_t)n, sizeof *c, cmp_cand);
+    }
+    softmax_sorted(c, n, 1.0);
+    if (s->p.top_p < 1.0f) {
+        double cum = 0;
+        int32_t keep = n;
+        for (int32_t i = 0; i < n; i++) {
+            cum += c[i].p;
+            if (cum >= s->p.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    if (s->p.min_p > 0) {
+        int32_t keep = 1;
+        while (keep < n && c[keep].p >= s->p.min_p * c[0].p) keep++;
+        n = keep;
+    }
+    softmax_sorted(c, n, s->p.temp);
+    double u = next_unit(s->rng), cum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (u < cum) return c[i].id;
+    }
+    return c[n - 1].id;
+}

@@ -1,0 +1,37 @@
+/* Options shared by run, chat, logits and perplexity. */
+#ifndef CANDLE_CLI_ARGS_H
+#define CANDLE_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "candle/sampler.h"
+
+typedef struct cli_args {
+    const char *model;  /* -m; NULL = the default model */
+    const char *prompt; /* -p */
+    const char *file;   /* -f */
+    const char *system; /* -s, chat system prompt */
+    const char *chat_template; /* --chat-template NAME */
+    int64_t n_predict;  /* -n; -1 = until end of generation */
+    int64_t n_ctx;      /* -c; 0 = the command's default */
+    int n_threads;      /* -t */
+    int top;            /* --top K (logits) */
+    bool no_mmap;       /* --no-mmap */
+    bool ctx_shift;     /* --ctx-shift */
+    bool kv_f16;        /* --kv-f16 */
+    candle_sampler_params sp;
+} cli_args;
+
+/* Parse argv (argv[0] is the command). Returns 0 to go on, -1 after --help
+ * (exit 0), or 2 on a usage error (a message is printed). */
+int cli_parse(int argc, char **argv, cli_args *a, const char *usage);
+
+/* The model path: -m, else the default model beside the current directory or
+ * the repository the binary was built in. NULL (with a message) if none. */
+const char *cli_model_path(const cli_args *a, char *buf, size_t n);
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,126 @@
+/* Loading and streaming generation shared by run and chat. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+
+int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
+    memset(g, 0, sizeof *g);
+    g->cmd = cmd;
+    char buf[4096];
+    const char *path = cli_model_path(a, buf, sizeof buf);
+    if (!path) return 1;
+    double t0 = cli_now();
+    candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap};
+    if (candle_model_load(&g->model, path, &mp)) {
+        fprintf(stderr, "candle %s: %s: %s\n", cmd, path, candle_last_errmsg());
+        return 1;
+    }
+    const candle_model_config *c = candle_model_get_config(g->model);
+    g->n_vocab = c->n_vocab;
+    if (candle_tokenizer_from_gguf(&g->tok, candle_model_gguf(g->model))) {
+        fprintf(stderr, "candle %s: %s: tokenizer: %s\n", cmd, path, candle_last_errmsg());
+        return 1;
+    }
+    int64_t n_ctx = a->n_ctx ? a->n_ctx : default_ctx;
+    if (n_ctx > c->n_ctx_train) n_ctx = a->n_ctx ? n_ctx : c->n_ctx_train;
+    candle_session_params sp = {.n_ctx = n_ctx,
+                                .kv_type = a->kv_f16 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32,
+                                .n_threads = a->n_threads};
+    if (candle_session_init(&g->sess, g->model, &sp) ||
+        candle_sampler_init(&g->smp, (int32_t)g->n_vocab, &a->sp)) {
+        fprintf(stderr, "candle %s: %s\n", cmd, candle_last_errmsg());
+        return 1;
+    }
+    g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
+    if (!g->logits) {
+        fprintf(stderr, "candle %s: out of memory\n", cmd);
+        return 1;
+    }
+    g->t_load = cli_now() - t0;
+    return 0;
+}
+
+void gen_close(gen *g) {
+    free(g->logits);
+    candle_sampler_free(g->smp);
+    candle_session_free(g->sess);
+    candle_tokenizer_free(g->tok);
+    candle_model_free(g->model);
+    memset(g, 0, sizeof *g);
+}
+
+int gen_fail(gen *g, const char *what) {
+    fprintf(stderr, "candle %s: %s: %s\n", g->cmd, what, candle_session_errmsg(g->sess));
+    return 1;
+}
+
+int gen_tokenize(gen *g, const char *text, bool add_special, bool parse_special, int32_t **ids,
+                 int64_t *n) {
+    size_t len = strlen(text);
+    int64_t cap = (int64_t)len + 8;
+    *ids = malloc((size_t)cap * sizeof **ids);
+    if (*ids &&
+        !candle_tokenizer_encode(g->tok, text, len, add_special, parse_special, *ids, cap, n) &&
+        *n <= cap)
+        return 0;
+    fprintf(stderr, "candle %s: tokenize: %s\n", g->cmd,
+            *ids ? candle_last_errmsg() : "out of memory");
+    free(*ids);
+    *ids = NULL;
+    return 1;
+}
+
+int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep) {
+    candle_session *s = g->sess;
+    int64_t room = candle_session_n_ctx(s) - candle_session_pos(s);
+    if (n > room && ctx_shift && n < candle_session_n_ctx(s) - n_keep) {
+        int64_t n_discard = (candle_session_pos(s) - n_keep) / 2;
+        if (n_discard < n - room) n_discard = n - room;
+        if (candle_session_shift(s, n_keep, n_discard)) return gen_fail(g, "context shift");
+    }
+    if (candle_session_eval(s, ids, n, g->logits, false)) return gen_fail(g, "eval");
+    return 0;
+}
+
+/* Append token bytes to a growing string. */
+static void append(char **text, size_t *len, const char *b, size_t n) {
+    char *t = realloc(*text, *len + n + 1);
+    if (!t) return;
+    memcpy(t + *len, b, n);
+    *len += n;
+    t[*len] = 0;
+    *text = t;
+}
+
+int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int64_t *n_out,
+               char **text) {
+    size_t text_len = 0;
+    *n_out = 0;
+    while (n_predict < 0 || *n_out < n_predict) {
+        int32_t id = candle_sampler_sample(g->smp, g->logits);
+        if (candle_tokenizer_is_eog(g->tok, id)) break;
+        candle_sampler_accept(g->smp, id);
+        char buf[256];
+        size_t len = 0;
+        if (!candle_tokenizer_token_bytes(g->tok, id, false, buf, sizeof buf, &len)) {
+            fwrite(buf, 1, len, stdout);
+            fflush(stdout);
+            if (text) append(text, &text_len, buf, len);
+        }
+        ++*n_out;
+        if (n_predict >= 0 && *n_out == n_predict) break;
+        bool full = candle_session_pos(g->sess) >= candle_session_n_ctx(g->sess);
+        if (full && !a->ctx_shift) {
+            if (n_predict < 0) break; /* generate until the context is full */
+            fprintf(stderr,
+                    "\ncandle %s: the context of %lld tokens is full after %lld generated "
+                    "tokens (use a larger -c or --ctx-shift)\n",
+                    g->cmd, (long long)candle_session_n_ctx(g->sess), (long long)*n_out);
+            return 1;
+        }
+        if (gen_eval(g, &id, 1, a->ctx_shift, n_keep)) return 1;
+    }
+    return 0;
+}

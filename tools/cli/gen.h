@@ -1,0 +1,37 @@
+/* The model, tokenizer, session and sampler a generation command uses. */
+#ifndef CANDLE_CLI_GEN_H
+#define CANDLE_CLI_GEN_H
+
+#include "args.h"
+#include "candle/candle.h"
+#include "candle/model.h"
+
+typedef struct gen {
+    const char *cmd;
+    candle_model *model;
+    candle_tokenizer *tok;
+    candle_session *sess;
+    candle_sampler *smp;
+    float *logits; /* [n_vocab] of the last evaluated token */
+    int64_t n_vocab;
+    double t_load; /* seconds */
+} gen;
+
+/* Load everything; on failure print "candle CMD: why" and return 1. */
+int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx);
+void gen_close(gen *g);
+/* Tokenize into a malloc'ed array; prints an error and returns 1 on failure. */
+int gen_tokenize(gen *g, const char *text, bool add_special, bool parse_special, int32_t **ids,
+                 int64_t *n);
+/* Print an error with the session's message and return 1. */
+int gen_fail(gen *g, const char *what);
+/* Evaluate tokens; with ctx_shift, make room first by dropping the older
+ * half of the context (after n_keep positions). */
+int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep);
+/* Sample, stream and evaluate up to n_predict tokens (-1: until the end of
+ * generation or a full context). *n_out gets the count; when text is not
+ * NULL the generated text is appended to a malloc'ed string there. */
+int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int64_t *n_out,
+               char **text);
+
+#endif
