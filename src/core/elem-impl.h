@@ -77,8 +77,8 @@ static inline void candle_store_f64(candle_dtype t, void *p, double v) {
     case CANDLE_DTYPE_I32:
         *(int32_t *)p = (int32_t)candle_sat_i64(v, -2147483648.0, 2147483647.0);
         break;
-    case CANDLE_DTYPE_I64:
-        *(int64_t *)p = candle_sat_i64(v, -9223372036854775808.0, 9223372036854774784.0);
+    case CANDLE_DTYPE_I64: /* 2^63 itself does not fit: saturate to INT64_MAX */
+        *(int64_t *)p = isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX : candle_sat_i64(v, -0x1p63, 0x1p63);
         break;
     case CANDLE_DTYPE_U8: *(uint8_t *)p = (uint8_t)candle_sat_i64(v, 0.0, 255.0); break;
     case CANDLE_DTYPE_BOOL: *(uint8_t *)p = v != 0.0; break;
