@@ -190,7 +190,7 @@ static candle_tensor *weight_view(candle_ctx *ctx, candle_dtype dt, int rank, co
     if (form == 1) s[r] += 3;
     if (form == 2) s[r] = 2 * s[r];
     int64_t n = mt_numel(rank, s);
-    float *v = malloc(sizeof(float) * (size_t)n);
+    float *v = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
     for (int64_t i = 0; i < n; i++) v[i] = (float)mt_uniform(&seed, -1, 1);
     candle_tensor *w = candle_tensor_from_f32(ctx, dt, rank, s, v);
     free(v);
