@@ -321,6 +321,40 @@ static void test_round_trip(void) {
     free(x);
 }
 
+/* The pass bars of ggml's own quantization unit test on its synthetic data
+ * (0.1 + 2 cos(i + offset), 4096 values): total error sqrt(sum d^2) / n at most
+ * 0.002 (q2_K 0.0075, q3_K 0.004), and |dot - exact| / n at most 0.02 (0.04
+ * for 2-3 bits). */
+static void test_ggml_bars(void) {
+    enum { N = 4096 };
+    static float a[N], b[N], back[N];
+    static unsigned char qa[2 * N], qb[2 * N];
+    double exact = 0;
+    for (int i = 0; i < N; i++) {
+        a[i] = 0.1f + 2 * cosf((float)i);
+        b[i] = 0.1f + 2 * cosf((float)i + 1.0f);
+        exact += (double)a[i] * b[i];
+    }
+    for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
+        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)t);
+        const candle_dtype_traits *ty = candle_dtype_info(tr->vec_dot_type);
+        int low = t == CANDLE_DTYPE_Q2_K || t == CANDLE_DTYPE_Q3_K;
+        double bar = t == CANDLE_DTYPE_Q2_K ? 0.0075 : t == CANDLE_DTYPE_Q3_K ? 0.004 : 0.002;
+        tr->from_f32(a, qa, N);
+        tr->to_f32(qa, back, N);
+        double e2 = 0;
+        for (int i = 0; i < N; i++) e2 += (double)(back[i] - a[i]) * (back[i] - a[i]);
+        double total = sqrt(e2) / N;
+        CHECK_MSG(total <= bar, "%s total error %g > %g", tr->name, total, bar);
+        ty->from_f32(b, qb, N);
+        float dot = NAN;
+        tr->vec_dot(N, &dot, qa, qb);
+        double derr = fabs(dot - exact) / N;
+        CHECK_MSG(derr <= (low ? 0.04 : 0.02), "%s dot error %g", tr->name, derr);
+        printf("  ggml bars %-7s total error %.2e (bar %.0e)  dot error %.2e\n", tr->name, total, bar, derr);
+    }
+}
+
 /* Constant, zero and tiny inputs round-trip without NaNs. */
 static void test_degenerate_inputs(void) {
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
@@ -394,5 +428,6 @@ int main(void) {
     test_activation_sums();
     test_round_trip();
     test_degenerate_inputs();
+    test_ggml_bars();
     return test_done("test_quant");
 }
