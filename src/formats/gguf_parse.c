@@ -44,7 +44,9 @@ static candle_status need(const rd *r, size_t n, const char *field) {
     return CANDLE_OK;
 }
 
+/* Readers zero their output first so no path leaves it uninitialised. */
 static candle_status rd_u32(rd *r, const char *field, uint32_t *v) {
+    *v = 0;
     candle_status s = need(r, 4, field);
     if (s) return s;
     memcpy(v, r->p + r->off, 4);
@@ -53,6 +55,7 @@ static candle_status rd_u32(rd *r, const char *field, uint32_t *v) {
 }
 
 static candle_status rd_u64(rd *r, const char *field, uint64_t *v) {
+    *v = 0;
     candle_status s = need(r, 8, field);
     if (s) return s;
     memcpy(v, r->p + r->off, 8);
@@ -62,6 +65,7 @@ static candle_status rd_u64(rd *r, const char *field, uint64_t *v) {
 
 static candle_status rd_str(rd *r, const char *field, const uint8_t **str, uint64_t *len) {
     size_t at = r->off;
+    *str = NULL;
     candle_status s = rd_u64(r, field, len);
     if (s) return s;
     if (*len > left(r))
@@ -478,7 +482,7 @@ static candle_status parse_header(candle_gguf *g, rd *r, uint64_t *n_tensors, ui
 
 candle_status gguf_parse(candle_gguf *g) {
     rd r = {g->base, g->file_size, 0};
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     candle_status s = parse_header(g, &r, &n_tensors, &n_kv);
     if (!s) s = parse_kvs(g, &r, n_kv);
     if (!s) s = parse_alignment(g);
