@@ -193,6 +193,9 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
         off += index[i] * t->stride[i];
     }
     const char *base = (const char *)t->storage->data;
+    if (tr->is_quantized && !tr->to_f32)
+        return candle_set_error(t->ctx, CANDLE_ERR_UNSUPPORTED, "tensor_get: no dequantizer for %s",
+                                tr->name);
     if (tr->is_quantized) {
         int64_t j = t->rank ? index[t->rank - 1] : 0;
         float tmp[256];

@@ -188,7 +188,7 @@ candle_tensor *candle_narrow(candle_ctx *ctx, candle_tensor *x, int dim, int64_t
     CHECK_IN(x);
     int d = candle_norm_dim(ctx, "narrow", dim, x->rank);
     if (d < 0) return NULL;
-    if (start < 0 || len < 0 || start + len > x->shape[d]) {
+    if (start < 0 || len < 0 || start > x->shape[d] || len > x->shape[d] - start) {
         candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "narrow: start %" PRId64 " length %" PRId64
                          " out of range for dim %d of size %" PRId64,
@@ -201,7 +201,7 @@ candle_tensor *candle_narrow(candle_ctx *ctx, candle_tensor *x, int dim, int64_t
 candle_tensor *candle_expand(candle_ctx *ctx, candle_tensor *x, int rank, const int64_t *shape) {
     CHECK_IN(x);
     char a[128], b[128];
-    if (rank < x->rank || rank > CANDLE_MAX_RANK || is_quant(x)) {
+    if (rank < x->rank || rank > CANDLE_MAX_RANK || is_quant(x) || (rank && !shape)) {
         candle_set_error(ctx, CANDLE_ERR_SHAPE, "expand: cannot expand %s %s to rank %d",
                          candle_dtype_name(x->dtype), candle_shape_str(x->rank, x->shape, a, sizeof a),
                          rank);
@@ -303,9 +303,12 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank, co
             return NULL;
         }
         if (shape[i] == 0) empty = true;
-        int64_t span = (shape[i] ? shape[i] - 1 : 0) * stride[i];
-        if (span < 0) lo += span;
-        else hi += span;
+        int64_t span;
+        if (__builtin_mul_overflow(shape[i] ? shape[i] - 1 : 0, stride[i], &span) ||
+            __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) {
+            candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: extent overflows");
+            return NULL;
+        }
     }
     for (int i = 0; i < x->rank; i++) {
         if (x->shape[i] == 0) src_empty = true;
@@ -313,12 +316,14 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank, co
         if (span < 0) src_lo += span;
         else src_hi += span;
     }
-    int64_t off = (int64_t)offset;
-    if (!empty && (src_empty || off + lo < src_lo || off + hi > src_hi)) {
+    /* off is bounded, so src - off cannot overflow where off + extent could */
+    bool off_ok = offset <= (size_t)INT64_MAX / 2;
+    int64_t off = off_ok ? (int64_t)offset : 0;
+    if (!empty && (!off_ok || src_empty || lo < src_lo - off || hi > src_hi - off)) {
         candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
-                         "as_strided: view reaches bytes %" PRId64 "..%" PRId64
-                         " outside its source's %" PRId64 "..%" PRId64,
-                         off + lo, off + hi + esz, src_lo, src_empty ? src_lo : src_hi + esz);
+                         "as_strided: view at offset %zu spanning bytes %" PRId64 "..%" PRId64
+                         " reaches outside its source's bytes %" PRId64 "..%" PRId64,
+                         offset, lo, hi + esz, src_lo, src_empty ? src_lo : src_hi + esz);
         return NULL;
     }
     return view_new(ctx, x, rank, shape, stride, offset);

@@ -157,7 +157,22 @@ static void test_each_view(candle_dtype dt) {
     check_zero_copy(ctx, x, w, n0);
     if (w) CHECK(at(w, (int64_t[]){2, 1}) == 4);
     CHECK(candle_as_strided(ctx, x, 1, (int64_t[]){24}, (int64_t[]){es}, (size_t)es) == NULL);
-    CHECK_CONTAINS(candle_errmsg(ctx), "as_strided: view reaches bytes");
+    char want[160];
+    snprintf(want, sizeof want,
+             "as_strided: view at offset %d spanning bytes 0..%d reaches outside its source's bytes 0..%d",
+             (int)es, (int)(24 * es), (int)(24 * es));
+    CHECK_CONTAINS(candle_errmsg(ctx), want);
+    candle_ctx_clear_error(ctx);
+    CHECK(candle_as_strided(ctx, x, 2, (int64_t[]){INT64_MAX / 2, 4}, (int64_t[]){8, es}, 0) == NULL);
+    CHECK_CONTAINS(candle_errmsg(ctx), "as_strided: extent overflows");
+    candle_ctx_clear_error(ctx);
+    CHECK(candle_as_strided(ctx, x, 1, (int64_t[]){2}, (int64_t[]){es}, SIZE_MAX - 3) == NULL);
+    CHECK(candle_errcode(ctx) == CANDLE_ERR_INVALID_ARG);
+    candle_ctx_clear_error(ctx);
+    /* negative strides: a reversed row inside the source is fine */
+    candle_tensor *rev = candle_as_strided(ctx, x, 1, (int64_t[]){4}, (int64_t[]){-es}, (size_t)(3 * es));
+    if (rev) CHECK(at(rev, (int64_t[]){0}) == 3 && at(rev, (int64_t[]){3}) == 0);
+    CHECK(candle_as_strided(ctx, x, 1, (int64_t[]){4}, (int64_t[]){-es}, (size_t)(2 * es)) == NULL);
     candle_ctx_clear_error(ctx);
     CHECK(candle_as_strided(ctx, x, 1, (int64_t[]){0}, (int64_t[]){es}, 1000) != NULL); /* empty */
     /* as_strided on a narrowed view is bounded by the view, not the storage */
@@ -223,6 +238,9 @@ static void test_contiguous_and_reshape_errors(void) {
     candle_ctx_clear_error(ctx);
     CHECK(candle_narrow(ctx, q, 0, 1, 2) != NULL); /* row selection is fine */
     CHECK(candle_narrow(ctx, q, 1, 0, 32) == NULL);
+    candle_ctx_clear_error(ctx);
+    CHECK(candle_narrow(ctx, x, 0, 1, INT64_MAX) == NULL); /* no overflow in start + len */
+    CHECK(candle_errcode(ctx) == CANDLE_ERR_INVALID_ARG);
     candle_ctx_clear_error(ctx);
     CHECK(candle_unsqueeze(ctx, q, 2) == NULL);
     CHECK(candle_errcode(ctx) == CANDLE_ERR_UNSUPPORTED);
