@@ -64,7 +64,7 @@ static void emit_piece(const candle_tokenizer *t, const char *s, uint32_t n, tok
 
 candle_status tok_spm_encode(const candle_tokenizer *t, const char *text, size_t len,
                              bool add_prefix, tok_out *o) {
-    size_t n;
+    size_t n = 0;
     char *s = escape(text, len, add_prefix, &n);
     tok_sym *sym = malloc((n ? n : 1) * sizeof *sym);
     tok_heap h = {0};
