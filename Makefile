@@ -2,8 +2,10 @@
 #   make            Release build into build/ (CLI at build/bin/candle)
 #   make test       build and run every test, then again under ASan + UBSan
 #   make run        fetch the default model and generate text
+#   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
+FUZZ_TIME ?= 60
 
 .PHONY: all build test test-plain test-asan test-tsan fuzz run clean
 
@@ -13,7 +15,7 @@ build:
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build build -j $(JOBS)
 
-test: test-plain test-asan
+test: test-plain test-asan fuzz
 
 test-plain: build
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -28,6 +30,22 @@ test-tsan:
 	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCANDLE_TSAN=ON
 	$(CMAKE) --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+# Each tests/fuzz/fuzz_NAME.c runs from the seeds in tests/fuzz/corpus/NAME
+# (with tests/fuzz/NAME.dict if present); inputs it finds go to
+# build-fuzz/corpus/NAME and crashes to build-fuzz/, never the source tree.
+fuzz:
+	$(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+		-DCANDLE_FUZZ=ON
+	$(CMAKE) --build build-fuzz -j $(JOBS) --target fuzzers
+	@set -e; for f in build-fuzz/bin/fuzz_*; do \
+		n=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus/$$n; \
+		dict=; if [ -f tests/fuzz/$$n.dict ]; then dict=-dict=tests/fuzz/$$n.dict; fi; \
+		echo "fuzzing $$n for $(FUZZ_TIME) s"; \
+		$$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+			-artifact_prefix=build-fuzz/ -print_final_stats=1 $$dict \
+			build-fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
+	done
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
