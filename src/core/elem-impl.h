@@ -22,6 +22,14 @@ static inline double candle_load_f64(candle_dtype t, const void *p) {
     }
 }
 
+/* double -> int64 saturating, NaN -> 0 (2^63 itself does not fit). */
+static inline int64_t candle_f64_to_i64(double v) {
+    if (isnan(v)) return 0;
+    if (v >= 0x1p63) return INT64_MAX;
+    if (v <= -0x1p63) return INT64_MIN;
+    return (int64_t)v;
+}
+
 static inline int64_t candle_load_i64(candle_dtype t, const void *p) {
     switch (t) {
     case CANDLE_DTYPE_I8: return *(const int8_t *)p;
@@ -29,7 +37,7 @@ static inline int64_t candle_load_i64(candle_dtype t, const void *p) {
     case CANDLE_DTYPE_I64: return *(const int64_t *)p;
     case CANDLE_DTYPE_U8: return *(const uint8_t *)p;
     case CANDLE_DTYPE_BOOL: return *(const uint8_t *)p != 0;
-    default: return (int64_t)candle_load_f64(t, p);
+    default: return candle_f64_to_i64(candle_load_f64(t, p));
     }
 }
 
@@ -77,9 +85,7 @@ static inline void candle_store_f64(candle_dtype t, void *p, double v) {
     case CANDLE_DTYPE_I32:
         *(int32_t *)p = (int32_t)candle_sat_i64(v, -2147483648.0, 2147483647.0);
         break;
-    case CANDLE_DTYPE_I64: /* 2^63 itself does not fit: saturate to INT64_MAX */
-        *(int64_t *)p = isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX : candle_sat_i64(v, -0x1p63, 0x1p63);
-        break;
+    case CANDLE_DTYPE_I64: *(int64_t *)p = candle_f64_to_i64(v); break;
     case CANDLE_DTYPE_U8: *(uint8_t *)p = (uint8_t)candle_sat_i64(v, 0.0, 255.0); break;
     case CANDLE_DTYPE_BOOL: *(uint8_t *)p = v != 0.0; break;
     default: break;
