@@ -127,6 +127,12 @@ extern const cpu_fast_kernel cpu_fast_rms_norm;
 extern const cpu_fast_kernel cpu_fast_rope;
 extern const cpu_fast_kernel cpu_fast_attention;
 
+/* Threads for `work` units: 1 below min_work (waking workers would cost
+ * more than the work), else n_threads. */
+int cpu_threads_for(double work, double min_work, int n_threads);
+/* Tests: use every thread even for tiny ops, so splits are exercised. */
+void cpu_set_always_parallel(bool on);
+
 /* The fast kernel compute_node would use for dst, or NULL (tests, info). */
 const cpu_fast_kernel *cpu_fast_kernel_for(const candle_tensor *dst);
 

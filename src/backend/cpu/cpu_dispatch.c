@@ -80,3 +80,12 @@ const cpu_fast_kernel *cpu_fast_kernel_for(const candle_tensor *dst) {
         if ((*c)->match(dst)) return *c;
     return NULL;
 }
+
+static atomic_int g_always_parallel;
+
+void cpu_set_always_parallel(bool on) { atomic_store(&g_always_parallel, on); }
+
+int cpu_threads_for(double work, double min_work, int n_threads) {
+    if (atomic_load_explicit(&g_always_parallel, memory_order_relaxed)) return n_threads;
+    return work < min_work ? 1 : n_threads;
+}

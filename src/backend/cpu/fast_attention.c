@@ -34,7 +34,7 @@ static size_t attn_thread_bytes(const candle_tensor *dst) {
 static void plan_attn(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     const candle_tensor *k = dst->src[1];
     double work = (double)candle_tensor_numel(dst) * (double)k->shape[2];
-    p->nth = work < 1e5 ? 1 : n_threads;
+    p->nth = cpu_threads_for(work, 1e5, n_threads);
     p->wsize = 64 + (size_t)p->nth * attn_thread_bytes(dst);
 }
 

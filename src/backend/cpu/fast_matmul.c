@@ -83,7 +83,7 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
     double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
-    p->nth = flops < 2e5 ? 1 : n_threads;
+    p->nth = cpu_threads_for(flops, 2e5, n_threads);
     if (mv_path(dst, &g)) p->wsize = (size_t)p->nth * mv_thread_bytes(g.K) + 64;
     else p->wsize = (size_t)p->nth * gemm_thread_floats() * sizeof(float) + 64;
 }

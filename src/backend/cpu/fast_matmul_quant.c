@@ -37,7 +37,7 @@ static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
     double work = (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
-    p->nth = work < 1e5 ? 1 : n_threads;
+    p->nth = cpu_threads_for(work, 1e5, n_threads);
     /* per-thread f32 row buffers first, then the shared quantized rows */
     p->wsize = 64 + (size_t)p->nth * tmp_bytes(g.K) +
                (size_t)(g.n_batch * g.M) * xq_row_bytes(dst, g.K);

@@ -18,7 +18,7 @@ static size_t rope_thread_bytes(const candle_tensor *dst) {
 }
 
 static void plan_rope(const candle_tensor *dst, int n_threads, cpu_plan *p) {
-    p->nth = candle_tensor_numel(dst) < 16384 ? 1 : n_threads;
+    p->nth = cpu_threads_for((double)candle_tensor_numel(dst), 16384, n_threads);
     p->wsize = 64 + (size_t)p->nth * rope_thread_bytes(dst);
 }
 

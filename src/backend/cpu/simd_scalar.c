@@ -64,9 +64,12 @@ void cpu_pack_b_generic(candle_dtype bt, const char *src, int64_t sk, int64_t sn
     }
 }
 
-static float gelu_erf_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+/* erfc form: 1 + erf(z) would cancel to 0 in gelu's negative tail */
+static float gelu_erf_f(float x) { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
+/* 0.5 x (1 + tanh u) = x sigmoid(2u), which keeps the negative tail */
 static float gelu_tanh_f(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
 }
 
 float cpu_unary1(candle_op op, float x, const double *p) {

@@ -22,10 +22,11 @@ static inline float hmax(__m256 v) {
 
 /* exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2 in two
  * parts so r is exact enough; |r| <= 0.35, where the degree-7 Taylor
- * polynomial's truncation error (< 4e-9) is below f32 rounding. 2^n is built
- * as 2^(n-1) * 2 so n = 128 does not overflow the exponent field early. */
+ * polynomial's truncation error (< 4e-9) is below f32 rounding. 2^n is
+ * applied as two factors 2^(n/2) 2^(n - n/2), each a normal float for every
+ * n in [-150, 128], so results near overflow and gradual underflow are right. */
 static inline __m256 exp8(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-87.3365479f);
+    const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-103.972084f);
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
     __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -39,8 +40,11 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126)), 23);
-    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.0f));
+    __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256i bias = _mm256_set1_epi32(127);
+    __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 e2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, e1), e2);
     res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
     res = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
@@ -52,21 +56,29 @@ static inline __m256 sigmoid8(__m256 x) {
     return _mm256_div_ps(one, _mm256_add_ps(one, e));
 }
 
-/* erf for x >= 0 by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), odd. */
-static inline __m256 erf8(__m256 x) {
-    __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
-    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+/* erfc(a) for a >= 0 as t exp(-a^2 + P(t)), t = 1 / (1 + a / 2), the
+ * Chebyshev fit of Numerical Recipes (erfcc), relative error < 1.2e-7 over
+ * the whole range, so even gelu's far negative tail keeps its digits. */
+static inline __m256 erfc8_pos(__m256 a) {
     __m256 one = _mm256_set1_ps(1.0f);
-    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
-    __m256 p = _mm256_set1_ps(1.061405429f);
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
-    p = _mm256_mul_ps(p, t);
-    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
-    __m256 y = _mm256_fnmadd_ps(p, e, one);
-    return _mm256_or_ps(y, sign);
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), a, one));
+    static const float c[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                              -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+    __m256 p = _mm256_set1_ps(c[0]);
+    for (int i = 1; i < 10; i++) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[i]));
+    __m256 arg = _mm256_fnmadd_ps(a, a, p);
+    return _mm256_mul_ps(t, exp8(arg));
+}
+
+/* gelu(x) = x/2 (1 + erf(x / sqrt 2)) = x/2 erfc(-x / sqrt 2). */
+static inline __m256 gelu_erf8(__m256 x) {
+    __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), z);
+    __m256 ec = erfc8_pos(a);
+    /* z >= 0: 2 - erfc(z); z < 0: erfc(-z) */
+    __m256 v = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), ec), ec,
+                                _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), v);
 }
 
 /* ---- GEMM ---- */
@@ -294,10 +306,7 @@ static inline __m256 unary8(candle_op op, __m256 x, __m256 p0, __m256 p1) {
     case CANDLE_OP_SIGMOID: return sigmoid8(x);
     case CANDLE_OP_RELU: return _mm256_and_ps(x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
     case CANDLE_OP_SILU: return _mm256_mul_ps(x, sigmoid8(x));
-    case CANDLE_OP_GELU_ERF:
-        return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
-                             _mm256_add_ps(_mm256_set1_ps(1.0f),
-                                           erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)))));
+    case CANDLE_OP_GELU_ERF: return gelu_erf8(x);
     case CANDLE_OP_GELU_TANH: {
         /* 0.5 x (1 + tanh u) = x sigmoid(2u): no cancellation near u = 0 */
         __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
