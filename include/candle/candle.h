@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "memory.h"
 #include "gguf.h"
+#include "quantize.h"
 #include "tokenizer.h"
 
 #define CANDLE_VERSION "0.1.0"

@@ -1,0 +1,38 @@
+/* Internal: which dtype each tensor of a file gets when quantizing
+ * (quantize_rules.c), used by the driver (quantize.c). */
+#ifndef CANDLE_QUANTIZE_IMPL_H
+#define CANDLE_QUANTIZE_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "candle/gguf.h"
+#include "candle/quantize.h"
+
+/* What the mixture rules need to know of the model, and the running layer
+ * counters they keep as tensors are visited in file order (llama.cpp counts
+ * attn_v and ffn_down tensors the same way). */
+typedef struct quant_model {
+    bool falcon;        /* general.architecture == "falcon": its own rules */
+    bool has_output;    /* else token_embd doubles as the output (tied) */
+    int64_t n_gqa;      /* query heads per kv head (1 if unknown) */
+    int64_t n_expert;   /* 0 for dense models */
+    int64_t n_layer;    /* {arch}.block_count, else the highest blk.N + 1 */
+    int64_t n_attn_v;   /* tensors holding V projections */
+    int64_t i_attn_v, i_ffn_down;
+} quant_model;
+
+void quant_model_init(quant_model *m, const candle_gguf *g);
+
+/* Whether a tensor is a weight matrix that the file type converts (else it
+ * is copied unchanged: norms, biases, 1-D tensors, integer tensors). */
+bool quant_is_weight(const candle_gguf_tensor_info *t);
+
+/* The dtype for weight t under ftype (advancing m's counters). A fallback
+ * for rows that do not fit the block size writes a note into note (else
+ * note[0] = 0) and sets *fallback. */
+candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, bool pure,
+                               const candle_gguf_tensor_info *t, char *note, size_t n_note,
+                               bool *fallback);
+
+#endif

@@ -1,0 +1,336 @@
+/* candle_quantize_file: plan each tensor's dtype (quantize_rules.c), convert
+ * the weight matrices row by row on a few threads, and write the result with
+ * the GGUF writer (which writes OUT.tmp and renames it).
+ *
+ * Rows go through f32: the source row is widened with its dtype's to_f32 and
+ * narrowed with the target's from_f32, so every pair of types works with one
+ * code path and no intermediate copy of a whole tensor. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core-impl.h"
+#include "quantize-impl.h"
+
+#define MAX_THREADS 64
+#define CHUNK_BYTES (256u << 10) /* input bytes per claimed chunk of rows */
+#define NOTE_LEN 256
+
+typedef struct qtensor {
+    const candle_gguf_tensor_info *info;
+    candle_dtype dst;
+    const uint8_t *src; /* in the input's mapping */
+    void *out;          /* converted data (owned); NULL when copied as is */
+    size_t out_size;
+    char note[NOTE_LEN];
+} qtensor;
+
+/* One tensor's conversion, shared by the threads that claim its rows. */
+typedef struct qjob {
+    const uint8_t *src;
+    uint8_t *dst;
+    const candle_dtype_traits *st, *dt;
+    bool src_f32;
+    int64_t ne0, n_rows, chunk;
+    size_t src_row, dst_row;
+    atomic_int_fast64_t next; /* first row not yet claimed */
+    atomic_int_fast64_t done; /* rows converted */
+    atomic_bool stop;         /* cancelled or out of memory */
+    atomic_bool oom;
+} qjob;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+candle_quantize_params candle_quantize_default_params(void) {
+    candle_quantize_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* ---- converting rows ---- */
+
+/* Convert one claimed chunk; false when no rows are left. buf: ne0 floats. */
+static bool convert_chunk(qjob *j, float *buf) {
+    if (atomic_load(&j->stop)) return false;
+    int64_t r0 = atomic_fetch_add(&j->next, j->chunk);
+    if (r0 >= j->n_rows) return false;
+    int64_t r1 = r0 + j->chunk < j->n_rows ? r0 + j->chunk : j->n_rows;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *s = j->src + (size_t)r * j->src_row;
+        const float *x = buf;
+        /* f32 rows are read in place unless the file misaligns them */
+        if (j->src_f32 && (uintptr_t)s % _Alignof(float) == 0) x = (const float *)s;
+        else if (j->src_f32) memcpy(buf, s, j->src_row);
+        else j->st->to_f32(s, buf, j->ne0);
+        j->dt->from_f32(x, j->dst + (size_t)r * j->dst_row, j->ne0);
+    }
+    atomic_fetch_add(&j->done, r1 - r0);
+    return true;
+}
+
+static void *worker(void *arg) {
+    qjob *j = arg;
+    float *buf = malloc((size_t)j->ne0 * sizeof *buf);
+    if (!buf) {
+        atomic_store(&j->oom, true);
+        atomic_store(&j->stop, true);
+        return NULL;
+    }
+    while (convert_chunk(j, buf)) {
+    }
+    free(buf);
+    return NULL;
+}
+
+typedef struct qrun { /* state of the whole run, for progress reports */
+    const candle_quantize_params *p;
+    candle_quantize_progress ev;
+    bool cancelled;
+} qrun;
+
+static bool report(qrun *r) {
+    if (r->p->progress && !r->p->progress(&r->ev, r->p->progress_user)) r->cancelled = true;
+    return !r->cancelled;
+}
+
+/* Convert tensor q on nth threads; the caller is one of them and reports. */
+static candle_status convert_tensor(qrun *r, qtensor *q, int nth) {
+    const candle_gguf_tensor_info *t = q->info;
+    int64_t ne0 = t->rank ? t->shape[t->rank - 1] : 1;
+    qjob j = {.src = q->src, .dst = q->out, .st = candle_dtype_info(t->dtype),
+              .dt = candle_dtype_info(q->dst), .src_f32 = t->dtype == CANDLE_DTYPE_F32,
+              .ne0 = ne0};
+    j.src_row = candle_dtype_row_size(t->dtype, ne0);
+    j.dst_row = candle_dtype_row_size(q->dst, ne0);
+    j.n_rows = ne0 && j.src_row ? (int64_t)(t->size / j.src_row) : 0;
+    int64_t per_chunk = (int64_t)(CHUNK_BYTES / (j.src_row ? j.src_row : 1));
+    int64_t balanced = (j.n_rows + 4 * nth - 1) / (4 * nth);
+    j.chunk = per_chunk < balanced ? per_chunk : balanced;
+    if (j.chunk < 1) j.chunk = 1;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.done, 0);
+    atomic_init(&j.stop, false);
+    atomic_init(&j.oom, false);
+    if (j.n_rows == 0) return CANDLE_OK;
+
+    float *buf = malloc((size_t)ne0 * sizeof *buf);
+    if (!buf) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize row buffer");
+    pthread_t tid[MAX_THREADS];
+    int started = 0;
+    if (nth > j.n_rows) nth = (int)j.n_rows;
+    for (int i = 1; i < nth; i++)
+        if (!pthread_create(&tid[started], NULL, worker, &j)) started++;
+    uint64_t base = r->ev.bytes_done;
+    while (convert_chunk(&j, buf)) {
+        r->ev.bytes_done = base + (uint64_t)atomic_load(&j.done) * j.src_row;
+        if (!report(r)) atomic_store(&j.stop, true);
+    }
+    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    free(buf);
+    r->ev.bytes_done = base + t->size;
+    if (atomic_load(&j.oom))
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize row buffer");
+    return CANDLE_OK;
+}
+
+/* ---- planning ---- */
+
+/* Refuse an output that is the input, or whose temporary file would be:
+ * writing it would truncate the mapped input under us. */
+static candle_status check_output(const char *in, const char *out) {
+    struct stat si, so;
+    if (stat(in, &si) != 0)
+        return candle_set_error(NULL, CANDLE_ERR_IO, "quantize: %s: %s", in, strerror(errno));
+    size_t n = strlen(out);
+    char *tmp = malloc(n + 5);
+    if (!tmp) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize path");
+    memcpy(tmp, out, n);
+    memcpy(tmp + n, ".tmp", 5);
+    const char *paths[2] = {out, tmp};
+    candle_status s = CANDLE_OK;
+    for (int i = 0; i < 2 && !s; i++)
+        if (stat(paths[i], &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
+            s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                 "quantize: output '%s' is the input file '%s' (same file, "
+                                 "link or symlink); refusing to overwrite the input",
+                                 paths[i], in);
+    free(tmp);
+    return s;
+}
+
+static candle_status plan(const candle_gguf *g, candle_ftype ftype, const candle_quantize_params *p,
+                          qtensor *qt) {
+    quant_model m;
+    quant_model_init(&m, g);
+    const uint8_t *base = candle_gguf_storage(g)->data;
+    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+        qtensor *q = &qt[i];
+        q->info = candle_gguf_tensor(g, i);
+        q->src = base + q->info->offset;
+        q->dst = q->info->dtype;
+        bool fallback = false;
+        if (quant_is_weight(q->info))
+            q->dst = quant_tensor_type(&m, ftype, p->pure, q->info, q->note, NOTE_LEN, &fallback);
+        if (fallback && p->stats) p->stats->n_fallback++;
+        if (q->dst == q->info->dtype) continue;
+        const candle_dtype_traits *st = candle_dtype_info(q->info->dtype);
+        if (st->is_quantized && !p->allow_requantize)
+            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "quantize: tensor '%s' is already %s; quantizing it again "
+                                    "compounds the error: start from an f32/f16/bf16 file or "
+                                    "allow requantizing (--allow-requantize)",
+                                    q->info->name, st->name);
+        if (!st->to_f32 || !candle_dtype_info(q->dst)->from_f32)
+            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "quantize: tensor '%s': no conversion from %s to %s",
+                                    q->info->name, st->name, candle_dtype_name(q->dst));
+        if (st->is_quantized && p->stats) p->stats->n_requantized++;
+        if (st->is_quantized && !q->note[0])
+            snprintf(q->note, NOTE_LEN, "%s: requantizing %s to %s", q->info->name, st->name,
+                     candle_dtype_name(q->dst));
+    }
+    return CANDLE_OK;
+}
+
+static size_t tensor_bytes(candle_dtype dt, const candle_gguf_tensor_info *t) {
+    if (!t->rank) return candle_dtype_row_size(dt, 1);
+    size_t n = candle_dtype_row_size(dt, t->shape[t->rank - 1]);
+    for (int d = 0; d < t->rank - 1; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+/* ---- the whole run ---- */
+
+static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
+    candle_quantize_stats *st = r->p->stats;
+    double t0 = now_s();
+    for (int64_t i = 0; i < n; i++) {
+        qtensor *q = &qt[i];
+        r->ev.i_tensor = i;
+        r->ev.name = q->info->name;
+        r->ev.src_dtype = q->info->dtype;
+        r->ev.dst_dtype = q->dst;
+        if (q->note[0]) {
+            r->ev.note = q->note;
+            bool go = report(r);
+            r->ev.note = NULL;
+            if (!go) break;
+        }
+        if (q->dst == q->info->dtype) {
+            r->ev.bytes_done += q->info->size;
+            q->out_size = q->info->size;
+            if (st) st->n_copied++;
+            continue;
+        }
+        q->out_size = tensor_bytes(q->dst, q->info);
+        if (!(q->out = malloc(q->out_size ? q->out_size : 1)))
+            return candle_set_error(NULL, CANDLE_ERR_OOM,
+                                    "out of memory: quantize: %zu bytes for tensor '%s'",
+                                    q->out_size, q->info->name);
+        candle_status s = convert_tensor(r, q, nth);
+        if (s) return s;
+        if (st) st->n_converted++;
+        if (r->cancelled) break;
+    }
+    if (st) st->seconds_convert = now_s() - t0;
+    if (r->cancelled)
+        return candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
+    return CANDLE_OK;
+}
+
+static candle_status write_output(qrun *r, const candle_gguf *g, const qtensor *qt, int64_t n,
+                                  candle_ftype ftype, const char *out) {
+    candle_gguf_writer *w = NULL;
+    candle_status s = candle_gguf_writer_init(&w);
+    if (!s) s = candle_gguf_writer_copy_kv(w, g);
+    if (!s) s = candle_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
+    bool any_quant = false;
+    for (int64_t i = 0; i < n && !s; i++) {
+        const candle_gguf_tensor_info *t = qt[i].info;
+        any_quant |= candle_dtype_info(qt[i].dst)->is_quantized;
+        s = candle_gguf_writer_add_tensor(w, t->name, qt[i].dst, t->rank, t->shape,
+                                          qt[i].out ? qt[i].out : qt[i].src);
+    }
+    /* the block layouts' version, as llama.cpp stamps it */
+    if (!s && any_quant) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (!s) {
+        r->ev.writing = true;
+        r->ev.note = NULL;
+        if (!report(r))
+            s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
+    }
+    if (!s) s = candle_gguf_writer_write(w, out);
+    candle_gguf_writer_free(w);
+    return s;
+}
+
+static int thread_count(int asked) {
+    long n = asked > 0 ? asked : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
+static void finish_stats(candle_quantize_stats *st, const qtensor *qt, int64_t n,
+                         const candle_gguf *g, const char *out, double t0) {
+    for (int64_t i = 0; i < n && qt[i].info; i++) {
+        const candle_gguf_tensor_info *t = qt[i].info;
+        uint64_t ne = 1;
+        for (int d = 0; d < t->rank; d++) ne *= (uint64_t)t->shape[d];
+        st->n_elements += ne;
+        st->bytes_in += t->size;
+        st->bytes_out += qt[i].out_size ? qt[i].out_size : tensor_bytes(qt[i].dst, t);
+        st->n_by_dtype[qt[i].dst]++;
+    }
+    st->n_tensors = n;
+    st->file_in = candle_gguf_file_size(g);
+    struct stat so;
+    st->file_out = out && stat(out, &so) == 0 ? (uint64_t)so.st_size : 0;
+    st->seconds_total = now_s() - t0;
+}
+
+candle_status candle_quantize_file(const char *in_path, const char *out_path, candle_ftype ftype,
+                                   const candle_quantize_params *params) {
+    candle_quantize_params p = params ? *params : candle_quantize_default_params();
+    if (p.stats) memset(p.stats, 0, sizeof *p.stats);
+    if (!in_path || !out_path)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: NULL path");
+    candle_dtype base = candle_ftype_dtype(ftype);
+    if (base == CANDLE_DTYPE_COUNT)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "quantize: %d is not a file type; valid types: %s", (int)ftype,
+                                candle_ftype_names());
+    double t0 = now_s();
+    candle_status s = check_output(in_path, out_path);
+    if (s) return s;
+    candle_gguf *g = NULL;
+    if ((s = candle_gguf_open(&g, in_path, NULL))) return s;
+    int64_t n = candle_gguf_n_tensors(g);
+    qtensor *qt = calloc(n ? (size_t)n : 1, sizeof *qt);
+    if (!qt) {
+        candle_gguf_close(g);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize tensor list");
+    }
+    qrun r = {.p = &p};
+    r.ev.n_tensors = n;
+    for (int64_t i = 0; i < n; i++) r.ev.bytes_total += candle_gguf_tensor(g, i)->size;
+    s = plan(g, ftype, &p, qt);
+    if (!s) s = convert_all(&r, qt, n, thread_count(p.n_threads));
+    if (!s) s = write_output(&r, g, qt, n, ftype, out_path);
+    if (p.stats) finish_stats(p.stats, qt, n, g, s ? NULL : out_path, t0);
+    for (int64_t i = 0; i < n; i++) free(qt[i].out);
+    free(qt);
+    candle_gguf_close(g);
+    return s;
+}
