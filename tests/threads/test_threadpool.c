@@ -1,0 +1,119 @@
+/* The CPU thread pool: every job runs on exactly its nth threads, barriers
+ * order the phases of a job, workers that went to sleep wake up, and the
+ * fast kernels that split work across threads give the single-thread
+ * result. Labelled "threads" so `make test-tsan` runs it under
+ * ThreadSanitizer. */
+#include <stdatomic.h>
+#include <time.h>
+
+#include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/threadpool.h"
+#include "test.h"
+
+#define MAX_T 8
+
+typedef struct job {
+    cpu_pool *pool;
+    int hits[MAX_T];     /* plain ints: each written by its own thread only */
+    int phase_of[MAX_T]; /* barrier test: written before, read after barriers */
+    atomic_int errors;
+    int phases;
+} job;
+
+static void count_fn(void *arg, int ith, int nth) {
+    job *j = arg;
+    if (ith < 0 || ith >= nth || nth > MAX_T) atomic_fetch_add(&j->errors, 1);
+    else j->hits[ith]++;
+}
+
+static void barrier_fn(void *arg, int ith, int nth) {
+    job *j = arg;
+    for (int p = 1; p <= j->phases; p++) {
+        j->phase_of[ith] = p;
+        cpu_pool_barrier(j->pool, nth);
+        for (int t = 0; t < nth; t++)
+            if (j->phase_of[t] != p) atomic_fetch_add(&j->errors, 1);
+        cpu_pool_barrier(j->pool, nth);
+    }
+}
+
+static void test_dispatch(int n) {
+    cpu_pool *pool = cpu_pool_new(n);
+    CHECK(pool != NULL);
+    if (!pool) return;
+    CHECK(cpu_pool_size(pool) == n);
+    job j = {.pool = pool};
+    int runs = 400, expect[MAX_T] = {0};
+    for (int r = 0; r < runs; r++) {
+        int nth = 1 + r % n;
+        cpu_pool_run(pool, nth, count_fn, &j);
+        for (int t = 0; t < nth; t++) expect[t]++;
+        if (r % 200 == 199) {
+            /* long enough for the workers to stop spinning and sleep */
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int t = 0; t < n; t++) CHECK_MSG(j.hits[t] == expect[t], "pool %d thread %d: %d runs, want %d", n, t, j.hits[t], expect[t]);
+    CHECK(atomic_load(&j.errors) == 0);
+
+    job b = {.pool = pool, .phases = 200};
+    cpu_pool_run(pool, n, barrier_fn, &b);
+    CHECK_MSG(atomic_load(&b.errors) == 0, "pool %d: %d barrier violations", n, atomic_load(&b.errors));
+    cpu_pool_free(pool);
+}
+
+/* The fast kernels on 1 and 2 threads give the same values (each thread
+ * computes whole outputs, so they are bit-identical). */
+static void test_kernels_split(void) {
+    candle_ctx *ctx[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        candle_ctx_params p = candle_ctx_default_params();
+        p.eager = true;
+        p.n_threads = i + 1;
+        CHECK(candle_ctx_init(&ctx[i], &p) == CANDLE_OK);
+    }
+    if (!ctx[0] || !ctx[1]) return;
+    cpu_set_always_parallel(true);
+    enum { OUT_MAX = 16384 }; /* all five results: 3072 + 48 + 3072 + 2048 + 6144 */
+    float *out[2] = {calloc(OUT_MAX, sizeof(float)), calloc(OUT_MAX, sizeof(float))};
+    int64_t as[2] = {64, 96}, ws[2] = {48, 96}, xs[2] = {1, 96}, qs[4] = {1, 4, 16, 32}, ks[4] = {1, 2, 40, 32};
+    float *data = malloc(sizeof(float) * 64 * 96);
+    for (int i = 0; i < 64 * 96; i++) data[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    for (int c = 0; c < 2; c++) {
+        candle_ctx *x = ctx[c];
+        candle_tensor *a = candle_tensor_from_f32(x, CANDLE_DTYPE_F32, 2, as, data);
+        candle_tensor *w = candle_tensor_from_f32(x, CANDLE_DTYPE_F32, 2, ws, data);
+        candle_tensor *wq = candle_tensor_from_f32(x, CANDLE_DTYPE_Q8_0, 2, ws, data);
+        candle_tensor *v = candle_tensor_from_f32(x, CANDLE_DTYPE_F32, 2, xs, data);
+        candle_tensor *q = candle_tensor_from_f32(x, CANDLE_DTYPE_F32, 4, qs, data);
+        candle_tensor *k = candle_tensor_from_f32(x, CANDLE_DTYPE_F32, 4, ks, data + 7);
+        candle_tensor *ys[5] = {
+            candle_linear(x, a, w, NULL),  /* GEMM */
+            candle_linear(x, v, w, NULL),  /* matrix-vector */
+            candle_linear(x, a, wq, NULL), /* quantized: two phases and a barrier */
+            candle_attention(x, q, k, k, NULL, 0.0, true),
+            candle_softmax(x, a, -1),
+        };
+        float *o = out[c];
+        for (int i = 0; i < 5; i++) {
+            CHECK_MSG(ys[i] && cpu_fast_kernel_for(ys[i]), "case %d: %s", i, candle_errmsg(x));
+            if (!ys[i] || o + candle_tensor_numel(ys[i]) > out[c] + OUT_MAX) continue;
+            CHECK(candle_tensor_to_f32(ys[i], o) == CANDLE_OK);
+            o += candle_tensor_numel(ys[i]);
+        }
+    }
+    CHECK(memcmp(out[0], out[1], sizeof(float) * OUT_MAX) == 0);
+    cpu_set_always_parallel(false);
+    free(out[0]);
+    free(out[1]);
+    free(data);
+    candle_ctx_free(ctx[0]);
+    candle_ctx_free(ctx[1]);
+}
+
+int main(void) {
+    for (int n = 1; n <= 4; n++) test_dispatch(n);
+    test_kernels_split();
+    return test_done("test_threadpool");
+}
