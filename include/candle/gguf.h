@@ -1,5 +1,9 @@
 /* GGUF files (v2, v3): a validating mmap reader and a writer.
- * Tensor shapes are converted to outermost-first once, here. */
+ * Tensor shapes are converted to outermost-first once, here.
+ *
+ * The reader checks every count, length, type id, offset and size against the
+ * file before using it; a malformed file gives CANDLE_ERR_FORMAT with
+ * "gguf: <field>: <problem> at offset <n>" in the thread-local last error. */
 #ifndef CANDLE_GGUF_H
 #define CANDLE_GGUF_H
 
@@ -33,11 +37,14 @@ typedef struct candle_gguf_open_params {
 } candle_gguf_open_params;
 
 /* NULL params = mmap. Errors (io, format with field and byte offset) go to
- * the thread-local last error. */
+ * the thread-local last error; *out is NULL then. */
 candle_status candle_gguf_open(candle_gguf **out, const char *path,
                                const candle_gguf_open_params *p);
-/* Parse an in-memory image (not copied; must outlive the handle). */
+/* Parse an in-memory image (not copied; must outlive the handle and every
+ * tensor loaded from it). Its storage is CANDLE_STORAGE_EXTERNAL. */
 candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_t size);
+/* Releases the handle's reference to the storage: tensors loaded from it
+ * stay valid (they hold their own). */
 void candle_gguf_close(candle_gguf *g);
 
 uint32_t candle_gguf_version(const candle_gguf *g);
@@ -51,7 +58,9 @@ const char *candle_gguf_key(const candle_gguf *g, int64_t i);
 int64_t candle_gguf_find_key(const candle_gguf *g, const char *key);
 candle_gguf_type candle_gguf_kv_type(const candle_gguf *g, int64_t i);
 /* Scalars, converted to the asked type when lossless; false if the key is
- * missing or of an incompatible type. */
+ * missing or of an incompatible type. get_u32/get_i64 take any integer type
+ * whose value fits; get_f32 takes f32, f64 (rounded to nearest) and integers
+ * exactly representable in f32; get_bool only bool. */
 bool candle_gguf_get_u32(const candle_gguf *g, const char *key, uint32_t *out);
 bool candle_gguf_get_i64(const candle_gguf *g, const char *key, int64_t *out);
 bool candle_gguf_get_f32(const candle_gguf *g, const char *key, float *out);
@@ -63,9 +72,13 @@ bool candle_gguf_get_arr(const candle_gguf *g, const char *key, candle_gguf_type
                          int64_t *n);
 bool candle_gguf_arr_str(const candle_gguf *g, const char *key, int64_t i, const char **s,
                          size_t *len);
-/* Raw pointer to a numeric array's packed elements (little-endian). */
+/* Pointer to a numeric (or bool) array's packed little-endian elements,
+ * aligned for the element type (misaligned payloads are copied once at open);
+ * NULL for string arrays, arrays of arrays and missing keys. */
 const void *candle_gguf_arr_data(const candle_gguf *g, const char *key);
 /* Human-readable value (arrays abbreviated) into buf, for `candle info`. */
+/* "u32", "str", "arr", ...; "invalid" out of range. */
+const char *candle_gguf_type_name(candle_gguf_type t);
 const char *candle_gguf_kv_str(const candle_gguf *g, int64_t i, char *buf, size_t n);
 
 /* ---- tensors ---- */
@@ -74,20 +87,25 @@ typedef struct candle_gguf_tensor_info {
     candle_dtype dtype;
     int rank;
     int64_t shape[CANDLE_MAX_RANK]; /* outermost-first */
-    size_t offset;                  /* bytes from the file start */
+    size_t offset;                  /* bytes from the file start (= storage data) */
     size_t size;                    /* bytes */
 } candle_gguf_tensor_info;
 
 int64_t candle_gguf_n_tensors(const candle_gguf *g);
 const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t i);
 int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name);
-/* The storage holding the file's data (the mapping or the loaded copy). */
+/* The storage holding the whole file image (the mapping: MMAP, or the
+ * no_mmap copy: HEAP), borrowed: retain it to keep it past the handle. */
 candle_storage *candle_gguf_storage(const candle_gguf *g);
-/* A zero-copy leaf tensor in ctx viewing tensor `name`; NULL + error on ctx
- * if missing. */
+/* A zero-copy leaf tensor in ctx viewing tensor `name` (it retains the
+ * storage); NULL + CANDLE_ERR_FORMAT on ctx if the file lacks it. */
 candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, const char *name);
 
-/* ---- writer ---- */
+/* ---- writer ----
+ * Writes GGUF v3. Setting an existing key replaces its value (so copied
+ * metadata can be amended). "general.alignment" set through set_u32 or
+ * copy_kv is the same as set_alignment (a power of two; default 32). Tensor
+ * names are at most 63 bytes; a rank-0 tensor is stored with shape [1]. */
 typedef struct candle_gguf_writer candle_gguf_writer;
 
 candle_status candle_gguf_writer_init(candle_gguf_writer **out);

@@ -93,6 +93,8 @@ size_t gguf_scalar_size(uint32_t type) {
     }
 }
 
+const char *candle_gguf_type_name(candle_gguf_type t) { return gguf_type_name((uint32_t)t); }
+
 const char *gguf_type_name(uint32_t type) {
     static const char *names[] = {"u8",  "i8",  "u16", "i16", "u32", "i32", "f32",
                                   "bool", "str", "arr", "u64", "i64", "f64"};

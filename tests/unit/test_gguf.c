@@ -104,7 +104,8 @@ static void check_sample(const candle_gguf *g) {
     const uint8_t *au = candle_gguf_arr_data(g, "test.arr_u8");
     CHECK(au && au[3] == 250 && au[4] == 255);
     CHECK(candle_gguf_get_arr(g, "test.arr_str", &et, &n) && et == CANDLE_GGUF_STRING && n == 3);
-    CHECK(candle_gguf_arr_str(g, "test.arr_str", 0, &s, &len) && len == 5 && !memcmp(s, "<unk>", 5));
+    CHECK(candle_gguf_arr_str(g, "test.arr_str", 0, &s, &len) && len == 5 &&
+          !memcmp(s, "<unk>", 5));
     CHECK(candle_gguf_arr_str(g, "test.arr_str", 1, &s, &len) && len == 0);
     CHECK(candle_gguf_arr_str(g, "test.arr_str", 2, &s, &len) && len == 10 &&
           !memcmp(s, strs_sample[2], 10));

@@ -88,17 +88,12 @@ static void print_summary(const candle_gguf *g, const char *path) {
                    fmt_bytes(per_b[t], a, sizeof a));
 }
 
-static const char *type_name(candle_gguf_type t) {
-    static const char *names[] = {"u8",   "i8",  "u16", "i16", "u32", "i32", "f32",
-                                  "bool", "str", "arr", "u64", "i64", "f64"};
-    return (unsigned)t < CANDLE_GGUF_TYPE_COUNT ? names[t] : "?";
-}
-
 static void print_metadata(const candle_gguf *g) {
     char buf[512];
     printf("metadata:\n");
     for (int64_t i = 0; i < candle_gguf_n_kv(g); i++)
-        printf("  %-44s %-4s %s\n", candle_gguf_key(g, i), type_name(candle_gguf_kv_type(g, i)),
+        printf("  %-44s %-4s %s\n", candle_gguf_key(g, i),
+               candle_gguf_type_name(candle_gguf_kv_type(g, i)),
                candle_gguf_kv_str(g, i, buf, sizeof buf));
 }
 
