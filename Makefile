@@ -1,6 +1,7 @@
 # Convenience front end to CMake.
 #   make            Release build into build/ (CLI at build/bin/candle)
-#   make test       build and run every test, then again under ASan + UBSan
+#   make test       fuzz the parsers briefly, build and run every test, then again
+#                   under ASan + UBSan (ctest's summary stays the last output)
 #   make run        fetch the default model and generate text
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 JOBS ?= $(shell nproc)
@@ -15,7 +16,7 @@ build:
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build build -j $(JOBS)
 
-test: test-plain test-asan fuzz
+test: fuzz test-plain test-asan
 
 test-plain: build
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -35,10 +36,12 @@ test-tsan:
 # (with tests/fuzz/NAME.dict if present); inputs it finds go to
 # build-fuzz/corpus/NAME and crashes to build-fuzz/, never the source tree.
 fuzz:
+	@if ! command -v clang >/dev/null; then echo "SKIP fuzz: clang not installed"; exit 0; fi; \
+	set -e; \
 	$(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-		-DCANDLE_FUZZ=ON
-	$(CMAKE) --build build-fuzz -j $(JOBS) --target fuzzers
-	@set -e; for f in build-fuzz/bin/fuzz_*; do \
+		-DCANDLE_FUZZ=ON; \
+	$(CMAKE) --build build-fuzz -j $(JOBS) --target fuzzers; \
+	for f in build-fuzz/bin/fuzz_*; do \
 		n=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus/$$n; \
 		dict=; if [ -f tests/fuzz/$$n.dict ]; then dict=-dict=tests/fuzz/$$n.dict; fi; \
 		echo "fuzzing $$n for $(FUZZ_TIME) s"; \

@@ -4,6 +4,7 @@
  *
  * `test_gguf --write PATH` only writes the sample file (for the Python
  * cross-check in test_gguf_python.sh). */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -494,6 +495,38 @@ static void check_vocabs(void) {
     }
 }
 
+/* The fuzz seeds also run here, so gcc builds replay them: bad_* and
+ * truncated* must be rejected, the rest accepted. */
+static void check_fuzz_corpus(void) {
+    char dir[1024];
+    test_path("tests/fuzz/corpus/gguf", dir, sizeof dir);
+    DIR *d = opendir(dir);
+    CHECK_MSG(d != NULL, "%s", dir);
+    if (!d) return;
+    int n_files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t n = 0;
+        unsigned char *data = read_file(path, &n);
+        if (!data) continue;
+        n_files++;
+        bool bad = !strncmp(e->d_name, "bad_", 4) || !strncmp(e->d_name, "truncated", 9);
+        if (bad) {
+            expect_format(data, n, "", e->d_name);
+        } else {
+            candle_gguf *g = NULL;
+            CHECK_MSG(candle_gguf_open_memory(&g, data, n) == CANDLE_OK, "%s: %s", e->d_name,
+                      candle_last_errmsg());
+            candle_gguf_close(g);
+        }
+        free(data);
+    }
+    closedir(d);
+    CHECK(n_files >= 5);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write")) {
         candle_status s = write_sample(argv[2]);
@@ -517,6 +550,7 @@ int main(int argc, char **argv) {
     remove(path);
     check_built();
     check_writer_errors();
+    check_fuzz_corpus();
     check_stories();
     check_vocabs();
     return test_done("test_gguf");
