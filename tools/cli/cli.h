@@ -11,6 +11,7 @@ int cmd_chat(int argc, char **argv);       /* cmd_run.c */
 int cmd_logits(int argc, char **argv);     /* cmd_run.c */
 int cmd_perplexity(int argc, char **argv); /* cmd_run.c */
 int cmd_bench(int argc, char **argv);      /* cmd_bench.c */
+int cmd_bench_model(int argc, char **argv); /* cmd_bench_model.c: bench -m MODEL */
 int cmd_quantize(int argc, char **argv);   /* cmd_quantize.c */
 
 /* The default model fetched by `make run` (scripts/fetch-model.sh). */
