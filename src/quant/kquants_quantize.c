@@ -143,7 +143,7 @@ void candle_q2_k_from_f32(const float *src, void *dst, int64_t n) {
         }
         b[i].d = candle_f32_to_f16(max_scale / 15);
         b[i].dmin = candle_f32_to_f16(max_min / 15);
-        float d = candle_f16_to_f32(b[i].d), dmin = candle_f16_to_f32(b[i].dmin);
+        float d = quant_f16_to_f32(b[i].d), dmin = quant_f16_to_f32(b[i].dmin);
         for (int s = 0; s < 16; s++) {
             float dl = d * (float)(b[i].scales[s] & 0xF), ml = dmin * (float)(b[i].scales[s] >> 4);
             if (dl == 0) continue;
@@ -181,7 +181,7 @@ void candle_q3_k_from_f32(const float *src, void *dst, int64_t n) {
             }
             b[i].d = candle_f32_to_f16(1 / iscale);
         }
-        float d = candle_f16_to_f32(b[i].d);
+        float d = quant_f16_to_f32(b[i].d);
         for (int s = 0; s < 16; s++) {
             float dl = d * (float)quant_q3k_scale(s, b[i].scales);
             if (dl == 0) continue;
@@ -244,7 +244,7 @@ static void quantize_k4_block(const float *x, int nmax, uint16_t *d16, uint16_t 
     pack_k4_scales(ls, lm, packed);
     *d16 = candle_f32_to_f16(max_scale / 63);
     *dmin16 = candle_f32_to_f16(max_min / 63);
-    float d = candle_f16_to_f32(*d16), dmin = candle_f16_to_f32(*dmin16);
+    float d = quant_f16_to_f32(*d16), dmin = quant_f16_to_f32(*dmin16);
     for (int s = 0; s < 8; s++) {
         uint8_t sc, m;
         quant_k4_scale_min(s, packed, &sc, &m);
@@ -302,7 +302,7 @@ void candle_q6_k_from_f32(const float *src, void *dst, int64_t n) {
         float iscale = -128 / max_scale;
         b[i].d = candle_f32_to_f16(1 / iscale);
         for (int s = 0; s < 16; s++) b[i].scales[s] = (int8_t)clampi(quant_nearest_int(iscale * scales[s]), -128, 127);
-        float d = candle_f16_to_f32(b[i].d);
+        float d = quant_f16_to_f32(b[i].d);
         for (int s = 0; s < 16; s++) {
             float dl = d * (float)b[i].scales[s];
             if (dl == 0) continue;

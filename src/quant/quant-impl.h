@@ -151,8 +151,17 @@ static inline float quant_f16_to_f32(uint16_t h) {
     return f;
 }
 
-/* Round half to even (the default rounding mode), as an int. */
-static inline int quant_nearest_int(float v) { return (int)lrintf(v); }
+/* Round half to even, as an int (the same as cvtps2dq / lrintf in the default
+ * rounding mode), inline: adding 1.5 * 2^23 leaves the rounded integer in the
+ * low mantissa bits. Out-of-range values saturate to +-2^22, NaN gives 0;
+ * callers clamp to their code range. */
+static inline int quant_nearest_int(float v) {
+    if (!(fabsf(v) < 4194304.0f)) return v > 0 ? 4194304 : v < 0 ? -4194304 : 0;
+    float f = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
 
 /* 6-bit scale and min j (0..7) of a q4_K/q5_K block. */
 static inline void quant_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
