@@ -12,33 +12,58 @@ static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
 
 /* ---- unpacking one block to integer codes (shared by to_f32 and the dots) ---- */
 
-/* q2_K and q3_K low bits: element e sits in byte (e/128)*32 + e%32 at shift 2*((e%128)/32). */
-static inline int q2_bits(const uint8_t *qs, int e) {
-    return (qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+/* q2_K and q3_K low bits: byte 32h + l holds elements 128h + 32k + l at shift 2k. */
+static void q2_codes(const uint8_t *qs, uint8_t *q) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++) q[128 * h + 32 * k + l] = (qs[32 * h + l] >> (2 * k)) & 3;
 }
 
-/* q4_K/q5_K low nibble: byte (e/64)*32 + e%32, high nibble for the second 32 of each 64. */
-static inline int q4k_nib(const uint8_t *qs, int e) {
-    uint8_t b = qs[(e / 64) * 32 + e % 32];
-    return (e % 64) < 32 ? b & 0xF : b >> 4;
+/* q3_K: the low bits, 4 lower where the hmask bit is clear: -4..3. */
+static void q3k_codes(const block_q3_K *b, int8_t *q) {
+    uint8_t low[QK_K];
+    q2_codes(b->qs, low);
+    for (int e = 0; e < QK_K; e++) q[e] = (int8_t)(low[e] - (((b->hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4));
 }
 
-/* q6_K code (0..63) of element e. */
-static inline int q6k_code(const block_q6_K *b, int e) {
-    int h = e / 128, r = e % 128, k = r / 32, l = r % 32;
-    uint8_t lo = b->ql[h * 64 + (k & 1) * 32 + l];
-    int low = k < 2 ? lo & 0xF : lo >> 4;
-    int high = (b->qh[h * 32 + l] >> (2 * k)) & 3;
-    return low | (high << 4);
+/* q4_K/q5_K nibbles: byte 32c + l holds element 64c + l (low) and 64c + 32 + l (high). */
+static void q4k_codes(const uint8_t *qs, uint8_t *q) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * c + l] = qs[32 * c + l] & 0xF;
+            q[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+        }
 }
 
-static inline int q3k_code(const block_q3_K *b, int e) {
-    int high = (b->hmask[e % 32] >> (e / 32)) & 1;
-    return q2_bits(b->qs, e) - (high ? 0 : 4);
+/* q5_K: nibble plus the fifth bit, bit e/32 of qh[e % 32]: 0..31. */
+static void q5k_codes(const block_q5_K *b, uint8_t *q) {
+    q4k_codes(b->qs, q);
+    for (int e = 0; e < QK_K; e++) q[e] |= (uint8_t)(((b->qh[e % 32] >> (e / 32)) & 1) << 4);
 }
 
-static inline int q5k_code(const block_q5_K *b, int e) {
-    return q4k_nib(b->qs, e) | (((b->qh[e % 32] >> (e / 32)) & 1) << 4);
+/* q6_K: element 128h + 32k + l has its low 4 bits in ql[64h + 32(k&1) + l]
+ * (low nibble for k < 2) and its high 2 bits in qh[32h + l] at shift 2k: -32..31. */
+static void q6k_codes(const block_q6_K *b, int8_t *q) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++) {
+                uint8_t lo = b->ql[64 * h + 32 * (k & 1) + l];
+                int low = k < 2 ? lo & 0xF : lo >> 4;
+                int high = (b->qh[32 * h + l] >> (2 * k)) & 3;
+                q[128 * h + 32 * k + l] = (int8_t)((low | (high << 4)) - 32);
+            }
+}
+
+/* Integer dot of n codes with q8 values. */
+static inline int dot_u8(const uint8_t *q, const int8_t *y, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += q[i] * y[i];
+    return s;
+}
+static inline int dot_i8(const int8_t *q, const int8_t *y, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += q[i] * y[i];
+    return s;
 }
 
 /* ---- to_f32 ---- */
@@ -47,9 +72,11 @@ void candle_q2_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q2_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t q[QK_K];
+        q2_codes(b[i].qs, q);
         for (int s = 0; s < 16; s++) {
             float dl = d * (float)(b[i].scales[s] & 0xF), ml = dmin * (float)(b[i].scales[s] >> 4);
-            for (int e = 16 * s; e < 16 * s + 16; e++) dst[e] = dl * (float)q2_bits(b[i].qs, e) - ml;
+            for (int e = 16 * s; e < 16 * s + 16; e++) dst[e] = dl * (float)q[e] - ml;
         }
     }
 }
@@ -58,9 +85,11 @@ void candle_q3_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q3_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d);
+        int8_t q[QK_K];
+        q3k_codes(&b[i], q);
         for (int s = 0; s < 16; s++) {
             float dl = d * (float)quant_q3k_scale(s, b[i].scales);
-            for (int e = 16 * s; e < 16 * s + 16; e++) dst[e] = dl * (float)q3k_code(&b[i], e);
+            for (int e = 16 * s; e < 16 * s + 16; e++) dst[e] = dl * (float)q[e];
         }
     }
 }
@@ -69,11 +98,13 @@ void candle_q4_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q4_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t q[QK_K];
+        q4k_codes(b[i].qs, q);
         for (int s = 0; s < 8; s++) {
             uint8_t sc, m;
             quant_k4_scale_min(s, b[i].scales, &sc, &m);
             float dl = d * (float)sc, ml = dmin * (float)m;
-            for (int e = 32 * s; e < 32 * s + 32; e++) dst[e] = dl * (float)q4k_nib(b[i].qs, e) - ml;
+            for (int e = 32 * s; e < 32 * s + 32; e++) dst[e] = dl * (float)q[e] - ml;
         }
     }
 }
@@ -82,11 +113,13 @@ void candle_q5_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q5_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t q[QK_K];
+        q5k_codes(&b[i], q);
         for (int s = 0; s < 8; s++) {
             uint8_t sc, m;
             quant_k4_scale_min(s, b[i].scales, &sc, &m);
             float dl = d * (float)sc, ml = dmin * (float)m;
-            for (int e = 32 * s; e < 32 * s + 32; e++) dst[e] = dl * (float)q5k_code(&b[i], e) - ml;
+            for (int e = 32 * s; e < 32 * s + 32; e++) dst[e] = dl * (float)q[e] - ml;
         }
     }
 }
@@ -95,9 +128,11 @@ void candle_q6_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q6_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d);
+        int8_t q[QK_K];
+        q6k_codes(&b[i], q);
         for (int s = 0; s < 16; s++) {
             float dl = d * (float)b[i].scales[s];
-            for (int e = 16 * s; e < 16 * s + 16; e++) dst[e] = dl * (float)(q6k_code(&b[i], e) - 32);
+            for (int e = 16 * s; e < 16 * s + 16; e++) dst[e] = dl * (float)q[e];
         }
     }
 }
@@ -116,10 +151,10 @@ void candle_vec_dot_q2_k_q8_k(int64_t n, float *out, const void *vx, const void 
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sum_q = 0, sum_m = 0;
+        uint8_t q[QK_K];
+        q2_codes(x[i].qs, q);
         for (int s = 0; s < 16; s++) {
-            int p = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++) p += q2_bits(x[i].qs, e) * y[i].qs[e];
-            sum_q += p * (x[i].scales[s] & 0xF);
+            sum_q += dot_u8(q + 16 * s, y[i].qs + 16 * s, 16) * (x[i].scales[s] & 0xF);
             sum_m += y[i].bsums[s] * (x[i].scales[s] >> 4);
         }
         acc += y[i].d * (h2f(x[i].d) * (float)sum_q - h2f(x[i].dmin) * (float)sum_m);
@@ -133,11 +168,9 @@ void candle_vec_dot_q3_k_q8_k(int64_t n, float *out, const void *vx, const void 
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sum = 0;
-        for (int s = 0; s < 16; s++) {
-            int p = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++) p += q3k_code(&x[i], e) * y[i].qs[e];
-            sum += p * quant_q3k_scale(s, x[i].scales);
-        }
+        int8_t q[QK_K];
+        q3k_codes(&x[i], q);
+        for (int s = 0; s < 16; s++) sum += dot_i8(q + 16 * s, y[i].qs + 16 * s, 16) * quant_q3k_scale(s, x[i].scales);
         acc += y[i].d * h2f(x[i].d) * (float)sum;
     }
     *out = acc;
@@ -149,12 +182,12 @@ void candle_vec_dot_q4_k_q8_k(int64_t n, float *out, const void *vx, const void 
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sum_q = 0, sum_m = 0;
+        uint8_t q[QK_K];
+        q4k_codes(x[i].qs, q);
         for (int s = 0; s < 8; s++) {
             uint8_t sc, m;
             quant_k4_scale_min(s, x[i].scales, &sc, &m);
-            int p = 0;
-            for (int e = 32 * s; e < 32 * s + 32; e++) p += q4k_nib(x[i].qs, e) * y[i].qs[e];
-            sum_q += p * sc;
+            sum_q += dot_u8(q + 32 * s, y[i].qs + 32 * s, 32) * sc;
             sum_m += (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]) * m;
         }
         acc += y[i].d * (h2f(x[i].d) * (float)sum_q - h2f(x[i].dmin) * (float)sum_m);
@@ -168,12 +201,12 @@ void candle_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *vx, const void 
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sum_q = 0, sum_m = 0;
+        uint8_t q[QK_K];
+        q5k_codes(&x[i], q);
         for (int s = 0; s < 8; s++) {
             uint8_t sc, m;
             quant_k4_scale_min(s, x[i].scales, &sc, &m);
-            int p = 0;
-            for (int e = 32 * s; e < 32 * s + 32; e++) p += q5k_code(&x[i], e) * y[i].qs[e];
-            sum_q += p * sc;
+            sum_q += dot_u8(q + 32 * s, y[i].qs + 32 * s, 32) * sc;
             sum_m += (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]) * m;
         }
         acc += y[i].d * (h2f(x[i].d) * (float)sum_q - h2f(x[i].dmin) * (float)sum_m);
@@ -187,11 +220,9 @@ void candle_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *vx, const void 
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sum = 0;
-        for (int s = 0; s < 16; s++) {
-            int p = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++) p += (q6k_code(&x[i], e) - 32) * y[i].qs[e];
-            sum += p * x[i].scales[s];
-        }
+        int8_t q[QK_K];
+        q6k_codes(&x[i], q);
+        for (int s = 0; s < 16; s++) sum += dot_i8(q + 16 * s, y[i].qs + 16 * s, 16) * x[i].scales[s];
         acc += y[i].d * h2f(x[i].d) * (float)sum;
     }
     *out = acc;
@@ -202,9 +233,7 @@ void candle_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *vx, const void 
     const block_q8_K *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sum = 0;
-        for (int e = 0; e < QK_K; e++) sum += x[i].qs[e] * y[i].qs[e];
-        acc += x[i].d * y[i].d * (float)sum;
+        acc += x[i].d * y[i].d * (float)dot_i8(x[i].qs, y[i].qs, QK_K);
     }
     *out = acc;
 }
