@@ -232,6 +232,7 @@ static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
             r->ev.bytes_done += q->info->size;
             q->out_size = q->info->size;
             if (st) st->n_copied++;
+            if (!report(r)) break;
             continue;
         }
         q->out_size = tensor_bytes(q->dst, q->info);
