@@ -23,6 +23,10 @@ static inline void store_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* Truncation to a code in [0, max], as the reference's trunc-then-clip for
+ * finite values; NaN (from non-finite input) gives 0 instead of a UB cast. */
+static inline int trunc_code(float v, int max) { return v >= 0 ? (v < (float)max ? (int)v : max) : 0; }
+
 /* The signed value of largest magnitude (the first, on ties). */
 static float signed_absmax(const float *x, int n) {
     float amax = 0, max = 0;
@@ -64,7 +68,7 @@ void candle_q4_0_from_f32(const float *src, void *dst, int64_t n) {
         b[i].d = f2h(d);
         for (int j = 0; j < 16; j++) {
             float v0 = src[j] * id + 8.5f, v1 = src[j + 16] * id + 8.5f;
-            int q0 = (int)v0 > 15 ? 15 : (int)v0, q1 = (int)v1 > 15 ? 15 : (int)v1;
+            int q0 = trunc_code(v0, 15), q1 = trunc_code(v1, 15);
             b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -91,7 +95,7 @@ void candle_q4_1_from_f32(const float *src, void *dst, int64_t n) {
         b[i].m = f2h(mn);
         for (int j = 0; j < 16; j++) {
             float v0 = (src[j] - mn) * id + 0.5f, v1 = (src[j + 16] - mn) * id + 0.5f;
-            int q0 = (int)v0 > 15 ? 15 : (int)v0, q1 = (int)v1 > 15 ? 15 : (int)v1;
+            int q0 = trunc_code(v0, 15), q1 = trunc_code(v1, 15);
             b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -129,7 +133,7 @@ void candle_q5_0_from_f32(const float *src, void *dst, int64_t n) {
         b[i].d = f2h(d);
         for (int j = 0; j < QK5_0; j++) {
             float v = src[j] * id + 16.5f;
-            q[j] = (int)v > 31 ? 31 : (int)v;
+            q[j] = trunc_code(v, 31);
         }
         pack_q5(q, b[i].qs, b[i].qh);
     }
@@ -158,7 +162,7 @@ void candle_q5_1_from_f32(const float *src, void *dst, int64_t n) {
         b[i].m = f2h(mn);
         for (int j = 0; j < QK5_1; j++) {
             float v = (src[j] - mn) * id + 0.5f;
-            q[j] = (int)v > 31 ? 31 : (int)v;
+            q[j] = trunc_code(v, 31);
         }
         pack_q5(q, b[i].qs, b[i].qh);
     }
@@ -183,7 +187,8 @@ static float quantize_q8_32(const float *x, int8_t *qs, int *sum) {
     float id = d != 0 ? 1.0f / d : 0.0f;
     int s = 0;
     for (int j = 0; j < 32; j++) {
-        qs[j] = (int8_t)roundf(x[j] * id);
+        float r = roundf(x[j] * id);
+        qs[j] = (int8_t)(r == r ? r : 0); /* NaN from non-finite input */
         s += qs[j];
     }
     *sum = s;

@@ -373,6 +373,22 @@ static void test_degenerate_inputs(void) {
     }
 }
 
+/* Non-finite inputs must not crash or hit undefined casts (UBSan build). */
+static void test_non_finite_inputs(void) {
+    for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
+        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)t);
+        float x[QK_K], back[QK_K];
+        unsigned char q[2 * 292];
+        for (int i = 0; i < QK_K; i++) x[i] = (float)(i % 5) - 2.0f;
+        x[3] = NAN;
+        x[40] = INFINITY;
+        x[200] = -INFINITY;
+        tr->from_f32(x, q, QK_K);
+        tr->to_f32(q, back, QK_K);
+        CHECK(1);
+    }
+}
+
 static void test_traits(void) {
     static const struct {
         candle_dtype t, dot;
@@ -428,6 +444,7 @@ int main(void) {
     test_activation_sums();
     test_round_trip();
     test_degenerate_inputs();
+    test_non_finite_inputs();
     test_ggml_bars();
     return test_done("test_quant");
 }
