@@ -22,6 +22,8 @@ typedef struct candle_mem_stats {
     double fragmentation;   /* 1 - live/reserved (0 when nothing reserved) */
 } candle_mem_stats;
 
+/* An arena belongs to one thread (no locking). bytes_live counts the sizes
+ * asked for; bytes_reserved the blocks held. */
 typedef struct candle_arena candle_arena;
 
 /* block_size: bytes per chained block (0 = 1 MiB); limit: max bytes
@@ -35,6 +37,8 @@ void *candle_arena_alloc(candle_arena *a, size_t size, size_t align);
 void candle_arena_reset(candle_arena *a);
 candle_mem_stats candle_arena_stats(const candle_arena *a);
 
+/* A pool may be shared by threads (one mutex). bytes_live counts whole
+ * size classes handed out; released blocks stay reserved until trim. */
 typedef struct candle_pool candle_pool;
 
 /* limit: max bytes reserved from the system (0 = none). */
@@ -42,6 +46,8 @@ candle_status candle_pool_init(candle_pool **out, size_t limit, candle_device de
 void candle_pool_free(candle_pool *p);
 /* Rounded up to a power of two (min 64 bytes); NULL + last error on OOM. */
 void *candle_pool_alloc(candle_pool *p, size_t size);
+/* NULL is a no-op; a pointer the pool did not hand out (or already got
+ * back) is refused with an invalid-argument last error. */
 void candle_pool_release(candle_pool *p, void *ptr);
 /* Give cached free blocks back to the system. */
 void candle_pool_trim(candle_pool *p);

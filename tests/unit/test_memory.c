@@ -103,6 +103,42 @@ static void test_arena_mixed_alignment_merge(void) {
     candle_arena_free(a);
 }
 
+/* Random steps: allocations never overlap (each is filled and checked), a
+ * repeated step after its reset makes no system allocation. */
+static void test_arena_random_steps(void) {
+    candle_arena *a;
+    CHECK(candle_arena_init(&a, 2 * KiB, 0) == CANDLE_OK);
+    uint32_t x = 12345;
+    for (int round = 0; round < 6; round++) {
+        enum { N = 64 };
+        size_t sizes[N], aligns[N];
+        unsigned char *ptrs[N];
+        for (int i = 0; i < N; i++) {
+            x = x * 1664525u + 1013904223u;
+            sizes[i] = (x >> 8) % (round * 700 + 300);
+            aligns[i] = (size_t)1 << ((x >> 24) % 9);
+        }
+        for (int rep = 0; rep < 2; rep++) {
+            uint64_t sys = candle_arena_stats(a).n_sys_allocs;
+            for (int i = 0; i < N; i++) {
+                ptrs[i] = candle_arena_alloc(a, sizes[i], aligns[i]);
+                CHECK(ptrs[i] && (uintptr_t)ptrs[i] % aligns[i] == 0);
+                if (ptrs[i]) memset(ptrs[i], i + 1, sizes[i]);
+            }
+            int bad = 0;
+            for (int i = 0; i < N; i++)
+                for (size_t k = 0; ptrs[i] && k < sizes[i]; k++) bad += ptrs[i][k] != i + 1;
+            CHECK_MSG(bad == 0, "round %d: %d bytes overwritten", round, bad);
+            size_t live = 0;
+            for (int i = 0; i < N; i++) live += sizes[i];
+            CHECK(candle_arena_stats(a).bytes_live == live);
+            if (rep == 1) CHECK_MSG(candle_arena_stats(a).n_sys_allocs == sys, "round %d", round);
+            candle_arena_reset(a);
+        }
+    }
+    candle_arena_free(a);
+}
+
 static void test_arena_limit(void) {
     candle_arena *a;
     CHECK(candle_arena_init(&a, 1 * MiB, 2 * MiB) == CANDLE_OK);
@@ -295,6 +331,7 @@ int main(void) {
     test_arena_alignment();
     test_arena_counters_and_reuse();
     test_arena_mixed_alignment_merge();
+    test_arena_random_steps();
     test_arena_limit();
     test_pool_classes_and_reuse();
     test_pool_foreign_release();
