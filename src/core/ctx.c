@@ -63,9 +63,11 @@ void candle_ctx_reset(candle_ctx *ctx, candle_ctx_mark mark) {
     if (!ctx) return;
     free_graphs_from(ctx, mark);
     if (mark >= ctx->n_tensors) return;
+    /* Start at the mark's chunk: a step's reset does not walk the weights. */
+    size_t i = mark - mark % CANDLE_CTX_CHUNK;
     candle_desc_chunk *c = ctx->first;
-    size_t i = 0;
-    for (; c; c = c->next) {
+    for (size_t k = 0; k < mark / CANDLE_CTX_CHUNK; k++) c = c->next;
+    for (; c && i < ctx->n_tensors; c = c->next) {
         for (size_t j = 0; j < CANDLE_CTX_CHUNK && i < ctx->n_tensors; j++, i++) {
             if (i < mark) continue;
             candle_storage_release(c->t[j].storage);

@@ -138,6 +138,29 @@ static void test_mark_reset(void) {
     candle_ctx_free(ctx);
 }
 
+/* Marks inside later descriptor chunks, steps spanning several chunks. */
+static void test_reset_many_chunks(void) {
+    candle_ctx *ctx = new_ctx(true);
+    candle_tensor *w[300];
+    for (int i = 0; i < 300; i++) w[i] = vec(ctx, 2, (float)i);
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    size_t used = candle_ctx_mem_used(ctx);
+    CHECK(mark == 300 && used == 300 * 8);
+    for (int step = 0; step < 3; step++) {
+        candle_tensor *acc = w[0];
+        for (int i = 1; i < 300; i++) acc = candle_add(ctx, acc, w[i]);
+        double v;
+        CHECK_OK(ctx, candle_tensor_get_f64(acc, (int64_t[]){1}, &v));
+        CHECK(v == 299.0 * 300.0 / 2.0 + 300.0);
+        CHECK(candle_ctx_mem_used(ctx) == used + 299 * 8);
+        candle_ctx_reset(ctx, mark);
+        CHECK(candle_ctx_mem_used(ctx) == used);
+    }
+    candle_ctx_reset(ctx, 100); /* into the first chunk */
+    CHECK(candle_ctx_mem_used(ctx) == 100 * 8 && candle_ctx_get_mark(ctx) == 100);
+    candle_ctx_free(ctx);
+}
+
 static void test_free_with_live_views(void) {
     /* Views in one context of tensors in another: either may be freed first. */
     for (int order = 0; order < 2; order++) {
@@ -206,6 +229,7 @@ static void test_cross_context_and_eager_toggle(void) {
 int main(void) {
     test_lazy_diamond();
     test_mark_reset();
+    test_reset_many_chunks();
     test_free_with_live_views();
     test_cross_context_and_eager_toggle();
     return test_done("test_graph");
