@@ -19,8 +19,10 @@ static candle_tensor *view_new(candle_ctx *ctx, candle_tensor *x, int rank, cons
     t->op = CANDLE_OP_VIEW;
     t->dtype = x->dtype;
     t->rank = rank;
-    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)rank);
-    memcpy(t->stride, stride, sizeof(int64_t) * (size_t)rank);
+    for (int i = 0; i < rank; i++) {
+        t->shape[i] = shape[i];
+        t->stride[i] = stride[i];
+    }
     t->src[0] = x;
     t->n_src = 1;
     t->view_src = x;

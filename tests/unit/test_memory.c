@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "test.h"
+#include "core/memory-impl.h"
 
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1 << 20)
@@ -280,6 +281,47 @@ static void test_pool_limit(void) {
     candle_pool_free(p);
 }
 
+/* A memory source that fails once its budget of live blocks is used. */
+typedef struct fake_source {
+    int live, max_live, n_alloc, n_free;
+} fake_source;
+
+static void *fake_alloc(void *user, size_t size) {
+    fake_source *f = user;
+    if (f->live == f->max_live) return NULL;
+    f->live++;
+    f->n_alloc++;
+    return malloc(size);
+}
+static void fake_free(void *user, void *ptr) {
+    fake_source *f = user;
+    f->live--;
+    f->n_free++;
+    free(ptr);
+}
+
+static void test_pool_source_failure(void) {
+    fake_source f = {0, 2, 0, 0};
+    candle_pool_source src = {fake_alloc, fake_free, &f};
+    candle_pool *p;
+    CHECK(candle_pool_init_with(&p, 0, (candle_device){CANDLE_DEVICE_CUDA, 1}, &src) == CANDLE_OK);
+    void *a = candle_pool_alloc(p, 100), *b = candle_pool_alloc(p, 1000);
+    CHECK(a && b && f.live == 2);
+    candle_clear_last_error();
+    CHECK(candle_pool_alloc(p, 5000) == NULL);
+    CHECK(candle_last_error() == CANDLE_ERR_OOM);
+    CHECK_CONTAINS(candle_last_errmsg(),
+                   "out of memory: requested 4.88 KiB, available 0 B on cuda:1 (pool: system allocation failed)");
+    /* a cached block is given back and the allocation retried */
+    candle_pool_release(p, b);
+    void *c = candle_pool_alloc(p, 5000);
+    CHECK(c != NULL && f.n_free == 1);
+    candle_mem_stats st = candle_pool_stats(p);
+    CHECK(st.n_sys_allocs == 3 && st.bytes_reserved == 128 + 8192 && st.bytes_live == 128 + 8192);
+    candle_pool_free(p);
+    CHECK(f.live == 0); /* live blocks went back to the source too */
+}
+
 typedef struct worker_arg {
     candle_pool *p;
     int seed;
@@ -336,6 +378,7 @@ int main(void) {
     test_pool_classes_and_reuse();
     test_pool_foreign_release();
     test_pool_limit();
+    test_pool_source_failure();
     test_pool_threads();
     return test_done("test_memory");
 }

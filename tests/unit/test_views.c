@@ -169,6 +169,13 @@ static void test_each_view(candle_dtype dt) {
     CHECK(candle_as_strided(ctx, x, 1, (int64_t[]){2}, (int64_t[]){es}, SIZE_MAX - 3) == NULL);
     CHECK(candle_errcode(ctx) == CANDLE_ERR_INVALID_ARG);
     candle_ctx_clear_error(ctx);
+    /* a 0-d view of one element */
+    candle_tensor *e0 = candle_as_strided(ctx, x, 0, NULL, NULL, (size_t)(5 * es));
+    if (e0) CHECK(e0->rank == 0 && at(e0, NULL) == 5);
+    CHECK(e0 != NULL);
+    candle_tensor *s0 = candle_reshape(ctx, candle_narrow(ctx, r, 1, 2, 1), 0, NULL);
+    CHECK(s0 == NULL); /* [4, 1] has 4 elements */
+    candle_ctx_clear_error(ctx);
     /* negative strides: a reversed row inside the source is fine */
     candle_tensor *rev = candle_as_strided(ctx, x, 1, (int64_t[]){4}, (int64_t[]){-es}, (size_t)(3 * es));
     if (rev) CHECK(at(rev, (int64_t[]){0}) == 3 && at(rev, (int64_t[]){3}) == 0);
