@@ -14,26 +14,34 @@
 
 typedef struct job {
     cpu_pool *pool;
-    int hits[MAX_T];     /* plain ints: each written by its own thread only */
-    int phase_of[MAX_T]; /* barrier test: written before, read after barriers */
+    atomic_int task_hits[64]; /* how often each task ran */
+    int thread_busy[MAX_T];   /* plain: each written by its own thread only */
+    int phase_of[MAX_T];      /* team test: written before, read after barriers */
     atomic_int errors;
     int phases;
 } job;
 
-static void count_fn(void *arg, int ith, int nth) {
+static void count_fn(void *arg, int task, int n_tasks, int thread) {
     job *j = arg;
-    if (ith < 0 || ith >= nth || nth > MAX_T) atomic_fetch_add(&j->errors, 1);
-    else j->hits[ith]++;
+    if (task < 0 || task >= n_tasks || n_tasks > 64 || thread < 0 || thread >= cpu_pool_size(j->pool))
+        atomic_fetch_add(&j->errors, 1);
+    else {
+        atomic_fetch_add(&j->task_hits[task], 1);
+        /* two tasks never run on one thread at once */
+        if (j->thread_busy[thread]++) atomic_fetch_add(&j->errors, 1);
+        j->thread_busy[thread]--;
+    }
 }
 
-static void barrier_fn(void *arg, int ith, int nth) {
+static void team_fn(void *arg, int task, int n_tasks, int thread) {
     job *j = arg;
+    (void)thread;
     for (int p = 1; p <= j->phases; p++) {
-        j->phase_of[ith] = p;
-        cpu_pool_barrier(j->pool, nth);
-        for (int t = 0; t < nth; t++)
+        j->phase_of[task] = p;
+        cpu_pool_barrier(j->pool);
+        for (int t = 0; t < n_tasks; t++)
             if (j->phase_of[t] != p) atomic_fetch_add(&j->errors, 1);
-        cpu_pool_barrier(j->pool, nth);
+        cpu_pool_barrier(j->pool);
     }
 }
 
@@ -42,24 +50,31 @@ static void test_dispatch(int n) {
     CHECK(pool != NULL);
     if (!pool) return;
     CHECK(cpu_pool_size(pool) == n);
-    job j = {.pool = pool};
-    int runs = 400, expect[MAX_T] = {0};
+    job *j = calloc(1, sizeof *j);
+    j->pool = pool;
+    int runs = 400, expect[64] = {0};
     for (int r = 0; r < runs; r++) {
-        int nth = 1 + r % n;
-        cpu_pool_run(pool, nth, count_fn, &j);
-        for (int t = 0; t < nth; t++) expect[t]++;
+        int n_tasks = 1 + r % 37;
+        cpu_pool_run(pool, n_tasks, count_fn, j);
+        for (int t = 0; t < n_tasks; t++) expect[t]++;
         if (r % 200 == 199) {
             /* long enough for the workers to stop spinning and sleep */
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
     }
-    for (int t = 0; t < n; t++) CHECK_MSG(j.hits[t] == expect[t], "pool %d thread %d: %d runs, want %d", n, t, j.hits[t], expect[t]);
-    CHECK(atomic_load(&j.errors) == 0);
+    for (int t = 0; t < 64; t++)
+        CHECK_MSG(atomic_load(&j->task_hits[t]) == expect[t], "pool %d task %d: ran %d times, want %d", n, t,
+                  atomic_load(&j->task_hits[t]), expect[t]);
+    CHECK(atomic_load(&j->errors) == 0);
 
-    job b = {.pool = pool, .phases = 200};
-    cpu_pool_run(pool, n, barrier_fn, &b);
-    CHECK_MSG(atomic_load(&b.errors) == 0, "pool %d: %d barrier violations", n, atomic_load(&b.errors));
+    job *b = calloc(1, sizeof *b);
+    b->pool = pool;
+    b->phases = 200;
+    cpu_pool_run_team(pool, team_fn, b);
+    CHECK_MSG(atomic_load(&b->errors) == 0, "pool %d: %d barrier violations", n, atomic_load(&b->errors));
+    free(j);
+    free(b);
     cpu_pool_free(pool);
 }
 

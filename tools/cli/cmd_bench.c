@@ -1,11 +1,410 @@
-/* candle bench (pending). */
+/* candle bench ops [--json] [-t N] [--quick]: f32 GEMM and matrix-vector
+ * throughput of the CPU backend against OpenBLAS (dlopen'ed, same process,
+ * same data), with the machine's FMA peak and read bandwidth measured here
+ * by probes that use the kernels' instructions.
+ *
+ * `candle bench -m MODEL` (model throughput) is a separate benchmark that
+ * lives beside this one; see bench_model below. */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
+#include "backend/cpu/cpu-impl.h"
 #include "cli.h"
 
-int cmd_bench(int argc, char **argv) {
+#define MAX_ROWS 128
+#define BW_BYTES ((size_t)256 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- machine probes, on 1..n threads started together ---- */
+
+typedef struct probe_arg {
+    pthread_barrier_t *start;
+    const float *buf;
+    size_t n;
+    int64_t iters;
+    double work;    /* flops or bytes */
+    double t0, t1; /* this thread's own start and end */
+} probe_arg;
+
+static void *fma_thread(void *p) {
+    probe_arg *a = p;
+    pthread_barrier_wait(a->start);
+    a->t0 = now_s();
+    a->work = cpu_probe_fma(a->iters);
+    a->t1 = now_s();
+    return NULL;
+}
+
+static volatile float g_sink;
+
+static void *read_thread(void *p) {
+    probe_arg *a = p;
+    pthread_barrier_wait(a->start);
+    a->t0 = now_s();
+    g_sink = cpu_probe_read(a->buf, a->n);
+    a->t1 = now_s();
+    a->work = (double)a->n * sizeof(float);
+    return NULL;
+}
+
+/* Best of `reps` runs of fn on nt threads: work per second. */
+static double probe(void *(*fn)(void *), int nt, const float *buf, size_t n, int64_t iters, int reps) {
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        pthread_t th[16];
+        probe_arg args[16];
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
+        for (int i = 0; i < nt; i++) {
+            size_t lo = n * (size_t)i / (size_t)nt, hi = n * (size_t)(i + 1) / (size_t)nt;
+            args[i] = (probe_arg){&start, buf ? buf + lo : NULL, hi - lo, iters, 0, 0, 0};
+            pthread_create(&th[i], NULL, fn, &args[i]);
+        }
+        pthread_barrier_wait(&start);
+        double t0 = 1e300, t1 = 0, work = 0;
+        for (int i = 0; i < nt; i++) {
+            pthread_join(th[i], NULL);
+            work += args[i].work;
+            t0 = args[i].t0 < t0 ? args[i].t0 : t0;
+            t1 = args[i].t1 > t1 ? args[i].t1 : t1;
+        }
+        /* the span from the first thread's start to the last one's end */
+        double rate = work / (t1 - t0);
+        pthread_barrier_destroy(&start);
+        if (rate > best) best = rate;
+    }
+    return best;
+}
+
+/* ---- OpenBLAS through dlopen ---- */
+
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int,
+                         float, float *, int);
+typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float,
+                         float *, int);
+typedef void (*set_threads_fn)(int);
+
+typedef struct blas {
+    void *lib;
+    sgemm_fn sgemm;
+    sgemv_fn sgemv;
+    set_threads_fn set_threads;
+} blas;
+
+static bool blas_open(blas *b) {
+    static const char *const names[] = {"libopenblas.so.0", "libopenblas.so",
+                                        "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"};
+    memset(b, 0, sizeof *b);
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !b->lib; i++)
+        b->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!b->lib) return false;
+    *(void **)&b->sgemm = dlsym(b->lib, "cblas_sgemm");
+    *(void **)&b->sgemv = dlsym(b->lib, "cblas_sgemv");
+    *(void **)&b->set_threads = dlsym(b->lib, "openblas_set_num_threads");
+    if (b->sgemm && b->sgemv && b->set_threads) return true;
+    dlclose(b->lib);
+    b->lib = NULL;
+    return false;
+}
+
+/* ---- cases ---- */
+
+typedef struct bench_row {
+    char name[32];
+    int64_t M, N, K;
+    bool weight_t;  /* b = transpose of a [N, K] weight, else a plain [K, N] */
+    candle_dtype wt; /* weight dtype (f32, or f16 for matrix-vector) */
+    int threads;
+    double t_candle, t_blas; /* best seconds per product; 0 = not run */
+} bench_row;
+
+typedef struct bench_opts {
+    bool json, quick;
+    int max_threads;
+} bench_opts;
+
+static void fill(candle_tensor *t, uint32_t seed) {
+    int64_t n = candle_tensor_numel(t);
+    uint32_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        float v = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
+        if (t->dtype == CANDLE_DTYPE_F16) ((uint16_t *)tensor_ptr(t))[i] = candle_f32_to_f16(v);
+        else ((float *)tensor_ptr(t))[i] = v;
+    }
+}
+
+/* Best seconds per call of fn(arg), after a warm-up: at least 2 runs and
+ * about min_time in all (one run when a single run takes longer). */
+static double best_time(void (*fn)(void *), void *arg, double min_time) {
+    fn(arg);
+    double best = 1e30, total = 0;
+    for (int r = 0; r < 50 && (r < 2 || total < min_time); r++) {
+        double t0 = now_s();
+        fn(arg);
+        double dt = now_s() - t0;
+        total += dt;
+        if (dt < best) best = dt;
+        if (dt > 4 * min_time) break;
+    }
+    return best;
+}
+
+typedef struct candle_call {
+    candle_backend *be;
+    candle_tensor *y;
+} candle_call;
+
+static void run_candle(void *p) {
+    candle_call *c = p;
+    c->be->iface->compute_node(c->be, c->y);
+}
+
+typedef struct blas_call {
+    const blas *b;
+    const bench_row *r;
+    const float *a, *w;
+    float *c;
+} blas_call;
+
+static void run_blas(void *p) {
+    blas_call *c = p;
+    const bench_row *r = c->r;
+    int M = (int)r->M, N = (int)r->N, K = (int)r->K;
+    if (r->M == 1 && r->weight_t)
+        c->b->sgemv(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, N, K, 1.0f, c->w, K, c->a, 1, 0.0f, c->c, 1);
+    else if (r->weight_t)
+        c->b->sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS, M, N, K, 1.0f, c->a, K, c->w, K, 0.0f, c->c, N);
+    else
+        c->b->sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, M, N, K, 1.0f, c->a, K, c->w, N, 0.0f, c->c, N);
+}
+
+/* Times every thread count of one shape (rows[0..n)), Candle then OpenBLAS. */
+static int bench_shape(bench_row *rows, int n, candle_backend *const *bes, const blas *b) {
+    const bench_row *r = &rows[0];
+    candle_ctx *ctx = NULL;
+    candle_ctx_params p = candle_ctx_default_params();
+    p.n_threads = 1;
+    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) return 1;
+    int64_t as[2] = {r->M, r->K}, ws[2] = {r->N, r->K}, bs[2] = {r->K, r->N};
+    candle_tensor *a = candle_tensor_new(ctx, CANDLE_DTYPE_F32, 2, as);
+    candle_tensor *w = r->weight_t ? candle_tensor_new(ctx, r->wt, 2, ws) : candle_tensor_new(ctx, r->wt, 2, bs);
+    if (!a || !w) {
+        fprintf(stderr, "candle bench: %s\n", candle_errmsg(ctx));
+        candle_ctx_free(ctx);
+        return 1;
+    }
+    fill(a, 1);
+    fill(w, 2);
+    candle_tensor *y = candle_matmul(ctx, a, r->weight_t ? candle_transpose(ctx, w, 0, 1) : w);
+    if (!y || candle_compute(ctx, y) != CANDLE_OK) {
+        fprintf(stderr, "candle bench: %s\n", candle_errmsg(ctx));
+        candle_ctx_free(ctx);
+        return 1;
+    }
+    double min_time = 0.25;
+    for (int i = 0; i < n; i++) {
+        candle_call c = {bes[rows[i].threads - 1], y};
+        rows[i].t_candle = best_time(run_candle, &c, min_time);
+    }
+    if (b->lib && r->wt == CANDLE_DTYPE_F32) {
+        blas_call c = {b, r, (const float *)tensor_ptr(a), (const float *)tensor_ptr(w), (float *)tensor_ptr(y)};
+        for (int i = 0; i < n; i++) {
+            b->set_threads(rows[i].threads);
+            rows[i].t_blas = best_time(run_blas, &c, min_time);
+        }
+    }
+    candle_ctx_free(ctx);
+    return 0;
+}
+
+static int add_shape(bench_row *rows, int n, const bench_opts *o, const char *name, int64_t M,
+                     int64_t N, int64_t K, bool weight_t, candle_dtype wt) {
+    for (int t = 1; t <= o->max_threads && n < MAX_ROWS; t = t == 1 && o->max_threads > 1 ? o->max_threads : t + o->max_threads) {
+        bench_row *r = &rows[n++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%s", name);
+        r->M = M, r->N = N, r->K = K, r->weight_t = weight_t, r->wt = wt, r->threads = t;
+    }
+    return n;
+}
+
+static int make_rows(bench_row *rows, const bench_opts *o) {
+    static const int64_t squares[] = {64, 128, 256, 512, 1024, 2048, 4096};
+    static const struct { const char *name; int64_t N, K; } llm[] = {
+        {"2048x2048", 2048, 2048}, {"5632x2048", 5632, 2048}, {"2048x5632", 2048, 5632}, {"32000x2048", 32000, 2048}};
+    static const int64_t ms[] = {1, 32, 512};
+    int n = 0;
+    char name[32];
+    for (size_t i = 0; i < sizeof squares / sizeof squares[0]; i++) {
+        if (o->quick && squares[i] > 256) break;
+        snprintf(name, sizeof name, "square %lld", (long long)squares[i]);
+        n = add_shape(rows, n, o, name, squares[i], squares[i], squares[i], false, CANDLE_DTYPE_F32);
+    }
+    for (size_t i = 0; i < sizeof llm / sizeof llm[0]; i++)
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+            if (o->quick && (i > 0 || ms[j] > 32)) continue;
+            n = add_shape(rows, n, o, llm[i].name, ms[j], llm[i].N, llm[i].K, true, CANDLE_DTYPE_F32);
+            if (ms[j] == 1) n = add_shape(rows, n, o, llm[i].name, 1, llm[i].N, llm[i].K, true, CANDLE_DTYPE_F16);
+        }
+    return n;
+}
+
+/* ---- output ---- */
+
+typedef struct machine {
+    double peak[17], bw[17]; /* flop/s and byte/s by thread count */
+    bool have_blas;
+    char info[2048];
+} machine;
+
+static double row_flops(const bench_row *r) { return 2.0 * (double)r->M * (double)r->N * (double)r->K; }
+static double row_weight_bytes(const bench_row *r) {
+    return (double)r->N * (double)r->K * (double)candle_dtype_info(r->wt)->type_size;
+}
+
+static void print_table(const bench_row *rows, int n, const machine *m) {
+    printf("candle bench ops: f32 matmul, Candle CPU backend vs OpenBLAS%s\n\n", m->have_blas ? "" : " (not found)");
+    printf("%s\n", m->info);
+    for (int t = 1; t <= 16; t++)
+        if (m->peak[t] > 0)
+            printf("measured peak: %d thread%s: %.1f GFLOP/s f32 FMA, %.1f GB/s read\n", t, t > 1 ? "s" : "",
+                   m->peak[t] * 1e-9, m->bw[t] * 1e-9);
+    printf("\n%-12s %5s %6s %6s %3s %4s %9s %7s %9s %6s %6s %5s\n", "shape", "M", "N", "K", "thr", "w",
+           "GFLOP/s", "GB/s", "BLAS", "ratio", "%peak", "%bw");
+    for (int i = 0; i < n; i++) {
+        const bench_row *r = &rows[i];
+        double g = row_flops(r) / r->t_candle * 1e-9, gb = row_weight_bytes(r) / r->t_candle * 1e-9;
+        double gblas = r->t_blas > 0 ? row_flops(r) / r->t_blas * 1e-9 : 0;
+        char blas_s[16] = "-", ratio_s[16] = "-", peak_s[16] = "-", bw_s[16] = "-";
+        if (gblas > 0) {
+            snprintf(blas_s, sizeof blas_s, "%.1f", gblas);
+            snprintf(ratio_s, sizeof ratio_s, "%.2f", g / gblas);
+        }
+        if (r->M == 1) snprintf(bw_s, sizeof bw_s, "%.0f", 100.0 * gb * 1e9 / m->bw[r->threads]);
+        else snprintf(peak_s, sizeof peak_s, "%.0f", 100.0 * g * 1e9 / m->peak[r->threads]);
+        printf("%-12s %5lld %6lld %6lld %3d %4s %9.1f %7.1f %9s %6s %6s %5s\n", r->name, (long long)r->M,
+               (long long)r->N, (long long)r->K, r->threads, candle_dtype_name(r->wt), g, gb, blas_s, ratio_s,
+               peak_s, bw_s);
+    }
+    printf("\nratio = Candle / OpenBLAS GFLOP/s (M = 1: cblas_sgemv); GB/s = weight bytes read per second;\n"
+           "%%peak against the measured FMA peak, %%bw against the measured read bandwidth, same thread count.\n");
+}
+
+static void print_json(const bench_row *rows, int n, const machine *m) {
+    printf("{\"bench\": \"ops\", \"openblas\": %s, \"machine\": {", m->have_blas ? "true" : "false");
+    const char *sep = "";
+    printf("\"peak_gflops\": {");
+    for (int t = 1; t <= 16; t++)
+        if (m->peak[t] > 0) printf("%s\"%d\": %.2f", sep, t, m->peak[t] * 1e-9), sep = ", ";
+    printf("}, \"read_gbs\": {");
+    sep = "";
+    for (int t = 1; t <= 16; t++)
+        if (m->bw[t] > 0) printf("%s\"%d\": %.2f", sep, t, m->bw[t] * 1e-9), sep = ", ";
+    printf("}, \"kernels\": \"%s\"}, \"results\": [\n", cpu_simd_get()->name);
+    for (int i = 0; i < n; i++) {
+        const bench_row *r = &rows[i];
+        double g = row_flops(r) / r->t_candle * 1e-9, gb = row_weight_bytes(r) / r->t_candle * 1e-9;
+        printf("  {\"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"threads\": %d, \"weight\": \"%s\", "
+               "\"gflops\": %.3f, \"gbs\": %.3f, \"pct_peak\": %.1f, \"pct_bw\": %.1f",
+               r->name, (long long)r->M, (long long)r->N, (long long)r->K, r->threads, candle_dtype_name(r->wt), g, gb,
+               100.0 * g * 1e9 / m->peak[r->threads], 100.0 * gb * 1e9 / m->bw[r->threads]);
+        if (r->t_blas > 0) {
+            double gblas = row_flops(r) / r->t_blas * 1e-9;
+            printf(", \"openblas_gflops\": %.3f, \"ratio\": %.3f", gblas, g / gblas);
+        }
+        printf("}%s\n", i + 1 < n ? "," : "");
+    }
+    printf("]}\n");
+}
+
+static void measure_machine(machine *m, const bench_opts *o) {
+    float *buf = aligned_alloc(64, BW_BYTES);
+    if (buf) memset(buf, 0, BW_BYTES);
+    for (int t = 1; t <= o->max_threads; t = t == 1 && o->max_threads > 1 ? o->max_threads : t + o->max_threads) {
+        m->peak[t] = probe(fma_thread, t, NULL, 0, o->quick ? 2000000 : 20000000, 3);
+        if (buf) m->bw[t] = probe(read_thread, t, buf, BW_BYTES / sizeof(float), 0, o->quick ? 2 : 5);
+    }
+    free(buf);
+    candle_cpu_info(m->info, sizeof m->info);
+}
+
+static int bench_ops(int argc, char **argv) {
+    bench_opts o = {false, false, cpu_get_features()->n_physical};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) o.json = true;
+        else if (!strcmp(argv[i], "--quick")) o.quick = true;
+        else if ((!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) && i + 1 < argc) o.max_threads = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "candle bench ops: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (o.max_threads < 1 || o.max_threads > 16) {
+        fprintf(stderr, "candle bench ops: -t wants 1..16 threads\n");
+        return 2;
+    }
+    static bench_row rows[MAX_ROWS];
+    static machine m;
+    int n = make_rows(rows, &o);
+    measure_machine(&m, &o);
+    blas b;
+    m.have_blas = blas_open(&b);
+    if (!m.have_blas) fprintf(stderr, "candle bench: OpenBLAS not found (apt-get install libopenblas-dev); Candle only\n");
+    candle_backend *bes[16] = {NULL};
+    for (int t = 1; t <= o.max_threads; t++) bes[t - 1] = candle_backend_cpu_init(t);
+    int rc = 0;
+    for (int i = 0; i < n && !rc;) {
+        int j = i;
+        while (j < n && !strcmp(rows[j].name, rows[i].name) && rows[j].M == rows[i].M && rows[j].wt == rows[i].wt) j++;
+        rc = bench_shape(&rows[i], j - i, bes, &b);
+        i = j;
+    }
+    for (int t = 0; t < 16; t++) candle_backend_free(bes[t]);
+    if (!rc) {
+        if (o.json) print_json(rows, n, &m);
+        else print_table(rows, n, &m);
+    }
+    if (b.lib) dlclose(b.lib);
+    return rc;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: candle bench ops [--json] [-t N] [--quick]\n"
+               "         f32 GEMM and matrix-vector products vs OpenBLAS, 1 and N threads\n"
+               "         (N defaults to the physical cores), with measured FMA peak and\n"
+               "         read bandwidth; --quick runs the small shapes only\n"
+               "       candle bench -m MODEL ...   model throughput\n");
+}
+
+/* Model throughput: its own benchmark (prompt and generation speed), added
+ * beside this one. */
+static int bench_model(int argc, char **argv) {
     (void)argc;
     (void)argv;
-    fprintf(stderr, "candle bench: not implemented yet\n");
+    fprintf(stderr, "candle bench -m: model benchmark not implemented yet\n");
     return 1;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) return bench_model(argc, argv);
+    fprintf(stderr, "candle bench: unknown benchmark '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
 }

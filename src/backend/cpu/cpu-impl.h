@@ -10,18 +10,17 @@
 
 /* One kernel invocation. Reference kernels run with ith = 0, nth = 1; fast
  * kernels split their work by ith/nth across the thread pool. */
-struct cpu_pool;
-
 typedef struct cpu_task {
     int ith, nth;
     char *errmsg; /* kernels write a message here and return a status */
     size_t errmsg_len;
-    /* Fast kernels only: scratch of the size their plan asked for (shared by
-     * all threads; a kernel carves per-thread parts by ith), and the pool
-     * for barriers between phases. */
+    /* Fast kernels only: ith/nth number the tasks of a phase, which threads
+     * claim in any order; tid is the running thread (< n_threads), for
+     * per-thread parts of the scratch the plan asked for; phase counts the
+     * plan's phases (all tasks of one finish before the next starts). */
+    int tid, n_threads, phase;
     void *wdata;
     size_t wsize;
-    struct cpu_pool *pool;
 } cpu_task;
 
 typedef candle_status (*cpu_kernel_fn)(const cpu_task *task, candle_tensor *dst);
@@ -107,7 +106,8 @@ bool cpu_simd_force(const char *name);
 
 /* A fast kernel: used when match() holds, else the op's reference kernel. */
 typedef struct cpu_plan {
-    int nth;      /* threads worth waking (<= the pool's) */
+    int nth;      /* tasks per phase (1: the calling thread alone) */
+    int n_phases; /* 1 unless set */
     size_t wsize; /* scratch bytes, all threads together */
 } cpu_plan;
 
@@ -127,9 +127,15 @@ extern const cpu_fast_kernel cpu_fast_rms_norm;
 extern const cpu_fast_kernel cpu_fast_rope;
 extern const cpu_fast_kernel cpu_fast_attention;
 
-/* Threads for `work` units: 1 below min_work (waking workers would cost
- * more than the work), else n_threads. */
-int cpu_threads_for(double work, double min_work, int n_threads);
+/* Benchmark probes (cpu_probe.c): `iters` rounds of independent FMA chains,
+ * returning the flops done; and a vector read of n floats (the sum keeps the
+ * loads from being optimised away). */
+double cpu_probe_fma(int64_t iters);
+float cpu_probe_read(const float *p, size_t n);
+
+/* Tasks for `work` units: 1 below min_work (waking workers would cost more
+ * than the work), else tasks_per_thread * n_threads. */
+int cpu_tasks_for(double work, double min_work, int n_threads, int tasks_per_thread);
 /* Tests: use every thread even for tiny ops, so splits are exercised. */
 void cpu_set_always_parallel(bool on);
 

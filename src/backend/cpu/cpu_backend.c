@@ -115,13 +115,16 @@ typedef struct fast_job {
     const cpu_fast_kernel *fk;
     candle_tensor *node;
     cpu_impl *im;
+    int phase;
 } fast_job;
 
-static void fast_job_run(void *arg, int ith, int nth) {
+static void fast_job_run(void *arg, int task, int n_tasks, int thread) {
     fast_job *j = arg;
-    cpu_task t = {.ith = ith, .nth = nth, .errmsg = j->im->errmsgs[ith], .errmsg_len = 256,
-                  .wdata = j->im->work, .wsize = j->im->work_size, .pool = j->im->pool};
-    j->im->status[ith] = j->fk->run(&t, j->node);
+    cpu_task t = {.ith = task, .nth = n_tasks, .errmsg = j->im->errmsgs[thread], .errmsg_len = 256,
+                  .tid = thread, .n_threads = cpu_pool_size(j->im->pool), .phase = j->phase,
+                  .wdata = j->im->work, .wsize = j->im->work_size};
+    candle_status s = j->fk->run(&t, j->node);
+    if (s) j->im->status[thread] = s; /* each thread writes only its own slot */
 }
 
 static bool ensure_work(cpu_impl *im, size_t size) {
@@ -135,27 +138,35 @@ static bool ensure_work(cpu_impl *im, size_t size) {
     return true;
 }
 
+static candle_status run_fast(candle_backend *be, const cpu_fast_kernel *fk, candle_tensor *node,
+                              const cpu_plan *plan) {
+    cpu_impl *im = be->impl;
+    int n = cpu_pool_size(im->pool);
+    for (int i = 0; i < n; i++) im->status[i] = CANDLE_OK;
+    for (int phase = 0; phase < plan->n_phases; phase++) {
+        fast_job job = {fk, node, im, phase};
+        cpu_pool_run(im->pool, plan->nth, fast_job_run, &job);
+        for (int i = 0; i < n; i++)
+            if (im->status[i]) {
+                snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
+                return im->status[i];
+            }
+    }
+    return CANDLE_OK;
+}
+
 /* The fast kernel when its conditions hold (cpu_dispatch.c), else the
  * reference kernel on one thread. */
 static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {
-        cpu_plan plan = {1, 0};
+        cpu_plan plan = {1, 1, 0};
         fk->plan(node, cpu_pool_size(im->pool), &plan);
         if (plan.nth < 1) plan.nth = 1;
-        if (plan.nth > cpu_pool_size(im->pool)) plan.nth = cpu_pool_size(im->pool);
-        if (ensure_work(im, plan.wsize)) {
-            fast_job job = {fk, node, im};
-            cpu_pool_run(im->pool, plan.nth, fast_job_run, &job);
-            for (int i = 0; i < plan.nth; i++)
-                if (im->status[i]) {
-                    snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
-                    return im->status[i];
-                }
-            return CANDLE_OK;
-        }
-        /* no scratch: the reference kernel needs none (or little) */
+        if (plan.n_phases < 1) plan.n_phases = 1;
+        /* without scratch, the reference kernel (which needs little) runs */
+        if (ensure_work(im, plan.wsize)) return run_fast(be, fk, node, &plan);
     }
     cpu_task task = {.ith = 0, .nth = 1, .errmsg = be->errmsg, .errmsg_len = sizeof be->errmsg};
     return kernels[node->op](&task, node);

@@ -85,7 +85,8 @@ static atomic_int g_always_parallel;
 
 void cpu_set_always_parallel(bool on) { atomic_store(&g_always_parallel, on); }
 
-int cpu_threads_for(double work, double min_work, int n_threads) {
-    if (atomic_load_explicit(&g_always_parallel, memory_order_relaxed)) return n_threads;
-    return work < min_work ? 1 : n_threads;
+int cpu_tasks_for(double work, double min_work, int n_threads, int tasks_per_thread) {
+    if (n_threads <= 1) return 1;
+    if (!atomic_load_explicit(&g_always_parallel, memory_order_relaxed) && work < min_work) return 1;
+    return n_threads * tasks_per_thread;
 }

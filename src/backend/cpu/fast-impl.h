@@ -15,11 +15,12 @@ bool cpu_mm_geom(const candle_tensor *dst, mm_geom *g);
  * size-1 or missing batch dims broadcast. */
 void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob);
 
-/* Thread ith's part of the task's scratch, 64-byte aligned; the plan must
- * have asked for nth * per_thread bytes + 64. */
+/* The running thread's part of the scratch, 64-byte aligned; the plan must
+ * have asked for n_threads * per_thread bytes + 64 (per_thread a multiple
+ * of 64). */
 static inline void *cpu_thread_scratch(const cpu_task *t, size_t per_thread) {
     uintptr_t base = ((uintptr_t)t->wdata + 63) & ~(uintptr_t)63;
-    return (char *)base + (size_t)t->ith * per_thread;
+    return (char *)base + (size_t)t->tid * per_thread;
 }
 
 #endif

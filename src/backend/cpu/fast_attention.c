@@ -34,8 +34,8 @@ static size_t attn_thread_bytes(const candle_tensor *dst) {
 static void plan_attn(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     const candle_tensor *k = dst->src[1];
     double work = (double)candle_tensor_numel(dst) * (double)k->shape[2];
-    p->nth = cpu_threads_for(work, 1e5, n_threads);
-    p->wsize = 64 + (size_t)p->nth * attn_thread_bytes(dst);
+    p->nth = cpu_tasks_for(work, 1e5, n_threads, 4);
+    p->wsize = 64 + (size_t)n_threads * attn_thread_bytes(dst);
 }
 
 typedef struct attn_row {

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "fast-impl.h"
-#include "threadpool.h"
 
 #define MV_MAX_M 4
 #define GEMM_MC 144
@@ -83,9 +82,12 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
     double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
-    p->nth = cpu_threads_for(flops, 2e5, n_threads);
-    if (mv_path(dst, &g)) p->wsize = (size_t)p->nth * mv_thread_bytes(g.K) + 64;
-    else p->wsize = (size_t)p->nth * gemm_thread_floats() * sizeof(float) + 64;
+    /* matrix-vector: several tasks per thread balance a busy machine; GEMM:
+     * one per thread, as each task packs its own A */
+    bool mv = mv_path(dst, &g);
+    p->nth = cpu_tasks_for(flops, 2e5, n_threads, mv ? 4 : 1);
+    if (mv) p->wsize = (size_t)n_threads * mv_thread_bytes(g.K) + 64;
+    else p->wsize = (size_t)n_threads * gemm_thread_floats() * sizeof(float) + 64;
 }
 
 

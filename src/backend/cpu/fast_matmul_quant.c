@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "fast-impl.h"
-#include "threadpool.h"
 
 /* Weight rows per block in phase 2. */
 #define QBLOCK_ROWS 16
@@ -37,41 +36,49 @@ static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
     double work = (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
-    p->nth = cpu_threads_for(work, 1e5, n_threads);
+    p->nth = cpu_tasks_for(work, 1e5, n_threads, 4);
+    p->n_phases = 2; /* quantize the activations, then the dot products */
     /* per-thread f32 row buffers first, then the shared quantized rows */
-    p->wsize = 64 + (size_t)p->nth * tmp_bytes(g.K) +
+    p->wsize = 64 + (size_t)n_threads * tmp_bytes(g.K) +
                (size_t)(g.n_batch * g.M) * xq_row_bytes(dst, g.K);
+}
+
+/* Phase 0: activation rows [r0, r1) of all batches to the vec_dot type. */
+static void quantize_rows(const candle_tensor *dst, const mm_geom *g, int64_t r0, int64_t r1,
+                          float *tmp, char *xq, size_t xrow) {
+    const candle_tensor *a = dst->src[0];
+    candle_dtype vdt = candle_dtype_info(dst->src[1]->dtype)->vec_dot_type;
+    candle_from_f32_fn from_f32 = candle_dtype_info(vdt)->from_f32;
+    int64_t sam = a->stride[a->rank - 2], sak = a->stride[a->rank - 1];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t oa, ob;
+        cpu_mm_batch(dst, r / g->M, &oa, &ob);
+        const char *row = tensor_ptr(a) + oa + (r % g->M) * sam;
+        const float *src = (const float *)row;
+        if (sak != 4) {
+            for (int64_t k = 0; k < g->K; k++) memcpy(tmp + k, row + k * sak, sizeof(float));
+            src = tmp;
+        }
+        from_f32(src, xq + (size_t)r * xrow, g->K);
+    }
 }
 
 static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
-    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    const candle_tensor *b = dst->src[1];
     const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
-    const candle_dtype_traits *vt = candle_dtype_info(bt->vec_dot_type);
     size_t xrow = xq_row_bytes(dst, g.K);
     float *tmp = cpu_thread_scratch(t, tmp_bytes(g.K));
-    /* the quantized rows follow the nth per-thread buffers */
-    char *xq = (char *)tmp - (size_t)t->ith * tmp_bytes(g.K) + (size_t)t->nth * tmp_bytes(g.K);
-    int64_t sam = a->stride[a->rank - 2], sak = a->stride[a->rank - 1];
-    int64_t rows = g.n_batch * g.M, r0, r1;
-
-    cpu_split(rows, 1, t->ith, t->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t oa, ob;
-        cpu_mm_batch(dst, r / (g.M ? g.M : 1), &oa, &ob);
-        const char *row = tensor_ptr(a) + oa + (r % g.M) * sam;
-        const float *src = (const float *)row;
-        if (sak != 4) {
-            for (int64_t k = 0; k < g.K; k++) memcpy(tmp + k, row + k * sak, sizeof(float));
-            src = tmp;
-        }
-        vt->from_f32(src, xq + (size_t)r * xrow, g.K);
+    /* the quantized rows follow the per-thread buffers */
+    char *xq = (char *)tmp + (size_t)(t->n_threads - t->tid) * tmp_bytes(g.K);
+    if (t->phase == 0) {
+        int64_t r0, r1;
+        cpu_split(g.n_batch * g.M, 1, t->ith, t->nth, &r0, &r1);
+        quantize_rows(dst, &g, r0, r1, tmp, xq, xrow);
+        return CANDLE_OK;
     }
-    cpu_pool_barrier(t->pool, t->nth);
-
-    int64_t n0, n1;
-    int64_t sbn = b->stride[b->rank - 1];
+    int64_t n0, n1, sbn = b->stride[b->rank - 1];
     cpu_split(g.N, QBLOCK_ROWS, t->ith, t->nth, &n0, &n1);
     for (int64_t bi = 0; bi < g.n_batch; bi++) {
         int64_t oa, ob;

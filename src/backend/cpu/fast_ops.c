@@ -38,7 +38,7 @@ static bool f32_rows_in(const candle_tensor *x, const candle_tensor *dst) {
 }
 
 static void plan_rows(const candle_tensor *dst, int n_threads, cpu_plan *p) {
-    p->nth = cpu_threads_for((double)candle_tensor_numel(dst), PAR_MIN_ELEMS, n_threads);
+    p->nth = cpu_tasks_for((double)candle_tensor_numel(dst), PAR_MIN_ELEMS, n_threads, 4);
     p->wsize = 0;
 }
 

@@ -18,8 +18,8 @@ static size_t rope_thread_bytes(const candle_tensor *dst) {
 }
 
 static void plan_rope(const candle_tensor *dst, int n_threads, cpu_plan *p) {
-    p->nth = cpu_threads_for((double)candle_tensor_numel(dst), 16384, n_threads);
-    p->wsize = 64 + (size_t)p->nth * rope_thread_bytes(dst);
+    p->nth = cpu_tasks_for((double)candle_tensor_numel(dst), 16384, n_threads, 4);
+    p->wsize = 64 + (size_t)n_threads * rope_thread_bytes(dst);
 }
 
 static double position(const candle_tensor *dst, int64_t s) {

@@ -1,13 +1,16 @@
-/* Persistent worker threads with a generation counter for dispatch.
+/* Persistent workers; jobs are published through a generation counter and
+ * their tasks claimed with an atomic counter.
  *
- * The job (fn, arg, nth) is written by the caller before it publishes a new
- * generation with a release store; workers read it after an acquire load of
- * the generation, so the plain fields need no lock. Workers spin for a while
- * after each job (decoding issues ops back to back), then sleep on a
- * condition variable. The sleep/wake handshake is Dekker-style on two
- * seq_cst atomics: a worker announces itself in n_sleeping before its last
- * look at the generation, and the caller looks at n_sleeping after
- * publishing, so one of them always sees the other. */
+ * Publishing (seqlock style): the caller makes the generation odd, waits
+ * until no worker is inside the previous job, writes the job, then makes the
+ * generation even. A worker that sees a new even generation announces
+ * itself in `inside` and checks the generation again before reading the job;
+ * both sides use seq_cst, so either the caller sees the worker inside and
+ * waits, or the worker sees the odd generation and backs off.
+ *
+ * Workers spin for a while after each job (decoding issues ops back to
+ * back), then sleep on a condition variable; the sleep/wake handshake is the
+ * same Dekker pattern on n_sleeping and the generation. */
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -16,30 +19,33 @@
 #include <stdlib.h>
 
 /* Pause-loop iterations before a worker sleeps, and before a waiting thread
- * starts yielding its core (the machine may be shared). */
+ * starts yielding its core. */
 #define SPIN_BEFORE_SLEEP 20000
-#define SPIN_BEFORE_YIELD 2000
+#define SPIN_BEFORE_YIELD 1000
 
 typedef struct worker {
     cpu_pool *pool;
-    int ith;
-    pthread_t thread;
+    int thread;
+    pthread_t handle;
 } worker;
 
 struct cpu_pool {
-    int n; /* threads including the caller */
+    int n;           /* threads including the caller */
     worker *workers; /* [n - 1] */
-    /* the current job, published by gen */
+    /* the current job, valid while gen is even */
     cpu_pool_fn fn;
     void *arg;
-    int nth;
+    int n_tasks;
+    bool team; /* each thread claims at most one task */
+    atomic_int next_task;
+    atomic_int done;
     atomic_uint gen;
-    atomic_int pending; /* workers yet to finish the current generation */
+    atomic_int inside; /* workers reading or running the current job */
     atomic_int stop;
     atomic_int n_sleeping;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    /* barrier */
+    /* barrier of team jobs */
     atomic_int bar_count;
     atomic_uint bar_gen;
 };
@@ -55,19 +61,32 @@ static inline void spin_wait(unsigned *spins) {
     else sched_yield();
 }
 
-/* Wait for a generation other than `seen`; false when the pool stops. */
+static bool is_new(unsigned g, unsigned seen) { return g != seen && !(g & 1u); }
+
+/* Wait for a published generation other than `seen`; false on stop. */
 static bool wait_job(cpu_pool *p, unsigned seen) {
     for (int i = 0; i < SPIN_BEFORE_SLEEP; i++) {
-        if (atomic_load_explicit(&p->gen, memory_order_acquire) != seen) return true;
+        if (is_new(atomic_load_explicit(&p->gen, memory_order_acquire), seen)) return true;
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return false;
         cpu_relax();
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->n_sleeping, 1);
-    while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+    while (!is_new(atomic_load(&p->gen), seen) && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
     atomic_fetch_sub(&p->n_sleeping, 1);
     pthread_mutex_unlock(&p->mu);
     return !atomic_load(&p->stop);
+}
+
+/* Claim and run tasks of the current job until none is left. */
+static void work(cpu_pool *p, int thread) {
+    for (;;) {
+        int t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
+        if (t >= p->n_tasks) return;
+        p->fn(p->arg, t, p->n_tasks, thread);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        if (p->team) return;
+    }
 }
 
 static void *worker_main(void *arg) {
@@ -75,9 +94,14 @@ static void *worker_main(void *arg) {
     cpu_pool *p = w->pool;
     unsigned seen = 0;
     while (wait_job(p, seen)) {
-        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (w->ith < p->nth) p->fn(p->arg, w->ith, p->nth);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+        unsigned g = atomic_load(&p->gen);
+        if (!is_new(g, seen)) continue;
+        atomic_fetch_add(&p->inside, 1);
+        if (atomic_load(&p->gen) == g) {
+            seen = g;
+            work(p, w->thread);
+        }
+        atomic_fetch_sub_explicit(&p->inside, 1, memory_order_release);
     }
     return NULL;
 }
@@ -104,8 +128,8 @@ cpu_pool *cpu_pool_new(int n_threads) {
     }
     for (int i = 0; i < n_threads - 1; i++) {
         p->workers[i].pool = p;
-        p->workers[i].ith = i + 1;
-        if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i])) {
+        p->workers[i].thread = i + 1;
+        if (pthread_create(&p->workers[i].handle, NULL, worker_main, &p->workers[i])) {
             p->n = i + 1; /* free joins the ones that started */
             cpu_pool_free(p);
             return NULL;
@@ -121,7 +145,7 @@ void cpu_pool_free(cpu_pool *p) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
-        for (int i = 0; i < p->n - 1; i++) pthread_join(p->workers[i].thread, NULL);
+        for (int i = 0; i < p->n - 1; i++) pthread_join(p->workers[i].handle, NULL);
     }
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
@@ -131,27 +155,45 @@ void cpu_pool_free(cpu_pool *p) {
 
 int cpu_pool_size(const cpu_pool *p) { return p ? p->n : 1; }
 
-void cpu_pool_run(cpu_pool *p, int nth, cpu_pool_fn fn, void *arg) {
-    if (nth > p->n) nth = p->n;
-    if (nth <= 1) {
-        fn(arg, 0, 1);
-        return;
-    }
+static void run(cpu_pool *p, int n_tasks, bool team, cpu_pool_fn fn, void *arg) {
+    unsigned spins = 0;
+    atomic_fetch_add(&p->gen, 1); /* odd: the job is being rewritten */
+    while (atomic_load(&p->inside) > 0) spin_wait(&spins);
     p->fn = fn;
     p->arg = arg;
-    p->nth = nth;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: publishes the job, orders before n_sleeping */
+    p->n_tasks = n_tasks;
+    p->team = team;
+    atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_fetch_add(&p->gen, 1); /* even: published */
     wake_sleepers(p);
-    fn(arg, 0, nth);
-    unsigned spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) spin_wait(&spins);
+    work(p, 0);
+    spins = 0;
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks) spin_wait(&spins);
 }
 
-void cpu_pool_barrier(cpu_pool *p, int nth) {
-    if (nth <= 1) return;
+void cpu_pool_run(cpu_pool *p, int n_tasks, cpu_pool_fn fn, void *arg) {
+    if (n_tasks <= 0) return;
+    if (p->n == 1 || n_tasks == 1) {
+        for (int t = 0; t < n_tasks; t++) fn(arg, t, n_tasks, 0);
+        return;
+    }
+    run(p, n_tasks, false, fn, arg);
+}
+
+void cpu_pool_run_team(cpu_pool *p, cpu_pool_fn fn, void *arg) {
+    if (p->n == 1) {
+        fn(arg, 0, 1, 0);
+        return;
+    }
+    run(p, p->n, true, fn, arg);
+}
+
+void cpu_pool_barrier(cpu_pool *p) {
+    int n = p->n;
+    if (n <= 1) return;
     unsigned g = atomic_load_explicit(&p->bar_gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == nth - 1) {
+    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == n - 1) {
         atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
         atomic_fetch_add_explicit(&p->bar_gen, 1, memory_order_release);
         return;
