@@ -2,10 +2,11 @@
  * near zero, where weights cluster). iq4_nl has one f16 scale per 32
  * elements; iq4_xs has 6-bit scales per 32 under an f16 scale per 256.
  *
- * The quantizer picks each scale by trying a few candidates around
+ * The quantizer picks each scale by trying candidates around
  * max / codebook[0], assigning nearest codebook entries and refitting the
  * scale by least squares weighted with x^2, as ggml's reference does without
- * an importance matrix. */
+ * an importance matrix; the codes are then reassigned under the scale as
+ * stored (f16, and for iq4_xs the 6-bit sub-scale). */
 #include <math.h>
 #include <string.h>
 
@@ -30,7 +31,24 @@ static int nearest_code(float v) {
     return v - candle_iq4nl_values[lo] <= candle_iq4nl_values[hi] - v ? lo : hi;
 }
 
-/* Best scale for 32 values; fills the indices L. Returns 0 for an all-zero group. */
+/* Assigns the nearest codes under inverse scale id; returns the weighted
+ * sums that give the least-squares scale sum_qx / sum_q2. */
+static void fit_iq4(const float *x, float id, uint8_t *L, float *sum_qx, float *sum_q2) {
+    float qx = 0, q2 = 0;
+    for (int j = 0; j < 32; j++) {
+        L[j] = (uint8_t)nearest_code(id * x[j]);
+        float q = candle_iq4nl_values[L[j]], w = x[j] * x[j];
+        qx += w * q * x[j];
+        q2 += w * q * q;
+    }
+    *sum_qx = qx;
+    *sum_q2 = q2;
+}
+
+/* Best scale for 32 values; fills the indices L. Tries the largest value on
+ * the top entry of the codebook, then on the bottom entry with the inverse
+ * scale stepped by whole codebook units (k = -7..7), keeping the best fit.
+ * Returns 0 for an all-zero group. */
 static float search_iq4(const float *x, uint8_t *L) {
     float amax = 0, max = 0;
     for (int j = 0; j < 32; j++) {
@@ -43,20 +61,14 @@ static float search_iq4(const float *x, uint8_t *L) {
         memset(L, 8, 32); /* codebook[8] = 1, times scale 0 */
         return 0;
     }
-    float best = -1, scale = 0;
-    for (int k = -7; k <= 7; k++) {
-        float id = ((float)candle_iq4nl_values[0] + 0.1f * (float)k) / max;
-        float sum_qx = 0, sum_q2 = 0;
-        uint8_t aux[32];
-        for (int j = 0; j < 32; j++) {
-            aux[j] = (uint8_t)nearest_code(id * x[j]);
-            float q = candle_iq4nl_values[aux[j]], w = x[j] * x[j];
-            sum_qx += w * q * x[j];
-            sum_q2 += w * q * q;
-        }
-        if (sum_q2 > 0 && (best < 0 || sum_qx * sum_qx > best * sum_q2)) {
-            scale = sum_qx / sum_q2;
-            best = scale * sum_qx;
+    float best = -1, scale = 0, qx, q2;
+    uint8_t aux[32];
+    for (int k = -8; k <= 7; k++) {
+        float id = k < -7 ? -(float)candle_iq4nl_values[0] / max : ((float)candle_iq4nl_values[0] + (float)k) / max;
+        fit_iq4(x, id, aux, &qx, &q2);
+        if (q2 > 0 && (best < 0 || qx * qx > best * q2)) {
+            scale = qx / q2;
+            best = scale * qx;
             memcpy(L, aux, 32);
         }
     }

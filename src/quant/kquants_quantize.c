@@ -49,7 +49,7 @@ static float search_scale_min(int n, int nmax, const float *x, const float *w, u
             int l = clampi(quant_nearest_int(iscale * (x[i] - mn)), 0, nmax);
             aux[i] = (uint8_t)l;
             sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)(l * l);
+            sum_l2 += w[i] * (float)l * (float)l;
             sum_xl += w[i] * (float)l * x[i];
         }
         float det = sum_w * sum_l2 - sum_l * sum_l;
@@ -77,9 +77,13 @@ static float search_scale_min(int n, int nmax, const float *x, const float *w, u
 }
 
 /* Symmetric search: codes L in [0, 2*nmax) meaning L - nmax, x ~ scale*(L - nmax),
- * weights x^2. Tries iscale = -(nmax + 0.1k)/max for k = -9..9 and keeps the
- * least-squares scale with the best fit. */
-static float search_scale_sym(int n, int nmax, const float *x, int8_t *L) {
+ * weights x^2. Without refine (q6_K) it tries iscale = -(nmax + 0.1k)/max for
+ * k = -9..9 and keeps the least-squares scale with the best fit. With refine
+ * (q3_K) it starts from k = 0 only and improves the codes one at a time
+ * (coordinate descent), as ggml's references do: on the unweighted error
+ * that measures a quantizer, these choices are the better ones per type.
+ * Maximising sum_lx^2 / sum_l2 is minimising the weighted squared error. */
+static float search_scale_sym(int n, int nmax, const float *x, int8_t *L, int refine) {
     float amax = 0, max = 0;
     for (int i = 0; i < n; i++) {
         if (fabsf(x[i]) > amax) {
@@ -91,25 +95,49 @@ static float search_scale_sym(int n, int nmax, const float *x, int8_t *L) {
         memset(L, nmax, (size_t)n);
         return 0;
     }
-    float best = -1, scale = 0;
-    for (int k = -9; k <= 9; k++) {
+    float best = -1, best_lx = 0, best_l2 = 0;
+    /* k = 0 (the extreme value on the end code) first: it wins ties */
+    for (int t = 0; t <= (refine ? 0 : 18); t++) {
+        int k = t == 0 ? 0 : t <= 9 ? t - 10 : t - 9;
         float iscale = -((float)nmax + 0.1f * (float)k) / max;
         float sum_lx = 0, sum_l2 = 0;
         for (int i = 0; i < n; i++) {
             int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
             float w = x[i] * x[i];
             sum_lx += w * x[i] * (float)l;
-            sum_l2 += w * (float)(l * l);
+            sum_l2 += w * (float)l * (float)l;
         }
-        /* maximising sum_lx^2 / sum_l2 minimises the weighted error */
         if (sum_l2 > 0 && (best < 0 || sum_lx * sum_lx > best * sum_l2)) {
             for (int i = 0; i < n; i++)
                 L[i] = (int8_t)(nmax + clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1));
-            scale = sum_lx / sum_l2;
-            best = scale * sum_lx;
+            best = sum_lx / sum_l2 * sum_lx;
+            best_lx = sum_lx;
+            best_l2 = sum_l2;
         }
     }
-    return scale;
+    if (best < 0) return 0;
+    for (int pass = 0; refine && pass < 5; pass++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = x[i] * x[i];
+            int l = L[i] - nmax;
+            float lx = best_lx - w * x[i] * (float)l, l2 = best_l2 - w * (float)l * (float)l;
+            if (lx <= 0) continue;
+            /* the best code for x[i] under the scale fitted to the others */
+            int nl = clampi(quant_nearest_int(x[i] * l2 / lx), -nmax, nmax - 1);
+            if (nl == l) continue;
+            lx += w * x[i] * (float)nl;
+            l2 += w * (float)nl * (float)nl;
+            if (l2 > 0 && lx * lx * best_l2 > best_lx * best_lx * l2) {
+                L[i] = (int8_t)(nl + nmax);
+                best_lx = lx;
+                best_l2 = l2;
+                changed++;
+            }
+        }
+        if (!changed) break;
+    }
+    return best_lx / best_l2;
 }
 
 /* Packs 2-bit codes as q2_K/q3_K store them. */
@@ -163,7 +191,7 @@ void candle_q3_k_from_f32(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
         float amax = 0, max_scale = 0;
         for (int s = 0; s < 16; s++) {
-            scales[s] = search_scale_sym(16, 4, src + 16 * s, L + 16 * s);
+            scales[s] = search_scale_sym(16, 4, src + 16 * s, L + 16 * s, 1);
             if (fabsf(scales[s]) > amax) {
                 amax = fabsf(scales[s]);
                 max_scale = scales[s];
@@ -289,7 +317,7 @@ void candle_q6_k_from_f32(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
         float amax = 0, max_scale = 0;
         for (int s = 0; s < 16; s++) {
-            scales[s] = search_scale_sym(16, 32, src + 16 * s, L + 16 * s);
+            scales[s] = search_scale_sym(16, 32, src + 16 * s, L + 16 * s, 0);
             if (fabsf(scales[s]) > amax) {
                 amax = fabsf(scales[s]);
                 max_scale = scales[s];
