@@ -233,6 +233,19 @@ candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tens
     if (!op_check_device(ctx, "copy_into", dst, src) || !op_check_plain(ctx, "copy_into", dst, false) ||
         !op_check_plain(ctx, "copy_into", src, false))
         return NULL;
+    bool fits = src->rank <= dst->rank;
+    for (int i = 1; fits && i <= src->rank; i++) {
+        int64_t have = src->shape[src->rank - i], want = dst->shape[dst->rank - i];
+        fits = have == want || have == 1;
+    }
+    if (!fits) {
+        char a[128], b[128];
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "copy_into: shape mismatch: dst %s src %s (src must broadcast to dst)",
+                         candle_shape_str(dst->rank, dst->shape, a, sizeof a),
+                         candle_shape_str(src->rank, src->shape, b, sizeof b));
+        return NULL;
+    }
     candle_tensor *s = as_shape(ctx, src, dst->rank, dst->shape);
     if (!s) return NULL;
     candle_tensor *t = candle_node_new(ctx, CANDLE_OP_COPY, dst->dtype, dst->rank, dst->shape);

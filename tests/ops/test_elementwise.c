@@ -619,6 +619,7 @@ static void test_copy_into(candle_ctx *ctx) {
     candle_tensor *big = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, (int64_t[]){5}, five);
     CHECK(candle_copy_into(ctx, view, big) == NULL);
     CHECK(candle_errcode(ctx) == CANDLE_ERR_SHAPE);
+    CHECK_CONTAINS(candle_errmsg(ctx), "copy_into: shape mismatch: dst [2, 4] src [5]");
     candle_ctx_clear_error(ctx);
 }
 
