@@ -154,7 +154,9 @@ void *candle_arena_alloc(candle_arena *a, size_t size, size_t align) {
     }
     a->cur->used = off + size;
     if (align > a->max_align) a->max_align = align;
-    a->step_linear = align_up(a->step_linear, align) + size;
+    /* saturates: a step that large cannot be merged anyway */
+    size_t lin = align_up(a->step_linear, align);
+    a->step_linear = lin < a->step_linear || lin > SIZE_MAX / 2 - size ? SIZE_MAX / 2 : lin + size;
     if (a->step_linear > a->high_water) a->high_water = a->step_linear;
     a->st.n_allocs++;
     a->st.bytes_live += size;
