@@ -85,6 +85,11 @@ static inline __m256 gelu_erf8(__m256 x) {
 
 static void gemm_ukr_avx2(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
                           int mr, int nr, bool accumulate) {
+    /* C is touched only after the loop: start its cache misses now */
+    for (int i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + nr - 1), _MM_HINT_T0);
+    }
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t p = 0; p < k; p++) {
