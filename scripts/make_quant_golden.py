@@ -9,6 +9,8 @@ input followed by the quantized blocks. Block counts are derived from the file
 size by the reader (tests/unit/test_quant.c). Deterministic (fixed seed).
 
 Usage: pip install gguf numpy; python3 scripts/make_quant_golden.py [outdir]
+The K types, q8_1 and iq4_* get their .q files from ggml's reference
+quantizers instead: scripts/make_quant_golden_ggml.sh.
 """
 import os
 import sys

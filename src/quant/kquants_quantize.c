@@ -92,7 +92,7 @@ static float search_scale_sym(int n, int nmax, const float *x, int8_t *L, int re
         }
     }
     if (amax < GROUP_EPS) {
-        memset(L, nmax, (size_t)n);
+        memset(L, 0, (size_t)n); /* any code: the scale is 0 (0 as ggml, for equal bytes) */
         return 0;
     }
     float best = -1, best_lx = 0, best_l2 = 0;

@@ -1,5 +1,7 @@
 /* GGUF block formats: dequantization and quantization against golden files
- * from the gguf package (scripts/make_quant_golden.py), dot products against
+ * from the gguf package (scripts/make_quant_golden.py) and, for the types it
+ * cannot quantize, from ggml's reference quantizers
+ * (scripts/make_quant_golden_ggml.sh); dot products against
  * dequantize-then-double-dot (scalar and AVX2), AVX2 quantizers against the
  * scalar ones, and round-trip error per type. */
 #include <stdint.h>
@@ -90,6 +92,37 @@ static void check_quant_golden(const char *name, candle_from_f32_fn from, const 
     free(got);
     free(x);
     free(buf);
+}
+
+/* iq4_nl/iq4_xs: ggml's reference breaks codebook ties upward and derives
+ * codes from the unrounded scale, so a few bytes differ (under 5%); the
+ * round-trip error must be no worse than the reference's. */
+static void check_quant_golden_error(const char *name) {
+    candle_dtype t = candle_dtype_from_name(name);
+    const candle_dtype_traits *tr = candle_dtype_info(t);
+    char rel[256];
+    long size = 0;
+    snprintf(rel, sizeof rel, "tests/data/quant/%s.q", name);
+    unsigned char *buf = read_all(rel, &size);
+    CHECK_MSG(buf != NULL, "missing %s", rel);
+    if (!buf) return;
+    long per_block = (long)tr->type_size + 4 * (long)tr->block_size;
+    long nb = size / per_block, n = nb * tr->block_size, bytes = nb * (long)tr->type_size;
+    float *x = malloc((size_t)n * sizeof(float)), *mine = malloc((size_t)n * sizeof(float));
+    float *theirs = malloc((size_t)n * sizeof(float));
+    double *ref = malloc((size_t)n * sizeof(double));
+    memcpy(x, buf, (size_t)n * sizeof(float));
+    unsigned char *got = calloc((size_t)nb, tr->type_size);
+    tr->from_f32(x, got, n);
+    tr->to_f32(got, mine, n);
+    tr->to_f32(buf + 4 * n, theirs, n);
+    for (long i = 0; i < n; i++) ref[i] = x[i];
+    double e_mine = test_nmse(mine, ref, n), e_ref = test_nmse(theirs, ref, n);
+    long differ = 0;
+    for (long i = 0; i < bytes; i++) differ += got[i] != buf[4 * n + i];
+    CHECK_MSG(e_mine <= e_ref * 1.001, "%s nmse %g vs reference %g", name, e_mine, e_ref);
+    CHECK_MSG(differ * 20 <= bytes, "%s: %ld of %ld bytes differ from the reference", name, differ, bytes);
+    free(x), free(mine), free(theirs), free(ref), free(got), free(buf);
 }
 
 /* ---- dot products ---- */
@@ -428,9 +461,21 @@ int main(void) {
     static const char *qnt[] = {"f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"};
     for (size_t k = 0; k < sizeof qnt / sizeof qnt[0]; k++)
         check_quant_golden(qnt[k], candle_dtype_info(candle_dtype_from_name(qnt[k]))->from_f32, "traits");
+    /* from ggml's reference quantizers (scripts/make_quant_golden_ggml.sh) */
+    static const char *kq[] = {"q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
+    for (size_t k = 0; k < sizeof kq / sizeof kq[0]; k++)
+        check_quant_golden(kq[k], candle_dtype_info(candle_dtype_from_name(kq[k]))->from_f32, "traits");
+    check_quant_golden_error("iq4_nl");
+    check_quant_golden_error("iq4_xs");
     check_quant_golden("q8_0", candle_q8_0_from_f32, "scalar");
+    check_quant_golden("q8_1", candle_q8_1_from_f32, "scalar");
+    check_quant_golden("q8_k", candle_q8_k_from_f32, "scalar");
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2()) check_quant_golden("q8_0", candle_q8_0_from_f32_avx2, "avx2");
+    if (candle_quant_uses_avx2()) {
+        check_quant_golden("q8_0", candle_q8_0_from_f32_avx2, "avx2");
+        check_quant_golden("q8_1", candle_q8_1_from_f32_avx2, "avx2");
+        check_quant_golden("q8_k", candle_q8_k_from_f32_avx2, "avx2");
+    }
 #endif
     static const long nbs[] = {1, 3, 7};
     for (size_t k = 0; k < sizeof dot_cases / sizeof dot_cases[0]; k++) {
