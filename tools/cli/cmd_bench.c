@@ -387,24 +387,11 @@ static void usage(FILE *f) {
                "       candle bench -m MODEL ...   model throughput\n");
 }
 
-/* Model throughput: its own benchmark (prompt and generation speed), added
- * beside this one. */
-static int bench_model(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "candle bench -m: model benchmark not implemented yet\n");
-    return 1;
-}
-
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) return bench_model(argc, argv);
-    fprintf(stderr, "candle bench: unknown benchmark '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return cmd_bench_model(argc, argv); /* model throughput: cmd_bench_model.c */
 }
