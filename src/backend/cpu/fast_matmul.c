@@ -66,14 +66,27 @@ static bool mv_path(const candle_tensor *dst, const mm_geom *g) {
     return g->M <= MV_MAX_M && (b->stride[b->rank - 2] == (int64_t)esz || g->K == 1);
 }
 
+/* A block-quantized weight (transpose view of row-major [N, K]) with more
+ * than MV_MAX_M activation rows: its rows are dequantized while B is packed
+ * (once per product) and the f32 GEMM runs, far faster for prefill than one
+ * quantized dot product per output. Fewer rows go to fast_matmul_quant. */
+static bool quant_gemm(const candle_tensor *dst, const mm_geom *g) {
+    const candle_tensor *b = dst->src[1];
+    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    return bt->is_quantized && bt->to_f32 && g->M > MV_MAX_M && GEMM_KC % bt->block_size == 0 &&
+           g->K % bt->block_size == 0 && b->stride[b->rank - 2] == (int64_t)bt->type_size;
+}
+
 static bool match_f32(const candle_tensor *dst) {
     mm_geom g;
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
-    return is_plain_float(dst->src[0]->dtype) && is_plain_float(dst->src[1]->dtype);
+    if (!is_plain_float(dst->src[0]->dtype)) return false;
+    return is_plain_float(dst->src[1]->dtype) || quant_gemm(dst, &g);
 }
 
+/* A block, B block, and for quantized B the dequantized rows of one panel. */
 static size_t gemm_thread_floats(void) {
-    return (size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC + 16;
+    return (size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC + (size_t)CPU_GEMM_NR * GEMM_KC + 16;
 }
 
 static size_t mv_thread_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
@@ -130,11 +143,26 @@ typedef struct gemm_args {
     int64_t sam, sak;
     candle_dtype at;
     const char *b;
-    int64_t sbk, sbn;
+    int64_t sbk, sbn; /* quantized b: sbk is the block size in bytes */
     candle_dtype bt;
     float *c;
     int64_t ldc;
+    float *rows; /* [NR, KC] dequantized weight rows (quantized b) */
 } gemm_args;
+
+/* One B panel: columns n0 .. n0+nr, k from k0, kc deep. Quantized columns
+ * (weight rows) are dequantized first, then packed as f32 rows. */
+static void pack_b_panel(const cpu_simd *simd, const gemm_args *g, int64_t k0, int64_t kc,
+                         int64_t n0, int nr, float *dst) {
+    const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    if (!bt->is_quantized) {
+        simd->pack_b(g->bt, g->b + k0 * g->sbk + n0 * g->sbn, g->sbk, g->sbn, kc, nr, dst);
+        return;
+    }
+    const char *blocks = g->b + (k0 / bt->block_size) * g->sbk;
+    for (int j = 0; j < nr; j++) bt->to_f32(blocks + (n0 + j) * g->sbn, g->rows + j * kc, kc);
+    simd->pack_b(CANDLE_DTYPE_F32, (const char *)g->rows, 4, kc * 4, kc, nr, dst);
+}
 
 /* A panels: dst[(i / MR) * kc * MR + p * MR + i % MR] = a(m0 + i, k0 + p). */
 static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
@@ -167,8 +195,7 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
             int64_t kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
             for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
                 int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
-                simd->pack_b(g->bt, g->b + pc * g->sbk + (jc + jr) * g->sbn, g->sbk, g->sbn, kc, nr,
-                             bbuf + jr * kc);
+                pack_b_panel(simd, g, pc, kc, jc + jr, nr, bbuf + jr * kc);
             }
             for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
                 int64_t mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
@@ -204,6 +231,7 @@ static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) 
             .at = a->dtype, .b = tensor_ptr(b) + ob, .sbk = b->stride[b->rank - 2],
             .sbn = b->stride[b->rank - 1], .bt = b->dtype,
             .c = (float *)tensor_ptr(dst) + bi * geo->M * geo->N, .ldc = geo->N,
+            .rows = bbuf + (size_t)GEMM_KC * GEMM_NC,
         };
         if (geo->K == 0) {
             for (int64_t m = m0; m < m1; m++) memset(g.c + m * g.ldc + n0, 0, sizeof(float) * (size_t)(n1 - n0));
@@ -223,7 +251,7 @@ static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_matmul = {
-    .name = "matmul f32 (gemm / matvec, f16/bf16 operands)",
+    .name = "matmul f32 (packed gemm 6x16 / matvec; f16, bf16 and, for M > 4, dequantized block weights)",
     .match = match_f32,
     .plan = plan_f32,
     .run = run_f32,

@@ -22,6 +22,7 @@ static bool match_quant(const candle_tensor *dst) {
     if (!bt->is_quantized || !bt->vec_dot || a->dtype != CANDLE_DTYPE_F32) return false;
     const candle_dtype_traits *vt = candle_dtype_info(bt->vec_dot_type);
     if (!vt->from_f32 || g.K % bt->block_size || g.K % vt->block_size) return false;
+    /* more rows go to the dequantizing GEMM in fast_matmul.c when it can */
     return b->stride[b->rank - 2] == (int64_t)bt->type_size;
 }
 
@@ -97,7 +98,7 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_matmul_quant = {
-    .name = "matmul quantized weight (vec_dot driver)",
+    .name = "matmul quantized weight, M <= 4 (activations quantized once, vec_dot per output)",
     .match = match_quant,
     .plan = plan_quant,
     .run = run_quant,
