@@ -128,6 +128,8 @@ candle_status candle_gguf_writer_add_tensor(candle_gguf_writer *w, const char *n
                                             const void *data);
 candle_status candle_gguf_writer_set_alignment(candle_gguf_writer *w, size_t alignment);
 candle_status candle_gguf_writer_write(candle_gguf_writer *w, const char *path);
+/* The same file image into a malloc'ed buffer (*data, free() it). */
+candle_status candle_gguf_writer_write_memory(candle_gguf_writer *w, void **data, size_t *size);
 
 #ifdef __cplusplus
 }

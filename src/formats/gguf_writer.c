@@ -323,13 +323,39 @@ static void build_header(const candle_gguf_writer *w, bbuf *b) {
         bput_u64(b, off);
         off += t->size + pad_to(t->size, w->alignment);
     }
+    /* Without tensors there is no data section to align (and a huge
+     * alignment would otherwise pad the file up to it). */
     static const uint8_t zeros[64];
-    size_t pad = pad_to(b->n, w->alignment);
+    size_t pad = w->n_t ? pad_to(b->n, w->alignment) : 0;
     while (pad) {
         size_t k = pad < sizeof zeros ? pad : sizeof zeros;
         bput(b, zeros, k);
         pad -= k;
     }
+}
+
+candle_status candle_gguf_writer_write_memory(candle_gguf_writer *w, void **data, size_t *size) {
+    if (!w || !data || !size) return arg_err("gguf writer: %s", "NULL argument");
+    *data = NULL;
+    *size = 0;
+    bbuf b = {0};
+    build_header(w, &b);
+    static const uint8_t zeros[64];
+    for (int64_t i = 0; i < w->n_t; i++) {
+        bput(&b, w->t[i].data, w->t[i].size);
+        for (size_t pad = pad_to(w->t[i].size, w->alignment); pad;) {
+            size_t k = pad < sizeof zeros ? pad : sizeof zeros;
+            bput(&b, zeros, k);
+            pad -= k;
+        }
+    }
+    if (b.oom) {
+        free(b.p);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf image");
+    }
+    *data = b.p;
+    *size = b.n;
+    return CANDLE_OK;
 }
 
 static bool write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }

@@ -4,6 +4,7 @@
  * (`make fuzz`). */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "candle/candle.h"
@@ -59,6 +60,56 @@ static void walk_tensors(const candle_gguf *g) {
     candle_ctx_free(ctx);
 }
 
+/* Whatever parses must survive copy_kv + add_tensor + write and parse again
+ * to the same metadata and bytes (a differential check of the writer). */
+static void roundtrip(const candle_gguf *g) {
+    const uint8_t *base = candle_gguf_storage(g)->data;
+    /* Tensors may overlap in the input, but each gets its own aligned slot
+     * in the copy: skip inputs whose copy would be large, to keep runs fast. */
+    size_t out = 0, align = candle_gguf_alignment(g);
+    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
+        if (strlen(ti->name) > 63) return; /* the writer's limit */
+        out += ti->size + align;
+        if (out > ((size_t)4 << 20)) return;
+    }
+    candle_gguf_writer *w = NULL;
+    if (candle_gguf_writer_init(&w) != CANDLE_OK) return;
+    if (candle_gguf_writer_copy_kv(w, g) != CANDLE_OK) __builtin_trap();
+    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
+        if (candle_gguf_writer_add_tensor(w, ti->name, ti->dtype, ti->rank, ti->shape,
+                                          base + ti->offset) != CANDLE_OK)
+            __builtin_trap();
+    }
+    void *img = NULL;
+    size_t n = 0;
+    candle_gguf *h = NULL;
+    if (candle_gguf_writer_write_memory(w, &img, &n) != CANDLE_OK) __builtin_trap();
+    candle_gguf_writer_free(w);
+    if (candle_gguf_open_memory(&h, img, n) != CANDLE_OK) __builtin_trap();
+    if (candle_gguf_n_kv(h) != candle_gguf_n_kv(g) ||
+        candle_gguf_n_tensors(h) != candle_gguf_n_tensors(g) ||
+        candle_gguf_alignment(h) != candle_gguf_alignment(g))
+        __builtin_trap();
+    char a[256], b[256];
+    for (int64_t i = 0; i < candle_gguf_n_kv(g); i++) {
+        int64_t j = candle_gguf_find_key(h, candle_gguf_key(g, i));
+        if (j < 0 || strcmp(candle_gguf_kv_str(g, i, a, sizeof a),
+                            candle_gguf_kv_str(h, j, b, sizeof b)))
+            __builtin_trap();
+    }
+    const uint8_t *hb = candle_gguf_storage(h)->data;
+    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+        const candle_gguf_tensor_info *x = candle_gguf_tensor(g, i), *y = candle_gguf_tensor(h, i);
+        if (strcmp(x->name, y->name) || x->dtype != y->dtype || x->size != y->size ||
+            memcmp(base + x->offset, hb + y->offset, x->size))
+            __builtin_trap();
+    }
+    candle_gguf_close(h);
+    free(img);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -71,6 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (int64_t i = 0; i < candle_gguf_n_kv(g); i++) walk_kv(g, i);
     walk_tensors(g);
+    roundtrip(g);
     candle_gguf_close(g);
     return 0;
 }

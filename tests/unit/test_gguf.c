@@ -385,7 +385,20 @@ static void check_writer_errors(void) {
     CHECK(candle_gguf_writer_write(w, "/nonexistent-dir/x.gguf") == CANDLE_ERR_IO);
     CHECK_CONTAINS(candle_last_errmsg(), "/nonexistent-dir/x.gguf");
     candle_gguf_writer_free(w);
+    /* no tensors: no data section to pad, whatever the alignment */
+    CHECK_OK(NULL, candle_gguf_writer_init(&w));
+    CHECK_OK(NULL, candle_gguf_writer_set_alignment(w, (size_t)1 << 30));
+    void *img = NULL;
+    size_t n = 0;
+    CHECK_OK(NULL, candle_gguf_writer_write_memory(w, &img, &n));
+    CHECK(img && n < 100);
     candle_gguf *g = NULL;
+    CHECK_OK(NULL, candle_gguf_open_memory(&g, img, n));
+    CHECK(candle_gguf_alignment(g) == ((size_t)1 << 30));
+    candle_gguf_close(g);
+    free(img);
+    candle_gguf_writer_free(w);
+    g = NULL;
     CHECK(candle_gguf_open(&g, "/nonexistent-dir/x.gguf", NULL) == CANDLE_ERR_IO);
     CHECK(g == NULL);
 }
