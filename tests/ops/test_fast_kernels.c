@@ -325,19 +325,19 @@ typedef struct attn_case {
     bool causal, mask, strided_kv;
 } attn_case;
 
-static void check_attention(candle_ctx *ctx, const attn_case *c, uint64_t seed) {
+static void check_attention(candle_ctx *ctx, const attn_case *c, candle_dtype dt, uint64_t seed) {
     char what[160];
-    snprintf(what, sizeof what, "attention B %lld Hq %lld Hkv %lld Sq %lld Skv %lld D %lld Dv %lld%s%s%s",
-             (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Sq, (long long)c->Skv,
-             (long long)c->D, (long long)c->Dv, c->causal ? " causal" : "", c->mask ? " mask" : "",
-             c->strided_kv ? " cache view" : "");
+    snprintf(what, sizeof what, "attention %s B %lld Hq %lld Hkv %lld Sq %lld Skv %lld D %lld Dv %lld%s%s%s",
+             candle_dtype_name(dt), (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Sq,
+             (long long)c->Skv, (long long)c->D, (long long)c->Dv, c->causal ? " causal" : "",
+             c->mask ? " mask" : "", c->strided_kv ? " cache view" : "");
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
     int64_t qs[4] = {c->B, c->Hq, c->Sq, c->D};
     int64_t extra = c->strided_kv ? 5 : 0; /* a KV cache longer than its filled part */
     int64_t ks[4] = {c->B, c->Hkv, c->Skv + extra, c->D}, vs[4] = {c->B, c->Hkv, c->Skv + extra, c->Dv};
-    candle_tensor *q = mt_input(ctx, CANDLE_DTYPE_F32, 4, qs, MT_CONTIG, seed, -2, 2);
-    candle_tensor *k = mt_input(ctx, CANDLE_DTYPE_F32, 4, ks, MT_CONTIG, seed + 1, -2, 2);
-    candle_tensor *v = mt_input(ctx, CANDLE_DTYPE_F32, 4, vs, MT_CONTIG, seed + 2, -2, 2);
+    candle_tensor *q = mt_input(ctx, dt, 4, qs, MT_CONTIG, seed, -2, 2);
+    candle_tensor *k = mt_input(ctx, dt, 4, ks, MT_CONTIG, seed + 1, -2, 2);
+    candle_tensor *v = mt_input(ctx, dt, 4, vs, MT_CONTIG, seed + 2, -2, 2);
     if (c->strided_kv) {
         k = candle_narrow(ctx, k, 2, 0, c->Skv);
         v = candle_narrow(ctx, v, 2, 0, c->Skv);
@@ -356,7 +356,7 @@ static void check_attention(candle_ctx *ctx, const attn_case *c, uint64_t seed) 
         mask = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, ms, mv);
         free(mv);
     }
-    check_fast(ctx, candle_attention(ctx, q, k, v, mask, 0.0, c->causal), cpu_ref_attention, 1e-10, what);
+    check_fast(ctx, candle_attention(ctx, q, k, v, mask, 0.0, c->causal), cpu_ref_attention, mt_bound(dt), what);
     candle_ctx_reset(ctx, mark);
 }
 
@@ -370,7 +370,10 @@ static void test_attention(candle_ctx *ctx) {
         {2, 2, 1, 7, 65, 20, 20, false, true, false},  /* additive mask, one row all -inf */
         {1, 3, 3, 9, 9, 17, 5, true, true, true},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_attention(ctx, &cases[i], 70 + 10 * i);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_attention(ctx, &cases[i], CANDLE_DTYPE_F32, 70 + 10 * i);
+        if (i % 2) check_attention(ctx, &cases[i], i % 4 == 1 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_BF16, 71 + 10 * i);
+    }
 }
 
 static void run_all(const char *isa, int threads) {

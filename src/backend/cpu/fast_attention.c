@@ -7,28 +7,37 @@
  * Memory is O(tile + Dv) per thread; no [Sq, Skv] score matrix exists.
  * Grouped-query heads read kv head h / (Hq / Hkv); causal rows stop at their
  * absolute position Skv - Sq + i. Threads split the B * Hq * Sq rows. A row
- * that sees no key outputs zeros, as the reference does. */
+ * that sees no key outputs zeros, as the reference does. f16/bf16 q, k, v
+ * (and output) are converted a row at a time into f32 scratch. */
 #include <math.h>
+#include <string.h>
 
 #include "fast-impl.h"
 
 #define ATTN_TILE 64
 
-static bool row_f32(const candle_tensor *t) {
-    return t && t->dtype == CANDLE_DTYPE_F32 && t->rank == 4 && (t->stride[3] == 4 || t->shape[3] == 1);
+static bool is_float(candle_dtype t) {
+    return t == CANDLE_DTYPE_F32 || t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16;
+}
+
+static bool rows_ok(const candle_tensor *t) {
+    size_t esz = t ? candle_dtype_info(t->dtype)->type_size : 0;
+    return t && is_float(t->dtype) && t->rank == 4 && (t->stride[3] == (int64_t)esz || t->shape[3] == 1);
 }
 
 static bool match_attn(const candle_tensor *dst) {
-    if (dst->op != CANDLE_OP_ATTENTION || dst->dtype != CANDLE_DTYPE_F32 ||
-        !candle_tensor_is_contiguous(dst))
+    if (dst->op != CANDLE_OP_ATTENTION || !is_float(dst->dtype) || !candle_tensor_is_contiguous(dst))
         return false;
     const candle_tensor *mask = dst->n_src > 3 ? dst->src[3] : NULL;
-    return row_f32(dst->src[0]) && row_f32(dst->src[1]) && row_f32(dst->src[2]) &&
-           (!mask || (mask->dtype == CANDLE_DTYPE_F32 && mask->rank == 4));
+    return rows_ok(dst->src[0]) && rows_ok(dst->src[1]) && rows_ok(dst->src[2]) &&
+           (!mask || (is_float(mask->dtype) && mask->rank == 4));
 }
 
+/* Per thread: score tile, accumulator [Dv], and f32 copies of the q row
+ * [D] and of one k [D] and v [Dv] row (for half-precision inputs). */
 static size_t attn_thread_bytes(const candle_tensor *dst) {
-    return ((size_t)(ATTN_TILE + dst->shape[3]) * sizeof(float) + 63) & ~(size_t)63;
+    int64_t D = dst->src[0]->shape[3], Dv = dst->shape[3];
+    return ((size_t)(ATTN_TILE + 2 * Dv + 2 * D) * sizeof(float) + 63) & ~(size_t)63;
 }
 
 static void plan_attn(const candle_tensor *dst, int n_threads, cpu_plan *p) {
@@ -43,16 +52,24 @@ typedef struct attn_row {
     const char *k, *v, *mask; /* k, v: rows of head hk; mask: row i or NULL */
     int64_t sk, sv, sm;       /* byte strides between keys / mask entries */
     int64_t n_keys, D, Dv;
+    candle_dtype kv_dtype, mask_dtype;
     float scale;
+    float *kbuf, *vbuf; /* f32 copies of one k / v row when kv are not f32 */
 } attn_row;
+
+static const float *kv_row(const cpu_simd *simd, const attn_row *r, const char *p, int64_t n, float *buf) {
+    if (r->kv_dtype == CANDLE_DTYPE_F32) return (const float *)p;
+    simd->to_f32(r->kv_dtype, p, buf, n);
+    return buf;
+}
 
 /* One tile of keys [j0, j1) folded into (m, l, acc). */
 static void fold_tile(const cpu_simd *simd, const attn_row *r, int64_t j0, int64_t j1, float *s,
                       float *m, float *l, float *acc) {
     float tmax = -INFINITY;
     for (int64_t j = j0; j < j1; j++) {
-        float v = simd->dot(r->q, (const float *)(r->k + j * r->sk), r->D) * r->scale;
-        if (r->mask) v += *(const float *)(r->mask + j * r->sm);
+        float v = simd->dot(r->q, kv_row(simd, r, r->k + j * r->sk, r->D, r->kbuf), r->D) * r->scale;
+        if (r->mask) v += (float)candle_load_f64(r->mask_dtype, r->mask + j * r->sm);
         s[j - j0] = v;
         tmax = v > tmax ? v : tmax;
     }
@@ -70,7 +87,7 @@ static void fold_tile(const cpu_simd *simd, const attn_row *r, int64_t j0, int64
     simd->unary(CANDLE_OP_EXP, s, s, n, no_params);
     for (int64_t j = 0; j < n; j++) {
         *l += s[j];
-        simd->scale_axpy(acc, 1.0f, s[j], (const float *)(r->v + (j0 + j) * r->sv), r->Dv);
+        simd->scale_axpy(acc, 1.0f, s[j], kv_row(simd, r, r->v + (j0 + j) * r->sv, r->Dv, r->vbuf), r->Dv);
     }
 }
 
@@ -82,28 +99,36 @@ static candle_status run_attn(const cpu_task *t, candle_tensor *dst) {
     int64_t Skv = k->shape[2], Dv = v->shape[3], group = Hq / k->shape[1];
     bool causal = dst->iparams[0] != 0;
     float *s = cpu_thread_scratch(t, attn_thread_bytes(dst)), *acc = s + ATTN_TILE;
+    float *qbuf = acc + Dv, *kbuf = qbuf + D, *vbuf = kbuf + D;
     int64_t r0, r1;
     cpu_split(B * Hq * Sq, 1, t->ith, t->nth, &r0, &r1);
     for (int64_t row = r0; row < r1; row++) {
         int64_t i = row % Sq, h = (row / Sq) % Hq, b = row / (Sq * Hq), hk = h / group;
+        const char *qrow = tensor_ptr(q) + b * q->stride[0] + h * q->stride[1] + i * q->stride[2];
+        if (q->dtype != CANDLE_DTYPE_F32) simd->to_f32(q->dtype, qrow, qbuf, D);
         attn_row r = {
-            .q = (const float *)(tensor_ptr(q) + b * q->stride[0] + h * q->stride[1] + i * q->stride[2]),
+            .q = q->dtype == CANDLE_DTYPE_F32 ? (const float *)qrow : qbuf,
             .k = tensor_ptr(k) + b * k->stride[0] + hk * k->stride[1],
             .v = tensor_ptr(v) + b * v->stride[0] + hk * v->stride[1],
             .mask = mask ? tensor_ptr(mask) + b * mask->stride[0] + h * mask->stride[1] + i * mask->stride[2] : NULL,
             .sk = k->stride[2], .sv = v->stride[2], .sm = mask ? mask->stride[3] : 0,
-            .n_keys = causal ? Skv - Sq + i + 1 : Skv, .D = D, .Dv = Dv, .scale = (float)dst->fparams[0],
+            .n_keys = causal ? Skv - Sq + i + 1 : Skv, .D = D, .Dv = Dv, .kv_dtype = k->dtype,
+            .mask_dtype = mask ? mask->dtype : CANDLE_DTYPE_F32, .scale = (float)dst->fparams[0],
+            .kbuf = kbuf, .vbuf = vbuf,
         };
         float m = -INFINITY, l = 0.0f;
         for (int64_t e = 0; e < Dv; e++) acc[e] = 0.0f;
         for (int64_t j0 = 0; j0 < r.n_keys; j0 += ATTN_TILE)
             fold_tile(simd, &r, j0, j0 + ATTN_TILE < r.n_keys ? j0 + ATTN_TILE : r.n_keys, s, &m, &l, acc);
-        float *out = (float *)tensor_ptr(dst) + row * Dv;
         float inv = l > 0 ? 1.0f / l : 0.0f;
-        for (int64_t e = 0; e < Dv; e++) out[e] = acc[e] * inv;
+        for (int64_t e = 0; e < Dv; e++) acc[e] *= inv;
+        size_t esz = candle_dtype_info(dst->dtype)->type_size;
+        char *out = tensor_ptr(dst) + (size_t)(row * Dv) * esz;
+        if (dst->dtype == CANDLE_DTYPE_F32) memcpy(out, acc, sizeof(float) * (size_t)Dv);
+        else candle_dtype_info(dst->dtype)->from_f32(acc, out, Dv);
     }
     return CANDLE_OK;
 }
 
-const cpu_fast_kernel cpu_fast_attention = {"flash attention f32 (online softmax)", match_attn,
+const cpu_fast_kernel cpu_fast_attention = {"flash attention f32/f16/bf16 (online softmax, O(N) memory)", match_attn,
                                             plan_attn, run_attn};
