@@ -13,7 +13,13 @@ a C test reads it with fscanf:
     greedy <n> <id> <id> ...
     text <greedy continuation as a JSON string>
 
-Usage: scripts/make_golden.py MODEL.gguf OUT.txt [--prompt TEXT ...]
+With --dequantize, llama.cpp runs an F32 copy of the model (every weight
+dequantized with the gguf package): its matmuls then use f32 activations, as
+Candle's reference kernels do, so the comparison is exact up to float
+rounding. Without it, llama.cpp multiplies quantized weights by activations
+quantized to 8 bits, which moves logits by tenths on a 30-layer model.
+
+Usage: scripts/make_golden.py MODEL.gguf OUT.txt [--dequantize] [--prompt TEXT ...]
 """
 import argparse
 import json
@@ -31,17 +37,54 @@ TOP_K = 10
 N_GREEDY = 32
 
 
+def dequantized_copy(src, dst):
+    """Write src with every tensor as F32 (metadata copied)."""
+    import gguf
+    from gguf.quants import dequantize
+
+    r = gguf.GGUFReader(src)
+    arch = r.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(dst, arch)
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        vtype = f.types[0]
+        sub = f.types[1] if vtype == gguf.GGUFValueType.ARRAY else None
+        if name == "general.file_type":
+            w.add_key_value(name, 0, vtype)  # all F32
+            continue
+        w.add_key_value(name, f.contents(), vtype, sub)
+    for t in r.tensors:
+        shape = [int(x) for x in reversed(t.shape)]
+        data = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
+        w.add_tensor(t.name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("out")
     ap.add_argument("--prompt", action="append", help="prompt (repeatable)")
     ap.add_argument("--name", default=None)
+    ap.add_argument("--dequantize", action="store_true")
     args = ap.parse_args()
+
+    model = args.model
+    if args.dequantize:
+        import os
+        import tempfile
+
+        tmp = tempfile.mkdtemp()
+        model = os.path.join(tmp, "f32.gguf")
+        dequantized_copy(args.model, model)
 
     from llama_cpp import Llama
 
-    llm = Llama(model_path=args.model, n_ctx=512, n_batch=512, logits_all=True,
+    llm = Llama(model_path=model, n_ctx=512, n_batch=512, logits_all=True,
                 n_threads=2, verbose=False, seed=0,
                 type_k=0, type_v=0)  # f32 KV cache (0 = GGML_TYPE_F32): no f16 rounding
     n_vocab = llm.n_vocab()

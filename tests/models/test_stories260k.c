@@ -131,7 +131,7 @@ int main(void) {
     candle_session *s;
     CHECK_OK(NULL, candle_session_init(&s, m, &(candle_session_params){.n_ctx = 128}));
     for (int i = 0; i < n; i++) {
-        double worst = check_golden(s, c->n_vocab, &gp[i], 1e-4);
+        double worst = check_golden(s, c->n_vocab, &gp[i], 1e-4, GOLDEN_MAX_TOK);
         printf("prompt %d: max |logit - llama.cpp| = %.2e\n", i, worst);
     }
     candle_session_free(s);
