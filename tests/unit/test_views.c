@@ -291,11 +291,204 @@ static void test_lazy_views(void) {
     candle_ctx_free(ctx);
 }
 
+/* ---- random chains of views against a dense model ---- */
+
+typedef struct dense {
+    int rank;
+    int64_t shape[CANDLE_MAX_RANK];
+    double v[4096];
+} dense;
+
+typedef enum vop { V_PERMUTE, V_SLICE, V_UNSQUEEZE, V_SQUEEZE, V_EXPAND, V_RESHAPE, V_COUNT } vop;
+
+typedef struct vparams {
+    vop op;
+    int perm[CANDLE_MAX_RANK]; /* permute */
+    int dim;                   /* slice, unsqueeze, squeeze, expand */
+    int64_t start, step;       /* slice (start already clamped) */
+} vparams;
+
+static int64_t numel_of(int rank, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    return n;
+}
+
+/* out = the view of in described by p (out->rank/shape set by the caller). */
+static void dense_apply(const dense *in, dense *out, const vparams *p) {
+    int64_t idx[CANDLE_MAX_RANK] = {0}, src[CANDLE_MAX_RANK];
+    int64_t n = numel_of(out->rank, out->shape);
+    for (int64_t k = 0; k < n; k++) {
+        switch (p->op) {
+        case V_PERMUTE:
+            for (int i = 0; i < in->rank; i++) src[p->perm[i]] = idx[i];
+            break;
+        case V_SLICE:
+            memcpy(src, idx, sizeof src);
+            src[p->dim] = p->start + idx[p->dim] * p->step;
+            break;
+        case V_UNSQUEEZE:
+            for (int i = 0, j = 0; i < out->rank; i++)
+                if (i != p->dim) src[j++] = idx[i];
+            break;
+        case V_SQUEEZE:
+            for (int i = 0, j = 0; i < in->rank; i++) src[i] = i == p->dim ? 0 : idx[j++];
+            break;
+        case V_EXPAND:
+            memcpy(src, idx, sizeof src);
+            src[p->dim] = 0;
+            break;
+        default: /* reshape: same flat position */
+            break;
+        }
+        int64_t flat = k;
+        if (p->op != V_RESHAPE) {
+            flat = 0;
+            for (int i = 0; i < in->rank; i++) flat = flat * in->shape[i] + src[i];
+        }
+        out->v[k] = in->v[flat];
+        for (int d = out->rank - 1; d >= 0; d--) {
+            if (++idx[d] < out->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static uint32_t vrng = 7;
+static int applied[V_COUNT]; /* ops that took effect, so the test cannot pass idle */
+static int rnd(int n) {
+    vrng = vrng * 1664525u + 1013904223u;
+    return (int)((vrng >> 8) % (uint32_t)n);
+}
+
+/* One random view op on t (and its model); NULL when the op failed. */
+static candle_tensor *random_view(candle_ctx *ctx, candle_tensor *t, dense *m) {
+    dense *out = malloc(sizeof *out);
+    vparams p = {.op = (vop)rnd(V_COUNT)};
+    candle_tensor *r = NULL;
+    out->rank = m->rank;
+    memcpy(out->shape, m->shape, sizeof out->shape);
+    int d = m->rank ? rnd(m->rank) : 0;
+    if (m->rank == 0 && p.op != V_UNSQUEEZE && p.op != V_RESHAPE) p.op = V_UNSQUEEZE;
+    switch (p.op) {
+    case V_PERMUTE:
+        for (int i = 0; i < m->rank; i++) p.perm[i] = i;
+        for (int i = m->rank - 1; i > 0; i--) {
+            int j = rnd(i + 1), tmp = p.perm[i];
+            p.perm[i] = p.perm[j], p.perm[j] = tmp;
+        }
+        for (int i = 0; i < m->rank; i++) out->shape[i] = m->shape[p.perm[i]];
+        r = candle_permute(ctx, t, p.perm);
+        break;
+    case V_SLICE: {
+        int64_t n = m->shape[d], start = rnd((int)n + 1) - (rnd(2) ? n : 0);
+        int64_t end = rnd((int)n + 2) - (rnd(3) == 0 ? n : 0), step = 1 + rnd(3);
+        r = candle_slice(ctx, t, rnd(2) ? d : d - m->rank, start, end, step);
+        int64_t s0 = start < 0 ? start + n : start, e0 = end < 0 ? end + n : end;
+        s0 = s0 < 0 ? 0 : s0 > n ? n : s0;
+        e0 = e0 < s0 ? s0 : e0 > n ? n : e0;
+        p.dim = d, p.start = s0, p.step = step;
+        out->shape[d] = (e0 - s0 + step - 1) / step;
+        break;
+    }
+    case V_UNSQUEEZE:
+        if (m->rank == CANDLE_MAX_RANK) break;
+        p.dim = rnd(m->rank + 1);
+        out->rank = m->rank + 1;
+        for (int i = 0, j = 0; i < out->rank; i++) out->shape[i] = i == p.dim ? 1 : m->shape[j++];
+        r = candle_unsqueeze(ctx, t, p.dim);
+        break;
+    case V_SQUEEZE:
+    case V_EXPAND:
+        for (int k = 0; k < m->rank && m->shape[d] != 1; k++) d = (d + 1) % m->rank;
+        if (m->shape[d] != 1) break;
+        p.dim = d;
+        if (p.op == V_SQUEEZE) {
+            out->rank = m->rank - 1;
+            for (int i = 0, j = 0; i < m->rank; i++)
+                if (i != d) out->shape[j++] = m->shape[i];
+            r = candle_squeeze(ctx, t, d);
+        } else {
+            out->shape[d] = 2 + rnd(2);
+            if (numel_of(out->rank, out->shape) > 4096) break;
+            int64_t want[CANDLE_MAX_RANK];
+            for (int i = 0; i < m->rank; i++) want[i] = i == d ? out->shape[d] : -1;
+            r = candle_expand(ctx, t, m->rank, want);
+        }
+        break;
+    default: { /* reshape: split or merge the first two dims */
+        int64_t n = numel_of(m->rank, m->shape);
+        out->rank = m->rank >= 2 && rnd(2) ? m->rank - 1 : (m->rank < CANDLE_MAX_RANK ? m->rank + 1 : m->rank);
+        if (out->rank == m->rank - 1) {
+            out->shape[0] = m->shape[0] * m->shape[1];
+            for (int i = 1; i < out->rank; i++) out->shape[i] = m->shape[i + 1];
+        } else if (out->rank == m->rank + 1) {
+            out->shape[0] = 1;
+            for (int i = 1; i < out->rank; i++) out->shape[i] = m->shape[i - 1];
+        }
+        (void)n;
+        bool contiguous = candle_tensor_is_contiguous(t);
+        r = candle_reshape(ctx, t, out->rank, out->shape);
+        CHECK(contiguous == (r != NULL));
+        if (!r) {
+            candle_ctx_clear_error(ctx);
+            r = candle_reshape_copy(ctx, t, out->rank, out->shape);
+        }
+        break;
+    }
+    }
+    if (r) {
+        CHECK_MSG(r->rank == out->rank && memcmp(r->shape, out->shape, sizeof(int64_t) * (size_t)r->rank) == 0,
+                  "op %d: shape differs from the model", (int)p.op);
+        dense_apply(m, out, &p);
+        *m = *out;
+        applied[p.op]++;
+    }
+    free(out);
+    return r ? r : t;
+}
+
+static void test_random_view_chains(void) {
+    candle_ctx *ctx = new_ctx(true);
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    int bad_chains = 0;
+    for (int chain = 0; chain < 300; chain++) {
+        dense *m = malloc(sizeof *m);
+        m->rank = 1 + rnd(4);
+        for (int i = 0; i < m->rank; i++) m->shape[i] = 1 + rnd(5);
+        int64_t n = numel_of(m->rank, m->shape);
+        float *v = malloc(sizeof(float) * (size_t)n);
+        for (int64_t k = 0; k < n; k++) v[k] = (float)k, m->v[k] = (double)k;
+        candle_tensor *t = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, m->rank, m->shape, v);
+        free(v);
+        for (int step = 0; step < 8; step++) t = random_view(ctx, t, m);
+        CHECK_MSG(candle_errcode(ctx) == CANDLE_OK, "chain %d: %s", chain, candle_errmsg(ctx));
+        candle_ctx_clear_error(ctx);
+        /* element access through the view and through a contiguous copy */
+        candle_tensor *c = candle_contiguous(ctx, t);
+        int64_t cnt = numel_of(m->rank, m->shape);
+        float *got = malloc(sizeof(float) * (size_t)(cnt ? cnt : 1));
+        float *got2 = malloc(sizeof(float) * (size_t)(cnt ? cnt : 1));
+        bool ok = c && candle_tensor_to_f32(t, got) == CANDLE_OK && candle_tensor_to_f32(c, got2) == CANDLE_OK;
+        for (int64_t k = 0; ok && k < cnt; k++) ok = got[k] == m->v[k] && got2[k] == m->v[k];
+        bad_chains += !ok;
+        free(got);
+        free(got2);
+        free(m);
+        candle_ctx_reset(ctx, mark);
+    }
+    CHECK_MSG(bad_chains == 0, "%d of 300 random view chains differ from the model", bad_chains);
+    for (int op = 0; op < V_COUNT; op++) CHECK_MSG(applied[op] > 50, "op %d applied %d times", op, applied[op]);
+    CHECK(candle_ctx_mem_used(ctx) == 0);
+    candle_ctx_free(ctx);
+}
+
 int main(void) {
     test_each_view(CANDLE_DTYPE_F32);
     test_each_view(CANDLE_DTYPE_F16);
     test_each_view(CANDLE_DTYPE_I32);
     test_contiguous_and_reshape_errors();
     test_lazy_views();
+    test_random_view_chains();
     return test_done("test_views");
 }
