@@ -4,6 +4,34 @@
  * are folded in through q8_K's bsums, as in the scalar kernels. */
 #include "avx2-common.h"
 
+/* Shuffle controls that spread one 16-bit lane of a vector holding 8 int16
+ * scales (the same in both halves) over a whole register (bcast_ctrl[j]), or
+ * lane 2p over the low half and 2p+1 over the high half (pair_ctrl[p]): the
+ * lanes of a maddubs result cover elements 0..15 low, 16..31 high. */
+#define B16(j) (char)(2 * (j)), (char)(2 * (j) + 1)
+#define B16x8(j) B16(j), B16(j), B16(j), B16(j), B16(j), B16(j), B16(j), B16(j)
+static const char bcast_ctrl[8][32] __attribute__((aligned(32))) = {
+    {B16x8(0), B16x8(0)}, {B16x8(1), B16x8(1)}, {B16x8(2), B16x8(2)}, {B16x8(3), B16x8(3)},
+    {B16x8(4), B16x8(4)}, {B16x8(5), B16x8(5)}, {B16x8(6), B16x8(6)}, {B16x8(7), B16x8(7)},
+};
+static const char pair_ctrl[4][32] __attribute__((aligned(32))) = {
+    {B16x8(0), B16x8(1)}, {B16x8(2), B16x8(3)}, {B16x8(4), B16x8(5)}, {B16x8(6), B16x8(7)},
+};
+#undef B16x8
+#undef B16
+
+static inline __m256i spread(__m256i scales16, const char *ctrl) {
+    return _mm256_shuffle_epi8(scales16, _mm256_load_si256((const __m256i *)ctrl));
+}
+
+/* 8 scales (bytes, signed or not) as int16 in both halves of a register. */
+static inline __m256i scales_u8(const uint8_t *p) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p)));
+}
+static inline __m256i scales_i8(const int8_t *p) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p)));
+}
+
 void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
     block_q8_K *b = dst;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -78,13 +106,13 @@ void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
-        __m256i sumi = _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256(), scv = scales_u8(sc);
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(x[i].qs + 32 * c);
             __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), load32(y[i].qs + 64 * c));
             __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load32(y[i].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, spread(scv, bcast_ctrl[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, spread(scv, bcast_ctrl[2 * c + 1])));
         }
         float d = y[i].d * h2f(x[i].d);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -102,7 +130,7 @@ void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
-        __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256();
+        __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256(), scv = scales_u8(sc);
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(x[i].qs + 32 * c);
             __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
@@ -112,8 +140,8 @@ void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
             __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
             __m256i p0 = _mm256_maddubs_epi16(q0, load32(y[i].qs + 64 * c));
             __m256i p1 = _mm256_maddubs_epi16(q1, load32(y[i].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, spread(scv, bcast_ctrl[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, spread(scv, bcast_ctrl[2 * c + 1])));
         }
         float d = y[i].d * h2f(x[i].d);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -133,6 +161,7 @@ void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
         const int8_t *sc = x[i].scales;
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
+            __m256i scv = scales_i8(sc + 8 * h);
             __m256i l0 = load32(x[i].ql + 64 * h), l1 = load32(x[i].ql + 64 * h + 32);
             __m256i qh = load32(x[i].qh + 32 * h);
             __m256i q[4];
@@ -144,24 +173,31 @@ void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
             for (int k = 0; k < 4; k++) {
-                int s = 8 * h + 2 * k;
                 __m256i p = _mm256_maddubs_epi16(q[k], load32(y[i].qs + 128 * h + 32 * k));
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scv));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
             }
         }
-        int bias = 0;
-        for (int s = 0; s < 16; s++) bias += sc[s] * y[i].bsums[s];
-        sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * bias, 0, 0, 0, 0, 0, 0, 0));
+        /* the codes carry +32: remove 32 * sum_s sc[s] * bsums[s] */
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)), 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     *out = hsum_ps(acc);
 }
 
-/* Scale vector for one 32-element group: lanes of elements 0..15 get s0,
- * those of 16..31 get s1 (the order maddubs leaves them in). */
-static inline __m256i pair_scales(int s0, int s1) {
-    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+/* The 16 biased 6-bit scales of a q3_K block (see quant_q3k_scale), four
+ * at a time in 32-bit lanes. */
+static inline void q3k_scales(const uint8_t *packed, int8_t *sc) {
+    uint32_t a0, a1, hi, out[4];
+    memcpy(&a0, packed, 4);
+    memcpy(&a1, packed + 4, 4);
+    memcpy(&hi, packed + 8, 4);
+    out[0] = (a0 & 0x0f0f0f0fu) | ((hi & 0x03030303u) << 4);
+    out[1] = (a1 & 0x0f0f0f0fu) | (((hi >> 2) & 0x03030303u) << 4);
+    out[2] = ((a0 >> 4) & 0x0f0f0f0fu) | (((hi >> 4) & 0x03030303u) << 4);
+    out[3] = ((a1 >> 4) & 0x0f0f0f0fu) | (((hi >> 6) & 0x03030303u) << 4);
+    memcpy(sc, out, 16);
+    for (int j = 0; j < 16; j++) sc[j] = (int8_t)(sc[j] - 32);
 }
 
 void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
@@ -175,14 +211,15 @@ void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
         __m128i raw = _mm_loadu_si128((const __m128i *)sc);
         __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         int sum_m = hsum_i32(_mm256_madd_epi16(mins, load32(y[i].bsums)));
+        __m128i lows = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
+            __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h ? _mm_srli_si128(lows, 8) : lows));
             __m256i q = load32(x[i].qs + 32 * h);
             for (int k = 0; k < 4; k++) {
-                __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
+                __m256i qk = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m2);
                 __m256i p = _mm256_maddubs_epi16(qk, load32(y[i].qs + 128 * h + 32 * k));
-                int s = 8 * h + 2 * k;
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc[s] & 0xF, sc[s + 1] & 0xF)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
@@ -197,20 +234,21 @@ void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sc[16];
-        for (int s = 0; s < 16; s++) sc[s] = quant_q3k_scale(s, x[i].scales);
+        int8_t sc[16];
+        q3k_scales(x[i].scales, sc);
         __m256i hm = load32(x[i].hmask), sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
+            __m256i scv = scales_i8(sc + 8 * h);
             __m256i q = load32(x[i].qs + 32 * h);
             for (int k = 0; k < 4; k++) {
                 __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + k)));
                 __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
                 /* an unset high bit means the code is 4 lower */
-                __m256i qk = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2), _mm256_andnot_si256(set, four));
+                __m256i low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m2);
+                __m256i qk = _mm256_sub_epi8(low, _mm256_andnot_si256(set, four));
                 __m256i yk = load32(y[i].qs + 128 * h + 32 * k);
                 __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(qk, qk), _mm256_sign_epi8(yk, qk));
-                int s = 8 * h + 2 * k;
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc[s], sc[s + 1])));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);

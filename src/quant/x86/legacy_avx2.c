@@ -2,14 +2,12 @@
  * q8_1; bit-identical to the scalar ones) and dot products. */
 #include "avx2-common.h"
 
-/* roundf (half away from zero) for |v| < 2^23: truncate, then step away
- * from zero when the exact remainder is at least one half. */
+/* roundf (half away from zero): add the largest float below one half with
+ * v's sign, then truncate. Checked against roundf for every float below 2^23
+ * in magnitude (codes here are at most 127). */
 static inline __m256 round_away(__m256 v) {
-    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
-    __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
-    __m256 step = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), _mm256_set1_ps(1.0f));
-    return _mm256_add_ps(t, _mm256_or_ps(step, sign));
+    __m256 half = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(0.49999997f));
+    return _mm256_round_ps(_mm256_add_ps(v, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
 }
 
 /* 4 x 8 int32 (each in -128..127) -> 32 int8 in element order. */
@@ -19,32 +17,31 @@ static inline __m256i pack_i32x4(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* One 32-element q8 block: returns the float scale, writes codes and their sum. */
+/* One 32-element q8 block: returns the float scale and writes the codes;
+ * with sum, also their sum (for q8_1). */
 static inline float quantize_q8_32(const float *x, int8_t *qs, int *sum) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 v[4], m = _mm256_setzero_ps();
-    for (int k = 0; k < 4; k++) {
-        v[k] = _mm256_loadu_ps(x + 8 * k);
-        m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
-    }
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
+                             _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
     float d = _mm_cvtss_f32(h) / 127;
-    float id = d != 0 ? 1.0f / d : 0.0f;
-    __m256 vid = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
-    *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-    _mm256_storeu_si256((__m256i *)qs, pack_i32x4(q[0], q[1], q[2], q[3]));
+    __m256 vid = _mm256_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+    __m256i q0 = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v0, vid)));
+    __m256i q1 = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v1, vid)));
+    __m256i q2 = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v2, vid)));
+    __m256i q3 = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v3, vid)));
+    if (sum) *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+    _mm256_storeu_si256((__m256i *)qs, pack_i32x4(q0, q1, q2, q3));
     return d;
 }
 
 void candle_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n) {
     block_q8_0 *b = dst;
-    int sum;
     for (int64_t i = 0; i < n / QK8_0; i++, src += QK8_0)
-        b[i].d = _cvtss_sh(quantize_q8_32(src, b[i].qs, &sum), _MM_FROUND_TO_NEAREST_INT);
+        b[i].d = _cvtss_sh(quantize_q8_32(src, b[i].qs, NULL), _MM_FROUND_TO_NEAREST_INT);
 }
 
 void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n) {
@@ -91,29 +88,36 @@ static inline __m256i dot_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) {
     return dot_i8_i8(_mm256_shuffle_epi8(table, unpack_nibbles(x->qs)), load32(y->qs));
 }
 
-#define BLOCK_TERM(i) \
-    _mm256_mul_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(BLOCK_DOT(&x[i], &y[i])))
+#define BLOCK_SCALE(i) _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d))
+#define BLOCK_SUM(i) _mm256_cvtepi32_ps(BLOCK_DOT(&x[i], &y[i]))
 
 /* Two blocks per step into two accumulators, to overlap the fma latencies. */
-#define DOT_LOOP(nb)                                                              \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();               \
-    int64_t i = 0;                                                                \
-    for (; i + 1 < (nb); i += 2) {                                                \
-        acc0 = _mm256_add_ps(acc0, BLOCK_TERM(i));                                \
-        acc1 = _mm256_add_ps(acc1, BLOCK_TERM(i + 1));                            \
-    }                                                                             \
-    if (i < (nb)) acc0 = _mm256_add_ps(acc0, BLOCK_TERM(i));                      \
+#define DOT_LOOP(nb)                                                                    \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                     \
+    int64_t i = 0;                                                                      \
+    for (; i + 1 < (nb); i += 2) {                                                      \
+        acc0 = _mm256_fmadd_ps(BLOCK_SCALE(i), BLOCK_SUM(i), acc0);                     \
+        acc1 = _mm256_fmadd_ps(BLOCK_SCALE(i + 1), BLOCK_SUM(i + 1), acc1);             \
+        MIN_TERM(i);                                                                    \
+        MIN_TERM(i + 1);                                                                \
+    }                                                                                   \
+    if (i < (nb)) {                                                                     \
+        acc0 = _mm256_fmadd_ps(BLOCK_SCALE(i), BLOCK_SUM(i), acc0);                     \
+        MIN_TERM(i);                                                                    \
+    }                                                                                   \
     float sum = hsum_ps(_mm256_add_ps(acc0, acc1))
 
-/* The minimum's term of the q*_1 types: m * s per block. */
-#define MIN_TERMS(nb, acc)                                                        \
-    for (int64_t k = 0; k < (nb); k++) acc += h2f(x[k].m) * h2f(y[k].s)
+/* The minimum's term of the q*_1 types: m * s per block, in the same loop. */
+#define NO_MIN_TERM(i) (void)0
+#define Q1_MIN_TERM(i) sum_m += h2f(x[i].m) * h2f(y[i].s)
 
 void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q4_0
+#define MIN_TERM NO_MIN_TERM
     DOT_LOOP(n / QK8_0);
+#undef MIN_TERM
 #undef BLOCK_DOT
     *out = sum;
 }
@@ -121,18 +125,22 @@ void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *vx, const 
 void candle_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
+    float sum_m = 0;
 #define BLOCK_DOT dot_q4_1
+#define MIN_TERM Q1_MIN_TERM
     DOT_LOOP(n / QK8_1);
+#undef MIN_TERM
 #undef BLOCK_DOT
-    MIN_TERMS(n / QK8_1, sum);
-    *out = sum;
+    *out = sum + sum_m;
 }
 
 void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q5_0
+#define MIN_TERM NO_MIN_TERM
     DOT_LOOP(n / QK8_0);
+#undef MIN_TERM
 #undef BLOCK_DOT
     *out = sum;
 }
@@ -140,18 +148,22 @@ void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *vx, const 
 void candle_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
+    float sum_m = 0;
 #define BLOCK_DOT dot_q5_1
+#define MIN_TERM Q1_MIN_TERM
     DOT_LOOP(n / QK8_1);
+#undef MIN_TERM
 #undef BLOCK_DOT
-    MIN_TERMS(n / QK8_1, sum);
-    *out = sum;
+    *out = sum + sum_m;
 }
 
 void candle_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q8_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q8_0
+#define MIN_TERM NO_MIN_TERM
     DOT_LOOP(n / QK8_0);
+#undef MIN_TERM
 #undef BLOCK_DOT
     *out = sum;
 }
@@ -160,7 +172,9 @@ void candle_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *vx, cons
     const block_iq4_nl *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_iq4_nl
+#define MIN_TERM NO_MIN_TERM
     DOT_LOOP(n / QK4_NL);
+#undef MIN_TERM
 #undef BLOCK_DOT
     *out = sum;
 }
