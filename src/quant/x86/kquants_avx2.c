@@ -107,6 +107,7 @@ void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
         __m256i sumi = _mm256_setzero_si256(), scv = scales_u8(sc);
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(x[i].qs + 32 * c);
             __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), load32(y[i].qs + 64 * c));
@@ -131,6 +132,7 @@ void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
         __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256(), scv = scales_u8(sc);
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(x[i].qs + 32 * c);
             __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
@@ -172,6 +174,7 @@ void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m256i p = _mm256_maddubs_epi16(q[k], load32(y[i].qs + 128 * h + 32 * k));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
@@ -185,19 +188,18 @@ void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     *out = hsum_ps(acc);
 }
 
-/* The 16 biased 6-bit scales of a q3_K block (see quant_q3k_scale), four
- * at a time in 32-bit lanes. */
-static inline void q3k_scales(const uint8_t *packed, int8_t *sc) {
-    uint32_t a0, a1, hi, out[4];
+/* The 16 biased 6-bit scales of a q3_K block (see quant_q3k_scale) as
+ * signed bytes: four at a time in 32-bit lanes, then the bias off. */
+static inline __m128i q3k_scales(const uint8_t *packed) {
+    uint32_t a0, a1, hi;
     memcpy(&a0, packed, 4);
     memcpy(&a1, packed + 4, 4);
     memcpy(&hi, packed + 8, 4);
-    out[0] = (a0 & 0x0f0f0f0fu) | ((hi & 0x03030303u) << 4);
-    out[1] = (a1 & 0x0f0f0f0fu) | (((hi >> 2) & 0x03030303u) << 4);
-    out[2] = ((a0 >> 4) & 0x0f0f0f0fu) | (((hi >> 4) & 0x03030303u) << 4);
-    out[3] = ((a1 >> 4) & 0x0f0f0f0fu) | (((hi >> 6) & 0x03030303u) << 4);
-    memcpy(sc, out, 16);
-    for (int j = 0; j < 16; j++) sc[j] = (int8_t)(sc[j] - 32);
+    __m128i v = _mm_setr_epi32((int)((a0 & 0x0f0f0f0fu) | ((hi & 0x03030303u) << 4)),
+                               (int)((a1 & 0x0f0f0f0fu) | (((hi >> 2) & 0x03030303u) << 4)),
+                               (int)(((a0 >> 4) & 0x0f0f0f0fu) | (((hi >> 4) & 0x03030303u) << 4)),
+                               (int)(((a1 >> 4) & 0x0f0f0f0fu) | (((hi >> 6) & 0x03030303u) << 4)));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
 void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
@@ -207,8 +209,7 @@ void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     __m256 acc = _mm256_setzero_ps();
     float acc_m = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t *sc = x[i].scales;
-        __m128i raw = _mm_loadu_si128((const __m128i *)sc);
+        __m128i raw = _mm_loadu_si128((const __m128i *)x[i].scales);
         __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         int sum_m = hsum_i32(_mm256_madd_epi16(mins, load32(y[i].bsums)));
         __m128i lows = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
@@ -216,8 +217,9 @@ void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
         for (int h = 0; h < 2; h++) {
             __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h ? _mm_srli_si128(lows, 8) : lows));
             __m256i q = load32(x[i].qs + 32 * h);
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                __m256i qk = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m2);
+                __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
                 __m256i p = _mm256_maddubs_epi16(qk, load32(y[i].qs + 128 * h + 32 * k));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
             }
@@ -228,27 +230,27 @@ void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     *out = hsum_ps(acc) - acc_m;
 }
 
+/* q3_K codes are the 2 low bits minus 4 where the high bit is clear: the
+ * dot is maddubs(low, y) - maddubs(4 * !high, y), both unsigned x signed. */
 void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q3_K *x = vx;
     const block_q8_K *y = vy;
     const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int8_t sc[16];
-        q3k_scales(x[i].scales, sc);
-        __m256i hm = load32(x[i].hmask), sumi = _mm256_setzero_si256();
+        __m128i sc = q3k_scales(x[i].scales);
+        __m256i hm = load32(x[i].hmask), sumi = _mm256_setzero_si256(), bit = _mm256_set1_epi8(1);
         for (int h = 0; h < 2; h++) {
-            __m256i scv = scales_i8(sc + 8 * h);
+            __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc, 8) : sc));
             __m256i q = load32(x[i].qs + 32 * h);
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + k)));
-                __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
-                /* an unset high bit means the code is 4 lower */
-                __m256i low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m2);
-                __m256i qk = _mm256_sub_epi8(low, _mm256_andnot_si256(set, four));
+                __m256i clear = _mm256_andnot_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four);
+                __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
                 __m256i yk = load32(y[i].qs + 128 * h + 32 * k);
-                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(qk, qk), _mm256_sign_epi8(yk, qk));
+                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, yk), _mm256_maddubs_epi16(clear, yk));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
+                bit = _mm256_add_epi8(bit, bit);
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
@@ -262,13 +264,16 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sumi = _mm256_setzero_si256();
+        uint8_t ls[8];
+        for (int ib = 0; ib < 8; ib++)
+            ls[ib] = (uint8_t)(((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((x[i].scales_h >> (2 * ib)) & 3) << 4));
+        __m256i scv = _mm256_sub_epi16(scales_u8(ls), _mm256_set1_epi16(32)), sumi = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int ib = 0; ib < 8; ib++) {
-            int lo = (x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF, hi = (x[i].scales_h >> (2 * ib)) & 3;
             __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(x[i].qs + 16 * ib));
             __m256i yk = load32(y[i].qs + 32 * ib);
             __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(yk, q));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)((lo | (hi << 4)) - 32))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, bcast_ctrl[ib])));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
