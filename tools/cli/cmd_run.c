@@ -74,7 +74,6 @@ int cmd_run(int argc, char **argv) {
     int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
     if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);
     double t2 = cli_now();
-    fputs("\n", stdout);
     report(&g, n, t1 - t0, n_gen, t2 - t1);
     free(ids);
     gen_close(&g);
