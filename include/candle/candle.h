@@ -12,6 +12,9 @@
 #include "gguf.h"
 #include "quantize.h"
 #include "tokenizer.h"
+#include "model.h"
+#include "sampler.h"
+#include "chat.h"
 
 #define CANDLE_VERSION "0.1.0"
 
