@@ -25,8 +25,8 @@ static float search_scale_min(int n, int nmax, const float *x, const float *w, u
     uint8_t aux[32];
     float mn = x[0], mx = x[0], sum_w = 0, sum_x = 0;
     for (int i = 0; i < n; i++) {
-        mn = fminf(mn, x[i]);
-        mx = fmaxf(mx, x[i]);
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
         sum_w += w[i];
         sum_x += w[i] * x[i];
     }
@@ -160,8 +160,9 @@ void candle_q2_k_from_f32(const float *src, void *dst, int64_t n) {
         for (int s = 0; s < 16; s++) {
             for (int l = 0; l < 16; l++) w[l] = fabsf(src[16 * s + l]);
             scales[s] = search_scale_min(16, 3, src + 16 * s, w, L + 16 * s, &mins[s], -0.5f, 0.1f, 15, 1);
-            max_scale = fmaxf(max_scale, scales[s]);
-            max_min = fmaxf(max_min, mins[s]);
+            /* comparisons, not fmaxf: a -0 minimum must not reach dmin */
+            if (scales[s] > max_scale) max_scale = scales[s];
+            if (mins[s] > max_min) max_min = mins[s];
         }
         float is = max_scale > 0 ? 15 / max_scale : 0, im = max_min > 0 ? 15 / max_min : 0;
         for (int s = 0; s < 16; s++) {
@@ -259,8 +260,8 @@ static void quantize_k4_block(const float *x, int nmax, uint16_t *d16, uint16_t 
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
         scales[s] = search_scale_min(32, nmax, xs, w, L + 32 * s, &mins[s], rmin, 0.1f, nstep, 0);
-        max_scale = fmaxf(max_scale, scales[s]);
-        max_min = fmaxf(max_min, mins[s]);
+        if (scales[s] > max_scale) max_scale = scales[s];
+        if (mins[s] > max_min) max_min = mins[s];
     }
     float is = max_scale > 0 ? 63 / max_scale : 0, im = max_min > 0 ? 63 / max_min : 0;
     uint8_t ls[8], lm[8];

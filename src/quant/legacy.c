@@ -182,7 +182,8 @@ void candle_q8_0_to_f32(const void *src, float *dst, int64_t n) {
  * Returns the float scale (before its f16 rounding) and the code sum. */
 static float quantize_q8_32(const float *x, int8_t *qs, int *sum) {
     float amax = 0;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
     float d = amax / 127;
     float id = d != 0 ? 1.0f / d : 0.0f;
     int s = 0;

@@ -41,11 +41,16 @@ static void set(candle_dtype_traits *t, candle_dtype type, candle_to_f32_fn to, 
     t[type].vec_dot_type = dot_type;
 }
 
-static int use_avx2;
+static int use_avx2, use_vnni;
 
 int candle_quant_uses_avx2(void) {
     candle_dtype_info(CANDLE_DTYPE_F32); /* registration decides */
     return use_avx2;
+}
+
+int candle_quant_uses_vnni(void) {
+    candle_dtype_info(CANDLE_DTYPE_F32);
+    return use_vnni;
 }
 
 static void register_scalar(candle_dtype_traits *t) {
@@ -95,6 +100,15 @@ static void register_avx2(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q6_K].vec_dot = candle_vec_dot_q6_k_q8_k_avx2;
     t[CANDLE_DTYPE_IQ4_XS].vec_dot = candle_vec_dot_iq4_xs_q8_k_avx2;
 }
+
+static void register_vnni(candle_dtype_traits *t) {
+    t[CANDLE_DTYPE_Q4_0].vec_dot = candle_vec_dot_q4_0_q8_0_vnni;
+    t[CANDLE_DTYPE_Q4_1].vec_dot = candle_vec_dot_q4_1_q8_1_vnni;
+    t[CANDLE_DTYPE_Q5_0].vec_dot = candle_vec_dot_q5_0_q8_0_vnni;
+    t[CANDLE_DTYPE_Q5_1].vec_dot = candle_vec_dot_q5_1_q8_1_vnni;
+    t[CANDLE_DTYPE_Q8_0].vec_dot = candle_vec_dot_q8_0_q8_0_vnni;
+    t[CANDLE_DTYPE_IQ4_NL].vec_dot = candle_vec_dot_iq4_nl_q8_0_vnni;
+}
 #endif
 
 void candle_quant_register_traits(candle_dtype_traits *t) {
@@ -106,6 +120,13 @@ void candle_quant_register_traits(candle_dtype_traits *t) {
         cpu_has_f16c()) {
         register_avx2(t);
         use_avx2 = 1;
+        /* CANDLE_QUANT_NO_VNNI keeps the AVX2 dots (comparison, debugging) */
+        const char *no_vnni = getenv("CANDLE_QUANT_NO_VNNI");
+        if ((!no_vnni || !*no_vnni || *no_vnni == '0') && __builtin_cpu_supports("avx512vnni") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
+            register_vnni(t);
+            use_vnni = 1;
+        }
     }
 #endif
 }

@@ -131,24 +131,26 @@ typedef struct {
     candle_dtype type;
     candle_vec_dot_fn scalar;
 #ifdef CANDLE_QUANT_HAVE_X86
-    candle_vec_dot_fn avx2; /* NULL if none */
+    candle_vec_dot_fn avx2, vnni; /* NULL if none */
 #endif
 } dot_case;
 
 #ifdef CANDLE_QUANT_HAVE_X86
-#define DOT(T, s, a) {CANDLE_DTYPE_##T, s, a}
+#define DOT(T, s, a) {CANDLE_DTYPE_##T, s, a, NULL}
+#define DOTV(T, s, a, v) {CANDLE_DTYPE_##T, s, a, v}
 #else
 #define DOT(T, s, a) {CANDLE_DTYPE_##T, s}
+#define DOTV(T, s, a, v) {CANDLE_DTYPE_##T, s}
 #endif
 
 static const dot_case dot_cases[] = {
-    DOT(Q4_0, candle_vec_dot_q4_0_q8_0, candle_vec_dot_q4_0_q8_0_avx2),
-    DOT(Q4_1, candle_vec_dot_q4_1_q8_1, candle_vec_dot_q4_1_q8_1_avx2),
-    DOT(Q5_0, candle_vec_dot_q5_0_q8_0, candle_vec_dot_q5_0_q8_0_avx2),
-    DOT(Q5_1, candle_vec_dot_q5_1_q8_1, candle_vec_dot_q5_1_q8_1_avx2),
-    DOT(Q8_0, candle_vec_dot_q8_0_q8_0, candle_vec_dot_q8_0_q8_0_avx2),
+    DOTV(Q4_0, candle_vec_dot_q4_0_q8_0, candle_vec_dot_q4_0_q8_0_avx2, candle_vec_dot_q4_0_q8_0_vnni),
+    DOTV(Q4_1, candle_vec_dot_q4_1_q8_1, candle_vec_dot_q4_1_q8_1_avx2, candle_vec_dot_q4_1_q8_1_vnni),
+    DOTV(Q5_0, candle_vec_dot_q5_0_q8_0, candle_vec_dot_q5_0_q8_0_avx2, candle_vec_dot_q5_0_q8_0_vnni),
+    DOTV(Q5_1, candle_vec_dot_q5_1_q8_1, candle_vec_dot_q5_1_q8_1_avx2, candle_vec_dot_q5_1_q8_1_vnni),
+    DOTV(Q8_0, candle_vec_dot_q8_0_q8_0, candle_vec_dot_q8_0_q8_0_avx2, candle_vec_dot_q8_0_q8_0_vnni),
     DOT(Q8_1, candle_vec_dot_q8_1_q8_1, NULL),
-    DOT(IQ4_NL, candle_vec_dot_iq4_nl_q8_0, candle_vec_dot_iq4_nl_q8_0_avx2),
+    DOTV(IQ4_NL, candle_vec_dot_iq4_nl_q8_0, candle_vec_dot_iq4_nl_q8_0_avx2, candle_vec_dot_iq4_nl_q8_0_vnni),
     DOT(Q2_K, candle_vec_dot_q2_k_q8_k, candle_vec_dot_q2_k_q8_k_avx2),
     DOT(Q3_K, candle_vec_dot_q3_k_q8_k, candle_vec_dot_q3_k_q8_k_avx2),
     DOT(Q4_K, candle_vec_dot_q4_k_q8_k, candle_vec_dot_q4_k_q8_k_avx2),
@@ -206,6 +208,11 @@ static void test_dot(const dot_case *c, long nb, int shifted) {
         c->avx2(n, &fast, xq, yq);
         CHECK_MSG(fabs(fast - ref) <= tol, "%s avx2 dot nb=%ld: %.9g vs %.9g (tol %g)", tx->name, nb, fast, ref, tol);
     }
+    if (c->vnni && candle_quant_uses_vnni()) { /* only on CPUs with AVX-512 VNNI */
+        float fast = NAN;
+        c->vnni(n, &fast, xq, yq);
+        CHECK_MSG(fabs(fast - ref) <= tol, "%s vnni dot nb=%ld: %.9g vs %.9g (tol %g)", tx->name, nb, fast, ref, tol);
+    }
 #endif
     free(x), free(y), free(xd), free(yd), free(xq), free(yq);
 }
@@ -241,6 +248,11 @@ static void test_dot_extremes(const dot_case *c) {
         float fast = NAN;
         c->avx2(n, &fast, xq, yq);
         CHECK_MSG(fabs(fast - ref) <= tol, "%s avx2 extreme dot: %.9g vs %.9g", tx->name, fast, ref);
+    }
+    if (c->vnni && candle_quant_uses_vnni()) {
+        float fast = NAN;
+        c->vnni(n, &fast, xq, yq);
+        CHECK_MSG(fabs(fast - ref) <= tol, "%s vnni extreme dot: %.9g vs %.9g", tx->name, fast, ref);
     }
 #endif
     free(x), free(y), free(xd), free(yd), free(xq), free(yq);
@@ -453,7 +465,7 @@ static void test_traits(void) {
 }
 
 int main(void) {
-    printf("quant kernels: %s\n", candle_quant_uses_avx2() ? "avx2" : "scalar");
+    printf("quant kernels: %s\n", candle_quant_uses_vnni() ? "avx2 + avx512 vnni" : candle_quant_uses_avx2() ? "avx2" : "scalar");
     test_traits();
     static const char *deq[] = {"f16",  "bf16", "q4_0", "q4_1", "q5_0", "q5_1",   "q8_0",
                                 "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"};

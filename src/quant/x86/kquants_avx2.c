@@ -2,7 +2,7 @@
  * to the scalar one) and the q4_K, q5_K, q6_K dots. Sub-block products are
  * summed in int32 with the sub-block scales applied by madd; the minimums
  * are folded in through q8_K's bsums, as in the scalar kernels. */
-#include "avx2-common.h"
+#include "avx2-impl.h"
 
 /* Shuffle controls that spread one 16-bit lane of a vector holding 8 int16
  * scales (the same in both halves) over a whole register (bcast_ctrl[j]), or

@@ -1,6 +1,8 @@
-/* Internal helpers shared by the AVX2 quant kernels (compiled with -mavx2 -mfma). */
-#ifndef CANDLE_QUANT_AVX2_COMMON_H
-#define CANDLE_QUANT_AVX2_COMMON_H
+/* Internal helpers shared by the AVX2 quant kernels (compiled with -mavx2
+ * -mfma -mf16c). A file that defines CANDLE_QUANT_VNNI first (compiled with
+ * the AVX-512 flags) gets dot_u8_i8 as one VNNI instruction instead. */
+#ifndef CANDLE_QUANT_AVX2_IMPL_H
+#define CANDLE_QUANT_AVX2_IMPL_H
 
 #include <immintrin.h>
 
@@ -42,9 +44,15 @@ static inline __m256i bits_to_bytes(uint32_t bits) {
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
 }
 
-/* Unsigned bytes times signed bytes, summed in 8 int32 lanes. */
+/* Unsigned bytes times signed bytes, summed in 8 int32 lanes (four
+ * products a lane). maddubs saturates its pair sums at 16 bits; every
+ * caller's codes keep them below 2^15. */
 static inline __m256i dot_u8_i8(__m256i u, __m256i s) {
+#ifdef CANDLE_QUANT_VNNI
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
 }
 
 /* Signed times signed via the sign trick: |x| * (y with x's sign). y must
