@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/threadpool.h"
 #include "cli.h"
 
 #define MAX_ROWS 128
@@ -82,6 +83,27 @@ static double probe(void *(*fn)(void *), int nt, const float *buf, size_t n, int
         pthread_barrier_destroy(&start);
         if (rate > best) best = rate;
     }
+    return best;
+}
+
+static void noop_task(void *arg, int task, int n_tasks, int thread) {
+    (void)arg, (void)task, (void)n_tasks, (void)thread;
+}
+
+/* Seconds per team job of nt empty tasks (every thread takes part: publish,
+ * wake, join): the cost
+ * every multithreaded op pays on top of its work. Best of a few batches. */
+static double probe_dispatch(int nt) {
+    cpu_pool *pool = cpu_pool_new(nt);
+    if (!pool) return 0;
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < 2000; i++) cpu_pool_run_team(pool, noop_task, NULL);
+        double dt = (now_s() - t0) / 2000;
+        best = dt < best ? dt : best;
+    }
+    cpu_pool_free(pool);
     return best;
 }
 
@@ -264,6 +286,7 @@ static int make_rows(bench_row *rows, const bench_opts *o) {
 
 typedef struct machine {
     double peak[17], bw[17]; /* flop/s and byte/s by thread count */
+    double dispatch[17];     /* seconds per empty pool job */
     bool have_blas;
     char info[2048];
 } machine;
@@ -278,8 +301,8 @@ static void print_table(const bench_row *rows, int n, const machine *m) {
     printf("%s\n", m->info);
     for (int t = 1; t <= 16; t++)
         if (m->peak[t] > 0)
-            printf("measured peak: %d thread%s: %.1f GFLOP/s f32 FMA, %.1f GB/s read\n", t, t > 1 ? "s" : "",
-                   m->peak[t] * 1e-9, m->bw[t] * 1e-9);
+            printf("measured peak: %d thread%s: %.1f GFLOP/s f32 FMA, %.1f GB/s read, %.2f us per pool dispatch\n",
+                   t, t > 1 ? "s" : "", m->peak[t] * 1e-9, m->bw[t] * 1e-9, m->dispatch[t] * 1e6);
     printf("\n%-12s %5s %6s %6s %3s %4s %9s %7s %9s %6s %6s %5s\n", "shape", "M", "N", "K", "thr", "w",
            "GFLOP/s", "GB/s", "BLAS", "ratio", "%peak", "%bw");
     for (int i = 0; i < n; i++) {
@@ -311,6 +334,10 @@ static void print_json(const bench_row *rows, int n, const machine *m) {
     sep = "";
     for (int t = 1; t <= 16; t++)
         if (m->bw[t] > 0) printf("%s\"%d\": %.2f", sep, t, m->bw[t] * 1e-9), sep = ", ";
+    printf("}, \"dispatch_us\": {");
+    sep = "";
+    for (int t = 1; t <= 16; t++)
+        if (m->peak[t] > 0) printf("%s\"%d\": %.3f", sep, t, m->dispatch[t] * 1e6), sep = ", ";
     printf("}, \"kernels\": \"%s\"}, \"results\": [\n", cpu_simd_get()->name);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
@@ -336,6 +363,7 @@ static void measure_machine(machine *m, const bench_opts *o) {
          * disturbed, as for the products below */
         m->peak[t] = probe(fma_thread, t, NULL, 0, o->quick ? 1000000 : 4000000, o->quick ? 3 : 12);
         if (buf) m->bw[t] = probe(read_thread, t, buf, BW_BYTES / sizeof(float), 0, o->quick ? 2 : 8);
+        m->dispatch[t] = probe_dispatch(t);
     }
     free(buf);
     candle_cpu_info(m->info, sizeof m->info);

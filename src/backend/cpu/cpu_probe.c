@@ -9,7 +9,7 @@ float cpu_probe_read_avx2(const float *p, size_t n);
 
 static double probe_fma_scalar(int64_t iters) {
     float c[16];
-    for (int j = 0; j < 16; j++) c[j] = 1.0f;
+    for (int j = 0; j < 16; j++) c[j] = 1.0f + 0.01f * (float)j; /* distinct: no merged chains */
     for (int64_t i = 0; i < iters; i++)
         for (int j = 0; j < 16; j++) c[j] = c[j] * 0.999999f + 1e-7f;
     float s = 0;

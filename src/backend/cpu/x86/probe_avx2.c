@@ -8,8 +8,11 @@
  * pipes, so the loop runs at the FMA throughput. */
 double cpu_probe_fma_avx2(int64_t iters) {
     __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
-    __m256 c0 = _mm256_set1_ps(1.0f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
-    __m256 c6 = c0, c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+    /* distinct starting values, or the compiler merges identical chains */
+    __m256 c0 = _mm256_set1_ps(1.00f), c1 = _mm256_set1_ps(1.01f), c2 = _mm256_set1_ps(1.02f);
+    __m256 c3 = _mm256_set1_ps(1.03f), c4 = _mm256_set1_ps(1.04f), c5 = _mm256_set1_ps(1.05f);
+    __m256 c6 = _mm256_set1_ps(1.06f), c7 = _mm256_set1_ps(1.07f), c8 = _mm256_set1_ps(1.08f);
+    __m256 c9 = _mm256_set1_ps(1.09f), c10 = _mm256_set1_ps(1.10f), c11 = _mm256_set1_ps(1.11f);
     for (int64_t i = 0; i < iters; i++) {
         c0 = _mm256_fmadd_ps(c0, m, a);
         c1 = _mm256_fmadd_ps(c1, m, a);
