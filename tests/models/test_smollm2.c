@@ -5,16 +5,26 @@
  * top-1 token at every position and the 32-token greedy continuations are
  * identical. test_smollm2_fast covers the fast kernels against llama.cpp on
  * the Q4_1 file itself. */
-#include "smollm2.h"
+#include "pkg_model.h"
+
+static void check_config(const candle_model *m) {
+    const candle_model_config *c = candle_model_get_config(m);
+    CHECK(c->arch == CANDLE_ARCH_LLAMA && c->n_layer == 30 && c->n_embd == 576);
+    CHECK(c->n_head == 9 && c->n_head_kv == 3 && c->head_dim == 64 && c->n_vocab == 49152);
+    CHECK(c->rope_mode == CANDLE_ROPE_INTERLEAVED);
+    CHECK_NEAR(c->rope_base, 100000.0, 1e-6);
+}
 
 int main(void) {
     /* Read once per process by the CPU backend, before any context exists. */
     setenv("CANDLE_CPU_REF", "1", 1);
-    candle_model *m = smollm2_load("test_smollm2");
+    candle_model *m = pkg_model_load("test_smollm2", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!m) return test_done("test_smollm2");
+    check_config(m);
     /* Under a sanitizer the reference kernels are slow: one prompt, fewer tokens. */
-    if (UNDER_SANITIZER) smollm2_check(m, "tests/data/golden/smollm2-135m-f32.txt", 1e-3, 1, 4);
-    else smollm2_check(m, "tests/data/golden/smollm2-135m-f32.txt", 1e-3, 3, GOLDEN_MAX_TOK);
+    const char *golden = "tests/data/golden/smollm2-135m-f32.txt";
+    if (UNDER_SANITIZER) pkg_model_check(m, golden, 1e-3, 1, 4, 128);
+    else pkg_model_check(m, golden, 1e-3, 3, 32, 128);
     candle_model_free(m);
     return test_done("test_smollm2");
 }

@@ -5,12 +5,13 @@
  * top-1 token wherever llama.cpp's top two are further apart than that, and
  * the first 8 greedy tokens (later ones hinge on near-ties; the strict
  * comparison is test_smollm2). */
-#include "smollm2.h"
+#include "pkg_model.h"
 
 int main(void) {
-    candle_model *m = smollm2_load("test_smollm2_fast");
+    candle_model *m =
+        pkg_model_load("test_smollm2_fast", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!m) return test_done("test_smollm2_fast");
-    smollm2_check(m, "tests/data/golden/smollm2-135m.txt", 1.0, UNDER_SANITIZER ? 1 : 3, 8);
+    pkg_model_check(m, "tests/data/golden/smollm2-135m.txt", 1.0, UNDER_SANITIZER ? 1 : 3, 8, 128);
     candle_model_free(m);
     return test_done("test_smollm2_fast");
 }
