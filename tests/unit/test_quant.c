@@ -258,6 +258,45 @@ static void test_dot_extremes(const dot_case *c) {
     free(x), free(y), free(xd), free(yd), free(xq), free(yq);
 }
 
+/* Weights from the golden files' random blocks (any code pattern, scales of
+ * both signs, subnormal to large): every kernel against the golden floats. */
+static void test_dot_random_blocks(const dot_case *c) {
+    const candle_dtype_traits *tx = candle_dtype_info(c->type);
+    const candle_dtype_traits *ty = candle_dtype_info(tx->vec_dot_type);
+    char rel[256];
+    long size = 0;
+    snprintf(rel, sizeof rel, "tests/data/quant/%s.deq", tx->name);
+    unsigned char *buf = read_all(rel, &size);
+    if (!buf) return; /* q8_1 and q8_k have no golden dequantization */
+    long nb = size / ((long)tx->type_size + 4 * (long)tx->block_size), n = nb * tx->block_size;
+    const unsigned char *golden = buf + nb * (long)tx->type_size;
+    float *y = malloc((size_t)n * sizeof(float)), *yd = malloc((size_t)n * sizeof(float));
+    void *yq = calloc((size_t)(n / ty->block_size), ty->type_size);
+    for (long i = 0; i < n; i++) y[i] = gauss();
+    ty->from_f32(y, yq, n);
+    ty->to_f32(yq, yd, n);
+    double ref = 0, mag = 0;
+    for (long i = 0; i < n; i++) {
+        float xv;
+        memcpy(&xv, golden + 4 * i, 4);
+        ref += (double)xv * yd[i];
+        mag += fabs((double)xv * yd[i]);
+    }
+    double tol = 1e-5 * mag + s_rounding_slack(c->type, buf, yq, nb);
+    candle_vec_dot_fn fns[3] = {c->scalar, NULL, NULL};
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (candle_quant_uses_avx2()) fns[1] = c->avx2;
+    if (candle_quant_uses_vnni()) fns[2] = c->vnni;
+#endif
+    for (int k = 0; k < 3; k++) {
+        if (!fns[k]) continue;
+        float got = NAN;
+        fns[k](n, &got, buf, yq);
+        CHECK_MSG(fabs(got - ref) <= tol, "%s kernel %d on random blocks: %.9g vs %.9g (tol %g)", tx->name, k, got, ref, tol);
+    }
+    free(y), free(yd), free(yq), free(buf);
+}
+
 /* ---- AVX2 activation quantizers are bit-identical to the scalar ones ---- */
 
 static void test_avx2_quantizers(void) {
@@ -496,6 +535,7 @@ int main(void) {
             test_dot(&dot_cases[k], nbs[j], 1);
         }
         test_dot_extremes(&dot_cases[k]);
+        test_dot_random_blocks(&dot_cases[k]);
     }
     test_avx2_quantizers();
     test_activation_sums();
