@@ -40,7 +40,7 @@ candle_status candle_model_load(candle_model **out, const char *path,
     candle_status s = candle_gguf_open(&m->gguf, path, &gp);
     if (!s) s = read_config(m);
     candle_ctx_params cp = candle_ctx_default_params();
-    cp.n_threads = p->n_threads;
+    cp.n_threads = 1; /* holds weights only; sessions compute with their own threads */
     if (!s) s = candle_ctx_init(&m->ctx, &cp);
     if (!s && !(m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers)))
         s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");

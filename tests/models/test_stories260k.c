@@ -1,6 +1,7 @@
 /* stories260K (a tiny Llama, F32) against llama.cpp's logits and greedy
  * continuation, plus the session API: batching, truncation, context errors,
  * context shift, and the loader's errors. */
+#include <pthread.h>
 #include <unistd.h>
 
 #include "golden.h"
@@ -88,6 +89,51 @@ static void test_shift(const candle_model *m) {
     candle_session_free(b);
 }
 
+/* One model, sessions on two threads at once: each gets the logits of a run
+ * alone (the model is read-only after load). */
+typedef struct job {
+    const candle_model *m;
+    const golden_prompt *p;
+    float *out; /* [n_vocab] */
+    candle_status st;
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    candle_session *s;
+    j->st = candle_session_init(&s, j->m, &(candle_session_params){.n_ctx = 64, .n_threads = 1});
+    for (int r = 0; !j->st && r < 3; r++) {
+        candle_session_reset(s);
+        j->st = candle_session_eval(s, j->p->tokens, j->p->n, j->out, false);
+    }
+    if (!j->st) candle_session_free(s);
+    return NULL;
+}
+
+static void test_threads(const candle_model *m, const golden_prompt *p) {
+    int64_t nv = candle_model_get_config(m)->n_vocab;
+    float *ref = malloc((size_t)nv * sizeof *ref);
+    job jobs[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        jobs[i] = (job){m, &p[i], malloc((size_t)nv * sizeof(float)), CANDLE_OK};
+        CHECK(pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        CHECK(jobs[i].st == CANDLE_OK);
+        candle_session *s;
+        CHECK_OK(NULL, candle_session_init(&s, m, &(candle_session_params){.n_ctx = 64}));
+        CHECK_OK(NULL, candle_session_eval(s, p[i].tokens, p[i].n, ref, false));
+        double d = 0;
+        for (int64_t k = 0; k < nv; k++) d = fmax(d, fabs(ref[k] - jobs[i].out[k]));
+        CHECK_MSG(d < 1e-4, "thread %d: logits differ by %g", i, d);
+        candle_session_free(s);
+        free(jobs[i].out);
+    }
+    free(ref);
+}
+
 static void test_load_errors(void) {
     candle_model *m = (candle_model *)1;
     CHECK(candle_model_load(&m, "/nonexistent/model.gguf", NULL) == CANDLE_ERR_IO);
@@ -138,6 +184,7 @@ int main(void) {
     test_batching(m, &gp[0]);
     test_context_limits(m);
     test_shift(m);
+    test_threads(m, gp);
     test_load_errors();
     candle_model_free(m);
     return test_done("test_stories260k");
