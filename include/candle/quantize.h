@@ -32,7 +32,8 @@ extern "C" {
 #endif
 
 /* llama.cpp's llama_ftype numbers (the gaps are types removed or not made
- * here: old q4_2/q4_3 and the imatrix-only iq1/iq2/iq3 types). */
+ * here: old q4_2/q4_3, and the types llama.cpp makes only with an importance
+ * matrix, which Candle does not compute: iq1/iq2/iq3 and q2_k_s). */
 typedef enum candle_ftype {
     CANDLE_FTYPE_ALL_F32 = 0,
     CANDLE_FTYPE_MOSTLY_F16 = 1,
@@ -50,7 +51,6 @@ typedef enum candle_ftype {
     CANDLE_FTYPE_MOSTLY_Q5_K_S = 16,
     CANDLE_FTYPE_MOSTLY_Q5_K_M = 17,
     CANDLE_FTYPE_MOSTLY_Q6_K = 18,
-    CANDLE_FTYPE_MOSTLY_Q2_K_S = 21,
     CANDLE_FTYPE_MOSTLY_IQ4_NL = 25,
     CANDLE_FTYPE_MOSTLY_IQ4_XS = 30,
     CANDLE_FTYPE_MOSTLY_BF16 = 32,

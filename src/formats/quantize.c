@@ -257,15 +257,13 @@ static candle_status write_output(qrun *r, const candle_gguf *g, const qtensor *
     candle_status s = candle_gguf_writer_init(&w);
     if (!s) s = candle_gguf_writer_copy_kv(w, g);
     if (!s) s = candle_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
-    bool any_quant = false;
+    /* the block layouts' version, stamped as llama.cpp does (float types too) */
+    if (!s) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);
     for (int64_t i = 0; i < n && !s; i++) {
         const candle_gguf_tensor_info *t = qt[i].info;
-        any_quant |= candle_dtype_info(qt[i].dst)->is_quantized;
         s = candle_gguf_writer_add_tensor(w, t->name, qt[i].dst, t->rank, t->shape,
                                           qt[i].out ? qt[i].out : qt[i].src);
     }
-    /* the block layouts' version, as llama.cpp stamps it */
-    if (!s && any_quant) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (!s) {
         r->ev.writing = true;
         r->ev.note = NULL;

@@ -33,7 +33,6 @@ static const ftype_row ftypes[] = {
     {"Q5_1", CANDLE_FTYPE_MOSTLY_Q5_1, CANDLE_DTYPE_Q5_1},
     {"Q8_0", CANDLE_FTYPE_MOSTLY_Q8_0, CANDLE_DTYPE_Q8_0},
     {"Q2_K", CANDLE_FTYPE_MOSTLY_Q2_K, CANDLE_DTYPE_Q2_K},
-    {"Q2_K_S", CANDLE_FTYPE_MOSTLY_Q2_K_S, CANDLE_DTYPE_Q2_K},
     {"Q3_K_S", CANDLE_FTYPE_MOSTLY_Q3_K_S, CANDLE_DTYPE_Q3_K},
     {"Q3_K_M", CANDLE_FTYPE_MOSTLY_Q3_K_M, CANDLE_DTYPE_Q3_K},
     {"Q3_K_L", CANDLE_FTYPE_MOSTLY_Q3_K_L, CANDLE_DTYPE_Q3_K},
@@ -71,7 +70,7 @@ candle_dtype candle_ftype_dtype(candle_ftype f) {
 }
 
 const char *candle_ftype_names(void) {
-    return "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M "
+    return "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M "
            "Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS (aliases: Q3_K = Q3_K_M, Q4_K = Q4_K_M, "
            "Q5_K = Q5_K_M)";
 }
@@ -173,7 +172,6 @@ static candle_dtype output_type(const quant_model *m, candle_dtype base, int64_t
 static candle_dtype attn_v_type(quant_model *m, candle_ftype f, candle_dtype t) {
     int64_t i = m->i_attn_v++, n = m->n_attn_v;
     if (f == CANDLE_FTYPE_MOSTLY_Q2_K) t = m->n_gqa >= 4 ? CANDLE_DTYPE_Q4_K : CANDLE_DTYPE_Q3_K;
-    else if (f == CANDLE_FTYPE_MOSTLY_Q2_K_S && m->n_gqa >= 4) t = CANDLE_DTYPE_Q4_K;
     else if (f == CANDLE_FTYPE_MOSTLY_Q3_K_M) t = i < 2 ? CANDLE_DTYPE_Q5_K : CANDLE_DTYPE_Q4_K;
     else if (f == CANDLE_FTYPE_MOSTLY_Q3_K_L) t = CANDLE_DTYPE_Q5_K;
     else if (is_ft(f, CANDLE_FTYPE_MOSTLY_IQ4_NL, CANDLE_FTYPE_MOSTLY_IQ4_XS) && m->n_gqa >= 4)
@@ -193,7 +191,6 @@ static candle_dtype ffn_down_type(quant_model *m, candle_ftype f, candle_dtype t
     bool more = more_bits(i, n);
     switch (f) {
     case CANDLE_FTYPE_MOSTLY_Q2_K: return CANDLE_DTYPE_Q3_K;
-    case CANDLE_FTYPE_MOSTLY_Q2_K_S: return i < n / 8 ? CANDLE_DTYPE_Q4_K : t;
     case CANDLE_FTYPE_MOSTLY_Q3_K_M:
         return i < n / 16 ? CANDLE_DTYPE_Q5_K
                : !m->falcon || more ? CANDLE_DTYPE_Q4_K
