@@ -122,7 +122,19 @@ candle_status candle_gguf_open(candle_gguf **out, const char *path,
                                 "gguf: magic: truncated (needs 4 bytes, %zu left) at offset 0",
                                 size);
     }
-    candle_storage *s = p && p->no_mmap ? load_heap(fd, path, size) : map_file(fd, path, size);
+    candle_storage *s = map_file(fd, path, size);
+    if (s && p && p->no_mmap) {
+        /* Validate through the mapping first (it touches only the metadata
+         * pages), so a malformed file costs no file-sized allocation. */
+        candle_gguf *probe = NULL;
+        candle_status st = open_storage(&probe, s);
+        candle_gguf_close(probe);
+        if (st) {
+            close(fd);
+            return st;
+        }
+        s = load_heap(fd, path, size);
+    }
     close(fd);
     if (!s) return candle_last_error();
     return open_storage(out, s);
