@@ -221,6 +221,10 @@ void candle_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *x, const void
  * order; the quantizers are bit-identical to the scalar ones. */
 #if defined(__x86_64__) || defined(_M_X64)
 #define CANDLE_QUANT_HAVE_X86 1
+void candle_f16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
+void candle_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n);
+void candle_bf16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
+void candle_f32_to_bf16_row_avx2(const float *src, void *dst, int64_t n);
 void candle_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n);
 void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n);
 void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n);

@@ -84,6 +84,10 @@ static int cpu_has_f16c(void) {
 }
 
 static void register_avx2(candle_dtype_traits *t) {
+    t[CANDLE_DTYPE_F16].to_f32 = candle_f16_to_f32_row_avx2;
+    t[CANDLE_DTYPE_F16].from_f32 = candle_f32_to_f16_row_avx2;
+    t[CANDLE_DTYPE_BF16].to_f32 = candle_bf16_to_f32_row_avx2;
+    t[CANDLE_DTYPE_BF16].from_f32 = candle_f32_to_bf16_row_avx2;
     t[CANDLE_DTYPE_Q8_0].from_f32 = candle_q8_0_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_1].from_f32 = candle_q8_1_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_K].from_f32 = candle_q8_k_from_f32_avx2;

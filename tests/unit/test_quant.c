@@ -331,6 +331,46 @@ static void test_avx2_quantizers(void) {
 #endif
 }
 
+/* The AVX2 half-float row converters against the scalar conversions: every
+ * f16/bf16 bit pattern up, and floats around every rounding case down. */
+static void test_avx2_half_rows(void) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!candle_quant_uses_avx2()) return;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof(uint16_t)), *h2 = malloc(N * sizeof(uint16_t));
+    float *f = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    long bad = 0;
+    candle_f16_to_f32_row_avx2(h, f, N - 3); /* odd length: the scalar tail too */
+    for (int i = 0; i < N - 3; i++) {
+        float w = candle_f16_to_f32(h[i]);
+        bad += memcmp(&f[i], &w, 4) != 0;
+    }
+    candle_bf16_to_f32_row_avx2(h, g, N - 5);
+    for (int i = 0; i < N - 5; i++) {
+        float w = candle_bf16_to_f32(h[i]);
+        bad += memcmp(&g[i], &w, 4) != 0;
+    }
+    CHECK_MSG(bad == 0, "avx2 half -> f32 rows: %ld mismatches", bad);
+    /* floats: each f32 of the f16/bf16 grids, plus and minus a few ulps (ties, carries) */
+    bad = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            uint32_t u;
+            memcpy(&u, round ? &g[i] : &f[i], 4);
+            u += (uint32_t)((i * 2654435761u) % 9) * ((round ? 0x8000u : 0x1000u) / 4) - (round ? 0x8000u : 0x1000u);
+            memcpy(&f[i], &u, 4);
+        }
+        candle_f32_to_f16_row_avx2(f, h2, N - 7);
+        for (int i = 0; i < N - 7; i++) bad += h2[i] != candle_f32_to_f16(f[i]);
+        candle_f32_to_bf16_row_avx2(f, h2, N - 7);
+        for (int i = 0; i < N - 7; i++) bad += h2[i] != candle_f32_to_bf16(f[i]);
+    }
+    CHECK_MSG(bad == 0, "avx2 f32 -> half rows: %ld mismatches", bad);
+    free(h), free(h2), free(f), free(g);
+#endif
+}
+
 /* ---- activation formats' side fields ---- */
 
 static void test_activation_sums(void) {
@@ -538,6 +578,7 @@ int main(void) {
         test_dot_random_blocks(&dot_cases[k]);
     }
     test_avx2_quantizers();
+    test_avx2_half_rows();
     test_activation_sums();
     test_round_trip();
     test_degenerate_inputs();
