@@ -184,6 +184,26 @@ static void check_load(const char *path, bool no_mmap) {
     candle_ctx_free(ctx);
 }
 
+/* Files (not memory images) that are malformed, in both loading modes. */
+static void check_open_errors(const unsigned char *file, size_t n, const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/test_gguf_cut.gguf", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fwrite(file, 1, n / 2, f);
+    fclose(f);
+    for (int no_mmap = 0; no_mmap < 2; no_mmap++) {
+        candle_gguf *g = NULL;
+        candle_gguf_open_params p = {.no_mmap = no_mmap};
+        CHECK(candle_gguf_open(&g, path, &p) == CANDLE_ERR_FORMAT && g == NULL);
+        CHECK_CONTAINS(candle_last_errmsg(), " at offset ");
+        CHECK(candle_gguf_open(&g, dir, &p) == CANDLE_ERR_IO && g == NULL);
+        CHECK_CONTAINS(candle_last_errmsg(), "not a regular file");
+    }
+    remove(path);
+}
+
 /* ---- malformed inputs ---- */
 
 static void expect_format(const unsigned char *data, size_t n, const char *field,
@@ -557,6 +577,7 @@ int main(int argc, char **argv) {
     CHECK(file && n > 0);
     if (file) {
         check_truncations(file, n);
+        check_open_errors(file, n, getenv("CANDLE_BINARY_DIR") ? getenv("CANDLE_BINARY_DIR") : ".");
         check_patches(file, n);
     }
     free(file);
