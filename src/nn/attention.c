@@ -32,7 +32,11 @@ static candle_tensor *softcapped(candle_ctx *ctx, candle_tensor *q, candle_tenso
     /* Query heads of one KV group are consecutive, so they stack as rows. */
     int64_t qs[3] = {hkv, g * sq, d};
     candle_tensor *qg = candle_reshape_copy(ctx, q, 3, qs);
+    /* Views of views point at the cache itself: keep them ordered after the
+     * cache writes that k and v depend on. */
     candle_tensor *kt = candle_transpose(ctx, candle_squeeze(ctx, k, 0), 1, 2);
+    candle_tensor *v3 = candle_squeeze(ctx, v, 0);
+    if (!nn_add_dependency(ctx, kt, k) || !nn_add_dependency(ctx, v3, v)) return NULL;
     candle_tensor *sc = candle_matmul(ctx, qg, kt); /* [hkv, g*sq, skv] */
     sc = candle_affine(ctx, candle_tanh(ctx, candle_scale(ctx, sc, scale / p->softcap)),
                        p->softcap, 0.0);
@@ -40,7 +44,7 @@ static candle_tensor *softcapped(candle_ctx *ctx, candle_tensor *q, candle_tenso
     sc = candle_add(ctx, candle_reshape(ctx, sc, 4, s4),
                     window_mask(ctx, sq, skv, p->pos, p->window));
     candle_tensor *pr = candle_reshape(ctx, candle_softmax(ctx, sc, -1), 3, (int64_t[]){hkv, g * sq, skv});
-    candle_tensor *o = candle_matmul(ctx, pr, candle_squeeze(ctx, v, 0)); /* [hkv, g*sq, d] */
+    candle_tensor *o = candle_matmul(ctx, pr, v3); /* [hkv, g*sq, d] */
     return candle_reshape(ctx, o, 4, (int64_t[]){1, hq, sq, d});
 }
 

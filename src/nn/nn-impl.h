@@ -26,7 +26,8 @@ bool kv_cache_update(candle_ctx *ctx, kv_cache *kv, int64_t il, candle_tensor *k
 
 /* Make `view` depend on `dep` in the graph: a view is bound to storage, not
  * to the node that writes it, so a read of cache memory must be ordered
- * after the write explicitly. */
+ * after the write explicitly. A view made from such a view points at the
+ * storage owner again and needs its own dependency. */
 bool nn_add_dependency(candle_ctx *ctx, candle_tensor *view, candle_tensor *dep);
 
 typedef struct nn_attn_params {
