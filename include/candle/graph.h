@@ -17,10 +17,26 @@ candle_graph *candle_graph_build(candle_ctx *ctx, candle_tensor *const *outs, in
 int candle_graph_n_nodes(const candle_graph *g);
 candle_tensor *candle_graph_node(const candle_graph *g, int i);
 /* Allocate storage for the nodes that have none and run them on the
- * context's backend. Nodes already computed are skipped. */
+ * context's backend. Nodes already computed are skipped.
+ *
+ * Memory plan (lazy contexts): the nodes share one buffer of the context,
+ * laid out by their lifetimes, so a node's bytes are reused once its last
+ * reader has run. Afterwards only the graph's outputs (the tensors given to
+ * candle_graph_build or candle_compute, those marked with
+ * candle_tensor_set_output, and views of them) keep their data; the other
+ * nodes read as not computed again (a later graph that needs one computes it
+ * anew). The buffer survives candle_ctx_reset and grows only when a plan
+ * needs more, so repeated steps allocate nothing. Eager contexts, and every
+ * context when the environment has CANDLE_NO_PLAN=1, give each node its own
+ * storage instead and keep every node. */
 candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g);
 /* Build and compute the graph of one tensor. */
 candle_status candle_compute(candle_ctx *ctx, candle_tensor *t);
+/* Keep t's data after the graphs that compute it run (not overwritten by
+ * the memory plan) even when it is not one of their outputs. */
+void candle_tensor_set_output(candle_tensor *t);
+/* Bytes of the context's plan buffer (0 before the first planned run). */
+size_t candle_ctx_plan_bytes(const candle_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -89,6 +89,8 @@ struct candle_tensor {
     candle_tensor *view_src;
     size_t view_offset;
     bool computed;
+    /* Kept by memory plans after the graph runs (candle_tensor_set_output). */
+    bool output;
     char name[CANDLE_MAX_NAME];
     candle_ctx *ctx;
 };

@@ -14,6 +14,23 @@ typedef struct candle_desc_chunk {
     candle_tensor t[CANDLE_CTX_CHUNK];
 } candle_desc_chunk;
 
+/* Bytes held through a context, shared with storage that may outlive it. */
+struct candle_ctx_acct;
+
+/* Scratch of the memory planner, kept so steady-state steps allocate nothing
+ * (src/graph/memplan.c). */
+typedef struct candle_plan_scratch {
+    void *nodes, *map, *blocks, *pins, *bucket;
+    size_t cap_nodes, cap_map, cap_blocks, cap_pins, cap_bucket;
+    int n_nodes;
+} candle_plan_scratch;
+
+/* Reused between one-off computes (candle_compute) for the same reason. */
+typedef struct candle_graph_scratch {
+    void *keys, *stack, *graph;
+    size_t cap_keys, cap_stack;
+} candle_graph_scratch;
+
 typedef struct candle_graph_slot {
     size_t mark; /* n_tensors when the graph was built */
     void *g;
@@ -37,6 +54,23 @@ struct candle_ctx {
     /* graphs built in this ctx (freed with it, or by a reset past them) */
     struct candle_graph_slot *graphs;
     size_t n_graphs, cap_graphs;
+    /* Memory plan: one backend buffer reused across steps (NULL until the
+     * first plan); no_plan (CANDLE_NO_PLAN=1) gives every node its own. */
+    struct plan_buf *plan_buf;
+    bool no_plan;
+    candle_plan_scratch plan;
+    candle_graph_scratch gscratch;
 };
+
+/* Memory from the backend counted against the context's limit: what names
+ * the request in an OOM message ("tensor add"). On success *acct is retained
+ * for the caller, who gives it back with candle_ctx_sys_free. */
+candle_status candle_ctx_sys_alloc(candle_ctx *ctx, size_t size, const char *what,
+                                   candle_storage **inner, struct candle_ctx_acct **acct);
+void candle_ctx_sys_free(struct candle_ctx_acct *acct, candle_storage *inner, size_t size);
+/* Memory planner hooks (src/graph/memplan.c). */
+void candle_memplan_drop_buffer(candle_ctx *ctx);
+void candle_memplan_free_scratch(candle_ctx *ctx);
+void candle_graph_free_scratch(candle_ctx *ctx);
 
 #endif

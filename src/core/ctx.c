@@ -1,17 +1,72 @@
 /* The context: descriptors, errors, memory accounting, backend. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctx-impl.h"
 
+/* A few freed leaf storages (backend memory and descriptor) are kept for
+ * reuse (a step's input embeddings, token ids): steady-state steps then ask
+ * the system for nothing. Only exact sizes are reused, and only while the
+ * context lives; cached bytes do not count as used. */
+#define ACCT_CACHE 4
+#define ACCT_CACHE_MAX_BYTES ((size_t)16 << 20)
+
 /* Freed by whichever goes last: the context or its last storage. */
 struct candle_ctx_acct {
     size_t used;
     int refs;
+    int lock;    /* guards the cache; a busy lock means "do not cache" */
+    bool closed; /* the context is gone: free, do not cache */
+    candle_storage *cache[ACCT_CACHE];
+    size_t cache_size[ACCT_CACHE];
 };
 
 static void acct_release(struct candle_ctx_acct *a) {
     if (__atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) == 0) free(a);
+}
+
+static bool acct_trylock(struct candle_ctx_acct *a) {
+    return !__atomic_exchange_n(&a->lock, 1, __ATOMIC_ACQUIRE);
+}
+static void acct_unlock(struct candle_ctx_acct *a) { __atomic_store_n(&a->lock, 0, __ATOMIC_RELEASE); }
+
+static candle_storage *acct_cache_take(struct candle_ctx_acct *a, size_t size) {
+    candle_storage *s = NULL;
+    if (!acct_trylock(a)) return NULL;
+    for (int i = 0; i < ACCT_CACHE && !s; i++)
+        if (a->cache[i] && a->cache_size[i] == size) {
+            s = a->cache[i];
+            a->cache[i] = NULL;
+        }
+    acct_unlock(a);
+    return s;
+}
+
+static bool acct_cache_put(struct candle_ctx_acct *a, candle_storage *s, size_t size) {
+    bool put = false;
+    if (size > ACCT_CACHE_MAX_BYTES || !acct_trylock(a)) return false;
+    for (int i = 0; i < ACCT_CACHE && !put && !a->closed; i++)
+        if (!a->cache[i]) {
+            a->cache[i] = s;
+            a->cache_size[i] = size;
+            put = true;
+        }
+    acct_unlock(a);
+    return put;
+}
+
+static void free_ctx_storage(candle_storage *s);
+
+static void acct_close(struct candle_ctx_acct *a) {
+    while (!acct_trylock(a)) {
+    }
+    a->closed = true;
+    for (int i = 0; i < ACCT_CACHE; i++) {
+        if (a->cache[i]) free_ctx_storage(a->cache[i]);
+        a->cache[i] = NULL;
+    }
+    acct_unlock(a);
 }
 
 candle_ctx_params candle_ctx_default_params(void) {
@@ -35,6 +90,8 @@ candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
     ctx->eager = p->eager;
     ctx->mem_limit = p->mem_limit;
     ctx->backend = p->backend;
+    const char *np = getenv("CANDLE_NO_PLAN");
+    ctx->no_plan = np && *np && strcmp(np, "0") != 0;
     if (!ctx->backend) {
         ctx->backend = candle_backend_cpu_init(p->n_threads);
         if (!ctx->backend) {
@@ -82,7 +139,11 @@ candle_ctx_mark candle_ctx_get_mark(const candle_ctx *ctx) { return ctx->n_tenso
 void candle_ctx_free(candle_ctx *ctx) {
     if (!ctx) return;
     candle_ctx_reset(ctx, 0);
+    candle_memplan_drop_buffer(ctx);
+    candle_memplan_free_scratch(ctx);
+    candle_graph_free_scratch(ctx);
     free(ctx->graphs);
+    acct_close(ctx->acct);
     acct_release(ctx->acct);
     for (candle_desc_chunk *c = ctx->first, *n; c; c = n) {
         n = c->next;
@@ -150,6 +211,35 @@ void candle_ctx_note_free(candle_ctx *ctx, size_t bytes) {
     __atomic_sub_fetch(&ctx->acct->used, bytes, __ATOMIC_RELAXED);
 }
 
+candle_status candle_ctx_sys_alloc(candle_ctx *ctx, size_t size, const char *what,
+                                   candle_storage **inner, struct candle_ctx_acct **acct) {
+    size_t used = candle_ctx_mem_used(ctx);
+    if (ctx->mem_limit && (used > ctx->mem_limit || size > ctx->mem_limit - used)) {
+        char a[32], b[32], d[16];
+        return candle_set_error(ctx, CANDLE_ERR_OOM,
+                                "out of memory: requested %s, available %s on %s (%s)",
+                                candle_format_bytes(size, a, sizeof a),
+                                candle_format_bytes(used > ctx->mem_limit ? 0 : ctx->mem_limit - used, b, sizeof b),
+                                candle_device_str(ctx->backend->device, d, sizeof d), what);
+    }
+    if (!*inner) {
+        candle_status st = ctx->backend->iface->buffer_alloc(ctx->backend, size, inner);
+        if (st != CANDLE_OK) return candle_ctx_take_last_error(ctx);
+        ctx->n_allocs++;
+    }
+    *acct = ctx->acct;
+    __atomic_add_fetch(&ctx->acct->refs, 1, __ATOMIC_RELAXED);
+    used = __atomic_add_fetch(&ctx->acct->used, size, __ATOMIC_RELAXED);
+    if (used > ctx->mem_peak) ctx->mem_peak = used;
+    return CANDLE_OK;
+}
+
+void candle_ctx_sys_free(struct candle_ctx_acct *acct, candle_storage *inner, size_t size) {
+    __atomic_sub_fetch(&acct->used, size, __ATOMIC_RELAXED);
+    candle_storage_release(inner);
+    acct_release(acct);
+}
+
 /* Storage allocated for a context's tensor reports its release back. */
 typedef struct ctx_storage {
     candle_storage base;
@@ -157,48 +247,46 @@ typedef struct ctx_storage {
     struct candle_ctx_acct *acct;
 } ctx_storage;
 
-static void release_ctx_storage(candle_storage *s) {
+static void free_ctx_storage(candle_storage *s) {
     ctx_storage *cs = (ctx_storage *)s;
-    __atomic_sub_fetch(&cs->acct->used, cs->base.size, __ATOMIC_RELAXED);
-    acct_release(cs->acct);
     candle_storage_release(cs->inner);
     free(cs);
+}
+
+/* Back into the cache (storage and descriptor both) when there is room. */
+static void release_ctx_storage(candle_storage *s) {
+    ctx_storage *cs = (ctx_storage *)s;
+    struct candle_ctx_acct *acct = cs->acct;
+    __atomic_sub_fetch(&acct->used, cs->base.size, __ATOMIC_RELAXED);
+    if (!acct_cache_put(acct, s, cs->base.size)) free_ctx_storage(s);
+    acct_release(acct);
 }
 
 candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
     candle_contiguous_strides(t->dtype, t->rank, t->shape, t->stride);
     size_t size = candle_tensor_nbytes(t);
     if (size == 0) size = 1; /* empty tensors still get a valid pointer */
-    size_t used = candle_ctx_mem_used(ctx);
-    if (ctx->mem_limit && (used > ctx->mem_limit || size > ctx->mem_limit - used)) {
-        char a[32], b[32], d[16];
-        return candle_set_error(ctx, CANDLE_ERR_OOM,
-                                "out of memory: requested %s, available %s on %s (tensor %s)",
-                                candle_format_bytes(size, a, sizeof a),
-                                candle_format_bytes(used > ctx->mem_limit ? 0 : ctx->mem_limit - used, b, sizeof b),
-                                candle_device_str(t->device, d, sizeof d),
-                                t->name[0] ? t->name
-                                : t->op == CANDLE_OP_NONE ? "input"
-                                                          : candle_op_name((candle_op)t->op));
-    }
-    ctx_storage *cs = calloc(1, sizeof *cs);
+    char what[CANDLE_MAX_NAME + 16];
+    snprintf(what, sizeof what, "tensor %s",
+             t->name[0]                 ? t->name
+             : t->op == CANDLE_OP_NONE ? "input"
+                                        : candle_op_name((candle_op)t->op));
+    ctx_storage *cs = (ctx_storage *)acct_cache_take(ctx->acct, size);
+    if (!cs) cs = calloc(1, sizeof *cs);
     if (!cs) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: storage descriptor");
-    candle_status st = ctx->backend->iface->buffer_alloc(ctx->backend, size, &cs->inner);
+    candle_status st = candle_ctx_sys_alloc(ctx, size, what, &cs->inner, &cs->acct);
     if (st != CANDLE_OK) {
-        free(cs);
-        return candle_ctx_take_last_error(ctx);
+        if (cs->inner) free_ctx_storage(&cs->base);
+        else free(cs);
+        return st;
     }
     cs->base = *cs->inner;
+    cs->base.size = size;
     cs->base.refcount = 1;
     cs->base.release = release_ctx_storage;
     cs->base.owner = ctx;
-    cs->acct = ctx->acct;
-    __atomic_add_fetch(&ctx->acct->refs, 1, __ATOMIC_RELAXED);
     candle_storage_release(t->storage);
     t->storage = &cs->base;
     t->offset = 0;
-    used = __atomic_add_fetch(&ctx->acct->used, size, __ATOMIC_RELAXED);
-    if (used > ctx->mem_peak) ctx->mem_peak = used;
-    ctx->n_allocs++;
     return CANDLE_OK;
 }

@@ -2,11 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/ctx-impl.h"
+#include "graph-impl.h"
 
 struct candle_graph {
     int n_nodes, cap;
     candle_tensor **nodes; /* topological order: inputs before users */
+    int n_outs, cap_outs;
+    candle_tensor **outs; /* as given to build: kept alive by the memory plan */
 };
 
 static bool push(candle_graph *g, candle_tensor *t) {
@@ -89,8 +91,22 @@ static bool stack_push(frame_stack *s, candle_tensor *t) {
     return true;
 }
 
+static bool set_outs(candle_graph *g, candle_tensor *const *outs, int n_outs) {
+    if (n_outs > g->cap_outs) {
+        candle_tensor **o = realloc(g->outs, (size_t)n_outs * sizeof *o);
+        if (!o) return false;
+        g->outs = o;
+        g->cap_outs = n_outs;
+    }
+    if (n_outs) memcpy(g->outs, outs, (size_t)n_outs * sizeof *outs);
+    g->n_outs = n_outs;
+    return true;
+}
+
 /* prune: do not descend into computed nodes (for a one-off compute, where
- * only what is missing matters). */
+ * only what is missing matters). A one-off compute (!track) works in the
+ * context's scratch graph, set and stack, so repeated steps allocate
+ * nothing. */
 static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_outs, bool track,
                            bool prune) {
     for (int i = 0; i < n_outs; i++)
@@ -100,10 +116,19 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
                 candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_build: output %d is NULL", i);
             return NULL;
         }
-    candle_graph *g = calloc(1, sizeof *g);
+    candle_graph_scratch *gs = &ctx->gscratch;
+    candle_graph *g = track ? calloc(1, sizeof *g) : gs->graph;
+    if (!g && !track) g = gs->graph = calloc(1, sizeof *g);
     visit_set vs = {0, 0, NULL};
     frame_stack st = {NULL, 0, 0};
+    if (!track) {
+        vs = (visit_set){gs->cap_keys, 0, gs->keys};
+        if (vs.keys) memset(vs.keys, 0, vs.cap * sizeof *vs.keys);
+        st = (frame_stack){gs->stack, 0, gs->cap_stack};
+    }
     bool ok = g != NULL;
+    if (ok) g->n_nodes = 0;
+    ok = ok && set_outs(g, outs, n_outs);
     for (int o = 0; ok && o < n_outs; o++) {
         bool fresh;
         if (!visit_insert(&vs, outs[o], &fresh)) ok = false;
@@ -123,11 +148,17 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
             }
         }
     }
-    free(vs.keys);
-    free(st.v);
+    if (track) {
+        free(vs.keys);
+        free(st.v);
+    } else {
+        gs->keys = vs.keys;
+        gs->cap_keys = vs.cap;
+        gs->stack = st.v;
+        gs->cap_stack = st.cap;
+    }
     if (!ok || (track && candle_ctx_track_graph(ctx, g) != 0)) {
-        if (g) free(g->nodes);
-        free(g);
+        if (track) candle_graph_free_internal(g);
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: building graph");
         return NULL;
     }
@@ -146,8 +177,19 @@ candle_tensor *candle_graph_node(const candle_graph *g, int i) {
 
 void candle_graph_free_internal(void *p) {
     candle_graph *g = p;
-    if (g) free(g->nodes);
+    if (g) {
+        free(g->nodes);
+        free(g->outs);
+    }
     free(g);
+}
+
+void candle_graph_free_scratch(candle_ctx *ctx) {
+    candle_graph_scratch *gs = &ctx->gscratch;
+    candle_graph_free_internal(gs->graph);
+    free(gs->keys);
+    free(gs->stack);
+    memset(gs, 0, sizeof *gs);
 }
 
 static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
@@ -179,15 +221,19 @@ static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
     return CANDLE_OK;
 }
 
+static bool plans(const candle_ctx *ctx) { return !ctx->eager && !ctx->no_plan; }
+
 candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     if (!ctx) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "graph_compute: ctx is NULL");
     if (ctx->status) return ctx->status;
     if (!g) return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_compute: graph is NULL");
-    for (int i = 0; i < g->n_nodes; i++) {
-        candle_status s = compute_node(ctx, g->nodes[i]);
-        if (s) return s;
-    }
-    return ctx->backend->iface->synchronize(ctx->backend);
+    bool plan = plans(ctx);
+    candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs)
+                           : CANDLE_OK;
+    for (int i = 0; !s && i < g->n_nodes; i++) s = compute_node(ctx, g->nodes[i]);
+    if (!s) s = ctx->backend->iface->synchronize(ctx->backend);
+    if (plan) candle_memplan_finish(ctx, g->nodes, g->n_nodes);
+    return s;
 }
 
 candle_status candle_compute(candle_ctx *ctx, candle_tensor *t) {
@@ -196,9 +242,7 @@ candle_status candle_compute(candle_ctx *ctx, candle_tensor *t) {
     if (t->computed) return CANDLE_OK;
     candle_graph *g = build(ctx, &t, 1, false, true);
     if (!g) return ctx->status;
-    candle_status s = candle_graph_compute(ctx, g);
-    candle_graph_free_internal(g);
-    return s;
+    return candle_graph_compute(ctx, g);
 }
 
 candle_tensor *candle_node_finish(candle_ctx *ctx, candle_tensor *node) {

@@ -1,0 +1,15 @@
+/* Graph internals shared by graph building, computing and memory planning. */
+#ifndef CANDLE_GRAPH_IMPL_H
+#define CANDLE_GRAPH_IMPL_H
+
+#include "../core/ctx-impl.h"
+
+/* Give the nodes of a graph about to run that need storage a region of the
+ * context's plan buffer, laid out by their lifetimes; outs (and nodes marked
+ * with candle_tensor_set_output) stay alive after the run. */
+candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, int n,
+                                  candle_tensor *const *outs, int n_outs);
+/* After the run (or its failure): nodes whose bytes were reused drop them. */
+void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
+
+#endif
