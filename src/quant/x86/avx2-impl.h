@@ -31,8 +31,7 @@ static inline int hsum_i32(__m256i v) {
  * lane, high nibbles (16..31) in the high lane. */
 static inline __m256i unpack_nibbles(const uint8_t *qs) {
     __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    __m128i m = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
 }
 
 /* 32 bits -> 32 bytes, 0xFF where the bit is set. */

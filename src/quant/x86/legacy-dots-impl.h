@@ -26,8 +26,11 @@ static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(unpack_nibbles(qs), hi);
 }
 
+/* q5_0 values are code - 16: a nibble whose fifth bit is clear becomes
+ * nibble - 16 by setting the byte's high four bits, so no subtraction. */
 static inline __m256i dot_q5_0(const block_q5_0 *x, const block_q8_0 *y) {
-    return dot_i8_i8(_mm256_sub_epi8(unpack_q5(x->qs, x->qh), _mm256_set1_epi8(16)), load32(y->qs));
+    __m256i clear = _mm256_andnot_si256(bits_to_bytes(load_u32(x->qh)), _mm256_set1_epi8((char)0xF0));
+    return dot_i8_i8(_mm256_or_si256(unpack_nibbles(x->qs), clear), load32(y->qs));
 }
 static inline __m256i dot_q5_1(const block_q5_1 *x, const block_q8_1 *y) {
     return dot_u8_i8(unpack_q5(x->qs, x->qh), load32(y->qs));
