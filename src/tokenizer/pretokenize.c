@@ -45,6 +45,29 @@ static const char *const re_deepseek_coder[] = {
     "[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
     "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+", /* CJK, Hangul */
     "\\p{N}", NULL};
+/* Cased letters (Lu, Ll, Lt) spelled out as ranges, as the published
+ * pattern does (\x{} where NFC would change the character), then ASCII and
+ * full-width punctuation. */
+static const char *const re_deepseek_llm[] = {
+    "[\\r\\n]",
+    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\\x{1F7D}ᾀ-ᾴᾶ-ᾼ\\x{1FBE}ῂ-ῄῆ-ῌῐ-\\x{1FD3}ῖ-\\x{1FDB}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\\x{2126}ℨ\\x{212A}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+    "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
+    "\\s+$",
+    "[一-龥ࠀ-一가-퟿]+",
+    "\\p{N}+",
+    NULL};
+static const char *const re_deepseek_v3[] = {
+    "\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
+/* Mistral's tekken: runs of capitals then lower case, spelled with
+ * lookahead since the class needs letters that are not a-z / A-Z. */
+static const char *const re_tekken[] = {
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+    "|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
+    "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL};
 static const char *const re_bloom[] = {
     " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+",
     NULL};
@@ -58,12 +81,16 @@ typedef struct pre_family {
 } pre_family;
 
 static const pre_family families[] = {
+    {" default ", re_default, false},
     {" gpt-2 gpt2 mpt olmo jais trillion ", re_gpt2, false},
     {" llama3 llama-v3 llama-bpe dbrx smaug-bpe falcon3 chatglm-bpe ", re_llama3, true},
     {" qwen2 deepseek-r1-qwen stablelm2 hunyuan megrez ", re_qwen2, false},
     {" smollm starcoder refact command-r codeshell exaone minerva-7b ", re_starcoder, false},
     {" falcon ", re_falcon, false},
     {" deepseek-coder ", re_deepseek_coder, false},
+    {" deepseek-llm ", re_deepseek_llm, false},
+    {" deepseek-v3 ", re_deepseek_v3, false},
+    {" tekken ", re_tekken, false},
     {" bloom poro-chat gpt3-finnish ", re_bloom, false},
 };
 

@@ -191,6 +191,25 @@ static bool parse_escape(parser *ps, rclass *c, uint32_t *lit, bool *is_lit) {
     case 'D':
         return class_add_range(ps, c, 0, '0' - 1) && class_add_range(ps, c, '9' + 1, 0x10FFFF);
     }
+    if (e == 'x' && peek(ps) == '{') { /* \x{HHHH}: code points that normalisation would alter */
+        uint32_t v = 0;
+        int digits = 0;
+        for (ps->i++; !at_end(ps) && peek(ps) != '}' && digits < 7; ps->i++, digits++) {
+            uint32_t h = ps->p[ps->i];
+            int d = (h >= '0' && h <= '9') ? (int)(h - '0') : (h >= 'A' && h <= 'F') ? (int)(h - 'A' + 10)
+                  : (h >= 'a' && h <= 'f') ? (int)(h - 'a' + 10) : -1;
+            if (d < 0) break;
+            v = v * 16 + (uint32_t)d;
+        }
+        if (peek(ps) != '}' || !digits || v > 0x10FFFF) {
+            ps->err = "bad \\x{...}";
+            return false;
+        }
+        ps->i++;
+        *lit = v;
+        *is_lit = true;
+        return true;
+    }
     if ((e >= 'a' && e <= 'z' && !strchr("rntfv", (int)e)) || (e >= 'A' && e <= 'Z') ||
         (e >= '0' && e <= '9')) {
         ps->err = "unsupported escape";

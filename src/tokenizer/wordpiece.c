@@ -67,7 +67,7 @@ static bool word_add(wp_word *w, uint32_t cp) {
 
 candle_status tok_wpm_encode(const candle_tokenizer *t, const char *text, size_t len, tok_out *o) {
     wp_word w = {0};
-    w.cap = 4 * len + 16; /* lowercasing may lengthen a character's UTF-8 */
+    w.cap = 4 * len + 16; /* lowercasing and Hangul decomposition lengthen text */
     w.buf = malloc(w.cap);
     w.offs = malloc((len + 1) * sizeof *w.offs);
     candle_status st = CANDLE_OK;
@@ -94,6 +94,13 @@ candle_status tok_wpm_encode(const candle_tokenizer *t, const char *text, size_t
             word_add(&w, cp);
             encode_word(t, &w, o);
             w.n_chars = w.len = 0;
+            continue;
+        }
+        if (cp >= 0xAC00 && cp < 0xAC00 + 11172) { /* NFD splits Hangul into jamo */
+            uint32_t s = cp - 0xAC00;
+            word_add(&w, 0x1100 + s / 588);
+            word_add(&w, 0x1161 + (s % 588) / 28);
+            if (s % 28) word_add(&w, 0x11A7 + s % 28);
             continue;
         }
         word_add(&w, cp);
