@@ -222,14 +222,35 @@ void candle_q8_1_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- dot products ---- */
 
+/* The 32 codes of a 4-bit block minus bias, in element order. */
+static void unpack4(const uint8_t *qs, int bias, int8_t *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((qs[j] & 0xF) - bias);
+        q[j + 16] = (int8_t)((qs[j] >> 4) - bias);
+    }
+}
+
+/* The 32 codes of a 5-bit block minus bias. */
+static void unpack5(const uint8_t *qs, const uint8_t *qh, int bias, int8_t *q) {
+    uint32_t h = load_u32(qh);
+    unpack4(qs, bias, q);
+    for (int j = 0; j < 32; j++) q[j] = (int8_t)(q[j] + (int)(((h >> j) & 1u) << 4));
+}
+
+static inline int dot32(const int8_t *a, const int8_t *b) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += a[j] * b[j];
+    return s;
+}
+
 void candle_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += (nib(x[i].qs, j) - 8) * y[i].qs[j];
-        acc += (float)s * (h2f(x[i].d) * h2f(y[i].d));
+        int8_t q[32];
+        unpack4(x[i].qs, 8, q);
+        acc += (float)dot32(q, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d));
     }
     *out = acc;
 }
@@ -239,9 +260,9 @@ void candle_vec_dot_q4_1_q8_1(int64_t n, float *out, const void *vx, const void 
     const block_q8_1 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += nib(x[i].qs, j) * y[i].qs[j];
-        acc += (float)s * (h2f(x[i].d) * h2f(y[i].d)) + h2f(x[i].m) * h2f(y[i].s);
+        int8_t q[32];
+        unpack4(x[i].qs, 0, q);
+        acc += (float)dot32(q, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d)) + h2f(x[i].m) * h2f(y[i].s);
     }
     *out = acc;
 }
@@ -251,10 +272,9 @@ void candle_vec_dot_q5_0_q8_0(int64_t n, float *out, const void *vx, const void 
     const block_q8_0 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        uint32_t qh = load_u32(x[i].qh);
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += (q5_value(x[i].qs, qh, j) - 16) * y[i].qs[j];
-        acc += (float)s * (h2f(x[i].d) * h2f(y[i].d));
+        int8_t q[32];
+        unpack5(x[i].qs, x[i].qh, 16, q);
+        acc += (float)dot32(q, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d));
     }
     *out = acc;
 }
@@ -264,10 +284,9 @@ void candle_vec_dot_q5_1_q8_1(int64_t n, float *out, const void *vx, const void 
     const block_q8_1 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        uint32_t qh = load_u32(x[i].qh);
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += q5_value(x[i].qs, qh, j) * y[i].qs[j];
-        acc += (float)s * (h2f(x[i].d) * h2f(y[i].d)) + h2f(x[i].m) * h2f(y[i].s);
+        int8_t q[32];
+        unpack5(x[i].qs, x[i].qh, 0, q);
+        acc += (float)dot32(q, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d)) + h2f(x[i].m) * h2f(y[i].s);
     }
     *out = acc;
 }
@@ -277,9 +296,7 @@ void candle_vec_dot_q8_0_q8_0(int64_t n, float *out, const void *vx, const void 
     const block_q8_0 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += x[i].qs[j] * y[i].qs[j];
-        acc += (float)s * (h2f(x[i].d) * h2f(y[i].d));
+        acc += (float)dot32(x[i].qs, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d));
     }
     *out = acc;
 }
@@ -289,9 +306,7 @@ void candle_vec_dot_q8_1_q8_1(int64_t n, float *out, const void *vx, const void 
     const block_q8_1 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += x[i].qs[j] * y[i].qs[j];
-        acc += (float)s * (h2f(x[i].d) * h2f(y[i].d));
+        acc += (float)dot32(x[i].qs, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d));
     }
     *out = acc;
 }
