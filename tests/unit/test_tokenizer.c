@@ -162,7 +162,348 @@ static void check_vocab(const vocab_case *vc) {
     candle_tokenizer_free(t);
 }
 
+/* ---- real models: ids from llama.cpp (scripts/gen_tokenizer_refs.py) ---- */
+
+typedef struct ref_case {
+    const char *text;
+    bool special; /* add BOS/EOS and parse special-token text */
+    int32_t ids[80];
+    int n;
+} ref_case;
+
+static const ref_case stories_refs[] = {
+    {"Once upon a time, there was a little girl named Lily.", true, {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426}, 16},
+    {"Once upon a time, there was a little girl named Lily.", false, {403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426}, 15},
+    {"Hello <s> world", true, {1, 346, 306, 414, 410, 1, 410, 263, 304, 341}, 10},
+    {"Hello <s> world", false, {346, 306, 414, 410, 504, 419, 505, 263, 304, 341}, 10},
+    {"caf\xc3""\xa9"" \xf0""\x9f""\x9a""\x80"" \xc2""\xbd""\x0a""\x09""x", true, {1, 280, 412, 431, 485, 410, 243, 162, 157, 131, 410, 197, 192, 13, 12, 444}, 16},
+    {"caf\xc3""\xa9"" \xf0""\x9f""\x9a""\x80"" \xc2""\xbd""\x0a""\x09""x", false, {280, 412, 431, 485, 410, 243, 162, 157, 131, 410, 197, 192, 13, 12, 444}, 15},
+};
+
+static const ref_case smol_refs[] = {
+    {"<|im_start|>system\x0a""You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\x0a""<|im_start|>user\x0a""What is 2+2? Answer in 3 words.<|im_end|>\x0a""<|im_start|>assistant\x0a""", true, {1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 19842, 281, 216, 35, 1924, 30, 2, 198, 1, 520, 9531, 198}, 43},
+    {"<|im_start|>system\x0a""You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\x0a""<|im_start|>user\x0a""What is 2+2? Answer in 3 words.<|im_end|>\x0a""<|im_start|>assistant\x0a""", false, {44, 108, 306, 79, 3738, 108, 46, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 44, 108, 306, 79, 486, 108, 46, 198, 44, 108, 306, 79, 3738, 108, 46, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 19842, 281, 216, 35, 1924, 15602, 108, 306, 79, 486, 108, 46, 198, 44, 108, 306, 79, 3738, 108, 46, 520, 9531, 198}, 72},
+    {"def fib(n):\x0a""    return n if n < 2 else fib(n-1) + fib(n-2)\x0a""", true, {1604, 3987, 24, 94, 727, 472, 1003, 304, 585, 304, 2067, 216, 34, 1745, 3987, 24, 94, 29, 33, 25, 1232, 3987, 24, 94, 29, 34, 25, 198}, 28},
+    {"def fib(n):\x0a""    return n if n < 2 else fib(n-1) + fib(n-2)\x0a""", false, {1604, 3987, 24, 94, 727, 472, 1003, 304, 585, 304, 2067, 216, 34, 1745, 3987, 24, 94, 29, 33, 25, 1232, 3987, 24, 94, 29, 34, 25, 198}, 28},
+    {"H\xc3""\xa9""llo w\xc3""\xb6""rld \xe2""\x80""\x94"" na\xc3""\xaf""ve caf\xc3""\xa9"", 12345 items; it's 3.14159!  \xf0""\x9f""\x9a""\x80""", true, {56, 2756, 31394, 267, 29989, 400, 1841, 15486, 46494, 37366, 28, 216, 33, 34, 35, 36, 37, 3723, 43, 357, 506, 216, 35, 30, 33, 36, 33, 37, 41, 17, 216, 15107, 244, 218}, 34},
+    {"H\xc3""\xa9""llo w\xc3""\xb6""rld \xe2""\x80""\x94"" na\xc3""\xaf""ve caf\xc3""\xa9"", 12345 items; it's 3.14159!  \xf0""\x9f""\x9a""\x80""", false, {56, 2756, 31394, 267, 29989, 400, 1841, 15486, 46494, 37366, 28, 216, 33, 34, 35, 36, 37, 3723, 43, 357, 506, 216, 35, 30, 33, 36, 33, 37, 41, 17, 216, 15107, 244, 218}, 34},
+};
+
+static void check_refs(const candle_tokenizer *t, const char *name, const ref_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const ref_case *c = &cases[i];
+        int64_t m;
+        int32_t *ids = encode(t, c->text, strlen(c->text), c->special, &m);
+        bool ok = m == c->n && !memcmp(ids, c->ids, (size_t)m * sizeof *ids);
+        CHECK_MSG(ok, "%s: case %zu (special %d): %lld ids, want %d", name, i, c->special, (long long)m, c->n);
+        /* Rendering specials gives the text back (SPM drops its prefix). */
+        char buf[1024];
+        size_t len;
+        CHECK(candle_tokenizer_decode(t, ids, m, c->special, buf, sizeof buf, &len) == CANDLE_OK);
+        if (!c->special) CHECK_MSG(!strcmp(buf, c->text), "%s: case %zu decodes to '%s'", name, i, buf);
+        free(ids);
+    }
+}
+
+static void check_stories(void) {
+    candle_tokenizer *t = load("../shared/data/models/stories260K.gguf");
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK(candle_tokenizer_n_vocab(t) == 512);
+    CHECK(candle_tokenizer_bos(t) == 1 && candle_tokenizer_eos(t) == 2);
+    CHECK(candle_tokenizer_is_eog(t, 2) && !candle_tokenizer_is_eog(t, 1) && !candle_tokenizer_is_eog(t, -1));
+    CHECK(candle_tokenizer_find(t, "<s>") == 1 && candle_tokenizer_find(t, "no such piece") == -1);
+    check_refs(t, "stories260K", stories_refs, sizeof stories_refs / sizeof stories_refs[0]);
+
+    /* Token pieces: space marker, byte fallback, control only on request. */
+    char buf[64];
+    size_t len;
+    CHECK(candle_tokenizer_token_bytes(t, 403, false, buf, sizeof buf, &len) == CANDLE_OK);
+    CHECK(len == 5 && !strcmp(buf, " Once"));
+    CHECK(candle_tokenizer_token_bytes(t, 3 + 0xE2, false, buf, sizeof buf, &len) == CANDLE_OK);
+    CHECK(len == 1 && (unsigned char)buf[0] == 0xE2);
+    CHECK(candle_tokenizer_token_bytes(t, 1, false, buf, sizeof buf, &len) == CANDLE_OK && len == 0);
+    CHECK(candle_tokenizer_token_bytes(t, 1, true, buf, sizeof buf, &len) == CANDLE_OK);
+    CHECK(len == 3 && !strcmp(buf, "<s>"));
+    CHECK(candle_tokenizer_token_bytes(t, 403, false, buf, 2, &len) == CANDLE_OK && len == 5); /* truncated */
+
+    /* Encode reports the full count when ids has too little room. */
+    int32_t ids[3] = {-7, -7, -7};
+    int64_t n;
+    CHECK(candle_tokenizer_encode(t, "Once upon a time", 16, true, false, ids, 2, &n) == CANDLE_OK);
+    CHECK(n == 5 && ids[0] == 1 && ids[1] == 403 && ids[2] == -7);
+    CHECK(candle_tokenizer_encode(t, "", 0, true, false, ids, 3, &n) == CANDLE_OK && n == 1);
+    CHECK(candle_tokenizer_encode(t, "", 0, false, false, ids, 3, &n) == CANDLE_OK && n == 0);
+
+    /* Decode: the first piece's prefix space goes, truncation is reported. */
+    int32_t once[] = {1, 403, 407};
+    CHECK(candle_tokenizer_decode(t, once, 3, false, buf, sizeof buf, &len) == CANDLE_OK);
+    CHECK_MSG(!strcmp(buf, "Once upon"), "'%s'", buf);
+    CHECK(candle_tokenizer_decode(t, once, 3, true, buf, sizeof buf, &len) == CANDLE_OK);
+    CHECK_MSG(!strcmp(buf, "<s> Once upon"), "'%s'", buf);
+    CHECK(candle_tokenizer_decode(t, once, 3, false, buf, 4, &len) == CANDLE_OK);
+    CHECK(len == 9 && !strcmp(buf, "Onc"));
+
+    /* Streaming byte-fallback pieces: "€" = E2 82 AC arrives whole. */
+    size_t cap = candle_tokenizer_detok_bufsize(t);
+    char *chunk = malloc(cap);
+    candle_detok d = {0};
+    const int32_t euro[] = {3 + 0xE2, 3 + 0x82, 3 + 0xAC};
+    const char *want[] = {"", "", "\xe2\x82\xac"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(candle_tokenizer_detok_push(t, &d, euro[i], false, chunk, cap, &len) == CANDLE_OK);
+        CHECK_MSG(!strcmp(chunk, want[i]) && len == strlen(want[i]), "euro piece %d: '%s'", i, chunk);
+    }
+    /* A lead byte followed by ASCII can never complete: U+FFFD, then 'x'. */
+    CHECK(candle_tokenizer_detok_push(t, &d, 3 + 0xE2, false, chunk, cap, &len) == CANDLE_OK && len == 0);
+    CHECK(candle_tokenizer_detok_push(t, &d, 3 + 'x', false, chunk, cap, &len) == CANDLE_OK);
+    CHECK(!strcmp(chunk, "\xef\xbf\xbdx"));
+    /* Unfinished at the end: flush turns the held bytes into U+FFFD. */
+    CHECK(candle_tokenizer_detok_push(t, &d, 3 + 0xF0, false, chunk, cap, &len) == CANDLE_OK && len == 0);
+    CHECK(candle_tokenizer_detok_push(t, &d, 3 + 0x9F, false, chunk, cap, &len) == CANDLE_OK && len == 0);
+    CHECK(candle_tokenizer_detok_push(t, &d, 403, false, chunk, 4, &len) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "too small");
+    CHECK(d.n_pending == 2);
+    CHECK(candle_tokenizer_detok_flush(t, &d, chunk, cap, &len) == CANDLE_OK);
+    CHECK(!strcmp(chunk, "\xef\xbf\xbd\xef\xbf\xbd") && d.n_pending == 0);
+    /* The prefix space is dropped only when asked (start of a text). */
+    candle_detok d2 = {.strip_space = true}, d3 = {0};
+    CHECK(candle_tokenizer_detok_push(t, &d2, 403, false, chunk, cap, &len) == CANDLE_OK);
+    CHECK(!strcmp(chunk, "Once"));
+    CHECK(candle_tokenizer_detok_push(t, &d3, 403, false, chunk, cap, &len) == CANDLE_OK);
+    CHECK(!strcmp(chunk, " Once"));
+    free(chunk);
+
+    /* Errors: ids out of range, NULL arguments. */
+    int32_t bad = 512;
+    CHECK(candle_tokenizer_decode(t, &bad, 1, false, buf, sizeof buf, &len) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "token id 512 out of range [0, 512)");
+    CHECK(candle_tokenizer_token_bytes(t, -1, false, buf, sizeof buf, &len) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_tokenizer_detok_push(t, &d, 9999, false, buf, sizeof buf, &len) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_tokenizer_encode(t, NULL, 3, false, false, ids, 3, &n) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_tokenizer_encode(t, "a", 1, false, false, ids, 3, NULL) == CANDLE_ERR_INVALID_ARG);
+    candle_tokenizer_free(t);
+}
+
+/* SmolLM2 is fetched by scripts/fetch-model.sh; skipped without it. */
+static void check_smollm2(void) {
+    char path[1024];
+    FILE *f = fopen(test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path), "rb");
+    if (!f) {
+        printf("smollm2: skipped (no models/SmolLM2-135M-Instruct.Q4_1.gguf)\n");
+        return;
+    }
+    fclose(f);
+    candle_tokenizer *t = load("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK(candle_tokenizer_bos(t) == 1 && candle_tokenizer_eos(t) == 2);
+    CHECK(candle_tokenizer_find(t, "<|im_end|>") == 2 && candle_tokenizer_find(t, "<|im_start|>") == 1);
+    CHECK(candle_tokenizer_is_eog(t, 2) && candle_tokenizer_is_eog(t, 0) && !candle_tokenizer_is_eog(t, 1));
+    check_refs(t, "smollm2", smol_refs, sizeof smol_refs / sizeof smol_refs[0]);
+    /* With specials rendered, byte-level BPE gives the chat text back. */
+    const ref_case *c = &smol_refs[0];
+    char buf[1024];
+    size_t len;
+    CHECK(candle_tokenizer_decode(t, c->ids, c->n, true, buf, sizeof buf, &len) == CANDLE_OK);
+    CHECK_MSG(!strcmp(buf, c->text), "'%s'", buf);
+    printf("smollm2: %zu reference tokenizations\n", sizeof smol_refs / sizeof smol_refs[0]);
+    candle_tokenizer_free(t);
+}
+
+/* ---- regex engine and pre-tokenizer splits ---- */
+
+static int64_t to_cps(const char *s, uint32_t *cps) {
+    int64_t n = 0;
+    for (size_t i = 0, len = strlen(s); i < len;) i += utf8_decode(s + i, len - i, &cps[n++]);
+    return n;
+}
+
+typedef struct re_case {
+    const char *pattern, *text;
+    int64_t want; /* end of the match at 0 (code points), -1 none */
+} re_case;
+
+static const re_case re_cases[] = {
+    {"\\s+(?!\\S)", "   a", 2},        {"\\s+(?!\\S)", "   ", 3},
+    {" ?\\p{L}+", " h\xc3\xa9llo!", 6}, {"\\p{N}{1,3}", "12345", 3},
+    {"a|ab", "ab", 1},                  {"(?:ab)+?", "abab", 2},
+    {"(?:ab)+", "abab", 4},             {"[^\\s\\p{L}\\p{N}]+", "!?a", 2},
+    {"\\s*[\\r\\n]+", "  \n\nx", 4},    {"x$", "x", 1},
+    {"x$", "xy", -1},                   {"[\xe4\xb8\x80-\xe9\xbe\xa5]+", "\xe6\x88\x91\xe6\x83\xb3" "a", 2},
+    {"(?=a)[^b]", "a", 1},              {"(?!a).", "a", -1},
+    {"\\p{P}+", "\"\xc2\xab\xc2\xbb" "a", 3}, {"[\\x{2126}]", "\xe2\x84\xa6", 1},
+    {"a{2}", "aaa", 2},                 {"a{2,}", "aaaa", 4},
+    {"'s|'t", "'t", 2},                 {"\\S+", "ab c", 2},
+    {"[^a-z]+", "ABc", 2},              {"\\d+", "12a", 2},
+    {"\\s", "\xc2\xa0", 1},             {"\\s", "\xe2\x80\x8b", -1}, /* NBSP yes, ZWSP no */
+    {"[\\p{L}\\p{M}]+", "e\xcc\x81x1", 3}, {"\\P{L}+", "12a", 2},
+    {"a??b", "ab", 2},                  {"[]a]+", "]a]", 3},
+};
+
+typedef struct re_err_case {
+    const char *pattern, *msg;
+} re_err_case;
+
+static const re_err_case re_errs[] = {
+    {"(a", "missing )"},          {"[a", "unterminated class"},  {"\\p{Lu}", "one-letter category"},
+    {"a{3,1}", "bad {m,n}"},      {"*a", "unexpected metacharacter"}, {"\\q", "unsupported escape"},
+    {"[z-a]", "reversed range"},  {"a)", "unbalanced )"},        {"(?<a>x)", "unsupported group"},
+    {"\\x{110000}", "bad \\x{...}"},
+};
+
+static void check_regex(void) {
+    uint32_t cps[64];
+    tok_regex_stack st = {0};
+    for (size_t i = 0; i < sizeof re_cases / sizeof re_cases[0]; i++) {
+        const re_case *c = &re_cases[i];
+        tok_regex *re = NULL;
+        CHECK_MSG(tok_regex_compile(c->pattern, &re) == CANDLE_OK, "%s: %s", c->pattern, candle_last_errmsg());
+        if (!re) continue;
+        int64_t n = to_cps(c->text, cps);
+        int64_t got = tok_regex_match_at(re, cps, n, 0, &st);
+        CHECK_MSG(got == c->want, "/%s/ on '%s': %lld, want %lld", c->pattern, c->text, (long long)got,
+                  (long long)c->want);
+        tok_regex_free(re);
+    }
+    for (size_t i = 0; i < sizeof re_errs / sizeof re_errs[0]; i++) {
+        tok_regex *re = NULL;
+        CHECK(tok_regex_compile(re_errs[i].pattern, &re) == CANDLE_ERR_INVALID_ARG && re == NULL);
+        CHECK_CONTAINS(candle_last_errmsg(), re_errs[i].msg);
+    }
+    free(st.v);
+}
+
+/* Splits text with a family's regexes the way the BPE encoder does:
+ * matches and the gaps between them are pieces; returns them joined by |. */
+static void split_family(const char *pre, const char *text, char *out) {
+    bool im;
+    const char *const *res = tok_pre_regexes(pre, &im);
+    uint32_t cps[256];
+    int64_t n = to_cps(text, cps), cuts[256], n_cuts = 0, next[256];
+    tok_regex_stack st = {0};
+    cuts[n_cuts++] = 0;
+    cuts[n_cuts++] = n;
+    for (int r = 0; res[r]; r++) {
+        tok_regex *re = NULL;
+        CHECK(tok_regex_compile(res[r], &re) == CANDLE_OK);
+        int64_t nn = 0;
+        for (int64_t k = 0; re && k + 1 < n_cuts; k++) {
+            int64_t s = cuts[k], e = cuts[k + 1];
+            next[nn++] = s;
+            for (int64_t pos = s; pos < e;) {
+                int64_t end = tok_regex_match_at(re, cps + s, e - s, pos - s, &st);
+                if (end <= pos - s) {
+                    pos++;
+                    continue;
+                }
+                if (next[nn - 1] != pos) next[nn++] = pos;
+                if (end + s < e) next[nn++] = end + s;
+                pos = end + s;
+            }
+        }
+        next[nn++] = n;
+        memcpy(cuts, next, (size_t)nn * sizeof *cuts);
+        n_cuts = nn;
+        tok_regex_free(re);
+    }
+    free(st.v);
+    size_t o = 0;
+    for (int64_t k = 0; k + 1 < n_cuts; k++) {
+        if (k) out[o++] = '|';
+        for (int64_t c = cuts[k]; c < cuts[k + 1]; c++) o += utf8_encode(cps[c], out + o);
+    }
+    out[o] = 0;
+}
+
+typedef struct split_case {
+    const char *pre, *text, *want;
+} split_case;
+
+static const split_case split_cases[] = {
+    {"llama-bpe", "Hello 12345 world!!\n\n  x", "Hello| |123|45| world|!!\n\n| | x"},
+    {"llama-bpe", "I'M don't\r\n", "I|'M| don|'t|\r\n"},
+    {"qwen2", "a 12345", "a| |1|2|3|4|5"},
+    {"gpt-2", "I'M don't  x", "I|'|M| don|'t| | x"},
+    {"smollm", "v2.10 ok", "v|2|.|1|0| ok"},
+    {"falcon", "a...b 12345", "a|...|b| |123|45"},
+    {"deepseek-coder", "ab\ncd 12", "ab|\n|cd| |1|2"},
+};
+
+static void check_splits(void) {
+    char out[512];
+    for (size_t i = 0; i < sizeof split_cases / sizeof split_cases[0]; i++) {
+        const split_case *c = &split_cases[i];
+        split_family(c->pre, c->text, out);
+        CHECK_MSG(!strcmp(out, c->want), "%s: '%s' -> '%s', want '%s'", c->pre, c->text, out, c->want);
+    }
+}
+
+/* ---- building from metadata: errors ---- */
+
+static void check_build_errors(void) {
+    const char *toks[] = {"a", "b", "ab"};
+    const size_t lens[] = {1, 1, 2};
+    tok_source s = {.model = "unigram", .n_tokens = 3, .tokens = toks, .token_lens = lens,
+                    .bos = -2, .eos = -2, .unk = -2, .pad = -2, .sep = -2, .eot = -2, .eom = -2,
+                    .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
+    candle_tokenizer *t = (candle_tokenizer *)1;
+    CHECK(tok_build(&t, &s) == CANDLE_ERR_UNSUPPORTED && t == NULL);
+    CHECK_CONTAINS(candle_last_errmsg(), "model 'unigram' not supported");
+    s.model = "gpt2";
+    CHECK(tok_build(&t, &s) == CANDLE_ERR_FORMAT);
+    CHECK_CONTAINS(candle_last_errmsg(), "without merges");
+    s.model = NULL;
+    CHECK(tok_build(&t, &s) == CANDLE_ERR_FORMAT);
+    s.model = "llama";
+    s.n_tokens = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_ERR_FORMAT);
+
+    /* A small SPM vocabulary without byte tokens: unknown characters are unk. */
+    s.n_tokens = 3;
+    s.unk = 0;
+    s.add_space_prefix = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK);
+    if (t) {
+        int32_t ids[8];
+        int64_t n;
+        CHECK(candle_tokenizer_encode(t, "abz", 3, false, false, ids, 8, &n) == CANDLE_OK);
+        CHECK(n == 2 && ids[0] == 2 && ids[1] == 0); /* "ab", unk for "z" */
+        candle_tokenizer_free(t);
+    }
+
+    /* GGUF files: no vocabulary, and arrays of the wrong length. */
+    char path[1024];
+    const char *bin = getenv("CANDLE_BINARY_DIR");
+    snprintf(path, sizeof path, "%s/test_tokenizer_bad.gguf", bin ? bin : ".");
+    candle_gguf_writer *w = NULL;
+    CHECK(candle_gguf_writer_init(&w) == CANDLE_OK);
+    CHECK(candle_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama") == CANDLE_OK);
+    CHECK(candle_gguf_writer_write(w, path) == CANDLE_OK);
+    candle_gguf *g = NULL;
+    CHECK(candle_gguf_open(&g, path, NULL) == CANDLE_OK);
+    CHECK(candle_tokenizer_from_gguf(&t, g) == CANDLE_ERR_FORMAT);
+    CHECK_CONTAINS(candle_last_errmsg(), "no tokenizer.ggml.tokens");
+    candle_gguf_close(g);
+    float scores[2] = {0, 1};
+    CHECK(candle_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", CANDLE_GGUF_STRING, toks, 3) == CANDLE_OK);
+    CHECK(candle_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CANDLE_GGUF_FLOAT32, scores, 2) == CANDLE_OK);
+    CHECK(candle_gguf_writer_write(w, path) == CANDLE_OK);
+    CHECK(candle_gguf_open(&g, path, NULL) == CANDLE_OK);
+    CHECK(candle_tokenizer_from_gguf(&t, g) == CANDLE_ERR_FORMAT);
+    CHECK_CONTAINS(candle_last_errmsg(), "tokenizer.ggml.scores: expected 3 elements");
+    candle_gguf_close(g);
+    candle_gguf_writer_free(w);
+    remove(path);
+    CHECK(candle_tokenizer_from_gguf(&t, NULL) == CANDLE_ERR_INVALID_ARG);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) check_vocab(&vocabs[i]);
+    check_stories();
+    check_smollm2();
+    check_regex();
+    check_splits();
+    check_build_errors();
     return test_done("test_tokenizer");
 }
