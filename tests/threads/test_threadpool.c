@@ -3,6 +3,7 @@
  * fast kernels that split work across threads give the single-thread
  * result. Labelled "threads" so `make test-tsan` runs it under
  * ThreadSanitizer. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -127,8 +128,57 @@ static void test_kernels_split(void) {
     candle_ctx_free(ctx[1]);
 }
 
+/* Two contexts on one backend, computing from two threads at once: the
+ * backend serialises its fast nodes (shared pool and scratch). */
+typedef struct shared_job {
+    candle_backend *be;
+    float *out; /* [48 * 64] */
+    int rc;
+} shared_job;
+
+static void *shared_thread(void *arg) {
+    shared_job *j = arg;
+    candle_ctx *ctx = NULL;
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = true;
+    p.backend = j->be;
+    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) return NULL;
+    int64_t as[2] = {48, 80}, ws[2] = {64, 80};
+    float *data = malloc(sizeof(float) * 64 * 80);
+    for (int i = 0; i < 64 * 80; i++) data[i] = (float)((i * 29 % 97) - 48) / 48.0f;
+    candle_tensor *a = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, as, data);
+    candle_tensor *w = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, ws, data);
+    candle_tensor *y = NULL;
+    for (int r = 0; r < 20; r++) y = candle_softmax(ctx, candle_linear(ctx, a, w, NULL), -1);
+    j->rc = y ? candle_tensor_to_f32(y, j->out) : CANDLE_ERR_INVALID_ARG;
+    free(data);
+    candle_ctx_free(ctx);
+    return NULL;
+}
+
+static void test_shared_backend(void) {
+    candle_backend *be = candle_backend_cpu_init(2);
+    CHECK(be != NULL);
+    if (!be) return;
+    cpu_set_always_parallel(true);
+    shared_job jobs[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        jobs[i] = (shared_job){be, calloc(48 * 64, sizeof(float)), -1};
+        CHECK(pthread_create(&th[i], NULL, shared_thread, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(jobs[0].rc == CANDLE_OK && jobs[1].rc == CANDLE_OK);
+    CHECK(memcmp(jobs[0].out, jobs[1].out, sizeof(float) * 48 * 64) == 0);
+    cpu_set_always_parallel(false);
+    free(jobs[0].out);
+    free(jobs[1].out);
+    candle_backend_free(be);
+}
+
 int main(void) {
     for (int n = 1; n <= 4; n++) test_dispatch(n);
     test_kernels_split();
+    test_shared_backend();
     return test_done("test_threadpool");
 }

@@ -1,4 +1,5 @@
 /* The CPU backend: memory from the heap, nodes run by the kernel table. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 /* Backend state: the thread pool and the scratch that fast kernels ask for
  * in their plan (grown on demand, kept between nodes). */
 typedef struct cpu_impl {
+    pthread_mutex_t busy; /* one fast node at a time: the pool and scratch are shared */
     cpu_pool *pool;
     void *work;
     size_t work_size;
@@ -166,7 +168,12 @@ static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
         if (plan.nth < 1) plan.nth = 1;
         if (plan.n_phases < 1) plan.n_phases = 1;
         /* without scratch, the reference kernel (which needs little) runs */
-        if (ensure_work(im, plan.wsize)) return run_fast(be, fk, node, &plan);
+        pthread_mutex_lock(&im->busy);
+        candle_status s = CANDLE_ERR_OOM;
+        bool ran = ensure_work(im, plan.wsize);
+        if (ran) s = run_fast(be, fk, node, &plan);
+        pthread_mutex_unlock(&im->busy);
+        if (ran) return s;
     }
     cpu_task task = {.ith = 0, .nth = 1, .errmsg = be->errmsg, .errmsg_len = sizeof be->errmsg};
     return kernels[node->op](&task, node);
@@ -181,6 +188,7 @@ static void cpu_free(candle_backend *be) {
     cpu_impl *im = be->impl;
     if (im) {
         cpu_pool_free(im->pool);
+        pthread_mutex_destroy(&im->busy);
         free(im->work);
         free(im->errmsgs);
         free(im->status);
@@ -211,6 +219,7 @@ candle_backend *candle_backend_cpu_init(int n_threads) {
     cpu_impl *im = calloc(1, sizeof *im);
     be->impl = im;
     if (im) {
+        pthread_mutex_init(&im->busy, NULL);
         im->pool = cpu_pool_new(be->n_threads);
         im->errmsgs = calloc((size_t)be->n_threads, sizeof *im->errmsgs);
         im->status = calloc((size_t)be->n_threads, sizeof *im->status);
