@@ -8,8 +8,8 @@
  * in the _M mixes; ...). Only weight matrices (rank >= 2, not norms, not
  * gate_inp/position embeddings) are converted; everything else is copied.
  * Rows whose length is not a multiple of the chosen block size fall back to a
- * compatible type (k-quants: iq4_nl/q5_0/q5_1/q8_0 as llama.cpp does, then
- * f16), with a note.
+ * compatible type (as llama.cpp does: q2_k/q3_k to q4_0, iq4_xs to iq4_nl,
+ * q4_k to q5_0, q5_k to q5_1, q6_k to q8_0; then f16), with a note.
  *
  * Inputs may be f32, f16 or bf16. Tensors already quantized are refused
  * (CANDLE_ERR_UNSUPPORTED, naming the tensor) unless allow_requantize is set:

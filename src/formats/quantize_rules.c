@@ -246,11 +246,13 @@ static candle_dtype mixture_type(quant_model *m, candle_ftype f, candle_dtype ba
 }
 
 /* A type whose blocks fit rows that the k-quants' 256 do not: llama.cpp's
- * choices, so files match; then f16, which fits any row. */
+ * current choices (checked against llama_model_quantize), so files match; then
+ * f16, which fits any row. Low-bit k-quants go to q4_0, which every backend
+ * runs, rather than iq4_nl. */
 static candle_dtype fallback_type(candle_dtype t, int64_t ne0) {
     switch (t) {
-    case CANDLE_DTYPE_Q2_K: case CANDLE_DTYPE_Q3_K: case CANDLE_DTYPE_IQ4_XS:
-        t = CANDLE_DTYPE_IQ4_NL; break;
+    case CANDLE_DTYPE_Q2_K: case CANDLE_DTYPE_Q3_K: t = CANDLE_DTYPE_Q4_0; break;
+    case CANDLE_DTYPE_IQ4_XS: t = CANDLE_DTYPE_IQ4_NL; break;
     case CANDLE_DTYPE_Q4_K: t = CANDLE_DTYPE_Q5_0; break;
     case CANDLE_DTYPE_Q5_K: t = CANDLE_DTYPE_Q5_1; break;
     case CANDLE_DTYPE_Q6_K: t = CANDLE_DTYPE_Q8_0; break;

@@ -386,7 +386,7 @@ static void test_rules_32_layers(void) {
 /* Rows that do not fit the block: the fallback chain, with a note. */
 static void test_fallbacks(void) {
     static const struct { candle_dtype from; int64_t ne0; candle_dtype want; } cases[] = {
-        {Q2K, 96, NL}, {Q3K, 96, NL}, {XS, 96, NL}, {Q4K, 96, Q50}, {Q5K, 96, Q51},
+        {Q2K, 96, Q40}, {Q3K, 96, Q40}, {XS, 96, NL}, {Q3K, 100, F16}, {Q4K, 96, Q50}, {Q5K, 96, Q51},
         {Q6K, 96, Q80}, {Q4K, 100, F16}, {Q6K, 172, F16}, {Q40, 100, F16}, {Q80, 48, F16},
         {NL, 96, NL},
     };
