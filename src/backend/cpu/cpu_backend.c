@@ -262,7 +262,7 @@ const char *candle_cpu_info(char *buf, size_t n) {
              f->avx512vnni ? "yes" : "no", f->avx512bf16 ? "yes" : "no");
     info_add(buf, n, &len, "physical cores: %d (default threads)\n", f->n_physical);
     info_add(buf, n, &len, "primitives: %s%s\n", simd->name,
-             f->avx512f ? " (no avx512 kernels yet: avx2 used on avx512 machines)" : "");
+             !strcmp(simd->name, "avx512") ? " (avx512 gemm micro-kernel, avx2 elsewhere)" : "");
     static const cpu_fast_kernel *const fast[] = {
         &cpu_fast_matmul, &cpu_fast_matmul_quant, &cpu_fast_unary, &cpu_fast_binary,
         &cpu_fast_softmax, &cpu_fast_rms_norm, &cpu_fast_rope, &cpu_fast_attention};

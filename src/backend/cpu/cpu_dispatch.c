@@ -1,5 +1,6 @@
 /* Run-time choice of the primitive table (cpuid) and of the fast kernel for
  * a node (dtype and layout conditions, checked by each kernel's match). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,37 @@
 
 static _Atomic(const cpu_simd *) g_simd;
 
+#if defined(__x86_64__)
+void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                         int nr, bool accumulate);
+
+/* The AVX2 table with the AVX-512 GEMM micro-kernel (x86/gemm_avx512.c). */
+static cpu_simd g_avx512;
+static pthread_once_t g_avx512_once = PTHREAD_ONCE_INIT;
+
+static void avx512_init(void) {
+    g_avx512 = cpu_simd_avx2;
+    g_avx512.name = "avx512";
+    g_avx512.gemm_ukr = cpu_gemm_ukr_avx512;
+}
+
+static const cpu_simd *avx512_table(void) {
+    pthread_once(&g_avx512_once, avx512_init);
+    return &g_avx512;
+}
+
+static bool have_avx2(const cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
+#endif
+
+/* CANDLE_CPU_ISA=scalar|avx2 caps the choice (debugging, comparisons). */
 static const cpu_simd *best_simd(void) {
 #if defined(__x86_64__)
     const cpu_features *f = cpu_get_features();
     const char *force = getenv("CANDLE_CPU_ISA");
     if (force && !strcmp(force, "scalar")) return &cpu_simd_scalar;
-    if (f->avx2 && f->fma && f->f16c) return &cpu_simd_avx2;
+    bool cap_avx2 = force && !strcmp(force, "avx2");
+    if (have_avx2(f) && f->avx512f && !cap_avx2) return avx512_table();
+    if (have_avx2(f)) return &cpu_simd_avx2;
 #endif
     return &cpu_simd_scalar;
 }
@@ -32,7 +58,8 @@ bool cpu_simd_force(const char *name) {
     if (!strcmp(name, "scalar")) s = &cpu_simd_scalar;
 #if defined(__x86_64__)
     const cpu_features *f = cpu_get_features();
-    if (!strcmp(name, "avx2") && f->avx2 && f->fma && f->f16c) s = &cpu_simd_avx2;
+    if (!strcmp(name, "avx2") && have_avx2(f)) s = &cpu_simd_avx2;
+    if (!strcmp(name, "avx512") && have_avx2(f) && f->avx512f) s = avx512_table();
 #endif
     if (!strcmp(name, "auto")) s = best_simd();
     if (s) atomic_store_explicit(&g_simd, s, memory_order_release);
