@@ -174,17 +174,20 @@ static inline void transpose8(__m256 *r) {
 }
 
 /* B stored as rows of K (a weight seen through a transpose): 8x8 blocks are
- * loaded along K and transposed into the panel. */
+ * loaded along K and transposed into the panel. Eight rows at a time, so
+ * their cache lines (a weight's rows are often 4-8 KiB apart: one L1 set)
+ * stay within the set's 8 ways while both halves of each line are used. */
 #define DEF_PACK_T(NAME, LOAD, ESZ)                                                         \
     static void NAME(const char *src, int64_t sn, int64_t kc, float *dst) {              \
-        int64_t p0 = 0;                                                                   \
-        for (; p0 + 8 <= kc; p0 += 8)                                                     \
-            for (int h = 0; h < 2; h++) {                                                 \
+        for (int h = 0; h < 2; h++) {                                                     \
+            const char *rows = src + h * 8 * sn;                                          \
+            for (int64_t p0 = 0; p0 + 8 <= kc; p0 += 8) {                                 \
                 __m256 r[8];                                                              \
-                for (int i = 0; i < 8; i++) r[i] = LOAD(src + (h * 8 + i) * sn + p0 * ESZ); \
+                for (int i = 0; i < 8; i++) r[i] = LOAD(rows + i * sn + p0 * ESZ);       \
                 transpose8(r);                                                            \
                 for (int i = 0; i < 8; i++) _mm256_store_ps(dst + (p0 + i) * CPU_GEMM_NR + h * 8, r[i]); \
             }                                                                             \
+        }                                                                                 \
     }
 DEF_PACK_T(pack_t_f32, LOAD_F32, 4)
 DEF_PACK_T(pack_t_f16, LOAD_F16, 2)
