@@ -8,11 +8,15 @@ JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_TIME ?= 60
 
-.PHONY: all build test test-plain test-asan test-tsan fuzz run clean
+.PHONY: all deps build test test-plain test-asan test-tsan fuzz run clean
 
 all: build
 
-build:
+# Libraries of `candle serve` (apt-get when missing and root; optional).
+deps:
+	bash scripts/install-server-deps.sh
+
+build: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build build -j $(JOBS)
 

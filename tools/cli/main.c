@@ -19,6 +19,7 @@ static const command commands[] = {
     {"info", cmd_info, "CPU features and kernels, or a GGUF file's contents"},
     {"bench", cmd_bench, "benchmarks: bench ops | bench -m MODEL"},
     {"quantize", cmd_quantize, "quantize IN.gguf OUT.gguf TYPE"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server: serve -m MODEL --port N"},
 };
 
 static void usage(FILE *f) {

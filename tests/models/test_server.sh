@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `candle serve` against the official openai Python client: completion, chat,
+# streaming, 18 concurrent greedy streams equal to the same requests run one
+# at a time, bad inputs and disconnects while a load runs, 401/413/429,
+# metrics, then a graceful SIGTERM. Uses the tiny stories260K model.
+set -u
+SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${CANDLE:-$SRC/build/bin/candle}
+MODEL=${SERVER_TEST_MODEL:-$SRC/../shared/data/models/stories260K.gguf}
+[ -f "$MODEL" ] || MODEL=$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ ! -f "$MODEL" ]; then bash "$SRC/scripts/fetch-model.sh" >/dev/null 2>&1 || true; fi
+[ -f "$MODEL" ] || { echo "SKIP: no model"; exit 0; }
+if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: built without the server"; exit 0; fi
+if ! python3 -c "import openai" 2>/dev/null; then
+    python3 -m pip install -q openai >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
+        { echo "SKIP: cannot pip install openai"; exit 0; }
+fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+P1=$(free_port); P2=$(free_port)
+LOG=$(mktemp -d)
+trap 'kill $S1 $S2 2>/dev/null; rm -rf "$LOG"' EXIT
+"$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml \
+    2>"$LOG/s1" & S1=$!
+"$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 1 --queue 1 2>"$LOG/s2" & S2=$!
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$P1/health" >/dev/null 2>&1 && curl -sf "http://127.0.0.1:$P2/health" \
+        >/dev/null 2>&1 && break
+    python3 -c 'import time; time.sleep(0.1)'
+done
+fail=0
+timeout 150 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P1" sekret \
+    "http://127.0.0.1:$P2" || fail=1
+# graceful shutdown: a request in flight completes, then the process exits 0
+python3 - "$P1" <<'PY' & C=$!
+import json, sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions",
+    data=json.dumps({"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True}).encode(),
+    headers={"Authorization": "Bearer sekret", "Content-Type": "application/json"})
+r = json.load(urllib.request.urlopen(req, timeout=60))
+sys.exit(0 if r["usage"]["completion_tokens"] == 200 else 1)
+PY
+for _ in $(seq 100); do
+    curl -s -H "Authorization: Bearer sekret" "http://127.0.0.1:$P1/metrics" |
+        grep -q "^candle_active_sequences 1" && break
+    python3 -c 'import time; time.sleep(0.02)'
+done
+kill -TERM $S1
+wait $C || { echo "FAIL: request in flight at SIGTERM did not complete"; fail=1; }
+wait $S1 || { echo "FAIL: server exit status after SIGTERM"; cat "$LOG/s1"; fail=1; }
+grep -q "stopped" "$LOG/s1" || { echo "FAIL: no clean stop"; cat "$LOG/s1"; fail=1; }
+kill -TERM $S2; wait $S2
+[ $fail = 0 ] && echo "test_server: OK"
+exit $fail

@@ -1,0 +1,290 @@
+"""Live tests of `candle serve` through the official openai client.
+
+Usage: test_openai.py BASE_URL API_KEY [SMALL_BASE_URL]
+BASE_URL serves a model with --api-key API_KEY, a chat template and a
+256-token context; SMALL_BASE_URL (optional) a server with one slot and a
+one-request queue, for the 429 test."""
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+
+import openai
+
+BASE, KEY = sys.argv[1], sys.argv[2]
+SMALL = sys.argv[3] if len(sys.argv) > 3 else None
+U = urllib.parse.urlparse(BASE)
+client = openai.OpenAI(base_url=BASE + "/v1", api_key=KEY, max_retries=0, timeout=60)
+MODEL = client.models.list().data[0].id
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def raw(method, path, body=None, headers=None, host=U.hostname, port=U.port, key=KEY):
+    c = http.client.HTTPConnection(host, port, timeout=60)
+    h = {"Content-Type": "application/json"}
+    if key:
+        h["Authorization"] = "Bearer " + key
+    h.update(headers or {})
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def error_of(status, data):
+    """The (status, error object) of an OpenAI-shaped error reply."""
+    try:
+        e = json.loads(data)["error"]
+        assert isinstance(e["message"], str) and e["message"] and "type" in e
+        return status, e
+    except Exception:
+        return status, None
+
+
+PROMPTS = ["Once upon a time", "The little dog", "Tom and Lily went to", "One day, a bird",
+           "The sun was", "Mia had a red", "There was a big", "The cat said",
+           "A boy named Tim", "In the park", "The girl wanted", "Sam liked to",
+           "The old tree", "They played with", "Lily saw a", "Ben was sad because",
+           "The car was", "Anna found a"]
+
+
+def greedy(prompt, n=24):
+    r = client.completions.create(model=MODEL, prompt=prompt, max_tokens=n, temperature=0)
+    return r.choices[0].text
+
+
+def stream_text(prompt, n=24, chat=False):
+    out, finish = [], None
+    if chat:
+        s = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
+                                           max_tokens=n, temperature=0, stream=True)
+        for ch in s:
+            if ch.choices:
+                out.append(ch.choices[0].delta.content or "")
+                finish = ch.choices[0].finish_reason or finish
+    else:
+        s = client.completions.create(model=MODEL, prompt=prompt, max_tokens=n, temperature=0,
+                                      stream=True)
+        for ch in s:
+            if ch.choices:
+                out.append(ch.choices[0].text)
+                finish = ch.choices[0].finish_reason or finish
+    return "".join(out), finish
+
+
+def test_basic():
+    r = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, temperature=0)
+    c = r.choices[0]
+    check(len(c.text) > 0, "completion text")
+    check(c.finish_reason == "length", f"finish_reason length, got {c.finish_reason}")
+    check(r.usage.completion_tokens == 16 and r.usage.prompt_tokens > 0 and
+          r.usage.total_tokens == r.usage.prompt_tokens + 16, f"usage {r.usage}")
+    check(greedy("Once upon a time", 16) == c.text, "greedy is deterministic")
+    # sampling: same seed, same text; the samplers' options are accepted
+    kw = dict(model=MODEL, prompt="The little dog", max_tokens=20, temperature=1.0, top_p=0.9,
+              seed=1234, frequency_penalty=0.5, presence_penalty=0.5,
+              extra_body={"top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1})
+    a = client.completions.create(**kw).choices[0].text
+    b = client.completions.create(**kw).choices[0].text
+    check(a == b, "seeded sampling reproducible")
+    # stop sequences: the text ends before the first occurrence
+    full = greedy("Once upon a time", 40)
+    word = full.split()[3] if len(full.split()) > 3 else None
+    if word:
+        r = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=40,
+                                      temperature=0, stop=[word, "zzzz"])
+        check(r.choices[0].finish_reason == "stop", "stop finish_reason")
+        check(r.choices[0].text == full[:full.index(word)], f"stop text {r.choices[0].text!r}")
+    # token-id prompts
+    r = client.completions.create(model=MODEL, prompt=[1, 20, 30], max_tokens=4, temperature=0)
+    check(r.usage.prompt_tokens == 3, "token-id prompt")
+
+
+def test_chat():
+    r = client.chat.completions.create(model=MODEL, messages=[
+        {"role": "system", "content": "You are kind."}, {"role": "user", "content": "Hello"}],
+        max_tokens=12, temperature=0)
+    m = r.choices[0].message
+    check(m.role == "assistant" and isinstance(m.content, str), "chat message")
+    check(r.usage.completion_tokens <= 12, "chat usage")
+    text, finish = stream_text("Hello", 12, chat=True)
+    check(text == m.content or finish is not None, "chat stream")
+
+
+def test_stream():
+    text, finish = stream_text("Once upon a time", 20)
+    check(text == greedy("Once upon a time", 20), "stream equals non-stream")
+    check(finish == "length", f"stream finish {finish}")
+    s = client.completions.create(model=MODEL, prompt="Hi", max_tokens=5, stream=True,
+                                  stream_options={"include_usage": True})
+    usage = [c.usage for c in s if c.usage]
+    check(usage and usage[0].completion_tokens == 5, "stream usage")
+
+
+def test_concurrent(n=18):
+    seq = [greedy(p) for p in PROMPTS[:n]]
+    got = [None] * n
+
+    def run(i):
+        got[i] = stream_text(PROMPTS[i])[0]
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for i in range(n):
+        check(got[i] == seq[i], f"concurrent stream {i}: {got[i]!r} != {seq[i]!r}")
+
+
+def bad_inputs():
+    """Each bad request gets its OpenAI-shaped error and status."""
+    cases = [
+        ("POST", "/v1/completions", b"{not json", 400, "invalid_json"),
+        ("POST", "/v1/completions", b"[1,2]", 400, "invalid_json"),
+        ("POST", "/v1/completions", json.dumps({"prompt": 5}).encode(), 400, "invalid_type"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "temperature": "hot"}).encode(), 400, "invalid_type"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 10**12}).encode(), 400, "invalid_value"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": -1}).encode(), 400, "invalid_value"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "top_p": 7}).encode(), 400, "invalid_value"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "stop": [""]}).encode(), 400, "invalid_type"),
+        ("POST", "/v1/completions", json.dumps({"prompt": [1, 99999]}).encode(), 400, "invalid_value"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "word " * 400}).encode(), 400, "context_length_exceeded"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": "hi"}).encode(), 400, "invalid_type"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user"}]}).encode(), 400, "invalid_type"),
+        ("POST", "/v1/embeddings", json.dumps({"input": "hi"}).encode(), 400, "model_not_supported"),
+        ("GET", "/v1/nothing", None, 404, "not_found"),
+        ("GET", "/v1/completions", None, 405, "method_not_allowed"),
+    ]
+    for method, path, body, status, code in cases:
+        st, e = error_of(*raw(method, path, body))
+        check(st == status and e is not None and e.get("code") == code,
+              f"{method} {path} {body[:40] if body else ''!r}: {st} {e}")
+    # oversized bodies: refused from the Content-Length before reading, or
+    # (chunked, no length) drained and refused once over the limit
+    for chunked in (False, True):
+        s = socket.create_connection((U.hostname, U.port))
+        size = 2 << 20
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n" % KEY.encode()
+        if chunked:
+            s.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                      % (size, b" " * size))
+        else:
+            s.sendall(head + b"Content-Length: %d\r\n\r\n" % size)
+        resp = b""
+        while b"}}" not in resp:
+            d = s.recv(65536)
+            if not d:
+                break
+            resp += d
+        s.close()
+        check(resp.startswith(b"HTTP/1.1 413") and b"body_too_large" in resp,
+              f"oversized body (chunked={chunked}): {resp[:80]!r}")
+    # missing or wrong key: 401 (health stays open)
+    st, e = error_of(*raw("GET", "/v1/models", key=None))
+    check(st == 401 and e and e["type"] == "authentication_error", f"no key: {st}")
+    st, _ = error_of(*raw("GET", "/v1/models", key=KEY + "x"))
+    check(st == 401, "wrong key")
+    check(raw("GET", "/health", key=None)[0] == 200, "health without key")
+    try:
+        openai.OpenAI(base_url=BASE + "/v1", api_key="wrong", max_retries=0).models.list()
+        check(False, "client with wrong key")
+    except openai.AuthenticationError:
+        pass
+    try:
+        client.completions.create(model=MODEL, prompt="x", max_tokens=10**9)
+        check(False, "client absurd max_tokens")
+    except openai.BadRequestError:
+        pass
+
+
+def disconnects():
+    """Clients that leave mid-stream or mid-request, and a slow one."""
+    for path, stream in (("/v1/completions", True), ("/v1/completions", False)):
+        s = socket.create_connection((U.hostname, U.port))
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 200, "stream": stream,
+                           "ignore_eos": True}).encode()
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (path.encode(), KEY.encode(), len(body), body))
+        time.sleep(0.2)
+        s.close()
+    # a client that sends half its body and stalls does not block the others
+    s = socket.create_connection((U.hostname, U.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+              b"Content-Length: 100\r\n\r\n{\"pro" % KEY.encode())
+    check(len(greedy("The cat said", 8)) > 0, "served beside a stalled client")
+    s.close()
+
+
+def test_bad_inputs_under_load():
+    seq = [greedy(p, 32) for p in PROMPTS[:8]]
+    got = [None] * 8
+
+    def run(i):
+        got[i] = stream_text(PROMPTS[i], 32)[0]
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    bad_inputs()
+    disconnects()
+    for t in ts:
+        t.join()
+    for i in range(8):
+        check(got[i] == seq[i], f"load stream {i} disturbed by bad inputs")
+    # everything freed: no sequence left running, no block reserved
+    for _ in range(50):
+        m = raw("GET", "/metrics")[1].decode()
+        if "candle_active_sequences 0" in m and "candle_kv_blocks_used 0" in m:
+            break
+        time.sleep(0.1)
+    check("candle_active_sequences 0" in m and "candle_kv_blocks_used 0" in m,
+          "slots and blocks freed after disconnects")
+
+
+def test_metrics():
+    m = raw("GET", "/metrics")[1].decode()
+    for name in ("candle_requests_total{", "candle_generated_tokens_total", "candle_queue_depth",
+                 "candle_kv_blocks_used", "candle_time_to_first_token_seconds_bucket",
+                 "candle_inter_token_latency_seconds_bucket", "candle_prompt_tokens_total"):
+        check(name in m, f"metric {name}")
+
+
+def test_queue_full():
+    if not SMALL:
+        return
+    u = urllib.parse.urlparse(SMALL)
+    codes = []
+
+    def run():
+        st, _ = raw("POST", "/v1/completions", json.dumps(
+            {"prompt": "Once upon a time", "max_tokens": 100, "ignore_eos": True}).encode(),
+            host=u.hostname, port=u.port, key=None)
+        codes.append(st)
+    ts = [threading.Thread(target=run) for _ in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(200 in codes and 429 in codes, f"queue full gives 429: {sorted(codes)}")
+
+
+for t in (test_basic, test_chat, test_stream, test_concurrent, test_bad_inputs_under_load,
+          test_metrics, test_queue_full):
+    t0 = time.time()
+    try:
+        t()
+    except Exception as e:  # a crash of one test is a failure, the rest still run
+        check(False, f"{t.__name__} raised {type(e).__name__}: {e}")
+    print(f"{t.__name__}: {time.time() - t0:.1f}s", flush=True)
+print("FAILED" if failures else "OK", len(failures))
+sys.exit(1 if failures else 0)

@@ -1,0 +1,508 @@
+/* Endpoint handlers: request JSON in, response JSON out (jansson). Every
+ * error answers in OpenAI's shape {"error": {"message", "type", "param",
+ * "code"}}. */
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "server.h"
+
+char *srv_error_json(int status, const char *msg, const char *param, const char *code) {
+    const char *type = status == 401   ? "authentication_error"
+                       : status == 429 ? "rate_limit_error"
+                       : status >= 500 ? "server_error"
+                       : status == 404 ? "not_found_error"
+                                       : "invalid_request_error";
+    json_t *e = json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", msg, "type", type,
+                          "param", param, "code", code);
+    char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    return s;
+}
+
+static void reply_error(srv_reply *out, int status, const char *param, const char *code,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void reply_error(srv_reply *out, int status, const char *param, const char *code,
+                        const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    out->status = status;
+    out->body = srv_error_json(status, msg, param, code);
+}
+
+static void reply_json(srv_reply *out, int status, json_t *j) {
+    out->status = status;
+    out->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!out->body) reply_error(out, 500, NULL, NULL, "out of memory");
+    json_decref(j);
+}
+
+/* --- request fields ---------------------------------------------------------- */
+
+/* Each getter: absent or null leaves *v as is and returns true; a wrong type
+ * or range fills the error reply and returns false. */
+static bool get_num(json_t *o, const char *k, double lo, double hi, double *v, srv_reply *out) {
+    json_t *j = json_object_get(o, k);
+    if (!j || json_is_null(j)) return true;
+    if (!json_is_number(j)) {
+        reply_error(out, 400, k, "invalid_type", "'%s' must be a number", k);
+        return false;
+    }
+    double x = json_number_value(j);
+    if (!(x >= lo && x <= hi)) {
+        reply_error(out, 400, k, "invalid_value", "'%s' must be between %g and %g, got %g", k, lo,
+                    hi, x);
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
+static bool get_int(json_t *o, const char *k, json_int_t lo, json_int_t hi, json_int_t *v,
+                    srv_reply *out) {
+    json_t *j = json_object_get(o, k);
+    if (!j || json_is_null(j)) return true;
+    if (!json_is_integer(j)) {
+        reply_error(out, 400, k, "invalid_type", "'%s' must be an integer", k);
+        return false;
+    }
+    json_int_t x = json_integer_value(j);
+    if (x < lo || x > hi) {
+        reply_error(out, 400, k, "invalid_value", "'%s' must be between %lld and %lld, got %lld",
+                    k, (long long)lo, (long long)hi, (long long)x);
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
+static bool get_bool(json_t *o, const char *k, bool *v, srv_reply *out) {
+    json_t *j = json_object_get(o, k);
+    if (!j || json_is_null(j)) return true;
+    if (!json_is_boolean(j)) {
+        reply_error(out, 400, k, "invalid_type", "'%s' must be a boolean", k);
+        return false;
+    }
+    *v = json_is_true(j);
+    return true;
+}
+
+static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
+    if (!json_is_string(j) || json_string_length(j) == 0) {
+        reply_error(out, 400, "stop", "invalid_type", "'stop' must be a non-empty string or an "
+                    "array of at most %d non-empty strings", SRV_MAX_STOP);
+        return false;
+    }
+    if (r->n_stop >= SRV_MAX_STOP) {
+        reply_error(out, 400, "stop", "invalid_value", "'stop' takes at most %d sequences",
+                    SRV_MAX_STOP);
+        return false;
+    }
+    r->stop[r->n_stop] = strdup(json_string_value(j));
+    if (!r->stop[r->n_stop]) {
+        reply_error(out, 500, NULL, NULL, "out of memory");
+        return false;
+    }
+    r->n_stop++;
+    return true;
+}
+
+/* Sampling and length options shared by both generation endpoints. */
+static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, bool *stream,
+                          bool *include_usage) {
+    double temp = 1.0, top_p = 1.0, min_p = 0.0, pres = 0.0, freq = 0.0, rep = 1.0;
+    json_int_t top_k = 0, seed = -1, n = 1, max_tokens = 0, last_n = 64;
+    json_int_t lim = c->cfg.max_tokens_limit;
+    bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
+              get_num(o, "min_p", 0, 1, &min_p, out) &&
+              get_num(o, "presence_penalty", -2, 2, &pres, out) &&
+              get_num(o, "frequency_penalty", -2, 2, &freq, out) &&
+              get_num(o, "repeat_penalty", 0.01, 10, &rep, out) &&
+              get_int(o, "top_k", 0, 1 << 30, &top_k, out) &&
+              get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, out) &&
+              get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, out) &&
+              get_int(o, "n", 1, 1, &n, out) &&
+              get_int(o, "max_tokens", 1, lim, &max_tokens, out) &&
+              get_int(o, "max_completion_tokens", 1, lim, &max_tokens, out) &&
+              get_bool(o, "stream", stream, out) && get_bool(o, "ignore_eos", &r->ignore_eos, out);
+    if (!ok) return false;
+    json_t *so = json_object_get(o, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) {
+            reply_error(out, 400, "stream_options", "invalid_type",
+                        "'stream_options' must be an object");
+            return false;
+        }
+        if (!get_bool(so, "include_usage", include_usage, out)) return false;
+    }
+    json_t *stop = json_object_get(o, "stop");
+    if (json_is_array(stop)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(stop, i, v) if (!add_stop(r, v, out)) return false;
+    } else if (stop && !json_is_null(stop) && !add_stop(r, stop, out)) {
+        return false;
+    }
+    r->sp.temp = (float)temp;
+    r->sp.top_p = (float)top_p;
+    r->sp.min_p = (float)min_p;
+    r->sp.top_k = (int32_t)top_k;
+    r->sp.presence_penalty = (float)pres;
+    r->sp.frequency_penalty = (float)freq;
+    r->sp.repeat_penalty = (float)rep;
+    r->sp.penalty_last_n = (int32_t)last_n;
+    /* Unseeded requests still get distinct, reproducible-per-request draws. */
+    r->sp.seed = seed >= 0 ? (uint64_t)seed
+                           : (uint64_t)time(NULL) * 6364136223846793005ull +
+                                 (uint64_t)atomic_load(&c->next_id);
+    r->max_tokens = max_tokens;
+    return true;
+}
+
+/* --- prompts ----------------------------------------------------------------- */
+
+static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_reply *out) {
+    int64_t cap = (int64_t)len + 8, n = 0;
+    r->prompt = malloc((size_t)cap * sizeof *r->prompt);
+    if (!r->prompt ||
+        candle_tokenizer_encode(c->tok, text, len, true, true, r->prompt, cap, &n) || n > cap) {
+        reply_error(out, r->prompt ? 400 : 500, "prompt", NULL, "cannot tokenize the prompt: %s",
+                    r->prompt ? candle_last_errmsg() : "out of memory");
+        return false;
+    }
+    r->n_prompt = n;
+    return true;
+}
+
+static bool prompt_from_json(srv_ctx *c, json_t *p, srv_req *r, srv_reply *out) {
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+        p = json_array_get(p, 0);
+    if (json_is_string(p)) return tokenize(c, json_string_value(p), json_string_length(p), r, out);
+    if (json_is_array(p) && json_array_size(p) > 0) {
+        size_t n = json_array_size(p), i;
+        json_t *v;
+        r->prompt = malloc(n * sizeof *r->prompt);
+        if (!r->prompt) {
+            reply_error(out, 500, NULL, NULL, "out of memory");
+            return false;
+        }
+        json_array_foreach(p, i, v) {
+            json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (id < 0 || id >= candle_tokenizer_n_vocab(c->tok)) {
+                reply_error(out, 400, "prompt", "invalid_value",
+                            "'prompt' must be a string or an array of token ids in [0, %d)",
+                            candle_tokenizer_n_vocab(c->tok));
+                return false;
+            }
+            r->prompt[i] = (int32_t)id;
+        }
+        r->n_prompt = (int64_t)n;
+        return true;
+    }
+    reply_error(out, 400, "prompt", "invalid_type",
+                "'prompt' is required: a non-empty string or array of token ids");
+    return false;
+}
+
+/* Message content: a string, or an array of {"type": "text", "text": ...}. */
+static char *message_text(json_t *content) {
+    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (!json_is_array(content)) return NULL;
+    size_t len = 0, i;
+    json_t *v;
+    json_array_foreach(content, i, v) {
+        json_t *t = json_object_get(v, "text");
+        if (!json_is_string(t)) return NULL;
+        len += json_string_length(t);
+    }
+    char *s = malloc(len + 1);
+    if (!s) return NULL;
+    len = 0;
+    json_array_foreach(content, i, v) {
+        json_t *t = json_object_get(v, "text");
+        memcpy(s + len, json_string_value(t), json_string_length(t));
+        len += json_string_length(t);
+    }
+    s[len] = 0;
+    return s;
+}
+
+static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply *out) {
+    if (!c->have_chat) {
+        reply_error(out, 400, NULL, "no_chat_template",
+                    "this model has no chat template Candle recognises; use /v1/completions");
+        return false;
+    }
+    size_t n = json_is_array(msgs) ? json_array_size(msgs) : 0;
+    if (!n) {
+        reply_error(out, 400, "messages", "invalid_type",
+                    "'messages' is required: a non-empty array of {role, content}");
+        return false;
+    }
+    candle_chat_msg *m = calloc(n, sizeof *m);
+    char **texts = calloc(n, sizeof *texts);
+    bool ok = m && texts;
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *msg = json_array_get(msgs, i);
+        json_t *role = json_object_get(msg, "role");
+        texts[i] = message_text(json_object_get(msg, "content"));
+        if (!json_is_string(role) || !texts[i]) {
+            reply_error(out, 400, "messages", "invalid_type",
+                        "messages[%zu] needs a string 'role' and a string (or text parts) "
+                        "'content'", i);
+            ok = false;
+            break;
+        }
+        m[i].role = json_string_value(role);
+        m[i].content = texts[i];
+    }
+    char *text = NULL;
+    if (ok && candle_chat_apply(&c->chat, m, n, true, &text)) {
+        reply_error(out, 400, "messages", NULL, "%s", candle_last_errmsg());
+        ok = false;
+    }
+    if (ok) ok = tokenize(c, text, strlen(text), r, out);
+    free(text);
+    for (size_t i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+    free(m);
+    return ok;
+}
+
+/* --- generation ---------------------------------------------------------------- */
+
+static bool peer_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return true;
+    char ch;
+    return recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static void wait_done(srv_req *r, int fd) {
+    pthread_mutex_lock(&r->mu);
+    while (!r->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        if (!r->done && peer_gone(fd)) {
+            atomic_store(&r->cancelled, true);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static json_t *usage_json(const srv_req *r) {
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)r->n_prompt,
+                     "completion_tokens", (json_int_t)r->n_gen, "total_tokens",
+                     (json_int_t)(r->n_prompt + r->n_gen), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)r->n_cached);
+}
+
+static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
+    srv_req *r = srv_req_new();
+    if (!r) {
+        reply_error(out, 500, NULL, NULL, "out of memory");
+        return;
+    }
+    bool stream = false, include_usage = false;
+    long id = atomic_fetch_add(&c->next_id, 1);
+    snprintf(out->id, sizeof out->id, "%s-%ld", chat ? "chatcmpl" : "cmpl", id);
+    out->chat = chat;
+    bool ok = parse_options(c, o, r, out, &stream, &include_usage) &&
+              (chat ? prompt_from_messages(c, json_object_get(o, "messages"), r, out)
+                    : prompt_from_json(c, json_object_get(o, "prompt"), r, out));
+    int64_t n_ctx = srv_sched_n_ctx(c->sched);
+    if (ok && r->n_prompt >= n_ctx) {
+        reply_error(out, 400, chat ? "messages" : "prompt", "context_length_exceeded",
+                    "the prompt has %lld tokens; this server's context is %lld tokens, and at "
+                    "least one must be left to generate", (long long)r->n_prompt,
+                    (long long)n_ctx);
+        ok = false;
+    }
+    if (!ok) {
+        srv_req_unref(r);
+        return;
+    }
+    if (!r->max_tokens || r->n_prompt + r->max_tokens > n_ctx) r->max_tokens = n_ctx - r->n_prompt;
+    int st = srv_sched_submit(c->sched, r);
+    if (st) {
+        reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", r->errmsg);
+        srv_req_unref(r);
+        return;
+    }
+    if (stream) {
+        out->status = 200;
+        out->stream = r;
+        out->include_usage = include_usage;
+        return;
+    }
+    wait_done(r, fd);
+    if (atomic_load(&r->cancelled)) {
+        reply_error(out, 499, NULL, NULL, "client disconnected");
+    } else if (r->err_status) {
+        reply_error(out, r->err_status, NULL, NULL, "%s", r->errmsg);
+    } else {
+        json_t *text = json_stringn_nocheck(r->text ? r->text : "", r->len);
+        json_t *choice = chat ? json_pack("{s:i,s:{s:s,s:o},s:s}", "index", 0, "message", "role",
+                                          "assistant", "content", text, "finish_reason", r->finish)
+                              : json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text,
+                                          "logprobs", "finish_reason", r->finish);
+        reply_json(out, 200,
+                   json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", out->id, "object",
+                             chat ? "chat.completion" : "text_completion", "created",
+                             (json_int_t)time(NULL), "model", c->cfg.model_name, "choices",
+                             choice, "usage", usage_json(r)));
+    }
+    srv_req_unref(r);
+}
+
+static json_t *chunk_json(srv_ctx *c, const srv_reply *rp, json_t *choice) {
+    return json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", rp->id, "object",
+                     rp->chat ? "chat.completion.chunk" : "text_completion", "created",
+                     (json_int_t)time(NULL), "model", c->cfg.model_name, "choices", choice);
+}
+
+static bool append_event(char **buf, size_t *len, json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) return false;
+    size_t n = strlen(s);
+    char *b = realloc(*buf, *len + n + 9);
+    if (!b) {
+        free(s);
+        return false;
+    }
+    *len += (size_t)sprintf(b + *len, "data: %s\n\n", s);
+    *buf = b;
+    free(s);
+    return true;
+}
+
+char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len, bool first,
+                       const srv_req *final) {
+    char *buf = NULL;
+    size_t n = 0;
+    bool ok = true;
+    if (len || (first && rp->chat)) {
+        json_t *t = json_stringn_nocheck(text, len);
+        json_t *choice = rp->chat ? (first ? json_pack("{s:i,s:{s:s,s:o},s:n}", "index", 0,
+                                                       "delta", "role", "assistant", "content", t,
+                                                       "finish_reason")
+                                           : json_pack("{s:i,s:{s:o},s:n}", "index", 0, "delta",
+                                                       "content", t, "finish_reason"))
+                                  : json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "text", t,
+                                              "logprobs", "finish_reason");
+        ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+    }
+    if (ok && final) {
+        if (final->err_status) {
+            char *es = srv_error_json(final->err_status, final->errmsg, NULL, NULL);
+            ok = append_event(&buf, &n, es ? json_loads(es, 0, NULL) : NULL);
+            free(es);
+        } else {
+            json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", 0, "delta",
+                                                  "finish_reason", final->finish)
+                                      : json_pack("{s:i,s:s,s:n,s:s}", "index", 0, "text", "",
+                                                  "logprobs", "finish_reason", final->finish);
+            ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+            if (ok && rp->include_usage) {
+                json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", rp->id, "object",
+                                      rp->chat ? "chat.completion.chunk" : "text_completion",
+                                      "created", (json_int_t)time(NULL), "model",
+                                      c->cfg.model_name, "choices", "usage", usage_json(final));
+                ok = append_event(&buf, &n, u);
+            }
+        }
+        if (ok) {
+            char *b = realloc(buf, n + 16);
+            if (b) {
+                n += (size_t)sprintf(b + n, "data: [DONE]\n\n");
+                buf = b;
+            }
+        }
+    }
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    if (!buf) buf = calloc(1, 1);
+    return buf;
+}
+
+/* --- routing ------------------------------------------------------------------- */
+
+static void models(srv_ctx *c, srv_reply *out) {
+    const candle_model_config *mc = candle_model_get_config(c->model);
+    reply_json(out, 200,
+               json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:I,s:I,s:I}}]}", "object", "list",
+                         "data", "id", c->cfg.model_name, "object", "model", "created",
+                         (json_int_t)time(NULL), "owned_by", "candle", "meta", "arch",
+                         candle_arch_name(mc->arch), "n_vocab", (json_int_t)mc->n_vocab,
+                         "n_ctx", (json_int_t)srv_sched_n_ctx(c->sched), "n_ctx_train",
+                         (json_int_t)mc->n_ctx_train));
+}
+
+void srv_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
+                int fd, srv_reply *out) {
+    memset(out, 0, sizeof *out);
+    bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+    int kind = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
+               : !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions") ? 2
+               : !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")              ? 3
+               : !strcmp(url, "/v1/models") || !strcmp(url, "/models")                      ? 4
+               : !strcmp(url, "/health")                                                    ? 5
+                                                                                            : 0;
+    if (!kind) {
+        reply_error(out, 404, NULL, "not_found", "no endpoint %s %s", method, url);
+        return;
+    }
+    if (kind >= 4) {
+        if (!get) {
+            reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
+        } else if (kind == 4) {
+            models(c, out);
+        } else {
+            bool down = atomic_load(&c->shutting_down);
+            reply_json(out, down ? 503 : 200, json_pack("{s:s}", "status", down ? "shutting_down" : "ok"));
+        }
+        return;
+    }
+    if (!post) {
+        reply_error(out, 405, NULL, "method_not_allowed", "%s takes POST", url);
+        return;
+    }
+    json_error_t err;
+    json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &err);
+    if (!o) {
+        reply_error(out, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)",
+                    err.text, err.line, err.column);
+        return;
+    }
+    if (!json_is_object(o)) {
+        reply_error(out, 400, NULL, "invalid_json", "the request body must be a JSON object");
+    } else if (kind == 3) {
+        reply_error(out, 400, "model", "model_not_supported",
+                    "model '%s' is a decoder-only language model without an embedding output; "
+                    "/v1/embeddings is not available for it", c->cfg.model_name);
+    } else {
+        generate(c, o, kind == 2, fd, out);
+    }
+    json_decref(o);
+}

@@ -1,0 +1,251 @@
+/* HTTP with libmicrohttpd: one thread per connection, so a handler may block
+ * while its request generates and a stream's reader callback may wait for
+ * the next token. Bodies are collected up to --max-body; the API key is
+ * checked before any body is read. */
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+typedef struct conn_state {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} conn_state;
+
+typedef struct stream_state {
+    srv_ctx *c;
+    srv_reply rp;
+    size_t sent; /* bytes of the request's text already sent */
+    bool first, finished;
+    char *out; /* SSE bytes not yet handed to MHD */
+    size_t out_len, out_pos;
+} stream_state;
+
+static int endpoint_of(const char *url) {
+    if (strstr(url, "chat/completions")) return SRV_EP_CHAT;
+    if (strstr(url, "completions")) return SRV_EP_COMPLETIONS;
+    if (strstr(url, "embeddings")) return SRV_EP_EMBEDDINGS;
+    if (strstr(url, "models")) return SRV_EP_MODELS;
+    return SRV_EP_OTHER;
+}
+
+static enum MHD_Result send_text(srv_ctx *c, struct MHD_Connection *conn, const char *url,
+                                 int status, char *body, const char *type) {
+    if (!body) {
+        status = 500;
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", type);
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+    /* 499 (client gone) is nginx's, not HTTP's: nobody reads it anyway. */
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)(status == 499 ? 400 : status), resp);
+    MHD_destroy_response(resp);
+    srv_metrics_request(&c->metrics, endpoint_of(url), status);
+    return ok;
+}
+
+static enum MHD_Result send_error(srv_ctx *c, struct MHD_Connection *conn, const char *url,
+                                  int status, const char *msg, const char *code) {
+    return send_text(c, conn, url, status, srv_error_json(status, msg, NULL, code),
+                     "application/json");
+}
+
+/* Compared in time independent of where the strings differ. */
+static bool key_matches(const char *got, const char *want) {
+    size_t n = strlen(want), m = got ? strlen(got) : 0;
+    unsigned diff = (unsigned)(n != m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned)((unsigned char)want[i] ^ (unsigned char)(i < m ? got[i] : 0));
+    return diff == 0;
+}
+
+static bool authorized(srv_ctx *c, struct MHD_Connection *conn) {
+    if (!c->cfg.api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    return key_matches(h + 7, c->cfg.api_key);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_state *st = cls;
+    srv_req *r = st->rp.stream;
+    for (;;) {
+        if (st->out_pos < st->out_len) {
+            size_t n = st->out_len - st->out_pos < max ? st->out_len - st->out_pos : max;
+            memcpy(buf, st->out + st->out_pos, n);
+            st->out_pos += n;
+            return (ssize_t)n;
+        }
+        free(st->out);
+        st->out = NULL;
+        st->out_len = st->out_pos = 0;
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&r->mu);
+        while (r->len == st->sent && !r->done) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        }
+        size_t n = r->len - st->sent;
+        char *text = malloc(n + 1);
+        if (text) memcpy(text, r->text + st->sent, n);
+        bool done = r->done;
+        pthread_mutex_unlock(&r->mu);
+        if (!text) return MHD_CONTENT_READER_END_WITH_ERROR;
+        st->sent += n;
+        /* After done the scheduler no longer writes r: read it unlocked. */
+        st->out = srv_stream_chunk(st->c, &st->rp, text, n, st->first, done ? r : NULL);
+        free(text);
+        if (!st->out) return MHD_CONTENT_READER_END_WITH_ERROR;
+        st->out_len = strlen(st->out);
+        st->first = false;
+        st->finished = done;
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_state *st = cls;
+    /* A client that left early: the scheduler frees its slot next step. */
+    atomic_store(&st->rp.stream->cancelled, true);
+    srv_req_unref(st->rp.stream);
+    free(st->out);
+    free(st);
+}
+
+static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, const char *url,
+                                   srv_reply *rp) {
+    stream_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        atomic_store(&rp->stream->cancelled, true);
+        srv_req_unref(rp->stream);
+        return send_error(c, conn, url, 500, "out of memory", NULL);
+    }
+    st->c = c;
+    st->rp = *rp;
+    st->first = true;
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!resp) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    enum MHD_Result ok = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    srv_metrics_request(&c->metrics, endpoint_of(url), 200);
+    return ok;
+}
+
+static int client_fd(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    srv_ctx *c = cls;
+    conn_state *cs = *con_cls;
+    if (!cs) {
+        /* First call, headers only: refuse before reading any body. */
+        if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        *con_cls = cs;
+        if (strcmp(url, "/health") && !authorized(c, conn))
+            return send_error(c, conn, url, 401,
+                              "missing or invalid API key (Authorization: Bearer KEY)",
+                              "invalid_api_key");
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > c->cfg.max_body) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
+            return send_error(c, conn, url, 413, msg, "body_too_large");
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (cs->too_large || cs->len + n > c->cfg.max_body) {
+            cs->too_large = true; /* chunked bodies: drain, then answer 413 */
+            return MHD_YES;
+        }
+        if (cs->len + n + 1 > cs->cap) {
+            size_t cap = cs->cap ? cs->cap * 2 : 4096;
+            while (cap < cs->len + n + 1) cap *= 2;
+            char *b = realloc(cs->body, cap);
+            if (!b) return MHD_NO;
+            cs->body = b;
+            cs->cap = cap;
+        }
+        memcpy(cs->body + cs->len, upload_data, n);
+        cs->len += n;
+        return MHD_YES;
+    }
+    if (cs->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
+        return send_error(c, conn, url, 413, msg, "body_too_large");
+    }
+    if (!strcmp(url, "/metrics")) {
+        if (strcmp(method, "GET")) return send_error(c, conn, url, 405, "/metrics takes GET", NULL);
+        return send_text(c, conn, url, 200, srv_metrics_render(&c->metrics),
+                         "text/plain; version=0.0.4");
+    }
+    srv_reply rp;
+    srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
+    if (rp.stream) return send_stream(c, conn, url, &rp);
+    return send_text(c, conn, url, rp.status, rp.body, "application/json");
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    conn_state *cs = *con_cls;
+    if (cs) {
+        free(cs->body);
+        free(cs);
+        *con_cls = NULL;
+    }
+}
+
+struct MHD_Daemon *srv_http_start(srv_ctx *c) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->cfg.port);
+    int e = getaddrinfo(c->cfg.host, port, &hints, &ai);
+    if (e) {
+        fprintf(stderr, "candle serve: --host %s: %s\n", c->cfg.host, gai_strerror(e));
+        return NULL;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)c->cfg.port, NULL, NULL, on_request, c, MHD_OPTION_SOCK_ADDR,
+        ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)30, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d) fprintf(stderr, "candle serve: cannot listen on %s:%d\n", c->cfg.host, c->cfg.port);
+    return d;
+}

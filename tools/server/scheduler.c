@@ -1,0 +1,548 @@
+/* The scheduler: one thread owns n_slots model sessions and interleaves the
+ * running requests at token granularity. Each iteration it admits waiting
+ * requests into free slots (FIFO, while KV blocks last), then gives every
+ * running slot one step: a chunk of its prompt, or one sampled token. A long
+ * prompt therefore costs the others one chunk of latency per step, never its
+ * whole prefill, and a request joins or leaves between any two tokens.
+ *
+ * KV memory is accounted in blocks of SRV_BLOCK positions: a request
+ * reserves the blocks for its prompt plus max_tokens when admitted, so a
+ * running request never runs out of cache; requests that do not fit wait in
+ * the bounded queue. A free slot whose cached tokens share the longest
+ * prefix with a new prompt is chosen and only the rest is evaluated (prefix
+ * reuse per slot). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+#define SRV_BLOCK 16
+
+typedef struct srv_slot {
+    candle_session *sess;
+    candle_sampler *smp;
+    int32_t *toks; /* [n_ctx] the tokens whose keys/values the session holds */
+    int64_t n_toks;
+    float *logits; /* [n_vocab] after the last evaluated token */
+    srv_req *req;  /* NULL: free */
+    int64_t n_prefilled;
+    int64_t blocks;
+    candle_detok dt;
+    char *pend; /* generated text held back while it may start a stop sequence */
+    size_t pend_len, pend_cap;
+    char *piece; /* detokenizer output buffer */
+    size_t piece_cap;
+} srv_slot;
+
+struct srv_sched {
+    const candle_model *model;
+    const candle_tokenizer *tok;
+    srv_sched_params p;
+    srv_metrics *metrics;
+    int64_t n_vocab;
+    srv_slot *slots;
+    int n_active;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* new work or stop */
+    pthread_cond_t idle_cv; /* nothing queued or running */
+    srv_req **queue;        /* ring of queue_cap */
+    int q_head, q_len;
+    int64_t blocks_total, blocks_used;
+    bool draining, stop;
+    pthread_t thread;
+};
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+srv_req *srv_req_new(void) {
+    srv_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    atomic_init(&r->refs, 1);
+    atomic_init(&r->cancelled, false);
+    r->sp = candle_sampler_default_params();
+    return r;
+}
+
+void srv_req_unref(srv_req *r) {
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    free(r->prompt);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->text);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+static int64_t blocks_for(int64_t positions) {
+    return (positions + SRV_BLOCK - 1) / SRV_BLOCK;
+}
+
+static int64_t req_positions(const srv_sched *s, const srv_req *r) {
+    int64_t n = r->n_prompt + r->max_tokens;
+    return n < s->p.n_ctx ? n : s->p.n_ctx;
+}
+
+/* --- output to the request ------------------------------------------------ */
+
+static void req_emit(srv_req *r, const char *text, size_t len) {
+    pthread_mutex_lock(&r->mu);
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 256;
+        while (cap < r->len + len + 1) cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (!t) {
+            r->err_status = 500;
+            snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
+            pthread_mutex_unlock(&r->mu);
+            return;
+        }
+        r->text = t;
+        r->cap = cap;
+    }
+    memcpy(r->text + r->len, text, len);
+    r->len += len;
+    r->text[r->len] = 0;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void req_finish(srv_sched *s, srv_req *r, const char *finish, int status, const char *msg) {
+    double now = srv_now();
+    pthread_mutex_lock(&r->mu);
+    if (status && !r->err_status) {
+        r->err_status = status;
+        snprintf(r->errmsg, sizeof r->errmsg, "%s", msg);
+    }
+    r->finish = finish;
+    r->done = true;
+    r->t_last = now;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (!status) srv_metrics_observe(s->metrics, &s->metrics->e2e, now - r->t_submit);
+}
+
+/* --- stop sequences --------------------------------------------------------- */
+
+static bool pend_append(srv_slot *sl, const char *p, size_t n) {
+    if (sl->pend_len + n + 1 > sl->pend_cap) {
+        size_t cap = sl->pend_cap ? sl->pend_cap : 256;
+        while (cap < sl->pend_len + n + 1) cap *= 2;
+        char *q = realloc(sl->pend, cap);
+        if (!q) return false;
+        sl->pend = q;
+        sl->pend_cap = cap;
+    }
+    memcpy(sl->pend + sl->pend_len, p, n);
+    sl->pend_len += n;
+    sl->pend[sl->pend_len] = 0;
+    return true;
+}
+
+/* Emit what can no longer be part of a stop sequence; true when a stop
+ * sequence was found (the text before it is emitted, the rest dropped). */
+static bool pend_flush(srv_slot *sl, bool final) {
+    srv_req *r = sl->req;
+    size_t cut = sl->pend_len, hold = 0;
+    bool stopped = false;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *hit = memmem(sl->pend, sl->pend_len, r->stop[i], strlen(r->stop[i]));
+        if (hit && (size_t)(hit - sl->pend) < cut) {
+            cut = (size_t)(hit - sl->pend);
+            stopped = true;
+        }
+    }
+    if (!stopped && !final) {
+        /* Keep the longest tail that is a proper prefix of some stop. */
+        for (int i = 0; i < r->n_stop; i++) {
+            size_t sl_len = strlen(r->stop[i]);
+            for (size_t k = sl_len - 1; k > hold; k--)
+                if (k <= sl->pend_len && !memcmp(sl->pend + sl->pend_len - k, r->stop[i], k)) {
+                    hold = k;
+                    break;
+                }
+        }
+        cut = sl->pend_len - hold;
+    }
+    if (cut) req_emit(r, sl->pend, cut);
+    if (stopped || final) {
+        sl->pend_len = 0;
+    } else {
+        memmove(sl->pend, sl->pend + cut, hold);
+        sl->pend_len = hold;
+    }
+    return stopped;
+}
+
+/* --- slots ------------------------------------------------------------------ */
+
+static void slot_release(srv_sched *s, srv_slot *sl) {
+    candle_sampler_free(sl->smp);
+    sl->smp = NULL;
+    srv_req_unref(sl->req);
+    sl->req = NULL;
+    sl->pend_len = 0;
+    pthread_mutex_lock(&s->mu);
+    s->blocks_used -= sl->blocks;
+    sl->blocks = 0;
+    s->n_active--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void slot_fail(srv_sched *s, srv_slot *sl, const char *what) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: %s", what, candle_session_errmsg(sl->sess));
+    fprintf(stderr, "candle serve: %s\n", msg);
+    candle_session_reset(sl->sess);
+    sl->n_toks = 0;
+    req_finish(s, sl->req, NULL, 500, msg);
+    slot_release(s, sl);
+}
+
+static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    int64_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* The free slot whose cache shares the longest prefix with r's prompt. */
+static srv_slot *pick_slot(srv_sched *s, const srv_req *r, int64_t *keep) {
+    srv_slot *best = NULL;
+    int64_t best_n = -1;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (sl->req) continue;
+        int64_t n = common_prefix(sl->toks, sl->n_toks, r->prompt, r->n_prompt);
+        if (n > best_n) {
+            best = sl;
+            best_n = n;
+        }
+    }
+    /* The last prompt token is always evaluated: its logits start sampling. */
+    if (best_n >= r->n_prompt) best_n = r->n_prompt - 1;
+    *keep = best_n < 0 ? 0 : best_n;
+    return best;
+}
+
+static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r, int64_t keep) {
+    sl->req = r;
+    if (candle_session_truncate(sl->sess, keep)) {
+        candle_session_reset(sl->sess);
+        keep = 0;
+    }
+    sl->n_toks = keep;
+    sl->n_prefilled = keep;
+    r->n_cached = keep;
+    memset(&sl->dt, 0, sizeof sl->dt);
+    sl->pend_len = 0;
+    if (candle_sampler_init(&sl->smp, (int32_t)s->n_vocab, &r->sp)) {
+        req_finish(s, r, NULL, 400, candle_last_errmsg());
+        slot_release(s, sl);
+        return;
+    }
+    for (int64_t i = 0; i < r->n_prompt; i++) candle_sampler_accept(sl->smp, r->prompt[i]);
+    pthread_mutex_lock(&s->metrics->mu);
+    s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
+    s->metrics->cached_tokens += (uint64_t)keep;
+    pthread_mutex_unlock(&s->metrics->mu);
+}
+
+static void slot_prefill(srv_sched *s, srv_slot *sl) {
+    srv_req *r = sl->req;
+    int64_t n = r->n_prompt - sl->n_prefilled;
+    if (n > s->p.prefill_chunk) n = s->p.prefill_chunk;
+    const int32_t *ids = r->prompt + sl->n_prefilled;
+    if (candle_session_eval(sl->sess, ids, n, sl->logits, false)) {
+        slot_fail(s, sl, "prompt evaluation");
+        return;
+    }
+    memcpy(sl->toks + sl->n_toks, ids, (size_t)n * sizeof *ids);
+    sl->n_toks += n;
+    sl->n_prefilled += n;
+}
+
+static void slot_note_token(srv_sched *s, srv_req *r) {
+    double now = srv_now();
+    pthread_mutex_lock(&r->mu);
+    bool first = r->n_gen == 0;
+    double prev = r->t_last;
+    r->n_gen++;
+    r->t_last = now;
+    if (first) r->t_first = now;
+    pthread_mutex_unlock(&r->mu);
+    srv_metrics *m = s->metrics;
+    if (first) srv_metrics_observe(m, &m->ttft, now - r->t_submit);
+    else srv_metrics_observe(m, &m->itl, now - prev);
+    pthread_mutex_lock(&m->mu);
+    m->gen_tokens++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
+    size_t len = 0;
+    if (!candle_tokenizer_detok_flush(s->tok, &sl->dt, sl->piece, sl->piece_cap, &len) && len)
+        pend_append(sl, sl->piece, len);
+    if (pend_flush(sl, true)) finish = "stop";
+    req_finish(s, sl->req, finish, 0, NULL);
+    slot_release(s, sl);
+}
+
+static void slot_decode(srv_sched *s, srv_slot *sl) {
+    srv_req *r = sl->req;
+    int32_t id = candle_sampler_sample(sl->smp, sl->logits);
+    candle_sampler_accept(sl->smp, id);
+    slot_note_token(s, r);
+    if (!r->ignore_eos && candle_tokenizer_is_eog(s->tok, id)) {
+        slot_end(s, sl, "stop");
+        return;
+    }
+    size_t len = 0;
+    if (!candle_tokenizer_detok_push(s->tok, &sl->dt, id, false, sl->piece, sl->piece_cap, &len) &&
+        len && !pend_append(sl, sl->piece, len)) {
+        req_finish(s, r, NULL, 500, "out of memory");
+        slot_release(s, sl);
+        return;
+    }
+    if (pend_flush(sl, false)) {
+        req_finish(s, r, "stop", 0, NULL);
+        slot_release(s, sl);
+        return;
+    }
+    if (r->n_gen >= r->max_tokens || sl->n_toks >= s->p.n_ctx) {
+        slot_end(s, sl, "length");
+        return;
+    }
+    if (candle_session_eval(sl->sess, &id, 1, sl->logits, false)) {
+        slot_fail(s, sl, "decode");
+        return;
+    }
+    sl->toks[sl->n_toks++] = id;
+}
+
+static void slot_step(srv_sched *s, srv_slot *sl) {
+    if (atomic_load(&sl->req->cancelled)) {
+        req_finish(s, sl->req, NULL, 499, "client disconnected");
+        slot_release(s, sl);
+    } else if (sl->n_prefilled < sl->req->n_prompt) {
+        slot_prefill(s, sl);
+    } else {
+        slot_decode(s, sl);
+    }
+}
+
+/* --- the loop --------------------------------------------------------------- */
+
+/* Under s->mu: the gauges. */
+static void publish(srv_sched *s) {
+    srv_metrics *m = s->metrics;
+    pthread_mutex_lock(&m->mu);
+    m->queue_depth = s->q_len;
+    m->active = s->n_active;
+    m->blocks_used = s->blocks_used;
+    m->blocks_total = s->blocks_total;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Under s->mu: move queued requests into free slots while blocks last. */
+static void admit(srv_sched *s) {
+    while (s->q_len > 0) {
+        srv_req *r = s->queue[s->q_head];
+        if (atomic_load(&r->cancelled)) {
+            s->q_head = (s->q_head + 1) % s->p.queue_cap;
+            s->q_len--;
+            req_finish(s, r, NULL, 499, "client disconnected");
+            srv_req_unref(r);
+            continue;
+        }
+        int64_t need = blocks_for(req_positions(s, r));
+        if (s->n_active >= s->p.n_slots || s->blocks_used + need > s->blocks_total) break;
+        int64_t keep = 0;
+        srv_slot *sl = pick_slot(s, r, &keep);
+        s->q_head = (s->q_head + 1) % s->p.queue_cap;
+        s->q_len--;
+        s->n_active++;
+        s->blocks_used += need;
+        sl->blocks = need;
+        pthread_mutex_unlock(&s->mu);
+        slot_start(s, sl, r, keep);
+        pthread_mutex_lock(&s->mu);
+    }
+    publish(s);
+}
+
+static void fail_all(srv_sched *s) {
+    while (s->q_len > 0) {
+        srv_req *r = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % s->p.queue_cap;
+        s->q_len--;
+        req_finish(s, r, NULL, 503, "server shutting down");
+        srv_req_unref(r);
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i].req) {
+            req_finish(s, s->slots[i].req, NULL, 503, "server shutting down");
+            slot_release(s, &s->slots[i]);
+        }
+    pthread_mutex_lock(&s->mu);
+}
+
+static void *sched_main(void *arg) {
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && s->n_active == 0 && s->q_len == 0) {
+            publish(s);
+            pthread_cond_broadcast(&s->idle_cv);
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        if (s->stop) {
+            fail_all(s);
+            break;
+        }
+        admit(s);
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < s->p.n_slots; i++)
+            if (s->slots[i].req) slot_step(s, &s->slots[i]);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* --- public ----------------------------------------------------------------- */
+
+int srv_sched_submit(srv_sched *s, srv_req *r) {
+    int64_t need = blocks_for(req_positions(s, r));
+    pthread_mutex_lock(&s->mu);
+    int status = 0;
+    if (s->draining || s->stop) {
+        status = 503;
+        snprintf(r->errmsg, sizeof r->errmsg, "server shutting down");
+    } else if (need > s->blocks_total) {
+        status = 400;
+        snprintf(r->errmsg, sizeof r->errmsg,
+                 "request needs %lld KV cache blocks (prompt + max_tokens) but the pool "
+                 "holds %lld (--kv-mem)",
+                 (long long)need, (long long)s->blocks_total);
+    } else if (s->q_len >= s->p.queue_cap) {
+        status = 429;
+        snprintf(r->errmsg, sizeof r->errmsg,
+                 "server busy: %d requests already waiting; retry later", s->q_len);
+    } else {
+        atomic_fetch_add(&r->refs, 1);
+        r->t_submit = srv_now();
+        s->queue[(s->q_head + s->q_len) % s->p.queue_cap] = r;
+        s->q_len++;
+        pthread_mutex_lock(&s->metrics->mu);
+        s->metrics->queue_depth = s->q_len;
+        pthread_mutex_unlock(&s->metrics->mu);
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return status;
+}
+
+int64_t srv_sched_n_ctx(const srv_sched *s) {
+    return s->p.n_ctx;
+}
+
+void srv_sched_drain(srv_sched *s, double grace) {
+    pthread_mutex_lock(&s->mu);
+    s->draining = true;
+    double end = srv_now() + grace;
+    while ((s->n_active > 0 || s->q_len > 0) && srv_now() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void sched_free(srv_sched *s) {
+    for (int i = 0; s->slots && i < s->p.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        candle_session_free(sl->sess);
+        candle_sampler_free(sl->smp);
+        free(sl->toks);
+        free(sl->logits);
+        free(sl->pend);
+        free(sl->piece);
+    }
+    free(s->slots);
+    free(s->queue);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
+    free(s);
+}
+
+void srv_sched_stop(srv_sched *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    sched_free(s);
+}
+
+candle_status srv_sched_start(srv_sched **out, const candle_model *m, const candle_tokenizer *tok,
+                              const srv_sched_params *p, srv_metrics *metrics) {
+    *out = NULL;
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s) return CANDLE_ERR_OOM;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    s->model = m;
+    s->tok = tok;
+    s->p = *p;
+    s->metrics = metrics;
+    const candle_model_config *c = candle_model_get_config(m);
+    s->n_vocab = c->n_vocab;
+    /* f32 keys and values for every layer */
+    int64_t block_bytes = SRV_BLOCK * 2 * c->n_layer * c->n_head_kv * c->head_dim * 4;
+    s->blocks_total = (int64_t)p->n_slots * blocks_for(p->n_ctx);
+    if (p->kv_mem > 0 && p->kv_mem / block_bytes < s->blocks_total)
+        s->blocks_total = p->kv_mem / block_bytes;
+    s->slots = calloc((size_t)p->n_slots, sizeof *s->slots);
+    s->queue = calloc((size_t)p->queue_cap, sizeof *s->queue);
+    candle_status st = s->slots && s->queue ? CANDLE_OK : CANDLE_ERR_OOM;
+    size_t piece_cap = candle_tokenizer_detok_bufsize(tok);
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = p->n_ctx;
+    sp.n_threads = p->n_threads;
+    for (int i = 0; !st && i < p->n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        st = candle_session_init(&sl->sess, m, &sp);
+        if (st) break;
+        sl->toks = malloc((size_t)p->n_ctx * sizeof *sl->toks);
+        sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
+        sl->piece = malloc(piece_cap);
+        sl->piece_cap = piece_cap;
+        if (!sl->toks || !sl->logits || !sl->piece) st = CANDLE_ERR_OOM;
+    }
+    if (!st && pthread_create(&s->thread, NULL, sched_main, s)) st = CANDLE_ERR_OOM;
+    if (st) {
+        sched_free(s);
+        return st;
+    }
+    *out = s;
+    return CANDLE_OK;
+}

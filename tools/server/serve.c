@@ -1,0 +1,180 @@
+/* candle serve: load the model, start the scheduler and the HTTP daemon,
+ * and shut both down in order on SIGINT/SIGTERM. */
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cli/args.h"
+#include "../cli/cli.h"
+#include "server.h"
+
+static const char usage[] =
+    "usage: candle serve [-m MODEL] [options]\n"
+    "  --host ADDR          address to bind (default 127.0.0.1: loopback only)\n"
+    "  --port N             TCP port (default 8080; 0 picks a free one)\n"
+    "  --parallel N, -np N  sequences generated at once (default 4)\n"
+    "  -c N, --ctx-size N   context per sequence (default 2048, at most the model's)\n"
+    "  --kv-mem BYTES       KV cache memory the running requests may reserve (K/M/G suffix)\n"
+    "  --queue N            requests that may wait for a slot; 429 beyond (default 64)\n"
+    "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
+    "  --max-body BYTES     largest request body (default 1M)\n"
+    "  --prefill-chunk N    prompt tokens a sequence evaluates per step (default 64)\n"
+    "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
+    "  --alias NAME         model name reported by the API (default: the file name)\n"
+    "  -t N                 threads per evaluation\n";
+
+typedef struct serve_args {
+    const char *model, *host, *api_key, *chat_template, *alias;
+    int port, parallel, queue, prefill_chunk, n_threads;
+    int64_t n_ctx, kv_mem, max_body;
+} serve_args;
+
+static bool parse_size(const char *s, int64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    double mul = *end == 'K' || *end == 'k' ? 1024.0
+                 : *end == 'M' || *end == 'm' ? 1048576.0
+                 : *end == 'G' || *end == 'g' ? 1073741824.0
+                                              : 1.0;
+    if (mul != 1.0) end++;
+    if (end == s || *end || !(v >= 0) || v * mul > 9e18) return false;
+    *out = (int64_t)(v * mul);
+    return true;
+}
+
+static int parse_args(int argc, char **argv, serve_args *a) {
+    *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
+                      .prefill_chunk = 64, .n_ctx = 2048, .max_body = 1 << 20,
+                      .api_key = getenv("CANDLE_API_KEY")};
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fputs(usage, stdout);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "candle serve: %s needs a value (or is unknown)\n%s", o, usage);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int64_t n = 0;
+        bool num = parse_size(v, &n);
+        bool ok = true;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--host")) a->host = v;
+        else if (!strcmp(o, "--api-key")) a->api_key = v;
+        else if (!strcmp(o, "--chat-template")) a->chat_template = v;
+        else if (!strcmp(o, "--alias")) a->alias = v;
+        else if (!strcmp(o, "--port")) ok = num && n <= 65535 && (a->port = (int)n, true);
+        else if (!strcmp(o, "--parallel") || !strcmp(o, "-np"))
+            ok = num && n >= 1 && n <= 256 && (a->parallel = (int)n, true);
+        else if (!strcmp(o, "--queue")) ok = num && n <= 100000 && (a->queue = (int)n, true);
+        else if (!strcmp(o, "--prefill-chunk"))
+            ok = num && n >= 1 && n <= 4096 && (a->prefill_chunk = (int)n, true);
+        else if (!strcmp(o, "-t")) ok = num && n <= 256 && (a->n_threads = (int)n, true);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = num && n >= 8 && (a->n_ctx = n, true);
+        else if (!strcmp(o, "--kv-mem")) ok = num && (a->kv_mem = n, true);
+        else if (!strcmp(o, "--max-body")) ok = num && n >= 64 && (a->max_body = n, true);
+        else {
+            fprintf(stderr, "candle serve: unknown option %s\n%s", o, usage);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "candle serve: bad value for %s: '%s'\n", o, v);
+            return 2;
+        }
+    }
+    if (a->queue < 1) a->queue = 1;
+    return 0;
+}
+
+static int load(srv_ctx *c, const serve_args *a, const char *path) {
+    candle_model_params mp = {.n_threads = a->n_threads};
+    if (candle_model_load(&c->model, path, &mp)) {
+        fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
+        return 1;
+    }
+    if (candle_tokenizer_from_gguf(&c->tok, candle_model_gguf(c->model))) {
+        fprintf(stderr, "candle serve: %s: tokenizer: %s\n", path, candle_last_errmsg());
+        return 1;
+    }
+    const char *tmpl = NULL;
+    size_t len = 0;
+    candle_gguf_get_str(candle_model_gguf(c->model), "tokenizer.chat_template", &tmpl, &len);
+    c->have_chat = !candle_chat_template_init(&c->chat, tmpl, len, a->chat_template);
+    if (!c->have_chat && a->chat_template) {
+        fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());
+        return 1;
+    }
+    if (!c->have_chat)
+        fprintf(stderr, "candle serve: no known chat template: /v1/chat/completions disabled\n");
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_args a;
+    int r = parse_args(argc, argv, &a);
+    if (r) return r < 0 ? 0 : r;
+    cli_args ca = {.model = a.model};
+    char buf[4096];
+    const char *path = cli_model_path(&ca, buf, sizeof buf);
+    if (!path) return 1;
+
+    /* Signals are taken by sigwait below; every thread started after this
+     * inherits the mask. Writes to a closed socket must not kill us. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    srv_ctx *c = calloc(1, sizeof *c);
+    if (!c) return 1;
+    srv_metrics_init(&c->metrics);
+    const char *base = strrchr(path, '/');
+    c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key,
+                          .max_body = (size_t)a.max_body,
+                          .model_name = a.alias ? a.alias : base ? base + 1 : path};
+    struct MHD_Daemon *d = NULL;
+    r = load(c, &a, path);
+    if (!r) {
+        const candle_model_config *mc = candle_model_get_config(c->model);
+        int64_t n_ctx = a.n_ctx < mc->n_ctx_train ? a.n_ctx : mc->n_ctx_train;
+        c->cfg.max_tokens_limit = n_ctx;
+        srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem,
+                               .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
+                               .n_threads = a.n_threads};
+        if (srv_sched_start(&c->sched, c->model, c->tok, &sp, &c->metrics)) {
+            fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());
+            r = 1;
+        } else if (!(d = srv_http_start(c))) {
+            r = 1;
+        } else {
+            const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+            fprintf(stderr,
+                    "candle serve: %s on http://%s:%u (%d slots x %lld context, queue %d%s)\n",
+                    c->cfg.model_name, a.host, di ? di->port : (unsigned)a.port, a.parallel,
+                    (long long)n_ctx, a.queue, a.api_key ? ", API key required" : "");
+            int sig = 0;
+            sigwait(&set, &sig);
+            fprintf(stderr, "candle serve: %s: finishing running requests\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+            atomic_store(&c->shutting_down, true);
+            srv_sched_drain(c->sched, 10.0);
+        }
+    }
+    /* The scheduler fails what is left, so handlers blocked on a request
+     * return and the daemon's connection threads can be joined. */
+    srv_sched_stop(c->sched);
+    if (d) MHD_stop_daemon(d);
+    if (c->have_chat) candle_chat_template_free(&c->chat);
+    candle_tokenizer_free(c->tok);
+    candle_model_free(c->model);
+    pthread_mutex_destroy(&c->metrics.mu);
+    free(c);
+    if (!r) fprintf(stderr, "candle serve: stopped\n");
+    return r;
+}

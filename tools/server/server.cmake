@@ -1,0 +1,18 @@
+# `candle serve` (tools/server): linked into the CLI when pkg-config finds
+# libmicrohttpd and jansson; otherwise the command says how to get them.
+if(TARGET candle_cli)
+  find_package(PkgConfig QUIET)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(CANDLE_MHD IMPORTED_TARGET libmicrohttpd)
+    pkg_check_modules(CANDLE_JANSSON IMPORTED_TARGET jansson)
+  endif()
+  target_sources(candle_cli PRIVATE ${CMAKE_CURRENT_LIST_DIR}/serve_stub.c)
+  if(CANDLE_MHD_FOUND AND CANDLE_JANSSON_FOUND)
+    file(GLOB CANDLE_SERVER_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.c)
+    target_sources(candle_cli PRIVATE ${CANDLE_SERVER_SOURCES})
+    target_compile_definitions(candle_cli PRIVATE CANDLE_HAVE_SERVER=1)
+    target_link_libraries(candle_cli PRIVATE PkgConfig::CANDLE_MHD PkgConfig::CANDLE_JANSSON)
+  else()
+    message(STATUS "candle serve: libmicrohttpd or jansson not found (make deps); building without the server")
+  endif()
+endif()

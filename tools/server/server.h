@@ -1,0 +1,148 @@
+/* `candle serve`: an OpenAI-compatible HTTP server.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (handlers may block
+ * while a generation runs); one scheduler thread owns every model session
+ * and steps all running requests a token at a time. The two sides meet in
+ * srv_req, whose output fields are guarded by its mutex. */
+#ifndef CANDLE_SERVER_H
+#define CANDLE_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "candle/candle.h"
+
+#define SRV_MAX_STOP 4
+
+/* One generation request, shared by its HTTP handler and the scheduler
+ * (reference-counted: whichever lets go last frees it). */
+typedef struct srv_req {
+    /* Input, written by the handler before submission, read-only after. */
+    int32_t *prompt;
+    int64_t n_prompt;
+    int64_t max_tokens;
+    candle_sampler_params sp;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    bool ignore_eos;
+
+    /* Output, under mu; cv is signalled on every change. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *text; /* everything emitted so far (stop sequences cut off) */
+    size_t len, cap;
+    int64_t n_gen;      /* tokens generated */
+    int64_t n_cached;   /* prompt tokens reused from a slot's cache */
+    const char *finish; /* "stop" or "length" once done */
+    bool done;
+    int err_status; /* nonzero: the request failed with this HTTP status */
+    char errmsg[256];
+
+    atomic_bool cancelled; /* client gone: the scheduler drops it */
+    atomic_int refs;
+    double t_submit, t_first, t_last; /* seconds, monotonic */
+} srv_req;
+
+srv_req *srv_req_new(void);
+void srv_req_unref(srv_req *r);
+
+/* Prometheus metrics (metrics.c). */
+#define SRV_HIST_N 14
+#define SRV_N_CODES 10
+typedef struct srv_hist {
+    double sum;
+    uint64_t count;
+    uint64_t bucket[SRV_HIST_N]; /* cumulative counts at the bounds */
+} srv_hist;
+
+typedef struct srv_metrics {
+    pthread_mutex_t mu;
+    uint64_t requests[5][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
+    uint64_t prompt_tokens, gen_tokens, cached_tokens;
+    srv_hist ttft, itl, e2e;
+    /* gauges, set by the scheduler */
+    int64_t queue_depth, active, blocks_used, blocks_total;
+} srv_metrics;
+
+enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_OTHER,
+       SRV_EP_COUNT };
+
+void srv_metrics_init(srv_metrics *m);
+void srv_metrics_request(srv_metrics *m, int endpoint, int status);
+void srv_metrics_observe(srv_metrics *m, srv_hist *h, double seconds);
+/* Prometheus text exposition into a malloc'ed string. */
+char *srv_metrics_render(srv_metrics *m);
+
+/* The scheduler (scheduler.c). */
+typedef struct srv_sched srv_sched;
+
+typedef struct srv_sched_params {
+    int n_slots;
+    int64_t n_ctx;      /* per slot */
+    int64_t kv_mem;     /* bytes of KV cache blocks that may be reserved; 0 = all */
+    int queue_cap;      /* waiting requests beyond the running ones */
+    int prefill_chunk;  /* prompt tokens per slot per step */
+    int n_threads;
+} srv_sched_params;
+
+candle_status srv_sched_start(srv_sched **out, const candle_model *m, const candle_tokenizer *tok,
+                              const srv_sched_params *p, srv_metrics *metrics);
+/* Queue a request (takes a reference). Returns 0, or the HTTP status that
+ * refuses it (429 queue full, 503 shutting down) with a message in r. */
+int srv_sched_submit(srv_sched *s, srv_req *r);
+/* Refuse new work and wait (at most grace seconds) for running requests. */
+void srv_sched_drain(srv_sched *s, double grace);
+void srv_sched_stop(srv_sched *s);
+int64_t srv_sched_n_ctx(const srv_sched *s);
+
+/* The server as a whole (http.c). */
+typedef struct srv_config {
+    const char *host;
+    int port;
+    const char *api_key; /* NULL: no authentication */
+    size_t max_body;
+    int64_t max_tokens_limit;
+    const char *model_name;
+} srv_config;
+
+typedef struct srv_ctx {
+    srv_config cfg;
+    candle_model *model;
+    candle_tokenizer *tok;
+    candle_chat_template chat;
+    bool have_chat;
+    srv_sched *sched;
+    srv_metrics metrics;
+    atomic_bool shutting_down;
+    atomic_long next_id;
+} srv_ctx;
+
+double srv_now(void);
+
+/* Start the HTTP daemon; NULL on failure (message on stderr). */
+struct MHD_Daemon *srv_http_start(srv_ctx *c);
+
+/* Request handlers (handlers.c): they return the HTTP status and a
+ * malloc'ed JSON body, or for a stream hand back the request to stream. */
+typedef struct srv_reply {
+    int status;
+    char *body;        /* JSON, malloc'ed */
+    srv_req *stream;   /* non-NULL: stream this request as SSE instead */
+    bool chat;         /* shape of the stream's chunks */
+    bool include_usage;
+    char id[48];
+} srv_reply;
+
+/* fd: the client socket, polled for a hang-up while waiting. */
+void srv_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
+                int fd, srv_reply *out);
+char *srv_error_json(int status, const char *msg, const char *param, const char *code);
+/* SSE text for new output of a stream: chunk events, and when final, the
+ * closing chunk and [DONE]. malloc'ed. */
+char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len,
+                       bool first, const srv_req *final);
+
+#endif
