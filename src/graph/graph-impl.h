@@ -9,6 +9,9 @@
  * with candle_tensor_set_output) stay alive after the run. */
 candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, int n,
                                   candle_tensor *const *outs, int n_outs);
+/* Whether node i of the graph just bound must run (some output that is not
+ * computed yet depends on it). */
+bool candle_memplan_needed(const candle_ctx *ctx, int i);
 /* After the run (or its failure): nodes whose bytes were reused drop them. */
 void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
 

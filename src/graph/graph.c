@@ -230,7 +230,8 @@ candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     bool plan = plans(ctx);
     candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs)
                            : CANDLE_OK;
-    for (int i = 0; !s && i < g->n_nodes; i++) s = compute_node(ctx, g->nodes[i]);
+    for (int i = 0; !s && i < g->n_nodes; i++)
+        if (!plan || candle_memplan_needed(ctx, i)) s = compute_node(ctx, g->nodes[i]);
     if (!s) s = ctx->backend->iface->synchronize(ctx->backend);
     if (plan) candle_memplan_finish(ctx, g->nodes, g->n_nodes);
     return s;

@@ -36,6 +36,7 @@ typedef struct pnode {
     int root; /* index of the node owning the storage it reads, or -1 */
     int last; /* last step that reads it (n: kept past the run) */
     int next; /* next node freed at the same step */
+    bool needed; /* some output not yet computed depends on it */
     bool planned, keep;
     size_t off, size;
 } pnode;
@@ -198,16 +199,35 @@ static void keep_alive(pnode *pn, const map_ent *map, size_t cap, const candle_t
     }
 }
 
+/* Nodes that only computed outputs depend on are left alone (a graph run
+ * again after its outputs: the dropped intermediates stay dropped). */
+static void mark_needed(candle_tensor *const *nodes, int n, candle_tensor *const *outs,
+                        int n_outs, pnode *pn, const map_ent *map, size_t cap) {
+    for (int o = 0; o < n_outs; o++) {
+        int j = map_get(map, cap, outs[o]);
+        if (j >= 0) pn[j].needed = true;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        if (!pn[i].needed || nodes[i]->computed) continue;
+        for (int s = 0; s < nodes[i]->n_src; s++) {
+            int j = nodes[i]->src[s] ? map_get(map, cap, nodes[i]->src[s]) : -1;
+            if (j >= 0) pn[j].needed = true;
+        }
+    }
+}
+
 /* Fill pn[] for the graph; false if nothing needs planning. */
 static bool lifetimes(candle_ctx *ctx, candle_tensor *const *nodes, int n,
                       candle_tensor *const *outs, int n_outs, pnode *pn, map_ent *map,
                       size_t cap) {
     bool any = false;
     for (int i = 0; i < n; i++) map_put(map, cap, nodes[i], i);
+    for (int i = 0; i < n; i++)
+        pn[i] = (pnode){.root = map_get(map, cap, storage_root(nodes[i])), .last = -1, .next = -1};
+    mark_needed(nodes, n, outs, n_outs, pn, map, cap);
     for (int i = 0; i < n; i++) {
         candle_tensor *t = nodes[i];
-        pn[i] = (pnode){.root = map_get(map, cap, storage_root(t)), .last = -1, .next = -1};
-        pn[i].planned = wants_plan(ctx, t);
+        pn[i].planned = pn[i].needed && wants_plan(ctx, t);
         if (pn[i].planned) {
             candle_contiguous_strides(t->dtype, t->rank, t->shape, t->stride);
             size_t sz = candle_tensor_nbytes(t);
@@ -217,6 +237,7 @@ static bool lifetimes(candle_ctx *ctx, candle_tensor *const *nodes, int n,
     }
     for (int i = 0; i < n; i++) {
         candle_tensor *t = nodes[i];
+        if (!pn[i].needed) continue;
         for (int s = 0; s < t->n_src; s++) {
             int j = t->src[s] ? map_get(map, cap, t->src[s]) : -1;
             int r = j >= 0 ? pn[j].root : -1;
@@ -343,7 +364,9 @@ candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, 
         return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
     pnode *pn = ps->nodes;
     memset(ps->map, 0, cap * sizeof(map_ent));
-    if (!lifetimes(ctx, nodes, n, outs, n_outs, pn, ps->map, cap)) return CANDLE_OK;
+    bool any = lifetimes(ctx, nodes, n, outs, n_outs, pn, ps->map, cap);
+    ps->n_nodes = n;
+    if (!any) return CANDLE_OK;
     size_t n_pins = 0, need = 0;
     bool ok = collect_pins(ps, ctx->plan_buf, &n_pins) && assign(ps, pn, n, ps->pins, n_pins, &need);
     if (ok && (!ctx->plan_buf || need > ctx->plan_buf->size)) {
@@ -354,17 +377,27 @@ candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, 
             if (pn[i].planned && n_planned++ == 0) first = i;
         if (ok) {
             candle_status st = new_buffer(ctx, need, n_planned, node_label(nodes[first]));
-            if (st) return st;
+            if (st) {
+                ps->n_nodes = 0;
+                return st;
+            }
         }
     }
-    if (!ok) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
-    ps->n_nodes = n;
+    if (!ok) {
+        ps->n_nodes = 0;
+        return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
+    }
     for (int i = 0; i < n; i++)
         if (pn[i].planned) {
             candle_status st = bind(ctx, nodes[i], &pn[i]);
             if (st) return st;
         }
     return CANDLE_OK;
+}
+
+bool candle_memplan_needed(const candle_ctx *ctx, int i) {
+    const candle_plan_scratch *ps = &ctx->plan;
+    return i >= ps->n_nodes || ((const pnode *)ps->nodes)[i].needed;
 }
 
 /* Nodes whose bytes the plan reused (not outputs, nor read through one)

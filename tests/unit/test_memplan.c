@@ -114,6 +114,38 @@ static void test_outputs(void) {
     candle_tensor *k = candle_scale(ctx, candle_scale(ctx, a, -1.0), -1.0);
     CHECK_OK(ctx, candle_compute(ctx, k));
     CHECK(fabs(at(h2, 100) - 6.0) < 1e-5 && fabs(at(h4, 100) - 210.0) < 1e-4 && fabs(at(k, 100) - 1.0) < 1e-6);
+    /* a graph whose outputs are computed runs nothing (h1, h3 stay dropped) */
+    uint64_t allocs = candle_ctx_alloc_count(ctx);
+    candle_graph *g = candle_graph_build(ctx, &h4, 1);
+    CHECK(candle_graph_n_nodes(g) == 5);
+    CHECK_OK(ctx, candle_graph_compute(ctx, g));
+    CHECK(!h1->computed && !h3->computed && h4->computed && candle_ctx_alloc_count(ctx) == allocs);
+    candle_ctx_free(ctx);
+}
+
+/* The buffer survives resets; tensors made after the mark give their
+ * regions back, so the next step plans into the same bytes. */
+static void test_reset(void) {
+    candle_ctx *ctx = new_ctx(true, 0);
+    candle_tensor *w = ramp(ctx, 128, 1.0f, 0.0f);
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    size_t used = candle_ctx_mem_used(ctx), plan = 0;
+    uint64_t allocs = 0;
+    for (int step = 0; step < 4; step++) {
+        candle_tensor *x = ramp(ctx, 128, (float)step, 1.0f);
+        candle_tensor *y = candle_mul(ctx, candle_exp(ctx, candle_neg(ctx, x)), w);
+        CHECK_OK(ctx, candle_compute(ctx, y));
+        CHECK(fabs(at(y, 5) - exp(-(step + 5.0))) < 1e-9);
+        if (step == 0) {
+            plan = candle_ctx_plan_bytes(ctx);
+            allocs = candle_ctx_alloc_count(ctx);
+        }
+        candle_ctx_reset(ctx, mark);
+        CHECK(candle_ctx_plan_bytes(ctx) == plan && plan == 2 * 512);
+        CHECK(candle_ctx_mem_used(ctx) == used + plan);
+    }
+    CHECK(candle_ctx_alloc_count(ctx) == allocs); /* input leaves come back from the cache */
+    CHECK(at(w, 127) == 1.0);
     candle_ctx_free(ctx);
 }
 
@@ -298,6 +330,7 @@ int main(void) {
     test_diamond();
     test_views();
     test_outputs();
+    test_reset();
     test_copy_into();
     test_chain_reuse();
     test_same_as_no_plan();
