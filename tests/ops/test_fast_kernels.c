@@ -67,12 +67,13 @@ typedef struct mm_case {
     int64_t M, K, N;
 } mm_case;
 
-/* Crossing the blocking boundaries: MR 6, NR 16, MC 144, KC 256, and the
- * matrix-vector limit M <= 4. */
+/* Crossing the blocking boundaries: MR 6, NR 16, MC 144, KC 256, the
+ * matrix-vector limit M <= 4, the dot-tile path (M <= 64, 4 x 3 tiles, K in
+ * chunks of 1024). */
 static const mm_case mm_cases[] = {
     {1, 1, 1},    {1, 7, 5},     {1, 64, 33},   {2, 33, 17},  {3, 17, 19},   {4, 100, 37},
     {5, 300, 70}, {6, 16, 16},   {7, 257, 33},  {13, 31, 47}, {37, 513, 29}, {64, 64, 64},
-    {150, 260, 40}, {9, 0, 5},
+    {150, 260, 40}, {9, 0, 5},     {6, 1100, 7},  {65, 40, 20},
 };
 
 /* a [M, K] in layout la; b as the transpose of a [N, K] weight (wt) or a

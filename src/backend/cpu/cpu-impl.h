@@ -65,6 +65,8 @@ const cpu_features *cpu_get_features(void);
  * contracts and are tested against it and against the reference kernels. */
 #define CPU_GEMM_MR 6
 #define CPU_GEMM_NR 16
+#define CPU_DOT_MR 4 /* gemm_dot tile */
+#define CPU_DOT_NR 3
 
 typedef struct cpu_simd {
     const char *name; /* "avx2", "scalar" */
@@ -75,6 +77,12 @@ typedef struct cpu_simd {
      * k elements long and w_stride bytes apart. */
     void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
                      const float *x, float *out, int64_t out_stride);
+    /* Small-M GEMM on unpacked rows, for a weight seen through a transpose:
+     * C[i, j] (+)= dot(a row i, w row j) over k, i < mr <= 4, j < nr <= 3;
+     * a: f32 rows lda floats apart; w: rows of wt (f32/f16/bf16) ldw bytes
+     * apart; ldc in floats. */
+    void (*gemm_dot)(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw,
+                     candle_dtype wt, float *c, int64_t ldc, int mr, int nr, bool accumulate);
     /* Plain float row to f32 (wt f32/f16/bf16, contiguous). */
     void (*to_f32)(candle_dtype wt, const void *src, float *dst, int64_t n);
     /* B panel for the GEMM: dst[p * NR + j] = b(k0 + p, n0 + j) for p < kc,

@@ -1,9 +1,11 @@
 /* Fast f32 matmul: a [..., M, K] (f32/f16/bf16) x b [..., K, N] (f32/f16/bf16)
  * -> f32, any strides, batch dims broadcast.
  *
- * Two paths. Decoding (M <= MV_MAX_M with b's K contiguous, the transpose
+ * Three paths. Decoding (M <= MV_MAX_M with b's K contiguous, the transpose
  * view of a row-major [N, K] weight) is a matrix-vector product that streams
  * each weight row once through dot_rows; threads take disjoint ranges of N.
+ * A few more rows (M <= DOT_MAX_M) of such a product use 4 x 3 tiles of dot
+ * products on the rows as they are (gemm_dot), with no packing.
  * Everything else is a packed, cache-blocked GEMM: for each NC-wide column
  * block and KC-deep slice, B is packed into NR-wide panels (converted to
  * f32), A into MR-tall panels per MC rows, and the MR x NR micro-kernel runs
@@ -14,6 +16,12 @@
 #include "fast-impl.h"
 
 #define MV_MAX_M 4
+/* Up to this many rows with a transposed weight, the unpacked dot-product
+ * tiles (gemm_dot) beat packing B, whose transposition costs as much as a
+ * few dozen rows of compute; K is walked in chunks that keep three weight
+ * rows in L1. */
+#define DOT_MAX_M 64
+#define DOT_KC 1024
 #define GEMM_MC 144
 #define GEMM_KC 256
 #define GEMM_NC 2048
@@ -77,6 +85,14 @@ static bool quant_gemm(const candle_tensor *dst, const mm_geom *g) {
            g->K % bt->block_size == 0 && b->stride[b->rank - 2] == (int64_t)bt->type_size;
 }
 
+static bool dot_path(const candle_tensor *dst, const mm_geom *g) {
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    size_t besz = candle_dtype_info(b->dtype)->type_size;
+    return g->M > MV_MAX_M && g->M <= DOT_MAX_M && is_plain_float(b->dtype) &&
+           a->dtype == CANDLE_DTYPE_F32 && a->stride[a->rank - 1] == 4 && a->stride[a->rank - 2] % 4 == 0 &&
+           b->stride[b->rank - 2] == (int64_t)besz;
+}
+
 static bool match_f32(const candle_tensor *dst) {
     mm_geom g;
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
@@ -97,9 +113,10 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
     /* matrix-vector: several tasks per thread balance a busy machine; GEMM:
      * one per thread, as each task packs its own A */
-    bool mv = mv_path(dst, &g);
-    p->nth = cpu_tasks_for(flops, 2e5, n_threads, mv ? 4 : 1);
+    bool mv = mv_path(dst, &g), dot = !mv && dot_path(dst, &g);
+    p->nth = cpu_tasks_for(flops, 2e5, n_threads, mv || dot ? 4 : 1);
     if (mv) p->wsize = (size_t)n_threads * mv_thread_bytes(g.K) + 64;
+    else if (dot) p->wsize = 0;
     else p->wsize = (size_t)n_threads * gemm_thread_floats() * sizeof(float) + 64;
 }
 
@@ -131,6 +148,36 @@ static void mv_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
                 else
                     for (int64_t k = 0; k < g->K; k++) x[k] = (float)candle_load_f64(a->dtype, row + k * sak);
                 simd->dot_rows(b->dtype, g->K, pb + nb * sbn, (size_t)sbn, nn, x, pc + m * g->N + nb, 1);
+            }
+        }
+    }
+}
+
+/* ---- small M: dot-product tiles on the weight rows as they are ---- */
+
+static void dot_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    int64_t lda = a->stride[a->rank - 2] / 4, sbn = b->stride[b->rank - 1];
+    int64_t besz = (int64_t)candle_dtype_info(b->dtype)->type_size, n0, n1;
+    cpu_split(g->N, 4 * CPU_DOT_NR, t->ith, t->nth, &n0, &n1);
+    for (int64_t bi = 0; bi < g->n_batch; bi++) {
+        int64_t oa, ob;
+        cpu_mm_batch(dst, bi, &oa, &ob);
+        const float *pa = (const float *)(tensor_ptr(a) + oa);
+        const char *pb = tensor_ptr(b) + ob;
+        float *pc = (float *)tensor_ptr(dst) + bi * g->M * g->N;
+        if (g->K == 0)
+            for (int64_t m = 0; m < g->M && n0 < n1; m++) memset(pc + m * g->N + n0, 0, sizeof(float) * (size_t)(n1 - n0));
+        for (int64_t k0 = 0; k0 < g->K; k0 += DOT_KC) {
+            int64_t kc = g->K - k0 < DOT_KC ? g->K - k0 : DOT_KC;
+            for (int64_t nb = n0; nb < n1; nb += CPU_DOT_NR) {
+                int nr = n1 - nb < CPU_DOT_NR ? (int)(n1 - nb) : CPU_DOT_NR;
+                for (int64_t mb = 0; mb < g->M; mb += CPU_DOT_MR) {
+                    int mr = g->M - mb < CPU_DOT_MR ? (int)(g->M - mb) : CPU_DOT_MR;
+                    simd->gemm_dot(kc, pa + mb * lda + k0, lda, pb + nb * sbn + k0 * besz, sbn, b->dtype,
+                                   pc + mb * g->N + nb, g->N, mr, nr, k0 > 0);
+                }
             }
         }
     }
@@ -246,6 +293,7 @@ static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
     cpu_mm_geom(dst, &g);
     if (g.M == 0 || g.N == 0) return CANDLE_OK;
     if (mv_path(dst, &g)) mv_run(t, dst, &g);
+    else if (dot_path(dst, &g)) dot_run(t, dst, &g);
     else gemm_run(t, dst, &g);
     return CANDLE_OK;
 }

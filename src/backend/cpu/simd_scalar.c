@@ -35,6 +35,17 @@ static void to_f32_scalar(candle_dtype t, const void *src, float *dst, int64_t n
     for (int64_t i = 0; i < n; i++) dst[i] = load_elem(t, (const char *)src + (size_t)i * esz);
 }
 
+static void gemm_dot_scalar(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw,
+                            candle_dtype wt, float *c, int64_t ldc, int mr, int nr, bool accumulate) {
+    size_t esz = wt == CANDLE_DTYPE_F32 ? 4 : 2;
+    for (int j = 0; j < nr; j++)
+        for (int i = 0; i < mr; i++) {
+            float acc = 0;
+            for (int64_t p = 0; p < k; p++) acc += a[i * lda + p] * load_elem(wt, w + j * ldw + (size_t)p * esz);
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc : acc;
+        }
+}
+
 static void dot_rows_scalar(candle_dtype wt, int64_t k, const void *w, size_t w_stride,
                             int64_t n_rows, const float *x, float *out, int64_t out_stride) {
     size_t esz = wt == CANDLE_DTYPE_F32 ? 4 : 2;
@@ -157,6 +168,7 @@ static void scale_axpy_scalar(float *y, float s, float w, const float *v, int64_
 const cpu_simd cpu_simd_scalar = {
     .name = "scalar",
     .gemm_ukr = gemm_ukr_scalar,
+    .gemm_dot = gemm_dot_scalar,
     .dot_rows = dot_rows_scalar,
     .to_f32 = to_f32_scalar,
     .pack_b = cpu_pack_b_generic,

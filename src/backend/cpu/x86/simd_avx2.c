@@ -288,6 +288,60 @@ static void dot_rows_avx2(candle_dtype wt, int64_t k, const void *w, size_t w_st
     else dot_rows_bf16(k, wp, w_stride, n_rows, x, out, out_stride);
 }
 
+/* ---- small-M GEMM on unpacked weight rows: a 4 x 3 tile of dot products,
+ * twelve 8-lane accumulators, seven loads per twelve FMAs. Rows past mr / nr
+ * repeat the last valid one and are not stored. ---- */
+
+#define DEF_GEMM_DOT(NAME, LOAD, ESZ, WT)                                                    \
+    static void NAME(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw,     \
+                     float *c, int64_t ldc, int mr, int nr, bool accumulate) {              \
+        const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * lda;                             \
+        const float *a2 = a + (mr > 2 ? 2 : mr - 1) * lda, *a3 = a + (mr > 3 ? 3 : mr - 1) * lda; \
+        const char *w0 = w, *w1 = w + (nr > 1 ? 1 : 0) * ldw, *w2 = w + (nr > 2 ? 2 : nr - 1) * ldw; \
+        __m256 s00 = _mm256_setzero_ps(), s01 = s00, s02 = s00, s10 = s00, s11 = s00, s12 = s00; \
+        __m256 s20 = s00, s21 = s00, s22 = s00, s30 = s00, s31 = s00, s32 = s00;             \
+        int64_t p = 0;                                                                     \
+        for (; p + 8 <= k; p += 8) {                                                       \
+            __m256 b0 = LOAD(w0 + p * ESZ), b1 = LOAD(w1 + p * ESZ), b2 = LOAD(w2 + p * ESZ); \
+            __m256 x = _mm256_loadu_ps(a0 + p);                                            \
+            s00 = _mm256_fmadd_ps(x, b0, s00);                                             \
+            s01 = _mm256_fmadd_ps(x, b1, s01);                                             \
+            s02 = _mm256_fmadd_ps(x, b2, s02);                                             \
+            x = _mm256_loadu_ps(a1 + p);                                                   \
+            s10 = _mm256_fmadd_ps(x, b0, s10);                                             \
+            s11 = _mm256_fmadd_ps(x, b1, s11);                                             \
+            s12 = _mm256_fmadd_ps(x, b2, s12);                                             \
+            x = _mm256_loadu_ps(a2 + p);                                                   \
+            s20 = _mm256_fmadd_ps(x, b0, s20);                                             \
+            s21 = _mm256_fmadd_ps(x, b1, s21);                                             \
+            s22 = _mm256_fmadd_ps(x, b2, s22);                                             \
+            x = _mm256_loadu_ps(a3 + p);                                                   \
+            s30 = _mm256_fmadd_ps(x, b0, s30);                                             \
+            s31 = _mm256_fmadd_ps(x, b1, s31);                                             \
+            s32 = _mm256_fmadd_ps(x, b2, s32);                                             \
+        }                                                                                  \
+        float r[4][3] = {{hsum(s00), hsum(s01), hsum(s02)}, {hsum(s10), hsum(s11), hsum(s12)}, \
+                         {hsum(s20), hsum(s21), hsum(s22)}, {hsum(s30), hsum(s31), hsum(s32)}}; \
+        const float *ar[4] = {a0, a1, a2, a3};                                             \
+        const char *wr[3] = {w0, w1, w2};                                                  \
+        for (; p < k; p++)                                                                 \
+            for (int i = 0; i < 4; i++)                                                    \
+                for (int j = 0; j < 3; j++) r[i][j] += ar[i][p] * load1(WT, wr[j] + p * ESZ); \
+        for (int i = 0; i < mr; i++)                                                       \
+            for (int j = 0; j < nr; j++)                                                   \
+                c[i * ldc + j] = accumulate ? c[i * ldc + j] + r[i][j] : r[i][j];          \
+    }
+DEF_GEMM_DOT(gemm_dot_f32, LOAD_F32, 4, CANDLE_DTYPE_F32)
+DEF_GEMM_DOT(gemm_dot_f16, LOAD_F16, 2, CANDLE_DTYPE_F16)
+DEF_GEMM_DOT(gemm_dot_bf16, LOAD_BF16, 2, CANDLE_DTYPE_BF16)
+
+static void gemm_dot_avx2(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw,
+                          candle_dtype wt, float *c, int64_t ldc, int mr, int nr, bool accumulate) {
+    if (wt == CANDLE_DTYPE_F32) gemm_dot_f32(k, a, lda, w, ldw, c, ldc, mr, nr, accumulate);
+    else if (wt == CANDLE_DTYPE_F16) gemm_dot_f16(k, a, lda, w, ldw, c, ldc, mr, nr, accumulate);
+    else gemm_dot_bf16(k, a, lda, w, ldw, c, ldc, mr, nr, accumulate);
+}
+
 static void to_f32_avx2(candle_dtype t, const void *src, float *dst, int64_t n) {
     const char *s = src;
     int64_t i = 0;
@@ -470,6 +524,7 @@ static void scale_axpy_avx2(float *y, float s, float w, const float *v, int64_t 
 const cpu_simd cpu_simd_avx2 = {
     .name = "avx2",
     .gemm_ukr = gemm_ukr_avx2,
+    .gemm_dot = gemm_dot_avx2,
     .dot_rows = dot_rows_avx2,
     .to_f32 = to_f32_avx2,
     .pack_b = pack_b_avx2,
