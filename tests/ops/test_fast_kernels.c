@@ -209,6 +209,7 @@ static void test_quant(candle_ctx *ctx) {
         check_quant(ctx, (candle_dtype)t, 3, 8, K, MT_TRANSPOSED);
         check_quant(ctx, (candle_dtype)t, 5, 19, K, MT_OFFSET);
         check_quant(ctx, (candle_dtype)t, 13, 37, 2 * K, MT_TRANSPOSED);
+        check_quant(ctx, (candle_dtype)t, 6, 5, 1280, MT_CONTIG); /* dot tiles, K over one chunk */
     }
 }
 

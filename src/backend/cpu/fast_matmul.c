@@ -85,13 +85,18 @@ static bool quant_gemm(const candle_tensor *dst, const mm_geom *g) {
            g->K % bt->block_size == 0 && b->stride[b->rank - 2] == (int64_t)bt->type_size;
 }
 
+/* Quantized weights take this path too: three rows at a time are
+ * dequantized into the thread's scratch (DOT_KC is a whole number of blocks). */
 static bool dot_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
     size_t besz = candle_dtype_info(b->dtype)->type_size;
-    return g->M > MV_MAX_M && g->M <= DOT_MAX_M && is_plain_float(b->dtype) &&
-           a->dtype == CANDLE_DTYPE_F32 && a->stride[a->rank - 1] == 4 && a->stride[a->rank - 2] % 4 == 0 &&
-           b->stride[b->rank - 2] == (int64_t)besz;
+    bool w_ok = (is_plain_float(b->dtype) && b->stride[b->rank - 2] == (int64_t)besz) ||
+                (quant_gemm(dst, g) && DOT_KC % candle_dtype_info(b->dtype)->block_size == 0);
+    return g->M > MV_MAX_M && g->M <= DOT_MAX_M && w_ok && a->dtype == CANDLE_DTYPE_F32 &&
+           a->stride[a->rank - 1] == 4 && a->stride[a->rank - 2] % 4 == 0;
 }
+
+static size_t dot_thread_bytes(void) { return (size_t)CPU_DOT_NR * DOT_KC * sizeof(float); }
 
 static bool match_f32(const candle_tensor *dst) {
     mm_geom g;
@@ -116,7 +121,7 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     bool mv = mv_path(dst, &g), dot = !mv && dot_path(dst, &g);
     p->nth = cpu_tasks_for(flops, 2e5, n_threads, mv || dot ? 4 : 1);
     if (mv) p->wsize = (size_t)n_threads * mv_thread_bytes(g.K) + 64;
-    else if (dot) p->wsize = 0;
+    else if (dot) p->wsize = (size_t)n_threads * dot_thread_bytes() + 64;
     else p->wsize = (size_t)n_threads * gemm_thread_floats() * sizeof(float) + 64;
 }
 
@@ -155,11 +160,29 @@ static void mv_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
 
 /* ---- small M: dot-product tiles on the weight rows as they are ---- */
 
+/* Three weight rows from k0, kc deep, as rows the tile kernel reads: in
+ * place for plain floats, dequantized into buf for block dtypes. */
+static const char *dot_rows_at(const candle_tensor *b, const char *pb, int64_t nb, int nr, int64_t k0,
+                               int64_t kc, float *buf, int64_t *ldw, candle_dtype *wt) {
+    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    int64_t sbn = b->stride[b->rank - 1];
+    if (!bt->is_quantized) {
+        *ldw = sbn;
+        *wt = b->dtype;
+        return pb + nb * sbn + k0 * (int64_t)bt->type_size;
+    }
+    const char *blocks = pb + (k0 / bt->block_size) * (int64_t)bt->type_size;
+    for (int j = 0; j < nr; j++) bt->to_f32(blocks + (nb + j) * sbn, buf + j * kc, kc);
+    *ldw = kc * 4;
+    *wt = CANDLE_DTYPE_F32;
+    return (const char *)buf;
+}
+
 static void dot_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
     const cpu_simd *simd = cpu_simd_get();
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
-    int64_t lda = a->stride[a->rank - 2] / 4, sbn = b->stride[b->rank - 1];
-    int64_t besz = (int64_t)candle_dtype_info(b->dtype)->type_size, n0, n1;
+    float *wbuf = cpu_thread_scratch(t, dot_thread_bytes());
+    int64_t lda = a->stride[a->rank - 2] / 4, n0, n1;
     cpu_split(g->N, 4 * CPU_DOT_NR, t->ith, t->nth, &n0, &n1);
     for (int64_t bi = 0; bi < g->n_batch; bi++) {
         int64_t oa, ob;
@@ -173,10 +196,13 @@ static void dot_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
             int64_t kc = g->K - k0 < DOT_KC ? g->K - k0 : DOT_KC;
             for (int64_t nb = n0; nb < n1; nb += CPU_DOT_NR) {
                 int nr = n1 - nb < CPU_DOT_NR ? (int)(n1 - nb) : CPU_DOT_NR;
+                int64_t ldw;
+                candle_dtype wt;
+                const char *w = dot_rows_at(b, pb, nb, nr, k0, kc, wbuf, &ldw, &wt);
                 for (int64_t mb = 0; mb < g->M; mb += CPU_DOT_MR) {
                     int mr = g->M - mb < CPU_DOT_MR ? (int)(g->M - mb) : CPU_DOT_MR;
-                    simd->gemm_dot(kc, pa + mb * lda + k0, lda, pb + nb * sbn + k0 * besz, sbn, b->dtype,
-                                   pc + mb * g->N + nb, g->N, mr, nr, k0 > 0);
+                    simd->gemm_dot(kc, pa + mb * lda + k0, lda, w, ldw, wt, pc + mb * g->N + nb, g->N, mr,
+                                   nr, k0 > 0);
                 }
             }
         }
