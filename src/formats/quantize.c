@@ -147,6 +147,28 @@ static candle_status convert_tensor(qrun *r, qtensor *q, int nth) {
 
 /* ---- planning ---- */
 
+/* Fail before converting (minutes for a large model) if the output's
+ * directory cannot take the file; the write may still fail later (disk
+ * full), and then leaves nothing either. */
+static candle_status check_dir_writable(const char *out) {
+    const char *slash = strrchr(out, '/');
+    size_t n = slash ? (size_t)(slash - out) : 1;
+    char *d = malloc(n + 2);
+    if (!d) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize path");
+    if (!slash) memcpy(d, ".", 2);
+    else if (n == 0) memcpy(d, "/", 2);
+    else {
+        memcpy(d, out, n);
+        d[n] = 0;
+    }
+    candle_status s = CANDLE_OK;
+    if (access(d, W_OK | X_OK) != 0)
+        s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot write '%s': %s: %s", out, d,
+                             strerror(errno));
+    free(d);
+    return s;
+}
+
 /* Refuse an output that is the input, or whose temporary file would be:
  * writing it would truncate the mapped input under us. */
 static candle_status check_output(const char *in, const char *out) {
@@ -159,7 +181,7 @@ static candle_status check_output(const char *in, const char *out) {
     memcpy(tmp, out, n);
     memcpy(tmp + n, ".tmp", 5);
     const char *paths[2] = {out, tmp};
-    candle_status s = CANDLE_OK;
+    candle_status s = check_dir_writable(out);
     for (int i = 0; i < 2 && !s; i++)
         if (stat(paths[i], &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
             s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,

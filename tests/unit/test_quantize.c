@@ -554,7 +554,13 @@ static void test_failures_leave_nothing(const char *in) {
     char out[600], tmp[700], sub[512];
     /* a missing directory */
     path_in("no/such/dir/out.gguf", out);
-    CHECK(candle_quantize_file(in, out, CANDLE_FTYPE_MOSTLY_Q8_0, NULL) == CANDLE_ERR_IO);
+    prog_log early = {.monotone = true, .cancel_at = -1};
+    candle_quantize_params pe = candle_quantize_default_params();
+    pe.progress = log_progress;
+    pe.progress_user = &early;
+    CHECK(candle_quantize_file(in, out, CANDLE_FTYPE_MOSTLY_Q8_0, &pe) == CANDLE_ERR_IO);
+    CHECK_CONTAINS(candle_last_errmsg(), "cannot write");
+    CHECK(early.n_calls == 0); /* refused before converting anything */
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     CHECK(!exists(out) && !exists(tmp));
     /* an existing directory as the output: the rename fails after writing */
