@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "candle/batch.h"
 #include "server.h"
 
 #define SRV_BLOCK 16
@@ -35,6 +36,9 @@ typedef struct srv_slot {
     size_t pend_len, pend_cap;
     char *piece; /* detokenizer output buffer */
     size_t piece_cap;
+    int32_t next;     /* the sampled token this step evaluates */
+    int64_t step_n;   /* tokens this slot put in the step's batch */
+    bool step_prefill;
 } srv_slot;
 
 struct srv_sched {
@@ -45,6 +49,9 @@ struct srv_sched {
     int64_t n_vocab;
     srv_slot *slots;
     int n_active;
+    candle_batch *batch;      /* one forward over every running slot's tokens */
+    candle_batch_seq *seqs;   /* [n_slots] */
+    srv_slot **seq_slot;      /* [n_slots] the slot of each seqs entry */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* new work or stop */
@@ -198,9 +205,9 @@ static void slot_release(srv_sched *s, srv_slot *sl) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void slot_fail(srv_sched *s, srv_slot *sl, const char *what) {
+static void slot_fail(srv_sched *s, srv_slot *sl, const char *what, const char *why) {
     char msg[256];
-    snprintf(msg, sizeof msg, "%s: %s", what, candle_session_errmsg(sl->sess));
+    snprintf(msg, sizeof msg, "%s: %s", what, why);
     fprintf(stderr, "candle serve: %s\n", msg);
     candle_session_reset(sl->sess);
     sl->n_toks = 0;
@@ -256,18 +263,14 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r, int64_t keep) {
     pthread_mutex_unlock(&s->metrics->mu);
 }
 
-static void slot_prefill(srv_sched *s, srv_slot *sl) {
+/* The slot's next prompt chunk, for this step's batch. */
+static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
     int64_t n = r->n_prompt - sl->n_prefilled;
     if (n > s->p.prefill_chunk) n = s->p.prefill_chunk;
-    const int32_t *ids = r->prompt + sl->n_prefilled;
-    if (candle_session_eval(sl->sess, ids, n, sl->logits, false)) {
-        slot_fail(s, sl, "prompt evaluation");
-        return;
-    }
-    memcpy(sl->toks + sl->n_toks, ids, (size_t)n * sizeof *ids);
-    sl->n_toks += n;
-    sl->n_prefilled += n;
+    *q = (candle_batch_seq){sl->sess, r->prompt + sl->n_prefilled, n, sl->logits};
+    sl->step_n = n;
+    sl->step_prefill = true;
 }
 
 static void slot_note_token(srv_sched *s, srv_req *r) {
@@ -296,46 +299,69 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
     slot_release(s, sl);
 }
 
-static void slot_decode(srv_sched *s, srv_slot *sl) {
+/* Sample a token; unless that ends the request, queue it for the batch.
+ * Returns whether q was filled. */
+static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
     int32_t id = candle_sampler_sample(sl->smp, sl->logits);
     candle_sampler_accept(sl->smp, id);
     slot_note_token(s, r);
     if (!r->ignore_eos && candle_tokenizer_is_eog(s->tok, id)) {
         slot_end(s, sl, "stop");
-        return;
+        return false;
     }
     size_t len = 0;
     if (!candle_tokenizer_detok_push(s->tok, &sl->dt, id, false, sl->piece, sl->piece_cap, &len) &&
         len && !pend_append(sl, sl->piece, len)) {
         req_finish(s, r, NULL, 500, "out of memory");
         slot_release(s, sl);
-        return;
+        return false;
     }
     if (pend_flush(sl, false)) {
         req_finish(s, r, "stop", 0, NULL);
         slot_release(s, sl);
-        return;
+        return false;
     }
     if (r->n_gen >= r->max_tokens || sl->n_toks >= s->p.n_ctx) {
         slot_end(s, sl, "length");
-        return;
+        return false;
     }
-    if (candle_session_eval(sl->sess, &id, 1, sl->logits, false)) {
-        slot_fail(s, sl, "decode");
-        return;
-    }
-    sl->toks[sl->n_toks++] = id;
+    sl->next = id;
+    *q = (candle_batch_seq){sl->sess, &sl->next, 1, sl->logits};
+    sl->step_n = 1;
+    sl->step_prefill = false;
+    return true;
 }
 
-static void slot_step(srv_sched *s, srv_slot *sl) {
-    if (atomic_load(&sl->req->cancelled)) {
-        req_finish(s, sl->req, NULL, 499, "client disconnected");
-        slot_release(s, sl);
-    } else if (sl->n_prefilled < sl->req->n_prompt) {
-        slot_prefill(s, sl);
-    } else {
-        slot_decode(s, sl);
+/* One step: every running slot contributes a prompt chunk or its sampled
+ * token, and a single batched forward evaluates them all. */
+static void step_all(srv_sched *s) {
+    int nb = 0;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (!sl->req) continue;
+        if (atomic_load(&sl->req->cancelled)) {
+            req_finish(s, sl->req, NULL, 499, "client disconnected");
+            slot_release(s, sl);
+            continue;
+        }
+        if (sl->n_prefilled < sl->req->n_prompt) slot_prefill(s, sl, &s->seqs[nb]);
+        else if (!slot_decode(s, sl, &s->seqs[nb])) continue;
+        s->seq_slot[nb++] = sl;
+    }
+    if (!nb) return;
+    /* Should the batch fail, each sequence alone: only a faulty one fails. */
+    bool alone = candle_batch_eval(s->batch, s->seqs, nb) != CANDLE_OK;
+    for (int i = 0; i < nb; i++) {
+        srv_slot *sl = s->seq_slot[i];
+        const candle_batch_seq *q = &s->seqs[i];
+        if (alone && candle_session_eval(sl->sess, q->tokens, q->n, q->logits, false)) {
+            slot_fail(s, sl, "evaluation", candle_session_errmsg(sl->sess));
+            continue;
+        }
+        memcpy(sl->toks + sl->n_toks, s->seqs[i].tokens, (size_t)sl->step_n * sizeof *sl->toks);
+        sl->n_toks += sl->step_n;
+        if (sl->step_prefill) sl->n_prefilled += sl->step_n;
     }
 }
 
@@ -411,8 +437,7 @@ static void *sched_main(void *arg) {
         }
         admit(s);
         pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < s->p.n_slots; i++)
-            if (s->slots[i].req) slot_step(s, &s->slots[i]);
+        step_all(s);
         pthread_mutex_lock(&s->mu);
     }
     pthread_cond_broadcast(&s->idle_cv);
@@ -484,6 +509,9 @@ static void sched_free(srv_sched *s) {
         free(sl->pend);
         free(sl->piece);
     }
+    candle_batch_free(s->batch);
+    free(s->seqs);
+    free(s->seq_slot);
     free(s->slots);
     free(s->queue);
     pthread_mutex_destroy(&s->mu);
@@ -523,7 +551,10 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
         s->blocks_total = p->kv_mem / block_bytes;
     s->slots = calloc((size_t)p->n_slots, sizeof *s->slots);
     s->queue = calloc((size_t)p->queue_cap, sizeof *s->queue);
-    candle_status st = s->slots && s->queue ? CANDLE_OK : CANDLE_ERR_OOM;
+    s->seqs = calloc((size_t)p->n_slots, sizeof *s->seqs);
+    s->seq_slot = calloc((size_t)p->n_slots, sizeof *s->seq_slot);
+    candle_status st = s->slots && s->queue && s->seqs && s->seq_slot ? CANDLE_OK : CANDLE_ERR_OOM;
+    if (!st) st = candle_batch_init(&s->batch, m, p->n_threads);
     size_t piece_cap = candle_tokenizer_detok_bufsize(tok);
     candle_session_params sp = candle_session_default_params();
     sp.n_ctx = p->n_ctx;

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Serving benchmark: N concurrent streaming clients against an
+OpenAI-compatible server (candle serve, or llama-cpp-python's server).
+
+  serve_bench.py --url http://127.0.0.1:8080 [--levels 1,4,16,64] [--max-tokens 32]
+  serve_bench.py --start candle --candle build/bin/candle --model M.gguf --parallel 16
+  serve_bench.py --start llama-cpp --model M.gguf
+
+Each level runs `level` clients at once, each sending --requests-per-client
+streaming completions (greedy, ignore_eos so every request makes max_tokens
+tokens). Reports total generated tokens/s over the level's wall time, TTFT
+(request sent to first token) and inter-token latency percentiles, as JSON
+lines and a Markdown table."""
+import argparse
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+PROMPTS = ["Write a short story about a robot who learns to paint.",
+           "Explain how rain forms, in simple words.",
+           "List three uses of copper and why it fits each.",
+           "Describe the sea at night to someone who has never seen it."]
+
+
+def one_request(url, prompt, max_tokens, key, chat):
+    u = urllib.parse.urlparse(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    body = {"max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": True}
+    if chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+        path = "/v1/chat/completions"
+    else:
+        body["prompt"] = prompt
+        path = "/v1/completions"
+    h = {"Content-Type": "application/json"}
+    if key:
+        h["Authorization"] = "Bearer " + key
+    t0 = time.perf_counter()
+    c.request("POST", path, body=json.dumps(body), headers=h)
+    r = c.getresponse()
+    if r.status != 200:
+        return None
+    times = []
+    for line in r:
+        line = line.strip()
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        ev = json.loads(line[6:])
+        ch = ev.get("choices") or []
+        if not ch:
+            continue
+        txt = ch[0].get("text") if "text" in ch[0] else (ch[0].get("delta") or {}).get("content")
+        if txt:
+            times.append(time.perf_counter())
+    c.close()
+    # Chunks may carry several tokens (a held-back stop prefix, a multi-token
+    # character): count tokens as the server reports nothing per chunk, so
+    # the chunk count is a lower bound and max_tokens (ignore_eos) the truth.
+    return t0, times
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def run_level(url, level, rpc, max_tokens, key, chat):
+    res, lock = [], threading.Lock()
+
+    def client(i):
+        for j in range(rpc):
+            r = one_request(url, PROMPTS[(i + j) % len(PROMPTS)], max_tokens, key, chat)
+            with lock:
+                res.append(r)
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(level)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall = time.perf_counter() - t0
+    ok = [r for r in res if r and r[1]]
+    ttft = [r[1][0] - r[0] for r in ok]
+    itl = [b - a for r in ok for a, b in zip(r[1], r[1][1:])]
+    toks = len(ok) * max_tokens
+    return {"clients": level, "requests": len(res), "failed": len(res) - len(ok),
+            "tokens": toks, "wall_s": round(wall, 2), "tok_per_s": round(toks / wall, 2),
+            "ttft_p50_ms": round(1e3 * pct(ttft, 50), 1), "ttft_p99_ms": round(1e3 * pct(ttft, 99), 1),
+            "itl_p50_ms": round(1e3 * pct(itl, 50), 1), "itl_p99_ms": round(1e3 * pct(itl, 99), 1)}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start_server(a):
+    port = free_port()
+    if a.start == "candle":
+        cmd = [a.candle, "serve", "-m", a.model, "--port", str(port), "--parallel", str(a.parallel),
+               "-c", str(a.ctx), "--queue", "1024"]
+        if a.threads:
+            cmd += ["-t", str(a.threads)]
+    else:
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", a.model, "--port", str(port),
+               "--n_ctx", str(a.ctx)]
+        if a.threads:
+            cmd += ["--n_threads", str(a.threads)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/v1/models")
+            if c.getresponse().status == 200:
+                return p, url
+        except OSError:
+            pass
+        time.sleep(0.1)
+    p.kill()
+    sys.exit("server did not start: " + " ".join(cmd))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url")
+    ap.add_argument("--start", choices=["candle", "llama-cpp"])
+    ap.add_argument("--candle", default="build/bin/candle")
+    ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--parallel", type=int, default=16)
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--levels", default="1,4,16,64")
+    ap.add_argument("--requests-per-client", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--api-key", default=os.environ.get("CANDLE_API_KEY"))
+    ap.add_argument("--chat", action="store_true")
+    ap.add_argument("--label", default=None)
+    a = ap.parse_args()
+    proc = None
+    url = a.url
+    if a.start:
+        proc, url = start_server(a)
+    if not url:
+        sys.exit("--url or --start is needed")
+    label = a.label or a.start or url
+    rows = []
+    try:
+        one_request(url, PROMPTS[0], 4, a.api_key, a.chat)  # warm-up
+        for lv in [int(x) for x in a.levels.split(",")]:
+            r = run_level(url, lv, a.requests_per_client, a.max_tokens, a.api_key, a.chat)
+            r["server"] = label
+            print(json.dumps(r), flush=True)
+            rows.append(r)
+    finally:
+        if proc:
+            proc.terminate()
+            proc.wait(timeout=30)
+    print(f"\n| server | clients | tokens/s | TTFT P50 ms | TTFT P99 ms | ITL P50 ms | ITL P99 ms | failed |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['server']} | {r['clients']} | {r['tok_per_s']} | {r['ttft_p50_ms']} | "
+              f"{r['ttft_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | {r['failed']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+/* Batched evaluation of several sessions in one graph: the tokens of every
+ * sequence (a prefill chunk or one decode token each) are stacked into one
+ * [n_tokens, n_embd] activation, so each linear layer is one matmul over
+ * all of them; attention runs per sequence against that session's own KV
+ * cache. Used by `candle serve` for continuous batching. Gives the same
+ * logits as candle_session_eval on each session alone. */
+#ifndef CANDLE_BATCH_H
+#define CANDLE_BATCH_H
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct candle_batch candle_batch;
+
+typedef struct candle_batch_seq {
+    candle_session *sess;  /* of the batch's model; each at most once per call */
+    const int32_t *tokens; /* n tokens at the session's current position */
+    int64_t n;
+    float *logits;         /* n_vocab floats for the last token, or NULL */
+} candle_batch_seq;
+
+candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n_threads);
+void candle_batch_free(candle_batch *b);
+/* Evaluate and advance every session; on error nothing advances (the
+ * message is on the batch). */
+candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, int n_seqs);
+const char *candle_batch_errmsg(const candle_batch *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
