@@ -61,6 +61,7 @@ typedef struct lat_result {
 typedef struct machine {
     double bw, fma; /* bytes/s, FLOP/s; 0 = not measured */
     size_t rss;     /* peak resident bytes of the model runs (before the probes' buffer) */
+    size_t rss0;    /* resident bytes before the model was loaded */
 } machine;
 
 static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
@@ -126,7 +127,27 @@ static long long mallocs_now(void) {
     return fn ? (long long)fn() : -1;
 }
 
+/* A /proc/self/status field in bytes ("VmHWM", "VmRSS"), 0 if unknown. */
+static size_t proc_status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t klen = strlen(key), kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, klen) && line[klen] == ':') {
+            kib = (size_t)strtoull(line + klen + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kib * 1024;
+}
+
+/* The high-water mark of this process image. Not getrusage's ru_maxrss: Linux
+ * carries that over from the parent's image across fork and exec, so a child
+ * of a big process reports the parent's peak. */
 static size_t peak_rss(void) {
+    size_t hwm = proc_status_bytes("VmHWM");
+    if (hwm) return hwm;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (size_t)ru.ru_maxrss * 1024;
@@ -366,7 +387,8 @@ static void print_json(const bench_opts *o, const model_info *mi, const test_res
         printf(" ],\n    \"samples_ts\": [");
         for (int i = 0; i < r->n; i++)
             printf("%s%.6f", i ? ", " : " ", (double)test_tokens(r) * 1e9 / r->ns[i]);
-        printf(" ],\n    \"file_size\": %zu,\n    \"peak_rss\": %zu", mi->file_size, mc->rss);
+        printf(" ],\n    \"file_size\": %zu,\n    \"peak_rss\": %zu,\n    \"start_rss\": %zu", mi->file_size,
+               mc->rss, mc->rss0);
         if (mc->bw > 0)
             printf(",\n    \"bw_read_gbs\": %.3f,\n    \"fma_gflops\": %.3f,\n"
                    "    \"weight_bytes_per_token\": %zu",
@@ -437,7 +459,8 @@ static void print_md(const bench_opts *o, const model_info *mi, const test_resul
 
 /* ---- the command ---- */
 
-static int bench(const bench_opts *o, candle_model *m, candle_session *s, const model_info *mi) {
+static int bench(const bench_opts *o, candle_model *m, candle_session *s, const model_info *mi,
+                 size_t rss0) {
     int64_t n_vocab = candle_model_get_config(m)->n_vocab;
     int64_t n_ids = candle_session_n_ctx(s);
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
@@ -445,7 +468,7 @@ static int bench(const bench_opts *o, candle_model *m, candle_session *s, const 
     test_result tests[2];
     int nt = 0, r = 0;
     lat_result lat = {0};
-    machine mc = {0};
+    machine mc = {.rss0 = rss0};
     if (!ids || !ns) {
         r = 1;
         fprintf(stderr, "candle bench: out of memory\n");
@@ -484,6 +507,7 @@ int cmd_bench_model(int argc, char **argv) {
     mp.n_threads = o.n_threads;
     mp.no_mmap = o.no_mmap;
     candle_model *m = NULL;
+    size_t rss0 = proc_status_bytes("VmRSS");
     if (candle_model_load(&m, o.model, &mp)) {
         fprintf(stderr, "candle bench: %s\n", candle_last_errmsg());
         return 1;
@@ -502,7 +526,7 @@ int cmd_bench_model(int argc, char **argv) {
     }
     model_info mi;
     describe(m, &mi);
-    r = bench(&o, m, s, &mi);
+    r = bench(&o, m, s, &mi, rss0);
     candle_session_free(s);
     candle_model_free(m);
     return r;
