@@ -34,10 +34,14 @@ void tok_map_free(tok_map *m);
 void tok_map_put(tok_map *m, const char *key, size_t len, int32_t val);
 int32_t tok_map_get(const tok_map *m, const char *key, size_t len); /* -1 if absent */
 
+/* Whitespace a special token swallows when matched in text. */
+enum { STRIP_LEFT = 1, STRIP_RIGHT = 2 };
+
 typedef struct tok_token {
     const char *text; /* NUL-terminated, in the tokenizer's string pool */
     uint32_t len;
     uint8_t type;     /* TT_* */
+    uint8_t strip;    /* STRIP_* */
     float score;
 } tok_token;
 
@@ -67,6 +71,8 @@ struct candle_tokenizer {
 typedef struct tok_source {
     const char *model; /* "llama", "gpt2", "bert" */
     const char *pre;   /* pre-tokenizer name, may be NULL */
+    const char *arch;  /* general.architecture, may be NULL */
+    const char *name;  /* general.name, may be NULL */
     int64_t n_tokens;
     const char *const *tokens;
     const size_t *token_lens;

@@ -46,7 +46,10 @@ static bool frag_push(frag_list *l, fragment f) {
     return true;
 }
 
-/* Splits the raw fragments of *l at every occurrence of special token id. */
+static bool is_blank(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* Splits the raw fragments of *l at every occurrence of special token id,
+ * dropping the whitespace the token strips. */
 static bool split_on(const candle_tokenizer *t, const char *text, int32_t id, frag_list *l,
                      frag_list *tmp) {
     const tok_token *tk = &t->tokens[id];
@@ -61,10 +64,14 @@ static bool split_on(const candle_tokenizer *t, const char *text, int32_t id, fr
         for (;;) {
             const char *hit = memmem(text + pos, end - pos, tk->text, tk->len);
             if (!hit) break;
-            size_t h = (size_t)(hit - text);
-            if (h > pos && !frag_push(tmp, (fragment){-1, pos, h - pos})) return false;
+            size_t h = (size_t)(hit - text), left = h;
+            if (tk->strip & STRIP_LEFT)
+                while (left > pos && is_blank(text[left - 1])) left--;
+            if (left > pos && !frag_push(tmp, (fragment){-1, pos, left - pos})) return false;
             if (!frag_push(tmp, (fragment){id, h, tk->len})) return false;
             pos = h + tk->len;
+            if (tk->strip & STRIP_RIGHT)
+                while (pos < end && is_blank(text[pos])) pos++;
         }
         if (pos < end && !frag_push(tmp, (fragment){-1, pos, end - pos})) return false;
     }

@@ -2,6 +2,7 @@
  * defaults per model family, built from GGUF metadata or a tok_source. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/core-impl.h"
 #include "tokenizer-impl.h"
@@ -141,6 +142,27 @@ static candle_status collect_specials(candle_tokenizer *t) {
     return CANDLE_OK;
 }
 
+static bool contains_ci(const char *s, const char *sub) {
+    if (!s) return false;
+    for (size_t n = strlen(sub); *s; s++)
+        if (!strncasecmp(s, sub, n)) return true;
+    return false;
+}
+
+/* Phi-3's added tokens drop the whitespace after them (their rstrip flag
+ * in the reference tokenizer, which GGUF does not carry). */
+static void set_strip_flags(candle_tokenizer *t, const tok_source *s) {
+    bool phi3 = (s->arch && !strcmp(s->arch, "phi3")) || contains_ci(s->name, "phi-3") ||
+                contains_ci(s->name, "phi3");
+    if (!phi3) return;
+    for (int32_t i = 0; i < t->n_specials; i++) t->tokens[t->specials[i]].strip |= STRIP_RIGHT;
+    static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+        int32_t id = tok_map_get(&t->vocab, keep[i], strlen(keep[i]));
+        if (id >= 0) t->tokens[id].strip = 0;
+    }
+}
+
 static void find_byte_tokens(candle_tokenizer *t) {
     for (int b = 0; b < 256; b++) {
         char buf[8];
@@ -234,6 +256,7 @@ candle_status tok_build(candle_tokenizer **out, const tok_source *s) {
     }
     set_defaults(t, s);
     set_eog(t, s);
+    set_strip_flags(t, s);
     find_byte_tokens(t);
     *out = t;
     return CANDLE_OK;
@@ -309,6 +332,7 @@ candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gg
     size_t *tlens = NULL, *mlens = NULL;
     const char **toks = NULL, **merges = NULL;
     char *model = dup_str(g, "tokenizer.ggml.model"), *pre = dup_str(g, "tokenizer.ggml.pre");
+    char *arch = dup_str(g, "general.architecture"), *name = dup_str(g, "general.name");
     void *scores = NULL, *types = NULL;
     candle_status st = get_strings(g, "tokenizer.ggml.tokens", &s.n_tokens, &toks, &tlens);
     if (st == CANDLE_OK && !s.n_tokens)
@@ -322,6 +346,8 @@ candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gg
     if (st == CANDLE_OK) {
         s.model = model;
         s.pre = pre;
+        s.arch = arch;
+        s.name = name;
         s.tokens = toks;
         s.token_lens = tlens;
         s.merges = merges;
@@ -349,5 +375,7 @@ candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gg
     free(types);
     free(model);
     free(pre);
+    free(arch);
+    free(name);
     return st;
 }

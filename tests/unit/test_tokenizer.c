@@ -498,10 +498,27 @@ static void check_build_errors(void) {
     CHECK(candle_tokenizer_from_gguf(&t, NULL) == CANDLE_ERR_INVALID_ARG);
 }
 
+/* Phi-3's special tokens swallow the whitespace after them (llama.cpp's
+ * ids for a chat prompt). */
+static void check_phi3_specials(void) {
+    candle_tokenizer *t = load("../shared/data/tokenizers/ggml-vocab-phi-3.gguf");
+    CHECK(t != NULL);
+    if (!t) return;
+    const char *chat = "<|user|>\nHi there<|end|>\n<|assistant|>\n";
+    const int32_t want[] = {1, 32010, 6324, 727, 32007, 32001};
+    int64_t n;
+    int32_t *ids = encode(t, chat, strlen(chat), true, &n);
+    CHECK(n == 6 && !memcmp(ids, want, sizeof want));
+    CHECK(candle_tokenizer_is_eog(t, 32007) && candle_tokenizer_is_eog(t, 32000));
+    free(ids);
+    candle_tokenizer_free(t);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) check_vocab(&vocabs[i]);
     check_stories();
     check_smollm2();
+    check_phi3_specials();
     check_regex();
     check_splits();
     check_build_errors();
