@@ -1,5 +1,8 @@
 /* Tokenizers read from GGUF metadata: SentencePiece-style (scores, byte
- * fallback), byte-level BPE with per-family pre-tokenizers, WordPiece. */
+ * fallback), byte-level BPE with per-family pre-tokenizers, WordPiece.
+ * A tokenizer copies what it needs (the GGUF handle may be closed after
+ * candle_tokenizer_from_gguf) and is read-only afterwards, so one may be
+ * shared by threads. Errors go to the thread-local last error. */
 #ifndef CANDLE_TOKENIZER_H
 #define CANDLE_TOKENIZER_H
 
@@ -24,6 +27,8 @@ int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text);
 
 /* add_special: add BOS/EOS as the model's metadata says.
  * parse_special: recognise special-token text ("<|im_start|>") in the input.
+ * User-defined tokens (GGUF token type 4) are recognised either way, as the
+ * reference tokenizers do.
  * Writes up to cap ids; *n_out gets the full count (call again with more
  * room if it exceeds cap). */
 candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text, size_t len,
@@ -38,11 +43,12 @@ candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id
 /* Decode a sequence into buf (NUL-terminated); *len gets the byte count. */
 candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids, int64_t n,
                                       bool render_special, char *buf, size_t cap, size_t *len);
-/* Output sizes: token_bytes and decode write what fits and always set *len
- * to the full count (as encode does), so *len >= cap means truncated (for
- * decode, *len + 1 > cap: it keeps room for the NUL). decode drops the
- * space the encoder put before the text (SentencePiece prefix, WordPiece).
- * Invalid ids are CANDLE_ERR_INVALID_ARG. */
+/* Output sizes: token_bytes and decode always set *len to the full count;
+ * when that (plus decode's NUL) does not fit in cap they write what fits
+ * and return CANDLE_ERR_INVALID_ARG ("buffer of N bytes too small, need M"),
+ * so a caller that checks the status never reads past buf. decode drops
+ * the space the encoder put before the text (SentencePiece prefix,
+ * WordPiece). Invalid ids are CANDLE_ERR_INVALID_ARG too. */
 
 /* Incremental detokenization for streamed output. A character whose bytes
  * span several tokens (<0xXX> byte-fallback pieces, byte-level BPE pieces)

@@ -189,6 +189,9 @@ candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id
     candle_status st = check_id(t, id, "tokenizer_token_bytes");
     if (st != CANDLE_OK) return st;
     *len = piece_bytes(t, id, render_special, buf, cap);
+    if (*len > cap)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "tokenizer_token_bytes: buffer of %zu bytes too small, need %zu", cap, *len);
     if (*len < cap) buf[*len] = 0;
     return CANDLE_OK;
 }
@@ -223,6 +226,9 @@ candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *
     }
     *len = total;
     if (cap) buf[total < cap ? total : cap - 1] = 0;
+    if (total >= cap)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "tokenizer_decode: buffer of %zu bytes too small, need %zu", cap, total + 1);
     return CANDLE_OK;
 }
 

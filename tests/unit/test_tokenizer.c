@@ -225,7 +225,9 @@ static void check_stories(void) {
     CHECK(candle_tokenizer_token_bytes(t, 1, false, buf, sizeof buf, &len) == CANDLE_OK && len == 0);
     CHECK(candle_tokenizer_token_bytes(t, 1, true, buf, sizeof buf, &len) == CANDLE_OK);
     CHECK(len == 3 && !strcmp(buf, "<s>"));
-    CHECK(candle_tokenizer_token_bytes(t, 403, false, buf, 2, &len) == CANDLE_OK && len == 5); /* truncated */
+    CHECK(candle_tokenizer_token_bytes(t, 403, false, buf, 2, &len) == CANDLE_ERR_INVALID_ARG && len == 5);
+    CHECK_CONTAINS(candle_last_errmsg(), "buffer of 2 bytes too small, need 5");
+    CHECK(candle_tokenizer_token_bytes(t, 403, false, buf, 5, &len) == CANDLE_OK && len == 5); /* no NUL needed */
 
     /* Encode reports the full count when ids has too little room. */
     int32_t ids[3] = {-7, -7, -7};
@@ -241,8 +243,10 @@ static void check_stories(void) {
     CHECK_MSG(!strcmp(buf, "Once upon"), "'%s'", buf);
     CHECK(candle_tokenizer_decode(t, once, 3, true, buf, sizeof buf, &len) == CANDLE_OK);
     CHECK_MSG(!strcmp(buf, "<s> Once upon"), "'%s'", buf);
-    CHECK(candle_tokenizer_decode(t, once, 3, false, buf, 4, &len) == CANDLE_OK);
+    CHECK(candle_tokenizer_decode(t, once, 3, false, buf, 4, &len) == CANDLE_ERR_INVALID_ARG);
     CHECK(len == 9 && !strcmp(buf, "Onc"));
+    CHECK_CONTAINS(candle_last_errmsg(), "need 10");
+    CHECK(candle_tokenizer_decode(t, once, 3, false, buf, 10, &len) == CANDLE_OK && len == 9);
 
     /* Streaming byte-fallback pieces: "€" = E2 82 AC arrives whole. */
     size_t cap = candle_tokenizer_detok_bufsize(t);
