@@ -63,6 +63,7 @@ static float search_iq4(const float *x, uint8_t *L) {
     }
     float best = -1, scale = 0, qx, q2;
     uint8_t aux[32];
+    memset(L, 8, 32); /* kept if no candidate fits (non-finite input) */
     for (int k = -8; k <= 7; k++) {
         float id = k < -7 ? -(float)candle_iq4nl_values[0] / max : ((float)candle_iq4nl_values[0] + (float)k) / max;
         fit_iq4(x, id, aux, &qx, &q2);

@@ -115,7 +115,10 @@ static float search_scale_sym(int n, int nmax, const float *x, int8_t *L, int re
             best_l2 = sum_l2;
         }
     }
-    if (best < 0) return 0;
+    if (best < 0) { /* no usable candidate (non-finite input): codes must still be set */
+        memset(L, 0, (size_t)n);
+        return 0;
+    }
     for (int pass = 0; refine && pass < 5; pass++) {
         int changed = 0;
         for (int i = 0; i < n; i++) {

@@ -88,6 +88,13 @@ static void register_avx2(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_F16].from_f32 = candle_f32_to_f16_row_avx2;
     t[CANDLE_DTYPE_BF16].to_f32 = candle_bf16_to_f32_row_avx2;
     t[CANDLE_DTYPE_BF16].from_f32 = candle_f32_to_bf16_row_avx2;
+    t[CANDLE_DTYPE_Q4_0].to_f32 = candle_q4_0_to_f32_avx2;
+    t[CANDLE_DTYPE_Q4_1].to_f32 = candle_q4_1_to_f32_avx2;
+    t[CANDLE_DTYPE_Q5_0].to_f32 = candle_q5_0_to_f32_avx2;
+    t[CANDLE_DTYPE_Q8_0].to_f32 = candle_q8_0_to_f32_avx2;
+    t[CANDLE_DTYPE_Q4_K].to_f32 = candle_q4_k_to_f32_avx2;
+    t[CANDLE_DTYPE_Q5_K].to_f32 = candle_q5_k_to_f32_avx2;
+    t[CANDLE_DTYPE_Q6_K].to_f32 = candle_q6_k_to_f32_avx2;
     t[CANDLE_DTYPE_Q8_0].from_f32 = candle_q8_0_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_1].from_f32 = candle_q8_1_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_K].from_f32 = candle_q8_k_from_f32_avx2;
