@@ -103,6 +103,35 @@ static void check_stream(const candle_tokenizer *t, const int32_t *ids, int64_t 
     free(all);
 }
 
+/* Byte soup (invalid UTF-8 included: stray continuation bytes, cut
+ * sequences) encodes without error; a lossless tokenizer gives it back, and
+ * streaming stays valid UTF-8. Bytes that never occur in UTF-8 (0xF5-0xFF)
+ * are left out: byte-level vocabularies such as falcon's have no token
+ * for them. */
+static void check_random_bytes(const candle_tokenizer *t, const vocab_case *vc) {
+    static const char alphabet[] = "ab \n\t\xc3\xa9\xe2\x82\xac\xf0\x9f\x9a\x80\x80\xbf<>'1";
+    uint32_t rng = 12345;
+    int bad = 0;
+    for (int it = 0; it < 60; it++) {
+        char text[48];
+        rng = rng * 1664525u + 1013904223u;
+        size_t len = 1 + (rng >> 8) % (sizeof text - 1);
+        for (size_t i = 0; i < len; i++) {
+            rng = rng * 1664525u + 1013904223u;
+            text[i] = alphabet[(rng >> 8) % (sizeof alphabet - 1)];
+        }
+        int64_t n;
+        int32_t *ids = encode(t, text, len, false, &n);
+        char dec[256];
+        size_t dl;
+        CHECK(candle_tokenizer_decode(t, ids, n, false, dec, sizeof dec, &dl) == CANDLE_OK);
+        if (vc->lossless && (dl != len || memcmp(dec, text, len))) bad++;
+        check_stream(t, ids, n, text, len, false, vc->name);
+        free(ids);
+    }
+    CHECK_MSG(bad == 0, "%s: %d random byte strings do not round-trip", vc->name, bad);
+}
+
 static void check_vocab(const vocab_case *vc) {
     char rel[256];
     snprintf(rel, sizeof rel, "../shared/data/tokenizers/ggml-vocab-%s.gguf", vc->name);
@@ -156,6 +185,7 @@ static void check_vocab(const vocab_case *vc) {
         op = oend + 1;
     }
     CHECK_MSG(total == 46, "%s: %d inputs", vc->name, total);
+    check_random_bytes(t, vc);
     printf("%-15s %2d/%d encode, %2d/%d decode round trip\n", vc->name, pass, total, round, total);
     free(inp);
     free(out);
