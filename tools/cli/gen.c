@@ -113,7 +113,11 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
         if (n_predict >= 0 && *n_out == n_predict) break;
         bool full = candle_session_pos(g->sess) >= candle_session_n_ctx(g->sess);
         if (full && !a->ctx_shift) {
-            if (n_predict < 0) break; /* generate until the context is full */
+            if (n_predict < 0) { /* "until the end": the context's end counts */
+                fprintf(stderr, "\ncandle %s: stopped: the context of %lld tokens is full\n",
+                        g->cmd, (long long)candle_session_n_ctx(g->sess));
+                break;
+            }
             fprintf(stderr,
                     "\ncandle %s: the context of %lld tokens is full after %lld generated "
                     "tokens (use a larger -c or --ctx-shift)\n",
