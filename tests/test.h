@@ -50,8 +50,14 @@ static inline int test_done(const char *name) {
     return test_failures ? 1 : 0;
 }
 
-/* Path under the source tree (for data files). */
+/* Path under the source tree (for data files). "../shared/..." names the
+ * shared data folder, wherever CMake found it (CANDLE_SHARED_DIR). */
 static inline const char *test_path(const char *rel, char *buf, size_t n) {
+    const char *shared = getenv("CANDLE_SHARED_DIR");
+    if (shared && shared[0] && strncmp(rel, "../shared/", 10) == 0) {
+        snprintf(buf, n, "%s/%s", shared, rel + 10);
+        return buf;
+    }
     const char *root = getenv("CANDLE_SOURCE_DIR");
     snprintf(buf, n, "%s/%s", root ? root : ".", rel);
     return buf;

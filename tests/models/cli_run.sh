@@ -6,7 +6,7 @@
 set -u
 src="${CANDLE_SOURCE_DIR:?}"
 candle="${CANDLE:?}"
-model="$src/../shared/data/models/stories260K.gguf"
+model="${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"
 [ -r "$model" ] || model=/work/shared/data/models/stories260K.gguf
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -6,7 +6,7 @@
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
-MODEL=${SERVER_TEST_MODEL:-$SRC/../shared/data/models/stories260K.gguf}
+MODEL=${SERVER_TEST_MODEL:-${CANDLE_SHARED_DIR:-$SRC/../shared}/data/models/stories260K.gguf}
 [ -f "$MODEL" ] || MODEL=$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -f "$MODEL" ]; then bash "$SRC/scripts/fetch-model.sh" >/dev/null 2>&1 || true; fi
 [ -f "$MODEL" ] || { echo "SKIP: no model"; exit 0; }

@@ -19,7 +19,7 @@ fi
 CANDLE="${CANDLE:-${CANDLE_BINARY_DIR:?}/bin/candle}"
 src="${CANDLE_SOURCE_DIR:-.}"
 stories=""
-for m in "$src/../shared/data/models/stories260K.gguf" /work/shared/data/models/stories260K.gguf; do
+for m in "${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf" /work/shared/data/models/stories260K.gguf; do
     if [ -f "$m" ]; then stories="$m"; break; fi
 done
 tmp=$(mktemp -d)

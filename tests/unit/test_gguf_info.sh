@@ -3,7 +3,7 @@
 # CPU info without a file, and a clean error for malformed files.
 set -euo pipefail
 CANDLE="${CANDLE:?}"
-model="${CANDLE_SOURCE_DIR:?}/../shared/data/models/stories260K.gguf"
+model="${CANDLE_SHARED_DIR:-${CANDLE_SOURCE_DIR:?}/../shared}/data/models/stories260K.gguf"
 fail=0
 expect() { # expect OUTPUT WANT...
     local out="$1"

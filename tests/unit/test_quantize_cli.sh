@@ -11,7 +11,7 @@ set -euo pipefail
 CANDLE="${CANDLE:-${CANDLE_BINARY_DIR:?}/bin/candle}"
 src="${CANDLE_SOURCE_DIR:-.}"
 model=""
-for m in "$src/../shared/data/models/stories260K.gguf" /work/shared/data/models/stories260K.gguf; do
+for m in "${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf" /work/shared/data/models/stories260K.gguf; do
     if [ -f "$m" ]; then model="$m"; break; fi
 done
 if [ -z "$model" ]; then

@@ -5,7 +5,7 @@
 set -u
 : "${CANDLE:?CANDLE must point at the candle binary}"
 : "${CANDLE_SOURCE_DIR:?}"
-data="$CANDLE_SOURCE_DIR/../shared/data"
+data="${CANDLE_SHARED_DIR:-$CANDLE_SOURCE_DIR/../shared}/data"
 fail=0
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
