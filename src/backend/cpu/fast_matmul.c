@@ -1,4 +1,5 @@
-/* Fast f32 matmul: a [..., M, K] (f32/f16/bf16) x b [..., K, N] (f32/f16/bf16)
+/* Fast f32 matmul: a [..., M, K] (f32/f16/bf16) x b [..., K, N] (f32/f16/bf16,
+ * or for M > MV_MAX_M a block-quantized weight, dequantized on the way)
  * -> f32, any strides, batch dims broadcast.
  *
  * Three paths. Decoding (M <= MV_MAX_M with b's K contiguous, the transpose
