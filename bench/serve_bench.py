@@ -45,6 +45,7 @@ def one_request(url, prompt, max_tokens, key, chat):
     c.request("POST", path, body=json.dumps(body), headers=h)
     r = c.getresponse()
     if r.status != 200:
+        print(f"HTTP {r.status}: {r.read()[:200]!r}", file=sys.stderr)
         return None
     times = []
     for line in r:

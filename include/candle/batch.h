@@ -7,6 +7,7 @@
 #ifndef CANDLE_BATCH_H
 #define CANDLE_BATCH_H
 
+#include "kv_pool.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -20,6 +21,11 @@ typedef struct candle_batch_seq {
     const int32_t *tokens; /* n tokens at the session's current position */
     int64_t n;
     float *logits;         /* n_vocab floats for the last token, or NULL */
+    /* Or, with sess NULL: a sequence of a paged pool. Its blocks for the new
+     * positions are taken from the pool; attention gathers its keys and
+     * values through the block table. */
+    candle_kv_pool *pool;
+    candle_kv_seq *paged;
 } candle_batch_seq;
 
 candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n_threads);

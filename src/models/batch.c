@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "candle/batch.h"
+#include "kv_pool-impl.h"
 #include "model-impl.h"
 
 struct candle_batch {
@@ -123,23 +124,63 @@ static void qkv(bstep *st, const layer_weights *w, candle_tensor *h, candle_tens
     }
 }
 
+/* Write x [n, Hkv, D] into the pool rows of positions pos..pos+n, one
+ * copy per run inside a block, each ordered after the one before; then
+ * gather rows 0..pos+n through the block table as [1, Hkv, pos+n, D]. */
+static candle_tensor *paged_update(bstep *st, const candle_batch_seq *sq, candle_tensor *pool,
+                                   candle_tensor *x) {
+    candle_ctx *ctx = st->ctx;
+    const candle_kv_seq *ps = sq->paged;
+    candle_tensor *last = NULL;
+    for (int64_t t = 0; t < sq->n;) {
+        int64_t p = ps->pos + t, off = p % CANDLE_KV_BLOCK;
+        int64_t len = CANDLE_KV_BLOCK - off < sq->n - t ? CANDLE_KV_BLOCK - off : sq->n - t;
+        int64_t row = (int64_t)ps->blocks[p / CANDLE_KV_BLOCK] * CANDLE_KV_BLOCK + off;
+        candle_tensor *dst = candle_narrow(ctx, pool, 0, row, len);
+        if (last && !nn_add_dependency(ctx, dst, last)) return NULL;
+        last = candle_copy_into(ctx, dst, candle_narrow(ctx, x, 0, t, len));
+        if (!last) return NULL;
+        t += len;
+    }
+    int64_t total = ps->pos + sq->n;
+    int32_t *rows = malloc((size_t)total * sizeof *rows);
+    if (!rows) {
+        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table rows");
+        return NULL;
+    }
+    for (int64_t j = 0; j < total; j++)
+        rows[j] = ps->blocks[j / CANDLE_KV_BLOCK] * CANDLE_KV_BLOCK + (int32_t)(j % CANDLE_KV_BLOCK);
+    candle_tensor *idx = candle_tensor_from_i32(ctx, 1, &total, rows);
+    free(rows);
+    candle_tensor *all = candle_narrow(ctx, pool, 0, 0, pool->shape[0]);
+    if (!idx || !nn_add_dependency(ctx, all, last)) return NULL;
+    candle_tensor *g = candle_index_select(ctx, all, 0, idx); /* [total, Hkv, D] */
+    return candle_unsqueeze(ctx, candle_transpose(ctx, g, 0, 1), 0);
+}
+
 /* Attention of one sequence: rows off..off+n of the stacked q, k, v. */
 static candle_tensor *attend_one(bstep *st, const candle_batch_seq *sq, int64_t off,
                                  candle_tensor *q, candle_tensor *k, candle_tensor *v,
                                  int64_t il) {
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
-    candle_session *s = sq->sess;
     candle_tensor *k_all, *v_all;
     candle_tensor *ki = candle_narrow(ctx, k, 0, off, sq->n);
     candle_tensor *vi = candle_narrow(ctx, v, 0, off, sq->n);
     candle_tensor *qi = candle_narrow(ctx, q, 0, off, sq->n);
-    if (!kv_cache_update(ctx, &s->kv, il, ki, vi, s->pos, &k_all, &v_all)) return NULL;
+    int64_t pos = sq->paged ? sq->paged->pos : sq->sess->pos;
+    if (sq->paged) {
+        k_all = paged_update(st, sq, sq->pool->k[il], ki);
+        v_all = paged_update(st, sq, sq->pool->v[il], vi);
+        if (!k_all || !v_all) return NULL;
+    } else if (!kv_cache_update(ctx, &sq->sess->kv, il, ki, vi, pos, &k_all, &v_all)) {
+        return NULL;
+    }
     nn_attn_params ap = {
         .scale = c->attn_scale,
         .softcap = c->attn_softcap,
         .window = decoder_layer_is_swa(c, il) ? c->n_swa : 0,
-        .pos = s->pos,
+        .pos = pos,
     };
     candle_tensor *o = nn_attention(ctx, candle_unsqueeze(ctx, candle_transpose(ctx, qi, 0, 1), 0),
                                     k_all, v_all, &ap); /* [1, n_head, n, head_dim] */
@@ -221,33 +262,53 @@ static candle_tensor *forward(bstep *st, const int32_t *ids) {
     return logits;
 }
 
+static bool valid_tokens(candle_batch *b, const candle_batch_seq *q, int i) {
+    int64_t n_vocab = b->model->cfg.n_vocab;
+    for (int64_t t = 0; t < q->n; t++)
+        if (q->tokens[t] < 0 || q->tokens[t] >= n_vocab) {
+            candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+                             "batch: sequence %d: token %d out of range [0, %lld)", i,
+                             (int)q->tokens[t], (long long)n_vocab);
+            return false;
+        }
+    return true;
+}
+
+/* Validate every sequence, then take the paged ones' new blocks. */
 static candle_status check(candle_batch *b, const candle_batch_seq *seqs, int n_seqs,
                            int64_t *total) {
-    int64_t n = 0, n_vocab = b->model->cfg.n_vocab;
+    int64_t n = 0;
     if (n_seqs <= 0 || !seqs)
         return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG, "batch: no sequences");
     for (int i = 0; i < n_seqs; i++) {
         const candle_batch_seq *q = &seqs[i];
-        if (!q->sess || q->sess->model != b->model || q->n <= 0 || !q->tokens)
+        bool paged = q->paged != NULL;
+        if (paged ? q->sess || !q->pool || q->pool->model != b->model
+                  : !q->sess || q->sess->model != b->model)
             return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
-                                    "batch: sequence %d: no session of this model or no tokens", i);
-        if (q->n > q->sess->kv.n_ctx - q->sess->pos)
+                                    "batch: sequence %d: needs a session, or a paged sequence "
+                                    "and its pool, of this model", i);
+        if (q->n <= 0 || !q->tokens)
+            return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+                                    "batch: sequence %d: no tokens", i);
+        int64_t pos = paged ? q->paged->pos : q->sess->pos;
+        int64_t n_ctx = paged ? q->paged->n_ctx : q->sess->kv.n_ctx;
+        if (q->n > n_ctx - pos)
             return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                     "batch: sequence %d: %lld tokens at position %lld do not fit "
                                     "in its context of %lld",
-                                    i, (long long)q->n, (long long)q->sess->pos,
-                                    (long long)q->sess->kv.n_ctx);
+                                    i, (long long)q->n, (long long)pos, (long long)n_ctx);
         for (int j = 0; j < i; j++)
-            if (seqs[j].sess == q->sess)
+            if (paged ? seqs[j].paged == q->paged : seqs[j].sess == q->sess)
                 return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                         "batch: sequences %d and %d share a session", j, i);
-        for (int64_t t = 0; t < q->n; t++)
-            if (q->tokens[t] < 0 || q->tokens[t] >= n_vocab)
-                return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
-                                        "batch: sequence %d: token %d out of range [0, %lld)", i,
-                                        (int)q->tokens[t], (long long)n_vocab);
+        if (!valid_tokens(b, q, i)) return candle_errcode(b->ctx);
         n += q->n;
     }
+    for (int i = 0; i < n_seqs; i++)
+        if (seqs[i].paged && candle_kv_seq_reserve(seqs[i].pool, seqs[i].paged, seqs[i].n))
+            return candle_set_error(b->ctx, candle_last_error(), "batch: sequence %d: %s", i,
+                                    candle_last_errmsg());
     *total = n;
     return CANDLE_OK;
 }
@@ -269,7 +330,8 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     int64_t off = 0;
     for (int i = 0; i < n_seqs; i++) {
         memcpy(ids + off, seqs[i].tokens, (size_t)seqs[i].n * sizeof *ids);
-        for (int64_t t = 0; t < seqs[i].n; t++) pos[off + t] = (int32_t)(seqs[i].sess->pos + t);
+        int64_t p0 = seqs[i].paged ? seqs[i].paged->pos : seqs[i].sess->pos;
+        for (int64_t t = 0; t < seqs[i].n; t++) pos[off + t] = (int32_t)(p0 + t);
         off += seqs[i].n;
     }
     bstep bs = {b->ctx, b->model, &b->model->cfg, seqs, n_seqs, n, NULL};
@@ -283,7 +345,8 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
         size_t nv = (size_t)b->model->cfg.n_vocab;
         for (int i = 0; i < n_seqs; i++) {
             if (seqs[i].logits) memcpy(seqs[i].logits, out + (size_t)i * nv, nv * sizeof *out);
-            seqs[i].sess->pos += seqs[i].n;
+            if (seqs[i].paged) seqs[i].paged->pos += seqs[i].n;
+            else seqs[i].sess->pos += seqs[i].n;
         }
     }
     free(ids);

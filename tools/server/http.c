@@ -208,6 +208,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_text(c, conn, url, 200, srv_metrics_render(&c->metrics),
                          "text/plain; version=0.0.4");
     }
+    /* A request may wait its turn in the queue longer than the idle timeout
+     * meant for stalled uploads; the generation itself is bounded. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)3600);
     srv_reply rp;
     srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
     if (rp.stream) return send_stream(c, conn, url, &rp);

@@ -268,7 +268,7 @@ static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
     int64_t n = r->n_prompt - sl->n_prefilled;
     if (n > s->p.prefill_chunk) n = s->p.prefill_chunk;
-    *q = (candle_batch_seq){sl->sess, r->prompt + sl->n_prefilled, n, sl->logits};
+    *q = (candle_batch_seq){sl->sess, r->prompt + sl->n_prefilled, n, sl->logits, NULL, NULL};
     sl->step_n = n;
     sl->step_prefill = true;
 }
@@ -327,7 +327,7 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
         return false;
     }
     sl->next = id;
-    *q = (candle_batch_seq){sl->sess, &sl->next, 1, sl->logits};
+    *q = (candle_batch_seq){sl->sess, &sl->next, 1, sl->logits, NULL, NULL};
     sl->step_n = 1;
     sl->step_prefill = false;
     return true;

@@ -1,0 +1,23 @@
+/* The paged KV pool's internals, shared by kv_pool.c and batch.c. */
+#ifndef CANDLE_KV_POOL_IMPL_H
+#define CANDLE_KV_POOL_IMPL_H
+
+#include "candle/kv_pool.h"
+#include "model-impl.h"
+
+struct candle_kv_pool {
+    const candle_model *model;
+    candle_ctx *ctx; /* owns k and v */
+    int64_t n_blocks, n_layer, n_used;
+    candle_tensor **k; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] f32 */
+    candle_tensor **v; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] f32 */
+    int32_t *refs;     /* [n_blocks] sequences holding the block */
+    uint64_t *hash;    /* [n_blocks] prefix hash when published, else 0 */
+    int32_t *pred;     /* [n_blocks] the published block before it, -1 for the first */
+    int32_t *toks;     /* [n_blocks*BLOCK] tokens of published blocks */
+    int32_t *prev, *next; /* free list links */
+    bool *in_free;
+    int32_t head, tail;
+};
+
+#endif

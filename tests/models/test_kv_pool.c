@@ -1,0 +1,127 @@
+/* The paged KV cache against the contiguous one: sequences evaluated by
+ * candle_batch_eval through block tables (chunks crossing block edges,
+ * decode steps, sequences side by side) give the logits of
+ * candle_session_eval; a prompt sharing a published prefix reuses its
+ * blocks (reference-counted) and still gives the same logits; blocks go
+ * back to the free list and the pool refuses what it cannot hold. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "candle/batch.h"
+#include "candle/candle.h"
+#include "candle/kv_pool.h"
+#include "test.h"
+
+#define NT 40
+
+static void compare(const float *got, const float *ref, int64_t n, const char *what) {
+    double *r = malloc((size_t)n * sizeof *r);
+    for (int64_t i = 0; i < n; i++) r[i] = ref[i];
+    double e = test_nmse(got, r, (long)n);
+    CHECK_MSG(e < 1e-9, "%s: nmse %g", what, e);
+    free(r);
+}
+
+/* Evaluate toks[from..to) of a paged sequence in chunks of `chunk` and of a
+ * reference session, comparing the last logits of each chunk. */
+static void run(candle_batch *b, candle_kv_pool *pool, candle_kv_seq *ps, candle_session *ref,
+                const int32_t *toks, int64_t from, int64_t to, int64_t chunk, int64_t nv,
+                const char *name) {
+    float *got = malloc((size_t)nv * sizeof *got), *want = malloc((size_t)nv * sizeof *want);
+    for (int64_t i = from; i < to; i += chunk) {
+        int64_t n = to - i < chunk ? to - i : chunk;
+        candle_batch_seq q = {.pool = pool, .paged = ps, .tokens = toks + i, .n = n, .logits = got};
+        CHECK(!candle_batch_eval(b, &q, 1));
+        CHECK(!candle_session_eval(ref, toks + i, n, want, false));
+        char what[96];
+        snprintf(what, sizeof what, "%s: tokens %lld..%lld", name, (long long)i, (long long)(i + n));
+        compare(got, want, nv, what);
+    }
+    free(got);
+    free(want);
+}
+
+int main(void) {
+    char path[4096];
+    test_path("../shared/data/models/stories260K.gguf", path, sizeof path);
+    candle_model *m = NULL;
+    if (candle_model_load(&m, path, NULL)) {
+        printf("SKIP: %s: %s\n", path, candle_last_errmsg());
+        return test_done("test_kv_pool");
+    }
+    int64_t nv = candle_model_get_config(m)->n_vocab;
+    int32_t a[NT], d[NT];
+    for (int i = 0; i < NT; i++) {
+        a[i] = (int32_t)(1 + (i * 37) % 500);
+        d[i] = i < 35 ? a[i] : (int32_t)(400 + i); /* shares a's first 35 tokens */
+    }
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = 64;
+    candle_session *ra, *rd, *rb;
+    CHECK(!candle_session_init(&ra, m, &sp) && !candle_session_init(&rd, m, &sp) &&
+          !candle_session_init(&rb, m, &sp));
+    candle_batch *b = NULL;
+    candle_kv_pool *pool = NULL;
+    CHECK(!candle_batch_init(&b, m, 1));
+    CHECK(!candle_kv_pool_init(&pool, m, 8));
+    candle_kv_seq sa, sd, sb;
+    CHECK(!candle_kv_seq_init(&sa, 64) && !candle_kv_seq_init(&sd, 64) && !candle_kv_seq_init(&sb, 64));
+
+    /* chunks of 7 cross block edges; then decode steps */
+    run(b, pool, &sa, ra, a, 0, 35, 7, nv, "a prefill");
+    run(b, pool, &sa, ra, a, 35, NT, 1, nv, "a decode");
+    CHECK(candle_kv_pool_n_used(pool) == 3); /* 40 positions */
+    candle_kv_seq_publish(pool, &sa, a, 35);
+
+    /* d shares a's two full blocks (32 positions), evaluates the rest */
+    int64_t shared = candle_kv_seq_share_prefix(pool, &sd, d, NT);
+    CHECK_MSG(shared == 32, "shared %lld", (long long)shared);
+    CHECK(candle_kv_pool_n_used(pool) == 3);
+    CHECK(!candle_session_eval(rd, d, 32, NULL, false));
+    run(b, pool, &sd, rd, d, 32, NT, 3, nv, "d after shared prefix");
+    CHECK(candle_kv_pool_n_used(pool) == 4);
+
+    /* two paged sequences and a session in one batch */
+    float *got = malloc((size_t)(3 * nv) * sizeof *got), *want = malloc((size_t)nv * sizeof *want);
+    candle_batch_seq q[3] = {
+        {.pool = pool, .paged = &sa, .tokens = a + 5, .n = 1, .logits = got},
+        {.sess = rb, .tokens = a, .n = 9, .logits = got + nv},
+        {.pool = pool, .paged = &sd, .tokens = d + 7, .n = 2, .logits = got + 2 * nv}};
+    CHECK(!candle_batch_eval(b, q, 3));
+    CHECK(!candle_session_eval(ra, a + 5, 1, want, false));
+    compare(got, want, nv, "mixed: a");
+    CHECK(!candle_session_eval(rd, d + 7, 2, want, false));
+    compare(got + 2 * nv, want, nv, "mixed: d");
+    CHECK(sa.pos == NT + 1 && sd.pos == NT + 2 && candle_session_pos(rb) == 9);
+
+    /* the pool refuses what it cannot hold, without changing the sequence */
+    candle_kv_seq sc;
+    CHECK(!candle_kv_seq_init(&sc, 200));
+    int32_t many[200] = {0};
+    candle_batch_seq big = {.pool = pool, .paged = &sc, .tokens = many, .n = 150, .logits = NULL};
+    CHECK(candle_batch_eval(b, &big, 1) == CANDLE_ERR_OOM);
+    CHECK_CONTAINS(candle_batch_errmsg(b), "blocks needed");
+    CHECK(sc.pos == 0);
+
+    /* freeing returns blocks; a's published prefix stays shareable */
+    candle_kv_seq_free(pool, &sa);
+    candle_kv_seq_free(pool, &sd);
+    candle_kv_seq_free(pool, &sc);
+    candle_kv_seq_free(pool, &sb);
+    CHECK(candle_kv_pool_n_used(pool) == 0);
+    candle_kv_seq se;
+    CHECK(!candle_kv_seq_init(&se, 64));
+    CHECK(candle_kv_seq_share_prefix(pool, &se, a, 35) == 32);
+    CHECK(candle_kv_pool_n_used(pool) == 2);
+    candle_kv_seq_free(pool, &se);
+
+    free(got);
+    free(want);
+    candle_kv_pool_free(pool);
+    candle_batch_free(b);
+    candle_session_free(ra);
+    candle_session_free(rd);
+    candle_session_free(rb);
+    candle_model_free(m);
+    return test_done("test_kv_pool");
+}
