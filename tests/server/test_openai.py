@@ -105,6 +105,14 @@ def test_basic():
                                       temperature=0, stop=[word, "zzzz"])
         check(r.choices[0].finish_reason == "stop", "stop finish_reason")
         check(r.choices[0].text == full[:full.index(word)], f"stop text {r.choices[0].text!r}")
+    # a repeated long prompt shares the published KV blocks of its prefix
+    long = "Once upon a time there was a little girl named Lily who liked to play in the park with her dog"
+    r1 = client.completions.create(model=MODEL, prompt=long, max_tokens=12, temperature=0)
+    r2 = client.completions.create(model=MODEL, prompt=long, max_tokens=12, temperature=0)
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    check(cached >= 16 and cached % 16 == 0 and cached < r2.usage.prompt_tokens,
+          f"prefix cache: {cached} of {r2.usage.prompt_tokens} prompt tokens cached")
+    check(r1.choices[0].text == r2.choices[0].text, "prefix-cached output equals uncached")
     # token-id prompts
     r = client.completions.create(model=MODEL, prompt=[1, 20, 30], max_tokens=4, temperature=0)
     check(r.usage.prompt_tokens == 3, "token-id prompt")

@@ -109,8 +109,12 @@ char *srv_metrics_render(srv_metrics *m) {
                  (long long)s.queue_depth);
     render_gauge(&b, "candle_active_sequences", "gauge", "Requests being generated.",
                  (long long)s.active);
-    render_gauge(&b, "candle_kv_blocks_used", "gauge", "KV cache blocks reserved.",
+    render_gauge(&b, "candle_kv_blocks_used", "gauge",
+                 "KV cache blocks held by running sequences (shared blocks once).",
                  (long long)s.blocks_used);
+    render_gauge(&b, "candle_kv_blocks_reserved", "gauge",
+                 "KV cache blocks reserved for the running requests' prompt + max_tokens.",
+                 (long long)s.blocks_reserved);
     render_gauge(&b, "candle_kv_blocks_total", "gauge", "KV cache blocks in the pool.",
                  (long long)s.blocks_total);
     render_hist(&b, "candle_time_to_first_token_seconds",

@@ -1,4 +1,4 @@
-/* The scheduler: one thread owns n_slots model sessions and interleaves the
+/* The scheduler: one thread owns n_slots sequences of a paged KV pool and interleaves the
  * running requests at token granularity. Each iteration it admits waiting
  * requests into free slots (FIFO, while KV blocks last), then gives every
  * running slot one step: a chunk of its prompt, or one sampled token. A long
@@ -18,15 +18,15 @@
 #include <time.h>
 
 #include "candle/batch.h"
+#include "candle/kv_pool.h"
 #include "server.h"
 
-#define SRV_BLOCK 16
+#define SRV_BLOCK CANDLE_KV_BLOCK
 
 typedef struct srv_slot {
-    candle_session *sess;
+    candle_kv_seq kv; /* block table in the scheduler's pool */
     candle_sampler *smp;
-    int32_t *toks; /* [n_ctx] the tokens whose keys/values the session holds */
-    int64_t n_toks;
+    int64_t n_toks; /* positions in kv */
     float *logits; /* [n_vocab] after the last evaluated token */
     srv_req *req;  /* NULL: free */
     int64_t n_prefilled;
@@ -50,6 +50,7 @@ struct srv_sched {
     srv_slot *slots;
     int n_active;
     candle_batch *batch;      /* one forward over every running slot's tokens */
+    candle_kv_pool *pool;     /* every slot's keys and values, in blocks */
     candle_batch_seq *seqs;   /* [n_slots] */
     srv_slot **seq_slot;      /* [n_slots] the slot of each seqs entry */
 
@@ -193,6 +194,8 @@ static bool pend_flush(srv_slot *sl, bool final) {
 /* --- slots ------------------------------------------------------------------ */
 
 static void slot_release(srv_sched *s, srv_slot *sl) {
+    candle_kv_seq_free(s->pool, &sl->kv);
+    sl->n_toks = 0;
     candle_sampler_free(sl->smp);
     sl->smp = NULL;
     srv_req_unref(sl->req);
@@ -209,43 +212,25 @@ static void slot_fail(srv_sched *s, srv_slot *sl, const char *what, const char *
     char msg[256];
     snprintf(msg, sizeof msg, "%s: %s", what, why);
     fprintf(stderr, "candle serve: %s\n", msg);
-    candle_session_reset(sl->sess);
-    sl->n_toks = 0;
     req_finish(s, sl->req, NULL, 500, msg);
     slot_release(s, sl);
 }
 
-static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
-    int64_t i = 0;
-    while (i < na && i < nb && a[i] == b[i]) i++;
-    return i;
+static srv_slot *free_slot(srv_sched *s) {
+    for (int i = 0; i < s->p.n_slots; i++)
+        if (!s->slots[i].req) return &s->slots[i];
+    return NULL;
 }
 
-/* The free slot whose cache shares the longest prefix with r's prompt. */
-static srv_slot *pick_slot(srv_sched *s, const srv_req *r, int64_t *keep) {
-    srv_slot *best = NULL;
-    int64_t best_n = -1;
-    for (int i = 0; i < s->p.n_slots; i++) {
-        srv_slot *sl = &s->slots[i];
-        if (sl->req) continue;
-        int64_t n = common_prefix(sl->toks, sl->n_toks, r->prompt, r->n_prompt);
-        if (n > best_n) {
-            best = sl;
-            best_n = n;
-        }
-    }
-    /* The last prompt token is always evaluated: its logits start sampling. */
-    if (best_n >= r->n_prompt) best_n = r->n_prompt - 1;
-    *keep = best_n < 0 ? 0 : best_n;
-    return best;
-}
-
-static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r, int64_t keep) {
+/* Blocks of a published prompt prefix are shared instead of recomputed. */
+static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     sl->req = r;
-    if (candle_session_truncate(sl->sess, keep)) {
-        candle_session_reset(sl->sess);
-        keep = 0;
+    if (candle_kv_seq_init(&sl->kv, s->p.n_ctx)) {
+        req_finish(s, r, NULL, 500, "out of memory");
+        slot_release(s, sl);
+        return;
     }
+    int64_t keep = candle_kv_seq_share_prefix(s->pool, &sl->kv, r->prompt, r->n_prompt);
     sl->n_toks = keep;
     sl->n_prefilled = keep;
     r->n_cached = keep;
@@ -268,7 +253,8 @@ static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
     int64_t n = r->n_prompt - sl->n_prefilled;
     if (n > s->p.prefill_chunk) n = s->p.prefill_chunk;
-    *q = (candle_batch_seq){sl->sess, r->prompt + sl->n_prefilled, n, sl->logits, NULL, NULL};
+    *q = (candle_batch_seq){NULL, r->prompt + sl->n_prefilled, n, sl->logits, s->pool,
+                            &sl->kv};
     sl->step_n = n;
     sl->step_prefill = true;
 }
@@ -327,7 +313,7 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
         return false;
     }
     sl->next = id;
-    *q = (candle_batch_seq){sl->sess, &sl->next, 1, sl->logits, NULL, NULL};
+    *q = (candle_batch_seq){NULL, &sl->next, 1, sl->logits, s->pool, &sl->kv};
     sl->step_n = 1;
     sl->step_prefill = false;
     return true;
@@ -355,13 +341,16 @@ static void step_all(srv_sched *s) {
     for (int i = 0; i < nb; i++) {
         srv_slot *sl = s->seq_slot[i];
         const candle_batch_seq *q = &s->seqs[i];
-        if (alone && candle_session_eval(sl->sess, q->tokens, q->n, q->logits, false)) {
-            slot_fail(s, sl, "evaluation", candle_session_errmsg(sl->sess));
+        if (alone && candle_batch_eval(s->batch, q, 1)) {
+            slot_fail(s, sl, "evaluation", candle_batch_errmsg(s->batch));
             continue;
         }
-        memcpy(sl->toks + sl->n_toks, s->seqs[i].tokens, (size_t)sl->step_n * sizeof *sl->toks);
         sl->n_toks += sl->step_n;
-        if (sl->step_prefill) sl->n_prefilled += sl->step_n;
+        if (sl->step_prefill) {
+            sl->n_prefilled += sl->step_n;
+            if (sl->n_prefilled == sl->req->n_prompt)
+                candle_kv_seq_publish(s->pool, &sl->kv, sl->req->prompt, sl->req->n_prompt);
+        }
     }
 }
 
@@ -373,7 +362,8 @@ static void publish(srv_sched *s) {
     pthread_mutex_lock(&m->mu);
     m->queue_depth = s->q_len;
     m->active = s->n_active;
-    m->blocks_used = s->blocks_used;
+    m->blocks_used = candle_kv_pool_n_used(s->pool);
+    m->blocks_reserved = s->blocks_used;
     m->blocks_total = s->blocks_total;
     pthread_mutex_unlock(&m->mu);
 }
@@ -391,15 +381,14 @@ static void admit(srv_sched *s) {
         }
         int64_t need = blocks_for(req_positions(s, r));
         if (s->n_active >= s->p.n_slots || s->blocks_used + need > s->blocks_total) break;
-        int64_t keep = 0;
-        srv_slot *sl = pick_slot(s, r, &keep);
+        srv_slot *sl = free_slot(s);
         s->q_head = (s->q_head + 1) % s->p.queue_cap;
         s->q_len--;
         s->n_active++;
         s->blocks_used += need;
         sl->blocks = need;
         pthread_mutex_unlock(&s->mu);
-        slot_start(s, sl, r, keep);
+        slot_start(s, sl, r);
         pthread_mutex_lock(&s->mu);
     }
     publish(s);
@@ -502,14 +491,14 @@ void srv_sched_drain(srv_sched *s, double grace) {
 static void sched_free(srv_sched *s) {
     for (int i = 0; s->slots && i < s->p.n_slots; i++) {
         srv_slot *sl = &s->slots[i];
-        candle_session_free(sl->sess);
+        candle_kv_seq_free(s->pool, &sl->kv);
         candle_sampler_free(sl->smp);
-        free(sl->toks);
         free(sl->logits);
         free(sl->pend);
         free(sl->piece);
     }
     candle_batch_free(s->batch);
+    candle_kv_pool_free(s->pool);
     free(s->seqs);
     free(s->seq_slot);
     free(s->slots);
@@ -544,8 +533,7 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->metrics = metrics;
     const candle_model_config *c = candle_model_get_config(m);
     s->n_vocab = c->n_vocab;
-    /* f32 keys and values for every layer */
-    int64_t block_bytes = SRV_BLOCK * 2 * c->n_layer * c->n_head_kv * c->head_dim * 4;
+    int64_t block_bytes = (int64_t)candle_kv_pool_block_bytes(m);
     s->blocks_total = (int64_t)p->n_slots * blocks_for(p->n_ctx);
     if (p->kv_mem > 0 && p->kv_mem / block_bytes < s->blocks_total)
         s->blocks_total = p->kv_mem / block_bytes;
@@ -554,20 +542,16 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->seqs = calloc((size_t)p->n_slots, sizeof *s->seqs);
     s->seq_slot = calloc((size_t)p->n_slots, sizeof *s->seq_slot);
     candle_status st = s->slots && s->queue && s->seqs && s->seq_slot ? CANDLE_OK : CANDLE_ERR_OOM;
+    if (!st && s->blocks_total < 1) st = CANDLE_ERR_INVALID_ARG; /* serve.c checks first */
     if (!st) st = candle_batch_init(&s->batch, m, p->n_threads);
+    if (!st) st = candle_kv_pool_init(&s->pool, m, s->blocks_total);
     size_t piece_cap = candle_tokenizer_detok_bufsize(tok);
-    candle_session_params sp = candle_session_default_params();
-    sp.n_ctx = p->n_ctx;
-    sp.n_threads = p->n_threads;
     for (int i = 0; !st && i < p->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
-        st = candle_session_init(&sl->sess, m, &sp);
-        if (st) break;
-        sl->toks = malloc((size_t)p->n_ctx * sizeof *sl->toks);
         sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
         sl->piece = malloc(piece_cap);
         sl->piece_cap = piece_cap;
-        if (!sl->toks || !sl->logits || !sl->piece) st = CANDLE_ERR_OOM;
+        if (!sl->logits || !sl->piece) st = CANDLE_ERR_OOM;
     }
     if (!st && pthread_create(&s->thread, NULL, sched_main, s)) st = CANDLE_ERR_OOM;
     if (st) {

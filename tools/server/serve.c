@@ -8,6 +8,7 @@
 
 #include "../cli/args.h"
 #include "../cli/cli.h"
+#include "candle/kv_pool.h"
 #include "server.h"
 
 static const char usage[] =
@@ -144,6 +145,13 @@ int cmd_serve(int argc, char **argv) {
         const candle_model_config *mc = candle_model_get_config(c->model);
         int64_t n_ctx = a.n_ctx < mc->n_ctx_train ? a.n_ctx : mc->n_ctx_train;
         c->cfg.max_tokens_limit = n_ctx;
+        size_t bb = candle_kv_pool_block_bytes(c->model);
+        if (a.kv_mem > 0 && (size_t)a.kv_mem < bb) {
+            fprintf(stderr, "candle serve: --kv-mem %lld is less than one KV block (%zu bytes)\n",
+                    (long long)a.kv_mem, bb);
+            r = 2;
+            goto done;
+        }
         srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem,
                                .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
                                .n_threads = a.n_threads};
@@ -166,6 +174,7 @@ int cmd_serve(int argc, char **argv) {
             srv_sched_drain(c->sched, 10.0);
         }
     }
+done:
     /* The scheduler fails what is left, so handlers blocked on a request
      * return and the daemon's connection threads can be joined. */
     srv_sched_stop(c->sched);

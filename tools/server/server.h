@@ -64,7 +64,7 @@ typedef struct srv_metrics {
     uint64_t prompt_tokens, gen_tokens, cached_tokens;
     srv_hist ttft, itl, e2e;
     /* gauges, set by the scheduler */
-    int64_t queue_depth, active, blocks_used, blocks_total;
+    int64_t queue_depth, active, blocks_used, blocks_reserved, blocks_total;
 } srv_metrics;
 
 enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_OTHER,
