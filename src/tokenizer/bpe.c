@@ -32,7 +32,7 @@ static void work_free(bpe_work *w) {
     free(w->offs);
     free(w->pieces);
     free(w->next);
-    free(w->stack.v);
+    tok_regex_stack_free(&w->stack);
     free(w->word);
     free(w->key);
     free(w->sym);
@@ -56,6 +56,7 @@ static bool split_pieces(bpe_work *w, const tok_regex *re) {
     int64_t nn = 0;
     for (int64_t k = 0; k < w->n_pieces; k++) {
         int64_t s = w->pieces[k].start, e = w->pieces[k].end, gap = s;
+        tok_regex_begin(&w->stack);
         for (int64_t pos = s; pos < e;) {
             int64_t end = tok_regex_match_at(re, w->cps + s, e - s, pos - s, &w->stack);
             if (end == -2) return false;

@@ -19,11 +19,23 @@ typedef struct tok_regex tok_regex;
 candle_status tok_regex_compile(const char *pattern, tok_regex **out);
 void tok_regex_free(tok_regex *re);
 
-/* Backtracking state reused across matches (grows as needed). */
+/* Backtracking state reused across matches (grows as needed). When the
+ * matches tried on one text take too many steps (a greedy run that keeps
+ * failing at its end, as \s+$ on a long run of spaces), a bitmap of the
+ * (position, instruction) states already explored is switched on, bounding
+ * the work by their number, as in RE2's BitState. */
 typedef struct tok_regex_stack {
     int64_t *v;
     int64_t n, cap;
+    const void *memo_re, *memo_text; /* what the steps and memo are for */
+    int64_t memo_len, steps;
+    uint64_t *memo;                  /* NULL until switched on */
 } tok_regex_stack;
+
+void tok_regex_stack_free(tok_regex_stack *st);
+/* Before matching a new text (the memo belongs to one text and regex; it
+ * is also dropped when either's address or the length changes). */
+void tok_regex_begin(tok_regex_stack *st);
 
 /* End of the match that starts exactly at cps[pos] within cps[0..n), or -1
  * if none (or -2 if memory ran out). */

@@ -552,10 +552,65 @@ static bool push(tok_regex_stack *st, int64_t pc, int64_t pos) {
     return true;
 }
 
+/* Past this many steps per character on one text the memo is used; it is
+ * skipped when its bitmap would exceed MEMO_MAX_BITS. */
+#define MEMO_STEPS_PER_CHAR 64
+#define MEMO_MAX_BITS ((int64_t)1 << 27)
+
+void tok_regex_stack_free(tok_regex_stack *st) {
+    free(st->v);
+    free(st->memo);
+    memset(st, 0, sizeof *st);
+}
+
+void tok_regex_begin(tok_regex_stack *st) {
+    free(st->memo);
+    st->memo = NULL;
+    st->memo_re = st->memo_text = NULL;
+    st->steps = 0;
+}
+
+/* Resets the step count (and memo) when the text or regex changes. */
+static void memo_track(const tok_regex *re, const uint32_t *cps, int64_t n, tok_regex_stack *st) {
+    if (st->memo_re == re && st->memo_text == cps && st->memo_len == n) return;
+    free(st->memo);
+    st->memo = NULL;
+    st->memo_re = re;
+    st->memo_text = cps;
+    st->memo_len = n;
+    st->steps = 0;
+}
+
+static void memo_maybe_start(const tok_regex *re, int64_t n, tok_regex_stack *st) {
+    int64_t bits = (n + 1) * re->n_prog;
+    if (st->memo || st->steps < MEMO_STEPS_PER_CHAR * (n + 16) || bits > MEMO_MAX_BITS) return;
+    st->memo = calloc((size_t)(bits / 64 + 1), sizeof(uint64_t)); /* NULL: carry on without */
+}
+
+/* The states of a successful match may lead to MATCH again: forget the
+ * positions it covered (the next try starts at its end). */
+static void memo_forget(const tok_regex *re, tok_regex_stack *st, int64_t from, int64_t to) {
+    if (!st->memo) return;
+    int64_t w0 = from * re->n_prog / 64, w1 = ((to + 1) * re->n_prog) / 64;
+    memset(st->memo + w0, 0, (size_t)(w1 - w0 + 1) * sizeof(uint64_t));
+}
+
+/* main: the top-level run, whose states may be memoised; a lookahead's
+ * sub-run succeeds or fails by itself, so its states are not. */
 static int64_t run(const tok_regex *re, int64_t pc, const uint32_t *cps, int64_t n, int64_t pos,
-                   tok_regex_stack *st) {
+                   tok_regex_stack *st, bool main) {
     const int64_t base = st->n;
     for (;;) {
+        if (main) {
+            if (st->memo) {
+                uint64_t idx = (uint64_t)pos * (uint64_t)re->n_prog + (uint64_t)pc;
+                uint64_t bit = (uint64_t)1 << (idx & 63);
+                if (st->memo[idx >> 6] & bit) goto fail; /* explored: it failed */
+                st->memo[idx >> 6] |= bit;
+            } else if (++st->steps >= MEMO_STEPS_PER_CHAR * (n + 16)) {
+                memo_maybe_start(re, n, st);
+            }
+        }
         const insn *in = &re->prog[pc];
         bool ok;
         switch (in->op) {
@@ -576,7 +631,7 @@ static int64_t run(const tok_regex *re, int64_t pc, const uint32_t *cps, int64_t
             continue;
         case I_JMP: pc = in->x; continue;
         case I_LOOK: {
-            int64_t r = run(re, pc + 1, cps, n, pos, st);
+            int64_t r = run(re, pc + 1, cps, n, pos, st, false);
             if (r == -2) {
                 st->n = base;
                 return -2;
@@ -590,6 +645,7 @@ static int64_t run(const tok_regex *re, int64_t pc, const uint32_t *cps, int64_t
             return pos;
         }
         if (ok) continue;
+    fail:
         if (st->n == base) return -1;
         pos = st->v[--st->n];
         pc = st->v[--st->n];
@@ -598,5 +654,8 @@ static int64_t run(const tok_regex *re, int64_t pc, const uint32_t *cps, int64_t
 
 int64_t tok_regex_match_at(const tok_regex *re, const uint32_t *cps, int64_t n, int64_t pos,
                            tok_regex_stack *st) {
-    return run(re, 0, cps, n, pos, st);
+    memo_track(re, cps, n, st);
+    int64_t end = run(re, 0, cps, n, pos, st, true);
+    if (end >= 0) memo_forget(re, st, pos, end);
+    return end;
 }

@@ -395,6 +395,7 @@ static void check_regex(void) {
         CHECK_MSG(tok_regex_compile(c->pattern, &re) == CANDLE_OK, "%s: %s", c->pattern, candle_last_errmsg());
         if (!re) continue;
         int64_t n = to_cps(c->text, cps);
+        tok_regex_begin(&st);
         int64_t got = tok_regex_match_at(re, cps, n, 0, &st);
         CHECK_MSG(got == c->want, "/%s/ on '%s': %lld, want %lld", c->pattern, c->text, (long long)got,
                   (long long)c->want);
@@ -405,7 +406,31 @@ static void check_regex(void) {
         CHECK(tok_regex_compile(re_errs[i].pattern, &re) == CANDLE_ERR_INVALID_ARG && re == NULL);
         CHECK_CONTAINS(candle_last_errmsg(), re_errs[i].msg);
     }
-    free(st.v);
+    tok_regex_stack_free(&st);
+}
+
+/* A greedy run that fails at its end from every start (\s+$ on spaces
+ * before a digit) switches the memo on; the answers stay the same. */
+static void check_regex_memo(void) {
+    enum { RUN = 6000 };
+    uint32_t *cps = malloc((RUN + 3) * sizeof *cps);
+    for (int i = 0; i < RUN; i++) cps[i] = i % 2 ? '\t' : ' ';
+    cps[RUN] = '5';
+    cps[RUN + 1] = cps[RUN + 2] = ' ';
+    tok_regex *re = NULL;
+    tok_regex_stack st = {0};
+    CHECK(tok_regex_compile("\\s+$", &re) == CANDLE_OK);
+    tok_regex_begin(&st);
+    int64_t first = -1, end = -1;
+    for (int64_t pos = 0; re && pos < RUN + 3 && first < 0; pos++)
+        if ((end = tok_regex_match_at(re, cps, RUN + 3, pos, &st)) >= 0) first = pos;
+    CHECK(st.memo != NULL);
+    CHECK(first == RUN + 1 && end == RUN + 3);
+    tok_regex_begin(&st); /* all whitespace: the match from 0 takes it all */
+    CHECK(re && tok_regex_match_at(re, cps, RUN, 0, &st) == RUN);
+    tok_regex_free(re);
+    tok_regex_stack_free(&st);
+    free(cps);
 }
 
 /* Splits text with a family's regexes the way the BPE encoder does:
@@ -425,6 +450,7 @@ static void split_family(const char *pre, const char *text, char *out) {
         for (int64_t k = 0; re && k + 1 < n_cuts; k++) {
             int64_t s = cuts[k], e = cuts[k + 1];
             next[nn++] = s;
+            tok_regex_begin(&st);
             for (int64_t pos = s; pos < e;) {
                 int64_t end = tok_regex_match_at(re, cps + s, e - s, pos - s, &st);
                 if (end <= pos - s) {
@@ -441,7 +467,7 @@ static void split_family(const char *pre, const char *text, char *out) {
         n_cuts = nn;
         tok_regex_free(re);
     }
-    free(st.v);
+    tok_regex_stack_free(&st);
     size_t o = 0;
     for (int64_t k = 0; k + 1 < n_cuts; k++) {
         if (k) out[o++] = '|';
@@ -554,6 +580,7 @@ int main(void) {
     check_smollm2();
     check_phi3_specials();
     check_regex();
+    check_regex_memo();
     check_splits();
     check_build_errors();
     return test_done("test_tokenizer");
