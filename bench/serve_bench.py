@@ -31,7 +31,8 @@ PROMPTS = ["Write a short story about a robot who learns to paint.",
 def one_request(url, prompt, max_tokens, key, chat):
     u = urllib.parse.urlparse(url)
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-    body = {"max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": True}
+    body = {"max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True}}
     if chat:
         body["messages"] = [{"role": "user", "content": prompt}]
         path = "/v1/chat/completions"
@@ -47,12 +48,14 @@ def one_request(url, prompt, max_tokens, key, chat):
     if r.status != 200:
         print(f"HTTP {r.status}: {r.read()[:200]!r}", file=sys.stderr)
         return None
-    times = []
+    times, usage = [], None
     for line in r:
         line = line.strip()
         if not line.startswith(b"data: ") or line == b"data: [DONE]":
             continue
         ev = json.loads(line[6:])
+        if ev.get("usage"):
+            usage = ev["usage"].get("completion_tokens")
         ch = ev.get("choices") or []
         if not ch:
             continue
@@ -60,10 +63,9 @@ def one_request(url, prompt, max_tokens, key, chat):
         if txt:
             times.append(time.perf_counter())
     c.close()
-    # Chunks may carry several tokens (a held-back stop prefix, a multi-token
-    # character): count tokens as the server reports nothing per chunk, so
-    # the chunk count is a lower bound and max_tokens (ignore_eos) the truth.
-    return t0, times
+    # Tokens: the server's usage count when it sends one (a chunk may carry
+    # several tokens, e.g. a multi-token character), else the text chunks.
+    return t0, times, usage if usage is not None else len(times)
 
 
 def pct(xs, p):
@@ -89,10 +91,11 @@ def run_level(url, level, rpc, max_tokens, key, chat):
         t.join()
     wall = time.perf_counter() - t0
     ok = [r for r in res if r and r[1]]
+    # a request that streamed no text (an immediate end of generation) did not fail
     ttft = [r[1][0] - r[0] for r in ok]
     itl = [b - a for r in ok for a, b in zip(r[1], r[1][1:])]
-    toks = len(ok) * max_tokens
-    return {"clients": level, "requests": len(res), "failed": len(res) - len(ok),
+    toks = sum(r[2] for r in ok)
+    return {"clients": level, "requests": len(res), "failed": sum(1 for r in res if r is None),
             "tokens": toks, "wall_s": round(wall, 2), "tok_per_s": round(toks / wall, 2),
             "ttft_p50_ms": round(1e3 * pct(ttft, 50), 1), "ttft_p99_ms": round(1e3 * pct(ttft, 99), 1),
             "itl_p50_ms": round(1e3 * pct(itl, 50), 1), "itl_p99_ms": round(1e3 * pct(itl, 99), 1)}

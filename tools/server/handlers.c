@@ -280,7 +280,7 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply
 
 /* --- generation ---------------------------------------------------------------- */
 
-static bool peer_gone(int fd) {
+bool srv_peer_gone(int fd) {
     if (fd < 0) return false;
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
@@ -300,7 +300,7 @@ static void wait_done(srv_req *r, int fd) {
             ts.tv_nsec -= 1000000000;
         }
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (!r->done && peer_gone(fd)) {
+        if (!r->done && srv_peer_gone(fd)) {
             atomic_store(&r->cancelled, true);
             break;
         }

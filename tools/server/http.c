@@ -22,6 +22,7 @@ typedef struct stream_state {
     srv_reply rp;
     size_t sent; /* bytes of the request's text already sent */
     bool first, finished;
+    int fd; /* the client socket, watched while no token comes */
     char *out; /* SSE bytes not yet handed to MHD */
     size_t out_len, out_pos;
 } stream_state;
@@ -98,7 +99,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;
-            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+            /* Queued or prefilling: no write would reveal a client that left. */
+            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) && srv_peer_gone(st->fd)) {
+                pthread_mutex_unlock(&r->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
         }
         size_t n = r->len - st->sent;
         char *text = malloc(n + 1);
@@ -126,6 +131,8 @@ static void stream_free(void *cls) {
     free(st);
 }
 
+static int client_fd(struct MHD_Connection *conn);
+
 static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, const char *url,
                                    srv_reply *rp) {
     stream_state *st = calloc(1, sizeof *st);
@@ -137,6 +144,7 @@ static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, cons
     st->c = c;
     st->rp = *rp;
     st->first = true;
+    st->fd = client_fd(conn);
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) {

@@ -139,6 +139,8 @@ typedef struct srv_reply {
 /* fd: the client socket, polled for a hang-up while waiting. */
 void srv_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
                 int fd, srv_reply *out);
+/* Has the client closed its socket? (never blocks) */
+bool srv_peer_gone(int fd);
 char *srv_error_json(int status, const char *msg, const char *param, const char *code);
 /* SSE text for new output of a stream: chunk events, and when final, the
  * closing chunk and [DONE]. malloc'ed. */
