@@ -9,11 +9,11 @@
  * level cache. 0 when the buffer cannot be allocated. */
 double bench_read_bandwidth(int n_threads);
 
-/* Single-precision FLOP/s of independent FMA chains (AVX2+FMA when the CPU has
- * them, else scalar fmaf). */
+/* Single-precision FLOP/s of independent FMA chains (cpu_probe_fma, in the
+ * instruction set the CPU backend chose). */
 double bench_fma_peak(int n_threads);
 
-/* The FMA path measured by bench_fma_peak: "avx2-fma" or "scalar". */
+/* The kernel table the probes ran with ("avx2", "scalar", ...). */
 const char *bench_fma_kind(void);
 
 #endif
