@@ -117,8 +117,10 @@ def start_server(a):
         if a.threads:
             cmd += ["-t", str(a.threads)]
     else:
+        # Its default cuts a running stream short when another request comes
+        # in; serve them in turn instead (it has no parallel decoding).
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", a.model, "--port", str(port),
-               "--n_ctx", str(a.ctx)]
+               "--n_ctx", str(a.ctx), "--interrupt_requests", "False"]
         if a.threads:
             cmd += ["--n_threads", str(a.threads)]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
