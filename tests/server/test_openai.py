@@ -278,12 +278,22 @@ def test_queue_full():
             {"prompt": "Once upon a time", "max_tokens": 100, "ignore_eos": True}).encode(),
             host=u.hostname, port=u.port, key=None)
         codes.append(st)
-    ts = [threading.Thread(target=run) for _ in range(6)]
+    ts = [threading.Thread(target=run) for _ in range(8)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     check(200 in codes and 429 in codes, f"queue full gives 429: {sorted(codes)}")
+    # --kv-mem 180K holds 9 blocks of 16 positions (stories260K: 20 KiB a block): two
+    # requests of 7 blocks cannot run together, so the second waited instead of failing
+    # (above: no 5xx), and one that could never fit is refused up front
+    check(all(c in (200, 429) for c in codes), f"kv-bound requests wait, not fail: {codes}")
+    m = raw("GET", "/metrics", host=u.hostname, port=u.port, key=None)[1].decode()
+    check("candle_kv_blocks_total 9" in m, "kv pool sized by --kv-mem")
+    st, e = error_of(*raw("POST", "/v1/completions", json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 200}).encode(), host=u.hostname, port=u.port,
+        key=None))
+    check(st == 400 and e and "KV cache blocks" in e["message"], f"never fits: {st} {e}")
 
 
 for t in (test_basic, test_chat, test_stream, test_concurrent, test_bad_inputs_under_load,
