@@ -11,6 +11,7 @@ a C test reads it with fscanf:
     tokens <id> <id> ...
     top <pos> <id>:<logit> ... (10 pairs)
     greedy <n> <id> <id> ...
+    margins <top-1 minus top-2 logit at each greedy step>
     text <greedy continuation as a JSON string>
 
 With --dequantize, llama.cpp runs an F32 copy of the model (every weight
@@ -119,9 +120,12 @@ def main():
                 top = np.argsort(-row, kind="stable")[:TOP_K]
                 f.write("top %d %s\n" % (i, " ".join("%d:%.6f" % (t, row[t]) for t in top)))
             greedy = []
+            margins = []
             last = scores[-1]
             for _ in range(args.n_greedy):
                 t = int(np.argmax(last))
+                top2 = np.sort(last)[-2:]
+                margins.append(float(top2[1] - top2[0]))
                 greedy.append(t)
                 if llm.token_eos() == t:
                     break
@@ -129,6 +133,7 @@ def main():
                 last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
             text = llm.detokenize(greedy).decode("utf-8", errors="replace")
             f.write("greedy %d %s\n" % (len(greedy), " ".join(str(t) for t in greedy)))
+            f.write("margins %s\n" % " ".join("%.4f" % m for m in margins))
             f.write("text %s\n" % json.dumps(text))
             print("%s: %r -> %r" % (args.out, p, text), file=sys.stderr)
 

@@ -17,6 +17,8 @@ typedef struct golden_prompt {
     float top_logit[GOLDEN_MAX_TOK][GOLDEN_TOPK];
     int n_greedy;
     int32_t greedy[GOLDEN_MAX_TOK];
+    bool has_margins;
+    float margin[GOLDEN_MAX_TOK]; /* llama.cpp's top-1 minus top-2 at each greedy step */
 } golden_prompt;
 
 /* Reads up to max prompts; returns the count (0 on a read error). */
@@ -48,6 +50,10 @@ static int golden_read(const char *path, golden_prompt *g, int max) {
         } else if (p && !strncmp(line, "greedy ", 7)) {
             p->n_greedy = (int)strtol(s + 7, &s, 10);
             for (int i = 0; i < p->n_greedy && i < GOLDEN_MAX_TOK; i++) p->greedy[i] = (int32_t)strtol(s, &s, 10);
+        } else if (p && !strncmp(line, "margins ", 8)) {
+            s += 8;
+            p->has_margins = true;
+            for (int i = 0; i < p->n_greedy && i < GOLDEN_MAX_TOK; i++) p->margin[i] = strtof(s, &s);
         }
     }
     fclose(f);
@@ -63,8 +69,10 @@ static int32_t argmax_f(const float *x, int64_t n) {
 
 /* Prompt logits against the golden top-10 (each within tol; the top-1 id the
  * same unless llama.cpp's top two are closer than tol), then the first
- * n_greedy tokens of the greedy continuation, token by token. Returns the
- * largest logit difference. */
+ * n_greedy tokens of the greedy continuation, token by token. When the
+ * golden file has the greedy margins, the comparison stops at the first step
+ * whose top two are closer than tol: past a near-tie the continuations may
+ * rightly part. Returns the largest logit difference. */
 static double check_golden(candle_session *s, int64_t n_vocab, const golden_prompt *p,
                            double tol, int n_greedy) {
     float *all = malloc((size_t)(p->n * n_vocab) * sizeof *all);
@@ -89,13 +97,17 @@ static double check_golden(candle_session *s, int64_t n_vocab, const golden_prom
     memcpy(logits, last, (size_t)n_vocab * sizeof *logits);
     int same = 0;
     if (n_greedy > p->n_greedy) n_greedy = p->n_greedy;
+    for (int i = 0; p->has_margins && i < n_greedy; i++)
+        if (p->margin[i] < tol) n_greedy = i;
+    printf("  %d-token prompt: comparing %d greedy tokens\n", p->n, n_greedy);
     for (int i = 0; i < n_greedy; i++) {
         int32_t t = argmax_f(logits, n_vocab);
         if (t != p->greedy[i]) break;
         same++;
         if (i + 1 < n_greedy && candle_session_eval(s, &t, 1, logits, false)) break;
     }
-    CHECK_MSG(same == n_greedy, "greedy continuation diverges at token %d of %d", same, n_greedy);
+    CHECK_MSG(same == n_greedy, "greedy continuation of a %d-token prompt diverges at token %d of %d",
+              p->n, same, n_greedy);
     free(logits);
     free(all);
     return worst;
