@@ -142,7 +142,16 @@ static candle_tensor *paged_update(bstep *st, const candle_batch_seq *sq, candle
         if (!last) return NULL;
         t += len;
     }
-    int64_t total = ps->pos + sq->n;
+    int64_t total = ps->pos + sq->n, nb = (total + CANDLE_KV_BLOCK - 1) / CANDLE_KV_BLOCK;
+    bool run = true; /* blocks b, b+1, ...: the rows are one slice of the pool */
+    for (int64_t i = 1; run && i < nb; i++) run = ps->blocks[i] == ps->blocks[0] + i;
+    if (run) {
+        candle_tensor *all =
+            candle_narrow(ctx, pool, 0, (int64_t)ps->blocks[0] * CANDLE_KV_BLOCK, total);
+        /* the dependency goes on the final view: views of views lose it */
+        all = candle_unsqueeze(ctx, candle_transpose(ctx, all, 0, 1), 0);
+        return nn_add_dependency(ctx, all, last) ? all : NULL;
+    }
     int32_t *rows = malloc((size_t)total * sizeof *rows);
     if (!rows) {
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table rows");

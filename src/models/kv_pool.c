@@ -201,7 +201,14 @@ candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t
         return candle_set_error(NULL, CANDLE_ERR_OOM, "kv pool: %lld blocks needed, %lld free",
                                 (long long)need, (long long)(p->n_blocks - p->n_used));
     for (int64_t i = 0; i < need; i++) {
-        int32_t b = p->head; /* oldest free: the least recently used cached prefix */
+        /* The block after the sequence's last one when it is free, so that
+         * tables tend to be runs that attention reads in place; else the
+         * oldest free block (the least recently used cached prefix). */
+        int32_t b = p->head;
+        if (s->n_blocks > 0) {
+            int32_t after = s->blocks[s->n_blocks - 1] + 1;
+            if (after < p->n_blocks && p->in_free[after]) b = after;
+        }
         p->hash[b] = 0;      /* about to be overwritten: no longer shareable */
         ref(p, b);
         s->blocks[s->n_blocks++] = b;

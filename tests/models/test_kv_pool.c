@@ -73,7 +73,9 @@ int main(void) {
     CHECK(candle_kv_pool_n_used(pool) == 3); /* 40 positions */
     candle_kv_seq_publish(pool, &sa, a, 35);
 
-    /* d shares a's two full blocks (32 positions), evaluates the rest */
+    /* d shares a's two full blocks (32 positions), evaluates the rest. a's
+     * table is blocks 0,1,2 (one run: read in place); d's is 0,1,3 (gathered
+     * through the table): both read paths are compared. */
     int64_t shared = candle_kv_seq_share_prefix(pool, &sd, d, NT);
     CHECK_MSG(shared == 32, "shared %lld", (long long)shared);
     CHECK(candle_kv_pool_n_used(pool) == 3);
