@@ -3,15 +3,15 @@
  * layers past their 512-token window. Both sides round activations to 8 bits
  * for the quantized matmuls, so logits agree within 1.5 (measured up to 1.2
  * on logits near 35), the top-1 token wherever llama.cpp's top two are
- * further apart, and the first 4 greedy tokens (the fifth of prompt 0 is a
- * near-tie that builds and thread counts flip). The exact comparison is
+ * further apart, and the greedy continuation up to llama.cpp's first step
+ * whose top two are closer than that. The exact comparison is
  * test_gemma3; windows are checked exactly on the tiny models. */
 #include "pkg_model.h"
 
 int main(void) {
     candle_model *m = pkg_model_load("test_gemma3_fast", "gemma3", "gemma-3-270m-q4_k_m.gguf");
     if (!m) return test_done("test_gemma3_fast");
-    pkg_model_check(m, "tests/data/golden/gemma3-270m.txt", 1.5, UNDER_SANITIZER ? 1 : 3, 4, 1024);
+    pkg_model_check(m, "tests/data/golden/gemma3-270m.txt", 1.5, UNDER_SANITIZER ? 1 : 3, 8, 1024);
     candle_model_free(m);
     return test_done("test_gemma3_fast");
 }
