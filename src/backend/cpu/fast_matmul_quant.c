@@ -7,6 +7,7 @@
  * threads split N; for each block of weight rows (kept in L1/L2) every
  * activation row is dotted with them through the weight type's vec_dot. The
  * block formats and dot products come from the dtype traits table. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fast-impl.h"
@@ -14,9 +15,19 @@
 /* Weight rows per block in phase 2. */
 #define QBLOCK_ROWS 16
 
+int64_t cpu_qmm_max_m(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *e = getenv("CANDLE_QMM_MAX_M");
+        v = e ? atoll(e) : 4;
+    }
+    return v;
+}
+
 static bool match_quant(const candle_tensor *dst) {
     mm_geom g;
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
+    if (g.M > cpu_qmm_max_m()) return false;
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
     const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
     if (!bt->is_quantized || !bt->vec_dot || a->dtype != CANDLE_DTYPE_F32) return false;
