@@ -1,6 +1,7 @@
 # Convenience front end to CMake.
 #   make            Release build into build/ (CLI at build/bin/candle)
-#   make test       fuzz the parsers briefly, build and run every test, then again
+#   make test       fuzz the parsers briefly, build and run every test, the thread
+#                   tests under TSan, then every test again
 #                   under ASan + UBSan (ctest's summary stays the last output)
 #   make run        fetch the default model and generate text
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
@@ -20,7 +21,7 @@ build: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build build -j $(JOBS)
 
-test: fuzz test-plain test-asan
+test: fuzz test-plain test-tsan test-asan
 
 test-plain: build
 	cd build && ctest --output-on-failure -j $(JOBS)
