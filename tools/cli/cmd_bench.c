@@ -418,6 +418,7 @@ static void usage(FILE *f) {
                "         f32 GEMM and matrix-vector products vs OpenBLAS, 1 and N threads\n"
                "         (N defaults to the physical cores), with measured FMA peak and\n"
                "         read bandwidth; --quick runs the small shapes only\n"
+               "       candle bench quant [--json] [-t N] [--quick]   quantized products\n"
                "       candle bench -m MODEL ...   model throughput\n");
 }
 
@@ -427,5 +428,6 @@ int cmd_bench(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "quant")) return cmd_bench_quant(argc - 1, argv + 1);
     return cmd_bench_model(argc, argv); /* model throughput: cmd_bench_model.c */
 }
