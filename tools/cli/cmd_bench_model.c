@@ -94,10 +94,16 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-p")) ok = parse_i64(v, 0, &o->n_prompt);
         else if (!strcmp(a, "-n")) ok = parse_i64(v, 0, &o->n_gen);
         else if (!strcmp(a, "--latency")) ok = parse_i64(v, 0, &o->n_lat);
-        else if (!strcmp(a, "-r")) ok = parse_i64(v, 1, &x) && x <= 1000, o->reps = (int)x;
-        else if (!strcmp(a, "-t")) ok = parse_i64(v, 1, &x) && x <= 256, o->n_threads = (int)x;
-        else if (!strcmp(a, "-mmp")) ok = parse_i64(v, 0, &x) && x <= 1, o->no_mmap = x == 0;
-        else if (!strcmp(a, "-o")) {
+        else if (!strcmp(a, "-r")) {
+            ok = parse_i64(v, 1, &x) && x <= 1000;
+            o->reps = (int)x;
+        } else if (!strcmp(a, "-t")) {
+            ok = parse_i64(v, 1, &x) && x <= 256;
+            o->n_threads = (int)x;
+        } else if (!strcmp(a, "-mmp")) {
+            ok = parse_i64(v, 0, &x) && x <= 1;
+            o->no_mmap = x == 0;
+        } else if (!strcmp(a, "-o")) {
             ok = !strcmp(v, "md") || !strcmp(v, "json");
             o->json = !strcmp(v, "json");
         } else {
