@@ -17,7 +17,7 @@
 #include "bench_roofline.h"
 #include "cli.h"
 
-#define MAX_COPIES 16
+#define MAX_COPIES 64
 #define TARGET_PCT 80.0 /* matvec at 2 threads vs read bandwidth (the goal) */
 
 static const candle_dtype TYPES[] = {
