@@ -4,6 +4,7 @@
  * threads (with every op split across the threads, however small). Each case
  * also checks that the fast kernel, not the reference, computed it. */
 #include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
 
 static candle_ctx *ctx_threads(int n) {
@@ -162,7 +163,7 @@ static void check_quant(candle_ctx *ctx, candle_dtype wdt, int64_t M, int64_t N,
     candle_tensor *w = mt_input(ctx, wdt, 2, ws, MT_CONTIG, (uint64_t)(M * 31 + N), -1, 1);
     candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, 2, xs, lx, (uint64_t)(K + 5), -1, 1);
     candle_tensor *y = candle_matmul(ctx, x, candle_transpose(ctx, w, 0, 1));
-    if (M > 4) {
+    if (M > cpu_qmm_max_m(wdt)) {
         /* prefill: weights dequantized into the f32 GEMM, exact up to f32 sums */
         CHECK_MSG(y && cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s [%s]: dequantizing GEMM not chosen (%s)",
                   what, g_cfg, candle_errmsg(ctx));

@@ -11,10 +11,10 @@ typedef struct mm_geom {
 
 /* False unless dst is a contiguous f32 matmul node with consistent shapes. */
 bool cpu_mm_geom(const candle_tensor *dst, mm_geom *g);
-/* Products with a block-quantized weight and at most this many activation
- * rows use the integer dot products (fast_matmul_quant.c); more rows are
- * dequantized into the f32 GEMM (fast_matmul.c). */
-int64_t cpu_qmm_max_m(void);
+/* Products with a block-quantized weight of dtype t and at most this many
+ * activation rows use the integer dot products (fast_matmul_quant.c); more
+ * rows are dequantized into the f32 GEMM (fast_matmul.c). */
+int64_t cpu_qmm_max_m(candle_dtype t);
 /* Byte offsets of batch bi (row-major over dst's batch dims) in a and b;
  * size-1 or missing batch dims broadcast. */
 void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob);

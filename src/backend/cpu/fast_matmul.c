@@ -82,7 +82,7 @@ static bool mv_path(const candle_tensor *dst, const mm_geom *g) {
 static bool quant_gemm(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *b = dst->src[1];
     const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
-    return bt->is_quantized && bt->to_f32 && g->M > cpu_qmm_max_m() && GEMM_KC % bt->block_size == 0 &&
+    return bt->is_quantized && bt->to_f32 && g->M > cpu_qmm_max_m(b->dtype) && GEMM_KC % bt->block_size == 0 &&
            g->K % bt->block_size == 0 && b->stride[b->rank - 2] == (int64_t)bt->type_size;
 }
 

@@ -4,31 +4,40 @@
  *
  * Phase 1: the M activation rows of every batch are quantized once to the
  * weight type's vec_dot_type (threads split the rows). Barrier. Phase 2:
- * threads split N; for each block of weight rows (kept in L1/L2) every
- * activation row is dotted with them through the weight type's vec_dot. The
- * block formats and dot products come from the dtype traits table. */
+ * threads split N; each block of weight rows is multiplied with all the
+ * activation rows by candle_qgemm_rows (src/quant/qgemm.c: packed multi-row
+ * integer kernels where the type has them, else one traits vec_dot per
+ * output). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fast-impl.h"
+#include "quant/qgemm-impl.h"
 
 /* Weight rows per block in phase 2. */
 #define QBLOCK_ROWS 16
 
-int64_t cpu_qmm_max_m(void) {
-    static int64_t v = -1;
-    if (v < 0) {
+/* Activation rows up to which the integer path beats dequantizing the
+ * weight into the f32 GEMM: with a multi-row kernel (measured on
+ * SmolLM2-135M q4_1/q8_0, 2 threads), and with one vec_dot per output. */
+#define QMM_MAX_M_TILE 256
+#define QMM_MAX_M_DOT 4
+
+int64_t cpu_qmm_max_m(candle_dtype t) {
+    static int64_t env = -2;
+    if (env == -2) {
         const char *e = getenv("CANDLE_QMM_MAX_M");
-        v = e ? atoll(e) : 4;
+        env = e && *e ? atoll(e) : -1;
     }
-    return v;
+    if (env >= 0) return env;
+    return candle_qgemm_has_fast(t) ? QMM_MAX_M_TILE : QMM_MAX_M_DOT;
 }
 
 static bool match_quant(const candle_tensor *dst) {
     mm_geom g;
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
-    if (g.M > cpu_qmm_max_m()) return false;
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    if (g.M > cpu_qmm_max_m(b->dtype)) return false;
     const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
     if (!bt->is_quantized || !bt->vec_dot || a->dtype != CANDLE_DTYPE_F32) return false;
     const candle_dtype_traits *vt = candle_dtype_info(bt->vec_dot_type);
@@ -42,7 +51,12 @@ static size_t xq_row_bytes(const candle_tensor *dst, int64_t K) {
     return (candle_dtype_row_size(vdt, K) + 63) & ~(size_t)63;
 }
 
-static size_t tmp_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
+/* Per thread: the f32 copy of a strided activation row (phase 0), then the
+ * packed weight panel of candle_qgemm_rows (phase 1). */
+static size_t tmp_bytes(const candle_tensor *dst, int64_t K) {
+    size_t f = (size_t)K * sizeof(float), q = candle_qgemm_scratch_bytes(dst->src[1]->dtype, K);
+    return ((f > q ? f : q) + 63) & ~(size_t)63;
+}
 
 static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g;
@@ -51,7 +65,7 @@ static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     p->nth = cpu_tasks_for(work, 1e5, n_threads, 4);
     p->n_phases = 2; /* quantize the activations, then the dot products */
     /* per-thread f32 row buffers first, then the shared quantized rows */
-    p->wsize = 64 + (size_t)n_threads * tmp_bytes(g.K) +
+    p->wsize = 64 + (size_t)n_threads * tmp_bytes(dst, g.K) +
                (size_t)(g.n_batch * g.M) * xq_row_bytes(dst, g.K);
 }
 
@@ -79,11 +93,10 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
     const candle_tensor *b = dst->src[1];
-    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
-    size_t xrow = xq_row_bytes(dst, g.K);
-    float *tmp = cpu_thread_scratch(t, tmp_bytes(g.K));
+    size_t xrow = xq_row_bytes(dst, g.K), tb = tmp_bytes(dst, g.K);
+    float *tmp = cpu_thread_scratch(t, tb);
     /* the quantized rows follow the per-thread buffers */
-    char *xq = (char *)tmp + (size_t)(t->n_threads - t->tid) * tmp_bytes(g.K);
+    char *xq = (char *)tmp + (size_t)(t->n_threads - t->tid) * tb;
     if (t->phase == 0) {
         int64_t r0, r1;
         cpu_split(g.n_batch * g.M, 1, t->ith, t->nth, &r0, &r1);
@@ -99,17 +112,15 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
         float *pc = (float *)tensor_ptr(dst) + bi * g.M * g.N;
         for (int64_t nb = n0; nb < n1; nb += QBLOCK_ROWS) {
             int64_t ne = n1 - nb < QBLOCK_ROWS ? n1 : nb + QBLOCK_ROWS;
-            for (int64_t m = 0; m < g.M; m++) {
-                const char *x = xq + (size_t)(bi * g.M + m) * xrow;
-                for (int64_t n = nb; n < ne; n++) bt->vec_dot(g.K, pc + m * g.N + n, pb + n * sbn, x);
-            }
+            candle_qgemm_rows(b->dtype, g.K, g.M, ne - nb, pb + nb * sbn, (size_t)sbn,
+                              xq + (size_t)(bi * g.M) * xrow, xrow, pc + nb, g.N, tmp);
         }
     }
     return CANDLE_OK;
 }
 
 const cpu_fast_kernel cpu_fast_matmul_quant = {
-    .name = "matmul quantized weight, M <= 4 (activations quantized once, vec_dot per output)",
+    .name = "matmul quantized weight, small M (activations quantized once, multi-row integer kernels)",
     .match = match_quant,
     .plan = plan_quant,
     .run = run_quant,

@@ -1,0 +1,39 @@
+/* Internal: quantized weight rows times many quantized activation rows.
+ *
+ * candle_qgemm_rows computes c[m * ldc + n] = vec_dot(K, weight row n,
+ * activation row m) for m < M, n < N: weight rows at w + n * ws in the weight
+ * dtype, activation rows at x + m * xs in its vec_dot_type, K a multiple of
+ * both block sizes. Types with a multi-row kernel (AVX2: q4_0, q4_1, q8_0)
+ * repack CANDLE_QGEMM_NR weight rows at a time into scratch, interleaved so
+ * one integer multiply-add serves all of them, and reuse each packed panel
+ * for all M activation rows; the others (and the scalar build) run one
+ * traits vec_dot per output. Results equal the per-output vec_dot up to the
+ * order of the float sums of block scales (the integer block sums are exact). */
+#ifndef CANDLE_QGEMM_IMPL_H
+#define CANDLE_QGEMM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "candle/dtype.h"
+
+#define CANDLE_QGEMM_NR 8 /* weight rows per packed panel */
+
+/* True when t has a multi-row kernel on this CPU. */
+int candle_qgemm_has_fast(candle_dtype t);
+/* Scratch bytes candle_qgemm_rows needs for dtype t and K (0 for the
+ * per-output path). */
+size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K);
+/* scratch: candle_qgemm_scratch_bytes(t, K) bytes, 32-byte aligned. */
+void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                       const void *x, size_t xs, float *c, int64_t ldc, void *scratch);
+
+#if defined(__x86_64__) || defined(_M_X64)
+/* Pack nn <= CANDLE_QGEMM_NR weight rows (missing rows as zeros) into p, then
+ * multiply the panel with one activation row: out[j] for j < nn. */
+size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
+void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
+void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out);
+#endif
+
+#endif

@@ -1,0 +1,50 @@
+/* The quantized multi-row product: packed panels where the type has a
+ * multi-row kernel, else one traits vec_dot per output (the exact
+ * single-row path). */
+#include "qgemm-impl.h"
+
+#include "quant-impl.h"
+
+int candle_qgemm_has_fast(candle_dtype t) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!candle_quant_uses_avx2()) return 0;
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0;
+#else
+    (void)t;
+    return 0;
+#endif
+}
+
+size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (candle_qgemm_has_fast(t)) return candle_qgemm_panel_bytes_avx2(t, K);
+#endif
+    (void)t;
+    (void)K;
+    return 0;
+}
+
+static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,
+                       const char *x, size_t xs, float *c, int64_t ldc) {
+    candle_vec_dot_fn dot = candle_dtype_info(t)->vec_dot;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) dot(K, c + m * ldc + n, w + (size_t)n * ws, x + (size_t)m * xs);
+}
+
+void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                       const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    /* packing costs about one row's dots: a single row keeps the plain dots */
+    if (M > 1 && candle_qgemm_has_fast(t)) {
+        for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
+            int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
+            candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);
+            for (int64_t m = 0; m < M; m++)
+                candle_qgemm_panel_avx2(t, K, nn, scratch, (const char *)x + (size_t)m * xs, c + m * ldc + n);
+        }
+        return;
+    }
+#endif
+    (void)scratch;
+    nested_dot(t, K, M, N, w, ws, x, xs, c, ldc);
+}
