@@ -24,6 +24,11 @@ size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
     return 0;
 }
 
+/* Packing a panel costs about one activation row's dots (more for q8_0,
+ * whose panel keeps |w| and w): fewer rows than this keep the plain dots
+ * (measured against the AVX2 vec_dot, one thread, K 576). */
+static int64_t min_rows(candle_dtype t) { return t == CANDLE_DTYPE_Q8_0 ? 5 : 3; }
+
 static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,
                        const char *x, size_t xs, float *c, int64_t ldc) {
     candle_vec_dot_fn dot = candle_dtype_info(t)->vec_dot;
@@ -34,8 +39,7 @@ static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const ch
 void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    /* packing costs about one row's dots: a single row keeps the plain dots */
-    if (M > 1 && candle_qgemm_has_fast(t)) {
+    if (M >= min_rows(t) && candle_qgemm_has_fast(t)) {
         for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
             int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
             candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);

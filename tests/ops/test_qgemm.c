@@ -65,7 +65,7 @@ static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
 }
 
 static void test_rows(void) {
-    static const int64_t Ms[] = {1, 2, 3, 5, 17}, Ns[] = {1, 7, 8, 9, 19};
+    static const int64_t Ms[] = {1, 2, 3, 5, 17}, Ns[] = {1, 7, 8, 9, 19}; /* M 1, 2 and 3 for q8_0 keep the plain dots */
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
         const candle_dtype_traits *wt = candle_dtype_info((candle_dtype)t);
         if (!wt->vec_dot || !wt->from_f32 || !candle_dtype_info(wt->vec_dot_type)->from_f32) continue;
