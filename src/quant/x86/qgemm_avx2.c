@@ -10,22 +10,35 @@
  *
  * Block record: q4_0/q4_1: 8 vectors of codes 0..15, f32 scales d[8] (and
  * for q4_1 the minimums m[8]); q8_0: 8 vectors |w|, 8 vectors w (the sign
- * trick of dot_i8_i8), d[8]. */
+ * trick of dot_i8_i8), d[8]; q4_K below. */
 #include "avx2-impl.h"
 
 #include "../qgemm-impl.h"
 
 #define NR CANDLE_QGEMM_NR
 
+/* q4_K record per 256 elements: for each of the 8 sub-blocks, 8 code
+ * vectors; then per sub-block the scales, and the minimums, of the 8 rows as
+ * 16-bit pairs (both halves of lane j hold row j's value, so one madd
+ * applies them: to a pair of 16-bit sums, or to q8_K's two bsums of the
+ * sub-block); then f32 d[8] and dmin[8]. */
+#define Q4K_SC (8 * 8 * 32)
+#define Q4K_MN (Q4K_SC + 8 * 32)
+#define Q4K_D (Q4K_MN + 8 * 32)
+#define Q4K_REC (Q4K_D + 2 * NR * 4)
+
 static size_t rec_bytes(candle_dtype t) {
     switch (t) {
+    case CANDLE_DTYPE_Q4_K: return Q4K_REC;
     case CANDLE_DTYPE_Q4_0: return 8 * 32 + NR * 4;
     case CANDLE_DTYPE_Q4_1: return 8 * 32 + 2 * NR * 4;
     default: return 16 * 32 + NR * 4; /* q8_0 */
     }
 }
 
-size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K) { return (size_t)(K / 32) * rec_bytes(t); }
+size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K) {
+    return (size_t)(K / (t == CANDLE_DTYPE_Q4_K ? QK_K : 32)) * rec_bytes(t);
+}
 
 /* r[j] dword g -> g[j'] lane j: the 8 x 8 transpose of 32-bit elements. */
 static void transpose8(const __m256i r[8], __m256i *g) {
@@ -47,7 +60,49 @@ static void transpose8(const __m256i r[8], __m256i *g) {
     }
 }
 
+static void pack_q4_k(int64_t K, int nn, const void *w, size_t ws, char *p) {
+    for (int64_t b = 0; b < K / QK_K; b++) {
+        char *rec = p + (size_t)b * Q4K_REC;
+        __m256i r[8][8]; /* [sub-block][row] */
+        int16_t sc[8][NR][2], mn[8][NR][2];
+        float d[NR], dmin[NR];
+        for (int j = 0; j < NR; j++) {
+            d[j] = dmin[j] = 0;
+            if (j >= nn) {
+                for (int s = 0; s < 8; s++) {
+                    r[s][j] = _mm256_setzero_si256();
+                    sc[s][j][0] = sc[s][j][1] = mn[s][j][0] = mn[s][j][1] = 0;
+                }
+                continue;
+            }
+            const block_q4_K *x = (const block_q4_K *)((const char *)w + (size_t)j * ws) + b;
+            d[j] = h2f(x->d);
+            dmin[j] = h2f(x->dmin);
+            for (int c = 0; c < 4; c++) {
+                __m256i v = load32(x->qs + 32 * c);
+                r[2 * c][j] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+                r[2 * c + 1][j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+            }
+            for (int s = 0; s < 8; s++) {
+                uint8_t a, m;
+                quant_k4_scale_min(s, x->scales, &a, &m);
+                sc[s][j][0] = sc[s][j][1] = a;
+                mn[s][j][0] = mn[s][j][1] = m;
+            }
+        }
+        for (int s = 0; s < 8; s++) transpose8(r[s], (__m256i *)rec + 8 * s);
+        memcpy(rec + Q4K_SC, sc, sizeof sc);
+        memcpy(rec + Q4K_MN, mn, sizeof mn);
+        memcpy(rec + Q4K_D, d, sizeof d);
+        memcpy(rec + Q4K_D + sizeof d, dmin, sizeof dmin);
+    }
+}
+
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
+    if (t == CANDLE_DTYPE_Q4_K) {
+        pack_q4_k(K, nn, w, ws, p);
+        return;
+    }
     size_t rb = rec_bytes(t);
     for (int64_t b = 0; b < K / 32; b++) {
         char *rec = (char *)p + (size_t)b * rb;
@@ -153,8 +208,34 @@ static void panel_q8_0(int64_t K, int nn, const char *p, const block_q8_0 *y, fl
     store_out(acc, nn, out);
 }
 
+/* Sub-block sums stay below 8 * 2 * 15 * 127 in 16 bits; scaled by 6-bit
+ * scales and summed over 8 sub-blocks they stay far inside 32 bits. */
+static void panel_q4_k(int64_t K, int nn, const char *p, const block_q8_K *y, float *out) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QK_K; b++, p += Q4K_REC) {
+        const __m256i *g = (const __m256i *)p, *sc = (const __m256i *)(p + Q4K_SC), *mn = (const __m256i *)(p + Q4K_MN);
+        __m256i tot = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const int8_t *q = y[b].qs + 32 * s;
+            __m256i a = _mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s]), bcast4(q, 0));
+            for (int i = 1; i < 8; i++)
+                a = _mm256_add_epi16(a, _mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s + i]), bcast4(q, i)));
+            tot = _mm256_add_epi32(tot, _mm256_madd_epi16(a, _mm256_loadu_si256(&sc[s])));
+            int32_t bs;
+            memcpy(&bs, &y[b].bsums[2 * s], 4);
+            mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_loadu_si256(&mn[s]), _mm256_set1_epi32(bs)));
+        }
+        const float *d = (const float *)(p + Q4K_D);
+        __m256 yd = _mm256_set1_ps(y[b].d);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(d), yd), _mm256_cvtepi32_ps(tot), acc);
+        acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(d + NR), yd), _mm256_cvtepi32_ps(mins), acc);
+    }
+    store_out(acc, nn, out);
+}
+
 void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out) {
     if (t == CANDLE_DTYPE_Q4_0) panel_q4_0(K, nn, p, x, out);
     else if (t == CANDLE_DTYPE_Q4_1) panel_q4_1(K, nn, p, x, out);
+    else if (t == CANDLE_DTYPE_Q4_K) panel_q4_k(K, nn, p, x, out);
     else panel_q8_0(K, nn, p, x, out);
 }
