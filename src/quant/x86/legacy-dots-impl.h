@@ -43,36 +43,69 @@ static inline __m256i dot_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) {
     return dot_i8_i8(_mm256_shuffle_epi8(table, unpack_nibbles(x->qs)), load32(y->qs));
 }
 
-#define BLOCK_SCALE(i) _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d))
-#define BLOCK_SUM(i) _mm256_cvtepi32_ps(BLOCK_DOT(&x[i], &y[i]))
+static inline float hsum_m128(__m128 s) {
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
 
-/* Two blocks per step into two accumulators, to overlap the fma latencies. */
+/* Four f16 fields -> four floats. The halves are gathered with scalar
+ * loads, shifts and ors (integer ports, idle in these loops) so that one
+ * vcvtph2ps converts them all, instead of one conversion per block. */
+static inline __m128 h2f_x4(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
+    uint64_t v = (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)e << 48;
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
+}
+
+/* Four blocks' 8-lane int32 sums -> one vector whose lane j (of each
+ * 128-bit half) is a partial sum of block j: the horizontal sums happen
+ * once per four blocks, and the final hsum_ps adds the two halves. */
+static inline __m256i reduce_x4(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+}
+
+#define SCALES_X4(i) \
+    _mm_mul_ps(h2f_x4(x[i].d, x[i + 1].d, x[i + 2].d, x[i + 3].d), h2f_x4(y[i].d, y[i + 1].d, y[i + 2].d, y[i + 3].d))
+#define SUMS_X4(i) \
+    _mm256_cvtepi32_ps(reduce_x4(BLOCK_DOT(&x[i], &y[i]), BLOCK_DOT(&x[i + 1], &y[i + 1]), \
+                                 BLOCK_DOT(&x[i + 2], &y[i + 2]), BLOCK_DOT(&x[i + 3], &y[i + 3])))
+
+/* Four blocks a step: one convert and one fma for the four, with their
+ * scale products as one vector (the same in both halves). The tail blocks
+ * go one at a time. */
 #define DOT_LOOP(nb)                                                                    \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                     \
+    __m256 acc = _mm256_setzero_ps();                                                   \
+    __m128 acc_m = _mm_setzero_ps();                                                    \
     int64_t i = 0;                                                                      \
-    for (; i + 1 < (nb); i += 2) {                                                      \
-        acc0 = _mm256_fmadd_ps(BLOCK_SCALE(i), BLOCK_SUM(i), acc0);                     \
-        acc1 = _mm256_fmadd_ps(BLOCK_SCALE(i + 1), BLOCK_SUM(i + 1), acc1);             \
-        MIN_TERM(i);                                                                    \
-        MIN_TERM(i + 1);                                                                \
+    for (; i + 3 < (nb); i += 4) {                                                      \
+        __m128 s4 = SCALES_X4(i);                                                       \
+        acc = _mm256_fmadd_ps(_mm256_set_m128(s4, s4), SUMS_X4(i), acc);                \
+        MIN_TERM_X4(i);                                                                 \
     }                                                                                   \
-    if (i < (nb)) {                                                                     \
-        acc0 = _mm256_fmadd_ps(BLOCK_SCALE(i), BLOCK_SUM(i), acc0);                     \
+    float sum = hsum_ps(acc) + hsum_m128(acc_m);                                        \
+    for (; i < (nb); i++) {                                                             \
+        sum += h2f(x[i].d) * h2f(y[i].d) * (float)hsum_i32(BLOCK_DOT(&x[i], &y[i]));    \
         MIN_TERM(i);                                                                    \
-    }                                                                                   \
-    float sum = hsum_ps(_mm256_add_ps(acc0, acc1))
+    }
 
-/* The minimum's term of the q*_1 types: m * s per block, in the same loop. */
+/* The minimum's term of the q*_1 types: m * s per block. */
 #define NO_MIN_TERM(i) (void)0
-#define Q1_MIN_TERM(i) sum_m += h2f(x[i].m) * h2f(y[i].s)
+#define NO_MIN_TERM_X4(i) (void)0
+#define Q1_MIN_TERM(i) sum += h2f(x[i].m) * h2f(y[i].s)
+#define Q1_MIN_TERM_X4(i) \
+    acc_m = _mm_fmadd_ps(h2f_x4(x[i].m, x[i + 1].m, x[i + 2].m, x[i + 3].m), h2f_x4(y[i].s, y[i + 1].s, y[i + 2].s, y[i + 3].s), acc_m)
 
 void QUANT_KERNEL(candle_vec_dot_q4_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q4_0
 #define MIN_TERM NO_MIN_TERM
+#define MIN_TERM_X4 NO_MIN_TERM_X4
     DOT_LOOP(n / QK8_0);
 #undef MIN_TERM
+#undef MIN_TERM_X4
 #undef BLOCK_DOT
     *out = sum;
 }
@@ -80,13 +113,14 @@ void QUANT_KERNEL(candle_vec_dot_q4_0_q8_0)(int64_t n, float *out, const void *v
 void QUANT_KERNEL(candle_vec_dot_q4_1_q8_1)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
-    float sum_m = 0;
 #define BLOCK_DOT dot_q4_1
 #define MIN_TERM Q1_MIN_TERM
+#define MIN_TERM_X4 Q1_MIN_TERM_X4
     DOT_LOOP(n / QK8_1);
 #undef MIN_TERM
+#undef MIN_TERM_X4
 #undef BLOCK_DOT
-    *out = sum + sum_m;
+    *out = sum;
 }
 
 void QUANT_KERNEL(candle_vec_dot_q5_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
@@ -94,8 +128,10 @@ void QUANT_KERNEL(candle_vec_dot_q5_0_q8_0)(int64_t n, float *out, const void *v
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q5_0
 #define MIN_TERM NO_MIN_TERM
+#define MIN_TERM_X4 NO_MIN_TERM_X4
     DOT_LOOP(n / QK8_0);
 #undef MIN_TERM
+#undef MIN_TERM_X4
 #undef BLOCK_DOT
     *out = sum;
 }
@@ -103,13 +139,14 @@ void QUANT_KERNEL(candle_vec_dot_q5_0_q8_0)(int64_t n, float *out, const void *v
 void QUANT_KERNEL(candle_vec_dot_q5_1_q8_1)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
-    float sum_m = 0;
 #define BLOCK_DOT dot_q5_1
 #define MIN_TERM Q1_MIN_TERM
+#define MIN_TERM_X4 Q1_MIN_TERM_X4
     DOT_LOOP(n / QK8_1);
 #undef MIN_TERM
+#undef MIN_TERM_X4
 #undef BLOCK_DOT
-    *out = sum + sum_m;
+    *out = sum;
 }
 
 void QUANT_KERNEL(candle_vec_dot_q8_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
@@ -117,8 +154,10 @@ void QUANT_KERNEL(candle_vec_dot_q8_0_q8_0)(int64_t n, float *out, const void *v
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q8_0
 #define MIN_TERM NO_MIN_TERM
+#define MIN_TERM_X4 NO_MIN_TERM_X4
     DOT_LOOP(n / QK8_0);
 #undef MIN_TERM
+#undef MIN_TERM_X4
 #undef BLOCK_DOT
     *out = sum;
 }
@@ -128,8 +167,10 @@ void QUANT_KERNEL(candle_vec_dot_iq4_nl_q8_0)(int64_t n, float *out, const void 
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_iq4_nl
 #define MIN_TERM NO_MIN_TERM
+#define MIN_TERM_X4 NO_MIN_TERM_X4
     DOT_LOOP(n / QK4_NL);
 #undef MIN_TERM
+#undef MIN_TERM_X4
 #undef BLOCK_DOT
     *out = sum;
 }
