@@ -568,7 +568,7 @@ int main(void) {
         check_quant_golden("q8_k", candle_q8_k_from_f32_avx2, "avx2");
     }
 #endif
-    static const long nbs[] = {1, 3, 7};
+    static const long nbs[] = {1, 3, 7, 8, 13}; /* 8, 13: the four-block steps of the AVX2 dots, with and without a tail */
     for (size_t k = 0; k < sizeof dot_cases / sizeof dot_cases[0]; k++) {
         for (size_t j = 0; j < sizeof nbs / sizeof nbs[0]; j++) {
             test_dot(&dot_cases[k], nbs[j], 0);

@@ -7,11 +7,31 @@
 #include "avx2-impl.h"
 
 /* Per-block integer dots (8 int32 partial sums). */
-static inline __m256i dot_q4_0(const block_q4_0 *x, const block_q8_0 *y) {
-    return dot_i8_i8(_mm256_sub_epi8(unpack_nibbles(x->qs), _mm256_set1_epi8(8)), load32(y->qs));
+/* unpack_nibbles with one ALU op fewer: the broadcast is a load, and one
+ * variable shift moves the high lane's nibbles down. */
+static inline __m256i unpack_nibbles_bc(const uint8_t *qs) {
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    b = _mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
 }
+
+#ifdef CANDLE_QUANT_VNNI
+static inline __m256i dot_q4_0(const block_q4_0 *x, const block_q8_0 *y) {
+    return dot_i8_i8(_mm256_sub_epi8(unpack_nibbles_bc(x->qs), _mm256_set1_epi8(8)), load32(y->qs));
+}
+#else
+/* (c - 8) . y as c . y - 8 . y in 16-bit pair sums (each below 2^12 in
+ * magnitude): two maddubs and a subtraction instead of the subtraction
+ * and two signs of dot_i8_i8. */
+static inline __m256i dot_q4_0(const block_q4_0 *x, const block_q8_0 *y) {
+    __m256i q = load32(y->qs);
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(unpack_nibbles_bc(x->qs), q),
+                                 _mm256_maddubs_epi16(_mm256_set1_epi8(8), q));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+#endif
 static inline __m256i dot_q4_1(const block_q4_1 *x, const block_q8_1 *y) {
-    return dot_u8_i8(unpack_nibbles(x->qs), load32(y->qs));
+    return dot_u8_i8(unpack_nibbles_bc(x->qs), load32(y->qs));
 }
 
 static inline uint32_t load_u32(const uint8_t *p) {
@@ -23,14 +43,14 @@ static inline uint32_t load_u32(const uint8_t *p) {
 /* Five-bit codes 0..31 of a q5 block. */
 static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh) {
     __m256i hi = _mm256_and_si256(bits_to_bytes(load_u32(qh)), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(unpack_nibbles(qs), hi);
+    return _mm256_or_si256(unpack_nibbles_bc(qs), hi);
 }
 
 /* q5_0 values are code - 16: a nibble whose fifth bit is clear becomes
  * nibble - 16 by setting the byte's high four bits, so no subtraction. */
 static inline __m256i dot_q5_0(const block_q5_0 *x, const block_q8_0 *y) {
     __m256i clear = _mm256_andnot_si256(bits_to_bytes(load_u32(x->qh)), _mm256_set1_epi8((char)0xF0));
-    return dot_i8_i8(_mm256_or_si256(unpack_nibbles(x->qs), clear), load32(y->qs));
+    return dot_i8_i8(_mm256_or_si256(unpack_nibbles_bc(x->qs), clear), load32(y->qs));
 }
 static inline __m256i dot_q5_1(const block_q5_1 *x, const block_q8_1 *y) {
     return dot_u8_i8(unpack_q5(x->qs, x->qh), load32(y->qs));
@@ -40,7 +60,7 @@ static inline __m256i dot_q8_0(const block_q8_0 *x, const block_q8_0 *y) {
 }
 static inline __m256i dot_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) {
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
-    return dot_i8_i8(_mm256_shuffle_epi8(table, unpack_nibbles(x->qs)), load32(y->qs));
+    return dot_i8_i8(_mm256_shuffle_epi8(table, unpack_nibbles_bc(x->qs)), load32(y->qs));
 }
 
 static inline float hsum_m128(__m128 s) {
