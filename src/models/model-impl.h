@@ -91,6 +91,36 @@ candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_mod
 candle_status decoder_load_weights(candle_model *m);
 /* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx. */
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all);
+
+/* One step's graph over n stacked token rows, shared by the session and
+ * the batch paths; only the KV cache and attention differ, in `attend`. */
+typedef struct decoder_step decoder_step;
+/* Layer il's attention of q [n, n_head, head_dim] with k, v [n, n_head_kv,
+ * head_dim] (after RoPE), storing k, v in the path's cache: [n, n_head*head_dim]. */
+typedef candle_tensor *(*decoder_attend_fn)(decoder_step *st, candle_tensor *q, candle_tensor *k,
+                                            candle_tensor *v, int64_t il);
+struct decoder_step {
+    candle_ctx *ctx;
+    const candle_model *m;
+    const candle_model_config *c;
+    int64_t n;             /* token rows in this step */
+    int64_t pos0;          /* position of row 0 when pos is NULL */
+    candle_tensor *pos;    /* i32 [n]: each row's position, or NULL for pos0 + row */
+    const char *who;       /* error message prefix */
+    decoder_attend_fn attend;
+    void *user;            /* the path's state for attend */
+};
+
+/* Input embeddings [n, n_embd] f32, scaled as the family needs. */
+candle_tensor *decoder_embed(decoder_step *st, const int32_t *tokens);
+/* Every layer's attention and FFN on x [n, n_embd]. */
+candle_tensor *decoder_layers(decoder_step *st, candle_tensor *x);
+/* Attention of q [m, n_head, head_dim] at positions pos.. over the cached
+ * k_all, v_all [1, n_head_kv, pos+m, head_dim]: [m, n_head*head_dim]. */
+candle_tensor *decoder_attend_rows(decoder_step *st, candle_tensor *q, candle_tensor *k_all,
+                                   candle_tensor *v_all, int64_t pos, int64_t il);
+/* Logits [rows, n_vocab] of x [rows, n_embd]: final norm, output, soft-cap. */
+candle_tensor *decoder_head(decoder_step *st, candle_tensor *x);
 /* Is layer il a sliding-window layer? */
 bool decoder_layer_is_swa(const candle_model_config *c, int64_t il);
 
