@@ -8,7 +8,8 @@
 int candle_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!candle_quant_uses_avx2()) return 0;
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K;
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K ||
+           t == CANDLE_DTYPE_Q6_K;
 #else
     (void)t;
     return 0;
@@ -29,7 +30,7 @@ size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
  * fast): fewer rows than this keep the plain dots (measured against the
  * AVX2 vec_dot, one thread, K 576 and 1024). */
 static int64_t min_rows(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q8_0 ? 5 : t == CANDLE_DTYPE_Q4_K ? 4 : 3;
+    return t == CANDLE_DTYPE_Q8_0 ? 5 : t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? 4 : 3;
 }
 
 static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,

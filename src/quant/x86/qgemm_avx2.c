@@ -10,7 +10,7 @@
  *
  * Block record: q4_0/q4_1: 8 vectors of codes 0..15, f32 scales d[8] (and
  * for q4_1 the minimums m[8]); q8_0: 8 vectors |w|, 8 vectors w (the sign
- * trick of dot_i8_i8), d[8]; q4_K below. */
+ * trick of dot_i8_i8), d[8]; q4_K and q6_K below. */
 #include "avx2-impl.h"
 
 #include "../qgemm-impl.h"
@@ -27,8 +27,18 @@
 #define Q4K_D (Q4K_MN + 8 * 32)
 #define Q4K_REC (Q4K_D + 2 * NR * 4)
 
+/* q6_K record per 256 elements: 8 x 8 code vectors (codes 0..63, value
+ * + 32); per 16 elements the scales of the 8 rows as 16-bit pairs (for the
+ * code sums); per 32 elements the pairs (scale 2t, scale 2t+1) (for q8_K's
+ * bsums, which take the +32 off); f32 d[8]. */
+#define Q6K_SC (8 * 8 * 32)
+#define Q6K_SP (Q6K_SC + 16 * 32)
+#define Q6K_D (Q6K_SP + 8 * 32)
+#define Q6K_REC (Q6K_D + NR * 4)
+
 static size_t rec_bytes(candle_dtype t) {
     switch (t) {
+    case CANDLE_DTYPE_Q6_K: return Q6K_REC;
     case CANDLE_DTYPE_Q4_K: return Q4K_REC;
     case CANDLE_DTYPE_Q4_0: return 8 * 32 + NR * 4;
     case CANDLE_DTYPE_Q4_1: return 8 * 32 + 2 * NR * 4;
@@ -37,7 +47,7 @@ static size_t rec_bytes(candle_dtype t) {
 }
 
 size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K) {
-    return (size_t)(K / (t == CANDLE_DTYPE_Q4_K ? QK_K : 32)) * rec_bytes(t);
+    return (size_t)(K / (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? QK_K : 32)) * rec_bytes(t);
 }
 
 /* r[j] dword g -> g[j'] lane j: the 8 x 8 transpose of 32-bit elements. */
@@ -98,7 +108,46 @@ static void pack_q4_k(int64_t K, int nn, const void *w, size_t ws, char *p) {
     }
 }
 
+/* Sub-block 4h + k: elements 128h + 32k + l (see q6k_codes in kquants.c). */
+static __m256i q6k_sub(const block_q6_K *x, int h, int k) {
+    __m256i lo = load32(x->ql + 64 * h + 32 * (k & 1)), m4 = _mm256_set1_epi8(0x0F);
+    lo = k < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+    __m256i hi = _mm256_srl_epi16(load32(x->qh + 32 * h), _mm_cvtsi32_si128(2 * k));
+    hi = _mm256_slli_epi16(_mm256_and_si256(hi, _mm256_set1_epi8(3)), 4);
+    return _mm256_or_si256(lo, hi);
+}
+
+static void pack_q6_k(int64_t K, int nn, const void *w, size_t ws, char *p) {
+    for (int64_t b = 0; b < K / QK_K; b++) {
+        char *rec = p + (size_t)b * Q6K_REC;
+        __m256i r[8][8]; /* [sub-block][row] */
+        int16_t sc[16][NR][2], sp[8][NR][2];
+        float d[NR];
+        memset(sc, 0, sizeof sc);
+        memset(sp, 0, sizeof sp);
+        for (int j = 0; j < NR; j++) {
+            d[j] = 0;
+            if (j >= nn) {
+                for (int s = 0; s < 8; s++) r[s][j] = _mm256_setzero_si256();
+                continue;
+            }
+            const block_q6_K *x = (const block_q6_K *)((const char *)w + (size_t)j * ws) + b;
+            d[j] = h2f(x->d);
+            for (int s = 0; s < 8; s++) r[s][j] = q6k_sub(x, s / 4, s % 4);
+            for (int s = 0; s < 16; s++) sc[s][j][0] = sc[s][j][1] = sp[s / 2][j][s % 2] = x->scales[s];
+        }
+        for (int s = 0; s < 8; s++) transpose8(r[s], (__m256i *)rec + 8 * s);
+        memcpy(rec + Q6K_SC, sc, sizeof sc);
+        memcpy(rec + Q6K_SP, sp, sizeof sp);
+        memcpy(rec + Q6K_D, d, sizeof d);
+    }
+}
+
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
+    if (t == CANDLE_DTYPE_Q6_K) {
+        pack_q6_k(K, nn, w, ws, p);
+        return;
+    }
     if (t == CANDLE_DTYPE_Q4_K) {
         pack_q4_k(K, nn, w, ws, p);
         return;
@@ -233,9 +282,35 @@ static void panel_q4_k(int64_t K, int nn, const char *p, const block_q8_K *y, fl
     store_out(acc, nn, out);
 }
 
+/* Pair sums below 2 * 63 * 127: two groups add up in 16 bits, then the
+ * 8-bit scale is applied by madd (per super-block far inside 32 bits). */
+static void panel_q6_k(int64_t K, int nn, const char *p, const block_q8_K *y, float *out) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QK_K; b++, p += Q6K_REC) {
+        const __m256i *g = (const __m256i *)p, *sc = (const __m256i *)(p + Q6K_SC), *sp = (const __m256i *)(p + Q6K_SP);
+        __m256i tot = _mm256_setzero_si256(), off = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const int8_t *q = y[b].qs + 32 * s;
+            for (int h = 0; h < 4; h++) { /* group pairs 2h, 2h+1; 16-element half h / 2 */
+                __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s + 2 * h]), bcast4(q, 2 * h)),
+                                             _mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s + 2 * h + 1]), bcast4(q, 2 * h + 1)));
+                tot = _mm256_add_epi32(tot, _mm256_madd_epi16(a, _mm256_loadu_si256(&sc[2 * s + h / 2])));
+            }
+            int32_t bs;
+            memcpy(&bs, &y[b].bsums[2 * s], 4);
+            off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_loadu_si256(&sp[s]), _mm256_set1_epi32(bs)));
+        }
+        tot = _mm256_sub_epi32(tot, _mm256_slli_epi32(off, 5));
+        __m256 sd = _mm256_mul_ps(_mm256_loadu_ps((const float *)(p + Q6K_D)), _mm256_set1_ps(y[b].d));
+        acc = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(tot), acc);
+    }
+    store_out(acc, nn, out);
+}
+
 void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out) {
     if (t == CANDLE_DTYPE_Q4_0) panel_q4_0(K, nn, p, x, out);
     else if (t == CANDLE_DTYPE_Q4_1) panel_q4_1(K, nn, p, x, out);
     else if (t == CANDLE_DTYPE_Q4_K) panel_q4_k(K, nn, p, x, out);
+    else if (t == CANDLE_DTYPE_Q6_K) panel_q6_k(K, nn, p, x, out);
     else panel_q8_0(K, nn, p, x, out);
 }
