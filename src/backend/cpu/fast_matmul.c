@@ -326,7 +326,7 @@ static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_matmul = {
-    .name = "matmul f32 (packed gemm 6x16 / matvec; f16, bf16 and, for M > 4, dequantized block weights)",
+    .name = "matmul f32 (packed gemm 6x16 / matvec; f16, bf16 and block weights dequantized past the integer kernels' M)",
     .match = match_f32,
     .plan = plan_f32,
     .run = run_f32,
