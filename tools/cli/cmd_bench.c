@@ -419,6 +419,7 @@ static void usage(FILE *f) {
                "         (N defaults to the physical cores), with measured FMA peak and\n"
                "         read bandwidth; --quick runs the small shapes only\n"
                "       candle bench quant [--json] [-t N] [--quick]   quantized products\n"
+               "       candle bench attn [--json] [-t N] [--quick]    flash vs materialised attention\n"
                "       candle bench -m MODEL ...   model throughput\n");
 }
 
@@ -429,5 +430,6 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
     if (!strcmp(argv[1], "quant")) return cmd_bench_quant(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "attn")) return cmd_bench_attn(argc - 1, argv + 1);
     return cmd_bench_model(argc, argv); /* model throughput: cmd_bench_model.c */
 }
