@@ -134,6 +134,7 @@ extern const cpu_fast_kernel cpu_fast_softmax;
 extern const cpu_fast_kernel cpu_fast_rms_norm;
 extern const cpu_fast_kernel cpu_fast_rope;
 extern const cpu_fast_kernel cpu_fast_attention;
+extern const cpu_fast_kernel cpu_fast_index_select;
 
 /* Benchmark probes (cpu_probe.c): `iters` rounds of independent FMA chains,
  * returning the flops done; and a vector read of n floats (the sum keeps the
