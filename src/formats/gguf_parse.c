@@ -186,23 +186,31 @@ static candle_status index_array(gguf_kv *kv) {
     return CANDLE_OK;
 }
 
+/* A key or tensor name: non-empty, at most max bytes, no NUL; copied out
+ * NUL-terminated. `what` names it in messages ("key", "name"). */
+static candle_status rd_name(rd *r, const char *field, const char *what, int max,
+                             const char *oom_what, char **out) {
+    size_t at = r->off;
+    const uint8_t *k;
+    uint64_t len;
+    candle_status s = rd_str(r, field, &k, &len);
+    if (s) return s;
+    if (len == 0) return ferr(at, field, "empty %s", what);
+    if (len > (uint64_t)max) return ferr(at, field, "length %" PRIu64 " exceeds %d", len, max);
+    if (memchr(k, 0, (size_t)len)) return ferr(at, field, "contains a NUL byte");
+    char *name = malloc((size_t)len + 1);
+    if (!name) return oom(oom_what, (size_t)len + 1);
+    memcpy(name, k, (size_t)len);
+    name[len] = 0;
+    *out = name;
+    return CANDLE_OK;
+}
+
 static candle_status rd_key(rd *r, int64_t i, gguf_kv *kv) {
     char field[64];
     snprintf(field, sizeof field, "kv[%" PRId64 "] key", i);
-    const uint8_t *k;
-    uint64_t len;
     kv->off = r->off;
-    candle_status s = rd_str(r, field, &k, &len);
-    if (s) return s;
-    if (len == 0) return ferr(kv->off, field, "empty key");
-    if (len > GGUF_MAX_KEY_LEN)
-        return ferr(kv->off, field, "length %" PRIu64 " exceeds %d", len, GGUF_MAX_KEY_LEN);
-    if (memchr(k, 0, (size_t)len)) return ferr(kv->off, field, "contains a NUL byte");
-    kv->key = malloc((size_t)len + 1);
-    if (!kv->key) return oom("key", (size_t)len + 1);
-    memcpy(kv->key, k, (size_t)len);
-    kv->key[len] = 0;
-    return CANDLE_OK;
+    return rd_name(r, field, "key", GGUF_MAX_KEY_LEN, "key", &kv->key);
 }
 
 static candle_status parse_kv(rd *r, int64_t i, gguf_kv *kv) {
@@ -321,21 +329,11 @@ static candle_status parse_alignment(candle_gguf *g) {
 static candle_status rd_tensor_name(rd *r, int64_t i, gguf_tensor *t) {
     char field[64];
     snprintf(field, sizeof field, "tensor[%" PRId64 "] name", i);
-    const uint8_t *k;
-    uint64_t len;
     t->name_off = r->off;
-    candle_status s = rd_str(r, field, &k, &len);
-    if (s) return s;
-    if (len == 0) return ferr(t->name_off, field, "empty name");
-    if (len > GGUF_MAX_NAME_LEN)
-        return ferr(t->name_off, field, "length %" PRIu64 " exceeds %d", len, GGUF_MAX_NAME_LEN);
-    if (memchr(k, 0, (size_t)len)) return ferr(t->name_off, field, "contains a NUL byte");
-    char *name = malloc((size_t)len + 1);
-    if (!name) return oom("tensor name", (size_t)len + 1);
-    memcpy(name, k, (size_t)len);
-    name[len] = 0;
+    char *name = NULL;
+    candle_status s = rd_name(r, field, "name", GGUF_MAX_NAME_LEN, "tensor name", &name);
     t->info.name = name;
-    return CANDLE_OK;
+    return s;
 }
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "the reader assumes a 64-bit size_t");
