@@ -72,6 +72,7 @@ typedef enum candle_op {
     CANDLE_OP_CONV1D,       /* src: x [N, C, L], w [O, C/g, K], bias? [O] */
     CANDLE_OP_CONV2D,       /* src: x [N, C, H, W], w [O, C/g, KH, KW], bias? */
     CANDLE_OP_ATTENTION,    /* src: q, k, v, mask?; see candle_attention */
+    CANDLE_OP_PAGED_ATTENTION, /* src: q, k, v, k_cache, v_cache, table; see candle_paged_attention */
     CANDLE_OP_COUNT
 } candle_op;
 
@@ -232,6 +233,21 @@ candle_tensor *candle_conv2d(candle_ctx *ctx, candle_tensor *x, candle_tensor *w
 candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
                                 candle_tensor *v, candle_tensor *mask, double scale,
                                 bool causal);
+
+/* Attention of n query rows over a paged KV cache, after storing their own
+ * keys and values in it (in place: the caches are written).
+ * q [n, Hq, D], k [n, Hkv, D], v [n, Hkv, Dv]: the new rows (after RoPE);
+ * k_cache [P, Hkv, D], v_cache [P, Hkv, Dv]: cache rows in blocks of `block`;
+ * table i32 [n, 1 + T]: row i holds its position p_i, then its sequence's
+ * block ids: position j of that sequence is cache row
+ * table[i][1 + j / block] * block + j % block. Row i's k, v go to the row of
+ * p_i; it sees positions max(0, p_i - window + 1) .. p_i (window 0: all of
+ * them), so rows of one sequence also see each other's new keys. Rows must
+ * not store to the same cache row. scale 0 = 1/sqrt(D). -> [n, Hq, Dv]. */
+candle_tensor *candle_paged_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
+                                      candle_tensor *v, candle_tensor *k_cache,
+                                      candle_tensor *v_cache, candle_tensor *table, int64_t block,
+                                      int64_t window, double scale);
 
 #ifdef __cplusplus
 }

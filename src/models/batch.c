@@ -20,6 +20,8 @@ struct candle_batch {
 typedef struct bseqs {
     const candle_batch_seq *seqs;
     int n_seqs;
+    candle_tensor *table; /* [n, 1 + T] i32 when every sequence is paged: one
+                             paged attention node per layer serves them all */
 } bseqs;
 
 candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n_threads) {
@@ -112,10 +114,25 @@ static candle_tensor *attend_one(decoder_step *st, const candle_batch_seq *sq, i
     return qi ? decoder_attend_rows(st, qi, k_all, v_all, pos, il) : NULL;
 }
 
+/* Every row's attention in one node, through the block tables. */
+static candle_tensor *paged_attend(decoder_step *st, candle_tensor *q, candle_tensor *k,
+                                   candle_tensor *v, int64_t il) {
+    const bseqs *bs = st->user;
+    const candle_model_config *c = st->c;
+    const candle_kv_pool *pool = bs->seqs[0].pool;
+    int64_t window = decoder_layer_is_swa(c, il) ? c->n_swa : 0;
+    candle_tensor *o = candle_paged_attention(st->ctx, q, k, v, pool->k[il], pool->v[il], bs->table,
+                                              CANDLE_KV_BLOCK, window,
+                                              c->attn_scale > 0 ? c->attn_scale : 0.0);
+    int64_t flat[2] = {q->shape[0], c->n_head * c->head_dim};
+    return candle_reshape(st->ctx, o, 2, flat);
+}
+
 /* Each sequence's attention, stacked back as [n, n_head*head_dim]. */
 static candle_tensor *batch_attend(decoder_step *st, candle_tensor *q, candle_tensor *k,
                                    candle_tensor *v, int64_t il) {
     const bseqs *bs = st->user;
+    if (bs->table) return paged_attend(st, q, k, v, il);
     candle_tensor **outs = calloc((size_t)bs->n_seqs, sizeof *outs);
     if (!outs) {
         candle_set_error(st->ctx, CANDLE_ERR_OOM, "out of memory: batch attention");
@@ -207,6 +224,48 @@ static candle_status check(candle_batch *b, const candle_batch_seq *seqs, int n_
     return CANDLE_OK;
 }
 
+/* The one-node path needs every sequence paged in one pool, and attention
+ * without soft-capped scores (those take the explicit chain per sequence).
+ * CANDLE_BATCH_GATHER=1 keeps the per-sequence gather (for comparisons). */
+static bool use_paged_op(const candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
+    static int gather = -1;
+    if (gather < 0) {
+        const char *e = getenv("CANDLE_BATCH_GATHER");
+        gather = e && *e && strcmp(e, "0") != 0;
+    }
+    if (gather || b->model->cfg.attn_softcap > 0) return false;
+    for (int i = 0; i < n_seqs; i++)
+        if (!seqs[i].paged || seqs[i].pool != seqs[0].pool) return false;
+    return true;
+}
+
+/* Row t of the step: its position, then its sequence's block ids (the
+ * blocks are reserved by then); unused entries 0. */
+static candle_tensor *block_table(candle_ctx *ctx, const candle_batch_seq *seqs, int n_seqs,
+                                  int64_t n) {
+    int64_t T = 1;
+    for (int i = 0; i < n_seqs; i++)
+        if (seqs[i].paged->n_blocks > T) T = seqs[i].paged->n_blocks;
+    int64_t shape[2] = {n, 1 + T};
+    int32_t *tab = calloc((size_t)(n * (1 + T)), sizeof *tab);
+    if (!tab) {
+        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table of %lld rows",
+                         (long long)n);
+        return NULL;
+    }
+    int64_t r = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const candle_kv_seq *ps = seqs[i].paged;
+        for (int64_t t = 0; t < seqs[i].n; t++, r++) {
+            tab[r * (1 + T)] = (int32_t)(ps->pos + t);
+            memcpy(tab + r * (1 + T) + 1, ps->blocks, (size_t)ps->n_blocks * sizeof *tab);
+        }
+    }
+    candle_tensor *t = candle_tensor_from_i32(ctx, 2, shape, tab);
+    free(tab);
+    return t;
+}
+
 candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
     candle_ctx_clear_error(b->ctx);
     int64_t n = 0;
@@ -228,13 +287,17 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
         for (int64_t t = 0; t < seqs[i].n; t++) pos[off + t] = (int32_t)(p0 + t);
         off += seqs[i].n;
     }
-    bseqs bq = {seqs, n_seqs};
+    bseqs bq = {seqs, n_seqs, NULL};
     decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq};
     ds.pos = candle_tensor_from_i32(b->ctx, 1, &n, pos);
-    candle_tensor *logits = ds.pos ? forward(&ds, ids) : NULL;
+    bool ok = ds.pos && (!use_paged_op(b, seqs, n_seqs) || (bq.table = block_table(b->ctx, seqs, n_seqs, n)));
+    candle_tensor *logits = ok ? forward(&ds, ids) : NULL;
     st = logits ? candle_compute(b->ctx, logits) : candle_errcode(b->ctx);
     if (!st && !logits) st = candle_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
-    if (!st) st = candle_tensor_to_f32(logits, out);
+    if (!st && logits->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(logits))
+        memcpy(out, candle_tensor_data(logits), candle_tensor_nbytes(logits));
+    else if (!st)
+        st = candle_tensor_to_f32(logits, out);
     candle_ctx_reset(b->ctx, b->mark);
     if (!st) {
         size_t nv = (size_t)b->model->cfg.n_vocab;

@@ -49,6 +49,7 @@ candle_status cpu_ref_rand(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_conv1d(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_conv2d(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_attention(const cpu_task *t, candle_tensor *dst);
+candle_status cpu_ref_paged_attention(const cpu_task *t, candle_tensor *dst);
 
 /* ---- run-time dispatch (cpu_features.c, cpu_dispatch.c) ---- */
 
@@ -127,6 +128,7 @@ typedef struct cpu_fast_kernel {
 } cpu_fast_kernel;
 
 extern const cpu_fast_kernel cpu_fast_matmul;
+extern const cpu_fast_kernel cpu_fast_paged_attention;
 extern const cpu_fast_kernel cpu_fast_matmul_quant;
 extern const cpu_fast_kernel cpu_fast_unary;
 extern const cpu_fast_kernel cpu_fast_binary;

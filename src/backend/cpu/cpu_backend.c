@@ -70,6 +70,7 @@ static cpu_kernel_fn kernels[CANDLE_OP_COUNT] = {
     [CANDLE_OP_CONV1D] = cpu_ref_conv1d,
     [CANDLE_OP_CONV2D] = cpu_ref_conv2d,
     [CANDLE_OP_ATTENTION] = cpu_ref_attention,
+    [CANDLE_OP_PAGED_ATTENTION] = cpu_ref_paged_attention,
 };
 
 candle_status cpu_error(const cpu_task *task, candle_status s, const char *fmt, ...) {

@@ -76,6 +76,7 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     static const cpu_fast_kernel *const rope[] = {&cpu_fast_rope, NULL};
     static const cpu_fast_kernel *const attn[] = {&cpu_fast_attention, NULL};
     static const cpu_fast_kernel *const index[] = {&cpu_fast_index_select, NULL};
+    static const cpu_fast_kernel *const paged[] = {&cpu_fast_paged_attention, NULL};
     if (op >= CANDLE_OP_NEG && op <= CANDLE_OP_CLAMP) return unary;
     if (op >= CANDLE_OP_ADD && op <= CANDLE_OP_POW) return binary;
     switch (op) {
@@ -86,6 +87,7 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     case CANDLE_OP_ROPE: return rope;
     case CANDLE_OP_ATTENTION: return attn;
     case CANDLE_OP_INDEX_SELECT: return index;
+    case CANDLE_OP_PAGED_ATTENTION: return paged;
     default: return NULL;
     }
 }

@@ -1,0 +1,73 @@
+/* Reference kernel: paged attention (see candle_paged_attention). First
+ * every row's k and v are stored into the caches through its block table,
+ * then each query row's scores against its visible positions are
+ * materialised in double, softmaxed (row maximum subtracted) and used to
+ * weight the value rows. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../paged-impl.h"
+
+static double load3(const candle_tensor *t, int64_t a, int64_t b, int64_t c) {
+    return candle_load_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] + c * t->stride[2]);
+}
+
+static void store3(const candle_tensor *t, int64_t a, int64_t b, int64_t c, double v) {
+    candle_store_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] + c * t->stride[2], v);
+}
+
+/* Row i's new k and v into the cache row of its position. */
+static bool store_row(const candle_tensor *dst, int64_t i) {
+    const candle_tensor *k = dst->src[1], *v = dst->src[2], *kc = dst->src[3], *vc = dst->src[4];
+    int64_t pos = pa_pos(dst->src[5], i), row = pa_cache_row(dst, i, pos);
+    if (row < 0) return false;
+    for (int64_t h = 0; h < k->shape[1]; h++) {
+        for (int64_t e = 0; e < k->shape[2]; e++) store3(kc, row, h, e, load3(k, i, h, e));
+        for (int64_t e = 0; e < v->shape[2]; e++) store3(vc, row, h, e, load3(v, i, h, e));
+    }
+    return true;
+}
+
+/* Output row dst[i, h, :]; sc holds pos + 1 scores, acc Dv sums. */
+static bool attend(candle_tensor *dst, int64_t i, int64_t h, double *sc, double *acc) {
+    const candle_tensor *q = dst->src[0], *kc = dst->src[3], *vc = dst->src[4];
+    int64_t d = q->shape[2], dv = dst->shape[2], hk = h / (q->shape[1] / kc->shape[1]);
+    int64_t pos = pa_pos(dst->src[5], i), j0 = pa_first(dst, pos);
+    double mx = -INFINITY;
+    for (int64_t j = j0; j <= pos; j++) {
+        int64_t row = pa_cache_row(dst, i, j);
+        if (row < 0) return false;
+        double s = 0;
+        for (int64_t e = 0; e < d; e++) s += load3(q, i, h, e) * load3(kc, row, hk, e);
+        sc[j] = s * dst->fparams[0];
+        if (sc[j] > mx) mx = sc[j];
+    }
+    double sum = 0;
+    for (int64_t e = 0; e < dv; e++) acc[e] = 0;
+    for (int64_t j = j0; j <= pos; j++) {
+        double p = exp(sc[j] - mx);
+        int64_t row = pa_cache_row(dst, i, j);
+        sum += p;
+        for (int64_t e = 0; e < dv; e++) acc[e] += p * load3(vc, row, hk, e);
+    }
+    for (int64_t e = 0; e < dv; e++) store3(dst, i, h, e, sum > 0 ? acc[e] / sum : 0.0);
+    return true;
+}
+
+candle_status cpu_ref_paged_attention(const cpu_task *task, candle_tensor *dst) {
+    int64_t n = dst->shape[0], hq = dst->shape[1];
+    for (int64_t i = 0; i < n; i++)
+        if (pa_pos(dst->src[5], i) < 0 || !store_row(dst, i)) return pa_bad_table(task, dst, i);
+    const candle_tensor *tab = dst->src[5];
+    int64_t max_keys = (tab->shape[1] - 1) * dst->iparams[0];
+    double *sc = malloc(sizeof(double) * (size_t)(max_keys + 1));
+    double *acc = malloc(sizeof(double) * (size_t)(dst->shape[2] + 1));
+    candle_status st = CANDLE_OK;
+    if (!sc || !acc) st = cpu_error(task, CANDLE_ERR_OOM, "paged_attention: out of memory for a score row");
+    for (int64_t i = 0; !st && i < n; i++)
+        for (int64_t h = 0; !st && h < hq; h++)
+            if (!attend(dst, i, h, sc, acc)) st = pa_bad_table(task, dst, i);
+    free(sc);
+    free(acc);
+    return st;
+}
