@@ -18,6 +18,9 @@
 
 #define MAX_ROWS 128
 #define BW_BYTES ((size_t)256 << 20)
+#define BENCH_REPS 5      /* groups per engine and shape, at most */
+#define BENCH_SHAPE_S 4.0 /* past this, a shape stops after 2 groups */
+#define BENCH_SETTLE_S 0.05
 
 static double now_s(void) {
     struct timespec ts;
@@ -166,20 +169,24 @@ static void fill(candle_tensor *t, uint32_t seed) {
     }
 }
 
-/* Best seconds per call of fn(arg), after a warm-up: at least 2 runs and
- * about min_time in all (one run when a single run takes longer). */
-static double best_time(void (*fn)(void *), void *arg, double min_time) {
-    fn(arg);
-    double best = 1e30, total = 0;
-    for (int r = 0; r < 50 && (r < 2 || total < min_time); r++) {
-        double t0 = now_s();
+/* Seconds per call of fn(arg), averaged over a batch of back-to-back calls
+ * lasting at least min_time (one call when a call takes longer): a batch
+ * keeps the engine's threads as hot as they are in a real workload. */
+static double batch_time(void (*fn)(void *), void *arg, double min_time) {
+    double t0 = now_s(), t = t0;
+    int64_t calls = 0;
+    do {
         fn(arg);
-        double dt = now_s() - t0;
-        total += dt;
-        if (dt < best) best = dt;
-        if (dt > 4 * min_time) break;
-    }
-    return best;
+        calls++;
+        t = now_s();
+    } while (t - t0 < min_time);
+    return (t - t0) / (double)calls;
+}
+
+/* Lets the other engine's idle threads fall asleep before the next group. */
+static void settle(void) {
+    struct timespec ts = {0, (long)(BENCH_SETTLE_S * 1e9)};
+    nanosleep(&ts, NULL);
 }
 
 typedef struct candle_call {
@@ -211,8 +218,47 @@ static void run_blas(void *p) {
         c->b->sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, M, N, K, 1.0f, c->a, K, c->w, N, 0.0f, c->c, N);
 }
 
-/* Times every thread count of one shape (rows[0..n)), Candle then OpenBLAS. */
-static int bench_shape(bench_row *rows, int n, candle_backend *const *bes, const blas *b) {
+typedef struct engine_run {
+    bench_row *rows;
+    int n;
+    candle_backend *const *bes;
+    const blas *b;
+    candle_call cc;
+    blas_call bc;
+} engine_run;
+
+/* One group: every thread count of one engine, best batch kept per row. */
+static void run_group(engine_run *e, bool use_blas, double batch_s) {
+    for (int i = 0; i < e->n; i++) {
+        bench_row *r = &e->rows[i];
+        double t;
+        if (use_blas) {
+            e->b->set_threads(r->threads);
+            t = batch_time(run_blas, &e->bc, batch_s);
+            if (r->t_blas == 0 || t < r->t_blas) r->t_blas = t;
+        } else {
+            e->cc.be = e->bes[r->threads - 1];
+            t = batch_time(run_candle, &e->cc, batch_s);
+            if (r->t_candle == 0 || t < r->t_candle) r->t_candle = t;
+        }
+    }
+    settle();
+}
+
+/* Times every thread count of one shape (rows[0..n)) on both engines.
+ *
+ * Fairness: the two engines share the process and its two cores, and both
+ * keep their worker threads spinning for a while after a call (OpenBLAS
+ * for 2^OPENBLAS_THREAD_TIMEOUT TSC cycles, about 0.1 s by default, the
+ * Candle pool for SPIN_BEFORE_SLEEP pauses). Timed back to back, a 2-thread
+ * run of one engine shared the cores with the other's spinning workers, so
+ * small products measured slower on 2 threads than on 1. So: OpenBLAS's
+ * timeout is cut to 2^24 cycles (bench_ops; still far longer than the gap
+ * between two calls of a batch), each engine runs all its thread counts as
+ * a group followed by a settle that outlasts both spins, groups alternate
+ * which engine goes first (drift in clock or load hits both alike), and
+ * each row keeps its best batch of several. */
+static int bench_shape(bench_row *rows, int n, candle_backend *const *bes, const blas *b, bool quick) {
     const bench_row *r = &rows[0];
     candle_ctx *ctx = NULL;
     candle_ctx_params p = candle_ctx_default_params();
@@ -234,17 +280,19 @@ static int bench_shape(bench_row *rows, int n, candle_backend *const *bes, const
         candle_ctx_free(ctx);
         return 1;
     }
-    double min_time = 0.25;
-    for (int i = 0; i < n; i++) {
-        candle_call c = {bes[rows[i].threads - 1], y};
-        rows[i].t_candle = best_time(run_candle, &c, min_time);
-    }
-    if (b->lib && r->wt == CANDLE_DTYPE_F32) {
-        blas_call c = {b, r, (const float *)tensor_ptr(a), (const float *)tensor_ptr(w), (float *)tensor_ptr(y)};
-        for (int i = 0; i < n; i++) {
-            b->set_threads(rows[i].threads);
-            rows[i].t_blas = best_time(run_blas, &c, min_time);
-        }
+    engine_run e = {rows, n, bes, b, {NULL, y},
+                    {b, r, (const float *)tensor_ptr(a), (const float *)tensor_ptr(w), (float *)tensor_ptr(y)}};
+    bool with_blas = b->lib && r->wt == CANDLE_DTYPE_F32;
+    /* warm-up: scratch allocation, page faults, thread start-up */
+    run_group(&e, false, 0);
+    if (with_blas) run_group(&e, true, 0);
+    for (int i = 0; i < n; i++) rows[i].t_candle = rows[i].t_blas = 0;
+    double batch_s = quick ? 0.02 : 0.05, t0 = now_s();
+    int max_reps = quick ? 3 : BENCH_REPS;
+    for (int rep = 0; rep < max_reps && (rep < 2 || now_s() - t0 < BENCH_SHAPE_S); rep++) {
+        bool blas_first = with_blas && rep % 2 == 1;
+        run_group(&e, blas_first, batch_s);
+        if (with_blas) run_group(&e, !blas_first, batch_s);
     }
     candle_ctx_free(ctx);
     return 0;
@@ -391,6 +439,8 @@ static int bench_ops(int argc, char **argv) {
     static machine m;
     int n = make_rows(rows, &o);
     measure_machine(&m, &o);
+    /* see bench_shape; a value the user set wins */
+    setenv("OPENBLAS_THREAD_TIMEOUT", "24", 0);
     blas b;
     m.have_blas = blas_open(&b);
     if (!m.have_blas) fprintf(stderr, "candle bench: OpenBLAS not found (apt-get install libopenblas-dev); Candle only\n");
@@ -400,7 +450,7 @@ static int bench_ops(int argc, char **argv) {
     for (int i = 0; i < n && !rc;) {
         int j = i;
         while (j < n && !strcmp(rows[j].name, rows[i].name) && rows[j].M == rows[i].M && rows[j].wt == rows[i].wt) j++;
-        rc = bench_shape(&rows[i], j - i, bes, &b);
+        rc = bench_shape(&rows[i], j - i, bes, &b, o.quick);
         i = j;
     }
     for (int t = 0; t < 16; t++) candle_backend_free(bes[t]);
