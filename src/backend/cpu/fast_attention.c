@@ -1,20 +1,35 @@
-/* Flash attention on the CPU for f32 q/k/v (the node of candle_attention).
+/* Flash attention on the CPU for f32/f16/bf16 q/k/v (the node of
+ * candle_attention), blocked.
  *
- * Each query row walks the keys in tiles of ATTN_TILE: its scores for one
- * tile are computed, exponentiated against the running maximum, and folded
- * into a running sum and output accumulator (online softmax: when the
- * maximum grows, the old sum and accumulator are rescaled by exp(old - new)).
- * Memory is O(tile + Dv) per thread; no [Sq, Skv] score matrix exists.
- * Grouped-query heads read kv head h / (Hq / Hkv); causal rows stop at their
- * absolute position Skv - Sq + i. Threads split the B * Hq * Sq rows. A row
- * that sees no key outputs zeros, as the reference does. f16/bf16 q, k, v
- * (and output) are converted a row at a time into f32 scratch. */
+ * A task takes a block of query rows: up to ATTN_BQ positions of one batch
+ * entry, for the query heads that share one kv head (grouped-query heads
+ * read kv head h / (Hq / Hkv)), so each key/value tile is read and packed
+ * once for all of them. It walks the keys in tiles of ATTN_BK: per head,
+ * the [rows, tile] scores come from a register-blocked product with the
+ * transposed key tile, each row is folded into its running maximum and sum
+ * (online softmax: when the maximum grows, the old sum and output
+ * accumulator are rescaled by exp(old - new)), and the output rows are
+ * rescaled and accumulated with the value tile in one pass. Causal rows stop
+ * at their absolute position Skv - Sq + i, so tiles past a block's last row
+ * are never computed, and only the diagonal tiles are masked element-wise.
+ * Memory is O(rows * (D + Dv) + tile) per thread; no [Sq, Skv] score matrix
+ * exists. A row that sees no key outputs zeros, as the reference does.
+ * f16/bf16 inputs are converted a block or tile at a time into f32 scratch.
+ * The tile primitives come from attention_scalar.c or x86/attention_avx2.c,
+ * chosen with the primitive table (CANDLE_CPU_ISA=scalar picks the first). */
 #include <math.h>
 #include <string.h>
 
+#include "attention-impl.h"
 #include "fast-impl.h"
 
-#define ATTN_TILE 64
+#define ATTN_BK 64        /* keys per tile */
+#define ATTN_BQ 64        /* query positions per block, at most */
+#define ATTN_MAX_ROWS 256 /* positions x heads of one task, at most */
+/* Blocks of at most this many rows (decoding: the heads of one kv head)
+ * take their scores from the key rows: a transposed copy would cost as much
+ * as the products it feeds. */
+#define ATTN_ROWS_DIRECT 4
 
 static bool is_float(candle_dtype t) {
     return t == CANDLE_DTYPE_F32 || t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16;
@@ -33,102 +48,239 @@ static bool match_attn(const candle_tensor *dst) {
            (!mask || (is_float(mask->dtype) && mask->rank == 4));
 }
 
-/* Per thread: score tile, accumulator [Dv], and f32 copies of the q row
- * [D] and of one k [D] and v [Dv] row (for half-precision inputs). */
-static size_t attn_thread_bytes(const candle_tensor *dst) {
-    int64_t D = dst->src[0]->shape[3], Dv = dst->shape[3];
-    return ((size_t)(ATTN_TILE + 2 * Dv + 2 * D) * sizeof(float) + 63) & ~(size_t)63;
+static const cpu_attn_ops *attn_ops(void) {
+#if defined(__x86_64__)
+    /* every table but the scalar one runs on AVX2 + FMA + F16C hardware */
+    if (cpu_simd_get() != &cpu_simd_scalar) return &cpu_attn_avx2;
+#endif
+    return &cpu_attn_scalar;
+}
+
+/* How the rows are cut into tasks. */
+typedef struct attn_geom {
+    int64_t B, Hq, Hkv, Sq, Skv, D, Dv, G;
+    int64_t gc, n_gc;   /* heads per task, head chunks per kv head */
+    int64_t bq, n_blk;  /* positions per task, blocks */
+    int64_t n_units;    /* B * Hkv * n_gc * n_blk */
+    int64_t dvp;        /* Dv rounded up to ATTN_NR: output row stride in scratch */
+    bool causal;
+} attn_geom;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static void attn_geom_of(const candle_tensor *dst, attn_geom *g) {
+    const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
+    *g = (attn_geom){.B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Sq = q->shape[2],
+                     .Skv = k->shape[2], .D = q->shape[3], .Dv = v->shape[3], .causal = dst->iparams[0] != 0};
+    g->G = g->Hq / g->Hkv;
+    g->gc = g->G < ATTN_MAX_ROWS ? g->G : ATTN_MAX_ROWS;
+    g->n_gc = (g->G + g->gc - 1) / g->gc;
+    int64_t bq = ATTN_MAX_ROWS / g->gc;
+    g->bq = bq < ATTN_BQ ? bq : ATTN_BQ;
+    if (g->bq > g->Sq) g->bq = g->Sq > 0 ? g->Sq : 1;
+    g->n_blk = (g->Sq + g->bq - 1) / g->bq;
+    g->n_units = g->B * g->Hkv * g->n_gc * g->n_blk;
+    g->dvp = round_up(g->Dv, ATTN_NR);
+}
+
+/* Per-thread scratch, in floats, each part a multiple of 16 (64 bytes):
+ * q rows [rows, D], output rows [rows, dvp], running max and sum [rows],
+ * scores [rows, BK], corrections [rows], transposed key tile [BK, D] and a value
+ * tile [BK, Dv] (converted or repacked when v is not plain f32). */
+typedef struct attn_scratch {
+    float *q, *o, *m, *l, *s, *corr, *kt, *vt;
+} attn_scratch;
+
+static size_t scratch_floats(const attn_geom *g, attn_scratch *sc) {
+    int64_t rows = g->gc * g->bq;
+    int64_t sizes[8] = {round_up(rows * g->D, 16), round_up(rows * g->dvp, 16), round_up(rows, 16),
+                        round_up(rows, 16),        round_up(rows * ATTN_BK, 16),  round_up(rows, 16),
+                        round_up(ATTN_BK * g->D, 16), round_up(ATTN_BK * g->Dv, 16)};
+    float **parts[8] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt};
+    float *base = sc->q;
+    size_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        if (base) *parts[i] = base + off;
+        off += (size_t)sizes[i];
+    }
+    return off;
+}
+
+static size_t attn_thread_bytes(const attn_geom *g) {
+    attn_scratch none = {0};
+    return scratch_floats(g, &none) * sizeof(float);
 }
 
 static void plan_attn(const candle_tensor *dst, int n_threads, cpu_plan *p) {
-    const candle_tensor *k = dst->src[1];
-    double work = (double)candle_tensor_numel(dst) * (double)k->shape[2];
-    p->nth = cpu_tasks_for(work, 1e5, n_threads, 4);
-    p->wsize = 64 + (size_t)n_threads * attn_thread_bytes(dst);
+    attn_geom g;
+    attn_geom_of(dst, &g);
+    double work = (double)candle_tensor_numel(dst) * (double)g.Skv;
+    /* one task per unit: threads claim them as they finish, which evens out
+     * the causal blocks' unequal costs (the heaviest are numbered first) */
+    int par = cpu_tasks_for(work, 1e5, n_threads, 1);
+    p->nth = par == 1 ? 1 : (int)(g.n_units < (1 << 20) ? g.n_units : (1 << 20));
+    p->wsize = 64 + (size_t)n_threads * attn_thread_bytes(&g);
 }
 
-typedef struct attn_row {
-    const float *q;
-    const char *k, *v, *mask; /* k, v: rows of head hk; mask: row i or NULL */
-    int64_t sk, sv, sm;       /* byte strides between keys / mask entries */
-    int64_t n_keys, D, Dv;
-    candle_dtype kv_dtype, mask_dtype;
-    float scale;
-    float *kbuf, *vbuf; /* f32 copies of one k / v row when kv are not f32 */
-} attn_row;
+/* One task's rows and the inputs they read. */
+typedef struct attn_block {
+    const attn_geom *g;
+    const cpu_attn_ops *ops;
+    const cpu_simd *simd;
+    const candle_tensor *mask;
+    const char *k, *v;        /* rows of kv head hk in batch b */
+    int64_t sk, sv;           /* byte strides between keys */
+    int64_t b, h0, nh, i0, r; /* query heads [h0, h0 + nh), positions [i0, i0 + r) */
+    int64_t n_keys;           /* keys any row of the block sees */
+    candle_dtype kv_dtype;
+    attn_scratch sc;
+} attn_block;
 
-static const float *kv_row(const cpu_simd *simd, const attn_row *r, const char *p, int64_t n, float *buf) {
-    if (r->kv_dtype == CANDLE_DTYPE_F32) return (const float *)p;
-    simd->to_f32(r->kv_dtype, p, buf, n);
-    return buf;
+/* Row ri of the block is head h0 + ri / r, position i0 + ri % r; its
+ * scores are row ri of the score tile. */
+static void add_mask(const attn_block *a, int64_t j0, int64_t nk) {
+    const candle_tensor *mk = a->mask;
+    int64_t sm = mk->stride[3];
+    for (int64_t ri = 0; ri < a->nh * a->r; ri++) {
+        const char *row = tensor_ptr(mk) + a->b * mk->stride[0] + (a->h0 + ri / a->r) * mk->stride[1] +
+                          (a->i0 + ri % a->r) * mk->stride[2] + j0 * sm;
+        float *s = a->sc.s + ri * ATTN_BK;
+        if (mk->dtype == CANDLE_DTYPE_F32 && sm == 4) {
+            const float *mr = (const float *)row;
+            for (int64_t j = 0; j < nk; j++) s[j] += mr[j];
+        } else {
+            for (int64_t j = 0; j < nk; j++) s[j] += (float)candle_load_f64(mk->dtype, row + j * sm);
+        }
+    }
 }
 
-/* One tile of keys [j0, j1) folded into (m, l, acc). */
-static void fold_tile(const cpu_simd *simd, const attn_row *r, int64_t j0, int64_t j1, float *s,
-                      float *m, float *l, float *acc) {
-    float tmax = -INFINITY;
-    for (int64_t j = j0; j < j1; j++) {
-        float v = simd->dot(r->q, kv_row(simd, r, r->k + j * r->sk, r->D, r->kbuf), r->D) * r->scale;
-        if (r->mask) v += (float)candle_load_f64(r->mask_dtype, r->mask + j * r->sm);
-        s[j - j0] = v;
-        tmax = v > tmax ? v : tmax;
+/* Keys past a row's absolute position are -inf (diagonal tiles only). */
+static void mask_causal(const attn_block *a, int64_t j0, int64_t nk) {
+    int64_t off = a->g->Skv - a->g->Sq;
+    for (int64_t ri = 0; ri < a->nh * a->r; ri++) {
+        int64_t first = off + a->i0 + ri % a->r + 1 - j0; /* first hidden column */
+        float *s = a->sc.s + ri * ATTN_BK;
+        for (int64_t j = first < 0 ? 0 : first; j < nk; j++) s[j] = -INFINITY;
     }
-    if (!(tmax > -INFINITY)) return; /* every key of the tile masked (or NaN max) */
-    float m_new = tmax > *m ? tmax : *m;
-    if (m_new > *m) {
-        float corr = expf(*m - m_new); /* 0 on the first tile */
-        *l *= corr;
-        for (int64_t e = 0; e < r->Dv; e++) acc[e] *= corr;
-        *m = m_new;
-    }
-    int64_t n = j1 - j0;
-    for (int64_t j = 0; j < n; j++) s[j] -= m_new;
+}
+
+/* Scores to probabilities: new running maxima, the rows shifted and
+ * exponentiated, corrections exp(old max - new max), running sums. */
+static void softmax_tile(const attn_block *a, int64_t nk) {
     static const double no_params[2] = {0, 0};
-    simd->unary(CANDLE_OP_EXP, s, s, n, no_params);
-    for (int64_t j = 0; j < n; j++) {
-        *l += s[j];
-        simd->scale_axpy(acc, 1.0f, s[j], kv_row(simd, r, r->v + (j0 + j) * r->sv, r->Dv, r->vbuf), r->Dv);
+    float *m = a->sc.m, *l = a->sc.l, *corr = a->sc.corr;
+    int64_t rows = a->nh * a->r;
+    for (int64_t i = 0; i < rows; i++) {
+        float *s = a->sc.s + i * ATTN_BK;
+        float mt = a->ops->max(s, nk), mn = mt > m[i] ? mt : m[i];
+        if (!(mn > -INFINITY)) { /* nothing seen yet (or NaN): the row adds nothing */
+            memset(s, 0, sizeof(float) * (size_t)nk);
+            corr[i] = 0.0f; /* exp(0) below: keeps the zero accumulator */
+            continue;
+        }
+        a->ops->sub(s, nk, mn);
+        corr[i] = m[i] - mn; /* -inf on a row's first keys: exp gives 0 */
+        m[i] = mn;
+        a->simd->unary(CANDLE_OP_EXP, s, s, nk, no_params);
     }
+    a->simd->unary(CANDLE_OP_EXP, corr, corr, rows, no_params);
+    for (int64_t i = 0; i < rows; i++) l[i] = l[i] * corr[i] + a->ops->sum(a->sc.s + i * ATTN_BK, nk);
+}
+
+/* f32 value rows for the tile: in place when v is f32 with whole-float
+ * strides, else converted into the scratch tile. */
+static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int64_t *ldv) {
+    const char *v = a->v + j0 * a->sv;
+    if (a->kv_dtype == CANDLE_DTYPE_F32 && a->sv % (int64_t)sizeof(float) == 0) {
+        *ldv = a->sv / (int64_t)sizeof(float);
+        return (const float *)v;
+    }
+    for (int64_t j = 0; j < nk; j++) a->simd->to_f32(a->kv_dtype, v + j * a->sv, a->sc.vt + j * a->g->Dv, a->g->Dv);
+    *ldv = a->g->Dv;
+    return a->sc.vt;
+}
+
+static void run_tiles(const attn_block *a) {
+    const attn_geom *g = a->g;
+    int64_t off = g->Skv - g->Sq, rows = a->nh * a->r;
+    for (int64_t j0 = 0; j0 < a->n_keys; j0 += ATTN_BK) {
+        int64_t nk = a->n_keys - j0 < ATTN_BK ? a->n_keys - j0 : ATTN_BK, ldv;
+        const char *kj = a->k + j0 * a->sk;
+        if (rows <= ATTN_ROWS_DIRECT) {
+            a->ops->scores_rows(a->sc.q, g->D, rows, g->D, a->kv_dtype, kj, a->sk, nk, a->sc.s, ATTN_BK);
+        } else {
+            a->ops->pack_kt(a->kv_dtype, kj, a->sk, nk, g->D, a->sc.kt);
+            a->ops->scores(a->sc.q, g->D, rows, g->D, a->sc.kt, nk, a->sc.s, ATTN_BK);
+        }
+        if (a->mask) add_mask(a, j0, nk);
+        if (g->causal && j0 + nk - 1 > off + a->i0) mask_causal(a, j0, nk);
+        softmax_tile(a, nk);
+        const float *vr = value_rows(a, j0, nk, &ldv);
+        a->ops->accum(a->sc.s, ATTN_BK, rows, a->sc.corr, vr, ldv, nk, g->Dv, a->sc.o, g->dvp);
+    }
+}
+
+/* q rows of the block, scaled, into scratch; output and running state reset. */
+static void load_block(const attn_block *a, const candle_tensor *q, float scale) {
+    const attn_geom *g = a->g;
+    for (int64_t hs = 0; hs < a->nh; hs++)
+        for (int64_t i = 0; i < a->r; i++) {
+            const char *src = tensor_ptr(q) + a->b * q->stride[0] + (a->h0 + hs) * q->stride[1] +
+                              (a->i0 + i) * q->stride[2];
+            float *dq = a->sc.q + (hs * a->r + i) * g->D;
+            a->simd->to_f32(q->dtype, src, dq, g->D);
+            for (int64_t e = 0; e < g->D; e++) dq[e] *= scale;
+        }
+    int64_t rows = a->nh * a->r;
+    memset(a->sc.o, 0, sizeof(float) * (size_t)(rows * g->dvp));
+    memset(a->sc.l, 0, sizeof(float) * (size_t)rows);
+    for (int64_t i = 0; i < rows; i++) a->sc.m[i] = -INFINITY;
+}
+
+static void store_block(const attn_block *a, candle_tensor *dst) {
+    const attn_geom *g = a->g;
+    size_t esz = candle_dtype_info(dst->dtype)->type_size;
+    for (int64_t hs = 0; hs < a->nh; hs++)
+        for (int64_t i = 0; i < a->r; i++) {
+            float *o = a->sc.o + (hs * a->r + i) * g->dvp, l = a->sc.l[hs * a->r + i];
+            float inv = l > 0 ? 1.0f / l : 0.0f;
+            for (int64_t e = 0; e < g->Dv; e++) o[e] *= inv;
+            int64_t row = ((a->b * g->Hq + a->h0 + hs) * g->Sq + a->i0 + i);
+            char *out = tensor_ptr(dst) + (size_t)(row * g->Dv) * esz;
+            if (dst->dtype == CANDLE_DTYPE_F32) memcpy(out, o, sizeof(float) * (size_t)g->Dv);
+            else candle_dtype_info(dst->dtype)->from_f32(o, out, g->Dv);
+        }
 }
 
 static candle_status run_attn(const cpu_task *t, candle_tensor *dst) {
-    const cpu_simd *simd = cpu_simd_get();
     const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
-    const candle_tensor *mask = dst->n_src > 3 ? dst->src[3] : NULL;
-    int64_t B = q->shape[0], Hq = q->shape[1], Sq = q->shape[2], D = q->shape[3];
-    int64_t Skv = k->shape[2], Dv = v->shape[3], group = Hq / k->shape[1];
-    bool causal = dst->iparams[0] != 0;
-    float *s = cpu_thread_scratch(t, attn_thread_bytes(dst)), *acc = s + ATTN_TILE;
-    float *qbuf = acc + Dv, *kbuf = qbuf + D, *vbuf = kbuf + D;
-    int64_t r0, r1;
-    cpu_split(B * Hq * Sq, 1, t->ith, t->nth, &r0, &r1);
-    for (int64_t row = r0; row < r1; row++) {
-        int64_t i = row % Sq, h = (row / Sq) % Hq, b = row / (Sq * Hq), hk = h / group;
-        const char *qrow = tensor_ptr(q) + b * q->stride[0] + h * q->stride[1] + i * q->stride[2];
-        if (q->dtype != CANDLE_DTYPE_F32) simd->to_f32(q->dtype, qrow, qbuf, D);
-        attn_row r = {
-            .q = q->dtype == CANDLE_DTYPE_F32 ? (const float *)qrow : qbuf,
-            .k = tensor_ptr(k) + b * k->stride[0] + hk * k->stride[1],
-            .v = tensor_ptr(v) + b * v->stride[0] + hk * v->stride[1],
-            .mask = mask ? tensor_ptr(mask) + b * mask->stride[0] + h * mask->stride[1] + i * mask->stride[2] : NULL,
-            .sk = k->stride[2], .sv = v->stride[2], .sm = mask ? mask->stride[3] : 0,
-            .n_keys = causal ? Skv - Sq + i + 1 : Skv, .D = D, .Dv = Dv, .kv_dtype = k->dtype,
-            .mask_dtype = mask ? mask->dtype : CANDLE_DTYPE_F32, .scale = (float)dst->fparams[0],
-            .kbuf = kbuf, .vbuf = vbuf,
-        };
-        float m = -INFINITY, l = 0.0f;
-        for (int64_t e = 0; e < Dv; e++) acc[e] = 0.0f;
-        for (int64_t j0 = 0; j0 < r.n_keys; j0 += ATTN_TILE)
-            fold_tile(simd, &r, j0, j0 + ATTN_TILE < r.n_keys ? j0 + ATTN_TILE : r.n_keys, s, &m, &l, acc);
-        float inv = l > 0 ? 1.0f / l : 0.0f;
-        for (int64_t e = 0; e < Dv; e++) acc[e] *= inv;
-        size_t esz = candle_dtype_info(dst->dtype)->type_size;
-        char *out = tensor_ptr(dst) + (size_t)(row * Dv) * esz;
-        if (dst->dtype == CANDLE_DTYPE_F32) memcpy(out, acc, sizeof(float) * (size_t)Dv);
-        else candle_dtype_info(dst->dtype)->from_f32(acc, out, Dv);
+    attn_geom g;
+    attn_geom_of(dst, &g);
+    attn_block a = {.g = &g, .ops = attn_ops(), .simd = cpu_simd_get(), .mask = dst->n_src > 3 ? dst->src[3] : NULL,
+                    .sk = k->stride[2], .sv = v->stride[2], .kv_dtype = k->dtype};
+    a.sc.q = cpu_thread_scratch(t, attn_thread_bytes(&g));
+    scratch_floats(&g, &a.sc);
+    int64_t u0, u1;
+    cpu_split(g.n_units, 1, t->ith, t->nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) {
+        /* the last (under a causal mask, the costliest) blocks first */
+        int64_t blk = g.n_blk - 1 - u / (g.B * g.Hkv * g.n_gc), rest = u % (g.B * g.Hkv * g.n_gc);
+        int64_t gch = rest % g.n_gc, hk = (rest / g.n_gc) % g.Hkv;
+        a.b = rest / (g.n_gc * g.Hkv);
+        a.h0 = hk * g.G + gch * g.gc;
+        a.nh = g.G - gch * g.gc < g.gc ? g.G - gch * g.gc : g.gc;
+        a.i0 = blk * g.bq;
+        a.r = g.Sq - a.i0 < g.bq ? g.Sq - a.i0 : g.bq;
+        a.n_keys = g.causal ? g.Skv - g.Sq + a.i0 + a.r : g.Skv;
+        a.k = tensor_ptr(k) + a.b * k->stride[0] + hk * k->stride[1];
+        a.v = tensor_ptr(v) + a.b * v->stride[0] + hk * v->stride[1];
+        load_block(&a, q, (float)dst->fparams[0]);
+        run_tiles(&a);
+        store_block(&a, dst);
     }
     return CANDLE_OK;
 }
 
-const cpu_fast_kernel cpu_fast_attention = {"flash attention f32/f16/bf16 (online softmax, O(N) memory)", match_attn,
-                                            plan_attn, run_attn};
+const cpu_fast_kernel cpu_fast_attention = {
+    "flash attention f32/f16/bf16 (blocked: query rows x key tiles, online softmax, O(N) memory)", match_attn,
+    plan_attn, run_attn};

@@ -1,0 +1,43 @@
+/* Tile primitives of the blocked flash attention kernel (fast_attention.c),
+ * one table per instruction set: portable C (attention_scalar.c) and AVX2 +
+ * FMA (x86/attention_avx2.c), chosen with the cpu_simd table. */
+#ifndef CANDLE_CPU_ATTENTION_IMPL_H
+#define CANDLE_CPU_ATTENTION_IMPL_H
+
+#include "cpu-impl.h"
+
+/* Keys per panel of the transposed key tile. */
+#define ATTN_NR 16
+
+typedef struct cpu_attn_ops {
+    const char *name;
+    /* Transposed key tile in panels of ATTN_NR keys:
+     * kt[(j / NR) * d * NR + p * NR + j % NR] = k(j, p) for j < nk, p < d,
+     * and zero for nk <= j < round_up(nk, NR). Keys are rows of t (f32, f16,
+     * bf16), sk bytes apart, their d elements contiguous. */
+    void (*pack_kt)(candle_dtype t, const char *k, int64_t sk, int64_t nk, int64_t d, float *kt);
+    /* s[i * lds + j] = dot(q row i, key j) for i < r and j < round_up(nk, NR):
+     * q rows are f32, lda floats apart; kt as pack_kt wrote it. */
+    void (*scores)(const float *q, int64_t lda, int64_t r, int64_t d, const float *kt, int64_t nk,
+                   float *s, int64_t lds);
+    /* The same scores for a few rows (decoding), straight from the key rows
+     * (t, sk as for pack_kt) with no transposed copy; j < nk only. */
+    void (*scores_rows)(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,
+                        int64_t sk, int64_t nk, float *s, int64_t lds);
+    /* Online-softmax update of the output rows:
+     * o[i] = o[i] * corr[i] + sum_{j < nk} p[i * ldp + j] * v(j) for i < r,
+     * v rows f32 ldv floats apart (dv elements, read no further), o rows ldo
+     * floats apart with ldo >= round_up(dv, NR) (the padding is scratch). */
+    void (*accum)(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v,
+                  int64_t ldv, int64_t nk, int64_t dv, float *o, int64_t ldo);
+    float (*max)(const float *x, int64_t n); /* -inf when n == 0 */
+    void (*sub)(float *x, int64_t n, float m); /* x[j] -= m */
+    float (*sum)(const float *x, int64_t n);
+} cpu_attn_ops;
+
+extern const cpu_attn_ops cpu_attn_scalar;
+#if defined(__x86_64__)
+extern const cpu_attn_ops cpu_attn_avx2;
+#endif
+
+#endif

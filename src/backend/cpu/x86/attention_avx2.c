@@ -1,0 +1,263 @@
+/* AVX2 + FMA tile primitives of the blocked flash attention (contracts in
+ * attention-impl.h). Both products are register-blocked 6 x 16 tiles, twelve
+ * 8-lane accumulators, two vector loads and six broadcasts per twelve FMAs,
+ * as in the GEMM micro-kernel:
+ *   scores: q rows (broadcast) x a panel of 16 transposed keys, over d;
+ *   accum:  p rows (broadcast) x 16 columns of v rows, over the tile's keys,
+ *           the accumulators starting from o * corr (the online-softmax
+ *           rescale costs no extra pass over o).
+ * Row counts below six get their own inlined copies (no wasted FMAs); a
+ * few rows (decoding) take their scores straight from the key rows, four
+ * keys at a time, with no transposed copy. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "../attention-impl.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 load8(candle_dtype t, const char *p) {
+    if (t == CANDLE_DTYPE_F32) return _mm256_loadu_ps((const float *)p);
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (t == CANDLE_DTYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float load1(candle_dtype t, const char *p) {
+    if (t == CANDLE_DTYPE_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return t == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
+}
+
+static inline void transpose8(__m256 *r) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* Eight keys at a time: 8 x 8 blocks loaded along d and transposed into
+ * the panel's half; keys past nk are zero. */
+static void pack_kt_avx2(candle_dtype t, const char *k, int64_t sk, int64_t nk, int64_t d, float *kt) {
+    int64_t esz = t == CANDLE_DTYPE_F32 ? 4 : 2, nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
+    for (int64_t j0 = 0; j0 < nkp; j0 += 8) {
+        float *dst = kt + (j0 / ATTN_NR) * d * ATTN_NR + j0 % ATTN_NR;
+        int64_t nv = nk - j0 < 8 ? (nk - j0 > 0 ? nk - j0 : 0) : 8;
+        const char *rows = k + j0 * sk;
+        int64_t p0 = 0;
+        for (; p0 + 8 <= d; p0 += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = i < nv ? load8(t, rows + i * sk + p0 * esz) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p0 + i) * ATTN_NR, r[i]);
+        }
+        for (; p0 < d; p0++)
+            for (int i = 0; i < 8; i++) dst[p0 * ATTN_NR + i] = i < nv ? load1(t, rows + i * sk + p0 * esz) : 0.0f;
+    }
+}
+
+/* One mr x 16 tile of scores (mr <= 6, a constant after inlining). */
+static ALWAYS_INLINE void scores_tile(const float *q, int64_t lda, const int mr, int64_t d, const float *kt,
+                                      float *s, int64_t lds) {
+    __m256 c[6][2];
+    for (int i = 0; i < mr; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < d; p++) {
+        __m256 b0 = _mm256_loadu_ps(kt + p * ATTN_NR), b1 = _mm256_loadu_ps(kt + p * ATTN_NR + 8);
+        for (int i = 0; i < mr; i++) {
+            __m256 a = _mm256_broadcast_ss(q + i * lda + p);
+            c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_ps(s + i * lds, c[i][0]);
+        _mm256_storeu_ps(s + i * lds + 8, c[i][1]);
+    }
+}
+
+/* Six q rows stay in L1 while they meet every panel of the key tile. */
+static void scores_avx2(const float *q, int64_t lda, int64_t r, int64_t d, const float *kt, int64_t nk, float *s,
+                        int64_t lds) {
+    int64_t nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
+    for (int64_t i = 0; i < r; i += 6) {
+        const float *qi = q + i * lda;
+        float *si = s + i * lds;
+        for (int64_t j0 = 0; j0 < nkp; j0 += ATTN_NR) {
+            const float *panel = kt + (j0 / ATTN_NR) * d * ATTN_NR;
+            switch (r - i < 6 ? r - i : 6) {
+            case 1: scores_tile(qi, lda, 1, d, panel, si + j0, lds); break;
+            case 2: scores_tile(qi, lda, 2, d, panel, si + j0, lds); break;
+            case 3: scores_tile(qi, lda, 3, d, panel, si + j0, lds); break;
+            case 4: scores_tile(qi, lda, 4, d, panel, si + j0, lds); break;
+            case 5: scores_tile(qi, lda, 5, d, panel, si + j0, lds); break;
+            default: scores_tile(qi, lda, 6, d, panel, si + j0, lds); break;
+            }
+        }
+    }
+}
+
+/* Four sums of eight lanes each, as one vector. */
+static inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* mr (1 or 2) q rows x 4 keys, dot products along d; keys past nk repeat
+ * the last valid one and are not stored. */
+static ALWAYS_INLINE void scores_rows_tile(const float *q, int64_t lda, const int mr, int64_t d, candle_dtype t,
+                                           const char *k, int64_t sk, int nk, float *s, int64_t lds) {
+    int64_t esz = t == CANDLE_DTYPE_F32 ? 4 : 2;
+    const char *kr[4] = {k, k + (nk > 1 ? 1 : 0) * sk, k + (nk > 2 ? 2 : nk - 1) * sk, k + (nk > 3 ? 3 : nk - 1) * sk};
+    __m256 c[2][4];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < 4; j++) c[i][j] = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 8 <= d; p += 8) {
+        __m256 a[2];
+        for (int i = 0; i < mr; i++) a[i] = _mm256_loadu_ps(q + i * lda + p);
+        for (int j = 0; j < 4; j++) {
+            __m256 b = load8(t, kr[j] + p * esz);
+            for (int i = 0; i < mr; i++) c[i][j] = _mm256_fmadd_ps(a[i], b, c[i][j]);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        float out[4];
+        _mm_storeu_ps(out, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
+        for (int64_t e = p; e < d; e++)
+            for (int j = 0; j < 4; j++) out[j] += q[i * lda + e] * load1(t, kr[j] + e * esz);
+        for (int j = 0; j < nk; j++) s[i * lds + j] = out[j];
+    }
+}
+
+static void scores_rows_avx2(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,
+                             int64_t sk, int64_t nk, float *s, int64_t lds) {
+    for (int64_t j = 0; j < nk; j += 4) {
+        int n = nk - j < 4 ? (int)(nk - j) : 4;
+        int64_t i = 0;
+        for (; i + 2 <= r; i += 2) scores_rows_tile(q + i * lda, lda, 2, d, t, k + j * sk, sk, n, s + i * lds + j, lds);
+        if (i < r) scores_rows_tile(q + i * lda, lda, 1, d, t, k + j * sk, sk, n, s + i * lds + j, lds);
+    }
+}
+
+/* mr x 16 output columns (mr <= 6, a constant after inlining); columns
+ * past nr (a tail of dv) are loaded as zeros and never read, so the last v
+ * row is not read beyond its end. */
+static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, const float *corr, const float *v,
+                                     int64_t ldv, int64_t nk, int nr, float *o, int64_t ldo, const bool masked) {
+    __m256 c[6][2];
+    for (int i = 0; i < mr; i++) {
+        __m256 k = _mm256_broadcast_ss(corr + i);
+        c[i][0] = _mm256_mul_ps(k, _mm256_loadu_ps(o + i * ldo));
+        c[i][1] = _mm256_mul_ps(k, _mm256_loadu_ps(o + i * ldo + 8));
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    for (int64_t j = 0; j < nk; j++) {
+        const float *vj = v + j * ldv;
+        __m256 b0 = masked ? _mm256_maskload_ps(vj, m0) : _mm256_loadu_ps(vj);
+        __m256 b1 = masked ? _mm256_maskload_ps(vj + 8, m1) : _mm256_loadu_ps(vj + 8);
+        for (int i = 0; i < mr; i++) {
+            __m256 a = _mm256_broadcast_ss(p + i * ldp + j);
+            c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_ps(o + i * ldo, c[i][0]);
+        _mm256_storeu_ps(o + i * ldo + 8, c[i][1]);
+    }
+}
+
+#define ACCUM_MR(MR, MASKED) \
+    accum_tile(p + i * ldp, ldp, MR, corr + i, v + n0, ldv, nk, nr, o + i * ldo + n0, ldo, MASKED)
+
+static void accum_avx2(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v, int64_t ldv,
+                       int64_t nk, int64_t dv, float *o, int64_t ldo) {
+    for (int64_t i = 0; i < r; i += 6) {
+        int mr = r - i < 6 ? (int)(r - i) : 6;
+        for (int64_t n0 = 0; n0 < dv; n0 += ATTN_NR) {
+            int nr = dv - n0 < ATTN_NR ? (int)(dv - n0) : ATTN_NR;
+            if (nr < ATTN_NR) {
+                ACCUM_MR(mr, true); /* the tail: not worth a copy per row count */
+                continue;
+            }
+            switch (mr) {
+            case 1: ACCUM_MR(1, false); break;
+            case 2: ACCUM_MR(2, false); break;
+            case 3: ACCUM_MR(3, false); break;
+            case 4: ACCUM_MR(4, false); break;
+            case 5: ACCUM_MR(5, false); break;
+            default: ACCUM_MR(6, false); break;
+            }
+        }
+    }
+}
+
+static float max_avx2(const float *x, int64_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + j));
+    float r = hmax(m);
+    for (; j < n; j++) r = x[j] > r ? x[j] : r;
+    return r;
+}
+
+static void sub_avx2(float *x, int64_t n, float m) {
+    __m256 mv = _mm256_set1_ps(m);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(x + j, _mm256_sub_ps(_mm256_loadu_ps(x + j), mv));
+    for (; j < n; j++) x[j] -= m;
+}
+
+static float sum_avx2(const float *x, int64_t n) {
+    __m256 s = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + j));
+    float r = hsum(s);
+    for (; j < n; j++) r += x[j];
+    return r;
+}
+
+const cpu_attn_ops cpu_attn_avx2 = {
+    .name = "avx2",
+    .pack_kt = pack_kt_avx2,
+    .scores = scores_avx2,
+    .scores_rows = scores_rows_avx2,
+    .accum = accum_avx2,
+    .max = max_avx2,
+    .sub = sub_avx2,
+    .sum = sum_avx2,
+};
