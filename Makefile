@@ -9,13 +9,18 @@ JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_TIME ?= 60
 
-.PHONY: all deps build test test-plain test-asan test-tsan fuzz run clean
+.PHONY: all deps bench-deps build test test-plain test-asan test-tsan fuzz run clean
 
 all: build
 
 # Libraries of `candle serve` (apt-get when missing and root; optional).
 deps:
 	bash scripts/install-server-deps.sh
+
+# PyTorch + transformers for bench/compare's PyTorch peer, in build-bench/venv
+# (several GB from PyPI; not needed by build or test).
+bench-deps:
+	bash scripts/install-bench-deps.sh
 
 build: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# PyTorch and transformers for bench/compare's PyTorch peer (bench/torch_bench.py),
+# in a virtual environment of their own: build-bench/venv (or $CANDLE_BENCH_VENV).
+# Not needed by the build or `make test`; `make bench-deps` runs it.
+# Idempotent: does nothing when the venv already imports them and runs torch.
+#
+# From PyPI only. PyPI's Linux torch wheel is built for CUDA and the whole
+# dependency set is needed even on a CPU-only machine: `pip install --no-deps
+# torch` installs, but `import torch` fails (libcufile.so.0 missing), because
+# libtorch_cuda.so, loaded by every import, links cuBLAS, cuDNN, cuFFT, cuFile,
+# cuSPARSE(Lt), NCCL, NVSHMEM and NVRTC. So this installs ~5.6 GB (about
+# 4 minutes here); only triton (1 GB) would be optional, and skipping it is not
+# worth pinning every CUDA package by hand. transformers' GGUF loader needs
+# accelerate and gguf.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${CANDLE_BENCH_VENV:-$root/build-bench/venv}"
+# The versions bench/torch_bench.py was checked with; override to try others.
+specs="${CANDLE_BENCH_PIP:-torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 gguf==0.19.0 numpy}"
+
+check() {
+    "$venv/bin/python" - <<'EOF' >/dev/null 2>&1
+import accelerate, gguf, numpy, torch, transformers
+x = torch.ones(8, 8)
+assert float((x @ x).sum()) == 512.0
+EOF
+}
+
+if [ -x "$venv/bin/python" ] && check; then
+    exit 0
+fi
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -m venv -h >/dev/null 2>&1; then
+    bash "$root/scripts/install-deps.sh"
+    if ! python3 -m venv -h >/dev/null 2>&1; then
+        echo "install-bench-deps: python3 -m venv is needed (apt-get install python3-venv)" >&2
+        exit 1
+    fi
+fi
+mkdir -p "$(dirname "$venv")"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+echo "install-bench-deps: installing $specs into $venv (several GB)" >&2
+# shellcheck disable=SC2086  # specs is a list of requirement words
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check $specs >&2
+if ! check; then
+    echo "install-bench-deps: $venv/bin/python cannot import torch/transformers after the install" >&2
+    exit 1
+fi
+"$venv/bin/python" -c 'import torch, transformers; print("install-bench-deps: torch",
+    torch.__version__, "transformers", transformers.__version__)' >&2
