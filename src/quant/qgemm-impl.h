@@ -34,6 +34,9 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
 size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
 void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out);
+/* The panel times M activation rows xs bytes apart: c[m * ldc + j]. */
+void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+                                  int64_t M, float *c, int64_t ldc);
 #endif
 
 #endif

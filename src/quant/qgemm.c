@@ -47,8 +47,7 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
         for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
             int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
             candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);
-            for (int64_t m = 0; m < M; m++)
-                candle_qgemm_panel_avx2(t, K, nn, scratch, (const char *)x + (size_t)m * xs, c + m * ldc + n);
+            candle_qgemm_panel_rows_avx2(t, K, nn, scratch, x, xs, M, c + n, ldc);
         }
         return;
     }

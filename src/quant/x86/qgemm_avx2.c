@@ -143,40 +143,43 @@ static void pack_q6_k(int64_t K, int nn, const void *w, size_t ws, char *p) {
     }
 }
 
-void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
-    if (t == CANDLE_DTYPE_Q6_K) {
-        pack_q6_k(K, nn, w, ws, p);
-        return;
-    }
-    if (t == CANDLE_DTYPE_Q4_K) {
-        pack_q4_k(K, nn, w, ws, p);
-        return;
-    }
-    size_t rb = rec_bytes(t);
-    for (int64_t b = 0; b < K / 32; b++) {
-        char *rec = (char *)p + (size_t)b * rb;
-        __m256i r[8];
-        float d[NR], mn[NR];
-        for (int j = 0; j < NR; j++) {
+/* One 32-element block of nn rows: codes as bytes, d (and q4_1's m) as f32. */
+static inline __attribute__((always_inline)) void load_legacy(candle_dtype t, int64_t b, int nn, const char *w,
+                                                              size_t ws, __m256i *r, float *d, float *mn) {
+    for (int j = 0; j < NR; j++) {
+        if (j >= nn) {
             r[j] = _mm256_setzero_si256();
             d[j] = mn[j] = 0;
-            if (j >= nn) continue;
-            const char *row = (const char *)w + (size_t)j * ws;
-            if (t == CANDLE_DTYPE_Q4_0) {
-                const block_q4_0 *x = (const block_q4_0 *)row + b;
-                r[j] = unpack_nibbles(x->qs);
-                d[j] = h2f(x->d);
-            } else if (t == CANDLE_DTYPE_Q4_1) {
-                const block_q4_1 *x = (const block_q4_1 *)row + b;
-                r[j] = unpack_nibbles(x->qs);
-                d[j] = h2f(x->d);
-                mn[j] = h2f(x->m);
-            } else {
-                const block_q8_0 *x = (const block_q8_0 *)row + b;
-                r[j] = load32(x->qs);
-                d[j] = h2f(x->d);
-            }
+            continue;
         }
+        const char *row = w + (size_t)j * ws;
+        if (t == CANDLE_DTYPE_Q4_0) {
+            const block_q4_0 *x = (const block_q4_0 *)row + b;
+            r[j] = unpack_nibbles(x->qs);
+            d[j] = h2f(x->d);
+        } else if (t == CANDLE_DTYPE_Q4_1) {
+            const block_q4_1 *x = (const block_q4_1 *)row + b;
+            r[j] = unpack_nibbles(x->qs);
+            d[j] = h2f(x->d);
+            mn[j] = h2f(x->m);
+        } else {
+            const block_q8_0 *x = (const block_q8_0 *)row + b;
+            r[j] = load32(x->qs);
+            d[j] = h2f(x->d);
+        }
+    }
+}
+
+/* t and (for full panels) nn are constants after inlining, so the row loop
+ * has no per-row branches and nothing is zeroed that is then overwritten. */
+static inline __attribute__((always_inline)) void pack_legacy(candle_dtype t, int64_t K, int nn, const char *w,
+                                                              size_t ws, char *p) {
+    size_t rb = rec_bytes(t);
+    for (int64_t b = 0; b < K / 32; b++) {
+        char *rec = p + (size_t)b * rb;
+        __m256i r[8];
+        float d[NR], mn[NR];
+        load_legacy(t, b, nn, w, ws, r, d, mn);
         __m256i *g = (__m256i *)rec;
         if (t == CANDLE_DTYPE_Q8_0) {
             transpose8(r, g + 8);
@@ -191,6 +194,26 @@ void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, si
             if (t == CANDLE_DTYPE_Q4_1) memcpy(rec + 8 * 32 + sizeof d, mn, sizeof mn);
         }
     }
+}
+
+static void pack_q4_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_legacy(CANDLE_DTYPE_Q4_0, K, NR, w, ws, p); }
+static void pack_q4_1_full(int64_t K, const char *w, size_t ws, char *p) { pack_legacy(CANDLE_DTYPE_Q4_1, K, NR, w, ws, p); }
+static void pack_q8_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_legacy(CANDLE_DTYPE_Q8_0, K, NR, w, ws, p); }
+
+void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
+    /* The weight streams from memory and the panel's rows are read 8 at a
+     * time in short pieces, which the hardware prefetchers follow poorly:
+     * ask for the next panel's rows (contiguous after these) now, so they
+     * arrive while this panel is multiplied with the activation rows.
+     * Prefetches past the weight's end are harmless (they never fault). */
+    const char *next = (const char *)w + (size_t)NR * ws;
+    for (size_t off = 0; off < (size_t)NR * ws; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+    if (t == CANDLE_DTYPE_Q6_K) pack_q6_k(K, nn, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q4_K) pack_q4_k(K, nn, w, ws, p);
+    else if (nn < NR) pack_legacy(t, K, nn, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q4_0) pack_q4_0_full(K, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q4_1) pack_q4_1_full(K, w, ws, p);
+    else pack_q8_0_full(K, w, ws, p);
 }
 
 static inline __m256i bcast4(const int8_t *q, int g) {
@@ -217,100 +240,216 @@ static void store_out(__m256 acc, int nn, float *out) {
     memcpy(out, tmp, (size_t)nn * sizeof(float));
 }
 
-static void panel_q4_0(int64_t K, int nn, const char *p, const block_q8_0 *y, float *out) {
-    __m256 acc = _mm256_setzero_ps();
+/* The panel kernels multiply the packed panel with R <= 4 activation rows at
+ * once (R a constant after inlining): each panel vector is loaded once for
+ * all R rows, so a block costs 8 code loads + 8 R broadcasts instead of
+ * 16 R loads, and R independent accumulator chains hide the maddubs
+ * latency. Per row the arithmetic is the single-row kernel's, in the same
+ * order. */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define FOR_R _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+
+typedef struct rows4 {
+    const char *x[4]; /* activation rows in the vec_dot type */
+    float *out[4];
+} rows4;
+
+ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    __m256 acc[4];
+    FOR_R acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / 32; b++, p += rec_bytes(CANDLE_DTYPE_Q4_0)) {
-        /* codes are value + 8: take 8 * sum(y) off */
-        __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(y[b].qs)),
-                                       _mm256_set1_epi16(1));
-        __m256i s = _mm256_sub_epi32(dot_u4((const __m256i *)p, y[b].qs), _mm256_set1_epi32(8 * hsum_i32(ys)));
-        __m256 sc = _mm256_mul_ps(_mm256_loadu_ps((const float *)(p + 8 * 32)), _mm256_set1_ps(h2f(y[b].d)));
-        acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
+        const __m256i *g = (const __m256i *)p;
+        const block_q8_0 *y[4];
+        __m256i a[4];
+        FOR_R y[r] = (const block_q8_0 *)rw->x[r] + b;
+        __m256i w = _mm256_loadu_si256(&g[0]);
+        FOR_R a[r] = _mm256_maddubs_epi16(w, bcast4(y[r]->qs, 0));
+        for (int i = 1; i < 8; i++) {
+            w = _mm256_loadu_si256(&g[i]);
+            FOR_R a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, bcast4(y[r]->qs, i)));
+        }
+        __m256 d = _mm256_loadu_ps((const float *)(p + 8 * 32));
+        FOR_R {
+            /* codes are value + 8: take 8 * sum(y) off */
+            __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(y[r]->qs)),
+                                           _mm256_set1_epi16(1));
+            __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(a[r], _mm256_set1_epi16(1)),
+                                         _mm256_set1_epi32(8 * hsum_i32(ys)));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(h2f(y[r]->d))), _mm256_cvtepi32_ps(s), acc[r]);
+        }
     }
-    store_out(acc, nn, out);
+    FOR_R store_out(acc[r], nn, rw->out[r]);
 }
 
-static void panel_q4_1(int64_t K, int nn, const char *p, const block_q8_1 *y, float *out) {
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+/* One accumulator per row takes both the code sums and the minimum term
+ * (R = 4 then fits the 16 vector registers). */
+ALWAYS_INLINE void panel_q4_1_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    __m256 acc[4];
+    FOR_R acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / 32; b++, p += rec_bytes(CANDLE_DTYPE_Q4_1)) {
-        __m256i s = dot_u4((const __m256i *)p, y[b].qs);
+        const __m256i *g = (const __m256i *)p;
+        const block_q8_1 *y[4];
+        __m256i a[4];
+        FOR_R y[r] = (const block_q8_1 *)rw->x[r] + b;
+        __m256i w = _mm256_loadu_si256(&g[0]);
+        FOR_R a[r] = _mm256_maddubs_epi16(w, bcast4(y[r]->qs, 0));
+        for (int i = 1; i < 8; i++) {
+            w = _mm256_loadu_si256(&g[i]);
+            FOR_R a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, bcast4(y[r]->qs, i)));
+        }
         const float *d = (const float *)(p + 8 * 32);
-        __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(d), _mm256_set1_ps(h2f(y[b].d)));
-        acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
-        accm = _mm256_fmadd_ps(_mm256_loadu_ps(d + NR), _mm256_set1_ps(h2f(y[b].s)), accm);
+        FOR_R {
+            int32_t ds; /* the row's d and s, converted together */
+            memcpy(&ds, &y[r]->d, 4);
+            __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds));
+            __m256i s = _mm256_madd_epi16(a[r], _mm256_set1_epi16(1));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(d), _mm256_broadcastss_ps(f)),
+                                     _mm256_cvtepi32_ps(s), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(d + NR), _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(1)), acc[r]);
+        }
     }
-    store_out(_mm256_add_ps(acc, accm), nn, out);
+    FOR_R store_out(acc[r], nn, rw->out[r]);
 }
 
-static void panel_q8_0(int64_t K, int nn, const char *p, const block_q8_0 *y, float *out) {
-    __m256 acc = _mm256_setzero_ps();
+ALWAYS_INLINE void panel_q8_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    __m256 acc[4];
+    FOR_R acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / 32; b++, p += rec_bytes(CANDLE_DTYPE_Q8_0)) {
         const __m256i *g = (const __m256i *)p;
-        __m256i s = _mm256_setzero_si256();
-        for (int i = 0; i < 8; i++) {
-            __m256i yb = _mm256_sign_epi8(bcast4(y[b].qs, i), _mm256_loadu_si256(&g[8 + i]));
-            s = _mm256_add_epi32(s, dot_u8_i8(_mm256_loadu_si256(&g[i]), yb));
+        const block_q8_0 *y[4];
+        __m256i s[4];
+        FOR_R {
+            y[r] = (const block_q8_0 *)rw->x[r] + b;
+            s[r] = _mm256_setzero_si256();
         }
-        __m256 sc = _mm256_mul_ps(_mm256_loadu_ps((const float *)(p + 16 * 32)), _mm256_set1_ps(h2f(y[b].d)));
-        acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc);
+        for (int i = 0; i < 8; i++) {
+            __m256i u = _mm256_loadu_si256(&g[i]), sg = _mm256_loadu_si256(&g[8 + i]);
+            FOR_R s[r] = _mm256_add_epi32(s[r], dot_u8_i8(u, _mm256_sign_epi8(bcast4(y[r]->qs, i), sg)));
+        }
+        __m256 d = _mm256_loadu_ps((const float *)(p + 16 * 32));
+        FOR_R acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(h2f(y[r]->d))), _mm256_cvtepi32_ps(s[r]), acc[r]);
     }
-    store_out(acc, nn, out);
+    FOR_R store_out(acc[r], nn, rw->out[r]);
 }
 
 /* Sub-block sums stay below 8 * 2 * 15 * 127 in 16 bits; scaled by 6-bit
  * scales and summed over 8 sub-blocks they stay far inside 32 bits. */
-static void panel_q4_k(int64_t K, int nn, const char *p, const block_q8_K *y, float *out) {
-    __m256 acc = _mm256_setzero_ps();
+ALWAYS_INLINE void panel_q4_k_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    __m256 acc[4];
+    FOR_R acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK_K; b++, p += Q4K_REC) {
         const __m256i *g = (const __m256i *)p, *sc = (const __m256i *)(p + Q4K_SC), *mn = (const __m256i *)(p + Q4K_MN);
-        __m256i tot = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
+        const block_q8_K *y[4];
+        __m256i tot[4], mins[4];
+        FOR_R {
+            y[r] = (const block_q8_K *)rw->x[r] + b;
+            tot[r] = mins[r] = _mm256_setzero_si256();
+        }
         for (int s = 0; s < 8; s++) {
-            const int8_t *q = y[b].qs + 32 * s;
-            __m256i a = _mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s]), bcast4(q, 0));
-            for (int i = 1; i < 8; i++)
-                a = _mm256_add_epi16(a, _mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s + i]), bcast4(q, i)));
-            tot = _mm256_add_epi32(tot, _mm256_madd_epi16(a, _mm256_loadu_si256(&sc[s])));
-            int32_t bs;
-            memcpy(&bs, &y[b].bsums[2 * s], 4);
-            mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_loadu_si256(&mn[s]), _mm256_set1_epi32(bs)));
+            __m256i a[4], w = _mm256_loadu_si256(&g[8 * s]);
+            FOR_R a[r] = _mm256_maddubs_epi16(w, bcast4(y[r]->qs + 32 * s, 0));
+            for (int i = 1; i < 8; i++) {
+                w = _mm256_loadu_si256(&g[8 * s + i]);
+                FOR_R a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, bcast4(y[r]->qs + 32 * s, i)));
+            }
+            __m256i scv = _mm256_loadu_si256(&sc[s]), mnv = _mm256_loadu_si256(&mn[s]);
+            FOR_R {
+                tot[r] = _mm256_add_epi32(tot[r], _mm256_madd_epi16(a[r], scv));
+                int32_t bs;
+                memcpy(&bs, &y[r]->bsums[2 * s], 4);
+                mins[r] = _mm256_add_epi32(mins[r], _mm256_madd_epi16(mnv, _mm256_set1_epi32(bs)));
+            }
         }
         const float *d = (const float *)(p + Q4K_D);
-        __m256 yd = _mm256_set1_ps(y[b].d);
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(d), yd), _mm256_cvtepi32_ps(tot), acc);
-        acc = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(d + NR), yd), _mm256_cvtepi32_ps(mins), acc);
+        __m256 dv = _mm256_loadu_ps(d), dm = _mm256_loadu_ps(d + NR);
+        FOR_R {
+            __m256 yd = _mm256_set1_ps(y[r]->d);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, yd), _mm256_cvtepi32_ps(tot[r]), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, yd), _mm256_cvtepi32_ps(mins[r]), acc[r]);
+        }
     }
-    store_out(acc, nn, out);
+    FOR_R store_out(acc[r], nn, rw->out[r]);
 }
 
 /* Pair sums below 2 * 63 * 127: two groups add up in 16 bits, then the
  * 8-bit scale is applied by madd (per super-block far inside 32 bits). */
-static void panel_q6_k(int64_t K, int nn, const char *p, const block_q8_K *y, float *out) {
-    __m256 acc = _mm256_setzero_ps();
+ALWAYS_INLINE void panel_q6_k_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    __m256 acc[4];
+    FOR_R acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK_K; b++, p += Q6K_REC) {
         const __m256i *g = (const __m256i *)p, *sc = (const __m256i *)(p + Q6K_SC), *sp = (const __m256i *)(p + Q6K_SP);
-        __m256i tot = _mm256_setzero_si256(), off = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const int8_t *q = y[b].qs + 32 * s;
-            for (int h = 0; h < 4; h++) { /* group pairs 2h, 2h+1; 16-element half h / 2 */
-                __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s + 2 * h]), bcast4(q, 2 * h)),
-                                             _mm256_maddubs_epi16(_mm256_loadu_si256(&g[8 * s + 2 * h + 1]), bcast4(q, 2 * h + 1)));
-                tot = _mm256_add_epi32(tot, _mm256_madd_epi16(a, _mm256_loadu_si256(&sc[2 * s + h / 2])));
-            }
-            int32_t bs;
-            memcpy(&bs, &y[b].bsums[2 * s], 4);
-            off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_loadu_si256(&sp[s]), _mm256_set1_epi32(bs)));
+        const block_q8_K *y[4];
+        __m256i tot[4], off[4];
+        FOR_R {
+            y[r] = (const block_q8_K *)rw->x[r] + b;
+            tot[r] = off[r] = _mm256_setzero_si256();
         }
-        tot = _mm256_sub_epi32(tot, _mm256_slli_epi32(off, 5));
-        __m256 sd = _mm256_mul_ps(_mm256_loadu_ps((const float *)(p + Q6K_D)), _mm256_set1_ps(y[b].d));
-        acc = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(tot), acc);
+        for (int s = 0; s < 8; s++) {
+            for (int h = 0; h < 4; h++) { /* group pairs 2h, 2h+1; 16-element half h / 2 */
+                __m256i w0 = _mm256_loadu_si256(&g[8 * s + 2 * h]), w1 = _mm256_loadu_si256(&g[8 * s + 2 * h + 1]);
+                __m256i scv = _mm256_loadu_si256(&sc[2 * s + h / 2]);
+                FOR_R {
+                    const int8_t *q = y[r]->qs + 32 * s;
+                    __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(q, 2 * h)),
+                                                 _mm256_maddubs_epi16(w1, bcast4(q, 2 * h + 1)));
+                    tot[r] = _mm256_add_epi32(tot[r], _mm256_madd_epi16(a, scv));
+                }
+            }
+            __m256i spv = _mm256_loadu_si256(&sp[s]);
+            FOR_R {
+                int32_t bs;
+                memcpy(&bs, &y[r]->bsums[2 * s], 4);
+                off[r] = _mm256_add_epi32(off[r], _mm256_madd_epi16(spv, _mm256_set1_epi32(bs)));
+            }
+        }
+        __m256 dv = _mm256_loadu_ps((const float *)(p + Q6K_D));
+        FOR_R {
+            __m256i t = _mm256_sub_epi32(tot[r], _mm256_slli_epi32(off[r], 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(y[r]->d)), _mm256_cvtepi32_ps(t), acc[r]);
+        }
     }
-    store_out(acc, nn, out);
+    FOR_R store_out(acc[r], nn, rw->out[r]);
+}
+
+typedef void (*panel_fn)(int64_t K, int nn, const char *p, const rows4 *rw);
+
+/* The R = 1..4 instances of each kernel. */
+#define PANEL_INSTANCES(T)                                                                                    \
+    static void T##_1(int64_t K, int nn, const char *p, const rows4 *rw) { panel_##T##_r(1, K, nn, p, rw); } \
+    static void T##_2(int64_t K, int nn, const char *p, const rows4 *rw) { panel_##T##_r(2, K, nn, p, rw); } \
+    static void T##_3(int64_t K, int nn, const char *p, const rows4 *rw) { panel_##T##_r(3, K, nn, p, rw); } \
+    static void T##_4(int64_t K, int nn, const char *p, const rows4 *rw) { panel_##T##_r(4, K, nn, p, rw); } \
+    static const panel_fn T##_fns[4] = {T##_1, T##_2, T##_3, T##_4};
+PANEL_INSTANCES(q4_0)
+PANEL_INSTANCES(q4_1)
+PANEL_INSTANCES(q8_0)
+PANEL_INSTANCES(q4_k)
+PANEL_INSTANCES(q6_k)
+
+static const panel_fn *panel_fns(candle_dtype t) {
+    switch (t) {
+    case CANDLE_DTYPE_Q4_0: return q4_0_fns;
+    case CANDLE_DTYPE_Q4_1: return q4_1_fns;
+    case CANDLE_DTYPE_Q4_K: return q4_k_fns;
+    case CANDLE_DTYPE_Q6_K: return q6_k_fns;
+    default: return q8_0_fns;
+    }
+}
+
+void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+                                  int64_t M, float *c, int64_t ldc) {
+    const panel_fn *fns = panel_fns(t);
+    for (int64_t m = 0; m < M; m += 4) {
+        int R = (int)(M - m < 4 ? M - m : 4);
+        rows4 rw;
+        for (int r = 0; r < R; r++) {
+            rw.x[r] = (const char *)x + (size_t)(m + r) * xs;
+            rw.out[r] = c + (m + r) * ldc;
+        }
+        fns[R - 1](K, nn, p, &rw);
+    }
 }
 
 void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out) {
-    if (t == CANDLE_DTYPE_Q4_0) panel_q4_0(K, nn, p, x, out);
-    else if (t == CANDLE_DTYPE_Q4_1) panel_q4_1(K, nn, p, x, out);
-    else if (t == CANDLE_DTYPE_Q4_K) panel_q4_k(K, nn, p, x, out);
-    else if (t == CANDLE_DTYPE_Q6_K) panel_q6_k(K, nn, p, x, out);
-    else panel_q8_0(K, nn, p, x, out);
+    candle_qgemm_panel_rows_avx2(t, K, nn, p, x, 0, 1, out, 0);
 }

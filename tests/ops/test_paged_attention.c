@@ -1,0 +1,165 @@
+/* Paged attention against a naive double-precision reference: rows of three
+ * sequences with scattered block tables (decode rows, two rows of one
+ * sequence that see each other's new keys, a first position), grouped-query
+ * heads, Dv != D, sliding windows, every input layout, f32/f16/bf16, eager
+ * and lazy contexts; the caches hold the new rows afterwards and nothing
+ * else changes. Errors: dtypes, shapes, block size, and table entries
+ * outside the cache (reported when the node runs). */
+#include "mathtest.h"
+
+#define HQ 4
+#define HKV 2
+#define D 8
+#define DV 6
+#define BLOCK 4
+#define NBLK 6
+#define P (NBLK * BLOCK)
+#define N 4 /* query rows */
+#define T 3 /* table width in blocks */
+
+static const candle_dtype kDtypes[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
+
+/* Row i: position, then its sequence's blocks (0 past its end). Sequence A
+ * (blocks 4, 1, 5) has rows at 9 and 10, B (block 2) its first position,
+ * C (blocks 0, 3) position 7, the last row of its second block. */
+static const int32_t kTable[N][1 + T] = {{9, 4, 1, 5}, {10, 4, 1, 5}, {0, 2, 0, 0}, {7, 0, 3, 0}};
+
+static int64_t cache_row(int64_t i, int64_t j) {
+    return (int64_t)kTable[i][1 + j / BLOCK] * BLOCK + j % BLOCK;
+}
+
+/* The caches after the stores, then the output [N, HQ, DV]. */
+static void ref_paged(const double *q, const double *k, const double *v, double *kc, double *vc,
+                      int64_t window, double *out) {
+    for (int64_t i = 0; i < N; i++) {
+        int64_t r = cache_row(i, kTable[i][0]);
+        for (int64_t h = 0; h < HKV; h++) {
+            for (int64_t e = 0; e < D; e++) kc[(r * HKV + h) * D + e] = k[(i * HKV + h) * D + e];
+            for (int64_t e = 0; e < DV; e++) vc[(r * HKV + h) * DV + e] = v[(i * HKV + h) * DV + e];
+        }
+    }
+    double s[T * BLOCK];
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t h = 0; h < HQ; h++) {
+            int64_t hk = h / (HQ / HKV), pos = kTable[i][0];
+            int64_t j0 = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = j0; j <= pos; j++) {
+                double dot = 0;
+                for (int64_t e = 0; e < D; e++)
+                    dot += q[(i * HQ + h) * D + e] * kc[(cache_row(i, j) * HKV + hk) * D + e];
+                s[j] = dot / sqrt((double)D);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int64_t j = j0; j <= pos; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int64_t e = 0; e < DV; e++) {
+                double acc = 0;
+                for (int64_t j = j0; j <= pos; j++)
+                    acc += s[j] * vc[(cache_row(i, j) * HKV + hk) * DV + e];
+                out[(i * HQ + h) * DV + e] = acc / sum;
+            }
+        }
+}
+
+static candle_tensor *table(candle_ctx *ctx) {
+    int64_t shape[2] = {N, 1 + T};
+    return candle_tensor_from_i32(ctx, 2, shape, &kTable[0][0]);
+}
+
+static void check_case(bool eager, candle_dtype dt, mt_layout lay, int64_t window) {
+    candle_ctx *ctx = mt_ctx(eager);
+    int64_t qs[3] = {N, HQ, D}, ks[3] = {N, HKV, D}, vs[3] = {N, HKV, DV};
+    int64_t kcs[3] = {P, HKV, D}, vcs[3] = {P, HKV, DV};
+    candle_tensor *q = mt_input(ctx, dt, 3, qs, lay, 1, -1, 1);
+    candle_tensor *k = mt_input(ctx, dt, 3, ks, lay, 2, -1, 1);
+    candle_tensor *v = mt_input(ctx, dt, 3, vs, lay, 3, -1, 1);
+    candle_tensor *kc = mt_input(ctx, dt, 3, kcs, MT_CONTIG, 4, -1, 1);
+    candle_tensor *vc = mt_input(ctx, dt, 3, vcs, MT_CONTIG, 5, -1, 1);
+    double *qv = mt_values(q), *kv = mt_values(k), *vv = mt_values(v);
+    double *kcv = mt_values(kc), *vcv = mt_values(vc), want[N * HQ * DV];
+    ref_paged(qv, kv, vv, kcv, vcv, window, want);
+    candle_tensor *o = candle_paged_attention(ctx, q, k, v, kc, vc, table(ctx), BLOCK, window, 0);
+    char what[128];
+    snprintf(what, sizeof what, "%s %s %s window %lld", eager ? "eager" : "lazy", candle_dtype_name(dt),
+             mt_layout_names[lay], (long long)window);
+    CHECK_MSG(o != NULL, "%s: %s", what, candle_errmsg(ctx));
+    if (o && !eager) CHECK_MSG(candle_compute(ctx, o) == CANDLE_OK, "%s: %s", what, candle_errmsg(ctx));
+    int64_t os[3] = {N, HQ, DV};
+    double *got = mt_same_shape(o, 3, os) ? mt_values(o) : NULL;
+    CHECK_MSG(got != NULL, "%s: no output", what);
+    if (got) {
+        double e = mt_nmse(got, want, N * HQ * DV);
+        CHECK_MSG(e < mt_bound(dt), "%s: output nmse %g", what, e);
+    }
+    /* the stored rows came from k and v (exactly: same dtype), and the
+     * reference applied the same stores to its copy of the caches */
+    double *kc2 = mt_values(kc), *vc2 = mt_values(vc);
+    CHECK_MSG(kc2 && vc2 && mt_nmse(kc2, kcv, P * HKV * D) == 0 && mt_nmse(vc2, vcv, P * HKV * DV) == 0,
+              "%s: caches differ from the reference's", what);
+    free(qv), free(kv), free(vv), free(kcv), free(vcv), free(got), free(kc2), free(vc2);
+    candle_ctx_free(ctx);
+}
+
+static void test_values(void) {
+    static const mt_layout lays[] = {MT_CONTIG, MT_TRANSPOSED, MT_SLICED, MT_OFFSET};
+    static const int64_t windows[] = {0, 3, 1};
+    for (int e = 0; e < 2; e++)
+        for (size_t d = 0; d < sizeof kDtypes / sizeof *kDtypes; d++)
+            for (size_t l = 0; l < sizeof lays / sizeof *lays; l++)
+                for (size_t w = 0; w < sizeof windows / sizeof *windows; w++)
+                    check_case(e == 0, kDtypes[d], lays[l], windows[w]);
+}
+
+static void test_errors(void) {
+    candle_ctx *ctx = mt_ctx(true);
+    int64_t qs[3] = {N, HQ, D}, ks[3] = {N, HKV, D}, vs[3] = {N, HKV, DV};
+    int64_t kcs[3] = {P, HKV, D}, vcs[3] = {P, HKV, DV}, bad[3] = {N, 3, D};
+    candle_tensor *q = mt_input(ctx, CANDLE_DTYPE_F32, 3, qs, MT_CONTIG, 1, -1, 1);
+    candle_tensor *k = mt_input(ctx, CANDLE_DTYPE_F32, 3, ks, MT_CONTIG, 2, -1, 1);
+    candle_tensor *v = mt_input(ctx, CANDLE_DTYPE_F32, 3, vs, MT_CONTIG, 3, -1, 1);
+    candle_tensor *kc = mt_input(ctx, CANDLE_DTYPE_F32, 3, kcs, MT_CONTIG, 4, -1, 1);
+    candle_tensor *vc = mt_input(ctx, CANDLE_DTYPE_F32, 3, vcs, MT_CONTIG, 5, -1, 1);
+    candle_tensor *k16 = mt_input(ctx, CANDLE_DTYPE_F16, 3, ks, MT_CONTIG, 2, -1, 1);
+    candle_tensor *k3 = mt_input(ctx, CANDLE_DTYPE_F32, 3, bad, MT_CONTIG, 2, -1, 1);
+    candle_tensor *tab = table(ctx);
+    int64_t ts[2] = {N, 1 + T};
+    candle_tensor *ftab = mt_input(ctx, CANDLE_DTYPE_F32, 2, ts, MT_CONTIG, 6, 0, 2);
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k16, v, kc, vc, tab, BLOCK, 0, 0), CANDLE_ERR_DTYPE,
+                 "paged_attention: dtype mismatch");
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k, v, kc, vc, ftab, BLOCK, 0, 0), CANDLE_ERR_DTYPE,
+                 "paged_attention: table dtype f32 (want i32)");
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k3, v, kc, vc, tab, BLOCK, 0, 0), CANDLE_ERR_SHAPE,
+                 "paged_attention: shape mismatch: q [4, 4, 8] k [4, 3, 8]");
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k, v, vc, kc, tab, BLOCK, 0, 0), CANDLE_ERR_SHAPE,
+                 "k_cache [24, 2, 6]");
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k, v, kc, vc, tab, 5, 0, 0), CANDLE_ERR_INVALID_ARG,
+                 "paged_attention: block 5 window 0 (want block > 0 dividing the cache's 24 rows");
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k, v, kc, vc, tab, BLOCK, -1, 0), CANDLE_ERR_INVALID_ARG,
+                 "window -1");
+    MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k, v, kc, vc, tab, BLOCK, 0, NAN), CANDLE_ERR_INVALID_ARG,
+                 "paged_attention: invalid scale");
+    /* table entries are checked when the node runs: a block id outside the
+     * cache, a position past the table's blocks, a negative position */
+    static const int32_t bad_tabs[3][N][1 + T] = {
+        {{9, 4, 1, 5}, {10, 4, 1, 5}, {0, 2, 0, 0}, {7, 0, 6, 0}},
+        {{9, 4, 1, 5}, {12, 4, 1, 5}, {0, 2, 0, 0}, {7, 0, 3, 0}},
+        {{9, 4, 1, 5}, {10, 4, 1, 5}, {-1, 2, 0, 0}, {7, 0, 3, 0}}};
+    static const char *const rows[3] = {"table row 3 (position 7)", "table row 1 (position 12)",
+                                        "table row 2 (position -1)"};
+    for (int b = 0; b < 3; b++) {
+        candle_tensor *bt = candle_tensor_from_i32(ctx, 2, ts, &bad_tabs[b][0][0]);
+        MT_CHECK_ERR(ctx, candle_paged_attention(ctx, q, k, v, kc, vc, bt, BLOCK, 0, 0),
+                     CANDLE_ERR_INVALID_ARG, rows[b]);
+    }
+    CHECK(candle_paged_attention(ctx, NULL, k, v, kc, vc, tab, BLOCK, 0, 0) == NULL);
+    candle_ctx_free(ctx);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    test_values();
+    test_errors();
+    /* f32 rows go to the fast kernel; the reference is tested again alone. */
+    int rc = test_done(mt_ref_mode() ? "test_paged_attention (reference kernels)" : "test_paged_attention");
+    return mt_rerun_with_ref(argv, rc);
+}
