@@ -219,7 +219,12 @@ static void pack_b_avx2(candle_dtype bt, const char *src, int64_t sk, int64_t sn
     cpu_pack_b_generic(bt, src, sk, sn, kc, nr, dst);
 }
 
-/* ---- matrix-vector: four weight rows per pass over x ---- */
+/* ---- matrix-vector: four weight rows per pass over x ----
+ * Half-precision rows are converted (F16C) as they stream, which takes
+ * enough of the loop that the hardware prefetcher falls behind; prefetching
+ * the next four rows (one group ahead, 16-32 KiB) keeps the loads in flight:
+ * out of cache, +15-30% on 1 and 2 threads. For f32 rows the same prefetch
+ * measured 5-20% slower (the hardware streams suffice), so it is off. */
 
 #define DEF_DOT_ROWS(NAME, LOAD, ESZ, WT)                                                    \
     static void NAME(int64_t k, const char *w, size_t ws, int64_t n_rows, const float *x,   \
@@ -229,8 +234,15 @@ static void pack_b_avx2(candle_dtype bt, const char *src, int64_t sk, int64_t sn
             const char *w0 = w + r * ws, *w1 = w0 + ws, *w2 = w1 + ws, *w3 = w2 + ws;      \
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                    \
             __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                     \
+            const char *pf = w3 + ws;                                                      \
             int64_t i = 0;                                                                 \
             for (; i + 16 <= k; i += 16) {                                                 \
+                if (ESZ == 2) {                                                            \
+                    _mm_prefetch(pf + i * ESZ, _MM_HINT_T0);                               \
+                    _mm_prefetch(pf + ws + i * ESZ, _MM_HINT_T0);                          \
+                    _mm_prefetch(pf + 2 * ws + i * ESZ, _MM_HINT_T0);                      \
+                    _mm_prefetch(pf + 3 * ws + i * ESZ, _MM_HINT_T0);                      \
+                }                                                                          \
                 __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);       \
                 a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), x0, a0);                          \
                 b0 = _mm256_fmadd_ps(LOAD(w0 + (i + 8) * ESZ), x1, b0);                    \
