@@ -1,0 +1,243 @@
+/* The blocked flash attention kernel (src/backend/cpu/fast_attention.c)
+ * against a naive double-precision reference, at sizes that cut its blocks
+ * unevenly: sequence lengths off the 64-key tiles and the 6-row register
+ * tiles, causal queries at the end of a longer KV (offset), grouped-query
+ * heads (several query blocks per kv head when the group is large), decode
+ * rows (the direct-score path), f16/bf16 K/V, head sizes off the vector
+ * width, KV cache views, masks with causal. Each runs on the scalar and the
+ * AVX2 tile primitives, on 1 and 2 threads (every block a task), and checks
+ * that the fast kernel ran and that the thread count does not change a bit
+ * of the output. The tile primitives are also compared one by one (AVX2 vs
+ * scalar) on odd sizes. */
+#include "backend/cpu/attention-impl.h"
+#include "backend/cpu/cpu-impl.h"
+#include "mathtest.h"
+
+typedef struct blk_case {
+    const char *what;
+    int64_t b, hq, hkv, sq, skv, d, dv;
+    bool causal, mask, cache_view;
+} blk_case;
+
+static const blk_case kCases[] = {
+    {"prefill off the tiles", 1, 2, 2, 130, 130, 64, 64, true, false, false},
+    {"prefill, GQA 3", 1, 6, 2, 67, 67, 32, 32, true, false, false},
+    {"causal with offset", 2, 4, 2, 70, 201, 16, 16, true, false, false},
+    {"GQA 8: two head chunks of rows", 1, 8, 1, 45, 45, 8, 8, true, false, false},
+    {"GQA 64: blocks of 4 positions", 1, 64, 1, 9, 9, 8, 8, true, false, false},
+    {"decode, GQA 3 (direct scores)", 2, 6, 2, 1, 150, 64, 64, true, false, true},
+    {"decode, MHA (one row)", 1, 3, 3, 1, 77, 40, 40, false, false, false},
+    {"two positions, GQA 2 (direct)", 1, 4, 2, 2, 70, 20, 20, true, false, true},
+    {"three positions, GQA 2 (packed)", 1, 4, 2, 3, 70, 20, 20, true, false, true},
+    {"odd head sizes, Dv tail", 1, 3, 1, 23, 90, 13, 24, false, false, false},
+    {"Dv below a panel", 1, 2, 2, 17, 17, 9, 5, true, false, false},
+    {"mask with causal, offset", 1, 4, 2, 20, 100, 16, 16, true, true, true},
+    {"mask, no causal", 2, 2, 1, 7, 65, 12, 40, false, true, false},
+};
+
+/* out[b, h, i, :]; m: the additive mask as [Sq, Skv] or NULL. */
+static void ref_attention(const blk_case *c, const double *q, const double *k, const double *v, const double *m,
+                          double *out) {
+    double scale = 1.0 / sqrt((double)c->d);
+    double *s = malloc(sizeof(double) * (size_t)c->skv);
+    for (int64_t b = 0; b < c->b; b++)
+        for (int64_t h = 0; h < c->hq; h++) {
+            int64_t hk = h / (c->hq / c->hkv);
+            for (int64_t i = 0; i < c->sq; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < c->skv; j++) {
+                    double dot = 0;
+                    for (int64_t e = 0; e < c->d; e++)
+                        dot += q[((b * c->hq + h) * c->sq + i) * c->d + e] * k[((b * c->hkv + hk) * c->skv + j) * c->d + e];
+                    s[j] = dot * scale + (m ? m[i * c->skv + j] : 0);
+                    if (c->causal && j > c->skv - c->sq + i) s[j] = -INFINITY;
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                for (int64_t j = 0; j < c->skv; j++) {
+                    s[j] = mx == -INFINITY ? 0 : exp(s[j] - mx);
+                    sum += s[j];
+                }
+                for (int64_t e = 0; e < c->dv; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < c->skv; j++) acc += s[j] * v[((b * c->hkv + hk) * c->skv + j) * c->dv + e];
+                    out[((b * c->hq + h) * c->sq + i) * c->dv + e] = sum > 0 ? acc / sum : 0;
+                }
+            }
+        }
+    free(s);
+}
+
+static candle_ctx *ctx_threads(int n) {
+    candle_ctx *ctx = NULL;
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = true;
+    p.n_threads = n;
+    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
+        fprintf(stderr, "ctx_init failed: %s\n", candle_last_errmsg());
+        exit(1);
+    }
+    return ctx;
+}
+
+/* [Sq, Skv] in [-1, 1) with -inf holes, and query row 1 fully masked. */
+static candle_tensor *make_mask(candle_ctx *ctx, const blk_case *c, uint64_t seed) {
+    int64_t ms[2] = {c->sq, c->skv};
+    float *mv = malloc(sizeof(float) * (size_t)(c->sq * c->skv));
+    for (int64_t i = 0; i < c->sq * c->skv; i++) {
+        double u = mt_uniform(&seed, 0, 1);
+        mv[i] = u < 0.15 ? -INFINITY : (float)(2 * u - 1);
+    }
+    for (int64_t j = 0; c->sq > 1 && j < c->skv; j++) mv[c->skv + j] = -INFINITY;
+    candle_tensor *m = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, ms, mv);
+    free(mv);
+    return m;
+}
+
+/* The output of one case (NULL on failure), checked against the reference. */
+static double *run_case(const blk_case *c, candle_dtype dt, int threads, const char *isa, uint64_t seed) {
+    candle_ctx *ctx = ctx_threads(threads);
+    int64_t extra = c->cache_view ? 7 : 0; /* a KV cache longer than its filled part */
+    int64_t qs[4] = {c->b, c->hq, c->sq, c->d}, ks[4] = {c->b, c->hkv, c->skv + extra, c->d};
+    int64_t vs[4] = {c->b, c->hkv, c->skv + extra, c->dv}, os[4] = {c->b, c->hq, c->sq, c->dv};
+    candle_tensor *q = mt_input(ctx, dt, 4, qs, MT_CONTIG, seed, -2, 2);
+    candle_tensor *k = mt_input(ctx, dt, 4, ks, MT_CONTIG, seed + 1, -2, 2);
+    candle_tensor *v = mt_input(ctx, dt, 4, vs, MT_CONTIG, seed + 2, -1, 1);
+    if (c->cache_view) {
+        k = candle_narrow(ctx, k, 2, 0, c->skv);
+        v = candle_narrow(ctx, v, 2, 0, c->skv);
+    }
+    candle_tensor *m = c->mask ? make_mask(ctx, c, seed + 3) : NULL;
+    candle_tensor *y = candle_attention(ctx, q, k, v, m, 0, c->causal);
+    CHECK_MSG(y && mt_same_shape(y, 4, os), "%s %s %s x%d: %s", c->what, candle_dtype_name(dt), isa, threads,
+              candle_errmsg(ctx));
+    double *got = NULL;
+    if (y) {
+        CHECK_MSG(cpu_fast_kernel_for(y) == &cpu_fast_attention, "%s: not the flash kernel", c->what);
+        double *qv = mt_values(q), *kv = mt_values(k), *vv = mt_values(v), *mv = m ? mt_values(m) : NULL;
+        int64_t n = mt_numel(4, os);
+        double *want = malloc(sizeof(double) * (size_t)n);
+        got = mt_values(y);
+        ref_attention(c, qv, kv, vv, mv, want);
+        double e = mt_nmse(got, want, n);
+        CHECK_MSG(e <= mt_bound(dt), "%s %s %s x%d: nmse %g", c->what, candle_dtype_name(dt), isa, threads, e);
+        if (c->mask && c->sq > 1) /* the fully masked query row outputs zeros */
+            for (int64_t r = 0; r < c->b * c->hq; r++)
+                for (int64_t e2 = 0; e2 < c->dv; e2++) CHECK(got[(r * c->sq + 1) * c->dv + e2] == 0);
+        free(want);
+        free(qv);
+        free(kv);
+        free(vv);
+        free(mv);
+    }
+    candle_ctx_free(ctx);
+    return got;
+}
+
+static void check_threads(const blk_case *c, candle_dtype dt, const char *isa, uint64_t seed) {
+    double *one = run_case(c, dt, 1, isa, seed), *two = run_case(c, dt, 2, isa, seed);
+    int64_t n = c->b * c->hq * c->sq * c->dv;
+    CHECK_MSG(one && two && memcmp(one, two, sizeof(double) * (size_t)n) == 0, "%s %s %s: 1 and 2 threads differ",
+              c->what, candle_dtype_name(dt), isa);
+    free(one);
+    free(two);
+}
+
+/* Every case in f32; every other one also with f16 or bf16 q/k/v. */
+static void test_cases(const char *isa) {
+    if (!cpu_simd_force(isa)) return;
+    for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+        check_threads(&kCases[i], CANDLE_DTYPE_F32, isa, 100 + 10 * i);
+        if (i % 2) check_threads(&kCases[i], i % 4 == 1 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_BF16, isa, 105 + 10 * i);
+    }
+}
+
+/* ---- the tile primitives, AVX2 against scalar ---- */
+
+static void fill(float *x, int64_t n, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)mt_uniform(&seed, -1, 1);
+}
+
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+#if defined(__x86_64__)
+static void test_primitives_once(candle_dtype kt, int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
+    const cpu_attn_ops *x = &cpu_attn_avx2, *ref = &cpu_attn_scalar;
+    int64_t nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR, lds = 64, ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
+    size_t esz = kt == CANDLE_DTYPE_F32 ? 4 : 2;
+    int64_t sk = d + 3; /* keys a few elements apart: not a dense matrix */
+    float *kf = malloc(sizeof(float) * (size_t)(nk * sk)), *q = malloc(sizeof(float) * (size_t)(r * d));
+    char *k = malloc(esz * (size_t)(nk * sk));
+    float *kt1 = malloc(sizeof(float) * (size_t)(nkp * d)), *kt2 = malloc(sizeof(float) * (size_t)(nkp * d));
+    float *s1 = calloc((size_t)(r * lds), sizeof(float)), *s2 = calloc((size_t)(r * lds), sizeof(float));
+    float *s3 = calloc((size_t)(r * lds), sizeof(float));
+    fill(kf, nk * sk, seed);
+    fill(q, r * d, seed + 1);
+    candle_dtype_info(kt)->from_f32(kf, k, nk * sk);
+    x->pack_kt(kt, k, sk * (int64_t)esz, nk, d, kt1);
+    ref->pack_kt(kt, k, sk * (int64_t)esz, nk, d, kt2);
+    CHECK_MSG(memcmp(kt1, kt2, sizeof(float) * (size_t)(nkp * d)) == 0, "pack_kt %s nk %lld d %lld",
+              candle_dtype_name(kt), (long long)nk, (long long)d);
+    x->scores(q, d, r, d, kt1, nk, s1, lds);
+    ref->scores(q, d, r, d, kt2, nk, s2, lds);
+    x->scores_rows(q, d, r, d, kt, k, sk * (int64_t)esz, nk, s3, lds);
+    /* f32 sums in another order: one cancelling dot product may lose ~1e-5 */
+    double e1 = 0, e2 = 0;
+    for (int64_t i = 0; i < r; i++) {
+        e1 += rel_err(s1 + i * lds, s2 + i * lds, nk);
+        e2 += rel_err(s3 + i * lds, s2 + i * lds, nk);
+    }
+    CHECK_MSG(e1 < 1e-9 && e2 < 1e-9, "scores r %lld d %lld nk %lld: %g %g", (long long)r, (long long)d,
+              (long long)nk, e1, e2);
+    /* accum: p from the scores, v rows with a stride, o with padding */
+    int64_t ldv = dv + 5;
+    float *v = malloc(sizeof(float) * (size_t)(nk * ldv)), *corr = malloc(sizeof(float) * (size_t)r);
+    float *o1 = malloc(sizeof(float) * (size_t)(r * ldo)), *o2 = malloc(sizeof(float) * (size_t)(r * ldo));
+    fill(v, nk * ldv, seed + 2);
+    fill(corr, r, seed + 3);
+    fill(o1, r * ldo, seed + 4);
+    memcpy(o2, o1, sizeof(float) * (size_t)(r * ldo));
+    x->accum(s2, lds, r, corr, v, ldv, nk, dv, o1, ldo);
+    ref->accum(s2, lds, r, corr, v, ldv, nk, dv, o2, ldo);
+    double e3 = 0;
+    for (int64_t i = 0; i < r; i++) e3 += rel_err(o1 + i * ldo, o2 + i * ldo, dv);
+    CHECK_MSG(e3 < 1e-9, "accum r %lld nk %lld dv %lld: %g", (long long)r, (long long)nk, (long long)dv, e3);
+    float mx1 = x->max(s2, nk), mx2 = ref->max(s2, nk);
+    CHECK(mx1 == mx2);
+    CHECK(fabs(x->sum(s2, nk) - ref->sum(s2, nk)) <= 1e-5 * (1 + fabs(ref->sum(s2, nk))));
+    CHECK(x->max(s2, 0) == -INFINITY && x->sum(s2, 0) == 0);
+    x->sub(s1, nk, mx1);
+    ref->sub(s2, nk, mx2);
+    CHECK(rel_err(s1, s2, nk) < 1e-11);
+    free(kf), free(q), free(k), free(kt1), free(kt2), free(s1), free(s2), free(s3), free(v), free(corr), free(o1),
+        free(o2);
+}
+
+static void test_primitives(void) {
+    static const int64_t rs[] = {1, 2, 5, 6, 7, 13}, ds[] = {1, 8, 13, 64}, nks[] = {1, 3, 15, 17, 64};
+    static const int64_t dvs[] = {5, 16, 24, 40};
+    static const candle_dtype kts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
+    if (!cpu_simd_force("avx2")) return;
+    uint64_t seed = 7;
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 5; c++, seed += 5) test_primitives_once(kts[(a + c) % 3], rs[a], ds[b], nks[c], dvs[(a + b) % 4], seed);
+}
+#else
+static void test_primitives(void) {}
+#endif
+
+int main(void) {
+    cpu_set_always_parallel(true);
+    test_cases("scalar");
+    test_cases("avx2");
+    test_primitives();
+    cpu_simd_force("auto");
+    return test_done("test_attention_blocked");
+}
