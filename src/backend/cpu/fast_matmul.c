@@ -238,11 +238,27 @@ static void pack_b_panel(const cpu_simd *simd, const gemm_args *g, int64_t k0, i
     simd->pack_b(CANDLE_DTYPE_F32, (const char *)g->rows, 4, kc * 4, kc, nr, dst);
 }
 
+#if defined(__x86_64__)
+void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst); /* x86/simd_avx2.c */
+#endif
+
 /* A panels: dst[(i / MR) * kc * MR + p * MR + i % MR] = a(m0 + i, k0 + p). */
 static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+#if defined(__x86_64__)
+    /* every table but the scalar one runs on AVX2 */
+    bool avx2 = CPU_GEMM_MR == 6 && cpu_simd_get() != &cpu_simd_scalar && g->at == CANDLE_DTYPE_F32 &&
+                g->sak == 4 && g->sam % 4 == 0;
+#endif
     for (int64_t i0 = 0; i0 < mc; i0 += CPU_GEMM_MR) {
         int mr = mc - i0 < CPU_GEMM_MR ? (int)(mc - i0) : CPU_GEMM_MR;
         float *d = dst + i0 * kc;
+#if defined(__x86_64__)
+        if (avx2 && mr == CPU_GEMM_MR) {
+            const char *row = g->a + (m0 + i0) * g->sam + k0 * g->sak;
+            cpu_pack_a6_avx2((const float *)row, g->sam / 4, kc, d);
+            continue;
+        }
+#endif
         for (int i = 0; i < CPU_GEMM_MR; i++) {
             if (i >= mr) {
                 for (int64_t p = 0; p < kc; p++) d[p * CPU_GEMM_MR + i] = 0.0f;

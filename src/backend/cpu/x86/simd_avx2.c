@@ -219,6 +219,31 @@ static void pack_b_avx2(candle_dtype bt, const char *src, int64_t sk, int64_t sn
     cpu_pack_b_generic(bt, src, sk, sn, kc, nr, dst);
 }
 
+/* One full A micro-panel (MR = 6 rows of contiguous f32, lda floats apart)
+ * for the packed GEMM: dst[p * 6 + i] = a[i * lda + p], p < kc. Eight k at
+ * a time go through an 8 x 8 transpose (rows 6 and 7 zero) and each column's
+ * six floats are stored as 4 + 2, so nothing is written past the panel.
+ * Not in the primitive table: fast_matmul.c calls it directly whenever a
+ * SIMD table is in use (every non-scalar table implies AVX2). */
+void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst);
+
+void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 6; i++) r[i] = _mm256_loadu_ps(a + i * lda + p);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8(r);
+        for (int j = 0; j < 8; j++) {
+            float *d = dst + (p + j) * 6;
+            _mm_storeu_ps(d, _mm256_castps256_ps128(r[j]));
+            _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[j], 1));
+        }
+    }
+    for (; p < kc; p++)
+        for (int i = 0; i < 6; i++) dst[p * 6 + i] = a[i * lda + p];
+}
+
 /* ---- matrix-vector: four weight rows per pass over x ----
  * Half-precision rows are converted (F16C) as they stream, which takes
  * enough of the loop that the hardware prefetcher falls behind; prefetching
