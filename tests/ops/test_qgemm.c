@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
+#include "quant/gemv-impl.h"
 #include "quant/qgemm-impl.h"
 
 #define REL 4e-6
@@ -78,6 +79,56 @@ static void test_rows(void) {
     }
 }
 
+/* The matrix-vector kernels against the traits vec_dot on the type's own
+ * activation blocks: K with only tail blocks, one group of 8, groups and a
+ * tail; rows ws apart inside a wider stride. */
+static void check_gemv(candle_dtype t, int64_t N, int64_t K) {
+    const candle_dtype_traits *wt = candle_dtype_info(t);
+    size_t xb = candle_gemv_x_bytes(t, K);
+    if (!xb) return;
+    double *wn = malloc(sizeof(double) * (size_t)N), xn;
+    float *wf = rand_rows(N, K, (uint64_t)(N * 5 + K), wn), *xf = rand_rows(1, K, (uint64_t)K, &xn);
+    size_t row, xs;
+    char *w = quantize_rows(t, wf, N, K, &row), *x = quantize_rows(wt->vec_dot_type, xf, 1, K, &xs);
+    size_t ws = row + 2 * wt->type_size; /* a wider stride than the row */
+    char *wide = malloc(ws * (size_t)N);
+    for (int64_t n = 0; n < N; n++) memcpy(wide + (size_t)n * ws, w + (size_t)n * row, row);
+    void *xv = aligned_alloc(64, xb);
+    candle_gemv_prep(t, K, xf, xv);
+    float *c = malloc(sizeof(float) * (size_t)(N + 1));
+    c[N] = -7.0f;
+    candle_gemv_rows(t, K, N, wide, ws, xv, c);
+    int bad = c[N] != -7.0f;
+    CHECK_MSG(!bad, "%s gemv N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
+    for (int64_t n = 0; n < N && !bad; n++) {
+        float want;
+        wt->vec_dot(K, &want, w + (size_t)n * row, x);
+        if (fabs((double)c[n] - want) > REL * wn[n] * xn) {
+            CHECK_MSG(0, "%s gemv N %lld K %lld: c[%lld] = %.9g, vec_dot %.9g", wt->name, (long long)N,
+                      (long long)K, (long long)n, c[n], want);
+            bad = 1;
+        }
+    }
+    free(wn), free(wf), free(xf), free(w), free(x), free(wide), free(xv), free(c);
+}
+
+static void test_gemv(void) {
+    static const int64_t Ks[] = {32, 96, 256, 288, 576, 2048 + 224};
+    int with = 0;
+    for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
+        if (!candle_gemv_x_bytes((candle_dtype)t, 256)) continue;
+        with++;
+        CHECK(candle_gemv_x_bytes((candle_dtype)t, 256) % 64 == 0);
+        CHECK(candle_gemv_x_bytes((candle_dtype)t, 48) == 0); /* not whole blocks */
+        for (int i = 0; i < 6; i++) {
+            check_gemv((candle_dtype)t, 1, Ks[i]);
+            check_gemv((candle_dtype)t, 19, Ks[i]);
+        }
+    }
+    /* q4_0, q4_1 and q8_0 have kernels wherever the AVX2 quant kernels run */
+    CHECK(with == 0 || with >= 3);
+}
+
 /* Through candle_matmul: x [B, M, K] times the transpose of w [N, K],
  * broadcast over the batch. */
 static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t B, int64_t M, int64_t N, int64_t K) {
@@ -135,6 +186,7 @@ static void test_matmul_threads(int threads) {
         check_matmul(ctx, types[i], 1, 16, 40, K);
         check_matmul(ctx, types[i], 3, 9, 17, K);
         check_matmul(ctx, types[i], 1, 1, 21, K);
+        check_matmul(ctx, types[i], 1, 1, 70, K >= 512 ? 3 * K : 544); /* gemv: groups of 8 blocks and a tail */
         check_matmul(ctx, types[i], 1, cpu_qmm_max_m(types[i]) + 1, 19, K); /* past the threshold */
     }
     candle_ctx_free(ctx);
@@ -143,6 +195,7 @@ static void test_matmul_threads(int threads) {
 int main(void) {
     cpu_set_always_parallel(true);
     test_rows();
+    test_gemv();
     test_matmul_threads(1);
     test_matmul_threads(2);
     return test_done("test_qgemm");

@@ -118,6 +118,7 @@ typedef struct cpu_plan {
     int nth;      /* tasks per phase (1: the calling thread alone) */
     int n_phases; /* 1 unless set */
     size_t wsize; /* scratch bytes, all threads together */
+    int nth0;     /* tasks of phase 0 when > 0 (1: run inline, no wake-up) */
 } cpu_plan;
 
 typedef struct cpu_fast_kernel {

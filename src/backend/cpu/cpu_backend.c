@@ -148,7 +148,8 @@ static candle_status run_fast(candle_backend *be, const cpu_fast_kernel *fk, can
     for (int i = 0; i < n; i++) im->status[i] = CANDLE_OK;
     for (int phase = 0; phase < plan->n_phases; phase++) {
         fast_job job = {fk, node, im, phase};
-        cpu_pool_run(im->pool, plan->nth, fast_job_run, &job);
+        int nth = phase == 0 && plan->nth0 > 0 ? plan->nth0 : plan->nth;
+        cpu_pool_run(im->pool, nth, fast_job_run, &job);
         for (int i = 0; i < n; i++)
             if (im->status[i]) {
                 snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
@@ -164,7 +165,7 @@ static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {
-        cpu_plan plan = {1, 1, 0};
+        cpu_plan plan = {1, 1, 0, 0};
         fk->plan(node, cpu_pool_size(im->pool), &plan);
         if (plan.nth < 1) plan.nth = 1;
         if (plan.n_phases < 1) plan.n_phases = 1;

@@ -7,15 +7,25 @@
  * threads split N; each block of weight rows is multiplied with all the
  * activation rows by candle_qgemm_rows (src/quant/qgemm.c: packed multi-row
  * integer kernels where the type has them, else one traits vec_dot per
- * output). */
+ * output).
+ *
+ * One activation row (batch-1 decoding) with a type that has a
+ * matrix-vector kernel (src/quant/gemv.c): phase 0 prepares the row on the
+ * calling thread alone (no wake-up for a few microseconds of work), phase 1
+ * streams the weight rows once, threads claiming small runs of rows so that
+ * a late or preempted thread leaves little to wait for. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fast-impl.h"
+#include "quant/gemv-impl.h"
 #include "quant/qgemm-impl.h"
 
 /* Weight rows per block in phase 2. */
 #define QBLOCK_ROWS 16
+/* Matrix-vector products: tasks per thread, and the fewest rows in one. */
+#define GEMV_TASKS_PER_THREAD 8
+#define GEMV_MIN_ROWS 16
 
 /* Activation rows up to which the integer path beats dequantizing the
  * weight into the f32 GEMM: with a multi-row kernel (measured on
@@ -59,9 +69,31 @@ static size_t tmp_bytes(const candle_tensor *dst, int64_t K) {
     return ((f > q ? f : q) + 63) & ~(size_t)63;
 }
 
+/* Bytes of the prepared activation when the product runs as a
+ * matrix-vector kernel, else 0. */
+static size_t gemv_bytes(const candle_tensor *dst, const mm_geom *g) {
+    if (g->M != 1 || g->n_batch != 1) return 0;
+    return candle_gemv_x_bytes(dst->src[1]->dtype, g->K);
+}
+
+static void plan_gemv(const mm_geom *g, int n_threads, size_t xb, cpu_plan *p) {
+    int64_t most = g->N / GEMV_MIN_ROWS > 1 ? g->N / GEMV_MIN_ROWS : 1;
+    int nth = cpu_tasks_for((double)g->N * (double)g->K, 1e5, n_threads, GEMV_TASKS_PER_THREAD);
+    p->nth = nth < most ? nth : (int)most;
+    p->nth0 = 1;
+    p->n_phases = 2;
+    /* the caller's f32 copy of a strided row, then the prepared row */
+    p->wsize = 64 + (((size_t)g->K * sizeof(float) + 63) & ~(size_t)63) + xb;
+}
+
 static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
+    size_t xb = gemv_bytes(dst, &g);
+    if (xb) {
+        plan_gemv(&g, n_threads, xb, p);
+        return;
+    }
     double work = (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
     p->nth = cpu_tasks_for(work, 1e5, n_threads, 4);
     p->n_phases = 2; /* quantize the activations, then the dot products */
@@ -90,9 +122,36 @@ static void quantize_rows(const candle_tensor *dst, const mm_geom *g, int64_t r0
     }
 }
 
+static candle_status run_gemv(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
+    const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    char *base = (char *)(((uintptr_t)t->wdata + 63) & ~(uintptr_t)63);
+    float *tmp = (float *)base;
+    void *xv = base + (((size_t)g->K * sizeof(float) + 63) & ~(size_t)63);
+    if (t->phase == 0) {
+        int64_t oa, ob, sak = a->stride[a->rank - 1];
+        cpu_mm_batch(dst, 0, &oa, &ob);
+        const char *row = tensor_ptr(a) + oa;
+        const float *src = (const float *)row;
+        if (sak != 4) {
+            for (int64_t k = 0; k < g->K; k++) memcpy(tmp + k, row + k * sak, sizeof(float));
+            src = tmp;
+        }
+        candle_gemv_prep(b->dtype, g->K, src, xv);
+        return CANDLE_OK;
+    }
+    int64_t oa, ob, n0, n1, sbn = b->stride[b->rank - 1];
+    cpu_mm_batch(dst, 0, &oa, &ob);
+    cpu_split(g->N, 4, t->ith, t->nth, &n0, &n1);
+    if (n1 > n0)
+        candle_gemv_rows(b->dtype, g->K, n1 - n0, tensor_ptr(b) + ob + n0 * sbn, (size_t)sbn, xv,
+                         (float *)tensor_ptr(dst) + n0);
+    return CANDLE_OK;
+}
+
 static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
     mm_geom g;
     cpu_mm_geom(dst, &g);
+    if (gemv_bytes(dst, &g)) return run_gemv(t, dst, &g);
     const candle_tensor *b = dst->src[1];
     size_t xrow = xq_row_bytes(dst, g.K), tb = tmp_bytes(dst, g.K);
     float *tmp = cpu_thread_scratch(t, tb);

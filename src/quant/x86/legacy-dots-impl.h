@@ -77,15 +77,6 @@ static inline __m128 h2f_x4(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
     return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
 }
 
-/* Four blocks' 8-lane int32 sums -> one vector whose lane j (of each
- * 128-bit half) is a partial sum of block j: the horizontal sums happen
- * once per four blocks, and the final hsum_ps adds the two halves. */
-static inline __m256i reduce_x4(__m256i a, __m256i b, __m256i c, __m256i d) {
-    __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-    __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
-    return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
-}
-
 #define SCALES_X4(i) \
     _mm_mul_ps(h2f_x4(x[i].d, x[i + 1].d, x[i + 2].d, x[i + 3].d), h2f_x4(y[i].d, y[i + 1].d, y[i + 2].d, y[i + 3].d))
 #define SUMS_X4(i) \

@@ -1,0 +1,176 @@
+/* AVX2 matrix-vector kernels for q4_0, q4_1 and q8_0 weights (see
+ * gemv-impl.h).
+ *
+ * Prepared activation, nb = K / 32 blocks: the codes (nb * 32 bytes), then
+ * the block scales (nb floats), then the offset terms (nb floats: q4_0
+ * -8 * d * sum(codes), q4_1 the q8_1 s). For the nibble types every full
+ * group of 8 blocks is laid out as four 64-byte pairs: pair j holds codes
+ * 0..15 of blocks j and j + 4, then codes 16..31 of the same two blocks, so
+ * one 256-bit register of weight nibbles (block j low lane, j + 4 high)
+ * meets its activation codes in two loads, with no shuffles. Blocks after
+ * the last full group (and all q8_0 blocks) keep the plain order.
+ *
+ * Per group of 8 blocks the int32 sums are reduced to one vector (lane i =
+ * block i), so the scales cost one f16 conversion and two fma per 8 blocks. */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../gemv-impl.h"
+#include "avx2-impl.h"
+
+#define GROUP 8
+#ifndef GEMV_PF
+#define GEMV_PF 1024
+#endif
+
+typedef struct xv_parts {
+    int8_t *qs;
+    float *d, *s;
+} xv_parts;
+
+static xv_parts parts(const void *xv, int64_t nb) {
+    int8_t *qs = (int8_t *)xv;
+    float *d = (float *)(qs + nb * 32);
+    return (xv_parts){qs, d, d + nb};
+}
+
+static bool nibble_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1; }
+
+size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
+    if (!(nibble_type(t) || t == CANDLE_DTYPE_Q8_0) || K % 32) return 0;
+    return ((size_t)(K / 32) * (32 + 2 * sizeof(float)) + 63) & ~(size_t)63;
+}
+
+/* Where block b's codes 0..15 go (codes 16..31 follow 32 bytes later in a
+ * pair, 16 bytes later in the plain order). */
+static int8_t *block_codes(int8_t *qs, int64_t nb, int64_t b, bool paired, int64_t *hi_off) {
+    if (!paired || b >= nb / GROUP * GROUP) {
+        *hi_off = 16;
+        return qs + b * 32;
+    }
+    int64_t g = b / GROUP, i = b % GROUP;
+    *hi_off = 32;
+    return qs + g * 256 + (i % 4) * 64 + (i / 4) * 16;
+}
+
+void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
+    int64_t nb = K / 32, hi_off;
+    xv_parts p = parts(xv, nb);
+    bool paired = nibble_type(t);
+    int8_t codes[32];
+    for (int64_t b = 0; b < nb; b++, x += 32) {
+        int sum;
+        float d = quantize_q8_32(x, codes, &sum);
+        /* the scale as the q8 block stores it (f16) */
+        float dh = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+        int8_t *dst = block_codes(p.qs, nb, b, paired, &hi_off);
+        memcpy(dst, codes, 16);
+        memcpy(dst + hi_off, codes + 16, 16);
+        p.d[b] = dh;
+        if (t == CANDLE_DTYPE_Q4_0) p.s[b] = -8.0f * dh * (float)sum;
+        else p.s[b] = _cvtsh_ss(_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT)); /* q8_1's s */
+    }
+}
+
+/* Weight block fields, as byte offsets in a block of `bs` bytes. */
+typedef struct wfmt {
+    size_t bs, qs, d, m; /* m: the q4_1 minimum (unused for q4_0) */
+} wfmt;
+
+/* Codes of 8 nibble blocks times the paired activation: lane i = block i. */
+static inline __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i r[4];
+    for (int j = 0; j < 4; j++) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs));
+        __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
+        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(y + 64 * j)),
+                                     _mm256_maddubs_epi16(hi, load32(y + 64 * j + 32)));
+        r[j] = _mm256_madd_epi16(p, ones);
+    }
+    return reduce_x4(r[0], r[1], r[2], r[3]);
+}
+
+/* One row of a nibble type: sum over blocks of dx * (dy * isum + s) (q4_0,
+ * s holding the -8 term) or dx * dy * isum + m * s (q4_1). */
+static inline float nibble_row(const uint8_t *w, wfmt f, bool q4_1, xv_parts p, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+    int64_t ng = nb / GROUP;
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *wg = w + g * GROUP * f.bs;
+        _mm_prefetch((const char *)wg + GEMV_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)wg + GEMV_PF + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)wg + GEMV_PF + 128, _MM_HINT_T0);
+        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256));
+        __m256 dx = h2f_x8(wg + f.d, f.bs), dy = _mm256_loadu_ps(p.d + g * GROUP);
+        __m256 s = _mm256_loadu_ps(p.s + g * GROUP);
+        if (q4_1) {
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
+            acc_m = _mm256_fmadd_ps(h2f_x8(wg + f.m, f.bs), s, acc_m);
+        } else {
+            acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
+        }
+    }
+    float sum = hsum_ps(_mm256_add_ps(acc, acc_m));
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = ng * GROUP; b < nb; b++) {
+        const uint8_t *wb = w + b * f.bs;
+        __m256i c = unpack_nibbles(wb + f.qs);
+        int isum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
+        uint16_t dxh, mh;
+        memcpy(&dxh, wb + f.d, 2);
+        float dx = _cvtsh_ss(dxh);
+        if (q4_1) {
+            memcpy(&mh, wb + f.m, 2);
+            sum += dx * p.d[b] * (float)isum + _cvtsh_ss(mh) * p.s[b];
+        } else {
+            sum += dx * (p.d[b] * (float)isum + p.s[b]);
+        }
+    }
+    return sum;
+}
+
+static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t ng = nb / GROUP;
+    for (int64_t g = 0; g < ng; g++) {
+        const block_q8_0 *xg = x + g * GROUP;
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)xg + GEMV_PF + 64 * l, _MM_HINT_T0);
+        const int8_t *y = p.qs + g * 256;
+        __m256i r[GROUP];
+        for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg[j].qs), load32(y + 32 * j));
+        /* a: blocks 0..3 (low lanes' partial sums low, high lanes' high), b: 4..7 */
+        __m256i a = reduce_x4(r[0], r[1], r[2], r[3]), b = reduce_x4(r[4], r[5], r[6], r[7]);
+        __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+        __m256 d = _mm256_mul_ps(h2f_x8(&xg->d, sizeof *xg), _mm256_loadu_ps(p.d + g * GROUP));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    }
+    float sum = hsum_ps(acc);
+    for (int64_t b = ng * GROUP; b < nb; b++)
+        sum += _cvtsh_ss(x[b].d) * p.d[b] * (float)hsum_i32(dot_i8_i8(load32(x[b].qs), load32(p.qs + b * 32)));
+    return sum;
+}
+
+void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+                           float *out) {
+    int64_t nb = K / 32;
+    xv_parts p = parts(xv, nb);
+    const uint8_t *row = w;
+    static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0};
+    static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
+                             offsetof(block_q4_1, m)};
+    switch (t) {
+    case CANDLE_DTYPE_Q4_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, false, p, nb);
+        break;
+    case CANDLE_DTYPE_Q4_1:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, true, p, nb);
+        break;
+    case CANDLE_DTYPE_Q8_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row((const block_q8_0 *)row, p, nb);
+        break;
+    default: break;
+    }
+}
