@@ -3,15 +3,31 @@
  *
  * Phase 0: threads split the rows and copy each row's k and v into the
  * cache row of its position. Phase 1: threads split (row, kv head) pairs;
- * the query heads of one kv group share each key and value row as it is
- * read through the block table: all scores of the group first (the visible
- * positions are at most the table's reach), then an exact softmax per head
- * and the weighted sum of value rows. */
+ * the query heads of one kv group are scored together, one run of
+ * consecutive positions inside a block at a time (its cache rows are
+ * equally spaced), with the tile primitives of the flash kernel
+ * (attention-impl.h); then an exact softmax per head (the visible positions
+ * are at most the table's reach) and the weighted sum of value rows, again
+ * a run at a time. */
 #include <math.h>
 #include <string.h>
 
+#include "attention-impl.h"
 #include "fast-impl.h"
 #include "paged-impl.h"
+
+static const cpu_attn_ops *attn_ops(void) {
+#if defined(__x86_64__)
+    /* every table but the scalar one runs on AVX2 + FMA + F16C hardware */
+    if (cpu_simd_get() != &cpu_simd_scalar) return &cpu_attn_avx2;
+#endif
+    return &cpu_attn_scalar;
+}
+
+/* Output rows padded for the accumulate primitive. */
+static int64_t ldo_of(const candle_tensor *dst) {
+    return (dst->shape[2] + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
+}
 
 /* Rows whose innermost dim is contiguous f32. */
 static bool f32_rows(const candle_tensor *t) {
@@ -30,11 +46,10 @@ static int64_t max_keys(const candle_tensor *dst) {
     return (dst->src[5]->shape[1] - 1) * dst->iparams[0];
 }
 
-/* Per thread: cache rows [max_keys] (int64), scores [group][max_keys], sums
- * [group][Dv]. */
+/* Per thread: scores [group][max_keys], sums [group][ldo], ones [group]. */
 static size_t pa_thread_bytes(const candle_tensor *dst) {
     int64_t g = dst->shape[1] / dst->src[1]->shape[1], nk = max_keys(dst);
-    size_t b = (size_t)nk * 8 + (size_t)(g * nk + g * dst->shape[2]) * sizeof(float);
+    size_t b = (size_t)(g * nk + g * ldo_of(dst) + g) * sizeof(float);
     return (b + 63) & ~(size_t)63;
 }
 
@@ -64,51 +79,63 @@ static candle_status store_rows(const cpu_task *task, candle_tensor *dst) {
     return CANDLE_OK;
 }
 
-/* Query heads hk*g .. hk*g+g-1 of row i; rows[j - j0] are the cache rows. */
-static void attend_group(const cpu_simd *simd, candle_tensor *dst, int64_t i, int64_t hk,
-                         const int64_t *rows, int64_t nk, float *s, float *acc) {
+/* Positions j0..pos of table row i as runs inside one block: calls
+ * fn(first position, cache row of it, length) for each; false on a bad
+ * table entry. */
+#define FOR_RUNS(dst, i, j0, pos, J, ROW, LEN, BODY)                          \
+    for (int64_t J = (j0); J <= (pos);) {                                      \
+        int64_t ROW = pa_cache_row(dst, i, J), blk_ = (dst)->iparams[0];      \
+        if (ROW < 0) return false;                                             \
+        int64_t LEN = blk_ - J % blk_ < (pos) - J + 1 ? blk_ - J % blk_ : (pos) - J + 1; \
+        BODY;                                                                  \
+        J += LEN;                                                              \
+    }
+
+/* Query heads hk*g .. hk*g+g-1 of row i over positions j0..pos. */
+static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i, int64_t hk, int64_t j0,
+                         int64_t pos, float *s, float *acc, float *ones) {
     const candle_tensor *q = dst->src[0], *kc = dst->src[3], *vc = dst->src[4];
     int64_t D = q->shape[2], Dv = dst->shape[2], g = dst->shape[1] / kc->shape[1];
+    int64_t nk = pos - j0 + 1, lds = max_keys(dst), ldo = ldo_of(dst);
+    const float *qg = row3(q, i, hk * g);
+    int64_t lda = q->stride[1] / (int64_t)sizeof(float);
     float scale = (float)dst->fparams[0];
-    for (int64_t j = 0; j < nk; j++) {
-        const float *kr = row3(kc, rows[j], hk);
-        for (int64_t a = 0; a < g; a++) s[a * nk + j] = simd->dot(row3(q, i, hk * g + a), kr, D) * scale;
-    }
-    static const double no_params[2] = {0, 0};
+    FOR_RUNS(dst, i, j0, pos, j, row, len,
+             ops->scores_rows(qg, lda, g, D, CANDLE_DTYPE_F32, (const char *)row3(kc, row, hk), kc->stride[0],
+                              len, s + (j - j0), lds));
     for (int64_t a = 0; a < g; a++) {
-        float *sa = s + a * nk, mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < nk; j++) mx = sa[j] > mx ? sa[j] : mx;
-        for (int64_t j = 0; j < nk; j++) sa[j] -= mx;
-        simd->unary(CANDLE_OP_EXP, sa, sa, nk, no_params);
-        for (int64_t j = 0; j < nk; j++) sum += sa[j];
-        float inv = sum > 0 ? 1.0f / sum : 0.0f;
+        float *sa = s + a * lds;
+        for (int64_t j = 0; j < nk; j++) sa[j] *= scale;
+        float mx = ops->max(sa, nk);
+        ops->sub(sa, nk, mx);
+        static const double no_params[2] = {0, 0};
+        cpu_simd_get()->unary(CANDLE_OP_EXP, sa, sa, nk, no_params);
+        float sum = ops->sum(sa, nk), inv = sum > 0 ? 1.0f / sum : 0.0f;
         for (int64_t j = 0; j < nk; j++) sa[j] *= inv;
-        memset(acc + a * Dv, 0, (size_t)Dv * sizeof(float));
+        memset(acc + a * ldo, 0, (size_t)ldo * sizeof(float));
+        ones[a] = 1.0f;
     }
-    for (int64_t j = 0; j < nk; j++) {
-        const float *vr = row3(vc, rows[j], hk);
-        for (int64_t a = 0; a < g; a++) simd->scale_axpy(acc + a * Dv, 1.0f, s[a * nk + j], vr, Dv);
-    }
+    FOR_RUNS(dst, i, j0, pos, j, row, len,
+             ops->accum(s + (j - j0), lds, g, ones, row3(vc, row, hk), vc->stride[0] / (int64_t)sizeof(float), len,
+                        Dv, acc, ldo));
     for (int64_t a = 0; a < g; a++)
         memcpy((char *)tensor_ptr(dst) + (size_t)((i * dst->shape[1] + hk * g + a) * Dv) * sizeof(float),
-               acc + a * Dv, (size_t)Dv * sizeof(float));
+               acc + a * ldo, (size_t)Dv * sizeof(float));
+    return true;
 }
 
 static candle_status run_pa(const cpu_task *task, candle_tensor *dst) {
     if (task->phase == 0) return store_rows(task, dst);
-    const cpu_simd *simd = cpu_simd_get();
-    int64_t hkv = dst->src[1]->shape[1], nmax = max_keys(dst);
-    int64_t g = dst->shape[1] / hkv;
-    int64_t *rows = cpu_thread_scratch(task, pa_thread_bytes(dst));
-    float *s = (float *)(rows + nmax), *acc = s + g * nmax;
+    const cpu_attn_ops *ops = attn_ops();
+    int64_t hkv = dst->src[1]->shape[1], g = dst->shape[1] / hkv;
+    float *s = cpu_thread_scratch(task, pa_thread_bytes(dst)), *acc = s + g * max_keys(dst);
+    float *ones = acc + g * ldo_of(dst);
     int64_t u0, u1;
     cpu_split(dst->shape[0] * hkv, 1, task->ith, task->nth, &u0, &u1);
     for (int64_t u = u0; u < u1; u++) {
-        int64_t i = u / hkv, hk = u % hkv, pos = pa_pos(dst->src[5], i), j0 = pa_first(dst, pos);
+        int64_t i = u / hkv, hk = u % hkv, pos = pa_pos(dst->src[5], i);
         /* phase 0 checked pos against the table */
-        for (int64_t j = j0; j <= pos; j++)
-            if ((rows[j - j0] = pa_cache_row(dst, i, j)) < 0) return pa_bad_table(task, dst, i);
-        attend_group(simd, dst, i, hk, rows, pos - j0 + 1, s, acc);
+        if (!attend_group(ops, dst, i, hk, pa_first(dst, pos), pos, s, acc, ones)) return pa_bad_table(task, dst, i);
     }
     return CANDLE_OK;
 }
