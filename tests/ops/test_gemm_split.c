@@ -1,9 +1,10 @@
-/* The packed f32 GEMM (fast_matmul.c) on the shapes that pick each way of
+/* The f32 GEMM (fast_matmul.c) on the shapes that pick each way of
  * splitting a product between threads (M for plain B rows and tall A, N for
  * wide products and transposed or block-quantized weights), crossing the
  * blocking (MR 6, NR 16, MC 144, KC 256, NC 2048) with tails, on 1 and 2
  * threads, strided and offset operands, f32/f16/bf16 and Q8_0 weights,
- * against a naive double-precision product computed here. */
+ * and the matrix-vector path's row groups and tails, against a naive
+ * double-precision product computed here. */
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
@@ -42,6 +43,11 @@ static const gemm_case cases[] = {
      * kernels' limit, lowered in main) */
     {70, 64, 150, true, Q8, MT_CONTIG, MT_CONTIG},
     {150, 96, 40, true, Q8, MT_SLICED, MT_CONTIG},
+    /* matrix-vector (M <= 4): 8- and 4-row passes, row and K tails */
+    {1, 1029, 77, true, F32, MT_SLICED, MT_CONTIG},
+    {3, 2051, 45, true, F32, MT_CONTIG, MT_OFFSET},
+    {1, 515, 40, true, F16, MT_CONTIG, MT_CONTIG},
+    {2, 300, 33, true, BF16, MT_OFFSET, MT_CONTIG},
 };
 
 /* b's logical [K, N] values: a block weight is read back by whole rows. */
@@ -75,7 +81,7 @@ static void check_case(candle_ctx *ctx, const gemm_case *c, int threads, uint64_
         candle_ctx_reset(ctx, mark);
         return;
     }
-    CHECK_MSG(cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s: packed GEMM not chosen", what);
+    CHECK_MSG(cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s: fast matmul not chosen", what);
     double *av = mt_values(a), *bv = b_values(w, b, c), *got = mt_values(y);
     double *want = malloc(sizeof(double) * (size_t)(c->M * c->N));
     if (av && bv && got && want) {
