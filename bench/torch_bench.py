@@ -41,8 +41,9 @@ def proc_status_bytes(key):
 def imports(threads):
     os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF loading progress bar
     import torch
-    torch.set_num_threads(threads)
-    torch.set_num_interop_threads(1)
+    if torch.get_num_threads() != threads or torch.get_num_interop_threads() != 1:
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(1)  # allowed once, before any parallel work
     import transformers
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
