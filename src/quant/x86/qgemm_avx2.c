@@ -175,7 +175,12 @@ static inline __attribute__((always_inline)) void load_legacy(candle_dtype t, in
 static inline __attribute__((always_inline)) void pack_legacy(candle_dtype t, int64_t K, int nn, const char *w,
                                                               size_t ws, char *p) {
     size_t rb = rec_bytes(t);
+    /* the next panel's lines, spread over the blocks (see prefetch_panel) */
+    const char *next = w + (size_t)NR * ws;
+    size_t lines = ((size_t)NR * ws + 63) / 64, per = (lines + (size_t)(K / 32) - 1) / (size_t)(K / 32);
     for (int64_t b = 0; b < K / 32; b++) {
+        for (size_t l = (size_t)b * per; l < (size_t)(b + 1) * per && l < lines; l++)
+            _mm_prefetch(next + 64 * l, _MM_HINT_T0);
         char *rec = p + (size_t)b * rb;
         __m256i r[8];
         float d[NR], mn[NR];
@@ -200,14 +205,20 @@ static void pack_q4_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_
 static void pack_q4_1_full(int64_t K, const char *w, size_t ws, char *p) { pack_legacy(CANDLE_DTYPE_Q4_1, K, NR, w, ws, p); }
 static void pack_q8_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_legacy(CANDLE_DTYPE_Q8_0, K, NR, w, ws, p); }
 
-void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
-    /* The weight streams from memory and the panel's rows are read 8 at a
-     * time in short pieces, which the hardware prefetchers follow poorly:
-     * ask for the next panel's rows (contiguous after these) now, so they
-     * arrive while this panel is multiplied with the activation rows.
-     * Prefetches past the weight's end are harmless (they never fault). */
-    const char *next = (const char *)w + (size_t)NR * ws;
+/* The weight streams from memory and the panel's rows are read 8 at a time
+ * in short pieces, which the hardware prefetchers follow poorly: packing a
+ * panel asks for the next panel's rows (contiguous after these), so they
+ * arrive while this panel is multiplied with the activation rows. (Issued
+ * all at once, the prefetches stall on the full miss queue: the legacy
+ * types spread them over their blocks.) Prefetches past the weight's end
+ * are harmless: they never fault. */
+static void prefetch_panel(const char *w, size_t ws) {
+    const char *next = w + (size_t)NR * ws;
     for (size_t off = 0; off < (size_t)NR * ws; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+}
+
+void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
+    if (t == CANDLE_DTYPE_Q6_K || t == CANDLE_DTYPE_Q4_K) prefetch_panel(w, ws);
     if (t == CANDLE_DTYPE_Q6_K) pack_q6_k(K, nn, w, ws, p);
     else if (t == CANDLE_DTYPE_Q4_K) pack_q4_k(K, nn, w, ws, p);
     else if (nn < NR) pack_legacy(t, K, nn, w, ws, p);
