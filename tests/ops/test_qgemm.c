@@ -125,8 +125,8 @@ static void test_gemv(void) {
             check_gemv((candle_dtype)t, 19, Ks[i]);
         }
     }
-    /* q4_0, q4_1 and q8_0 have kernels wherever the AVX2 quant kernels run */
-    CHECK(with == 0 || with >= 3);
+    /* q4_0, q4_1, q5_0, q5_1 and q8_0 have kernels wherever the AVX2 quant kernels run */
+    CHECK(with == 0 || with >= 5);
 }
 
 /* Through candle_matmul: x [B, M, K] times the transpose of w [N, K],
@@ -178,9 +178,9 @@ static void test_matmul_threads(int threads) {
         CHECK_MSG(0, "ctx_init: %s", candle_last_errmsg());
         return;
     }
-    static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0,
-                                         CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q6_K};
-    for (int i = 0; i < 5; i++) {
+    static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K,
+                                         CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1};
+    for (int i = 0; i < 7; i++) {
         int64_t K = candle_dtype_info(types[i])->block_size >= 256 ? 512 : 160;
         check_matmul(ctx, types[i], 2, 3, 37, K);
         check_matmul(ctx, types[i], 1, 16, 40, K);

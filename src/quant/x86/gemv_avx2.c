@@ -1,9 +1,11 @@
-/* AVX2 matrix-vector kernels for q4_0, q4_1 and q8_0 weights (see
- * gemv-impl.h).
+/* AVX2 matrix-vector kernels for q4_0, q4_1, q5_0, q5_1 and q8_0 weights
+ * (see gemv-impl.h).
  *
  * Prepared activation, nb = K / 32 blocks: the codes (nb * 32 bytes), then
  * the block scales (nb floats), then the offset terms (nb floats: q4_0
- * -8 * d * sum(codes), q4_1 the q8_1 s). For the nibble types every full
+ * -8 * d * sum(codes), q5_0 -16 * d * sum(codes), q4_1 and q5_1 the q8_1
+ * s). The weight codes are used unsigned (0..15, 0..31), the q*_0 offset
+ * coming back through that term. For the nibble types every full
  * group of 8 blocks is laid out as four 64-byte pairs: pair j holds codes
  * 0..15 of blocks j and j + 4, then codes 16..31 of the same two blocks, so
  * one 256-bit register of weight nibbles (block j low lane, j + 4 high)
@@ -20,7 +22,10 @@
 
 #define GROUP 8
 #ifndef GEMV_PF
-#define GEMV_PF 1024
+#define GEMV_PF 2048
+#endif
+#ifndef GEMV_HINT
+#define GEMV_HINT _MM_HINT_T0
 #endif
 
 typedef struct xv_parts {
@@ -34,7 +39,9 @@ static xv_parts parts(const void *xv, int64_t nb) {
     return (xv_parts){qs, d, d + nb};
 }
 
-static bool nibble_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1; }
+static bool nibble_type(candle_dtype t) {
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1;
+}
 
 size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
     if (!(nibble_type(t) || t == CANDLE_DTYPE_Q8_0) || K % 32) return 0;
@@ -68,17 +75,37 @@ void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) 
         memcpy(dst + hi_off, codes + 16, 16);
         p.d[b] = dh;
         if (t == CANDLE_DTYPE_Q4_0) p.s[b] = -8.0f * dh * (float)sum;
+        else if (t == CANDLE_DTYPE_Q5_0) p.s[b] = -16.0f * dh * (float)sum;
         else p.s[b] = _cvtsh_ss(_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT)); /* q8_1's s */
     }
 }
 
 /* Weight block fields, as byte offsets in a block of `bs` bytes. */
 typedef struct wfmt {
-    size_t bs, qs, d, m; /* m: the q4_1 minimum (unused for q4_0) */
+    size_t bs, qs, d, m, qh; /* m: the *_1 minimum; qh: the q5 fifth bits */
+    bool q5, has_m;
 } wfmt;
 
+/* The fifth bits of two q5 blocks (a: low lane, b: high lane) as 0x10 bytes
+ * over the low-nibble codes (*lo: elements 0..15) and the high ones (*hi). */
+static inline void q5_high_bits(const uint8_t *qa, const uint8_t *qb, __m256i *lo, __m256i *hi) {
+    uint32_t a, b;
+    memcpy(&a, qa, 4);
+    memcpy(&b, qb, 4);
+    uint64_t q = (uint64_t)((a & 0xFFFFu) | (b << 16)) | (uint64_t)((a >> 16) | (b & 0xFFFF0000u)) << 32;
+    const __m256i ctrl_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i ctrl_hi = _mm256_add_epi8(ctrl_lo, _mm256_set1_epi8(4));
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL), b4 = _mm256_set1_epi8(0x10);
+    __m256i v = _mm256_set1_epi64x((long long)q);
+    __m256i l = _mm256_and_si256(_mm256_shuffle_epi8(v, ctrl_lo), sel);
+    __m256i h = _mm256_and_si256(_mm256_shuffle_epi8(v, ctrl_hi), sel);
+    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(l, sel), b4);
+    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(h, sel), b4);
+}
+
 /* Codes of 8 nibble blocks times the paired activation: lane i = block i. */
-static inline __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
+static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256i r[4];
     for (int j = 0; j < 4; j++) {
@@ -86,6 +113,12 @@ static inline __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
         __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
         __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (f.q5) {
+            __m256i hl, hh;
+            q5_high_bits(w + j * f.bs + f.qh, w + (j + 4) * f.bs + f.qh, &hl, &hh);
+            lo = _mm256_or_si256(lo, hl);
+            hi = _mm256_or_si256(hi, hh);
+        }
         __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(y + 64 * j)),
                                      _mm256_maddubs_epi16(hi, load32(y + 64 * j + 32)));
         r[j] = _mm256_madd_epi16(p, ones);
@@ -93,16 +126,17 @@ static inline __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
     return reduce_x4(r[0], r[1], r[2], r[3]);
 }
 
-/* One row of a nibble type: sum over blocks of dx * (dy * isum + s) (q4_0,
- * s holding the -8 term) or dx * dy * isum + m * s (q4_1). */
-static inline float nibble_row(const uint8_t *w, wfmt f, bool q4_1, xv_parts p, int64_t nb) {
+/* One row of a nibble type: sum over blocks of dx * (dy * isum + s) (q*_0,
+ * s holding the offset term) or dx * dy * isum + m * s (q*_1). */
+static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, wfmt f, xv_parts p, int64_t nb) {
+    const bool q4_1 = f.has_m;
     __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *wg = w + g * GROUP * f.bs;
-        _mm_prefetch((const char *)wg + GEMV_PF, _MM_HINT_T0);
-        _mm_prefetch((const char *)wg + GEMV_PF + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)wg + GEMV_PF + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)wg + GEMV_PF, GEMV_HINT);
+        _mm_prefetch((const char *)wg + GEMV_PF + 64, GEMV_HINT);
+        _mm_prefetch((const char *)wg + GEMV_PF + 128, GEMV_HINT);
         __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256));
         __m256 dx = h2f_x8(wg + f.d, f.bs), dy = _mm256_loadu_ps(p.d + g * GROUP);
         __m256 s = _mm256_loadu_ps(p.s + g * GROUP);
@@ -118,6 +152,11 @@ static inline float nibble_row(const uint8_t *w, wfmt f, bool q4_1, xv_parts p, 
     for (int64_t b = ng * GROUP; b < nb; b++) {
         const uint8_t *wb = w + b * f.bs;
         __m256i c = unpack_nibbles(wb + f.qs);
+        if (f.q5) {
+            uint32_t qh;
+            memcpy(&qh, wb + f.qh, 4);
+            c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        }
         int isum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
         uint16_t dxh, mh;
         memcpy(&dxh, wb + f.d, 2);
@@ -137,7 +176,7 @@ static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
         const block_q8_0 *xg = x + g * GROUP;
-        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)xg + GEMV_PF + 64 * l, _MM_HINT_T0);
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)xg + GEMV_PF + 64 * l, GEMV_HINT);
         const int8_t *y = p.qs + g * 256;
         __m256i r[GROUP];
         for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg[j].qs), load32(y + 32 * j));
@@ -158,15 +197,25 @@ void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, 
     int64_t nb = K / 32;
     xv_parts p = parts(xv, nb);
     const uint8_t *row = w;
-    static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0};
+    static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0, 0, false, false};
     static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
-                             offsetof(block_q4_1, m)};
+                             offsetof(block_q4_1, m), 0, false, true};
+    static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, d), 0,
+                             offsetof(block_q5_0, qh), true, false};
+    static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
+                             offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
     switch (t) {
     case CANDLE_DTYPE_Q4_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, false, p, nb);
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, p, nb);
         break;
     case CANDLE_DTYPE_Q4_1:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, true, p, nb);
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, p, nb);
+        break;
+    case CANDLE_DTYPE_Q5_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f50, p, nb);
+        break;
+    case CANDLE_DTYPE_Q5_1:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f51, p, nb);
         break;
     case CANDLE_DTYPE_Q8_0:
         for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row((const block_q8_0 *)row, p, nb);

@@ -73,24 +73,29 @@ void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
 }
 
 /* The 8 6-bit scales and 8 6-bit mins of a q4_K/q5_K block, unpacked with
- * 32-bit lane arithmetic (see quant_k4_scale_min for the layout). */
-static inline void k4_scales(const uint8_t *packed, uint8_t *sc, uint8_t *mn) {
-    uint32_t a, b, c, lo[2], hi[2];
+ * 32-bit lane arithmetic (see quant_k4_scale_min for the layout) into two
+ * 64-bit integers (eight bytes each), kept in registers: going through a
+ * byte array would stall each 8-byte load on two 4-byte stores. */
+static inline void k4_scales(const uint8_t *packed, uint64_t *sc, uint64_t *mn) {
+    uint32_t a, b, c;
     memcpy(&a, packed, 4);
     memcpy(&b, packed + 4, 4);
     memcpy(&c, packed + 8, 4);
-    lo[0] = a & 0x3f3f3f3fu;
-    lo[1] = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
-    hi[0] = b & 0x3f3f3f3fu;
-    hi[1] = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
-    memcpy(sc, lo, 8);
-    memcpy(mn, hi, 8);
+    uint32_t lo0 = a & 0x3f3f3f3fu, lo1 = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    uint32_t hi0 = b & 0x3f3f3f3fu, hi1 = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    *sc = (uint64_t)lo0 | (uint64_t)lo1 << 32;
+    *mn = (uint64_t)hi0 | (uint64_t)hi1 << 32;
+}
+
+/* 8 unsigned byte scales as int16 in both halves of a register. */
+static inline __m256i scales_u64(uint64_t v) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)v)));
 }
 
 /* sum_j mins[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int mins_dot(const uint8_t *mins, const int16_t *bsums) {
+static inline int mins_dot(uint64_t mins, const int16_t *bsums) {
     __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
-    __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mins));
+    __m128i m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins));
     __m128i p = _mm_madd_epi16(pairs, m);
     p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
     p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
@@ -104,9 +109,9 @@ void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     __m256 acc = _mm256_setzero_ps();
     float acc_m = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8], mn[8];
-        k4_scales(x[i].scales, sc, mn);
-        __m256i sumi = _mm256_setzero_si256(), scv = scales_u8(sc);
+        uint64_t sc, mn;
+        k4_scales(x[i].scales, &sc, &mn);
+        __m256i sumi = _mm256_setzero_si256(), scv = scales_u64(sc);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(x[i].qs + 32 * c);
@@ -129,9 +134,9 @@ void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     __m256 acc = _mm256_setzero_ps();
     float acc_m = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8], mn[8];
-        k4_scales(x[i].scales, sc, mn);
-        __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256(), scv = scales_u8(sc);
+        uint64_t sc, mn;
+        k4_scales(x[i].scales, &sc, &mn);
+        __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256(), scv = scales_u64(sc);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(x[i].qs + 32 * c);
