@@ -165,7 +165,8 @@ static void mask_causal(const attn_block *a, int64_t j0, int64_t nk) {
 }
 
 /* Scores to probabilities: new running maxima, the rows shifted and
- * exponentiated, corrections exp(old max - new max), running sums. */
+ * exponentiated, corrections exp(old max - new max), running sums. A full
+ * tile's rows are contiguous, so they take one exp call. */
 static void softmax_tile(const attn_block *a, int64_t nk) {
     static const double no_params[2] = {0, 0};
     float *m = a->sc.m, *l = a->sc.l, *corr = a->sc.corr;
@@ -174,14 +175,19 @@ static void softmax_tile(const attn_block *a, int64_t nk) {
         float *s = a->sc.s + i * ATTN_BK;
         float mt = a->ops->max(s, nk), mn = mt > m[i] ? mt : m[i];
         if (!(mn > -INFINITY)) { /* nothing seen yet (or NaN): the row adds nothing */
-            memset(s, 0, sizeof(float) * (size_t)nk);
+            for (int64_t j = 0; j < nk; j++) s[j] = -INFINITY;
             corr[i] = 0.0f; /* exp(0) below: keeps the zero accumulator */
             continue;
         }
         a->ops->sub(s, nk, mn);
         corr[i] = m[i] - mn; /* -inf on a row's first keys: exp gives 0 */
         m[i] = mn;
-        a->simd->unary(CANDLE_OP_EXP, s, s, nk, no_params);
+    }
+    if (nk == ATTN_BK) {
+        a->simd->unary(CANDLE_OP_EXP, a->sc.s, a->sc.s, rows * ATTN_BK, no_params);
+    } else {
+        for (int64_t i = 0; i < rows; i++)
+            a->simd->unary(CANDLE_OP_EXP, a->sc.s + i * ATTN_BK, a->sc.s + i * ATTN_BK, nk, no_params);
     }
     a->simd->unary(CANDLE_OP_EXP, corr, corr, rows, no_params);
     for (int64_t i = 0; i < rows; i++) l[i] = l[i] * corr[i] + a->ops->sum(a->sc.s + i * ATTN_BK, nk);
