@@ -1,10 +1,10 @@
 /* The f32 GEMM (fast_matmul.c) on the shapes that pick each way of
  * splitting a product between threads (M for plain B rows and tall A, N for
  * wide products and transposed or block-quantized weights), crossing the
- * blocking (MR 6, NR 16, MC 144, KC 256, NC 2048) with tails, on 1 and 2
- * threads, strided and offset operands, f32/f16/bf16 and Q8_0 weights,
- * and the matrix-vector path's row groups and tails, against a naive
- * double-precision product computed here. */
+ * blocking (MR 6, NR 16, MC 144, KC 256, NC 2048) with tails, on 1, 2 and
+ * 4 threads (2-D grids of tasks), strided and offset operands, f32, f16,
+ * bf16 and Q8_0 weights, and the matrix-vector path's row groups and tails,
+ * against a naive double-precision product computed here. */
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
@@ -22,6 +22,9 @@ typedef struct gemm_case {
 #define Q8 CANDLE_DTYPE_Q8_0
 
 static const gemm_case cases[] = {
+    /* square enough for a 2 x 2 grid on 4 threads */
+    {200, 64, 260, false, F32, MT_CONTIG, MT_CONTIG},
+    {210, 50, 270, true, F32, MT_CONTIG, MT_OFFSET},
     /* plain B, tall enough for M on 2 threads; K over one KC slice */
     {100, 300, 130, false, F32, MT_CONTIG, MT_CONTIG},
     {97, 257, 131, false, F32, MT_SLICED, MT_OFFSET},
@@ -107,7 +110,8 @@ int main(void) {
     /* more than 4 rows go to the dequantizing GEMM (read once, at first use) */
     setenv("CANDLE_QMM_MAX_M", "4", 1);
     cpu_set_always_parallel(true);
-    for (int threads = 1; threads <= 2; threads++) {
+    /* 4 threads (oversubscribed here) take the 2-D grids */
+    for (int threads = 1; threads <= 4; threads *= 2) {
         candle_ctx *ctx = NULL;
         candle_ctx_params p = candle_ctx_default_params();
         p.eager = true;

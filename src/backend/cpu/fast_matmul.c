@@ -303,32 +303,44 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
     }
 }
 
-/* Whether the threads split N (else M). Each thread packs the A rows and B
- * columns it needs, so splitting N has every thread pack all of A, and
- * splitting M all of B: split the side whose twin packing costs less, as
- * long as every thread gets a few micro-panels of it. Relative cost per
- * element: A rows 2 (scalar interleave), plain B rows 1 (vector copy),
- * a transposed weight 2 (8 x 8 transposes), a block-quantized one 4
- * (dequantized). Square 1024 on 2 threads: M 152 GFLOP/s, N 132; a
- * 512-row prefill on a [2048, 5632] weight: N 133, M 127. */
-static bool gemm_split_n(const candle_tensor *dst, const mm_geom *geo, int nth) {
+/* The tasks' grid over C: gm row groups x gn column groups, gm * gn = nth.
+ * Each task packs the A rows and B columns it needs, so in all A is packed
+ * gn times and B gm times: take the grid whose packing costs least, with
+ * every group a few micro-panels wide. Relative cost per element: A rows 2,
+ * plain B rows 1 (vector copy), a transposed weight 2 (8 x 8 transposes), a
+ * block-quantized one 4 (dequantized). On 2 threads, square 1024: rows
+ * 152 GFLOP/s, columns 132; a 512-row prefill on a [2048, 5632] weight:
+ * columns 133, rows 127. (Two tasks per thread, a 2 x 2 grid claimed
+ * dynamically, measured 2-5% slower than one: left at one.) */
+static void gemm_grid(const candle_tensor *dst, const mm_geom *geo, int nth, int *gm, int *gn) {
     const candle_tensor *b = dst->src[1];
     const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
-    bool n_ok = geo->N >= (int64_t)nth * 4 * CPU_GEMM_NR, m_ok = geo->M >= (int64_t)nth * 4 * CPU_GEMM_MR;
-    if (n_ok != m_ok) return n_ok;
-    if (!n_ok) return geo->M < (int64_t)nth * CPU_GEMM_MR;
     int64_t cost_b = bt->is_quantized ? 4 : b->stride[b->rank - 2] == (int64_t)bt->type_size ? 2 : 1;
-    return geo->N * cost_b > geo->M * 2;
+    double best = -1;
+    for (int m = 1; m <= nth; m++) {
+        int n = nth / m;
+        if (m * n != nth || (m > 1 && geo->M < (int64_t)m * 4 * CPU_GEMM_MR) ||
+            (n > 1 && geo->N < (int64_t)n * 4 * CPU_GEMM_NR))
+            continue;
+        double cost = (double)n * (double)geo->M * 2 + (double)m * (double)geo->N * (double)cost_b;
+        if (best < 0 || cost <= best) best = cost, *gm = m, *gn = n;
+    }
+    if (best >= 0) return;
+    /* too small for any grid to give every task a few panels: one dimension */
+    bool by_n = geo->N >= (int64_t)nth * 4 * CPU_GEMM_NR || geo->M < (int64_t)nth * CPU_GEMM_MR;
+    *gm = by_n ? 1 : nth;
+    *gn = by_n ? nth : 1;
 }
 
 static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
     float *abuf = cpu_thread_scratch(t, gemm_thread_floats() * sizeof(float));
     float *bbuf = abuf + (size_t)GEMM_MC * GEMM_KC;
-    bool split_n = gemm_split_n(dst, geo, t->nth);
-    int64_t m0 = 0, m1 = geo->M, n0 = 0, n1 = geo->N;
-    if (split_n) cpu_split(geo->N, CPU_GEMM_NR, t->ith, t->nth, &n0, &n1);
-    else cpu_split(geo->M, CPU_GEMM_MR, t->ith, t->nth, &m0, &m1);
+    int gm = 1, gn = 1;
+    int64_t m0, m1, n0, n1;
+    gemm_grid(dst, geo, t->nth, &gm, &gn);
+    cpu_split(geo->M, CPU_GEMM_MR, t->ith / gn, gm, &m0, &m1);
+    cpu_split(geo->N, CPU_GEMM_NR, t->ith % gn, gn, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
     for (int64_t bi = 0; bi < geo->n_batch; bi++) {
         int64_t oa, ob;
