@@ -233,14 +233,6 @@ static inline __m256i bcast4(const int8_t *q, int g) {
     return _mm256_set1_epi32(v);
 }
 
-/* Codes 0..15 times one q8 block: the 8 dots of the panel's rows. Pair sums
- * stay below 2 * 15 * 127, so the 8 groups add up in 16 bits. */
-static inline __m256i dot_u4(const __m256i *g, const int8_t *q) {
-    __m256i acc = _mm256_maddubs_epi16(_mm256_loadu_si256(&g[0]), bcast4(q, 0));
-    for (int i = 1; i < 8; i++) acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(_mm256_loadu_si256(&g[i]), bcast4(q, i)));
-    return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
-}
-
 static void store_out(__m256 acc, int nn, float *out) {
     if (nn == NR) {
         _mm256_storeu_ps(out, acc);
@@ -265,6 +257,8 @@ typedef struct rows4 {
     float *out[4];
 } rows4;
 
+/* Codes 0..15: pair sums stay below 2 * 15 * 127, so the 8 groups of a
+ * block add up in 16 bits (q4_0 and q4_1). */
 ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
     __m256 acc[4];
     FOR_R acc[r] = _mm256_setzero_ps();
