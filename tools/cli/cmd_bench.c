@@ -20,7 +20,7 @@
 #define MAX_ROWS 128
 #define BW_BYTES ((size_t)256 << 20)
 #define BENCH_REPS 5      /* groups per engine and shape, at most */
-#define BENCH_SHAPE_S 4.0 /* past this, a shape stops after 2 groups */
+#define BENCH_SHAPE_S 4.0 /* past this, a shape stops after 3 groups */
 #define BENCH_SETTLE_S 0.05
 
 static double now_s(void) {
@@ -290,7 +290,7 @@ static int bench_shape(bench_row *rows, int n, candle_backend *const *bes, const
     for (int i = 0; i < n; i++) rows[i].t_candle = rows[i].t_blas = 0;
     double batch_s = quick ? 0.02 : 0.05, t0 = now_s();
     int max_reps = quick ? 3 : BENCH_REPS;
-    for (int rep = 0; rep < max_reps && (rep < 2 || now_s() - t0 < BENCH_SHAPE_S); rep++) {
+    for (int rep = 0; rep < max_reps && (rep < 3 || now_s() - t0 < BENCH_SHAPE_S); rep++) {
         bool blas_first = with_blas && rep % 2 == 1;
         run_group(&e, blas_first, batch_s);
         if (with_blas) run_group(&e, !blas_first, batch_s);
