@@ -7,8 +7,8 @@
  * width, KV cache views, masks with causal. Each runs on the scalar and the
  * AVX2 tile primitives, on 1 and 2 threads (every block a task), and checks
  * that the fast kernel ran and that the thread count does not change a bit
- * of the output. The tile primitives are also compared one by one (AVX2 vs
- * scalar) on odd sizes. */
+ * of the output. The tile primitives and the primitive tables' exp_sum are
+ * also compared one by one (AVX2 vs scalar) on odd sizes. */
 #include "backend/cpu/attention-impl.h"
 #include "backend/cpu/cpu-impl.h"
 #include "mathtest.h"
@@ -219,11 +219,28 @@ static void test_primitives_once(candle_dtype kt, int64_t r, int64_t d, int64_t 
         free(o2);
 }
 
+/* The online-softmax step of the primitive tables: exp(x - m) and its sum,
+ * AVX2 (body and tail) against the scalar expf; -inf scores give 0. */
+static void test_exp_sum(void) {
+    float x[37], y[37], z[37];
+    uint64_t seed = 3;
+    for (int n = 0; n <= 37; n += n < 9 ? 1 : 7) {
+        for (int j = 0; j < n; j++) x[j] = j % 5 == 2 ? -INFINITY : (float)mt_uniform(&seed, -30, 2);
+        memcpy(y, x, sizeof x);
+        memcpy(z, x, sizeof x);
+        float sa = cpu_simd_avx2.exp_sum(y, n, 1.5f), ss = cpu_simd_scalar.exp_sum(z, n, 1.5f);
+        CHECK_MSG(fabsf(sa - ss) <= 1e-6f * ss, "exp_sum n %d: %g vs %g", n, sa, ss);
+        for (int j = 0; j < n; j++)
+            CHECK_MSG(fabsf(y[j] - z[j]) <= 2e-7f * z[j] && (x[j] != -INFINITY || y[j] == 0), "exp_sum n %d [%d]", n, j);
+    }
+}
+
 static void test_primitives(void) {
     static const int64_t rs[] = {1, 2, 5, 6, 7, 13}, ds[] = {1, 8, 13, 64}, nks[] = {1, 3, 15, 17, 64};
     static const int64_t dvs[] = {5, 16, 24, 40};
     static const candle_dtype kts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
     if (!cpu_simd_force("avx2")) return;
+    test_exp_sum();
     uint64_t seed = 7;
     for (int a = 0; a < 6; a++)
         for (int b = 0; b < 4; b++)

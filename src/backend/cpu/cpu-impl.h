@@ -101,6 +101,9 @@ typedef struct cpu_simd {
     float (*dot)(const float *a, const float *b, int64_t n);
     /* y = y * s + w * v (online softmax rescale and accumulate). */
     void (*scale_axpy)(float *y, float s, float w, const float *v, int64_t n);
+    /* x[j] = exp(x[j] - m) for j < n, returning their sum (the blocked flash
+     * attention's online softmax, with the same exp as unary). */
+    float (*exp_sum)(float *x, int64_t n, float m);
 } cpu_simd;
 
 extern const cpu_simd cpu_simd_scalar;

@@ -85,21 +85,21 @@ static void attn_geom_of(const candle_tensor *dst, attn_geom *g) {
 
 /* Per-thread scratch, in floats, each part a multiple of 16 (64 bytes):
  * q rows [rows, D], output rows [rows, dvp], running max and sum [rows],
- * scores [rows, BK], corrections [rows], transposed key tile [BK, D] and a value
+ * scores [rows, BK], corrections and row sums [rows], transposed key tile [BK, D] and a value
  * tile [BK, Dv] (converted or repacked when v is not plain f32). */
 typedef struct attn_scratch {
-    float *q, *o, *m, *l, *s, *corr, *kt, *vt;
+    float *q, *o, *m, *l, *s, *corr, *rs, *kt, *vt;
 } attn_scratch;
 
 static size_t scratch_floats(const attn_geom *g, attn_scratch *sc) {
     int64_t rows = g->gc * g->bq;
-    int64_t sizes[8] = {round_up(rows * g->D, 16), round_up(rows * g->dvp, 16), round_up(rows, 16),
-                        round_up(rows, 16),        round_up(rows * ATTN_BK, 16),  round_up(rows, 16),
-                        round_up(ATTN_BK * g->D, 16), round_up(ATTN_BK * g->Dv, 16)};
-    float **parts[8] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt};
+    int64_t sizes[9] = {round_up(rows * g->D, 16),     round_up(rows * g->dvp, 16),    round_up(rows, 16),
+                        round_up(rows, 16),            round_up(rows * ATTN_BK, 16),   round_up(rows, 16),
+                        round_up(rows, 16),            round_up(ATTN_BK * g->D, 16),   round_up(ATTN_BK * g->Dv, 16)};
+    float **parts[9] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->rs, &sc->kt, &sc->vt};
     float *base = sc->q;
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         if (base) *parts[i] = base + off;
         off += (size_t)sizes[i];
     }
@@ -164,33 +164,28 @@ static void mask_causal(const attn_block *a, int64_t j0, int64_t nk) {
     }
 }
 
-/* Scores to probabilities: new running maxima, the rows shifted and
- * exponentiated, corrections exp(old max - new max), running sums. A full
- * tile's rows are contiguous, so they take one exp call. */
+/* Scores to probabilities: new running maxima, each row shifted,
+ * exponentiated and summed in one pass, corrections exp(old max - new max)
+ * for all rows in one exp call, running sums. */
 static void softmax_tile(const attn_block *a, int64_t nk) {
     static const double no_params[2] = {0, 0};
-    float *m = a->sc.m, *l = a->sc.l, *corr = a->sc.corr;
+    float *m = a->sc.m, *l = a->sc.l, *corr = a->sc.corr, *rs = a->sc.rs;
     int64_t rows = a->nh * a->r;
     for (int64_t i = 0; i < rows; i++) {
         float *s = a->sc.s + i * ATTN_BK;
         float mt = a->ops->max(s, nk), mn = mt > m[i] ? mt : m[i];
         if (!(mn > -INFINITY)) { /* nothing seen yet (or NaN): the row adds nothing */
-            for (int64_t j = 0; j < nk; j++) s[j] = -INFINITY;
+            memset(s, 0, sizeof(float) * (size_t)nk);
             corr[i] = 0.0f; /* exp(0) below: keeps the zero accumulator */
+            rs[i] = 0.0f;
             continue;
         }
-        a->ops->sub(s, nk, mn);
+        rs[i] = a->simd->exp_sum(s, nk, mn);
         corr[i] = m[i] - mn; /* -inf on a row's first keys: exp gives 0 */
         m[i] = mn;
     }
-    if (nk == ATTN_BK) {
-        a->simd->unary(CANDLE_OP_EXP, a->sc.s, a->sc.s, rows * ATTN_BK, no_params);
-    } else {
-        for (int64_t i = 0; i < rows; i++)
-            a->simd->unary(CANDLE_OP_EXP, a->sc.s + i * ATTN_BK, a->sc.s + i * ATTN_BK, nk, no_params);
-    }
     a->simd->unary(CANDLE_OP_EXP, corr, corr, rows, no_params);
-    for (int64_t i = 0; i < rows; i++) l[i] = l[i] * corr[i] + a->ops->sum(a->sc.s + i * ATTN_BK, nk);
+    for (int64_t i = 0; i < rows; i++) l[i] = l[i] * corr[i] + rs[i];
 }
 
 /* f32 value rows for the tile: in place when v is f32 with whole-float

@@ -165,6 +165,12 @@ static void scale_axpy_scalar(float *y, float s, float w, const float *v, int64_
     for (int64_t i = 0; i < n; i++) y[i] = y[i] * s + w * v[i];
 }
 
+static float exp_sum_scalar(float *x, int64_t n, float m) {
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i] = expf(x[i] - m);
+    return s;
+}
+
 const cpu_simd cpu_simd_scalar = {
     .name = "scalar",
     .gemm_ukr = gemm_ukr_scalar,
@@ -178,4 +184,5 @@ const cpu_simd cpu_simd_scalar = {
     .rms_norm = rms_norm_scalar,
     .dot = dot_scalar,
     .scale_axpy = scale_axpy_scalar,
+    .exp_sum = exp_sum_scalar,
 };

@@ -586,6 +586,25 @@ static void scale_axpy_avx2(float *y, float s, float w, const float *v, int64_t 
     for (; i < n; i++) y[i] = y[i] * s + w * v[i];
 }
 
+/* The tail through the same exp8 as the body, like unary_avx2. */
+static float exp_sum_avx2(float *x, int64_t n, float m) {
+    __m256 mv = _mm256_set1_ps(m), sv = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        _mm256_storeu_ps(x + i, e);
+        sv = _mm256_add_ps(sv, e);
+    }
+    float s = hsum(sv);
+    if (i < n) {
+        float b[8];
+        for (int j = 0; j < 8; j++) b[j] = i + j < n ? x[i + j] : -INFINITY;
+        _mm256_storeu_ps(b, exp8(_mm256_sub_ps(_mm256_loadu_ps(b), mv)));
+        for (int64_t j = i; j < n; j++) s += x[j] = b[j - i];
+    }
+    return s;
+}
+
 const cpu_simd cpu_simd_avx2 = {
     .name = "avx2",
     .gemm_ukr = gemm_ukr_avx2,
@@ -599,4 +618,5 @@ const cpu_simd cpu_simd_avx2 = {
     .rms_norm = rms_norm_avx2,
     .dot = dot_avx2,
     .scale_axpy = scale_axpy_avx2,
+    .exp_sum = exp_sum_avx2,
 };
