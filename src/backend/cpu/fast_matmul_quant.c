@@ -24,8 +24,8 @@
 /* Weight rows per block in phase 2. */
 #define QBLOCK_ROWS 16
 /* Matrix-vector products: tasks per thread, and the fewest rows in one. */
-#define GEMV_TASKS_PER_THREAD 8
-#define GEMV_MIN_ROWS 16
+#define GEMV_TASKS_PER_THREAD 4
+#define GEMV_MIN_ROWS 32
 
 /* Activation rows up to which the integer path beats dequantizing the
  * weight into the f32 GEMM: with a multi-row kernel (measured on

@@ -16,12 +16,24 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-/* Pause-loop iterations before a worker sleeps, and before a waiting thread
- * starts yielding its core. */
-#define SPIN_BEFORE_SLEEP 20000
+/* A worker spins this long after its last job before it sleeps: decoding
+ * issues ops back to back with gaps of tens of microseconds (attention,
+ * norms on the calling thread), and a wake-up through the condition
+ * variable costs about as much again. Checked on the clock every
+ * SPIN_CHECK pause iterations. A waiting caller yields its core after
+ * SPIN_BEFORE_YIELD iterations. */
+#define SPIN_BEFORE_SLEEP_NS 2000000
+#define SPIN_CHECK 64
 #define SPIN_BEFORE_YIELD 1000
+
+/* Fields written by different threads live on different cache lines: the
+ * two cores would otherwise bounce one line on every task claim. */
+#define LINE 64
 
 typedef struct worker {
     cpu_pool *pool;
@@ -30,6 +42,8 @@ typedef struct worker {
 } worker;
 
 struct cpu_pool {
+    /* written by the caller once per job, read by the workers */
+    _Alignas(LINE) atomic_uint gen;
     int n;           /* threads including the caller */
     worker *workers; /* [n - 1] */
     /* the current job, valid while gen is even */
@@ -37,16 +51,15 @@ struct cpu_pool {
     void *arg;
     int n_tasks;
     bool team; /* each thread claims at most one task */
-    atomic_int next_task;
-    atomic_int done;
-    atomic_uint gen;
-    atomic_int inside; /* workers reading or running the current job */
     atomic_int stop;
-    atomic_int n_sleeping;
+    _Alignas(LINE) atomic_int next_task; /* claimed by every thread */
+    _Alignas(LINE) atomic_int done;      /* tasks finished, added once per thread and job */
+    _Alignas(LINE) atomic_int inside;    /* workers reading or running the current job */
+    _Alignas(LINE) atomic_int n_sleeping;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* barrier of team jobs */
-    atomic_int bar_count;
+    _Alignas(LINE) atomic_int bar_count;
     atomic_uint bar_gen;
 };
 
@@ -63,12 +76,20 @@ static inline void spin_wait(unsigned *spins) {
 
 static bool is_new(unsigned g, unsigned seen) { return g != seen && !(g & 1u); }
 
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Wait for a published generation other than `seen`; false on stop. */
 static bool wait_job(cpu_pool *p, unsigned seen) {
-    for (int i = 0; i < SPIN_BEFORE_SLEEP; i++) {
+    int64_t until = now_ns() + SPIN_BEFORE_SLEEP_NS;
+    for (int i = 1;; i++) {
         if (is_new(atomic_load_explicit(&p->gen, memory_order_acquire), seen)) return true;
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return false;
         cpu_relax();
+        if (i % SPIN_CHECK == 0 && now_ns() > until) break;
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->n_sleeping, 1);
@@ -78,15 +99,18 @@ static bool wait_job(cpu_pool *p, unsigned seen) {
     return !atomic_load(&p->stop);
 }
 
-/* Claim and run tasks of the current job until none is left. */
+/* Claim and run tasks of the current job until none is left; the count
+ * of finished tasks is published once, at the end. */
 static void work(cpu_pool *p, int thread) {
+    int ran = 0;
     for (;;) {
         int t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
-        if (t >= p->n_tasks) return;
+        if (t >= p->n_tasks) break;
         p->fn(p->arg, t, p->n_tasks, thread);
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
-        if (p->team) return;
+        ran++;
+        if (p->team) break;
     }
+    if (ran) atomic_fetch_add_explicit(&p->done, ran, memory_order_release);
 }
 
 static void *worker_main(void *arg) {
@@ -115,8 +139,11 @@ static void wake_sleepers(cpu_pool *p) {
 
 cpu_pool *cpu_pool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    cpu_pool *p = calloc(1, sizeof *p);
+    /* over-aligned: calloc promises only max_align_t */
+    size_t size = (sizeof(cpu_pool) + LINE - 1) & ~(size_t)(LINE - 1);
+    cpu_pool *p = aligned_alloc(LINE, size);
     if (!p) return NULL;
+    memset(p, 0, size);
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
