@@ -10,8 +10,9 @@
  * Everything else is a packed, cache-blocked GEMM: for each NC-wide column
  * block and KC-deep slice, B is packed into NR-wide panels (converted to
  * f32), A into MR-tall panels per MC rows, and the MR x NR micro-kernel runs
- * over the panels; the B micro-panel stays in L1, the A block in L2. Threads
- * split N (or M when N is narrow), each with private pack buffers. */
+ * over the panels; the B micro-panel stays in L1, the A block in L2. The
+ * threads take a grid of C chosen by packing cost (gemm_grid), each with
+ * private pack buffers. */
 #include <string.h>
 
 #include "fast-impl.h"
@@ -306,8 +307,9 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
 /* The tasks' grid over C: gm row groups x gn column groups, gm * gn = nth.
  * Each task packs the A rows and B columns it needs, so in all A is packed
  * gn times and B gm times: take the grid whose packing costs least, with
- * every group a few micro-panels wide. Relative cost per element: A rows 2,
- * plain B rows 1 (vector copy), a transposed weight 2 (8 x 8 transposes), a
+ * every group a few micro-panels wide. Relative cost per element: A rows 2
+ * (set when A was packed by scalar code; kept, as the choices it makes were
+ * the ones measured fastest), plain B rows 1 (vector copy), a transposed weight 2 (8 x 8 transposes), a
  * block-quantized one 4 (dequantized). On 2 threads, square 1024: rows
  * 152 GFLOP/s, columns 132; a 512-row prefill on a [2048, 5632] weight:
  * columns 133, rows 127. (Two tasks per thread, a 2 x 2 grid claimed
