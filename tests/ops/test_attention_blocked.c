@@ -220,19 +220,35 @@ static void test_primitives_once(candle_dtype kt, int64_t r, int64_t d, int64_t 
 }
 
 /* The online-softmax step of the primitive tables: exp(x - m) and its sum,
- * AVX2 (body and tail) against the scalar expf; -inf scores give 0. */
+ * AVX2 (four-vector steps, single vectors, tail) against the scalar expf;
+ * -inf scores give 0. Where every x - m <= 0 (scores minus their maximum)
+ * the AVX2 table takes a shorter exp: it must match the table's unary exp
+ * bit for bit down to -87 (and give at most a denormal's worth below). */
 static void test_exp_sum(void) {
-    float x[37], y[37], z[37];
+    float x[70], y[70], z[70];
     uint64_t seed = 3;
-    for (int n = 0; n <= 37; n += n < 9 ? 1 : 7) {
-        for (int j = 0; j < n; j++) x[j] = j % 5 == 2 ? -INFINITY : (float)mt_uniform(&seed, -30, 2);
-        memcpy(y, x, sizeof x);
-        memcpy(z, x, sizeof x);
-        float sa = cpu_simd_avx2.exp_sum(y, n, 1.5f), ss = cpu_simd_scalar.exp_sum(z, n, 1.5f);
-        CHECK_MSG(fabsf(sa - ss) <= 1e-6f * ss, "exp_sum n %d: %g vs %g", n, sa, ss);
-        for (int j = 0; j < n; j++)
-            CHECK_MSG(fabsf(y[j] - z[j]) <= 2e-7f * z[j] && (x[j] != -INFINITY || y[j] == 0), "exp_sum n %d [%d]", n, j);
+    for (int n = 0; n <= 70; n += n < 9 ? 1 : 7) {
+        for (int pos = 0; pos < 2; pos++) {
+            float m = pos ? 1.5f : 2.0f; /* x < 2: all shifted values negative */
+            for (int j = 0; j < n; j++) x[j] = j % 5 == 2 ? -INFINITY : (float)mt_uniform(&seed, -30, 2);
+            memcpy(y, x, sizeof x);
+            memcpy(z, x, sizeof x);
+            float sa = cpu_simd_avx2.exp_sum(y, n, m), ss = cpu_simd_scalar.exp_sum(z, n, m);
+            CHECK_MSG(fabsf(sa - ss) <= 1e-6f * ss, "exp_sum n %d: %g vs %g", n, sa, ss);
+            for (int j = 0; j < n; j++)
+                CHECK_MSG(fabsf(y[j] - z[j]) <= 2e-7f * z[j] && (x[j] != -INFINITY || y[j] == 0), "exp_sum n %d [%d]", n,
+                          j);
+        }
     }
+    static const double none[2] = {0, 0};
+    for (int j = 0; j < 70; j++) x[j] = j == 69 ? -87.0f : (float)mt_uniform(&seed, -87, 0);
+    memcpy(y, x, sizeof x);
+    cpu_simd_avx2.exp_sum(y, 70, 0.0f);
+    cpu_simd_avx2.unary(CANDLE_OP_EXP, x, z, 70, none);
+    CHECK_MSG(memcmp(y, z, sizeof y) == 0, "exp_sum differs from the unary exp on [-87, 0]");
+    for (int j = 0; j < 64; j++) x[j] = (float)mt_uniform(&seed, -120, -87.4);
+    cpu_simd_avx2.exp_sum(x, 64, 0.0f);
+    for (int j = 0; j < 64; j++) CHECK(x[j] >= 0 && x[j] < 1.2e-38f);
 }
 
 static void test_primitives(void) {

@@ -586,12 +586,86 @@ static void scale_axpy_avx2(float *y, float s, float w, const float *v, int64_t 
     for (; i < n; i++) y[i] = y[i] * s + w * v[i];
 }
 
-/* The tail through the same exp8 as the body, like unary_avx2. */
+/* exp8 for x <= 0 (a score minus its row's maximum): the same reduction
+ * and polynomial, so the same results down to x = -87.3 (2^n one normal
+ * factor there); below, 0 instead of a denormal under 1.2e-38, which a
+ * softmax sum (>= 1) cannot see. Without overflow and gradual underflow to
+ * handle it costs two thirds of exp8. NaN passes through. */
+static inline __m256 exp8_nonpos(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3365479f);
+    __m256 xc = _mm256_max_ps(x, lo);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    res = _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_GE_OQ)); /* 0 below lo (and for -inf) */
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* exp of one vector of x - m: exp8_nonpos when no lane is positive, as for
+ * scores minus their row maximum, else the full exp8. */
+static inline __m256 exp8_shifted(__m256 d) {
+    bool pos = _mm256_movemask_ps(_mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_GT_OQ)) != 0;
+    return pos ? exp8(d) : exp8_nonpos(d);
+}
+
+/* exp8_nonpos on EXP_WAYS vectors step by step: one vector's dependency
+ * chain (~60 cycles) would leave the FMA units idle, and the out-of-order
+ * window does not reach far enough into the next iterations. */
+#define EXP_WAYS 4
+static inline void exp8_nonpos_n(__m256 *x) {
+    const __m256 lo = _mm256_set1_ps(-87.3365479f);
+    __m256 xc[EXP_WAYS], n[EXP_WAYS], r[EXP_WAYS], p[EXP_WAYS];
+    for (int k = 0; k < EXP_WAYS; k++) xc[k] = _mm256_max_ps(x[k], lo);
+    for (int k = 0; k < EXP_WAYS; k++)
+        n[k] = _mm256_round_ps(_mm256_mul_ps(xc[k], _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    for (int k = 0; k < EXP_WAYS; k++) r[k] = _mm256_fnmadd_ps(n[k], _mm256_set1_ps(0.693359375f), xc[k]);
+    for (int k = 0; k < EXP_WAYS; k++) r[k] = _mm256_fnmadd_ps(n[k], _mm256_set1_ps(-2.12194440e-4f), r[k]);
+    static const float c[7] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+    for (int k = 0; k < EXP_WAYS; k++) p[k] = _mm256_set1_ps(1.0f / 5040);
+    for (int i = 0; i < 7; i++)
+        for (int k = 0; k < EXP_WAYS; k++) p[k] = _mm256_fmadd_ps(p[k], r[k], _mm256_set1_ps(c[i]));
+    for (int k = 0; k < EXP_WAYS; k++) {
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n[k]), _mm256_set1_epi32(127)), 23);
+        __m256 res = _mm256_mul_ps(p[k], _mm256_castsi256_ps(e));
+        res = _mm256_and_ps(res, _mm256_cmp_ps(x[k], lo, _CMP_GE_OQ));
+        x[k] = _mm256_blendv_ps(res, x[k], _mm256_cmp_ps(x[k], x[k], _CMP_UNORD_Q));
+    }
+}
+
+/* The tail through the same vector code as the body, like unary_avx2. */
 static float exp_sum_avx2(float *x, int64_t n, float m) {
     __m256 mv = _mm256_set1_ps(m), sv = _mm256_setzero_ps();
     int64_t i = 0;
+    for (; i + 8 * EXP_WAYS <= n; i += 8 * EXP_WAYS) {
+        __m256 d[EXP_WAYS], any = _mm256_setzero_ps();
+        for (int k = 0; k < EXP_WAYS; k++) {
+            d[k] = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8 * k), mv);
+            any = _mm256_or_ps(any, _mm256_cmp_ps(d[k], _mm256_setzero_ps(), _CMP_GT_OQ));
+        }
+        if (_mm256_movemask_ps(any)) {
+            for (int k = 0; k < EXP_WAYS; k++) d[k] = exp8(d[k]);
+        } else {
+            exp8_nonpos_n(d);
+        }
+        for (int k = 0; k < EXP_WAYS; k++) {
+            _mm256_storeu_ps(x + i + 8 * k, d[k]);
+            sv = _mm256_add_ps(sv, d[k]);
+        }
+    }
     for (; i + 8 <= n; i += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 e = exp8_shifted(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
         _mm256_storeu_ps(x + i, e);
         sv = _mm256_add_ps(sv, e);
     }
@@ -599,7 +673,7 @@ static float exp_sum_avx2(float *x, int64_t n, float m) {
     if (i < n) {
         float b[8];
         for (int j = 0; j < 8; j++) b[j] = i + j < n ? x[i + j] : -INFINITY;
-        _mm256_storeu_ps(b, exp8(_mm256_sub_ps(_mm256_loadu_ps(b), mv)));
+        _mm256_storeu_ps(b, exp8_shifted(_mm256_sub_ps(_mm256_loadu_ps(b), mv)));
         for (int64_t j = i; j < n; j++) s += x[j] = b[j - i];
     }
     return s;
