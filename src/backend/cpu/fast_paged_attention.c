@@ -107,10 +107,7 @@ static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i,
         float *sa = s + a * lds;
         for (int64_t j = 0; j < nk; j++) sa[j] *= scale;
         float mx = ops->max(sa, nk);
-        ops->sub(sa, nk, mx);
-        static const double no_params[2] = {0, 0};
-        cpu_simd_get()->unary(CANDLE_OP_EXP, sa, sa, nk, no_params);
-        float sum = ops->sum(sa, nk), inv = sum > 0 ? 1.0f / sum : 0.0f;
+        float sum = cpu_simd_get()->exp_sum(sa, nk, mx), inv = sum > 0 ? 1.0f / sum : 0.0f;
         for (int64_t j = 0; j < nk; j++) sa[j] *= inv;
         memset(acc + a * ldo, 0, (size_t)ldo * sizeof(float));
         ones[a] = 1.0f;
