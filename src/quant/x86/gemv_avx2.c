@@ -147,8 +147,10 @@ static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, 
             acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
         }
     }
-    float sum = hsum_ps(_mm256_add_ps(acc, acc_m));
+    /* blocks after the last group one at a time, still in vector lanes:
+     * one horizontal sum per row */
     const __m256i ones = _mm256_set1_epi16(1);
+    float extra = 0;
     for (int64_t b = ng * GROUP; b < nb; b++) {
         const uint8_t *wb = w + b * f.bs;
         __m256i c = unpack_nibbles(wb + f.qs);
@@ -157,18 +159,19 @@ static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, 
             memcpy(&qh, wb + f.qh, 4);
             c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
         }
-        int isum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
+        __m256 v = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
         uint16_t dxh, mh;
         memcpy(&dxh, wb + f.d, 2);
         float dx = _cvtsh_ss(dxh);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
         if (q4_1) {
             memcpy(&mh, wb + f.m, 2);
-            sum += dx * p.d[b] * (float)isum + _cvtsh_ss(mh) * p.s[b];
+            extra += _cvtsh_ss(mh) * p.s[b];
         } else {
-            sum += dx * (p.d[b] * (float)isum + p.s[b]);
+            extra += dx * p.s[b];
         }
     }
-    return sum;
+    return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
 }
 
 static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
@@ -186,10 +189,11 @@ static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
         __m256 d = _mm256_mul_ps(h2f_x8(&xg->d, sizeof *xg), _mm256_loadu_ps(p.d + g * GROUP));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
-    float sum = hsum_ps(acc);
-    for (int64_t b = ng * GROUP; b < nb; b++)
-        sum += _cvtsh_ss(x[b].d) * p.d[b] * (float)hsum_i32(dot_i8_i8(load32(x[b].qs), load32(p.qs + b * 32)));
-    return sum;
+    for (int64_t b = ng * GROUP; b < nb; b++) {
+        __m256 v = _mm256_cvtepi32_ps(dot_i8_i8(load32(x[b].qs), load32(p.qs + b * 32)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[b].d) * p.d[b]), v, acc);
+    }
+    return hsum_ps(acc);
 }
 
 void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
