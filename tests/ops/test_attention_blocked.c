@@ -33,6 +33,8 @@ static const blk_case kCases[] = {
     {"Dv below a panel", 1, 2, 2, 17, 17, 9, 5, true, false, false},
     {"mask with causal, offset", 1, 4, 2, 20, 100, 16, 16, true, true, true},
     {"mask, no causal", 2, 2, 1, 7, 65, 12, 40, false, true, false},
+    {"decode with a mask (direct)", 1, 4, 2, 1, 90, 16, 16, true, true, true},
+    {"two positions, mask, offset", 2, 2, 1, 2, 130, 64, 64, true, true, false},
 };
 
 /* out[b, h, i, :]; m: the additive mask as [Sq, Skv] or NULL. */
