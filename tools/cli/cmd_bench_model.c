@@ -30,6 +30,9 @@ static const char *usage =
     "  --no-mmap       read the weights into memory (also -mmp 0, as llama-bench)\n"
     "  --latency N     also generate N tokens one at a time after a 16-token warm-up:\n"
     "                  per-token latency P50/P90/P99, allocations per token, peak RSS\n"
+    "  --latency-fixed with --latency: every timed token at the same position (the\n"
+    "                  session is truncated back after each), so the spread is the\n"
+    "                  run-to-run jitter, not attention growing with the context\n"
     "  --roofline      also measure read bandwidth and FMA peak; report the share of\n"
     "                  the bandwidth roofline that generation reaches\n"
     "Tokens are random ids; the KV cache is f32. Allocations per token count\n"
@@ -41,7 +44,7 @@ typedef struct bench_opts {
     const char *model;
     int64_t n_prompt, n_gen, n_lat;
     int reps, n_threads;
-    bool json, no_mmap, roofline;
+    bool json, no_mmap, roofline, lat_fixed;
 } bench_opts;
 
 typedef struct test_result {
@@ -83,6 +86,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         }
         if (!strcmp(a, "--no-mmap")) { o->no_mmap = true; continue; }
         if (!strcmp(a, "--roofline")) { o->roofline = true; continue; }
+        if (!strcmp(a, "--latency-fixed")) { o->lat_fixed = true; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, "candle bench: unknown option or missing value: %s\n%s", a, usage);
             return 2;
@@ -242,6 +246,7 @@ static int run_latency(candle_session *s, const int32_t *ids, const bench_opts *
             return fail(s, "generation");
         }
         t[i] = cli_now() - t0;
+        if (o->lat_fixed) candle_session_truncate(s, LAT_WARMUP);
     }
     m1 = mallocs_now();
     r->allocs_per_tok = (double)(candle_ctx_alloc_count(s->ctx) - a0) / (double)n;
