@@ -46,6 +46,12 @@ static const gemm_case cases[] = {
      * kernels' limit, lowered in main) */
     {70, 64, 150, true, Q8, MT_CONTIG, MT_CONTIG},
     {150, 96, 40, true, Q8, MT_SLICED, MT_CONTIG},
+    /* ... and at matrix-vector sizes (CANDLE_QMM_MAX_M=0 sends every row
+     * count here; the matrix-vector path reads plain float rows only) */
+    {1, 64, 40, true, Q8, MT_CONTIG, MT_CONTIG},
+    {1, 576, 70, true, Q8, MT_CONTIG, MT_CONTIG},
+    {2, 1536, 2100, true, Q8, MT_CONTIG, MT_CONTIG},
+    {3, 96, 33, true, Q8, MT_SLICED, MT_CONTIG},
     /* matrix-vector (M <= 4): 8- and 4-row passes, row and K tails */
     {1, 1029, 77, true, F32, MT_SLICED, MT_CONTIG},
     {3, 2051, 45, true, F32, MT_CONTIG, MT_OFFSET},
@@ -107,8 +113,9 @@ static void check_case(candle_ctx *ctx, const gemm_case *c, int threads, uint64_
 }
 
 int main(void) {
-    /* more than 4 rows go to the dequantizing GEMM (read once, at first use) */
-    setenv("CANDLE_QMM_MAX_M", "4", 1);
+    /* every quantized product goes to the dequantizing GEMM (read once, at
+     * first use) */
+    setenv("CANDLE_QMM_MAX_M", "0", 1);
     cpu_set_always_parallel(true);
     /* 4 threads (oversubscribed here) take the 2-D grids */
     for (int threads = 1; threads <= 4; threads *= 2) {

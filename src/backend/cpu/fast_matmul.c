@@ -73,7 +73,7 @@ void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob
 static bool mv_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *b = dst->src[1];
     size_t esz = candle_dtype_info(b->dtype)->type_size;
-    return g->M <= MV_MAX_M && (b->stride[b->rank - 2] == (int64_t)esz || g->K == 1);
+    return g->M <= MV_MAX_M && is_plain_float(b->dtype) && (b->stride[b->rank - 2] == (int64_t)esz || g->K == 1);
 }
 
 /* A block-quantized weight (transpose view of row-major [N, K]) with more
