@@ -1,4 +1,5 @@
 /* AVX2 matrix-vector kernels for q4_0, q4_1, q5_0, q5_1 and q8_0 weights
+ * (the K types q4_K, q5_K, q6_K are in kquants_avx2.c, on a q8_K row)
  * (see gemv-impl.h).
  *
  * Prepared activation, nb = K / 32 blocks: the codes (nb * 32 bytes), then
@@ -43,7 +44,13 @@ static bool nibble_type(candle_dtype t) {
     return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1;
 }
 
+static bool k_type(candle_dtype t) {
+    return t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q6_K;
+}
+
 size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
+    /* the K types take their vec_dot activation, a q8_K row */
+    if (k_type(t)) return K % QK_K ? 0 : ((size_t)(K / QK_K) * sizeof(block_q8_K) + 63) & ~(size_t)63;
     if (!(nibble_type(t) || t == CANDLE_DTYPE_Q8_0) || K % 32) return 0;
     return ((size_t)(K / 32) * (32 + 2 * sizeof(float)) + 63) & ~(size_t)63;
 }
@@ -61,6 +68,10 @@ static int8_t *block_codes(int8_t *qs, int64_t nb, int64_t b, bool paired, int64
 }
 
 void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
+    if (k_type(t)) {
+        candle_q8_k_from_f32_avx2(x, xv, K);
+        return;
+    }
     int64_t nb = K / 32, hi_off;
     xv_parts p = parts(xv, nb);
     bool paired = nibble_type(t);
@@ -198,6 +209,10 @@ static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
 
 void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out) {
+    if (k_type(t)) {
+        candle_gemv_rows_k_avx2(t, K, n, w, ws, xv, out);
+        return;
+    }
     int64_t nb = K / 32;
     xv_parts p = parts(xv, nb);
     const uint8_t *row = w;

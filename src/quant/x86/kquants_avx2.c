@@ -2,6 +2,10 @@
  * to the scalar one) and the q4_K, q5_K, q6_K dots. Sub-block products are
  * summed in int32 with the sub-block scales applied by madd; the minimums
  * are folded in through q8_K's bsums, as in the scalar kernels. */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../gemv-impl.h"
 #include "avx2-impl.h"
 
 /* Shuffle controls that spread one 16-bit lane of a vector holding 8 int16
@@ -283,4 +287,166 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     *out = hsum_ps(acc);
+}
+
+/* Matrix-vector kernels of the K types (see gemv-impl.h): the activation is
+ * the q8_K row of the vec_dot, and two weight rows go through each pass so
+ * every activation load and the bsums pair sums serve both. Per row and
+ * super-block the float steps are those of the vec_dot above, so results
+ * are equal to it bit for bit. The software prefetch runs KGEMV_PF bytes
+ * ahead in each row; past a row's end it lands in rows of the next pass. */
+#ifndef KGEMV_PF
+#define KGEMV_PF 1536
+#endif
+#define KGEMV_ROWS 2
+
+static inline void kgemv_prefetch(const void *p, int lines) {
+    for (int l = 0; l < lines; l++) _mm_prefetch((const char *)p + KGEMV_PF + 64 * l, _MM_HINT_T0);
+}
+
+/* The q8_K bsums summed in pairs: the 8 sums of 32 elements each. */
+static inline __m128i bsum_pairs(const int16_t *bsums) {
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
+}
+
+static inline int mins_dot_pairs(uint64_t mins, __m128i pairs) {
+    __m128i p = _mm_madd_epi16(pairs, _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins)));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(p);
+}
+
+/* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
+ * 64c + 63): *lo the first 32, *hi the next 32. */
+static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, __m256i qh, int c, bool q5,
+                                                            __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i q = load32(qs + 32 * c);
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (q5) {
+        const __m256i b4 = _mm256_set1_epi8(0x10);
+        __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4));
+    }
+}
+
+/* nr (1 or 2) rows of q4_K or q5_K; the block fields are at the same
+ * offsets relative to d, dmin, scales, and q5_K adds qh before qs. */
+static inline __attribute__((always_inline)) void k45_rows(int nr, bool q5, const uint8_t *w, size_t ws,
+                                                           const block_q8_K *y, int64_t nb, float *out) {
+    const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const size_t o_d = q5 ? offsetof(block_q5_K, d) : offsetof(block_q4_K, d);
+    const size_t o_dmin = q5 ? offsetof(block_q5_K, dmin) : offsetof(block_q4_K, dmin);
+    const size_t o_sc = q5 ? offsetof(block_q5_K, scales) : offsetof(block_q4_K, scales);
+    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+    const size_t o_qh = q5 ? offsetof(block_q5_K, qh) : 0;
+    __m256 acc[KGEMV_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    float acc_m[KGEMV_ROWS] = {0, 0};
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *x[KGEMV_ROWS];
+        uint64_t sc[KGEMV_ROWS] = {0, 0}, mn[KGEMV_ROWS] = {0, 0};
+        __m256i scv[KGEMV_ROWS], sumi[KGEMV_ROWS], qh[KGEMV_ROWS];
+        for (int r = 0; r < KGEMV_ROWS; r++) {
+            x[r] = w + (size_t)(r < nr ? r : 0) * ws + (size_t)i * bs;
+            qh[r] = sumi[r] = _mm256_setzero_si256();
+        }
+        for (int r = 0; r < nr; r++) {
+            kgemv_prefetch(x[r], 3);
+            k4_scales(x[r] + o_sc, &sc[r], &mn[r]);
+            scv[r] = scales_u64(sc[r]);
+            if (q5) qh[r] = load32(x[r] + o_qh);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i y0 = load32(y[i].qs + 64 * c), y1 = load32(y[i].qs + 64 * c + 32);
+            for (int r = 0; r < nr; r++) {
+                __m256i lo, hi;
+                k45_codes(x[r] + o_qs, qh[r], c, q5, &lo, &hi);
+                __m256i p0 = _mm256_maddubs_epi16(lo, y0), p1 = _mm256_maddubs_epi16(hi, y1);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p0, spread(scv[r], bcast_ctrl[2 * c])));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p1, spread(scv[r], bcast_ctrl[2 * c + 1])));
+            }
+        }
+        __m128i pairs = bsum_pairs(y[i].bsums);
+        for (int r = 0; r < nr; r++) {
+            uint16_t d, dmin;
+            memcpy(&d, x[r] + o_d, 2);
+            memcpy(&dmin, x[r] + o_dmin, 2);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc_m[r] += y[i].d * h2f(dmin) * (float)mins_dot_pairs(mn[r], pairs);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) - acc_m[r];
+}
+
+/* q6_K codes of half h: q[k] are elements 128h + 32k .. + 31. */
+static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256i l0 = load32(x->ql + 64 * h), l1 = load32(x->ql + 64 * h + 32), qh = load32(x->qh + 32 * h);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+}
+
+static inline __attribute__((always_inline)) void q6k_rows(int nr, const uint8_t *w, size_t ws,
+                                                           const block_q8_K *y, int64_t nb, float *out) {
+    __m256 acc[KGEMV_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        const block_q6_K *x[KGEMV_ROWS];
+        __m256i sumi[KGEMV_ROWS];
+        for (int r = 0; r < KGEMV_ROWS; r++) {
+            x[r] = (const block_q6_K *)(w + (size_t)(r < nr ? r : 0) * ws) + i;
+            sumi[r] = _mm256_setzero_si256();
+        }
+        for (int r = 0; r < nr; r++) kgemv_prefetch(x[r], 4);
+        for (int h = 0; h < 2; h++) {
+            __m256i yk[4];
+            for (int k = 0; k < 4; k++) yk[k] = load32(y[i].qs + 128 * h + 32 * k);
+            for (int r = 0; r < nr; r++) {
+                __m256i q[4], scv = scales_i8(x[r]->scales + 8 * h);
+                q6k_codes(x[r], h, q);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    __m256i p = _mm256_maddubs_epi16(q[k], yk[k]);
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
+                }
+            }
+        }
+        __m256i bsums = load32(y[i].bsums);
+        for (int r = 0; r < nr; r++) {
+            /* the codes carry +32: remove 32 * sum_s sc[s] * bsums[s] */
+            __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[r]->scales));
+            sumi[r] = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[r]->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]);
+}
+
+void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+                             float *out) {
+    const block_q8_K *y = xv;
+    const uint8_t *row = w;
+    int64_t nb = K / QK_K, r = 0;
+    switch (t) {
+    case CANDLE_DTYPE_Q4_K:
+        for (; r + KGEMV_ROWS <= n; r += KGEMV_ROWS) k45_rows(KGEMV_ROWS, false, row + (size_t)r * ws, ws, y, nb, out + r);
+        if (r < n) k45_rows(1, false, row + (size_t)r * ws, ws, y, nb, out + r);
+        break;
+    case CANDLE_DTYPE_Q5_K:
+        for (; r + KGEMV_ROWS <= n; r += KGEMV_ROWS) k45_rows(KGEMV_ROWS, true, row + (size_t)r * ws, ws, y, nb, out + r);
+        if (r < n) k45_rows(1, true, row + (size_t)r * ws, ws, y, nb, out + r);
+        break;
+    case CANDLE_DTYPE_Q6_K:
+        for (; r + KGEMV_ROWS <= n; r += KGEMV_ROWS) q6k_rows(KGEMV_ROWS, row + (size_t)r * ws, ws, y, nb, out + r);
+        if (r < n) q6k_rows(1, row + (size_t)r * ws, ws, y, nb, out + r);
+        break;
+    default: break;
+    }
 }
