@@ -29,14 +29,18 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch);
 
 #if defined(__x86_64__) || defined(_M_X64)
-/* Pack nn <= CANDLE_QGEMM_NR weight rows (missing rows as zeros) into p, then
- * multiply the panel with one activation row: out[j] for j < nn. */
+/* Pack nn <= CANDLE_QGEMM_NR weight rows (missing rows as zeros) into p. */
 size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
-void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out);
-/* The panel times M activation rows xs bytes apart: c[m * ldc + j]. */
+/* Per activation row, what the panels of t need besides the row (q4_0: the
+ * block sums), aux_bytes(t, K) each (0: none), prepared once for all panels
+ * by prep from M rows xs bytes apart. */
+size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K);
+void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux);
+/* The panel times M activation rows xs bytes apart (with their aux
+ * records): c[m * ldc + j] for j < nn. */
 void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
-                                  int64_t M, float *c, int64_t ldc);
+                                  const void *aux, int64_t M, float *c, int64_t ldc);
 #endif
 
 #endif

@@ -5,6 +5,11 @@
 
 #include "quant-impl.h"
 
+/* Activation rows whose aux records (see candle_qgemm_prep_avx2) fit the
+ * scratch: the quantized matmul's largest M (QMM_MAX_M_TILE), so each
+ * weight panel is packed once; more rows go in turns, packing again. */
+#define AUX_ROWS 256
+
 int candle_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!candle_quant_uses_avx2()) return 0;
@@ -18,7 +23,8 @@ int candle_qgemm_has_fast(candle_dtype t) {
 
 size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_qgemm_has_fast(t)) return candle_qgemm_panel_bytes_avx2(t, K);
+    if (candle_qgemm_has_fast(t))
+        return candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
 #endif
     (void)t;
     (void)K;
@@ -44,10 +50,17 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (M >= min_rows(t) && candle_qgemm_has_fast(t)) {
-        for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
-            int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
-            candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);
-            candle_qgemm_panel_rows_avx2(t, K, nn, scratch, x, xs, M, c + n, ldc);
+        char *aux = (char *)scratch + candle_qgemm_panel_bytes_avx2(t, K);
+        size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+        for (int64_t m = 0; m < M; m += AUX_ROWS) {
+            int64_t mm = M - m < AUX_ROWS ? M - m : AUX_ROWS;
+            const char *xm = (const char *)x + (size_t)m * xs;
+            candle_qgemm_prep_avx2(t, K, mm, xm, xs, aux);
+            for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
+                int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
+                candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);
+                candle_qgemm_panel_rows_avx2(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
+            }
         }
         return;
     }

@@ -76,6 +76,9 @@ static void test_rows(void) {
         for (int i = 0; i < 7; i++)
             for (int j = 0; j < 5; j++) check_rows((candle_dtype)t, Ms[i], Ns[j], K);
         check_rows((candle_dtype)t, 4, 16, bs >= 256 ? 1536 : 1184);
+        /* past the 256 rows whose q4_0 aux records fit the scratch: a
+         * second turn of activation rows over repacked panels */
+        if (candle_qgemm_has_fast((candle_dtype)t)) check_rows((candle_dtype)t, 261, 9, bs >= 256 ? bs : 2 * bs);
     }
 }
 

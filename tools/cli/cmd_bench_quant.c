@@ -35,7 +35,8 @@ typedef struct qshape {
 
 static const qshape SHAPES[] = {{"2048x2048", 2048, 2048}, {"5632x2048", 5632, 2048}};
 static const qshape QUICK_SHAPES[] = {{"256x512", 256, 512}};
-static const int64_t MS[] = {1, 8, 64};
+/* 16: a batched decode step of 16 sequences; 128: prompt processing */
+static const int64_t MS[] = {1, 8, 16, 64, 128};
 #define N_MS ((int)(sizeof MS / sizeof MS[0]))
 
 typedef struct qrow {
@@ -52,6 +53,7 @@ typedef struct qconv {
 typedef struct qopts {
     bool json, quick;
     int threads;
+    const char *only; /* --type: one weight type, NULL for all */
 } qopts;
 
 static double now_s(void) {
@@ -142,7 +144,7 @@ static double time_case(qcase *c, double min_time) {
 }
 
 /* Weights of one type and shape (copies past the LLC) from qw, its first N
- * quantized rows of length K; then M = 1, 8, 64 rows of act. */
+ * quantized rows of length K; then M = MS[] rows of act. */
 static int bench_weight(candle_ctx *ctx, candle_dtype t, const qshape *s, const void *qw, const float *act,
                         qrow *rows, const qopts *o) {
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
@@ -226,7 +228,8 @@ static void print_table(const qresult *q) {
     printf("\nGB/s = weight bytes / time; GFLOP/s = 2*M*N*K / time; %%bw (M = 1) against the read bandwidth above.\n\n");
     printf("| type | from_f32 MB/s | to_f32 MB/s |\n|---|---:|---:|\n");
     for (int i = 0; i < N_TYPES; i++)
-        printf("| %s | %.0f | %.0f |\n", candle_dtype_name(TYPES[i]), q->conv[i].from_mbs, q->conv[i].to_mbs);
+        if (q->conv[i].from_mbs > 0)
+            printf("| %s | %.0f | %.0f |\n", candle_dtype_name(TYPES[i]), q->conv[i].from_mbs, q->conv[i].to_mbs);
     printf("\nMB/s of f32 values (4 bytes each) converted, one thread.\n\n");
     for (size_t i = 0; i < sizeof TARGET_TYPES / sizeof TARGET_TYPES[0]; i++) {
         const qrow *r = target_row(q, TARGET_TYPES[i]);
@@ -269,14 +272,15 @@ static void print_json(const qresult *q) {
 /* ---- driver ---- */
 
 static int parse(qopts *o, int argc, char **argv) {
-    *o = (qopts){false, false, 2};
+    *o = (qopts){false, false, 2, NULL};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o->json = true;
         else if (!strcmp(argv[i], "--quick")) o->quick = true;
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc) o->only = argv[++i];
         else if ((!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) && i + 1 < argc) o->threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: candle bench quant [--json] [-t N] [--quick]\n"
-                   "  quantized candle_linear (M = 1, 8, 64) per weight type on N threads (default 2)\n"
+            printf("usage: candle bench quant [--json] [-t N] [--quick] [--type T]\n"
+                   "  quantized candle_linear (M = 1, 8, 16, 64, 128) per weight type (or type T only) on N threads (default 2)\n"
                    "  against the measured read bandwidth, and from_f32/to_f32 throughput\n");
             return 0;
         } else {
@@ -301,6 +305,7 @@ static int bench_all(qresult *q, const float *src, const qshape *shapes, int n_s
     for (int s = 0; s < n_shapes; s++) max_n = shapes[s].N > max_n ? shapes[s].N : max_n;
     for (int i = 0; i < N_TYPES && !rc; i++) {
         const candle_dtype_traits *tr = candle_dtype_info(TYPES[i]);
+        if (q->o->only && strcmp(q->o->only, tr->name)) continue;
         if (!tr->from_f32 || !tr->to_f32) {
             fprintf(stderr, "candle bench quant: %s has no conversion kernels\n", tr->name);
             rc = 1;
@@ -330,7 +335,7 @@ int cmd_bench_quant(int argc, char **argv) {
     int n_shapes = o.quick ? 1 : (int)(sizeof SHAPES / sizeof SHAPES[0]);
     int64_t most = 1 << 20; /* the conversion sample */
     for (int s = 0; s < n_shapes; s++) most = shapes[s].N * shapes[s].K > most ? shapes[s].N * shapes[s].K : most;
-    /* weights, then the largest activation [64, K] (all shapes share K) */
+    /* weights, then the largest activation [MS[N_MS - 1], K] (all shapes share K) */
     most += MS[N_MS - 1] * shapes[0].K;
     float *src = malloc((size_t)most * sizeof *src);
     qrow *rows = calloc((size_t)(N_TYPES * n_shapes * N_MS), sizeof *rows);

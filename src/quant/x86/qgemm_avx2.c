@@ -252,13 +252,41 @@ static void store_out(__m256 acc, int nn, float *out) {
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FOR_R _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
 
+/* Per q8_0 activation block, for q4_0: its scale and 8 * the sum of its
+ * codes (exact). */
+typedef struct q4_0_aux {
+    float d;
+    int32_t s8;
+} q4_0_aux;
+
 typedef struct rows4 {
     const char *x[4]; /* activation rows in the vec_dot type */
+    const q4_0_aux *aux[4]; /* their aux records (q4_0), else NULL */
     float *out[4];
 } rows4;
 
+size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K) {
+    return t == CANDLE_DTYPE_Q4_0 ? (size_t)(K / 32) * sizeof(q4_0_aux) : 0;
+}
+
+void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux) {
+    if (t != CANDLE_DTYPE_Q4_0) return;
+    q4_0_aux *o = aux;
+    for (int64_t m = 0; m < M; m++) {
+        const block_q8_0 *y = (const block_q8_0 *)((const char *)x + (size_t)m * xs);
+        for (int64_t b = 0; b < K / 32; b++, o++) {
+            __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(y[b].qs)),
+                                           _mm256_set1_epi16(1));
+            o->d = h2f(y[b].d);
+            o->s8 = 8 * hsum_i32(ys);
+        }
+    }
+}
+
 /* Codes 0..15: pair sums stay below 2 * 15 * 127, so the 8 groups of a
- * block add up in 16 bits (q4_0 and q4_1). */
+ * block add up in 16 bits (q4_0 and q4_1). The q4_0 codes are value + 8:
+ * the 8 * sum(y) to take off, and y's scale as f32, come from the row's
+ * aux record (candle_qgemm_prep_avx2), computed once for all panels. */
 ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
     __m256 acc[4];
     FOR_R acc[r] = _mm256_setzero_ps();
@@ -275,12 +303,9 @@ ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const r
         }
         __m256 d = _mm256_loadu_ps((const float *)(p + 8 * 32));
         FOR_R {
-            /* codes are value + 8: take 8 * sum(y) off */
-            __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(y[r]->qs)),
-                                           _mm256_set1_epi16(1));
-            __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(a[r], _mm256_set1_epi16(1)),
-                                         _mm256_set1_epi32(8 * hsum_i32(ys)));
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(h2f(y[r]->d))), _mm256_cvtepi32_ps(s), acc[r]);
+            const q4_0_aux *ax = rw->aux[r] + b;
+            __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(a[r], _mm256_set1_epi16(1)), _mm256_set1_epi32(ax->s8));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(ax->d)), _mm256_cvtepi32_ps(s), acc[r]);
         }
     }
     FOR_R store_out(acc[r], nn, rw->out[r]);
@@ -442,19 +467,17 @@ static const panel_fn *panel_fns(candle_dtype t) {
 }
 
 void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
-                                  int64_t M, float *c, int64_t ldc) {
+                                  const void *aux, int64_t M, float *c, int64_t ldc) {
     const panel_fn *fns = panel_fns(t);
+    size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
     for (int64_t m = 0; m < M; m += 4) {
         int R = (int)(M - m < 4 ? M - m : 4);
         rows4 rw;
         for (int r = 0; r < R; r++) {
             rw.x[r] = (const char *)x + (size_t)(m + r) * xs;
+            rw.aux[r] = ab ? (const q4_0_aux *)((const char *)aux + (size_t)(m + r) * ab) : NULL;
             rw.out[r] = c + (m + r) * ldc;
         }
         fns[R - 1](K, nn, p, &rw);
     }
-}
-
-void candle_qgemm_panel_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, float *out) {
-    candle_qgemm_panel_rows_avx2(t, K, nn, p, x, 0, 1, out, 0);
 }
