@@ -5,29 +5,11 @@
 #include <string.h>
 
 #include "../simd-impl.h"
+#include "avx2-util.h"
 
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float hmax(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2 in two
- * parts so r is exact enough; |r| <= 0.35, where the degree-7 Taylor
- * polynomial's truncation error (< 4e-9) is below f32 rounding. 2^n is
- * applied as two factors 2^(n/2) 2^(n - n/2), each a normal float for every
- * n in [-150, 128], so results near overflow and gradual underflow are right. */
-static inline __m256 exp8(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-103.972084f);
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+/* The shared core of exp8 and exp8_nonpos: n = round(x / ln 2) and
+ * exp(x - n ln 2) by the polynomial, for x already clamped. */
+static inline __m256 exp8_reduced(__m256 xc, __m256 *n_out) {
     __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
@@ -40,6 +22,19 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    *n_out = n;
+    return p;
+}
+
+/* exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2 in two
+ * parts so r is exact enough; |r| <= 0.35, where the degree-7 Taylor
+ * polynomial's truncation error (< 4e-9) is below f32 rounding. 2^n is
+ * applied as two factors 2^(n/2) 2^(n - n/2), each a normal float for every
+ * n in [-150, 128], so results near overflow and gradual underflow are right. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-103.972084f);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 n, p = exp8_reduced(xc, &n);
     __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     __m256i bias = _mm256_set1_epi32(127);
     __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
@@ -136,41 +131,6 @@ static void gemm_ukr_avx2(int64_t k, const float *a, const float *b, float *c, i
     }
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i][j] : tmp[i][j];
-}
-
-#define LOAD_F32(p) _mm256_loadu_ps((const float *)(p))
-#define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define LOAD_BF16(p) \
-    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
-
-static inline float load1(candle_dtype t, const char *p) {
-    if (t == CANDLE_DTYPE_F32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return t == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
-}
-
-static inline void transpose8(__m256 *r) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 /* B stored as rows of K (a weight seen through a transpose): 8x8 blocks are
@@ -594,18 +554,7 @@ static void scale_axpy_avx2(float *y, float s, float w, const float *v, int64_t 
 static inline __m256 exp8_nonpos(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3365479f);
     __m256 xc = _mm256_max_ps(x, lo);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 n, p = exp8_reduced(xc, &n);
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     res = _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_GE_OQ)); /* 0 below lo (and for -inf) */
