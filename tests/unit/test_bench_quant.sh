@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # candle bench quant --quick --json: the JSON parses and has, for every weight
-# type, M = 1, 8 and 64 rows with all their fields, conversion throughputs and
+# type, M = 1, 8, 16, 64 and 128 rows with all their fields, conversion throughputs and
 # the matvec target lines; the markdown table and option errors work.
 # Timings are never asserted (only that they are positive numbers).
 set -euo pipefail
@@ -23,7 +23,7 @@ assert d["machine"]["read_gbs"] > 0 and d["machine"]["kernels"], d["machine"]
 fields = ["type", "bpw", "shape", "M", "N", "K", "weight_bytes", "ms", "gbs", "gflops", "pct_bw"]
 for t in types:
     rows = [r for r in d["results"] if r["type"] == t]
-    assert sorted(r["M"] for r in rows) == [1, 8, 64], (t, rows)
+    assert sorted(r["M"] for r in rows) == [1, 8, 16, 64, 128], (t, rows)
     for r in rows:
         for f in fields:
             assert f in r, (t, f)
