@@ -22,6 +22,19 @@ static inline double candle_load_f64(candle_dtype t, const void *p) {
     }
 }
 
+/* One f32, f16 or bf16 element as float (p need not be aligned): the
+ * kernels' tail and fallback loads. */
+static inline float candle_load_f32(candle_dtype t, const void *p) {
+    if (t == CANDLE_DTYPE_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return t == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
+}
+
 /* double -> int64 saturating, NaN -> 0 (2^63 itself does not fit). */
 static inline int64_t candle_f64_to_i64(double v) {
     if (isnan(v)) return 0;

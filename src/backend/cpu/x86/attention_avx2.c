@@ -34,7 +34,7 @@ static void pack_kt_avx2(candle_dtype t, const char *k, int64_t sk, int64_t nk, 
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p0 + i) * ATTN_NR, r[i]);
         }
         for (; p0 < d; p0++)
-            for (int i = 0; i < 8; i++) dst[p0 * ATTN_NR + i] = i < nv ? load1(t, rows + i * sk + p0 * esz) : 0.0f;
+            for (int i = 0; i < 8; i++) dst[p0 * ATTN_NR + i] = i < nv ? candle_load_f32(t, rows + i * sk + p0 * esz) : 0.0f;
     }
 }
 
@@ -106,7 +106,7 @@ static ALWAYS_INLINE void scores_rows_tile(const float *q, int64_t lda, const in
         float out[4];
         _mm_storeu_ps(out, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
         for (int64_t e = p; e < d; e++)
-            for (int j = 0; j < 4; j++) out[j] += q[i * lda + e] * load1(t, kr[j] + e * esz);
+            for (int j = 0; j < 4; j++) out[j] += q[i * lda + e] * candle_load_f32(t, kr[j] + e * esz);
         for (int j = 0; j < nk; j++) s[i * lds + j] = out[j];
     }
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "candle/dtype.h"
+#include "../../../core/elem-impl.h"
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -28,17 +29,6 @@ static inline float hmax(__m256 v) {
 #define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define LOAD_BF16(p) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
-
-static inline float load1(candle_dtype t, const char *p) {
-    if (t == CANDLE_DTYPE_F32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return t == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
-}
 
 /* Eight f32/f16/bf16 values at p as f32. */
 static inline __m256 load8(candle_dtype t, const char *p) {
