@@ -16,18 +16,13 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/threadpool.h"
 #include "cli.h"
+#include "bench_util.h"
 
 #define MAX_ROWS 128
 #define BW_BYTES ((size_t)256 << 20)
 #define BENCH_REPS 5      /* groups per engine and shape, at most */
 #define BENCH_SHAPE_S 4.0 /* past this, a shape stops after 3 groups */
 #define BENCH_SETTLE_S 0.05
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- machine probes, on 1..n threads started together ---- */
 
@@ -43,9 +38,9 @@ typedef struct probe_arg {
 static void *fma_thread(void *p) {
     probe_arg *a = p;
     pthread_barrier_wait(a->start);
-    a->t0 = now_s();
+    a->t0 = bench_now_s();
     a->work = cpu_probe_fma(a->iters);
-    a->t1 = now_s();
+    a->t1 = bench_now_s();
     return NULL;
 }
 
@@ -54,9 +49,9 @@ static volatile float g_sink;
 static void *read_thread(void *p) {
     probe_arg *a = p;
     pthread_barrier_wait(a->start);
-    a->t0 = now_s();
+    a->t0 = bench_now_s();
     g_sink = cpu_probe_read(a->buf, a->n);
-    a->t1 = now_s();
+    a->t1 = bench_now_s();
     a->work = (double)a->n * sizeof(float);
     return NULL;
 }
@@ -102,9 +97,9 @@ static double probe_dispatch(int nt) {
     if (!pool) return 0;
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int i = 0; i < 2000; i++) cpu_pool_run_team(pool, noop_task, NULL);
-        double dt = (now_s() - t0) / 2000;
+        double dt = (bench_now_s() - t0) / 2000;
         best = dt < best ? dt : best;
     }
     cpu_pool_free(pool);
@@ -174,12 +169,12 @@ static void fill(candle_tensor *t, uint32_t seed) {
  * lasting at least min_time (one call when a call takes longer): a batch
  * keeps the engine's threads as hot as they are in a real workload. */
 static double batch_time(void (*fn)(void *), void *arg, double min_time) {
-    double t0 = now_s(), t = t0;
+    double t0 = bench_now_s(), t = t0;
     int64_t calls = 0;
     do {
         fn(arg);
         calls++;
-        t = now_s();
+        t = bench_now_s();
     } while (t - t0 < min_time);
     return (t - t0) / (double)calls;
 }
@@ -288,9 +283,9 @@ static int bench_shape(bench_row *rows, int n, candle_backend *const *bes, const
     run_group(&e, false, 0);
     if (with_blas) run_group(&e, true, 0);
     for (int i = 0; i < n; i++) rows[i].t_candle = rows[i].t_blas = 0;
-    double batch_s = quick ? 0.02 : 0.05, t0 = now_s();
+    double batch_s = quick ? 0.02 : 0.05, t0 = bench_now_s();
     int max_reps = quick ? 3 : BENCH_REPS;
-    for (int rep = 0; rep < max_reps && (rep < 3 || now_s() - t0 < BENCH_SHAPE_S); rep++) {
+    for (int rep = 0; rep < max_reps && (rep < 3 || bench_now_s() - t0 < BENCH_SHAPE_S); rep++) {
         bool blas_first = with_blas && rep % 2 == 1;
         run_group(&e, blas_first, batch_s);
         if (with_blas) run_group(&e, !blas_first, batch_s);

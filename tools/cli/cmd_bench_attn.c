@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "bench_util.h"
 
 #define TARGET_SPEEDUP 3.0 /* the goal at S = 2048 */
 #define TARGET_S 2048
@@ -53,21 +54,6 @@ typedef struct attn_opts {
     int threads;
 } attn_opts;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Uniform in [-1, 1), reproducible. */
-static void fill(float *v, size_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = (float)(s >> 8) * (2.0f / 16777216.0f) - 1.0f;
-    }
-}
-
 typedef struct attn_inputs {
     candle_tensor *q;    /* [1, Hq, Sq, D], Sq = S (prefill) or 1 (decode) */
     candle_tensor *k;    /* [1, Hkv, S, D] */
@@ -80,7 +66,7 @@ static candle_tensor *input(candle_ctx *ctx, int64_t h, int64_t s, const attn_ca
     size_t n = (size_t)(h * s * c->d);
     float *buf = malloc(n * sizeof *buf);
     if (!buf) return NULL;
-    fill(buf, n, seed);
+    bench_fill_uniform(buf, (int64_t)n, seed);
     candle_tensor *t = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 4, shape, buf);
     free(buf);
     return t;
@@ -141,9 +127,9 @@ static int method_init(attn_method *m, const attn_opts *o, const attn_case *c, b
 }
 
 static int method_run(attn_method *m, const attn_case *c) {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int rc = run_once(m->ctx, c, &m->in, m->flash);
-    double dt = now_s() - t0;
+    double dt = bench_now_s() - t0;
     m->best = dt < m->best ? dt : m->best;
     return rc;
 }

@@ -16,6 +16,7 @@
 
 #include "bench_roofline.h"
 #include "cli.h"
+#include "bench_util.h"
 
 #define MAX_COPIES 64
 #define TARGET_PCT 80.0 /* matvec at 2 threads vs read bandwidth (the goal) */
@@ -56,21 +57,6 @@ typedef struct qopts {
     const char *only; /* --type: one weight type, NULL for all */
 } qopts;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Uniform in [-1, 1), reproducible. */
-static void fill_f32(float *v, int64_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1;
-    for (int64_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = (float)(s >> 8) * (2.0f / 16777216.0f) - 1.0f;
-    }
-}
-
 static size_t llc_bytes(void) {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
@@ -82,10 +68,10 @@ static double best_conv(const candle_dtype_traits *tr, bool to, const float *src
                         int64_t n, int reps) {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (to) tr->to_f32(q, dst, n);
         else tr->from_f32(src, q, n);
-        double dt = now_s() - t0;
+        double dt = bench_now_s() - t0;
         best = dt < best ? dt : best;
     }
     return best;
@@ -133,9 +119,9 @@ static double time_case(qcase *c, double min_time) {
         if (run_once(c)) return 0;
     double best = 1e30, total = 0;
     for (int r = 0; r < 500 && (r < 3 || total < min_time); r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (run_once(c)) return 0;
-        double dt = now_s() - t0;
+        double dt = bench_now_s() - t0;
         total += dt;
         best = dt < best ? dt : best;
         if (dt > 4 * min_time) break;
@@ -345,7 +331,7 @@ int cmd_bench_quant(int argc, char **argv) {
         fprintf(stderr, "candle bench quant: out of memory\n");
         return 1;
     }
-    fill_f32(src, most, 7);
+    bench_fill_uniform(src, most, 7);
     q.bw = bench_read_bandwidth(o.threads);
     rc = bench_all(&q, src, shapes, n_shapes);
     if (!o.quick) { /* again after the products: keep the less disturbed figure */
