@@ -24,9 +24,15 @@
  * rows in L1. */
 #define DOT_MAX_M 64
 #define DOT_KC 1024
+#ifndef GEMM_MC
 #define GEMM_MC 144
+#endif
+#ifndef GEMM_KC
 #define GEMM_KC 256
+#endif
+#ifndef GEMM_NC
 #define GEMM_NC 2048
+#endif
 /* Weight rows per block in the matrix-vector path, so that the block stays
  * in L2 while every row of x passes over it. */
 #define MV_BLOCK_BYTES (192 * 1024)
@@ -277,15 +283,90 @@ static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64
     }
 }
 
+/* Starts the loads of one B panel's source (columns n0 .. n0+nr, k from
+ * k0, kc deep) so that they overlap the packing or the compute before it:
+ * a weight's rows are read a few hundred bytes each, too many streams at
+ * once for the hardware prefetcher. */
+static inline void cpu_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
+
+static void prefetch_b_panel(const gemm_args *g, int64_t k0, int64_t kc, int64_t n0, int nr) {
+    const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    int64_t esz = (int64_t)bt->type_size;
+    const char *base;
+    int64_t bytes, step;
+    if (bt->is_quantized) {
+        base = g->b + (k0 / bt->block_size) * g->sbk + n0 * g->sbn;
+        bytes = kc / bt->block_size * g->sbk, step = g->sbn;
+    } else if (g->sbk == esz) {
+        base = g->b + k0 * esz + n0 * g->sbn;
+        bytes = kc * esz, step = g->sbn;
+    } else if (g->sbn == esz) {
+        base = g->b + k0 * g->sbk + n0 * esz;
+        bytes = nr * esz, step = g->sbk, nr = (int)(kc < 1024 ? kc : 1024);
+    } else {
+        return;
+    }
+    for (int j = 0; j < nr; j++) {
+        const char *r = base + j * step;
+        for (int64_t o = 0; o < bytes; o += 64) cpu_prefetch(r + o);
+        cpu_prefetch(r + bytes - 1);
+    }
+}
+
+/* Depth of the K slices: K split into equal slices of at most GEMM_KC (a
+ * multiple of 8, or of the quantized block), so that K = 576 runs as 2 x 288
+ * rather than 256 + 256 + 64, whose last pass reads and writes all of C for
+ * a quarter of the work. */
+static int64_t gemm_kc(const gemm_args *g, int64_t K) {
+    const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    int64_t unit = bt->is_quantized ? bt->block_size : 8;
+    int64_t n = (K + GEMM_KC - 1) / GEMM_KC;
+    int64_t kc = ((K + n - 1) / n + unit - 1) / unit * unit;
+    return kc < GEMM_KC ? kc : GEMM_KC;
+}
+
+static void gemm_panels(const gemm_args *g, const float *abuf, const float *bpanel, int64_t ic,
+                        int64_t mc, int64_t jn, int nr, int64_t kc, bool acc) {
+    const cpu_simd *simd = cpu_simd_get();
+    for (int64_t ir = 0; ir < mc; ir += CPU_GEMM_MR) {
+        int mr = mc - ir < CPU_GEMM_MR ? (int)(mc - ir) : CPU_GEMM_MR;
+        simd->gemm_ukr(kc, abuf + ir * kc, bpanel, g->c + (ic + ir) * g->ldc + jn, g->ldc, mr, nr, acc);
+    }
+}
+
+/* When one MC block covers all of the task's rows (prefill: M = 128), each
+ * B panel is packed right before the micro-kernels that use it, while the
+ * next panel's source is prefetched: the weight streams in under the
+ * compute instead of in one latency-bound burst per block. */
 static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                        int64_t K, float *abuf, float *bbuf) {
     const cpu_simd *simd = cpu_simd_get();
+    int64_t KC = gemm_kc(g, K);
+    bool fused = m1 - m0 <= GEMM_MC;
     for (int64_t jc = n0; jc < n1; jc += GEMM_NC) {
         int64_t nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
-        for (int64_t pc = 0; pc < K; pc += GEMM_KC) {
-            int64_t kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = K - pc < KC ? K - pc : KC;
+            if (fused) {
+                pack_a(g, m0, m1 - m0, pc, kc, abuf);
+                prefetch_b_panel(g, pc, kc, jc, nc < CPU_GEMM_NR ? (int)nc : CPU_GEMM_NR);
+                for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
+                    int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
+                    if (jr + CPU_GEMM_NR < nc) {
+                        int64_t jn = jr + CPU_GEMM_NR;
+                        prefetch_b_panel(g, pc, kc, jc + jn, nc - jn < CPU_GEMM_NR ? (int)(nc - jn) : CPU_GEMM_NR);
+                    }
+                    pack_b_panel(simd, g, pc, kc, jc + jr, nr, bbuf);
+                    gemm_panels(g, abuf, bbuf, m0, m1 - m0, jc + jr, nr, kc, pc > 0);
+                }
+                continue;
+            }
             for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
                 int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
+                if (jr + CPU_GEMM_NR < nc) {
+                    int64_t jn = jr + CPU_GEMM_NR;
+                    prefetch_b_panel(g, pc, kc, jc + jn, nc - jn < CPU_GEMM_NR ? (int)(nc - jn) : CPU_GEMM_NR);
+                }
                 pack_b_panel(simd, g, pc, kc, jc + jr, nr, bbuf + jr * kc);
             }
             for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
@@ -293,11 +374,7 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
                 pack_a(g, ic, mc, pc, kc, abuf);
                 for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
                     int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
-                    for (int64_t ir = 0; ir < mc; ir += CPU_GEMM_MR) {
-                        int mr = mc - ir < CPU_GEMM_MR ? (int)(mc - ir) : CPU_GEMM_MR;
-                        simd->gemm_ukr(kc, abuf + ir * kc, bbuf + jr * kc,
-                                       g->c + (ic + ir) * g->ldc + jc + jr, g->ldc, mr, nr, pc > 0);
-                    }
+                    gemm_panels(g, abuf, bbuf + jr * kc, ic, mc, jc + jr, nr, kc, pc > 0);
                 }
             }
         }
