@@ -8,6 +8,9 @@
 
 /* Keys per panel of the transposed key tile. */
 #define ATTN_NR 16
+/* Rows of the products' register tiles: the kernel walks a block's rows in
+ * groups of this many, each group taking a key tile from scores to output. */
+#define ATTN_MR 6
 
 typedef struct cpu_attn_ops {
     const char *name;
@@ -30,6 +33,14 @@ typedef struct cpu_attn_ops {
      * floats apart with ldo >= round_up(dv, NR) (the padding is scratch). */
     void (*accum)(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v,
                   int64_t ldv, int64_t nk, int64_t dv, float *o, int64_t ldo);
+    /* The online-softmax step of r rows over nk scores in log2 units (q
+     * pre-scaled by log2(e): 2^ is cheaper than exp), s rows lds >=
+     * round_up(nk, 8) floats apart, columns [nk, round_up(nk, 8)) scratch:
+     * mn = max(m[i], max_j s[i, j]) (NaN scores are passed over); when mn
+     * is -inf (the row has seen no key yet) s[i, j < nk] = 0 and corr[i] =
+     * l[i] = 0, else s[i, j] = 2^(s[i, j] - mn), corr[i] = 2^(m[i] - mn) (0
+     * when m[i] is -inf), l[i] = l[i] * corr[i] + sum_j s[i, j], m[i] = mn. */
+    void (*softmax)(float *s, int64_t lds, int64_t r, int64_t nk, float *m, float *l, float *corr);
     float (*max)(const float *x, int64_t n); /* -inf when n == 0 */
     void (*sub)(float *x, int64_t n, float m); /* x[j] -= m */
     float (*sum)(const float *x, int64_t n);

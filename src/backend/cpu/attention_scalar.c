@@ -51,6 +51,23 @@ static void accum_scalar(const float *p, int64_t ldp, int64_t r, const float *co
     }
 }
 
+static void softmax_scalar(float *s, int64_t lds, int64_t r, int64_t nk, float *m, float *l, float *corr) {
+    for (int64_t i = 0; i < r; i++) {
+        float *si = s + i * lds, mn = m[i];
+        for (int64_t j = 0; j < nk; j++) mn = si[j] > mn ? si[j] : mn;
+        if (mn == -INFINITY) {
+            memset(si, 0, sizeof(float) * (size_t)nk);
+            corr[i] = l[i] = 0.0f;
+            continue;
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < nk; j++) sum += si[j] = exp2f(si[j] - mn);
+        corr[i] = exp2f(m[i] - mn);
+        l[i] = l[i] * corr[i] + sum;
+        m[i] = mn;
+    }
+}
+
 static float max_scalar(const float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
@@ -73,6 +90,7 @@ const cpu_attn_ops cpu_attn_scalar = {
     .scores = scores_scalar,
     .scores_rows = scores_rows_scalar,
     .accum = accum_scalar,
+    .softmax = softmax_scalar,
     .max = max_scalar,
     .sub = sub_scalar,
     .sum = sum_scalar,

@@ -29,12 +29,15 @@
 #include "fast-impl.h"
 
 #define ATTN_BK 64        /* keys per tile */
-#define ATTN_BQ 64        /* query positions per block, at most */
-#define ATTN_MAX_ROWS 256 /* positions x heads of one task, at most */
+#define ATTN_BQ 128       /* query positions per block, at most */
+#define ATTN_MAX_ROWS 512 /* positions x heads of one task, at most */
 /* Blocks of at most this many rows (decoding: the heads of one kv head)
  * take their scores from the key rows: a transposed copy would cost as much
  * as the products it feeds. */
 #define ATTN_ROWS_DIRECT 4
+/* Scores are kept in log2 units (q and the mask scaled by log2(e)), so the
+ * softmax takes 2^x, cheaper than exp. */
+#define ATTN_LOG2E 1.44269504088896341f
 
 static bool is_float(candle_dtype t) {
     return t == CANDLE_DTYPE_F32 || t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16;
@@ -90,21 +93,21 @@ static void attn_geom_of(const candle_tensor *dst, attn_geom *g) {
 
 /* Per-thread scratch, in floats, each part a multiple of 16 (64 bytes):
  * q rows [rows, D], output rows [rows, dvp], running max and sum [rows],
- * scores [rows, BK], corrections and row sums [rows], transposed key tile [BK, D] and a value
- * tile [BK, Dv] (converted or repacked when v is not plain f32). */
+ * one row group's scores [MR, BK] and corrections [MR], transposed key tile
+ * [BK, D] and a value tile [BK, Dv] (converted when v is not plain f32). */
 typedef struct attn_scratch {
-    float *q, *o, *m, *l, *s, *corr, *rs, *kt, *vt;
+    float *q, *o, *m, *l, *s, *corr, *kt, *vt;
 } attn_scratch;
 
 static size_t scratch_floats(const attn_geom *g, attn_scratch *sc) {
     int64_t rows = g->gc * g->bq;
-    int64_t sizes[9] = {round_up(rows * g->D, 16),     round_up(rows * g->dvp, 16),    round_up(rows, 16),
-                        round_up(rows, 16),            round_up(rows * ATTN_BK, 16),   round_up(rows, 16),
-                        round_up(rows, 16),            round_up(ATTN_BK * g->D, 16),   round_up(ATTN_BK * g->Dv, 16)};
-    float **parts[9] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->rs, &sc->kt, &sc->vt};
+    int64_t sizes[8] = {round_up(rows * g->D, 16),       round_up(rows * g->dvp, 16), round_up(rows, 16),
+                        round_up(rows, 16),              round_up(ATTN_MR * ATTN_BK, 16), 16,
+                        round_up(ATTN_BK * g->D, 16),    round_up(ATTN_BK * g->Dv, 16)};
+    float **parts[8] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt};
     float *base = sc->q;
     size_t off = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 8; i++) {
         if (base) *parts[i] = base + off;
         off += (size_t)sizes[i];
     }
@@ -141,56 +144,38 @@ typedef struct attn_block {
     attn_scratch sc;
 } attn_block;
 
-/* Row ri of the block is head h0 + ri / r, position i0 + ri % r; its
- * scores are row ri of the score tile. */
-static void add_mask(const attn_block *a, int64_t j0, int64_t nk) {
+/* Rows are position-major: row ri of the block is position i0 + ri / nh of
+ * head h0 + ri % nh, so a row group spans few positions and the causal
+ * limit of its last row bounds the keys the whole group needs. */
+static int64_t row_pos(const attn_block *a, int64_t ri) { return a->i0 + ri / a->nh; }
+static int64_t row_head(const attn_block *a, int64_t ri) { return a->h0 + ri % a->nh; }
+
+/* Adds the mask to the scores of rows [g0, g0 + mr) (row g0 + i is row i
+ * of the score tile), keys [j0, j0 + nk). */
+static void add_mask(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, int64_t nk) {
     const candle_tensor *mk = a->mask;
     int64_t sm = mk->stride[3];
-    for (int64_t ri = 0; ri < a->nh * a->r; ri++) {
-        const char *row = tensor_ptr(mk) + a->b * mk->stride[0] + (a->h0 + ri / a->r) * mk->stride[1] +
-                          (a->i0 + ri % a->r) * mk->stride[2] + j0 * sm;
-        float *s = a->sc.s + ri * ATTN_BK;
+    for (int64_t i = 0; i < mr; i++) {
+        const char *row = tensor_ptr(mk) + a->b * mk->stride[0] + row_head(a, g0 + i) * mk->stride[1] +
+                          row_pos(a, g0 + i) * mk->stride[2] + j0 * sm;
+        float *s = a->sc.s + i * ATTN_BK;
         if (mk->dtype == CANDLE_DTYPE_F32 && sm == 4) {
-            const float *mr = (const float *)row;
-            for (int64_t j = 0; j < nk; j++) s[j] += mr[j];
+            const float *mrow = (const float *)row;
+            for (int64_t j = 0; j < nk; j++) s[j] += mrow[j] * ATTN_LOG2E;
         } else {
-            for (int64_t j = 0; j < nk; j++) s[j] += (float)candle_load_f64(mk->dtype, row + j * sm);
+            for (int64_t j = 0; j < nk; j++) s[j] += (float)(candle_load_f64(mk->dtype, row + j * sm) * ATTN_LOG2E);
         }
     }
 }
 
 /* Keys past a row's absolute position are -inf (diagonal tiles only). */
-static void mask_causal(const attn_block *a, int64_t j0, int64_t nk) {
+static void mask_causal(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, int64_t nk) {
     int64_t off = a->g->Skv - a->g->Sq;
-    for (int64_t ri = 0; ri < a->nh * a->r; ri++) {
-        int64_t first = off + a->i0 + ri % a->r + 1 - j0; /* first hidden column */
-        float *s = a->sc.s + ri * ATTN_BK;
+    for (int64_t i = 0; i < mr; i++) {
+        int64_t first = off + row_pos(a, g0 + i) + 1 - j0; /* first hidden column */
+        float *s = a->sc.s + i * ATTN_BK;
         for (int64_t j = first < 0 ? 0 : first; j < nk; j++) s[j] = -INFINITY;
     }
-}
-
-/* Scores to probabilities: new running maxima, each row shifted,
- * exponentiated and summed in one pass, corrections exp(old max - new max)
- * for all rows in one exp call, running sums. */
-static void softmax_tile(const attn_block *a, int64_t nk) {
-    static const double no_params[2] = {0, 0};
-    float *m = a->sc.m, *l = a->sc.l, *corr = a->sc.corr, *rs = a->sc.rs;
-    int64_t rows = a->nh * a->r;
-    for (int64_t i = 0; i < rows; i++) {
-        float *s = a->sc.s + i * ATTN_BK;
-        float mt = a->ops->max(s, nk), mn = mt > m[i] ? mt : m[i];
-        if (!(mn > -INFINITY)) { /* nothing seen yet (or NaN): the row adds nothing */
-            memset(s, 0, sizeof(float) * (size_t)nk);
-            corr[i] = 0.0f; /* exp(0) below: keeps the zero accumulator */
-            rs[i] = 0.0f;
-            continue;
-        }
-        rs[i] = a->simd->exp_sum(s, nk, mn);
-        corr[i] = m[i] - mn; /* -inf on a row's first keys: exp gives 0 */
-        m[i] = mn;
-    }
-    a->simd->unary(CANDLE_OP_EXP, corr, corr, rows, no_params);
-    for (int64_t i = 0; i < rows; i++) l[i] = l[i] * corr[i] + rs[i];
 }
 
 /* f32 value rows for the tile: in place when v is f32 with whole-float
@@ -206,38 +191,52 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
     return a->sc.vt;
 }
 
+/* One key tile (keys [j0, j0 + nk), kt packed unless direct) through rows
+ * [g0, g0 + mr): scores, masks, online softmax and the output update, while
+ * the group's q, score and output rows stay in L1. Causal rows see keys up
+ * to their position only: the group stops at its last row's. */
+static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, int64_t nk, bool direct,
+                      const float *vr, int64_t ldv) {
+    const attn_geom *g = a->g;
+    int64_t off = g->Skv - g->Sq;
+    if (g->causal) {
+        int64_t seen = off + row_pos(a, g0 + mr - 1) + 1 - j0;
+        if (seen <= 0) return; /* no key of the tile: nothing changes */
+        nk = seen < nk ? seen : nk;
+    }
+    const float *q = a->sc.q + g0 * g->D;
+    if (direct) a->ops->scores_rows(q, g->D, mr, g->D, a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, a->sc.s, ATTN_BK);
+    else a->ops->scores(q, g->D, mr, g->D, a->sc.kt, nk, a->sc.s, ATTN_BK);
+    if (a->mask) add_mask(a, g0, mr, j0, nk);
+    if (g->causal && j0 + nk - 1 > off + row_pos(a, g0)) mask_causal(a, g0, mr, j0, nk);
+    a->ops->softmax(a->sc.s, ATTN_BK, mr, nk, a->sc.m + g0, a->sc.l + g0, a->sc.corr);
+    a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, a->sc.o + g0 * g->dvp, g->dvp);
+}
+
 static void run_tiles(const attn_block *a) {
     const attn_geom *g = a->g;
-    int64_t off = g->Skv - g->Sq, rows = a->nh * a->r;
+    int64_t rows = a->nh * a->r;
+    bool direct = rows <= ATTN_ROWS_DIRECT;
     for (int64_t j0 = 0; j0 < a->n_keys; j0 += ATTN_BK) {
         int64_t nk = a->n_keys - j0 < ATTN_BK ? a->n_keys - j0 : ATTN_BK, ldv;
-        const char *kj = a->k + j0 * a->sk;
-        if (rows <= ATTN_ROWS_DIRECT) {
-            a->ops->scores_rows(a->sc.q, g->D, rows, g->D, a->kv_dtype, kj, a->sk, nk, a->sc.s, ATTN_BK);
-        } else {
-            a->ops->pack_kt(a->kv_dtype, kj, a->sk, nk, g->D, a->sc.kt);
-            a->ops->scores(a->sc.q, g->D, rows, g->D, a->sc.kt, nk, a->sc.s, ATTN_BK);
-        }
-        if (a->mask) add_mask(a, j0, nk);
-        if (g->causal && j0 + nk - 1 > off + a->i0) mask_causal(a, j0, nk);
-        softmax_tile(a, nk);
+        if (!direct) a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
         const float *vr = value_rows(a, j0, nk, &ldv);
-        a->ops->accum(a->sc.s, ATTN_BK, rows, a->sc.corr, vr, ldv, nk, g->Dv, a->sc.o, g->dvp);
+        for (int64_t g0 = 0; g0 < rows; g0 += ATTN_MR)
+            run_group(a, g0, rows - g0 < ATTN_MR ? rows - g0 : ATTN_MR, j0, nk, direct, vr, ldv);
     }
 }
 
 /* q rows of the block, scaled, into scratch; output and running state reset. */
 static void load_block(const attn_block *a, const candle_tensor *q, float scale) {
     const attn_geom *g = a->g;
-    for (int64_t hs = 0; hs < a->nh; hs++)
-        for (int64_t i = 0; i < a->r; i++) {
-            const char *src = tensor_ptr(q) + a->b * q->stride[0] + (a->h0 + hs) * q->stride[1] +
-                              (a->i0 + i) * q->stride[2];
-            float *dq = a->sc.q + (hs * a->r + i) * g->D;
-            a->simd->to_f32(q->dtype, src, dq, g->D);
-            for (int64_t e = 0; e < g->D; e++) dq[e] *= scale;
-        }
     int64_t rows = a->nh * a->r;
+    for (int64_t ri = 0; ri < rows; ri++) {
+        const char *src = tensor_ptr(q) + a->b * q->stride[0] + row_head(a, ri) * q->stride[1] +
+                          row_pos(a, ri) * q->stride[2];
+        float *dq = a->sc.q + ri * g->D;
+        a->simd->to_f32(q->dtype, src, dq, g->D);
+        for (int64_t e = 0; e < g->D; e++) dq[e] *= scale;
+    }
     memset(a->sc.o, 0, sizeof(float) * (size_t)(rows * g->dvp));
     memset(a->sc.l, 0, sizeof(float) * (size_t)rows);
     for (int64_t i = 0; i < rows; i++) a->sc.m[i] = -INFINITY;
@@ -246,16 +245,15 @@ static void load_block(const attn_block *a, const candle_tensor *q, float scale)
 static void store_block(const attn_block *a, candle_tensor *dst) {
     const attn_geom *g = a->g;
     size_t esz = candle_dtype_info(dst->dtype)->type_size;
-    for (int64_t hs = 0; hs < a->nh; hs++)
-        for (int64_t i = 0; i < a->r; i++) {
-            float *o = a->sc.o + (hs * a->r + i) * g->dvp, l = a->sc.l[hs * a->r + i];
-            float inv = l > 0 ? 1.0f / l : 0.0f;
-            for (int64_t e = 0; e < g->Dv; e++) o[e] *= inv;
-            int64_t row = ((a->b * g->Hq + a->h0 + hs) * g->Sq + a->i0 + i);
-            char *out = tensor_ptr(dst) + (size_t)(row * g->Dv) * esz;
-            if (dst->dtype == CANDLE_DTYPE_F32) memcpy(out, o, sizeof(float) * (size_t)g->Dv);
-            else candle_dtype_info(dst->dtype)->from_f32(o, out, g->Dv);
-        }
+    for (int64_t ri = 0; ri < a->nh * a->r; ri++) {
+        float *o = a->sc.o + ri * g->dvp, l = a->sc.l[ri];
+        float inv = l > 0 ? 1.0f / l : 0.0f;
+        for (int64_t e = 0; e < g->Dv; e++) o[e] *= inv;
+        int64_t row = (a->b * g->Hq + row_head(a, ri)) * g->Sq + row_pos(a, ri);
+        char *out = tensor_ptr(dst) + (size_t)(row * g->Dv) * esz;
+        if (dst->dtype == CANDLE_DTYPE_F32) memcpy(out, o, sizeof(float) * (size_t)g->Dv);
+        else candle_dtype_info(dst->dtype)->from_f32(o, out, g->Dv);
+    }
 }
 
 static candle_status run_attn(const cpu_task *t, candle_tensor *dst) {
@@ -280,7 +278,7 @@ static candle_status run_attn(const cpu_task *t, candle_tensor *dst) {
         a.n_keys = g.causal ? g.Skv - g.Sq + a.i0 + a.r : g.Skv;
         a.k = tensor_ptr(k) + a.b * k->stride[0] + hk * k->stride[1];
         a.v = tensor_ptr(v) + a.b * v->stride[0] + hk * v->stride[1];
-        load_block(&a, q, (float)dst->fparams[0]);
+        load_block(&a, q, (float)(dst->fparams[0] * ATTN_LOG2E));
         run_tiles(&a);
         store_block(&a, dst);
     }

@@ -18,6 +18,29 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* 2^y for y <= 0 (a score, in log2 units, minus its row's running
+ * maximum), relative error below 2.5e-7. Adding 1.5 * 2^23 + 127 rounds y
+ * to the nearest integer n and leaves n + 127 in the sum's low mantissa
+ * bits, which shifted into the exponent field give 2^n; f = y - n in
+ * [-0.5, 0.5] is exact, and a degree-5 minimax polynomial is within 7.5e-8
+ * of 2^f. Only the polynomial and the final product use the FMA pipes.
+ * y is first clamped to -127, where n + 127 = 0 makes 2^n and so the result
+ * exactly 0: -inf (a masked score) gives 0, and results under ~1.2e-38
+ * (denormals) flush to 0, which a softmax sum (>= 1) cannot see. NaN passes
+ * through (max returns its second operand when one is NaN). */
+static inline __m256 exp2_le0(__m256 y) {
+    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+    y = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
+    __m256 t = _mm256_add_ps(y, magic);
+    __m256 f = _mm256_sub_ps(y, _mm256_sub_ps(t, magic));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
 /* Eight keys at a time: 8 x 8 blocks loaded along d and transposed into
  * the panel's half; keys past nk are zero. */
 static void pack_kt_avx2(candle_dtype t, const char *k, int64_t sk, int64_t nk, int64_t d, float *kt) {
@@ -176,6 +199,94 @@ static void accum_avx2(const float *p, int64_t ldp, int64_t r, const float *corr
     }
 }
 
+/* Lanes j < n of eight (0 <= n <= 8) as an all-ones mask. */
+static inline __m256 lanes_below(int64_t n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
+}
+
+/* Lane i of the result = op over the eight lanes of x[i]: a transpose and
+ * reduction of eight rows' partial vectors in 3 x 4 steps (op max or add). */
+#define REDUCE8(op, x, out)                                                                                  \
+    do {                                                                                                     \
+        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
+        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
+        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
+        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
+        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
+        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
+        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
+    } while (0)
+
+/* Per-lane maximum of a row's nk scores; the columns past nk (up to the
+ * next 8) are read but left out. NaN scores are passed over: max returns
+ * its second operand, the running maximum, when one is NaN. */
+static inline __m256 row_max8(const float *x, int64_t nk) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int64_t j = 0;
+    for (; j + 16 <= nk; j += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + j), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), m1);
+    }
+    for (; j < nk; j += 8)
+        m0 = _mm256_max_ps(_mm256_blendv_ps(m0, _mm256_loadu_ps(x + j), lanes_below(nk - j)), m0);
+    return _mm256_max_ps(m0, m1);
+}
+
+/* x[j] = 2^(x[j] - m) for j < nk, and their per-lane sums; the columns past
+ * nk (up to the next 8) become 0. */
+static inline __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t j = 0;
+    for (; j + 16 <= nk; j += 16) {
+        __m256 e0 = exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
+        __m256 e1 = exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), m));
+        _mm256_storeu_ps(x + j, e0);
+        _mm256_storeu_ps(x + j + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; j < nk; j += 8) {
+        __m256 e = _mm256_and_ps(exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)), lanes_below(nk - j));
+        _mm256_storeu_ps(x + j, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    return _mm256_add_ps(s0, s1);
+}
+
+/* Up to eight rows at once: their maxima, corrections, sums and running
+ * state as one vector each (lane i = row i), no per-row scalar work. */
+static void softmax8(float *s, int64_t lds, int n, int64_t nk, float *m, float *l, float *corr) {
+    __m256 x[8], live = lanes_below(n);
+    for (int i = 0; i < 8; i++) x[i] = i < n ? row_max8(s + i * lds, nk) : _mm256_set1_ps(-INFINITY);
+    __m256 mt, st;
+    REDUCE8(_mm256_max_ps, x, mt);
+    __m256 mo = _mm256_maskload_ps(m, _mm256_castps_si256(live));
+    __m256 mn = _mm256_max_ps(mt, mo);
+    /* a row that has seen no key (mn = -inf) takes corr 0 and p 0 */
+    __m256 seen = _mm256_cmp_ps(mn, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+    __m256 c = _mm256_and_ps(exp2_le0(_mm256_sub_ps(mo, mn)), seen);
+    float mv[8];
+    _mm256_storeu_ps(mv, _mm256_blendv_ps(_mm256_setzero_ps(), mn, seen));
+    for (int i = 0; i < 8; i++) x[i] = i < n ? row_exp2_sum8(s + i * lds, nk, _mm256_set1_ps(mv[i])) : _mm256_setzero_ps();
+    REDUCE8(_mm256_add_ps, x, st);
+    __m256i keep = _mm256_castps_si256(live);
+    _mm256_maskstore_ps(corr, keep, c);
+    _mm256_maskstore_ps(l, keep, _mm256_and_ps(_mm256_fmadd_ps(_mm256_maskload_ps(l, keep), c, st), seen));
+    _mm256_maskstore_ps(m, keep, mn);
+}
+
+/* A row that has seen no key has only -inf scores, which exp2 already made
+ * 0, unless some were NaN: the contract wants 0 there too. */
+static void softmax_avx2(float *s, int64_t lds, int64_t r, int64_t nk, float *m, float *l, float *corr) {
+    for (int64_t i0 = 0; i0 < r; i0 += 8) {
+        int n = r - i0 < 8 ? (int)(r - i0) : 8;
+        softmax8(s + i0 * lds, lds, n, nk, m + i0, l + i0, corr + i0);
+        for (int i = 0; i < n; i++)
+            if (m[i0 + i] == -INFINITY) memset(s + (i0 + i) * lds, 0, sizeof(float) * (size_t)nk);
+    }
+}
+
 static float max_avx2(const float *x, int64_t n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
     int64_t j = 0;
@@ -207,6 +318,7 @@ const cpu_attn_ops cpu_attn_avx2 = {
     .scores = scores_avx2,
     .scores_rows = scores_rows_avx2,
     .accum = accum_avx2,
+    .softmax = softmax_avx2,
     .max = max_avx2,
     .sub = sub_avx2,
     .sum = sum_avx2,
