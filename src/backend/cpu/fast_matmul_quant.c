@@ -73,12 +73,7 @@ static size_t tmp_bytes(const candle_tensor *dst, int64_t K) {
  * matrix-vector kernel, else 0. */
 static size_t gemv_bytes(const candle_tensor *dst, const mm_geom *g) {
     if (g->M != 1 || g->n_batch != 1) return 0;
-    candle_dtype t = dst->src[1]->dtype;
-    /* The K types stay on the packed qgemm panels: at M = 1 they measured
-     * 47.7 GFLOP/s (q4_K, 5632x2048, 1 thread) against 26.5 for the
-     * two-row gemv kernels (candle bench quant --type q4_k -t 1). */
-    if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q6_K) return 0;
-    return candle_gemv_x_bytes(t, g->K);
+    return candle_gemv_x_bytes(dst->src[1]->dtype, g->K);
 }
 
 static void plan_gemv(const mm_geom *g, int n_threads, size_t xb, cpu_plan *p) {

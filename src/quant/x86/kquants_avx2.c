@@ -289,31 +289,78 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
     *out = hsum_ps(acc);
 }
 
-/* Matrix-vector kernels of the K types (see gemv-impl.h): the activation is
- * the q8_K row of the vec_dot, and two weight rows go through each pass so
- * every activation load and the bsums pair sums serve both. Per row and
- * super-block the float steps are those of the vec_dot above, so results
- * are equal to it bit for bit. The software prefetch runs KGEMV_PF bytes
- * ahead in each row; past a row's end it lands in rows of the next pass. */
-#ifndef KGEMV_PF
-#define KGEMV_PF 1536
+/* ---- Matrix-vector kernels of the K types (see gemv-impl.h) ----
+ *
+ * The activation is the vec_dot's q8_K row. Four weight rows go through
+ * each pass: per super-block the q8_K pair sums are formed once for the
+ * four, each row's sub-block products are summed in int32 with its scales
+ * applied by madd, and the four rows' int32 totals (and minimum or +32
+ * offset terms) are reduced into one vector, so the float work (f16
+ * conversion of d and dmin, the scale by y's d, one fma) is done once per
+ * super-block for all four rows. Integer sums are exact (bounds at each
+ * kernel); only the order of the float sums differs from the vec_dot.
+ *
+ * Rows are contiguous or strided streams; each pass prefetches, for every
+ * row, the same super-block KGEMV_PF_ROWS rows further on (two passes
+ * ahead), so the lines arrive while this pass computes. A tail pass of 1-3
+ * rows repeats its last row in the unused slots (cache hits) and stores only
+ * its own outputs. */
+#ifndef KGEMV_PF_ROWS
+#define KGEMV_PF_ROWS 8
 #endif
-#define KGEMV_ROWS 2
+#define KGEMV_ROWS 4
 
-static inline void kgemv_prefetch(const void *p, int lines) {
-    for (int l = 0; l < lines; l++) _mm_prefetch((const char *)p + KGEMV_PF + 64 * l, _MM_HINT_T0);
+/* The 144 (q4_K), 176 (q5_K) or 210 (q6_K) bytes of a block: every line
+ * of [p, p + bytes) is touched by one of these prefetches. */
+static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + bytes - 1, 0, 3);
 }
 
-/* The q8_K bsums summed in pairs: the 8 sums of 32 elements each. */
+/* q8_K's 16 bsums summed in pairs: the sums of the 8 sub-blocks of 32. */
 static inline __m128i bsum_pairs(const int16_t *bsums) {
     return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
 }
 
-static inline int mins_dot_pairs(uint64_t mins, __m128i pairs) {
-    __m128i p = _mm_madd_epi16(pairs, _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins)));
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(p);
+/* 128-bit a..d (4 int32 lanes each) -> lane r = the sum of vector r. */
+static inline __m128i reduce4_128(__m128i a, __m128i b, __m128i c, __m128i d) {
+    __m128i ab = _mm_add_epi32(_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b));
+    __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(c, d), _mm_unpackhi_epi32(c, d));
+    return _mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd));
+}
+
+/* 256-bit a..d (8 int32 lanes each) -> lane r = the sum of vector r. */
+static inline __m128i reduce4_256(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i s = reduce_x4(a, b, c, d);
+    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+/* The f16 words at p[r] + off (r < 4) as four floats. */
+static inline __m128 f16x4_rows(const uint8_t *const p[KGEMV_ROWS], size_t off) {
+    uint16_t h[KGEMV_ROWS];
+    for (int r = 0; r < KGEMV_ROWS; r++) memcpy(&h[r], p[r] + off, 2);
+    uint64_t v = (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
+}
+
+/* The rows of a pass: r < nr at w + r * ws, the others repeat the last. */
+static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *x[KGEMV_ROWS]) {
+    for (int r = 0; r < KGEMV_ROWS; r++) x[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
+}
+
+/* An empty asm that claims to change v: keeps the compiler from
+ * reassociating a chain of integer adds into a tree whose many live
+ * partial sums spill to the stack. */
+#define KEEP(v) __asm__("" : "+x"(v))
+
+static inline void store_rows(__m128 v, int nr, float *out) {
+    if (nr == KGEMV_ROWS) {
+        _mm_storeu_ps(out, v);
+        return;
+    }
+    float t[KGEMV_ROWS];
+    _mm_storeu_ps(t, v);
+    memcpy(out, t, (size_t)nr * sizeof(float));
 }
 
 /* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
@@ -332,55 +379,6 @@ static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, _
     }
 }
 
-/* nr (1 or 2) rows of q4_K or q5_K; the block fields are at the same
- * offsets relative to d, dmin, scales, and q5_K adds qh before qs. */
-static inline __attribute__((always_inline)) void k45_rows(int nr, bool q5, const uint8_t *w, size_t ws,
-                                                           const block_q8_K *y, int64_t nb, float *out) {
-    const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-    const size_t o_d = q5 ? offsetof(block_q5_K, d) : offsetof(block_q4_K, d);
-    const size_t o_dmin = q5 ? offsetof(block_q5_K, dmin) : offsetof(block_q4_K, dmin);
-    const size_t o_sc = q5 ? offsetof(block_q5_K, scales) : offsetof(block_q4_K, scales);
-    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
-    const size_t o_qh = q5 ? offsetof(block_q5_K, qh) : 0;
-    __m256 acc[KGEMV_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    float acc_m[KGEMV_ROWS] = {0, 0};
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *x[KGEMV_ROWS];
-        uint64_t sc[KGEMV_ROWS] = {0, 0}, mn[KGEMV_ROWS] = {0, 0};
-        __m256i scv[KGEMV_ROWS], sumi[KGEMV_ROWS], qh[KGEMV_ROWS];
-        for (int r = 0; r < KGEMV_ROWS; r++) {
-            x[r] = w + (size_t)(r < nr ? r : 0) * ws + (size_t)i * bs;
-            qh[r] = sumi[r] = _mm256_setzero_si256();
-        }
-        for (int r = 0; r < nr; r++) {
-            kgemv_prefetch(x[r], 3);
-            k4_scales(x[r] + o_sc, &sc[r], &mn[r]);
-            scv[r] = scales_u64(sc[r]);
-            if (q5) qh[r] = load32(x[r] + o_qh);
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i y0 = load32(y[i].qs + 64 * c), y1 = load32(y[i].qs + 64 * c + 32);
-            for (int r = 0; r < nr; r++) {
-                __m256i lo, hi;
-                k45_codes(x[r] + o_qs, qh[r], c, q5, &lo, &hi);
-                __m256i p0 = _mm256_maddubs_epi16(lo, y0), p1 = _mm256_maddubs_epi16(hi, y1);
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p0, spread(scv[r], bcast_ctrl[2 * c])));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p1, spread(scv[r], bcast_ctrl[2 * c + 1])));
-            }
-        }
-        __m128i pairs = bsum_pairs(y[i].bsums);
-        for (int r = 0; r < nr; r++) {
-            uint16_t d, dmin;
-            memcpy(&d, x[r] + o_d, 2);
-            memcpy(&dmin, x[r] + o_dmin, 2);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc_m[r] += y[i].d * h2f(dmin) * (float)mins_dot_pairs(mn[r], pairs);
-        }
-    }
-    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) - acc_m[r];
-}
-
 /* q6_K codes of half h: q[k] are elements 128h + 32k .. + 31. */
 static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x, int h, __m256i q[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
@@ -394,59 +392,155 @@ static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x,
                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
 }
 
-static inline __attribute__((always_inline)) void q6k_rows(int nr, const uint8_t *w, size_t ws,
-                                                           const block_q8_K *y, int64_t nb, float *out) {
-    __m256 acc[KGEMV_ROWS] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++) {
-        const block_q6_K *x[KGEMV_ROWS];
-        __m256i sumi[KGEMV_ROWS];
-        for (int r = 0; r < KGEMV_ROWS; r++) {
-            x[r] = (const block_q6_K *)(w + (size_t)(r < nr ? r : 0) * ws) + i;
-            sumi[r] = _mm256_setzero_si256();
-        }
-        for (int r = 0; r < nr; r++) kgemv_prefetch(x[r], 4);
-        for (int h = 0; h < 2; h++) {
-            __m256i yk[4];
-            for (int k = 0; k < 4; k++) yk[k] = load32(y[i].qs + 128 * h + 32 * k);
-            for (int r = 0; r < nr; r++) {
-                __m256i q[4], scv = scales_i8(x[r]->scales + 8 * h);
-                q6k_codes(x[r], h, q);
+/* The per-block fields of four q4_K/q5_K rows (both types start with d,
+ * dmin, scales[12]), decoded together with the rows in 32-bit lanes. */
+typedef struct k4_head {
+    /* sc[r][j]: row r's scale j in both 16-bit halves, so a 32-bit
+     * broadcast load (no shuffle) spreads it over a register */
+    int32_t sc[KGEMV_ROWS][8] __attribute__((aligned(32)));
+    __m128i mins; /* lane r: sum_j mins_r[j] * (bsums[2j] + bsums[2j+1]) */
+    __m128 d, dm; /* lane r: d_r * y's d, dmin_r * y's d */
+} k4_head;
+
+/* 8 scale bytes -> 8 dwords, each scale in both 16-bit halves. */
+static inline void k4_scale_pairs(__m128i bytes, int32_t *dst) {
+    __m256i v = _mm256_cvtepu8_epi32(bytes);
+    _mm256_store_si256((__m256i *)dst, _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
+}
+
+static inline __attribute__((always_inline)) void k4_head4(const uint8_t *const x[KGEMV_ROWS], const block_q8_K *y,
+                                                           k4_head *h) {
+    __m128i v[KGEMV_ROWS];
+    for (int r = 0; r < KGEMV_ROWS; r++) v[r] = _mm_loadu_si128((const __m128i *)x[r]);
+    /* transpose: lane r of dword j of every row -> vector j */
+    __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]), t1 = _mm_unpackhi_epi32(v[0], v[1]);
+    __m128i t2 = _mm_unpacklo_epi32(v[2], v[3]), t3 = _mm_unpackhi_epi32(v[2], v[3]);
+    __m128i dd = _mm_unpacklo_epi64(t0, t2), a = _mm_unpackhi_epi64(t0, t2);
+    __m128i b = _mm_unpacklo_epi64(t1, t3), c = _mm_unpackhi_epi64(t1, t3);
+    /* the 6-bit unpacking of k4_scales, four rows at once */
+    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    __m128i lo0 = _mm_and_si128(a, m3f), hi0 = _mm_and_si128(b, m3f);
+    __m128i lo1 = _mm_or_si128(_mm_and_si128(c, m0f), _mm_and_si128(_mm_srli_epi32(a, 2), m30));
+    __m128i hi1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(c, 4), m0f), _mm_and_si128(_mm_srli_epi32(b, 2), m30));
+    __m128i sc01 = _mm_unpacklo_epi32(lo0, lo1), sc23 = _mm_unpackhi_epi32(lo0, lo1);
+    k4_scale_pairs(sc01, h->sc[0]);
+    k4_scale_pairs(_mm_srli_si128(sc01, 8), h->sc[1]);
+    k4_scale_pairs(sc23, h->sc[2]);
+    k4_scale_pairs(_mm_srli_si128(sc23, 8), h->sc[3]);
+    /* mins of rows 0, 1 (then 2, 3) as int16 halves against the pair sums */
+    __m256i pairs = _mm256_broadcastsi128_si256(bsum_pairs(y->bsums));
+    __m256i m01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi32(hi0, hi1)), pairs);
+    __m256i m23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(hi0, hi1)), pairs);
+    __m256i s = _mm256_hadd_epi32(m01, m23); /* [r0 r0 r2 r2 | r1 r1 r3 r3] */
+    s = _mm256_hadd_epi32(s, s);             /* [r0 r2 r0 r2 | r1 r3 r1 r3] */
+    h->mins = _mm_unpacklo_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    /* d, dmin of the four rows: [d0 dm0 d1 dm1 ...] -> [d0..d3 | dm0..dm3] */
+    __m256 f = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(dd), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    f = _mm256_mul_ps(f, _mm256_set1_ps(y->d));
+    h->d = _mm256_castps256_ps128(f);
+    h->dm = _mm256_extractf128_ps(f, 1);
+}
+
+/* One q4_K/q5_K row's super-block: sum over sub-blocks s of sc[s] * the
+ * code-activation dot of s, 8 int32 lanes; scale byte s at byte ctrl[s].
+ * maddubs pair sums stay below 2 * 31 * 127 (no saturation); times a 6-bit
+ * scale and summed over 256 codes the total is below 2^23. */
+static inline __attribute__((always_inline)) __m256i k45_block(const uint8_t *x, bool q5, const int8_t *y,
+                                                               const int32_t *sc) {
+    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+    __m256i sum = _mm256_setzero_si256();
+    __m256i qh = q5 ? load32(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    __m256i p = _mm256_maddubs_epi16(q[k], yk[k]);
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
-                }
-            }
+    for (int c = 0; c < 4; c++) {
+        __m256i lo, hi;
+        k45_codes(x + o_qs, qh, c, q5, &lo, &hi);
+        __m256i p0 = _mm256_maddubs_epi16(lo, load32(y + 64 * c));
+        __m256i p1 = _mm256_maddubs_epi16(hi, load32(y + 64 * c + 32));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_set1_epi32(sc[2 * c])));
+        KEEP(sum);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_set1_epi32(sc[2 * c + 1])));
+        KEEP(sum);
+    }
+    return sum;
+}
+
+/* One pass of q4_K (q5 false) or q5_K rows: out[r] for r < nr. */
+static inline __attribute__((always_inline)) void k45_pass(bool q5, const uint8_t *w, size_t ws, int nr,
+                                                           const block_q8_K *y, int64_t nb, float *out) {
+    const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const uint8_t *x[KGEMV_ROWS];
+    pass_rows(w, ws, nr, x);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, y++) {
+        k4_head h;
+        k4_head4(x, y, &h);
+        __m256i s[KGEMV_ROWS];
+        /* one row at a time: unrolled, the rows' shared activation loads
+         * would be hoisted into more registers than there are */
+#pragma GCC unroll 1
+        for (int r = 0; r < KGEMV_ROWS; r++) {
+            kgemv_prefetch(x[r] + KGEMV_PF_ROWS * ws, bs);
+            s[r] = k45_block(x[r], q5, y->qs, h.sc[r]);
         }
-        __m256i bsums = load32(y[i].bsums);
-        for (int r = 0; r < nr; r++) {
-            /* the codes carry +32: remove 32 * sum_s sc[s] * bsums[s] */
-            __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[r]->scales));
-            sumi[r] = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[r]->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        acc = _mm_fmadd_ps(h.d, _mm_cvtepi32_ps(reduce4_256(s[0], s[1], s[2], s[3])), acc);
+        acc = _mm_fnmadd_ps(h.dm, _mm_cvtepi32_ps(h.mins), acc);
+        for (int r = 0; r < KGEMV_ROWS; r++) x[r] += bs;
+    }
+    store_rows(acc, nr, out);
+}
+
+/* One q6_K row's super-block: sum over the 16 sub-blocks of sc[s] * the
+ * dot of s with codes 0..63 (value + 32), 8 int32 lanes. Pair sums stay
+ * below 2 * 63 * 127; times the int8 scales and summed, below 2^28. */
+static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K *x, const int8_t *y) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i q[4], scv = scales_i8(x->scales + 8 * h);
+        q6k_codes(x, h, q);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i p = _mm256_maddubs_epi16(q[k], load32(y + 128 * h + 32 * k));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
+            KEEP(sum);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]);
+    return sum;
+}
+
+static void q6k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
+    const uint8_t *x[KGEMV_ROWS];
+    pass_rows(w, ws, nr, x);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, y++) {
+        __m256i s[KGEMV_ROWS], bsums = load32(y->bsums);
+#pragma GCC unroll 1
+        for (int r = 0; r < KGEMV_ROWS; r++) {
+            const block_q6_K *b = (const block_q6_K *)x[r];
+            kgemv_prefetch(x[r] + KGEMV_PF_ROWS * ws, sizeof(block_q6_K));
+            /* the codes carry +32: take off 32 * sum_s sc[s] * bsums[s] */
+            __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales)), bsums);
+            s[r] = _mm256_sub_epi32(q6k_block(b, y->qs), _mm256_slli_epi32(off, 5));
+        }
+        __m128 d = _mm_mul_ps(f16x4_rows(x, offsetof(block_q6_K, d)), _mm_set1_ps(y->d));
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(reduce4_256(s[0], s[1], s[2], s[3])), acc);
+        for (int r = 0; r < KGEMV_ROWS; r++) x[r] += sizeof(block_q6_K);
+    }
+    store_rows(acc, nr, out);
+}
+
+static void q4k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
+    k45_pass(false, w, ws, nr, y, nb, out);
+}
+static void q5k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
+    k45_pass(true, w, ws, nr, y, nb, out);
 }
 
 void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out) {
-    const block_q8_K *y = xv;
+    void (*pass)(const uint8_t *, size_t, int, const block_q8_K *, int64_t, float *) =
+        t == CANDLE_DTYPE_Q4_K ? q4k_pass : t == CANDLE_DTYPE_Q5_K ? q5k_pass : t == CANDLE_DTYPE_Q6_K ? q6k_pass : NULL;
+    if (!pass) return;
     const uint8_t *row = w;
-    int64_t nb = K / QK_K, r = 0;
-    switch (t) {
-    case CANDLE_DTYPE_Q4_K:
-        for (; r + KGEMV_ROWS <= n; r += KGEMV_ROWS) k45_rows(KGEMV_ROWS, false, row + (size_t)r * ws, ws, y, nb, out + r);
-        if (r < n) k45_rows(1, false, row + (size_t)r * ws, ws, y, nb, out + r);
-        break;
-    case CANDLE_DTYPE_Q5_K:
-        for (; r + KGEMV_ROWS <= n; r += KGEMV_ROWS) k45_rows(KGEMV_ROWS, true, row + (size_t)r * ws, ws, y, nb, out + r);
-        if (r < n) k45_rows(1, true, row + (size_t)r * ws, ws, y, nb, out + r);
-        break;
-    case CANDLE_DTYPE_Q6_K:
-        for (; r + KGEMV_ROWS <= n; r += KGEMV_ROWS) q6k_rows(KGEMV_ROWS, row + (size_t)r * ws, ws, y, nb, out + r);
-        if (r < n) q6k_rows(1, row + (size_t)r * ws, ws, y, nb, out + r);
-        break;
-    default: break;
-    }
+    for (int64_t r = 0; r < n; r += KGEMV_ROWS)
+        pass(row + (size_t)r * ws, ws, (int)(n - r < KGEMV_ROWS ? n - r : KGEMV_ROWS), xv, K / QK_K, out + r);
 }
