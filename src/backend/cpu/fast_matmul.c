@@ -107,7 +107,7 @@ static bool dot_path(const candle_tensor *dst, const mm_geom *g) {
 static size_t dot_thread_bytes(void) { return (size_t)CPU_DOT_NR * DOT_KC * sizeof(float); }
 
 static bool match_f32(const candle_tensor *dst) {
-    mm_geom g;
+    mm_geom g = {0};
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
     if (!is_plain_float(dst->src[0]->dtype)) return false;
     return is_plain_float(dst->src[1]->dtype) || quant_gemm(dst, &g);
@@ -121,7 +121,7 @@ static size_t gemm_thread_floats(void) {
 static size_t mv_thread_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
 
 static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
-    mm_geom g;
+    mm_geom g = {0};
     cpu_mm_geom(dst, &g);
     double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
     /* matrix-vector: several tasks per thread balance a busy machine; GEMM:
@@ -440,7 +440,7 @@ static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) 
 }
 
 static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
-    mm_geom g;
+    mm_geom g = {0};
     cpu_mm_geom(dst, &g);
     if (g.M == 0 || g.N == 0) return CANDLE_OK;
     if (mv_path(dst, &g)) mv_run(t, dst, &g);

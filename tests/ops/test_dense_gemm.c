@@ -1,0 +1,197 @@
+/* The dense f32 GEMM and matrix-vector paths of fast_matmul.c as changed for
+ * f16 prefill and decode: K cut into equal slices (576 = 2 x 288, 577, 1536,
+ * block-quantized K in whole blocks), the per-panel packing used when one MC
+ * block holds a task's rows (M <= 144) next to the block-packed path (M >
+ * 144), prefetching of transposed, plain and strided B; and the dot_rows
+ * primitive of every table this CPU runs (f16/bf16 rows one at a time, f32
+ * eight/four at a time) on odd K, row tails, padded rows and strided
+ * outputs, with nothing written between or after the outputs. All against a
+ * naive double-precision product, on 1 and 2 threads. */
+#include <math.h>
+
+#include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/fast-impl.h"
+#include "mathtest.h"
+
+#define F32 CANDLE_DTYPE_F32
+#define F16 CANDLE_DTYPE_F16
+#define BF16 CANDLE_DTYPE_BF16
+#define Q8 CANDLE_DTYPE_Q8_0
+
+typedef struct dense_case {
+    int64_t M, K, N;
+    bool weight_t;   /* b is the transpose of a row-major [N, K] weight */
+    candle_dtype bt; /* b's dtype */
+    mt_layout la, lb;
+} dense_case;
+
+static const dense_case cases[] = {
+    /* one MC block: B packed panel by panel */
+    {128, 576, 40, true, F16, MT_CONTIG, MT_CONTIG},    /* SmolLM2 prefill: 2 x 288 */
+    {100, 577, 70, true, BF16, MT_OFFSET, MT_CONTIG},   /* 200 + 200 + 177 */
+    {144, 1536, 20, true, F16, MT_SLICED, MT_CONTIG},   /* 6 x 256, M = MC */
+    {70, 513, 35, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
+    {97, 260, 37, false, F32, MT_CONTIG, MT_SLICED},    /* strided B: no prefetch */
+    {65, 96, 17, true, F32, MT_CONTIG, MT_OFFSET},      /* one slice, one partial panel */
+    /* several MC blocks: the B block packed once per slice */
+    {145, 300, 40, true, F16, MT_CONTIG, MT_CONTIG},
+    {300, 257, 33, false, F32, MT_CONTIG, MT_CONTIG},
+    {150, 600, 24, true, BF16, MT_OFFSET, MT_OFFSET},
+    /* block-quantized weights: slices in whole blocks (9 and 7 blocks) */
+    {65, 576, 48, true, Q8, MT_CONTIG, MT_CONTIG},
+    {150, 1056, 20, true, Q8, MT_SLICED, MT_CONTIG},
+    /* matrix-vector path (M <= 4): f16/bf16 rows streamed one at a time */
+    {1, 577, 45, true, F16, MT_CONTIG, MT_OFFSET},
+    {1, 576, 515, true, F16, MT_CONTIG, MT_CONTIG},
+    {3, 100, 19, true, BF16, MT_SLICED, MT_CONTIG},
+    {2, 33, 70, true, F32, MT_CONTIG, MT_CONTIG},
+};
+
+/* b's logical [K, N] values: a block weight is read back by whole rows. */
+static double *b_values(const candle_tensor *w, const candle_tensor *b, const dense_case *c) {
+    const candle_dtype_traits *wt = candle_dtype_info(w->dtype);
+    if (!wt->is_quantized) return mt_values(b);
+    double *v = malloc(sizeof(double) * (size_t)(c->K * c->N));
+    float *row = malloc(sizeof(float) * (size_t)c->K);
+    if (v && row)
+        for (int64_t n = 0; n < c->N; n++) {
+            wt->to_f32(tensor_ptr(w) + n * w->stride[0], row, c->K);
+            for (int64_t k = 0; k < c->K; k++) v[k * c->N + n] = row[k];
+        }
+    free(row);
+    return v;
+}
+
+static void check_case(candle_ctx *ctx, const dense_case *c, const char *isa, int threads, uint64_t seed) {
+    char what[200];
+    snprintf(what, sizeof what, "%s x%d: M %lld K %lld N %lld %s %s a %s b %s", isa, threads, (long long)c->M,
+             (long long)c->K, (long long)c->N, c->weight_t ? "weight^T" : "plain", candle_dtype_name(c->bt),
+             mt_layout_names[c->la], mt_layout_names[c->lb]);
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    int64_t as[2] = {c->M, c->K}, ws[2] = {c->N, c->K}, bs[2] = {c->K, c->N};
+    candle_tensor *a = mt_input(ctx, F32, 2, as, c->la, seed, -1, 1);
+    candle_tensor *w = mt_input(ctx, c->bt, 2, c->weight_t ? ws : bs, c->lb, seed + 1, -1, 1);
+    candle_tensor *b = c->weight_t && w ? candle_transpose(ctx, w, 0, 1) : w;
+    candle_tensor *y = a && b ? candle_matmul(ctx, a, b) : NULL;
+    CHECK_MSG(y != NULL, "%s: %s", what, candle_errmsg(ctx));
+    if (!y) {
+        candle_ctx_clear_error(ctx);
+        candle_ctx_reset(ctx, mark);
+        return;
+    }
+    CHECK_MSG(cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s: fast matmul not chosen", what);
+    double *av = mt_values(a), *bv = b_values(w, b, c), *got = mt_values(y);
+    double *want = malloc(sizeof(double) * (size_t)(c->M * c->N));
+    if (av && bv && got && want) {
+        for (int64_t i = 0; i < c->M; i++)
+            for (int64_t j = 0; j < c->N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < c->K; k++) acc += av[i * c->K + k] * bv[k * c->N + j];
+                want[i * c->N + j] = acc;
+            }
+        /* inputs are exact in their dtypes: only f32 accumulation rounding */
+        double e = mt_nmse(got, want, c->M * c->N);
+        CHECK_MSG(e <= 1e-10, "%s: nmse %g", what, e);
+    } else {
+        CHECK_MSG(false, "%s: values unreadable", what);
+    }
+    free(av);
+    free(bv);
+    free(got);
+    free(want);
+    candle_ctx_reset(ctx, mark);
+}
+
+static void store_elem(candle_dtype t, char *p, float v) {
+    if (t == F32) memcpy(p, &v, 4);
+    else {
+        uint16_t h = t == F16 ? candle_f32_to_f16(v) : candle_f32_to_bf16(v);
+        memcpy(p, &h, 2);
+    }
+}
+
+/* dot_rows directly: n rows of k, rows pad elements longer than k, outputs
+ * os floats apart; the gaps and one slot past the end keep a guard value. */
+static void check_dot_rows(const char *isa, candle_dtype t, int64_t k, int64_t n, int64_t pad, int64_t os,
+                           uint64_t *rng) {
+    size_t esz = candle_dtype_info(t)->type_size, ws = (size_t)(k + pad) * esz;
+    char *w = malloc(ws * (size_t)n + 1);
+    float *x = malloc(sizeof(float) * (size_t)(k ? k : 1));
+    int64_t n_out = (n - 1) * os + 2;
+    float *out = malloc(sizeof(float) * (size_t)n_out);
+    double *want = malloc(sizeof(double) * (size_t)n), *mag = malloc(sizeof(double) * (size_t)n);
+    if (!w || !x || !out || !want || !mag) {
+        CHECK(false);
+        free(w), free(x), free(out), free(want), free(mag);
+        return;
+    }
+    for (int64_t i = 0; i < k; i++) x[i] = (float)mt_uniform(rng, -1, 1);
+    for (int64_t r = 0; r < n; r++) {
+        double acc = 0, m = 0;
+        for (int64_t i = 0; i < k + pad; i++) {
+            char *p = w + (size_t)r * ws + (size_t)i * esz;
+            /* padding holds large values: read by mistake, they show */
+            store_elem(t, p, i < k ? (float)mt_uniform(rng, -1, 1) : 1000.0f);
+            if (i < k) acc += (double)candle_load_f32(t, p) * x[i], m += fabs((double)candle_load_f32(t, p) * x[i]);
+        }
+        want[r] = acc, mag[r] = m;
+    }
+    for (int64_t i = 0; i < n_out; i++) out[i] = -7.5f;
+    cpu_simd_get()->dot_rows(t, k, w, ws, n, x, out, os);
+    /* f32 accumulation: error well under 1e-5 of sum |w x| for k <= 1000 */
+    double worst = 0;
+    bool guards = true;
+    for (int64_t i = 0; i < n_out; i++) {
+        if (i % os == 0 && i / os < n) {
+            double rel = fabs(out[i] - want[i / os]) / (mag[i / os] + 1e-30);
+            worst = rel > worst ? rel : worst;
+        } else if (out[i] != -7.5f) {
+            guards = false;
+        }
+    }
+    CHECK_MSG(worst <= 1e-5, "%s dot_rows %s k %lld n %lld pad %lld os %lld: error %g of sum |w x|", isa,
+              candle_dtype_name(t), (long long)k, (long long)n, (long long)pad, (long long)os, worst);
+    CHECK_MSG(guards, "%s dot_rows %s k %lld n %lld pad %lld os %lld: wrote outside the outputs", isa,
+              candle_dtype_name(t), (long long)k, (long long)n, (long long)pad, (long long)os);
+    free(w), free(x), free(out), free(want), free(mag);
+}
+
+static void run_dot_rows(const char *isa) {
+    static const candle_dtype types[] = {F32, F16, BF16};
+    static const int64_t ks[] = {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 576, 1000};
+    static const int64_t ns[] = {1, 3, 7, 8, 9, 17};
+    uint64_t rng = 42;
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                int64_t pad = (int64_t)((ki + ni) % 3) * 3, os = ni % 2 ? 3 : 1;
+                check_dot_rows(isa, types[ti], ks[ki], ns[ni], pad, os, &rng);
+            }
+}
+
+int main(void) {
+    /* every quantized product goes to the dequantizing GEMM */
+    setenv("CANDLE_QMM_MAX_M", "0", 1);
+    cpu_set_always_parallel(true);
+    static const char *const isas[] = {"scalar", "avx2"};
+    for (int i = 0; i < 2; i++) {
+        if (!cpu_simd_force(isas[i])) continue; /* not on this CPU */
+        run_dot_rows(isas[i]);
+        for (int threads = 1; threads <= 2; threads++) {
+            candle_ctx *ctx = NULL;
+            candle_ctx_params p = candle_ctx_default_params();
+            p.eager = true;
+            p.n_threads = threads;
+            if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
+                fprintf(stderr, "ctx_init failed: %s\n", candle_last_errmsg());
+                return 1;
+            }
+            uint64_t seed = 1;
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                check_case(ctx, &cases[c], isas[i], threads, seed += 2);
+            candle_ctx_free(ctx);
+        }
+    }
+    cpu_simd_force("auto");
+    return test_done("test_dense_gemm");
+}
