@@ -1,11 +1,19 @@
 /* The K-type matrix-vector kernels (q4_K, q5_K, q6_K in
  * src/quant/x86/kquants_avx2.c, reached through src/quant/gemv.c and the
- * M = 1 path of src/backend/cpu/fast_matmul_quant.c) against the traits
- * vec_dot on the same q8_K activation: K of 1 to 4 super-blocks, row
- * counts odd and even (the kernels take rows two at a time), rows inside a
- * wider stride, 1 and 2 threads. The integer super-block sums are exact and
- * the float steps those of the vec_dot, so the bound is tight: relative to
- * |w| |x| (which bounds sum |w_k x_k|). */
+ * M = 1 path of src/backend/cpu/fast_matmul_quant.c).
+ *
+ * Two references: the traits vec_dot on the same q8_K activation (the
+ * integer super-block sums are exact and only the order of float sums
+ * differs, so the bound is tight: REL relative to |w| |x|, which bounds
+ * sum |w_k x_k|), and the double-precision dot of the dequantized weight
+ * with the f32 activation, whose only error of note is the q8_K rounding
+ * of x: at most half a q8_K step (amax / 254) per element, so by
+ * Cauchy-Schwarz |error| <= |w| sqrt(K) amax / 254.
+ *
+ * K of 1 to 22 super-blocks; row counts around the kernels' four-row
+ * passes (1-3 row tails, odd counts); rows inside a wider stride; through
+ * candle_matmul with the activation contiguous, misaligned by one float and
+ * strided, on 1 and 2 threads. */
 #include <math.h>
 
 #include "backend/cpu/cpu-impl.h"
@@ -39,6 +47,45 @@ static char *quantize(candle_dtype t, const float *v, int64_t n, int64_t k, size
     return q;
 }
 
+/* The exact dot of a dequantized weight row with x, and the bound on the
+ * q8_K rounding error of x (see the header). */
+static double exact_dot(candle_dtype t, const void *wrow, const float *x, int64_t K, double *tol) {
+    float *wd = malloc(sizeof(float) * (size_t)K);
+    candle_dtype_info(t)->to_f32(wrow, wd, K);
+    double s = 0, amax = 0, dn = 0;
+    for (int64_t k = 0; k < K; k++) {
+        s += (double)wd[k] * x[k];
+        dn += (double)wd[k] * wd[k];
+        amax = fmax(amax, fabs(x[k]));
+    }
+    free(wd);
+    /* |w| of the dequantized row: the bound holds for what is multiplied */
+    *tol = sqrt(dn) * sqrt((double)K) * amax / 254 * 1.001 + 1e-5 * sqrt(dn) * sqrt((double)K) * amax;
+    return s;
+}
+
+/* Checks out[n] against both references; returns false at the first miss. */
+static bool check_out(const char *what, candle_dtype t, const float *out, int64_t N, int64_t K, const char *w,
+                      size_t ws, const void *xq, const float *xf, const double *wn, double xn) {
+    const candle_dtype_traits *wt = candle_dtype_info(t);
+    for (int64_t n = 0; n < N; n++) {
+        float want;
+        wt->vec_dot(K, &want, w + (size_t)n * ws, xq);
+        if (fabs((double)out[n] - want) > REL * wn[n] * xn) {
+            CHECK_MSG(0, "%s %s N %lld K %lld: out[%lld] = %.9g, vec_dot %.9g", wt->name, what, (long long)N,
+                      (long long)K, (long long)n, out[n], want);
+            return false;
+        }
+        double tol, exact = exact_dot(t, w + (size_t)n * ws, xf, K, &tol);
+        if (fabs((double)out[n] - exact) > tol) {
+            CHECK_MSG(0, "%s %s N %lld K %lld: out[%lld] = %.9g, exact %.9g (tol %.3g)", wt->name, what,
+                      (long long)N, (long long)K, (long long)n, out[n], exact, tol);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* candle_gemv_rows on N rows `pad` bytes apart beyond the row size. */
 static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
@@ -58,44 +105,56 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     float *c = malloc(sizeof(float) * (size_t)(N + 1));
     c[N] = -7.0f;
     candle_gemv_rows(t, K, N, wide, ws, xv, c);
-    int bad = c[N] != -7.0f;
-    CHECK_MSG(!bad, "%s gemv N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
-    for (int64_t n = 0; n < N && !bad; n++) {
-        float want;
-        wt->vec_dot(K, &want, w + (size_t)n * row, x);
-        if (fabs((double)c[n] - want) > REL * wn[n] * xn) {
-            CHECK_MSG(0, "%s gemv N %lld K %lld pad %zu: c[%lld] = %.9g, vec_dot %.9g", wt->name, (long long)N,
-                      (long long)K, pad, (long long)n, c[n], want);
-            bad = 1;
-        }
-    }
+    CHECK_MSG(c[N] == -7.0f, "%s gemv N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
+    check_out(pad ? "gemv wide" : "gemv", t, c, N, K, wide, ws, x, xf, wn, xn);
     free(wn), free(wf), free(xf), free(w), free(x), free(wide), free(xv), free(c);
 }
 
 static void test_rows(void) {
-    static const int64_t Ns[] = {1, 2, 3, 4, 7, 19};
+    /* around the four-row passes: tails of 1, 2 and 3 rows */
+    static const int64_t Ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 19};
     for (int i = 0; i < 3; i++) {
         candle_dtype t = k_types[i];
         if (!candle_gemv_x_bytes(t, 256)) continue; /* no AVX2: the vec_dot path serves */
         CHECK(candle_gemv_x_bytes(t, 256) % 64 == 0);
         CHECK(candle_gemv_x_bytes(t, 288) == 0); /* not whole super-blocks */
         for (int64_t K = 256; K <= 1024; K += 256)
-            for (int j = 0; j < 6; j++) {
+            for (int j = 0; j < 10; j++) {
                 check_rows(t, Ns[j], K, 0);
                 check_rows(t, Ns[j], K, 2 * candle_dtype_info(t)->type_size);
             }
+        /* 11 and 22 super-blocks (TinyLlama's ffn_down K = 5632) */
+        check_rows(t, 5, 2816, 0);
+        check_rows(t, 7, 5632, candle_dtype_info(t)->type_size);
     }
 }
 
+/* Activation layouts through candle_matmul. */
+enum { X_CONTIG, X_MISALIGNED, X_STRIDED };
+static const char *const x_layout_names[] = {"contiguous", "misaligned", "strided"};
+
+/* x [1, 1, K] in layout lay, over a buffer of 2K + 2 floats whose
+ * elements at x's positions are xf. */
+static candle_tensor *x_view(candle_ctx *ctx, const float *xf, int64_t K, int lay) {
+    int64_t n = 2 * K + 2, sh[1] = {n};
+    float *buf = calloc((size_t)n, sizeof(float));
+    int64_t step = lay == X_STRIDED ? 2 : 1, off = lay == X_CONTIG ? 0 : 1;
+    for (int64_t k = 0; k < K; k++) buf[off + k * step] = xf[k];
+    candle_tensor *b = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, sh, buf);
+    free(buf);
+    int64_t xsh[3] = {1, 1, K}, xst[3] = {K * step * 4, K * step * 4, step * 4};
+    return b ? candle_as_strided(ctx, b, 3, xsh, xst, (size_t)off * 4) : NULL;
+}
+
 /* Through candle_matmul: x [1, 1, K] times the transpose of w [N, K]. */
-static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t N, int64_t K) {
+static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t N, int64_t K, int lay) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
     float *wf = rand_rows(N, K, (uint64_t)(N + 17), wn), *xf = rand_rows(1, K, (uint64_t)(K + 9), &xn);
-    int64_t wsh[2] = {N, K}, xsh[3] = {1, 1, K};
+    int64_t wsh[2] = {N, K};
     candle_tensor *w = candle_tensor_from_f32(ctx, t, 2, wsh, wf);
-    candle_tensor *xt = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 3, xsh, xf);
+    candle_tensor *xt = x_view(ctx, xf, K, lay);
     candle_tensor *y = candle_matmul(ctx, xt, candle_transpose(ctx, w, 0, 1));
     CHECK_MSG(y != NULL, "%s matmul: %s", wt->name, candle_errmsg(ctx));
     if (y) {
@@ -103,17 +162,8 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t N, int64_t K) 
         CHECK_MSG(k == &cpu_fast_matmul_quant, "%s: kernel %s", wt->name, k ? k->name : "reference");
         size_t xs;
         char *xq = quantize(wt->vec_dot_type, xf, 1, K, &xs);
-        const float *got = (const float *)tensor_ptr(y);
-        int bad = 0;
-        for (int64_t n = 0; n < N && !bad; n++) {
-            float want;
-            wt->vec_dot(K, &want, tensor_ptr(w) + n * w->stride[0], xq);
-            if (fabs((double)got[n] - want) > REL * wn[n] * xn) {
-                CHECK_MSG(0, "%s matmul N %lld K %lld: y[%lld] = %.9g, vec_dot %.9g", wt->name, (long long)N,
-                          (long long)K, (long long)n, got[n], want);
-                bad = 1;
-            }
-        }
+        check_out(x_layout_names[lay], t, (const float *)tensor_ptr(y), N, K, tensor_ptr(w),
+                  (size_t)w->stride[0], xq, xf, wn, xn);
         free(xq);
     }
     free(wn), free(wf), free(xf);
@@ -130,12 +180,14 @@ static void test_matmul_threads(int threads) {
         return;
     }
     /* N past several tasks of 32 rows with odd tails */
-    static const int64_t Ns[] = {1, 33, 70, 129};
+    static const int64_t Ns[] = {1, 5, 33, 70, 129};
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 4; j++) {
-            check_matmul(ctx, k_types[i], Ns[j], 256);
-            check_matmul(ctx, k_types[i], Ns[j], 1024);
-        }
+        for (int j = 0; j < 5; j++)
+            for (int lay = X_CONTIG; lay <= X_STRIDED; lay++) {
+                check_matmul(ctx, k_types[i], Ns[j], 256, lay);
+                check_matmul(ctx, k_types[i], Ns[j], 1024, lay);
+            }
+    for (int i = 0; i < 3; i++) check_matmul(ctx, k_types[i], 37, 2816, X_MISALIGNED);
     candle_ctx_free(ctx);
 }
 
