@@ -31,12 +31,14 @@ size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
     return 0;
 }
 
-/* Packing a panel costs about one activation row's dots (more for q8_0,
- * whose panel keeps |w| and w, and q4_K, whose single-row dot is already
- * fast): fewer rows than this keep the plain dots (measured against the
- * AVX2 vec_dot, one thread, K 576 and 1024). */
+/* The legacy types take the panels from one row up: their panels give
+ * the matrix-vector kernels' bits (see qgemm_avx2.c), the per-output
+ * vec_dot does not. For the K types, packing a panel costs about one
+ * activation row's dots (their single-row dot is already fast): fewer rows
+ * keep the plain dots (measured against the AVX2 vec_dot, one thread, K 576
+ * and 1024). */
 static int64_t min_rows(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q8_0 ? 5 : t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? 4 : 3;
+    return t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? 4 : 1;
 }
 
 static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,

@@ -3,7 +3,9 @@
 Usage: test_openai.py BASE_URL API_KEY [SMALL_BASE_URL]
 BASE_URL serves a model with --api-key API_KEY, a chat template and a
 256-token context; SMALL_BASE_URL (optional) a server with one slot and a
-one-request queue, for the 429 test."""
+one-request queue, for the 429 test. SERVER_TESTS (optional, comma
+separated) runs only the named tests."""
+import os
 import http.client
 import json
 import socket
@@ -154,6 +156,22 @@ def test_concurrent(n=18):
         check(got[i] == seq[i], f"concurrent stream {i}: {got[i]!r} != {seq[i]!r}")
 
 
+def test_concurrent_chat(n=16):
+    """Chat streams (the serving benchmark's load) at once = one at a time."""
+    seq = [stream_text(p, chat=True)[0] for p in PROMPTS[:n]]
+    got = [None] * n
+
+    def run(i):
+        got[i] = stream_text(PROMPTS[i], chat=True)[0]
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for i in range(n):
+        check(got[i] == seq[i], f"concurrent chat stream {i}: {got[i]!r} != {seq[i]!r}")
+
+
 def bad_inputs():
     """Each bad request gets its OpenAI-shaped error and status."""
     cases = [
@@ -296,8 +314,12 @@ def test_queue_full():
     check(st == 400 and e and "KV cache blocks" in e["message"], f"never fits: {st} {e}")
 
 
-for t in (test_basic, test_chat, test_stream, test_concurrent, test_bad_inputs_under_load,
-          test_metrics, test_queue_full):
+ALL = (test_basic, test_chat, test_stream, test_concurrent, test_bad_inputs_under_load,
+       test_metrics, test_queue_full)
+ONLY = [x for x in os.environ.get("SERVER_TESTS", "").split(",") if x]
+for name in ONLY:
+    check(name in globals() and name.startswith("test_"), f"SERVER_TESTS: no test {name}")
+for t in [globals()[x] for x in ONLY if x in globals()] if ONLY else ALL:
     t0 = time.time()
     try:
         t()

@@ -248,11 +248,12 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     pthread_mutex_unlock(&s->metrics->mu);
 }
 
-/* The slot's next prompt chunk, for this step's batch. */
-static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
+/* The slot's next prompt chunk, for this step's batch: at most `room` tokens. */
+static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q, int64_t room) {
     srv_req *r = sl->req;
     int64_t n = r->n_prompt - sl->n_prefilled;
     if (n > s->p.prefill_chunk) n = s->p.prefill_chunk;
+    if (n > room) n = room;
     *q = (candle_batch_seq){NULL, r->prompt + sl->n_prefilled, n, sl->logits, s->pool,
                             &sl->kv};
     sl->step_n = n;
@@ -319,22 +320,37 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     return true;
 }
 
-/* One step: every running slot contributes a prompt chunk or its sampled
- * token, and a single batched forward evaluates them all. */
+/* Token rows per step. The quantized matmuls take up to 256 rows on their
+ * integer kernels (QMM_MAX_M_TILE, fast_matmul_quant.c), whose result for a
+ * row does not depend on the other rows; more would go to the dequantizing
+ * GEMM, whose last bits differ: a request's greedy tokens would then depend
+ * on who shares its steps. It also bounds one step's latency. */
+#define SRV_STEP_TOKENS 256
+
+/* One step: every running slot contributes its sampled token, or a chunk
+ * of its prompt while the step has room, and a single batched forward
+ * evaluates them all. Decoding slots go first: they never wait. */
 static void step_all(srv_sched *s) {
     int nb = 0;
-    for (int i = 0; i < s->p.n_slots; i++) {
-        srv_slot *sl = &s->slots[i];
-        if (!sl->req) continue;
-        if (atomic_load(&sl->req->cancelled)) {
-            req_finish(s, sl->req, NULL, 499, "client disconnected");
-            slot_release(s, sl);
-            continue;
+    int64_t room = SRV_STEP_TOKENS;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->p.n_slots; i++) {
+            srv_slot *sl = &s->slots[i];
+            if (!sl->req || (sl->n_prefilled < sl->req->n_prompt) != (pass == 1)) continue;
+            if (atomic_load(&sl->req->cancelled)) {
+                req_finish(s, sl->req, NULL, 499, "client disconnected");
+                slot_release(s, sl);
+                continue;
+            }
+            if (pass == 1) {
+                if (room <= 0) continue;
+                slot_prefill(s, sl, &s->seqs[nb], room);
+            } else if (!slot_decode(s, sl, &s->seqs[nb])) {
+                continue;
+            }
+            room -= sl->step_n;
+            s->seq_slot[nb++] = sl;
         }
-        if (sl->n_prefilled < sl->req->n_prompt) slot_prefill(s, sl, &s->seqs[nb]);
-        else if (!slot_decode(s, sl, &s->seqs[nb])) continue;
-        s->seq_slot[nb++] = sl;
-    }
     if (!nb) return;
     /* Should the batch fail, each sequence alone: only a faulty one fails. */
     bool alone = candle_batch_eval(s->batch, s->seqs, nb) != CANDLE_OK;

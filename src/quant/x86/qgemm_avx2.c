@@ -308,11 +308,11 @@ static void store_out(__m256 acc, int nn, float *out) {
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FOR_R _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
 
-/* Per q8_0 activation block, for q4_0: its scale and 8 * the sum of its
- * codes (exact). */
+/* Per q8_0 activation block, for q4_0: its scale, and the offset term
+ * -8 * d * sum(codes) of the matrix-vector kernel (gemv_avx2.c), computed
+ * by the same expression. */
 typedef struct q4_0_aux {
-    float d;
-    int32_t s8;
+    float d, s;
 } q4_0_aux;
 
 typedef struct rows4 {
@@ -333,89 +333,154 @@ void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x,
         for (int64_t b = 0; b < K / 32; b++, o++) {
             __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(y[b].qs)),
                                            _mm256_set1_epi16(1));
-            o->d = h2f(y[b].d);
-            o->s8 = 8 * hsum_i32(ys);
+            float dh = h2f(y[b].d);
+            int sum = hsum_i32(ys);
+            o->d = dh;
+            o->s = -8.0f * dh * (float)sum;
         }
     }
 }
+
+/* The legacy types (q4_0, q4_1, q8_0) reproduce, per output, the float
+ * order of their matrix-vector kernels (gemv_avx2.c), which serve one
+ * activation row: so a row's result is the same bits whether it is
+ * multiplied alone (M = 1: gemv) or with any number of others (here), and
+ * a server's greedy streams do not depend on who shares the batch. That
+ * order: the blocks of each full group of 8 go to 8 accumulator lanes
+ * (block 8g + i to lane i, q4_1's minimum term to a second set), each
+ * block scale applied to its exact integer sum; the blocks after the last
+ * full group add their 8 partial sums (elements 4i..4i+3 to lane i), and
+ * their offset terms go to a scalar; then the lanes' tree sum (hsum_ps),
+ * then the scalar. Here each accumulator lane is a vector over the 8 panel
+ * rows: the full groups run lane by lane (i outer, blocks 8g + i inner),
+ * so R rows need 2R accumulators at a time. The test test_qgemm_order
+ * checks the bits against candle_gemv_rows. */
+typedef struct lanes {
+    __m256 a[8][4], m[8][4]; /* [lane][row]: vectors over the panel rows */
+    float e[4][NR];          /* [row]: the tail blocks' offset terms */
+} lanes;
 
 /* Codes 0..15: pair sums stay below 2 * 15 * 127, so the 8 groups of a
- * block add up in 16 bits (q4_0 and q4_1). The q4_0 codes are value + 8:
- * the 8 * sum(y) to take off, and y's scale as f32, come from the row's
- * aux record (candle_qgemm_prep_avx2), computed once for all panels. */
-ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
-    __m256 acc[4];
-    FOR_R acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < K / 32; b++, p += rec_bytes(CANDLE_DTYPE_Q4_0)) {
-        const __m256i *g = (const __m256i *)p;
-        const block_q8_0 *y[4];
-        __m256i a[4];
-        FOR_R y[r] = (const block_q8_0 *)rw->x[r] + b;
-        __m256i w = _mm256_loadu_si256(&g[0]);
-        FOR_R a[r] = _mm256_maddubs_epi16(w, bcast4(y[r]->qs, 0));
-        for (int i = 1; i < 8; i++) {
-            w = _mm256_loadu_si256(&g[i]);
-            FOR_R a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, bcast4(y[r]->qs, i)));
-        }
-        __m256 d = _mm256_loadu_ps((const float *)(p + 8 * 32));
-        FOR_R {
-            const q4_0_aux *ax = rw->aux[r] + b;
-            __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(a[r], _mm256_set1_epi16(1)), _mm256_set1_epi32(ax->s8));
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(ax->d)), _mm256_cvtepi32_ps(s), acc[r]);
-        }
-    }
-    FOR_R store_out(acc[r], nn, rw->out[r]);
+ * block add up in 16 bits (q4_0 and q4_1); q8_0 takes |w| and w's sign. */
+ALWAYS_INLINE __m256i group_dot(candle_dtype t, const __m256i *g, int i, const int8_t *q) {
+    if (t == CANDLE_DTYPE_Q8_0)
+        return dot_u8_i8(_mm256_loadu_si256(&g[i]), _mm256_sign_epi8(bcast4(q, i), _mm256_loadu_si256(&g[8 + i])));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(&g[i]), bcast4(q, i)), _mm256_set1_epi16(1));
 }
 
-/* One accumulator per row takes both the code sums and the minimum term
- * (R = 4 then fits the 16 vector registers). */
-ALWAYS_INLINE void panel_q4_1_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
-    __m256 acc[4];
-    FOR_R acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < K / 32; b++, p += rec_bytes(CANDLE_DTYPE_Q4_1)) {
-        const __m256i *g = (const __m256i *)p;
-        const block_q8_1 *y[4];
-        __m256i a[4];
-        FOR_R y[r] = (const block_q8_1 *)rw->x[r] + b;
-        __m256i w = _mm256_loadu_si256(&g[0]);
-        FOR_R a[r] = _mm256_maddubs_epi16(w, bcast4(y[r]->qs, 0));
-        for (int i = 1; i < 8; i++) {
-            w = _mm256_loadu_si256(&g[i]);
-            FOR_R a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, bcast4(y[r]->qs, i)));
-        }
-        const float *d = (const float *)(p + 8 * 32);
-        FOR_R {
-            int32_t ds; /* the row's d and s, converted together */
-            memcpy(&ds, &y[r]->d, 4);
-            __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds));
-            __m256i s = _mm256_madd_epi16(a[r], _mm256_set1_epi16(1));
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(d), _mm256_broadcastss_ps(f)),
-                                     _mm256_cvtepi32_ps(s), acc[r]);
-            acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(d + NR), _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(1)), acc[r]);
-        }
+/* Block b's activation fields for row r: codes, f32 scale, offset term
+ * (q4_1: the q8_1 s; q4_0: the aux term; q8_0: none). */
+ALWAYS_INLINE const int8_t *act_block(candle_dtype t, const rows4 *rw, int r, int64_t b, __m256 *dy, __m256 *sy) {
+    if (t == CANDLE_DTYPE_Q4_1) {
+        const block_q8_1 *y = (const block_q8_1 *)rw->x[r] + b;
+        int32_t ds; /* d and s, converted together */
+        memcpy(&ds, &y->d, 4);
+        __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds));
+        *dy = _mm256_broadcastss_ps(f);
+        *sy = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(1));
+        return y->qs;
     }
-    FOR_R store_out(acc[r], nn, rw->out[r]);
+    const block_q8_0 *y = (const block_q8_0 *)rw->x[r] + b;
+    if (t == CANDLE_DTYPE_Q4_0) {
+        *dy = _mm256_set1_ps(rw->aux[r][b].d);
+        *sy = _mm256_set1_ps(rw->aux[r][b].s);
+    } else {
+        *dy = _mm256_set1_ps(h2f(y->d));
+        *sy = _mm256_setzero_ps();
+    }
+    return y->qs;
 }
 
-ALWAYS_INLINE void panel_q8_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
-    __m256 acc[4];
-    FOR_R acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < K / 32; b++, p += rec_bytes(CANDLE_DTYPE_Q8_0)) {
-        const __m256i *g = (const __m256i *)p;
-        const block_q8_0 *y[4];
+/* Lane i of every row: blocks i, 8 + i, ... of the full groups. */
+ALWAYS_INLINE void full_lane(candle_dtype t, int R, int64_t ng, int i, const char *p, const rows4 *rw, lanes *L) {
+    const size_t rb = rec_bytes(t), doff = t == CANDLE_DTYPE_Q8_0 ? 16 * 32 : 8 * 32;
+    __m256 a[4], m[4];
+    FOR_R a[r] = m[r] = _mm256_setzero_ps();
+    for (int64_t gi = 0; gi < ng; gi++) {
+        int64_t b = 8 * gi + i;
+        const char *rec = p + (size_t)b * rb;
+        const __m256i *g = (const __m256i *)rec;
+        const int8_t *q[4];
+        __m256 dy[4], sy[4];
         __m256i s[4];
+        FOR_R q[r] = act_block(t, rw, r, b, &dy[r], &sy[r]);
+        if (t == CANDLE_DTYPE_Q8_0) {
+            FOR_R s[r] = group_dot(t, g, 0, q[r]);
+            for (int k = 1; k < 8; k++) FOR_R s[r] = _mm256_add_epi32(s[r], group_dot(t, g, k, q[r]));
+        } else {
+            __m256i w = _mm256_loadu_si256(&g[0]);
+            FOR_R s[r] = _mm256_maddubs_epi16(w, bcast4(q[r], 0));
+            for (int k = 1; k < 8; k++) {
+                w = _mm256_loadu_si256(&g[k]);
+                FOR_R s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(w, bcast4(q[r], k)));
+            }
+            FOR_R s[r] = _mm256_madd_epi16(s[r], _mm256_set1_epi16(1));
+        }
+        __m256 dw = _mm256_loadu_ps((const float *)(rec + doff));
         FOR_R {
-            y[r] = (const block_q8_0 *)rw->x[r] + b;
-            s[r] = _mm256_setzero_si256();
+            __m256 v = _mm256_cvtepi32_ps(s[r]);
+            if (t == CANDLE_DTYPE_Q4_0) a[r] = _mm256_fmadd_ps(dw, _mm256_fmadd_ps(dy[r], v, sy[r]), a[r]);
+            else a[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy[r]), v, a[r]);
         }
-        for (int i = 0; i < 8; i++) {
-            __m256i u = _mm256_loadu_si256(&g[i]), sg = _mm256_loadu_si256(&g[8 + i]);
-            FOR_R s[r] = _mm256_add_epi32(s[r], dot_u8_i8(u, _mm256_sign_epi8(bcast4(y[r]->qs, i), sg)));
+        if (t == CANDLE_DTYPE_Q4_1) {
+            __m256 mw = _mm256_loadu_ps((const float *)(rec + doff + NR * 4));
+            FOR_R m[r] = _mm256_fmadd_ps(mw, sy[r], m[r]);
         }
-        __m256 d = _mm256_loadu_ps((const float *)(p + 16 * 32));
-        FOR_R acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(h2f(y[r]->d))), _mm256_cvtepi32_ps(s[r]), acc[r]);
     }
-    FOR_R store_out(acc[r], nn, rw->out[r]);
+    FOR_R {
+        L->a[i][r] = a[r];
+        L->m[i][r] = m[r];
+    }
+}
+
+/* Blocks ng * 8.. of row r: partial sums to the lanes, offset terms to e. */
+ALWAYS_INLINE void tail_row(candle_dtype t, int64_t b0, int64_t nb, const char *p, const rows4 *rw, int r,
+                            lanes *L) {
+    const size_t rb = rec_bytes(t), doff = t == CANDLE_DTYPE_Q8_0 ? 16 * 32 : 8 * 32;
+    for (int64_t b = b0; b < nb; b++) {
+        const char *rec = p + (size_t)b * rb;
+        __m256 dy, sy;
+        const int8_t *q = act_block(t, rw, r, b, &dy, &sy);
+        __m256 dw = _mm256_loadu_ps((const float *)(rec + doff)), dd = _mm256_mul_ps(dw, dy);
+        for (int i = 0; i < 8; i++)
+            L->a[i][r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(group_dot(t, (const __m256i *)rec, i, q)), L->a[i][r]);
+        if (t == CANDLE_DTYPE_Q8_0) continue;
+        /* the matrix-vector kernel's scalar statement, so that a compiler
+         * contracting it (clang's default) does so in both */
+        float w[NR], s = _mm256_cvtss_f32(sy);
+        _mm256_storeu_ps(w, _mm256_loadu_ps((const float *)(rec + doff + (t == CANDLE_DTYPE_Q4_1 ? NR * 4 : 0))));
+        for (int j = 0; j < NR; j++) L->e[r][j] += w[j] * s;
+    }
+}
+
+ALWAYS_INLINE void panel_legacy_r(candle_dtype t, int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    lanes L;
+    int64_t nb = K / 32, ng = nb / 8;
+    if (ng > 0)
+        for (int i = 0; i < 8; i++) full_lane(t, R, ng, i, p, rw, &L);
+    else
+        for (int i = 0; i < 8; i++) FOR_R L.a[i][r] = L.m[i][r] = _mm256_setzero_ps();
+    FOR_R {
+        for (int j = 0; j < NR; j++) L.e[r][j] = 0;
+        if (nb > 8 * ng) tail_row(t, 8 * ng, nb, p, rw, r, &L);
+        __m256 v[8];
+        for (int i = 0; i < 8; i++) v[i] = t == CANDLE_DTYPE_Q8_0 ? L.a[i][r] : _mm256_add_ps(L.a[i][r], L.m[i][r]);
+        /* hsum_ps's tree: (0+4, 1+5, 2+6, 3+7), then (.0 + .2, .1 + .3), then the two */
+        for (int i = 0; i < 4; i++) v[i] = _mm256_add_ps(v[i], v[4 + i]);
+        __m256 h = _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
+        if (t != CANDLE_DTYPE_Q8_0) h = _mm256_add_ps(h, _mm256_loadu_ps(L.e[r]));
+        store_out(h, nn, rw->out[r]);
+    }
+}
+
+ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    panel_legacy_r(CANDLE_DTYPE_Q4_0, R, K, nn, p, rw);
+}
+ALWAYS_INLINE void panel_q4_1_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    panel_legacy_r(CANDLE_DTYPE_Q4_1, R, K, nn, p, rw);
+}
+ALWAYS_INLINE void panel_q8_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    panel_legacy_r(CANDLE_DTYPE_Q8_0, R, K, nn, p, rw);
 }
 
 /* Sub-block sums stay below 8 * 2 * 15 * 127 in 16 bits; scaled by 6-bit

@@ -1,0 +1,129 @@
+/* A row's quantized product does not depend on how many rows share it: for
+ * q4_0, q4_1 and q8_0 the packed multi-row kernels (candle_qgemm_rows, any
+ * M, every 1-4 row tail) give the matrix-vector kernels' bits
+ * (candle_gemv_rows, the batch-1 path), and through candle_matmul a row
+ * alone (M = 1) equals the same row among others (1 and 2 threads). This is
+ * what lets a server's concurrent greedy streams equal the same requests
+ * run one at a time. Exact equality: the kernels promise the same float
+ * operations in the same order. Where the CPU has no such kernels the
+ * checks pass vacuously (the per-output vec_dot is then the only path). */
+#include <string.h>
+
+#include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/fast-impl.h"
+#include "mathtest.h"
+#include "quant/gemv-impl.h"
+#include "quant/qgemm-impl.h"
+
+static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0};
+
+/* n rows of k values: mostly in [-1, 1), with a few large ones so that the
+ * block scales differ widely (as in real activations). */
+static float *rand_rows(int64_t n, int64_t k, uint64_t seed) {
+    float *v = malloc(sizeof(float) * (size_t)(n * k));
+    for (int64_t i = 0; i < n * k; i++) {
+        v[i] = (float)mt_uniform(&seed, -1, 1);
+        if (i % 37 == 5) v[i] *= 30.0f;
+    }
+    return v;
+}
+
+static char *quantize_rows(candle_dtype t, const float *v, int64_t n, int64_t k, size_t *row) {
+    *row = candle_dtype_row_size(t, k);
+    char *q = malloc(*row * (size_t)n);
+    for (int64_t r = 0; r < n; r++) candle_dtype_info(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
+    return q;
+}
+
+/* candle_qgemm_rows over M rows against candle_gemv_rows row by row. */
+static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
+    const candle_dtype_traits *wt = candle_dtype_info(t);
+    size_t xb = candle_gemv_x_bytes(t, K);
+    if (!xb || !candle_qgemm_has_fast(t)) return;
+    float *wf = rand_rows(N, K, (uint64_t)(N * 13 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 5 + K));
+    size_t ws, xs;
+    char *w = quantize_rows(t, wf, N, K, &ws), *x = quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
+    void *scratch = aligned_alloc(64, (candle_qgemm_scratch_bytes(t, K) + 63) & ~(size_t)63);
+    void *xv = aligned_alloc(64, xb);
+    float *c = malloc(sizeof(float) * (size_t)(M * N)), *want = malloc(sizeof(float) * (size_t)N);
+    candle_qgemm_rows(t, K, M, N, w, ws, x, xs, c, N, scratch);
+    int bad = 0;
+    for (int64_t m = 0; m < M && !bad; m++) {
+        candle_gemv_prep(t, K, xf + m * K, xv);
+        candle_gemv_rows(t, K, N, w, ws, xv, want);
+        for (int64_t n = 0; n < N && !bad; n++)
+            if (memcmp(&c[m * N + n], &want[n], sizeof(float)) != 0) {
+                CHECK_MSG(0, "%s M %lld N %lld K %lld: c[%lld][%lld] = %.9g, gemv %.9g", wt->name, (long long)M,
+                          (long long)N, (long long)K, (long long)m, (long long)n, c[m * N + n], want[n]);
+                bad = 1;
+            }
+    }
+    CHECK(!bad);
+    free(wf), free(xf), free(w), free(x), free(scratch), free(xv), free(c), free(want);
+}
+
+static void test_rows(void) {
+    /* K: tail blocks only, one group of 8, a group and a tail, SmolLM2's
+     * 576 (2 groups, 2 tail blocks) and 1536, a long row */
+    static const int64_t Ks[] = {32, 96, 256, 288, 576, 1536, 2048 + 224};
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 17};
+    for (int ti = 0; ti < 3; ti++)
+        for (int k = 0; k < 7; k++)
+            for (int m = 0; m < 9; m++) check_rows(types[ti], Ms[m], m % 2 ? 19 : 8, Ks[k]);
+}
+
+/* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
+ * against x's row r alone. */
+static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, int64_t K) {
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    float *wf = rand_rows(N, K, (uint64_t)(N + 3)), *xf = rand_rows(M, K, (uint64_t)(M + 29));
+    int64_t wsh[2] = {N, K}, xsh[2] = {M, K}, one[2] = {1, K};
+    candle_tensor *w = candle_tensor_from_f32(ctx, t, 2, wsh, wf);
+    candle_tensor *wt = candle_transpose(ctx, w, 0, 1);
+    candle_tensor *all = candle_matmul(ctx, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, xsh, xf), wt);
+    CHECK_MSG(all != NULL, "%s matmul: %s", candle_dtype_info(t)->name, candle_errmsg(ctx));
+    int bad = !all;
+    for (int64_t r = 0; r < M && !bad; r++) {
+        candle_tensor *y = candle_matmul(ctx, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, one, xf + r * K), wt);
+        if (!y) {
+            CHECK_MSG(0, "%s matmul: %s", candle_dtype_info(t)->name, candle_errmsg(ctx));
+            break;
+        }
+        const float *a = (const float *)tensor_ptr(all) + r * N, *b = (const float *)tensor_ptr(y);
+        for (int64_t n = 0; n < N && !bad; n++)
+            if (memcmp(&a[n], &b[n], sizeof(float)) != 0) {
+                CHECK_MSG(0, "%s M %lld N %lld K %lld: row %lld col %lld: %.9g among %lld rows, %.9g alone",
+                          candle_dtype_info(t)->name, (long long)M, (long long)N, (long long)K, (long long)r,
+                          (long long)n, a[n], (long long)M, b[n]);
+                bad = 1;
+            }
+    }
+    free(wf), free(xf);
+    candle_ctx_reset(ctx, mark);
+}
+
+static void test_matmul(int threads) {
+    candle_ctx *ctx = NULL;
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = true;
+    p.n_threads = threads;
+    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
+        CHECK_MSG(0, "ctx_init: %s", candle_last_errmsg());
+        return;
+    }
+    for (int ti = 0; ti < 3; ti++) {
+        if (!candle_qgemm_has_fast(types[ti]) || !candle_gemv_x_bytes(types[ti], 576)) continue;
+        check_matmul(ctx, types[ti], 2, 70, 576);
+        check_matmul(ctx, types[ti], 7, 45, 576);
+        check_matmul(ctx, types[ti], 16, 33, 1536);
+    }
+    candle_ctx_free(ctx);
+}
+
+int main(void) {
+    cpu_set_always_parallel(true);
+    test_rows();
+    test_matmul(1);
+    test_matmul(2);
+    return test_done("test_qgemm_order");
+}
