@@ -4,11 +4,13 @@
  * tiles, causal queries at the end of a longer KV (offset), grouped-query
  * heads (several query blocks per kv head when the group is large), decode
  * rows (the direct-score path), f16/bf16 K/V, head sizes off the vector
- * width, KV cache views, masks with causal. Each runs on the scalar and the
- * AVX2 tile primitives, on 1 and 2 threads (every block a task), and checks
+ * width, KV cache views, [B, S, H, D] views, masks with causal, row groups
+ * that straddle positions or see no key of a tile. Each runs on the scalar
+ * and the AVX2 tile primitives, on 1 and 2 threads (every block a task), and checks
  * that the fast kernel ran and that the thread count does not change a bit
- * of the output. The tile primitives and the primitive tables' exp_sum are
- * also compared one by one (AVX2 vs scalar) on odd sizes. */
+ * of the output. The tile primitives (the online-softmax step also against
+ * exp2 in double) and the primitive tables' exp_sum are also compared one
+ * by one (AVX2 vs scalar) on odd sizes. */
 #include "backend/cpu/attention-impl.h"
 #include "backend/cpu/cpu-impl.h"
 #include "mathtest.h"
@@ -17,24 +19,31 @@ typedef struct blk_case {
     const char *what;
     int64_t b, hq, hkv, sq, skv, d, dv;
     bool causal, mask, cache_view;
+    bool permuted; /* q, k, v as [B, S, H, D] tensors seen as [B, H, S, D] */
 } blk_case;
 
 static const blk_case kCases[] = {
-    {"prefill off the tiles", 1, 2, 2, 130, 130, 64, 64, true, false, false},
-    {"prefill, GQA 3", 1, 6, 2, 67, 67, 32, 32, true, false, false},
-    {"causal with offset", 2, 4, 2, 70, 201, 16, 16, true, false, false},
-    {"GQA 8: two head chunks of rows", 1, 8, 1, 45, 45, 8, 8, true, false, false},
-    {"GQA 64: blocks of 4 positions", 1, 64, 1, 9, 9, 8, 8, true, false, false},
-    {"decode, GQA 3 (direct scores)", 2, 6, 2, 1, 150, 64, 64, true, false, true},
-    {"decode, MHA (one row)", 1, 3, 3, 1, 77, 40, 40, false, false, false},
-    {"two positions, GQA 2 (direct)", 1, 4, 2, 2, 70, 20, 20, true, false, true},
-    {"three positions, GQA 2 (packed)", 1, 4, 2, 3, 70, 20, 20, true, false, true},
-    {"odd head sizes, Dv tail", 1, 3, 1, 23, 90, 13, 24, false, false, false},
-    {"Dv below a panel", 1, 2, 2, 17, 17, 9, 5, true, false, false},
-    {"mask with causal, offset", 1, 4, 2, 20, 100, 16, 16, true, true, true},
-    {"mask, no causal", 2, 2, 1, 7, 65, 12, 40, false, true, false},
-    {"decode with a mask (direct)", 1, 4, 2, 1, 90, 16, 16, true, true, true},
-    {"two positions, mask, offset", 2, 2, 1, 2, 130, 64, 64, true, true, false},
+    {"prefill off the tiles", 1, 2, 2, 130, 130, 64, 64, true, false, false, false},
+    {"prefill, GQA 3", 1, 6, 2, 67, 67, 32, 32, true, false, false, false},
+    {"causal with offset", 2, 4, 2, 70, 201, 16, 16, true, false, false, false},
+    {"GQA 8: two head chunks of rows", 1, 8, 1, 45, 45, 8, 8, true, false, false, false},
+    {"GQA 64: blocks of 4 positions", 1, 64, 1, 9, 9, 8, 8, true, false, false, false},
+    {"decode, GQA 3 (direct scores)", 2, 6, 2, 1, 150, 64, 64, true, false, true, false},
+    {"decode, MHA (one row)", 1, 3, 3, 1, 77, 40, 40, false, false, false, false},
+    {"two positions, GQA 2 (direct)", 1, 4, 2, 2, 70, 20, 20, true, false, true, false},
+    {"three positions, GQA 2 (packed)", 1, 4, 2, 3, 70, 20, 20, true, false, true, false},
+    {"odd head sizes, Dv tail", 1, 3, 1, 23, 90, 13, 24, false, false, false, false},
+    {"Dv below a panel", 1, 2, 2, 17, 17, 9, 5, true, false, false, false},
+    {"mask with causal, offset", 1, 4, 2, 20, 100, 16, 16, true, true, true, false},
+    {"mask, no causal", 2, 2, 1, 7, 65, 12, 40, false, true, false, false},
+    {"decode with a mask (direct)", 1, 4, 2, 1, 90, 16, 16, true, true, true, false},
+    {"two positions, mask, offset", 2, 2, 1, 2, 130, 64, 64, true, true, false, false},
+    {"GQA 4: groups across positions, two blocks", 1, 8, 2, 150, 150, 64, 64, true, false, false, false},
+    {"GQA 3: a second block of one position", 1, 3, 1, 129, 129, 32, 32, true, false, false, false},
+    {"permuted [B, S, H, D] views, GQA 2", 2, 4, 2, 40, 40, 16, 16, true, false, false, true},
+    {"no causal, long KV, GQA 5", 1, 5, 1, 31, 200, 24, 24, false, false, false, true},
+    {"causal offset, two blocks, groups past the keys", 2, 6, 2, 140, 333, 16, 16, true, false, true, false},
+    {"decode, GQA 4 (direct, four rows)", 1, 8, 2, 1, 300, 64, 64, true, false, true, false},
 };
 
 /* out[b, h, i, :]; m: the additive mask as [Sq, Skv] or NULL. */
@@ -101,9 +110,18 @@ static double *run_case(const blk_case *c, candle_dtype dt, int threads, const c
     int64_t extra = c->cache_view ? 7 : 0; /* a KV cache longer than its filled part */
     int64_t qs[4] = {c->b, c->hq, c->sq, c->d}, ks[4] = {c->b, c->hkv, c->skv + extra, c->d};
     int64_t vs[4] = {c->b, c->hkv, c->skv + extra, c->dv}, os[4] = {c->b, c->hq, c->sq, c->dv};
-    candle_tensor *q = mt_input(ctx, dt, 4, qs, MT_CONTIG, seed, -2, 2);
-    candle_tensor *k = mt_input(ctx, dt, 4, ks, MT_CONTIG, seed + 1, -2, 2);
-    candle_tensor *v = mt_input(ctx, dt, 4, vs, MT_CONTIG, seed + 2, -1, 1);
+    candle_tensor *q, *k, *v;
+    if (c->permuted) {
+        int64_t qp[4] = {qs[0], qs[2], qs[1], qs[3]}, kp[4] = {ks[0], ks[2], ks[1], ks[3]};
+        int64_t vp[4] = {vs[0], vs[2], vs[1], vs[3]};
+        q = candle_transpose(ctx, mt_input(ctx, dt, 4, qp, MT_CONTIG, seed, -2, 2), 1, 2);
+        k = candle_transpose(ctx, mt_input(ctx, dt, 4, kp, MT_CONTIG, seed + 1, -2, 2), 1, 2);
+        v = candle_transpose(ctx, mt_input(ctx, dt, 4, vp, MT_CONTIG, seed + 2, -1, 1), 1, 2);
+    } else {
+        q = mt_input(ctx, dt, 4, qs, MT_CONTIG, seed, -2, 2);
+        k = mt_input(ctx, dt, 4, ks, MT_CONTIG, seed + 1, -2, 2);
+        v = mt_input(ctx, dt, 4, vs, MT_CONTIG, seed + 2, -1, 1);
+    }
     if (c->cache_view) {
         k = candle_narrow(ctx, k, 2, 0, c->skv);
         v = candle_narrow(ctx, v, 2, 0, c->skv);
@@ -253,12 +271,67 @@ static void test_exp_sum(void) {
     for (int j = 0; j < 64; j++) CHECK(x[j] >= 0 && x[j] < 1.2e-38f);
 }
 
+/* The online-softmax step (scores in log2 units), AVX2 against scalar
+ * exp2f and the AVX2 probabilities against exp2 in double: row counts
+ * around the 6-row groups and the 8-lane blocks, tails off the 8 and 16
+ * columns, -inf scores, a row that has seen no key (m = -inf, all -inf),
+ * a row that sees none in this tile but did before, and scores far below
+ * the maximum (2^-126 and under: 0 or a true tiny value). */
+static void test_softmax_once(int64_t r, int64_t nk, uint64_t seed) {
+    enum { LDS = 72 };
+    float s1[13 * LDS] = {0}, s2[13 * LDS], m1[13] = {0}, m2[13], l1[13] = {0}, l2[13], c1[13], c2[13];
+    double x[13 * LDS];
+    for (int64_t i = 0; i < r; i++) {
+        m1[i] = i % 3 == 0 ? -INFINITY : (float)mt_uniform(&seed, -4, 4);
+        l1[i] = m1[i] == -INFINITY ? 0.0f : (float)mt_uniform(&seed, 0.5, 20);
+        for (int64_t j = 0; j < LDS; j++) {
+            double u = mt_uniform(&seed, 0, 1);
+            s1[i * LDS + j] = u < 0.15 ? -INFINITY : u < 0.2 ? (float)mt_uniform(&seed, -300, -100)
+                                                             : (float)mt_uniform(&seed, -20, 6);
+            if (i == 1 || i == 2) s1[i * LDS + j] = -INFINITY;
+        }
+    }
+    if (r > 1) m1[1] = -INFINITY, l1[1] = 0.0f; /* row 1: no key seen at all */
+    for (int64_t i = 0; i < r * LDS; i++) x[i] = s1[i];
+    memcpy(s2, s1, sizeof s1);
+    memcpy(m2, m1, sizeof m1);
+    memcpy(l2, l1, sizeof l1);
+    cpu_attn_avx2.softmax(s1, LDS, r, nk, m1, l1, c1);
+    cpu_attn_scalar.softmax(s2, LDS, r, nk, m2, l2, c2);
+    for (int64_t i = 0; i < r; i++) {
+        CHECK_MSG(m1[i] == m2[i] || (isnan(m1[i]) && isnan(m2[i])), "softmax r %lld nk %lld: m[%lld] %g vs %g",
+                  (long long)r, (long long)nk, (long long)i, m1[i], m2[i]);
+        CHECK_MSG(fabsf(c1[i] - c2[i]) <= 3e-7f * c2[i] && fabsf(l1[i] - l2[i]) <= 1e-6f * l2[i],
+                  "softmax r %lld nk %lld: row %lld corr %g vs %g, l %g vs %g", (long long)r, (long long)nk,
+                  (long long)i, c1[i], c2[i], l1[i], l2[i]);
+        if (r > 1 && i == 1) CHECK(m1[i] == -INFINITY && l1[i] == 0 && c1[i] == 0);
+        for (int64_t j = 0; j < nk; j++) {
+            float a = s1[i * LDS + j];
+            /* the kernel's argument: the difference rounded to f32 */
+            double want = m1[i] == -INFINITY ? 0 : exp2((double)((float)x[i * LDS + j] - m1[i]));
+            /* below 2^-126 the AVX2 exp2 may give 0 (no denormals) */
+            bool ok = fabs(a - want) <= 2.5e-7 * want || (want < 1.2e-38 && a >= 0 && a < 1.2e-38f);
+            CHECK_MSG(ok && fabsf(a - s2[i * LDS + j]) <= 4e-7f * s2[i * LDS + j] + 1.2e-38f,
+                      "softmax r %lld nk %lld [%lld, %lld]: %g vs %g (scalar %g)", (long long)r, (long long)nk,
+                      (long long)i, (long long)j, a, want, s2[i * LDS + j]);
+        }
+    }
+}
+
+static void test_softmax(void) {
+    static const int64_t rs[] = {1, 2, 5, 6, 7, 8, 9, 13}, nks[] = {1, 7, 8, 15, 16, 17, 33, 48, 64};
+    uint64_t seed = 11;
+    for (size_t a = 0; a < sizeof rs / sizeof *rs; a++)
+        for (size_t b = 0; b < sizeof nks / sizeof *nks; b++, seed += 3) test_softmax_once(rs[a], nks[b], seed);
+}
+
 static void test_primitives(void) {
     static const int64_t rs[] = {1, 2, 5, 6, 7, 13}, ds[] = {1, 8, 13, 64}, nks[] = {1, 3, 15, 17, 64};
     static const int64_t dvs[] = {5, 16, 24, 40};
     static const candle_dtype kts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
     if (!cpu_simd_force("avx2")) return;
     test_exp_sum();
+    test_softmax();
     uint64_t seed = 7;
     for (int a = 0; a < 6; a++)
         for (int b = 0; b < 4; b++)

@@ -5,23 +5,27 @@
  * entry, for the query heads that share one kv head (grouped-query heads
  * read kv head h / (Hq / Hkv)), so each key/value tile is read and packed
  * once for all of them (at most ATTN_MAX_ROWS rows: a large group is cut
- * into head chunks, and its blocks hold fewer positions). It walks the keys
- * in tiles of ATTN_BK: the [rows, tile] scores come from a register-blocked
- * product with the transposed key tile (q pre-scaled), each row is folded
- * into its running maximum and sum (online softmax: when the maximum grows,
- * the old sum and output accumulator are rescaled by exp(old - new)), and
- * the output rows are rescaled and accumulated with the value tile in one
- * pass. Causal rows stop at their absolute position Skv - Sq + i, so tiles
- * past a block's last row are never computed (the materialised product
- * computes all of them) and only the diagonal tiles are masked
- * element-wise. Threads claim the blocks one at a time, the costliest (the
- * last positions under a causal mask) first. Memory is O(rows * (D + Dv +
- * tile)) per thread, whatever the sequence length; no [Sq, Skv] score
- * matrix exists. A row that sees no key outputs zeros, as the reference
- * does. f16/bf16 inputs are converted a block or tile at a time into f32
- * scratch. The tile primitives come from attention_scalar.c or
- * x86/attention_avx2.c, chosen with the primitive table (CANDLE_CPU_ISA=
- * scalar picks the first); the exponentials are the table's (exp_sum). */
+ * into head chunks, and its blocks hold fewer positions). The rows are
+ * ordered position-major (the heads of one position next to each other).
+ * It walks the keys in tiles of ATTN_BK, packing each key tile transposed
+ * once; then each group of ATTN_MR rows takes the tile from start to end
+ * while its q, score and output rows stay in L1: the [MR, tile] scores from
+ * a register-blocked product with the key tile (q pre-scaled), masks, the
+ * online softmax (each row's running maximum and sum; when the maximum
+ * grows the old sum and output are rescaled), and the output update with
+ * the value tile, the rescale folded into it. Scores are in log2 units (q
+ * and mask scaled by log2(e)), so the softmax takes 2^x, cheaper than exp.
+ * Causal rows stop at their absolute position Skv - Sq + i: tiles past a
+ * block's last row are never visited (the materialised product computes
+ * them all), a row group stops at its last row's position, and only the
+ * groups that straddle the diagonal are masked element-wise. Threads claim
+ * the blocks one at a time, the costliest (the last positions under a
+ * causal mask) first. Memory is O(rows * (D + Dv) + tile * (D + Dv)) per
+ * thread, whatever the sequence length; no [Sq, Skv] score matrix exists.
+ * A row that sees no key outputs zeros, as the reference does. f16/bf16
+ * inputs are converted a block or tile at a time into f32 scratch. The
+ * tile primitives come from attention_scalar.c or x86/attention_avx2.c,
+ * chosen with the primitive table (CANDLE_CPU_ISA=scalar picks the first). */
 #include <math.h>
 #include <string.h>
 

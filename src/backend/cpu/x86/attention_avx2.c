@@ -8,7 +8,9 @@
  *           rescale costs no extra pass over o).
  * Row counts below six get their own inlined copies (no wasted FMAs); a
  * few rows (decoding) take their scores straight from the key rows, four
- * keys at a time, with no transposed copy. */
+ * keys at a time, with no transposed copy. The online-softmax step works
+ * on a whole row group at once (lane i = row i) with a 2^x for x <= 0 that
+ * leaves most of its work off the FMA pipes. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -218,24 +220,25 @@ static inline __m256 lanes_below(int64_t n) {
         out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
     } while (0)
 
-/* Per-lane maximum of a row's nk scores; the columns past nk (up to the
- * next 8) are read but left out. NaN scores are passed over: max returns
- * its second operand, the running maximum, when one is NaN. */
-static inline __m256 row_max8(const float *x, int64_t nk) {
+/* Per-lane maximum of a row's nk scores; with tail, the columns past nk
+ * (up to the next 8) are read but left out, else nk is a multiple of 16.
+ * NaN scores are passed over: max returns its second operand, the running
+ * maximum, when one is NaN. */
+static ALWAYS_INLINE __m256 row_max8(const float *x, int64_t nk, const bool tail) {
     __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
     int64_t j = 0;
     for (; j + 16 <= nk; j += 16) {
         m0 = _mm256_max_ps(_mm256_loadu_ps(x + j), m0);
         m1 = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), m1);
     }
-    for (; j < nk; j += 8)
+    for (; tail && j < nk; j += 8)
         m0 = _mm256_max_ps(_mm256_blendv_ps(m0, _mm256_loadu_ps(x + j), lanes_below(nk - j)), m0);
     return _mm256_max_ps(m0, m1);
 }
 
-/* x[j] = 2^(x[j] - m) for j < nk, and their per-lane sums; the columns past
- * nk (up to the next 8) become 0. */
-static inline __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m) {
+/* x[j] = 2^(x[j] - m) for j < nk, and their per-lane sums; with tail, the
+ * columns past nk (up to the next 8) become 0, else nk is a multiple of 16. */
+static ALWAYS_INLINE __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m, const bool tail) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t j = 0;
     for (; j + 16 <= nk; j += 16) {
@@ -246,7 +249,7 @@ static inline __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m) {
         s0 = _mm256_add_ps(s0, e0);
         s1 = _mm256_add_ps(s1, e1);
     }
-    for (; j < nk; j += 8) {
+    for (; tail && j < nk; j += 8) {
         __m256 e = _mm256_and_ps(exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)), lanes_below(nk - j));
         _mm256_storeu_ps(x + j, e);
         s0 = _mm256_add_ps(s0, e);
@@ -254,36 +257,43 @@ static inline __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m) {
     return _mm256_add_ps(s0, s1);
 }
 
-/* Up to eight rows at once: their maxima, corrections, sums and running
- * state as one vector each (lane i = row i), no per-row scalar work. */
-static void softmax8(float *s, int64_t lds, int n, int64_t nk, float *m, float *l, float *corr) {
-    __m256 x[8], live = lanes_below(n);
-    for (int i = 0; i < 8; i++) x[i] = i < n ? row_max8(s + i * lds, nk) : _mm256_set1_ps(-INFINITY);
+/* n rows (n <= 8, a constant in the hot copy) at once: their maxima,
+ * corrections, sums and running state as one vector each (lane i = row i).
+ * The state goes through small arrays: AVX2 masked loads and stores are
+ * slow on some cores (microcoded on AMD). */
+static ALWAYS_INLINE void softmax_n(float *s, int64_t lds, const int n, int64_t nk, float *m, float *l, float *corr,
+                                    const bool tail) {
+    __m256 x[8];
+    float mo8[8] = {0}, l8[8] = {0}, mv[8], out[3][8];
+    for (int i = 0; i < 8; i++) x[i] = i < n ? row_max8(s + i * lds, nk, tail) : _mm256_set1_ps(-INFINITY);
+    for (int i = 0; i < n; i++) mo8[i] = m[i], l8[i] = l[i];
     __m256 mt, st;
     REDUCE8(_mm256_max_ps, x, mt);
-    __m256 mo = _mm256_maskload_ps(m, _mm256_castps_si256(live));
-    __m256 mn = _mm256_max_ps(mt, mo);
+    __m256 mo = _mm256_loadu_ps(mo8), mn = _mm256_max_ps(mt, mo);
     /* a row that has seen no key (mn = -inf) takes corr 0 and p 0 */
     __m256 seen = _mm256_cmp_ps(mn, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ);
     __m256 c = _mm256_and_ps(exp2_le0(_mm256_sub_ps(mo, mn)), seen);
-    float mv[8];
     _mm256_storeu_ps(mv, _mm256_blendv_ps(_mm256_setzero_ps(), mn, seen));
-    for (int i = 0; i < 8; i++) x[i] = i < n ? row_exp2_sum8(s + i * lds, nk, _mm256_set1_ps(mv[i])) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; i++)
+        x[i] = i < n ? row_exp2_sum8(s + i * lds, nk, _mm256_set1_ps(mv[i]), tail) : _mm256_setzero_ps();
     REDUCE8(_mm256_add_ps, x, st);
-    __m256i keep = _mm256_castps_si256(live);
-    _mm256_maskstore_ps(corr, keep, c);
-    _mm256_maskstore_ps(l, keep, _mm256_and_ps(_mm256_fmadd_ps(_mm256_maskload_ps(l, keep), c, st), seen));
-    _mm256_maskstore_ps(m, keep, mn);
+    _mm256_storeu_ps(out[0], c);
+    _mm256_storeu_ps(out[1], _mm256_and_ps(_mm256_fmadd_ps(_mm256_loadu_ps(l8), c, st), seen));
+    _mm256_storeu_ps(out[2], mn);
+    for (int i = 0; i < n; i++) corr[i] = out[0][i], l[i] = out[1][i], m[i] = out[2][i];
 }
 
-/* A row that has seen no key has only -inf scores, which exp2 already made
- * 0, unless some were NaN: the contract wants 0 there too. */
+/* The full row group of whole key panels (nearly every call) has its own
+ * copy; a row that has seen no key has only -inf scores, which exp2
+ * already made 0, unless some were NaN: the contract wants 0 there too. */
 static void softmax_avx2(float *s, int64_t lds, int64_t r, int64_t nk, float *m, float *l, float *corr) {
     for (int64_t i0 = 0; i0 < r; i0 += 8) {
         int n = r - i0 < 8 ? (int)(r - i0) : 8;
-        softmax8(s + i0 * lds, lds, n, nk, m + i0, l + i0, corr + i0);
+        float *si = s + i0 * lds;
+        if (n == ATTN_MR && nk % 16 == 0) softmax_n(si, lds, ATTN_MR, nk, m + i0, l + i0, corr + i0, false);
+        else softmax_n(si, lds, n, nk, m + i0, l + i0, corr + i0, true);
         for (int i = 0; i < n; i++)
-            if (m[i0 + i] == -INFINITY) memset(s + (i0 + i) * lds, 0, sizeof(float) * (size_t)nk);
+            if (m[i0 + i] == -INFINITY) memset(si + i * lds, 0, sizeof(float) * (size_t)nk);
     }
 }
 
