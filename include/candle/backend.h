@@ -17,6 +17,10 @@ typedef struct candle_backend_iface {
     candle_status (*compute_node)(candle_backend *be, candle_tensor *node);
     candle_status (*synchronize)(candle_backend *be);
     void (*free)(candle_backend *be);
+    /* Optional (NULL: node by node): n matmul nodes that read the same
+     * activation and not each other, ready as for compute_node, computed
+     * together (one job where the backend can). */
+    candle_status (*compute_group)(candle_backend *be, candle_tensor *const *nodes, int n);
 } candle_backend_iface;
 
 struct candle_backend {

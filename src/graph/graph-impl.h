@@ -15,4 +15,11 @@ bool candle_memplan_needed(const candle_ctx *ctx, int i);
 /* After the run (or its failure): nodes whose bytes were reused drop them. */
 void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
 
+/* CANDLE_PROFILE=1 (profile.c): per-op wall time, printed at exit. */
+bool candle_profile_on(void);
+int64_t candle_profile_now(void);
+/* n nodes run as one step (a group) led by t took ns. */
+void candle_profile_node(const candle_tensor *t, int n, int64_t ns);
+void candle_profile_graph(void);
+
 #endif

@@ -103,6 +103,45 @@ static bool set_outs(candle_graph *g, candle_tensor *const *outs, int n_outs) {
     return true;
 }
 
+/* Products that read the same activation (a layer's q, k and v; gate and
+ * up) are independent, but the post-order puts each next to its own users.
+ * Moving them together lets the backend run them as one job
+ * (compute_group): for batch-1 decoding one wake-up and one activation
+ * preparation instead of three. A product moves up only past nodes it does
+ * not read, so the order stays topological; the memory plan, made after
+ * this, sees the new lifetimes. */
+#define GROUP_WINDOW 64
+#define GROUP_MAX 8
+
+static bool groupable(const candle_tensor *t) {
+    return t->op == CANDLE_OP_MATMUL && !t->computed && t->n_src == 2 && t->src[0];
+}
+
+/* Whether t reads a node of nodes[lo, hi) that still has to run (computed
+ * ones, such as a weight's transposed view, are there only as leaves). */
+static bool reads_any(const candle_tensor *t, candle_tensor *const *nodes, int lo, int hi) {
+    for (int s = 0; s < t->n_src; s++)
+        for (int k = lo; k < hi; k++)
+            if (t->src[s] && t->src[s] == nodes[k] && !nodes[k]->computed) return true;
+    return false;
+}
+
+static void group_products(candle_graph *g) {
+    candle_tensor **v = g->nodes;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!groupable(v[i])) continue;
+        int end = i + 1, lim = i + GROUP_WINDOW < g->n_nodes ? i + GROUP_WINDOW : g->n_nodes;
+        for (int j = i + 1; j < lim && end - i < GROUP_MAX; j++) {
+            if (!groupable(v[j]) || v[j]->src[0] != v[i]->src[0] || reads_any(v[j], v, end, j))
+                continue;
+            candle_tensor *t = v[j];
+            memmove(v + end + 1, v + end, (size_t)(j - end) * sizeof *v);
+            v[end++] = t;
+        }
+        i = end - 1;
+    }
+}
+
 /* prune: do not descend into computed nodes (for a one-off compute, where
  * only what is missing matters). A one-off compute (!track) works in the
  * context's scratch graph, set and stack, so repeated steps allocate
@@ -157,6 +196,7 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
         gs->stack = st.v;
         gs->cap_stack = st.cap;
     }
+    if (ok && !track) group_products(g);
     if (!ok || (track && candle_ctx_track_graph(ctx, g) != 0)) {
         if (track) candle_graph_free_internal(g);
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: building graph");
@@ -192,12 +232,8 @@ void candle_graph_free_scratch(candle_ctx *ctx) {
     memset(gs, 0, sizeof *gs);
 }
 
-static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
-    if (t->computed) return CANDLE_OK;
-    if (t->op == CANDLE_OP_VIEW) {
-        candle_tensor_bind_view(t);
-        return CANDLE_OK;
-    }
+/* Storage bound and the op supported: t is ready for the backend. */
+static candle_status prepare_node(candle_ctx *ctx, candle_tensor *t) {
     if (t->op == CANDLE_OP_NONE)
         return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                                 "compute: leaf tensor '%s' has no data", t->name);
@@ -215,13 +251,55 @@ static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
                                 candle_dtype_name(t->dtype),
                                 candle_shape_str(t->rank, t->shape, b, sizeof b));
     }
-    candle_status s = be->iface->compute_node(be, t);
+    return CANDLE_OK;
+}
+
+static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
+    if (t->computed) return CANDLE_OK;
+    if (t->op == CANDLE_OP_VIEW) {
+        candle_tensor_bind_view(t);
+        return CANDLE_OK;
+    }
+    candle_status s = prepare_node(ctx, t);
+    if (s) return s;
+    candle_backend *be = ctx->backend;
+    s = be->iface->compute_node(be, t);
     if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
     t->computed = true;
     return CANDLE_OK;
 }
 
 static bool plans(const candle_ctx *ctx) { return !ctx->eager && !ctx->no_plan; }
+
+/* Nodes i.. that group_products put together and that still have to run:
+ * their count (1 when i starts no group). */
+static int group_at(const candle_ctx *ctx, const candle_graph *g, int i, bool plan) {
+    const candle_tensor *t = g->nodes[i];
+    if (!ctx->backend->iface->compute_group || !groupable(t)) return 1;
+    int n = 1;
+    while (i + n < g->n_nodes && n < GROUP_MAX && groupable(g->nodes[i + n]) &&
+           g->nodes[i + n]->src[0] == t->src[0] && (!plan || candle_memplan_needed(ctx, i + n)))
+        n++;
+    return n;
+}
+
+static candle_status compute_group(candle_ctx *ctx, candle_tensor *const *nodes, int n) {
+    for (int k = 0; k < n; k++) {
+        candle_status s = prepare_node(ctx, nodes[k]);
+        if (s) return s;
+    }
+    candle_backend *be = ctx->backend;
+    candle_status s = be->iface->compute_group(be, nodes, n);
+    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    for (int k = 0; k < n; k++) nodes[k]->computed = true;
+    return CANDLE_OK;
+}
+
+/* One node, or a group of independent products sharing their input. */
+static candle_status compute_step(candle_ctx *ctx, candle_graph *g, int i, bool plan, int *n) {
+    *n = group_at(ctx, g, i, plan);
+    return *n > 1 ? compute_group(ctx, g->nodes + i, *n) : compute_node(ctx, g->nodes[i]);
+}
 
 candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     if (!ctx) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "graph_compute: ctx is NULL");
@@ -230,8 +308,20 @@ candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     bool plan = plans(ctx);
     candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs)
                            : CANDLE_OK;
-    for (int i = 0; !s && i < g->n_nodes; i++)
-        if (!plan || candle_memplan_needed(ctx, i)) s = compute_node(ctx, g->nodes[i]);
+    bool prof = candle_profile_on();
+    if (prof) candle_profile_graph();
+    for (int i = 0, n = 1; !s && i < g->n_nodes; i += n) {
+        n = 1;
+        if (plan && !candle_memplan_needed(ctx, i)) continue;
+        candle_tensor *t = g->nodes[i];
+        if (prof && !t->computed && t->op != CANDLE_OP_VIEW) {
+            int64_t t0 = candle_profile_now();
+            s = compute_step(ctx, g, i, plan, &n);
+            candle_profile_node(t, n, candle_profile_now() - t0);
+        } else {
+            s = compute_step(ctx, g, i, plan, &n);
+        }
+    }
     if (!s) s = ctx->backend->iface->synchronize(ctx->backend);
     if (plan) candle_memplan_finish(ctx, g->nodes, g->n_nodes);
     return s;

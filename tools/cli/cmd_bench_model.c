@@ -216,6 +216,16 @@ static double percentile(const double *sorted, int64_t n, double p) {
     return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
+/* CANDLE_LATENCY_DUMP=FILE: the per-token times in order, one per line in
+ * ms, for looking at the distribution (periodic stalls, drift). */
+static void dump_latencies(const double *t, int64_t n) {
+    const char *path = getenv("CANDLE_LATENCY_DUMP");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (!f) return;
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%.4f\n", t[i] * 1e3);
+    fclose(f);
+}
+
 /* n_lat generated tokens after a short warm-up, timed one by one; the
  * allocation counters are read around the steady-state part only. */
 #define LAT_WARMUP 16
@@ -251,6 +261,7 @@ static int run_latency(candle_session *s, const int32_t *ids, const bench_opts *
     m1 = mallocs_now();
     r->allocs_per_tok = (double)(candle_ctx_alloc_count(s->ctx) - a0) / (double)n;
     r->mallocs_per_tok = m0 < 0 ? -1 : (double)(m1 - m0) / (double)n;
+    dump_latencies(t, n);
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     r->n = n;
     r->p50 = percentile(t, n, 0.50);

@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu-impl.h"
-#include "threadpool.h"
+#include "fast-impl.h"
 
 /* Backend state: the thread pool and the scratch that fast kernels ask for
  * in their plan (grown on demand, kept between nodes). */
@@ -181,6 +180,33 @@ static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
     return kernels[node->op](&task, node);
 }
 
+/* Independent products of one activation: the batch-1 quantized ones run as
+ * one job (fast_matvecs.c), any other one by one. */
+static candle_status cpu_compute_group(candle_backend *be, candle_tensor *const *nodes, int n) {
+    cpu_impl *im = be->impl;
+    candle_tensor *mv[CPU_MATVECS_MAX];
+    int n_mv = 0;
+    for (int i = 0; i < n; i++) {
+        if (n_mv < CPU_MATVECS_MAX && cpu_matvec_ok(nodes[i]) &&
+            (!n_mv || nodes[i]->src[0] == mv[0]->src[0])) {
+            mv[n_mv++] = nodes[i];
+            continue;
+        }
+        candle_status s = cpu_compute_node(be, nodes[i]);
+        if (s) return s;
+    }
+    if (n_mv < 2) return n_mv ? cpu_compute_node(be, mv[0]) : CANDLE_OK;
+    pthread_mutex_lock(&im->busy);
+    bool ran = ensure_work(im, cpu_matvecs_scratch(mv, n_mv));
+    if (ran) cpu_matvecs_run(im->pool, mv, n_mv, im->work);
+    pthread_mutex_unlock(&im->busy);
+    for (int i = 0; !ran && i < n_mv; i++) {
+        candle_status s = cpu_compute_node(be, mv[i]);
+        if (s) return s;
+    }
+    return CANDLE_OK;
+}
+
 static candle_status cpu_synchronize(candle_backend *be) {
     (void)be;
     return CANDLE_OK;
@@ -206,6 +232,7 @@ static const candle_backend_iface cpu_iface = {
     .compute_node = cpu_compute_node,
     .synchronize = cpu_synchronize,
     .free = cpu_free,
+    .compute_group = cpu_compute_group,
 };
 
 candle_backend *candle_backend_cpu_init(int n_threads) {

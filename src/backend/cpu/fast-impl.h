@@ -3,6 +3,7 @@
 #define CANDLE_CPU_FAST_IMPL_H
 
 #include "cpu-impl.h"
+#include "threadpool.h"
 
 /* A matmul node's sizes: a [..., M, K] x b [..., K, N] -> dst [..., M, N]. */
 typedef struct mm_geom {
@@ -26,5 +27,15 @@ static inline void *cpu_thread_scratch(const cpu_task *t, size_t per_thread) {
     uintptr_t base = ((uintptr_t)t->wdata + 63) & ~(uintptr_t)63;
     return (char *)base + (size_t)t->tid * per_thread;
 }
+
+/* Batch-1 products with quantized weights as one job (fast_matvecs.c). */
+#define CPU_MATVECS_MAX 8
+/* dst is a 1-row product that the quantized matrix-vector kernel takes. */
+bool cpu_matvec_ok(const candle_tensor *dst);
+/* Scratch bytes for n such products (at most CPU_MATVECS_MAX) sharing their
+ * activation. */
+size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n);
+/* Run them on the pool; work: cpu_matvecs_scratch bytes. */
+void cpu_matvecs_run(cpu_pool *pool, candle_tensor *const *nodes, int n, void *work);
 
 #endif
