@@ -293,12 +293,11 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
  *
  * The activation is the vec_dot's q8_K row. Four weight rows go through
  * each pass: per super-block the q8_K pair sums are formed once for the
- * four, each row's sub-block products are summed in int32 with its scales
- * applied by madd, and the four rows' int32 totals (and minimum or +32
- * offset terms) are reduced into one vector, so the float work (f16
- * conversion of d and dmin, the scale by y's d, one fma) is done once per
- * super-block for all four rows. Integer sums are exact (bounds at each
- * kernel); only the order of the float sums differs from the vec_dot.
+ * four rows, whose q4_K/q5_K 6-bit scales and minimum terms are decoded
+ * together (rows in 32-bit lanes); each row's sub-block products are summed
+ * in int32 with its scales applied by madd against 32-bit broadcast loads
+ * (no shuffles). Per row the float steps are those of the vec_dot (the
+ * int32 lanes are the same), so results equal it bit for bit.
  *
  * Rows are contiguous or strided streams; each pass prefetches, for every
  * row, the same super-block KGEMV_PF_ROWS rows further on (two passes
@@ -322,27 +321,6 @@ static inline __m128i bsum_pairs(const int16_t *bsums) {
     return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
 }
 
-/* 128-bit a..d (4 int32 lanes each) -> lane r = the sum of vector r. */
-static inline __m128i reduce4_128(__m128i a, __m128i b, __m128i c, __m128i d) {
-    __m128i ab = _mm_add_epi32(_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b));
-    __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(c, d), _mm_unpackhi_epi32(c, d));
-    return _mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd));
-}
-
-/* 256-bit a..d (8 int32 lanes each) -> lane r = the sum of vector r. */
-static inline __m128i reduce4_256(__m256i a, __m256i b, __m256i c, __m256i d) {
-    __m256i s = reduce_x4(a, b, c, d);
-    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
-
-/* The f16 words at p[r] + off (r < 4) as four floats. */
-static inline __m128 f16x4_rows(const uint8_t *const p[KGEMV_ROWS], size_t off) {
-    uint16_t h[KGEMV_ROWS];
-    for (int r = 0; r < KGEMV_ROWS; r++) memcpy(&h[r], p[r] + off, 2);
-    uint64_t v = (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
-    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
-}
-
 /* The rows of a pass: r < nr at w + r * ws, the others repeat the last. */
 static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *x[KGEMV_ROWS]) {
     for (int r = 0; r < KGEMV_ROWS; r++) x[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
@@ -352,16 +330,6 @@ static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t 
  * reassociating a chain of integer adds into a tree whose many live
  * partial sums spill to the stack. */
 #define KEEP(v) __asm__("" : "+x"(v))
-
-static inline void store_rows(__m128 v, int nr, float *out) {
-    if (nr == KGEMV_ROWS) {
-        _mm_storeu_ps(out, v);
-        return;
-    }
-    float t[KGEMV_ROWS];
-    _mm_storeu_ps(t, v);
-    memcpy(out, t, (size_t)nr * sizeof(float));
-}
 
 /* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
  * 64c + 63): *lo the first 32, *hi the next 32. */
@@ -392,14 +360,14 @@ static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x,
                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
 }
 
-/* The per-block fields of four q4_K/q5_K rows (both types start with d,
- * dmin, scales[12]), decoded together with the rows in 32-bit lanes. */
+/* The scales and minimum terms of four q4_K/q5_K rows' blocks (both types
+ * start with d, dmin, scales[12]), decoded together with the rows in 32-bit
+ * lanes. */
 typedef struct k4_head {
     /* sc[r][j]: row r's scale j in both 16-bit halves, so a 32-bit
      * broadcast load (no shuffle) spreads it over a register */
     int32_t sc[KGEMV_ROWS][8] __attribute__((aligned(32)));
-    __m128i mins; /* lane r: sum_j mins_r[j] * (bsums[2j] + bsums[2j+1]) */
-    __m128 d, dm; /* lane r: d_r * y's d, dmin_r * y's d */
+    int32_t mins[KGEMV_ROWS]; /* row r: sum_j mins_r[j] * (bsums[2j] + bsums[2j+1]) */
 } k4_head;
 
 /* 8 scale bytes -> 8 dwords, each scale in both 16-bit halves. */
@@ -408,14 +376,14 @@ static inline void k4_scale_pairs(__m128i bytes, int32_t *dst) {
     _mm256_store_si256((__m256i *)dst, _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
 }
 
-static inline __attribute__((always_inline)) void k4_head4(const uint8_t *const x[KGEMV_ROWS], const block_q8_K *y,
+static inline __attribute__((always_inline)) void k4_head4(const uint8_t *const x[KGEMV_ROWS], const int16_t *bsums,
                                                            k4_head *h) {
     __m128i v[KGEMV_ROWS];
     for (int r = 0; r < KGEMV_ROWS; r++) v[r] = _mm_loadu_si128((const __m128i *)x[r]);
     /* transpose: lane r of dword j of every row -> vector j */
     __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]), t1 = _mm_unpackhi_epi32(v[0], v[1]);
     __m128i t2 = _mm_unpacklo_epi32(v[2], v[3]), t3 = _mm_unpackhi_epi32(v[2], v[3]);
-    __m128i dd = _mm_unpacklo_epi64(t0, t2), a = _mm_unpackhi_epi64(t0, t2);
+    __m128i a = _mm_unpackhi_epi64(t0, t2);
     __m128i b = _mm_unpacklo_epi64(t1, t3), c = _mm_unpackhi_epi64(t1, t3);
     /* the 6-bit unpacking of k4_scales, four rows at once */
     const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
@@ -428,17 +396,13 @@ static inline __attribute__((always_inline)) void k4_head4(const uint8_t *const 
     k4_scale_pairs(sc23, h->sc[2]);
     k4_scale_pairs(_mm_srli_si128(sc23, 8), h->sc[3]);
     /* mins of rows 0, 1 (then 2, 3) as int16 halves against the pair sums */
-    __m256i pairs = _mm256_broadcastsi128_si256(bsum_pairs(y->bsums));
+    __m256i pairs = _mm256_broadcastsi128_si256(bsum_pairs(bsums));
     __m256i m01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi32(hi0, hi1)), pairs);
     __m256i m23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(hi0, hi1)), pairs);
     __m256i s = _mm256_hadd_epi32(m01, m23); /* [r0 r0 r2 r2 | r1 r1 r3 r3] */
     s = _mm256_hadd_epi32(s, s);             /* [r0 r2 r0 r2 | r1 r3 r1 r3] */
-    h->mins = _mm_unpacklo_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    /* d, dmin of the four rows: [d0 dm0 d1 dm1 ...] -> [d0..d3 | dm0..dm3] */
-    __m256 f = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(dd), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    f = _mm256_mul_ps(f, _mm256_set1_ps(y->d));
-    h->d = _mm256_castps256_ps128(f);
-    h->dm = _mm256_extractf128_ps(f, 1);
+    _mm_storeu_si128((__m128i *)h->mins,
+                     _mm_unpacklo_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
 }
 
 /* One q4_K/q5_K row's super-block: sum over sub-blocks s of sc[s] * the
@@ -464,29 +428,41 @@ static inline __attribute__((always_inline)) __m256i k45_block(const uint8_t *x,
     return sum;
 }
 
-/* One pass of q4_K (q5 false) or q5_K rows: out[r] for r < nr. */
+/* One pass of q4_K (q5 false) or q5_K rows: out[r] for r < nr. Per row
+ * the float steps are the vec_dot's (an 8-lane fma of d * y's d, the
+ * minimum term summed apart in scalar and taken off at the end), so the
+ * results equal it bit for bit. */
 static inline __attribute__((always_inline)) void k45_pass(bool q5, const uint8_t *w, size_t ws, int nr,
                                                            const block_q8_K *y, int64_t nb, float *out) {
     const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const size_t o_d = q5 ? offsetof(block_q5_K, d) : offsetof(block_q4_K, d);
+    const size_t o_dm = q5 ? offsetof(block_q5_K, dmin) : offsetof(block_q4_K, dmin);
     const uint8_t *x[KGEMV_ROWS];
     pass_rows(w, ws, nr, x);
-    __m128 acc = _mm_setzero_ps();
+    __m256 acc[KGEMV_ROWS];
+    float acc_m[KGEMV_ROWS];
+    for (int r = 0; r < KGEMV_ROWS; r++) {
+        acc[r] = _mm256_setzero_ps();
+        acc_m[r] = 0;
+    }
     for (int64_t i = 0; i < nb; i++, y++) {
         k4_head h;
-        k4_head4(x, y, &h);
-        __m256i s[KGEMV_ROWS];
+        k4_head4(x, y->bsums, &h);
         /* one row at a time: unrolled, the rows' shared activation loads
          * would be hoisted into more registers than there are */
 #pragma GCC unroll 1
         for (int r = 0; r < KGEMV_ROWS; r++) {
             kgemv_prefetch(x[r] + KGEMV_PF_ROWS * ws, bs);
-            s[r] = k45_block(x[r], q5, y->qs, h.sc[r]);
+            __m256i s = k45_block(x[r], q5, y->qs, h.sc[r]);
+            uint16_t d, dmin;
+            memcpy(&d, x[r] + o_d, 2);
+            memcpy(&dmin, x[r] + o_dm, 2);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(d)), _mm256_cvtepi32_ps(s), acc[r]);
+            acc_m[r] += y->d * h2f(dmin) * (float)h.mins[r];
+            x[r] += bs;
         }
-        acc = _mm_fmadd_ps(h.d, _mm_cvtepi32_ps(reduce4_256(s[0], s[1], s[2], s[3])), acc);
-        acc = _mm_fnmadd_ps(h.dm, _mm_cvtepi32_ps(h.mins), acc);
-        for (int r = 0; r < KGEMV_ROWS; r++) x[r] += bs;
     }
-    store_rows(acc, nr, out);
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) - acc_m[r];
 }
 
 /* One q6_K row's super-block: sum over the 16 sub-blocks of sc[s] * the
@@ -507,25 +483,26 @@ static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K 
     return sum;
 }
 
+/* Per row the float steps are the vec_dot's: equal results bit for bit. */
 static void q6k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
     const uint8_t *x[KGEMV_ROWS];
     pass_rows(w, ws, nr, x);
-    __m128 acc = _mm_setzero_ps();
+    __m256 acc[KGEMV_ROWS];
+    for (int r = 0; r < KGEMV_ROWS; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++, y++) {
-        __m256i s[KGEMV_ROWS], bsums = load32(y->bsums);
+        __m256i bsums = load32(y->bsums);
 #pragma GCC unroll 1
         for (int r = 0; r < KGEMV_ROWS; r++) {
             const block_q6_K *b = (const block_q6_K *)x[r];
             kgemv_prefetch(x[r] + KGEMV_PF_ROWS * ws, sizeof(block_q6_K));
             /* the codes carry +32: take off 32 * sum_s sc[s] * bsums[s] */
             __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales)), bsums);
-            s[r] = _mm256_sub_epi32(q6k_block(b, y->qs), _mm256_slli_epi32(off, 5));
+            __m256i s = _mm256_sub_epi32(q6k_block(b, y->qs), _mm256_slli_epi32(off, 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(b->d)), _mm256_cvtepi32_ps(s), acc[r]);
+            x[r] += sizeof(block_q6_K);
         }
-        __m128 d = _mm_mul_ps(f16x4_rows(x, offsetof(block_q6_K, d)), _mm_set1_ps(y->d));
-        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(reduce4_256(s[0], s[1], s[2], s[3])), acc);
-        for (int r = 0; r < KGEMV_ROWS; r++) x[r] += sizeof(block_q6_K);
     }
-    store_rows(acc, nr, out);
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]);
 }
 
 static void q4k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
