@@ -4,7 +4,9 @@
  * (eager) bit for bit, for every weight type with a matrix-vector kernel,
  * mixed types in one group, row counts that are not multiples of 4 (chunk
  * bounds inside and across weights), 1 and 2 threads, and a product that
- * must not move ahead of a node it reads. */
+ * must not move ahead of a node it reads. Batch-1 quantized products alone
+ * (eager) run through the same guided split, so both are also checked
+ * against one matrix-vector kernel call over all rows. */
 #include <string.h>
 
 #include "backend/cpu/fast-impl.h"
@@ -85,6 +87,21 @@ static void check_group(const group_case *gc, int threads) {
         CHECK_MSG(bad < 0, "%d threads, product %d (%s, %lld rows): row %d grouped %.9g, alone %.9g",
                   threads, i, candle_dtype_name(gc->t[i]), (long long)gc->rows[i], bad,
                   bad < 0 ? 0.0 : a[bad], bad < 0 ? 0.0 : b[bad]);
+    }
+    /* and the kernel called once over all rows (what the quantized matmul
+     * kernel's own split computes) */
+    for (int i = 0; i < gc->n; i++) {
+        size_t xb = candle_gemv_x_bytes(gc->t[i], K);
+        if (!xb || !yl[i]->computed) continue;
+        const candle_tensor *w = yl[i]->src[1];
+        void *xv = aligned_alloc(64, (xb + 63) & ~(size_t)63);
+        float *want = malloc((size_t)gc->rows[i] * sizeof *want);
+        candle_gemv_prep(gc->t[i], K, xf, xv);
+        candle_gemv_rows(gc->t[i], K, gc->rows[i], candle_tensor_data(w), (size_t)w->stride[1], xv, want);
+        CHECK_MSG(!memcmp(want, candle_tensor_data(yl[i]), (size_t)gc->rows[i] * sizeof *want),
+                  "%s %lld rows: grouped differs from one kernel call", candle_dtype_name(gc->t[i]),
+                  (long long)gc->rows[i]);
+        free(xv), free(want);
     }
     free(xf);
     candle_ctx_free(lazy);

@@ -1,5 +1,6 @@
 /* The CPU backend: memory from the heap, nodes run by the kernel table. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,8 +161,33 @@ static candle_status run_fast(candle_backend *be, const cpu_fast_kernel *fk, can
 
 /* The fast kernel when its conditions hold (cpu_dispatch.c), else the
  * reference kernel on one thread. */
+/* Batch-1 quantized products go through fast_matvecs.c, which runs the
+ * matrix-vector kernels of fast_matmul_quant.c in guided row chunks (under
+ * load a shorter wait for the slower thread: SmolLM2 Q8_0, 2 threads, load 6:
+ * 9-12 -> 2-4 us per product); CANDLE_MATVEC_GUIDED=0 keeps that kernel's
+ * own equal split, for comparisons. */
+static bool guided_matvecs(void) {
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("CANDLE_MATVEC_GUIDED");
+        v = !(e && !strcmp(e, "0"));
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static candle_status run_matvecs(cpu_impl *im, candle_tensor *const *mv, int n_mv) {
+    pthread_mutex_lock(&im->busy);
+    bool ran = ensure_work(im, cpu_matvecs_scratch(mv, n_mv));
+    if (ran) cpu_matvecs_run(im->pool, mv, n_mv, im->work);
+    pthread_mutex_unlock(&im->busy);
+    return ran ? CANDLE_OK : CANDLE_ERR_OOM;
+}
+
 static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
+    if (guided_matvecs() && cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {
         cpu_plan plan = {1, 1, 0, 0};
@@ -196,10 +222,7 @@ static candle_status cpu_compute_group(candle_backend *be, candle_tensor *const 
         if (s) return s;
     }
     if (n_mv < 2) return n_mv ? cpu_compute_node(be, mv[0]) : CANDLE_OK;
-    pthread_mutex_lock(&im->busy);
-    bool ran = ensure_work(im, cpu_matvecs_scratch(mv, n_mv));
-    if (ran) cpu_matvecs_run(im->pool, mv, n_mv, im->work);
-    pthread_mutex_unlock(&im->busy);
+    bool ran = guided_matvecs() && !run_matvecs(im, mv, n_mv);
     for (int i = 0; !ran && i < n_mv; i++) {
         candle_status s = cpu_compute_node(be, mv[i]);
         if (s) return s;
@@ -295,7 +318,7 @@ const char *candle_cpu_info(char *buf, size_t n) {
     static const cpu_fast_kernel *const fast[] = {
         &cpu_fast_matmul, &cpu_fast_matmul_quant, &cpu_fast_unary, &cpu_fast_binary,
         &cpu_fast_softmax, &cpu_fast_rms_norm, &cpu_fast_rope, &cpu_fast_attention,
-        &cpu_fast_index_select};
+        &cpu_fast_index_select, &cpu_fast_copy};
     for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++)
         info_add(buf, n, &len, "kernel: %s [%s]\n", fast[i]->name, simd->name);
     info_add(buf, n, &len, "kernel: every other op and layout: reference (scalar, 1 thread)\n");

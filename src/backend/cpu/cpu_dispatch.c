@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu-impl.h"
+#include "fast-impl.h"
 
 static _Atomic(const cpu_simd *) g_simd;
 
@@ -77,6 +77,7 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     static const cpu_fast_kernel *const attn[] = {&cpu_fast_attention, NULL};
     static const cpu_fast_kernel *const index[] = {&cpu_fast_index_select, NULL};
     static const cpu_fast_kernel *const paged[] = {&cpu_fast_paged_attention, NULL};
+    static const cpu_fast_kernel *const copy[] = {&cpu_fast_copy, NULL};
     if (op >= CANDLE_OP_NEG && op <= CANDLE_OP_CLAMP) return unary;
     if (op >= CANDLE_OP_ADD && op <= CANDLE_OP_POW) return binary;
     switch (op) {
@@ -88,6 +89,7 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     case CANDLE_OP_ATTENTION: return attn;
     case CANDLE_OP_INDEX_SELECT: return index;
     case CANDLE_OP_PAGED_ATTENTION: return paged;
+    case CANDLE_OP_COPY: return copy;
     default: return NULL;
     }
 }

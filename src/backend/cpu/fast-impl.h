@@ -28,6 +28,9 @@ static inline void *cpu_thread_scratch(const cpu_task *t, size_t per_thread) {
     return (char *)base + (size_t)t->tid * per_thread;
 }
 
+/* Copies within one plain dtype, rows contiguous (fast_ops.c). */
+extern const cpu_fast_kernel cpu_fast_copy;
+
 /* Batch-1 products with quantized weights as one job (fast_matvecs.c). */
 #define CPU_MATVECS_MAX 8
 /* dst is a 1-row product that the quantized matrix-vector kernel takes. */

@@ -3,6 +3,8 @@
  * contiguous last dim (outer dims may be strided, sliced or broadcast);
  * outputs are the node's own contiguous storage. Threads split rows, or
  * elements when the whole input is one contiguous run. */
+#include <string.h>
+
 #include "fast-impl.h"
 
 /* Ops below this many elements run on one thread: waking workers costs
@@ -147,3 +149,32 @@ static candle_status run_rms(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_rms_norm = {"rms_norm f32", match_rms, plan_rows, run_rms};
+
+/* ---- copy within one plain dtype (KV cache writes, reshape copies) ---- */
+
+static int64_t last_stride_of(const candle_tensor *t) { return t->rank ? t->stride[t->rank - 1] : 0; }
+
+/* Same plain dtype on both sides and rows contiguous in each: every row is a
+ * memcpy (bit-identical to the reference's element loop). dst may be a view
+ * into a larger tensor (copy_into), so its outer strides are arbitrary. */
+static bool match_copy(const candle_tensor *dst) {
+    const candle_tensor *x = dst->src[0];
+    if (dst->op != CANDLE_OP_COPY || !x || x->dtype != dst->dtype || dst->rank < 1) return false;
+    const candle_dtype_traits *tr = candle_dtype_info(dst->dtype);
+    if (tr->is_quantized || !candle_tensor_same_shape(x, dst)) return false;
+    int64_t es = (int64_t)tr->type_size;
+    return (last_stride_of(dst) == es && last_stride_of(x) == es) || last_dim(dst) == 1;
+}
+
+static candle_status run_copy(const cpu_task *t, candle_tensor *dst) {
+    const candle_tensor *x = dst->src[0];
+    int64_t d = last_dim(dst), r0, r1;
+    size_t bytes = (size_t)d * candle_dtype_info(dst->dtype)->type_size;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        memcpy(tensor_ptr(dst) + row_offset(dst, r), tensor_ptr(x) + row_offset(x, r), bytes);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_copy = {"copy (same dtype, contiguous rows)", match_copy, plan_rows,
+                                       run_copy};

@@ -1,7 +1,8 @@
 /* Fast rotary embedding for f32 x [..., S, H, D] with a contiguous last dim
  * (same formula as ref/rope.c). The H heads of one position share its
  * angles, so cos/sin are computed once per position (in double, as the
- * reference does) into the thread's table and applied to every head. */
+ * reference does) into the thread's table and applied to every head; the
+ * last position's table is kept per thread for the next rope call. */
 #include <math.h>
 
 #include "fast-impl.h"
@@ -39,22 +40,58 @@ static void rotate(const float *x, float *y, const float *cs, int64_t D, int64_t
     for (int64_t k = n_dims; k < D; k++) y[k] = x[k];
 }
 
+/* The angles of the last position each thread computed: in decoding every
+ * layer's q and k share one position and frequencies, so 2 * n_layer ropes
+ * a token compute them once (pow and sincos were most of a rope's time). */
+#define ROPE_CACHE_FLOATS 512
+
+typedef struct rope_cache {
+    bool valid;
+    double pos, base, scale;
+    int64_t n_dims;
+    float cs[ROPE_CACHE_FLOATS];
+} rope_cache;
+
+static _Thread_local rope_cache g_rope_cache;
+
+static void angles(const candle_tensor *dst, double pos, int64_t n_dims, float *cs) {
+    for (int64_t i = 0; i < n_dims / 2; i++) {
+        double a = pos * dst->fparams[1] * pow(dst->fparams[0], -2.0 * (double)i / (double)n_dims);
+        cs[2 * i] = (float)cos(a);
+        cs[2 * i + 1] = (float)sin(a);
+    }
+}
+
+/* cos/sin pairs for pos: the thread's cached table, or tmp filled. */
+static const float *angles_at(const candle_tensor *dst, double pos, int64_t n_dims, float *tmp) {
+    rope_cache *c = &g_rope_cache;
+    if (n_dims > ROPE_CACHE_FLOATS) {
+        angles(dst, pos, n_dims, tmp);
+        return tmp;
+    }
+    if (!c->valid || c->pos != pos || c->base != dst->fparams[0] || c->scale != dst->fparams[1] ||
+        c->n_dims != n_dims) {
+        angles(dst, pos, n_dims, c->cs);
+        c->valid = true;
+        c->pos = pos;
+        c->base = dst->fparams[0];
+        c->scale = dst->fparams[1];
+        c->n_dims = n_dims;
+    }
+    return c->cs;
+}
+
 static candle_status run_rope(const cpu_task *t, candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
     int r = dst->rank;
     int64_t D = dst->shape[r - 1], H = dst->shape[r - 2], S = dst->shape[r - 3];
     int64_t n_dims = dst->iparams[1];
     bool inter = dst->iparams[0] == CANDLE_ROPE_INTERLEAVED;
-    float *cs = cpu_thread_scratch(t, rope_thread_bytes(dst));
+    float *tmp = cpu_thread_scratch(t, rope_thread_bytes(dst));
     int64_t hd = H * D, n_pos = S > 0 && hd > 0 ? candle_tensor_numel(dst) / hd : 0, p0, p1;
     cpu_split(n_pos, 1, t->ith, t->nth, &p0, &p1);
     for (int64_t ps = p0; ps < p1; ps++) {
-        double pos = position(dst, ps % S);
-        for (int64_t i = 0; i < n_dims / 2; i++) {
-            double a = pos * dst->fparams[1] * pow(dst->fparams[0], -2.0 * (double)i / (double)n_dims);
-            cs[2 * i] = (float)cos(a);
-            cs[2 * i + 1] = (float)sin(a);
-        }
+        const float *cs = angles_at(dst, position(dst, ps % S), n_dims, tmp);
         /* offset of (outer..., s) in x: decompose ps over dims [0, r - 2) */
         int64_t off = 0, rem = ps;
         for (int d = r - 3; d >= 0; d--) {

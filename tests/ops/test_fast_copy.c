@@ -1,0 +1,91 @@
+/* The fast copy kernel (same plain dtype, contiguous rows: row memcpy) against
+ * the values written by a plain loop here: copy_into a KV-cache-like slot of
+ * a larger tensor, strided and broadcast sources, every plain dtype, 1 and 2
+ * threads with the split forced; a transposed source (not the kernel's
+ * layout) goes to the reference and must agree too. */
+#include <string.h>
+
+#include "backend/cpu/fast-impl.h"
+#include "test.h"
+
+static candle_ctx *new_ctx(int threads) {
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = true;
+    p.n_threads = threads;
+    candle_ctx *ctx = NULL;
+    CHECK(candle_ctx_init(&ctx, &p) == CANDLE_OK);
+    return ctx;
+}
+
+static candle_tensor *iota(candle_ctx *ctx, candle_dtype t, int rank, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 251) - 100.0f; /* exact in every dtype */
+    candle_tensor *x = candle_tensor_from_f32(ctx, t, rank, shape, v);
+    free(v);
+    return x;
+}
+
+static double at(const candle_tensor *t, const int64_t *idx) {
+    int64_t off = 0;
+    for (int d = 0; d < t->rank; d++) off += idx[d] * t->stride[d];
+    return candle_load_f64(t->dtype, (const char *)candle_tensor_data(t) + off);
+}
+
+/* Every element of got equals want's (same shape, any layouts). */
+static void check_same(const candle_tensor *got, const candle_tensor *want, const char *what) {
+    int64_t idx[CANDLE_MAX_RANK] = {0}, n = candle_tensor_numel(got), bad = 0;
+    for (int64_t i = 0; i < n && !bad; i++) {
+        if (at(got, idx) != at(want, idx)) bad = i + 1;
+        nd_next(got->rank, got->shape, idx);
+    }
+    CHECK_MSG(!bad, "%s %s: element %lld differs", what, candle_dtype_name(got->dtype), (long long)bad - 1);
+}
+
+static void check_dtype(candle_ctx *ctx, candle_dtype t) {
+    /* a [8, 3, 16] cache, rows 5..6 written from [2, 3, 16] */
+    int64_t cs[3] = {8, 3, 16}, ss[3] = {2, 3, 16};
+    candle_tensor *cache = iota(ctx, t, 3, cs), *src = iota(ctx, t, 3, ss);
+    candle_tensor *slot = candle_narrow(ctx, cache, 0, 5, 2);
+    candle_tensor *w = candle_copy_into(ctx, slot, src);
+    CHECK(w && cpu_fast_kernel_for(w) == &cpu_fast_copy);
+    if (w) check_same(slot, src, "copy_into");
+    /* a narrowed middle dim: outer strides of dst and src both uneven */
+    candle_tensor *mid = candle_narrow(ctx, cache, 1, 1, 2);
+    candle_tensor *src2 = candle_narrow(ctx, iota(ctx, t, 3, cs), 1, 0, 2);
+    candle_tensor *w2 = candle_copy_into(ctx, mid, src2);
+    CHECK(w2 && cpu_fast_kernel_for(w2) == &cpu_fast_copy);
+    if (w2) check_same(mid, src2, "narrowed");
+    /* a broadcast source (outer stride 0) */
+    candle_tensor *row = iota(ctx, t, 3, (int64_t[]){1, 3, 16});
+    candle_tensor *bc = candle_expand(ctx, row, 3, ss);
+    candle_tensor *w3 = candle_copy_into(ctx, slot, bc);
+    CHECK(w3 && cpu_fast_kernel_for(w3) == &cpu_fast_copy);
+    if (w3) check_same(slot, bc, "broadcast");
+    /* transposed: the last dim is strided, so the reference copies it */
+    candle_tensor *tr = candle_transpose(ctx, iota(ctx, t, 2, (int64_t[]){5, 7}), 0, 1);
+    candle_tensor *c = candle_contiguous(ctx, tr);
+    CHECK(c && cpu_fast_kernel_for(c) != &cpu_fast_copy);
+    if (c) check_same(c, tr, "transposed");
+    /* rank 1 */
+    candle_tensor *v = iota(ctx, t, 1, (int64_t[]){33});
+    candle_tensor *dst1 = iota(ctx, t, 1, (int64_t[]){40});
+    candle_tensor *part = candle_narrow(ctx, dst1, 0, 7, 33);
+    candle_tensor *w4 = candle_copy_into(ctx, part, v);
+    CHECK(w4 && cpu_fast_kernel_for(w4) == &cpu_fast_copy);
+    if (w4) check_same(part, v, "rank 1");
+}
+
+int main(void) {
+    const candle_dtype types[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16, CANDLE_DTYPE_I32};
+    for (int threads = 1; threads <= 2; threads++)
+        for (int always = 0; always <= 1; always++) {
+            cpu_set_always_parallel(always);
+            candle_ctx *ctx = new_ctx(threads);
+            for (size_t i = 0; ctx && i < sizeof types / sizeof types[0]; i++) check_dtype(ctx, types[i]);
+            candle_ctx_free(ctx);
+        }
+    cpu_set_always_parallel(false);
+    return test_done("fast_copy");
+}
