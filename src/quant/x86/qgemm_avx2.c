@@ -368,9 +368,15 @@ ALWAYS_INLINE __m256i group_dot(candle_dtype t, const __m256i *g, int i, const i
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(&g[i]), bcast4(q, i)), _mm256_set1_epi16(1));
 }
 
-/* Block b's activation fields for row r: codes, f32 scale, offset term
- * (q4_1: the q8_1 s; q4_0: the aux term; q8_0: none). */
-ALWAYS_INLINE const int8_t *act_block(candle_dtype t, const rows4 *rw, int r, int64_t b, __m256 *dy, __m256 *sy) {
+/* Block b's activation codes for row r. */
+ALWAYS_INLINE const int8_t *act_codes(candle_dtype t, const rows4 *rw, int r, int64_t b) {
+    if (t == CANDLE_DTYPE_Q4_1) return ((const block_q8_1 *)rw->x[r] + b)->qs;
+    return ((const block_q8_0 *)rw->x[r] + b)->qs;
+}
+
+/* Its f32 scale and offset term (q4_1: the q8_1 s; q4_0: the aux term;
+ * q8_0: none). */
+ALWAYS_INLINE void act_scales(candle_dtype t, const rows4 *rw, int r, int64_t b, __m256 *dy, __m256 *sy) {
     if (t == CANDLE_DTYPE_Q4_1) {
         const block_q8_1 *y = (const block_q8_1 *)rw->x[r] + b;
         int32_t ds; /* d and s, converted together */
@@ -378,17 +384,39 @@ ALWAYS_INLINE const int8_t *act_block(candle_dtype t, const rows4 *rw, int r, in
         __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds));
         *dy = _mm256_broadcastss_ps(f);
         *sy = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(1));
-        return y->qs;
-    }
-    const block_q8_0 *y = (const block_q8_0 *)rw->x[r] + b;
-    if (t == CANDLE_DTYPE_Q4_0) {
+    } else if (t == CANDLE_DTYPE_Q4_0) {
         *dy = _mm256_set1_ps(rw->aux[r][b].d);
         *sy = _mm256_set1_ps(rw->aux[r][b].s);
     } else {
-        *dy = _mm256_set1_ps(h2f(y->d));
+        *dy = _mm256_set1_ps(h2f(((const block_q8_0 *)rw->x[r] + b)->d));
         *sy = _mm256_setzero_ps();
     }
-    return y->qs;
+}
+
+/* Keeps a sum where it is: without it gcc reorders the exact integer
+ * additions of all R rows into trees and spills their terms. */
+#define PIN(v) __asm__("" : "+x"(v))
+
+/* The exact integer sums of block record g with R rows' codes q. */
+ALWAYS_INLINE void block_sums(candle_dtype t, int R, const __m256i *g, const int8_t *const *q, __m256i *s) {
+    if (t == CANDLE_DTYPE_Q8_0) {
+        FOR_R s[r] = group_dot(t, g, 0, q[r]);
+        for (int k = 1; k < 8; k++) FOR_R {
+                s[r] = _mm256_add_epi32(s[r], group_dot(t, g, k, q[r]));
+                PIN(s[r]);
+            }
+        return;
+    }
+    __m256i w = _mm256_loadu_si256(&g[0]);
+    FOR_R s[r] = _mm256_maddubs_epi16(w, bcast4(q[r], 0));
+    for (int k = 1; k < 8; k++) {
+        w = _mm256_loadu_si256(&g[k]);
+        FOR_R {
+            s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(w, bcast4(q[r], k)));
+            PIN(s[r]);
+        }
+    }
+    FOR_R s[r] = _mm256_madd_epi16(s[r], _mm256_set1_epi16(1));
 }
 
 /* Lane i of every row: blocks i, 8 + i, ... of the full groups. */
@@ -399,32 +427,18 @@ ALWAYS_INLINE void full_lane(candle_dtype t, int R, int64_t ng, int i, const cha
     for (int64_t gi = 0; gi < ng; gi++) {
         int64_t b = 8 * gi + i;
         const char *rec = p + (size_t)b * rb;
-        const __m256i *g = (const __m256i *)rec;
         const int8_t *q[4];
-        __m256 dy[4], sy[4];
         __m256i s[4];
-        FOR_R q[r] = act_block(t, rw, r, b, &dy[r], &sy[r]);
-        if (t == CANDLE_DTYPE_Q8_0) {
-            FOR_R s[r] = group_dot(t, g, 0, q[r]);
-            for (int k = 1; k < 8; k++) FOR_R s[r] = _mm256_add_epi32(s[r], group_dot(t, g, k, q[r]));
-        } else {
-            __m256i w = _mm256_loadu_si256(&g[0]);
-            FOR_R s[r] = _mm256_maddubs_epi16(w, bcast4(q[r], 0));
-            for (int k = 1; k < 8; k++) {
-                w = _mm256_loadu_si256(&g[k]);
-                FOR_R s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(w, bcast4(q[r], k)));
-            }
-            FOR_R s[r] = _mm256_madd_epi16(s[r], _mm256_set1_epi16(1));
-        }
+        FOR_R q[r] = act_codes(t, rw, r, b);
+        block_sums(t, R, (const __m256i *)rec, q, s);
         __m256 dw = _mm256_loadu_ps((const float *)(rec + doff));
         FOR_R {
-            __m256 v = _mm256_cvtepi32_ps(s[r]);
-            if (t == CANDLE_DTYPE_Q4_0) a[r] = _mm256_fmadd_ps(dw, _mm256_fmadd_ps(dy[r], v, sy[r]), a[r]);
-            else a[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy[r]), v, a[r]);
-        }
-        if (t == CANDLE_DTYPE_Q4_1) {
-            __m256 mw = _mm256_loadu_ps((const float *)(rec + doff + NR * 4));
-            FOR_R m[r] = _mm256_fmadd_ps(mw, sy[r], m[r]);
+            __m256 dy, sy, v = _mm256_cvtepi32_ps(s[r]);
+            act_scales(t, rw, r, b, &dy, &sy);
+            if (t == CANDLE_DTYPE_Q4_0) a[r] = _mm256_fmadd_ps(dw, _mm256_fmadd_ps(dy, v, sy), a[r]);
+            else a[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), v, a[r]);
+            if (t == CANDLE_DTYPE_Q4_1)
+                m[r] = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)(rec + doff + NR * 4)), sy, m[r]);
         }
     }
     FOR_R {
@@ -440,7 +454,8 @@ ALWAYS_INLINE void tail_row(candle_dtype t, int64_t b0, int64_t nb, const char *
     for (int64_t b = b0; b < nb; b++) {
         const char *rec = p + (size_t)b * rb;
         __m256 dy, sy;
-        const int8_t *q = act_block(t, rw, r, b, &dy, &sy);
+        const int8_t *q = act_codes(t, rw, r, b);
+        act_scales(t, rw, r, b, &dy, &sy);
         __m256 dw = _mm256_loadu_ps((const float *)(rec + doff)), dd = _mm256_mul_ps(dw, dy);
         for (int i = 0; i < 8; i++)
             L->a[i][r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(group_dot(t, (const __m256i *)rec, i, q)), L->a[i][r]);
