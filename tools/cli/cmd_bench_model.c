@@ -216,13 +216,30 @@ static double percentile(const double *sorted, int64_t n, double p) {
     return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
-/* CANDLE_LATENCY_DUMP=FILE: the per-token times in order, one per line in
- * ms, for looking at the distribution (periodic stalls, drift). */
-static void dump_latencies(const double *t, int64_t n) {
-    const char *path = getenv("CANDLE_LATENCY_DUMP");
-    FILE *f = path && *path ? fopen(path, "w") : NULL;
+/* CANDLE_LATENCY_DUMP=FILE: per token, in order, its time in ms and the
+ * process's involuntary context switches and minor page faults during it
+ * (getrusage), to tell slow tokens that lost a core to another process from
+ * slow ones that did not. */
+typedef struct lat_sample {
+    long ivcsw, minflt;
+} lat_sample;
+
+static bool lat_dump_on(void) {
+    const char *p = getenv("CANDLE_LATENCY_DUMP");
+    return p && *p;
+}
+
+static lat_sample lat_sample_now(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return (lat_sample){0, 0};
+    return (lat_sample){ru.ru_nivcsw, ru.ru_minflt};
+}
+
+static void dump_latencies(const double *t, const lat_sample *d, int64_t n) {
+    FILE *f = d ? fopen(getenv("CANDLE_LATENCY_DUMP"), "w") : NULL;
     if (!f) return;
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%.4f\n", t[i] * 1e3);
+    fprintf(f, "ms ivcsw minflt\n");
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%.4f %ld %ld\n", t[i] * 1e3, d[i].ivcsw, d[i].minflt);
     fclose(f);
 }
 
@@ -247,21 +264,29 @@ static int run_latency(candle_session *s, const int32_t *ids, const bench_opts *
             free(t);
             return fail(s, "generation");
         }
+    /* allocated before the counters are read, so not counted per token */
+    lat_sample *d = lat_dump_on() ? calloc((size_t)n, sizeof *d) : NULL;
     uint64_t a0 = candle_ctx_alloc_count(s->ctx);
     m0 = mallocs_now();
     for (int64_t i = 0; i < n; i++) {
+        lat_sample s0 = d ? lat_sample_now() : (lat_sample){0, 0};
         double t0 = cli_now();
         if (candle_session_eval(s, ids + LAT_WARMUP + i, 1, NULL, false)) {
-            free(t);
+            free(t), free(d);
             return fail(s, "generation");
         }
         t[i] = cli_now() - t0;
+        if (d) {
+            lat_sample s1 = lat_sample_now();
+            d[i] = (lat_sample){s1.ivcsw - s0.ivcsw, s1.minflt - s0.minflt};
+        }
         if (o->lat_fixed) candle_session_truncate(s, LAT_WARMUP);
     }
     m1 = mallocs_now();
     r->allocs_per_tok = (double)(candle_ctx_alloc_count(s->ctx) - a0) / (double)n;
     r->mallocs_per_tok = m0 < 0 ? -1 : (double)(m1 - m0) / (double)n;
-    dump_latencies(t, n);
+    dump_latencies(t, d, n);
+    free(d);
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     r->n = n;
     r->p50 = percentile(t, n, 0.50);
