@@ -147,7 +147,7 @@ int main(void) {
                 check_group(&(group_case){3, {t, t, t}, {64, 16, 16}}, threads);
                 check_group(&(group_case){3, {t, t, t}, {37, 5, 130}}, threads);
             }
-            /* mixed types (a Q4_K_M-style layer), one without a kernel */
+            /* mixed types (a Q4_K_M-style layer) */
             check_group(&(group_case){4, {CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K,
                                           CANDLE_DTYPE_Q5_0},
                                       {96, 33, 32, 520}},
