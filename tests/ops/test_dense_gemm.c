@@ -3,9 +3,9 @@
  * block-quantized K in whole blocks), the per-panel packing used when one MC
  * block holds a task's rows (M <= 144) next to the block-packed path (M >
  * 144), prefetching of transposed, plain and strided B; and the dot_rows
- * primitive of every table this CPU runs (f16/bf16 rows one at a time, f32
- * eight/four at a time) on odd K, row tails, padded rows and strided
- * outputs, with nothing written between or after the outputs. All against a
+ * primitive of every table this CPU runs (f16/bf16 rows one at a time up to
+ * K = 1024, four at a time past it; f32 eight/four at a time) on odd K, row
+ * tails, padded rows and strided outputs, with nothing written between or after the outputs. All against a
  * naive double-precision product, on 1 and 2 threads. */
 #include <math.h>
 
@@ -158,7 +158,7 @@ static void check_dot_rows(const char *isa, candle_dtype t, int64_t k, int64_t n
 
 static void run_dot_rows(const char *isa) {
     static const candle_dtype types[] = {F32, F16, BF16};
-    static const int64_t ks[] = {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 576, 1000};
+    static const int64_t ks[] = {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 576, 1000, 1024, 1025, 1100};
     static const int64_t ns[] = {1, 3, 7, 8, 9, 17};
     uint64_t rng = 42;
     for (size_t ti = 0; ti < 3; ti++)

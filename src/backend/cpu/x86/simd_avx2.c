@@ -206,7 +206,13 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
 
 /* ---- matrix-vector ----
  * f32 rows: eight (then four) rows per pass over x, the hardware prefetcher
- * streaming them. Half-precision rows: one row at a time (below). */
+ * streaming them. Half-precision rows longer than DOT_H_STREAM_MAX bytes:
+ * four rows per pass, converted (F16C) as they stream, which takes enough
+ * of the loop that the hardware prefetcher falls behind; prefetching the
+ * next four rows (one group ahead, 16-32 KiB) keeps the loads in flight:
+ * out of cache, +15-30% on 1 and 2 threads (for f32 rows the same prefetch
+ * measured 5-20% slower, so it is off). Shorter half-precision rows: one
+ * at a time, below. */
 
 #define DEF_DOT_ROWS(NAME, LOAD, ESZ, WT)                                                    \
     static void NAME(int64_t k, const char *w, size_t ws, int64_t n_rows, const float *x,   \
@@ -216,8 +222,15 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
             const char *w0 = w + r * ws, *w1 = w0 + ws, *w2 = w1 + ws, *w3 = w2 + ws;      \
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                    \
             __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                     \
+            const char *pf = w3 + ws;                                                      \
             int64_t i = 0;                                                                 \
             for (; i + 16 <= k; i += 16) {                                                 \
+                if (ESZ == 2) {                                                            \
+                    _mm_prefetch(pf + i * ESZ, _MM_HINT_T0);                               \
+                    _mm_prefetch(pf + ws + i * ESZ, _MM_HINT_T0);                          \
+                    _mm_prefetch(pf + 2 * ws + i * ESZ, _MM_HINT_T0);                      \
+                    _mm_prefetch(pf + 3 * ws + i * ESZ, _MM_HINT_T0);                      \
+                }                                                                          \
                 __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);       \
                 a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), x0, a0);                          \
                 b0 = _mm256_fmadd_ps(LOAD(w0 + (i + 8) * ESZ), x1, b0);                    \
@@ -264,6 +277,8 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
         }                                                                                  \
     }
 DEF_DOT_ROWS(dot_rows_f32, LOAD_F32, 4, CANDLE_DTYPE_F32)
+DEF_DOT_ROWS(dot_rows4_f16, LOAD_F16, 2, CANDLE_DTYPE_F16)
+DEF_DOT_ROWS(dot_rows4_bf16, LOAD_BF16, 2, CANDLE_DTYPE_BF16)
 
 /* Eight f32 rows per pass: one load of x feeds eight FMAs, so the loop
  * spends its load slots on the weights (against four rows: +3-18% on the
@@ -290,16 +305,21 @@ static int64_t dot_rows8_f32(int64_t k, const char *w, size_t ws, int64_t n_rows
     return r;
 }
 
-/* Half-precision rows one at a time, in address order, with a software
- * prefetch DOT_H_PREFETCH bytes ahead on the row (and on into the next
- * ones). A weight's rows are contiguous, so this reads the matrix as one
- * sequential stream; passes over four or eight rows at once read four or
- * eight lines 1-2 KiB apart at every step (SmolLM2's K = 576 rows are 1152
- * bytes), which the hardware prefetcher followed less well. Tied output
- * matrix 49152 x 576 f16 out of cache, 2 threads: 20-24 GB/s -> 25-30 GB/s;
- * SmolLM2 F16 generation 55 -> 70 tokens/s. The F16C conversions cost
- * nothing here: x stays in L1 and the loop waits on memory. */
+/* Short half-precision rows one at a time, in address order, with a
+ * software prefetch DOT_H_PREFETCH bytes ahead on the row (and on into the
+ * next ones). A weight's rows are contiguous, so this reads the matrix as
+ * one sequential stream, where four rows per pass read four streams of only
+ * a few lines each (SmolLM2's K = 576 rows are 1152 bytes, 18 lines), which
+ * the hardware prefetcher followed less well. Out of cache, 2 threads:
+ * K = 576 (tied output 49152 x 576, 960 x 576) 20-26 -> 27-31 GB/s, SmolLM2
+ * F16 generation 55 -> 70 tokens/s; K = 1024 equal; K = 1536 to 5632 the
+ * four streams win (30-37 against 24-26 GB/s), hence the bound. */
+#ifndef DOT_H_PREFETCH
 #define DOT_H_PREFETCH 1024
+#endif
+#ifndef DOT_H_STREAM_MAX
+#define DOT_H_STREAM_MAX 2048
+#endif
 #define DEF_DOT_ROW_STREAM(NAME, LOAD, WT)                                                  \
     static void NAME(int64_t k, const char *w, size_t ws, int64_t n_rows, const float *x,  \
                      float *out, int64_t os) {                                            \
@@ -329,6 +349,9 @@ static void dot_rows_avx2(candle_dtype wt, int64_t k, const void *w, size_t w_st
     if (wt == CANDLE_DTYPE_F32) {
         int64_t done = dot_rows8_f32(k, wp, w_stride, n_rows, x, out, out_stride);
         dot_rows_f32(k, wp + done * (int64_t)w_stride, w_stride, n_rows - done, x, out + done * out_stride, out_stride);
+    } else if (k * 2 > DOT_H_STREAM_MAX) {
+        if (wt == CANDLE_DTYPE_F16) dot_rows4_f16(k, wp, w_stride, n_rows, x, out, out_stride);
+        else dot_rows4_bf16(k, wp, w_stride, n_rows, x, out, out_stride);
     } else if (wt == CANDLE_DTYPE_F16) {
         dot_rows_f16(k, wp, w_stride, n_rows, x, out, out_stride);
     } else {
