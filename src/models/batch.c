@@ -272,11 +272,10 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     candle_status st = check(b, seqs, n_seqs, &n);
     if (st) return st;
     int32_t *ids = malloc((size_t)n * sizeof *ids), *pos = malloc((size_t)n * sizeof *pos);
-    float *out = malloc((size_t)n_seqs * (size_t)b->model->cfg.n_vocab * sizeof *out);
-    if (!ids || !pos || !out) {
+    float *out = NULL; /* the logits as f32, when the graph's are not plain f32 */
+    if (!ids || !pos) {
         free(ids);
         free(pos);
-        free(out);
         return candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: batch of %lld tokens",
                                 (long long)n);
     }
@@ -294,19 +293,24 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     candle_tensor *logits = ok ? forward(&ds, ids) : NULL;
     st = logits ? candle_compute(b->ctx, logits) : candle_errcode(b->ctx);
     if (!st && !logits) st = candle_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
+    /* plain f32 logits go straight to each sequence (a copy of 16 x 196 KiB less per step) */
+    const float *all = out;
     if (!st && logits->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(logits))
-        memcpy(out, candle_tensor_data(logits), candle_tensor_nbytes(logits));
+        all = candle_tensor_data(logits);
+    else if (!st && !(out = malloc((size_t)n_seqs * (size_t)b->model->cfg.n_vocab * sizeof *out)))
+        st = candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_seqs);
     else if (!st)
         st = candle_tensor_to_f32(logits, out);
-    candle_ctx_reset(b->ctx, b->mark);
+    if (out) all = out;
     if (!st) {
         size_t nv = (size_t)b->model->cfg.n_vocab;
         for (int i = 0; i < n_seqs; i++) {
-            if (seqs[i].logits) memcpy(seqs[i].logits, out + (size_t)i * nv, nv * sizeof *out);
+            if (seqs[i].logits) memcpy(seqs[i].logits, all + (size_t)i * nv, nv * sizeof *all);
             if (seqs[i].paged) seqs[i].paged->pos += seqs[i].n;
             else seqs[i].sess->pos += seqs[i].n;
         }
     }
+    candle_ctx_reset(b->ctx, b->mark);
     free(ids);
     free(pos);
     free(out);
