@@ -8,11 +8,13 @@
  * A few more rows (M <= DOT_MAX_M) of such a product use 4 x 3 tiles of dot
  * products on the rows as they are (gemm_dot), with no packing.
  * Everything else is a packed, cache-blocked GEMM: for each NC-wide column
- * block and KC-deep slice, B is packed into NR-wide panels (converted to
- * f32), A into MR-tall panels per MC rows, and the MR x NR micro-kernel runs
- * over the panels; the B micro-panel stays in L1, the A block in L2. The
- * threads take a grid of C chosen by packing cost (gemm_grid), each with
- * private pack buffers. */
+ * block and KC-deep slice (K cut into equal slices, gemm_kc), B is packed
+ * into NR-wide panels (converted to f32), A into MR-tall panels per MC rows,
+ * and the MR x NR micro-kernel runs over the panels; the B micro-panel stays
+ * in L1, the A block in L2. When one MC block holds all of a task's rows
+ * (prefill), each B panel is packed just before its micro-kernels instead,
+ * with the next panel's source prefetched. The threads take a grid of C
+ * chosen by packing cost (gemm_grid), each with private pack buffers. */
 #include <stdint.h>
 #include <string.h>
 
