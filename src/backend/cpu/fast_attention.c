@@ -32,7 +32,7 @@
 #include "attention-impl.h"
 #include "fast-impl.h"
 
-#define ATTN_BK 64        /* keys per tile */
+#define ATTN_BK 256       /* keys per tile */
 #define ATTN_BQ 128       /* query positions per block, at most */
 #define ATTN_MAX_ROWS 512 /* positions x heads of one task, at most */
 /* Blocks of at most this many rows (decoding: the heads of one kv head)
