@@ -137,73 +137,52 @@ static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t 
     return reduce_x4(r[0], r[1], r[2], r[3]);
 }
 
-/* R (1 or 2) rows of a nibble type, ws bytes apart: sum over blocks of
- * dx * (dy * isum + s) (q*_0, s holding the offset term) or dx * dy * isum
- * + m * s (q*_1). Two rows go through each pass so that the dependency
- * chains of one (group reductions, the float accumulation, the tail blocks,
- * the final horizontal sum) overlap the other's work: with short rows
- * (K = 576, 18 blocks) a single row left the core waiting on latency
- * (q5_0 576 x 512 in L2, one thread: ~10 -> ~11 GB/s, q4_0 ~14 -> ~15).
- * Per row the steps are those of the single-row pass, so results do not
- * depend on R. */
-static inline __attribute__((always_inline)) void nibble_rows(int R, const uint8_t *w, size_t ws, wfmt f, xv_parts p,
-                                                              int64_t nb, float *out) {
+/* One row of a nibble type: sum over blocks of dx * (dy * isum + s) (q*_0,
+ * s holding the offset term) or dx * dy * isum + m * s (q*_1). */
+static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, wfmt f, xv_parts p, int64_t nb) {
     const bool q4_1 = f.has_m;
-    __m256 acc[2], acc_m[2];
-    for (int r = 0; r < R; r++) acc[r] = acc_m[r] = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
-        __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *wg = w + (size_t)r * ws + g * GROUP * f.bs;
-            _mm_prefetch((const char *)wg + GEMV_PF, GEMV_HINT);
-            _mm_prefetch((const char *)wg + GEMV_PF + 64, GEMV_HINT);
-            _mm_prefetch((const char *)wg + GEMV_PF + 128, GEMV_HINT);
-            __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256));
-            __m256 dx = h2f_x8(wg + f.d, f.bs);
-            if (q4_1) {
-                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc[r]);
-                acc_m[r] = _mm256_fmadd_ps(h2f_x8(wg + f.m, f.bs), s, acc_m[r]);
-            } else {
-                acc[r] = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc[r]);
-            }
+        const uint8_t *wg = w + g * GROUP * f.bs;
+        _mm_prefetch((const char *)wg + GEMV_PF, GEMV_HINT);
+        _mm_prefetch((const char *)wg + GEMV_PF + 64, GEMV_HINT);
+        _mm_prefetch((const char *)wg + GEMV_PF + 128, GEMV_HINT);
+        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256));
+        __m256 dx = h2f_x8(wg + f.d, f.bs), dy = _mm256_loadu_ps(p.d + g * GROUP);
+        __m256 s = _mm256_loadu_ps(p.s + g * GROUP);
+        if (q4_1) {
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
+            acc_m = _mm256_fmadd_ps(h2f_x8(wg + f.m, f.bs), s, acc_m);
+        } else {
+            acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
         }
     }
     /* blocks after the last group one at a time, still in vector lanes:
      * one horizontal sum per row */
     const __m256i ones = _mm256_set1_epi16(1);
-    float extra[2] = {0, 0};
+    float extra = 0;
     for (int64_t b = ng * GROUP; b < nb; b++) {
-        for (int r = 0; r < R; r++) {
-            const uint8_t *wb = w + (size_t)r * ws + b * f.bs;
-            __m256i c = unpack_nibbles(wb + f.qs);
-            if (f.q5) {
-                uint32_t qh;
-                memcpy(&qh, wb + f.qh, 4);
-                c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-            }
-            __m256 v = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
-            uint16_t dxh, mh;
-            memcpy(&dxh, wb + f.d, 2);
-            float dx = _cvtsh_ss(dxh);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc[r]);
-            if (q4_1) {
-                memcpy(&mh, wb + f.m, 2);
-                extra[r] += _cvtsh_ss(mh) * p.s[b];
-            } else {
-                extra[r] += dx * p.s[b];
-            }
+        const uint8_t *wb = w + b * f.bs;
+        __m256i c = unpack_nibbles(wb + f.qs);
+        if (f.q5) {
+            uint32_t qh;
+            memcpy(&qh, wb + f.qh, 4);
+            c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        }
+        __m256 v = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
+        uint16_t dxh, mh;
+        memcpy(&dxh, wb + f.d, 2);
+        float dx = _cvtsh_ss(dxh);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
+        if (q4_1) {
+            memcpy(&mh, wb + f.m, 2);
+            extra += _cvtsh_ss(mh) * p.s[b];
+        } else {
+            extra += dx * p.s[b];
         }
     }
-    for (int r = 0; r < R; r++) out[r] = hsum_ps(_mm256_add_ps(acc[r], acc_m[r])) + extra[r];
-}
-
-/* All n rows of a nibble type, two per pass. */
-static inline __attribute__((always_inline)) void nibble_all(const uint8_t *w, size_t ws, wfmt f, xv_parts p,
-                                                             int64_t nb, int64_t n, float *out) {
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2) nibble_rows(2, w + (size_t)r * ws, ws, f, p, nb, out + r);
-    if (r < n) nibble_rows(1, w + (size_t)r * ws, ws, f, p, nb, out + r);
+    return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
 }
 
 static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
@@ -245,10 +224,18 @@ void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, 
     static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
                              offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
     switch (t) {
-    case CANDLE_DTYPE_Q4_0: nibble_all(row, ws, f40, p, nb, n, out); break;
-    case CANDLE_DTYPE_Q4_1: nibble_all(row, ws, f41, p, nb, n, out); break;
-    case CANDLE_DTYPE_Q5_0: nibble_all(row, ws, f50, p, nb, n, out); break;
-    case CANDLE_DTYPE_Q5_1: nibble_all(row, ws, f51, p, nb, n, out); break;
+    case CANDLE_DTYPE_Q4_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, p, nb);
+        break;
+    case CANDLE_DTYPE_Q4_1:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, p, nb);
+        break;
+    case CANDLE_DTYPE_Q5_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f50, p, nb);
+        break;
+    case CANDLE_DTYPE_Q5_1:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f51, p, nb);
+        break;
     case CANDLE_DTYPE_Q8_0:
         for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row((const block_q8_0 *)row, p, nb);
         break;
