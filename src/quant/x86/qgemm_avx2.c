@@ -50,8 +50,9 @@ size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K) {
     return (size_t)(K / (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? QK_K : 32)) * rec_bytes(t);
 }
 
-/* r[j] dword g -> g[j'] lane j: the 8 x 8 transpose of 32-bit elements. */
-static void transpose8(const __m256i r[8], __m256i *g) {
+/* r[j] dword g -> g[j'] lane j: the 8 x 8 transpose of 32-bit elements
+ * (inlined: the q8_0 packing then signs the vectors in registers). */
+static inline __attribute__((always_inline)) void transpose8_regs(const __m256i r[8], __m256i *o) {
     __m256i t[8], u[8];
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
@@ -65,9 +66,15 @@ static void transpose8(const __m256i r[8], __m256i *g) {
         u[4 * h + 3] = _mm256_unpackhi_epi64(s[1], s[3]);
     }
     for (int i = 0; i < 4; i++) {
-        _mm256_storeu_si256((__m256i *)&g[i], _mm256_permute2x128_si256(u[i], u[4 + i], 0x20));
-        _mm256_storeu_si256((__m256i *)&g[4 + i], _mm256_permute2x128_si256(u[i], u[4 + i], 0x31));
+        o[i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x20);
+        o[4 + i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x31);
     }
+}
+
+static void transpose8(const __m256i r[8], __m256i *g) {
+    __m256i o[8];
+    transpose8_regs(r, o);
+    for (int i = 0; i < 8; i++) _mm256_storeu_si256(&g[i], o[i]);
 }
 
 static void pack_q4_k(int64_t K, int nn, const void *w, size_t ws, char *p) {
@@ -187,10 +194,11 @@ static inline __attribute__((always_inline)) void pack_legacy(candle_dtype t, in
         load_legacy(t, b, nn, w, ws, r, d, mn);
         __m256i *g = (__m256i *)rec;
         if (t == CANDLE_DTYPE_Q8_0) {
-            transpose8(r, g + 8);
+            __m256i o[8];
+            transpose8_regs(r, o);
             for (int i = 0; i < 8; i++) {
-                __m256i s = _mm256_loadu_si256(&g[8 + i]);
-                _mm256_storeu_si256(&g[i], _mm256_sign_epi8(s, s));
+                _mm256_storeu_si256(&g[8 + i], o[i]);
+                _mm256_storeu_si256(&g[i], _mm256_sign_epi8(o[i], o[i]));
             }
             memcpy(rec + 16 * 32, d, sizeof d);
         } else {
