@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `candle serve` with SmolLM2-135M-Instruct Q4_1: 18 concurrent greedy
+# `candle serve` with SmolLM2-135M-Instruct Q4_1 (label slow: a real model;
+# tests/server/test_openai.py holds the checks): 18 concurrent greedy
 # completion streams and 16 chat streams equal the same requests run one at
 # a time. With this model a row's int8-quantized activations make logits
 # sensitive to the last bit of every matmul, so this fails unless a
@@ -30,5 +31,5 @@ done
 fail=0
 SERVER_TESTS=test_concurrent,test_concurrent_chat timeout 900 python3 "$SRC/tests/server/test_openai.py" \
     "http://127.0.0.1:$P" k || { fail=1; tail -5 "$LOG"; }
-[ $fail = 0 ] && echo "test_concurrent_smollm2: OK"
+[ $fail = 0 ] && echo "test_server_smollm2: OK"
 exit $fail
