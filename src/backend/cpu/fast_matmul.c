@@ -36,6 +36,8 @@
 #ifndef GEMM_NC
 #define GEMM_NC 2048
 #endif
+/* Tasks per thread of the shared-A GEMM (panel_run). */
+#define PANEL_TASKS 4
 /* Weight rows per block in the matrix-vector path, so that the block stays
  * in L2 while every row of x passes over it. */
 #define MV_BLOCK_BYTES (192 * 1024)
@@ -123,6 +125,10 @@ static size_t gemm_thread_floats(void) {
 
 static size_t mv_thread_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
 
+static bool panel_path(const candle_tensor *dst, const mm_geom *g);
+static size_t panel_a_bytes(const mm_geom *g);
+static size_t panel_thread_bytes(void);
+
 static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g = {0};
     cpu_mm_geom(dst, &g);
@@ -130,6 +136,14 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     /* matrix-vector: several tasks per thread balance a busy machine; GEMM:
      * one per thread, as each task packs its own A */
     bool mv = mv_path(dst, &g), dot = !mv && dot_path(dst, &g);
+    if (!mv && !dot && panel_path(dst, &g)) {
+        /* phase 0 packs A once for all; phase 1's tasks share it */
+        p->n_phases = 2;
+        p->nth0 = cpu_tasks_for(flops, 2e5, n_threads, 1);
+        p->nth = cpu_tasks_for(flops, 2e5, n_threads, PANEL_TASKS);
+        p->wsize = panel_a_bytes(&g) + (size_t)n_threads * panel_thread_bytes() + 64;
+        return;
+    }
     p->nth = cpu_tasks_for(flops, 2e5, n_threads, mv || dot ? 4 : 1);
     if (mv) p->wsize = (size_t)n_threads * mv_thread_bytes(g.K) + 64;
     else if (dot) p->wsize = (size_t)n_threads * dot_thread_bytes() + 64;
@@ -414,8 +428,71 @@ static void gemm_grid(const candle_tensor *dst, const mm_geom *geo, int nth, int
     *gn = by_n ? nth : 1;
 }
 
-static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
+static gemm_args gemm_args_for(const candle_tensor *dst, const mm_geom *geo, int64_t bi, float *rows) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
+    int64_t oa, ob;
+    cpu_mm_batch(dst, bi, &oa, &ob);
+    return (gemm_args){
+        .a = tensor_ptr(a) + oa, .sam = a->stride[a->rank - 2], .sak = a->stride[a->rank - 1],
+        .at = a->dtype, .b = tensor_ptr(b) + ob, .sbk = b->stride[b->rank - 2],
+        .sbn = b->stride[b->rank - 1], .bt = b->dtype,
+        .c = (float *)tensor_ptr(dst) + bi * geo->M * geo->N, .ldc = geo->N, .rows = rows,
+    };
+}
+
+/* ---- prefill GEMM: A packed once, shared by fine column tasks ----
+ * With at most GEMM_MC rows (a 128-token prompt) the whole of A fits one
+ * block: phase 0 packs it, every K slice, into the shared scratch (split by
+ * row panels), and phase 1 splits N into PANEL_TASKS tasks per thread, each
+ * packing its B panels one at a time (next one prefetched) and running them
+ * over all of A. One task per thread packed A in every thread and left a
+ * thread idle whenever the other was descheduled, as it often is on a
+ * shared machine; claimed dynamically, the small tasks even that out. */
+
+static bool panel_path(const candle_tensor *dst, const mm_geom *g) {
+    return g->M <= GEMM_MC && g->n_batch == 1 && g->K > 0 && !mv_path(dst, g) && !dot_path(dst, g);
+}
+
+static int64_t panel_m_pad(const mm_geom *g) { return (g->M + CPU_GEMM_MR - 1) / CPU_GEMM_MR * CPU_GEMM_MR; }
+
+/* K slice at pc of the packed A: panel_m_pad x kc floats from pc * m_pad. */
+static size_t panel_a_bytes(const mm_geom *g) {
+    return ((size_t)panel_m_pad(g) * (size_t)g->K * sizeof(float) + 63) & ~(size_t)63;
+}
+
+/* a B panel, and for quantized B the dequantized rows of one panel */
+static size_t panel_thread_bytes(void) {
+    return ((size_t)2 * CPU_GEMM_NR * GEMM_KC * sizeof(float) + 63) & ~(size_t)63;
+}
+
+static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
+    float *ap = (float *)(((uintptr_t)t->wdata + 63) & ~(uintptr_t)63);
+    float *bpanel = (float *)((char *)ap + panel_a_bytes(geo) + (size_t)t->tid * panel_thread_bytes());
+    gemm_args g = gemm_args_for(dst, geo, 0, bpanel + (size_t)CPU_GEMM_NR * GEMM_KC);
+    int64_t mpad = panel_m_pad(geo), KC = gemm_kc(&g, geo->K), lo, hi;
+    if (t->phase == 0) {
+        cpu_split(geo->M, CPU_GEMM_MR, t->ith, t->nth, &lo, &hi);
+        for (int64_t pc = 0; pc < geo->K && lo < hi; pc += KC) {
+            int64_t kc = geo->K - pc < KC ? geo->K - pc : KC;
+            pack_a(&g, lo, hi - lo, pc, kc, ap + pc * mpad + lo * kc);
+        }
+        return;
+    }
+    cpu_split(geo->N, CPU_GEMM_NR, t->ith, t->nth, &lo, &hi);
+    for (int64_t pc = 0; pc < geo->K && lo < hi; pc += KC) {
+        int64_t kc = geo->K - pc < KC ? geo->K - pc : KC;
+        prefetch_b_panel(&g, pc, kc, lo, hi - lo < CPU_GEMM_NR ? (int)(hi - lo) : CPU_GEMM_NR);
+        for (int64_t jr = lo; jr < hi; jr += CPU_GEMM_NR) {
+            int nr = hi - jr < CPU_GEMM_NR ? (int)(hi - jr) : CPU_GEMM_NR;
+            int64_t jn = jr + CPU_GEMM_NR;
+            if (jn < hi) prefetch_b_panel(&g, pc, kc, jn, hi - jn < CPU_GEMM_NR ? (int)(hi - jn) : CPU_GEMM_NR);
+            pack_b_panel(cpu_simd_get(), &g, pc, kc, jr, nr, bpanel);
+            gemm_panels(&g, ap + pc * mpad, bpanel, 0, geo->M, jr, nr, kc, pc > 0);
+        }
+    }
+}
+
+static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     float *abuf = cpu_thread_scratch(t, gemm_thread_floats() * sizeof(float));
     float *bbuf = abuf + (size_t)GEMM_MC * GEMM_KC;
     int gm = 1, gn = 1;
@@ -425,15 +502,7 @@ static void gemm_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) 
     cpu_split(geo->N, CPU_GEMM_NR, t->ith % gn, gn, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
     for (int64_t bi = 0; bi < geo->n_batch; bi++) {
-        int64_t oa, ob;
-        cpu_mm_batch(dst, bi, &oa, &ob);
-        gemm_args g = {
-            .a = tensor_ptr(a) + oa, .sam = a->stride[a->rank - 2], .sak = a->stride[a->rank - 1],
-            .at = a->dtype, .b = tensor_ptr(b) + ob, .sbk = b->stride[b->rank - 2],
-            .sbn = b->stride[b->rank - 1], .bt = b->dtype,
-            .c = (float *)tensor_ptr(dst) + bi * geo->M * geo->N, .ldc = geo->N,
-            .rows = bbuf + (size_t)GEMM_KC * GEMM_NC,
-        };
+        gemm_args g = gemm_args_for(dst, geo, bi, bbuf + (size_t)GEMM_KC * GEMM_NC);
         if (geo->K == 0) {
             for (int64_t m = m0; m < m1; m++) memset(g.c + m * g.ldc + n0, 0, sizeof(float) * (size_t)(n1 - n0));
             continue;
@@ -448,6 +517,7 @@ static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
     if (g.M == 0 || g.N == 0) return CANDLE_OK;
     if (mv_path(dst, &g)) mv_run(t, dst, &g);
     else if (dot_path(dst, &g)) dot_run(t, dst, &g);
+    else if (panel_path(dst, &g)) panel_run(t, dst, &g);
     else gemm_run(t, dst, &g);
     return CANDLE_OK;
 }
