@@ -12,8 +12,8 @@
  * One activation row (batch-1 decoding) with a type that has a
  * matrix-vector kernel (src/quant/gemv.c): phase 0 prepares the row on the
  * calling thread alone (no wake-up for a few microseconds of work), phase 1
- * streams the weight rows once, threads claiming small runs of rows so that
- * a late or preempted thread leaves little to wait for. */
+ * streams the weight rows once in guided chunks (large first, small last),
+ * so that a late or preempted thread leaves little to wait for. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,9 +23,10 @@
 
 /* Weight rows per block in phase 2. */
 #define QBLOCK_ROWS 16
-/* Matrix-vector products: tasks per thread, and the fewest rows in one. */
-#define GEMV_TASKS_PER_THREAD 4
-#define GEMV_MIN_ROWS 32
+/* Matrix-vector products: guided chunks of rows, the last ones down to
+ * GEMV_MIN_CHUNK_BYTES of weights and at least GEMV_MIN_ROWS rows. */
+#define GEMV_MIN_CHUNK_BYTES 16384
+#define GEMV_MIN_ROWS 16
 
 /* Activation rows up to which the integer path beats dequantizing the
  * weight into the f32 GEMM: with a multi-row kernel (measured on
@@ -76,10 +77,33 @@ static size_t gemv_bytes(const candle_tensor *dst, const mm_geom *g) {
     return candle_gemv_x_bytes(dst->src[1]->dtype, g->K);
 }
 
-static void plan_gemv(const mm_geom *g, int n_threads, size_t xb, cpu_plan *p) {
-    int64_t most = g->N / GEMV_MIN_ROWS > 1 ? g->N / GEMV_MIN_ROWS : 1;
-    int nth = cpu_tasks_for((double)g->N * (double)g->K, 1e5, n_threads, GEMV_TASKS_PER_THREAD);
-    p->nth = nth < most ? nth : (int)most;
+/* Chunk c of a product's N rows (rows [*r0, *r1)), chunks being guided:
+ * about half the rows left per thread pair first, shrinking to the minimum,
+ * multiples of 4 rows (the K kernels' pass). Claimed in order, the large
+ * first chunks keep claims few and the small last ones keep the tail short
+ * when the threads stream at unequal speeds: with equal static tasks one
+ * thread often streamed alone at the end of each product, at about half the
+ * pair's bandwidth. Returns the number of chunks. */
+static int64_t gemv_chunk(int64_t N, int64_t row_bytes, int n_threads, int64_t c, int64_t *r0, int64_t *r1) {
+    int64_t min_rows = row_bytes > 0 ? GEMV_MIN_CHUNK_BYTES / row_bytes : GEMV_MIN_ROWS, r = 0, i = 0;
+    if (min_rows < GEMV_MIN_ROWS) min_rows = GEMV_MIN_ROWS;
+    *r0 = *r1 = N;
+    while (r < N) {
+        int64_t n = (N - r) / (2 * (int64_t)n_threads);
+        n = (n < min_rows ? min_rows : n + 3) & ~(int64_t)3;
+        if (r + n > N) n = N - r;
+        if (i == c) *r0 = r, *r1 = r + n;
+        r += n;
+        i++;
+    }
+    return i;
+}
+
+static void plan_gemv(const candle_tensor *dst, const mm_geom *g, int n_threads, size_t xb, cpu_plan *p) {
+    int64_t r0, r1, rb = dst->src[1]->stride[dst->src[1]->rank - 1];
+    bool par = cpu_tasks_for((double)g->N * (double)g->K, 1e5, n_threads, 1) > 1;
+    int64_t n = par ? gemv_chunk(g->N, rb, n_threads, -1, &r0, &r1) : 1;
+    p->nth = n < (1 << 20) ? (int)n : 1 << 20;
     p->nth0 = 1;
     p->n_phases = 2;
     /* the caller's f32 copy of a strided row, then the prepared row */
@@ -91,7 +115,7 @@ static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     cpu_mm_geom(dst, &g);
     size_t xb = gemv_bytes(dst, &g);
     if (xb) {
-        plan_gemv(&g, n_threads, xb, p);
+        plan_gemv(dst, &g, n_threads, xb, p);
         return;
     }
     double work = (double)g.M * (double)g.N * (double)g.K * (double)g.n_batch;
@@ -139,9 +163,9 @@ static candle_status run_gemv(const cpu_task *t, candle_tensor *dst, const mm_ge
         candle_gemv_prep(b->dtype, g->K, src, xv);
         return CANDLE_OK;
     }
-    int64_t oa, ob, n0, n1, sbn = b->stride[b->rank - 1];
+    int64_t oa, ob, n0 = 0, n1 = g->N, sbn = b->stride[b->rank - 1];
     cpu_mm_batch(dst, 0, &oa, &ob);
-    cpu_split(g->N, 4, t->ith, t->nth, &n0, &n1);
+    if (t->nth > 1) gemv_chunk(g->N, sbn, t->n_threads, t->ith, &n0, &n1);
     if (n1 > n0)
         candle_gemv_rows(b->dtype, g->K, n1 - n0, tensor_ptr(b) + ob + n0 * sbn, (size_t)sbn, xv,
                          (float *)tensor_ptr(dst) + n0);
