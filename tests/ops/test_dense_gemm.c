@@ -1,11 +1,11 @@
 /* The dense f32 GEMM and matrix-vector paths of fast_matmul.c as changed for
  * f16 prefill and decode: K cut into equal slices (576 = 2 x 288, 577, 1536,
- * block-quantized K in whole blocks), the per-panel packing used when one MC
- * block holds a task's rows (M <= 144) next to the block-packed path (M >
- * 144), prefetching of transposed, plain and strided B; and the dot_rows
- * primitive of every table this CPU runs (f16/bf16 rows one at a time up to
- * K = 1024, four at a time past it; f32 eight/four at a time) on odd K, row
- * tails, padded rows and strided outputs, with nothing written between or
+ * block-quantized K in whole blocks), A packed once and shared by column
+ * tasks (M <= 144, >= 5 MFLOP), the per-panel packing used when one MC block
+ * holds a task's rows, next to the block-packed path (M > 144), prefetching
+ * of transposed, plain and strided B; and the dot_rows primitive of every
+ * table this CPU runs (f16/bf16 rows one at a time up to K = 1024, four at a
+ * time past it; f32 eight/four at a time) on odd K, row tails, padded rows and strided outputs, with nothing written between or
  * after the outputs. All against a naive double-precision product, on 1 and
  * 2 threads. */
 #include <math.h>
@@ -27,19 +27,21 @@ typedef struct dense_case {
 } dense_case;
 
 static const dense_case cases[] = {
-    /* one MC block: B packed panel by panel */
+    /* at most MC rows and >= 5 MFLOP: A packed once, shared by column tasks */
     {128, 576, 40, true, F16, MT_CONTIG, MT_CONTIG},    /* SmolLM2 prefill: 2 x 288 */
     {100, 577, 70, true, BF16, MT_OFFSET, MT_CONTIG},   /* 200 + 200 + 177 */
     {144, 1536, 20, true, F16, MT_SLICED, MT_CONTIG},   /* 6 x 256, M = MC */
-    {70, 513, 35, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
-    {97, 260, 37, false, F32, MT_CONTIG, MT_SLICED},    /* strided B: no prefetch */
+    {70, 513, 80, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
+    {97, 260, 112, false, F32, MT_CONTIG, MT_SLICED},   /* strided B: no prefetch */
+    /* smaller: one MC block per task, B packed panel by panel */
     {65, 96, 17, true, F32, MT_CONTIG, MT_OFFSET},      /* one slice, one partial panel */
+    {120, 200, 50, true, F16, MT_CONTIG, MT_CONTIG},
     /* several MC blocks: the B block packed once per slice */
     {145, 300, 40, true, F16, MT_CONTIG, MT_CONTIG},
     {300, 257, 33, false, F32, MT_CONTIG, MT_CONTIG},
     {150, 600, 24, true, BF16, MT_OFFSET, MT_OFFSET},
     /* block-quantized weights: slices in whole blocks (9 and 7 blocks) */
-    {65, 576, 48, true, Q8, MT_CONTIG, MT_CONTIG},
+    {65, 576, 80, true, Q8, MT_CONTIG, MT_CONTIG},
     {150, 1056, 20, true, Q8, MT_SLICED, MT_CONTIG},
     /* matrix-vector path (M <= 4): f16/bf16 rows streamed one at a time */
     {1, 577, 45, true, F16, MT_CONTIG, MT_OFFSET},

@@ -36,8 +36,10 @@
 #ifndef GEMM_NC
 #define GEMM_NC 2048
 #endif
-/* Tasks per thread of the shared-A GEMM (panel_run). */
+/* Tasks per thread of the shared-A GEMM (panel_run), and the work below
+ * which its second pool dispatch (a few us) would cost more than it saves. */
 #define PANEL_TASKS 4
+#define PANEL_MIN_FLOPS 5e6
 /* Weight rows per block in the matrix-vector path, so that the block stays
  * in L2 while every row of x passes over it. */
 #define MV_BLOCK_BYTES (192 * 1024)
@@ -450,7 +452,9 @@ static gemm_args gemm_args_for(const candle_tensor *dst, const mm_geom *geo, int
  * shared machine; claimed dynamically, the small tasks even that out. */
 
 static bool panel_path(const candle_tensor *dst, const mm_geom *g) {
-    return g->M <= GEMM_MC && g->n_batch == 1 && g->K > 0 && !mv_path(dst, g) && !dot_path(dst, g);
+    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    return g->M <= GEMM_MC && g->n_batch == 1 && g->K > 0 && flops >= PANEL_MIN_FLOPS && !mv_path(dst, g) &&
+           !dot_path(dst, g);
 }
 
 static int64_t panel_m_pad(const mm_geom *g) { return (g->M + CPU_GEMM_MR - 1) / CPU_GEMM_MR * CPU_GEMM_MR; }
