@@ -5,9 +5,9 @@
  * holds a task's rows, next to the block-packed path (M > 144), prefetching
  * of transposed, plain and strided B; and the dot_rows primitive of every
  * table this CPU runs (f16/bf16 rows one at a time up to K = 1024, four at a
- * time past it; f32 eight/four at a time) on odd K, row tails, padded rows and strided outputs, with nothing written between or
- * after the outputs. All against a naive double-precision product, on 1 and
- * 2 threads. */
+ * time past it; f32 eight/four at a time) on odd K, row tails, padded rows
+ * and strided outputs, with nothing written between or after the outputs.
+ * All against a naive double-precision product, on 1 and 2 threads. */
 #include <math.h>
 
 #include "backend/cpu/cpu-impl.h"
