@@ -296,8 +296,9 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
  * four rows, whose q4_K/q5_K 6-bit scales and minimum terms are decoded
  * together (rows in 32-bit lanes); each row's sub-block products are summed
  * in int32 with its scales applied by madd against 32-bit broadcast loads
- * (no shuffles). Per row the float steps are those of the vec_dot (the
- * int32 lanes are the same), so results equal it bit for bit.
+ * (no shuffles; q6_K's 16 int8 scales keep the vec_dot's shuffle spread).
+ * Per row the float steps are those of the vec_dot (the int32 lanes are the
+ * same), so results equal it bit for bit.
  *
  * Rows are contiguous or strided streams; each pass prefetches, for every
  * row, the same super-block KGEMV_PF_ROWS rows further on (two passes
@@ -310,7 +311,8 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
 #define KGEMV_ROWS 4
 
 /* The 144 (q4_K), 176 (q5_K) or 210 (q6_K) bytes of a block: every line
- * of [p, p + bytes) is touched by one of these prefetches. */
+ * of [p, p + bytes) is touched by one of these prefetches. (gcc 12 dropped
+ * the same loop written with _mm_prefetch from the q4_K pass.) */
 static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
     __builtin_prefetch(p + bytes - 1, 0, 3);
