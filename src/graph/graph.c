@@ -271,14 +271,17 @@ static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
 
 static bool plans(const candle_ctx *ctx) { return !ctx->eager && !ctx->no_plan; }
 
-/* Nodes i.. that group_products put together and that still have to run:
- * their count (1 when i starts no group). */
+/* Nodes i.. that group_products put together (or that a tracked graph
+ * has next to each other) and that still have to run: their count (1 when
+ * i starts no group). None reads another, so the backend may run them in
+ * any order. */
 static int group_at(const candle_ctx *ctx, const candle_graph *g, int i, bool plan) {
     const candle_tensor *t = g->nodes[i];
     if (!ctx->backend->iface->compute_group || !groupable(t)) return 1;
     int n = 1;
     while (i + n < g->n_nodes && n < GROUP_MAX && groupable(g->nodes[i + n]) &&
-           g->nodes[i + n]->src[0] == t->src[0] && (!plan || candle_memplan_needed(ctx, i + n)))
+           g->nodes[i + n]->src[0] == t->src[0] && (!plan || candle_memplan_needed(ctx, i + n)) &&
+           !reads_any(g->nodes[i + n], g->nodes, i, i + n))
         n++;
     return n;
 }
