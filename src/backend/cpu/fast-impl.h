@@ -31,6 +31,12 @@ static inline void *cpu_thread_scratch(const cpu_task *t, size_t per_thread) {
 /* Copies within one plain dtype, rows contiguous (fast_ops.c). */
 extern const cpu_fast_kernel cpu_fast_copy;
 
+/* Guided row chunks for matrix-vector products (fast_matmul_quant.c):
+ * bounds[c] .. bounds[c + 1] are chunk c's rows of N, row_bytes each;
+ * returns the number of chunks (at most max_chunks). */
+#define CPU_GEMV_MAX_CHUNKS 256
+int cpu_gemv_chunks(int64_t N, int64_t row_bytes, int n_threads, int64_t *bounds, int max_chunks);
+
 /* Batch-1 products with quantized weights as one job (fast_matvecs.c). */
 #define CPU_MATVECS_MAX 8
 /* dst is a 1-row product that the quantized matrix-vector kernel takes. */

@@ -77,33 +77,31 @@ static size_t gemv_bytes(const candle_tensor *dst, const mm_geom *g) {
     return candle_gemv_x_bytes(dst->src[1]->dtype, g->K);
 }
 
-/* Chunk c of a product's N rows (rows [*r0, *r1)), chunks being guided:
- * about half the rows left per thread pair first, shrinking to the minimum,
- * multiples of 4 rows (the K kernels' pass). Claimed in order, the large
- * first chunks keep claims few and the small last ones keep the tail short
- * when the threads stream at unequal speeds: with equal static tasks one
- * thread often streamed alone at the end of each product, at about half the
- * pair's bandwidth. Returns the number of chunks. */
-static int64_t gemv_chunk(int64_t N, int64_t row_bytes, int n_threads, int64_t c, int64_t *r0, int64_t *r1) {
-    int64_t min_rows = row_bytes > 0 ? GEMV_MIN_CHUNK_BYTES / row_bytes : GEMV_MIN_ROWS, r = 0, i = 0;
+/* Guided chunks of a product's N rows: about half the rows left per thread
+ * pair first, shrinking to the minimum, multiples of 4 rows (the K kernels'
+ * pass). Claimed in order, the large first chunks keep claims few and the
+ * small last ones keep the tail short when the threads stream at unequal
+ * speeds: with equal static tasks one thread often streamed alone at the end
+ * of each product, at about half the pair's bandwidth. */
+int cpu_gemv_chunks(int64_t N, int64_t row_bytes, int n_threads, int64_t *bounds, int max_chunks) {
+    int64_t min_rows = row_bytes > 0 ? GEMV_MIN_CHUNK_BYTES / row_bytes : GEMV_MIN_ROWS, r = 0;
     if (min_rows < GEMV_MIN_ROWS) min_rows = GEMV_MIN_ROWS;
-    *r0 = *r1 = N;
+    int c = 0;
+    bounds[0] = 0;
     while (r < N) {
         int64_t n = (N - r) / (2 * (int64_t)n_threads);
         n = (n < min_rows ? min_rows : n + 3) & ~(int64_t)3;
-        if (r + n > N) n = N - r;
-        if (i == c) *r0 = r, *r1 = r + n;
+        if (r + n > N || c == max_chunks - 1) n = N - r;
         r += n;
-        i++;
+        bounds[++c] = r;
     }
-    return i;
+    return c;
 }
 
 static void plan_gemv(const candle_tensor *dst, const mm_geom *g, int n_threads, size_t xb, cpu_plan *p) {
-    int64_t r0, r1, rb = dst->src[1]->stride[dst->src[1]->rank - 1];
+    int64_t bounds[CPU_GEMV_MAX_CHUNKS + 1], rb = dst->src[1]->stride[dst->src[1]->rank - 1];
     bool par = cpu_tasks_for((double)g->N * (double)g->K, 1e5, n_threads, 1) > 1;
-    int64_t n = par ? gemv_chunk(g->N, rb, n_threads, -1, &r0, &r1) : 1;
-    p->nth = n < (1 << 20) ? (int)n : 1 << 20;
+    p->nth = par ? cpu_gemv_chunks(g->N, rb, n_threads, bounds, CPU_GEMV_MAX_CHUNKS) : 1;
     p->nth0 = 1;
     p->n_phases = 2;
     /* the caller's f32 copy of a strided row, then the prepared row */
@@ -165,7 +163,11 @@ static candle_status run_gemv(const cpu_task *t, candle_tensor *dst, const mm_ge
     }
     int64_t oa, ob, n0 = 0, n1 = g->N, sbn = b->stride[b->rank - 1];
     cpu_mm_batch(dst, 0, &oa, &ob);
-    if (t->nth > 1) gemv_chunk(g->N, sbn, t->n_threads, t->ith, &n0, &n1);
+    if (t->nth > 1) {
+        int64_t bounds[CPU_GEMV_MAX_CHUNKS + 1];
+        cpu_gemv_chunks(g->N, sbn, t->n_threads, bounds, CPU_GEMV_MAX_CHUNKS);
+        n0 = bounds[t->ith], n1 = bounds[t->ith + 1];
+    }
     if (n1 > n0)
         candle_gemv_rows(b->dtype, g->K, n1 - n0, tensor_ptr(b) + ob + n0 * sbn, (size_t)sbn, xv,
                          (float *)tensor_ptr(dst) + n0);

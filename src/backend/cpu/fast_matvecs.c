@@ -4,17 +4,13 @@
  * streamed in a single pool dispatch, one wake-up and one wait instead of
  * one per product.
  *
- * Rows are handed out in guided chunks (each a fourth of the rows left per
- * thread, shrinking down to ~16 KiB of weights), claimed in order: large chunks keep claims few, the small last ones keep the tail
- * short when the two threads stream at unequal speeds (a busy or preempted
- * vCPU). Each row's dot product is the same candle_gemv_rows call as in
+ * Rows of all the weights, taken as one list, are handed out in the guided
+ * chunks of cpu_gemv_chunks (fast_matmul_quant.c), so the tail stays short
+ * when the two threads stream at unequal speeds (a busy or preempted vCPU).
+ * Each row's dot product is the same candle_gemv_rows call as in
  * fast_matmul_quant.c, so results equal the one-by-one products bit for bit. */
 #include "fast-impl.h"
 #include "quant/gemv-impl.h"
-
-#define MV_MAX_CHUNKS 256
-#define MV_MIN_CHUNK_BYTES 16384
-#define MV_MIN_ROWS 16
 
 typedef struct mv_item {
     candle_dtype wt;
@@ -30,7 +26,7 @@ typedef struct mv_job {
     int64_t K;
     mv_item items[CPU_MATVECS_MAX];
     int n_chunks;
-    int64_t bounds[MV_MAX_CHUNKS + 1]; /* chunk c: global rows [bounds[c], bounds[c+1]) */
+    int64_t bounds[CPU_GEMV_MAX_CHUNKS + 1]; /* chunk c: global rows [bounds[c], bounds[c+1]) */
 } mv_job;
 
 static const candle_tensor *weight_of(const candle_tensor *dst) { return dst->src[1]; }
@@ -86,25 +82,13 @@ static void prepare(mv_job *j, candle_tensor *const *nodes, int n, void *work) {
     }
 }
 
-/* Guided chunks over all rows, multiples of 4 rows (the kernels' step). */
 static void schedule(mv_job *j, int n_threads) {
     int64_t rows = 0, row_bytes = 0;
     for (int i = 0; i < j->n_items; i++) {
         rows += j->items[i].N;
         if ((int64_t)j->items[i].ws > row_bytes) row_bytes = (int64_t)j->items[i].ws;
     }
-    int64_t min_rows = row_bytes ? MV_MIN_CHUNK_BYTES / row_bytes : MV_MIN_ROWS;
-    if (min_rows < MV_MIN_ROWS) min_rows = MV_MIN_ROWS;
-    j->n_chunks = 0;
-    j->bounds[0] = 0;
-    for (int64_t r = 0; r < rows;) {
-        int64_t c = (rows - r) / (4 * (int64_t)n_threads);
-        if (c < min_rows) c = min_rows;
-        c = (c + 3) & ~(int64_t)3;
-        if (j->n_chunks == MV_MAX_CHUNKS - 1 || r + c > rows) c = rows - r;
-        r += c;
-        j->bounds[++j->n_chunks] = r;
-    }
+    j->n_chunks = cpu_gemv_chunks(rows, row_bytes, n_threads, j->bounds, CPU_GEMV_MAX_CHUNKS);
 }
 
 static void run_chunk(void *arg, int task, int n_tasks, int thread) {
