@@ -1,0 +1,80 @@
+/* Shared by the fast matmul tests (test_gemm_split.c, test_dense_gemm.c):
+ * one product of a case's shape and layouts through candle_matmul, which
+ * must take the fast f32 GEMM (fast_matmul.c), against a naive
+ * double-precision product computed here. */
+#ifndef CANDLE_TESTS_GEMM_CHECK_H
+#define CANDLE_TESTS_GEMM_CHECK_H
+
+#include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/fast-impl.h"
+#include "mathtest.h"
+
+#define F32 CANDLE_DTYPE_F32
+#define F16 CANDLE_DTYPE_F16
+#define BF16 CANDLE_DTYPE_BF16
+#define Q8 CANDLE_DTYPE_Q8_0
+
+typedef struct gemm_case {
+    int64_t M, K, N;
+    bool weight_t;   /* b is the transpose of a row-major [N, K] weight */
+    candle_dtype bt; /* b's dtype */
+    mt_layout la, lb;
+} gemm_case;
+
+/* b's logical [K, N] values: a block weight is read back by whole rows. */
+static double *gemm_b_values(const candle_tensor *w, const candle_tensor *b, const gemm_case *c) {
+    const candle_dtype_traits *wt = candle_dtype_info(w->dtype);
+    if (!wt->is_quantized) return mt_values(b);
+    double *v = malloc(sizeof(double) * (size_t)(c->K * c->N));
+    float *row = malloc(sizeof(float) * (size_t)c->K);
+    if (v && row)
+        for (int64_t n = 0; n < c->N; n++) {
+            wt->to_f32(tensor_ptr(w) + n * w->stride[0], row, c->K);
+            for (int64_t k = 0; k < c->K; k++) v[k * c->N + n] = row[k];
+        }
+    free(row);
+    return v;
+}
+
+/* label (the table, the thread count) starts each failure message. */
+static void gemm_check(candle_ctx *ctx, const gemm_case *c, const char *label, uint64_t seed) {
+    char what[240];
+    snprintf(what, sizeof what, "%s: M %lld K %lld N %lld %s %s a %s b %s", label, (long long)c->M,
+             (long long)c->K, (long long)c->N, c->weight_t ? "weight^T" : "plain", candle_dtype_name(c->bt),
+             mt_layout_names[c->la], mt_layout_names[c->lb]);
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    int64_t as[2] = {c->M, c->K}, ws[2] = {c->N, c->K}, bs[2] = {c->K, c->N};
+    candle_tensor *a = mt_input(ctx, F32, 2, as, c->la, seed, -1, 1);
+    candle_tensor *w = mt_input(ctx, c->bt, 2, c->weight_t ? ws : bs, c->lb, seed + 1, -1, 1);
+    candle_tensor *b = c->weight_t && w ? candle_transpose(ctx, w, 0, 1) : w;
+    candle_tensor *y = a && b ? candle_matmul(ctx, a, b) : NULL;
+    CHECK_MSG(y != NULL, "%s: %s", what, candle_errmsg(ctx));
+    if (!y) {
+        candle_ctx_clear_error(ctx);
+        candle_ctx_reset(ctx, mark);
+        return;
+    }
+    CHECK_MSG(cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s: fast matmul not chosen", what);
+    double *av = mt_values(a), *bv = gemm_b_values(w, b, c), *got = mt_values(y);
+    double *want = malloc(sizeof(double) * (size_t)(c->M * c->N));
+    if (av && bv && got && want) {
+        for (int64_t i = 0; i < c->M; i++)
+            for (int64_t j = 0; j < c->N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < c->K; k++) acc += av[i * c->K + k] * bv[k * c->N + j];
+                want[i * c->N + j] = acc;
+            }
+        /* inputs are exact in their dtypes: only f32 accumulation rounding */
+        double e = mt_nmse(got, want, c->M * c->N);
+        CHECK_MSG(e <= 1e-10, "%s: nmse %g", what, e);
+    } else {
+        CHECK_MSG(false, "%s: values unreadable", what);
+    }
+    free(av);
+    free(bv);
+    free(got);
+    free(want);
+    candle_ctx_reset(ctx, mark);
+}
+
+#endif
