@@ -127,6 +127,15 @@ static inline double mt_bound(candle_dtype dt) {
     }
 }
 
+/* n rows of k floats quantized row by row to t; *row: bytes per row.
+ * Caller frees; NULL when out of memory. */
+static inline char *mt_quantize_rows(candle_dtype t, const float *v, int64_t n, int64_t k, size_t *row) {
+    *row = candle_dtype_row_size(t, k);
+    char *q = malloc(*row * (size_t)(n > 0 ? n : 1));
+    for (int64_t r = 0; q && r < n; r++) candle_dtype_info(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
+    return q;
+}
+
 static inline bool mt_same_shape(const candle_tensor *t, int rank, const int64_t *shape) {
     if (!t || t->rank != rank) return false;
     for (int i = 0; i < rank; i++)

@@ -38,13 +38,6 @@ static float *rand_rows(int64_t n, int64_t k, uint64_t seed, double *norms) {
     return v;
 }
 
-static char *quantize(candle_dtype t, const float *v, int64_t n, int64_t k, size_t *row) {
-    *row = candle_dtype_row_size(t, k);
-    char *q = malloc(*row * (size_t)n);
-    for (int64_t r = 0; r < n; r++) candle_dtype_info(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
-    return q;
-}
-
 /* The exact dot of a dequantized weight row with x, and the bound on the
  * q8_K rounding error of x (see the header). */
 static double exact_dot(candle_dtype t, const void *wrow, const float *x, int64_t K, double *tol) {
@@ -93,7 +86,7 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
     float *wf = rand_rows(N, K, (uint64_t)(N * 13 + K), wn), *xf = rand_rows(1, K, (uint64_t)(K + 3), &xn);
     size_t row, xs;
-    char *w = quantize(t, wf, N, K, &row), *x = quantize(wt->vec_dot_type, xf, 1, K, &xs);
+    char *w = mt_quantize_rows(t, wf, N, K, &row), *x = mt_quantize_rows(wt->vec_dot_type, xf, 1, K, &xs);
     size_t ws = row + pad;
     char *wide = malloc(ws * (size_t)N);
     for (int64_t n = 0; n < N; n++) memcpy(wide + (size_t)n * ws, w + (size_t)n * row, row);
@@ -159,7 +152,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t N, int64_t K, 
         const cpu_fast_kernel *k = cpu_fast_kernel_for(y);
         CHECK_MSG(k == &cpu_fast_matmul_quant, "%s: kernel %s", wt->name, k ? k->name : "reference");
         size_t xs;
-        char *xq = quantize(wt->vec_dot_type, xf, 1, K, &xs);
+        char *xq = mt_quantize_rows(wt->vec_dot_type, xf, 1, K, &xs);
         check_out(x_layout_names[lay], t, (const float *)tensor_ptr(y), N, K, tensor_ptr(w),
                   (size_t)w->stride[0], xq, xf);
         free(xq);

@@ -28,19 +28,12 @@ static float *rand_rows(int64_t n, int64_t k, uint64_t seed, double *norms) {
     return v;
 }
 
-static char *quantize_rows(candle_dtype t, const float *v, int64_t n, int64_t k, size_t *row) {
-    *row = candle_dtype_row_size(t, k);
-    char *q = malloc(*row * (size_t)n);
-    for (int64_t r = 0; r < n; r++) candle_dtype_info(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
-    return q;
-}
-
 static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
     double *wn = malloc(sizeof(double) * (size_t)N), *xn = malloc(sizeof(double) * (size_t)M);
     float *wf = rand_rows(N, K, (uint64_t)(N * 7 + K), wn), *xf = rand_rows(M, K, (uint64_t)(M * 3 + 1), xn);
     size_t ws, xs;
-    char *w = quantize_rows(t, wf, N, K, &ws), *x = quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
+    char *w = mt_quantize_rows(t, wf, N, K, &ws), *x = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
     size_t sb = candle_qgemm_scratch_bytes(t, K);
     void *scratch = sb ? aligned_alloc(64, (sb + 63) & ~(size_t)63) : NULL;
     int64_t ldc = N + 3; /* outputs inside a wider row */
@@ -92,7 +85,7 @@ static void check_gemv(candle_dtype t, int64_t N, int64_t K) {
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
     float *wf = rand_rows(N, K, (uint64_t)(N * 5 + K), wn), *xf = rand_rows(1, K, (uint64_t)K, &xn);
     size_t row, xs;
-    char *w = quantize_rows(t, wf, N, K, &row), *x = quantize_rows(wt->vec_dot_type, xf, 1, K, &xs);
+    char *w = mt_quantize_rows(t, wf, N, K, &row), *x = mt_quantize_rows(wt->vec_dot_type, xf, 1, K, &xs);
     size_t ws = row + 2 * wt->type_size; /* a wider stride than the row */
     char *wide = malloc(ws * (size_t)N);
     for (int64_t n = 0; n < N; n++) memcpy(wide + (size_t)n * ws, w + (size_t)n * row, row);
@@ -150,7 +143,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t B, int64_t M, 
         CHECK_MSG(k == (quant ? &cpu_fast_matmul_quant : &cpu_fast_matmul), "%s M %lld: kernel %s", wt->name,
                   (long long)M, k ? k->name : "reference");
         size_t xs;
-        char *xq = quantize_rows(wt->vec_dot_type, xf, B * M, K, &xs);
+        char *xq = mt_quantize_rows(wt->vec_dot_type, xf, B * M, K, &xs);
         const float *got = (const float *)tensor_ptr(y);
         int bad = 0;
         for (int64_t r = 0; r < B * M && !bad; r++)

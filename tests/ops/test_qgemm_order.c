@@ -28,13 +28,6 @@ static float *rand_rows(int64_t n, int64_t k, uint64_t seed) {
     return v;
 }
 
-static char *quantize_rows(candle_dtype t, const float *v, int64_t n, int64_t k, size_t *row) {
-    *row = candle_dtype_row_size(t, k);
-    char *q = malloc(*row * (size_t)n);
-    for (int64_t r = 0; r < n; r++) candle_dtype_info(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
-    return q;
-}
-
 /* candle_qgemm_rows over M rows against candle_gemv_rows row by row. */
 static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
@@ -42,7 +35,7 @@ static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
     if (!xb || !candle_qgemm_has_fast(t)) return;
     float *wf = rand_rows(N, K, (uint64_t)(N * 13 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 5 + K));
     size_t ws, xs;
-    char *w = quantize_rows(t, wf, N, K, &ws), *x = quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
+    char *w = mt_quantize_rows(t, wf, N, K, &ws), *x = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
     void *scratch = aligned_alloc(64, (candle_qgemm_scratch_bytes(t, K) + 63) & ~(size_t)63);
     void *xv = aligned_alloc(64, xb);
     float *c = malloc(sizeof(float) * (size_t)(M * N)), *want = malloc(sizeof(float) * (size_t)N);
