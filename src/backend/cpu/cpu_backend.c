@@ -159,13 +159,10 @@ static candle_status run_fast(candle_backend *be, const cpu_fast_kernel *fk, can
     return CANDLE_OK;
 }
 
-/* The fast kernel when its conditions hold (cpu_dispatch.c), else the
- * reference kernel on one thread. */
-/* Batch-1 quantized products go through fast_matvecs.c, which runs the
- * matrix-vector kernels of fast_matmul_quant.c in guided row chunks (under
- * load a shorter wait for the slower thread: SmolLM2 Q8_0, 2 threads, load 6:
- * 9-12 -> 2-4 us per product); CANDLE_MATVEC_GUIDED=0 keeps that kernel's
- * own equal split, for comparisons. */
+/* Batch-1 quantized products go through fast_matvecs.c, which also runs
+ * a group of them (q/k/v, gate/up) as one pool job; CANDLE_MATVEC_GUIDED=0
+ * sends each to fast_matmul_quant.c alone (one job per product, the
+ * activation prepared for each), for comparisons. */
 static bool guided_matvecs(void) {
     static atomic_int cached = -1;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -185,6 +182,8 @@ static candle_status run_matvecs(cpu_impl *im, candle_tensor *const *mv, int n_m
     return ran ? CANDLE_OK : CANDLE_ERR_OOM;
 }
 
+/* The fast kernel when its conditions hold (cpu_dispatch.c), else the
+ * reference kernel on one thread. */
 static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
     if (guided_matvecs() && cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
