@@ -152,17 +152,21 @@ static inline void mt_strides(int rank, const int64_t *shape, int64_t *st) {
     }
 }
 
-/* A context on the CPU backend; eager ones compute each op as it is built. */
-static inline candle_ctx *mt_ctx(bool eager) {
+/* A context on the CPU backend; eager ones compute each op as it is built.
+ * n_threads 0: the default count. Exits the test when it cannot be made. */
+static inline candle_ctx *mt_ctx_threads(bool eager, int n_threads) {
     candle_ctx *ctx = NULL;
     candle_ctx_params p = candle_ctx_default_params();
     p.eager = eager;
+    if (n_threads > 0) p.n_threads = n_threads;
     if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
         fprintf(stderr, "ctx_init failed: %s\n", candle_last_errmsg());
         exit(1);
     }
     return ctx;
 }
+
+static inline candle_ctx *mt_ctx(bool eager) { return mt_ctx_threads(eager, 0); }
 
 /* The CPU backend runs reference kernels only when CANDLE_CPU_REF is set
  * (not "0"); otherwise fast kernels take the nodes they match. */

@@ -116,14 +116,7 @@ int main(void) {
         /* 1 and 2 threads on the table this CPU uses, 2 (every split) on the
          * others, which share the drivers: keeps the run short under ASan */
         for (int threads = strcmp(isas[i], best) ? 2 : 1; threads <= 2; threads++) {
-            candle_ctx *ctx = NULL;
-            candle_ctx_params p = candle_ctx_default_params();
-            p.eager = true;
-            p.n_threads = threads;
-            if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
-                fprintf(stderr, "ctx_init failed: %s\n", candle_last_errmsg());
-                return 1;
-            }
+            candle_ctx *ctx = mt_ctx_threads(true, threads);
             char label[48];
             snprintf(label, sizeof label, "%s x%d", isas[i], threads);
             uint64_t seed = 1;

@@ -52,14 +52,7 @@ int main(void) {
     cpu_set_always_parallel(true);
     /* 4 threads (oversubscribed here) take the 2-D grids */
     for (int threads = 1; threads <= 4; threads *= 2) {
-        candle_ctx *ctx = NULL;
-        candle_ctx_params p = candle_ctx_default_params();
-        p.eager = true;
-        p.n_threads = threads;
-        if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
-            fprintf(stderr, "ctx_init failed: %s\n", candle_last_errmsg());
-            return 1;
-        }
+        candle_ctx *ctx = mt_ctx_threads(true, threads);
         CHECK(candle_ctx_backend(ctx)->n_threads == threads);
         char label[32];
         snprintf(label, sizeof label, "%d thread%s", threads, threads > 1 ? "s" : "");

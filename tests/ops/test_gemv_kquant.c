@@ -162,14 +162,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t N, int64_t K, 
 }
 
 static void test_matmul_threads(int threads) {
-    candle_ctx *ctx = NULL;
-    candle_ctx_params p = candle_ctx_default_params();
-    p.eager = true;
-    p.n_threads = threads;
-    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
-        CHECK_MSG(0, "ctx_init: %s", candle_last_errmsg());
-        return;
-    }
+    candle_ctx *ctx = mt_ctx_threads(true, threads);
     /* N past several tasks of 32 rows with odd tails */
     static const int64_t Ns[] = {1, 5, 33, 70, 129};
     for (int i = 0; i < 3; i++)

@@ -166,14 +166,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t B, int64_t M, 
 }
 
 static void test_matmul_threads(int threads) {
-    candle_ctx *ctx = NULL;
-    candle_ctx_params p = candle_ctx_default_params();
-    p.eager = true;
-    p.n_threads = threads;
-    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
-        CHECK_MSG(0, "ctx_init: %s", candle_last_errmsg());
-        return;
-    }
+    candle_ctx *ctx = mt_ctx_threads(true, threads);
     static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K,
                                          CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1};
     for (int i = 0; i < 7; i++) {

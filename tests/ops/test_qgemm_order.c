@@ -96,14 +96,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, 
 }
 
 static void test_matmul(int threads) {
-    candle_ctx *ctx = NULL;
-    candle_ctx_params p = candle_ctx_default_params();
-    p.eager = true;
-    p.n_threads = threads;
-    if (candle_ctx_init(&ctx, &p) != CANDLE_OK) {
-        CHECK_MSG(0, "ctx_init: %s", candle_last_errmsg());
-        return;
-    }
+    candle_ctx *ctx = mt_ctx_threads(true, threads);
     for (int ti = 0; ti < 3; ti++) {
         if (!candle_qgemm_has_fast(types[ti]) || !candle_gemv_x_bytes(types[ti], 576)) continue;
         check_matmul(ctx, types[ti], 2, 70, 576);
