@@ -161,34 +161,51 @@ void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     *out = hsum_ps(acc) - acc_m;
 }
 
+/* An empty asm that claims to change v: keeps the compiler from
+ * reassociating a chain of integer adds into a tree whose many live
+ * partial sums spill to the stack. */
+#define KEEP(v) __asm__("" : "+x"(v))
+
+/* q6_K codes of half h: q[k] are elements 128h + 32k .. + 31. */
+static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256i l0 = load32(x->ql + 64 * h), l1 = load32(x->ql + 64 * h + 32), qh = load32(x->qh + 32 * h);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+}
+
+/* One q6_K row's super-block: sum over the 16 sub-blocks of sc[s] * the
+ * dot of s with codes 0..63 (value + 32), 8 int32 lanes. Pair sums stay
+ * below 2 * 63 * 127; times the int8 scales and summed, below 2^28. */
+static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K *x, const int8_t *y) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i q[4], scv = scales_i8(x->scales + 8 * h);
+        q6k_codes(x, h, q);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i p = _mm256_maddubs_epi16(q[k], load32(y + 128 * h + 32 * k));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
+            KEEP(sum);
+        }
+    }
+    return sum;
+}
+
 /* q6_K codes are 0..63 (value + 32): the dot uses them unsigned and removes
  * 32 * sum(y) per 16 elements afterwards through bsums. */
 void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const int8_t *sc = x[i].scales;
-        __m256i sumi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i scv = scales_i8(sc + 8 * h);
-            __m256i l0 = load32(x[i].ql + 64 * h), l1 = load32(x[i].ql + 64 * h + 32);
-            __m256i qh = load32(x[i].qh + 32 * h);
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                __m256i p = _mm256_maddubs_epi16(q[k], load32(y[i].qs + 128 * h + 32 * k));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
-            }
-        }
+        __m256i sumi = q6k_block(&x[i], y[i].qs);
         /* the codes carry +32: remove 32 * sum_s sc[s] * bsums[s] */
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)), 5));
@@ -328,11 +345,6 @@ static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t 
     for (int r = 0; r < KGEMV_ROWS; r++) x[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
 }
 
-/* An empty asm that claims to change v: keeps the compiler from
- * reassociating a chain of integer adds into a tree whose many live
- * partial sums spill to the stack. */
-#define KEEP(v) __asm__("" : "+x"(v))
-
 /* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
  * 64c + 63): *lo the first 32, *hi the next 32. */
 static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, __m256i qh, int c, bool q5,
@@ -347,19 +359,6 @@ static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, _
         *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4));
         *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4));
     }
-}
-
-/* q6_K codes of half h: q[k] are elements 128h + 32k .. + 31. */
-static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x, int h, __m256i q[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    __m256i l0 = load32(x->ql + 64 * h), l1 = load32(x->ql + 64 * h + 32), qh = load32(x->qh + 32 * h);
-    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
 }
 
 /* The scales and minimum terms of four q4_K/q5_K rows' blocks (both types
@@ -465,24 +464,6 @@ static inline __attribute__((always_inline)) void k45_pass(bool q5, const uint8_
         }
     }
     for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) - acc_m[r];
-}
-
-/* One q6_K row's super-block: sum over the 16 sub-blocks of sc[s] * the
- * dot of s with codes 0..63 (value + 32), 8 int32 lanes. Pair sums stay
- * below 2 * 63 * 127; times the int8 scales and summed, below 2^28. */
-static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K *x, const int8_t *y) {
-    __m256i sum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
-        __m256i q[4], scv = scales_i8(x->scales + 8 * h);
-        q6k_codes(x, h, q);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            __m256i p = _mm256_maddubs_epi16(q[k], load32(y + 128 * h + 32 * k));
-            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
-            KEEP(sum);
-        }
-    }
-    return sum;
 }
 
 /* Per row the float steps are the vec_dot's: equal results bit for bit. */
