@@ -332,6 +332,11 @@ static void prefetch_b_panel(const gemm_args *g, int64_t k0, int64_t kc, int64_t
     }
 }
 
+/* The panel of columns j .. j + NR (at most end) prefetched, if j < end. */
+static void prefetch_panel_at(const gemm_args *g, int64_t k0, int64_t kc, int64_t j, int64_t end) {
+    if (j < end) prefetch_b_panel(g, k0, kc, j, end - j < CPU_GEMM_NR ? (int)(end - j) : CPU_GEMM_NR);
+}
+
 /* Depth of the K slices: K split into equal slices of at most GEMM_KC (a
  * multiple of 8, or of the quantized block), so that K = 576 runs as 2 x 288
  * rather than 256 + 256 + 64, whose last pass reads and writes all of C for
@@ -353,10 +358,25 @@ static void gemm_panels(const gemm_args *g, const float *abuf, const float *bpan
     }
 }
 
-/* When one MC block covers all of the task's rows (prefill: M = 128), each
- * B panel is packed right before the micro-kernels that use it, while the
- * next panel's source is prefetched: the weight streams in under the
- * compute instead of in one latency-bound burst per block. */
+/* Columns n0 .. n1 of the K slice at pc against the packed A rows (mc of
+ * them, C rows from m0): each B panel is packed into bpanel right before
+ * its micro-kernels while the next panel's source is prefetched, so the
+ * weight streams in under the compute instead of in one latency-bound
+ * burst per block. */
+static void stream_b_panels(const gemm_args *g, int64_t pc, int64_t kc, int64_t n0, int64_t n1,
+                            const float *abuf, int64_t m0, int64_t mc, float *bpanel) {
+    const cpu_simd *simd = cpu_simd_get();
+    prefetch_panel_at(g, pc, kc, n0, n1);
+    for (int64_t jr = n0; jr < n1; jr += CPU_GEMM_NR) {
+        int nr = n1 - jr < CPU_GEMM_NR ? (int)(n1 - jr) : CPU_GEMM_NR;
+        prefetch_panel_at(g, pc, kc, jr + CPU_GEMM_NR, n1);
+        pack_b_panel(simd, g, pc, kc, jr, nr, bpanel);
+        gemm_panels(g, abuf, bpanel, m0, mc, jr, nr, kc, pc > 0);
+    }
+}
+
+/* When one MC block covers all of the task's rows (prefill: M = 128), the
+ * B panels are streamed (stream_b_panels). */
 static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                        int64_t K, float *abuf, float *bbuf) {
     const cpu_simd *simd = cpu_simd_get();
@@ -368,24 +388,12 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
             int64_t kc = K - pc < KC ? K - pc : KC;
             if (fused) {
                 pack_a(g, m0, m1 - m0, pc, kc, abuf);
-                prefetch_b_panel(g, pc, kc, jc, nc < CPU_GEMM_NR ? (int)nc : CPU_GEMM_NR);
-                for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
-                    int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
-                    if (jr + CPU_GEMM_NR < nc) {
-                        int64_t jn = jr + CPU_GEMM_NR;
-                        prefetch_b_panel(g, pc, kc, jc + jn, nc - jn < CPU_GEMM_NR ? (int)(nc - jn) : CPU_GEMM_NR);
-                    }
-                    pack_b_panel(simd, g, pc, kc, jc + jr, nr, bbuf);
-                    gemm_panels(g, abuf, bbuf, m0, m1 - m0, jc + jr, nr, kc, pc > 0);
-                }
+                stream_b_panels(g, pc, kc, jc, jc + nc, abuf, m0, m1 - m0, bbuf);
                 continue;
             }
             for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
                 int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
-                if (jr + CPU_GEMM_NR < nc) {
-                    int64_t jn = jr + CPU_GEMM_NR;
-                    prefetch_b_panel(g, pc, kc, jc + jn, nc - jn < CPU_GEMM_NR ? (int)(nc - jn) : CPU_GEMM_NR);
-                }
+                prefetch_panel_at(g, pc, kc, jc + jr + CPU_GEMM_NR, jc + nc);
                 pack_b_panel(simd, g, pc, kc, jc + jr, nr, bbuf + jr * kc);
             }
             for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
@@ -485,14 +493,7 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
     cpu_split(geo->N, CPU_GEMM_NR, t->ith, t->nth, &lo, &hi);
     for (int64_t pc = 0; pc < geo->K && lo < hi; pc += KC) {
         int64_t kc = geo->K - pc < KC ? geo->K - pc : KC;
-        prefetch_b_panel(&g, pc, kc, lo, hi - lo < CPU_GEMM_NR ? (int)(hi - lo) : CPU_GEMM_NR);
-        for (int64_t jr = lo; jr < hi; jr += CPU_GEMM_NR) {
-            int nr = hi - jr < CPU_GEMM_NR ? (int)(hi - jr) : CPU_GEMM_NR;
-            int64_t jn = jr + CPU_GEMM_NR;
-            if (jn < hi) prefetch_b_panel(&g, pc, kc, jn, hi - jn < CPU_GEMM_NR ? (int)(hi - jn) : CPU_GEMM_NR);
-            pack_b_panel(cpu_simd_get(), &g, pc, kc, jr, nr, bpanel);
-            gemm_panels(&g, ap + pc * mpad, bpanel, 0, geo->M, jr, nr, kc, pc > 0);
-        }
+        stream_b_panels(&g, pc, kc, lo, hi, ap + pc * mpad, 0, geo->M, bpanel);
     }
 }
 
