@@ -3,13 +3,15 @@
  * candle_qgemm_rows computes c[m * ldc + n] = vec_dot(K, weight row n,
  * activation row m) for m < M, n < N: weight rows at w + n * ws in the weight
  * dtype, activation rows at x + m * xs in its vec_dot_type, K a multiple of
- * both block sizes. Types with a multi-row kernel (AVX2: q4_0, q4_1, q8_0, q4_K, q6_K)
+ * both block sizes. Types with a multi-row kernel (AVX2: q4_0, q4_1, q5_0,
+ * q5_1, q8_0, q4_K, q6_K)
  * repack CANDLE_QGEMM_NR weight rows at a time into scratch, interleaved so
  * one integer multiply-add serves all of them, and reuse each packed panel
  * for all M activation rows; the others (and the scalar build) run one
  * traits vec_dot per output. Results equal the per-output vec_dot up to the
  * order of the float sums of block scales (the integer block sums are exact);
- * for q4_0, q4_1 and q8_0 they equal candle_gemv_rows bit for bit. */
+ * for q4_0, q4_1, q5_0, q5_1 and q8_0 they equal candle_gemv_rows bit for
+ * bit. */
 #ifndef CANDLE_QGEMM_IMPL_H
 #define CANDLE_QGEMM_IMPL_H
 
@@ -33,8 +35,8 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
 /* Pack nn <= CANDLE_QGEMM_NR weight rows (missing rows as zeros) into p. */
 size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
-/* Per activation row, what the panels of t need besides the row (q4_0: the
- * block sums), aux_bytes(t, K) each (0: none), prepared once for all panels
+/* Per activation row, what the panels of t need besides the row (q4_0,
+ * q5_0: the block scales and offset terms), aux_bytes(t, K) each (0: none), prepared once for all panels
  * by prep from M rows xs bytes apart. */
 size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux);

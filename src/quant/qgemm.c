@@ -13,8 +13,8 @@
 int candle_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!candle_quant_uses_avx2()) return 0;
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K ||
-           t == CANDLE_DTYPE_Q6_K;
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
+           t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
 #else
     (void)t;
     return 0;

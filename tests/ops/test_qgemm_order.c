@@ -1,5 +1,5 @@
 /* A row's quantized product does not depend on how many rows share it: for
- * q4_0, q4_1 and q8_0 the packed multi-row kernels (candle_qgemm_rows, any
+ * q4_0, q4_1, q5_0, q5_1 and q8_0 the packed multi-row kernels (candle_qgemm_rows, any
  * M, every 1-4 row tail) give the matrix-vector kernels' bits
  * (candle_gemv_rows, the batch-1 path), and through candle_matmul a row
  * alone (M = 1) equals the same row among others (1 and 2 threads). This is
@@ -15,7 +15,9 @@
 #include "quant/gemv-impl.h"
 #include "quant/qgemm-impl.h"
 
-static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0};
+static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
+                                     CANDLE_DTYPE_Q8_0};
+#define N_TYPES (int)(sizeof types / sizeof types[0])
 
 /* n rows of k values: mostly in [-1, 1), with a few large ones so that the
  * block scales differ widely (as in real activations). */
@@ -28,12 +30,21 @@ static float *rand_rows(int64_t n, int64_t k, uint64_t seed) {
     return v;
 }
 
+/* Every weight at -1 (the largest code: 15, q5 31) and the activation rows
+ * at +1 and -1 (codes +-127): the largest 16-bit partial sums the kernels
+ * form, which wrong run lengths would saturate. */
+static void fill_extreme(float *wf, int64_t nw, float *xf, int64_t M, int64_t K) {
+    for (int64_t i = 0; i < nw; i++) wf[i] = -1.0f;
+    for (int64_t i = 0; i < M * K; i++) xf[i] = (i / K) % 2 ? -1.0f : 1.0f;
+}
+
 /* candle_qgemm_rows over M rows against candle_gemv_rows row by row. */
-static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
+static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
     size_t xb = candle_gemv_x_bytes(t, K);
     if (!xb || !candle_qgemm_has_fast(t)) return;
     float *wf = rand_rows(N, K, (uint64_t)(N * 13 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 5 + K));
+    if (extreme) fill_extreme(wf, N * K, xf, M, K);
     size_t ws, xs;
     char *w = mt_quantize_rows(t, wf, N, K, &ws), *x = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
     void *scratch = aligned_alloc(64, (candle_qgemm_scratch_bytes(t, K) + 63) & ~(size_t)63);
@@ -46,8 +57,9 @@ static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
         candle_gemv_rows(t, K, N, w, ws, xv, want);
         for (int64_t n = 0; n < N && !bad; n++)
             if (memcmp(&c[m * N + n], &want[n], sizeof(float)) != 0) {
-                CHECK_MSG(0, "%s M %lld N %lld K %lld: c[%lld][%lld] = %.9g, gemv %.9g", wt->name, (long long)M,
-                          (long long)N, (long long)K, (long long)m, (long long)n, c[m * N + n], want[n]);
+                CHECK_MSG(0, "%s M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name, (long long)M,
+                          (long long)N, (long long)K, extreme ? " (extreme codes)" : "", (long long)m,
+                          (long long)n, c[m * N + n], want[n]);
                 bad = 1;
             }
     }
@@ -60,9 +72,14 @@ static void test_rows(void) {
      * 576 (2 groups, 2 tail blocks) and 1536, a long row */
     static const int64_t Ks[] = {32, 96, 256, 288, 576, 1536, 2048 + 224};
     static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 17};
-    for (int ti = 0; ti < 3; ti++)
+    for (int ti = 0; ti < N_TYPES; ti++)
         for (int k = 0; k < 7; k++)
-            for (int m = 0; m < 9; m++) check_rows(types[ti], Ms[m], m % 2 ? 19 : 8, Ks[k]);
+            for (int m = 0; m < 9; m++) check_rows(types[ti], Ms[m], m % 2 ? 19 : 8, Ks[k], false);
+    /* the extreme codes: exact sums K * 15 * 127 (q5: 31), sign by row */
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        check_rows(types[ti], 5, 9, 288, true);
+        check_rows(types[ti], 2, 8, 64, true);
+    }
 }
 
 /* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
@@ -97,7 +114,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, 
 
 static void test_matmul(int threads) {
     candle_ctx *ctx = mt_ctx_threads(true, threads);
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < N_TYPES; ti++) {
         if (!candle_qgemm_has_fast(types[ti]) || !candle_gemv_x_bytes(types[ti], 576)) continue;
         check_matmul(ctx, types[ti], 2, 70, 576);
         check_matmul(ctx, types[ti], 7, 45, 576);

@@ -8,9 +8,13 @@
  * maddubs, madd, convert, fma) for 8 single-row dots. Packing costs about as
  * much as one row's dots and is shared by every activation row.
  *
- * Block record: q4_0/q4_1: 8 vectors of codes 0..15, f32 scales d[8] (and
- * for q4_1 the minimums m[8]); q8_0: 8 vectors |w|, 8 vectors w (the sign
- * trick of dot_i8_i8), d[8]; q4_K and q6_K below. */
+ * Block record: q4_0/q4_1/q5_0/q5_1: 8 vectors of codes (0..15, q5 0..31),
+ * f32 scales d[8] (and for q4_1/q5_1 the minimums m[8]); q8_0: 8 vectors
+ * |w|, 8 vectors w (the sign trick of dot_i8_i8), d[8]; q4_K and q6_K
+ * below. */
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "avx2-impl.h"
 
 #include "../qgemm-impl.h"
@@ -36,13 +40,18 @@
 #define Q6K_D (Q6K_SP + 8 * 32)
 #define Q6K_REC (Q6K_D + NR * 4)
 
+/* The nibble types' roles: q*_0 (an offset term per activation block)
+ * and q*_1 (a minimum per weight block); q5 adds a fifth code bit. */
+static inline bool off_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q5_0; }
+static inline bool min_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_1; }
+static inline bool q5_type(candle_dtype t) { return t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1; }
+
 static size_t rec_bytes(candle_dtype t) {
     switch (t) {
     case CANDLE_DTYPE_Q6_K: return Q6K_REC;
     case CANDLE_DTYPE_Q4_K: return Q4K_REC;
-    case CANDLE_DTYPE_Q4_0: return 8 * 32 + NR * 4;
-    case CANDLE_DTYPE_Q4_1: return 8 * 32 + 2 * NR * 4;
-    default: return 16 * 32 + NR * 4; /* q8_0 */
+    case CANDLE_DTYPE_Q8_0: return 16 * 32 + NR * 4;
+    default: return 8 * 32 + (min_type(t) ? 2 : 1) * NR * 4;
     }
 }
 
@@ -150,7 +159,14 @@ static void pack_q6_k(int64_t K, int nn, const void *w, size_t ws, char *p) {
     }
 }
 
-/* One 32-element block of nn rows: codes as bytes, d (and q4_1's m) as f32. */
+/* A q5 block's codes 0..31 in element order. */
+static inline __m256i q5_codes(const uint8_t *qs, const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    return _mm256_or_si256(unpack_nibbles(qs), _mm256_and_si256(bits_to_bytes(h), _mm256_set1_epi8(0x10)));
+}
+
+/* One 32-element block of nn rows: codes as bytes, d (and the *_1 m) as f32. */
 static inline __attribute__((always_inline)) void load_legacy(candle_dtype t, int64_t b, int nn, const char *w,
                                                               size_t ws, __m256i *r, float *d, float *mn) {
     for (int j = 0; j < NR; j++) {
@@ -167,6 +183,15 @@ static inline __attribute__((always_inline)) void load_legacy(candle_dtype t, in
         } else if (t == CANDLE_DTYPE_Q4_1) {
             const block_q4_1 *x = (const block_q4_1 *)row + b;
             r[j] = unpack_nibbles(x->qs);
+            d[j] = h2f(x->d);
+            mn[j] = h2f(x->m);
+        } else if (t == CANDLE_DTYPE_Q5_0) {
+            const block_q5_0 *x = (const block_q5_0 *)row + b;
+            r[j] = q5_codes(x->qs, x->qh);
+            d[j] = h2f(x->d);
+        } else if (t == CANDLE_DTYPE_Q5_1) {
+            const block_q5_1 *x = (const block_q5_1 *)row + b;
+            r[j] = q5_codes(x->qs, x->qh);
             d[j] = h2f(x->d);
             mn[j] = h2f(x->m);
         } else {
@@ -204,7 +229,7 @@ static inline __attribute__((always_inline)) void pack_legacy(candle_dtype t, in
         } else {
             transpose8(r, g);
             memcpy(rec + 8 * 32, d, sizeof d);
-            if (t == CANDLE_DTYPE_Q4_1) memcpy(rec + 8 * 32 + sizeof d, mn, sizeof mn);
+            if (min_type(t)) memcpy(rec + 8 * 32 + sizeof d, mn, sizeof mn);
         }
     }
 }
@@ -226,16 +251,38 @@ static inline void load_scales8(const char *w, size_t ws, __m256 *d, __m256 *mn)
     *mn = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-/* Full q4_0/q4_1 panels transpose the packed 16 code bytes of the rows
+/* The fifth bits of code group k (elements 4k..4k+3 when hi is 0, else
+ * 16 + 4k..) of the 8 rows whose qh words are the lanes of qh, as 0x10
+ * bytes in the group vector's layout (lane j: row j). */
+static inline __m256i q5_group_bits(__m256i qh, int k, int hi) {
+    /* each lane's byte holding the 4 bits, to all four of its bytes */
+    int src = 2 * hi + k / 2;
+    const __m256i ctrl = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0,
+                                                          0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12),
+                                         _mm256_set1_epi8((char)src));
+    const __m256i sel = _mm256_set1_epi32(k % 2 ? (int)0x80402010 : 0x08040201);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(qh, ctrl), sel);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, sel), _mm256_set1_epi8(0x10));
+}
+
+/* Full nibble-type panels transpose the packed 16 code bytes of the rows
  * (rows j and j + 4 in one vector: a 4 x 4 dword transpose per 128-bit
  * half) and split the nibbles after: dword g of a row holds elements
  * 4g..4g+3 in its low nibbles and 16+4g.. in its high ones, so the same
  * groups as pack_legacy in a third of the shuffles, with the scales
- * converted 8 at a time. */
+ * converted 8 at a time; q5 ors each group's fifth bits in from the rows'
+ * qh words (one vector, lane j row j). */
 static inline __attribute__((always_inline)) void pack_q4_full(candle_dtype t, int64_t K, const char *w, size_t ws,
                                                                char *p) {
-    size_t rb = rec_bytes(t), bsz = t == CANDLE_DTYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q4_1);
-    size_t qoff = t == CANDLE_DTYPE_Q4_0 ? offsetof(block_q4_0, qs) : offsetof(block_q4_1, qs);
+    size_t rb = rec_bytes(t), bsz, qoff, hoff = 0;
+    switch (t) {
+    case CANDLE_DTYPE_Q4_0: bsz = sizeof(block_q4_0), qoff = offsetof(block_q4_0, qs); break;
+    case CANDLE_DTYPE_Q4_1: bsz = sizeof(block_q4_1), qoff = offsetof(block_q4_1, qs); break;
+    case CANDLE_DTYPE_Q5_0:
+        bsz = sizeof(block_q5_0), qoff = offsetof(block_q5_0, qs), hoff = offsetof(block_q5_0, qh);
+        break;
+    default: bsz = sizeof(block_q5_1), qoff = offsetof(block_q5_1, qs), hoff = offsetof(block_q5_1, qh); break;
+    }
     const char *next = w + (size_t)NR * ws;
     size_t lines = ((size_t)NR * ws + 63) / 64, per = (lines + (size_t)(K / 32) - 1) / (size_t)(K / 32);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -253,20 +300,33 @@ static inline __attribute__((always_inline)) void pack_q4_full(candle_dtype t, i
         __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
         __m256i g[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
                         _mm256_unpackhi_epi64(t1, t3)};
+        __m256i qh = _mm256_setzero_si256();
+        if (q5_type(t)) {
+            int32_t h[NR];
+            for (int j = 0; j < NR; j++) memcpy(&h[j], blk + (size_t)j * ws + hoff, 4);
+            qh = _mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+        }
         __m256i *o = (__m256i *)rec;
         for (int k = 0; k < 4; k++) {
-            _mm256_storeu_si256(&o[k], _mm256_and_si256(g[k], m4));
-            _mm256_storeu_si256(&o[4 + k], _mm256_and_si256(_mm256_srli_epi16(g[k], 4), m4));
+            __m256i lo = _mm256_and_si256(g[k], m4), hi = _mm256_and_si256(_mm256_srli_epi16(g[k], 4), m4);
+            if (q5_type(t)) {
+                lo = _mm256_or_si256(lo, q5_group_bits(qh, k, 0));
+                hi = _mm256_or_si256(hi, q5_group_bits(qh, k, 1));
+            }
+            _mm256_storeu_si256(&o[k], lo);
+            _mm256_storeu_si256(&o[4 + k], hi);
         }
         __m256 d, mn;
         load_scales8(blk, ws, &d, &mn);
         _mm256_storeu_ps((float *)(rec + 8 * 32), d);
-        if (t == CANDLE_DTYPE_Q4_1) _mm256_storeu_ps((float *)(rec + 8 * 32 + NR * 4), mn);
+        if (min_type(t)) _mm256_storeu_ps((float *)(rec + 8 * 32 + NR * 4), mn);
     }
 }
 
 static void pack_q4_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_q4_full(CANDLE_DTYPE_Q4_0, K, w, ws, p); }
 static void pack_q4_1_full(int64_t K, const char *w, size_t ws, char *p) { pack_q4_full(CANDLE_DTYPE_Q4_1, K, w, ws, p); }
+static void pack_q5_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_q4_full(CANDLE_DTYPE_Q5_0, K, w, ws, p); }
+static void pack_q5_1_full(int64_t K, const char *w, size_t ws, char *p) { pack_q4_full(CANDLE_DTYPE_Q5_1, K, w, ws, p); }
 static void pack_q8_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_legacy(CANDLE_DTYPE_Q8_0, K, NR, w, ws, p); }
 
 /* The weight streams from memory and the panel's rows are read 8 at a time
@@ -288,6 +348,8 @@ void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, si
     else if (nn < NR) pack_legacy(t, K, nn, w, ws, p);
     else if (t == CANDLE_DTYPE_Q4_0) pack_q4_0_full(K, w, ws, p);
     else if (t == CANDLE_DTYPE_Q4_1) pack_q4_1_full(K, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q5_0) pack_q5_0_full(K, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q5_1) pack_q5_1_full(K, w, ws, p);
     else pack_q8_0_full(K, w, ws, p);
 }
 
@@ -316,25 +378,25 @@ static void store_out(__m256 acc, int nn, float *out) {
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FOR_R _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
 
-/* Per q8_0 activation block, for q4_0: its scale, and the offset term
- * -8 * d * sum(codes) of the matrix-vector kernel (gemv_avx2.c), computed
- * by the same expression. */
+/* Per q8_0 activation block, for q4_0 and q5_0: its scale, and the offset
+ * term -8 (q5_0: -16) * d * sum(codes) of the matrix-vector kernel
+ * (gemv_avx2.c), computed by the same expression. */
 typedef struct q4_0_aux {
     float d, s;
 } q4_0_aux;
 
 typedef struct rows4 {
     const char *x[4]; /* activation rows in the vec_dot type */
-    const q4_0_aux *aux[4]; /* their aux records (q4_0), else NULL */
+    const q4_0_aux *aux[4]; /* their aux records (q4_0, q5_0), else NULL */
     float *out[4];
 } rows4;
 
 size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K) {
-    return t == CANDLE_DTYPE_Q4_0 ? (size_t)(K / 32) * sizeof(q4_0_aux) : 0;
+    return off_type(t) ? (size_t)(K / 32) * sizeof(q4_0_aux) : 0;
 }
 
 void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux) {
-    if (t != CANDLE_DTYPE_Q4_0) return;
+    if (!off_type(t)) return;
     q4_0_aux *o = aux;
     for (int64_t m = 0; m < M; m++) {
         const block_q8_0 *y = (const block_q8_0 *)((const char *)x + (size_t)m * xs);
@@ -344,12 +406,12 @@ void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x,
             float dh = h2f(y[b].d);
             int sum = hsum_i32(ys);
             o->d = dh;
-            o->s = -8.0f * dh * (float)sum;
+            o->s = (t == CANDLE_DTYPE_Q4_0 ? -8.0f : -16.0f) * dh * (float)sum;
         }
     }
 }
 
-/* The legacy types (q4_0, q4_1, q8_0) reproduce, per output, the float
+/* The legacy types (q4_0, q4_1, q5_0, q5_1, q8_0) reproduce, per output, the float
  * order of their matrix-vector kernels (gemv_avx2.c), which serve one
  * activation row: so a row's result is the same bits whether it is
  * multiplied alone (M = 1: gemv) or with any number of others (here), and
@@ -368,8 +430,9 @@ typedef struct lanes {
     float e[4][NR];          /* [row]: the tail blocks' offset terms */
 } lanes;
 
-/* Codes 0..15: pair sums stay below 2 * 15 * 127, so the 8 groups of a
- * block add up in 16 bits (q4_0 and q4_1); q8_0 takes |w| and w's sign. */
+/* Codes 0..15: pair sums stay below 2 * 15 * 128, so the 8 groups of a
+ * block add up in 16 bits (q4_0 and q4_1); q5's codes 0..31 allow 4 groups
+ * (block_sums); q8_0 takes |w| and w's sign. */
 ALWAYS_INLINE __m256i group_dot(candle_dtype t, const __m256i *g, int i, const int8_t *q) {
     if (t == CANDLE_DTYPE_Q8_0)
         return dot_u8_i8(_mm256_loadu_si256(&g[i]), _mm256_sign_epi8(bcast4(q, i), _mm256_loadu_si256(&g[8 + i])));
@@ -378,21 +441,21 @@ ALWAYS_INLINE __m256i group_dot(candle_dtype t, const __m256i *g, int i, const i
 
 /* Block b's activation codes for row r. */
 ALWAYS_INLINE const int8_t *act_codes(candle_dtype t, const rows4 *rw, int r, int64_t b) {
-    if (t == CANDLE_DTYPE_Q4_1) return ((const block_q8_1 *)rw->x[r] + b)->qs;
+    if (min_type(t)) return ((const block_q8_1 *)rw->x[r] + b)->qs;
     return ((const block_q8_0 *)rw->x[r] + b)->qs;
 }
 
-/* Its f32 scale and offset term (q4_1: the q8_1 s; q4_0: the aux term;
+/* Its f32 scale and offset term (q*_1: the q8_1 s; q*_0: the aux term;
  * q8_0: none). */
 ALWAYS_INLINE void act_scales(candle_dtype t, const rows4 *rw, int r, int64_t b, __m256 *dy, __m256 *sy) {
-    if (t == CANDLE_DTYPE_Q4_1) {
+    if (min_type(t)) {
         const block_q8_1 *y = (const block_q8_1 *)rw->x[r] + b;
         int32_t ds; /* d and s, converted together */
         memcpy(&ds, &y->d, 4);
         __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds));
         *dy = _mm256_broadcastss_ps(f);
         *sy = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(1));
-    } else if (t == CANDLE_DTYPE_Q4_0) {
+    } else if (off_type(t)) {
         *dy = _mm256_set1_ps(rw->aux[r][b].d);
         *sy = _mm256_set1_ps(rw->aux[r][b].s);
     } else {
@@ -415,16 +478,23 @@ ALWAYS_INLINE void block_sums(candle_dtype t, int R, const __m256i *g, const int
             }
         return;
     }
-    __m256i w = _mm256_loadu_si256(&g[0]);
-    FOR_R s[r] = _mm256_maddubs_epi16(w, bcast4(q[r], 0));
-    for (int k = 1; k < 8; k++) {
-        w = _mm256_loadu_si256(&g[k]);
+    /* 16-bit runs of 8 groups (q4), or of 4 (q5: 4 * 2 * 31 * 128 < 2^15) */
+    const int run = q5_type(t) ? 4 : 8;
+    for (int k0 = 0; k0 < 8; k0 += run) {
+        __m256i h[4], w = _mm256_loadu_si256(&g[k0]);
+        FOR_R h[r] = _mm256_maddubs_epi16(w, bcast4(q[r], k0));
+        for (int k = k0 + 1; k < k0 + run; k++) {
+            w = _mm256_loadu_si256(&g[k]);
+            FOR_R {
+                h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(w, bcast4(q[r], k)));
+                PIN(h[r]);
+            }
+        }
         FOR_R {
-            s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(w, bcast4(q[r], k)));
-            PIN(s[r]);
+            h[r] = _mm256_madd_epi16(h[r], _mm256_set1_epi16(1));
+            s[r] = k0 ? _mm256_add_epi32(s[r], h[r]) : h[r];
         }
     }
-    FOR_R s[r] = _mm256_madd_epi16(s[r], _mm256_set1_epi16(1));
 }
 
 /* Lane i of every row: blocks i, 8 + i, ... of the full groups. */
@@ -443,9 +513,9 @@ ALWAYS_INLINE void full_lane(candle_dtype t, int R, int64_t ng, int i, const cha
         FOR_R {
             __m256 dy, sy, v = _mm256_cvtepi32_ps(s[r]);
             act_scales(t, rw, r, b, &dy, &sy);
-            if (t == CANDLE_DTYPE_Q4_0) a[r] = _mm256_fmadd_ps(dw, _mm256_fmadd_ps(dy, v, sy), a[r]);
+            if (off_type(t)) a[r] = _mm256_fmadd_ps(dw, _mm256_fmadd_ps(dy, v, sy), a[r]);
             else a[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), v, a[r]);
-            if (t == CANDLE_DTYPE_Q4_1)
+            if (min_type(t))
                 m[r] = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)(rec + doff + NR * 4)), sy, m[r]);
         }
     }
@@ -471,7 +541,7 @@ ALWAYS_INLINE void tail_row(candle_dtype t, int64_t b0, int64_t nb, const char *
         /* the matrix-vector kernel's scalar statement, so that a compiler
          * contracting it (clang's default) does so in both */
         float w[NR], s = _mm256_cvtss_f32(sy);
-        _mm256_storeu_ps(w, _mm256_loadu_ps((const float *)(rec + doff + (t == CANDLE_DTYPE_Q4_1 ? NR * 4 : 0))));
+        _mm256_storeu_ps(w, _mm256_loadu_ps((const float *)(rec + doff + (min_type(t) ? NR * 4 : 0))));
         for (int j = 0; j < NR; j++) L->e[r][j] += w[j] * s;
     }
 }
@@ -501,6 +571,12 @@ ALWAYS_INLINE void panel_q4_0_r(int R, int64_t K, int nn, const char *p, const r
 }
 ALWAYS_INLINE void panel_q4_1_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
     panel_legacy_r(CANDLE_DTYPE_Q4_1, R, K, nn, p, rw);
+}
+ALWAYS_INLINE void panel_q5_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    panel_legacy_r(CANDLE_DTYPE_Q5_0, R, K, nn, p, rw);
+}
+ALWAYS_INLINE void panel_q5_1_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
+    panel_legacy_r(CANDLE_DTYPE_Q5_1, R, K, nn, p, rw);
 }
 ALWAYS_INLINE void panel_q8_0_r(int R, int64_t K, int nn, const char *p, const rows4 *rw) {
     panel_legacy_r(CANDLE_DTYPE_Q8_0, R, K, nn, p, rw);
@@ -596,6 +672,8 @@ typedef void (*panel_fn)(int64_t K, int nn, const char *p, const rows4 *rw);
     static const panel_fn T##_fns[4] = {T##_1, T##_2, T##_3, T##_4};
 PANEL_INSTANCES(q4_0)
 PANEL_INSTANCES(q4_1)
+PANEL_INSTANCES(q5_0)
+PANEL_INSTANCES(q5_1)
 PANEL_INSTANCES(q8_0)
 PANEL_INSTANCES(q4_k)
 PANEL_INSTANCES(q6_k)
@@ -604,6 +682,8 @@ static const panel_fn *panel_fns(candle_dtype t) {
     switch (t) {
     case CANDLE_DTYPE_Q4_0: return q4_0_fns;
     case CANDLE_DTYPE_Q4_1: return q4_1_fns;
+    case CANDLE_DTYPE_Q5_0: return q5_0_fns;
+    case CANDLE_DTYPE_Q5_1: return q5_1_fns;
     case CANDLE_DTYPE_Q4_K: return q4_k_fns;
     case CANDLE_DTYPE_Q6_K: return q6_k_fns;
     default: return q8_0_fns;
