@@ -1,11 +1,26 @@
 /* Fast rotary embedding for f32 x [..., S, H, D] with a contiguous last dim
  * (same formula as ref/rope.c). The H heads of one position share its
- * angles, so cos/sin are computed once per position (in double, as the
- * reference does) into the thread's table and applied to every head; the
- * last position's table is kept per thread for the next rope call. */
+ * angles, so cos/sin are made once per position and applied to every head.
+ *
+ * sin and cos in double (as the reference takes them) were most of a
+ * rope's time when every position called them for every pair. Instead
+ * the angles of position p are those of its anchor a = p rounded down to
+ * ROPE_ANCHOR (taken with sin/cos from the reference's own angle) turned
+ * forward p - a times by one position's rotation, in double: an error of a
+ * few 1e-16 per turn, far below f32 rounding. Any path to p gives the same
+ * bits, so results do not depend on how positions are split over threads.
+ * Each thread keeps the frequencies, anchor and last position of the last
+ * ROPE_SETS (base, scale, n_dims) sets it used: prefill walks the positions
+ * forward one turn each, decoding turns once per token, and Gemma 3's two
+ * bases (local and global layers) keep a set each instead of thrashing. */
 #include <math.h>
+#include <string.h>
 
 #include "fast-impl.h"
+
+#define ROPE_ANCHOR 32     /* positions turned from one exact anchor, at most 31 turns */
+#define ROPE_MAX_PAIRS 128 /* pairs a cached set holds (n_dims <= 256); more: no cache */
+#define ROPE_SETS 2
 
 static bool match_rope(const candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
@@ -14,6 +29,7 @@ static bool match_rope(const candle_tensor *dst) {
            (x->stride[x->rank - 1] == 4 || x->shape[x->rank - 1] == 1);
 }
 
+/* Scratch for sets too large for the cache: cos and sin of one position. */
 static size_t rope_thread_bytes(const candle_tensor *dst) {
     return ((size_t)dst->iparams[1] * sizeof(float) + 63) & ~(size_t)63;
 }
@@ -23,84 +39,153 @@ static void plan_rope(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     p->wsize = 64 + (size_t)n_threads * rope_thread_bytes(dst);
 }
 
-static double position(const candle_tensor *dst, int64_t s) {
+static int64_t position(const candle_tensor *dst, int64_t s) {
     const candle_tensor *pos = dst->src[1];
-    if (!pos) return (double)(dst->iparams[2] + s);
-    return (double)candle_load_i64(pos->dtype, tensor_ptr(pos) + s * pos->stride[0]);
+    if (!pos) return dst->iparams[2] + s;
+    return candle_load_i64(pos->dtype, tensor_ptr(pos) + s * pos->stride[0]);
 }
 
-static void rotate(const float *x, float *y, const float *cs, int64_t D, int64_t n_dims, bool inter) {
-    int64_t half = n_dims / 2;
-    for (int64_t i = 0; i < half; i++) {
-        int64_t k0 = inter ? 2 * i : i, k1 = inter ? 2 * i + 1 : i + half;
-        float c = cs[2 * i], s = cs[2 * i + 1], x0 = x[k0], x1 = x[k1];
-        y[k0] = x0 * c - x1 * s;
-        y[k1] = x0 * s + x1 * c;
-    }
-    for (int64_t k = n_dims; k < D; k++) y[k] = x[k];
-}
-
-/* The angles of the last position each thread computed: in decoding every
- * layer's q and k share one position and frequencies, so 2 * n_layer ropes
- * a token compute them once (pow and sincos were most of a rope's time). */
-#define ROPE_CACHE_FLOATS 512
+/* One frequency set's cached angles (pairs [0, n_pairs)). */
+typedef struct rope_set {
+    bool valid, at_pos;     /* at_pos: c, s, cf, sf hold position pos */
+    double base, scale;
+    int64_t n_dims, anchor, pos;
+    unsigned last_use;
+    double inv[ROPE_MAX_PAIRS];          /* base^(-2i / n_dims) */
+    double cstep[ROPE_MAX_PAIRS], sstep[ROPE_MAX_PAIRS]; /* one position's turn */
+    double ca[ROPE_MAX_PAIRS], sa[ROPE_MAX_PAIRS];       /* at the anchor, exact */
+    double c[ROPE_MAX_PAIRS], s[ROPE_MAX_PAIRS];         /* at pos */
+    float cf[ROPE_MAX_PAIRS], sf[ROPE_MAX_PAIRS];        /* c, s rounded */
+} rope_set;
 
 typedef struct rope_cache {
-    bool valid;
-    double pos, base, scale;
-    int64_t n_dims;
-    float cs[ROPE_CACHE_FLOATS];
+    unsigned clock;
+    rope_set set[ROPE_SETS];
 } rope_cache;
 
 static _Thread_local rope_cache g_rope_cache;
 
-static void angles(const candle_tensor *dst, double pos, int64_t n_dims, float *cs) {
+/* The thread's set for dst's frequencies, made afresh in the least
+ * recently used slot when none matches. */
+static rope_set *set_for(const candle_tensor *dst, int64_t n_dims) {
+    rope_cache *rc = &g_rope_cache;
+    double base = dst->fparams[0], scale = dst->fparams[1];
+    rope_set *s = &rc->set[0];
+    for (int i = 0; i < ROPE_SETS; i++) {
+        rope_set *e = &rc->set[i];
+        if (e->valid && e->base == base && e->scale == scale && e->n_dims == n_dims) {
+            s = e;
+            goto found;
+        }
+        if (!e->valid || e->last_use < s->last_use) s = e;
+    }
+    *s = (rope_set){.valid = true, .base = base, .scale = scale, .n_dims = n_dims};
     for (int64_t i = 0; i < n_dims / 2; i++) {
-        double a = pos * dst->fparams[1] * pow(dst->fparams[0], -2.0 * (double)i / (double)n_dims);
-        cs[2 * i] = (float)cos(a);
-        cs[2 * i + 1] = (float)sin(a);
+        s->inv[i] = pow(base, -2.0 * (double)i / (double)n_dims);
+        s->cstep[i] = cos(scale * s->inv[i]);
+        s->sstep[i] = sin(scale * s->inv[i]);
+    }
+found:
+    s->last_use = ++rc->clock;
+    return s;
+}
+
+static int64_t anchor_of(int64_t p) {
+    int64_t r = p % ROPE_ANCHOR;
+    return p - (r < 0 ? r + ROPE_ANCHOR : r);
+}
+
+/* s's angles moved to position p. */
+static void set_seek(rope_set *s, int64_t p) {
+    int64_t half = s->n_dims / 2, a = anchor_of(p);
+    if (s->at_pos && s->pos == p) return;
+    if (!s->at_pos || s->anchor != a || s->pos > p) {
+        if (s->anchor != a || !s->at_pos) {
+            double ps = (double)a * s->scale; /* the reference's pos * scale * base^.. */
+            for (int64_t i = 0; i < half; i++) {
+                s->ca[i] = cos(ps * s->inv[i]);
+                s->sa[i] = sin(ps * s->inv[i]);
+            }
+            s->anchor = a;
+        }
+        memcpy(s->c, s->ca, sizeof(double) * (size_t)half);
+        memcpy(s->s, s->sa, sizeof(double) * (size_t)half);
+        s->pos = a;
+        s->at_pos = true;
+    }
+    for (; s->pos < p; s->pos++)
+        for (int64_t i = 0; i < half; i++) {
+            double c = s->c[i], sn = s->s[i];
+            s->c[i] = c * s->cstep[i] - sn * s->sstep[i];
+            s->s[i] = sn * s->cstep[i] + c * s->sstep[i];
+        }
+    for (int64_t i = 0; i < half; i++) {
+        s->cf[i] = (float)s->c[i];
+        s->sf[i] = (float)s->s[i];
     }
 }
 
-/* cos/sin pairs for pos: the thread's cached table, or tmp filled. */
-static const float *angles_at(const candle_tensor *dst, double pos, int64_t n_dims, float *tmp) {
-    rope_cache *c = &g_rope_cache;
-    if (n_dims > ROPE_CACHE_FLOATS) {
-        angles(dst, pos, n_dims, tmp);
-        return tmp;
+/* Sets beyond the cache: every pair's angle with sin/cos, into tmp
+ * (cos for pairs [0, half), sin after them). */
+static void angles_direct(const candle_tensor *dst, int64_t p, int64_t n_dims, float *tmp) {
+    int64_t half = n_dims / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double a = (double)p * dst->fparams[1] * pow(dst->fparams[0], -2.0 * (double)i / (double)n_dims);
+        tmp[i] = (float)cos(a);
+        tmp[half + i] = (float)sin(a);
     }
-    if (!c->valid || c->pos != pos || c->base != dst->fparams[0] || c->scale != dst->fparams[1] ||
-        c->n_dims != n_dims) {
-        angles(dst, pos, n_dims, c->cs);
-        c->valid = true;
-        c->pos = pos;
-        c->base = dst->fparams[0];
-        c->scale = dst->fparams[1];
-        c->n_dims = n_dims;
+}
+
+/* Pairs (i, i + half): contiguous halves, vectorised by the compiler. */
+static void rotate_half(const float *x, float *y, const float *c, const float *s, int64_t half) {
+    for (int64_t i = 0; i < half; i++) {
+        float x0 = x[i], x1 = x[i + half];
+        y[i] = x0 * c[i] - x1 * s[i];
+        y[i + half] = x0 * s[i] + x1 * c[i];
     }
-    return c->cs;
+}
+
+/* Pairs (2i, 2i + 1). */
+static void rotate_pairs(const float *x, float *y, const float *c, const float *s, int64_t half) {
+    for (int64_t i = 0; i < half; i++) {
+        float x0 = x[2 * i], x1 = x[2 * i + 1];
+        y[2 * i] = x0 * c[i] - x1 * s[i];
+        y[2 * i + 1] = x0 * s[i] + x1 * c[i];
+    }
 }
 
 static candle_status run_rope(const cpu_task *t, candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
     int r = dst->rank;
     int64_t D = dst->shape[r - 1], H = dst->shape[r - 2], S = dst->shape[r - 3];
-    int64_t n_dims = dst->iparams[1];
+    int64_t n_dims = dst->iparams[1], half = n_dims / 2;
     bool inter = dst->iparams[0] == CANDLE_ROPE_INTERLEAVED;
     float *tmp = cpu_thread_scratch(t, rope_thread_bytes(dst));
+    rope_set *set = half <= ROPE_MAX_PAIRS ? set_for(dst, n_dims) : NULL;
     int64_t hd = H * D, n_pos = S > 0 && hd > 0 ? candle_tensor_numel(dst) / hd : 0, p0, p1;
     cpu_split(n_pos, 1, t->ith, t->nth, &p0, &p1);
     for (int64_t ps = p0; ps < p1; ps++) {
-        const float *cs = angles_at(dst, position(dst, ps % S), n_dims, tmp);
+        const float *c = tmp, *s = tmp + half;
+        if (set) {
+            set_seek(set, position(dst, ps % S));
+            c = set->cf;
+            s = set->sf;
+        } else {
+            angles_direct(dst, position(dst, ps % S), n_dims, tmp);
+        }
         /* offset of (outer..., s) in x: decompose ps over dims [0, r - 2) */
         int64_t off = 0, rem = ps;
         for (int d = r - 3; d >= 0; d--) {
             off += (rem % dst->shape[d]) * x->stride[d];
             rem /= dst->shape[d];
         }
-        for (int64_t h = 0; h < H; h++)
-            rotate((const float *)(tensor_ptr(x) + off + h * x->stride[r - 2]),
-                   (float *)tensor_ptr(dst) + (ps * H + h) * D, cs, D, n_dims, inter);
+        for (int64_t h = 0; h < H; h++) {
+            const float *xr = (const float *)(tensor_ptr(x) + off + h * x->stride[r - 2]);
+            float *yr = (float *)tensor_ptr(dst) + (ps * H + h) * D;
+            if (inter) rotate_pairs(xr, yr, c, s, half);
+            else rotate_half(xr, yr, c, s, half);
+            if (n_dims < D) memmove(yr + n_dims, xr + n_dims, sizeof(float) * (size_t)(D - n_dims));
+        }
     }
     return CANDLE_OK;
 }
