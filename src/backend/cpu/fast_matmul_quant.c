@@ -21,7 +21,12 @@
 #include "quant/gemv-impl.h"
 #include "quant/qgemm-impl.h"
 
-/* Weight rows per block in phase 2. */
+/* Weight rows per block in phase 2 for the per-output dots (the rows stay
+ * in L1 over the activation rows). Types with packed panels take a task's
+ * rows in one candle_qgemm_rows call instead, split on panel boundaries: it
+ * prepares the activation rows' aux records (q4_0, q5_0) once per call, and
+ * per block of 16 rows that preparation cost as much as a third of the
+ * products (SmolLM2-135M q4_0 prefill). */
 #define QBLOCK_ROWS 16
 /* Matrix-vector products: guided chunks of rows, the last ones down to
  * GEMV_MIN_CHUNK_BYTES of weights and at least GEMV_MIN_ROWS rows. */
@@ -190,14 +195,16 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
         return CANDLE_OK;
     }
     int64_t n0, n1, sbn = b->stride[b->rank - 1];
-    cpu_split(g.N, QBLOCK_ROWS, t->ith, t->nth, &n0, &n1);
+    bool panels = candle_qgemm_has_fast(b->dtype);
+    cpu_split(g.N, panels ? CANDLE_QGEMM_NR : QBLOCK_ROWS, t->ith, t->nth, &n0, &n1);
+    int64_t step = panels ? (n1 > n0 ? n1 - n0 : 1) : QBLOCK_ROWS;
     for (int64_t bi = 0; bi < g.n_batch; bi++) {
         int64_t oa, ob;
         cpu_mm_batch(dst, bi, &oa, &ob);
         const char *pb = tensor_ptr(b) + ob;
         float *pc = (float *)tensor_ptr(dst) + bi * g.M * g.N;
-        for (int64_t nb = n0; nb < n1; nb += QBLOCK_ROWS) {
-            int64_t ne = n1 - nb < QBLOCK_ROWS ? n1 : nb + QBLOCK_ROWS;
+        for (int64_t nb = n0; nb < n1; nb += step) {
+            int64_t ne = n1 - nb < step ? n1 : nb + step;
             candle_qgemm_rows(b->dtype, g.K, g.M, ne - nb, pb + nb * sbn, (size_t)sbn,
                               xq + (size_t)(bi * g.M) * xrow, xrow, pc + nb, g.N, tmp);
         }

@@ -378,37 +378,50 @@ static void store_out(__m256 acc, int nn, float *out) {
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define FOR_R _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
 
-/* Per q8_0 activation block, for q4_0 and q5_0: its scale, and the offset
- * term -8 (q5_0: -16) * d * sum(codes) of the matrix-vector kernel
- * (gemv_avx2.c), computed by the same expression. */
-typedef struct q4_0_aux {
-    float d, s;
-} q4_0_aux;
-
+/* Per q8_0 activation row, for q4_0 and q5_0, the aux record: the block
+ * scales d[nb] as f32, then the offset terms s[nb], -8 (q5_0: -16) * d *
+ * sum(codes) of the matrix-vector kernel (gemv_avx2.c), the same rounding
+ * (two products; the sums are exact integers). */
 typedef struct rows4 {
-    const char *x[4]; /* activation rows in the vec_dot type */
-    const q4_0_aux *aux[4]; /* their aux records (q4_0, q5_0), else NULL */
+    const char *x[4];     /* activation rows in the vec_dot type */
+    const float *aux[4];  /* their aux records (q4_0, q5_0), else NULL */
     float *out[4];
+    int64_t nb;           /* blocks per row */
 } rows4;
 
 size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K) {
-    return off_type(t) ? (size_t)(K / 32) * sizeof(q4_0_aux) : 0;
+    return off_type(t) ? (size_t)(K / 32) * 2 * sizeof(float) : 0;
+}
+
+/* Eight blocks at a time: their code sums in one vector (lane i = block
+ * i, the reduction of q8_0_row in gemv_avx2.c), the scales converted
+ * together. */
+static void prep_row(float off, const block_q8_0 *y, int64_t nb, float *d, float *s) {
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i r[8];
+        for (int j = 0; j < 8; j++) r[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, load32(y[b + j].qs)), one16);
+        __m256i lo = reduce_x4(r[0], r[1], r[2], r[3]), hi = reduce_x4(r[4], r[5], r[6], r[7]);
+        __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+        __m256 dh = h2f_x8(&y[b].d, sizeof *y);
+        _mm256_storeu_ps(d + b, dh);
+        _mm256_storeu_ps(s + b, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(off), dh), _mm256_cvtepi32_ps(sum)));
+    }
+    for (; b < nb; b++) {
+        float dh = h2f(y[b].d);
+        d[b] = dh;
+        s[b] = off * dh * (float)hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(one8, load32(y[b].qs)), one16));
+    }
 }
 
 void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux) {
     if (!off_type(t)) return;
-    q4_0_aux *o = aux;
-    for (int64_t m = 0; m < M; m++) {
-        const block_q8_0 *y = (const block_q8_0 *)((const char *)x + (size_t)m * xs);
-        for (int64_t b = 0; b < K / 32; b++, o++) {
-            __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(y[b].qs)),
-                                           _mm256_set1_epi16(1));
-            float dh = h2f(y[b].d);
-            int sum = hsum_i32(ys);
-            o->d = dh;
-            o->s = (t == CANDLE_DTYPE_Q4_0 ? -8.0f : -16.0f) * dh * (float)sum;
-        }
-    }
+    int64_t nb = K / 32;
+    float *o = aux;
+    for (int64_t m = 0; m < M; m++, o += 2 * nb)
+        prep_row(t == CANDLE_DTYPE_Q4_0 ? -8.0f : -16.0f, (const block_q8_0 *)((const char *)x + (size_t)m * xs), nb,
+                 o, o + nb);
 }
 
 /* The legacy types (q4_0, q4_1, q5_0, q5_1, q8_0) reproduce, per output, the float
@@ -456,8 +469,8 @@ ALWAYS_INLINE void act_scales(candle_dtype t, const rows4 *rw, int r, int64_t b,
         *dy = _mm256_broadcastss_ps(f);
         *sy = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(1));
     } else if (off_type(t)) {
-        *dy = _mm256_set1_ps(rw->aux[r][b].d);
-        *sy = _mm256_set1_ps(rw->aux[r][b].s);
+        *dy = _mm256_set1_ps(rw->aux[r][b]);
+        *sy = _mm256_set1_ps(rw->aux[r][rw->nb + b]);
     } else {
         *dy = _mm256_set1_ps(h2f(((const block_q8_0 *)rw->x[r] + b)->d));
         *sy = _mm256_setzero_ps();
@@ -697,9 +710,10 @@ void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void 
     for (int64_t m = 0; m < M; m += 4) {
         int R = (int)(M - m < 4 ? M - m : 4);
         rows4 rw;
+        rw.nb = K / 32;
         for (int r = 0; r < R; r++) {
             rw.x[r] = (const char *)x + (size_t)(m + r) * xs;
-            rw.aux[r] = ab ? (const q4_0_aux *)((const char *)aux + (size_t)(m + r) * ab) : NULL;
+            rw.aux[r] = ab ? (const float *)((const char *)aux + (size_t)(m + r) * ab) : NULL;
             rw.out[r] = c + (m + r) * ldc;
         }
         fns[R - 1](K, nn, p, &rw);
