@@ -1,25 +1,35 @@
 /* The dense f32 GEMM and matrix-vector paths of fast_matmul.c as changed for
- * f16 prefill and decode: K cut into equal slices (576 = 2 x 288, 577, 1536,
- * block-quantized K in whole blocks), A packed once and shared by column
- * tasks (M <= 144, >= 5 MFLOP), the per-panel packing used when one MC block
- * holds a task's rows, next to the block-packed path (M > 144), prefetching
- * of transposed, plain and strided B; and the dot_rows primitive of every
- * table this CPU runs (f16/bf16 rows one at a time up to K = 1024, four at a
- * time past it; f32 eight/four at a time) on odd K, row tails, padded rows
- * and strided outputs, with nothing written between or after the outputs.
- * All against a naive double-precision product, on 1 and 2 threads. */
+ * f16 prefill and decode: the weight-row GEMM for 16-144 rows on a
+ * transposed weight (six weight rows broadcast against 16-row transposed
+ * activation panels; f32 rows in place, also with padded rows, f16/bf16
+ * converted; K slices of at most 1024; partial groups and panels), the
+ * shared-A packed GEMM for plain, strided and quantized B (K cut into equal
+ * slices: 576 = 2 x 288, 577, block-quantized K in whole blocks), the
+ * per-panel packing used when one MC block holds a task's rows, the
+ * block-packed path (M > 144), prefetching of transposed, plain and
+ * strided B; and the dot_rows primitive of every table this CPU runs
+ * (f16/bf16 rows one at a time up to K = 1024, four at a time past it;
+ * f32 eight/four at a time) on odd K, row tails, padded rows and strided
+ * outputs, with nothing written between or after the outputs. All against
+ * a naive double-precision product, on 1 and 2 threads. */
 #include <math.h>
 #include <string.h>
 
 #include "gemm-check.h"
 
 static const gemm_case cases[] = {
-    /* at most MC rows and >= 5 MFLOP: A packed once, shared by column tasks */
-    {128, 576, 40, true, F16, MT_CONTIG, MT_CONTIG},    /* SmolLM2 prefill: 2 x 288 */
-    {100, 577, 70, true, BF16, MT_OFFSET, MT_CONTIG},   /* 200 + 200 + 177 */
-    {144, 1536, 20, true, F16, MT_SLICED, MT_CONTIG},   /* 6 x 256, M = MC */
+    /* weight-row GEMM: 16 <= M <= 144, a transposed plain-float weight, >= 5 MFLOP */
+    {128, 576, 40, true, F16, MT_CONTIG, MT_CONTIG},    /* SmolLM2 prefill, 6 x 6 + 4 rows */
+    {64, 640, 100, true, F16, MT_CONTIG, MT_CONTIG},    /* gemma-3 prefill: whole panels */
+    {100, 577, 70, true, BF16, MT_OFFSET, MT_CONTIG},   /* odd K, 100 = 6 x 16 + 4 */
+    {144, 1536, 20, true, F16, MT_SLICED, MT_CONTIG},   /* 2 x 768 slices, strided A */
+    {16, 2050, 90, true, F32, MT_CONTIG, MT_OFFSET},    /* M at the bound, 3 slices, f32 in place */
+    {17, 1100, 150, true, BF16, MT_TRANSPOSED, MT_CONTIG}, /* one-row panel, transposed A */
+    {33, 300, 301, true, F32, MT_OFFSET, MT_CONTIG},
+    /* shared-A packed GEMM: plain and strided B */
     {70, 513, 80, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
     {97, 260, 112, false, F32, MT_CONTIG, MT_SLICED},   /* strided B: no prefetch */
+    {128, 576, 40, true, F32, MT_CONTIG, MT_SLICED},    /* weight with strided K */
     /* smaller: one MC block per task, B packed panel by panel */
     {65, 96, 17, true, F32, MT_CONTIG, MT_OFFSET},      /* one slice, one partial panel */
     {120, 200, 50, true, F16, MT_CONTIG, MT_CONTIG},
@@ -104,6 +114,39 @@ static void run_dot_rows(const char *isa) {
             }
 }
 
+/* The weight-row GEMM on a weight whose rows are longer than K (a narrow
+ * of [N, K + 7] from column 3): f32 rows are read in place with their
+ * stride, f16 / bf16 ones converted from it. */
+static void check_padded_weight(candle_ctx *ctx, candle_dtype wt, int64_t M, int64_t K, int64_t N,
+                                const char *label, uint64_t seed) {
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    int64_t as[2] = {M, K}, ws[2] = {N, K + 7};
+    candle_tensor *a = mt_input(ctx, F32, 2, as, MT_CONTIG, seed, -1, 1);
+    candle_tensor *wfull = mt_input(ctx, wt, 2, ws, MT_CONTIG, seed + 1, -1, 1);
+    candle_tensor *w = wfull ? candle_narrow(ctx, wfull, 1, 3, K) : NULL;
+    candle_tensor *y = a && w ? candle_matmul(ctx, a, candle_transpose(ctx, w, 0, 1)) : NULL;
+    CHECK_MSG(y && cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s padded %s: %s", label, candle_dtype_name(wt),
+              candle_errmsg(ctx));
+    double *av = y ? mt_values(a) : NULL, *wv = y ? mt_values(w) : NULL, *got = y ? mt_values(y) : NULL;
+    double *want = malloc(sizeof(double) * (size_t)(M * N));
+    if (av && wv && got && want) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += av[i * K + k] * wv[j * K + k];
+                want[i * N + j] = acc;
+            }
+        double e = mt_nmse(got, want, M * N);
+        CHECK_MSG(e <= 1e-10, "%s padded %s M %lld K %lld N %lld: nmse %g", label, candle_dtype_name(wt),
+                  (long long)M, (long long)K, (long long)N, e);
+    } else {
+        CHECK_MSG(false, "%s padded %s: values unreadable", label, candle_dtype_name(wt));
+    }
+    free(av), free(wv), free(got), free(want);
+    candle_ctx_clear_error(ctx);
+    candle_ctx_reset(ctx, mark);
+}
+
 int main(void) {
     /* every quantized product goes to the dequantizing GEMM */
     setenv("CANDLE_QMM_MAX_M", "0", 1);
@@ -122,6 +165,8 @@ int main(void) {
             uint64_t seed = 1;
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
                 gemm_check(ctx, &cases[c], label, seed += 2);
+            check_padded_weight(ctx, F32, 40, 700, 100, label, seed += 2);
+            check_padded_weight(ctx, F16, 64, 1030, 45, label, seed += 2);
             candle_ctx_free(ctx);
         }
     }

@@ -204,6 +204,90 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
         for (int i = 0; i < 6; i++) dst[p * 6 + i] = a[i * lda + p];
 }
 
+/* ---- weight-row GEMM (fast_matmul.c's wt path) ----
+ * C[m][n] += sum_p w[n][p] at[p][m]: six f32 weight rows broadcast one
+ * element at a time against a packed, transposed panel of 16 activation
+ * rows, so a weight is converted row by row (no transposition) and the
+ * activation side, packed once per product, is the vector side. Not in the
+ * primitive table, like cpu_pack_a6_avx2. */
+void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                     int64_t ldc, bool accumulate);
+void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
+
+/* Rows past nw repeat the last one (valid memory); their sums are dropped. */
+void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                     int64_t ldc, bool accumulate) {
+    const float *w0 = w, *w1 = w + (nw > 1 ? 1 : nw - 1) * ldw, *w2 = w + (nw > 2 ? 2 : nw - 1) * ldw;
+    const float *w3 = w + (nw > 3 ? 3 : nw - 1) * ldw, *w4 = w + (nw > 4 ? 4 : nw - 1) * ldw;
+    const float *w5 = w + (nw > 5 ? 5 : nw - 1) * ldw;
+    for (int i = 0; i < nm; i += 4) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t p = 0; p < kc; p++) {
+        __m256 a0 = _mm256_load_ps(at), a1 = _mm256_load_ps(at + 8), bv;
+        bv = _mm256_broadcast_ss(w0 + p);
+        c00 = _mm256_fmadd_ps(bv, a0, c00);
+        c01 = _mm256_fmadd_ps(bv, a1, c01);
+        bv = _mm256_broadcast_ss(w1 + p);
+        c10 = _mm256_fmadd_ps(bv, a0, c10);
+        c11 = _mm256_fmadd_ps(bv, a1, c11);
+        bv = _mm256_broadcast_ss(w2 + p);
+        c20 = _mm256_fmadd_ps(bv, a0, c20);
+        c21 = _mm256_fmadd_ps(bv, a1, c21);
+        bv = _mm256_broadcast_ss(w3 + p);
+        c30 = _mm256_fmadd_ps(bv, a0, c30);
+        c31 = _mm256_fmadd_ps(bv, a1, c31);
+        bv = _mm256_broadcast_ss(w4 + p);
+        c40 = _mm256_fmadd_ps(bv, a0, c40);
+        c41 = _mm256_fmadd_ps(bv, a1, c41);
+        bv = _mm256_broadcast_ss(w5 + p);
+        c50 = _mm256_fmadd_ps(bv, a0, c50);
+        c51 = _mm256_fmadd_ps(bv, a1, c51);
+        at += 16;
+    }
+    /* lanes are activation rows: transposed, each vector is one C row's
+     * six outputs (lanes 6, 7 zero) */
+    __m256 z = _mm256_setzero_ps();
+    __m256 t[2][8] = {{c00, c10, c20, c30, c40, c50, z, z}, {c01, c11, c21, c31, c41, c51, z, z}};
+    transpose8(t[0]);
+    transpose8(t[1]);
+    for (int i = 0; i < nm; i++) {
+        __m256 v = t[i >> 3][i & 7];
+        float *ci = c + i * ldc;
+        if (nw == 6) {
+            __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+            if (accumulate) {
+                lo = _mm_add_ps(lo, _mm_loadu_ps(ci));
+                hi = _mm_add_ps(hi, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ci + 4))));
+            }
+            _mm_storeu_ps(ci, lo);
+            _mm_storel_epi64((__m128i *)(ci + 4), _mm_castps_si128(hi));
+            continue;
+        }
+        float tmp[8];
+        _mm256_storeu_ps(tmp, v);
+        for (int j = 0; j < nw; j++) ci[j] = accumulate ? ci[j] + tmp[j] : tmp[j];
+    }
+}
+
+/* dst[p * 16 + i] = a[i * lda + p] for i < rows, 0 for rows <= i < 16; dst
+ * 32-byte aligned. Eight k at a time through 8 x 8 transposes. */
+void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst) {
+    for (int h = 0; h < 2; h++) {
+        int rh = rows - 8 * h < 0 ? 0 : rows - 8 * h > 8 ? 8 : rows - 8 * h;
+        const float *ah = a + 8 * h * lda;
+        int64_t p = 0;
+        for (; p + 8 <= kc; p += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = i < rh ? _mm256_loadu_ps(ah + i * lda + p) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int j = 0; j < 8; j++) _mm256_store_ps(dst + (p + j) * 16 + 8 * h, r[j]);
+        }
+        for (; p < kc; p++)
+            for (int i = 0; i < 8; i++) dst[p * 16 + 8 * h + i] = i < rh ? ah[i * lda + p] : 0.0f;
+    }
+}
+
 /* ---- matrix-vector ----
  * f32 rows: eight (then four) rows per pass over x, the hardware prefetcher
  * streaming them. Half-precision rows longer than DOT_H_STREAM_MAX bytes:
