@@ -2,19 +2,23 @@
  * or for M > MV_MAX_M a block-quantized weight, dequantized on the way)
  * -> f32, any strides, batch dims broadcast.
  *
- * Three paths. Decoding (M <= MV_MAX_M with b's K contiguous, the transpose
+ * Four paths. Decoding (M <= MV_MAX_M with b's K contiguous, the transpose
  * view of a row-major [N, K] weight) is a matrix-vector product that streams
  * each weight row once through dot_rows; threads take disjoint ranges of N.
- * A few more rows (M <= DOT_MAX_M) of such a product use 4 x 3 tiles of dot
- * products on the rows as they are (gemm_dot), with no packing.
- * Everything else is a packed, cache-blocked GEMM: for each NC-wide column
- * block and KC-deep slice (K cut into equal slices, gemm_kc), B is packed
- * into NR-wide panels (converted to f32), A into MR-tall panels per MC rows,
- * and the MR x NR micro-kernel runs over the panels; the B micro-panel stays
- * in L1, the A block in L2. When one MC block holds all of a task's rows
- * (prefill), each B panel is packed just before its micro-kernels instead,
- * with the next panel's source prefetched. The threads take a grid of C
- * chosen by packing cost (gemm_grid), each with private pack buffers. */
+ * Prefill on such a plain-float weight (WT_MIN_M <= M <= WT_MAX_M) runs on
+ * the weight's rows (wt_run): six rows at a time, converted to f32 but not
+ * transposed, broadcast against 16-row panels of A packed transposed once.
+ * A few rows (M <= DOT_MAX_M, fewer than WT_MIN_M for plain floats) use
+ * 4 x 3 tiles of dot products on the rows as they are (gemm_dot), with no
+ * packing. Everything else is a packed, cache-blocked GEMM: for each
+ * NC-wide column block and KC-deep slice (K cut into equal slices,
+ * gemm_kc), B is packed into NR-wide panels (converted to f32), A into
+ * MR-tall panels per MC rows, and the MR x NR micro-kernel runs over the
+ * panels; the B micro-panel stays in L1, the A block in L2. When one MC
+ * block holds all of a task's rows (prefill), each B panel is packed just
+ * before its micro-kernels instead, with the next panel's source
+ * prefetched. The threads take a grid of C chosen by packing cost
+ * (gemm_grid), each with private pack buffers. */
 #include <stdint.h>
 #include <string.h>
 

@@ -220,7 +220,8 @@ void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const floa
     const float *w0 = w, *w1 = w + (nw > 1 ? 1 : nw - 1) * ldw, *w2 = w + (nw > 2 ? 2 : nw - 1) * ldw;
     const float *w3 = w + (nw > 3 ? 3 : nw - 1) * ldw, *w4 = w + (nw > 4 ? 4 : nw - 1) * ldw;
     const float *w5 = w + (nw > 5 ? 5 : nw - 1) * ldw;
-    for (int i = 0; i < nm; i += 4) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    /* C is touched only after the loop: start its cache misses now */
+    for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t p = 0; p < kc; p++) {
