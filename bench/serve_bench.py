@@ -15,6 +15,7 @@ import argparse
 import http.client
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -116,6 +117,7 @@ def start_server(a):
                "-c", str(a.ctx), "--queue", "1024"]
         if a.threads:
             cmd += ["-t", str(a.threads)]
+        cmd += shlex.split(a.server_args)
     else:
         # Its default cuts a running stream short when another request comes
         # in; serve them in turn instead (it has no parallel decoding).
@@ -153,6 +155,8 @@ def main():
     ap.add_argument("--api-key", default=os.environ.get("CANDLE_API_KEY"))
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--label", default=None)
+    ap.add_argument("--server-args", default="",
+                    help="more options for candle serve, e.g. '--itl-stretch 1.5'")
     a = ap.parse_args()
     proc = None
     url = a.url

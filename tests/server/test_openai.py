@@ -281,8 +281,18 @@ def test_metrics():
     m = raw("GET", "/metrics")[1].decode()
     for name in ("candle_requests_total{", "candle_generated_tokens_total", "candle_queue_depth",
                  "candle_kv_blocks_used", "candle_time_to_first_token_seconds_bucket",
-                 "candle_inter_token_latency_seconds_bucket", "candle_prompt_tokens_total"):
+                 "candle_inter_token_latency_seconds_bucket", "candle_prompt_tokens_total",
+                 "candle_step_rows_bucket", "candle_step_prefill_rows_bucket",
+                 "candle_step_seconds_bucket", "candle_step_prefill_budget"):
         check(name in m, f"metric {name}")
+    # steps ran, none over 256 rows; prompt rows are some of the rows
+    def buckets(name):
+        return {l.split('"')[1]: int(l.split()[-1]) for l in m.splitlines()
+                if l.startswith(name + "_bucket{")}
+    rows, pre = buckets("candle_step_rows"), buckets("candle_step_prefill_rows")
+    check(rows.get("+Inf", 0) > 0 and rows.get("256") == rows["+Inf"], f"step rows {rows}")
+    check(pre.get("+Inf") == rows.get("+Inf") and all(pre[k] >= rows[k] for k in rows),
+          f"prompt rows per step {pre} within rows {rows}")
 
 
 def test_queue_full():

@@ -8,6 +8,10 @@
 # packed kernels follow the batch-1 kernels' float order; steps stay on the
 # integer kernels). The model comes from scripts/fetch-model.sh, as for the
 # other SmolLM2 tests; without it (and no way to fetch it) the test skips.
+# The server runs with --itl-stretch 1 and --batch-size 64: beside running
+# decodes a prompt advances one row per step, and bursts of prompts are cut
+# at 64 rows, so prompts are split at many points and the streams must still
+# equal the one-at-a-time runs (whose prompts go in whole).
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -20,16 +24,19 @@ if ! python3 -c "import openai" 2>/dev/null; then
         python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
         { echo "SKIP: cannot pip install openai"; exit 0; }
 fi
+# a stretch below 1 is refused before anything loads
+"$BIN" serve --itl-stretch 0.5 >/dev/null 2>&1; [ $? = 2 ] || { echo "FAIL: --itl-stretch 0.5 accepted"; exit 1; }
 P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LOG=$(mktemp)
 trap 'kill $S 2>/dev/null; rm -f "$LOG"' EXIT
-"$BIN" serve -m "$MODEL" --port "$P" -c 512 --parallel 16 --api-key k 2>"$LOG" & S=$!
+"$BIN" serve -m "$MODEL" --port "$P" -c 512 --parallel 16 --api-key k \
+    --itl-stretch 1 --batch-size 64 2>"$LOG" & S=$!
 for _ in $(seq 300); do
     curl -sf "http://127.0.0.1:$P/health" >/dev/null 2>&1 && break
     python3 -c 'import time; time.sleep(0.1)'
 done
 fail=0
-SERVER_TESTS=test_concurrent,test_concurrent_chat timeout 900 python3 "$SRC/tests/server/test_openai.py" \
+SERVER_TESTS=test_concurrent,test_concurrent_chat,test_metrics timeout 900 python3 "$SRC/tests/server/test_openai.py" \
     "http://127.0.0.1:$P" k || { fail=1; tail -5 "$LOG"; }
 [ $fail = 0 ] && echo "test_server_smollm2: OK"
 exit $fail

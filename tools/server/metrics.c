@@ -11,12 +11,17 @@ static const int srv_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 413, 429, 50
 static const char *const ep_names[SRV_EP_COUNT] = {"completions", "chat_completions",
                                                    "embeddings", "models", "other"};
 /* Seconds; wide enough for a token on a busy CPU and a long queued prefill. */
-static const double bounds[SRV_HIST_N] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                          0.25,  0.5,    1,     2.5,  5,     10,   30};
+static const double seconds_le[SRV_HIST_N] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                              0.25,  0.5,    1,     2.5,  5,     10,   30};
+/* Token rows of a step: at most 256 (SRV_STEP_TOKENS). */
+static const double rows_le[SRV_HIST_N] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 
 void srv_metrics_init(srv_metrics *m) {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
+    srv_hist *secs[] = {&m->ttft, &m->itl, &m->e2e, &m->step_time};
+    for (size_t i = 0; i < sizeof secs / sizeof *secs; i++) secs[i]->le = seconds_le;
+    m->step_rows.le = m->step_prefill_rows.le = rows_le;
 }
 
 void srv_metrics_request(srv_metrics *m, int endpoint, int status) {
@@ -28,12 +33,25 @@ void srv_metrics_request(srv_metrics *m, int endpoint, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void srv_metrics_observe(srv_metrics *m, srv_hist *h, double seconds) {
-    pthread_mutex_lock(&m->mu);
-    h->sum += seconds;
+/* Under m->mu. */
+static void hist_add(srv_hist *h, double value) {
+    h->sum += value;
     h->count++;
     for (int i = 0; i < SRV_HIST_N; i++)
-        if (seconds <= bounds[i]) h->bucket[i]++;
+        if (value <= h->le[i]) h->bucket[i]++;
+}
+
+void srv_metrics_observe(srv_metrics *m, srv_hist *h, double value) {
+    pthread_mutex_lock(&m->mu);
+    hist_add(h, value);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_step(srv_metrics *m, int64_t rows, int64_t prefill_rows, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    hist_add(&m->step_rows, (double)rows);
+    hist_add(&m->step_prefill_rows, (double)prefill_rows);
+    hist_add(&m->step_time, seconds);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -72,7 +90,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 static void render_hist(sbuf *b, const char *name, const char *help, const srv_hist *h) {
     sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     for (int i = 0; i < SRV_HIST_N; i++)
-        sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i],
+        sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i],
                   (unsigned long long)h->bucket[i]);
     sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
               (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
@@ -123,6 +141,17 @@ char *srv_metrics_render(srv_metrics *m) {
                 "Seconds between consecutive generated tokens of a request.", &s.itl);
     render_hist(&b, "candle_request_duration_seconds",
                 "Seconds from arrival to the last token.", &s.e2e);
+    render_gauge(&b, "candle_step_prefill_budget", "gauge",
+                 "Prompt rows the last scheduler step could add beside its running decodes "
+                 "(--itl-stretch).",
+                 (long long)s.prefill_budget);
+    render_hist(&b, "candle_step_rows", "Token rows of a scheduler step's batched forward.",
+                &s.step_rows);
+    render_hist(&b, "candle_step_prefill_rows", "Prompt-chunk rows of a scheduler step.",
+                &s.step_prefill_rows);
+    render_hist(&b, "candle_step_seconds",
+                "Seconds a scheduler step takes: sampling, detokenizing and the forward.",
+                &s.step_time);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -1,9 +1,17 @@
 /* The scheduler: one thread owns n_slots sequences of a paged KV pool and interleaves the
  * running requests at token granularity. Each iteration it admits waiting
  * requests into free slots (FIFO, while KV blocks last), then gives every
- * running slot one step: a chunk of its prompt, or one sampled token. A long
+ * running slot one step: one sampled token, or a chunk of its prompt. A long
  * prompt therefore costs the others one chunk of latency per step, never its
  * whole prefill, and a request joins or leaves between any two tokens.
+ *
+ * A step's time grows with its token rows (on a CPU almost linearly: the
+ * products are compute-bound beyond a few rows), so prompt rows added to a
+ * step of running decodes stretch those requests' inter-token latency. While
+ * any request decodes, a step takes at most as many prompt rows as keep its
+ * estimated time within itl_stretch times that of its decodes alone (the
+ * estimate is a running fit of step seconds against rows); prompts take turns
+ * in order of admission, so the oldest one reaches its first token first.
  *
  * KV memory is accounted in blocks of SRV_BLOCK positions: a request
  * reserves the blocks for its prompt plus max_tokens when admitted, so a
@@ -39,7 +47,15 @@ typedef struct srv_slot {
     int32_t next;     /* the sampled token this step evaluates */
     int64_t step_n;   /* tokens this slot put in the step's batch */
     bool step_prefill;
+    uint64_t admitted; /* admission number: prompts are evaluated oldest first */
 } srv_slot;
+
+/* Step seconds t against token rows x, fitted as t = a + b x by least squares
+ * over exponentially decaying weights (about the last 1 / (1 - COST_DECAY)
+ * steps), so the estimate follows the machine's load. */
+typedef struct step_cost {
+    double w, x, t, xx, xt; /* decayed sums of 1, x, t, x^2, x t */
+} step_cost;
 
 struct srv_sched {
     const candle_model *model;
@@ -53,6 +69,10 @@ struct srv_sched {
     candle_kv_pool *pool;     /* every slot's keys and values, in blocks */
     candle_batch_seq *seqs;   /* [n_slots] */
     srv_slot **seq_slot;      /* [n_slots] the slot of each seqs entry */
+    srv_slot **prefilling;    /* [n_slots] scratch: slots with prompt left, by admission */
+    step_cost cost;
+    int64_t budget;           /* prompt rows the last step with decodes could take */
+    uint64_t n_admitted;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* new work or stop */
@@ -286,11 +306,28 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
     slot_release(s, sl);
 }
 
+static bool penalties_on(const candle_sampler_params *p) {
+    return p->penalty_last_n > 0 && (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+                                     p->frequency_penalty != 0.0f);
+}
+
+/* Greedy without penalties is the first largest logit, which the sampler finds
+ * only after copying all n_vocab logits into its candidates: per decode row of
+ * every step, on the scheduler thread while the workers wait. */
+static int32_t sample(const srv_sched *s, srv_slot *sl) {
+    const candle_sampler_params *p = &sl->req->sp;
+    if (p->temp > 0 || penalties_on(p)) return candle_sampler_sample(sl->smp, sl->logits);
+    int32_t best = 0;
+    for (int32_t i = 1; i < (int32_t)s->n_vocab; i++)
+        if (sl->logits[i] > sl->logits[best]) best = i;
+    return best;
+}
+
 /* Sample a token; unless that ends the request, queue it for the batch.
  * Returns whether q was filled. */
 static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
-    int32_t id = candle_sampler_sample(sl->smp, sl->logits);
+    int32_t id = sample(s, sl);
     candle_sampler_accept(sl->smp, id);
     slot_note_token(s, r);
     if (!r->ignore_eos && candle_tokenizer_is_eog(s->tok, id)) {
@@ -320,37 +357,107 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     return true;
 }
 
-/* Token rows per step. The quantized matmuls take up to 256 rows on their
- * integer kernels (QMM_MAX_M_TILE, fast_matmul_quant.c), whose result for a
- * row does not depend on the other rows; more would go to the dequantizing
- * GEMM, whose last bits differ: a request's greedy tokens would then depend
- * on who shares its steps. It also bounds one step's latency. */
-#define SRV_STEP_TOKENS 256
+
+/* --- step cost and the prompt budget ----------------------------------------- */
+
+#define COST_DECAY 0.97
+/* a / b before the fit has seen rows of different counts: about SmolLM2-135M's on 2
+ * AVX2 threads (a step's fixed cost is that of ~2 rows). */
+#define COST_OVERHEAD_ROWS 2.0
+
+/* Fills a and b; false while the fit is undetermined (rows that barely varied)
+ * or nonsensical (b <= 0: noise). */
+static bool cost_fit(const step_cost *c, double *a, double *b) {
+    double var = c->w * c->xx - c->x * c->x; /* w^2 times the variance of x */
+    if (c->w < 4 || var < c->w * c->w) return false;
+    *b = (c->w * c->xt - c->x * c->t) / var;
+    *a = (c->t - *b * c->x) / c->w;
+    return *b > 0;
+}
+
+/* A step slowed down by something else (a thread descheduled, page faults on
+ * the first steps) counts as at most twice the estimate, so a burst of those
+ * does not swing the fit while a lasting slowdown still moves it. */
+static void cost_add(step_cost *c, double x, double t) {
+    double a, b;
+    if (cost_fit(c, &a, &b) && t > 2 * (a + b * x)) t = 2 * (a + b * x);
+    c->w = COST_DECAY * c->w + 1;
+    c->x = COST_DECAY * c->x + x;
+    c->t = COST_DECAY * c->t + t;
+    c->xx = COST_DECAY * c->xx + x * x;
+    c->xt = COST_DECAY * c->xt + x * t;
+}
+
+/* A step's fixed cost in rows' worth (a / b). */
+static double cost_overhead_rows(const step_cost *c) {
+    double a, b;
+    if (!cost_fit(c, &a, &b)) return COST_OVERHEAD_ROWS;
+    double k = a / b;
+    return k < 0 ? 0 : k > SRV_STEP_TOKENS ? SRV_STEP_TOKENS : k;
+}
+
+/* Prompt rows a step of n_dec decode rows may add: (a + b (n_dec + p)) <= stretch
+ * (a + b n_dec) gives p <= (stretch - 1) (a / b + n_dec). At least one row, so
+ * every prompt progresses, even when the decodes alone fill batch_size. */
+static int64_t prefill_budget(const srv_sched *s, int64_t n_dec) {
+    int64_t cap = s->p.batch_size - n_dec;
+    if (cap < 1) cap = n_dec < SRV_STEP_TOKENS ? 1 : 0;
+    if (n_dec == 0 || s->p.itl_stretch <= 0) return cap;
+    double p = (s->p.itl_stretch - 1) * (cost_overhead_rows(&s->cost) + (double)n_dec);
+    int64_t n = p < 1 ? 1 : p > (double)cap ? cap : (int64_t)p;
+    return n < cap ? n : cap;
+}
+
+static int by_admission(const void *x, const void *y) {
+    const srv_slot *a = *(srv_slot *const *)x, *b = *(srv_slot *const *)y;
+    return (a->admitted > b->admitted) - (a->admitted < b->admitted);
+}
+
+/* Queue the oldest prompts' next chunks into seqs[nb..]: at most room rows. */
+static int add_prefills(srv_sched *s, int nb, int n_pre, int64_t room, int64_t *rows) {
+    qsort(s->prefilling, (size_t)n_pre, sizeof *s->prefilling, by_admission);
+    *rows = 0;
+    for (int k = 0; k < n_pre && *rows < room; k++) {
+        srv_slot *sl = s->prefilling[k];
+        slot_prefill(s, sl, &s->seqs[nb], room - *rows);
+        *rows += sl->step_n;
+        s->seq_slot[nb++] = sl;
+    }
+    return nb;
+}
 
 /* One step: every running slot contributes its sampled token, or a chunk
- * of its prompt while the step has room, and a single batched forward
+ * of its prompt within the step's budget, and a single batched forward
  * evaluates them all. Decoding slots go first: they never wait. */
 static void step_all(srv_sched *s) {
-    int nb = 0;
-    int64_t room = SRV_STEP_TOKENS;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < s->p.n_slots; i++) {
-            srv_slot *sl = &s->slots[i];
-            if (!sl->req || (sl->n_prefilled < sl->req->n_prompt) != (pass == 1)) continue;
-            if (atomic_load(&sl->req->cancelled)) {
-                req_finish(s, sl->req, NULL, 499, "client disconnected");
-                slot_release(s, sl);
-                continue;
-            }
-            if (pass == 1) {
-                if (room <= 0) continue;
-                slot_prefill(s, sl, &s->seqs[nb], room);
-            } else if (!slot_decode(s, sl, &s->seqs[nb])) {
-                continue;
-            }
-            room -= sl->step_n;
-            s->seq_slot[nb++] = sl;
+    double t0 = srv_now();
+    int nb = 0, n_pre = 0;
+    bool streaming = false; /* some request has had its first token */
+    for (int i = 0; i < s->p.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (!sl->req) continue;
+        if (atomic_load(&sl->req->cancelled)) {
+            req_finish(s, sl->req, NULL, 499, "client disconnected");
+            slot_release(s, sl);
+        } else if (sl->n_prefilled < sl->req->n_prompt) {
+            s->prefilling[n_pre++] = sl;
+        } else {
+            streaming |= sl->req->n_gen > 0;
         }
+    }
+    /* Until some request streams, prompts that are ready hold their first
+     * token while others' prompts remain: a burst of arrivals is prefilled at
+     * full steps rather than a budget's share of steps beside the first ones. */
+    bool hold = !streaming && n_pre > 0;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (!sl->req || sl->n_prefilled < sl->req->n_prompt || hold) continue;
+        if (slot_decode(s, sl, &s->seqs[nb])) s->seq_slot[nb++] = sl;
+    }
+    int64_t n_dec = nb, n_prompt = 0;
+    int64_t room = prefill_budget(s, n_dec);
+    if (n_dec) s->budget = room;
+    nb = add_prefills(s, nb, n_pre, room, &n_prompt);
     if (!nb) return;
     /* Should the batch fail, each sequence alone: only a faulty one fails. */
     bool alone = candle_batch_eval(s->batch, s->seqs, nb) != CANDLE_OK;
@@ -368,6 +475,9 @@ static void step_all(srv_sched *s) {
                 candle_kv_seq_publish(s->pool, &sl->kv, sl->req->prompt, sl->req->n_prompt);
         }
     }
+    double dt = srv_now() - t0;
+    if (!alone) cost_add(&s->cost, (double)(n_dec + n_prompt), dt);
+    srv_metrics_step(s->metrics, n_dec + n_prompt, n_prompt, dt);
 }
 
 /* --- the loop --------------------------------------------------------------- */
@@ -381,6 +491,7 @@ static void publish(srv_sched *s) {
     m->blocks_used = candle_kv_pool_n_used(s->pool);
     m->blocks_reserved = s->blocks_used;
     m->blocks_total = s->blocks_total;
+    m->prefill_budget = s->budget;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -403,6 +514,7 @@ static void admit(srv_sched *s) {
         s->n_active++;
         s->blocks_used += need;
         sl->blocks = need;
+        sl->admitted = s->n_admitted++;
         pthread_mutex_unlock(&s->mu);
         slot_start(s, sl, r);
         pthread_mutex_lock(&s->mu);
@@ -517,6 +629,7 @@ static void sched_free(srv_sched *s) {
     candle_kv_pool_free(s->pool);
     free(s->seqs);
     free(s->seq_slot);
+    free(s->prefilling);
     free(s->slots);
     free(s->queue);
     pthread_mutex_destroy(&s->mu);
@@ -557,7 +670,11 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->queue = calloc((size_t)p->queue_cap, sizeof *s->queue);
     s->seqs = calloc((size_t)p->n_slots, sizeof *s->seqs);
     s->seq_slot = calloc((size_t)p->n_slots, sizeof *s->seq_slot);
-    candle_status st = s->slots && s->queue && s->seqs && s->seq_slot ? CANDLE_OK : CANDLE_ERR_OOM;
+    s->prefilling = calloc((size_t)p->n_slots, sizeof *s->prefilling);
+    if (s->p.batch_size < 1 || s->p.batch_size > SRV_STEP_TOKENS) s->p.batch_size = SRV_STEP_TOKENS;
+    candle_status st = s->slots && s->queue && s->seqs && s->seq_slot && s->prefilling
+                           ? CANDLE_OK
+                           : CANDLE_ERR_OOM;
     if (!st && s->blocks_total < 1) st = CANDLE_ERR_INVALID_ARG; /* serve.c checks first */
     if (!st) st = candle_batch_init(&s->batch, m, p->n_threads);
     if (!st) st = candle_kv_pool_init(&s->pool, m, s->blocks_total);

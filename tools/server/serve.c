@@ -22,13 +22,17 @@ static const char usage[] =
     "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
     "  --max-body BYTES     largest request body (default 1M)\n"
     "  --prefill-chunk N    prompt tokens a sequence evaluates per step (default 64)\n"
+    "  -b N, --batch-size N token rows one step evaluates at most (default and limit 256)\n"
+    "  --itl-stretch X      while requests decode, a step adds prompt rows only up to X times\n"
+    "                       the decodes' own step time (estimated; default 1.4; 0: up to -b)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         model name reported by the API (default: the file name)\n"
     "  -t N                 threads per evaluation\n";
 
 typedef struct serve_args {
     const char *model, *host, *api_key, *chat_template, *alias;
-    int port, parallel, queue, prefill_chunk, n_threads;
+    int port, parallel, queue, prefill_chunk, batch_size, n_threads;
+    double itl_stretch;
     int64_t n_ctx, kv_mem, max_body;
 } serve_args;
 
@@ -45,9 +49,19 @@ static bool parse_size(const char *s, int64_t *out) {
     return true;
 }
 
+/* 0 (no bound), or a factor of at least 1. */
+static bool parse_stretch(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v == 0 || (v >= 1 && v <= 100))) return false;
+    *out = v;
+    return true;
+}
+
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
-                      .prefill_chunk = 64, .n_ctx = 2048, .max_body = 1 << 20,
+                      .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.4,
+                      .n_ctx = 2048, .max_body = 1 << 20,
                       .api_key = getenv("CANDLE_API_KEY")};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -74,6 +88,9 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--queue")) ok = num && n <= 100000 && (a->queue = (int)n, true);
         else if (!strcmp(o, "--prefill-chunk"))
             ok = num && n >= 1 && n <= 4096 && (a->prefill_chunk = (int)n, true);
+        else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size"))
+            ok = num && n >= 1 && n <= SRV_STEP_TOKENS && (a->batch_size = (int)n, true);
+        else if (!strcmp(o, "--itl-stretch")) ok = parse_stretch(v, &a->itl_stretch);
         else if (!strcmp(o, "-t")) ok = num && n <= 256 && (a->n_threads = (int)n, true);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = num && n >= 8 && (a->n_ctx = n, true);
         else if (!strcmp(o, "--kv-mem")) ok = num && (a->kv_mem = n, true);
@@ -154,6 +171,7 @@ int cmd_serve(int argc, char **argv) {
         }
         srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem,
                                .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
+                               .batch_size = a.batch_size, .itl_stretch = a.itl_stretch,
                                .n_threads = a.n_threads};
         if (srv_sched_start(&c->sched, c->model, c->tok, &sp, &c->metrics)) {
             fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());

@@ -53,6 +53,7 @@ void srv_req_unref(srv_req *r);
 #define SRV_HIST_N 14
 #define SRV_N_CODES 10
 typedef struct srv_hist {
+    const double *le; /* SRV_HIST_N upper bounds; set by srv_metrics_init */
     double sum;
     uint64_t count;
     uint64_t bucket[SRV_HIST_N]; /* cumulative counts at the bounds */
@@ -63,8 +64,12 @@ typedef struct srv_metrics {
     uint64_t requests[5][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
     uint64_t prompt_tokens, gen_tokens, cached_tokens;
     srv_hist ttft, itl, e2e;
+    /* per scheduler step: its forward's token rows, how many of them were
+     * prompt rows, and its seconds (sampling included) */
+    srv_hist step_rows, step_prefill_rows, step_time;
     /* gauges, set by the scheduler */
     int64_t queue_depth, active, blocks_used, blocks_reserved, blocks_total;
+    int64_t prefill_budget; /* prompt rows the last step beside decodes could take */
 } srv_metrics;
 
 enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_OTHER,
@@ -72,11 +77,19 @@ enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP
 
 void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int endpoint, int status);
-void srv_metrics_observe(srv_metrics *m, srv_hist *h, double seconds);
+void srv_metrics_observe(srv_metrics *m, srv_hist *h, double value);
+void srv_metrics_step(srv_metrics *m, int64_t rows, int64_t prefill_rows, double seconds);
 /* Prometheus text exposition into a malloc'ed string. */
 char *srv_metrics_render(srv_metrics *m);
 
 /* The scheduler (scheduler.c). */
+/* Token rows per step at most. The quantized matmuls take up to 256 rows on their
+ * integer kernels (QMM_MAX_M_TILE, fast_matmul_quant.c), whose result for a
+ * row does not depend on the other rows; more would go to the dequantizing
+ * GEMM, whose last bits differ: a request's greedy tokens would then depend
+ * on who shares its steps. */
+#define SRV_STEP_TOKENS 256
+
 typedef struct srv_sched srv_sched;
 
 typedef struct srv_sched_params {
@@ -85,6 +98,10 @@ typedef struct srv_sched_params {
     int64_t kv_mem;     /* bytes of KV cache blocks that may be reserved; 0 = all */
     int queue_cap;      /* waiting requests beyond the running ones */
     int prefill_chunk;  /* prompt tokens per slot per step */
+    int batch_size;     /* token rows per step, at most SRV_STEP_TOKENS */
+    /* A step with prompt rows beside running decodes may take this many times
+     * the decodes' own step (estimated); <= 0: no bound but batch_size. */
+    double itl_stretch;
     int n_threads;
 } srv_sched_params;
 
