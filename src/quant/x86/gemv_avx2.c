@@ -14,7 +14,24 @@
  * the last full group (and all q8_0 blocks) keep the plain order.
  *
  * Per group of 8 blocks the int32 sums are reduced to one vector (lane i =
- * block i), so the scales cost one f16 conversion and two fma per 8 blocks. */
+ * block i), so the scales cost one f16 conversion and two fma per 8 blocks.
+ * The nibble types take four rows per pass (the activation's scales and
+ * offset terms loaded once for the four, one horizontal-sum tree for their
+ * results, the blocks after the last group done for the four together; a
+ * last pass of 1-3 rows repeats its last row in the unused slots). In cache
+ * these kernels are bound by instruction count, hence the 16-bit partial
+ * sums, the f16 scales inserted from memory and the q5 bits spread from one
+ * register per group.
+ *
+ * The float steps of a row are fixed (the packed multi-row kernels of
+ * qgemm_avx2.c reproduce them bit for bit, so a row's result does not
+ * depend on its batch): per group, q*_0 acc = fma(dx, fma(dy, sums, s),
+ * acc), q*_1 acc = fma(dx * dy, sums, acc) and acc_m = fma(m, s, acc_m),
+ * q8_0 acc = fma(dx * dy, sums, acc); the blocks after the last group one
+ * at a time (acc = fma(dx * dy, block sums, acc), the offset terms summed in
+ * scalar into extra); the result hsum_ps(acc + acc_m) + extra (q8_0:
+ * hsum_ps(acc)). Only the integer sums, which are exact, are free to be
+ * formed in any order. */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -22,11 +39,12 @@
 #include "avx2-impl.h"
 
 #define GROUP 8
+/* Rows per pass: the activation codes and scales are loaded once for four
+ * rows, whose results take one horizontal-sum tree. */
+#define ROWS 4
+/* Prefetch distance in bytes of the pass's rows, read as one stream. */
 #ifndef GEMV_PF
 #define GEMV_PF 2048
-#endif
-#ifndef GEMV_HINT
-#define GEMV_HINT _MM_HINT_T0
 #endif
 
 typedef struct xv_parts {
@@ -97,114 +115,229 @@ typedef struct wfmt {
     bool q5, has_m;
 } wfmt;
 
-/* The fifth bits of two q5 blocks (a: low lane, b: high lane) as 0x10 bytes
- * over the low-nibble codes (*lo: elements 0..15) and the high ones (*hi). */
-static inline void q5_high_bits(const uint8_t *qa, const uint8_t *qb, __m256i *lo, __m256i *hi) {
-    uint32_t a, b;
-    memcpy(&a, qa, 4);
-    memcpy(&b, qb, 4);
-    uint64_t q = (uint64_t)((a & 0xFFFFu) | (b << 16)) | (uint64_t)((a >> 16) | (b & 0xFFFF0000u)) << 32;
-    const __m256i ctrl_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i ctrl_hi = _mm256_add_epi8(ctrl_lo, _mm256_set1_epi8(4));
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL), b4 = _mm256_set1_epi8(0x10);
-    __m256i v = _mm256_set1_epi64x((long long)q);
-    __m256i l = _mm256_and_si256(_mm256_shuffle_epi8(v, ctrl_lo), sel);
-    __m256i h = _mm256_and_si256(_mm256_shuffle_epi8(v, ctrl_hi), sel);
-    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(l, sel), b4);
-    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(h, sel), b4);
+/* The rows of a pass: r < nr at w + r * ws, the others repeat the last
+ * (cache hits; their results are not stored). */
+static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *x[ROWS]) {
+    for (int r = 0; r < ROWS; r++) x[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
 }
 
-/* Codes of 8 nibble blocks times the paired activation: lane i = block i. */
+/* Software prefetch of a pass's rows as one stream (they are usually
+ * contiguous): a cursor GEMV_PF bytes ahead of what the pass has read, as if
+ * the four rows were one; four rows read side by side look like four
+ * streams to the hardware prefetcher. A group of 8 blocks of four rows is
+ * 32 * bs bytes, a whole number of lines for every type (bs is even). */
+static inline __attribute__((always_inline)) const uint8_t *pf_lines(const uint8_t *pf, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(pf + o, 0, 3);
+    return pf + bytes;
+}
+
+/* Eight f16 fields `stride` bytes apart -> eight floats: the halves are
+ * inserted straight from memory (h2f_x8 assembles them in integer
+ * registers: more instructions, which bound these kernels in cache). */
+static inline __m256 f16x8_ps(const uint8_t *p, size_t stride) {
+    uint16_t h[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) memcpy(&h[i], p + i * stride, 2);
+    __m128i v = _mm_cvtsi32_si128(h[0]);
+    v = _mm_insert_epi16(v, h[1], 1);
+    v = _mm_insert_epi16(v, h[2], 2);
+    v = _mm_insert_epi16(v, h[3], 3);
+    v = _mm_insert_epi16(v, h[4], 4);
+    v = _mm_insert_epi16(v, h[5], 5);
+    v = _mm_insert_epi16(v, h[6], 6);
+    v = _mm_insert_epi16(v, h[7], 7);
+    return _mm256_cvtph_ps(v);
+}
+
+/* Four floats: hsum_ps of each of a, b, c, d, with hsum_ps's additions
+ * (each lane's operands are the same pairs), so the bits equal it. */
+static inline __m128 hsum4_ps(__m256 a, __m256 b, __m256 c, __m256 d) {
+    /* [lo a + hi a | lo b + hi b], the same for c, d */
+    __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+    /* lanes 0, 1 + lanes 2, 3: [a a c c | b b d d] */
+    __m256d abd = _mm256_castps_pd(ab), cdd = _mm256_castps_pd(cd);
+    __m256 t = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(abd, cdd)), _mm256_castpd_ps(_mm256_unpackhi_pd(abd, cdd)));
+    __m256 h = _mm256_hadd_ps(t, t); /* [a c a c | b d b d] */
+    return _mm_unpacklo_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* Shuffle controls spreading qh bytes over the codes of pair j: in both
+ * lanes (block j low, j + 4 high) the dword of the lane's block j; lo: its
+ * bytes 0, 1 (elements 0..15), hi: bytes 2, 3 (elements 16..31). */
+#define B8(b) (char)(b), (char)(b), (char)(b), (char)(b), (char)(b), (char)(b), (char)(b), (char)(b)
+#define PAIR(j, k) B8(4 * (j) + (k)), B8(4 * (j) + (k) + 1), B8(4 * (j) + (k)), B8(4 * (j) + (k) + 1)
+static const char qh_ctrl[4][2][32] __attribute__((aligned(32))) = {
+    {{PAIR(0, 0)}, {PAIR(0, 2)}}, {{PAIR(1, 0)}, {PAIR(1, 2)}}, {{PAIR(2, 0)}, {PAIR(2, 2)}}, {{PAIR(3, 0)}, {PAIR(3, 2)}},
+};
+#undef PAIR
+#undef B8
+
+/* The qh dwords of 8 q5 blocks `bs` bytes apart: blocks 0..3 in the low
+ * lane, 4..7 in the high one (the pairs' layout). */
+static inline __m256i qh_x8(const uint8_t *p, size_t bs) {
+    uint32_t v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) memcpy(&v[i], p + i * bs, 4);
+    return _mm256_setr_epi32((int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5], (int)v[6], (int)v[7]);
+}
+
+/* 0x10 bytes where the fifth bit is set, over the 32 codes that ctrl picks. */
+static inline __m256i fifth_bits(__m256i qh, const char *ctrl) {
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(qh, _mm256_load_si256((const __m256i *)ctrl)), sel);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, sel), _mm256_set1_epi8(0x10));
+}
+
+/* Codes of 8 nibble blocks times the paired activation: lane i = block i.
+ * The pair products are reduced in 16 bits while they fit: a pair's int16
+ * lanes are below 2 * 2 * 15 * 127 = 7620 (q4) or 2 * 2 * 31 * 127 = 15748
+ * (q5), so four (q4) or two (q5) of them may be added before the madd. */
 static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256i r[4];
+    __m256i qh = f.q5 ? qh_x8(w + f.qh, f.bs) : _mm256_setzero_si256();
+    __m256i p[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m128i a = _mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs));
         __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
         __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         if (f.q5) {
-            __m256i hl, hh;
-            q5_high_bits(w + j * f.bs + f.qh, w + (j + 4) * f.bs + f.qh, &hl, &hh);
-            lo = _mm256_or_si256(lo, hl);
-            hi = _mm256_or_si256(hi, hh);
+            lo = _mm256_or_si256(lo, fifth_bits(qh, qh_ctrl[j][0]));
+            hi = _mm256_or_si256(hi, fifth_bits(qh, qh_ctrl[j][1]));
         }
-        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(y + 64 * j)),
-                                     _mm256_maddubs_epi16(hi, load32(y + 64 * j + 32)));
-        r[j] = _mm256_madd_epi16(p, ones);
+        p[j] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(y + 64 * j)),
+                                _mm256_maddubs_epi16(hi, load32(y + 64 * j + 32)));
     }
-    return reduce_x4(r[0], r[1], r[2], r[3]);
+    /* dwords of blocks [0 1 0 1] (each int16 two pair lanes), [2 3 2 3] */
+    __m256i ab = _mm256_add_epi16(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+    __m256i cd = _mm256_add_epi16(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+    if (f.q5) {
+        ab = _mm256_madd_epi16(ab, ones);
+        cd = _mm256_madd_epi16(cd, ones);
+        return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+    }
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd)), ones);
 }
 
-/* One row of a nibble type: sum over blocks of dx * (dy * isum + s) (q*_0,
- * s holding the offset term) or dx * dy * isum + m * s (q*_1). */
-static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, wfmt f, xv_parts p, int64_t nb) {
-    const bool q4_1 = f.has_m;
-    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+/* Block b (after the last group) of one nibble row: the 8 int32 lanes of
+ * its codes times the plain-order activation. */
+static inline __attribute__((always_inline)) __m256 nibble_block(const uint8_t *wb, wfmt f, __m256i yb) {
+    __m256i c = unpack_nibbles(wb + f.qs);
+    if (f.q5) {
+        uint32_t qh;
+        memcpy(&qh, wb + f.qh, 4);
+        c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+    }
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, yb), _mm256_set1_epi16(1)));
+}
+
+/* One pass of up to four nibble rows: out[r] for r < nr. Per row: the sum
+ * over blocks of dx * (dy * isum + s) (q*_0, s holding the offset term) or
+ * dx * dy * isum + m * s (q*_1), in the float steps of the file comment. */
+static inline __attribute__((always_inline)) void nibble_pass(const uint8_t *w, size_t ws, int nr, wfmt f,
+                                                              xv_parts p, int64_t nb, float *out) {
+    const uint8_t *x[ROWS];
+    pass_rows(w, ws, nr, x);
+    const uint8_t *pf = w + GEMV_PF;
+    __m256 acc[ROWS], acc_m[ROWS];
+    float extra[ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < ROWS; r++) {
+        acc[r] = acc_m[r] = _mm256_setzero_ps();
+        extra[r] = 0;
+    }
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *wg = w + g * GROUP * f.bs;
-        _mm_prefetch((const char *)wg + GEMV_PF, GEMV_HINT);
-        _mm_prefetch((const char *)wg + GEMV_PF + 64, GEMV_HINT);
-        _mm_prefetch((const char *)wg + GEMV_PF + 128, GEMV_HINT);
-        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256));
-        __m256 dx = h2f_x8(wg + f.d, f.bs), dy = _mm256_loadu_ps(p.d + g * GROUP);
-        __m256 s = _mm256_loadu_ps(p.s + g * GROUP);
-        if (q4_1) {
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
-            acc_m = _mm256_fmadd_ps(h2f_x8(wg + f.m, f.bs), s, acc_m);
-        } else {
-            acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
+        const int8_t *y = p.qs + g * 256;
+        __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
+        pf = pf_lines(pf, ROWS * GROUP * f.bs);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+            const uint8_t *wg = x[r] + g * GROUP * f.bs;
+            __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, y)), dx = f16x8_ps(wg + f.d, f.bs);
+            if (f.has_m) {
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc[r]);
+                acc_m[r] = _mm256_fmadd_ps(f16x8_ps(wg + f.m, f.bs), s, acc_m[r]);
+            } else {
+                acc[r] = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc[r]);
+            }
         }
     }
-    /* blocks after the last group one at a time, still in vector lanes:
-     * one horizontal sum per row */
-    const __m256i ones = _mm256_set1_epi16(1);
-    float extra = 0;
     for (int64_t b = ng * GROUP; b < nb; b++) {
-        const uint8_t *wb = w + b * f.bs;
-        __m256i c = unpack_nibbles(wb + f.qs);
-        if (f.q5) {
-            uint32_t qh;
-            memcpy(&qh, wb + f.qh, 4);
-            c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-        }
-        __m256 v = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, load32(p.qs + b * 32)), ones));
-        uint16_t dxh, mh;
-        memcpy(&dxh, wb + f.d, 2);
-        float dx = _cvtsh_ss(dxh);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
-        if (q4_1) {
-            memcpy(&mh, wb + f.m, 2);
-            extra += _cvtsh_ss(mh) * p.s[b];
-        } else {
-            extra += dx * p.s[b];
+        __m256i yb = load32(p.qs + b * 32);
+        pf = pf_lines(pf, ROWS * f.bs);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+            const uint8_t *wb = x[r] + b * f.bs;
+            __m256 v = nibble_block(wb, f, yb);
+            uint16_t dxh, mh;
+            memcpy(&dxh, wb + f.d, 2);
+            float dx = _cvtsh_ss(dxh);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc[r]);
+            if (f.has_m) {
+                memcpy(&mh, wb + f.m, 2);
+                extra[r] += _cvtsh_ss(mh) * p.s[b];
+            } else {
+                extra[r] += dx * p.s[b];
+            }
         }
     }
-    return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
+    float res[ROWS];
+    _mm_storeu_ps(res, _mm_add_ps(hsum4_ps(_mm256_add_ps(acc[0], acc_m[0]), _mm256_add_ps(acc[1], acc_m[1]),
+                                           _mm256_add_ps(acc[2], acc_m[2]), _mm256_add_ps(acc[3], acc_m[3])),
+                                  _mm_loadu_ps(extra)));
+    for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
-static float q8_0_row(const block_q8_0 *x, xv_parts p, int64_t nb) {
+/* One q8_0 row, as before the four-row nibble passes: four rows side by
+ * side were slower here in cache (eight int32 block sums a row) and no
+ * faster from memory. Fields by byte offset: a row need not be aligned. */
+static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
+    const size_t bs = sizeof(block_q8_0), o_qs = offsetof(block_q8_0, qs), o_d = offsetof(block_q8_0, d);
     __m256 acc = _mm256_setzero_ps();
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
-        const block_q8_0 *xg = x + g * GROUP;
-        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)xg + GEMV_PF + 64 * l, GEMV_HINT);
+        const uint8_t *xg = x + g * GROUP * bs;
+        for (int l = 0; l < 5; l++) __builtin_prefetch(xg + GEMV_PF + 64 * l, 0, 3);
         const int8_t *y = p.qs + g * 256;
         __m256i r[GROUP];
-        for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg[j].qs), load32(y + 32 * j));
+        for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg + j * bs + o_qs), load32(y + 32 * j));
         /* a: blocks 0..3 (low lanes' partial sums low, high lanes' high), b: 4..7 */
         __m256i a = reduce_x4(r[0], r[1], r[2], r[3]), b = reduce_x4(r[4], r[5], r[6], r[7]);
         __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-        __m256 d = _mm256_mul_ps(h2f_x8(&xg->d, sizeof *xg), _mm256_loadu_ps(p.d + g * GROUP));
+        __m256 d = _mm256_mul_ps(h2f_x8(xg + o_d, bs), _mm256_loadu_ps(p.d + g * GROUP));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     for (int64_t b = ng * GROUP; b < nb; b++) {
-        __m256 v = _mm256_cvtepi32_ps(dot_i8_i8(load32(x[b].qs), load32(p.qs + b * 32)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[b].d) * p.d[b]), v, acc);
+        uint16_t dh;
+        memcpy(&dh, x + b * bs + o_d, 2);
+        __m256 v = _mm256_cvtepi32_ps(dot_i8_i8(load32(x + b * bs + o_qs), load32(p.qs + b * 32)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dh) * p.d[b]), v, acc);
     }
     return hsum_ps(acc);
+}
+
+static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0, 0, false, false};
+static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
+                         offsetof(block_q4_1, m), 0, false, true};
+static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, d), 0,
+                         offsetof(block_q5_0, qh), true, false};
+static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
+                         offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
+
+static void q4_0_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
+    nibble_pass(w, ws, nr, f40, p, nb, out);
+}
+static void q4_1_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
+    nibble_pass(w, ws, nr, f41, p, nb, out);
+}
+static void q5_0_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
+    nibble_pass(w, ws, nr, f50, p, nb, out);
+}
+static void q5_1_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
+    nibble_pass(w, ws, nr, f51, p, nb, out);
 }
 
 void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
@@ -213,32 +346,20 @@ void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, 
         candle_gemv_rows_k_avx2(t, K, n, w, ws, xv, out);
         return;
     }
+    void (*pass)(const uint8_t *, size_t, int, xv_parts, int64_t, float *) =
+        t == CANDLE_DTYPE_Q4_0   ? q4_0_pass
+        : t == CANDLE_DTYPE_Q4_1 ? q4_1_pass
+        : t == CANDLE_DTYPE_Q5_0 ? q5_0_pass
+        : t == CANDLE_DTYPE_Q5_1 ? q5_1_pass
+                                 : NULL;
     int64_t nb = K / 32;
     xv_parts p = parts(xv, nb);
     const uint8_t *row = w;
-    static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0, 0, false, false};
-    static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
-                             offsetof(block_q4_1, m), 0, false, true};
-    static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, d), 0,
-                             offsetof(block_q5_0, qh), true, false};
-    static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
-                             offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
-    switch (t) {
-    case CANDLE_DTYPE_Q4_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, p, nb);
-        break;
-    case CANDLE_DTYPE_Q4_1:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, p, nb);
-        break;
-    case CANDLE_DTYPE_Q5_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f50, p, nb);
-        break;
-    case CANDLE_DTYPE_Q5_1:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f51, p, nb);
-        break;
-    case CANDLE_DTYPE_Q8_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row((const block_q8_0 *)row, p, nb);
-        break;
-    default: break;
+    if (t == CANDLE_DTYPE_Q8_0) {
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row(row, p, nb);
+        return;
     }
+    if (!pass) return;
+    for (int64_t r = 0; r < n; r += ROWS)
+        pass(row + (size_t)r * ws, ws, (int)(n - r < ROWS ? n - r : ROWS), p, nb, out + r);
 }
