@@ -4,7 +4,8 @@
  * 6-row register tiles (several tiles and blocks: the online rescale),
  * causal queries at the end of a longer KV (offset), grouped-query heads
  * (several query blocks per kv head when the group is large), decode
- * rows (the direct-score path), f16/bf16 K/V, head sizes off the vector
+ * rows (the direct-score path, keys split into chunks over threads and
+ * merged), short prefills cut into smaller blocks, f16/bf16 K/V, head sizes off the vector
  * width, KV cache views, [B, S, H, D] views, masks with causal, row groups
  * that straddle positions or see no key of a tile. Each runs on the scalar
  * and the AVX2 tile primitives, on 1 and 2 threads (every block a task), and checks
@@ -47,6 +48,12 @@ static const blk_case kCases[] = {
     {"decode, GQA 4 (direct, four rows)", 1, 8, 2, 1, 300, 64, 64, true, false, true, false},
     {"three key tiles, mask, offset", 1, 4, 2, 40, 600, 16, 16, true, true, false, false},
     {"prefill over two key tiles and three blocks", 1, 2, 1, 270, 270, 16, 16, true, false, false, false},
+    /* decoding blocks split their keys into chunks (merged in a second phase) */
+    {"decode, long cache: 16 key chunks", 1, 6, 2, 1, 2100, 64, 64, true, false, true, false},
+    {"two positions, MHA: row 0 sees no key of the last chunk", 1, 2, 2, 2, 257, 32, 32, true, false, false, false},
+    {"decode, mask, three key chunks", 1, 4, 1, 1, 300, 32, 24, false, true, false, true},
+    /* a short prefill of one kv head: position blocks shrink to feed both threads */
+    {"Gemma 3 shape: GQA 4, D 256, 64 positions", 1, 4, 1, 64, 64, 256, 256, true, false, false, false},
 };
 
 /* out[b, h, i, :]; m: the additive mask as [Sq, Skv] or NULL. */

@@ -75,12 +75,49 @@ typedef struct attn_geom {
     int64_t bq, n_blk;  /* positions per task, blocks */
     int64_t n_units;    /* B * Hkv * n_gc * n_blk */
     int64_t dvp;        /* Dv rounded up to ATTN_NR: output row stride in scratch */
-    bool causal;
+    int64_t ck, n_split; /* keys per chunk, chunks (1: no key split) */
+    bool causal, direct;
 } attn_geom;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-static void attn_geom_of(const candle_tensor *dst, attn_geom *g) {
+/* Blocks of fewer positions when the largest ones leave threads idle
+ * (a short prefill of few kv heads is one or two blocks): enough for
+ * ATTN_UNITS_PER_THREAD units a thread, while a block keeps at least
+ * ATTN_MIN_BLOCK_ROWS rows, so packing its key tiles stays small beside
+ * the products. */
+#define ATTN_UNITS_PER_THREAD 4
+#define ATTN_MIN_BLOCK_ROWS (2 * ATTN_MR)
+
+static void split_positions(attn_geom *g, int n_threads) {
+    int64_t per_blk = g->B * g->Hkv * g->n_gc, want = (int64_t)ATTN_UNITS_PER_THREAD * n_threads;
+    if (n_threads <= 1 || per_blk * g->n_blk >= want) return;
+    int64_t n_blk = (want + per_blk - 1) / per_blk, bq = (g->Sq + n_blk - 1) / n_blk;
+    int64_t min_bq = (ATTN_MIN_BLOCK_ROWS + g->gc - 1) / g->gc;
+    if (bq < min_bq) bq = min_bq;
+    if (bq >= g->bq) return;
+    g->bq = bq;
+    g->n_blk = (g->Sq + bq - 1) / bq;
+}
+
+/* Decoding blocks (a few rows) split their keys into chunks of at least
+ * ATTN_SPLIT_MIN keys, at most ATTN_SPLIT_MAX chunks, that threads take
+ * apart; a second phase merges the chunks' softmax states. The chunks
+ * depend on Skv alone, never on the thread count, so one thread computes
+ * the same partial states and the same merge: the same bits. */
+#define ATTN_SPLIT_MIN 128
+#define ATTN_SPLIT_MAX 16
+
+static void split_keys(attn_geom *g) {
+    g->n_split = 1;
+    g->ck = g->Skv;
+    if (!g->direct || g->Skv < 2 * ATTN_SPLIT_MIN) return;
+    int64_t ck = round_up((g->Skv + ATTN_SPLIT_MAX - 1) / ATTN_SPLIT_MAX, ATTN_NR);
+    g->ck = ck > ATTN_SPLIT_MIN ? ck : ATTN_SPLIT_MIN;
+    g->n_split = (g->Skv + g->ck - 1) / g->ck;
+}
+
+static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) {
     const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
     *g = (attn_geom){.B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Sq = q->shape[2],
                      .Skv = k->shape[2], .D = q->shape[3], .Dv = v->shape[3], .causal = dst->iparams[0] != 0};
@@ -91,6 +128,10 @@ static void attn_geom_of(const candle_tensor *dst, attn_geom *g) {
     g->bq = bq < ATTN_BQ ? bq : ATTN_BQ;
     if (g->bq > g->Sq) g->bq = g->Sq > 0 ? g->Sq : 1;
     g->n_blk = (g->Sq + g->bq - 1) / g->bq;
+    /* set before split_positions, so the thread count changes no bit */
+    g->direct = g->gc * g->bq <= ATTN_ROWS_DIRECT;
+    split_keys(g);
+    split_positions(g, n_threads);
     g->n_units = g->B * g->Hkv * g->n_gc * g->n_blk;
     g->dvp = round_up(g->Dv, ATTN_NR);
 }
@@ -123,15 +164,42 @@ static size_t attn_thread_bytes(const attn_geom *g) {
     return scratch_floats(g, &none) * sizeof(float);
 }
 
+/* A key chunk's softmax state, in shared scratch after the threads'
+ * parts: output rows [rows, dvp] (not yet divided by the sum), running
+ * max [rows] and sum [rows]. */
+static size_t partial_floats(const attn_geom *g) {
+    int64_t rows = g->gc * g->bq;
+    return (size_t)round_up(rows * (g->dvp + 2), 16);
+}
+
+static float *partial_at(const cpu_task *t, const attn_geom *g, int64_t u, int64_t s) {
+    uintptr_t base = ((uintptr_t)t->wdata + 63) & ~(uintptr_t)63;
+    float *first = (float *)(base + (size_t)t->n_threads * attn_thread_bytes(g));
+    return first + (size_t)(u * g->n_split + s) * partial_floats(g);
+}
+
+/* Work below which waking a thread costs more than it saves: attention
+ * of a decoding step with ~50 keys (SmolLM2), products of its rows. */
+#define ATTN_PAR_MIN_WORK 3e4
+
 static void plan_attn(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     attn_geom g;
-    attn_geom_of(dst, &g);
+    attn_geom_of(dst, n_threads, &g);
     double work = (double)candle_tensor_numel(dst) * (double)g.Skv;
-    /* one task per unit: threads claim them as they finish, which evens out
-     * the causal blocks' unequal costs (the heaviest are numbered first) */
-    int par = cpu_tasks_for(work, 1e5, n_threads, 1);
-    p->nth = par == 1 ? 1 : (int)(g.n_units < (1 << 20) ? g.n_units : (1 << 20));
+    /* one task per unit (with split keys, per unit and chunk): threads claim
+     * them as they finish, which evens out the causal blocks' unequal
+     * costs (the heaviest are numbered first) */
+    bool par = cpu_tasks_for(work, ATTN_PAR_MIN_WORK, n_threads, 1) > 1;
+    int64_t n0 = g.n_units * g.n_split;
+    p->nth = par ? (int)(n0 < (1 << 20) ? n0 : (1 << 20)) : 1;
     p->wsize = 64 + (size_t)n_threads * attn_thread_bytes(&g);
+    if (g.n_split > 1) {
+        /* the merge is a few rows per unit: the calling thread alone */
+        p->n_phases = 2;
+        p->nth0 = p->nth;
+        p->nth = 1;
+        p->wsize += (size_t)n0 * partial_floats(&g) * sizeof(float);
+    }
 }
 
 /* One task's rows and the inputs they read. */
@@ -217,12 +285,13 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
     a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, a->sc.o + g0 * g->dvp, g->dvp);
 }
 
-static void run_tiles(const attn_block *a) {
+/* Keys [k0, k1) through the block. */
+static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     const attn_geom *g = a->g;
     int64_t rows = a->nh * a->r;
-    bool direct = rows <= ATTN_ROWS_DIRECT;
-    for (int64_t j0 = 0; j0 < a->n_keys; j0 += ATTN_BK) {
-        int64_t nk = a->n_keys - j0 < ATTN_BK ? a->n_keys - j0 : ATTN_BK, ldv;
+    bool direct = g->direct;
+    for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
+        int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
         if (!direct) a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
         const float *vr = value_rows(a, j0, nk, &ldv);
         for (int64_t g0 = 0; g0 < rows; g0 += ATTN_MR)
@@ -260,31 +329,79 @@ static void store_block(const attn_block *a, candle_tensor *dst) {
     }
 }
 
+/* Unit u's rows (numbered the costliest first: the last blocks under a
+ * causal mask) and the key and value rows of their kv head. */
+static void block_of(attn_block *a, const candle_tensor *k, const candle_tensor *v, int64_t u) {
+    const attn_geom *g = a->g;
+    int64_t per_blk = g->B * g->Hkv * g->n_gc;
+    int64_t blk = g->n_blk - 1 - u / per_blk, rest = u % per_blk;
+    int64_t gch = rest % g->n_gc, hk = (rest / g->n_gc) % g->Hkv;
+    a->b = rest / (g->n_gc * g->Hkv);
+    a->h0 = hk * g->G + gch * g->gc;
+    a->nh = g->G - gch * g->gc < g->gc ? g->G - gch * g->gc : g->gc;
+    a->i0 = blk * g->bq;
+    a->r = g->Sq - a->i0 < g->bq ? g->Sq - a->i0 : g->bq;
+    a->n_keys = g->causal ? g->Skv - g->Sq + a->i0 + a->r : g->Skv;
+    a->k = tensor_ptr(k) + a->b * k->stride[0] + hk * k->stride[1];
+    a->v = tensor_ptr(v) + a->b * v->stride[0] + hk * v->stride[1];
+}
+
+static void save_partial(const attn_block *a, float *part) {
+    const attn_geom *g = a->g;
+    int64_t rows = a->nh * a->r, cap = g->gc * g->bq;
+    memcpy(part, a->sc.o, sizeof(float) * (size_t)(rows * g->dvp));
+    memcpy(part + cap * g->dvp, a->sc.m, sizeof(float) * (size_t)rows);
+    memcpy(part + cap * (g->dvp + 1), a->sc.l, sizeof(float) * (size_t)rows);
+}
+
+/* The chunks' states of unit u combined into the block's output rows and
+ * sums (the running maxima in log2 units, as the tiles left them). */
+static void merge_partials(const cpu_task *t, attn_block *a, int64_t u) {
+    const attn_geom *g = a->g;
+    int64_t rows = a->nh * a->r, cap = g->gc * g->bq;
+    for (int64_t ri = 0; ri < rows; ri++) {
+        float mx = -INFINITY, l = 0, *o = a->sc.o + ri * g->dvp;
+        for (int64_t s = 0; s < g->n_split; s++) {
+            float m = partial_at(t, g, u, s)[cap * g->dvp + ri];
+            mx = m > mx ? m : mx;
+        }
+        memset(o, 0, sizeof(float) * (size_t)g->Dv);
+        for (int64_t s = 0; s < g->n_split && mx != -INFINITY; s++) {
+            const float *part = partial_at(t, g, u, s);
+            float m = part[cap * g->dvp + ri];
+            if (m == -INFINITY) continue; /* the chunk had no key for this row */
+            float w = exp2f(m - mx);
+            l += w * part[cap * (g->dvp + 1) + ri];
+            a->simd->scale_axpy(o, 1.0f, w, part + ri * g->dvp, g->Dv);
+        }
+        a->sc.l[ri] = l;
+    }
+}
+
 static candle_status run_attn(const cpu_task *t, candle_tensor *dst) {
     const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
     attn_geom g;
-    attn_geom_of(dst, &g);
+    attn_geom_of(dst, t->n_threads, &g);
     attn_block a = {.g = &g, .ops = attn_ops(), .simd = cpu_simd_get(), .mask = dst->n_src > 3 ? dst->src[3] : NULL,
                     .sk = k->stride[2], .sv = v->stride[2], .kv_dtype = k->dtype};
     a.sc.q = cpu_thread_scratch(t, attn_thread_bytes(&g));
     scratch_floats(&g, &a.sc);
+    bool merge = g.n_split > 1 && t->phase == 1;
     int64_t u0, u1;
-    cpu_split(g.n_units, 1, t->ith, t->nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; u++) {
-        /* the last (under a causal mask, the costliest) blocks first */
-        int64_t blk = g.n_blk - 1 - u / (g.B * g.Hkv * g.n_gc), rest = u % (g.B * g.Hkv * g.n_gc);
-        int64_t gch = rest % g.n_gc, hk = (rest / g.n_gc) % g.Hkv;
-        a.b = rest / (g.n_gc * g.Hkv);
-        a.h0 = hk * g.G + gch * g.gc;
-        a.nh = g.G - gch * g.gc < g.gc ? g.G - gch * g.gc : g.gc;
-        a.i0 = blk * g.bq;
-        a.r = g.Sq - a.i0 < g.bq ? g.Sq - a.i0 : g.bq;
-        a.n_keys = g.causal ? g.Skv - g.Sq + a.i0 + a.r : g.Skv;
-        a.k = tensor_ptr(k) + a.b * k->stride[0] + hk * k->stride[1];
-        a.v = tensor_ptr(v) + a.b * v->stride[0] + hk * v->stride[1];
+    cpu_split(merge ? g.n_units : g.n_units * g.n_split, 1, t->ith, t->nth, &u0, &u1);
+    for (int64_t w = u0; w < u1; w++) {
+        int64_t u = merge ? w : w / g.n_split, s = merge ? 0 : w % g.n_split;
+        block_of(&a, k, v, u);
+        if (merge) {
+            merge_partials(t, &a, u);
+            store_block(&a, dst);
+            continue;
+        }
         load_block(&a, q, (float)(dst->fparams[0] * ATTN_LOG2E));
-        run_tiles(&a);
-        store_block(&a, dst);
+        int64_t k0 = s * g.ck, k1 = k0 + g.ck < a.n_keys ? k0 + g.ck : a.n_keys;
+        run_tiles(&a, k0, k1);
+        if (g.n_split > 1) save_partial(&a, partial_at(t, &g, u, s));
+        else store_block(&a, dst);
     }
     return CANDLE_OK;
 }

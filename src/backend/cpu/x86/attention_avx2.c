@@ -7,7 +7,7 @@
  *           the accumulators starting from o * corr (the online-softmax
  *           rescale costs no extra pass over o).
  * Row counts below six get their own inlined copies (no wasted FMAs); a
- * few rows (decoding) take their scores straight from the key rows, four
+ * few rows (decoding) take their scores straight from the key rows, eight
  * keys at a time, with no transposed copy. The online-softmax step works
  * on a whole row group at once (lane i = row i) with a 2^x for x <= 0 that
  * leaves most of its work off the FMA pipes. */
@@ -103,47 +103,73 @@ static void scores_avx2(const float *q, int64_t lda, int64_t r, int64_t d, const
     }
 }
 
-/* Four sums of eight lanes each, as one vector. */
-static inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
+/* Lane i of the result = op over the eight lanes of x[i]: a transpose and
+ * reduction of eight rows' partial vectors in 3 x 4 steps (op max or add). */
+#define REDUCE8(op, x, out)                                                                                  \
+    do {                                                                                                     \
+        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
+        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
+        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
+        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
+        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
+        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
+        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
+    } while (0)
 
-/* mr (1 or 2) q rows x 4 keys, dot products along d; keys past nk repeat
- * the last valid one and are not stored. */
-static ALWAYS_INLINE void scores_rows_tile(const float *q, int64_t lda, const int mr, int64_t d, candle_dtype t,
-                                           const char *k, int64_t sk, int nk, float *s, int64_t lds) {
-    int64_t esz = t == CANDLE_DTYPE_F32 ? 4 : 2;
-    const char *kr[4] = {k, k + (nk > 1 ? 1 : 0) * sk, k + (nk > 2 ? 2 : nk - 1) * sk, k + (nk > 3 ? 3 : nk - 1) * sk};
-    __m256 c[2][4];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < 4; j++) c[i][j] = _mm256_setzero_ps();
+/* One q row x 8 keys (rows kr[0..7]), dot products along d: eight
+ * accumulators reduced to one vector of eight scores at the end, so the
+ * horizontal sums cost a few shuffles per eight keys. T is a constant
+ * after inlining (no dtype test in the loop). */
+static ALWAYS_INLINE __m256 scores_row8(const float *q, int64_t d, const candle_dtype T, const char *const *kr) {
+    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
+    __m256 c[8];
+    for (int j = 0; j < 8; j++) c[j] = _mm256_setzero_ps();
     int64_t p = 0;
     for (; p + 8 <= d; p += 8) {
-        __m256 a[2];
-        for (int i = 0; i < mr; i++) a[i] = _mm256_loadu_ps(q + i * lda + p);
-        for (int j = 0; j < 4; j++) {
-            __m256 b = load8(t, kr[j] + p * esz);
-            for (int i = 0; i < mr; i++) c[i][j] = _mm256_fmadd_ps(a[i], b, c[i][j]);
-        }
+        __m256 a = _mm256_loadu_ps(q + p);
+        for (int j = 0; j < 8; j++) c[j] = _mm256_fmadd_ps(a, load8(T, kr[j] + p * esz), c[j]);
     }
-    for (int i = 0; i < mr; i++) {
-        float out[4];
-        _mm_storeu_ps(out, hsum4(c[i][0], c[i][1], c[i][2], c[i][3]));
-        for (int64_t e = p; e < d; e++)
-            for (int j = 0; j < 4; j++) out[j] += q[i * lda + e] * candle_load_f32(t, kr[j] + e * esz);
-        for (int j = 0; j < nk; j++) s[i * lds + j] = out[j];
+    __m256 out;
+    REDUCE8(_mm256_add_ps, c, out);
+    if (p < d) {
+        float tail[8];
+        for (int j = 0; j < 8; j++) {
+            float t = 0;
+            for (int64_t e = p; e < d; e++) t += q[e] * candle_load_f32(T, kr[j] + e * esz);
+            tail[j] = t;
+        }
+        out = _mm256_add_ps(out, _mm256_loadu_ps(tail));
+    }
+    return out;
+}
+
+/* Eight keys at a time (past nk the last valid key is read again and its
+ * score not stored), each q row in turn: the key rows stay in L1 for the
+ * rows after the first. */
+static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
+                                        const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
+    for (int64_t j = 0; j < nk; j += 8) {
+        int64_t n = nk - j < 8 ? nk - j : 8;
+        const char *kr[8];
+        for (int i = 0; i < 8; i++) kr[i] = k + (j + (i < n ? i : n - 1)) * sk;
+        for (int64_t i = 0; i < r; i++) {
+            __m256 v = scores_row8(q + i * lda, d, T, kr);
+            if (n == 8) {
+                _mm256_storeu_ps(s + i * lds + j, v);
+            } else {
+                float out[8];
+                _mm256_storeu_ps(out, v);
+                memcpy(s + i * lds + j, out, sizeof(float) * (size_t)n);
+            }
+        }
     }
 }
 
 static void scores_rows_avx2(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,
                              int64_t sk, int64_t nk, float *s, int64_t lds) {
-    for (int64_t j = 0; j < nk; j += 4) {
-        int n = nk - j < 4 ? (int)(nk - j) : 4;
-        int64_t i = 0;
-        for (; i + 2 <= r; i += 2) scores_rows_tile(q + i * lda, lda, 2, d, t, k + j * sk, sk, n, s + i * lds + j, lds);
-        if (i < r) scores_rows_tile(q + i * lda, lda, 1, d, t, k + j * sk, sk, n, s + i * lds + j, lds);
-    }
+    if (t == CANDLE_DTYPE_F32) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_F32, k, sk, nk, s, lds);
+    else if (t == CANDLE_DTYPE_F16) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_F16, k, sk, nk, s, lds);
+    else scores_rows_t(q, lda, r, d, CANDLE_DTYPE_BF16, k, sk, nk, s, lds);
 }
 
 /* mr x 16 output columns (mr <= 6, a constant after inlining); columns
@@ -207,19 +233,6 @@ static inline __m256 lanes_below(int64_t n) {
     return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 }
 
-/* Lane i of the result = op over the eight lanes of x[i]: a transpose and
- * reduction of eight rows' partial vectors in 3 x 4 steps (op max or add). */
-#define REDUCE8(op, x, out)                                                                                  \
-    do {                                                                                                     \
-        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
-        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
-        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
-        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
-        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
-        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
-        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
-    } while (0)
-
 /* Per-lane maximum of a row's nk scores; with tail, the columns past nk
  * (up to the next 8) are read but left out, else nk is a multiple of 16.
  * NaN scores are passed over: max returns its second operand, the running
@@ -249,10 +262,14 @@ static ALWAYS_INLINE __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m, const 
         s0 = _mm256_add_ps(s0, e0);
         s1 = _mm256_add_ps(s1, e1);
     }
+    /* column j goes to s0 when j % 16 < 8, as in the loop above, so a row's
+     * sum does not depend on how far its group's tile reaches (blocks of
+     * other sizes, on other thread counts, give the same bits) */
     for (; tail && j < nk; j += 8) {
         __m256 e = _mm256_and_ps(exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)), lanes_below(nk - j));
         _mm256_storeu_ps(x + j, e);
-        s0 = _mm256_add_ps(s0, e);
+        if (j % 16 == 0) s0 = _mm256_add_ps(s0, e);
+        else s1 = _mm256_add_ps(s1, e);
     }
     return _mm256_add_ps(s0, s1);
 }
