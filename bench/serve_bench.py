@@ -8,13 +8,15 @@ OpenAI-compatible server (candle serve, or llama-cpp-python's server).
 
 Each level runs `level` clients at once, each sending --requests-per-client
 streaming completions (greedy, ignore_eos so every request makes max_tokens
-tokens). Reports total generated tokens/s over the level's wall time, TTFT
+tokens; --max-tokens-spread varies that length per request so the clients do
+not run in lockstep). Reports total generated tokens/s over the level's wall time, TTFT
 (request sent to first token) and inter-token latency percentiles, as JSON
 lines and a Markdown table."""
 import argparse
 import http.client
 import json
 import os
+import random
 import shlex
 import socket
 import subprocess
@@ -76,12 +78,15 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def run_level(url, level, rpc, max_tokens, key, chat):
+def run_level(url, level, rpc, max_tokens, key, chat, spread=0.0):
     res, lock = [], threading.Lock()
 
     def client(i):
+        # a fixed draw per client and request, the same for every server
+        rng = random.Random(1000 * level + i)
         for j in range(rpc):
-            r = one_request(url, PROMPTS[(i + j) % len(PROMPTS)], max_tokens, key, chat)
+            n = max(1, round(max_tokens * (1 + spread * (2 * rng.random() - 1))))
+            r = one_request(url, PROMPTS[(i + j) % len(PROMPTS)], n, key, chat)
             with lock:
                 res.append(r)
     t0 = time.perf_counter()
@@ -152,6 +157,9 @@ def main():
     ap.add_argument("--levels", default="1,4,16,64")
     ap.add_argument("--requests-per-client", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--max-tokens-spread", type=float, default=0.0,
+                    help="each request's max_tokens uniform in max_tokens x [1-F, 1+F]: "
+                         "clients then finish apart and prompts arrive beside running decodes")
     ap.add_argument("--api-key", default=os.environ.get("CANDLE_API_KEY"))
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--label", default=None)
@@ -169,7 +177,8 @@ def main():
     try:
         one_request(url, PROMPTS[0], 4, a.api_key, a.chat)  # warm-up
         for lv in [int(x) for x in a.levels.split(",")]:
-            r = run_level(url, lv, a.requests_per_client, a.max_tokens, a.api_key, a.chat)
+            r = run_level(url, lv, a.requests_per_client, a.max_tokens, a.api_key, a.chat,
+                          a.max_tokens_spread)
             r["server"] = label
             print(json.dumps(r), flush=True)
             rows.append(r)

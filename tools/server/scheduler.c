@@ -73,6 +73,7 @@ struct srv_sched {
     step_cost cost;
     int64_t budget;           /* prompt rows the last step with decodes could take */
     uint64_t n_admitted;
+    FILE *trace;              /* CANDLE_SERVE_STEPS: a line per step, or NULL */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* new work or stop */
@@ -478,6 +479,9 @@ static void step_all(srv_sched *s) {
     double dt = srv_now() - t0;
     if (!alone) cost_add(&s->cost, (double)(n_dec + n_prompt), dt);
     srv_metrics_step(s->metrics, n_dec + n_prompt, n_prompt, dt);
+    if (s->trace)
+        fprintf(s->trace, "%.6f %lld %lld %.6f %.2f\n", t0, (long long)n_dec, (long long)n_prompt,
+                dt, cost_overhead_rows(&s->cost));
 }
 
 /* --- the loop --------------------------------------------------------------- */
@@ -627,6 +631,7 @@ static void sched_free(srv_sched *s) {
     }
     candle_batch_free(s->batch);
     candle_kv_pool_free(s->pool);
+    if (s->trace) fclose(s->trace);
     free(s->seqs);
     free(s->seq_slot);
     free(s->prefilling);
@@ -686,6 +691,11 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
         sl->piece_cap = piece_cap;
         if (!sl->logits || !sl->piece) st = CANDLE_ERR_OOM;
     }
+    /* For tuning --itl-stretch: start time, decode rows, prompt rows, seconds and
+     * the fitted fixed cost in rows of every step. */
+    const char *trace = getenv("CANDLE_SERVE_STEPS");
+    if (!st && trace && *trace && !(s->trace = fopen(trace, "w")))
+        fprintf(stderr, "candle serve: CANDLE_SERVE_STEPS: cannot write %s\n", trace);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s)) st = CANDLE_ERR_OOM;
     if (st) {
         sched_free(s);
