@@ -52,9 +52,11 @@ typedef struct qconv {
 } qconv;
 
 typedef struct qopts {
-    bool json, quick;
+    bool json, quick, m1; /* m1: M = 1 only (the matrix-vector kernels) */
     int threads;
     const char *only; /* --type: one weight type, NULL for all */
+    qshape shape;     /* --shape NxK: this shape alone (N 0: the defaults) */
+    char shape_name[48];
 } qopts;
 
 static size_t llc_bytes(void) {
@@ -145,7 +147,7 @@ static int bench_weight(candle_ctx *ctx, candle_dtype t, const qshape *s, const 
         if (!c.w[i]) goto fail;
         memcpy(candle_tensor_data(c.w[i]), qw, bytes);
     }
-    for (int m = 0; m < N_MS; m++) {
+    for (int m = 0; m < (o->m1 ? 1 : N_MS); m++) {
         candle_ctx_mark xm = candle_ctx_get_mark(ctx);
         int64_t xs[2] = {MS[m], s->K};
         c.x = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, xs, act);
@@ -258,16 +260,29 @@ static void print_json(const qresult *q) {
 /* ---- driver ---- */
 
 static int parse(qopts *o, int argc, char **argv) {
-    *o = (qopts){false, false, 2, NULL};
+    *o = (qopts){.threads = 2};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o->json = true;
         else if (!strcmp(argv[i], "--quick")) o->quick = true;
         else if (!strcmp(argv[i], "--type") && i + 1 < argc) o->only = argv[++i];
+        else if (!strcmp(argv[i], "--m1")) o->m1 = true;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            long long n, k;
+            char tail;
+            if (sscanf(argv[++i], "%lldx%lld%c", &n, &k, &tail) != 2 || n < 1 || k < 32 || k % 32 ||
+                n * k > (1LL << 31)) {
+                fprintf(stderr, "candle bench quant: --shape wants NxK (K a multiple of 32, N*K at most 2^31)\n");
+                return 2;
+            }
+            snprintf(o->shape_name, sizeof o->shape_name, "%lldx%lld", n, k);
+            o->shape = (qshape){o->shape_name, n, k};
+        }
         else if ((!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) && i + 1 < argc) o->threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: candle bench quant [--json] [-t N] [--quick] [--type T]\n"
-                   "  quantized candle_linear (M = 1, 8, 16, 64, 128) per weight type (or type T only) on N threads (default 2)\n"
-                   "  against the measured read bandwidth, and from_f32/to_f32 throughput\n");
+            printf("usage: candle bench quant [--json] [-t N] [--quick] [--type T] [--shape NxK] [--m1]\n"
+                   "  quantized candle_linear (M = 1, 8, 16, 64, 128; --m1: M = 1 only) per weight type (or type T\n"
+                   "  only) on N threads (default 2), on 2048x2048 and 5632x2048 weights (or NxK), against the\n"
+                   "  measured read bandwidth, and from_f32/to_f32 throughput\n");
             return 0;
         } else {
             fprintf(stderr, "candle bench quant: unknown option '%s'\n", argv[i]);
@@ -292,6 +307,7 @@ static int bench_all(qresult *q, const float *src, const qshape *shapes, int n_s
     for (int i = 0; i < N_TYPES && !rc; i++) {
         const candle_dtype_traits *tr = candle_dtype_info(TYPES[i]);
         if (q->o->only && strcmp(q->o->only, tr->name)) continue;
+        if (shapes[0].K % tr->block_size) continue; /* --shape: K not whole blocks of this type */
         if (!tr->from_f32 || !tr->to_f32) {
             fprintf(stderr, "candle bench quant: %s has no conversion kernels\n", tr->name);
             rc = 1;
@@ -305,7 +321,7 @@ static int bench_all(qresult *q, const float *src, const qshape *shapes, int n_s
         else rc = 1;
         for (int s = 0; s < n_shapes && !rc; s++) {
             rc = bench_weight(ctx, TYPES[i], &shapes[s], qw, src + max_n * shapes[0].K, &q->rows[q->n_rows], q->o);
-            q->n_rows += N_MS;
+            q->n_rows += q->o->m1 ? 1 : N_MS;
         }
         free(qw);
     }
@@ -317,8 +333,8 @@ int cmd_bench_quant(int argc, char **argv) {
     qopts o;
     int rc = parse(&o, argc, argv);
     if (rc >= 0) return rc;
-    const qshape *shapes = o.quick ? QUICK_SHAPES : SHAPES;
-    int n_shapes = o.quick ? 1 : (int)(sizeof SHAPES / sizeof SHAPES[0]);
+    const qshape *shapes = o.shape.N ? &o.shape : o.quick ? QUICK_SHAPES : SHAPES;
+    int n_shapes = o.shape.N || o.quick ? 1 : (int)(sizeof SHAPES / sizeof SHAPES[0]);
     int64_t most = 1 << 20; /* the conversion sample */
     for (int s = 0; s < n_shapes; s++) most = shapes[s].N * shapes[s].K > most ? shapes[s].N * shapes[s].K : most;
     /* weights, then the largest activation [MS[N_MS - 1], K] (all shapes share K) */
