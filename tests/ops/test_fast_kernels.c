@@ -255,6 +255,34 @@ static void test_unary(candle_ctx *ctx) {
     candle_ctx_reset(ctx, mark);
 }
 
+/* sigmoid, silu and gelu (tanh) across their range: both tails, zero,
+ * infinities and NaN, within 1e-6 relative (or 1e-30 absolute) of the
+ * double formulas. */
+static void test_sigmoid_family(candle_ctx *ctx) {
+    static const float xs[] = {-150.0f, -100.0f, -88.0f, -40.0f, -20.0f, -9.0f, -1.0f, -1e-8f, -0.0f, 0.0f, 1e-8f,
+                               0.5f, 3.0f, 9.0f, 20.0f, 40.0f, 88.0f, 100.0f, INFINITY, -INFINITY, NAN};
+    static const candle_op ops[] = {CANDLE_OP_SIGMOID, CANDLE_OP_SILU, CANDLE_OP_GELU_TANH};
+    int64_t n = (int64_t)(sizeof xs / sizeof xs[0]);
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+        candle_tensor *y = candle_unary(ctx, ops[o], candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, &n, xs));
+        float out[sizeof xs / sizeof xs[0]];
+        CHECK(y && candle_tensor_to_f32(y, out) == CANDLE_OK);
+        for (int64_t i = 0; y && i < n; i++) {
+            double x = xs[i], sig = 1.0 / (1.0 + exp(-x));
+            double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+            double want = ops[o] == CANDLE_OP_SIGMOID ? sig
+                          : ops[o] == CANDLE_OP_SILU  ? x / (1.0 + exp(-x))
+                                                      : x / (1.0 + exp(-2.0 * u)); /* no cancellation */
+            if (isinf(x)) want = ops[o] == CANDLE_OP_SIGMOID ? (x > 0 ? 1.0 : 0.0) : (x > 0 ? x : NAN);
+            bool ok = isnan(want) ? isnan(out[i])
+                                  : (want == out[i] || fabs(out[i] - want) <= 1e-6 * fabs(want) + 1e-30);
+            CHECK_MSG(ok, "%s(%g) = %.9g, want %.9g [%s]", candle_op_name(ops[o]), x, out[i], want, g_cfg);
+        }
+        candle_ctx_reset(ctx, mark);
+    }
+}
+
 static void test_binary(candle_ctx *ctx) {
     char what[96];
     for (int op = CANDLE_OP_ADD; op <= CANDLE_OP_POW; op++)
@@ -389,6 +417,7 @@ static void run_all(const char *isa, int threads) {
     test_matmul(ctx);
     test_quant(ctx);
     test_unary(ctx);
+    test_sigmoid_family(ctx);
     test_binary(ctx);
     test_softmax_norm(ctx);
     test_rope(ctx);

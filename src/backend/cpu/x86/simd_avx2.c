@@ -45,10 +45,51 @@ static inline __m256 exp8(__m256 x) {
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+/* exp8 for x <= 0 (a score minus its row's maximum): the same reduction
+ * and polynomial, so the same results down to x = -87.3 (2^n one normal
+ * factor there); below, 0 instead of a denormal under 1.2e-38, which a
+ * softmax sum (>= 1) cannot see. Without overflow and gradual underflow to
+ * handle it costs two thirds of exp8. NaN passes through. */
+static inline __m256 exp8_nonpos(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3365479f);
+    __m256 xc = _mm256_max_ps(x, lo);
+    __m256 n, p = exp8_reduced(xc, &n);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    res = _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_GE_OQ)); /* 0 below lo (and for -inf) */
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* 2^y for y <= 0 with relative error below 2.5e-7: adding 1.5 * 2^23 + 127
+ * rounds y to the nearest integer n and leaves n + 127 in the low mantissa
+ * bits, which shifted into the exponent field give 2^n; f = y - n in
+ * [-0.5, 0.5] is exact and a degree-5 minimax polynomial is within 7.5e-8
+ * of 2^f. y is clamped to -127, where 2^n, and so the result, is exactly
+ * 0 (results under ~1.2e-38 flush to 0). NaN passes through. */
+static inline __m256 exp2_nonpos(__m256 y) {
+    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+    __m256 yc = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
+    __m256 t = _mm256_add_ps(yc, magic);
+    __m256 f = _mm256_sub_ps(yc, _mm256_sub_ps(t, magic));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
+/* From e = exp(-|x|) in (0, 1] (2^(-|x| log2 e): no overflow to handle,
+ * relative error near 3e-7 for |x| < 10, where sigmoid is not 0 or 1 in
+ * f32 anyway), then 1 / (1 + e) for x >= 0 and e / (1 + e) below (by x's
+ * sign bit); a true division keeps sigmoid(0) = 0.5 and sigmoid(inf) = 1
+ * exact. NaN passes through. */
 static inline __m256 sigmoid8(__m256 x) {
     __m256 one = _mm256_set1_ps(1.0f);
-    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+    __m256 na = _mm256_or_ps(x, _mm256_set1_ps(-0.0f));
+    __m256 e = exp2_nonpos(_mm256_mul_ps(na, _mm256_set1_ps(1.44269504088896341f)));
+    __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    return _mm256_blendv_ps(r, _mm256_mul_ps(e, r), x);
 }
 
 /* erfc(a) for a >= 0 as t exp(-a^2 + P(t)), t = 1 / (1 + a / 2), the
@@ -514,7 +555,7 @@ static void to_f32_avx2(candle_dtype t, const void *src, float *dst, int64_t n) 
 
 /* ---- elementwise ---- */
 
-static inline __m256 unary8(candle_op op, __m256 x, __m256 p0, __m256 p1) {
+static inline __attribute__((always_inline)) __m256 unary8(candle_op op, __m256 x, __m256 p0, __m256 p1) {
     switch (op) {
     case CANDLE_OP_NEG: return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
     case CANDLE_OP_ABS: return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
@@ -545,7 +586,19 @@ static void unary_avx2(candle_op op, const float *x, float *y, int64_t n, const 
     int64_t i = 0;
     if (unary_vectorised(op)) {
         __m256 p0 = _mm256_set1_ps((float)p[0]), p1 = _mm256_set1_ps((float)p[1]);
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, unary8(op, _mm256_loadu_ps(x + i), p0, p1));
+        /* the costly ops get loops of their own, so no switch (and no
+         * reloaded constant) sits in the loop */
+#define UNARY_LOOP(OP) \
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, unary8(OP, _mm256_loadu_ps(x + i), p0, p1))
+        switch (op) {
+        case CANDLE_OP_SILU: UNARY_LOOP(CANDLE_OP_SILU); break;
+        case CANDLE_OP_GELU_TANH: UNARY_LOOP(CANDLE_OP_GELU_TANH); break;
+        case CANDLE_OP_GELU_ERF: UNARY_LOOP(CANDLE_OP_GELU_ERF); break;
+        case CANDLE_OP_SIGMOID: UNARY_LOOP(CANDLE_OP_SIGMOID); break;
+        case CANDLE_OP_EXP: UNARY_LOOP(CANDLE_OP_EXP); break;
+        default: UNARY_LOOP(op); break;
+        }
+#undef UNARY_LOOP
         /* the tail through the same vector code keeps results independent of n */
         if (i < n) {
             float bx[8] = {0}, by[8];
@@ -675,21 +728,6 @@ static void scale_axpy_avx2(float *y, float s, float w, const float *v, int64_t 
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(y + i), sv, _mm256_mul_ps(wv, _mm256_loadu_ps(v + i))));
     for (; i < n; i++) y[i] = y[i] * s + w * v[i];
-}
-
-/* exp8 for x <= 0 (a score minus its row's maximum): the same reduction
- * and polynomial, so the same results down to x = -87.3 (2^n one normal
- * factor there); below, 0 instead of a denormal under 1.2e-38, which a
- * softmax sum (>= 1) cannot see. Without overflow and gradual underflow to
- * handle it costs two thirds of exp8. NaN passes through. */
-static inline __m256 exp8_nonpos(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3365479f);
-    __m256 xc = _mm256_max_ps(x, lo);
-    __m256 n, p = exp8_reduced(xc, &n);
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    res = _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_GE_OQ)); /* 0 below lo (and for -inf) */
-    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
 /* exp of one vector of x - m: exp8_nonpos when no lane is positive, as for
