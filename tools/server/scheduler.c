@@ -365,6 +365,7 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
 /* a / b before the fit has seen rows of different counts: about SmolLM2-135M's on 2
  * AVX2 threads (a step's fixed cost is that of ~2 rows). */
 #define COST_OVERHEAD_ROWS 2.0
+#define COST_OVERHEAD_MAX 4.0
 
 /* Fills a and b; false while the fit is undetermined (rows that barely varied)
  * or nonsensical (b <= 0: noise). */
@@ -389,12 +390,15 @@ static void cost_add(step_cost *c, double x, double t) {
     c->xt = COST_DECAY * c->xt + x * t;
 }
 
-/* A step's fixed cost in rows' worth (a / b). */
+/* A step's fixed cost in rows' worth (a / b). Capped: steps slowed down while
+ * their rows stay the same (decodes alone, a busy machine) raise the fitted
+ * a, and an overestimate would let prompt rows stretch steps past the bound;
+ * an underestimate only slows prompts. */
 static double cost_overhead_rows(const step_cost *c) {
     double a, b;
     if (!cost_fit(c, &a, &b)) return COST_OVERHEAD_ROWS;
     double k = a / b;
-    return k < 0 ? 0 : k > SRV_STEP_TOKENS ? SRV_STEP_TOKENS : k;
+    return k < 0 ? 0 : k > COST_OVERHEAD_MAX ? COST_OVERHEAD_MAX : k;
 }
 
 /* Prompt rows a step of n_dec decode rows may add: (a + b (n_dec + p)) <= stretch
