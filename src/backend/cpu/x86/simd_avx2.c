@@ -699,9 +699,20 @@ static void softmax_avx2(const float *x, float *y, int64_t n, bool log) {
     for (; i < n; i++) y[i] *= _mm256_cvtss_f32(inv);
 }
 
+/* Four double accumulators: with two, the FMA latency chain (not the
+ * conversions) set the pace of the sum of squares. */
 static void rms_norm_avx2(const float *x, const float *w, float *y, int64_t n, float eps) {
-    __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v = _mm256_loadu_ps(x + i), u = _mm256_loadu_ps(x + i + 8);
+        __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        __m256d c = _mm256_cvtps_pd(_mm256_castps256_ps128(u)), d = _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1));
+        s0 = _mm256_fmadd_pd(a, a, s0);
+        s1 = _mm256_fmadd_pd(b, b, s1);
+        s2 = _mm256_fmadd_pd(c, c, s2);
+        s3 = _mm256_fmadd_pd(d, d, s3);
+    }
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
         __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
@@ -709,7 +720,7 @@ static void rms_norm_avx2(const float *x, const float *w, float *y, int64_t n, f
         s1 = _mm256_fmadd_pd(hi, hi, s1);
     }
     double parts[4];
-    _mm256_storeu_pd(parts, _mm256_add_pd(s0, s1));
+    _mm256_storeu_pd(parts, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
     double ss = (parts[0] + parts[1]) + (parts[2] + parts[3]);
     for (; i < n; i++) ss += (double)x[i] * x[i];
     float r = (float)(1.0 / sqrt(ss / (double)(n ? n : 1) + eps));
