@@ -358,7 +358,6 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     return true;
 }
 
-
 /* --- step cost and the prompt budget ----------------------------------------- */
 
 #define COST_DECAY 0.97
