@@ -25,7 +25,7 @@ static const char usage[] =
     "  -b N, --batch-size N token rows of one step (default and limit 256): every running\n"
     "                       request's token goes in, prompt chunks fill up the rest\n"
     "  --itl-stretch X      while requests decode, a step adds prompt rows only up to X times\n"
-    "                       the decodes' own step time (estimated; default 1.4; 0: up to -b)\n"
+    "                       the decodes' own step time (estimated; default 1.5; 0: up to -b)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         model name reported by the API (default: the file name)\n"
     "  -t N                 threads per evaluation\n";
@@ -61,7 +61,7 @@ static bool parse_stretch(const char *s, double *out) {
 
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
-                      .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.4,
+                      .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.5,
                       .n_ctx = 2048, .max_body = 1 << 20,
                       .api_key = getenv("CANDLE_API_KEY")};
     for (int i = 1; i < argc; i++) {
