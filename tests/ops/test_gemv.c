@@ -11,8 +11,8 @@
  * roundings of the sum of the terms' magnitudes.
  *
  * K from one block to 64 (tail blocks only; whole groups of 8; groups and
- * a tail, as SmolLM2's 576 and gemma's 640), row counts around the
- * four-row passes (1-9, 19), rows at odd strides from an odd address. */
+ * a tail, as SmolLM2's 576 and gemma's 640), row counts 1-9 and 19,
+ * rows at odd strides from an odd address. */
 #include <math.h>
 
 #include "mathtest.h"

@@ -15,13 +15,12 @@
  *
  * Per group of 8 blocks the int32 sums are reduced to one vector (lane i =
  * block i), so the scales cost one f16 conversion and two fma per 8 blocks.
- * The nibble types take four rows per pass (the activation's scales and
- * offset terms loaded once for the four, one horizontal-sum tree for their
- * results, the blocks after the last group done for the four together; a
- * last pass of 1-3 rows repeats its last row in the unused slots). In cache
- * these kernels are bound by instruction count, hence the 16-bit partial
- * sums, the f16 scales inserted from memory and the q5 bits spread from one
- * register per group.
+ * In cache these kernels are bound by instruction count, hence the 16-bit
+ * partial sums, the f16 scales inserted from memory and the q5 bits spread
+ * from one register per group. Rows are read one after another: four rows
+ * side by side (activation loads and horizontal sums shared) were as fast in
+ * cache but slower from memory on long rows (K 2048: four streams a row
+ * apart, which the hardware prefetcher follows worse than one).
  *
  * The float steps of a row are fixed (the packed multi-row kernels of
  * qgemm_avx2.c reproduce them bit for bit, so a row's result does not
@@ -39,10 +38,7 @@
 #include "avx2-impl.h"
 
 #define GROUP 8
-/* Rows per pass: the activation codes and scales are loaded once for four
- * rows, whose results take one horizontal-sum tree. */
-#define ROWS 4
-/* Prefetch distance in bytes of the pass's rows, read as one stream. */
+/* Software prefetch distance in bytes of a row stream. */
 #ifndef GEMV_PF
 #define GEMV_PF 2048
 #endif
@@ -115,22 +111,6 @@ typedef struct wfmt {
     bool q5, has_m;
 } wfmt;
 
-/* The rows of a pass: r < nr at w + r * ws, the others repeat the last
- * (cache hits; their results are not stored). */
-static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *x[ROWS]) {
-    for (int r = 0; r < ROWS; r++) x[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
-}
-
-/* Software prefetch of a pass's rows as one stream (they are usually
- * contiguous): a cursor GEMV_PF bytes ahead of what the pass has read, as if
- * the four rows were one; four rows read side by side look like four
- * streams to the hardware prefetcher. A group of 8 blocks of four rows is
- * 32 * bs bytes, a whole number of lines for every type (bs is even). */
-static inline __attribute__((always_inline)) const uint8_t *pf_lines(const uint8_t *pf, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(pf + o, 0, 3);
-    return pf + bytes;
-}
-
 /* Eight f16 fields `stride` bytes apart -> eight floats: the halves are
  * inserted straight from memory (h2f_x8 assembles them in integer
  * registers: more instructions, which bound these kernels in cache). */
@@ -147,19 +127,6 @@ static inline __m256 f16x8_ps(const uint8_t *p, size_t stride) {
     v = _mm_insert_epi16(v, h[6], 6);
     v = _mm_insert_epi16(v, h[7], 7);
     return _mm256_cvtph_ps(v);
-}
-
-/* Four floats: hsum_ps of each of a, b, c, d, with hsum_ps's additions
- * (each lane's operands are the same pairs), so the bits equal it. */
-static inline __m128 hsum4_ps(__m256 a, __m256 b, __m256 c, __m256 d) {
-    /* [lo a + hi a | lo b + hi b], the same for c, d */
-    __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-    __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
-    /* lanes 0, 1 + lanes 2, 3: [a a c c | b b d d] */
-    __m256d abd = _mm256_castps_pd(ab), cdd = _mm256_castps_pd(cd);
-    __m256 t = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(abd, cdd)), _mm256_castpd_ps(_mm256_unpackhi_pd(abd, cdd)));
-    __m256 h = _mm256_hadd_ps(t, t); /* [a c a c | b d b d] */
-    return _mm_unpacklo_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
 /* Shuffle controls spreading qh bytes over the codes of pair j: in both
@@ -233,67 +200,43 @@ static inline __attribute__((always_inline)) __m256 nibble_block(const uint8_t *
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, yb), _mm256_set1_epi16(1)));
 }
 
-/* One pass of up to four nibble rows: out[r] for r < nr. Per row: the sum
- * over blocks of dx * (dy * isum + s) (q*_0, s holding the offset term) or
- * dx * dy * isum + m * s (q*_1), in the float steps of the file comment. */
-static inline __attribute__((always_inline)) void nibble_pass(const uint8_t *w, size_t ws, int nr, wfmt f,
-                                                              xv_parts p, int64_t nb, float *out) {
-    const uint8_t *x[ROWS];
-    pass_rows(w, ws, nr, x);
-    const uint8_t *pf = w + GEMV_PF;
-    __m256 acc[ROWS], acc_m[ROWS];
-    float extra[ROWS];
-#pragma GCC unroll 4
-    for (int r = 0; r < ROWS; r++) {
-        acc[r] = acc_m[r] = _mm256_setzero_ps();
-        extra[r] = 0;
-    }
+/* One nibble row: sum over blocks of dx * (dy * isum + s) (q*_0, s holding
+ * the offset term) or dx * dy * isum + m * s (q*_1), in the float steps of
+ * the file comment. */
+static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, wfmt f, xv_parts p, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
-        const int8_t *y = p.qs + g * 256;
+        const uint8_t *wg = w + g * GROUP * f.bs;
+        for (size_t o = 0; o < GROUP * f.bs; o += 64) __builtin_prefetch(wg + GEMV_PF + o, 0, 3);
+        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256)), dx = f16x8_ps(wg + f.d, f.bs);
         __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
-        pf = pf_lines(pf, ROWS * GROUP * f.bs);
-#pragma GCC unroll 4
-        for (int r = 0; r < ROWS; r++) {
-            const uint8_t *wg = x[r] + g * GROUP * f.bs;
-            __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, y)), dx = f16x8_ps(wg + f.d, f.bs);
-            if (f.has_m) {
-                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc[r]);
-                acc_m[r] = _mm256_fmadd_ps(f16x8_ps(wg + f.m, f.bs), s, acc_m[r]);
-            } else {
-                acc[r] = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc[r]);
-            }
+        if (f.has_m) {
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
+            acc_m = _mm256_fmadd_ps(f16x8_ps(wg + f.m, f.bs), s, acc_m);
+        } else {
+            acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
         }
     }
+    float extra = 0;
     for (int64_t b = ng * GROUP; b < nb; b++) {
-        __m256i yb = load32(p.qs + b * 32);
-        pf = pf_lines(pf, ROWS * f.bs);
-#pragma GCC unroll 4
-        for (int r = 0; r < ROWS; r++) {
-            const uint8_t *wb = x[r] + b * f.bs;
-            __m256 v = nibble_block(wb, f, yb);
-            uint16_t dxh, mh;
-            memcpy(&dxh, wb + f.d, 2);
-            float dx = _cvtsh_ss(dxh);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc[r]);
-            if (f.has_m) {
-                memcpy(&mh, wb + f.m, 2);
-                extra[r] += _cvtsh_ss(mh) * p.s[b];
-            } else {
-                extra[r] += dx * p.s[b];
-            }
+        const uint8_t *wb = w + b * f.bs;
+        __m256 v = nibble_block(wb, f, load32(p.qs + b * 32));
+        uint16_t dxh, mh;
+        memcpy(&dxh, wb + f.d, 2);
+        float dx = _cvtsh_ss(dxh);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
+        if (f.has_m) {
+            memcpy(&mh, wb + f.m, 2);
+            extra += _cvtsh_ss(mh) * p.s[b];
+        } else {
+            extra += dx * p.s[b];
         }
     }
-    float res[ROWS];
-    _mm_storeu_ps(res, _mm_add_ps(hsum4_ps(_mm256_add_ps(acc[0], acc_m[0]), _mm256_add_ps(acc[1], acc_m[1]),
-                                           _mm256_add_ps(acc[2], acc_m[2]), _mm256_add_ps(acc[3], acc_m[3])),
-                                  _mm_loadu_ps(extra)));
-    for (int r = 0; r < nr; r++) out[r] = res[r];
+    return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
 }
 
-/* One q8_0 row, as before the four-row nibble passes: four rows side by
- * side were slower here in cache (eight int32 block sums a row) and no
- * faster from memory. Fields by byte offset: a row need not be aligned. */
+/* One q8_0 row (fields by byte offset: a row need not be aligned). */
 static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
     const size_t bs = sizeof(block_q8_0), o_qs = offsetof(block_q8_0, qs), o_d = offsetof(block_q8_0, d);
     __m256 acc = _mm256_setzero_ps();
@@ -327,39 +270,31 @@ static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(
 static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
                          offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
 
-static void q4_0_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
-    nibble_pass(w, ws, nr, f40, p, nb, out);
-}
-static void q4_1_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
-    nibble_pass(w, ws, nr, f41, p, nb, out);
-}
-static void q5_0_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
-    nibble_pass(w, ws, nr, f50, p, nb, out);
-}
-static void q5_1_pass(const uint8_t *w, size_t ws, int nr, xv_parts p, int64_t nb, float *out) {
-    nibble_pass(w, ws, nr, f51, p, nb, out);
-}
-
 void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out) {
     if (k_type(t)) {
         candle_gemv_rows_k_avx2(t, K, n, w, ws, xv, out);
         return;
     }
-    void (*pass)(const uint8_t *, size_t, int, xv_parts, int64_t, float *) =
-        t == CANDLE_DTYPE_Q4_0   ? q4_0_pass
-        : t == CANDLE_DTYPE_Q4_1 ? q4_1_pass
-        : t == CANDLE_DTYPE_Q5_0 ? q5_0_pass
-        : t == CANDLE_DTYPE_Q5_1 ? q5_1_pass
-                                 : NULL;
     int64_t nb = K / 32;
     xv_parts p = parts(xv, nb);
     const uint8_t *row = w;
-    if (t == CANDLE_DTYPE_Q8_0) {
+    switch (t) {
+    case CANDLE_DTYPE_Q4_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, p, nb);
+        break;
+    case CANDLE_DTYPE_Q4_1:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, p, nb);
+        break;
+    case CANDLE_DTYPE_Q5_0:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f50, p, nb);
+        break;
+    case CANDLE_DTYPE_Q5_1:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f51, p, nb);
+        break;
+    case CANDLE_DTYPE_Q8_0:
         for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row(row, p, nb);
-        return;
+        break;
+    default: break;
     }
-    if (!pass) return;
-    for (int64_t r = 0; r < n; r += ROWS)
-        pass(row + (size_t)r * ws, ws, (int)(n - r < ROWS ? n - r : ROWS), p, nb, out + r);
 }
