@@ -20,8 +20,12 @@
  * them all), a row group stops at its last row's position, and only the
  * groups that straddle the diagonal are masked element-wise. Threads claim
  * the blocks one at a time, the costliest (the last positions under a
- * causal mask) first. Memory is O(rows * (D + Dv) + tile * (D + Dv)) per
- * thread, whatever the sequence length; no [Sq, Skv] score matrix exists.
+ * causal mask) first; a short prefill is cut into smaller blocks so every
+ * thread gets some, and a decoding block (a few rows) splits its keys into
+ * chunks whose softmax states a second phase merges (split_keys). Memory
+ * is O(rows * (D + Dv) + tile * (D + Dv)) per thread (and at most 16
+ * chunk states of a few rows per decoding block), whatever the sequence
+ * length; no [Sq, Skv] score matrix exists.
  * A row that sees no key outputs zeros, as the reference does. f16/bf16
  * inputs are converted a block or tile at a time into f32 scratch. The
  * tile primitives come from attention_scalar.c or x86/attention_avx2.c,
