@@ -20,29 +20,6 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* 2^y for y <= 0 (a score, in log2 units, minus its row's running
- * maximum), relative error below 2.5e-7. Adding 1.5 * 2^23 + 127 rounds y
- * to the nearest integer n and leaves n + 127 in the sum's low mantissa
- * bits, which shifted into the exponent field give 2^n; f = y - n in
- * [-0.5, 0.5] is exact, and a degree-5 minimax polynomial is within 7.5e-8
- * of 2^f. Only the polynomial and the final product use the FMA pipes.
- * y is first clamped to -127, where n + 127 = 0 makes 2^n and so the result
- * exactly 0: -inf (a masked score) gives 0, and results under ~1.2e-38
- * (denormals) flush to 0, which a softmax sum (>= 1) cannot see. NaN passes
- * through (max returns its second operand when one is NaN). */
-static inline __m256 exp2_le0(__m256 y) {
-    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
-    y = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
-    __m256 t = _mm256_add_ps(y, magic);
-    __m256 f = _mm256_sub_ps(y, _mm256_sub_ps(t, magic));
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
-}
-
 /* Eight keys at a time: 8 x 8 blocks loaded along d and transposed into
  * the panel's half; keys past nk are zero. */
 static void pack_kt_avx2(candle_dtype t, const char *k, int64_t sk, int64_t nk, int64_t d, float *kt) {
@@ -255,8 +232,8 @@ static ALWAYS_INLINE __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m, const 
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t j = 0;
     for (; j + 16 <= nk; j += 16) {
-        __m256 e0 = exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
-        __m256 e1 = exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), m));
+        __m256 e0 = exp2_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
+        __m256 e1 = exp2_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), m));
         _mm256_storeu_ps(x + j, e0);
         _mm256_storeu_ps(x + j + 8, e1);
         s0 = _mm256_add_ps(s0, e0);
@@ -266,7 +243,7 @@ static ALWAYS_INLINE __m256 row_exp2_sum8(float *x, int64_t nk, __m256 m, const 
      * sum does not depend on how far its group's tile reaches (blocks of
      * other sizes, on other thread counts, give the same bits) */
     for (; tail && j < nk; j += 8) {
-        __m256 e = _mm256_and_ps(exp2_le0(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)), lanes_below(nk - j));
+        __m256 e = _mm256_and_ps(exp2_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)), lanes_below(nk - j));
         _mm256_storeu_ps(x + j, e);
         if (j % 16 == 0) s0 = _mm256_add_ps(s0, e);
         else s1 = _mm256_add_ps(s1, e);
@@ -289,7 +266,7 @@ static ALWAYS_INLINE void softmax_n(float *s, int64_t lds, const int n, int64_t 
     __m256 mo = _mm256_loadu_ps(mo8), mn = _mm256_max_ps(mt, mo);
     /* a row that has seen no key (mn = -inf) takes corr 0 and p 0 */
     __m256 seen = _mm256_cmp_ps(mn, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-    __m256 c = _mm256_and_ps(exp2_le0(_mm256_sub_ps(mo, mn)), seen);
+    __m256 c = _mm256_and_ps(exp2_nonpos(_mm256_sub_ps(mo, mn)), seen);
     _mm256_storeu_ps(mv, _mm256_blendv_ps(_mm256_setzero_ps(), mn, seen));
     for (int i = 0; i < 8; i++)
         x[i] = i < n ? row_exp2_sum8(s + i * lds, nk, _mm256_set1_ps(mv[i]), tail) : _mm256_setzero_ps();

@@ -11,6 +11,28 @@
 #include "candle/dtype.h"
 #include "../../../core/elem-impl.h"
 
+/* 2^y for y <= 0 (softmax scores minus their maximum, sigmoid's -|x|),
+ * relative error below 2.5e-7. Adding 1.5 * 2^23 + 127 rounds y to the
+ * nearest integer n and leaves n + 127 in the sum's low mantissa bits,
+ * which shifted into the exponent field give 2^n; f = y - n in [-0.5, 0.5]
+ * is exact, and a degree-5 minimax polynomial is within 7.5e-8 of 2^f.
+ * y is first clamped to -127, where n + 127 = 0 makes 2^n and so the
+ * result exactly 0: -inf (a masked score) gives 0, and results under
+ * ~1.2e-38 flush to 0. NaN passes through (max returns its second operand
+ * when one is NaN). */
+static inline __m256 exp2_nonpos(__m256 y) {
+    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+    y = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
+    __m256 t = _mm256_add_ps(y, magic);
+    __m256 f = _mm256_sub_ps(y, _mm256_sub_ps(t, magic));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -60,25 +60,6 @@ static inline __m256 exp8_nonpos(__m256 x) {
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-/* 2^y for y <= 0 with relative error below 2.5e-7: adding 1.5 * 2^23 + 127
- * rounds y to the nearest integer n and leaves n + 127 in the low mantissa
- * bits, which shifted into the exponent field give 2^n; f = y - n in
- * [-0.5, 0.5] is exact and a degree-5 minimax polynomial is within 7.5e-8
- * of 2^f. y is clamped to -127, where 2^n, and so the result, is exactly
- * 0 (results under ~1.2e-38 flush to 0). NaN passes through. */
-static inline __m256 exp2_nonpos(__m256 y) {
-    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
-    __m256 yc = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
-    __m256 t = _mm256_add_ps(yc, magic);
-    __m256 f = _mm256_sub_ps(yc, _mm256_sub_ps(t, magic));
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
-}
-
 /* From e = exp(-|x|) in (0, 1] (2^(-|x| log2 e): no overflow to handle,
  * relative error near 3e-7 for |x| < 10, where sigmoid is not 0 or 1 in
  * f32 anyway), then 1 / (1 + e) for x >= 0 and e / (1 + e) below (by x's
