@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
+#include "ref-node.h"
 
 static candle_ctx *ctx_threads(int n) {
     candle_ctx *ctx = NULL;
@@ -20,22 +21,6 @@ static candle_ctx *ctx_threads(int n) {
 }
 
 static const char *g_cfg = ""; /* "avx2 x2" etc., for messages */
-
-/* The reference kernel's output for y's node, in a fresh tensor. */
-static candle_tensor *ref_of(candle_ctx *ctx, const candle_tensor *y, cpu_kernel_fn ref) {
-    candle_tensor *r = candle_tensor_new(ctx, y->dtype, y->rank, y->shape);
-    if (!r) return NULL;
-    r->op = y->op;
-    memcpy(r->src, y->src, sizeof r->src);
-    r->n_src = y->n_src;
-    memcpy(r->iparams, y->iparams, sizeof r->iparams);
-    memcpy(r->fparams, y->fparams, sizeof r->fparams);
-    char msg[256] = "";
-    cpu_task t = {.ith = 0, .nth = 1, .errmsg = msg, .errmsg_len = sizeof msg};
-    candle_status s = ref(&t, r);
-    CHECK_MSG(s == CANDLE_OK, "reference kernel failed: %s", msg);
-    return s == CANDLE_OK ? r : NULL;
-}
 
 /* y matches the reference within bound and, when want_fast, came from a
  * fast kernel (layouts a fast kernel declines run the reference twice). */

@@ -7,31 +7,18 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
+#include "ref-node.h"
 
 /* Far tighter than f32's general bound: only float rounding of cos, sin
  * and the rotation separates the kernels (3e-15 measured), so an angle off
  * by 1e-6 (5e-13) fails. */
 #define ROPE_NMSE 1e-13
 
-static candle_tensor *ref_of(candle_ctx *ctx, const candle_tensor *y) {
-    candle_tensor *r = candle_tensor_new(ctx, y->dtype, y->rank, y->shape);
-    if (!r) return NULL;
-    r->op = y->op;
-    memcpy(r->src, y->src, sizeof r->src);
-    r->n_src = y->n_src;
-    memcpy(r->iparams, y->iparams, sizeof r->iparams);
-    memcpy(r->fparams, y->fparams, sizeof r->fparams);
-    char msg[256] = "";
-    cpu_task t = {.ith = 0, .nth = 1, .errmsg = msg, .errmsg_len = sizeof msg};
-    CHECK_MSG(cpu_ref_rope(&t, r) == CANDLE_OK, "reference rope failed: %s", msg);
-    return r;
-}
-
 static void check_ref(candle_ctx *ctx, const candle_tensor *y, const char *what) {
     CHECK_MSG(y && y->computed, "%s: %s", what, candle_errmsg(ctx));
     if (!y || !y->computed) return;
     CHECK_MSG(cpu_fast_kernel_for(y) == &cpu_fast_rope, "%s: fast rope not chosen", what);
-    candle_tensor *r = ref_of(ctx, y);
+    candle_tensor *r = ref_of(ctx, y, cpu_ref_rope);
     double *got = mt_values(y), *want = r ? mt_values(r) : NULL;
     if (got && want) {
         double e = mt_nmse(got, want, candle_tensor_numel(y));
