@@ -170,11 +170,22 @@ static int32_t greedy(const cand *c, int32_t n) {
     return c[best].id;
 }
 
+/* The first largest logit, read in place: greedy decoding without penalties
+ * (every decode row of a server step) needs no candidate copy. */
+static int32_t argmax(const float *logits, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
 int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
     cand *c = s->cands;
     int32_t n = s->n_vocab;
+    bool penalties = penalties_on(&s->p);
+    if (s->p.temp <= 0 && !penalties) return argmax(logits, n);
     for (int32_t i = 0; i < n; i++) c[i] = (cand){i, logits[i], 0};
-    if (penalties_on(&s->p)) apply_penalties(s);
+    if (penalties) apply_penalties(s);
     if (s->p.temp <= 0) return greedy(c, n);
     if (s->p.top_k > 0 && s->p.top_k < n) {
         select_top_k(c, n, s->p.top_k);

@@ -307,28 +307,11 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
     slot_release(s, sl);
 }
 
-static bool penalties_on(const candle_sampler_params *p) {
-    return p->penalty_last_n > 0 && (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
-                                     p->frequency_penalty != 0.0f);
-}
-
-/* Greedy without penalties is the first largest logit, which the sampler finds
- * only after copying all n_vocab logits into its candidates: per decode row of
- * every step, on the scheduler thread while the workers wait. */
-static int32_t sample(const srv_sched *s, srv_slot *sl) {
-    const candle_sampler_params *p = &sl->req->sp;
-    if (p->temp > 0 || penalties_on(p)) return candle_sampler_sample(sl->smp, sl->logits);
-    int32_t best = 0;
-    for (int32_t i = 1; i < (int32_t)s->n_vocab; i++)
-        if (sl->logits[i] > sl->logits[best]) best = i;
-    return best;
-}
-
 /* Sample a token; unless that ends the request, queue it for the batch.
  * Returns whether q was filled. */
 static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
-    int32_t id = sample(s, sl);
+    int32_t id = candle_sampler_sample(sl->smp, sl->logits);
     candle_sampler_accept(sl->smp, id);
     slot_note_token(s, r);
     if (!r->ignore_eos && candle_tokenizer_is_eog(s->tok, id)) {
