@@ -51,6 +51,7 @@ grep -q '^| model | size | params | backend | threads | mmap | test | t/s |$' "$
 grep -q '| 2 | 0 | pp8 |' "$tmp/out.md" || fail "pp8 row with mmap 0: $(cat "$tmp/out.md")"
 grep -q '| 2 | 0 | tg4 |' "$tmp/out.md" || fail "tg4 row"
 grep -q '^| 20 | ' "$tmp/out.md" || fail "latency row"
+grep -q '^machine floor: 20 passes of 2 threads .* P99/P50 [0-9.]*$' "$tmp/out.md" || fail "machine floor line"
 grep -q 'of the bandwidth roofline' "$tmp/out.md" || fail "roofline line"
 
 "$CANDLE" bench -m "$MODEL" -p 0 -n 4 -r 1 --latency 20 -o json >"$tmp/lat.json" 2>"$tmp/err" ||
@@ -63,6 +64,7 @@ r = recs[0]
 assert r["lat_tokens"] == 20
 assert 0 < r["lat_p50_ms"] <= r["lat_p90_ms"] <= r["lat_p99_ms"]
 assert r["allocs_per_token"] >= 0 and r["peak_rss"] > 0
+assert r["lat_floor_p50_ms"] > 0 and r["lat_floor_p99_p50"] >= 1
 PY
 
 # --latency-fixed: every timed token at one position (the cache truncated back).

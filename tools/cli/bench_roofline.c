@@ -131,3 +131,24 @@ double bench_fma_peak(int n_threads) {
     double t = run_threads(n, true, NULL, 0, FMA_ITERS, FMA_PASSES, &flops);
     return t > 0 ? flops / t : 0;
 }
+
+int bench_read_jitter(int n_threads, double secs, int passes, double *pass_secs) {
+    int n = n_threads < 1 ? 1 : n_threads;
+    double bw = bench_read_bandwidth(n);
+    /* One pass reads what the threads read in `secs`. Passes take their
+     * slices of a buffer of at least 64 MiB (twice the L3) in turn, so a pass
+     * does not find the previous one's bytes in cache. */
+    size_t bytes = (size_t)(bw * secs) / 4096 * 4096;
+    if (bw <= 0 || bytes < 4096) return -1;
+    size_t n_slots = (((size_t)64 << 20) + bytes - 1) / bytes;
+    unsigned char *buf = aligned_alloc(64, n_slots * bytes);
+    if (!buf) return -1;
+    memset(buf, 1, n_slots * bytes);
+    int r = 0;
+    for (int k = 0; k < passes && !r; k++) {
+        pass_secs[k] = run_threads(n, false, buf + (size_t)k % n_slots * bytes, bytes, 0, 1, NULL);
+        if (pass_secs[k] <= 0) r = -1;
+    }
+    free(buf);
+    return r;
+}

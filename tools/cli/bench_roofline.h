@@ -13,6 +13,13 @@ double bench_read_bandwidth(int n_threads);
  * instruction set the CPU backend chose). */
 double bench_fma_peak(int n_threads);
 
+/* The machine's own timing noise for a memory-bound step: `passes` passes,
+ * each n_threads threads started together reading from memory for about
+ * `secs` (sized with the measured bandwidth), each pass's slowest thread time
+ * into pass_secs[passes]. A decoder step cannot be steadier than this.
+ * 0, or -1 when memory or a thread cannot be had. */
+int bench_read_jitter(int n_threads, double secs, int passes, double *pass_secs);
+
 /* The kernel table the probes ran with ("avx2", "scalar", ...). */
 const char *bench_fma_kind(void);
 

@@ -29,7 +29,9 @@ static const char *usage =
     "  -o md|json      markdown table (default) or llama-bench's JSON\n"
     "  --no-mmap       read the weights into memory (also -mmp 0, as llama-bench)\n"
     "  --latency N     also generate N tokens one at a time after a 16-token warm-up:\n"
-    "                  per-token latency P50/P90/P99, allocations per token, peak RSS\n"
+    "                  per-token latency P50/P90/P99, allocations per token, peak RSS;\n"
+    "                  then the machine floor: N passes of the same threads reading\n"
+    "                  memory for the token's P50, whose P99/P50 no engine can beat\n"
     "  --latency-fixed with --latency: every timed token at the same position (the\n"
     "                  session is truncated back after each), so the spread is the\n"
     "                  run-to-run jitter, not attention growing with the context\n"
@@ -59,6 +61,7 @@ typedef struct lat_result {
     double allocs_per_tok;   /* session tensor allocations */
     double mallocs_per_tok;  /* -1 without the preloaded counter */
     double mallocs_per_pp;   /* one prompt evaluation, -1 without the counter */
+    double floor_p50, floor_p99; /* the machine's own, bench_read_jitter; 0 = not measured */
 } lat_result;
 
 typedef struct machine {
@@ -296,6 +299,18 @@ static int run_latency(candle_session *s, const int32_t *ids, const bench_opts *
     return 0;
 }
 
+/* As many memory-bound passes of the token's median time as timed tokens, on
+ * the same threads: the P99/P50 that this machine allows at all. */
+static void run_latency_floor(const bench_opts *o, lat_result *r) {
+    double *t = malloc((size_t)r->n * sizeof *t);
+    if (t && !bench_read_jitter(o->n_threads, r->p50, (int)r->n, t)) {
+        qsort(t, (size_t)r->n, sizeof *t, cmp_double);
+        r->floor_p50 = percentile(t, r->n, 0.50);
+        r->floor_p99 = percentile(t, r->n, 0.99);
+    }
+    free(t);
+}
+
 /* ---- the model and the machine ---- */
 
 typedef struct model_info {
@@ -449,6 +464,9 @@ static void print_json(const bench_opts *o, const model_info *mi, const test_res
                    "    \"mallocs_per_prompt\": %.0f",
                    lat->n, lat->p50 * 1e3, lat->p90 * 1e3, lat->p99 * 1e3, lat->p99 / lat->p50,
                    lat->allocs_per_tok, lat->mallocs_per_tok, lat->mallocs_per_pp);
+            if (lat->floor_p50 > 0)
+                printf(",\n    \"lat_floor_p50_ms\": %.4f,\n    \"lat_floor_p99_p50\": %.4f",
+                       lat->floor_p50 * 1e3, lat->floor_p99 / lat->floor_p50);
         }
         printf("\n  }%s\n", k + 1 < nt ? "," : "");
     }
@@ -488,6 +506,11 @@ static void print_md(const bench_opts *o, const model_info *mi, const test_resul
                lat->p50 * 1e3, lat->p90 * 1e3, lat->p99 * 1e3, lat->p99 / lat->p50,
                lat->allocs_per_tok, ml, mib(rss, a, sizeof a), mib(mi->file_size, b, sizeof b),
                (double)rss / (double)mi->file_size);
+        if (lat->floor_p50 > 0)
+            printf("\nmachine floor: %" PRId64 " passes of %d threads reading memory for about the "
+                   "token P50: P50 %.3f ms, P99 %.3f ms, P99/P50 %.2f\n",
+                   lat->n, o->n_threads, lat->floor_p50 * 1e3, lat->floor_p99 * 1e3,
+                   lat->floor_p99 / lat->floor_p50);
     }
     if (mc->bw > 0) {
         printf("\nmachine: %s; read bandwidth %.2f GB/s, FMA peak %.1f GFLOP/s (%s), %d threads\n",
@@ -530,6 +553,7 @@ static int bench(const bench_opts *o, candle_model *m, candle_session *s, const 
     }
     if (!r && o->n_lat > 0) r = run_latency(s, ids, o, &lat);
     mc.rss = peak_rss();
+    if (!r && lat.n > 0) run_latency_floor(o, &lat);
     if (!r && o->roofline) {
         mc.bw = bench_read_bandwidth(o->n_threads);
         mc.fma = bench_fma_peak(o->n_threads);
