@@ -42,15 +42,26 @@ static candle_storage *new_storage(void *data, size_t size, candle_storage_kind 
 }
 
 /* Read the whole file into anonymous memory: weights then live in ordinary
- * pages, which measured faster and steadier than a file mapping here. */
+ * pages, which measured faster and steadier than a file mapping here.
+ * Aligned to 2 MiB and advised as huge pages: streaming the weights of a
+ * decoding step then walks 2 MiB pages (a file mapping of the page cache
+ * gets them too, from the kernel's large folios). With 4 KiB pages it
+ * measured slower than the mapping (SmolLM2 F16 tg64, 2 threads: 73-75
+ * against 83-87 t/s mapped), with 2 MiB pages faster (95 against 91). */
+#define HUGE_ALIGN ((size_t)2 << 20)
 static candle_storage *load_heap(int fd, const char *path, size_t size) {
     void *buf = NULL;
-    if (posix_memalign(&buf, 64, size)) {
+    if (posix_memalign(&buf, size >= HUGE_ALIGN ? HUGE_ALIGN : 64, size)) {
         char b[32];
         candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf: loading %s (%s)", path,
                          candle_format_bytes(size, b, sizeof b));
         return NULL;
     }
+#ifdef MADV_HUGEPAGE
+    /* before the pages are touched, so they come as 2 MiB pages where the
+     * system lets a process ask (transparent_hugepage=madvise) */
+    madvise(buf, size, MADV_HUGEPAGE);
+#endif
     size_t done = 0;
     while (done < size) {
         ssize_t n = pread(fd, (char *)buf + done, size - done, (off_t)done);
