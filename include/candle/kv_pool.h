@@ -4,7 +4,8 @@
  * free list and return to it when no sequence references them. Full blocks
  * of prompt tokens are published under the hash of the whole prefix up to
  * them, so a later prompt with the same prefix shares those blocks
- * (reference-counted) instead of recomputing them. Freed blocks keep their
+ * (reference-counted) instead of recomputing them; the rows of a partly
+ * filled block are copied instead. Freed blocks keep their
  * contents and stay shareable until the free list hands them out again
  * (oldest first). Attention reads K/V through the block table
  * (candle_batch_eval with candle_batch_seq.paged). Not thread-safe: one
@@ -41,13 +42,22 @@ size_t candle_kv_pool_block_bytes(const candle_model *m);
 candle_status candle_kv_seq_init(candle_kv_seq *s, int64_t n_ctx);
 /* Drop every block reference and free the table. */
 void candle_kv_seq_free(candle_kv_pool *p, candle_kv_seq *s);
-/* On an empty sequence: take the published blocks that hold the longest
- * whole-block prefix of tokens[0..n-1) (the last token is always left to
- * evaluate). Returns the positions now filled (a multiple of the block). */
+/* While the sequence holds whole blocks only (none partly filled): add the
+ * published blocks that hold the longest whole-block continuation of
+ * tokens[0..n-1) (the last token is always left to evaluate). Returns the
+ * positions now filled. */
 int64_t candle_kv_seq_share_prefix(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
                                    int64_t n);
-/* Publish the full blocks among the first n positions, whose tokens are
- * tokens[0..n), for later sequences to share. */
+/* After candle_kv_seq_share_prefix: copy the keys and values of the
+ * longest run of published rows that continues tokens[0..n-1) into a block
+ * of the sequence's own (copy on write: the rows of a block partly filled
+ * by a prompt, or the first rows of a whole one). Returns the positions now
+ * filled; unchanged when no rows match or no block is free. */
+int64_t candle_kv_seq_share_rows(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
+                                 int64_t n);
+/* Publish the first n positions, whose tokens are tokens[0..n), for later
+ * sequences to share: whole blocks, and the rows of a last partial one.
+ * Called again as the positions grow (a prompt evaluated in chunks). */
 void candle_kv_seq_publish(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens, int64_t n);
 /* Make room for positions up to pos+n; CANDLE_ERR_OOM (nothing taken) when
  * the free list is short. */

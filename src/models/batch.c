@@ -152,7 +152,10 @@ static candle_tensor *batch_attend(decoder_step *st, candle_tensor *q, candle_te
     return o;
 }
 
-/* Logits [n_seqs, n_vocab] of each sequence's last row. */
+/* Logits [k, n_vocab] of the last rows of the k sequences that want them
+ * (the output product costs a row more than a layer: a prompt chunk that
+ * is not its prompt's last skips it); with k = 0, the last layer's rows,
+ * computed for the keys and values they write. */
 static candle_tensor *forward(decoder_step *st, const int32_t *ids) {
     candle_ctx *ctx = st->ctx;
     const bseqs *bs = st->user;
@@ -163,14 +166,14 @@ static candle_tensor *forward(decoder_step *st, const int32_t *ids) {
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: batch");
         return NULL;
     }
-    int64_t off = 0, ns = bs->n_seqs;
+    int64_t off = 0, k = 0;
     for (int i = 0; i < bs->n_seqs; i++) {
         off += bs->seqs[i].n;
-        last[i] = (int32_t)(off - 1);
+        if (bs->seqs[i].logits) last[k++] = (int32_t)(off - 1);
     }
-    candle_tensor *idx = candle_tensor_from_i32(ctx, 1, &ns, last);
+    candle_tensor *idx = k ? candle_tensor_from_i32(ctx, 1, &k, last) : NULL;
     free(last);
-    return decoder_head(st, candle_index_select(ctx, x, 0, idx));
+    return k ? decoder_head(st, candle_index_select(ctx, x, 0, idx)) : x;
 }
 
 static bool valid_tokens(candle_batch *b, const candle_batch_seq *q, int i) {
@@ -293,19 +296,24 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     candle_tensor *logits = ok ? forward(&ds, ids) : NULL;
     st = logits ? candle_compute(b->ctx, logits) : candle_errcode(b->ctx);
     if (!st && !logits) st = candle_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
+    int n_out = 0;
+    for (int i = 0; i < n_seqs; i++) n_out += seqs[i].logits != NULL;
     /* plain f32 logits go straight to each sequence (a copy of 16 x 196 KiB less per step) */
     const float *all = out;
-    if (!st && logits->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(logits))
+    if (st || !n_out) {
+        /* nothing to hand out */
+    } else if (logits->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(logits)) {
         all = candle_tensor_data(logits);
-    else if (!st && !(out = malloc((size_t)n_seqs * (size_t)b->model->cfg.n_vocab * sizeof *out)))
-        st = candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_seqs);
-    else if (!st)
+    } else if (!(out = malloc((size_t)n_out * (size_t)b->model->cfg.n_vocab * sizeof *out))) {
+        st = candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_out);
+    } else {
         st = candle_tensor_to_f32(logits, out);
+    }
     if (out) all = out;
     if (!st) {
-        size_t nv = (size_t)b->model->cfg.n_vocab;
+        size_t nv = (size_t)b->model->cfg.n_vocab, k = 0;
         for (int i = 0; i < n_seqs; i++) {
-            if (seqs[i].logits) memcpy(seqs[i].logits, all + (size_t)i * nv, nv * sizeof *all);
+            if (seqs[i].logits) memcpy(seqs[i].logits, all + k++ * nv, nv * sizeof *all);
             if (seqs[i].paged) seqs[i].paged->pos += seqs[i].n;
             else seqs[i].sess->pos += seqs[i].n;
         }

@@ -12,9 +12,9 @@ struct candle_kv_pool {
     candle_tensor **k; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] f32 */
     candle_tensor **v; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] f32 */
     int32_t *refs;     /* [n_blocks] sequences holding the block */
-    uint64_t *hash;    /* [n_blocks] prefix hash when published, else 0 */
-    int32_t *pred;     /* [n_blocks] the published block before it, -1 for the first */
-    int32_t *toks;     /* [n_blocks*BLOCK] tokens of published blocks */
+    uint64_t *hash;    /* [n_blocks] hash of the tokens before a published block */
+    int32_t *fill;     /* [n_blocks] published rows (BLOCK: whole), 0: not published */
+    int32_t *toks;     /* [n_blocks*BLOCK] tokens of published rows */
     int32_t *prev, *next; /* free list links */
     bool *in_free;
     int32_t head, tail;

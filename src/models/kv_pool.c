@@ -1,4 +1,5 @@
 /* The paged KV block pool (see candle/kv_pool.h). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,7 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     size_t nb = (size_t)n_blocks;
     p->refs = calloc(nb, sizeof *p->refs);
     p->hash = calloc(nb, sizeof *p->hash);
-    p->pred = calloc(nb, sizeof *p->pred);
+    p->fill = calloc(nb, sizeof *p->fill);
     p->toks = calloc(nb * CANDLE_KV_BLOCK, sizeof *p->toks);
     p->prev = malloc(nb * sizeof *p->prev);
     p->next = malloc(nb * sizeof *p->next);
@@ -54,7 +55,7 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     p->v = calloc((size_t)c->n_layer, sizeof *p->v);
     candle_ctx_params cp = candle_ctx_default_params();
     candle_status st = candle_ctx_init(&p->ctx, &cp);
-    if (!st && !(p->refs && p->hash && p->pred && p->toks && p->prev && p->next && p->in_free && p->k && p->v))
+    if (!st && !(p->refs && p->hash && p->fill && p->toks && p->prev && p->next && p->in_free && p->k && p->v))
         st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool tables");
     int64_t shape[3] = {n_blocks * CANDLE_KV_BLOCK, c->n_head_kv, c->head_dim};
     for (int64_t il = 0; !st && il < c->n_layer; il++) {
@@ -85,7 +86,7 @@ void candle_kv_pool_free(candle_kv_pool *p) {
     free(p->v);
     free(p->refs);
     free(p->hash);
-    free(p->pred);
+    free(p->fill);
     free(p->toks);
     free(p->prev);
     free(p->next);
@@ -134,58 +135,99 @@ static uint64_t block_hash(uint64_t prev, const int32_t *t) {
             h *= 0x100000001b3ull;
         }
     }
-    return h ? h : 1; /* 0 marks "not published" */
+    return h;
 }
 
-/* A published block with this hash, whose stored tokens and predecessor
- * match (hashes can collide). */
-static int32_t find_block(const candle_kv_pool *p, uint64_t h, int32_t prev_block,
-                          const int32_t *t) {
-    for (int64_t b = 0; b < p->n_blocks; b++)
-        if (p->hash[b] == h && p->pred[b] == prev_block &&
-            !memcmp(p->toks + b * CANDLE_KV_BLOCK, t, CANDLE_KV_BLOCK * sizeof *t))
-            return (int32_t)b;
-    return -1;
+/* The hash of the whole blocks among tokens[0..n_blocks*BLOCK). */
+static uint64_t prefix_hash(const int32_t *tokens, int64_t n_blocks) {
+    uint64_t h = 0;
+    for (int64_t i = 0; i < n_blocks; i++) h = block_hash(h, tokens + i * CANDLE_KV_BLOCK);
+    return h;
+}
+
+static int64_t common_rows(const int32_t *a, const int32_t *b, int64_t max) {
+    int64_t m = 0;
+    while (m < max && a[m] == b[m]) m++;
+    return m;
+}
+
+/* The published block after a prefix of hash h whose leading rows match
+ * most of t[0..max) (at least min_rows of them), or -1; *rows gets how
+ * many. The hash stands for the prefix: the tokens before a block are not
+ * compared (a 64-bit collision is the risk taken). */
+static int32_t find_rows(const candle_kv_pool *p, uint64_t h, const int32_t *t, int64_t max,
+                         int64_t min_rows, int64_t *rows) {
+    int32_t best = -1;
+    *rows = 0;
+    for (int64_t b = 0; b < p->n_blocks; b++) {
+        if (p->fill[b] < min_rows || p->hash[b] != h) continue;
+        int64_t lim = p->fill[b] < max ? p->fill[b] : max;
+        int64_t m = common_rows(p->toks + b * CANDLE_KV_BLOCK, t, lim);
+        if (m >= min_rows && m > *rows) {
+            *rows = m;
+            best = (int32_t)b;
+        }
+    }
+    return best;
 }
 
 int64_t candle_kv_seq_share_prefix(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
                                    int64_t n) {
-    if (s->n_blocks || n <= 1) return 0;
-    int64_t full = (n - 1) / CANDLE_KV_BLOCK;
-    uint64_t h = 0;
-    int32_t prev = -1;
-    for (int64_t i = 0; i < full && i < s->cap; i++) {
-        h = block_hash(h, tokens + i * CANDLE_KV_BLOCK);
-        int32_t b = find_block(p, h, prev, tokens + i * CANDLE_KV_BLOCK);
+    if (s->pos != s->n_blocks * CANDLE_KV_BLOCK || n <= 1) return s->pos;
+    int64_t full = (n - 1) / CANDLE_KV_BLOCK, rows;
+    uint64_t h = prefix_hash(tokens, s->n_blocks);
+    for (int64_t i = s->n_blocks; i < full && i < s->cap; i++) {
+        const int32_t *t = tokens + i * CANDLE_KV_BLOCK;
+        int32_t b = find_rows(p, h, t, CANDLE_KV_BLOCK, CANDLE_KV_BLOCK, &rows);
         if (b < 0) break;
         ref(p, b);
         s->blocks[s->n_blocks++] = b;
-        prev = b;
+        h = block_hash(h, t);
     }
     s->pos = s->n_blocks * CANDLE_KV_BLOCK;
     return s->pos;
 }
 
+int64_t candle_kv_seq_share_rows(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
+                                 int64_t n) {
+    int64_t max = n - 1 - s->pos, rows;
+    if (s->pos != s->n_blocks * CANDLE_KV_BLOCK || max < 1) return s->pos;
+    if (max > CANDLE_KV_BLOCK) max = CANDLE_KV_BLOCK;
+    int32_t src = find_rows(p, prefix_hash(tokens, s->n_blocks), tokens + s->pos, max, 1, &rows);
+    /* the source may be a free block that reserve hands back as the copy:
+     * its rows then stay where they are */
+    if (src < 0 || candle_kv_seq_reserve(p, s, rows)) return s->pos;
+    int32_t dst = s->blocks[s->n_blocks - 1];
+    size_t row = candle_tensor_nbytes(p->k[0]) / (size_t)(p->n_blocks * CANDLE_KV_BLOCK);
+    size_t bytes = (size_t)rows * row;
+    for (int64_t il = 0; dst != src && il < p->n_layer; il++) {
+        char *k = candle_tensor_data(p->k[il]), *v = candle_tensor_data(p->v[il]);
+        size_t from = (size_t)src * CANDLE_KV_BLOCK * row, to = (size_t)dst * CANDLE_KV_BLOCK * row;
+        memcpy(k + to, k + from, bytes);
+        memcpy(v + to, v + from, bytes);
+    }
+    s->pos += rows;
+    return s->pos;
+}
+
 void candle_kv_seq_publish(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens, int64_t n) {
     uint64_t h = 0;
-    int32_t prev = -1;
-    int64_t full = n / CANDLE_KV_BLOCK;
-    if (full > s->n_blocks) full = s->n_blocks;
-    for (int64_t i = 0; i < full; i++) {
+    int64_t nb = (n + CANDLE_KV_BLOCK - 1) / CANDLE_KV_BLOCK, rows;
+    if (nb > s->n_blocks) nb = s->n_blocks;
+    for (int64_t i = 0; i < nb; i++) {
         int32_t b = s->blocks[i];
-        h = block_hash(h, tokens + i * CANDLE_KV_BLOCK);
-        if (p->hash[b] != h) {
-            /* Only one copy of a prefix is published: a duplicate block
-             * (computed while another sequence held the same prefix) is
-             * left unpublished. */
-            if (find_block(p, h, prev, tokens + i * CANDLE_KV_BLOCK) < 0) {
-                p->hash[b] = h;
-                p->pred[b] = prev;
-                memcpy(p->toks + b * CANDLE_KV_BLOCK, tokens + i * CANDLE_KV_BLOCK,
-                       CANDLE_KV_BLOCK * sizeof *tokens);
-            }
+        const int32_t *t = tokens + i * CANDLE_KV_BLOCK;
+        int64_t f = n - i * CANDLE_KV_BLOCK < CANDLE_KV_BLOCK ? n - i * CANDLE_KV_BLOCK : CANDLE_KV_BLOCK;
+        bool mine = p->fill[b] > 0 && p->hash[b] == h; /* published by this sequence before */
+        /* Only one copy of given rows is published: a duplicate block
+         * (computed while another sequence held the same rows) is left
+         * unpublished; a block of this sequence's grows as its prompt does. */
+        if (mine ? p->fill[b] < f : find_rows(p, h, t, f, f, &rows) < 0) {
+            p->hash[b] = h;
+            p->fill[b] = (int32_t)f;
+            memcpy(p->toks + b * CANDLE_KV_BLOCK, t, (size_t)f * sizeof *t);
         }
-        prev = b;
+        if (f == CANDLE_KV_BLOCK) h = block_hash(h, t);
     }
 }
 
@@ -209,7 +251,7 @@ candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t
             int32_t after = s->blocks[s->n_blocks - 1] + 1;
             if (after < p->n_blocks && p->in_free[after]) b = after;
         }
-        p->hash[b] = 0;      /* about to be overwritten: no longer shareable */
+        p->fill[b] = 0;      /* about to be overwritten: no longer shareable */
         ref(p, b);
         s->blocks[s->n_blocks++] = b;
     }

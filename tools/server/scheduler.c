@@ -16,9 +16,11 @@
  * KV memory is accounted in blocks of SRV_BLOCK positions: a request
  * reserves the blocks for its prompt plus max_tokens when admitted, so a
  * running request never runs out of cache; requests that do not fit wait in
- * the bounded queue. A free slot whose cached tokens share the longest
- * prefix with a new prompt is chosen and only the rest is evaluated (prefix
- * reuse per slot). */
+ * the bounded queue. Prompt rows are published in the pool as soon as a step
+ * has computed them: a prompt takes the published rows it begins with (whole
+ * blocks shared, a partly filled one copied), and one admitted beside an
+ * older prompt it shares rows with waits for them rather than computing them
+ * again. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,7 +245,28 @@ static srv_slot *free_slot(srv_sched *s) {
     return NULL;
 }
 
-/* Blocks of a published prompt prefix are shared instead of recomputed. */
+/* Whether the slot may still take published rows: it has computed none of
+ * its own and holds whole blocks only. */
+static bool slot_can_share(const srv_slot *sl) {
+    return sl->n_prefilled == sl->req->n_cached &&
+           sl->kv.pos == sl->kv.n_blocks * SRV_BLOCK;
+}
+
+/* The published blocks that continue the slot's prompt are shared, and the
+ * rows of a partly filled one copied, instead of computed. */
+static void slot_share(srv_sched *s, srv_slot *sl) {
+    srv_req *r = sl->req;
+    if (!slot_can_share(sl)) return;
+    int64_t before = sl->kv.pos;
+    candle_kv_seq_share_prefix(s->pool, &sl->kv, r->prompt, r->n_prompt);
+    int64_t keep = candle_kv_seq_share_rows(s->pool, &sl->kv, r->prompt, r->n_prompt);
+    if (keep == before) return;
+    sl->n_toks = sl->n_prefilled = r->n_cached = keep;
+    pthread_mutex_lock(&s->metrics->mu);
+    s->metrics->cached_tokens += (uint64_t)(keep - before);
+    pthread_mutex_unlock(&s->metrics->mu);
+}
+
 static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     sl->req = r;
     if (candle_kv_seq_init(&sl->kv, s->p.n_ctx)) {
@@ -251,10 +274,7 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
         slot_release(s, sl);
         return;
     }
-    int64_t keep = candle_kv_seq_share_prefix(s->pool, &sl->kv, r->prompt, r->n_prompt);
-    sl->n_toks = keep;
-    sl->n_prefilled = keep;
-    r->n_cached = keep;
+    sl->n_toks = sl->n_prefilled = r->n_cached = 0;
     memset(&sl->dt, 0, sizeof sl->dt);
     sl->pend_len = 0;
     if (candle_sampler_init(&sl->smp, (int32_t)s->n_vocab, &r->sp)) {
@@ -265,8 +285,8 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     for (int64_t i = 0; i < r->n_prompt; i++) candle_sampler_accept(sl->smp, r->prompt[i]);
     pthread_mutex_lock(&s->metrics->mu);
     s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
-    s->metrics->cached_tokens += (uint64_t)keep;
     pthread_mutex_unlock(&s->metrics->mu);
+    slot_share(s, sl);
 }
 
 /* The slot's next prompt chunk, for this step's batch: at most `room` tokens. */
@@ -275,8 +295,9 @@ static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q, int64_
     int64_t n = r->n_prompt - sl->n_prefilled;
     if (n > s->p.prefill_chunk) n = s->p.prefill_chunk;
     if (n > room) n = room;
-    *q = (candle_batch_seq){NULL, r->prompt + sl->n_prefilled, n, sl->logits, s->pool,
-                            &sl->kv};
+    /* logits only after the prompt's last token: the output product is skipped for the rest */
+    float *logits = sl->n_prefilled + n == r->n_prompt ? sl->logits : NULL;
+    *q = (candle_batch_seq){NULL, r->prompt + sl->n_prefilled, n, logits, s->pool, &sl->kv};
     sl->step_n = n;
     sl->step_prefill = true;
 }
@@ -400,12 +421,32 @@ static int by_admission(const void *x, const void *y) {
     return (a->admitted > b->admitted) - (a->admitted < b->admitted);
 }
 
-/* Queue the oldest prompts' next chunks into seqs[nb..]: at most room rows. */
+/* Does an older prompt, still being evaluated, hold rows the slot's prompt
+ * begins with beyond its own? Then the slot waits for the steps that compute
+ * them and shares them, instead of computing them beside (a burst of requests
+ * with one system prompt, or the same prompt, computes it once). older: the
+ * prompts admitted before, none of which waits for this one. */
+static bool slot_waits(const srv_slot *sl, srv_slot *const *older, int n_older) {
+    const srv_req *r = sl->req;
+    if (!slot_can_share(sl)) return false;
+    for (int j = 0; j < n_older; j++) {
+        const srv_req *o = older[j]->req;
+        int64_t max = r->n_prompt - 1 < o->n_prompt ? r->n_prompt - 1 : o->n_prompt, L = 0;
+        while (L < max && r->prompt[L] == o->prompt[L]) L++;
+        if (L > sl->n_prefilled && older[j]->n_prefilled < L) return true;
+    }
+    return false;
+}
+
+/* Queue the oldest prompts' next chunks into seqs[nb..]: at most room rows.
+ * Each first takes what the pool now holds of it, or waits for an older one. */
 static int add_prefills(srv_sched *s, int nb, int n_pre, int64_t room, int64_t *rows) {
     qsort(s->prefilling, (size_t)n_pre, sizeof *s->prefilling, by_admission);
     *rows = 0;
     for (int k = 0; k < n_pre && *rows < room; k++) {
         srv_slot *sl = s->prefilling[k];
+        slot_share(s, sl);
+        if (slot_waits(sl, s->prefilling, k)) continue;
         slot_prefill(s, sl, &s->seqs[nb], room - *rows);
         *rows += sl->step_n;
         s->seq_slot[nb++] = sl;
@@ -457,9 +498,9 @@ static void step_all(srv_sched *s) {
         }
         sl->n_toks += sl->step_n;
         if (sl->step_prefill) {
+            /* published at once: prompts waiting for these rows share them next step */
             sl->n_prefilled += sl->step_n;
-            if (sl->n_prefilled == sl->req->n_prompt)
-                candle_kv_seq_publish(s->pool, &sl->kv, sl->req->prompt, sl->req->n_prompt);
+            candle_kv_seq_publish(s->pool, &sl->kv, sl->req->prompt, sl->n_prefilled);
         }
     }
     double dt = srv_now() - t0;
