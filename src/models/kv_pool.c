@@ -243,13 +243,14 @@ candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t
         return candle_set_error(NULL, CANDLE_ERR_OOM, "kv pool: %lld blocks needed, %lld free",
                                 (long long)need, (long long)(p->n_blocks - p->n_used));
     for (int64_t i = 0; i < need; i++) {
-        /* The block after the sequence's last one when it is free, so that
-         * tables tend to be runs that attention reads in place; else the
-         * oldest free block (the least recently used cached prefix). */
+        /* The block after the sequence's last one when it is free and holds
+         * no published rows, so that tables tend to be runs that attention
+         * reads in place; else the oldest free block (never used, or the
+         * least recently used cached prefix). */
         int32_t b = p->head;
         if (s->n_blocks > 0) {
             int32_t after = s->blocks[s->n_blocks - 1] + 1;
-            if (after < p->n_blocks && p->in_free[after]) b = after;
+            if (after < p->n_blocks && p->in_free[after] && !p->fill[after]) b = after;
         }
         p->fill[b] = 0;      /* about to be overwritten: no longer shareable */
         ref(p, b);

@@ -252,14 +252,15 @@ static bool slot_can_share(const srv_slot *sl) {
            sl->kv.pos == sl->kv.n_blocks * SRV_BLOCK;
 }
 
-/* The published blocks that continue the slot's prompt are shared, and the
- * rows of a partly filled one copied, instead of computed. */
-static void slot_share(srv_sched *s, srv_slot *sl) {
+/* The published blocks that continue the slot's prompt are shared instead
+ * of computed; with rows, then the rows of a partly filled one are copied
+ * (after which the slot takes no more). */
+static void slot_share(srv_sched *s, srv_slot *sl, bool rows) {
     srv_req *r = sl->req;
     if (!slot_can_share(sl)) return;
     int64_t before = sl->kv.pos;
-    candle_kv_seq_share_prefix(s->pool, &sl->kv, r->prompt, r->n_prompt);
-    int64_t keep = candle_kv_seq_share_rows(s->pool, &sl->kv, r->prompt, r->n_prompt);
+    int64_t keep = candle_kv_seq_share_prefix(s->pool, &sl->kv, r->prompt, r->n_prompt);
+    if (rows) keep = candle_kv_seq_share_rows(s->pool, &sl->kv, r->prompt, r->n_prompt);
     if (keep == before) return;
     sl->n_toks = sl->n_prefilled = r->n_cached = keep;
     pthread_mutex_lock(&s->metrics->mu);
@@ -286,7 +287,7 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     pthread_mutex_lock(&s->metrics->mu);
     s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
     pthread_mutex_unlock(&s->metrics->mu);
-    slot_share(s, sl);
+    slot_share(s, sl, false);
 }
 
 /* The slot's next prompt chunk, for this step's batch: at most `room` tokens. */
@@ -439,14 +440,17 @@ static bool slot_waits(const srv_slot *sl, srv_slot *const *older, int n_older) 
 }
 
 /* Queue the oldest prompts' next chunks into seqs[nb..]: at most room rows.
- * Each first takes what the pool now holds of it, or waits for an older one. */
+ * Each first takes the whole blocks the pool now holds of it; then it waits
+ * for an older one, or copies the rows of a partly filled block (which ends
+ * its sharing, so not while it could still wait for more) and goes on. */
 static int add_prefills(srv_sched *s, int nb, int n_pre, int64_t room, int64_t *rows) {
     qsort(s->prefilling, (size_t)n_pre, sizeof *s->prefilling, by_admission);
     *rows = 0;
     for (int k = 0; k < n_pre && *rows < room; k++) {
         srv_slot *sl = s->prefilling[k];
-        slot_share(s, sl);
+        slot_share(s, sl, false);
         if (slot_waits(sl, s->prefilling, k)) continue;
+        slot_share(s, sl, true);
         slot_prefill(s, sl, &s->seqs[nb], room - *rows);
         *rows += sl->step_n;
         s->seq_slot[nb++] = sl;
