@@ -15,8 +15,10 @@ CMP="-t 2 --rounds 1 --modes mmap --omp-wait default --greedy-check 0 --torch of
 M=build-bench/models
 log compare smol; bench/compare $CMP -p 128 -n 64 -r 3 --out "$O/cmp-smol" models/SmolLM2-135M-Instruct.Q4_1.gguf \
     $M/SmolLM2-135M.{Q8_0,Q4_0,Q4_K_M,F16}.gguf > "$O/cmp-smol.txt" 2>&1
-log compare tiny; bench/compare $CMP -p 64 -n 32 -r 2 --out "$O/cmp-tiny" $M/tinyllama-shape.{Q4_0,Q8_0,Q4_K_M}.gguf \
+log compare tiny; bench/compare $CMP -p 64 -n 32 -r 2 --out "$O/cmp-tiny" $M/tinyllama-shape.{Q4_0,Q8_0,Q4_K_M,F16}.gguf \
     > "$O/cmp-tiny.txt" 2>&1
+log compare gemma; bench/compare $CMP -p 64 -n 32 -r 2 --out "$O/cmp-gemma" $M/gemma-3-270m.{Q4_K_M,Q8_0,Q4_0,F16}.gguf \
+    > "$O/cmp-gemma.txt" 2>&1
 LAT="-m models/SmolLM2-135M-Instruct.Q4_1.gguf -p 0 -n 0 -r 1 --latency 1000"
 log latency; LD_PRELOAD=$B/lib/libcandle_malloc_count.so $C bench $LAT --roofline > "$O/latency.txt" 2>&1
 LD_PRELOAD=$B/lib/libcandle_malloc_count.so $C bench $LAT --latency-fixed > "$O/latency-fixed.txt" 2>&1
@@ -24,5 +26,6 @@ log serve candle; python3 bench/serve_bench.py --start candle --candle "$C" --pa
     --max-tokens 24 --chat > "$O/serve-candle.txt" 2>&1
 log serve llama; python3 bench/serve_bench.py --start llama-cpp --levels 1,4,16 --max-tokens 24 --chat \
     > "$O/serve-llama.txt" 2>&1
-log plot; python3 bench/plot.py --out "$O/charts" "$O/cmp-smol/compare.json" "$O/cmp-tiny/compare.json" > /dev/null 2>&1
+log plot; python3 bench/plot.py --out "$O/charts" "$O/cmp-smol/compare.json" "$O/cmp-tiny/compare.json" \
+    "$O/cmp-gemma/compare.json" > /dev/null 2>&1
 log done
