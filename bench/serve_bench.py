@@ -11,7 +11,8 @@ streaming completions (greedy, ignore_eos so every request makes max_tokens
 tokens; --max-tokens-spread varies that length per request so the clients do
 not run in lockstep). Reports total generated tokens/s over the level's wall time, TTFT
 (request sent to first token) and inter-token latency percentiles, as JSON
-lines and a Markdown table."""
+lines and a Markdown table; with candle serve, also the level's prompt tokens,
+those reused from the prefix cache and the prompt rows computed (/metrics)."""
 import argparse
 import http.client
 import json
@@ -107,6 +108,30 @@ def run_level(url, level, rpc, max_tokens, key, chat, spread=0.0):
             "itl_p50_ms": round(1e3 * pct(itl, 50), 1), "itl_p99_ms": round(1e3 * pct(itl, 99), 1)}
 
 
+METRICS = {"candle_prompt_tokens_total": "prompt_tokens",
+           "candle_prompt_tokens_cached_total": "cached_tokens",
+           "candle_step_prefill_rows_sum": "prompt_rows"}
+
+
+def metrics(url, key):
+    """candle serve's prompt counters (prompt tokens, those reused from the
+    prefix cache, prompt rows computed), or {} from a server without them."""
+    u = urllib.parse.urlparse(url)
+    try:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        c.request("GET", "/metrics", headers={"Authorization": "Bearer " + key} if key else {})
+        r = c.getresponse()
+        text = r.read().decode() if r.status == 200 else ""
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] in METRICS:
+            out[METRICS[f[0]]] = int(float(f[1]))
+    return out
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -177,8 +202,11 @@ def main():
     try:
         one_request(url, PROMPTS[0], 4, a.api_key, a.chat)  # warm-up
         for lv in [int(x) for x in a.levels.split(",")]:
+            m0 = metrics(url, a.api_key)
             r = run_level(url, lv, a.requests_per_client, a.max_tokens, a.api_key, a.chat,
                           a.max_tokens_spread)
+            m1 = metrics(url, a.api_key)
+            r.update({k: m1[k] - m0[k] for k in m1 if k in m0})
             r["server"] = label
             print(json.dumps(r), flush=True)
             rows.append(r)
@@ -186,11 +214,13 @@ def main():
         if proc:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"\n| server | clients | tokens/s | TTFT P50 ms | TTFT P99 ms | ITL P50 ms | ITL P99 ms | failed |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"\n| server | clients | tokens/s | TTFT P50 ms | TTFT P99 ms | ITL P50 ms | ITL P99 ms | failed |"
+          f" prompt / cached / computed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        pc = "/".join(str(r.get(k, "-")) for k in ("prompt_tokens", "cached_tokens", "prompt_rows"))
         print(f"| {r['server']} | {r['clients']} | {r['tok_per_s']} | {r['ttft_p50_ms']} | "
-              f"{r['ttft_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | {r['failed']} |")
+              f"{r['ttft_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | {r['failed']} | {pc} |")
 
 
 if __name__ == "__main__":

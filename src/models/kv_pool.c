@@ -196,7 +196,15 @@ int64_t candle_kv_seq_share_rows(candle_kv_pool *p, candle_kv_seq *s, const int3
     int32_t src = find_rows(p, prefix_hash(tokens, s->n_blocks), tokens + s->pos, max, 1, &rows);
     /* the source may be a free block that reserve hands back as the copy:
      * its rows then stay where they are */
-    if (src < 0 || candle_kv_seq_reserve(p, s, rows)) return s->pos;
+    if (src < 0) return s->pos;
+    /* a free source is the most recently used free block now: the rows of a
+     * partly filled block are only ever copied, never referenced, and the
+     * least recently used order would otherwise hand it out first */
+    if (p->in_free[src]) {
+        fl_unlink(p, src);
+        fl_push(p, src);
+    }
+    if (candle_kv_seq_reserve(p, s, rows)) return s->pos;
     int32_t dst = s->blocks[s->n_blocks - 1];
     size_t row = candle_tensor_nbytes(p->k[0]) / (size_t)(p->n_blocks * CANDLE_KV_BLOCK);
     size_t bytes = (size_t)rows * row;

@@ -407,14 +407,18 @@ static double cost_overhead_rows(const step_cost *c) {
 
 /* Prompt rows a step of n_dec decode rows may add: (a + b (n_dec + p)) <= stretch
  * (a + b n_dec) gives p <= (stretch - 1) (a / b + n_dec). At least one row, so
- * every prompt progresses, even when the decodes alone fill batch_size. */
-static int64_t prefill_budget(const srv_sched *s, int64_t n_dec) {
+ * every prompt progresses, even when the decodes alone fill batch_size. With
+ * more prompts waiting (n_pre) than requests decoding, n_pre stands for n_dec:
+ * a burst that arrived just after its first request began to decode would
+ * otherwise be prefilled a row or two per step while that one request streams. */
+static int64_t prefill_budget(const srv_sched *s, int64_t n_dec, int64_t n_pre) {
     int64_t cap = s->p.batch_size - n_dec;
     if (cap < 1) cap = n_dec < SRV_STEP_TOKENS ? 1 : 0;
     if (n_dec == 0 || s->p.itl_stretch <= 0) return cap;
-    double p = (s->p.itl_stretch - 1) * (cost_overhead_rows(&s->cost) + (double)n_dec);
-    int64_t n = p < 1 ? 1 : p > (double)cap ? cap : (int64_t)p;
-    return n < cap ? n : cap;
+    double n = (double)(n_pre > n_dec ? n_pre : n_dec);
+    double p = (s->p.itl_stretch - 1) * (cost_overhead_rows(&s->cost) + n);
+    int64_t rows = p < 1 ? 1 : p > (double)cap ? cap : (int64_t)p;
+    return rows < cap ? rows : cap;
 }
 
 static int by_admission(const void *x, const void *y) {
@@ -487,7 +491,7 @@ static void step_all(srv_sched *s) {
         if (slot_decode(s, sl, &s->seqs[nb])) s->seq_slot[nb++] = sl;
     }
     int64_t n_dec = nb, n_prompt = 0;
-    int64_t room = prefill_budget(s, n_dec);
+    int64_t room = prefill_budget(s, n_dec, n_pre);
     if (n_dec) s->budget = room;
     nb = add_prefills(s, nb, n_pre, room, &n_prompt);
     if (!nb) return;
