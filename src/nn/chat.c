@@ -24,8 +24,9 @@ candle_status candle_chat_format_from_name(const char *name, candle_chat_format 
             *out = (candle_chat_format)i;
             return CANDLE_OK;
         }
+    /* The name is cut short so that the list of known ones always fits. */
     return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                            "chat template: unknown format '%s' (known: %s)", name ? name : "",
+                            "chat template: unknown format '%.40s' (known: %s)", name ? name : "",
                             known_names());
 }
 
