@@ -10,8 +10,9 @@
  * of x: at most half a q8_K step (amax / 254) per element, so by
  * Cauchy-Schwarz |error| <= |w| sqrt(K) amax / 254.
  *
- * K of 1 to 22 super-blocks; row counts around the kernels' four-row
- * passes (1-3 row tails, odd counts); rows inside a wider stride; through
+ * K of 1 to 22 super-blocks; row counts around the kernels' eight-row
+ * passes (1-7 row tails, odd counts); rows inside a wider stride, and rows
+ * 2 bytes apart beyond their size (no 16-byte alignment); through
  * candle_matmul with the activation contiguous, misaligned by one float and
  * strided, on 1 and 2 threads. */
 #include <math.h>
@@ -102,21 +103,24 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
 }
 
 static void test_rows(void) {
-    /* around the four-row passes: tails of 1, 2 and 3 rows */
-    static const int64_t Ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 19};
+    /* around the eight-row passes: tails of 1 to 7 rows */
+    static const int64_t Ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 19};
+    const int n_ns = (int)(sizeof Ns / sizeof Ns[0]);
     for (int i = 0; i < 3; i++) {
         candle_dtype t = k_types[i];
         if (!candle_gemv_x_bytes(t, 256)) continue; /* no AVX2: the vec_dot path serves */
         CHECK(candle_gemv_x_bytes(t, 256) % 64 == 0);
         CHECK(candle_gemv_x_bytes(t, 288) == 0); /* not whole super-blocks */
         for (int64_t K = 256; K <= 1024; K += 256)
-            for (int j = 0; j < 10; j++) {
+            for (int j = 0; j < n_ns; j++) {
                 check_rows(t, Ns[j], K, 0);
                 check_rows(t, Ns[j], K, 2 * candle_dtype_info(t)->type_size);
             }
+        for (int j = 0; j < n_ns; j += 2) check_rows(t, Ns[j], 512 * (j % 4 + 1), 2);
         /* 11 and 22 super-blocks (TinyLlama's ffn_down K = 5632) */
         check_rows(t, 5, 2816, 0);
         check_rows(t, 7, 5632, candle_dtype_info(t)->type_size);
+        check_rows(t, 9, 4096, 2);
     }
 }
 

@@ -96,69 +96,90 @@ static inline __m256i scales_u64(uint64_t v) {
     return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)v)));
 }
 
-/* sum_j mins[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int mins_dot(uint64_t mins, const int16_t *bsums) {
-    __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
-    __m128i m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins));
-    __m128i p = _mm_madd_epi16(pairs, m);
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(p);
+/* q8_K's 16 bsums summed in pairs: the sums of the 8 sub-blocks of 32. */
+static inline __m128i bsum_pairs(const int16_t *bsums) {
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
+}
+
+/* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
+ * 64c + 63): *lo the first 32, *hi the next 32. */
+static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, __m256i qh, int c, bool q5,
+                                                            __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i q = load32(qs + 32 * c);
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (q5) {
+        const __m256i b4 = _mm256_set1_epi8(0x10);
+        __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4));
+    }
+}
+
+/* The running sums of one q4_K/q5_K row: the scaled code sums (8 lanes)
+ * and the minimum terms (4 lanes), kept apart until the end. */
+typedef struct k45_acc {
+    __m256 q;
+    __m128 m;
+} k45_acc;
+
+/* One q4_K/q5_K super-block of a row into *a. Both types start with d,
+ * dmin, scales[12], so x is read through those offsets. This is the whole
+ * per-block cost of the matrix-vector kernels, which run at the rate of
+ * their instructions even with the rows streaming from memory: the scales
+ * are unpacked in scalar registers and spread by shuffles (other ports than
+ * the multiplies), d and dmin converted together, the minimum terms summed
+ * in four lanes with no horizontal step, and the sub-blocks summed in two
+ * chains. maddubs pair sums stay below 2 * 31 * 127 (no saturation); times
+ * a 6-bit scale and summed over 256 codes the total is below 2^23. */
+static inline __attribute__((always_inline)) void k45_block(const uint8_t *x, bool q5, const block_q8_K *y,
+                                                            k45_acc *a) {
+    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+    uint64_t sc, mn;
+    k4_scales(x + offsetof(block_q4_K, scales), &sc, &mn);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, scv = scales_u64(sc);
+    __m256i qh = q5 ? load32(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i lo, hi;
+        k45_codes(x + o_qs, qh, c, q5, &lo, &hi);
+        __m256i p0 = _mm256_maddubs_epi16(lo, load32(y->qs + 64 * c));
+        __m256i p1 = _mm256_maddubs_epi16(hi, load32(y->qs + 64 * c + 32));
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, spread(scv, bcast_ctrl[2 * c])));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, spread(scv, bcast_ctrl[2 * c + 1])));
+    }
+    __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn)), bsum_pairs(y->bsums));
+    uint32_t d_dmin; /* the f16 pair d, dmin */
+    memcpy(&d_dmin, x, 4);
+    __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(y->d));
+    a->q = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), a->q);
+    a->m = _mm_fmadd_ps(_mm_permute_ps(dv, 0x55), _mm_cvtepi32_ps(m), a->m);
+}
+
+static inline float k45_result(k45_acc a) {
+    __m128 r = _mm_sub_ps(_mm_add_ps(_mm256_castps256_ps128(a.q), _mm256_extractf128_ps(a.q, 1)), a.m);
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* The vec_dots take the matrix-vector kernels' float steps, so a row's
+ * result does not depend on the path that computed it. */
+static inline __attribute__((always_inline)) float k45_dot(const uint8_t *x, bool q5, const block_q8_K *y,
+                                                           int64_t nb) {
+    const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    k45_acc a = {_mm256_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) k45_block(x + (size_t)i * bs, q5, y + i, &a);
+    return k45_result(a);
 }
 
 void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
-    const block_q4_K *x = vx;
-    const block_q8_K *y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint64_t sc, mn;
-        k4_scales(x[i].scales, &sc, &mn);
-        __m256i sumi = _mm256_setzero_si256(), scv = scales_u64(sc);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i q = load32(x[i].qs + 32 * c);
-            __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), load32(y[i].qs + 64 * c));
-            __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load32(y[i].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, spread(scv, bcast_ctrl[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, spread(scv, bcast_ctrl[2 * c + 1])));
-        }
-        float d = y[i].d * h2f(x[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        acc_m += y[i].d * h2f(x[i].dmin) * (float)mins_dot(mn, y[i].bsums);
-    }
-    *out = hsum_ps(acc) - acc_m;
+    *out = k45_dot(vx, false, vy, n / QK_K);
 }
 
 void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
-    const block_q5_K *x = vx;
-    const block_q8_K *y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        uint64_t sc, mn;
-        k4_scales(x[i].scales, &sc, &mn);
-        __m256i qh = load32(x[i].qh), sumi = _mm256_setzero_si256(), scv = scales_u64(sc);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i q = load32(x[i].qs + 32 * c);
-            __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
-            __m256i h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4);
-            __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4);
-            __m256i q0 = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-            __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
-            __m256i p0 = _mm256_maddubs_epi16(q0, load32(y[i].qs + 64 * c));
-            __m256i p1 = _mm256_maddubs_epi16(q1, load32(y[i].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, spread(scv, bcast_ctrl[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, spread(scv, bcast_ctrl[2 * c + 1])));
-        }
-        float d = y[i].d * h2f(x[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        acc_m += y[i].d * h2f(x[i].dmin) * (float)mins_dot(mn, y[i].bsums);
-    }
-    *out = hsum_ps(acc) - acc_m;
+    *out = k45_dot(vx, true, vy, n / QK_K);
 }
 
 /* An empty asm that claims to change v: keeps the compiler from
@@ -308,24 +329,25 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
 
 /* ---- Matrix-vector kernels of the K types (see gemv-impl.h) ----
  *
- * The activation is the vec_dot's q8_K row. Four weight rows go through
- * each pass: per super-block the q8_K pair sums are formed once for the
- * four rows, whose q4_K/q5_K 6-bit scales and minimum terms are decoded
- * together (rows in 32-bit lanes); each row's sub-block products are summed
- * in int32 with its scales applied by madd against 32-bit broadcast loads
- * (no shuffles; q6_K's 16 int8 scales keep the vec_dot's shuffle spread).
- * Per row the float steps are those of the vec_dot (the int32 lanes are the
- * same), so results equal it bit for bit.
+ * The activation is the vec_dot's q8_K row. KGEMV_ROWS weight rows go
+ * through each pass, super-block by super-block, each row's block with the
+ * vec_dot's code (equal results bit for bit). The per-block instructions
+ * bound these kernels even when the rows stream from DRAM (q4_K ran at
+ * about 15 GB/s a thread from L2 before the lean block above, little more
+ * than one thread's share of the memory bandwidth), so a pass shares
+ * nothing but the loop; its many rows are for the memory side.
  *
  * Rows are contiguous or strided streams; each pass prefetches, for every
- * row, the same super-block KGEMV_PF_ROWS rows further on (two passes
- * ahead), so the lines arrive while this pass computes. A tail pass of 1-3
- * rows repeats its last row in the unused slots (cache hits) and stores only
- * its own outputs. */
+ * row, the same super-block KGEMV_PF_ROWS rows further on (the next pass),
+ * so the lines arrive while this pass computes. Measured on the 2-core Zen 3
+ * (32768x4096 from DRAM, 2 threads, best of 10 interleaved): eight rows a
+ * pass prefetching one pass ahead beat four rows a pass (one or two passes
+ * ahead) and one row at a time prefetching 1-4 KiB ahead in its own stream;
+ * with no software prefetch four rows ran at half speed. */
 #ifndef KGEMV_PF_ROWS
 #define KGEMV_PF_ROWS 8
 #endif
-#define KGEMV_ROWS 4
+#define KGEMV_ROWS 8
 
 /* The 144 (q4_K), 176 (q5_K) or 210 (q6_K) bytes of a block: every line
  * of [p, p + bytes) is touched by one of these prefetches. (gcc 12 dropped
@@ -335,154 +357,40 @@ static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *
     __builtin_prefetch(p + bytes - 1, 0, 3);
 }
 
-/* q8_K's 16 bsums summed in pairs: the sums of the 8 sub-blocks of 32. */
-static inline __m128i bsum_pairs(const int16_t *bsums) {
-    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
-}
-
-/* The rows of a pass: r < nr at w + r * ws, the others repeat the last. */
-static inline void pass_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *x[KGEMV_ROWS]) {
-    for (int r = 0; r < KGEMV_ROWS; r++) x[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
-}
-
-/* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
- * 64c + 63): *lo the first 32, *hi the next 32. */
-static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, __m256i qh, int c, bool q5,
-                                                            __m256i *lo, __m256i *hi) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i q = load32(qs + 32 * c);
-    *lo = _mm256_and_si256(q, m4);
-    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    if (q5) {
-        const __m256i b4 = _mm256_set1_epi8(0x10);
-        __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
-        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4));
-        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4));
-    }
-}
-
-/* The scales and minimum terms of four q4_K/q5_K rows' blocks (both types
- * start with d, dmin, scales[12]), decoded together with the rows in 32-bit
- * lanes. */
-typedef struct k4_head {
-    /* sc[r][j]: row r's scale j in both 16-bit halves, so a 32-bit
-     * broadcast load (no shuffle) spreads it over a register */
-    int32_t sc[KGEMV_ROWS][8] __attribute__((aligned(32)));
-    int32_t mins[KGEMV_ROWS]; /* row r: sum_j mins_r[j] * (bsums[2j] + bsums[2j+1]) */
-} k4_head;
-
-/* 8 scale bytes -> 8 dwords, each scale in both 16-bit halves. */
-static inline void k4_scale_pairs(__m128i bytes, int32_t *dst) {
-    __m256i v = _mm256_cvtepu8_epi32(bytes);
-    _mm256_store_si256((__m256i *)dst, _mm256_or_si256(v, _mm256_slli_epi32(v, 16)));
-}
-
-static inline __attribute__((always_inline)) void k4_head4(const uint8_t *const x[KGEMV_ROWS], const int16_t *bsums,
-                                                           k4_head *h) {
-    __m128i v[KGEMV_ROWS];
-    for (int r = 0; r < KGEMV_ROWS; r++) v[r] = _mm_loadu_si128((const __m128i *)x[r]);
-    /* transpose: lane r of dword j of every row -> vector j */
-    __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]), t1 = _mm_unpackhi_epi32(v[0], v[1]);
-    __m128i t2 = _mm_unpacklo_epi32(v[2], v[3]), t3 = _mm_unpackhi_epi32(v[2], v[3]);
-    __m128i a = _mm_unpackhi_epi64(t0, t2);
-    __m128i b = _mm_unpacklo_epi64(t1, t3), c = _mm_unpackhi_epi64(t1, t3);
-    /* the 6-bit unpacking of k4_scales, four rows at once */
-    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
-    __m128i lo0 = _mm_and_si128(a, m3f), hi0 = _mm_and_si128(b, m3f);
-    __m128i lo1 = _mm_or_si128(_mm_and_si128(c, m0f), _mm_and_si128(_mm_srli_epi32(a, 2), m30));
-    __m128i hi1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(c, 4), m0f), _mm_and_si128(_mm_srli_epi32(b, 2), m30));
-    __m128i sc01 = _mm_unpacklo_epi32(lo0, lo1), sc23 = _mm_unpackhi_epi32(lo0, lo1);
-    k4_scale_pairs(sc01, h->sc[0]);
-    k4_scale_pairs(_mm_srli_si128(sc01, 8), h->sc[1]);
-    k4_scale_pairs(sc23, h->sc[2]);
-    k4_scale_pairs(_mm_srli_si128(sc23, 8), h->sc[3]);
-    /* mins of rows 0, 1 (then 2, 3) as int16 halves against the pair sums */
-    __m256i pairs = _mm256_broadcastsi128_si256(bsum_pairs(bsums));
-    __m256i m01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi32(hi0, hi1)), pairs);
-    __m256i m23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi32(hi0, hi1)), pairs);
-    __m256i s = _mm256_hadd_epi32(m01, m23); /* [r0 r0 r2 r2 | r1 r1 r3 r3] */
-    s = _mm256_hadd_epi32(s, s);             /* [r0 r2 r0 r2 | r1 r3 r1 r3] */
-    _mm_storeu_si128((__m128i *)h->mins,
-                     _mm_unpacklo_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
-}
-
-/* One q4_K/q5_K row's super-block: sum over sub-blocks s of sc[s] * the
- * code-activation dot of s, 8 int32 lanes; scale byte s at byte ctrl[s].
- * maddubs pair sums stay below 2 * 31 * 127 (no saturation); times a 6-bit
- * scale and summed over 256 codes the total is below 2^23. */
-static inline __attribute__((always_inline)) __m256i k45_block(const uint8_t *x, bool q5, const int8_t *y,
-                                                               const int32_t *sc) {
-    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
-    __m256i sum = _mm256_setzero_si256();
-    __m256i qh = q5 ? load32(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        __m256i lo, hi;
-        k45_codes(x + o_qs, qh, c, q5, &lo, &hi);
-        __m256i p0 = _mm256_maddubs_epi16(lo, load32(y + 64 * c));
-        __m256i p1 = _mm256_maddubs_epi16(hi, load32(y + 64 * c + 32));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p0, _mm256_set1_epi32(sc[2 * c])));
-        KEEP(sum);
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p1, _mm256_set1_epi32(sc[2 * c + 1])));
-        KEEP(sum);
-    }
-    return sum;
-}
-
-/* One pass of q4_K (q5 false) or q5_K rows: out[r] for r < nr. Per row
- * the float steps are the vec_dot's (an 8-lane fma of d * y's d, the
- * minimum term summed apart in scalar and taken off at the end), so the
- * results equal it bit for bit. */
+/* One pass of q4_K (q5 false) or q5_K rows: out[r] for r < nr. */
 static inline __attribute__((always_inline)) void k45_pass(bool q5, const uint8_t *w, size_t ws, int nr,
                                                            const block_q8_K *y, int64_t nb, float *out) {
     const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-    const size_t o_d = q5 ? offsetof(block_q5_K, d) : offsetof(block_q4_K, d);
-    const size_t o_dm = q5 ? offsetof(block_q5_K, dmin) : offsetof(block_q4_K, dmin);
-    const uint8_t *x[KGEMV_ROWS];
-    pass_rows(w, ws, nr, x);
-    __m256 acc[KGEMV_ROWS];
-    float acc_m[KGEMV_ROWS];
-    for (int r = 0; r < KGEMV_ROWS; r++) {
-        acc[r] = _mm256_setzero_ps();
-        acc_m[r] = 0;
-    }
+    k45_acc acc[KGEMV_ROWS];
+    for (int r = 0; r < nr; r++) acc[r] = (k45_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
     for (int64_t i = 0; i < nb; i++, y++) {
-        k4_head h;
-        k4_head4(x, y->bsums, &h);
-        /* one row at a time: unrolled, the rows' shared activation loads
-         * would be hoisted into more registers than there are */
+        const uint8_t *x = w + (size_t)i * bs;
+        /* unrolled, the rows' blocks would be interleaved into more live
+         * registers than there are */
 #pragma GCC unroll 1
-        for (int r = 0; r < KGEMV_ROWS; r++) {
-            kgemv_prefetch(x[r] + KGEMV_PF_ROWS * ws, bs);
-            __m256i s = k45_block(x[r], q5, y->qs, h.sc[r]);
-            uint16_t d, dmin;
-            memcpy(&d, x[r] + o_d, 2);
-            memcpy(&dmin, x[r] + o_dm, 2);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(d)), _mm256_cvtepi32_ps(s), acc[r]);
-            acc_m[r] += y->d * h2f(dmin) * (float)h.mins[r];
-            x[r] += bs;
+        for (int r = 0; r < nr; r++, x += ws) {
+            kgemv_prefetch(x + KGEMV_PF_ROWS * ws, bs);
+            k45_block(x, q5, y, &acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) - acc_m[r];
+    for (int r = 0; r < nr; r++) out[r] = k45_result(acc[r]);
 }
 
 /* Per row the float steps are the vec_dot's: equal results bit for bit. */
 static void q6k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
-    const uint8_t *x[KGEMV_ROWS];
-    pass_rows(w, ws, nr, x);
     __m256 acc[KGEMV_ROWS];
-    for (int r = 0; r < KGEMV_ROWS; r++) acc[r] = _mm256_setzero_ps();
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++, y++) {
+        const uint8_t *x = w + (size_t)i * sizeof(block_q6_K);
         __m256i bsums = load32(y->bsums);
 #pragma GCC unroll 1
-        for (int r = 0; r < KGEMV_ROWS; r++) {
-            const block_q6_K *b = (const block_q6_K *)x[r];
-            kgemv_prefetch(x[r] + KGEMV_PF_ROWS * ws, sizeof(block_q6_K));
+        for (int r = 0; r < nr; r++, x += ws) {
+            const block_q6_K *b = (const block_q6_K *)x;
+            kgemv_prefetch(x + KGEMV_PF_ROWS * ws, sizeof(block_q6_K));
             /* the codes carry +32: take off 32 * sum_s sc[s] * bsums[s] */
             __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales)), bsums);
             __m256i s = _mm256_sub_epi32(q6k_block(b, y->qs), _mm256_slli_epi32(off, 5));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(b->d)), _mm256_cvtepi32_ps(s), acc[r]);
-            x[r] += sizeof(block_q6_K);
         }
     }
     for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]);
