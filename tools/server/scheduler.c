@@ -578,15 +578,41 @@ static void fail_all(srv_sched *s) {
     pthread_mutex_lock(&s->mu);
 }
 
+/* Under s->mu, woken from idle by a request: wait while more keep coming
+ * (until 1 ms passes without one, SRV_GATHER_S at most), so that requests sent
+ * together start together. Otherwise the first one's prompt is evaluated alone
+ * (one row when it is cached), it starts to decode, and the others' prompts are
+ * then evaluated within the budget beside that one decode, a few rows per step. */
+#define SRV_GATHER_S 0.005
+static void gather(srv_sched *s) {
+    double end = srv_now() + SRV_GATHER_S;
+    for (;;) {
+        int before = s->q_len;
+        double now = srv_now(), until = now + 0.001 < end ? now + 0.001 : end;
+        if (now >= end) return;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (long)((until - now) * 1e9);
+        ts.tv_sec += ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        while (!s->stop && s->q_len == before && !pthread_cond_timedwait(&s->cv, &s->mu, &ts)) {
+        }
+        if (s->stop || s->q_len == before) return;
+    }
+}
+
 static void *sched_main(void *arg) {
     srv_sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
+        bool woken = false;
         while (!s->stop && s->n_active == 0 && s->q_len == 0) {
             publish(s);
             pthread_cond_broadcast(&s->idle_cv);
             pthread_cond_wait(&s->cv, &s->mu);
+            woken = true;
         }
+        if (woken) gather(s);
         if (s->stop) {
             fail_all(s);
             break;
