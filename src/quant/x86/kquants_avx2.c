@@ -329,23 +329,26 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
 
 /* ---- Matrix-vector kernels of the K types (see gemv-impl.h) ----
  *
- * The activation is the vec_dot's q8_K row. KGEMV_ROWS weight rows go
- * through each pass, super-block by super-block, each row's block with the
- * vec_dot's code (equal results bit for bit). The per-block instructions
- * bound these kernels even when the rows stream from DRAM (q4_K ran at
- * about 15 GB/s a thread from L2 before the lean block above, little more
- * than one thread's share of the memory bandwidth), so a pass shares
- * nothing but the loop; its many rows are for the memory side.
+ * The activation is the vec_dot's q8_K row; each row's blocks go through
+ * the vec_dot's code (equal results bit for bit). Measured on the 2-core
+ * Zen 3 with the rows streaming from DRAM on 2 threads (bench/RESULTS.md
+ * shapes and 32768x4096, best of 10 runs interleaved):
  *
- * Rows are contiguous or strided streams; each pass prefetches, for every
- * row, the same super-block KGEMV_PF_ROWS rows further on (the next pass),
- * so the lines arrive while this pass computes. Measured on the 2-core Zen 3
- * (32768x4096 from DRAM, 2 threads, best of 10 interleaved): eight rows a
- * pass prefetching one pass ahead beat four rows a pass (one or two passes
- * ahead) and one row at a time prefetching 1-4 KiB ahead in its own stream;
- * with no software prefetch four rows ran at half speed. */
-#ifndef KGEMV_PF_ROWS
-#define KGEMV_PF_ROWS 8
+ * q4_K and q5_K run at the rate of their instructions, not far above one
+ * thread's share of the memory bandwidth (q4_K from L2: about 15 GB/s a
+ * thread before the lean block above, 20 after), so a row is read alone,
+ * start to end, which costs fewest instructions: one stream per thread,
+ * software-prefetched KGEMV_PF_BYTES ahead (4 KiB beat 1 and 2 KiB on the
+ * model shapes). Passes of 4 or 8 rows side by side (one stream each,
+ * prefetched a pass or two ahead) were 10-20% slower on the model shapes
+ * (2048x2048, 5632x2048, 2048x5632) and no faster on 32768x4096.
+ *
+ * q6_K has more bytes per instruction: there passes of KGEMV_ROWS rows,
+ * each row prefetching the same block KGEMV_ROWS rows on (the next pass),
+ * were a little faster than one row at a time. With no software prefetch
+ * at all, four-row passes ran at half speed. */
+#ifndef KGEMV_PF_BYTES
+#define KGEMV_PF_BYTES 4096
 #endif
 #define KGEMV_ROWS 8
 
@@ -357,23 +360,23 @@ static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *
     __builtin_prefetch(p + bytes - 1, 0, 3);
 }
 
-/* One pass of q4_K (q5 false) or q5_K rows: out[r] for r < nr. */
-static inline __attribute__((always_inline)) void k45_pass(bool q5, const uint8_t *w, size_t ws, int nr,
-                                                           const block_q8_K *y, int64_t nb, float *out) {
+/* As k45_dot, prefetching pf bytes ahead in the weight stream. */
+static inline __attribute__((always_inline)) float k45_dot_pf(const uint8_t *x, bool q5, const block_q8_K *y,
+                                                              int64_t nb, size_t pf) {
     const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
-    k45_acc acc[KGEMV_ROWS];
-    for (int r = 0; r < nr; r++) acc[r] = (k45_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++, y++) {
-        const uint8_t *x = w + (size_t)i * bs;
-        /* unrolled, the rows' blocks would be interleaved into more live
-         * registers than there are */
-#pragma GCC unroll 1
-        for (int r = 0; r < nr; r++, x += ws) {
-            kgemv_prefetch(x + KGEMV_PF_ROWS * ws, bs);
-            k45_block(x, q5, y, &acc[r]);
-        }
+    k45_acc a = {_mm256_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++, x += bs) {
+        kgemv_prefetch(x + pf, bs);
+        k45_block(x, q5, y + i, &a);
     }
-    for (int r = 0; r < nr; r++) out[r] = k45_result(acc[r]);
+    return k45_result(a);
+}
+
+/* Rows of q4_K (q5 false) or q5_K: one after another, the prefetches
+ * running ahead through the next rows when they are contiguous. */
+static inline __attribute__((always_inline)) void k45_rows(bool q5, const uint8_t *w, size_t ws, int64_t n,
+                                                           const block_q8_K *y, int64_t nb, float *out) {
+    for (int64_t r = 0; r < n; r++) out[r] = k45_dot_pf(w + (size_t)r * ws, q5, y, nb, KGEMV_PF_BYTES);
 }
 
 /* Per row the float steps are the vec_dot's: equal results bit for bit. */
@@ -386,7 +389,7 @@ static void q6k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, i
 #pragma GCC unroll 1
         for (int r = 0; r < nr; r++, x += ws) {
             const block_q6_K *b = (const block_q6_K *)x;
-            kgemv_prefetch(x + KGEMV_PF_ROWS * ws, sizeof(block_q6_K));
+            kgemv_prefetch(x + KGEMV_ROWS * ws, sizeof(block_q6_K));
             /* the codes carry +32: take off 32 * sum_s sc[s] * bsums[s] */
             __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales)), bsums);
             __m256i s = _mm256_sub_epi32(q6k_block(b, y->qs), _mm256_slli_epi32(off, 5));
@@ -396,19 +399,19 @@ static void q6k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, i
     for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]);
 }
 
-static void q4k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
-    k45_pass(false, w, ws, nr, y, nb, out);
+static void q4k_rows(const uint8_t *w, size_t ws, int64_t n, const block_q8_K *y, int64_t nb, float *out) {
+    k45_rows(false, w, ws, n, y, nb, out);
 }
-static void q5k_pass(const uint8_t *w, size_t ws, int nr, const block_q8_K *y, int64_t nb, float *out) {
-    k45_pass(true, w, ws, nr, y, nb, out);
+static void q5k_rows(const uint8_t *w, size_t ws, int64_t n, const block_q8_K *y, int64_t nb, float *out) {
+    k45_rows(true, w, ws, n, y, nb, out);
 }
 
 void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out) {
-    void (*pass)(const uint8_t *, size_t, int, const block_q8_K *, int64_t, float *) =
-        t == CANDLE_DTYPE_Q4_K ? q4k_pass : t == CANDLE_DTYPE_Q5_K ? q5k_pass : t == CANDLE_DTYPE_Q6_K ? q6k_pass : NULL;
-    if (!pass) return;
     const uint8_t *row = w;
+    if (t == CANDLE_DTYPE_Q4_K) q4k_rows(row, ws, n, xv, K / QK_K, out);
+    if (t == CANDLE_DTYPE_Q5_K) q5k_rows(row, ws, n, xv, K / QK_K, out);
+    if (t != CANDLE_DTYPE_Q6_K) return;
     for (int64_t r = 0; r < n; r += KGEMV_ROWS)
-        pass(row + (size_t)r * ws, ws, (int)(n - r < KGEMV_ROWS ? n - r : KGEMV_ROWS), xv, K / QK_K, out + r);
+        q6k_pass(row + (size_t)r * ws, ws, (int)(n - r < KGEMV_ROWS ? n - r : KGEMV_ROWS), xv, K / QK_K, out + r);
 }
