@@ -2,7 +2,8 @@
  * f16 prefill and decode: the weight-row GEMM for 16-144 rows on a
  * transposed weight (six weight rows broadcast against 16-row transposed
  * activation panels; f32 rows in place, also with padded rows, f16/bf16
- * converted; K slices of at most 1024; partial groups and panels), the
+ * converted; K slices of at most 1024; partial groups and panels; N split
+ * in guided tasks, large to small, the last partial), the
  * shared-A packed GEMM for plain, strided and quantized B (K cut into equal
  * slices: 576 = 2 x 288, 577, block-quantized K in whole blocks), the
  * per-panel packing used when one MC block holds a task's rows, the
@@ -26,6 +27,7 @@ static const gemm_case cases[] = {
     {16, 2050, 90, true, F32, MT_CONTIG, MT_OFFSET},    /* M at the bound, 3 slices, f32 in place */
     {17, 1100, 150, true, BF16, MT_TRANSPOSED, MT_CONTIG}, /* one-row panel, transposed A */
     {33, 300, 301, true, F32, MT_OFFSET, MT_CONTIG},
+    {64, 200, 1027, true, F16, MT_CONTIG, MT_CONTIG},   /* guided tasks down to a 1-column one */
     /* shared-A packed GEMM: plain and strided B */
     {70, 513, 80, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
     {97, 260, 112, false, F32, MT_CONTIG, MT_SLICED},   /* strided B: no prefetch */

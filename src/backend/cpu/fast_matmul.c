@@ -133,12 +133,42 @@ static size_t gemm_thread_floats(void) {
 
 static size_t mv_thread_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 63) & ~(size_t)63; }
 
+/* Guided split of n columns (in units of `unit`) over n_threads: each
+ * task takes 1 / (GUIDED_DIV * n_threads) of what is left, at least
+ * GUIDED_MIN units, so tasks start large and end small and the thread
+ * that finishes first waits for a small task only. Task i of
+ * guided_tasks() is columns *lo .. *hi. */
+#define GUIDED_DIV 2
+#define GUIDED_MIN 4
+
+static int64_t guided_next(int64_t left, int n_threads) {
+    int64_t c = (left + GUIDED_DIV * n_threads - 1) / (GUIDED_DIV * n_threads);
+    c = c < GUIDED_MIN ? GUIDED_MIN : c;
+    return c < left ? c : left;
+}
+
+static int guided_tasks(int64_t n, int64_t unit, int n_threads) {
+    int64_t left = (n + unit - 1) / unit;
+    int tasks = 0;
+    for (; left > 0; tasks++) left -= guided_next(left, n_threads);
+    return tasks > 0 ? tasks : 1;
+}
+
+static void guided_range(int64_t n, int64_t unit, int n_threads, int i, int64_t *lo, int64_t *hi) {
+    int64_t units = (n + unit - 1) / unit, u0 = 0;
+    for (int k = 0; k < i && u0 < units; k++) u0 += guided_next(units - u0, n_threads);
+    int64_t u1 = u0 < units ? u0 + guided_next(units - u0, n_threads) : u0;
+    *lo = u0 * unit < n ? u0 * unit : n;
+    *hi = u1 * unit < n ? u1 * unit : n;
+}
+
 static bool panel_path(const candle_tensor *dst, const mm_geom *g);
 static size_t panel_a_bytes(const mm_geom *g);
 static size_t panel_thread_bytes(void);
 static bool wt_path(const candle_tensor *dst, const mm_geom *g);
 static size_t wt_a_bytes(const mm_geom *g);
 static size_t wt_thread_bytes(void);
+static int wt_tasks(const mm_geom *g, int n_threads);
 
 static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g = {0};
@@ -150,7 +180,7 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     if (!mv && wt_path(dst, &g)) {
         p->n_phases = 2;
         p->nth0 = cpu_tasks_for(flops, 2e5, n_threads, 1);
-        p->nth = cpu_tasks_for(flops, 2e5, n_threads, PANEL_TASKS);
+        p->nth = p->nth0 > 1 ? wt_tasks(&g, n_threads) : 1;
         p->wsize = wt_a_bytes(&g) + (size_t)n_threads * wt_thread_bytes() + 64;
         return;
     }
@@ -521,12 +551,20 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
  * to f32 row by row (read in place when f32), where the packed GEMM
  * transposes it into B panels, and 16-row panels fit 64- and 128-token
  * prompts exactly where 6-row ones leave a partial panel. Phase 1 splits N
- * into PANEL_TASKS tasks per thread; a task takes its rows six at a time,
- * each K slice of them against every panel, so each weight row is read and
- * converted once and the 16 x 6 tiles of C stay in L1 across the slices.
- * One thread, hot cache: gemma-3-270m's M = 64 shapes 82-86 -> 89-91
- * GFLOP/s against the dot tiles, SmolLM2's M = 128 ones 89-91 -> 91-94
- * against the packed GEMM. */
+ * into guided tasks (guided_range: large first, small last); a task takes
+ * its rows six at a time, each K slice of them against every panel, so
+ * each weight row is read and converted once and the 16 x 6 tiles of C
+ * stay in L1 across the slices. One thread, hot cache: gemma-3-270m's
+ * M = 64 shapes 82-86 -> 89-91 GFLOP/s against the dot tiles, SmolLM2's
+ * M = 128 ones 89-91 -> 91-94 against the packed GEMM. Guided tasks
+ * instead of four equal ones per thread: at four per thread (a gemma
+ * product is ~1 ms on 2 threads) the second thread sat idle for a third
+ * of its time (perf: worker_main 16% of all samples on [64, 640] x
+ * [640, 2048], machine loaded by other work), waiting out the other's
+ * last quarter-millisecond task;
+ * eight or sixteen equal tasks per thread measured slower (each task's
+ * first weight rows are not prefetched). gemma-3-270m F16 pp64, 2
+ * threads, ten alternating runs: 569 -> 598 t/s mean. */
 #ifndef WT_MIN_M
 #define WT_MIN_M 16
 #endif
@@ -555,6 +593,9 @@ static bool wt_path(const candle_tensor *dst, const mm_geom *g) {
     return is_plain_float(b->dtype) && b->stride[b->rank - 2] == esz && b->stride[b->rank - 1] % esz == 0 &&
            g->M >= WT_MIN_M && g->M <= WT_MAX_M && g->n_batch == 1 && g->K > 0 && flops >= PANEL_MIN_FLOPS;
 }
+
+/* guided (see guided_range) in whole groups of rows */
+static int wt_tasks(const mm_geom *g, int n_threads) { return guided_tasks(g->N, WT_NR, n_threads); }
 
 static int64_t wt_m_pad(const mm_geom *g) { return (g->M + WT_MR - 1) / WT_MR * WT_MR; }
 
@@ -657,7 +698,8 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
         }
         return;
     }
-    cpu_split(geo->N, WT_NR, t->ith, t->nth, &lo, &hi);
+    if (t->nth > 1) guided_range(geo->N, WT_NR, t->n_threads, t->ith, &lo, &hi);
+    else lo = 0, hi = geo->N;
     if (lo >= hi) return;
     wt_item it = {0, KC < K ? KC : K, lo, hi - lo < WT_NR ? (int)(hi - lo) : WT_NR};
     prefetch_b_panel(&g, it.pc, it.kc, it.n0, it.nw);
