@@ -15,6 +15,11 @@ struct candle_kv_pool {
     uint64_t *hash;    /* [n_blocks] hash of the tokens before a published block */
     int32_t *fill;     /* [n_blocks] published rows (BLOCK: whole), 0: not published */
     int32_t *toks;     /* [n_blocks*BLOCK] tokens of published rows */
+    /* published blocks by hash: chains through chain[], -1 ends, so a lookup
+     * does not scan the pool */
+    int32_t *bucket;   /* [n_buckets] first block of each chain */
+    int32_t *chain;    /* [n_blocks] next block in its chain */
+    uint64_t mask;     /* n_buckets - 1 (a power of two) */
     int32_t *prev, *next; /* free list links */
     bool *in_free;
     int32_t head, tail;

@@ -48,6 +48,11 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     p->hash = calloc(nb, sizeof *p->hash);
     p->fill = calloc(nb, sizeof *p->fill);
     p->toks = calloc(nb * CANDLE_KV_BLOCK, sizeof *p->toks);
+    size_t nbk = 1;
+    while (nbk < 2 * nb) nbk *= 2;
+    p->mask = nbk - 1;
+    p->bucket = malloc(nbk * sizeof *p->bucket);
+    p->chain = malloc(nb * sizeof *p->chain);
     p->prev = malloc(nb * sizeof *p->prev);
     p->next = malloc(nb * sizeof *p->next);
     p->in_free = calloc(nb, sizeof *p->in_free);
@@ -55,7 +60,7 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     p->v = calloc((size_t)c->n_layer, sizeof *p->v);
     candle_ctx_params cp = candle_ctx_default_params();
     candle_status st = candle_ctx_init(&p->ctx, &cp);
-    if (!st && !(p->refs && p->hash && p->fill && p->toks && p->prev && p->next && p->in_free && p->k && p->v))
+    if (!st && !(p->refs && p->hash && p->fill && p->toks && p->bucket && p->chain && p->prev && p->next && p->in_free && p->k && p->v))
         st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool tables");
     int64_t shape[3] = {n_blocks * CANDLE_KV_BLOCK, c->n_head_kv, c->head_dim};
     for (int64_t il = 0; !st && il < c->n_layer; il++) {
@@ -74,6 +79,7 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
         return st;
     }
     p->head = p->tail = -1;
+    memset(p->bucket, 0xff, (p->mask + 1) * sizeof *p->bucket); /* all -1 */
     for (int32_t b = 0; b < (int32_t)n_blocks; b++) fl_push(p, b);
     *out = p;
     return CANDLE_OK;
@@ -87,6 +93,8 @@ void candle_kv_pool_free(candle_kv_pool *p) {
     free(p->refs);
     free(p->hash);
     free(p->fill);
+    free(p->bucket);
+    free(p->chain);
     free(p->toks);
     free(p->prev);
     free(p->next);
@@ -151,6 +159,21 @@ static int64_t common_rows(const int32_t *a, const int32_t *b, int64_t max) {
     return m;
 }
 
+static void index_add(candle_kv_pool *p, int32_t b, uint64_t h) {
+    p->hash[b] = h;
+    p->chain[b] = p->bucket[h & p->mask];
+    p->bucket[h & p->mask] = b;
+}
+
+/* Unpublish b (a no-op when it is not published). */
+static void index_drop(candle_kv_pool *p, int32_t b) {
+    if (!p->fill[b]) return;
+    p->fill[b] = 0;
+    int32_t *at = &p->bucket[p->hash[b] & p->mask];
+    while (*at != b) at = &p->chain[*at];
+    *at = p->chain[b];
+}
+
 /* The published block after a prefix of hash h whose leading rows match
  * most of t[0..max) (at least min_rows of them), or -1; *rows gets how
  * many. The hash stands for the prefix: the tokens before a block are not
@@ -159,13 +182,13 @@ static int32_t find_rows(const candle_kv_pool *p, uint64_t h, const int32_t *t, 
                          int64_t min_rows, int64_t *rows) {
     int32_t best = -1;
     *rows = 0;
-    for (int64_t b = 0; b < p->n_blocks; b++) {
+    for (int32_t b = p->bucket[h & p->mask]; b >= 0; b = p->chain[b]) {
         if (p->fill[b] < min_rows || p->hash[b] != h) continue;
         int64_t lim = p->fill[b] < max ? p->fill[b] : max;
         int64_t m = common_rows(p->toks + b * CANDLE_KV_BLOCK, t, lim);
         if (m >= min_rows && m > *rows) {
             *rows = m;
-            best = (int32_t)b;
+            best = b;
         }
     }
     return best;
@@ -231,7 +254,10 @@ void candle_kv_seq_publish(candle_kv_pool *p, candle_kv_seq *s, const int32_t *t
          * (computed while another sequence held the same rows) is left
          * unpublished; a block of this sequence's grows as its prompt does. */
         if (mine ? p->fill[b] < f : find_rows(p, h, t, f, f, &rows) < 0) {
-            p->hash[b] = h;
+            if (!mine) {
+                index_drop(p, b);
+                index_add(p, b, h);
+            }
             p->fill[b] = (int32_t)f;
             memcpy(p->toks + b * CANDLE_KV_BLOCK, t, (size_t)f * sizeof *t);
         }
@@ -260,7 +286,7 @@ candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t
             int32_t after = s->blocks[s->n_blocks - 1] + 1;
             if (after < p->n_blocks && p->in_free[after] && !p->fill[after]) b = after;
         }
-        p->fill[b] = 0;      /* about to be overwritten: no longer shareable */
+        index_drop(p, b); /* about to be overwritten: no longer shareable */
         ref(p, b);
         s->blocks[s->n_blocks++] = b;
     }

@@ -3,7 +3,7 @@
  * being evaluated (a partly filled block), a share extended on a sequence
  * that already holds shared blocks, the rows of a partial block copied into
  * a block of the sharer's own (also when the source is a free block that is
- * handed back as the copy); and a batch whose
+ * handed back as the copy), two continuations of one prefix; and a batch whose
  * sequences skip their logits (prompt chunks that are not a prompt's last).
  * Every shared sequence's logits equal those of a contiguous session that
  * evaluated all of its tokens. */
@@ -116,6 +116,41 @@ static void test_free_source(const int32_t *a) {
     candle_kv_pool_free(pool);
 }
 
+/* Two continuations of one prefix published side by side; once one's block
+ * is handed out again, only the other is found. */
+static void test_two_continuations(const int32_t *a) {
+    candle_kv_pool *pool = NULL;
+    CHECK(!candle_kv_pool_init(&pool, model, 4));
+    int32_t y[20];
+    for (int i = 0; i < 20; i++) y[i] = i < 16 ? a[i] : (int32_t)(200 + i);
+    candle_kv_seq sx, sy, sz, sv, su;
+    CHECK(!candle_kv_seq_init(&sx, 32) && !candle_kv_seq_init(&sy, 32) &&
+          !candle_kv_seq_init(&sz, 32) && !candle_kv_seq_init(&sv, 32) && !candle_kv_seq_init(&su, 32));
+    prefill(pool, &sx, a, 0, 20, 20);
+    CHECK(candle_kv_seq_share_prefix(pool, &sy, y, 20) == 16);
+    CHECK(candle_kv_seq_share_rows(pool, &sy, y, 20) == 16); /* no rows of x's match */
+    prefill(pool, &sy, y, 16, 20, 4);
+    candle_kv_seq_free(pool, &sx);
+    CHECK(candle_kv_seq_share_prefix(pool, &sz, a, 20) == 16);
+    CHECK(candle_kv_seq_share_rows(pool, &sz, a, 20) == 19);
+    check_rest(pool, &sz, a, 19, 20, "x's continuation");
+    candle_kv_seq_free(pool, &sz);
+    int32_t many[32] = {0};
+    candle_batch_seq q = {.pool = pool, .paged = &sv, .tokens = many, .n = 32};
+    CHECK(!candle_batch_eval(batch, &q, 1)); /* takes both free blocks: x's rows are gone */
+    candle_kv_seq_free(pool, &sv);
+    CHECK(candle_kv_seq_share_prefix(pool, &su, y, 20) == 16);
+    CHECK(candle_kv_seq_share_rows(pool, &su, y, 20) == 19);
+    check_rest(pool, &su, y, 19, 20, "y's continuation");
+    candle_kv_seq_free(pool, &su);
+    CHECK(!candle_kv_seq_init(&su, 32));
+    CHECK(candle_kv_seq_share_prefix(pool, &su, a, 20) == 16);
+    CHECK(candle_kv_seq_share_rows(pool, &su, a, 20) == 16);
+    candle_kv_seq_free(pool, &su);
+    candle_kv_seq_free(pool, &sy);
+    candle_kv_pool_free(pool);
+}
+
 /* Sequences without logits in a batch: the others get theirs, and the keys
  * and values of all are written. */
 static void test_no_logits(candle_kv_pool *pool, const int32_t *a, const int32_t *b) {
@@ -161,6 +196,7 @@ int main(void) {
     CHECK(!candle_kv_pool_init(&pool, model, 16));
     test_in_flight(pool, a, b);
     test_free_source(a);
+    test_two_continuations(a);
     test_no_logits(pool, a, b);
     candle_kv_pool_free(pool);
     candle_batch_free(batch);
