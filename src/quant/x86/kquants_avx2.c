@@ -101,6 +101,11 @@ static inline __m128i bsum_pairs(const int16_t *bsums) {
     return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
 }
 
+/* v's 16-bit lanes shifted left by s (right by -s), s in -3..4. */
+static inline __attribute__((always_inline)) __m256i shift16(__m256i v, int s) {
+    return s >= 0 ? _mm256_slli_epi16(v, s) : _mm256_srli_epi16(v, -s);
+}
+
 /* q4_K (q5 false) or q5_K (q5 true) codes of chunk c (elements 64c ..
  * 64c + 63): *lo the first 32, *hi the next 32. */
 static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, __m256i qh, int c, bool q5,
@@ -110,10 +115,11 @@ static inline __attribute__((always_inline)) void k45_codes(const uint8_t *qs, _
     *lo = _mm256_and_si256(q, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     if (q5) {
+        /* bits 2c and 2c + 1 of every qh byte shifted to bit 4: a 16-bit
+         * shift by at most 4 moves no other byte's bit onto a bit 4 */
         const __m256i b4 = _mm256_set1_epi8(0x10);
-        __m256i bit0 = _mm256_set1_epi8((char)(1 << (2 * c))), bit1 = _mm256_set1_epi8((char)(2 << (2 * c)));
-        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit0), bit0), b4));
-        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit1), bit1), b4));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(shift16(qh, 4 - 2 * c), b4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(shift16(qh, 3 - 2 * c), b4));
     }
 }
 
