@@ -248,17 +248,27 @@ static void check_invalid_ids(const candle_tokenizer *t) {
     check(!candle_tokenizer_is_eog(t, n) && !candle_tokenizer_is_eog(t, -1));
 }
 
+/* Printable ASCII but space: the same bytes as raw text and as GPT-2
+ * byte-level text. */
+static bool ascii_graphic(const tok_token *tk) {
+    for (uint32_t i = 0; i < tk->len; i++)
+        if (tk->text[i] < 33 || tk->text[i] > 126) return false;
+    return true;
+}
+
 /* Whether decode(encode(text)) must give text back: byte-level BPE keeps
  * every byte, SentencePiece every byte but U+2581 (it stands for ' ') when
  * the vocabulary has the marker piece. Not WordPiece (lowercased, accents
- * and controls dropped), not with special-token parsing, and only when the
- * ids are plain pieces: an unknown, control or byte-typed token, or a
- * user-defined one (its text is raw, not byte-level, and SentencePiece puts
- * a space prefix after it) can stand for other text. A byte with no token
- * of its own is dropped when the vocabulary has no unknown token either. */
+ * and controls dropped). Only when the ids are plain pieces, or for BPE
+ * special tokens whose text reads the same raw and byte-level (so it does
+ * not matter whether the partition or a merge produced them) and is
+ * rendered: otherwise a special token can stand for other text, and
+ * SentencePiece puts a space prefix after one. Never the unknown token or
+ * a token that strips whitespace (phi-3); a byte with no token of its own
+ * is dropped when the vocabulary has no unknown token either. */
 static bool lossless(const candle_tokenizer *t, const char *text, size_t len, bool parse,
-                     const int32_t *ids, int64_t n) {
-    if (parse || t->kind == TOK_WPM) return false;
+                     bool render, const int32_t *ids, int64_t n) {
+    if (t->kind == TOK_WPM || (parse && t->kind != TOK_BPE)) return false;
     if (t->kind == TOK_SPM) {
         if (candle_tokenizer_find(t, "\xe2\x96\x81") < 0 || memmem(text, len, "\xe2\x96\x81", 3))
             return false;
@@ -268,10 +278,30 @@ static bool lossless(const candle_tokenizer *t, const char *text, size_t len, bo
     for (int64_t i = 0; i < n; i++) {
         const tok_token *tk = &t->tokens[ids[i]];
         if (ids[i] == t->unk || tk->strip) return false;
-        bool byte_ok = t->kind == TOK_SPM && tk->type == TT_BYTE;
-        if (tk->type != TT_NORMAL && !byte_ok) return false;
+        bool ok = tk->type == TT_NORMAL || (t->kind == TOK_SPM && tk->type == TT_BYTE);
+        if (t->kind == TOK_BPE && tk->len && ascii_graphic(tk))
+            ok |= tk->type == TT_USER ||
+                  (render && (tk->type == TT_CONTROL || tk->type == TT_UNKNOWN));
+        if (!ok) return false;
     }
     return true;
+}
+
+/* FUZZ_VERBOSE=1: how many inputs reached each check, at exit. */
+static long n_built[3], n_round_trip[3];
+
+static void report(void) {
+    fprintf(stderr, "built spm/bpe/wpm: %ld/%ld/%ld, round trips checked: %ld/%ld/%ld\n",
+            n_built[0], n_built[1], n_built[2], n_round_trip[0], n_round_trip[1], n_round_trip[2]);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    if (getenv("FUZZ_VERBOSE")) atexit(report);
+    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -299,6 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     check_invalid_ids(t);
+    n_built[t->kind]++;
 
     int64_t n_ids = 0;
     int32_t *ids = encode(t, text, tlen, add, parse, &n_ids);
@@ -320,8 +351,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(want);
         }
     }
-    if (dec && !add && lossless(t, text, tlen, parse, ids, n_ids) &&
-        (dlen != tlen || (tlen && memcmp(dec, text, tlen)))) {
+    bool rt = dec && !add && lossless(t, text, tlen, parse, render, ids, n_ids);
+    n_round_trip[t->kind] += rt;
+    if (rt && (dlen != tlen || (tlen && memcmp(dec, text, tlen)))) {
         fprintf(stderr, "kind %d, text", (int)t->kind);
         for (size_t i = 0; i < tlen; i++) fprintf(stderr, " %02x", (uint8_t)text[i]);
         fprintf(stderr, "\ndecoded");

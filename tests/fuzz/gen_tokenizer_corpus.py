@@ -165,6 +165,7 @@ def spm_gguf(specials, user=(), arch="llama", name=None, extra=(), byte_tokens=T
            ("tokenizer.ggml.unknown_token_id", U32, 0)]
     ids = {t: i for i, t in enumerate(tokens)}
     for key, v in extra:
+        kv = [e for e in kv if e[0] != key]  # a GGUF key appears once
         if isinstance(v, bool):
             kv.append((key, BOOL, v))
         else:
@@ -245,7 +246,7 @@ def main():
         k = sum(name.encode()) % len(TEXTS)
         for j in range(3):
             text = TEXTS[(k + 2 * j) % len(TEXTS)]
-            flags = (j + 1) & 7 | (4 if j == 2 else 0)
+            flags = (0, 6, 5)[j]  # plain; parse+render specials; add BOS/EOS+render
             with open(os.path.join(out, "%s_%d.bin" % (name, j)), "wb") as f:
                 f.write(struct.pack("<I", len(g)) + g + bytes([flags]) + text)
 
