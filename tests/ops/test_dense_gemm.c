@@ -8,7 +8,8 @@
  * slices: 576 = 2 x 288, 577, block-quantized K in whole blocks), the
  * per-panel packing used when one MC block holds a task's rows, the
  * block-packed path (M > 144), prefetching of transposed, plain and
- * strided B; and the dot_rows primitive of every table this CPU runs
+ * strided B; the matrix-vector path's guided tasks on a weight of 32 MiB;
+ * and the dot_rows primitive of every table this CPU runs
  * (f16/bf16 rows one at a time up to K = 1024, four at a time past it;
  * f32 eight/four at a time) on odd K, row tails, padded rows and strided
  * outputs, with nothing written between or after the outputs. All against
@@ -47,6 +48,7 @@ static const gemm_case cases[] = {
     {1, 576, 515, true, F16, MT_CONTIG, MT_CONTIG},
     {3, 100, 19, true, BF16, MT_SLICED, MT_CONTIG},
     {2, 33, 70, true, F32, MT_CONTIG, MT_CONTIG},
+    {1, 1024, 8195, true, F32, MT_CONTIG, MT_CONTIG},  /* 32 MiB: guided tasks, a partial last one */
 };
 
 static void store_elem(candle_dtype t, char *p, float v) {
