@@ -29,7 +29,7 @@ size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K);
 void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv);
 void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out);
-/* q4_K, q5_K, q6_K (src/quant/x86/kquants_avx2.c); xv: the q8_K row. */
+/* q2_K to q6_K (src/quant/x86/kquants_avx2.c); xv: the q8_K row. */
 void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
 #endif

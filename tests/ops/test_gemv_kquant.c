@@ -1,4 +1,4 @@
-/* The K-type matrix-vector kernels (q4_K, q5_K, q6_K in
+/* The K-type matrix-vector kernels (q2_K to q6_K in
  * src/quant/x86/kquants_avx2.c, reached through src/quant/gemv.c and the
  * M = 1 path of src/backend/cpu/fast_matmul_quant.c).
  *
@@ -22,7 +22,9 @@
 #include "mathtest.h"
 #include "quant/gemv-impl.h"
 
-static const candle_dtype k_types[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K};
+static const candle_dtype k_types[] = {CANDLE_DTYPE_Q2_K, CANDLE_DTYPE_Q3_K, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K,
+                                       CANDLE_DTYPE_Q6_K};
+#define N_K_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
 /* n rows of k random values in [-1, 1) (every 7th row scaled by 1e-3, so
  * the super-block scales vary), and their norms. */
@@ -106,7 +108,7 @@ static void test_rows(void) {
     /* around the eight-row passes: tails of 1 to 7 rows */
     static const int64_t Ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 19};
     const int n_ns = (int)(sizeof Ns / sizeof Ns[0]);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_K_TYPES; i++) {
         candle_dtype t = k_types[i];
         if (!candle_gemv_x_bytes(t, 256)) continue; /* no AVX2: the vec_dot path serves */
         CHECK(candle_gemv_x_bytes(t, 256) % 64 == 0);
@@ -169,13 +171,13 @@ static void test_matmul_threads(int threads) {
     candle_ctx *ctx = mt_ctx_threads(true, threads);
     /* N past several tasks of 32 rows with odd tails */
     static const int64_t Ns[] = {1, 5, 33, 70, 129};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_K_TYPES; i++)
         for (int j = 0; j < 5; j++)
             for (int lay = X_CONTIG; lay <= X_STRIDED; lay++) {
                 check_matmul(ctx, k_types[i], Ns[j], 256, lay);
                 check_matmul(ctx, k_types[i], Ns[j], 1024, lay);
             }
-    for (int i = 0; i < 3; i++) check_matmul(ctx, k_types[i], 37, 2816, X_MISALIGNED);
+    for (int i = 0; i < N_K_TYPES; i++) check_matmul(ctx, k_types[i], 37, 2816, X_MISALIGNED);
     candle_ctx_free(ctx);
 }
 

@@ -1,5 +1,5 @@
 /* AVX2 matrix-vector kernels for q4_0, q4_1, q5_0, q5_1 and q8_0 weights
- * (the K types q4_K, q5_K, q6_K are in kquants_avx2.c, on a q8_K row)
+ * (the K types q2_K to q6_K are in kquants_avx2.c, on a q8_K row)
  * (see gemv-impl.h).
  *
  * Prepared activation, nb = K / 32 blocks: the codes (nb * 32 bytes), then
@@ -59,7 +59,8 @@ static bool nibble_type(candle_dtype t) {
 }
 
 static bool k_type(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q6_K;
+    return t == CANDLE_DTYPE_Q2_K || t == CANDLE_DTYPE_Q3_K || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K ||
+           t == CANDLE_DTYPE_Q6_K;
 }
 
 size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {

@@ -255,60 +255,90 @@ static inline __m128i q3k_scales(const uint8_t *packed) {
     return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
-void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
-    const block_q2_K *x = vx;
-    const block_q8_K *y = vy;
-    const __m256i m2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        __m128i raw = _mm_loadu_si128((const __m128i *)x[i].scales);
-        __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
-        int sum_m = hsum_i32(_mm256_madd_epi16(mins, load32(y[i].bsums)));
-        __m128i lows = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
-        __m256i sumi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h ? _mm_srli_si128(lows, 8) : lows));
-            __m256i q = load32(x[i].qs + 32 * h);
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
-                __m256i p = _mm256_maddubs_epi16(qk, load32(y[i].qs + 128 * h + 32 * k));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-        acc_m += y[i].d * h2f(x[i].dmin) * (float)sum_m;
-    }
-    *out = hsum_ps(acc) - acc_m;
+/* The bytes of a block (84 q2_K, 110 q3_K, 144 q4_K, 176 q5_K, 210 q6_K):
+ * every line of [p, p + bytes) is touched by one of these prefetches (see
+ * the matrix-vector kernels at the end). (gcc 12 dropped the same loop written with _mm_prefetch
+ * from the q4_K pass.) */
+static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + bytes - 1, 0, 3);
 }
 
-/* q3_K codes are the 2 low bits minus 4 where the high bit is clear: the
- * dot is maddubs(low, y) - maddubs(4 * !high, y), both unsigned x signed. */
-void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
-    const block_q3_K *x = vx;
-    const block_q8_K *y = vy;
-    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        __m128i sc = q3k_scales(x[i].scales);
-        __m256i hm = load32(x[i].hmask), sumi = _mm256_setzero_si256(), bit = _mm256_set1_epi8(1);
-        for (int h = 0; h < 2; h++) {
-            __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc, 8) : sc));
-            __m256i q = load32(x[i].qs + 32 * h);
+/* One q2_K super-block into acc (8 lanes) and *acc_m (the minimum terms). */
+static inline __attribute__((always_inline)) void q2k_block(const block_q2_K *x, const block_q8_K *y, __m256 *acc,
+                                                            float *acc_m) {
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m128i raw = _mm_loadu_si128((const __m128i *)x->scales);
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+    int sum_m = hsum_i32(_mm256_madd_epi16(mins, load32(y->bsums)));
+    __m128i lows = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h ? _mm_srli_si128(lows, 8) : lows));
+        __m256i q = load32(x->qs + 32 * h);
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                __m256i clear = _mm256_andnot_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four);
-                __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
-                __m256i yk = load32(y[i].qs + 128 * h + 32 * k);
-                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, yk), _mm256_maddubs_epi16(clear, yk));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
-                bit = _mm256_add_epi8(bit, bit);
-            }
+        for (int k = 0; k < 4; k++) {
+            __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
+            __m256i p = _mm256_maddubs_epi16(qk, load32(y->qs + 128 * h + 32 * k));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *out = hsum_ps(acc);
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(x->d)), _mm256_cvtepi32_ps(sumi), *acc);
+    *acc_m += y->d * h2f(x->dmin) * (float)sum_m;
+}
+
+/* A q2_K row, prefetching pf bytes ahead in the weight stream (0: none). */
+static inline __attribute__((always_inline)) float q2k_row(const block_q2_K *x, const block_q8_K *y, int64_t nb,
+                                                           size_t pf) {
+    __m256 acc = _mm256_setzero_ps();
+    float acc_m = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        if (pf) kgemv_prefetch((const uint8_t *)&x[i] + pf, sizeof(block_q2_K));
+        q2k_block(&x[i], &y[i], &acc, &acc_m);
+    }
+    return hsum_ps(acc) - acc_m;
+}
+
+void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    *out = q2k_row(vx, vy, n / QK_K, 0);
+}
+
+/* One q3_K super-block into acc. q3_K codes are the 2 low bits minus 4
+ * where the high bit is clear: the dot is maddubs(low, y) - maddubs(4 *
+ * !high, y), both unsigned x signed. */
+static inline __attribute__((always_inline)) void q3k_block(const block_q3_K *x, const block_q8_K *y, __m256 *acc) {
+    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m128i sc = q3k_scales(x->scales);
+    __m256i hm = load32(x->hmask), sumi = _mm256_setzero_si256(), bit = _mm256_set1_epi8(1);
+    for (int h = 0; h < 2; h++) {
+        __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc, 8) : sc));
+        __m256i q = load32(x->qs + 32 * h);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i clear = _mm256_andnot_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four);
+            __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
+            __m256i yk = load32(y->qs + 128 * h + 32 * k);
+            __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, yk), _mm256_maddubs_epi16(clear, yk));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
+            bit = _mm256_add_epi8(bit, bit);
+        }
+    }
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(x->d)), _mm256_cvtepi32_ps(sumi), *acc);
+}
+
+/* A q3_K row, prefetching pf bytes ahead in the weight stream (0: none). */
+static inline __attribute__((always_inline)) float q3k_row(const block_q3_K *x, const block_q8_K *y, int64_t nb,
+                                                           size_t pf) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        if (pf) kgemv_prefetch((const uint8_t *)&x[i] + pf, sizeof(block_q3_K));
+        q3k_block(&x[i], &y[i], &acc);
+    }
+    return hsum_ps(acc);
+}
+
+void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
+    *out = q3k_row(vx, vy, n / QK_K, 0);
 }
 
 void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
@@ -349,6 +379,9 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
  * prefetched a pass or two ahead) were 10-20% slower on the model shapes
  * (2048x2048, 5632x2048, 2048x5632) and no faster on 32768x4096.
  *
+ * q2_K and q3_K (no routing of their own before: the vec_dot per row)
+ * go the same way, their blocks being even heavier per byte.
+ *
  * q6_K has more bytes per instruction: there passes of KGEMV_ROWS rows,
  * each row prefetching the same block KGEMV_ROWS rows on (the next pass),
  * were a little faster than one row at a time. With no software prefetch
@@ -357,14 +390,6 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *vx, cons
 #define KGEMV_PF_BYTES 4096
 #endif
 #define KGEMV_ROWS 8
-
-/* The 144 (q4_K), 176 (q5_K) or 210 (q6_K) bytes of a block: every line
- * of [p, p + bytes) is touched by one of these prefetches. (gcc 12 dropped
- * the same loop written with _mm_prefetch from the q4_K pass.) */
-static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-    __builtin_prefetch(p + bytes - 1, 0, 3);
-}
 
 /* As k45_dot, prefetching pf bytes ahead in the weight stream. */
 static inline __attribute__((always_inline)) float k45_dot_pf(const uint8_t *x, bool q5, const block_q8_K *y,
@@ -415,9 +440,14 @@ static void q5k_rows(const uint8_t *w, size_t ws, int64_t n, const block_q8_K *y
 void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out) {
     const uint8_t *row = w;
-    if (t == CANDLE_DTYPE_Q4_K) q4k_rows(row, ws, n, xv, K / QK_K, out);
-    if (t == CANDLE_DTYPE_Q5_K) q5k_rows(row, ws, n, xv, K / QK_K, out);
+    const int64_t nb = K / QK_K;
+    if (t == CANDLE_DTYPE_Q2_K)
+        for (int64_t r = 0; r < n; r++) out[r] = q2k_row((const void *)(row + (size_t)r * ws), xv, nb, KGEMV_PF_BYTES);
+    if (t == CANDLE_DTYPE_Q3_K)
+        for (int64_t r = 0; r < n; r++) out[r] = q3k_row((const void *)(row + (size_t)r * ws), xv, nb, KGEMV_PF_BYTES);
+    if (t == CANDLE_DTYPE_Q4_K) q4k_rows(row, ws, n, xv, nb, out);
+    if (t == CANDLE_DTYPE_Q5_K) q5k_rows(row, ws, n, xv, nb, out);
     if (t != CANDLE_DTYPE_Q6_K) return;
     for (int64_t r = 0; r < n; r += KGEMV_ROWS)
-        q6k_pass(row + (size_t)r * ws, ws, (int)(n - r < KGEMV_ROWS ? n - r : KGEMV_ROWS), xv, K / QK_K, out + r);
+        q6k_pass(row + (size_t)r * ws, ws, (int)(n - r < KGEMV_ROWS ? n - r : KGEMV_ROWS), xv, nb, out + r);
 }
