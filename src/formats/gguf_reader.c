@@ -41,13 +41,13 @@ static candle_storage *new_storage(void *data, size_t size, candle_storage_kind 
     return s;
 }
 
-/* Read the whole file into anonymous memory: weights then live in ordinary
- * pages, which measured faster and steadier than a file mapping here.
- * Aligned to 2 MiB and advised as huge pages: streaming the weights of a
- * decoding step then walks 2 MiB pages (a file mapping of the page cache
- * gets them too, from the kernel's large folios). With 4 KiB pages it
- * measured slower than the mapping (SmolLM2 F16 tg64, 2 threads: 73-75
- * against 83-87 t/s mapped), with 2 MiB pages faster (95 against 91). */
+/* Read the whole file into anonymous memory, which once measured faster and
+ * steadier than a file mapping here. Aligned to 2 MiB and advised as huge
+ * pages: streaming the weights of a decoding step then walks 2 MiB pages,
+ * as a file mapping partly does (the page cache's large folios are mapped
+ * whole). On 4 KiB pages the copy measured slower than the mapping
+ * (SmolLM2 F16 tg64, 2 threads: 73-75 against 83-87 t/s mapped), on 2 MiB
+ * pages faster (95 against 91). */
 #define HUGE_ALIGN ((size_t)2 << 20)
 static candle_storage *load_heap(int fd, const char *path, size_t size) {
     void *buf = NULL;
