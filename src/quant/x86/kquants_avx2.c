@@ -101,7 +101,7 @@ static inline __m128i bsum_pairs(const int16_t *bsums) {
     return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 8)));
 }
 
-/* v's 16-bit lanes shifted left by s (right by -s), s in -3..4. */
+/* v's 16-bit lanes shifted left by s (right by -s), s in -5..4. */
 static inline __attribute__((always_inline)) __m256i shift16(__m256i v, int s) {
     return s >= 0 ? _mm256_slli_epi16(v, s) : _mm256_srli_epi16(v, -s);
 }
@@ -303,26 +303,30 @@ void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const 
     *out = q2k_row(vx, vy, n / QK_K, 0);
 }
 
-/* One q3_K super-block into acc. q3_K codes are the 2 low bits minus 4
- * where the high bit is clear: the dot is maddubs(low, y) - maddubs(4 *
- * !high, y), both unsigned x signed. */
+/* One q3_K super-block into acc. A q3_K value is its 3-bit code (the 2
+ * low bits, 4 where the hmask bit is set) minus 4: the codes are used
+ * unsigned and 4 * sum_s sc[s] * bsums[s] taken off afterwards (one maddubs
+ * per 32 values instead of two). Hmask bit j of byte l (element 32j + l)
+ * reaches bit 2 by one 16-bit shift by 2 - j, which moves no other byte's
+ * bit onto a bit 2 (j <= 7). */
 static inline __attribute__((always_inline)) void q3k_block(const block_q3_K *x, const block_q8_K *y, __m256 *acc) {
-    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     __m128i sc = q3k_scales(x->scales);
-    __m256i hm = load32(x->hmask), sumi = _mm256_setzero_si256(), bit = _mm256_set1_epi8(1);
+    __m256i hm = load32(x->hmask), sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc, 8) : sc));
         __m256i q = load32(x->qs + 32 * h);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
-            __m256i clear = _mm256_andnot_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four);
-            __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
-            __m256i yk = load32(y->qs + 128 * h + 32 * k);
-            __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, yk), _mm256_maddubs_epi16(clear, yk));
+            __m256i high = _mm256_and_si256(shift16(hm, 2 - (4 * h + k)), b2);
+            __m256i code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2), high);
+            __m256i p = _mm256_maddubs_epi16(code, load32(y->qs + 128 * h + 32 * k));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
-            bit = _mm256_add_epi8(bit, bit);
         }
     }
+    __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load32(y->bsums));
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 2));
     *acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(x->d)), _mm256_cvtepi32_ps(sumi), *acc);
 }
 
