@@ -264,15 +264,17 @@ static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *
     __builtin_prefetch(p + bytes - 1, 0, 3);
 }
 
-/* One q2_K super-block into acc (8 lanes) and *acc_m (the minimum terms). */
+/* One q2_K super-block into acc and acc_m (the minimum terms, in 8 lanes
+ * with no horizontal step per block). */
 static inline __attribute__((always_inline)) void q2k_block(const block_q2_K *x, const block_q8_K *y, __m256 *acc,
-                                                            float *acc_m) {
+                                                            __m256 *acc_m) {
     const __m256i m2 = _mm256_set1_epi8(3);
     __m128i raw = _mm_loadu_si128((const __m128i *)x->scales);
     __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
-    int sum_m = hsum_i32(_mm256_madd_epi16(mins, load32(y->bsums)));
+    __m256i sum_m = _mm256_madd_epi16(mins, load32(y->bsums));
     __m128i lows = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
     __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m256i scv = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h ? _mm_srli_si128(lows, 8) : lows));
         __m256i q = load32(x->qs + 32 * h);
@@ -283,20 +285,22 @@ static inline __attribute__((always_inline)) void q2k_block(const block_q2_K *x,
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, spread(scv, pair_ctrl[k])));
         }
     }
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(x->d)), _mm256_cvtepi32_ps(sumi), *acc);
-    *acc_m += y->d * h2f(x->dmin) * (float)sum_m;
+    uint32_t d_dmin; /* the f16 pair d, dmin */
+    memcpy(&d_dmin, &x->d, 4);
+    __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(y->d));
+    *acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(sumi), *acc);
+    *acc_m = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dv)), _mm256_cvtepi32_ps(sum_m), *acc_m);
 }
 
 /* A q2_K row, prefetching pf bytes ahead in the weight stream (0: none). */
 static inline __attribute__((always_inline)) float q2k_row(const block_q2_K *x, const block_q8_K *y, int64_t nb,
                                                            size_t pf) {
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0;
+    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         if (pf) kgemv_prefetch((const uint8_t *)&x[i] + pf, sizeof(block_q2_K));
         q2k_block(&x[i], &y[i], &acc, &acc_m);
     }
-    return hsum_ps(acc) - acc_m;
+    return hsum_ps(_mm256_sub_ps(acc, acc_m));
 }
 
 void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *vx, const void *vy) {
