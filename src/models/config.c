@@ -71,7 +71,26 @@ candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_mod
                                 "head dim %lld, rope dims %lld",
                                 (long long)c->n_head, (long long)c->n_head_kv,
                                 (long long)c->head_dim, (long long)c->n_rot);
+    /* Every layer has tensors of its own: this bounds the layer table
+     * before anything is allocated for it. */
+    if (c->n_layer > candle_gguf_n_tensors(g))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.block_count is %lld but the file has %lld tensors", arch,
+                                (long long)c->n_layer, (long long)candle_gguf_n_tensors(g));
     return CANDLE_OK;
+}
+
+candle_status cfg_check_values(const char *arch, const candle_model_config *c) {
+    bool ok = c->norm_eps > 0 && c->norm_eps < 1;
+    ok = ok && c->rope_base > 0 && isfinite(c->rope_base) && c->rope_base_swa > 0 &&
+         isfinite(c->rope_base_swa);
+    ok = ok && c->rope_scale > 0 && isfinite(c->rope_scale) && isfinite(c->embd_scale);
+    if (ok) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                            "model: %s metadata out of range: norm epsilon %g (want 0 < eps < 1), "
+                            "rope base %g / %g and scale %g (want positive), embedding scale %g",
+                            arch, c->norm_eps, c->rope_base, c->rope_base_swa, c->rope_scale,
+                            c->embd_scale);
 }
 
 bool decoder_layer_is_swa(const candle_model_config *c, int64_t il) {

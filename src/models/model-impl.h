@@ -84,6 +84,8 @@ bool cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_
 bool cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out);
 /* The keys every family has, with the defaults of llama.cpp. */
 candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c);
+/* Refuses values (epsilon, RoPE base) that load but cannot evaluate. */
+candle_status cfg_check_values(const char *arch, const candle_model_config *c);
 
 /* ---- the decoder (decoder.c) ---- */
 

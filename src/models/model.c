@@ -23,7 +23,8 @@ static candle_status read_config(candle_model *m) {
     if (s) return s;
     m->cfg.arch = m->family->arch;
     if ((s = cfg_read_common(m->gguf, m->family->name, &m->cfg))) return s;
-    return m->family->config(m->gguf, &m->cfg);
+    if ((s = m->family->config(m->gguf, &m->cfg))) return s;
+    return cfg_check_values(m->family->name, &m->cfg);
 }
 
 candle_status candle_model_load(candle_model **out, const char *path,

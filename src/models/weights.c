@@ -39,15 +39,37 @@ static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
     return ok;
 }
 
+/* Checked at load so that a file with, say, an integer weight is refused
+ * here rather than by the first evaluation. */
+static bool dtype_ok(loader *L, const candle_tensor *t, bool ok, const char *want) {
+    if (!ok)
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: tensor '%s' has dtype %s, want %s",
+                         L->name, candle_dtype_name(t->dtype), want);
+    return ok;
+}
+
+/* Norm weights and biases act on f32 activations. */
 static candle_tensor *vec(loader *L, int64_t il, const char *what, int64_t n, bool required) {
     candle_tensor *t = leaf(L, il, what, required);
-    return t && shape_is(L, t, n, 0) ? t : NULL;
+    return t && shape_is(L, t, n, 0) &&
+                   dtype_ok(L, t, t->dtype == CANDLE_DTYPE_F32, "f32")
+               ? t
+               : NULL;
+}
+
+/* Matmul takes a float or block-quantized weight. */
+static bool weight_dtype_ok(loader *L, const candle_tensor *t) {
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    return dtype_ok(L, t, tr->is_float || (tr->is_quantized && tr->to_f32),
+                    "a float or quantized type");
 }
 
 /* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]. */
 static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in) {
     candle_tensor *t = leaf(L, il, what, true);
-    return shape_is(L, t, n_out, n_in) ? candle_transpose(L->m->ctx, t, 0, 1) : NULL;
+    return shape_is(L, t, n_out, n_in) && weight_dtype_ok(L, t)
+               ? candle_transpose(L->m->ctx, t, 0, 1)
+               : NULL;
 }
 
 static bool load_attention(loader *L, layer_weights *w, int64_t il) {
@@ -100,7 +122,10 @@ candle_status decoder_load_weights(candle_model *m) {
     m->tok_embd = leaf(&L, -1, "token_embd.weight", true);
     if (!m->tok_embd) return candle_errcode(m->ctx);
     c->n_vocab = m->tok_embd->shape[0];
-    if (!shape_is(&L, m->tok_embd, c->n_vocab, c->n_embd)) return candle_errcode(m->ctx);
+    if (c->n_vocab <= 0)
+        return candle_set_error(m->ctx, CANDLE_ERR_FORMAT, "model: token_embd.weight has no rows");
+    if (!shape_is(&L, m->tok_embd, c->n_vocab, c->n_embd) || !weight_dtype_ok(&L, m->tok_embd))
+        return candle_errcode(m->ctx);
     m->out_norm = vec(&L, -1, "output_norm.weight", c->n_embd, true);
     if (candle_gguf_find_tensor(m->gguf, "output.weight") >= 0)
         m->output = lin(&L, -1, "output.weight", c->n_vocab, c->n_embd);

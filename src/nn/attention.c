@@ -37,6 +37,9 @@ static candle_tensor *softcapped(candle_ctx *ctx, candle_tensor *q, candle_tenso
     candle_tensor *kt = candle_transpose(ctx, candle_squeeze(ctx, k, 0), 1, 2);
     candle_tensor *v3 = candle_squeeze(ctx, v, 0);
     if (!nn_add_dependency(ctx, kt, k) || !nn_add_dependency(ctx, v3, v)) return NULL;
+    /* An f16 cache: K^T is a weight-form rhs as it is; V is not, so it is
+     * converted (Gemma 2 only; the fused kernel reads f16 directly). */
+    if (v3 && v3->dtype != q->dtype) v3 = candle_cast(ctx, v3, q->dtype);
     candle_tensor *sc = candle_matmul(ctx, qg, kt); /* [hkv, g*sq, skv] */
     sc = candle_affine(ctx, candle_tanh(ctx, candle_scale(ctx, sc, scale / p->softcap)),
                        p->softcap, 0.0);

@@ -2,7 +2,8 @@
  * truth that fused/flash kernels are tested against).
  *
  * Node: src q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv],
- * mask? (expanded to [B, Hq, Sq, Skv]); fparams[0] = scale (resolved, never
+ * mask? (expanded to [B, Hq, Sq, Skv]); q and the output share a float
+ * dtype, k and v share one (f32 q over an f16 cache); fparams[0] = scale (resolved, never
  * 0); iparams[0] = causal. A query row that sees no key (every score masked
  * to -inf) outputs zeros rather than NaN. */
 #include <inttypes.h>
@@ -32,9 +33,11 @@ static bool qkv_shapes(candle_ctx *ctx, const candle_tensor *q, const candle_ten
 static bool check_inputs(candle_ctx *ctx, const candle_tensor *q, const candle_tensor *k,
                          const candle_tensor *v, const candle_tensor *mask) {
     if (!op_check_device(ctx, "attention", q, k) || !op_check_device(ctx, "attention", q, v) ||
-        !op_check_plain(ctx, "attention", q, true) || !op_check_same_dtype(ctx, "attention", q, k) ||
-        !op_check_same_dtype(ctx, "attention", q, v))
+        !op_check_plain(ctx, "attention", q, true) || !op_check_plain(ctx, "attention", k, true) ||
+        !op_check_same_dtype(ctx, "attention", k, v))
         return false;
+    /* q (and the output) may differ from k/v: f32 activations over an f16
+     * KV cache. */
     /* The mask may be another float dtype: f32 masks with f16 activations. */
     return !mask || (op_check_device(ctx, "attention", q, mask) &&
                      op_check_plain(ctx, "attention", mask, true));

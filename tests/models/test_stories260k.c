@@ -157,7 +157,53 @@ static void test_load_errors(void) {
     candle_gguf_writer_free(w);
     CHECK(candle_model_load(&m, path, NULL) == CANDLE_ERR_FORMAT);
     CHECK_CONTAINS(candle_last_errmsg(), "llama.block_count");
+    /* A block count the tensors cannot back is refused before the layer
+     * table is allocated (a 1 KB file once asked for ~100 GB); so is an
+     * epsilon rms_norm would refuse later. */
+    for (int bad = 0; bad < 2; bad++) {
+        CHECK_OK(NULL, candle_gguf_writer_init(&w));
+        candle_gguf_writer_set_str(w, "general.architecture", "llama");
+        candle_gguf_writer_set_u32(w, "llama.block_count", bad == 0 ? 2000000000u : 1);
+        candle_gguf_writer_set_u32(w, "llama.embedding_length", 2);
+        candle_gguf_writer_set_u32(w, "llama.feed_forward_length", 2);
+        candle_gguf_writer_set_u32(w, "llama.attention.head_count", 1);
+        if (bad == 1) candle_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", -1e-5f);
+        candle_gguf_writer_add_tensor(w, "token_embd.weight", CANDLE_DTYPE_F32, 2, (int64_t[]){2, 2}, x);
+        CHECK_OK(NULL, candle_gguf_writer_write(w, path));
+        candle_gguf_writer_free(w);
+        CHECK(candle_model_load(&m, path, NULL) == CANDLE_ERR_FORMAT && m == NULL);
+        CHECK_CONTAINS(candle_last_errmsg(), bad == 0 ? "llama.block_count is 2000000000 but the file has 1 tensors"
+                                                      : "norm epsilon -1e-05 (want 0 < eps < 1)");
+    }
     unlink(path);
+}
+
+/* An f16 KV cache gives the f32 cache's logits to f16 rounding, whether
+ * the prompt goes at once or a token at a time. */
+static void test_kv_f16(const candle_model *m, const golden_prompt *p) {
+    const candle_model_config *c = candle_model_get_config(m);
+    candle_session *s32, *s16;
+    CHECK_OK(NULL, candle_session_init(&s32, m, &(candle_session_params){.n_ctx = 64}));
+    CHECK_OK(NULL, candle_session_init(&s16, m, &(candle_session_params){.n_ctx = 64, .kv_type = CANDLE_DTYPE_F16}));
+    float *ref = malloc((size_t)c->n_vocab * sizeof *ref), *got = malloc((size_t)c->n_vocab * sizeof *got);
+    CHECK_OK(NULL, candle_session_eval(s32, p->tokens, p->n, ref, false));
+    for (int pass = 0; pass < 2; pass++) {
+        candle_session_reset(s16);
+        if (pass == 0) CHECK_OK(NULL, candle_session_eval(s16, p->tokens, p->n, got, false));
+        else
+            for (int i = 0; i < p->n; i++) CHECK_OK(NULL, candle_session_eval(s16, &p->tokens[i], 1, got, false));
+        double d = 0, mx = 0;
+        for (int64_t i = 0; i < c->n_vocab; i++) {
+            d = fmax(d, fabs(got[i] - ref[i]));
+            mx = fmax(mx, fabs(ref[i]));
+        }
+        CHECK_MSG(d > 0 && d < 2e-3 * mx, "f16 KV cache (%s): max diff %g of max |logit| %g",
+                  pass ? "token by token" : "batch", d, mx);
+    }
+    free(ref);
+    free(got);
+    candle_session_free(s32);
+    candle_session_free(s16);
 }
 
 int main(void) {
@@ -182,6 +228,7 @@ int main(void) {
     }
     candle_session_free(s);
     test_batching(m, &gp[0]);
+    test_kv_f16(m, &gp[0]);
     test_context_limits(m);
     test_shift(m);
     test_threads(m, gp);

@@ -113,17 +113,19 @@ static candle_tensor *bshd(candle_ctx *ctx, candle_dtype dt, const int64_t *s, u
     return candle_transpose(ctx, mt_input(ctx, dt, 4, t, MT_CONTIG, seed, -r, r), 1, 2);
 }
 
-static void run_case(candle_ctx *ctx, const attn_case *c, candle_dtype dt, int lay, uint64_t seed) {
+/* q (and the output) in dt, k and v in kvt. */
+static void run_case(candle_ctx *ctx, const attn_case *c, candle_dtype dt, candle_dtype kvt, int lay,
+                     uint64_t seed) {
     int64_t qs[4] = {c->b, c->hq, c->sq, c->d}, ks[4] = {c->b, c->hkv, c->skv, c->d};
     int64_t vs[4] = {c->b, c->hkv, c->skv, c->dv}, os[4] = {c->b, c->hq, c->sq, c->dv};
     candle_tensor *q = mt_input(ctx, dt, 4, qs, (mt_layout)(lay % MT_LAYOUT_COUNT), seed, -c->range, c->range);
     candle_tensor *k, *v;
     if (lay == MT_LAYOUT_COUNT) { /* an extra layout: [B, S, H, D] transposed */
-        k = bshd(ctx, dt, ks, seed + 1, c->range);
-        v = bshd(ctx, dt, vs, seed + 2, 1);
+        k = bshd(ctx, kvt, ks, seed + 1, c->range);
+        v = bshd(ctx, kvt, vs, seed + 2, 1);
     } else {
-        k = mt_input(ctx, dt, 4, ks, (mt_layout)((lay + 1) % MT_LAYOUT_COUNT), seed + 1, -c->range, c->range);
-        v = mt_input(ctx, dt, 4, vs, (mt_layout)((lay + 2) % MT_LAYOUT_COUNT), seed + 2, -1, 1);
+        k = mt_input(ctx, kvt, 4, ks, (mt_layout)((lay + 1) % MT_LAYOUT_COUNT), seed + 1, -c->range, c->range);
+        v = mt_input(ctx, kvt, 4, vs, (mt_layout)((lay + 2) % MT_LAYOUT_COUNT), seed + 2, -1, 1);
     }
     double *mfull;
     candle_tensor *m = make_mask(ctx, c, seed + 3, &mfull);
@@ -131,16 +133,17 @@ static void run_case(candle_ctx *ctx, const attn_case *c, candle_dtype dt, int l
     candle_tensor *y = candle_attention(ctx, q, k, v, m, c->scale, c->causal);
     bool ok = y && candle_compute(ctx, y) == CANDLE_OK;
     int ci = (int)(c - kCases);
-    CHECK_MSG(ok && mt_same_shape(y, 4, os) && y->dtype == dt, "attention case %d %s layout %d: %s",
-              ci, candle_dtype_name(dt), lay, candle_errmsg(ctx));
+    CHECK_MSG(ok && mt_same_shape(y, 4, os) && y->dtype == dt, "attention case %d %s/%s layout %d: %s",
+              ci, candle_dtype_name(dt), candle_dtype_name(kvt), lay, candle_errmsg(ctx));
     double *got = ok ? mt_values(y) : NULL;
     if (got && qv && kv && vv) {
         int64_t n = mt_numel(4, os);
         double *want = malloc(sizeof(double) * (size_t)n);
         ref_attention(c, qv, kv, vv, mfull, want);
         double e = mt_nmse(got, want, n);
-        CHECK_MSG(e <= mt_bound(dt), "attention case %d %s layout %d: nmse %g", ci,
-                  candle_dtype_name(dt), lay, e);
+        double bound = mt_bound(dt) > mt_bound(kvt) ? mt_bound(dt) : mt_bound(kvt);
+        CHECK_MSG(e <= bound, "attention case %d %s/%s layout %d: nmse %g", ci,
+                  candle_dtype_name(dt), candle_dtype_name(kvt), lay, e);
         if (c->mask == MASK_ROW_OFF) /* fully masked query row 1 */
             for (int64_t h = 0; h < c->hq; h++)
                 for (int64_t e2 = 0; e2 < c->dv; e2++) CHECK(got[((h * c->sq) + 1) * c->dv + e2] == 0);
@@ -159,9 +162,15 @@ static void test_values(bool eager) {
     for (size_t c = 0; c < sizeof kCases / sizeof kCases[0]; c++)
         for (int di = 0; di < 3; di++)
             for (int lay = 0; lay <= MT_LAYOUT_COUNT; lay++) {
-                run_case(ctx, &kCases[c], kDtypes[di], lay, seed);
+                run_case(ctx, &kCases[c], kDtypes[di], kDtypes[di], lay, seed);
                 seed += 4;
             }
+    /* f32 queries over an f16 or bf16 KV cache */
+    for (size_t c = 0; c < sizeof kCases / sizeof kCases[0]; c++)
+        for (int di = 1; di < 3; di++) {
+            run_case(ctx, &kCases[c], CANDLE_DTYPE_F32, kDtypes[di], (int)(c % MT_LAYOUT_COUNT), seed);
+            seed += 4;
+        }
     candle_ctx_free(ctx);
 }
 
@@ -196,8 +205,10 @@ static void test_errors(void) {
     MT_CHECK_ERR(ctx, candle_attention(ctx, q, k5, q, NULL, 0, false), CANDLE_ERR_SHAPE,
                  "k [1, 3, 2, 5]");
     candle_tensor *qh = candle_zeros(ctx, CANDLE_DTYPE_F16, 4, q4);
-    MT_CHECK_ERR(ctx, candle_attention(ctx, q, qh, qh, NULL, 0, false), CANDLE_ERR_DTYPE,
-                 "attention: dtype mismatch: lhs f32 rhs f16");
+    candle_tensor *kh = candle_zeros(ctx, CANDLE_DTYPE_F16, 4, k4);
+    candle_tensor *k32 = candle_zeros(ctx, CANDLE_DTYPE_F32, 4, k4);
+    MT_CHECK_ERR(ctx, candle_attention(ctx, qh, kh, k32, NULL, 0, false), CANDLE_ERR_DTYPE,
+                 "attention: dtype mismatch: lhs f16 rhs f32");
     candle_tensor *qi = candle_zeros(ctx, CANDLE_DTYPE_I32, 4, q4);
     MT_CHECK_ERR(ctx, candle_attention(ctx, qi, qi, qi, NULL, 0, false), CANDLE_ERR_DTYPE,
                  "attention: dtype i32 not supported (needs f32, f16 or bf16)");
