@@ -32,6 +32,13 @@ void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, 
 /* q2_K to q6_K (src/quant/x86/kquants_avx2.c); xv: the q8_K row. */
 void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
+/* AVX-512 VNNI rows (src/quant/x86/gemv_avx512.c, kquants_avx512.c), used
+ * when candle_quant_uses_vnni(): the same activation, int32 lanes and float
+ * steps as the AVX2 rows, so the results are equal bit for bit. */
+void candle_gemv_rows_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+                           float *out);
+void candle_gemv_rows_k_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+                             float *out);
 #endif
 
 #endif

@@ -1,5 +1,6 @@
-/* Matrix-vector dispatch: the AVX2 kernels where the CPU has them, else
- * none (callers then use the traits vec_dot path). */
+/* Matrix-vector dispatch: the AVX-512 VNNI rows where the traits chose the
+ * VNNI dots, else the AVX2 kernels where the CPU has them, else none
+ * (callers then use the traits vec_dot path). */
 #include "gemv-impl.h"
 
 #include "quant-impl.h"
@@ -24,7 +25,8 @@ void candle_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv) {
 void candle_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                       float *out) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    candle_gemv_rows_avx2(t, K, n, w, ws, xv, out);
+    if (candle_quant_uses_vnni()) candle_gemv_rows_vnni(t, K, n, w, ws, xv, out);
+    else candle_gemv_rows_avx2(t, K, n, w, ws, xv, out);
 #else
     (void)t, (void)K, (void)n, (void)w, (void)ws, (void)xv, (void)out;
 #endif

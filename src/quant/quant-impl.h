@@ -247,13 +247,19 @@ void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *x, const
 void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-/* AVX-512 VNNI versions of the 32-element dots (same results as AVX2). */
+/* AVX-512 VNNI versions of the 32-element and K dots (same results as AVX2). */
 void candle_vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q5_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q5_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_iq4_nl_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q2_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q3_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_iq4_xs_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q4_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q6_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
 #endif
 
 /* True when the AVX2 kernels were registered (cpu has avx2, fma, f16c and the

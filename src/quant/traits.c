@@ -119,6 +119,12 @@ static void register_vnni(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q5_1].vec_dot = candle_vec_dot_q5_1_q8_1_vnni;
     t[CANDLE_DTYPE_Q8_0].vec_dot = candle_vec_dot_q8_0_q8_0_vnni;
     t[CANDLE_DTYPE_IQ4_NL].vec_dot = candle_vec_dot_iq4_nl_q8_0_vnni;
+    t[CANDLE_DTYPE_Q2_K].vec_dot = candle_vec_dot_q2_k_q8_k_vnni;
+    t[CANDLE_DTYPE_Q3_K].vec_dot = candle_vec_dot_q3_k_q8_k_vnni;
+    t[CANDLE_DTYPE_Q4_K].vec_dot = candle_vec_dot_q4_k_q8_k_vnni;
+    t[CANDLE_DTYPE_Q5_K].vec_dot = candle_vec_dot_q5_k_q8_k_vnni;
+    t[CANDLE_DTYPE_Q6_K].vec_dot = candle_vec_dot_q6_k_q8_k_vnni;
+    t[CANDLE_DTYPE_IQ4_XS].vec_dot = candle_vec_dot_iq4_xs_q8_k_vnni;
 }
 #endif
 

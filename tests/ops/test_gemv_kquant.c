@@ -14,13 +14,21 @@
  * passes (1-7 row tails, odd counts); rows inside a wider stride, and rows
  * 2 bytes apart beyond their size (no 16-byte alignment); through
  * candle_matmul with the activation contiguous, misaligned by one float and
- * strided, on 1 and 2 threads. */
+ * strided, on 1 and 2 threads.
+ *
+ * On a CPU with AVX-512 VNNI the dispatch takes the VNNI rows and dots
+ * (kquants_avx512.c): every check_rows also runs the AVX2 and VNNI rows and
+ * vec_dots directly and wants them equal bit for bit, and the whole test
+ * runs once more in a child with CANDLE_QUANT_NO_VNNI=1 (the AVX2 path
+ * through the dispatch). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
 #include "quant/gemv-impl.h"
+#include "quant/quant-impl.h"
 
 static const candle_dtype k_types[] = {CANDLE_DTYPE_Q2_K, CANDLE_DTYPE_Q3_K, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K,
                                        CANDLE_DTYPE_Q6_K};
@@ -80,6 +88,65 @@ static bool check_out(const char *what, candle_dtype t, const float *out, int64_
     return true;
 }
 
+/* The AVX2 and VNNI variants, called directly, against the dispatched
+ * rows c: equal bit for bit (the same int32 lanes and float steps). */
+static void check_variants(candle_dtype t, int64_t N, int64_t K, const char *w, size_t ws, const void *xv,
+                           const void *xq, const float *c) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!candle_quant_uses_avx2()) return;
+    static const candle_vec_dot_fn dots[][2] = {
+        {candle_vec_dot_q2_k_q8_k_avx2, candle_vec_dot_q2_k_q8_k_vnni},
+        {candle_vec_dot_q3_k_q8_k_avx2, candle_vec_dot_q3_k_q8_k_vnni},
+        {candle_vec_dot_q4_k_q8_k_avx2, candle_vec_dot_q4_k_q8_k_vnni},
+        {candle_vec_dot_q5_k_q8_k_avx2, candle_vec_dot_q5_k_q8_k_vnni},
+        {candle_vec_dot_q6_k_q8_k_avx2, candle_vec_dot_q6_k_q8_k_vnni},
+    };
+    int ti = 0;
+    while (k_types[ti] != t) ti++;
+    bool vnni = candle_quant_uses_vnni();
+    float *a = malloc(sizeof(float) * (size_t)(N + 1)), *b = malloc(sizeof(float) * (size_t)(N + 1));
+    a[N] = b[N] = -7.0f;
+    candle_gemv_rows_avx2(t, K, N, w, ws, xv, a);
+    if (vnni) candle_gemv_rows_vnni(t, K, N, w, ws, xv, b);
+    CHECK_MSG(a[N] == -7.0f && b[N] == -7.0f, "%s N %lld K %lld: a variant wrote past the last row",
+              candle_dtype_name(t), (long long)N, (long long)K);
+    for (int64_t n = 0; n < N; n++) {
+        float da, db = 0;
+        dots[ti][0](K, &da, w + (size_t)n * ws, xq);
+        if (vnni) dots[ti][1](K, &db, w + (size_t)n * ws, xq);
+        bool ok = memcmp(&a[n], &c[n], 4) == 0 && memcmp(&da, &c[n], 4) == 0 &&
+                  (!vnni || (memcmp(&b[n], &c[n], 4) == 0 && memcmp(&db, &c[n], 4) == 0));
+        CHECK_MSG(ok, "%s N %lld K %lld row %lld: rows %.9g, avx2 rows %.9g dot %.9g, vnni rows %.9g dot %.9g",
+                  candle_dtype_name(t), (long long)N, (long long)K, (long long)n, c[n], a[n], da, b[n], db);
+        if (!ok) break;
+    }
+    free(a), free(b);
+#else
+    (void)t, (void)N, (void)K, (void)w, (void)ws, (void)xv, (void)xq, (void)c;
+#endif
+}
+
+/* On a VNNI CPU, the whole test once more in a child process on the AVX2
+ * path (CANDLE_QUANT_NO_VNNI=1); in that child, check that it took. */
+static void rerun_without_vnni(char **argv) {
+    const char *nv = getenv("CANDLE_QUANT_NO_VNNI");
+    if (nv && *nv && *nv != '0') {
+        CHECK_MSG(!candle_quant_uses_vnni(), "CANDLE_QUANT_NO_VNNI=1 left the VNNI kernels on");
+        return;
+    }
+    if (!candle_quant_uses_vnni()) return;
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CANDLE_QUANT_NO_VNNI", "1", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the run with CANDLE_QUANT_NO_VNNI=1 failed (status %d)", st);
+}
+
 /* candle_gemv_rows on N rows `pad` bytes apart beyond the row size. */
 static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
@@ -101,6 +168,7 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     candle_gemv_rows(t, K, N, wide, ws, xv, c);
     CHECK_MSG(c[N] == -7.0f, "%s gemv N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
     check_out(pad ? "gemv wide" : "gemv", t, c, N, K, wide, ws, x, xf);
+    check_variants(t, N, K, wide, ws, xv, x, c);
     free(wn), free(wf), free(xf), free(w), free(x), free(wide), free(xv), free(c);
 }
 
@@ -181,10 +249,12 @@ static void test_matmul_threads(int threads) {
     candle_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     cpu_set_always_parallel(true);
     test_rows();
     test_matmul_threads(1);
     test_matmul_threads(2);
+    rerun_without_vnni(argv);
     return test_done("test_gemv_kquant");
 }

@@ -151,13 +151,13 @@ static const dot_case dot_cases[] = {
     DOTV(Q8_0, candle_vec_dot_q8_0_q8_0, candle_vec_dot_q8_0_q8_0_avx2, candle_vec_dot_q8_0_q8_0_vnni),
     DOT(Q8_1, candle_vec_dot_q8_1_q8_1, NULL),
     DOTV(IQ4_NL, candle_vec_dot_iq4_nl_q8_0, candle_vec_dot_iq4_nl_q8_0_avx2, candle_vec_dot_iq4_nl_q8_0_vnni),
-    DOT(Q2_K, candle_vec_dot_q2_k_q8_k, candle_vec_dot_q2_k_q8_k_avx2),
-    DOT(Q3_K, candle_vec_dot_q3_k_q8_k, candle_vec_dot_q3_k_q8_k_avx2),
-    DOT(Q4_K, candle_vec_dot_q4_k_q8_k, candle_vec_dot_q4_k_q8_k_avx2),
-    DOT(Q5_K, candle_vec_dot_q5_k_q8_k, candle_vec_dot_q5_k_q8_k_avx2),
-    DOT(Q6_K, candle_vec_dot_q6_k_q8_k, candle_vec_dot_q6_k_q8_k_avx2),
+    DOTV(Q2_K, candle_vec_dot_q2_k_q8_k, candle_vec_dot_q2_k_q8_k_avx2, candle_vec_dot_q2_k_q8_k_vnni),
+    DOTV(Q3_K, candle_vec_dot_q3_k_q8_k, candle_vec_dot_q3_k_q8_k_avx2, candle_vec_dot_q3_k_q8_k_vnni),
+    DOTV(Q4_K, candle_vec_dot_q4_k_q8_k, candle_vec_dot_q4_k_q8_k_avx2, candle_vec_dot_q4_k_q8_k_vnni),
+    DOTV(Q5_K, candle_vec_dot_q5_k_q8_k, candle_vec_dot_q5_k_q8_k_avx2, candle_vec_dot_q5_k_q8_k_vnni),
+    DOTV(Q6_K, candle_vec_dot_q6_k_q8_k, candle_vec_dot_q6_k_q8_k_avx2, candle_vec_dot_q6_k_q8_k_vnni),
     DOT(Q8_K, candle_vec_dot_q8_k_q8_k, NULL),
-    DOT(IQ4_XS, candle_vec_dot_iq4_xs_q8_k, candle_vec_dot_iq4_xs_q8_k_avx2),
+    DOTV(IQ4_XS, candle_vec_dot_iq4_xs_q8_k, candle_vec_dot_iq4_xs_q8_k_avx2, candle_vec_dot_iq4_xs_q8_k_vnni),
 };
 
 /* The q*_1 dots take the minimum's contribution from q8_1's s = f16(d *

@@ -54,6 +54,16 @@ static inline __m256i dot_u8_i8(__m256i u, __m256i s) {
 #endif
 }
 
+/* acc + the int16 pair products of a and b summed in int32 lanes (madd and
+ * an add; with CANDLE_QUANT_VNNI one vpdpwssd). */
+static inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
+#ifdef CANDLE_QUANT_VNNI
+    return _mm256_dpwssd_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
 /* Signed times signed via the sign trick: |x| * (y with x's sign). y must
  * not hold -128 where x is negative (our activation quantizers never emit it). */
 static inline __m256i dot_i8_i8(__m256i x, __m256i y) {
