@@ -4,7 +4,7 @@
  * activation row m) for m < M, n < N: weight rows at w + n * ws in the weight
  * dtype, activation rows at x + m * xs in its vec_dot_type, K a multiple of
  * both block sizes. Types with a multi-row kernel (AVX2: q4_0, q4_1, q5_0,
- * q5_1, q8_0, q4_K, q6_K)
+ * q5_1, q8_0, q4_K, q6_K; with AVX512-VNNI the same kernels on vpdpbusd)
  * repack CANDLE_QGEMM_NR weight rows at a time into scratch, interleaved so
  * one integer multiply-add serves all of them, and reuse each packed panel
  * for all M activation rows; the others (and the scalar build) run one
@@ -36,13 +36,17 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
 size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
 /* Per activation row, what the panels of t need besides the row (q4_0,
- * q5_0: the block scales and offset terms), aux_bytes(t, K) each (0: none), prepared once for all panels
- * by prep from M rows xs bytes apart. */
+ * q5_0: the block scales and offset terms), aux_bytes(t, K) each (0:
+ * none), prepared once for all panels by prep from M rows xs bytes apart. */
 size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux);
 /* The panel times M activation rows xs bytes apart (with their aux
  * records): c[m * ldc + j] for j < nn. */
 void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+                                  const void *aux, int64_t M, float *c, int64_t ldc);
+/* The same with the byte dots as AVX512-VNNI vpdpbusd (qgemm_avx512.c), the
+ * same bits; only where candle_quant_uses_vnni(). */
+void candle_qgemm_panel_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                   const void *aux, int64_t M, float *c, int64_t ldc);
 #endif
 

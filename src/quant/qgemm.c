@@ -54,6 +54,9 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
     if (M >= min_rows(t) && candle_qgemm_has_fast(t)) {
         char *aux = (char *)scratch + candle_qgemm_panel_bytes_avx2(t, K);
         size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+        void (*panel_rows)(candle_dtype, int64_t, int, const void *, const void *, size_t, const void *, int64_t,
+                           float *, int64_t) =
+            candle_quant_uses_vnni() ? candle_qgemm_panel_rows_vnni : candle_qgemm_panel_rows_avx2;
         for (int64_t m = 0; m < M; m += AUX_ROWS) {
             int64_t mm = M - m < AUX_ROWS ? M - m : AUX_ROWS;
             const char *xm = (const char *)x + (size_t)m * xs;
@@ -61,7 +64,7 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
             for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
                 int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
                 candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);
-                candle_qgemm_panel_rows_avx2(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
+                panel_rows(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
             }
         }
         return;

@@ -82,6 +82,68 @@ static void test_rows(void) {
     }
 }
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include "quant/quant-impl.h"
+
+/* The AVX512-VNNI panel kernels against the AVX2 ones on the same packed
+ * panels, every type with panels (the K types too): the integer block sums
+ * are exact in both, so the bits must match. Panels of nn < 8 rows, M
+ * with every 1-4 row tail, activation rows at an odd byte stride (rows
+ * not aligned), random and extreme codes. */
+static const candle_dtype panel_types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
+                                           CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q6_K};
+
+static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extreme) {
+    const candle_dtype_traits *wt = candle_dtype_info(t);
+    float *wf = rand_rows(nn, K, (uint64_t)(nn * 17 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 7 + K + 1));
+    if (extreme) fill_extreme(wf, nn * K, xf, M, K);
+    size_t ws, xs0;
+    char *w = mt_quantize_rows(t, wf, nn, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
+    size_t xs = xs0 + 3; /* rows at odd addresses */
+    char *x = malloc(xs * (size_t)M + 1);
+    for (int64_t m = 0; m < M; m++) memcpy(x + 1 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    void *p = aligned_alloc(64, (candle_qgemm_panel_bytes_avx2(t, K) + 63) & ~(size_t)63);
+    size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+    void *aux = ab ? malloc(ab * (size_t)M) : NULL;
+    float *a = malloc(sizeof(float) * (size_t)(M * 9)), *b = malloc(sizeof(float) * (size_t)(M * 9));
+    for (int64_t i = 0; i < M * 9; i++) a[i] = b[i] = -7.0f;
+    candle_qgemm_pack_avx2(t, K, nn, w, ws, p);
+    candle_qgemm_prep_avx2(t, K, M, x + 1, xs, aux);
+    candle_qgemm_panel_rows_avx2(t, K, nn, p, x + 1, xs, aux, M, a, 9);
+    candle_qgemm_panel_rows_vnni(t, K, nn, p, x + 1, xs, aux, M, b, 9);
+    int bad = 0;
+    for (int64_t i = 0; i < M * 9 && !bad; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0 || (i % 9 >= nn && a[i] != -7.0f)) {
+            CHECK_MSG(0, "%s M %lld nn %d K %lld%s: c[%lld][%lld] = %.9g VNNI, %.9g AVX2", wt->name, (long long)M, nn,
+                      (long long)K, extreme ? " (extreme codes)" : "", (long long)(i / 9), (long long)(i % 9), b[i],
+                      a[i]);
+            bad = 1;
+        }
+    CHECK(!bad);
+    free(wf), free(xf), free(w), free(x0), free(x), free(p), free(aux), free(a), free(b);
+}
+
+static void test_vnni(void) {
+    if (!candle_quant_uses_vnni()) {
+        printf("test_qgemm_order: no AVX512-VNNI kernels on this CPU (or CANDLE_QUANT_NO_VNNI): VNNI checks skipped\n");
+        return;
+    }
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 13};
+    static const int nns[] = {8, 1, 5};
+    for (int ti = 0; ti < (int)(sizeof panel_types / sizeof panel_types[0]); ti++) {
+        candle_dtype t = panel_types[ti];
+        bool kq = candle_dtype_info(t)->block_size == 256;
+        const int64_t Ks[] = {kq ? 256 : 32, kq ? 512 : 288, kq ? 2048 : 2048 + 224};
+        for (int k = 0; k < 3; k++)
+            for (int m = 0; m < 8; m++) check_vnni(t, Ms[m], nns[(m + k) % 3], Ks[k], false);
+        check_vnni(t, 5, 8, kq ? 512 : 288, true);
+        check_vnni(t, 4, 3, kq ? 256 : 64, true);
+    }
+}
+#else
+static void test_vnni(void) {}
+#endif
+
 /* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
  * against x's row r alone. */
 static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, int64_t K) {
@@ -126,6 +188,7 @@ static void test_matmul(int threads) {
 int main(void) {
     cpu_set_always_parallel(true);
     test_rows();
+    test_vnni();
     test_matmul(1);
     test_matmul(2);
     return test_done("test_qgemm_order");
