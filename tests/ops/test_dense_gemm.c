@@ -7,9 +7,11 @@
  * shared-A packed GEMM for plain, strided and quantized B (K cut into equal
  * slices: 576 = 2 x 288, 577, block-quantized K in whole blocks), the
  * per-panel packing used when one MC block holds a task's rows, the
- * block-packed path (M > 144), prefetching of transposed, plain and
+ * block-packed path (M > 144), the wide 12 x 32 AVX-512 tile's row and column
+ * tails, prefetching of transposed, plain and
  * strided B; the matrix-vector path's guided tasks on a weight of 32 MiB;
- * and the dot_rows primitive of every table this CPU runs
+ * and the dot_rows primitive of every table this CPU runs (scalar, avx2,
+ * avx512)
  * (f16/bf16 rows one at a time up to K = 1024, four at a time past it;
  * f32 eight/four at a time) on odd K, row tails, padded rows and strided
  * outputs, with nothing written between or after the outputs. All against
@@ -40,6 +42,11 @@ static const gemm_case cases[] = {
     {145, 300, 40, true, F16, MT_CONTIG, MT_CONTIG},
     {300, 257, 33, false, F32, MT_CONTIG, MT_CONTIG},
     {150, 600, 24, true, BF16, MT_OFFSET, MT_OFFSET},
+    /* the wide 12 x 32 tile (AVX-512): row tails of 1 and 11, column tails
+     * of 7 to 23, one and two B panels, and 7 rows on a plain B */
+    {157, 300, 87, false, F32, MT_CONTIG, MT_CONTIG},
+    {131, 260, 113, false, F32, MT_OFFSET, MT_CONTIG},
+    {7, 2000, 190, false, F32, MT_CONTIG, MT_OFFSET},
     /* block-quantized weights: slices in whole blocks (9 and 7 blocks) */
     {65, 576, 80, true, Q8, MT_CONTIG, MT_CONTIG},
     {150, 1056, 20, true, Q8, MT_SLICED, MT_CONTIG},
@@ -155,9 +162,9 @@ int main(void) {
     /* every quantized product goes to the dequantizing GEMM */
     setenv("CANDLE_QMM_MAX_M", "0", 1);
     cpu_set_always_parallel(true);
-    static const char *const isas[] = {"scalar", "avx2"};
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
     const char *best = cpu_simd_get()->name;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (!cpu_simd_force(isas[i])) continue; /* not on this CPU */
         run_dot_rows(isas[i]);
         /* 1 and 2 threads on the table this CPU uses, 2 (every split) on the

@@ -74,6 +74,19 @@ typedef struct cpu_simd {
     /* C[mr, nr] (+)= A [k, MR] (packed) x B [k, NR] (packed); ldc in floats. */
     void (*gemm_ukr)(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                      int nr, bool accumulate);
+    /* Optional (NULL: gemm_ukr tiles only): the same product on a tile of up
+     * to 2 MR x 2 NR, from two consecutive A panels (a, a + k * MR) and two
+     * consecutive B panels (b, b + k * NR); the second of each is read only
+     * when mr > MR (nr > NR). */
+    void (*gemm_ukr2)(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                      int nr, bool accumulate);
+    /* Optional (NULL: fast_matmul.c's own choice): the weight-row GEMM tile
+     * (wt path): C[i, j] (+)= dot(activation row i, weight row j) over kc,
+     * i < nm <= 16 * wt_panels from consecutive panels [kc][16] at `at`,
+     * j < nw <= 6 from f32 weight rows ldw floats apart. */
+    void (*wt_ukr)(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                   int64_t ldc, bool accumulate);
+    int wt_panels;
     /* out[r * out_stride] = dot(row r of w, x), w rows of wt (f32/f16/bf16)
      * k elements long and w_stride bytes apart. */
     void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,

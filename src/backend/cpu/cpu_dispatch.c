@@ -12,8 +12,12 @@ static _Atomic(const cpu_simd *) g_simd;
 #if defined(__x86_64__)
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate);
+void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                          int nr, bool accumulate);
+void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                       int64_t ldc, bool accumulate);
 
-/* The AVX2 table with the AVX-512 GEMM micro-kernel (x86/gemm_avx512.c). */
+/* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c). */
 static cpu_simd g_avx512;
 static pthread_once_t g_avx512_once = PTHREAD_ONCE_INIT;
 
@@ -21,6 +25,9 @@ static void avx512_init(void) {
     g_avx512 = cpu_simd_avx2;
     g_avx512.name = "avx512";
     g_avx512.gemm_ukr = cpu_gemm_ukr_avx512;
+    g_avx512.gemm_ukr2 = cpu_gemm_ukr2_avx512;
+    g_avx512.wt_ukr = cpu_wt_ukr_avx512;
+    g_avx512.wt_panels = 4;
 }
 
 static const cpu_simd *avx512_table(void) {

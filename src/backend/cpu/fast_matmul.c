@@ -14,7 +14,9 @@
  * NC-wide column block and KC-deep slice (K cut into equal slices,
  * gemm_kc), B is packed into NR-wide panels (converted to f32), A into
  * MR-tall panels per MC rows, and the MR x NR micro-kernel runs over the
- * panels; the B micro-panel stays in L1, the A block in L2. When one MC
+ * panels (where the table has the wide tile, gemm_ukr2, on 2 MR x 2 NR
+ * tiles of two panels each: AVX-512's 12 x 32); the B micro-panel stays in
+ * L1, the A block in L2. When one MC
  * block holds all of a task's rows (prefill), each B panel is packed just
  * before its micro-kernels instead, with the next panel's source
  * prefetched. The threads take a grid of C chosen by packing cost
@@ -413,9 +415,22 @@ static int64_t gemm_kc(const gemm_args *g, int64_t K) {
     return kc < GEMM_KC ? kc : GEMM_KC;
 }
 
+/* Columns per step over the B panels: two panels where the table has the
+ * wide tile (gemm_ukr2), else one. */
+static int gemm_step_nr(const cpu_simd *simd) { return simd->gemm_ukr2 ? 2 * CPU_GEMM_NR : CPU_GEMM_NR; }
+
+/* nr (at most gemm_step_nr) columns from consecutive B panels at bpanel
+ * against all mc packed A rows. */
 static void gemm_panels(const gemm_args *g, const float *abuf, const float *bpanel, int64_t ic,
                         int64_t mc, int64_t jn, int nr, int64_t kc, bool acc) {
     const cpu_simd *simd = cpu_simd_get();
+    if (simd->gemm_ukr2) {
+        for (int64_t ir = 0; ir < mc; ir += 2 * CPU_GEMM_MR) {
+            int mr = mc - ir < 2 * CPU_GEMM_MR ? (int)(mc - ir) : 2 * CPU_GEMM_MR;
+            simd->gemm_ukr2(kc, abuf + ir * kc, bpanel, g->c + (ic + ir) * g->ldc + jn, g->ldc, mr, nr, acc);
+        }
+        return;
+    }
     for (int64_t ir = 0; ir < mc; ir += CPU_GEMM_MR) {
         int mr = mc - ir < CPU_GEMM_MR ? (int)(mc - ir) : CPU_GEMM_MR;
         simd->gemm_ukr(kc, abuf + ir * kc, bpanel, g->c + (ic + ir) * g->ldc + jn, g->ldc, mr, nr, acc);
@@ -430,11 +445,13 @@ static void gemm_panels(const gemm_args *g, const float *abuf, const float *bpan
 static void stream_b_panels(const gemm_args *g, int64_t pc, int64_t kc, int64_t n0, int64_t n1,
                             const float *abuf, int64_t m0, int64_t mc, float *bpanel) {
     const cpu_simd *simd = cpu_simd_get();
-    prefetch_panel_at(g, pc, kc, n0, n1);
-    for (int64_t jr = n0; jr < n1; jr += CPU_GEMM_NR) {
-        int nr = n1 - jr < CPU_GEMM_NR ? (int)(n1 - jr) : CPU_GEMM_NR;
-        prefetch_panel_at(g, pc, kc, jr + CPU_GEMM_NR, n1);
-        pack_b_panel(simd, g, pc, kc, jr, nr, bpanel);
+    int step = gemm_step_nr(simd);
+    for (int64_t j = n0; j < n0 + step; j += CPU_GEMM_NR) prefetch_panel_at(g, pc, kc, j, n1);
+    for (int64_t jr = n0; jr < n1; jr += step) {
+        int nr = n1 - jr < step ? (int)(n1 - jr) : step;
+        for (int64_t j = jr + step; j < jr + 2 * step; j += CPU_GEMM_NR) prefetch_panel_at(g, pc, kc, j, n1);
+        for (int j = 0; j < nr; j += CPU_GEMM_NR)
+            pack_b_panel(simd, g, pc, kc, jr + j, nr - j < CPU_GEMM_NR ? nr - j : CPU_GEMM_NR, bpanel + j * kc);
         gemm_panels(g, abuf, bpanel, m0, mc, jr, nr, kc, pc > 0);
     }
 }
@@ -463,8 +480,9 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
             for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
                 int64_t mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
                 pack_a(g, ic, mc, pc, kc, abuf);
-                for (int64_t jr = 0; jr < nc; jr += CPU_GEMM_NR) {
-                    int nr = nc - jr < CPU_GEMM_NR ? (int)(nc - jr) : CPU_GEMM_NR;
+                int step = gemm_step_nr(simd);
+                for (int64_t jr = 0; jr < nc; jr += step) {
+                    int nr = nc - jr < step ? (int)(nc - jr) : step;
                     gemm_panels(g, abuf, bbuf + jr * kc, ic, mc, jc + jr, nr, kc, pc > 0);
                 }
             }
@@ -536,15 +554,16 @@ static size_t panel_a_bytes(const mm_geom *g) {
     return ((size_t)panel_m_pad(g) * (size_t)g->K * sizeof(float) + 63) & ~(size_t)63;
 }
 
-/* a B panel, and for quantized B the dequantized rows of one panel */
+/* two B panels (the wide tile's), and for quantized B the dequantized
+ * rows of one panel */
 static size_t panel_thread_bytes(void) {
-    return ((size_t)2 * CPU_GEMM_NR * GEMM_KC * sizeof(float) + 63) & ~(size_t)63;
+    return ((size_t)3 * CPU_GEMM_NR * GEMM_KC * sizeof(float) + 63) & ~(size_t)63;
 }
 
 static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     float *ap = (float *)(((uintptr_t)t->wdata + 63) & ~(uintptr_t)63);
     float *bpanel = (float *)((char *)ap + panel_a_bytes(geo) + (size_t)t->tid * panel_thread_bytes());
-    gemm_args g = gemm_args_for(dst, geo, 0, bpanel + (size_t)CPU_GEMM_NR * GEMM_KC);
+    gemm_args g = gemm_args_for(dst, geo, 0, bpanel + (size_t)2 * CPU_GEMM_NR * GEMM_KC);
     int64_t mpad = panel_m_pad(geo), KC = gemm_kc(&g, geo->K), lo, hi;
     if (t->phase == 0) {
         cpu_split(geo->M, CPU_GEMM_MR, t->ith, t->nth, &lo, &hi);
@@ -582,7 +601,10 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
  * last quarter-millisecond task;
  * eight or sixteen equal tasks per thread measured slower (each task's
  * first weight rows are not prefetched). gemma-3-270m F16 pp64, 2
- * threads, ten alternating runs: 569 -> 598 t/s mean. */
+ * threads, ten alternating runs: 569 -> 598 t/s mean. The avx512 table
+ * has its own tile (wt_ukr: four panels, 64 x 6 on zmm, where AVX2 does
+ * 16 x 6 on ymm): 1 thread on a Zen 5, [32..128, 2048] x [2048, 2048]^T,
+ * f32 54-79 -> 105-190 GFLOP/s, bf16 60-103 -> 95-171 (loaded machine). */
 #ifndef WT_MIN_M
 #define WT_MIN_M 16
 #endif
@@ -681,17 +703,23 @@ static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t
  * item's rows are prefetched a share per panel, spread over the compute
  * rather than in one burst (nw 0: none). */
 static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, const float *ap, float *wbuf) {
+    const cpu_simd *simd = cpu_simd_get();
 #if defined(__x86_64__)
-    bool avx2 = cpu_simd_get() != &cpu_simd_scalar;
+    bool avx2 = simd != &cpu_simd_scalar;
 #endif
-    int64_t ldw, n_panels = (M + WT_MR - 1) / WT_MR;
+    /* the table's own tile takes wt_panels panels at a time */
+    int64_t ldw, step = simd->wt_ukr ? simd->wt_panels * WT_MR : WT_MR, n_steps = (M + step - 1) / step;
     const float *w = wt_rows(g, it, wbuf, &ldw);
-    for (int64_t mi = 0; mi < n_panels; mi++) {
-        int64_t r0 = mi * next.nw / n_panels, r1 = (mi + 1) * next.nw / n_panels;
+    for (int64_t mi = 0; mi < n_steps; mi++) {
+        int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
         if (r1 > r0) prefetch_b_panel(g, next.pc, next.kc, next.n0 + r0, (int)(r1 - r0));
-        int64_t m0 = mi * WT_MR;
-        int nm = M - m0 < WT_MR ? (int)(M - m0) : WT_MR;
+        int64_t m0 = mi * step;
+        int nm = M - m0 < step ? (int)(M - m0) : (int)step;
         float *c = g->c + m0 * g->ldc + it.n0;
+        if (simd->wt_ukr) {
+            simd->wt_ukr(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
+            continue;
+        }
 #if defined(__x86_64__)
         if (avx2) {
             cpu_wt_ukr_avx2(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
@@ -765,7 +793,7 @@ static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_matmul = {
-    .name = "matmul f32 (packed gemm 6x16 / matvec; f16, bf16 and block weights dequantized past the integer kernels' M)",
+    .name = "matmul f32 (packed gemm 6x16, 12x32 on avx512 / matvec; f16, bf16 and block weights dequantized past the integer kernels' M)",
     .match = match_f32,
     .plan = plan_f32,
     .run = run_f32,

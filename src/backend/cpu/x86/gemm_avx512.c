@@ -1,17 +1,27 @@
-/* AVX-512 GEMM micro-kernel, same packed panels and contract as the AVX2 one
- * (MR 6 x NR 16): one zmm holds a row of the tile. Six accumulators alone
- * would leave the FMA units waiting on their latency, so even and odd k
- * steps go to two sets of six, summed at the end. The other primitives stay
- * AVX2 (memory-bound or short). Chosen only when cpuid reports AVX-512F and
- * the OS saves the zmm state; this machine has no AVX-512, so it was built
- * here but run only where the hardware has it (test_fast_kernels covers it
- * there). */
+/* AVX-512 GEMM micro-kernels on the packed panels of the AVX2 one (A in
+ * MR = 6 row panels, B in NR = 16 column panels).
+ *
+ * cpu_gemm_ukr_avx512: the 6 x 16 contract of gemm_ukr (one zmm per row,
+ * even and odd k in two sets of six accumulators).
+ *
+ * cpu_gemm_ukr2_avx512: the wide tile (gemm_ukr2), 12 x 32 of C from two
+ * consecutive A panels and two consecutive B panels: 24 zmm accumulators,
+ * per k step two B loads and twelve broadcasts (as the FMAs' embedded
+ * {1to16} memory operands) for 24 FMAs, where 6 x 16 needed seven loads
+ * for six FMAs and left the FMA pipes waiting on loads. Tiles of at most 6
+ * rows or 16 columns use 12 x 16, 6 x 32 or 6 x 16 variants that read no
+ * second panel. Written for and measured on a Zen 5 (family 1Ah) EPYC,
+ * whose 512-bit FMAs run at twice the AVX2 rate (2 x 16 lanes per cycle).
+ */
 #include <immintrin.h>
 
 #include "../cpu-impl.h"
 
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate);
+void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                          int nr, bool accumulate);
+double cpu_probe_fma_avx512(int64_t iters);
 
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate) {
@@ -37,5 +47,119 @@ void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, in
         float *ci = c + i * ldc;
         if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, ci));
         _mm512_mask_storeu_ps(ci, mask, v);
+    }
+}
+
+#define MR CPU_GEMM_MR
+#define NR CPU_GEMM_NR
+
+/* R (6 or 12) rows x W (1 or 2) panels; R and W are constants at every
+ * call, so the loops unroll and the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void tile(int64_t k, const float *a, const float *b, float *c,
+                                                       int64_t ldc, int mr, int nr, bool accumulate, const int R,
+                                                       const int W) {
+    const float *a1 = a + k * MR, *b1 = b + k * NR;
+    __m512 acc[12][2];
+    for (int i = 0; i < R; i++)
+        for (int w = 0; w < W; w++) acc[i][w] = _mm512_setzero_ps();
+    for (int i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        if (W == 2) _mm_prefetch((const char *)(c + i * ldc + NR), _MM_HINT_T0);
+    }
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < k; p++) {
+        __m512 bv[2];
+        bv[0] = _mm512_loadu_ps(b + p * NR);
+        if (W == 2) bv[1] = _mm512_loadu_ps(b1 + p * NR);
+        for (int i = 0; i < R; i++) {
+            __m512 av = _mm512_set1_ps(i < MR ? a[p * MR + i] : a1[p * MR + i - MR]);
+            for (int w = 0; w < W; w++) acc[i][w] = _mm512_fmadd_ps(av, bv[w], acc[i][w]);
+        }
+    }
+    int n0 = nr < NR ? nr : NR, n1 = nr - n0;
+    __mmask16 m[2] = {(__mmask16)(n0 >= 16 ? 0xFFFF : (1u << n0) - 1),
+                      (__mmask16)(n1 >= 16 ? 0xFFFF : (1u << n1) - 1)};
+    for (int i = 0; i < R && i < mr; i++)
+        for (int w = 0; w < W; w++) {
+            float *ci = c + i * ldc + w * NR;
+            __m512 v = acc[i][w];
+            if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[w], ci));
+            _mm512_mask_storeu_ps(ci, m[w], v);
+        }
+}
+
+void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                          int nr, bool accumulate) {
+    if (mr > MR) {
+        if (nr > NR) tile(k, a, b, c, ldc, mr, nr, accumulate, 12, 2);
+        else tile(k, a, b, c, ldc, mr, nr, accumulate, 12, 1);
+    } else {
+        if (nr > NR) tile(k, a, b, c, ldc, mr, nr, accumulate, 6, 2);
+        else tile(k, a, b, c, ldc, mr, nr, accumulate, 6, 1);
+    }
+}
+
+/* The benchmark's FMA peak on zmm registers: twelve independent chains. */
+double cpu_probe_fma_avx512(int64_t iters) {
+    __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+    __m512 ch[12];
+    for (int j = 0; j < 12; j++) ch[j] = _mm512_set1_ps(1.0f + 0.01f * (float)j);
+    for (int64_t i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < 12; j++) ch[j] = _mm512_fmadd_ps(ch[j], m, a);
+    }
+    __m512 s = ch[0];
+    for (int j = 1; j < 12; j++) s = _mm512_add_ps(s, ch[j]);
+    float out = _mm512_reduce_add_ps(s);
+    return (double)iters * 12 * 16 * 2 + (out > 1e30f ? 1 : 0);
+}
+
+/* ---- weight-row GEMM tile (fast_matmul.c's wt path) ----
+ * C[i, j] (+)= sum_p w[j * ldw + p] * at[(i / 16) * 16 * kc + p * 16 + i % 16]
+ * for i < nm <= 64, j < nw <= 6: up to four consecutive 16-row activation
+ * panels against six weight rows, each weight element broadcast (an
+ * embedded {1to16} operand) against one zmm per panel: 24 accumulators,
+ * 4 + 6 loads per 24 FMAs, where the AVX2 tile (16 x 6 on ymm) did 2 + 6
+ * per 12. Rows past nw repeat the last one (valid memory); their sums are
+ * dropped. */
+void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                       int64_t ldc, bool accumulate);
+
+static inline __attribute__((always_inline)) void wt_tile(int64_t kc, const float *w, int64_t ldw, int nw,
+                                                          const float *at, int nm, float *c, int64_t ldc,
+                                                          bool accumulate, const int P) {
+    const float *wr[6];
+    for (int j = 0; j < 6; j++) wr[j] = w + (nw > j ? j : nw - 1) * ldw;
+    for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    __m512 acc[4][6];
+    for (int q = 0; q < P; q++)
+        for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++) {
+        __m512 av[4];
+        for (int q = 0; q < P; q++) av[q] = _mm512_loadu_ps(at + q * 16 * kc + p * 16);
+        for (int j = 0; j < 6; j++) {
+            __m512 bv = _mm512_set1_ps(wr[j][p]);
+            for (int q = 0; q < P; q++) acc[q][j] = _mm512_fmadd_ps(bv, av[q], acc[q][j]);
+        }
+    }
+    /* lanes are activation rows: out through a transposing buffer */
+    for (int q = 0; q < P; q++) {
+        float t[6][16];
+        for (int j = 0; j < 6; j++) _mm512_storeu_ps(t[j], acc[q][j]);
+        int rows = nm - 16 * q < 16 ? nm - 16 * q : 16;
+        for (int i = 0; i < rows; i++) {
+            float *ci = c + (16 * q + i) * ldc;
+            for (int j = 0; j < nw; j++) ci[j] = accumulate ? ci[j] + t[j][i] : t[j][i];
+        }
+    }
+}
+
+void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                       int64_t ldc, bool accumulate) {
+    switch ((nm + 15) / 16) {
+    case 1: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 1); break;
+    case 2: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 2); break;
+    case 3: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 3); break;
+    default: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 4); break;
     }
 }
