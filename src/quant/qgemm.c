@@ -3,6 +3,8 @@
  * single-row path). */
 #include "qgemm-impl.h"
 
+#include <stdbool.h>
+
 #include "quant-impl.h"
 
 /* Activation rows whose aux records (see candle_qgemm_prep_avx2) fit the
@@ -24,7 +26,7 @@ int candle_qgemm_has_fast(candle_dtype t) {
 size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (candle_qgemm_has_fast(t))
-        return candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
+        return 2 * candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
 #endif
     (void)t;
     (void)K;
@@ -52,18 +54,27 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (M >= min_rows(t) && candle_qgemm_has_fast(t)) {
-        char *aux = (char *)scratch + candle_qgemm_panel_bytes_avx2(t, K);
-        size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+        size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
+        char *aux = (char *)scratch + 2 * pb;
+        bool vnni = candle_quant_uses_vnni(), pairs = vnni && candle_qgemm_has_pairs_vnni(t);
         void (*panel_rows)(candle_dtype, int64_t, int, const void *, const void *, size_t, const void *, int64_t,
-                           float *, int64_t) =
-            candle_quant_uses_vnni() ? candle_qgemm_panel_rows_vnni : candle_qgemm_panel_rows_avx2;
+                           float *, int64_t) = vnni ? candle_qgemm_panel_rows_vnni : candle_qgemm_panel_rows_avx2;
+        int64_t step = pairs ? 2 * CANDLE_QGEMM_NR : CANDLE_QGEMM_NR;
         for (int64_t m = 0; m < M; m += AUX_ROWS) {
             int64_t mm = M - m < AUX_ROWS ? M - m : AUX_ROWS;
             const char *xm = (const char *)x + (size_t)m * xs;
             candle_qgemm_prep_avx2(t, K, mm, xm, xs, aux);
-            for (int64_t n = 0; n < N; n += CANDLE_QGEMM_NR) {
-                int nn = (int)(N - n < CANDLE_QGEMM_NR ? N - n : CANDLE_QGEMM_NR);
-                candle_qgemm_pack_avx2(t, K, nn, (const char *)w + (size_t)n * ws, ws, scratch);
+            for (int64_t n = 0; n < N; n += step) {
+                int nn = (int)(N - n < step ? N - n : step);
+                const char *wn = (const char *)w + (size_t)n * ws;
+                if (nn > CANDLE_QGEMM_NR) { /* two panels, 16 rows at once */
+                    candle_qgemm_pack_avx2(t, K, CANDLE_QGEMM_NR, wn, ws, scratch);
+                    candle_qgemm_pack_avx2(t, K, nn - CANDLE_QGEMM_NR, wn + CANDLE_QGEMM_NR * ws, ws,
+                                           (char *)scratch + pb);
+                    candle_qgemm_pair_rows_vnni(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
+                    continue;
+                }
+                candle_qgemm_pack_avx2(t, K, nn, wn, ws, scratch);
                 panel_rows(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
             }
         }

@@ -123,6 +123,42 @@ static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extrem
     free(wf), free(xf), free(w), free(x0), free(x), free(p), free(aux), free(a), free(b);
 }
 
+/* The 16-row VNNI kernels (two panels at once) against the AVX2 kernel on
+ * each panel: nn2 rows in the second panel (1..8). */
+static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extreme) {
+    const candle_dtype_traits *wt = candle_dtype_info(t);
+    int nn = 8 + nn2;
+    float *wf = rand_rows(nn, K, (uint64_t)(nn * 19 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 11 + K + 3));
+    if (extreme) fill_extreme(wf, nn * K, xf, M, K);
+    size_t ws, xs0;
+    char *w = mt_quantize_rows(t, wf, nn, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
+    size_t xs = xs0 + 5; /* rows at odd addresses */
+    char *x = malloc(xs * (size_t)M + 3);
+    for (int64_t m = 0; m < M; m++) memcpy(x + 3 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
+    char *p = aligned_alloc(64, (2 * pb + 63) & ~(size_t)63);
+    void *aux = ab ? malloc(ab * (size_t)M) : NULL;
+    const int64_t ldc = 17;
+    float *a = malloc(sizeof(float) * (size_t)(M * ldc)), *b = malloc(sizeof(float) * (size_t)(M * ldc));
+    for (int64_t i = 0; i < M * ldc; i++) a[i] = b[i] = -7.0f;
+    candle_qgemm_pack_avx2(t, K, 8, w, ws, p);
+    candle_qgemm_pack_avx2(t, K, nn2, w + 8 * ws, ws, p + pb);
+    candle_qgemm_prep_avx2(t, K, M, x + 3, xs, aux);
+    candle_qgemm_panel_rows_avx2(t, K, 8, p, x + 3, xs, aux, M, a, ldc);
+    candle_qgemm_panel_rows_avx2(t, K, nn2, p + pb, x + 3, xs, aux, M, a + 8, ldc);
+    candle_qgemm_pair_rows_vnni(t, K, nn, p, x + 3, xs, aux, M, b, ldc);
+    int bad = 0;
+    for (int64_t i = 0; i < M * ldc && !bad; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0 || (i % ldc >= nn && b[i] != -7.0f)) {
+            CHECK_MSG(0, "%s pairs M %lld nn %d K %lld%s: c[%lld][%lld] = %.9g VNNI, %.9g AVX2", wt->name,
+                      (long long)M, nn, (long long)K, extreme ? " (extreme codes)" : "", (long long)(i / ldc),
+                      (long long)(i % ldc), b[i], a[i]);
+            bad = 1;
+        }
+    CHECK(!bad);
+    free(wf), free(xf), free(w), free(x0), free(x), free(p), free(aux), free(a), free(b);
+}
+
 static void test_vnni(void) {
     if (!candle_quant_uses_vnni()) {
         printf("test_qgemm_order: no AVX512-VNNI kernels on this CPU (or CANDLE_QUANT_NO_VNNI): VNNI checks skipped\n");
@@ -138,6 +174,11 @@ static void test_vnni(void) {
             for (int m = 0; m < 8; m++) check_vnni(t, Ms[m], nns[(m + k) % 3], Ks[k], false);
         check_vnni(t, 5, 8, kq ? 512 : 288, true);
         check_vnni(t, 4, 3, kq ? 256 : 64, true);
+        if (!candle_qgemm_has_pairs_vnni(t)) continue;
+        for (int k = 0; k < 3; k++)
+            for (int m = 0; m < 8; m++) check_pairs(t, Ms[m], 1 + (m + 3 * k) % 8, Ks[k], false);
+        check_pairs(t, 5, 8, 288, true);
+        check_pairs(t, 3, 2, 64, true);
     }
 }
 #else
