@@ -37,6 +37,16 @@ static double *gemm_b_values(const candle_tensor *w, const candle_tensor *b, con
 }
 
 /* label (the table, the thread count) starts each failure message. */
+/* want[M, N] = a[M, K] b[K, N] in double */
+static void gemm_ref(const double *a, const double *b, int64_t M, int64_t K, int64_t N, double *want) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * b[k * N + j];
+            want[i * N + j] = acc;
+        }
+}
+
 static void gemm_check(candle_ctx *ctx, const gemm_case *c, const char *label, uint64_t seed) {
     char what[240];
     snprintf(what, sizeof what, "%s: M %lld K %lld N %lld %s %s a %s b %s", label, (long long)c->M,
@@ -58,15 +68,21 @@ static void gemm_check(candle_ctx *ctx, const gemm_case *c, const char *label, u
     double *av = mt_values(a), *bv = gemm_b_values(w, b, c), *got = mt_values(y);
     double *want = malloc(sizeof(double) * (size_t)(c->M * c->N));
     if (av && bv && got && want) {
-        for (int64_t i = 0; i < c->M; i++)
-            for (int64_t j = 0; j < c->N; j++) {
-                double acc = 0;
-                for (int64_t k = 0; k < c->K; k++) acc += av[i * c->K + k] * bv[k * c->N + j];
-                want[i * c->N + j] = acc;
-            }
+        gemm_ref(av, bv, c->M, c->K, c->N, want);
         /* inputs are exact in their dtypes: only f32 accumulation rounding */
         double e = mt_nmse(got, want, c->M * c->N);
-        CHECK_MSG(e <= 1e-10, "%s: nmse %g", what, e);
+        if (c->bt == BF16 && e > 1e-10) {
+            /* bf16 dot products (AVX512_BF16) round the activations to bf16
+             * first: then exact against those, and near the exact product */
+            for (int64_t i = 0; i < c->M * c->K; i++) av[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)av[i]));
+            double *want_r = malloc(sizeof(double) * (size_t)(c->M * c->N));
+            if (want_r) gemm_ref(av, bv, c->M, c->K, c->N, want_r);
+            double er = want_r ? mt_nmse(got, want_r, c->M * c->N) : 1;
+            CHECK_MSG(er <= 1e-10 && e <= 1e-5, "%s: nmse %g (%g against bf16-rounded activations)", what, e, er);
+            free(want_r);
+        } else {
+            CHECK_MSG(e <= 1e-10, "%s: nmse %g", what, e);
+        }
     } else {
         CHECK_MSG(false, "%s: values unreadable", what);
     }

@@ -8,7 +8,9 @@
  * slices: 576 = 2 x 288, 577, block-quantized K in whole blocks), the
  * per-panel packing used when one MC block holds a task's rows, the
  * block-packed path (M > 144), the wide 12 x 32 AVX-512 tile's row and column
- * tails, prefetching of transposed, plain and
+ * tails, bf16 weights through AVX512_BF16 dot products (bf16-rounded
+ * activations: exact against those, close to the exact product),
+ * prefetching of transposed, plain and
  * strided B; the matrix-vector path's guided tasks on a weight of 32 MiB;
  * and the dot_rows primitive of every table this CPU runs (scalar, avx2,
  * avx512)
@@ -158,6 +160,49 @@ static void check_padded_weight(candle_ctx *ctx, candle_dtype wt, int64_t M, int
     candle_ctx_reset(ctx, mark);
 }
 
+/* bf16 weights on the weight-row path: with the table's bf16 dot products
+ * (AVX512_BF16) the result is the exact product of bf16-rounded
+ * activations and the weight (f32 sums only), within bf16 rounding of the
+ * exact one; without them, the exact product. Weight rows pad elements
+ * longer than K (read in place), M across the 64-row tile (tails of 1-3
+ * panels), odd K and several K slices. */
+static void check_bf16_dot(candle_ctx *ctx, int64_t M, int64_t K, int64_t N, int64_t pad, const char *label,
+                           uint64_t seed) {
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    int64_t as[2] = {M, K}, ws[2] = {N, K + pad};
+    candle_tensor *a = mt_input(ctx, F32, 2, as, MT_CONTIG, seed, -1, 1);
+    candle_tensor *wfull = mt_input(ctx, BF16, 2, ws, MT_CONTIG, seed + 1, -1, 1);
+    candle_tensor *w = wfull && pad ? candle_narrow(ctx, wfull, 1, pad / 2, K) : wfull;
+    candle_tensor *y = a && w ? candle_matmul(ctx, a, candle_transpose(ctx, w, 0, 1)) : NULL;
+    CHECK_MSG(y && cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s bf16 dot: %s", label, candle_errmsg(ctx));
+    double *av = y ? mt_values(a) : NULL, *wv = y ? mt_values(w) : NULL, *got = y ? mt_values(y) : NULL;
+    double *want = malloc(sizeof(double) * (size_t)(M * N)), *want_r = malloc(sizeof(double) * (size_t)(M * N));
+    if (av && wv && got && want && want_r) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < K; k++) acc += av[i * K + k] * wv[j * K + k];
+                    (pass ? want_r : want)[i * N + j] = acc;
+                }
+            for (int64_t i = 0; i < M * K; i++) av[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)av[i]));
+        }
+        double e = mt_nmse(got, want, M * N), er = mt_nmse(got, want_r, M * N);
+        if (cpu_simd_get()->wt_bf16_ukr)
+            CHECK_MSG(er <= 1e-10 && e <= 1e-5 && e > 10 * er,
+                      "%s bf16 dot M %lld K %lld N %lld pad %lld: nmse %g, %g against bf16-rounded activations",
+                      label, (long long)M, (long long)K, (long long)N, (long long)pad, e, er);
+        else
+            CHECK_MSG(e <= 1e-10, "%s bf16 M %lld K %lld N %lld pad %lld: nmse %g", label, (long long)M,
+                      (long long)K, (long long)N, (long long)pad, e);
+    } else {
+        CHECK_MSG(false, "%s bf16 dot: values unreadable", label);
+    }
+    free(av), free(wv), free(got), free(want), free(want_r);
+    candle_ctx_clear_error(ctx);
+    candle_ctx_reset(ctx, mark);
+}
+
 int main(void) {
     /* every quantized product goes to the dequantizing GEMM */
     setenv("CANDLE_QMM_MAX_M", "0", 1);
@@ -178,6 +223,10 @@ int main(void) {
                 gemm_check(ctx, &cases[c], label, seed += 2);
             check_padded_weight(ctx, F32, 40, 700, 100, label, seed += 2);
             check_padded_weight(ctx, F16, 64, 1030, 45, label, seed += 2);
+            check_bf16_dot(ctx, 130, 2051, 45, 0, label, seed += 2);  /* 64 + 64 + 2 rows, 2 slices, odd */
+            check_bf16_dot(ctx, 100, 577, 70, 7, label, seed += 2);   /* 64 + 36, padded rows */
+            check_bf16_dot(ctx, 16, 1000, 170, 2, label, seed += 2);  /* one panel, nw tail */
+            check_bf16_dot(ctx, 49, 3, 17101, 3, label, seed += 2);   /* K = 3: a pair and the lone last k */
             candle_ctx_free(ctx);
         }
     }

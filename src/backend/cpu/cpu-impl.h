@@ -87,6 +87,13 @@ typedef struct cpu_simd {
     void (*wt_ukr)(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                    int64_t ldc, bool accumulate);
     int wt_panels;
+    /* Optional (NULL: none; AVX512_BF16): the wt tile for a bf16 weight read
+     * in place, against activations rounded to bf16 and packed in k pairs
+     * by pack_at16_bf16 (dst[t * 16 + i] = a[i, 2t] | a[i, 2t + 1] << 16;
+     * tmp: 4096 floats of scratch); panels 16 * kc uint32 apart. */
+    void (*wt_bf16_ukr)(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                        float *c, int64_t ldc, bool accumulate);
+    void (*pack_at16_bf16)(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
     /* out[r * out_stride] = dot(row r of w, x), w rows of wt (f32/f16/bf16)
      * k elements long and w_stride bytes apart. */
     void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,

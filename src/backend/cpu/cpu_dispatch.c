@@ -16,6 +16,9 @@ void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, i
                           int nr, bool accumulate);
 void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                        int64_t ldc, bool accumulate);
+void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                            float *c, int64_t ldc, bool accumulate);
+void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
 
 /* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c). */
 static cpu_simd g_avx512;
@@ -28,6 +31,13 @@ static void avx512_init(void) {
     g_avx512.gemm_ukr2 = cpu_gemm_ukr2_avx512;
     g_avx512.wt_ukr = cpu_wt_ukr_avx512;
     g_avx512.wt_panels = 4;
+    /* CANDLE_CPU_BF16_EXACT=1 keeps bf16 weights on the exact f32 path
+     * (activations not rounded to bf16) */
+    const char *exact = getenv("CANDLE_CPU_BF16_EXACT");
+    if (cpu_get_features()->avx512bf16 && !(exact && *exact && strcmp(exact, "0") != 0)) {
+        g_avx512.wt_bf16_ukr = cpu_wt_bf16_ukr_avx512;
+        g_avx512.pack_at16_bf16 = cpu_pack_at16_bf16_avx512;
+    }
 }
 
 static const cpu_simd *avx512_table(void) {

@@ -651,6 +651,15 @@ static size_t wt_a_bytes(const mm_geom *g) {
 
 static size_t wt_thread_bytes(void) { return ((size_t)WT_NR * WT_KC * sizeof(float) + 63) & ~(size_t)63; }
 
+/* A bf16 weight through the table's bf16 dot products (wt_bf16_ukr): A
+ * packed in bf16 k pairs in place of f32 (same offsets, half used), the
+ * weight rows read in place. */
+static bool wt_bf16(const gemm_args *g) {
+    const cpu_simd *simd = cpu_simd_get();
+    return simd->wt_bf16_ukr && g->bt == CANDLE_DTYPE_BF16 && g->at == CANDLE_DTYPE_F32 && g->sak == 4 &&
+           g->sam % 4 == 0;
+}
+
 /* The scalar table's micro-kernel (same contract as cpu_wt_ukr_avx2). */
 static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm,
                            float *c, int64_t ldc, bool accumulate) {
@@ -664,8 +673,12 @@ static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, cons
 
 /* Rows m0 .. m0+rows (<= 16) of A, k from k0, kc deep, as dst[p * 16 + i]
  * (zero past rows). */
-static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int64_t kc, float *dst) {
+static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int64_t kc, float *dst, float *tmp) {
     const char *a = g->a + m0 * g->sam + k0 * g->sak;
+    if (wt_bf16(g)) {
+        cpu_simd_get()->pack_at16_bf16((const float *)a, g->sam / 4, rows, kc, (uint32_t *)dst, tmp);
+        return;
+    }
 #if defined(__x86_64__)
     if (cpu_simd_get() != &cpu_simd_scalar && g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0) {
         cpu_pack_at16_avx2((const float *)a, g->sam / 4, rows, kc, dst);
@@ -708,14 +721,21 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     bool avx2 = simd != &cpu_simd_scalar;
 #endif
     /* the table's own tile takes wt_panels panels at a time */
-    int64_t ldw, step = simd->wt_ukr ? simd->wt_panels * WT_MR : WT_MR, n_steps = (M + step - 1) / step;
-    const float *w = wt_rows(g, it, wbuf, &ldw);
+    int64_t ldw = 0, step = simd->wt_ukr ? simd->wt_panels * WT_MR : WT_MR, n_steps = (M + step - 1) / step;
+    bool bf16 = wt_bf16(g);
+    const float *w = bf16 ? NULL : wt_rows(g, it, wbuf, &ldw);
     for (int64_t mi = 0; mi < n_steps; mi++) {
         int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
         if (r1 > r0) prefetch_b_panel(g, next.pc, next.kc, next.n0 + r0, (int)(r1 - r0));
         int64_t m0 = mi * step;
         int nm = M - m0 < step ? (int)(M - m0) : (int)step;
         float *c = g->c + m0 * g->ldc + it.n0;
+        if (bf16) {
+            const uint16_t *wb = (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2);
+            simd->wt_bf16_ukr(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm, c, g->ldc,
+                              it.pc > 0);
+            continue;
+        }
         if (simd->wt_ukr) {
             simd->wt_ukr(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
             continue;
@@ -740,7 +760,7 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
         for (int64_t pc = 0; pc < K && lo < hi; pc += KC) {
             int64_t kc = K - pc < KC ? K - pc : KC;
             for (int64_t m0 = lo; m0 < hi; m0 += WT_MR)
-                wt_pack_a(&g, m0, hi - m0 < WT_MR ? (int)(hi - m0) : WT_MR, pc, kc, ap + pc * mpad + m0 * kc);
+                wt_pack_a(&g, m0, hi - m0 < WT_MR ? (int)(hi - m0) : WT_MR, pc, kc, ap + pc * mpad + m0 * kc, wbuf);
         }
         return;
     }

@@ -14,6 +14,7 @@
  * whose 512-bit FMAs run at twice the AVX2 rate (2 x 16 lanes per cycle).
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "../cpu-impl.h"
 
@@ -161,5 +162,90 @@ void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const fl
     case 2: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 2); break;
     case 3: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 3); break;
     default: wt_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 4); break;
+    }
+}
+
+/* ---- bf16 weights through vdpbf16ps (AVX512_BF16) ----
+ * The wt tile on a bf16 weight read in place: each 32-bit pair of weight
+ * elements (k = 2t, 2t + 1) is broadcast against a zmm of 16 activation
+ * rows x the same two k, which the packing rounded to bf16 once per
+ * product (cpu_pack_at16_bf16_avx512). One vdpbf16ps does 32 multiply-adds
+ * where an FMA does 16, and the weight needs no conversion; the price is
+ * the activations' rounding to bf16 (8 significant bits), so results
+ * differ from the exact f32 path by ~2^-9 of the terms. */
+void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
+void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                            float *c, int64_t ldc, bool accumulate);
+
+#define PACK_CHUNK 256
+void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst); /* simd_avx2.c */
+
+/* dst[t * 16 + i] = bf16(a[i, 2t]) | bf16(a[i, 2t + 1]) << 16 for t <
+ * (kc + 1) / 2 (a zero past kc and past rows); tmp: 16 * PACK_CHUNK floats,
+ * 32-byte aligned. Rows are transposed in f32 first (the AVX2 packing),
+ * then converted two k at a time, rounding to nearest even. */
+void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp) {
+    for (int64_t p0 = 0; p0 < kc; p0 += PACK_CHUNK) {
+        int64_t n = kc - p0 < PACK_CHUNK ? kc - p0 : PACK_CHUNK;
+        cpu_pack_at16_avx2(a + p0, lda, rows, n, tmp);
+        if (n % 2) memset(tmp + n * 16, 0, 16 * sizeof(float));
+        uint32_t *d = dst + p0 / 2 * 16;
+        for (int64_t p = 0; p < n; p += 2) {
+            __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(tmp + p * 16)));
+            __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(tmp + (p + 1) * 16)));
+            _mm512_storeu_si512(d + p / 2 * 16, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void wt_bf16_tile(int64_t kc, const uint16_t *w, int64_t ldw, int nw,
+                                                               const uint32_t *at, int nm, float *c, int64_t ldc,
+                                                               bool accumulate, const int P) {
+    const uint16_t *wr[6];
+    for (int j = 0; j < 6; j++) wr[j] = w + (nw > j ? j : nw - 1) * ldw;
+    for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    __m512 acc[4][6];
+    for (int q = 0; q < P; q++)
+        for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
+    int64_t pairs = kc / 2;
+    for (int64_t t = 0; t < pairs; t++) {
+        __m512bh av[4];
+        for (int q = 0; q < P; q++) av[q] = (__m512bh)_mm512_loadu_si512(at + q * 16 * kc + t * 16);
+        for (int j = 0; j < 6; j++) {
+            uint32_t pr;
+            memcpy(&pr, wr[j] + 2 * t, 4);
+            __m512bh bv = (__m512bh)_mm512_set1_epi32((int)pr);
+            for (int q = 0; q < P; q++) acc[q][j] = _mm512_dpbf16_ps(acc[q][j], av[q], bv);
+        }
+    }
+    if (kc % 2) { /* the last k alone: its pair's other half is zero in the packing, not read in w */
+        __m512bh av[4];
+        for (int q = 0; q < P; q++) av[q] = (__m512bh)_mm512_loadu_si512(at + q * 16 * kc + pairs * 16);
+        for (int j = 0; j < 6; j++) {
+            __m512bh bv = (__m512bh)_mm512_set1_epi32((int)wr[j][kc - 1]);
+            for (int q = 0; q < P; q++) acc[q][j] = _mm512_dpbf16_ps(acc[q][j], av[q], bv);
+        }
+    }
+    for (int q = 0; q < P; q++) {
+        float tt[6][16];
+        for (int j = 0; j < 6; j++) _mm512_storeu_ps(tt[j], acc[q][j]);
+        int rows = nm - 16 * q < 16 ? nm - 16 * q : 16;
+        for (int i = 0; i < rows; i++) {
+            float *ci = c + (16 * q + i) * ldc;
+            for (int j = 0; j < nw; j++) ci[j] = accumulate ? ci[j] + tt[j][i] : tt[j][i];
+        }
+    }
+}
+
+/* C[i, j] (+)= sum_k bf16(a[i, k]) w[j, k] for i < nm <= 64 (panels of
+ * at, 16 * kc uint32 apart, as cpu_pack_at16_bf16_avx512 wrote them), j <
+ * nw <= 6 (bf16 rows ldw elements apart, read in place). */
+void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                            float *c, int64_t ldc, bool accumulate) {
+    switch ((nm + 15) / 16) {
+    case 1: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 1); break;
+    case 2: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 2); break;
+    case 3: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 3); break;
+    default: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 4); break;
     }
 }
