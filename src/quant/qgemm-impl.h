@@ -48,8 +48,8 @@ void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void 
  * same bits; only where candle_quant_uses_vnni(). */
 void candle_qgemm_panel_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                   const void *aux, int64_t M, float *c, int64_t ldc);
-/* With AVX512-VNNI, q4_0, q4_1, q5_0 and q5_1 also multiply two panels at
- * once (16 weight rows in 512-bit vectors, the same bits): p holds the
+/* With AVX512-VNNI, the types with panels also multiply two panels at once
+ * (16 weight rows in 512-bit vectors, the same bits): p holds the
  * panel of rows 0..7 and after it (panel_bytes later) the panel of rows
  * 8..nn-1, 8 < nn <= 16. */
 int candle_qgemm_has_pairs_vnni(candle_dtype t);

@@ -1,19 +1,23 @@
 /* AVX-512 VNNI variants of the multi-row panel kernels (see qgemm_avx2.c,
- * which packs the panels for both): the byte dots as vpdpbusd on 256-bit
- * vectors (AVX512VL), the activation bytes broadcast from memory by the
- * instruction itself. Same bits as the AVX2 kernels. Chosen only on CPUs
- * with avx512vnni, avx512vl and avx512bw (candle_quant_uses_vnni). */
+ * which packs the panels for both): the byte dots as vpdpbusd, on 256-bit
+ * vectors (AVX512VL: one panel, the last odd one) and on 512-bit vectors
+ * (two panels at once, below). Same bits as the AVX2 kernels. Chosen only
+ * on CPUs with avx512vnni, avx512vl and avx512bw (candle_quant_uses_vnni). */
 #define CANDLE_QUANT_VNNI 1
 #define QGEMM_KERNEL(name) name##_vnni
 #include "qgemm-panels-impl.h"
 
-/* Two panels at once in 512-bit vectors, for q4_0, q4_1, q5_0 and q5_1:
- * lane j of a vector is row j of panel p0 (j < 8) or row j - 8 of p1, so
+/* Two panels at once in 512-bit vectors (every type with panels): lane j
+ * of a vector is row j of panel p0 (j < 8) or row j - 8 of p1, so
  * each broadcast of an activation row's 4 bytes (a load) serves 16 weight
  * rows. With 8-row vectors the loop issued about 12 loads per 8 outputs
  * and block, 8 of them these broadcasts: bound by the load ports, not by
  * the vpdpbusd. The arithmetic per output is panel_legacy_r's, in the same
  * order (same bits). */
+ALWAYS_INLINE void store16(__m512 h, int nn, float *out) {
+    _mm512_mask_storeu_ps(out, (__mmask16)((1u << nn) - 1), h);
+}
+
 typedef struct lanes16 {
     __m512 a[8][4], m[8][4]; /* [lane][row]: vectors over the 16 panel rows */
     float e[4][2 * NR];      /* [row]: the tail blocks' offset terms */
@@ -43,19 +47,34 @@ ALWAYS_INLINE void act_scales16(candle_dtype t, const rows4 *rw, int r, int64_t 
         __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds));
         *dy = _mm512_broadcastss_ps(f);
         *sy = _mm512_broadcastss_ps(_mm_movehdup_ps(f));
-    } else {
+    } else if (off_type(t)) {
         *dy = _mm512_set1_ps(rw->aux[r][b]);
         *sy = _mm512_set1_ps(rw->aux[r][rw->nb + b]);
+    } else {
+        *dy = _mm512_set1_ps(h2f(((const block_q8_0 *)rw->x[r] + b)->d));
+        *sy = _mm512_setzero_ps();
     }
 }
 
-ALWAYS_INLINE void block_sums16(int R, const char *r0, const char *r1, const int8_t *const *q, __m512i *s) {
+/* One group's byte dot: the codes, or for q8_0 |w| times x with w's sign
+ * (the sign trick of dot_i8_i8; x negated where w < 0, a mask per group). */
+ALWAYS_INLINE __m512i dot16(candle_dtype t, __m512i acc, __m512i w, __mmask64 neg, __m512i x) {
+    if (t == CANDLE_DTYPE_Q8_0) x = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+    return _mm512_dpbusd_epi32(acc, w, x);
+}
+ALWAYS_INLINE __mmask64 neg16(candle_dtype t, const char *r0, const char *r1, int k) {
+    return t == CANDLE_DTYPE_Q8_0 ? _mm512_movepi8_mask(pair_i(r0, r1, 8 + k)) : 0;
+}
+
+ALWAYS_INLINE void block_sums16(candle_dtype t, int R, const char *r0, const char *r1, const int8_t *const *q,
+                                __m512i *s) {
     __m512i u[4];
     for (int k = 0; k < 4; k++) {
         __m512i w0 = pair_i(r0, r1, k), w1 = pair_i(r0, r1, 4 + k);
+        __mmask64 n0 = neg16(t, r0, r1, k), n1 = neg16(t, r0, r1, 4 + k);
         FOR_R {
-            s[r] = _mm512_dpbusd_epi32(k ? s[r] : _mm512_setzero_si512(), w0, bcast4_512(q[r], k));
-            u[r] = _mm512_dpbusd_epi32(k ? u[r] : _mm512_setzero_si512(), w1, bcast4_512(q[r], 4 + k));
+            s[r] = dot16(t, k ? s[r] : _mm512_setzero_si512(), w0, n0, bcast4_512(q[r], k));
+            u[r] = dot16(t, k ? u[r] : _mm512_setzero_si512(), w1, n1, bcast4_512(q[r], 4 + k));
         }
     }
     FOR_R s[r] = _mm512_add_epi32(s[r], u[r]);
@@ -63,7 +82,7 @@ ALWAYS_INLINE void block_sums16(int R, const char *r0, const char *r1, const int
 
 ALWAYS_INLINE void full_lane16(candle_dtype t, int R, int64_t ng, int i, const char *p0, const char *p1,
                                const rows4 *rw, lanes16 *L) {
-    const size_t rb = rec_bytes(t), doff = 8 * 32;
+    const size_t rb = rec_bytes(t), doff = t == CANDLE_DTYPE_Q8_0 ? 16 * 32 : 8 * 32;
     __m512 a[4], m[4];
     FOR_R a[r] = m[r] = _mm512_setzero_ps();
     for (int64_t gi = 0; gi < ng; gi++) {
@@ -72,7 +91,7 @@ ALWAYS_INLINE void full_lane16(candle_dtype t, int R, int64_t ng, int i, const c
         const int8_t *q[4];
         __m512i s[4];
         FOR_R q[r] = act_codes(t, rw, r, b);
-        block_sums16(R, r0, r1, q, s);
+        block_sums16(t, R, r0, r1, q, s);
         __m512 dw = pair_f(r0, r1, doff);
         FOR_R {
             __m512 dy, sy, v = _mm512_cvtepi32_ps(s[r]);
@@ -90,17 +109,18 @@ ALWAYS_INLINE void full_lane16(candle_dtype t, int R, int64_t ng, int i, const c
 
 ALWAYS_INLINE void tail_row16(candle_dtype t, int64_t b0, int64_t nb, const char *p0, const char *p1,
                               const rows4 *rw, int r, lanes16 *L) {
-    const size_t rb = rec_bytes(t), doff = 8 * 32;
+    const size_t rb = rec_bytes(t), doff = t == CANDLE_DTYPE_Q8_0 ? 16 * 32 : 8 * 32;
     for (int64_t b = b0; b < nb; b++) {
         const char *r0 = p0 + (size_t)b * rb, *r1 = p1 + (size_t)b * rb;
         __m512 dy, sy;
         const int8_t *q = act_codes(t, rw, r, b);
         act_scales16(t, rw, r, b, &dy, &sy);
         __m512 dd = _mm512_mul_ps(pair_f(r0, r1, doff), dy);
-        for (int i = 0; i < 8; i++)
-            L->a[i][r] = _mm512_fmadd_ps(
-                dd, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), pair_i(r0, r1, i), bcast4_512(q, i))),
-                L->a[i][r]);
+        for (int i = 0; i < 8; i++) {
+            __m512i d = dot16(t, _mm512_setzero_si512(), pair_i(r0, r1, i), neg16(t, r0, r1, i), bcast4_512(q, i));
+            L->a[i][r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(d), L->a[i][r]);
+        }
+        if (t == CANDLE_DTYPE_Q8_0) continue;
         /* the matrix-vector kernel's scalar statement (see tail_row) */
         float w[2 * NR], s = _mm512_cvtss_f32(sy);
         _mm512_storeu_ps(w, pair_f(r0, r1, doff + (min_type(t) ? NR * 4 : 0)));
@@ -120,45 +140,135 @@ ALWAYS_INLINE void panel16_r(candle_dtype t, int R, int64_t K, int nn, const cha
         for (int j = 0; j < 2 * NR; j++) L.e[r][j] = 0;
         if (nb > 8 * ng) tail_row16(t, 8 * ng, nb, p0, p1, rw, r, &L);
         __m512 v[8];
-        for (int i = 0; i < 8; i++) v[i] = _mm512_add_ps(L.a[i][r], L.m[i][r]);
+        for (int i = 0; i < 8; i++) v[i] = t == CANDLE_DTYPE_Q8_0 ? L.a[i][r] : _mm512_add_ps(L.a[i][r], L.m[i][r]);
         for (int i = 0; i < 4; i++) v[i] = _mm512_add_ps(v[i], v[4 + i]);
         __m512 h = _mm512_add_ps(_mm512_add_ps(v[0], v[2]), _mm512_add_ps(v[1], v[3]));
-        h = _mm512_add_ps(h, _mm512_loadu_ps(L.e[r]));
-        _mm512_mask_storeu_ps(rw->out[r], (__mmask16)((1u << nn) - 1), h);
+        if (t != CANDLE_DTYPE_Q8_0) h = _mm512_add_ps(h, _mm512_loadu_ps(L.e[r]));
+        store16(h, nn, rw->out[r]);
     }
+}
+
+/* panel_q4_k_r's VNNI arithmetic over 16 rows. */
+ALWAYS_INLINE void panel16_q4_k_r(int R, int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {
+    __m512 acc[4];
+    FOR_R acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QK_K; b++, p0 += Q4K_REC, p1 += Q4K_REC) {
+        const block_q8_K *y[4];
+        __m512i tot[4], mins[4];
+        FOR_R {
+            y[r] = (const block_q8_K *)rw->x[r] + b;
+            tot[r] = mins[r] = _mm512_setzero_si512();
+        }
+        for (int s = 0; s < 8; s++) {
+            __m512i a[4], c[4];
+            for (int i = 0; i < 4; i++) {
+                __m512i w0 = pair_i(p0, p1, 8 * s + i), w1 = pair_i(p0, p1, 8 * s + 4 + i);
+                FOR_R {
+                    a[r] = _mm512_dpbusd_epi32(i ? a[r] : _mm512_setzero_si512(), w0, bcast4_512(y[r]->qs + 32 * s, i));
+                    c[r] = _mm512_dpbusd_epi32(i ? c[r] : _mm512_setzero_si512(), w1,
+                                               bcast4_512(y[r]->qs + 32 * s, 4 + i));
+                }
+            }
+            __m512i sc32 = _mm512_srai_epi32(pair_i(p0, p1, Q4K_SC / 32 + s), 16);
+            __m512i mnv = pair_i(p0, p1, Q4K_MN / 32 + s);
+            FOR_R {
+                tot[r] = _mm512_add_epi32(tot[r], _mm512_mullo_epi32(_mm512_add_epi32(a[r], c[r]), sc32));
+                int32_t bs;
+                memcpy(&bs, &y[r]->bsums[2 * s], 4);
+                mins[r] = _mm512_add_epi32(mins[r], _mm512_madd_epi16(mnv, _mm512_set1_epi32(bs)));
+            }
+        }
+        __m512 dv = pair_f(p0, p1, Q4K_D), dm = pair_f(p0, p1, Q4K_D + NR * 4);
+        FOR_R {
+            __m512 yd = _mm512_set1_ps(y[r]->d);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, yd), _mm512_cvtepi32_ps(tot[r]), acc[r]);
+            acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(mins[r]), acc[r]);
+        }
+    }
+    FOR_R store16(acc[r], nn, rw->out[r]);
+}
+
+/* panel_q6_k_r's VNNI arithmetic over 16 rows. */
+ALWAYS_INLINE void panel16_q6_k_r(int R, int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {
+    __m512 acc[4];
+    FOR_R acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QK_K; b++, p0 += Q6K_REC, p1 += Q6K_REC) {
+        const block_q8_K *y[4];
+        __m512i tot[4], off[4];
+        FOR_R {
+            y[r] = (const block_q8_K *)rw->x[r] + b;
+            tot[r] = off[r] = _mm512_setzero_si512();
+        }
+        for (int s = 0; s < 8; s++) {
+            __m512i a[4], c[4];
+            for (int i = 0; i < 4; i++) {
+                __m512i w0 = pair_i(p0, p1, 8 * s + i), w1 = pair_i(p0, p1, 8 * s + 4 + i);
+                FOR_R {
+                    a[r] = _mm512_dpbusd_epi32(i ? a[r] : _mm512_setzero_si512(), w0, bcast4_512(y[r]->qs + 32 * s, i));
+                    c[r] = _mm512_dpbusd_epi32(i ? c[r] : _mm512_setzero_si512(), w1,
+                                               bcast4_512(y[r]->qs + 32 * s, 4 + i));
+                }
+            }
+            __m512i s0 = _mm512_srai_epi32(pair_i(p0, p1, Q6K_SC / 32 + 2 * s), 16);
+            __m512i s1 = _mm512_srai_epi32(pair_i(p0, p1, Q6K_SC / 32 + 2 * s + 1), 16);
+            __m512i spv = pair_i(p0, p1, Q6K_SP / 32 + s);
+            FOR_R {
+                tot[r] = _mm512_add_epi32(
+                    tot[r], _mm512_add_epi32(_mm512_mullo_epi32(a[r], s0), _mm512_mullo_epi32(c[r], s1)));
+                int32_t bs;
+                memcpy(&bs, &y[r]->bsums[2 * s], 4);
+                off[r] = _mm512_add_epi32(off[r], _mm512_madd_epi16(spv, _mm512_set1_epi32(bs)));
+            }
+        }
+        __m512 dv = pair_f(p0, p1, Q6K_D);
+        FOR_R {
+            __m512i t = _mm512_sub_epi32(tot[r], _mm512_slli_epi32(off[r], 5));
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(y[r]->d)), _mm512_cvtepi32_ps(t), acc[r]);
+        }
+    }
+    FOR_R store16(acc[r], nn, rw->out[r]);
 }
 
 typedef void (*panel16_fn)(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw);
 
-#define PANEL16_INSTANCES(T, TT)                                                                          \
-    static void T##_16_1(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {            \
-        panel16_r(TT, 1, K, nn, p0, p1, rw);                                                              \
-    }                                                                                                     \
-    static void T##_16_2(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {            \
-        panel16_r(TT, 2, K, nn, p0, p1, rw);                                                              \
-    }                                                                                                     \
-    static void T##_16_3(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {            \
-        panel16_r(TT, 3, K, nn, p0, p1, rw);                                                              \
-    }                                                                                                     \
-    static void T##_16_4(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {            \
-        panel16_r(TT, 4, K, nn, p0, p1, rw);                                                              \
-    }                                                                                                     \
+#define PANEL16_INSTANCES(T, CALL)                                                                                \
+    static void T##_16_1(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) { CALL(1); }    \
+    static void T##_16_2(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) { CALL(2); }    \
+    static void T##_16_3(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) { CALL(3); }    \
+    static void T##_16_4(int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) { CALL(4); }    \
     static const panel16_fn T##_16_fns[4] = {T##_16_1, T##_16_2, T##_16_3, T##_16_4};
-PANEL16_INSTANCES(q4_0, CANDLE_DTYPE_Q4_0)
-PANEL16_INSTANCES(q4_1, CANDLE_DTYPE_Q4_1)
-PANEL16_INSTANCES(q5_0, CANDLE_DTYPE_Q5_0)
-PANEL16_INSTANCES(q5_1, CANDLE_DTYPE_Q5_1)
+#define CALL_Q4_0(R) panel16_r(CANDLE_DTYPE_Q4_0, R, K, nn, p0, p1, rw)
+#define CALL_Q4_1(R) panel16_r(CANDLE_DTYPE_Q4_1, R, K, nn, p0, p1, rw)
+#define CALL_Q5_0(R) panel16_r(CANDLE_DTYPE_Q5_0, R, K, nn, p0, p1, rw)
+#define CALL_Q5_1(R) panel16_r(CANDLE_DTYPE_Q5_1, R, K, nn, p0, p1, rw)
+#define CALL_Q8_0(R) panel16_r(CANDLE_DTYPE_Q8_0, R, K, nn, p0, p1, rw)
+#define CALL_Q4_K(R) panel16_q4_k_r(R, K, nn, p0, p1, rw)
+#define CALL_Q6_K(R) panel16_q6_k_r(R, K, nn, p0, p1, rw)
+PANEL16_INSTANCES(q4_0, CALL_Q4_0)
+PANEL16_INSTANCES(q4_1, CALL_Q4_1)
+PANEL16_INSTANCES(q5_0, CALL_Q5_0)
+PANEL16_INSTANCES(q5_1, CALL_Q5_1)
+PANEL16_INSTANCES(q8_0, CALL_Q8_0)
+PANEL16_INSTANCES(q4_k, CALL_Q4_K)
+PANEL16_INSTANCES(q6_k, CALL_Q6_K)
 
 int candle_qgemm_has_pairs_vnni(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1;
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
+           t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
 }
 
 void candle_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                  const void *aux, int64_t M, float *c, int64_t ldc) {
-    const panel16_fn *fns = t == CANDLE_DTYPE_Q4_0   ? q4_0_16_fns
-                            : t == CANDLE_DTYPE_Q4_1 ? q4_1_16_fns
-                            : t == CANDLE_DTYPE_Q5_0 ? q5_0_16_fns
-                                                     : q5_1_16_fns;
+    const panel16_fn *fns;
+    switch (t) {
+    case CANDLE_DTYPE_Q4_0: fns = q4_0_16_fns; break;
+    case CANDLE_DTYPE_Q4_1: fns = q4_1_16_fns; break;
+    case CANDLE_DTYPE_Q5_0: fns = q5_0_16_fns; break;
+    case CANDLE_DTYPE_Q5_1: fns = q5_1_16_fns; break;
+    case CANDLE_DTYPE_Q4_K: fns = q4_k_16_fns; break;
+    case CANDLE_DTYPE_Q6_K: fns = q6_k_16_fns; break;
+    default: fns = q8_0_16_fns; break;
+    }
     const char *p0 = p, *p1 = p0 + candle_qgemm_panel_bytes_avx2(t, K);
     size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
     for (int64_t m = 0; m < M; m += 4) {
