@@ -12,8 +12,15 @@
  *
  * K from one block to 64 (tail blocks only; whole groups of 8; groups and
  * a tail, as SmolLM2's 576 and gemma's 640), row counts 1-9 and 19,
- * rows at odd strides from an odd address. */
+ * rows at odd strides from an odd address.
+ *
+ * On a CPU with AVX-512 VNNI the dispatch takes the VNNI rows
+ * (gemv_avx512.c): every check also runs the AVX2 and VNNI rows directly and
+ * wants them equal bit for bit, and the whole test runs once more in a
+ * child with CANDLE_QUANT_NO_VNNI=1 (the AVX2 rows through the dispatch);
+ * q8_0's prepared offset terms are checked as the VNNI bias. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "mathtest.h"
 #include "quant/gemv-impl.h"
@@ -148,7 +155,8 @@ static double magnitude(candle_dtype t, const uint8_t *row, const xparts *x) {
         block_fields(t, row, b, &d, &m, codes);
         double a = 0;
         for (int j = 0; j < 32; j++) a += fabs((double)codes[j] * x_code(x, b, j));
-        s += fabs((double)d * x->d[b]) * a + fabs((double)(has_min(t) ? m : d) * x->s[b]);
+        s += fabs((double)d * x->d[b]) * a;
+        if (t != CANDLE_DTYPE_Q8_0) s += fabs((double)(has_min(t) ? m : d) * x->s[b]); /* q8_0: the VNNI bias */
     }
     return s;
 }
@@ -163,6 +171,52 @@ static float *rand_vals(int64_t n, uint64_t seed) {
         if (i % 101 < 32 && i / 101 % 3 == 1) v[i] = fabsf(v[i]); /* all-positive blocks (q*_1 minimums) */
     }
     return v;
+}
+
+/* The AVX2 and VNNI rows, called directly, against the dispatched rows
+ * out: equal bit for bit. */
+static void check_variants(candle_dtype t, int64_t N, int64_t K, const uint8_t *w, size_t ws, const void *xv,
+                           const float *out) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!candle_quant_uses_avx2()) return;
+    bool vnni = candle_quant_uses_vnni();
+    float *a = malloc(sizeof(float) * (size_t)(N + 1)), *b = malloc(sizeof(float) * (size_t)(N + 1));
+    a[N] = b[N] = -7.0f;
+    candle_gemv_rows_avx2(t, K, N, w, ws, xv, a);
+    if (vnni) candle_gemv_rows_vnni(t, K, N, w, ws, xv, b);
+    CHECK_MSG(a[N] == -7.0f && b[N] == -7.0f, "%s N %lld K %lld: a variant wrote past the last row",
+              candle_dtype_name(t), (long long)N, (long long)K);
+    for (int64_t n = 0; n < N; n++) {
+        bool ok = memcmp(&a[n], &out[n], 4) == 0 && (!vnni || memcmp(&b[n], &out[n], 4) == 0);
+        CHECK_MSG(ok, "%s N %lld K %lld row %lld: rows %.9g, avx2 %.9g, vnni %.9g", candle_dtype_name(t),
+                  (long long)N, (long long)K, (long long)n, out[n], a[n], vnni ? b[n] : 0.0f);
+        if (!ok) break;
+    }
+    free(a), free(b);
+#else
+    (void)t, (void)N, (void)K, (void)w, (void)ws, (void)xv, (void)out;
+#endif
+}
+
+/* On a VNNI CPU, the whole test once more in a child process on the AVX2
+ * path (CANDLE_QUANT_NO_VNNI=1); in that child, check that it took. */
+static void rerun_without_vnni(char **argv) {
+    const char *nv = getenv("CANDLE_QUANT_NO_VNNI");
+    if (nv && *nv && *nv != '0') {
+        CHECK_MSG(!candle_quant_uses_vnni(), "CANDLE_QUANT_NO_VNNI=1 left the VNNI kernels on");
+        return;
+    }
+    if (!candle_quant_uses_vnni()) return;
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CANDLE_QUANT_NO_VNNI", "1", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the run with CANDLE_QUANT_NO_VNNI=1 failed (status %d)", st);
 }
 
 /* candle_gemv_rows over N rows `ws = row + pad` bytes apart from an
@@ -186,6 +240,14 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad, size_t 
     candle_gemv_rows(t, K, N, wrows, ws, xv, out);
     CHECK_MSG(out[N] == -7.0f, "%s N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
     xparts x = x_parts(t, xv, K);
+    check_variants(t, N, K, wrows, ws, xv, out);
+    if (t == CANDLE_DTYPE_Q8_0) /* the VNNI rows' bias: -128 * sum(codes) */
+        for (int64_t b = 0; b < x.nb; b++) {
+            int sum = 0;
+            for (int j = 0; j < 32; j++) sum += x_code(&x, b, j);
+            CHECK_MSG(x.s[b] == -128.0f * (float)sum, "q8_0 K %lld block %lld: bias %g, codes sum %d", (long long)K,
+                      (long long)b, x.s[b], sum);
+        }
     for (int64_t n = 0; n < N; n++) {
         const uint8_t *r = wrows + (size_t)n * ws;
         float want = ref_row(t, r, &x, false), want_c = ref_row(t, r, &x, true);
@@ -216,7 +278,9 @@ static void test_rows(void) {
     CHECK(candle_gemv_x_bytes(CANDLE_DTYPE_Q4_0, 48) == 0); /* not whole blocks */
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     test_rows();
+    rerun_without_vnni(argv);
     return test_done("test_gemv");
 }

@@ -5,8 +5,11 @@
  * Prepared activation, nb = K / 32 blocks: the codes (nb * 32 bytes), then
  * the block scales (nb floats), then the offset terms (nb floats: q4_0
  * -8 * d * sum(codes), q5_0 -16 * d * sum(codes), q4_1 and q5_1 the q8_1
- * s). The weight codes are used unsigned (0..15, 0..31), the q*_0 offset
- * coming back through that term. For the nibble types every full
+ * s, q8_0 -128 * sum(codes): the AVX-512 VNNI rows of gemv_avx512.c use
+ * q8_0's codes biased by 128, unsigned). The weight codes are used unsigned
+ * (0..15, 0..31), the q*_0 offset coming back through that term. The rows
+ * are in gemv-rows-impl.h, shared with gemv_avx512.c (same int32 block
+ * sums: the VNNI rows equal these bit for bit). For the nibble types every full
  * group of 8 blocks is laid out as four 64-byte pairs: pair j holds codes
  * 0..15 of blocks j and j + 4, then codes 16..31 of the same two blocks, so
  * one 256-bit register of weight nibbles (block j low lane, j + 4 high)
@@ -37,31 +40,8 @@
 #include "../gemv-impl.h"
 #include "avx2-impl.h"
 
-#define GROUP 8
-/* Software prefetch distance in bytes of a row stream. */
-#ifndef GEMV_PF
-#define GEMV_PF 2048
-#endif
-
-typedef struct xv_parts {
-    int8_t *qs;
-    float *d, *s;
-} xv_parts;
-
-static xv_parts parts(const void *xv, int64_t nb) {
-    int8_t *qs = (int8_t *)xv;
-    float *d = (float *)(qs + nb * 32);
-    return (xv_parts){qs, d, d + nb};
-}
-
-static bool nibble_type(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1;
-}
-
-static bool k_type(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q2_K || t == CANDLE_DTYPE_Q3_K || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K ||
-           t == CANDLE_DTYPE_Q6_K;
-}
+#define QUANT_KERNEL(name) name##_avx2
+#include "gemv-rows-impl.h"
 
 size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
     /* the K types take their vec_dot activation, a q8_K row */
@@ -102,200 +82,7 @@ void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) 
         p.d[b] = dh;
         if (t == CANDLE_DTYPE_Q4_0) p.s[b] = -8.0f * dh * (float)sum;
         else if (t == CANDLE_DTYPE_Q5_0) p.s[b] = -16.0f * dh * (float)sum;
+        else if (t == CANDLE_DTYPE_Q8_0) p.s[b] = -128.0f * (float)sum; /* the VNNI rows' bias term */
         else p.s[b] = _cvtsh_ss(_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT)); /* q8_1's s */
-    }
-}
-
-/* Weight block fields, as byte offsets in a block of `bs` bytes. */
-typedef struct wfmt {
-    size_t bs, qs, d, m, qh; /* m: the *_1 minimum; qh: the q5 fifth bits */
-    bool q5, has_m;
-} wfmt;
-
-/* Eight f16 fields `stride` bytes apart -> eight floats: the halves are
- * inserted straight from memory (h2f_x8 assembles them in integer
- * registers: more instructions, which bound these kernels in cache). */
-static inline __m256 f16x8_ps(const uint8_t *p, size_t stride) {
-    uint16_t h[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) memcpy(&h[i], p + i * stride, 2);
-    __m128i v = _mm_cvtsi32_si128(h[0]);
-    v = _mm_insert_epi16(v, h[1], 1);
-    v = _mm_insert_epi16(v, h[2], 2);
-    v = _mm_insert_epi16(v, h[3], 3);
-    v = _mm_insert_epi16(v, h[4], 4);
-    v = _mm_insert_epi16(v, h[5], 5);
-    v = _mm_insert_epi16(v, h[6], 6);
-    v = _mm_insert_epi16(v, h[7], 7);
-    return _mm256_cvtph_ps(v);
-}
-
-/* Shuffle controls spreading qh bytes over the codes of pair j: in both
- * lanes (block j low, j + 4 high) the dword of the lane's block j; lo: its
- * bytes 0, 1 (elements 0..15), hi: bytes 2, 3 (elements 16..31). */
-#define B8(b) (char)(b), (char)(b), (char)(b), (char)(b), (char)(b), (char)(b), (char)(b), (char)(b)
-#define PAIR(j, k) B8(4 * (j) + (k)), B8(4 * (j) + (k) + 1), B8(4 * (j) + (k)), B8(4 * (j) + (k) + 1)
-static const char qh_ctrl[4][2][32] __attribute__((aligned(32))) = {
-    {{PAIR(0, 0)}, {PAIR(0, 2)}}, {{PAIR(1, 0)}, {PAIR(1, 2)}}, {{PAIR(2, 0)}, {PAIR(2, 2)}}, {{PAIR(3, 0)}, {PAIR(3, 2)}},
-};
-#undef PAIR
-#undef B8
-
-/* The qh dwords of 8 q5 blocks `bs` bytes apart: blocks 0..3 in the low
- * lane, 4..7 in the high one (the pairs' layout). */
-static inline __m256i qh_x8(const uint8_t *p, size_t bs) {
-    uint32_t v[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) memcpy(&v[i], p + i * bs, 4);
-    return _mm256_setr_epi32((int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5], (int)v[6], (int)v[7]);
-}
-
-/* 0x10 bytes where the fifth bit is set, over the 32 codes that ctrl picks. */
-static inline __m256i fifth_bits(__m256i qh, const char *ctrl) {
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(qh, _mm256_load_si256((const __m256i *)ctrl)), sel);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(v, sel), _mm256_set1_epi8(0x10));
-}
-
-/* Codes of 8 nibble blocks times the paired activation: lane i = block i.
- * The pair products are reduced in 16 bits while they fit: a pair's int16
- * lanes are below 2 * 2 * 15 * 127 = 7620 (q4) or 2 * 2 * 31 * 127 = 15748
- * (q5), so four (q4) or two (q5) of them may be added before the madd. */
-static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t *w, wfmt f, const int8_t *y) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256i qh = f.q5 ? qh_x8(w + f.qh, f.bs) : _mm256_setzero_si256();
-    __m256i p[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs));
-        __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
-        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (f.q5) {
-            lo = _mm256_or_si256(lo, fifth_bits(qh, qh_ctrl[j][0]));
-            hi = _mm256_or_si256(hi, fifth_bits(qh, qh_ctrl[j][1]));
-        }
-        p[j] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(y + 64 * j)),
-                                _mm256_maddubs_epi16(hi, load32(y + 64 * j + 32)));
-    }
-    /* dwords of blocks [0 1 0 1] (each int16 two pair lanes), [2 3 2 3] */
-    __m256i ab = _mm256_add_epi16(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
-    __m256i cd = _mm256_add_epi16(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
-    if (f.q5) {
-        ab = _mm256_madd_epi16(ab, ones);
-        cd = _mm256_madd_epi16(cd, ones);
-        return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
-    }
-    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd)), ones);
-}
-
-/* Block b (after the last group) of one nibble row: the 8 int32 lanes of
- * its codes times the plain-order activation. */
-static inline __attribute__((always_inline)) __m256 nibble_block(const uint8_t *wb, wfmt f, __m256i yb) {
-    __m256i c = unpack_nibbles(wb + f.qs);
-    if (f.q5) {
-        uint32_t qh;
-        memcpy(&qh, wb + f.qh, 4);
-        c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-    }
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(c, yb), _mm256_set1_epi16(1)));
-}
-
-/* One nibble row: sum over blocks of dx * (dy * isum + s) (q*_0, s holding
- * the offset term) or dx * dy * isum + m * s (q*_1), in the float steps of
- * the file comment. */
-static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, wfmt f, xv_parts p, int64_t nb) {
-    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
-    int64_t ng = nb / GROUP;
-    for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *wg = w + g * GROUP * f.bs;
-        for (size_t o = 0; o < GROUP * f.bs; o += 64) __builtin_prefetch(wg + GEMV_PF + o, 0, 3);
-        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256)), dx = f16x8_ps(wg + f.d, f.bs);
-        __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
-        if (f.has_m) {
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
-            acc_m = _mm256_fmadd_ps(f16x8_ps(wg + f.m, f.bs), s, acc_m);
-        } else {
-            acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
-        }
-    }
-    float extra = 0;
-    for (int64_t b = ng * GROUP; b < nb; b++) {
-        const uint8_t *wb = w + b * f.bs;
-        __m256 v = nibble_block(wb, f, load32(p.qs + b * 32));
-        uint16_t dxh, mh;
-        memcpy(&dxh, wb + f.d, 2);
-        float dx = _cvtsh_ss(dxh);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
-        if (f.has_m) {
-            memcpy(&mh, wb + f.m, 2);
-            extra += _cvtsh_ss(mh) * p.s[b];
-        } else {
-            extra += dx * p.s[b];
-        }
-    }
-    return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
-}
-
-/* One q8_0 row (fields by byte offset: a row need not be aligned). */
-static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
-    const size_t bs = sizeof(block_q8_0), o_qs = offsetof(block_q8_0, qs), o_d = offsetof(block_q8_0, d);
-    __m256 acc = _mm256_setzero_ps();
-    int64_t ng = nb / GROUP;
-    for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *xg = x + g * GROUP * bs;
-        for (int l = 0; l < 5; l++) __builtin_prefetch(xg + GEMV_PF + 64 * l, 0, 3);
-        const int8_t *y = p.qs + g * 256;
-        __m256i r[GROUP];
-        for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg + j * bs + o_qs), load32(y + 32 * j));
-        /* a: blocks 0..3 (low lanes' partial sums low, high lanes' high), b: 4..7 */
-        __m256i a = reduce_x4(r[0], r[1], r[2], r[3]), b = reduce_x4(r[4], r[5], r[6], r[7]);
-        __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-        __m256 d = _mm256_mul_ps(h2f_x8(xg + o_d, bs), _mm256_loadu_ps(p.d + g * GROUP));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
-    }
-    for (int64_t b = ng * GROUP; b < nb; b++) {
-        uint16_t dh;
-        memcpy(&dh, x + b * bs + o_d, 2);
-        __m256 v = _mm256_cvtepi32_ps(dot_i8_i8(load32(x + b * bs + o_qs), load32(p.qs + b * 32)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dh) * p.d[b]), v, acc);
-    }
-    return hsum_ps(acc);
-}
-
-static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0, 0, false, false};
-static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
-                         offsetof(block_q4_1, m), 0, false, true};
-static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, d), 0,
-                         offsetof(block_q5_0, qh), true, false};
-static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
-                         offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
-
-void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
-                           float *out) {
-    if (k_type(t)) {
-        candle_gemv_rows_k_avx2(t, K, n, w, ws, xv, out);
-        return;
-    }
-    int64_t nb = K / 32;
-    xv_parts p = parts(xv, nb);
-    const uint8_t *row = w;
-    switch (t) {
-    case CANDLE_DTYPE_Q4_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f40, p, nb);
-        break;
-    case CANDLE_DTYPE_Q4_1:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f41, p, nb);
-        break;
-    case CANDLE_DTYPE_Q5_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f50, p, nb);
-        break;
-    case CANDLE_DTYPE_Q5_1:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = nibble_row(row, f51, p, nb);
-        break;
-    case CANDLE_DTYPE_Q8_0:
-        for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row(row, p, nb);
-        break;
-    default: break;
     }
 }

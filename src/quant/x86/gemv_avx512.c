@@ -1,16 +1,7 @@
-/* AVX-512 VNNI matrix-vector rows (see gemv-impl.h): the K types through
- * kquants_avx512.c; the others, for now, through the AVX2 rows. */
-#include "../gemv-impl.h"
-#include "avx2-impl.h"
-
-void candle_gemv_rows_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
-                           float *out) {
-    switch (t) {
-    case CANDLE_DTYPE_Q2_K:
-    case CANDLE_DTYPE_Q3_K:
-    case CANDLE_DTYPE_Q4_K:
-    case CANDLE_DTYPE_Q5_K:
-    case CANDLE_DTYPE_Q6_K: candle_gemv_rows_k_vnni(t, K, n, w, ws, xv, out); break;
-    default: candle_gemv_rows_avx2(t, K, n, w, ws, xv, out); break;
-    }
-}
+/* AVX-512 VNNI matrix-vector rows (see gemv-impl.h): gemv-rows-impl.h with
+ * CANDLE_QUANT_VNNI (the K types through kquants_avx512.c). The int32 block
+ * sums and float steps are the AVX2 rows': results equal bit for bit.
+ * Used only on CPUs with avx512vnni, avx512vl and avx512bw. */
+#define CANDLE_QUANT_VNNI 1
+#define QUANT_KERNEL(name) name##_vnni
+#include "gemv-rows-impl.h"

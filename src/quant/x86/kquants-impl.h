@@ -106,27 +106,78 @@ typedef struct k45_acc {
  * in four lanes with no horizontal step, and the sub-blocks summed in two
  * chains. maddubs pair sums stay below 2 * 31 * 127 (no saturation); times
  * a 6-bit scale and summed over 256 codes the total is below 2^23. */
-static inline __attribute__((always_inline)) void k45_block(const uint8_t *x, bool q5, const block_q8_K *y,
-                                                            k45_acc *a) {
+#ifdef CANDLE_QUANT_VNNI
+/* The code sums of a q4_K/q5_K block (scales applied) in 512-bit registers:
+ * chunk c's 64 codes in one (low half: the low nibbles, sub-block 2c; high
+ * half: the high nibbles, 2c + 1) against the 64 activation codes that
+ * follow each other, one maddubs and one vpdpwssd per 64 codes; Zen 4 runs
+ * a 512-bit op as two 256-bit halves, but the loop has half the
+ * instructions. The two halves added give the AVX2 lanes exactly. */
+static const char k45_zctrl[4][64] __attribute__((aligned(64))) = {
+#define W2(j) (char)(2 * (j)), (char)(2 * (j) + 1)
+#define W16(j) W2(j), W2(j), W2(j), W2(j), W2(j), W2(j), W2(j), W2(j)
+    {W16(0), W16(0), W16(1), W16(1)}, {W16(2), W16(2), W16(3), W16(3)},
+    {W16(4), W16(4), W16(5), W16(5)}, {W16(6), W16(6), W16(7), W16(7)},
+#undef W16
+#undef W2
+};
+static inline __attribute__((always_inline)) __m256i k45_sums(const uint8_t *x, bool q5, const int8_t *y,
+                                                              uint64_t sc) {
     const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
-    uint64_t sc, mn;
-    k4_scales(x + offsetof(block_q4_K, scales), &sc, &mn);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), nib = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    __m512i qh = q5 ? _mm512_broadcast_i64x4(load32(x + offsetof(block_q5_K, qh))) : _mm512_setzero_si512();
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m512i q = _mm512_broadcast_i64x4(load32(x + o_qs + 32 * c));
+        __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q, nib), m4);
+        if (q5) {
+            /* qh bit 2c (low half) or 2c + 1 (high) of each byte rotated
+             * to bit 4 of the same byte (see k45_codes), or-ed in */
+            __m512i rot = _mm512_set_epi32((3 - 2 * c) & 31, (3 - 2 * c) & 31, (3 - 2 * c) & 31, (3 - 2 * c) & 31,
+                                           (3 - 2 * c) & 31, (3 - 2 * c) & 31, (3 - 2 * c) & 31, (3 - 2 * c) & 31,
+                                           (4 - 2 * c) & 31, (4 - 2 * c) & 31, (4 - 2 * c) & 31, (4 - 2 * c) & 31,
+                                           (4 - 2 * c) & 31, (4 - 2 * c) & 31, (4 - 2 * c) & 31, (4 - 2 * c) & 31);
+            codes = _mm512_ternarylogic_epi32(codes, _mm512_rolv_epi32(qh, rot), _mm512_set1_epi8(0x10), 0xF8);
+        }
+        __m512i p = _mm512_maddubs_epi16(codes, _mm512_loadu_si512(y + 64 * c));
+        __m512i sv = _mm512_shuffle_epi8(scv, _mm512_load_si512(k45_zctrl[c]));
+        if (c & 1) s1 = _mm512_dpwssd_epi32(s1, p, sv);
+        else s0 = _mm512_dpwssd_epi32(s0, p, sv);
+    }
+    __m512i s = _mm512_add_epi32(s0, s1);
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+#else
+static inline __attribute__((always_inline)) __m256i k45_sums(const uint8_t *x, bool q5, const int8_t *y,
+                                                              uint64_t sc) {
+    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, scv = scales_u64(sc);
     __m256i qh = q5 ? load32(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         __m256i lo, hi;
         k45_codes(x + o_qs, qh, c, q5, &lo, &hi);
-        __m256i p0 = _mm256_maddubs_epi16(lo, load32(y->qs + 64 * c));
-        __m256i p1 = _mm256_maddubs_epi16(hi, load32(y->qs + 64 * c + 32));
+        __m256i p0 = _mm256_maddubs_epi16(lo, load32(y + 64 * c));
+        __m256i p1 = _mm256_maddubs_epi16(hi, load32(y + 64 * c + 32));
         s0 = madd_acc(s0, p0, spread(scv, bcast_ctrl[2 * c]));
         s1 = madd_acc(s1, p1, spread(scv, bcast_ctrl[2 * c + 1]));
     }
+    return _mm256_add_epi32(s0, s1);
+}
+#endif
+
+static inline __attribute__((always_inline)) void k45_block(const uint8_t *x, bool q5, const block_q8_K *y,
+                                                            k45_acc *a) {
+    uint64_t sc, mn;
+    k4_scales(x + offsetof(block_q4_K, scales), &sc, &mn);
+    __m256i s = k45_sums(x, q5, y->qs, sc);
     __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn)), bsum_pairs(y->bsums));
     uint32_t d_dmin; /* the f16 pair d, dmin */
     memcpy(&d_dmin, x, 4);
     __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(y->d));
-    a->q = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), a->q);
+    a->q = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(s), a->q);
     a->m = _mm_fmadd_ps(_mm_permute_ps(dv, 0x55), _mm_cvtepi32_ps(m), a->m);
 }
 
@@ -176,6 +227,47 @@ static inline __attribute__((always_inline)) void q6k_codes(const block_q6_K *x,
 /* One q6_K row's super-block: sum over the 16 sub-blocks of sc[s] * the
  * dot of s with codes 0..63 (value + 32), 8 int32 lanes. Pair sums stay
  * below 2 * 63 * 127; times the int8 scales and summed, below 2^28. */
+#ifdef CANDLE_QUANT_VNNI
+/* 512-bit: codes k and k + 1 of a half (k = 0, 2) in one register, 64
+ * activation codes that follow each other; the scales of the four 16-code
+ * groups are the four 128-bit lanes' words (q6k_zctrl). The high bits
+ * masked per half and rotated to bits 4, 5 of the same byte (one rolv for
+ * both halves), the low nibbles merged by one ternary logic op. */
+static const char q6k_zctrl[2][64] __attribute__((aligned(64))) = {
+#define W2(j) (char)(2 * (j)), (char)(2 * (j) + 1)
+#define W16(j) W2(j), W2(j), W2(j), W2(j), W2(j), W2(j), W2(j), W2(j)
+    {W16(0), W16(1), W16(2), W16(3)},
+    {W16(4), W16(5), W16(6), W16(7)},
+#undef W16
+#undef W2
+};
+static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K *x, const int8_t *y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* (qh & 0x03) << 4 | (qh & 0x0C) << 2, then (qh & 0x30) | (qh & 0xC0) >> 2 */
+    const __m512i mask01 = _mm512_inserti64x4(_mm512_set1_epi8(0x03), _mm256_set1_epi8(0x0C), 1);
+    const __m512i mask23 = _mm512_inserti64x4(_mm512_set1_epi8(0x30), _mm256_set1_epi8((char)0xC0), 1);
+    const __m512i rot01 = _mm512_inserti64x4(_mm512_set1_epi32(4), _mm256_set1_epi32(2), 1);
+    const __m512i rot23 = _mm512_inserti64x4(_mm512_set1_epi32(0), _mm256_set1_epi32(30), 1);
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(x->scales + 8 * h))));
+        __m512i l = _mm512_loadu_si512(x->ql + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(load32(x->qh + 32 * h));
+        __m512i h01 = _mm512_rolv_epi32(_mm512_and_si512(qh, mask01), rot01);
+        __m512i h23 = _mm512_rolv_epi32(_mm512_and_si512(qh, mask23), rot23);
+        /* (a & c) | b */
+        __m512i c01 = _mm512_ternarylogic_epi32(l, h01, m4, 0xEC);
+        __m512i c23 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), h23, m4, 0xEC);
+        __m512i p01 = _mm512_maddubs_epi16(c01, _mm512_loadu_si512(y + 128 * h));
+        __m512i p23 = _mm512_maddubs_epi16(c23, _mm512_loadu_si512(y + 128 * h + 64));
+        s0 = _mm512_dpwssd_epi32(s0, p01, _mm512_shuffle_epi8(scv, _mm512_load_si512(q6k_zctrl[0])));
+        s1 = _mm512_dpwssd_epi32(s1, p23, _mm512_shuffle_epi8(scv, _mm512_load_si512(q6k_zctrl[1])));
+    }
+    __m512i s = _mm512_add_epi32(s0, s1);
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+#else
 static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K *x, const int8_t *y) {
     __m256i sum = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
@@ -190,6 +282,7 @@ static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K 
     }
     return sum;
 }
+#endif
 
 /* q6_K codes are 0..63 (value + 32): the dot uses them unsigned and removes
  * 32 * sum(y) per 16 elements afterwards through bsums. */
