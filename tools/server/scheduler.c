@@ -183,6 +183,9 @@ static bool pend_append(srv_slot *sl, const char *p, size_t n) {
  * sequence was found (the text before it is emitted, the rest dropped). */
 static bool pend_flush(srv_slot *sl, bool final) {
     srv_req *r = sl->req;
+    /* Nothing held (a token that completed no character): nothing to emit or
+     * search, and pend may still be NULL. */
+    if (!sl->pend_len) return false;
     size_t cut = sl->pend_len, hold = 0;
     bool stopped = false;
     for (int i = 0; i < r->n_stop; i++) {
