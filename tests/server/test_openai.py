@@ -199,6 +199,9 @@ def bad_inputs():
     cases = [
         ("POST", "/v1/completions", b"{not json", 400, "invalid_json"),
         ("POST", "/v1/completions", b"[1,2]", 400, "invalid_json"),
+        # jansson's "near '...'" cuts the character after the bad escape in two (fuzz_server:
+        # the error JSON could not be built, a 500 "out of memory")
+        ("POST", "/v1/completions", b'{"prompt": "\\u00\xe2\x96\x81"}', 400, "invalid_json"),
         ("POST", "/v1/completions", json.dumps({"prompt": 5}).encode(), 400, "invalid_type"),
         ("POST", "/v1/completions", json.dumps({"prompt": "x", "temperature": "hot"}).encode(), 400, "invalid_type"),
         ("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 10**12}).encode(), 400, "invalid_value"),
