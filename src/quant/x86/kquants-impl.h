@@ -333,6 +333,28 @@ static inline __attribute__((always_inline)) void q2k_block(const block_q2_K *x,
     __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
     __m256i sum_m = _mm256_madd_epi16(mins, load32(y->bsums));
     __m128i lows = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+#ifdef CANDLE_QUANT_VNNI
+    /* 512-bit: codes k and k + 1 of a half in one register (one shift by
+     * 2k / 2k + 2 per 64-bit lane), 64 activation codes that follow each
+     * other, the scales spread as q6_K's; halves added = the AVX2 lanes */
+    (void)m2;
+    const __m512i m2z = _mm512_set1_epi8(3);
+    const __m512i sh01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), sh23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    __m512i z0 = _mm512_setzero_si512(), z1 = z0;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(h ? _mm_srli_si128(lows, 8) : lows));
+        __m512i q = _mm512_broadcast_i64x4(load32(x->qs + 32 * h));
+        __m512i c01 = _mm512_and_si512(_mm512_srlv_epi64(q, sh01), m2z);
+        __m512i c23 = _mm512_and_si512(_mm512_srlv_epi64(q, sh23), m2z);
+        __m512i p01 = _mm512_maddubs_epi16(c01, _mm512_loadu_si512(y->qs + 128 * h));
+        __m512i p23 = _mm512_maddubs_epi16(c23, _mm512_loadu_si512(y->qs + 128 * h + 64));
+        z0 = _mm512_dpwssd_epi32(z0, p01, _mm512_shuffle_epi8(scv, _mm512_load_si512(q6k_zctrl[0])));
+        z1 = _mm512_dpwssd_epi32(z1, p23, _mm512_shuffle_epi8(scv, _mm512_load_si512(q6k_zctrl[1])));
+    }
+    __m512i z = _mm512_add_epi32(z0, z1);
+    __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1));
+#else
     __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -345,6 +367,7 @@ static inline __attribute__((always_inline)) void q2k_block(const block_q2_K *x,
             sumi = madd_acc(sumi, p, spread(scv, pair_ctrl[k]));
         }
     }
+#endif
     uint32_t d_dmin; /* the f16 pair d, dmin */
     memcpy(&d_dmin, &x->d, 4);
     __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(y->d));
@@ -376,6 +399,34 @@ void QUANT_KERNEL(candle_vec_dot_q2_k_q8_k)(int64_t n, float *out, const void *v
 static inline __attribute__((always_inline)) void q3k_block(const block_q3_K *x, const block_q8_K *y, __m256 *acc) {
     const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     __m128i sc = q3k_scales(x->scales);
+#ifdef CANDLE_QUANT_VNNI
+    /* as q2k_block's 512-bit loop; hmask bit 4h + k rotated to bit 2 of
+     * the same byte (one vprold for both halves, counts mod 32), merged by
+     * one ternary logic op */
+    (void)m2, (void)b2;
+    const __m512i m2z = _mm512_set1_epi8(3), b2z = _mm512_set1_epi8(4);
+    const __m512i sh01 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), sh23 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    __m512i hm = _mm512_broadcast_i64x4(load32(x->hmask)), z0 = _mm512_setzero_si512(), z1 = z0;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const int j = 4 * h; /* hmask bits j .. j + 3 */
+        const __m512i r01 = _mm512_inserti64x4(_mm512_set1_epi32((2 - j) & 31), _mm256_set1_epi32((1 - j) & 31), 1);
+        const __m512i r23 = _mm512_inserti64x4(_mm512_set1_epi32((0 - j) & 31), _mm256_set1_epi32((-1 - j) & 31), 1);
+        __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc, 8) : sc));
+        __m512i q = _mm512_broadcast_i64x4(load32(x->qs + 32 * h));
+        /* a | (b & c) */
+        __m512i c01 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srlv_epi64(q, sh01), m2z),
+                                                _mm512_rolv_epi32(hm, r01), b2z, 0xF8);
+        __m512i c23 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srlv_epi64(q, sh23), m2z),
+                                                _mm512_rolv_epi32(hm, r23), b2z, 0xF8);
+        __m512i p01 = _mm512_maddubs_epi16(c01, _mm512_loadu_si512(y->qs + 128 * h));
+        __m512i p23 = _mm512_maddubs_epi16(c23, _mm512_loadu_si512(y->qs + 128 * h + 64));
+        z0 = _mm512_dpwssd_epi32(z0, p01, _mm512_shuffle_epi8(scv, _mm512_load_si512(q6k_zctrl[0])));
+        z1 = _mm512_dpwssd_epi32(z1, p23, _mm512_shuffle_epi8(scv, _mm512_load_si512(q6k_zctrl[1])));
+    }
+    __m512i z = _mm512_add_epi32(z0, z1);
+    __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1));
+#else
     __m256i hm = load32(x->hmask), sumi = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -389,6 +440,7 @@ static inline __attribute__((always_inline)) void q3k_block(const block_q3_K *x,
             sumi = madd_acc(sumi, p, spread(scv, pair_ctrl[k]));
         }
     }
+#endif
     __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), load32(y->bsums));
     sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 2));
     *acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * h2f(x->d)), _mm256_cvtepi32_ps(sumi), *acc);
