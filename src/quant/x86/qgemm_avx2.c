@@ -169,7 +169,7 @@ static inline __attribute__((always_inline)) void load_legacy(candle_dtype t, in
 static inline __attribute__((always_inline)) void pack_legacy(candle_dtype t, int64_t K, int nn, const char *w,
                                                               size_t ws, char *p) {
     size_t rb = rec_bytes(t);
-    /* the next panel's lines, spread over the blocks (see prefetch_panel) */
+    /* the next panel's lines, spread over the blocks (see prefetch_share) */
     const char *next = w + (size_t)NR * ws;
     size_t lines = ((size_t)NR * ws + 63) / 64, per = (lines + (size_t)(K / 32) - 1) / (size_t)(K / 32);
     for (int64_t b = 0; b < K / 32; b++) {
@@ -294,18 +294,107 @@ static void pack_q8_0_full(int64_t K, const char *w, size_t ws, char *p) { pack_
 /* The weight streams from memory and the panel's rows are read 8 at a time
  * in short pieces, which the hardware prefetchers follow poorly: packing a
  * panel asks for the next panel's rows (contiguous after these), so they
- * arrive while this panel is multiplied with the activation rows. (Issued
- * all at once, the prefetches stall on the full miss queue: the legacy
- * types spread them over their blocks.) Prefetches past the weight's end
+ * arrive while this panel is multiplied with the activation rows. Issued
+ * all at once, the prefetches stall on the full miss queue: each block
+ * issues its share (the legacy types inline, the full K panels here; the
+ * partial K panels are the last ones). Prefetches past the weight's end
  * are harmless: they never fault. */
-static void prefetch_panel(const char *w, size_t ws) {
+static inline void prefetch_share(const char *w, size_t ws, int64_t b, int64_t nb) {
     const char *next = w + (size_t)NR * ws;
-    for (size_t off = 0; off < (size_t)NR * ws; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+    size_t lines = ((size_t)NR * ws + 63) / 64, per = (lines + (size_t)nb - 1) / (size_t)nb;
+    for (size_t l = (size_t)b * per; l < (size_t)(b + 1) * per && l < lines; l++)
+        _mm_prefetch(next + 64 * l, _MM_HINT_T0);
+}
+
+static void pack_q4_k_full(int64_t K, const char *w, size_t ws, char *p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int64_t nb = K / QK_K;
+    for (int64_t b = 0; b < nb; b++) {
+        prefetch_share(w, ws, b, nb);
+        char *rec = p + (size_t)b * Q4K_REC;
+        __m256i *g = (__m256i *)rec;
+        const block_q4_K *x[NR];
+        for (int j = 0; j < NR; j++) x[j] = (const block_q4_K *)(w + (size_t)j * ws) + b;
+        for (int c = 0; c < 4; c++) {
+            __m256i r[8], o[8];
+            for (int j = 0; j < NR; j++) r[j] = load32(x[j]->qs + 32 * c);
+            transpose8_regs(r, o);
+            for (int i = 0; i < 8; i++) {
+                _mm256_storeu_si256(&g[16 * c + i], _mm256_and_si256(o[i], m4));
+                _mm256_storeu_si256(&g[16 * c + 8 + i], _mm256_and_si256(_mm256_srli_epi16(o[i], 4), m4));
+            }
+        }
+        uint32_t sc[8][NR], mn[8][NR];
+        float d[NR], dmin[NR];
+        for (int j = 0; j < NR; j++) {
+            uint32_t u[3];
+            memcpy(u, x[j]->scales, 12);
+            uint32_t s0 = u[0] & 0x3F3F3F3Fu, m0 = u[1] & 0x3F3F3F3Fu;
+            uint32_t s1 = (u[2] & 0x0F0F0F0Fu) | ((u[0] >> 2) & 0x30303030u);
+            uint32_t m1 = ((u[2] >> 4) & 0x0F0F0F0Fu) | ((u[1] >> 2) & 0x30303030u);
+            for (int k = 0; k < 4; k++) { /* both 16-bit halves: the value */
+                sc[k][j] = ((s0 >> 8 * k) & 0xFF) * 0x10001u;
+                sc[4 + k][j] = ((s1 >> 8 * k) & 0xFF) * 0x10001u;
+                mn[k][j] = ((m0 >> 8 * k) & 0xFF) * 0x10001u;
+                mn[4 + k][j] = ((m1 >> 8 * k) & 0xFF) * 0x10001u;
+            }
+            d[j] = h2f(x[j]->d);
+            dmin[j] = h2f(x[j]->dmin);
+        }
+        memcpy(rec + Q4K_SC, sc, sizeof sc);
+        memcpy(rec + Q4K_MN, mn, sizeof mn);
+        memcpy(rec + Q4K_D, d, sizeof d);
+        memcpy(rec + Q4K_D + sizeof d, dmin, sizeof dmin);
+    }
+}
+
+/* Full q6_K panels: the 8 rows' ql and qh chunks transposed as bytes (6
+ * transposes per block instead of 8), each sub-block's codes then
+ * assembled from them as q6k_sub does; scales as 32-bit words. */
+static void pack_q6_k_full(int64_t K, const char *w, size_t ws, char *p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const int64_t nb = K / QK_K;
+    for (int64_t b = 0; b < nb; b++) {
+        prefetch_share(w, ws, b, nb);
+        char *rec = p + (size_t)b * Q6K_REC;
+        __m256i *g = (__m256i *)rec;
+        const block_q6_K *x[NR];
+        for (int j = 0; j < NR; j++) x[j] = (const block_q6_K *)(w + (size_t)j * ws) + b;
+        for (int h = 0; h < 2; h++) {
+            __m256i r[8], ql[2][8], qh[8];
+            for (int half = 0; half < 2; half++) {
+                for (int j = 0; j < NR; j++) r[j] = load32(x[j]->ql + 64 * h + 32 * half);
+                transpose8_regs(r, ql[half]);
+            }
+            for (int j = 0; j < NR; j++) r[j] = load32(x[j]->qh + 32 * h);
+            transpose8_regs(r, qh);
+            for (int k = 0; k < 4; k++) /* sub-block 4h + k */
+                for (int i = 0; i < 8; i++) {
+                    __m256i lo = ql[k & 1][i];
+                    lo = k < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh[i], 2 * k), m2);
+                    _mm256_storeu_si256(&g[8 * (4 * h + k) + i], _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+                }
+        }
+        uint32_t sc[16][NR], sp[8][NR];
+        float d[NR];
+        for (int j = 0; j < NR; j++) {
+            for (int k = 0; k < 16; k++) sc[k][j] = (uint32_t)(uint16_t)(int16_t)x[j]->scales[k] * 0x10001u;
+            for (int k = 0; k < 8; k++)
+                sp[k][j] = (uint32_t)(uint16_t)(int16_t)x[j]->scales[2 * k] |
+                           (uint32_t)(uint16_t)(int16_t)x[j]->scales[2 * k + 1] << 16;
+            d[j] = h2f(x[j]->d);
+        }
+        memcpy(rec + Q6K_SC, sc, sizeof sc);
+        memcpy(rec + Q6K_SP, sp, sizeof sp);
+        memcpy(rec + Q6K_D, d, sizeof d);
+    }
 }
 
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
-    if (t == CANDLE_DTYPE_Q6_K || t == CANDLE_DTYPE_Q4_K) prefetch_panel(w, ws);
-    if (t == CANDLE_DTYPE_Q6_K) pack_q6_k(K, nn, w, ws, p);
+    if (t == CANDLE_DTYPE_Q6_K && nn == NR) pack_q6_k_full(K, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q4_K && nn == NR) pack_q4_k_full(K, w, ws, p);
+    else if (t == CANDLE_DTYPE_Q6_K) pack_q6_k(K, nn, w, ws, p);
     else if (t == CANDLE_DTYPE_Q4_K) pack_q4_k(K, nn, w, ws, p);
     else if (nn < NR) pack_legacy(t, K, nn, w, ws, p);
     else if (t == CANDLE_DTYPE_Q4_0) pack_q4_0_full(K, w, ws, p);
