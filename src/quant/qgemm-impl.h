@@ -24,6 +24,9 @@
 
 /* True when t has a multi-row kernel on this CPU. */
 int candle_qgemm_has_fast(candle_dtype t);
+/* True when the panels run on the AVX512-VNNI kernels (CPU and
+ * CANDLE_QUANT_NO_VNNI). */
+int candle_qgemm_uses_vnni(void);
 /* Scratch bytes candle_qgemm_rows needs for dtype t and K (0 for the
  * per-output path). */
 size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K);

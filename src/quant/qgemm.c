@@ -8,8 +8,9 @@
 #include "quant-impl.h"
 
 /* Activation rows whose aux records (see candle_qgemm_prep_avx2) fit the
- * scratch: the quantized matmul's largest M (QMM_MAX_M_TILE), so each
- * weight panel is packed once; more rows go in turns, packing again. */
+ * scratch: the quantized matmul's largest M without VNNI (QMM_MAX_M_TILE),
+ * so each weight panel is packed once; more rows (with VNNI up to 512) go
+ * in turns, packing again. */
 #define AUX_ROWS 256
 
 int candle_qgemm_has_fast(candle_dtype t) {
@@ -19,6 +20,14 @@ int candle_qgemm_has_fast(candle_dtype t) {
            t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
 #else
     (void)t;
+    return 0;
+#endif
+}
+
+int candle_qgemm_uses_vnni(void) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    return candle_quant_uses_avx2() && candle_quant_uses_vnni();
+#else
     return 0;
 #endif
 }

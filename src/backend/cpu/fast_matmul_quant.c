@@ -36,8 +36,12 @@
 /* Activation rows up to which the integer path beats dequantizing the
  * weight into the f32 GEMM: with a multi-row kernel (measured on
  * SmolLM2-135M q4_1/q8_0 shapes and q4_K 1024 x 1024: the packed kernels
- * beat it up to M 256 and tie at 512), and with one vec_dot per output. */
+ * beat it up to M 256 and tie at 512; the AVX512-VNNI ones still win at
+ * 512: pp512 2 threads, SmolLM2-135M Q4_1 422-478 -> 535-785 t/s,
+ * gemma-3-270m Q4_K_M 431-495 -> 545-781), and with one vec_dot per
+ * output. */
 #define QMM_MAX_M_TILE 256
+#define QMM_MAX_M_VNNI 512
 #define QMM_MAX_M_DOT 4
 
 int64_t cpu_qmm_max_m(candle_dtype t) {
@@ -47,7 +51,8 @@ int64_t cpu_qmm_max_m(candle_dtype t) {
         env = e && *e ? atoll(e) : -1;
     }
     if (env >= 0) return env;
-    return candle_qgemm_has_fast(t) ? QMM_MAX_M_TILE : QMM_MAX_M_DOT;
+    if (!candle_qgemm_has_fast(t)) return QMM_MAX_M_DOT;
+    return candle_qgemm_uses_vnni() ? QMM_MAX_M_VNNI : QMM_MAX_M_TILE;
 }
 
 static bool match_quant(const candle_tensor *dst) {
