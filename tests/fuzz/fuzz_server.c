@@ -1,0 +1,463 @@
+/* libFuzzer target for the server's request handling: srv_handle()
+ * (tools/server/handlers.c: routing, JSON parsing, option and prompt
+ * validation, chat rendering) and the scheduler it submits to
+ * (tools/server/scheduler.c: admission, prefill, sampling, stop sequences,
+ * cancellation), on the tiny random-weight qwen2 model of tests/data/tiny
+ * (path compiled in) with a 96-token context, so that every generation is
+ * at most a few dozen tokens. No HTTP: the handler is called directly, and
+ * a stream is drained (or abandoned) the way tools/server/http.c does it.
+ * An input is
+ *   [u8 route][u8 client][body]
+ * route: bits 0-2 the URL (table urls[]), bits 3-4 the method (POST, POST,
+ * GET, DELETE), bits 5-7 the chat template (table chats[]; the last one:
+ * none, so chat requests are refused). client: bits 0-2 for a stream, the
+ * number of chunks read before the client goes away (0: reads to the end);
+ * bit 3: the client's socket is closed before the request (a non-streamed
+ * request may then end 499); bit 4: a stream is sent twice, the second
+ * before the first is read, so both run at once (the second sharing the
+ * first's prompt rows).
+ * Beyond "no crash", for every reply:
+ * - the status is one the route documents (200, 400, 404, 405; 499 only
+ *   for a client that left): never 500, 429 or 503 from one request at a
+ *   time on an idle server;
+ * - the body is well-formed JSON; an error has OpenAI's shape
+ *   {"error": {"message": non-empty, "type" (by status), "param", "code"}};
+ * - a completion's usage adds up: total = prompt + completion, at least one
+ *   token generated, cached < prompt, prompt + completion within the
+ *   context, completion = the effective max_tokens when it ends "length"
+ *   and at most that when "stop"; a token-id prompt counts its ids; the
+ *   text holds none of the stop sequences;
+ * - a stream is a sequence of `data: JSON` events (the first chat chunk
+ *   with the role), its texts concatenated equal the request's text, the
+ *   last chunk has the finish reason, the usage chunk (when asked for)
+ *   adds up as above, and [DONE] closes it;
+ * - two greedy streams of one request at once give the same text;
+ * - nothing leaks (ASan/LSan) once the scheduler is idle again: each input
+ *   waits for that, so requests never overlap.
+ * Seeds: tests/fuzz/gen_server_corpus.py. Built with -DCANDLE_FUZZ=ON when
+ * jansson is installed. */
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "candle/candle.h"
+#include "server.h"
+
+#define check(cond)                                                                     \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
+            __builtin_trap();                                                           \
+        }                                                                               \
+    } while (0)
+
+#define N_CTX 96
+#define MODEL_NAME "tiny-qwen2"
+
+static const char *const urls[8] = {"/v1/completions", "/v1/chat/completions", "/completions",
+                                    "/chat/completions", "/v1/embeddings", "/v1/models",
+                                    "/health", "/v1/nothing"};
+static const char *const methods[4] = {"POST", "POST", "GET", "DELETE"};
+/* Chat formats by name; the first from a Qwen-style Jinja text (chatml with
+ * its literal default system prompt), the last none. */
+static const char *const chats[8] = {NULL, "chatml", "llama2", "llama3", "zephyr", "gemma", "phi3",
+                                     ""};
+static const char qwen_tmpl[] =
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+    "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\n"
+    "You are Qwen, a helpful assistant.<|im_end|>\\n' }}{%- endif %}{%- for message in messages "
+    "%}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+static candle_model *model;
+static candle_tokenizer *tok;
+static srv_sched *sched;
+static srv_metrics metrics;
+static srv_ctx ctxs[8]; /* one per chats[] entry, sharing model and scheduler */
+static bool verbose;    /* FUZZ_VERBOSE=1: each reply, to see the seeds reach a generation */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    const char *path = CANDLE_FUZZ_SERVER_MODEL;
+    verbose = getenv("FUZZ_VERBOSE") != NULL;
+    candle_model_params mp = {.n_threads = 1};
+    if (candle_model_load(&model, path, &mp) ||
+        candle_tokenizer_from_gguf(&tok, candle_model_gguf(model))) {
+        fprintf(stderr, "fuzz_server: %s: %s\n", path, candle_last_errmsg());
+        exit(1);
+    }
+    srv_metrics_init(&metrics);
+    srv_sched_params sp = {.n_slots = 2, .n_ctx = N_CTX, .queue_cap = 4, .prefill_chunk = 16,
+                           .batch_size = 32, .itl_stretch = 1.5, .n_threads = 1};
+    if (srv_sched_start(&sched, model, tok, &sp, &metrics)) {
+        fprintf(stderr, "fuzz_server: scheduler: %s\n", candle_last_errmsg());
+        exit(1);
+    }
+    for (int i = 0; i < 8; i++) {
+        srv_ctx *c = &ctxs[i];
+        c->cfg = (srv_config){.host = "127.0.0.1", .max_body = 1 << 20,
+                              .max_tokens_limit = N_CTX, .model_name = MODEL_NAME};
+        c->model = model;
+        c->tok = tok;
+        c->sched = sched;
+        atomic_init(&c->shutting_down, false);
+        atomic_init(&c->next_id, 0);
+        if (chats[i] && !*chats[i]) continue;
+        c->have_chat = !candle_chat_template_init(&c->chat, chats[i] ? NULL : qwen_tmpl,
+                                                  chats[i] ? 0 : strlen(qwen_tmpl), chats[i]);
+        check(c->have_chat);
+    }
+    check(ctxs[0].chat.default_system != NULL);
+    return 0;
+}
+
+/* Until the scheduler has nothing queued or running (it publishes both
+ * gauges when it goes idle; a submission raises queue_depth at once). */
+static void wait_idle(void) {
+    for (long i = 0;; i++) {
+        pthread_mutex_lock(&metrics.mu);
+        bool idle = metrics.active == 0 && metrics.queue_depth == 0;
+        pthread_mutex_unlock(&metrics.mu);
+        if (idle) return;
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+/* OpenAI's error shape, with the type srv_error_json gives the status. */
+static void check_error(json_t *j, int status) {
+    check(json_is_object(j) && json_object_size(j) == 1);
+    json_t *e = json_object_get(j, "error");
+    check(json_is_object(e));
+    json_t *msg = json_object_get(e, "message"), *type = json_object_get(e, "type");
+    json_t *param = json_object_get(e, "param"), *code = json_object_get(e, "code");
+    check(json_is_string(msg) && json_string_length(msg) > 0);
+    const char *want = status == 401   ? "authentication_error"
+                       : status == 429 ? "rate_limit_error"
+                       : status >= 500 ? "server_error"
+                       : status == 404 ? "not_found_error"
+                                       : "invalid_request_error";
+    check(json_is_string(type) && !strcmp(json_string_value(type), want));
+    check(!param || json_is_string(param) || json_is_null(param));
+    check(!code || json_is_string(code) || json_is_null(code));
+}
+
+static const char *error_code(json_t *j) {
+    json_t *c = json_object_get(json_object_get(j, "error"), "code");
+    return json_is_string(c) ? json_string_value(c) : "";
+}
+
+/* What the request asked for, read back from its body (which parsed, or it
+ * would not have run). */
+typedef struct asked {
+    json_int_t max_tokens;   /* 0: none */
+    json_int_t n_ids;        /* a token-id prompt's length, or -1 */
+    json_t *stop;            /* array or string or NULL (borrowed) */
+} asked;
+
+static void read_asked(json_t *o, asked *a) {
+    a->max_tokens = 0;
+    json_t *m = json_object_get(o, "max_tokens"), *mc = json_object_get(o, "max_completion_tokens");
+    if (json_is_integer(m)) a->max_tokens = json_integer_value(m);
+    if (json_is_integer(mc)) a->max_tokens = json_integer_value(mc);
+    json_t *p = json_object_get(o, "prompt");
+    a->n_ids = json_is_array(p) && json_is_integer(json_array_get(p, 0))
+                   ? (json_int_t)json_array_size(p)
+                   : -1;
+    a->stop = json_object_get(o, "stop");
+}
+
+/* The usage object against the request and its text. */
+static void check_usage(json_t *u, const asked *a, const char *finish) {
+    check(json_is_object(u));
+    json_t *pt = json_object_get(u, "prompt_tokens"), *ct = json_object_get(u, "completion_tokens");
+    json_t *tt = json_object_get(u, "total_tokens");
+    json_t *cached = json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+    check(json_is_integer(pt) && json_is_integer(ct) && json_is_integer(tt) &&
+          json_is_integer(cached));
+    json_int_t p = json_integer_value(pt), n = json_integer_value(ct), k = json_integer_value(cached);
+    check(json_integer_value(tt) == p + n);
+    check(p >= 1 && p < N_CTX && n >= 1 && p + n <= N_CTX);
+    check(k >= 0 && k < p);
+    if (a->n_ids >= 0) check(p == a->n_ids);
+    json_int_t eff = !a->max_tokens || p + a->max_tokens > N_CTX ? N_CTX - p : a->max_tokens;
+    check(n <= eff);
+    check(finish && (!strcmp(finish, "stop") || !strcmp(finish, "length")));
+    if (!strcmp(finish, "length")) check(n == eff);
+}
+
+static void check_no_stop(const char *text, size_t len, json_t *stop) {
+    size_t i;
+    json_t *s;
+    if (json_is_string(stop)) {
+        check(!memmem(text, len, json_string_value(stop), json_string_length(stop)));
+    } else if (json_is_array(stop)) {
+        json_array_foreach(stop, i, s) if (json_is_string(s))
+            check(!memmem(text, len, json_string_value(s), json_string_length(s)));
+    }
+}
+
+static void check_completion(json_t *j, bool chat, const srv_reply *rp, const asked *a) {
+    check(json_is_object(j));
+    json_t *id = json_object_get(j, "id"), *obj = json_object_get(j, "object");
+    check(json_is_string(id) && !strcmp(json_string_value(id), rp->id));
+    check(json_is_string(obj) &&
+          !strcmp(json_string_value(obj), chat ? "chat.completion" : "text_completion"));
+    json_t *model_name = json_object_get(j, "model");
+    check(json_is_string(model_name) && !strcmp(json_string_value(model_name), MODEL_NAME));
+    json_t *choices = json_object_get(j, "choices");
+    check(json_is_array(choices) && json_array_size(choices) == 1);
+    json_t *c = json_array_get(choices, 0), *text;
+    if (chat) {
+        json_t *msg = json_object_get(c, "message");
+        check(json_is_string(json_object_get(msg, "role")) &&
+              !strcmp(json_string_value(json_object_get(msg, "role")), "assistant"));
+        text = json_object_get(msg, "content");
+    } else {
+        text = json_object_get(c, "text");
+    }
+    check(json_is_string(text));
+    json_t *fin = json_object_get(c, "finish_reason");
+    check(json_is_string(fin));
+    check_usage(json_object_get(j, "usage"), a, json_string_value(fin));
+    check_no_stop(json_string_value(text), json_string_length(text), a->stop);
+}
+
+/* A growing byte string. */
+typedef struct buf {
+    char *s;
+    size_t n;
+} buf;
+
+static void buf_add(buf *b, const char *s, size_t n) {
+    char *p = realloc(b->s, b->n + n + 1);
+    check(p);
+    memcpy(p + b->n, s, n);
+    b->n += n;
+    p[b->n] = 0;
+    b->s = p;
+}
+
+/* One chunk of srv_stream_chunk output: whole events, each a JSON object or
+ * [DONE] (after which nothing may come). */
+typedef struct stream_seen {
+    buf text;           /* the chunks' texts, concatenated */
+    int n_chunks;       /* choice-bearing chunks */
+    bool done, error, have_usage;
+    char finish[16];
+    json_t *usage;      /* the usage chunk's (owned), or NULL */
+} stream_seen;
+
+static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) {
+    const char *p = sse;
+    while (*p) {
+        check(!st->done);
+        check(!strncmp(p, "data: ", 6));
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        check(end);
+        if (end - p == 6 && !strncmp(p, "[DONE]", 6)) {
+            st->done = true;
+            p = end + 2;
+            continue;
+        }
+        json_error_t err;
+        json_t *j = json_loadb(p, (size_t)(end - p), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+        if (!j) fprintf(stderr, "bad event JSON: %s: %.*s\n", err.text, (int)(end - p), p);
+        check(j && json_is_object(j));
+        check(!st->finish[0] || json_object_get(j, "usage") || json_object_get(j, "error"));
+        if (json_object_get(j, "error")) {
+            check_error(j, 500); /* the type only matters for the shape here */
+            st->error = true;
+        } else {
+            json_t *id = json_object_get(j, "id"), *obj = json_object_get(j, "object");
+            check(json_is_string(id) && !strcmp(json_string_value(id), rp->id));
+            check(json_is_string(obj) &&
+                  !strcmp(json_string_value(obj),
+                          rp->chat ? "chat.completion.chunk" : "text_completion"));
+            json_t *choices = json_object_get(j, "choices");
+            check(json_is_array(choices));
+            if (json_object_get(j, "usage")) {
+                check(rp->include_usage && !st->usage && json_array_size(choices) == 0);
+                check(st->finish[0]);
+                st->usage = json_incref(json_object_get(j, "usage"));
+            } else {
+                check(json_array_size(choices) == 1);
+                json_t *c = json_array_get(choices, 0), *t;
+                if (rp->chat) {
+                    json_t *d = json_object_get(c, "delta");
+                    check(json_is_object(d));
+                    json_t *role = json_object_get(d, "role");
+                    check(!role == (st->n_chunks > 0)); /* the role in the first chunk only */
+                    t = json_object_get(d, "content");
+                } else {
+                    t = json_object_get(c, "text");
+                }
+                json_t *fin = json_object_get(c, "finish_reason");
+                if (json_is_string(fin)) {
+                    snprintf(st->finish, sizeof st->finish, "%s", json_string_value(fin));
+                    check(!t || json_string_length(t) == 0);
+                } else {
+                    check(json_is_null(fin) && json_is_string(t));
+                }
+                if (t) buf_add(&st->text, json_string_value(t), json_string_length(t));
+                st->n_chunks++;
+            }
+        }
+        json_decref(j);
+        p = end + 2;
+    }
+}
+
+/* As http.c's stream_read: wait for new text or the end, turn it into SSE
+ * chunks; after `leave_after` chunks (0: never) the client goes away, as
+ * its stream_free does. */
+static buf drain_stream(srv_ctx *c, srv_reply *rp, int leave_after, json_t *req) {
+    srv_req *r = rp->stream;
+    stream_seen st = {0};
+    size_t sent = 0;
+    bool first = true, finished = false;
+    for (int k = 0; !finished; k++) {
+        if (leave_after && k == leave_after) break;
+        pthread_mutex_lock(&r->mu);
+        while (r->len == sent && !r->done) pthread_cond_wait(&r->cv, &r->mu);
+        size_t n = r->len - sent;
+        char *text = malloc(n + 1);
+        check(text);
+        if (n) memcpy(text, r->text + sent, n);
+        bool done = r->done;
+        pthread_mutex_unlock(&r->mu);
+        sent += n;
+        char *sse = srv_stream_chunk(c, rp, text, n, first, done ? r : NULL);
+        check(sse);
+        /* http.c sends strlen(out) bytes: no NUL inside */
+        check_events(sse, rp, &st);
+        free(sse);
+        free(text);
+        first = false;
+        finished = done;
+    }
+    if (finished) {
+        check(st.done);
+        check(!r->err_status && !st.error); /* one request at a time, nobody left */
+        check(st.text.n == r->len && (!r->len || !memcmp(st.text.s, r->text, r->len)));
+        check(st.finish[0]);
+        check(!strcmp(st.finish, r->finish));
+        check(!rp->include_usage == !st.usage);
+        asked a;
+        read_asked(req, &a);
+        if (st.usage) check_usage(st.usage, &a, st.finish);
+        check_no_stop(r->text ? r->text : "", r->len, a.stop);
+        check(r->n_gen >= 1);
+    }
+    atomic_store(&r->cancelled, true);
+    srv_req_unref(r);
+    json_decref(st.usage);
+    if (finished) {
+        if (!st.text.s) buf_add(&st.text, "", 0);
+        return st.text;
+    }
+    free(st.text.s);
+    return (buf){0};
+}
+
+/* Greedy: the text does not depend on the sampler's draws. */
+static bool greedy(json_t *req) {
+    json_t *t = json_object_get(req, "temperature");
+    return json_is_number(t) && json_number_value(t) == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 2) return 0;
+    uint8_t route = data[0], client = data[1];
+    const char *url = urls[route & 7], *method = methods[(route >> 3) & 3];
+    srv_ctx *c = &ctxs[route >> 5];
+    const char *body = (const char *)data + 2;
+    size_t len = size - 2;
+    int fd = -1, pair[2] = {-1, -1};
+    if (client & 8) {
+        check(!socketpair(AF_UNIX, SOCK_STREAM, 0, pair));
+        close(pair[1]);
+        fd = pair[0];
+    }
+
+    srv_reply rp;
+    srv_handle(c, method, url, body, len, fd, &rp);
+
+    int kind = route & 7; /* 0-3 generation, 4 embeddings, 5 models, 6 health, 7 none */
+    bool gen = kind <= 3, chat = kind == 1 || kind == 3, post = !strcmp(method, "POST");
+    json_t *req = post ? json_loadb(len ? body : "", len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    if (verbose)
+        fprintf(stderr, "%s %s: %d %.300s\n", method, url, rp.status,
+                rp.stream ? "(stream)" : rp.body ? rp.body : "(null)");
+    if (rp.stream) {
+        check(gen && post && rp.status == 200 && !rp.body && rp.chat == chat);
+        if (client & 16) {
+            /* The same request again while the first streams: both run at
+             * once, the second shares the first's published prompt rows. */
+            srv_reply rp2;
+            srv_handle(c, method, url, body, len, -1, &rp2);
+            check(rp2.stream && rp2.status == 200);
+            buf t1 = drain_stream(c, &rp, client & 7, req);
+            buf t2 = drain_stream(c, &rp2, 0, req);
+            check(t2.s);
+            /* a greedy request's text does not depend on who shares its steps */
+            if (t1.s && greedy(req)) {
+                bool same = t1.n == t2.n && !memcmp(t1.s, t2.s, t1.n);
+                if (!same) fprintf(stderr, "greedy texts differ:\n%s\n%s\n", t1.s, t2.s);
+                check(same);
+            }
+            free(t1.s);
+            free(t2.s);
+        } else {
+            free(drain_stream(c, &rp, client & 7, req).s);
+        }
+    } else {
+        check(rp.body);
+        json_error_t err;
+        json_t *j = json_loads(rp.body, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+        if (!j) fprintf(stderr, "bad reply JSON (%d): %s: %s\n", rp.status, err.text, rp.body);
+        check(j);
+        if (rp.status != 200) check_error(j, rp.status);
+        if (kind == 7) {
+            check(rp.status == 404 && !strcmp(error_code(j), "not_found"));
+        } else if (kind >= 5) {
+            check(rp.status == (strcmp(method, "GET") ? 405 : 200));
+            if (kind == 5 && rp.status == 200) {
+                json_t *d = json_array_get(json_object_get(j, "data"), 0);
+                check(!strcmp(json_string_value(json_object_get(d, "id")), MODEL_NAME));
+                check(json_integer_value(json_object_get(json_object_get(d, "meta"), "n_ctx")) ==
+                      N_CTX);
+            }
+        } else if (!post) {
+            check(rp.status == 405 && !strcmp(error_code(j), "method_not_allowed"));
+        } else if (!req || !json_is_object(req)) {
+            check(rp.status == 400 && !strcmp(error_code(j), "invalid_json"));
+        } else if (kind == 4) {
+            check(rp.status == 400 && !strcmp(error_code(j), "model_not_supported"));
+        } else {
+            if (rp.status == 499) check(fd >= 0);
+            else check(rp.status == 200 || rp.status == 400);
+            if (chat && !c->have_chat) check(rp.status == 400);
+            if (rp.status == 200) {
+                asked a;
+                read_asked(req, &a);
+                check_completion(j, chat, &rp, &a);
+            }
+        }
+        json_decref(j);
+        free(rp.body);
+    }
+    json_decref(req);
+    wait_idle();
+    if (fd >= 0) close(fd);
+    return 0;
+}
