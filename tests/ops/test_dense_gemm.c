@@ -49,6 +49,14 @@ static const gemm_case cases[] = {
     {157, 300, 87, false, F32, MT_CONTIG, MT_CONTIG},
     {131, 260, 113, false, F32, MT_OFFSET, MT_CONTIG},
     {7, 2000, 190, false, F32, MT_CONTIG, MT_OFFSET},
+    /* bf16 B in the packed GEMM (bf16 dot products with AVX512_BF16):
+     * weight rows by 8 x 8 word transposes, odd-length rows (K = 33) and
+     * transposed or strided A element by element, odd K */
+    {157, 301, 87, true, BF16, MT_CONTIG, MT_CONTIG},
+    {131, 300, 113, true, BF16, MT_TRANSPOSED, MT_CONTIG},
+    {150, 260, 40, true, BF16, MT_CONTIG, MT_OFFSET},
+    {145, 301, 33, true, BF16, MT_SLICED, MT_CONTIG},
+    {200, 33, 50, true, BF16, MT_CONTIG, MT_CONTIG},
     /* block-quantized weights: slices in whole blocks (9 and 7 blocks) */
     {65, 576, 80, true, Q8, MT_CONTIG, MT_CONTIG},
     {150, 1056, 20, true, Q8, MT_SLICED, MT_CONTIG},
@@ -160,7 +168,8 @@ static void check_padded_weight(candle_ctx *ctx, candle_dtype wt, int64_t M, int
     candle_ctx_reset(ctx, mark);
 }
 
-/* bf16 weights on the weight-row path: with the table's bf16 dot products
+/* bf16 weights on the weight-row path (and past 144 rows, the packed
+ * GEMM): with the table's bf16 dot products
  * (AVX512_BF16) the result is the exact product of bf16-rounded
  * activations and the weight (f32 sums only), within bf16 rounding of the
  * exact one; without them, the exact product. Weight rows pad elements
@@ -227,6 +236,7 @@ int main(void) {
             check_bf16_dot(ctx, 100, 577, 70, 7, label, seed += 2);   /* 64 + 36, padded rows */
             check_bf16_dot(ctx, 16, 1000, 170, 2, label, seed += 2);  /* one panel, nw tail */
             check_bf16_dot(ctx, 49, 3, 17101, 3, label, seed += 2);   /* K = 3: a pair and the lone last k */
+            check_bf16_dot(ctx, 157, 301, 87, 3, label, seed += 2);   /* the packed GEMM (M > 144) */
             candle_ctx_free(ctx);
         }
     }

@@ -94,6 +94,17 @@ typedef struct cpu_simd {
     void (*wt_bf16_ukr)(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
                         float *c, int64_t ldc, bool accumulate);
     void (*pack_at16_bf16)(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
+    /* Optional (NULL: none; AVX512_BF16, with gemm_ukr2): bf16 B in the
+     * packed GEMM as bf16 k pairs in 32-bit words, same panel offsets as
+     * f32: A panels [t][MR] of bf16-rounded a (pack_a6_bf16: `rows` rows of
+     * a(i, p) at a + i * sam + p * sak, dtype at), B panels [t][NR] of b's
+     * own values (pack_b16_bf16: pack_b's contract for bf16), t < (kc + 1)
+     * / 2; gemm_bf16_ukr2: gemm_ukr2 on them. */
+    void (*gemm_bf16_ukr2)(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+                           bool accumulate);
+    void (*pack_a6_bf16)(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
+                         float *dst);
+    void (*pack_b16_bf16)(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
     /* out[r * out_stride] = dot(row r of w, x), w rows of wt (f32/f16/bf16)
      * k elements long and w_stride bytes apart. */
     void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,

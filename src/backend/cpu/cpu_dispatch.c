@@ -19,6 +19,11 @@ void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const fl
 void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
                             float *c, int64_t ldc, bool accumulate);
 void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
+void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+                               bool accumulate);
+void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
+                             float *dst);
+void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
 
 /* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c). */
 static cpu_simd g_avx512;
@@ -37,6 +42,9 @@ static void avx512_init(void) {
     if (cpu_get_features()->avx512bf16 && !(exact && *exact && strcmp(exact, "0") != 0)) {
         g_avx512.wt_bf16_ukr = cpu_wt_bf16_ukr_avx512;
         g_avx512.pack_at16_bf16 = cpu_pack_at16_bf16_avx512;
+        g_avx512.gemm_bf16_ukr2 = cpu_gemm_bf16_ukr2_avx512;
+        g_avx512.pack_a6_bf16 = cpu_pack_a6_bf16_avx512;
+        g_avx512.pack_b16_bf16 = cpu_pack_b16_bf16_avx512;
     }
 }
 

@@ -314,6 +314,7 @@ typedef struct gemm_args {
     float *c;
     int64_t ldc;
     float *rows; /* [NR, KC] dequantized weight rows (quantized b) */
+    bool bf16dot; /* bf16 b through the table's bf16 tile: panels of bf16 k pairs */
 } gemm_args;
 
 /* One B panel: columns n0 .. n0+nr, k from k0, kc deep. Quantized columns
@@ -321,6 +322,10 @@ typedef struct gemm_args {
 static void pack_b_panel(const cpu_simd *simd, const gemm_args *g, int64_t k0, int64_t kc,
                          int64_t n0, int nr, float *dst) {
     const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    if (g->bf16dot) {
+        simd->pack_b16_bf16(g->b + k0 * g->sbk + n0 * g->sbn, g->sbk, g->sbn, kc, nr, dst);
+        return;
+    }
     if (!bt->is_quantized) {
         simd->pack_b(g->bt, g->b + k0 * g->sbk + n0 * g->sbn, g->sbk, g->sbn, kc, nr, dst);
         return;
@@ -336,6 +341,12 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst); /* x
 
 /* A panels: dst[(i / MR) * kc * MR + p * MR + i % MR] = a(m0 + i, k0 + p). */
 static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+    if (g->bf16dot) {
+        for (int64_t i0 = 0; i0 < mc; i0 += CPU_GEMM_MR)
+            cpu_simd_get()->pack_a6_bf16(g->at, g->a + (m0 + i0) * g->sam + k0 * g->sak, g->sam, g->sak,
+                                         mc - i0 < CPU_GEMM_MR ? (int)(mc - i0) : CPU_GEMM_MR, kc, dst + i0 * kc);
+        return;
+    }
 #if defined(__x86_64__)
     /* every table but the scalar one runs on AVX2 */
     bool avx2 = CPU_GEMM_MR == 6 && cpu_simd_get() != &cpu_simd_scalar && g->at == CANDLE_DTYPE_F32 &&
@@ -425,9 +436,11 @@ static void gemm_panels(const gemm_args *g, const float *abuf, const float *bpan
                         int64_t mc, int64_t jn, int nr, int64_t kc, bool acc) {
     const cpu_simd *simd = cpu_simd_get();
     if (simd->gemm_ukr2) {
+        void (*ukr)(int64_t, const float *, const float *, float *, int64_t, int, int, bool) =
+            g->bf16dot ? simd->gemm_bf16_ukr2 : simd->gemm_ukr2;
         for (int64_t ir = 0; ir < mc; ir += 2 * CPU_GEMM_MR) {
             int mr = mc - ir < 2 * CPU_GEMM_MR ? (int)(mc - ir) : 2 * CPU_GEMM_MR;
-            simd->gemm_ukr2(kc, abuf + ir * kc, bpanel, g->c + (ic + ir) * g->ldc + jn, g->ldc, mr, nr, acc);
+            ukr(kc, abuf + ir * kc, bpanel, g->c + (ic + ir) * g->ldc + jn, g->ldc, mr, nr, acc);
         }
         return;
     }
@@ -529,6 +542,7 @@ static gemm_args gemm_args_for(const candle_tensor *dst, const mm_geom *geo, int
         .at = a->dtype, .b = tensor_ptr(b) + ob, .sbk = b->stride[b->rank - 2],
         .sbn = b->stride[b->rank - 1], .bt = b->dtype,
         .c = (float *)tensor_ptr(dst) + bi * geo->M * geo->N, .ldc = geo->N, .rows = rows,
+        .bf16dot = b->dtype == CANDLE_DTYPE_BF16 && cpu_simd_get()->gemm_bf16_ukr2 != NULL,
     };
 }
 

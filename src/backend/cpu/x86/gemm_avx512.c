@@ -249,3 +249,124 @@ void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, 
     default: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 4); break;
     }
 }
+
+/* ---- bf16 B in the packed GEMM (vdpbf16ps) ----
+ * Same panels and offsets as the f32 GEMM, in 32-bit words: A panels hold
+ * [t][6] pairs (bf16(a[i, 2t]) | bf16(a[i, 2t + 1]) << 16), B panels
+ * [t][16] pairs of the weight's own bf16 values, t < (kc + 1) / 2 (an odd
+ * kc's last pair has a zero high half on both sides). The 12 x 32 tile
+ * does 24 vdpbf16ps per pair of k. */
+void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+                               bool accumulate);
+void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
+                             float *dst);
+void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
+
+static inline uint32_t bf16_pair(float lo, float hi) {
+    return (uint32_t)candle_f32_to_bf16(lo) | (uint32_t)candle_f32_to_bf16(hi) << 16;
+}
+
+static inline __attribute__((always_inline)) void bf_tile(int64_t kc, const uint32_t *a, const uint32_t *b, float *c,
+                                                          int64_t ldc, int mr, int nr, bool accumulate, const int R,
+                                                          const int W) {
+    const uint32_t *a1 = a + kc * MR, *b1 = b + kc * NR;
+    int64_t k2 = (kc + 1) / 2;
+    __m512 acc[12][2];
+    for (int i = 0; i < R; i++)
+        for (int w = 0; w < W; w++) acc[i][w] = _mm512_setzero_ps();
+    for (int i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        if (W == 2) _mm_prefetch((const char *)(c + i * ldc + NR), _MM_HINT_T0);
+    }
+#pragma GCC unroll 2
+    for (int64_t t = 0; t < k2; t++) {
+        __m512bh bv[2];
+        bv[0] = (__m512bh)_mm512_loadu_si512(b + t * NR);
+        if (W == 2) bv[1] = (__m512bh)_mm512_loadu_si512(b1 + t * NR);
+        for (int i = 0; i < R; i++) {
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)(i < MR ? a[t * MR + i] : a1[t * MR + i - MR]));
+            for (int w = 0; w < W; w++) acc[i][w] = _mm512_dpbf16_ps(acc[i][w], av, bv[w]);
+        }
+    }
+    int n0 = nr < NR ? nr : NR, n1 = nr - n0;
+    __mmask16 m[2] = {(__mmask16)(n0 >= 16 ? 0xFFFF : (1u << n0) - 1),
+                      (__mmask16)(n1 >= 16 ? 0xFFFF : (1u << n1) - 1)};
+    for (int i = 0; i < R && i < mr; i++)
+        for (int w = 0; w < W; w++) {
+            float *ci = c + i * ldc + w * NR;
+            __m512 v = acc[i][w];
+            if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[w], ci));
+            _mm512_mask_storeu_ps(ci, m[w], v);
+        }
+}
+
+void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+                               bool accumulate) {
+    const uint32_t *ua = (const uint32_t *)a, *ub = (const uint32_t *)b;
+    if (mr > MR) {
+        if (nr > NR) bf_tile(k, ua, ub, c, ldc, mr, nr, accumulate, 12, 2);
+        else bf_tile(k, ua, ub, c, ldc, mr, nr, accumulate, 12, 1);
+    } else {
+        if (nr > NR) bf_tile(k, ua, ub, c, ldc, mr, nr, accumulate, 6, 2);
+        else bf_tile(k, ua, ub, c, ldc, mr, nr, accumulate, 6, 1);
+    }
+}
+
+/* One A panel of `rows` (<= 6, zero rows past them) from a(i, p) at
+ * a + i * sam + p * sak (dtype at), kc deep, as bf16 pairs. Contiguous f32
+ * rows: 16 k of a row converted at once (round to nearest even), their 8
+ * pairs scattered 6 words apart. */
+void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
+                             float *dst) {
+    uint32_t *d = (uint32_t *)dst;
+    int64_t k2 = (kc + 1) / 2, t0 = 0;
+    if (at == CANDLE_DTYPE_F32 && sak == 4) {
+        const __m256i idx = _mm256_setr_epi32(0, 6, 12, 18, 24, 30, 36, 42);
+        for (; 2 * t0 + 16 <= kc; t0 += 8)
+            for (int i = 0; i < MR; i++) {
+                __m256i v = _mm256_setzero_si256();
+                if (i < rows)
+                    v = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps((const float *)(a + i * sam) + 2 * t0));
+                _mm256_i32scatter_epi32((int *)(d + t0 * MR + i), idx, v, 4);
+            }
+    }
+    for (int64_t t = t0; t < k2; t++)
+        for (int i = 0; i < MR; i++) {
+            float lo = 0, hi = 0;
+            if (i < rows) {
+                lo = (float)candle_load_f64(at, a + i * sam + 2 * t * sak);
+                hi = 2 * t + 1 < kc ? (float)candle_load_f64(at, a + i * sam + (2 * t + 1) * sak) : 0.0f;
+            }
+            d[t * MR + i] = bf16_pair(lo, hi);
+        }
+}
+
+/* One B panel of bf16 b(p, j) at src + p * sk + j * sn (j < nr <= 16, zero
+ * past nr), kc deep, as pairs: a weight's rows (sk = 2) by 8 x 8
+ * transposes of their 32-bit words, plain rows (sn = 2) by interleaving
+ * two rows, anything else element by element. */
+void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst) {
+    uint32_t *d = (uint32_t *)dst;
+    int64_t k2 = (kc + 1) / 2, t0 = 0;
+    if (sk == 2 && sn % 4 == 0 && ((uintptr_t)src & 3) == 0) { /* whole words (the AVX2 packer reads floats) */
+        t0 = kc / 2;
+        cpu_pack_at16_avx2((const float *)src, sn / 4, nr, t0, dst);
+    } else if (sn == 2) {
+        __mmask16 m = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+        for (; 2 * t0 + 2 <= kc; t0++) {
+            const char *r0 = src + 2 * t0 * sk;
+            __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
+            __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + sk));
+            _mm512_storeu_si512(d + t0 * NR, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    }
+    for (int64_t t = t0; t < k2; t++)
+        for (int j = 0; j < NR; j++) {
+            uint32_t lo = 0, hi = 0;
+            if (j < nr) {
+                lo = *(const uint16_t *)(src + 2 * t * sk + j * sn);
+                if (2 * t + 1 < kc) hi = *(const uint16_t *)(src + (2 * t + 1) * sk + j * sn);
+            }
+            d[t * NR + j] = lo | hi << 16;
+        }
+}
