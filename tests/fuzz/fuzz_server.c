@@ -8,14 +8,15 @@
  * a stream is drained (or abandoned) the way tools/server/http.c does it.
  * An input is
  *   [u8 route][u8 client][body]
- * route: bits 0-2 the URL (table urls[]), bits 3-4 the method (POST, POST,
- * GET, DELETE), bits 5-7 the chat template (table chats[]; the last one:
- * none, so chat requests are refused). client: bits 0-2 for a stream, the
- * number of chunks read before the client goes away (0: reads to the end);
- * bit 3: the client's socket is closed before the request (a non-streamed
- * request may then end 499); bit 4: a stream is sent twice, the second
- * before the first is read, so both run at once (the second sharing the
- * first's prompt rows).
+ * route: bits 0-2 the URL (table urls[]; the unknown one, with a body that
+ * begins with '/', is "/x" and the body's bytes up to a NUL or newline),
+ * bits 3-4 the method (POST, POST, GET, DELETE), bits 5-7 the chat template
+ * (table chats[]; the last one: none, so chat requests are refused).
+ * client: bits 0-2 for a stream, the number of chunks read before the
+ * client goes away (0: reads to the end); bit 3: the client's socket is
+ * closed before the request (a non-streamed request may then end 499);
+ * bit 4: a stream is sent twice, the second before the first is read, so
+ * both run at once (the second sharing the first's prompt rows).
  * Beyond "no crash", for every reply:
  * - the status is one the route documents (200, 400, 404, 405; 499 only
  *   for a client that left): never 500, 429 or 503 from one request at a
@@ -382,6 +383,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     srv_ctx *c = &ctxs[route >> 5];
     const char *body = (const char *)data + 2;
     size_t len = size - 2;
+    char url_buf[1100];
+    if ((route & 7) == 7 && len && body[0] == '/') {
+        /* an unknown endpoint of any bytes (up to a NUL or newline), as
+         * libmicrohttpd hands over a percent-decoded URL */
+        size_t n = 2;
+        memcpy(url_buf, "/x", 2);
+        for (size_t i = 1; i < len && n < sizeof url_buf - 1 && body[i] && body[i] != '\n'; i++)
+            url_buf[n++] = body[i];
+        url_buf[n] = 0;
+        url = url_buf;
+    }
     int fd = -1, pair[2] = {-1, -1};
     if (client & 8) {
         check(!socketpair(AF_UNIX, SOCK_STREAM, 0, pair));

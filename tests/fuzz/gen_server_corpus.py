@@ -7,7 +7,8 @@ suite. An input is
   [u8 route][u8 client][body]
 route: bits 0-2 the URL (0 /v1/completions, 1 /v1/chat/completions,
 2 /completions, 3 /chat/completions, 4 /v1/embeddings, 5 /v1/models,
-6 /health, 7 unknown), bits 3-4 the method (0/1 POST, 2 GET, 3 DELETE),
+6 /health, 7 unknown: with a body that begins with '/', "/x" and the
+body's bytes up to a NUL or newline), bits 3-4 the method (0/1 POST, 2 GET, 3 DELETE),
 bits 5-7 the chat template (0 Qwen's chatml text, 1 chatml, 2 llama2,
 3 llama3, 4 zephyr, 5 gemma, 6 phi3, 7 none). client: bits 0-2 the stream
 chunks read before the client leaves (0: all), bit 3 the client's socket
@@ -136,6 +137,13 @@ seeds = [
     seed(EMB, {"input": "hi"}),
     seed(EMB, b"nope"),
     seed(NONE, b"", method=GET),
+    # unknown URLs of any bytes, quoted in the error message (cut at 512 bytes)
+    seed(NONE, b"/" + b"\xff" * 600, method=GET),
+    seed(NONE, b"/" + "\u00e9".encode() * 300 + b"\n", method=POST),
+    seed(NONE, b"/a\xe2\x96", method=GET),
+    # "no endpoint GET /x" and 334 bytes made U+FFFD fill 1020 bytes: a 4-byte character
+    # then ends at the cleaned message's 1024-byte buffer (one past it, before the bound)
+    seed(NONE, b"/" + b"\xff" * 334 + "\U0001f600".encode(), method=GET),
     seed(COMPL, b"", method=GET),
     seed(CHAT2, b"{}", method=DELETE),
     seed(MODELS, b"", method=GET),

@@ -13,14 +13,14 @@
 
 #include "server.h"
 
-/* msg as valid UTF-8 into out (cap >= 4): a byte that begins no well-formed
+/* msg as valid UTF-8 into out (cap >= 5): a byte that begins no well-formed
  * character becomes U+FFFD. Messages quote input (jansson's "near '...'"
  * cuts a character in two, a URL may hold any bytes), and jansson builds no
  * string that is not UTF-8. */
 static const char *utf8_clean(const char *msg, char *out, size_t cap) {
     const unsigned char *p = (const unsigned char *)msg;
     size_t n = 0;
-    while (*p && n + 4 <= cap) {
+    while (*p && n + 4 < cap) { /* room for a character and the NUL */
         unsigned c = p[0];
         int len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3
                   : c >= 0xF0 && c < 0xF5 ? 4 : 0;
