@@ -14,11 +14,12 @@ rows = d["results"]
 assert len(rows) >= 6, len(rows)
 for r in rows:
     assert r["gflops"] > 0 and r["threads"] == 1, r
-    assert r["weight"] in ("f32", "f16"), r
+    assert r["weight"] in ("f32", "f16", "bf16"), r
     if d["openblas"] and r["weight"] == "f32":
         assert r["openblas_gflops"] > 0 and r["ratio"] > 0, r
 shapes = {(r["shape"], r["M"]) for r in rows}
 assert ("2048x2048", 1) in shapes and ("square 64", 64) in shapes, shapes
+assert {(r["shape"], r["M"]) for r in rows if r["weight"] == "bf16"} == {("2048x2048", 1), ("2048x2048", 32)}, rows
 print("bench ops json ok:", len(rows), "rows")
 '
 # usage errors exit 2

@@ -161,6 +161,7 @@ static void fill(candle_tensor *t, uint32_t seed) {
         s = s * 1664525u + 1013904223u;
         float v = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
         if (t->dtype == CANDLE_DTYPE_F16) ((uint16_t *)tensor_ptr(t))[i] = candle_f32_to_f16(v);
+        else if (t->dtype == CANDLE_DTYPE_BF16) ((uint16_t *)tensor_ptr(t))[i] = candle_f32_to_bf16(v);
         else ((float *)tensor_ptr(t))[i] = v;
     }
 }
@@ -322,6 +323,8 @@ static int make_rows(bench_row *rows, const bench_opts *o) {
             if (o->quick && (i > 0 || ms[j] > 32)) continue;
             n = add_shape(rows, n, o, llm[i].name, ms[j], llm[i].N, llm[i].K, true, CANDLE_DTYPE_F32);
             if (ms[j] == 1) n = add_shape(rows, n, o, llm[i].name, 1, llm[i].N, llm[i].K, true, CANDLE_DTYPE_F16);
+            /* bf16 weights (bf16 dot products where the CPU has them) */
+            if (i == 0) n = add_shape(rows, n, o, llm[i].name, ms[j], llm[i].N, llm[i].K, true, CANDLE_DTYPE_BF16);
         }
     return n;
 }
