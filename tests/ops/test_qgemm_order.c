@@ -88,8 +88,8 @@ static void test_rows(void) {
 /* The AVX512-VNNI panel kernels against the AVX2 ones on the same packed
  * panels, every type with panels (the K types too): the integer block sums
  * are exact in both, so the bits must match. Panels of nn < 8 rows, M
- * with every 1-4 row tail, activation rows at an odd byte stride (rows
- * not aligned), random and extreme codes. */
+ * with every 1-4 row tail, activation rows off the usual 64-byte
+ * alignment (4-byte aligned only), random and extreme codes. */
 static const candle_dtype panel_types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
                                            CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q6_K};
 
@@ -99,18 +99,19 @@ static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extrem
     if (extreme) fill_extreme(wf, nn * K, xf, M, K);
     size_t ws, xs0;
     char *w = mt_quantize_rows(t, wf, nn, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
-    size_t xs = xs0 + 3; /* rows at odd addresses */
-    char *x = malloc(xs * (size_t)M + 1);
-    for (int64_t m = 0; m < M; m++) memcpy(x + 1 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    /* rows 4-byte aligned only (the blocks' own alignment: q8_K's float d) */
+    size_t xs = xs0 + 4;
+    char *x = malloc(xs * (size_t)M + 4);
+    for (int64_t m = 0; m < M; m++) memcpy(x + 4 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
     void *p = aligned_alloc(64, (candle_qgemm_panel_bytes_avx2(t, K) + 63) & ~(size_t)63);
     size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
     void *aux = ab ? malloc(ab * (size_t)M) : NULL;
     float *a = malloc(sizeof(float) * (size_t)(M * 9)), *b = malloc(sizeof(float) * (size_t)(M * 9));
     for (int64_t i = 0; i < M * 9; i++) a[i] = b[i] = -7.0f;
     candle_qgemm_pack_avx2(t, K, nn, w, ws, p);
-    candle_qgemm_prep_avx2(t, K, M, x + 1, xs, aux);
-    candle_qgemm_panel_rows_avx2(t, K, nn, p, x + 1, xs, aux, M, a, 9);
-    candle_qgemm_panel_rows_vnni(t, K, nn, p, x + 1, xs, aux, M, b, 9);
+    candle_qgemm_prep_avx2(t, K, M, x + 4, xs, aux);
+    candle_qgemm_panel_rows_avx2(t, K, nn, p, x + 4, xs, aux, M, a, 9);
+    candle_qgemm_panel_rows_vnni(t, K, nn, p, x + 4, xs, aux, M, b, 9);
     int bad = 0;
     for (int64_t i = 0; i < M * 9 && !bad; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0 || (i % 9 >= nn && a[i] != -7.0f)) {
@@ -132,9 +133,9 @@ static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extr
     if (extreme) fill_extreme(wf, nn * K, xf, M, K);
     size_t ws, xs0;
     char *w = mt_quantize_rows(t, wf, nn, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
-    size_t xs = xs0 + 5; /* rows at odd addresses */
-    char *x = malloc(xs * (size_t)M + 3);
-    for (int64_t m = 0; m < M; m++) memcpy(x + 3 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    size_t xs = xs0 + 12; /* rows 4-byte aligned only */
+    char *x = malloc(xs * (size_t)M + 4);
+    for (int64_t m = 0; m < M; m++) memcpy(x + 4 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
     size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
     char *p = aligned_alloc(64, (2 * pb + 63) & ~(size_t)63);
     void *aux = ab ? malloc(ab * (size_t)M) : NULL;
@@ -143,10 +144,10 @@ static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extr
     for (int64_t i = 0; i < M * ldc; i++) a[i] = b[i] = -7.0f;
     candle_qgemm_pack_avx2(t, K, 8, w, ws, p);
     candle_qgemm_pack_avx2(t, K, nn2, w + 8 * ws, ws, p + pb);
-    candle_qgemm_prep_avx2(t, K, M, x + 3, xs, aux);
-    candle_qgemm_panel_rows_avx2(t, K, 8, p, x + 3, xs, aux, M, a, ldc);
-    candle_qgemm_panel_rows_avx2(t, K, nn2, p + pb, x + 3, xs, aux, M, a + 8, ldc);
-    candle_qgemm_pair_rows_vnni(t, K, nn, p, x + 3, xs, aux, M, b, ldc);
+    candle_qgemm_prep_avx2(t, K, M, x + 4, xs, aux);
+    candle_qgemm_panel_rows_avx2(t, K, 8, p, x + 4, xs, aux, M, a, ldc);
+    candle_qgemm_panel_rows_avx2(t, K, nn2, p + pb, x + 4, xs, aux, M, a + 8, ldc);
+    candle_qgemm_pair_rows_vnni(t, K, nn, p, x + 4, xs, aux, M, b, ldc);
     int bad = 0;
     for (int64_t i = 0; i < M * ldc && !bad; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0 || (i % ldc >= nn && b[i] != -7.0f)) {
