@@ -370,3 +370,107 @@ void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t k
             d[t * NR + j] = lo | hi << 16;
         }
 }
+
+/* ---- matrix-vector rows of f16 / bf16 (dot_rows) ----
+ * The AVX2 kernels' shapes (simd_avx2.c: four rows per pass with the next
+ * four prefetched for long rows, one row at a time with a prefetch 1 KiB
+ * ahead for rows of at most 2 KiB) with 16 elements converted per
+ * instruction (vcvtph2ps zmm, or a 16-bit shift for bf16) and masked
+ * loads for the tail; f32 rows stay on the AVX2 kernels. */
+void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
+                         const float *x, float *out, int64_t out_stride);
+
+static inline __m512 ld16h(bool f16, const char *p) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m512 ld16h_tail(bool f16, const char *p, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) void dot_rows4_h(bool f16, int64_t k, const char *w, size_t ws,
+                                                              int64_t n_rows, const float *x, float *out,
+                                                              int64_t os) {
+    int64_t tail = k % 16, kb = k - tail;
+    __mmask16 tm = (__mmask16)((1u << tail) - 1);
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+        const char *wr[4];
+        for (int j = 0; j < 4; j++) wr[j] = w + (r + j) * (int64_t)ws;
+        const char *pf = wr[3] + ws;
+        __m512 a[4], b[4];
+        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= k; i += 32) {
+            for (int j = 0; j < 4; j++) _mm_prefetch(pf + j * ws + i * 2, _MM_HINT_T0);
+            __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+            for (int j = 0; j < 4; j++) {
+                a[j] = _mm512_fmadd_ps(ld16h(f16, wr[j] + i * 2), x0, a[j]);
+                b[j] = _mm512_fmadd_ps(ld16h(f16, wr[j] + i * 2 + 32), x1, b[j]);
+            }
+        }
+        if (i < kb) {
+            __m512 x0 = _mm512_loadu_ps(x + i);
+            for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(ld16h(f16, wr[j] + i * 2), x0, a[j]);
+            i += 16;
+        }
+        if (tail) {
+            __m512 x0 = _mm512_maskz_loadu_ps(tm, x + i);
+            for (int j = 0; j < 4; j++) b[j] = _mm512_fmadd_ps(ld16h_tail(f16, wr[j] + i * 2, tm), x0, b[j]);
+        }
+        for (int j = 0; j < 4; j++) out[(r + j) * os] = _mm512_reduce_add_ps(_mm512_add_ps(a[j], b[j]));
+    }
+    for (; r < n_rows; r++) {
+        const char *w0 = w + r * (int64_t)ws;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        int64_t i = 0;
+        for (; i + 32 <= k; i += 32) {
+            a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0);
+            a1 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 32), _mm512_loadu_ps(x + i + 16), a1);
+        }
+        if (i < kb) a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0), i += 16;
+        if (tail) a1 = _mm512_fmadd_ps(ld16h_tail(f16, w0 + i * 2, tm), _mm512_maskz_loadu_ps(tm, x + i), a1);
+        out[r * os] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    }
+}
+
+static inline __attribute__((always_inline)) void dot_rows1_h(bool f16, int64_t k, const char *w, size_t ws,
+                                                              int64_t n_rows, const float *x, float *out,
+                                                              int64_t os) {
+    int64_t tail = k % 16;
+    __mmask16 tm = (__mmask16)((1u << tail) - 1);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const char *w0 = w + r * (int64_t)ws;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 64 <= k; i += 64) {
+            _mm_prefetch(w0 + i * 2 + 1024, _MM_HINT_T0);
+            _mm_prefetch(w0 + i * 2 + 1024 + 64, _MM_HINT_T0);
+            a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0);
+            a1 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 32), _mm512_loadu_ps(x + i + 16), a1);
+            a2 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 64), _mm512_loadu_ps(x + i + 32), a2);
+            a3 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 96), _mm512_loadu_ps(x + i + 48), a3);
+        }
+        for (; i + 16 <= k; i += 16) a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0);
+        if (tail) a1 = _mm512_fmadd_ps(ld16h_tail(f16, w0 + i * 2, tm), _mm512_maskz_loadu_ps(tm, x + i), a1);
+        out[r * os] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+}
+
+void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
+                         const float *x, float *out, int64_t out_stride) {
+    if (wt != CANDLE_DTYPE_F16 && wt != CANDLE_DTYPE_BF16) {
+        cpu_simd_avx2.dot_rows(wt, k, w, w_stride, n_rows, x, out, out_stride);
+        return;
+    }
+    if (k * 2 > 2048) {
+        if (wt == CANDLE_DTYPE_F16) dot_rows4_h(true, k, w, w_stride, n_rows, x, out, out_stride);
+        else dot_rows4_h(false, k, w, w_stride, n_rows, x, out, out_stride);
+    } else if (wt == CANDLE_DTYPE_F16) {
+        dot_rows1_h(true, k, w, w_stride, n_rows, x, out, out_stride);
+    } else {
+        dot_rows1_h(false, k, w, w_stride, n_rows, x, out, out_stride);
+    }
+}
