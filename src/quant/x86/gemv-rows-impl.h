@@ -63,6 +63,35 @@ static inline __m256 f16x8_ps(const uint8_t *p, size_t stride) {
     return _mm256_cvtph_ps(v);
 }
 
+#ifdef CANDLE_QUANT_VNNI
+/* f16x8_ps for a group of 8 blocks from p (the group's first byte,
+ * bs * 8 >= 128 bytes, bs <= 36): the field at byte off (bs and off even)
+ * of each block by word permutes of the group's bytes: words below 64 from
+ * two 64-byte loads by one vpermt2w, the rest by another from masked loads
+ * of only the words needed (nothing past the field of block 7 is read).
+ * Three to five ops for the eight loads and inserts of f16x8_ps. */
+static inline __attribute__((always_inline)) __m256 f16x8_group(const uint8_t *p, size_t bs, size_t off) {
+    const int hw = (int)(bs / 2), ho = (int)(off / 2), last = 7 * hw + ho;
+    __m512i idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                   (short)(7 * hw + ho), (short)(6 * hw + ho), (short)(5 * hw + ho),
+                                   (short)(4 * hw + ho), (short)(3 * hw + ho), (short)(2 * hw + ho), (short)(hw + ho),
+                                   (short)ho);
+    __m512i r = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 64));
+    if (last >= 64) {
+        __mmask32 high = 0; /* lanes whose word is past the first 64 */
+        for (int i = 0; i < 8; i++)
+            if (i * hw + ho >= 64) high |= 1u << i;
+        const int n = last - 63; /* words needed from p + 128 (at most 64) */
+        __m512i c = _mm512_maskz_loadu_epi16((__mmask32)(n >= 32 ? ~0u : (1u << n) - 1), p + 128);
+        if (n <= 32) return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_permutexvar_epi16(r, high, idx, c)));
+        __m512i d = _mm512_maskz_loadu_epi16((__mmask32)(n >= 64 ? ~0u : (1u << (n - 32)) - 1), p + 192);
+        /* word idx & 63 = idx - 64 (idx & 31 above) */
+        r = _mm512_mask_blend_epi16(high, r, _mm512_permutex2var_epi16(c, idx, d));
+    }
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(r));
+}
+#endif
+
 /* Shuffle controls spreading qh bytes over the codes of pair j: in both
  * lanes (block j low, j + 4 high) the dword of the lane's block j; lo: its
  * bytes 0, 1 (elements 0..15), hi: bytes 2, 3 (elements 16..31). */
@@ -176,11 +205,19 @@ static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, 
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *wg = w + g * GROUP * f.bs;
         for (size_t o = 0; o < GROUP * f.bs; o += 64) __builtin_prefetch(wg + GEMV_PF + o, 0, 3);
+#ifdef CANDLE_QUANT_VNNI
+        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256)), dx = f16x8_group(wg, f.bs, f.d);
+#else
         __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, f, p.qs + g * 256)), dx = f16x8_ps(wg + f.d, f.bs);
+#endif
         __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
         if (f.has_m) {
             acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
+#ifdef CANDLE_QUANT_VNNI
+            acc_m = _mm256_fmadd_ps(f16x8_group(wg, f.bs, f.m), s, acc_m);
+#else
             acc_m = _mm256_fmadd_ps(f16x8_ps(wg + f.m, f.bs), s, acc_m);
+#endif
         } else {
             acc = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, sums, s), acc);
         }
@@ -229,7 +266,11 @@ static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
 #ifdef CANDLE_QUANT_VNNI
         s = _mm256_add_epi32(s, _mm256_cvtps_epi32(_mm256_loadu_ps(p.s + g * GROUP)));
 #endif
+#ifdef CANDLE_QUANT_VNNI
+        __m256 d = _mm256_mul_ps(f16x8_group(xg, bs, o_d), _mm256_loadu_ps(p.d + g * GROUP));
+#else
         __m256 d = _mm256_mul_ps(h2f_x8(xg + o_d, bs), _mm256_loadu_ps(p.d + g * GROUP));
+#endif
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
     }
     for (int64_t b = ng * GROUP; b < nb; b++) {
