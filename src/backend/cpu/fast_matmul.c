@@ -20,7 +20,14 @@
  * block holds all of a task's rows (prefill), each B panel is packed just
  * before its micro-kernels instead, with the next panel's source
  * prefetched. The threads take a grid of C chosen by packing cost
- * (gemm_grid), each with private pack buffers. */
+ * (gemm_grid), each with private pack buffers.
+ *
+ * bf16 weights where the table has bf16 dot products (avx512 with
+ * AVX512_BF16; CANDLE_CPU_BF16_EXACT=1 turns them off): the wt path and the
+ * packed GEMM pack A rounded to bf16 in k pairs and multiply with
+ * vdpbf16ps against the weight's own bf16 values (wt_bf16, bf16dot), twice
+ * the f32 FMA rate and no weight conversion, for the activations' rounding
+ * to bf16 (nmse ~2e-6 against the exact product). */
 #include <stdint.h>
 #include <string.h>
 
@@ -827,7 +834,7 @@ static candle_status run_f32(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_matmul = {
-    .name = "matmul f32 (packed gemm 6x16, 12x32 on avx512 / matvec; f16, bf16 and block weights dequantized past the integer kernels' M)",
+    .name = "matmul f32 (packed gemm 6x16, 12x32 on avx512, bf16 dot products on avx512bf16 / matvec; f16, bf16 and block weights dequantized past the integer kernels' M)",
     .match = match_f32,
     .plan = plan_f32,
     .run = run_f32,
