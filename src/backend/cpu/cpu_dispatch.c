@@ -26,6 +26,8 @@ void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_
 void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
 void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
                          const float *x, float *out, int64_t out_stride);
+void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
+                         float *c, int64_t ldc, int mr, int nr, bool accumulate);
 
 /* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c). */
 static cpu_simd g_avx512;
@@ -39,6 +41,7 @@ static void avx512_init(void) {
     g_avx512.wt_ukr = cpu_wt_ukr_avx512;
     g_avx512.wt_panels = 4;
     g_avx512.dot_rows = cpu_dot_rows_avx512;
+    g_avx512.gemm_dot = cpu_gemm_dot_avx512;
     /* CANDLE_CPU_BF16_EXACT=1 keeps bf16 weights on the exact f32 path
      * (activations not rounded to bf16) */
     const char *exact = getenv("CANDLE_CPU_BF16_EXACT");

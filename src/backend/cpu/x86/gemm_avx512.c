@@ -480,3 +480,66 @@ void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_str
         dot_rows1_h(false, k, w, w_stride, n_rows, x, out, out_stride);
     }
 }
+
+/* ---- small-M dot-product tiles (gemm_dot) on zmm ----
+ * The AVX2 4 x 3 tile of dot products (a rows x weight rows, the weight
+ * read as it is) on 16 k per step: 12 accumulators, 4 + 3 loads per 12
+ * FMAs, masked loads for the tail. Rows past mr / nr repeat the last one
+ * (valid memory); their sums are dropped. */
+void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
+                         float *c, int64_t ldc, int mr, int nr, bool accumulate);
+
+static inline __m512 ld16w(candle_dtype wt, const char *p, __mmask16 m) {
+    if (wt == CANDLE_DTYPE_F32) return _mm512_maskz_loadu_ps(m, p);
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return wt == CANDLE_DTYPE_F16 ? _mm512_cvtph_ps(h)
+                                  : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m512 ld16w_full(candle_dtype wt, const char *p) {
+    if (wt == CANDLE_DTYPE_F32) return _mm512_loadu_ps(p);
+    return ld16h(wt == CANDLE_DTYPE_F16, p);
+}
+
+static inline __attribute__((always_inline)) void gemm_dot_t(candle_dtype wt, int64_t k, const float *a,
+                                                             int64_t lda, const char *w, int64_t ldw, float *c,
+                                                             int64_t ldc, int mr, int nr, bool accumulate) {
+    int64_t esz = wt == CANDLE_DTYPE_F32 ? 4 : 2;
+    const float *ar[4];
+    const char *wr[3];
+    for (int i = 0; i < 4; i++) ar[i] = a + (mr > i ? i : mr - 1) * lda;
+    for (int j = 0; j < 3; j++) wr[j] = w + (nr > j ? j : nr - 1) * ldw;
+    __m512 s[4][3];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) s[i][j] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) {
+        __m512 b[3];
+        for (int j = 0; j < 3; j++) b[j] = ld16w_full(wt, wr[j] + p * esz);
+        for (int i = 0; i < 4; i++) {
+            __m512 x = _mm512_loadu_ps(ar[i] + p);
+            for (int j = 0; j < 3; j++) s[i][j] = _mm512_fmadd_ps(x, b[j], s[i][j]);
+        }
+    }
+    if (p < k) {
+        __mmask16 m = (__mmask16)((1u << (k - p)) - 1);
+        __m512 b[3];
+        for (int j = 0; j < 3; j++) b[j] = ld16w(wt, wr[j] + p * esz, m);
+        for (int i = 0; i < 4; i++) {
+            __m512 x = _mm512_maskz_loadu_ps(m, ar[i] + p);
+            for (int j = 0; j < 3; j++) s[i][j] = _mm512_fmadd_ps(x, b[j], s[i][j]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float v = _mm512_reduce_add_ps(s[i][j]);
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + v : v;
+        }
+}
+
+void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
+                         float *c, int64_t ldc, int mr, int nr, bool accumulate) {
+    if (wt == CANDLE_DTYPE_F32) gemm_dot_t(CANDLE_DTYPE_F32, k, a, lda, w, ldw, c, ldc, mr, nr, accumulate);
+    else if (wt == CANDLE_DTYPE_F16) gemm_dot_t(CANDLE_DTYPE_F16, k, a, lda, w, ldw, c, ldc, mr, nr, accumulate);
+    else gemm_dot_t(CANDLE_DTYPE_BF16, k, a, lda, w, ldw, c, ldc, mr, nr, accumulate);
+}
