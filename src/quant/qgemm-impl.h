@@ -39,8 +39,9 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
 size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
 /* Per activation row, what the panels of t need besides the row (q4_0,
- * q5_0: the block scales and offset terms), aux_bytes(t, K) each (0:
- * none), prepared once for all panels by prep from M rows xs bytes apart. */
+ * q5_0: the block scales and offset terms; q8_0: the blocks' code sums, for
+ * the 16-row VNNI kernel), aux_bytes(t, K) each (0: none), prepared once
+ * for all panels by prep from M rows xs bytes apart. */
 size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K);
 void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux);
 /* The panel times M activation rows xs bytes apart (with their aux

@@ -81,7 +81,7 @@ static inline void store_out(__m256 acc, int nn, float *out) {
  * measured no faster.) */
 typedef struct rows4 {
     const char *x[4];     /* activation rows in the vec_dot type */
-    const float *aux[4];  /* their aux records (q4_0, q5_0), else NULL */
+    const float *aux[4];  /* their aux records (q4_0, q5_0; q8_0: int32 code sums), else NULL */
     float *out[4];
     int64_t nb;           /* blocks per row */
 } rows4;

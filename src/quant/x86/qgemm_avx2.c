@@ -405,6 +405,7 @@ void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, si
 }
 
 size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K) {
+    if (t == CANDLE_DTYPE_Q8_0) return (size_t)(K / 32) * sizeof(int32_t);
     return off_type(t) ? (size_t)(K / 32) * 2 * sizeof(float) : 0;
 }
 
@@ -431,8 +432,18 @@ static void prep_row(float off, const block_q8_0 *y, int64_t nb, float *d, float
 }
 
 void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux) {
-    if (!off_type(t)) return;
     int64_t nb = K / 32;
+    if (t == CANDLE_DTYPE_Q8_0) { /* the code sums (the VNNI kernels' w + 128 correction) */
+        const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+        int32_t *o = aux;
+        for (int64_t m = 0; m < M; m++, o += nb) {
+            const block_q8_0 *y = (const block_q8_0 *)((const char *)x + (size_t)m * xs);
+            for (int64_t b = 0; b < nb; b++)
+                o[b] = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(one8, load32(y[b].qs)), one16));
+        }
+        return;
+    }
+    if (!off_type(t)) return;
     float *o = aux;
     for (int64_t m = 0; m < M; m++, o += 2 * nb)
         prep_row(t == CANDLE_DTYPE_Q4_0 ? -8.0f : -16.0f, (const block_q8_0 *)((const char *)x + (size_t)m * xs), nb,

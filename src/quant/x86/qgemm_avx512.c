@@ -56,25 +56,23 @@ ALWAYS_INLINE void act_scales16(candle_dtype t, const rows4 *rw, int r, int64_t 
     }
 }
 
-/* One group's byte dot: the codes, or for q8_0 |w| times x with w's sign
- * (the sign trick of dot_i8_i8; x negated where w < 0, a mask per group). */
-ALWAYS_INLINE __m512i dot16(candle_dtype t, __m512i acc, __m512i w, __mmask64 neg, __m512i x) {
-    if (t == CANDLE_DTYPE_Q8_0) x = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
-    return _mm512_dpbusd_epi32(acc, w, x);
-}
-ALWAYS_INLINE __mmask64 neg16(candle_dtype t, const char *r0, const char *r1, int k) {
-    return t == CANDLE_DTYPE_Q8_0 ? _mm512_movepi8_mask(pair_i(r0, r1, 8 + k)) : 0;
+/* Group k's unsigned weight bytes: the codes, or for q8_0 w + 128 (w xor
+ * 0x80, one op per group for all rows): the dot then exceeds w . x by 128
+ * times the sum of x's codes, taken off per block from the aux record
+ * (per group in the tail blocks). */
+ALWAYS_INLINE __m512i wts16(candle_dtype t, const char *r0, const char *r1, int k) {
+    if (t == CANDLE_DTYPE_Q8_0) return _mm512_xor_si512(pair_i(r0, r1, 8 + k), _mm512_set1_epi8((char)0x80));
+    return pair_i(r0, r1, k);
 }
 
 ALWAYS_INLINE void block_sums16(candle_dtype t, int R, const char *r0, const char *r1, const int8_t *const *q,
                                 __m512i *s) {
     __m512i u[4];
     for (int k = 0; k < 4; k++) {
-        __m512i w0 = pair_i(r0, r1, k), w1 = pair_i(r0, r1, 4 + k);
-        __mmask64 n0 = neg16(t, r0, r1, k), n1 = neg16(t, r0, r1, 4 + k);
+        __m512i w0 = wts16(t, r0, r1, k), w1 = wts16(t, r0, r1, 4 + k);
         FOR_R {
-            s[r] = dot16(t, k ? s[r] : _mm512_setzero_si512(), w0, n0, bcast4_512(q[r], k));
-            u[r] = dot16(t, k ? u[r] : _mm512_setzero_si512(), w1, n1, bcast4_512(q[r], 4 + k));
+            s[r] = _mm512_dpbusd_epi32(k ? s[r] : _mm512_setzero_si512(), w0, bcast4_512(q[r], k));
+            u[r] = _mm512_dpbusd_epi32(k ? u[r] : _mm512_setzero_si512(), w1, bcast4_512(q[r], 4 + k));
         }
     }
     FOR_R s[r] = _mm512_add_epi32(s[r], u[r]);
@@ -92,6 +90,8 @@ ALWAYS_INLINE void full_lane16(candle_dtype t, int R, int64_t ng, int i, const c
         __m512i s[4];
         FOR_R q[r] = act_codes(t, rw, r, b);
         block_sums16(t, R, r0, r1, q, s);
+        if (t == CANDLE_DTYPE_Q8_0)
+            FOR_R s[r] = _mm512_sub_epi32(s[r], _mm512_set1_epi32(((const int32_t *)rw->aux[r])[b] * 128));
         __m512 dw = pair_f(r0, r1, doff);
         FOR_R {
             __m512 dy, sy, v = _mm512_cvtepi32_ps(s[r]);
@@ -117,7 +117,10 @@ ALWAYS_INLINE void tail_row16(candle_dtype t, int64_t b0, int64_t nb, const char
         act_scales16(t, rw, r, b, &dy, &sy);
         __m512 dd = _mm512_mul_ps(pair_f(r0, r1, doff), dy);
         for (int i = 0; i < 8; i++) {
-            __m512i d = dot16(t, _mm512_setzero_si512(), pair_i(r0, r1, i), neg16(t, r0, r1, i), bcast4_512(q, i));
+            __m512i x = bcast4_512(q, i), d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wts16(t, r0, r1, i), x);
+            if (t == CANDLE_DTYPE_Q8_0) /* 128 times the group's code sum */
+                d = _mm512_sub_epi32(d, _mm512_slli_epi32(
+                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), x), 7));
             L->a[i][r] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(d), L->a[i][r]);
         }
         if (t == CANDLE_DTYPE_Q8_0) continue;
