@@ -60,6 +60,9 @@ static const cpu_simd *avx512_table(void) {
 }
 
 static bool have_avx2(const cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
+/* x86/gemm_avx512.c is built with BW / VL / DQ too (masks, 16-bit loads):
+ * AVX-512F alone (Xeon Phi) does not run it */
+static bool have_avx512(const cpu_features *f) { return have_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl; }
 #endif
 
 /* CANDLE_CPU_ISA=scalar|avx2 caps the choice (debugging, comparisons). */
@@ -69,7 +72,7 @@ static const cpu_simd *best_simd(void) {
     const char *force = getenv("CANDLE_CPU_ISA");
     if (force && !strcmp(force, "scalar")) return &cpu_simd_scalar;
     bool cap_avx2 = force && !strcmp(force, "avx2");
-    if (have_avx2(f) && f->avx512f && !cap_avx2) return avx512_table();
+    if (have_avx512(f) && !cap_avx2) return avx512_table();
     if (have_avx2(f)) return &cpu_simd_avx2;
 #endif
     return &cpu_simd_scalar;
@@ -90,7 +93,7 @@ bool cpu_simd_force(const char *name) {
 #if defined(__x86_64__)
     const cpu_features *f = cpu_get_features();
     if (!strcmp(name, "avx2") && have_avx2(f)) s = &cpu_simd_avx2;
-    if (!strcmp(name, "avx512") && have_avx2(f) && f->avx512f) s = avx512_table();
+    if (!strcmp(name, "avx512") && have_avx512(f)) s = avx512_table();
 #endif
     if (!strcmp(name, "auto")) s = best_simd();
     if (s) atomic_store_explicit(&g_simd, s, memory_order_release);
