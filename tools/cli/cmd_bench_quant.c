@@ -235,7 +235,7 @@ static void print_json(const qresult *q) {
     for (int i = 0; i < q->n_rows; i++) {
         const qrow *r = &q->rows[i];
         printf("  {\"type\": \"%s\", \"bpw\": %.4f, \"shape\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, "
-               "\"weight_bytes\": %.0f, \"ms\": %.4f, \"gbs\": %.4f, \"gflops\": %.4f, \"pct_bw\": %.2f}%s\n",
+               "\"weight_bytes\": %.0f, \"ms\": %.6f, \"gbs\": %.4f, \"gflops\": %.4f, \"pct_bw\": %.2f}%s\n",
                candle_dtype_name(r->t), bits_per_weight(r->t), r->shape->name, (long long)r->M,
                (long long)r->shape->N, (long long)r->shape->K, row_bytes(r), r->secs * 1e3, row_gbs(r),
                row_gflops(r), row_pct_bw(r, q->bw), i + 1 < q->n_rows ? "," : "");
