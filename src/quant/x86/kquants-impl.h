@@ -97,15 +97,6 @@ typedef struct k45_acc {
     __m128 m;
 } k45_acc;
 
-/* One q4_K/q5_K super-block of a row into *a. Both types start with d,
- * dmin, scales[12], so x is read through those offsets. This is the whole
- * per-block cost of the matrix-vector kernels, which run at the rate of
- * their instructions even with the rows streaming from memory: the scales
- * are unpacked in scalar registers and spread by shuffles (other ports than
- * the multiplies), d and dmin converted together, the minimum terms summed
- * in four lanes with no horizontal step, and the sub-blocks summed in two
- * chains. maddubs pair sums stay below 2 * 31 * 127 (no saturation); times
- * a 6-bit scale and summed over 256 codes the total is below 2^23. */
 #ifdef CANDLE_QUANT_VNNI
 /* The code sums of a q4_K/q5_K block (scales applied) in 512-bit registers:
  * chunk c's 64 codes in one (low half: the low nibbles, sub-block 2c; high
@@ -150,6 +141,9 @@ static inline __attribute__((always_inline)) __m256i k45_sums(const uint8_t *x, 
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 #else
+/* The same sums in 256-bit registers: per chunk c, the low nibbles
+ * (sub-block 2c) and high nibbles (2c + 1) each by maddubs and a madd with
+ * the scale, summed in two chains. */
 static inline __attribute__((always_inline)) __m256i k45_sums(const uint8_t *x, bool q5, const int8_t *y,
                                                               uint64_t sc) {
     const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
@@ -168,6 +162,15 @@ static inline __attribute__((always_inline)) __m256i k45_sums(const uint8_t *x, 
 }
 #endif
 
+/* One q4_K/q5_K super-block of a row into *a. Both types start with d,
+ * dmin, scales[12], so x is read through those offsets. This is the whole
+ * per-block cost of the matrix-vector kernels, which run at the rate of
+ * their instructions even with the rows streaming from memory: the scales
+ * are unpacked in scalar registers and spread by shuffles (other ports than
+ * the multiplies), d and dmin converted together, the minimum terms summed
+ * in four lanes with no horizontal step, and the sub-blocks summed in two
+ * chains. maddubs pair sums stay below 2 * 31 * 127 (no saturation); times
+ * a 6-bit scale and summed over 256 codes the total is below 2^23. */
 static inline __attribute__((always_inline)) void k45_block(const uint8_t *x, bool q5, const block_q8_K *y,
                                                             k45_acc *a) {
     uint64_t sc, mn;

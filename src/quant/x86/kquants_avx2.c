@@ -1,7 +1,9 @@
 /* AVX2 kernels of the K types: the q8_K activation quantizer (bit-identical
- * to the scalar one) and the q4_K, q5_K, q6_K dots. Sub-block products are
- * summed in int32 with the sub-block scales applied by madd; the minimums
- * are folded in through q8_K's bsums, as in the scalar kernels. */
+ * to the scalar one) here, and the q2_K to q6_K and iq4_xs dots and K
+ * matrix-vector rows from kquants-impl.h (shared with kquants_avx512.c).
+ * Sub-block products are summed in int32 with the sub-block scales applied
+ * by madd; the minimums are folded in through q8_K's bsums, as in the
+ * scalar kernels. */
 #include <stdbool.h>
 #include <stddef.h>
 
