@@ -57,6 +57,10 @@ make_one "$dest/gemma-3-270m.Q4_K_M.gguf" cp "$root/models/gemma-3-270m-q4_k_m.g
 quantize_from "$dest/gemma-3-270m.Q4_K_M.gguf" gemma-3-270m F16 Q8_0 Q4_0
 
 tl="$dest/tinyllama-shape.F16.gguf"
+# make_synthetic_model.py writes with numpy and the gguf package (PyPI).
+if [ ! -f "$tl" ] && ! python3 -c 'import numpy, gguf' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check numpy gguf >&2
+fi
 # Written to a .part file and moved into place, so an interrupted run is redone.
 make_one "$tl" bash -c 'python3 "$1/bench/make_synthetic_model.py" "$2.part" && mv "$2.part" "$2"' \
     _ "$root" "$tl"
