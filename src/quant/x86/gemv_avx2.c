@@ -45,7 +45,10 @@
 
 size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
     /* the K types take their vec_dot activation, a q8_K row */
-    if (k_type(t)) return K % QK_K ? 0 : ((size_t)(K / QK_K) * sizeof(block_q8_K) + 63) & ~(size_t)63;
+    if (k_type(t)) { /* q4_K and q5_K: then the bsums summed in pairs (8 int16 a block) */
+        size_t nb = (size_t)(K / QK_K), pairs = t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K ? nb * 16 : 0;
+        return K % QK_K ? 0 : (nb * sizeof(block_q8_K) + pairs + 63) & ~(size_t)63;
+    }
     if (!(nibble_type(t) || t == CANDLE_DTYPE_Q8_0) || K % 32) return 0;
     return ((size_t)(K / 32) * (32 + 2 * sizeof(float)) + 63) & ~(size_t)63;
 }
@@ -65,6 +68,14 @@ static int8_t *block_codes(int8_t *qs, int64_t nb, int64_t b, bool paired, int64
 void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
     if (k_type(t)) {
         candle_q8_k_from_f32_avx2(x, xv, K);
+        if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K) {
+            const block_q8_K *y = xv;
+            int16_t *pairs = (int16_t *)(void *)(y + K / QK_K);
+            for (int64_t i = 0; i < K / QK_K; i++)
+                _mm_storeu_si128((__m128i *)(pairs + 8 * i),
+                                 _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
+                                                _mm_loadu_si128((const __m128i *)(y[i].bsums + 8))));
+        }
         return;
     }
     int64_t nb = K / 32, hi_off;

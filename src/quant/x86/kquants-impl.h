@@ -172,11 +172,11 @@ static inline __attribute__((always_inline)) __m256i k45_sums(const uint8_t *x, 
  * chains. maddubs pair sums stay below 2 * 31 * 127 (no saturation); times
  * a 6-bit scale and summed over 256 codes the total is below 2^23. */
 static inline __attribute__((always_inline)) void k45_block(const uint8_t *x, bool q5, const block_q8_K *y,
-                                                            k45_acc *a) {
+                                                            __m128i pairs, k45_acc *a) {
     uint64_t sc, mn;
     k4_scales(x + offsetof(block_q4_K, scales), &sc, &mn);
     __m256i s = k45_sums(x, q5, y->qs, sc);
-    __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn)), bsum_pairs(y->bsums));
+    __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn)), pairs);
     uint32_t d_dmin; /* the f16 pair d, dmin */
     memcpy(&d_dmin, x, 4);
     __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(y->d));
@@ -197,7 +197,7 @@ static inline __attribute__((always_inline)) float k45_dot(const uint8_t *x, boo
                                                            int64_t nb) {
     const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     k45_acc a = {_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++) k45_block(x + (size_t)i * bs, q5, y + i, &a);
+    for (int64_t i = 0; i < nb; i++) k45_block(x + (size_t)i * bs, q5, y + i, bsum_pairs(y[i].bsums), &a);
     return k45_result(a);
 }
 
@@ -514,14 +514,17 @@ void QUANT_KERNEL(candle_vec_dot_iq4_xs_q8_k)(int64_t n, float *out, const void 
 #endif
 #define KGEMV_ROWS 8
 
-/* As k45_dot, prefetching pf bytes ahead in the weight stream. */
+/* As k45_dot, prefetching pf bytes ahead in the weight stream; pairs: the
+ * bsum_pairs of every block, 8 int16 each, which the prepared activation
+ * holds after its q8_K row (the same values as the vec_dot's, taken once
+ * per product instead of once per block per row). */
 static inline __attribute__((always_inline)) float k45_dot_pf(const uint8_t *x, bool q5, const block_q8_K *y,
-                                                              int64_t nb, size_t pf) {
+                                                              const int16_t *pairs, int64_t nb, size_t pf) {
     const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     k45_acc a = {_mm256_setzero_ps(), _mm_setzero_ps()};
     for (int64_t i = 0; i < nb; i++, x += bs) {
         kgemv_prefetch(x + pf, bs);
-        k45_block(x, q5, y + i, &a);
+        k45_block(x, q5, y + i, _mm_loadu_si128((const __m128i *)(pairs + 8 * i)), &a);
     }
     return k45_result(a);
 }
@@ -530,7 +533,8 @@ static inline __attribute__((always_inline)) float k45_dot_pf(const uint8_t *x, 
  * running ahead through the next rows when they are contiguous. */
 static inline __attribute__((always_inline)) void k45_rows(bool q5, const uint8_t *w, size_t ws, int64_t n,
                                                            const block_q8_K *y, int64_t nb, float *out) {
-    for (int64_t r = 0; r < n; r++) out[r] = k45_dot_pf(w + (size_t)r * ws, q5, y, nb, KGEMV_PF_BYTES);
+    const int16_t *pairs = (const int16_t *)(const void *)(y + nb);
+    for (int64_t r = 0; r < n; r++) out[r] = k45_dot_pf(w + (size_t)r * ws, q5, y, pairs, nb, KGEMV_PF_BYTES);
 }
 
 /* Per row the float steps are the vec_dot's: equal results bit for bit. */
