@@ -29,7 +29,8 @@ size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K);
 void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv);
 void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out);
-/* q2_K to q6_K (src/quant/x86/kquants_avx2.c); xv: the q8_K row. */
+/* q2_K to q6_K (src/quant/x86/kquants-impl.h); xv: the q8_K row, for q4_K
+ * and q5_K followed by each block's bsums summed in pairs (8 int16). */
 void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
 /* AVX-512 VNNI rows (src/quant/x86/gemv_avx512.c, kquants_avx512.c), used
