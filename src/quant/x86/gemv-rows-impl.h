@@ -147,12 +147,14 @@ static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t 
         if (f.q5) {
             /* the fifth bits as byte masks: bit i of qh is element i, and
              * lo holds elements 0..15 of blocks j, j + 4, hi 16..31 */
-            uint32_t qa, qb;
-            memcpy(&qa, w + j * f.bs + f.qh, 4);
-            memcpy(&qb, w + (j + 4) * f.bs + f.qh, 4);
+            uint16_t a0, a1, b0, b1; /* the qh halves, loaded apart */
+            memcpy(&a0, w + j * f.bs + f.qh, 2);
+            memcpy(&a1, w + j * f.bs + f.qh + 2, 2);
+            memcpy(&b0, w + (j + 4) * f.bs + f.qh, 2);
+            memcpy(&b1, w + (j + 4) * f.bs + f.qh + 2, 2);
             const __m256i b4 = _mm256_set1_epi8(0x10);
-            lo = _mm256_mask_add_epi8(lo, (__mmask32)((qa & 0xFFFFu) | qb << 16), lo, b4);
-            hi = _mm256_mask_add_epi8(hi, (__mmask32)(qa >> 16 | (qb & 0xFFFF0000u)), hi, b4);
+            lo = _mm256_mask_add_epi8(lo, (__mmask32)(a0 | (uint32_t)b0 << 16), lo, b4);
+            hi = _mm256_mask_add_epi8(hi, (__mmask32)(a1 | (uint32_t)b1 << 16), hi, b4);
         }
         /* int32 lanes: block j low, j + 4 high */
         p[j] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, load32(y + 64 * j)), hi,
