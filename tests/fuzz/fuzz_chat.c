@@ -17,16 +17,9 @@
 #include <string.h>
 
 #include "candle/candle.h"
+#include "fuzz-check.h"
 
 #define MAX_MSGS 64
-
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            __builtin_trap();                                                    \
-        }                                                                        \
-    } while (0)
 
 static bool has(const char *s, size_t n, const char *pat) {
     return memmem(s, n, pat, strlen(pat)) != NULL;

@@ -13,14 +13,7 @@
 #include <string.h>
 
 #include "args.h"
-
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            __builtin_trap();                                                    \
-        }                                                                        \
-    } while (0)
+#include "fuzz-check.h"
 
 #define MAX_ARGS 64
 

@@ -23,14 +23,7 @@
 #include <unistd.h>
 
 #include "candle/candle.h"
-
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            __builtin_trap();                                                    \
-        }                                                                        \
-    } while (0)
+#include "fuzz-check.h"
 
 #define N_CTX 8
 #define MAX_LOGITS ((int64_t)1 << 20) /* vocabularies larger than this are not run */

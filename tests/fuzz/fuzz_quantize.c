@@ -24,14 +24,7 @@
 
 #include "candle/candle.h"
 #include "formats/quantize-impl.h"
-
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            __builtin_trap();                                                    \
-        }                                                                        \
-    } while (0)
+#include "fuzz-check.h"
 
 static candle_ftype ftypes[CANDLE_FTYPE_COUNT];
 static int n_ftypes;

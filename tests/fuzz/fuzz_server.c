@@ -49,14 +49,7 @@
 
 #include "candle/candle.h"
 #include "server.h"
-
-#define check(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            __builtin_trap();                                                           \
-        }                                                                               \
-    } while (0)
+#include "fuzz-check.h"
 
 #define N_CTX 96
 #define MODEL_NAME "tiny-qwen2"

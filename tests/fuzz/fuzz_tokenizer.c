@@ -24,19 +24,12 @@
 
 #include "candle/candle.h"
 #include "tokenizer/tokenizer-impl.h"
+#include "fuzz-check.h"
 
 #define MAX_TEXT 1024 /* longer texts cost time per input more than they find */
 #define CANARY 0xA5
 
 /* A failed property names itself before the trap libFuzzer reports. */
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond); \
-            __builtin_trap();                                                    \
-        }                                                                        \
-    } while (0)
-
 static bool canary_intact(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (p[i] != CANARY) return false;
