@@ -25,6 +25,7 @@
 #include "mathtest.h"
 #include "quant/gemv-impl.h"
 #include "quant/quant-impl.h"
+#include "vnni-rerun.h"
 
 static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
                                      CANDLE_DTYPE_Q8_0};
@@ -196,27 +197,6 @@ static void check_variants(candle_dtype t, int64_t N, int64_t K, const uint8_t *
 #else
     (void)t, (void)N, (void)K, (void)w, (void)ws, (void)xv, (void)out;
 #endif
-}
-
-/* On a VNNI CPU, the whole test once more in a child process on the AVX2
- * path (CANDLE_QUANT_NO_VNNI=1); in that child, check that it took. */
-static void rerun_without_vnni(char **argv) {
-    const char *nv = getenv("CANDLE_QUANT_NO_VNNI");
-    if (nv && *nv && *nv != '0') {
-        CHECK_MSG(!candle_quant_uses_vnni(), "CANDLE_QUANT_NO_VNNI=1 left the VNNI kernels on");
-        return;
-    }
-    if (!candle_quant_uses_vnni()) return;
-    fflush(stdout), fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("CANDLE_QUANT_NO_VNNI", "1", 1);
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    int st = 0;
-    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the run with CANDLE_QUANT_NO_VNNI=1 failed (status %d)", st);
 }
 
 /* candle_gemv_rows over N rows `ws = row + pad` bytes apart from an

@@ -5,14 +5,13 @@
  * are exact, so only the order of the float scale sums may differ: the
  * bound is relative to |w| |x| (which bounds sum |w_k x_k|). */
 #include <math.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
 #include "quant/gemv-impl.h"
 #include "quant/qgemm-impl.h"
+#include "vnni-rerun.h"
 #include "quant/quant-impl.h"
 
 #define REL 4e-6
@@ -184,33 +183,13 @@ static void test_matmul_threads(int threads) {
     candle_ctx_free(ctx);
 }
 
-/* Where the AVX512-VNNI kernels run, every check again in a child with
- * CANDLE_QUANT_NO_VNNI=1: the AVX2 kernels against the reference too. */
-static void test_without_vnni(void) {
-    const char *no = getenv("CANDLE_QUANT_NO_VNNI");
-    if (no && *no && *no != '0') {
-        CHECK(!candle_quant_uses_vnni());
-        return;
-    }
-    if (!candle_quant_uses_vnni()) return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("CANDLE_QUANT_NO_VNNI", "1", 1);
-        execl("/proc/self/exe", "test_qgemm", (char *)NULL);
-        _exit(127);
-    }
-    int st = -1;
-    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "test_qgemm with CANDLE_QUANT_NO_VNNI=1 failed (status %d)", st);
-}
-
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     cpu_set_always_parallel(true);
     test_rows();
     test_gemv();
     test_matmul_threads(1);
     test_matmul_threads(2);
-    test_without_vnni();
+    rerun_without_vnni(argv);
     return test_done(candle_quant_uses_vnni() ? "test_qgemm (VNNI)" : "test_qgemm");
 }
