@@ -91,6 +91,29 @@ static candle_status store_rows(const cpu_task *task, candle_tensor *dst) {
         J += LEN;                                                              \
     }
 
+/* The cache rows of a run are scattered over the pool (a block per 16
+ * positions, one kv head's slice of each row): the hardware prefetchers
+ * barely follow them, and the kernel waited on these loads for most of its
+ * time (perf: 80% of accum's samples on the value row loads). So each run
+ * asks ahead for its lines: the next run's key rows while it scores this
+ * one, and this run's value rows, which the weighted sum reads after the
+ * softmax. */
+static inline void prefetch_rows(const candle_tensor *c, int64_t row, int64_t h, int64_t len, int64_t bytes) {
+    for (int64_t r = 0; r < len; r++) {
+        const char *p = (const char *)row3(c, row + r, h);
+        for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+        __builtin_prefetch(p + bytes - 1, 0, 3); /* an unaligned row's last line */
+    }
+}
+
+/* The key rows of the run of positions j.. (up to pos) of row i, when j <= pos. */
+static void prefetch_run(const candle_tensor *dst, const candle_tensor *c, int64_t i, int64_t hk, int64_t j,
+                         int64_t pos, int64_t bytes) {
+    int64_t blk = dst->iparams[0], row = j <= pos ? pa_cache_row(dst, i, j) : -1;
+    if (row < 0) return;
+    prefetch_rows(c, row, hk, blk - j % blk < pos - j + 1 ? blk - j % blk : pos - j + 1, bytes);
+}
+
 /* Query heads hk*g .. hk*g+g-1 of row i over positions j0..pos. */
 static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i, int64_t hk, int64_t j0,
                          int64_t pos, float *s, float *acc, float *ones) {
@@ -100,9 +123,11 @@ static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i,
     const float *qg = row3(q, i, hk * g);
     int64_t lda = q->stride[1] / (int64_t)sizeof(float);
     float scale = (float)dst->fparams[0];
+    int64_t kb = D * (int64_t)sizeof(float), vb = Dv * (int64_t)sizeof(float);
     FOR_RUNS(dst, i, j0, pos, j, row, len,
-             ops->scores_rows(qg, lda, g, D, CANDLE_DTYPE_F32, (const char *)row3(kc, row, hk), kc->stride[0],
-                              len, s + (j - j0), lds));
+             (prefetch_run(dst, kc, i, hk, j + len, pos, kb), prefetch_rows(vc, row, hk, len, vb),
+              ops->scores_rows(qg, lda, g, D, CANDLE_DTYPE_F32, (const char *)row3(kc, row, hk), kc->stride[0],
+                               len, s + (j - j0), lds)));
     for (int64_t a = 0; a < g; a++) {
         float *sa = s + a * lds;
         for (int64_t j = 0; j < nk; j++) sa[j] *= scale;
@@ -129,8 +154,14 @@ static candle_status run_pa(const cpu_task *task, candle_tensor *dst) {
     float *ones = acc + g * ldo_of(dst);
     int64_t u0, u1;
     cpu_split(dst->shape[0] * hkv, 1, task->ith, task->nth, &u0, &u1);
+    int64_t kb = dst->src[0]->shape[2] * (int64_t)sizeof(float);
     for (int64_t u = u0; u < u1; u++) {
         int64_t i = u / hkv, hk = u % hkv, pos = pa_pos(dst->src[5], i);
+        if (u == u0) prefetch_run(dst, dst->src[3], i, hk, pa_first(dst, pos), pos, kb);
+        if (u + 1 < u1) { /* the next group's first key rows, read right after this group */
+            int64_t i1 = (u + 1) / hkv, p1 = pa_pos(dst->src[5], i1);
+            if (p1 >= 0) prefetch_run(dst, dst->src[3], i1, (u + 1) % hkv, pa_first(dst, p1), p1, kb);
+        }
         /* phase 0 checked pos against the table */
         if (!attend_group(ops, dst, i, hk, pa_first(dst, pos), pos, s, acc, ones)) return pa_bad_table(task, dst, i);
     }
