@@ -7,12 +7,14 @@
  * rows (the direct-score path, keys split into chunks over threads and
  * merged), short prefills cut into smaller blocks, f16/bf16 K/V, head sizes off the vector
  * width, KV cache views, [B, S, H, D] views, masks with causal, row groups
- * that straddle positions or see no key of a tile. Each runs on the scalar
- * and the AVX2 tile primitives, on 1 and 2 threads (every block a task), and checks
- * that the fast kernel ran and that the thread count does not change a bit
- * of the output. The tile primitives (the online-softmax step also against
+ * that straddle positions or see no key of a tile, f32 queries over f16/bf16
+ * K/V. Each runs on the scalar, the AVX2 and (where the CPU has it) the
+ * AVX-512 tile primitives, on 1 and 2 threads (every block a task), and checks
+ * that the fast kernel ran with that table and that the thread count does
+ * not change a bit of the output; the AVX-512 table's output must be the
+ * AVX2 table's bit for bit. The tile primitives (the online-softmax step also against
  * exp2 in double) and the primitive tables' exp_sum are also compared one
- * by one (AVX2 vs scalar) on odd sizes. */
+ * by one (AVX2 vs scalar; AVX-512 vs AVX2, bit for bit) on odd sizes. */
 #include "backend/cpu/attention-impl.h"
 #include "backend/cpu/cpu-impl.h"
 #include "mathtest.h"
@@ -115,9 +117,13 @@ static candle_tensor *make_mask(candle_ctx *ctx, const blk_case *c, uint64_t see
     return m;
 }
 
+/* K/V dtype when not dt (f32 queries over an f16/bf16 cache), else COUNT. */
+static candle_dtype g_kv_dt = CANDLE_DTYPE_COUNT;
+
 /* The output of one case (NULL on failure), checked against the reference. */
 static double *run_case(const blk_case *c, candle_dtype dt, int threads, const char *isa, uint64_t seed) {
     candle_ctx *ctx = ctx_threads(threads);
+    candle_dtype qt = dt, kvt = g_kv_dt != CANDLE_DTYPE_COUNT ? g_kv_dt : dt;
     int64_t extra = c->cache_view ? 7 : 0; /* a KV cache longer than its filled part */
     int64_t qs[4] = {c->b, c->hq, c->sq, c->d}, ks[4] = {c->b, c->hkv, c->skv + extra, c->d};
     int64_t vs[4] = {c->b, c->hkv, c->skv + extra, c->dv}, os[4] = {c->b, c->hq, c->sq, c->dv};
@@ -125,13 +131,13 @@ static double *run_case(const blk_case *c, candle_dtype dt, int threads, const c
     if (c->permuted) {
         int64_t qp[4] = {qs[0], qs[2], qs[1], qs[3]}, kp[4] = {ks[0], ks[2], ks[1], ks[3]};
         int64_t vp[4] = {vs[0], vs[2], vs[1], vs[3]};
-        q = candle_transpose(ctx, mt_input(ctx, dt, 4, qp, MT_CONTIG, seed, -2, 2), 1, 2);
-        k = candle_transpose(ctx, mt_input(ctx, dt, 4, kp, MT_CONTIG, seed + 1, -2, 2), 1, 2);
-        v = candle_transpose(ctx, mt_input(ctx, dt, 4, vp, MT_CONTIG, seed + 2, -1, 1), 1, 2);
+        q = candle_transpose(ctx, mt_input(ctx, qt, 4, qp, MT_CONTIG, seed, -2, 2), 1, 2);
+        k = candle_transpose(ctx, mt_input(ctx, kvt, 4, kp, MT_CONTIG, seed + 1, -2, 2), 1, 2);
+        v = candle_transpose(ctx, mt_input(ctx, kvt, 4, vp, MT_CONTIG, seed + 2, -1, 1), 1, 2);
     } else {
-        q = mt_input(ctx, dt, 4, qs, MT_CONTIG, seed, -2, 2);
-        k = mt_input(ctx, dt, 4, ks, MT_CONTIG, seed + 1, -2, 2);
-        v = mt_input(ctx, dt, 4, vs, MT_CONTIG, seed + 2, -1, 1);
+        q = mt_input(ctx, qt, 4, qs, MT_CONTIG, seed, -2, 2);
+        k = mt_input(ctx, kvt, 4, ks, MT_CONTIG, seed + 1, -2, 2);
+        v = mt_input(ctx, kvt, 4, vs, MT_CONTIG, seed + 2, -1, 1);
     }
     if (c->cache_view) {
         k = candle_narrow(ctx, k, 2, 0, c->skv);
@@ -153,7 +159,8 @@ static double *run_case(const blk_case *c, candle_dtype dt, int threads, const c
         if (want) {
             ref_attention(c, qv, kv, vv, mv, want);
             double e = mt_nmse(got, want, n);
-            CHECK_MSG(e <= mt_bound(dt), "%s %s %s x%d: nmse %g", c->what, candle_dtype_name(dt), isa, threads, e);
+            CHECK_MSG(e <= mt_bound(kvt), "%s %s/%s %s x%d: nmse %g", c->what, candle_dtype_name(dt),
+                      candle_dtype_name(kvt), isa, threads, e);
         }
         if (c->mask && c->sq > 1) /* the fully masked query row outputs zeros */
             for (int64_t r = 0; r < c->b * c->hq; r++)
@@ -177,13 +184,49 @@ static void check_threads(const blk_case *c, candle_dtype dt, const char *isa, u
     free(two);
 }
 
-/* Every case in f32; every other one also with f16 or bf16 q/k/v. */
+/* Every case in f32; every other one also with f16 or bf16 q/k/v, the
+ * others with f32 q over f16 or bf16 K/V. The flash kernel must take the
+ * isa's primitive table. */
 static void test_cases(const char *isa) {
     if (!cpu_simd_force(isa)) return;
+    CHECK_MSG(!strcmp(cpu_attn_ops_get()->name, isa), "%s: the flash kernel takes the %s table", isa,
+              cpu_attn_ops_get()->name);
     for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
         check_threads(&kCases[i], CANDLE_DTYPE_F32, isa, 100 + 10 * i);
-        if (i % 2) check_threads(&kCases[i], i % 4 == 1 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_BF16, isa, 105 + 10 * i);
+        candle_dtype half = i % 4 < 2 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_BF16;
+        if (i % 2) {
+            check_threads(&kCases[i], half, isa, 105 + 10 * i);
+        } else {
+            g_kv_dt = half;
+            check_threads(&kCases[i], CANDLE_DTYPE_F32, isa, 107 + 10 * i);
+            g_kv_dt = CANDLE_DTYPE_COUNT;
+        }
     }
+}
+
+/* The AVX-512 table does the AVX2 table's arithmetic lane for lane: the
+ * whole kernel's output is the same bits (2 threads, no reference). */
+static void test_avx512_same_as_avx2(void) {
+    if (!cpu_simd_force("avx512")) return;
+    for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+        const blk_case *c = &kCases[i];
+        for (int mixed = 0; mixed < 2; mixed++) {
+            candle_dtype dt = mixed || i % 3 == 0 ? CANDLE_DTYPE_F32
+                              : i % 3 == 1        ? CANDLE_DTYPE_F16
+                                                  : CANDLE_DTYPE_BF16;
+            g_kv_dt = mixed ? (i % 2 ? CANDLE_DTYPE_BF16 : CANDLE_DTYPE_F16) : CANDLE_DTYPE_COUNT;
+            cpu_simd_force("avx2");
+            double *a = run_case(c, dt, 2, "avx2", 300 + 10 * i + mixed);
+            cpu_simd_force("avx512");
+            double *b = run_case(c, dt, 2, "avx512", 300 + 10 * i + mixed);
+            int64_t n = c->b * c->hq * c->sq * c->dv;
+            CHECK_MSG(a && b && memcmp(a, b, sizeof(double) * (size_t)n) == 0, "%s %s%s: avx512 differs from avx2",
+                      c->what, candle_dtype_name(dt), mixed ? " (f16/bf16 K/V)" : "");
+            free(a);
+            free(b);
+        }
+    }
+    g_kv_dt = CANDLE_DTYPE_COUNT;
 }
 
 /* ---- the tile primitives, AVX2 against scalar ---- */
@@ -352,15 +395,94 @@ static void test_primitives(void) {
         for (int b = 0; b < 4; b++)
             for (int c = 0; c < 5; c++, seed += 5) test_primitives_once(kts[(a + c) % 3], rs[a], ds[b], nks[c], dvs[(a + b) % 4], seed);
 }
+
+/* The AVX-512 products and softmax step against the AVX2 table's, bit for
+ * bit: row counts around the 6-row groups, key counts around the 16-key
+ * panels and the 4-panel tiles, d and dv off 16 and 64, pointers off the
+ * 64-byte lines (one float over). */
+static void test_avx512_prims_once(int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
+    const cpu_attn_ops *x = &cpu_attn_avx512, *ref = &cpu_attn_avx2;
+    int64_t nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR, lds = nkp + 3;
+    int64_t ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR + 1;
+    float *q = malloc(sizeof(float) * (size_t)(r * d + 1)), *kb = malloc(sizeof(float) * (size_t)(nkp * d + 1));
+    float *s1 = calloc((size_t)(r * lds + 1), sizeof(float)), *s2 = calloc((size_t)(r * lds + 1), sizeof(float));
+    float *kt = kb + 1, *q1 = q + 1;
+    fill(q, r * d + 1, seed);
+    fill(kb, nkp * d + 1, seed + 1);
+    x->scores(q1, d, r, d, kt, nk, s1 + 1, lds);
+    ref->scores(q1, d, r, d, kt, nk, s2 + 1, lds);
+    for (int64_t i = 0; i < r; i++)
+        CHECK_MSG(memcmp(s1 + 1 + i * lds, s2 + 1 + i * lds, sizeof(float) * (size_t)nkp) == 0,
+                  "avx512 scores r %lld d %lld nk %lld: row %lld differs", (long long)r, (long long)d, (long long)nk,
+                  (long long)i);
+    /* softmax: scores scaled up, some -inf, NaN in one row, one row that
+     * has seen no key (all -inf), one that saw keys before but none here */
+    float *m1 = malloc(sizeof(float) * (size_t)r), *m2 = malloc(sizeof(float) * (size_t)r);
+    float *l1 = malloc(sizeof(float) * (size_t)r), *l2 = malloc(sizeof(float) * (size_t)r);
+    float *c1 = malloc(sizeof(float) * (size_t)r), *c2 = malloc(sizeof(float) * (size_t)r);
+    uint64_t st = seed + 7;
+    for (int64_t i = 0; i < r; i++) {
+        m1[i] = i % 4 == 0 ? -INFINITY : (float)mt_uniform(&st, -3, 3);
+        l1[i] = m1[i] == -INFINITY ? 0.0f : (float)mt_uniform(&st, 0.5, 9);
+        for (int64_t j = 0; j < nk; j++) {
+            float *e = s1 + 1 + i * lds + j;
+            double u = mt_uniform(&st, 0, 1);
+            *e = u < 0.1 ? -INFINITY : *e * 4;
+            if ((i == 1 && m1[i] == -INFINITY) || i == 2) *e = -INFINITY;
+            if (i == 3 && j == nk / 2) *e = NAN;
+        }
+    }
+    if (r > 1) m1[1] = -INFINITY, l1[1] = 0;
+    memcpy(s2, s1, sizeof(float) * (size_t)(r * lds + 1));
+    memcpy(m2, m1, sizeof(float) * (size_t)r);
+    memcpy(l2, l1, sizeof(float) * (size_t)r);
+    x->softmax(s1 + 1, lds, r, nk, m1, l1, c1);
+    ref->softmax(s2 + 1, lds, r, nk, m2, l2, c2);
+    bool same = memcmp(m1, m2, sizeof(float) * (size_t)r) == 0 && memcmp(l1, l2, sizeof(float) * (size_t)r) == 0 &&
+                memcmp(c1, c2, sizeof(float) * (size_t)r) == 0;
+    for (int64_t i = 0; i < r; i++)
+        same = same && memcmp(s1 + 1 + i * lds, s2 + 1 + i * lds, sizeof(float) * (size_t)nk) == 0;
+    CHECK_MSG(same, "avx512 softmax r %lld nk %lld differs", (long long)r, (long long)nk);
+    /* accum: p from the softmax, v rows with a stride off the lines */
+    int64_t ldv = dv + 3;
+    float *vb = malloc(sizeof(float) * (size_t)(nk * ldv + 1)), *o1 = malloc(sizeof(float) * (size_t)(r * ldo + 1));
+    float *o2 = malloc(sizeof(float) * (size_t)(r * ldo + 1));
+    fill(vb, nk * ldv + 1, seed + 2);
+    fill(o1, r * ldo + 1, seed + 3);
+    memcpy(o2, o1, sizeof(float) * (size_t)(r * ldo + 1));
+    x->accum(s2 + 1, lds, r, c2, vb + 1, ldv, nk, dv, o1 + 1, ldo);
+    ref->accum(s2 + 1, lds, r, c2, vb + 1, ldv, nk, dv, o2 + 1, ldo);
+    for (int64_t i = 0; i < r; i++)
+        CHECK_MSG(memcmp(o1 + 1 + i * ldo, o2 + 1 + i * ldo, sizeof(float) * (size_t)dv) == 0,
+                  "avx512 accum r %lld nk %lld dv %lld: row %lld differs", (long long)r, (long long)nk, (long long)dv,
+                  (long long)i);
+    free(q), free(kb), free(s1), free(s2), free(m1), free(m2), free(l1), free(l2), free(c1), free(c2), free(vb),
+        free(o1), free(o2);
+}
+
+static void test_primitives_avx512(void) {
+    static const int64_t rs[] = {1, 2, 5, 6, 7, 12, 13}, ds[] = {1, 13, 16, 64, 80};
+    static const int64_t nks[] = {1, 15, 16, 17, 48, 64, 65, 100, 256}, dvs[] = {5, 16, 40, 64, 72, 130};
+    if (!cpu_simd_force("avx512")) return;
+    uint64_t seed = 29;
+    for (size_t a = 0; a < sizeof rs / sizeof *rs; a++)
+        for (size_t b = 0; b < sizeof ds / sizeof *ds; b++)
+            for (size_t c = 0; c < sizeof nks / sizeof *nks; c++, seed += 5)
+                test_avx512_prims_once(rs[a], ds[b], nks[c], dvs[(a + b + c) % 6], seed);
+}
 #else
 static void test_primitives(void) {}
+static void test_primitives_avx512(void) {}
 #endif
 
 int main(void) {
     cpu_set_always_parallel(true);
     test_cases("scalar");
     test_cases("avx2");
+    test_cases("avx512"); /* where the CPU has AVX-512 F/BW/VL */
+    test_avx512_same_as_avx2();
     test_primitives();
+    test_primitives_avx512();
     cpu_simd_force("auto");
     return test_done("test_attention_blocked");
 }

@@ -28,8 +28,9 @@
  * length; no [Sq, Skv] score matrix exists.
  * A row that sees no key outputs zeros, as the reference does. f16/bf16
  * inputs are converted a block or tile at a time into f32 scratch. The
- * tile primitives come from attention_scalar.c or x86/attention_avx2.c,
- * chosen with the primitive table (CANDLE_CPU_ISA=scalar picks the first). */
+ * tile primitives come from attention_scalar.c, x86/attention_avx2.c or
+ * x86/attention_avx512.c, chosen with the primitive table
+ * (cpu_attn_ops_get; CANDLE_CPU_ISA=scalar or avx2 caps the choice). */
 #include <math.h>
 #include <string.h>
 
@@ -64,12 +65,16 @@ static bool match_attn(const candle_tensor *dst) {
            (!mask || (is_float(mask->dtype) && mask->rank == 4));
 }
 
-static const cpu_attn_ops *attn_ops(void) {
+const cpu_attn_ops *cpu_attn_ops_get(void) {
 #if defined(__x86_64__)
-    /* every table but the scalar one runs on AVX2 + FMA + F16C hardware */
-    if (cpu_simd_get() != &cpu_simd_scalar) return &cpu_attn_avx2;
-#endif
+    /* every table but the scalar one runs on AVX2 + FMA + F16C hardware;
+     * the "avx512" one only where AVX-512 F/BW/VL are (cpu_dispatch.c) */
+    const cpu_simd *simd = cpu_simd_get();
+    if (simd == &cpu_simd_scalar) return &cpu_attn_scalar;
+    return simd->name && !strcmp(simd->name, "avx512") ? &cpu_attn_avx512 : &cpu_attn_avx2;
+#else
     return &cpu_attn_scalar;
+#endif
 }
 
 /* How the rows are cut into tasks. */
@@ -386,7 +391,8 @@ static candle_status run_attn(const cpu_task *t, candle_tensor *dst) {
     const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
     attn_geom g;
     attn_geom_of(dst, t->n_threads, &g);
-    attn_block a = {.g = &g, .ops = attn_ops(), .simd = cpu_simd_get(), .mask = dst->n_src > 3 ? dst->src[3] : NULL,
+    attn_block a = {.g = &g, .ops = cpu_attn_ops_get(), .simd = cpu_simd_get(),
+                    .mask = dst->n_src > 3 ? dst->src[3] : NULL,
                     .sk = k->stride[2], .sv = v->stride[2], .kv_dtype = k->dtype};
     a.sc.q = cpu_thread_scratch(t, attn_thread_bytes(&g));
     scratch_floats(&g, &a.sc);

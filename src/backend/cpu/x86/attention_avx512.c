@@ -1,0 +1,274 @@
+/* AVX-512 tile primitives of the blocked flash attention (contracts in
+ * attention-impl.h): the two products and the online-softmax step on zmm,
+ * the rest (key packing, decoding scores straight from the key rows, the
+ * paged kernel's max / sub / sum) from the AVX2 table.
+ *   scores: 6 q rows (broadcast) x 4 panels of 16 transposed keys (64
+ *           keys, one zmm a panel) over d: 24 accumulators, four vector
+ *           loads and six broadcasts per 24 FMAs;
+ *   accum:  6 p rows (broadcast) x 64 columns of v rows over the tile's
+ *           keys, the accumulators starting from o * corr; a tail of dv
+ *           takes masked loads (no copy per row count).
+ * Each lane does the AVX2 table's arithmetic in the same order (the same
+ * FMAs from zero along d or along the keys, the same 2^x, the row sums
+ * kept per column mod 16 and reduced by the same tree), so the outputs
+ * are those of the AVX2 table bit for bit: CANDLE_CPU_ISA=avx2 changes no
+ * result, only the speed. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "../attention-impl.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* ---- scores ---- */
+
+/* mr rows x np panels (mr <= 6, np <= 4, constants after inlining). */
+static ALWAYS_INLINE void scores_tile(const float *q, int64_t lda, const int mr, const int np, int64_t d,
+                                      const float *kt, float *s, int64_t lds) {
+    __m512 c[6][4];
+    const int64_t ps = d * ATTN_NR; /* floats between panels */
+    for (int i = 0; i < mr; i++)
+        for (int n = 0; n < np; n++) c[i][n] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < d; p++) {
+        __m512 b[4];
+        for (int n = 0; n < np; n++) b[n] = _mm512_loadu_ps(kt + n * ps + p * ATTN_NR);
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_set1_ps(q[i * lda + p]);
+            for (int n = 0; n < np; n++) c[i][n] = _mm512_fmadd_ps(a, b[n], c[i][n]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int n = 0; n < np; n++) _mm512_storeu_ps(s + i * lds + n * ATTN_NR, c[i][n]);
+}
+
+#define SCORES_NP(MR)                                                                \
+    switch (np) {                                                                    \
+    case 1: scores_tile(qi, lda, MR, 1, d, panel, si + j0, lds); break;              \
+    case 2: scores_tile(qi, lda, MR, 2, d, panel, si + j0, lds); break;              \
+    case 3: scores_tile(qi, lda, MR, 3, d, panel, si + j0, lds); break;              \
+    default: scores_tile(qi, lda, MR, 4, d, panel, si + j0, lds); break;             \
+    }
+
+static void scores_avx512(const float *q, int64_t lda, int64_t r, int64_t d, const float *kt, int64_t nk, float *s,
+                          int64_t lds) {
+    int64_t nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
+    for (int64_t i = 0; i < r; i += 6) {
+        const float *qi = q + i * lda;
+        float *si = s + i * lds;
+        for (int64_t j0 = 0; j0 < nkp; j0 += 4 * ATTN_NR) {
+            const float *panel = kt + (j0 / ATTN_NR) * d * ATTN_NR;
+            int np = nkp - j0 < 4 * ATTN_NR ? (int)((nkp - j0) / ATTN_NR) : 4;
+            switch (r - i < 6 ? r - i : 6) {
+            case 1: SCORES_NP(1); break;
+            case 2: SCORES_NP(2); break;
+            case 3: SCORES_NP(3); break;
+            case 4: SCORES_NP(4); break;
+            case 5: SCORES_NP(5); break;
+            default: SCORES_NP(6); break;
+            }
+        }
+    }
+}
+
+/* ---- accum ---- */
+
+/* mr rows x nc zmm columns (mr <= 6, nc <= 4, constants after inlining);
+ * the last column loads lanes `last` of v (a tail of dv: the rest are
+ * zeros, never read beyond the row), o's padding up to the next 16 is
+ * scratch. */
+static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, const int nc, const float *corr,
+                                     const float *v, int64_t ldv, int64_t nk, __mmask16 last, float *o,
+                                     int64_t ldo) {
+    __m512 c[6][4];
+    for (int i = 0; i < mr; i++) {
+        __m512 k = _mm512_set1_ps(corr[i]);
+        for (int n = 0; n < nc; n++) c[i][n] = _mm512_mul_ps(k, _mm512_loadu_ps(o + i * ldo + n * 16));
+    }
+    for (int64_t j = 0; j < nk; j++) {
+        const float *vj = v + j * ldv;
+        __m512 b[4];
+        for (int n = 0; n < nc; n++)
+            b[n] = n == nc - 1 ? _mm512_maskz_loadu_ps(last, vj + n * 16) : _mm512_loadu_ps(vj + n * 16);
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_set1_ps(p[i * ldp + j]);
+            for (int n = 0; n < nc; n++) c[i][n] = _mm512_fmadd_ps(a, b[n], c[i][n]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int n = 0; n < nc; n++) _mm512_storeu_ps(o + i * ldo + n * 16, c[i][n]);
+}
+
+#define ACCUM_NC(MR)                                                                                  \
+    switch (nc) {                                                                                     \
+    case 1: accum_tile(p + i * ldp, ldp, MR, 1, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
+    case 2: accum_tile(p + i * ldp, ldp, MR, 2, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
+    case 3: accum_tile(p + i * ldp, ldp, MR, 3, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
+    default: accum_tile(p + i * ldp, ldp, MR, 4, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
+    }
+
+static void accum_avx512(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v, int64_t ldv,
+                         int64_t nk, int64_t dv, float *o, int64_t ldo) {
+    for (int64_t i = 0; i < r; i += 6) {
+        for (int64_t n0 = 0; n0 < dv; n0 += 64) {
+            int64_t nr = dv - n0 < 64 ? dv - n0 : 64;
+            int nc = (int)((nr + 15) / 16);
+            int tail = (int)(nr - (nc - 1) * 16); /* 1..16 lanes of the last column */
+            __mmask16 last = (__mmask16)(tail == 16 ? 0xFFFF : (1u << tail) - 1);
+            switch (r - i < 6 ? r - i : 6) {
+            case 1: ACCUM_NC(1); break;
+            case 2: ACCUM_NC(2); break;
+            case 3: ACCUM_NC(3); break;
+            case 4: ACCUM_NC(4); break;
+            case 5: ACCUM_NC(5); break;
+            default: ACCUM_NC(6); break;
+            }
+        }
+    }
+}
+
+/* ---- the online-softmax step ---- */
+
+/* 2^y for y <= 0, lane for lane the AVX2 table's exp2_nonpos (avx2-util.h:
+ * the same operations, so the same bits). */
+static inline __m512 exp2_nonpos16(__m512 y) {
+    const __m512 magic = _mm512_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+    y = _mm512_max_ps(_mm512_set1_ps(-127.0f), y);
+    __m512 t = _mm512_add_ps(y, magic);
+    __m512 f = _mm512_sub_ps(y, _mm512_sub_ps(t, magic));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.327646017e-3f), f, _mm512_set1_ps(9.675552891e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713397e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402211951e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469669e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000072f));
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+}
+
+static inline __m256 exp2_nonpos8(__m256 y) {
+    const __m256 magic = _mm256_set1_ps(12583039.0f);
+    y = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
+    __m256 t = _mm256_add_ps(y, magic);
+    __m256 f = _mm256_sub_ps(y, _mm256_sub_ps(t, magic));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
+/* Lane i of the result = op over the eight lanes of x[i] (the AVX2
+ * table's tree, op max or add). */
+#define REDUCE8(op, x, out)                                                                                  \
+    do {                                                                                                     \
+        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
+        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
+        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
+        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
+        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
+        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
+        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
+    } while (0)
+
+static inline __mmask16 lanes16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1); }
+
+/* Per-lane maximum of a row's nk scores (lane k: the columns j % 16 == k),
+ * folded to 8 lanes; columns past nk are not read. NaN scores are passed
+ * over (max returns its second operand, the running maximum). */
+static ALWAYS_INLINE __m256 row_max16(const float *x, int64_t nk) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 16 <= nk; j += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + j), m);
+    if (j < nk) {
+        __mmask16 k = lanes16(nk - j);
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, x + j), m);
+    }
+    return _mm256_max_ps(_mm512_castps512_ps256(m), _mm512_extractf32x8_ps(m, 1));
+}
+
+/* x[j] = 2^(x[j] - m) for j < nk (nothing stored past nk), and the sums of
+ * the columns j % 16 == k in lane k, folded to 8 lanes as the AVX2 table
+ * folds its two accumulators (columns j % 16 < 8 and >= 8). */
+static ALWAYS_INLINE __m256 row_exp2_sum16(float *x, int64_t nk, __m512 m) {
+    __m512 s = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= nk; j += 16) {
+        __m512 e = exp2_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(x + j), m));
+        _mm512_storeu_ps(x + j, e);
+        s = _mm512_add_ps(s, e);
+    }
+    if (j < nk) {
+        __mmask16 k = lanes16(nk - j);
+        __m512 e = _mm512_maskz_mov_ps(k, exp2_nonpos16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), m)));
+        _mm512_mask_storeu_ps(x + j, k, e);
+        s = _mm512_add_ps(s, e); /* + 0 in the lanes past nk: no change (the sums are >= +0) */
+    }
+    return _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+}
+
+/* n rows (n <= 8) at once: their maxima, corrections, sums and running
+ * state as one vector each (lane i = row i), as in the AVX2 table. */
+static ALWAYS_INLINE void softmax_n(float *s, int64_t lds, const int n, int64_t nk, float *m, float *l,
+                                    float *corr) {
+    __m256 x[8];
+    for (int i = 0; i < 8; i++) x[i] = i < n ? row_max16(s + i * lds, nk) : _mm256_set1_ps(-INFINITY);
+    __mmask8 kn = (__mmask8)((1u << n) - 1);
+    __m256 mt, st;
+    REDUCE8(_mm256_max_ps, x, mt);
+    __m256 mo = _mm256_maskz_loadu_ps(kn, m), mn = _mm256_max_ps(mt, mo);
+    /* a row that has seen no key (mn = -inf) takes corr 0 and p 0 */
+    __mmask8 seen = _mm256_cmp_ps_mask(mn, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+    __m256 c = _mm256_maskz_mov_ps(seen, exp2_nonpos8(_mm256_sub_ps(mo, mn)));
+    float mv[8];
+    _mm256_storeu_ps(mv, _mm256_maskz_mov_ps(seen, mn));
+    for (int i = 0; i < 8; i++)
+        x[i] = i < n ? row_exp2_sum16(s + i * lds, nk, _mm512_set1_ps(mv[i])) : _mm256_setzero_ps();
+    REDUCE8(_mm256_add_ps, x, st);
+    __m256 lo = _mm256_maskz_loadu_ps(kn, l);
+    _mm256_mask_storeu_ps(corr, kn, c);
+    _mm256_mask_storeu_ps(l, kn, _mm256_maskz_mov_ps(seen, _mm256_fmadd_ps(lo, c, st)));
+    _mm256_mask_storeu_ps(m, kn, mn);
+}
+
+/* The full row group has its own copy; a row that has seen no key has only
+ * -inf scores, which 2^x already made 0, unless some were NaN: the
+ * contract wants 0 there too. */
+static void softmax_avx512(float *s, int64_t lds, int64_t r, int64_t nk, float *m, float *l, float *corr) {
+    for (int64_t i0 = 0; i0 < r; i0 += 8) {
+        int n = r - i0 < 8 ? (int)(r - i0) : 8;
+        float *si = s + i0 * lds;
+        switch (n) {
+        case 6: softmax_n(si, lds, 6, nk, m + i0, l + i0, corr + i0); break;
+        default: softmax_n(si, lds, n, nk, m + i0, l + i0, corr + i0); break;
+        }
+        for (int i = 0; i < n; i++)
+            if (m[i0 + i] == -INFINITY) memset(si + i * lds, 0, sizeof(float) * (size_t)nk);
+    }
+}
+
+/* ---- the rest: the AVX2 table's ---- */
+
+static void pack_kt_fwd(candle_dtype t, const char *k, int64_t sk, int64_t nk, int64_t d, float *kt) {
+    cpu_attn_avx2.pack_kt(t, k, sk, nk, d, kt);
+}
+
+static void scores_rows_fwd(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,
+                            int64_t sk, int64_t nk, float *s, int64_t lds) {
+    cpu_attn_avx2.scores_rows(q, lda, r, d, t, k, sk, nk, s, lds);
+}
+
+static float max_fwd(const float *x, int64_t n) { return cpu_attn_avx2.max(x, n); }
+static void sub_fwd(float *x, int64_t n, float m) { cpu_attn_avx2.sub(x, n, m); }
+static float sum_fwd(const float *x, int64_t n) { return cpu_attn_avx2.sum(x, n); }
+
+const cpu_attn_ops cpu_attn_avx512 = {
+    .name = "avx512",
+    .pack_kt = pack_kt_fwd,
+    .scores = scores_avx512,
+    .scores_rows = scores_rows_fwd,
+    .accum = accum_avx512,
+    .softmax = softmax_avx512,
+    .max = max_fwd,
+    .sub = sub_fwd,
+    .sum = sum_fwd,
+};
