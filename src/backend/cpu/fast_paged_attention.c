@@ -16,12 +16,11 @@
 #include "fast-impl.h"
 #include "paged-impl.h"
 
+/* The flash kernel's table: AVX-512 where the cpu_simd table is "avx512"
+ * (its value sums on zmm, the same bits as the AVX2 table's; CANDLE_CPU_ISA=avx2
+ * keeps the AVX2 one), else AVX2, or scalar. */
 static const cpu_attn_ops *attn_ops(void) {
-#if defined(__x86_64__)
-    /* every table but the scalar one runs on AVX2 + FMA + F16C hardware */
-    if (cpu_simd_get() != &cpu_simd_scalar) return &cpu_attn_avx2;
-#endif
-    return &cpu_attn_scalar;
+    return cpu_attn_ops_get();
 }
 
 /* Output rows padded for the accumulate primitive. */
