@@ -80,19 +80,6 @@ static void scores_avx2(const float *q, int64_t lda, int64_t r, int64_t d, const
     }
 }
 
-/* Lane i of the result = op over the eight lanes of x[i]: a transpose and
- * reduction of eight rows' partial vectors in 3 x 4 steps (op max or add). */
-#define REDUCE8(op, x, out)                                                                                  \
-    do {                                                                                                     \
-        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
-        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
-        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
-        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
-        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
-        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
-        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
-    } while (0)
-
 /* One q row x 8 keys (rows kr[0..7]), dot products along d: eight
  * accumulators reduced to one vector of eight scores at the end, so the
  * horizontal sums cost a few shuffles per eight keys. T is a constant

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../attention-impl.h"
+#include "avx2-util.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -144,32 +145,6 @@ static inline __m512 exp2_nonpos16(__m512 y) {
     return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
 }
 
-static inline __m256 exp2_nonpos8(__m256 y) {
-    const __m256 magic = _mm256_set1_ps(12583039.0f);
-    y = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
-    __m256 t = _mm256_add_ps(y, magic);
-    __m256 f = _mm256_sub_ps(y, _mm256_sub_ps(t, magic));
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
-}
-
-/* Lane i of the result = op over the eight lanes of x[i] (the AVX2
- * table's tree, op max or add). */
-#define REDUCE8(op, x, out)                                                                                  \
-    do {                                                                                                     \
-        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
-        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
-        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
-        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
-        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
-        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
-        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
-    } while (0)
-
 static inline __mmask16 lanes16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1); }
 
 /* Per-lane maximum of a row's nk scores (lane k: the columns j % 16 == k),
@@ -218,7 +193,7 @@ static ALWAYS_INLINE void softmax_n(float *s, int64_t lds, const int n, int64_t 
     __m256 mo = _mm256_maskz_loadu_ps(kn, m), mn = _mm256_max_ps(mt, mo);
     /* a row that has seen no key (mn = -inf) takes corr 0 and p 0 */
     __mmask8 seen = _mm256_cmp_ps_mask(mn, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-    __m256 c = _mm256_maskz_mov_ps(seen, exp2_nonpos8(_mm256_sub_ps(mo, mn)));
+    __m256 c = _mm256_maskz_mov_ps(seen, exp2_nonpos(_mm256_sub_ps(mo, mn)));
     float mv[8];
     _mm256_storeu_ps(mv, _mm256_maskz_mov_ps(seen, mn));
     for (int i = 0; i < 8; i++)

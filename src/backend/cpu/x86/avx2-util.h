@@ -77,4 +77,17 @@ static inline void transpose8(__m256 *r) {
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* Lane i of the result = op over the eight lanes of x[i]: a transpose and
+ * reduction of eight rows' partial vectors in 3 x 4 steps (op max or add). */
+#define REDUCE8(op, x, out)                                                                                  \
+    do {                                                                                                     \
+        __m256 a0_ = op(_mm256_unpacklo_ps(x[0], x[1]), _mm256_unpackhi_ps(x[0], x[1]));                     \
+        __m256 a1_ = op(_mm256_unpacklo_ps(x[2], x[3]), _mm256_unpackhi_ps(x[2], x[3]));                     \
+        __m256 a2_ = op(_mm256_unpacklo_ps(x[4], x[5]), _mm256_unpackhi_ps(x[4], x[5]));                     \
+        __m256 a3_ = op(_mm256_unpacklo_ps(x[6], x[7]), _mm256_unpackhi_ps(x[6], x[7]));                     \
+        __m256 b0_ = op(_mm256_shuffle_ps(a0_, a1_, 0x44), _mm256_shuffle_ps(a0_, a1_, 0xEE));               \
+        __m256 b1_ = op(_mm256_shuffle_ps(a2_, a3_, 0x44), _mm256_shuffle_ps(a2_, a3_, 0xEE));               \
+        out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
+    } while (0)
+
 #endif
