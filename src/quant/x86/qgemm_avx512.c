@@ -151,6 +151,19 @@ ALWAYS_INLINE void panel16_r(candle_dtype t, int R, int64_t K, int nn, const cha
     }
 }
 
+/* The K types' sub-block s (32 codes) of both panels against each row's
+ * q8_K codes: a[r] sums codes 0..15, c[r] codes 16..31, per weight row. */
+ALWAYS_INLINE void k_subblock_dots(int R, const char *p0, const char *p1, int s, const block_q8_K *const *y,
+                                   __m512i *a, __m512i *c) {
+    for (int i = 0; i < 4; i++) {
+        __m512i w0 = pair_i(p0, p1, 8 * s + i), w1 = pair_i(p0, p1, 8 * s + 4 + i);
+        FOR_R {
+            a[r] = _mm512_dpbusd_epi32(i ? a[r] : _mm512_setzero_si512(), w0, bcast4_512(y[r]->qs + 32 * s, i));
+            c[r] = _mm512_dpbusd_epi32(i ? c[r] : _mm512_setzero_si512(), w1, bcast4_512(y[r]->qs + 32 * s, 4 + i));
+        }
+    }
+}
+
 /* panel_q4_k_r's VNNI arithmetic over 16 rows. */
 ALWAYS_INLINE void panel16_q4_k_r(int R, int64_t K, int nn, const char *p0, const char *p1, const rows4 *rw) {
     __m512 acc[4];
@@ -164,14 +177,7 @@ ALWAYS_INLINE void panel16_q4_k_r(int R, int64_t K, int nn, const char *p0, cons
         }
         for (int s = 0; s < 8; s++) {
             __m512i a[4], c[4];
-            for (int i = 0; i < 4; i++) {
-                __m512i w0 = pair_i(p0, p1, 8 * s + i), w1 = pair_i(p0, p1, 8 * s + 4 + i);
-                FOR_R {
-                    a[r] = _mm512_dpbusd_epi32(i ? a[r] : _mm512_setzero_si512(), w0, bcast4_512(y[r]->qs + 32 * s, i));
-                    c[r] = _mm512_dpbusd_epi32(i ? c[r] : _mm512_setzero_si512(), w1,
-                                               bcast4_512(y[r]->qs + 32 * s, 4 + i));
-                }
-            }
+            k_subblock_dots(R, p0, p1, s, y, a, c);
             __m512i sc32 = _mm512_srai_epi32(pair_i(p0, p1, Q4K_SC / 32 + s), 16);
             __m512i mnv = pair_i(p0, p1, Q4K_MN / 32 + s);
             FOR_R {
@@ -204,14 +210,7 @@ ALWAYS_INLINE void panel16_q6_k_r(int R, int64_t K, int nn, const char *p0, cons
         }
         for (int s = 0; s < 8; s++) {
             __m512i a[4], c[4];
-            for (int i = 0; i < 4; i++) {
-                __m512i w0 = pair_i(p0, p1, 8 * s + i), w1 = pair_i(p0, p1, 8 * s + 4 + i);
-                FOR_R {
-                    a[r] = _mm512_dpbusd_epi32(i ? a[r] : _mm512_setzero_si512(), w0, bcast4_512(y[r]->qs + 32 * s, i));
-                    c[r] = _mm512_dpbusd_epi32(i ? c[r] : _mm512_setzero_si512(), w1,
-                                               bcast4_512(y[r]->qs + 32 * s, 4 + i));
-                }
-            }
+            k_subblock_dots(R, p0, p1, s, y, a, c);
             __m512i s0 = _mm512_srai_epi32(pair_i(p0, p1, Q6K_SC / 32 + 2 * s), 16);
             __m512i s1 = _mm512_srai_epi32(pair_i(p0, p1, Q6K_SC / 32 + 2 * s + 1), 16);
             __m512i spv = pair_i(p0, p1, Q6K_SP / 32 + s);
