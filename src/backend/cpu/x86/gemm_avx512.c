@@ -60,29 +60,21 @@ void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, in
 #define MR CPU_GEMM_MR
 #define NR CPU_GEMM_NR
 
-/* R (6 or 12) rows x W (1 or 2) panels; R and W are constants at every
- * call, so the loops unroll and the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void tile(int64_t k, const float *a, const float *b, float *c,
-                                                       int64_t ldc, int mr, int nr, bool accumulate, const int R,
-                                                       const int W) {
-    const float *a1 = a + k * MR, *b1 = b + k * NR;
-    __m512 acc[12][2];
+/* Shared by the f32 and bf16 tiles: zeroed accumulators and C's rows
+ * prefetched; then the R x W tile's valid mr x nr part stored (added to C
+ * when accumulating), columns past nr masked off. */
+static inline __attribute__((always_inline)) void tile_begin(__m512 acc[12][2], const float *c, int64_t ldc, int mr,
+                                                             const int R, const int W) {
     for (int i = 0; i < R; i++)
         for (int w = 0; w < W; w++) acc[i][w] = _mm512_setzero_ps();
     for (int i = 0; i < mr; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         if (W == 2) _mm_prefetch((const char *)(c + i * ldc + NR), _MM_HINT_T0);
     }
-#pragma GCC unroll 2
-    for (int64_t p = 0; p < k; p++) {
-        __m512 bv[2];
-        bv[0] = _mm512_loadu_ps(b + p * NR);
-        if (W == 2) bv[1] = _mm512_loadu_ps(b1 + p * NR);
-        for (int i = 0; i < R; i++) {
-            __m512 av = _mm512_set1_ps(i < MR ? a[p * MR + i] : a1[p * MR + i - MR]);
-            for (int w = 0; w < W; w++) acc[i][w] = _mm512_fmadd_ps(av, bv[w], acc[i][w]);
-        }
-    }
+}
+
+static inline __attribute__((always_inline)) void tile_store(__m512 acc[12][2], float *c, int64_t ldc, int mr,
+                                                             int nr, bool accumulate, const int R, const int W) {
     int n0 = nr < NR ? nr : NR, n1 = nr - n0;
     __mmask16 m[2] = {(__mmask16)(n0 >= 16 ? 0xFFFF : (1u << n0) - 1),
                       (__mmask16)(n1 >= 16 ? 0xFFFF : (1u << n1) - 1)};
@@ -93,6 +85,27 @@ static inline __attribute__((always_inline)) void tile(int64_t k, const float *a
             if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[w], ci));
             _mm512_mask_storeu_ps(ci, m[w], v);
         }
+}
+
+/* R (6 or 12) rows x W (1 or 2) panels; R and W are constants at every
+ * call, so the loops unroll and the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void tile(int64_t k, const float *a, const float *b, float *c,
+                                                       int64_t ldc, int mr, int nr, bool accumulate, const int R,
+                                                       const int W) {
+    const float *a1 = a + k * MR, *b1 = b + k * NR;
+    __m512 acc[12][2];
+    tile_begin(acc, c, ldc, mr, R, W);
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < k; p++) {
+        __m512 bv[2];
+        bv[0] = _mm512_loadu_ps(b + p * NR);
+        if (W == 2) bv[1] = _mm512_loadu_ps(b1 + p * NR);
+        for (int i = 0; i < R; i++) {
+            __m512 av = _mm512_set1_ps(i < MR ? a[p * MR + i] : a1[p * MR + i - MR]);
+            for (int w = 0; w < W; w++) acc[i][w] = _mm512_fmadd_ps(av, bv[w], acc[i][w]);
+        }
+    }
+    tile_store(acc, c, ldc, mr, nr, accumulate, R, W);
 }
 
 void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
@@ -278,12 +291,7 @@ static inline __attribute__((always_inline)) void bf_tile(int64_t kc, const uint
     const uint32_t *a1 = a + kc * MR, *b1 = b + kc * NR;
     int64_t k2 = (kc + 1) / 2;
     __m512 acc[12][2];
-    for (int i = 0; i < R; i++)
-        for (int w = 0; w < W; w++) acc[i][w] = _mm512_setzero_ps();
-    for (int i = 0; i < mr; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        if (W == 2) _mm_prefetch((const char *)(c + i * ldc + NR), _MM_HINT_T0);
-    }
+    tile_begin(acc, c, ldc, mr, R, W);
 #pragma GCC unroll 2
     for (int64_t t = 0; t < k2; t++) {
         __m512bh bv[2];
@@ -294,16 +302,7 @@ static inline __attribute__((always_inline)) void bf_tile(int64_t kc, const uint
             for (int w = 0; w < W; w++) acc[i][w] = _mm512_dpbf16_ps(acc[i][w], av, bv[w]);
         }
     }
-    int n0 = nr < NR ? nr : NR, n1 = nr - n0;
-    __mmask16 m[2] = {(__mmask16)(n0 >= 16 ? 0xFFFF : (1u << n0) - 1),
-                      (__mmask16)(n1 >= 16 ? 0xFFFF : (1u << n1) - 1)};
-    for (int i = 0; i < R && i < mr; i++)
-        for (int w = 0; w < W; w++) {
-            float *ci = c + i * ldc + w * NR;
-            __m512 v = acc[i][w];
-            if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m[w], ci));
-            _mm512_mask_storeu_ps(ci, m[w], v);
-        }
+    tile_store(acc, c, ldc, mr, nr, accumulate, R, W);
 }
 
 void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
