@@ -12,33 +12,20 @@
 #include <time.h>
 
 #include "server.h"
+#include "tokenizer/unicode-impl.h"
 
 /* msg as valid UTF-8 into out (cap >= 5): a byte that begins no well-formed
- * character becomes U+FFFD. Messages quote input (jansson's "near '...'"
- * cuts a character in two, a URL may hold any bytes), and jansson builds no
- * string that is not UTF-8. */
+ * character becomes U+FFFD (utf8_decode's rule). Messages quote input
+ * (jansson's "near '...'" cuts a character in two, a URL may hold any
+ * bytes), and jansson builds no string that is not UTF-8. */
 static const char *utf8_clean(const char *msg, char *out, size_t cap) {
-    const unsigned char *p = (const unsigned char *)msg;
-    size_t n = 0;
-    while (*p && n + 4 < cap) { /* room for a character and the NUL */
-        unsigned c = p[0];
-        int len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3
-                  : c >= 0xF0 && c < 0xF5 ? 4 : 0;
-        for (int k = 1; k < len; k++)
-            if ((p[k] & 0xC0) != 0x80) len = 0;
-        /* overlong 3- and 4-byte forms, surrogates, beyond U+10FFFF */
-        if ((len == 3 && ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0))) ||
-            (len == 4 && ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90))))
-            len = 0;
-        if (len) {
-            memcpy(out + n, p, (size_t)len);
-            n += (size_t)len;
-            p += len;
-        } else {
-            memcpy(out + n, "\xEF\xBF\xBD", 3);
-            n += 3;
-            p++;
-        }
+    size_t n = 0, left = strlen(msg);
+    while (left && n + 4 < cap) { /* room for a character and the NUL */
+        uint32_t cp;
+        size_t len = utf8_decode(msg, left, &cp);
+        n += utf8_encode(cp, out + n);
+        msg += len;
+        left -= len;
     }
     out[n] = 0;
     return out;
