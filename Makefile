@@ -5,9 +5,12 @@
 #                   under ASan + UBSan (ctest's summary stays the last output)
 #   make run        fetch the default model and generate text
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
+#                   from FUZZ_SEED (fixed, so a run repeats the same inputs:
+#                   FUZZ_SEED=0 draws a new seed to explore further)
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_TIME ?= 60
+FUZZ_SEED ?= 1
 
 .PHONY: all deps bench-deps build test test-plain test-asan test-tsan fuzz run clean
 
@@ -54,8 +57,8 @@ fuzz:
 	for f in build-fuzz/bin/fuzz_*; do \
 		n=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus/$$n; \
 		dict=; if [ -f tests/fuzz/$$n.dict ]; then dict=-dict=tests/fuzz/$$n.dict; fi; \
-		echo "fuzzing $$n for $(FUZZ_TIME) s"; \
-		$$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+		echo "fuzzing $$n for $(FUZZ_TIME) s from seed $(FUZZ_SEED)"; \
+		$$f -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 			-artifact_prefix=build-fuzz/ -print_final_stats=1 $$dict \
 			build-fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
 	done
