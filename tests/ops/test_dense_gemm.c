@@ -2,7 +2,9 @@
  * f16 prefill and decode: the weight-row GEMM for 16-144 rows on a
  * transposed weight (six weight rows broadcast against 16-row transposed
  * activation panels; f32 rows in place, also with padded rows, f16/bf16
- * converted; K slices of at most 1024; partial groups and panels; N split
+ * converted; K slices of at most 1024, inside each group or, past 640 KiB
+ * of packed A, outside the groups; with AVX-512, C through a transposed
+ * scratch in column blocks; partial groups and panels; N split
  * in guided tasks, large to small, the last partial), the
  * shared-A packed GEMM for plain, strided and quantized B (K cut into equal
  * slices: 576 = 2 x 288, 577, block-quantized K in whole blocks), the
@@ -33,6 +35,15 @@ static const gemm_case cases[] = {
     {17, 1100, 150, true, BF16, MT_TRANSPOSED, MT_CONTIG}, /* one-row panel, transposed A */
     {33, 300, 301, true, F32, MT_OFFSET, MT_CONTIG},
     {64, 200, 1027, true, F16, MT_CONTIG, MT_CONTIG},   /* guided tasks down to a 1-column one */
+    /* packed A past 640 KiB: K slices outside the groups (each slice of A
+     * read by all of a task's groups), odd K and N */
+    {136, 1283, 59, true, F16, MT_CONTIG, MT_OFFSET},   /* 648 + 635, group tail of 5 */
+    {100, 1700, 40, true, F32, MT_CONTIG, MT_CONTIG},   /* f32 rows in place */
+    {144, 1200, 100, true, BF16, MT_OFFSET, MT_CONTIG},
+    /* AVX-512: C through the transposed scratch, several column blocks per
+     * task (168 and 216 columns here) over two K slices, row tails */
+    {144, 1100, 400, true, F16, MT_CONTIG, MT_CONTIG},
+    {100, 1100, 301, true, F32, MT_OFFSET, MT_CONTIG},
     /* shared-A packed GEMM: plain and strided B */
     {70, 513, 80, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
     {97, 260, 112, false, F32, MT_CONTIG, MT_SLICED},   /* strided B: no prefetch */

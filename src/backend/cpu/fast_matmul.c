@@ -625,7 +625,17 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
  * threads, ten alternating runs: 569 -> 598 t/s mean. The avx512 table
  * has its own tile (wt_ukr: four panels, 64 x 6 on zmm, where AVX2 does
  * 16 x 6 on ymm): 1 thread on a Zen 5, [32..128, 2048] x [2048, 2048]^T,
- * f32 54-79 -> 105-190 GFLOP/s, bf16 60-103 -> 95-171 (loaded machine). */
+ * f32 54-79 -> 105-190 GFLOP/s, bf16 60-103 -> 95-171 (loaded machine).
+ * There (f32 / f16 weights) C goes through a transposed per-thread scratch
+ * (cpu_wt_ukr_t_avx512: whole-vector stores) in blocks of a task's
+ * columns, each block's groups one K slice at a time (A from L2), then
+ * written out by 16 x 16 transposes: C rows 2048 floats apart share L1
+ * sets, and storing 6-float pieces through 64 of them missed every time.
+ * 1 thread, Zen 5, f16 weight, M 64 (loaded machine, CPU-time medians):
+ * [2048, 5632] (down) 189-195 -> 229-230 GFLOP/s, [2048, 2048] 235 ->
+ * 234-246, M 128 218-229 -> 246-250, [5632, 2048] and [256, 2048]
+ * unchanged. Other tables: past WT_A_INNER_BYTES of packed A, the K
+ * slices outside the groups instead. */
 #ifndef WT_MIN_M
 #define WT_MIN_M 16
 #endif
@@ -640,11 +650,32 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
 #ifndef WT_KC
 #define WT_KC 1024
 #endif
+/* Past this much packed A (all K slices), a task runs every group of its
+ * rows in one K slice before the next slice, so that one slice of A is
+ * read from L2 by all the groups; below it, each group takes all its
+ * slices in turn (its 16 x 6 tiles of C stay in L1). */
+#ifndef WT_A_INNER_BYTES
+#define WT_A_INNER_BYTES (640 * 1024)
+#endif
 
 #if defined(__x86_64__)
 void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                      int64_t ldc, bool accumulate); /* x86/simd_avx2.c */
 void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
+/* x86/gemm_avx512.c: the avx512 table's wt tile, its C-transposed twin and
+ * that scratch's write-out, and 16-wide f16 / bf16 conversion */
+void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                       int64_t ldc, bool accumulate);
+void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
+                         int64_t ldt, bool accumulate);
+void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
+void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
+#endif
+/* The avx512 table's tile writes C transposed into this much per-thread
+ * scratch (a block of a task's columns, all K slices), written out to C
+ * a block at a time (cpu_wt_ukr_t_avx512). */
+#ifndef WT_CT_BYTES
+#define WT_CT_BYTES (96 * 1024)
 #endif
 
 static bool wt_path(const candle_tensor *dst, const mm_geom *g) {
@@ -670,7 +701,9 @@ static size_t wt_a_bytes(const mm_geom *g) {
     return ((size_t)wt_m_pad(g) * (size_t)g->K * sizeof(float) + 63) & ~(size_t)63;
 }
 
-static size_t wt_thread_bytes(void) { return ((size_t)WT_NR * WT_KC * sizeof(float) + 63) & ~(size_t)63; }
+static size_t wt_thread_bytes(void) {
+    return (((size_t)WT_NR * WT_KC * sizeof(float) + 63) & ~(size_t)63) + WT_CT_BYTES;
+}
 
 /* A bf16 weight through the table's bf16 dot products (wt_bf16_ukr): A
  * packed in bf16 k pairs in place of f32 (same offsets, half used), the
@@ -712,11 +745,22 @@ static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int6
 }
 
 /* Weight rows n0 .. n0+nw, K slice at pc, kc deep: nw rows of k from
- * pc, read by a wt_group. */
+ * pc, read by a wt_group; in the block of columns c0 .. c1 (C transposed). */
 typedef struct wt_item {
     int64_t pc, kc, n0;
     int nw;
+    int64_t c0, c1;
 } wt_item;
+
+/* C through the avx512 tile's transposed scratch (not for bf16 dot products) */
+static bool wt_ct(const gemm_args *g) {
+#if defined(__x86_64__)
+    return cpu_simd_get()->wt_ukr == cpu_wt_ukr_avx512 && !wt_bf16(g);
+#else
+    (void)g;
+    return false;
+#endif
+}
 
 /* One item's rows as f32 rows (*ldw floats apart): in place for f32,
  * converted into wbuf for f16 / bf16. */
@@ -728,6 +772,14 @@ static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t
         *ldw = g->sbn / 4;
         return (const float *)rows;
     }
+#if defined(__x86_64__)
+    if (simd->wt_ukr == cpu_wt_ukr_avx512) { /* the avx512 table: 16 per conversion */
+        for (int r = 0; r < it.nw; r++)
+            cpu_half_to_f32_avx512(g->bt == CANDLE_DTYPE_F16, rows + r * g->sbn, wbuf + r * it.kc, it.kc);
+        *ldw = it.kc;
+        return wbuf;
+    }
+#endif
     for (int r = 0; r < it.nw; r++) simd->to_f32(g->bt, rows + r * g->sbn, wbuf + r * it.kc, it.kc);
     *ldw = it.kc;
     return wbuf;
@@ -736,7 +788,8 @@ static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t
 /* One item against every activation panel (ap: its K slice). The next
  * item's rows are prefetched a share per panel, spread over the compute
  * rather than in one burst (nw 0: none). */
-static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, const float *ap, float *wbuf) {
+static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, const float *ap, float *wbuf,
+                     float *ct, int64_t ldt) {
     const cpu_simd *simd = cpu_simd_get();
 #if defined(__x86_64__)
     bool avx2 = simd != &cpu_simd_scalar;
@@ -757,6 +810,13 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
                               it.pc > 0);
             continue;
         }
+#if defined(__x86_64__)
+        if (ct) {
+            cpu_wt_ukr_t_avx512(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
+                                it.pc > 0);
+            continue;
+        }
+#endif
         if (simd->wt_ukr) {
             simd->wt_ukr(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
             continue;
@@ -788,16 +848,47 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     if (t->nth > 1) guided_range(geo->N, WT_NR, t->n_threads, t->ith, &lo, &hi);
     else lo = 0, hi = geo->N;
     if (lo >= hi) return;
-    wt_item it = {0, KC < K ? KC : K, lo, hi - lo < WT_NR ? (int)(hi - lo) : WT_NR};
+    /* C transposed: blocks of ch columns (whole groups), each block's
+     * groups in one K slice, then the next slice (A from L2 for the
+     * block's groups), then the block written out */
+    bool ct = wt_ct(&g), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
+    float *ctb = (float *)((char *)wbuf + (wt_thread_bytes() - WT_CT_BYTES));
+    int64_t ch = ct ? WT_CT_BYTES / (int64_t)sizeof(float) / mpad / WT_NR * WT_NR : hi - lo;
+    ch = ch < WT_NR ? WT_NR : ch;
+    wt_item it = {0, KC < K ? KC : K, lo, hi - lo < WT_NR ? (int)(hi - lo) : WT_NR, lo, hi - lo < ch ? hi : lo + ch};
+    if (ct && it.c1 - it.n0 < it.nw) it.nw = (int)(it.c1 - it.n0);
     prefetch_b_panel(&g, it.pc, it.kc, it.n0, it.nw);
     while (it.nw > 0) {
-        /* each K slice of a group, then the next group */
         wt_item next = it;
-        next.pc += it.kc;
-        if (next.pc >= K) next.pc = 0, next.n0 += it.nw;
+        if (ct) {
+            next.n0 += it.nw;
+            if (next.n0 >= it.c1) next.n0 = it.c0, next.pc += it.kc;
+            if (next.pc >= K) {
+                next.pc = 0, next.c0 = next.n0 = it.c1;
+                next.c1 = hi - next.c0 < ch ? hi : next.c0 + ch;
+            }
+            next.kc = K - next.pc < KC ? K - next.pc : KC;
+            next.nw = next.n0 >= hi ? 0 : next.c1 - next.n0 < WT_NR ? (int)(next.c1 - next.n0) : WT_NR;
+            wt_group(&g, geo->M, it, next, ap + it.pc * mpad, wbuf, ctb, mpad);
+#if defined(__x86_64__)
+            if (next.nw <= 0 || next.c0 != it.c0)
+                cpu_wt_ct_out_avx512(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
+#endif
+            it = next;
+            continue;
+        }
+        if (slice_outer) {
+            /* every group of the task in one K slice, then the next slice */
+            next.n0 += it.nw;
+            if (next.n0 >= hi) next.n0 = lo, next.pc += it.kc;
+        } else {
+            /* each K slice of a group, then the next group */
+            next.pc += it.kc;
+            if (next.pc >= K) next.pc = 0, next.n0 += it.nw;
+        }
         next.kc = K - next.pc < KC ? K - next.pc : KC;
-        next.nw = hi - next.n0 < WT_NR ? (int)(hi - next.n0) : WT_NR;
-        wt_group(&g, geo->M, it, next, ap + it.pc * mpad, wbuf);
+        next.nw = next.pc >= K ? 0 : hi - next.n0 < WT_NR ? (int)(hi - next.n0) : WT_NR;
+        wt_group(&g, geo->M, it, next, ap + it.pc * mpad, wbuf, NULL, 0);
         it = next;
     }
 }
