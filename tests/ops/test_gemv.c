@@ -79,20 +79,22 @@ typedef struct xparts {
     const int8_t *qs;
     const float *d, *s;
     int64_t nb;
-    bool paired; /* the nibble types: full groups of 8 in pairs */
+    bool paired; /* the nibble types: full groups of 8 in pairs (q8_0: blocks i, i + 4 side by side) */
+    bool q8;
 } xparts;
 
 static xparts x_parts(candle_dtype t, const void *xv, int64_t K) {
     int64_t nb = K / 32;
     const int8_t *qs = xv;
     const float *d = (const float *)(qs + nb * 32);
-    return (xparts){qs, d, d + nb, nb, t != CANDLE_DTYPE_Q8_0};
+    return (xparts){qs, d, d + nb, nb, true, t == CANDLE_DTYPE_Q8_0};
 }
 
 /* Activation code j of block b. */
 static int x_code(const xparts *x, int64_t b, int j) {
     if (!x->paired || b >= x->nb / 8 * 8) return x->qs[b * 32 + j];
     int64_t g = b / 8, i = b % 8;
+    if (x->q8) return x->qs[g * 256 + (i % 4) * 64 + (i / 4) * 32 + j];
     return x->qs[g * 256 + (i % 4) * 64 + (i / 4) * 16 + (j < 16 ? j : j - 16 + 32)];
 }
 

@@ -34,6 +34,10 @@ static inline bool nibble_type(candle_dtype t) {
     return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1;
 }
 
+/* Byte offset of the q8_0 codes of block i (< GROUP) in a group of the
+ * prepared activation: blocks i and i + 4 side by side at (i % 4) * 64. */
+static inline int64_t q8_0_y(int64_t i) { return (i % 4) * 64 + (i / 4) * 32; }
+
 static inline bool k_type(candle_dtype t) {
     return t == CANDLE_DTYPE_Q2_K || t == CANDLE_DTYPE_Q3_K || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K ||
            t == CANDLE_DTYPE_Q6_K;
@@ -251,26 +255,35 @@ static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
         const uint8_t *xg = x + g * GROUP * bs;
         for (int l = 0; l < 5; l++) __builtin_prefetch(xg + GEMV_PF + 64 * l, 0, 3);
         const int8_t *y = p.qs + g * 256;
-        __m256i r[GROUP];
 #ifdef CANDLE_QUANT_VNNI
-        /* the weight codes biased to unsigned (w + 128) for vpdpbusd; the
-         * prepared s holds -128 * sum(block codes) (exact in a float) */
-        const __m256i bias = _mm256_set1_epi8((char)0x80);
-        for (int j = 0; j < GROUP; j++)
-            r[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(load32(xg + j * bs + o_qs), bias),
-                                       load32(y + 32 * j));
+        /* blocks j and j + 4 in one zmm (int32 lanes 0..7 and 8..15),
+         * against the 64 activation bytes at j * 64 (q8_0_y). The weight
+         * codes biased to unsigned (w + 128) for vpdpbusd; the prepared s
+         * holds -128 * sum(block codes) (exact in a float). */
+        const __m512i bias = _mm512_set1_epi8((char)0x80);
+        __m512i r[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(xg + j * bs + o_qs)),
+                                           load32(xg + (j + 4) * bs + o_qs), 1);
+            r[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w, bias),
+                                       _mm512_loadu_si512(y + 64 * j));
+        }
+        /* 128-bit lanes of u: 0, 1 partial sums of blocks 0..3, 2, 3 of
+         * blocks 4..7; lanes 0 + 1 and 2 + 3 then give lane i = block i */
+        __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(r[0], r[1]), _mm512_unpackhi_epi32(r[0], r[1]));
+        __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(r[2], r[3]), _mm512_unpackhi_epi32(r[2], r[3]));
+        __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+        u = _mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(3, 1, 2, 0));
+        __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+        s = _mm256_add_epi32(s, _mm256_cvtps_epi32(_mm256_loadu_ps(p.s + g * GROUP)));
+        __m256 d = _mm256_mul_ps(f16x8_group(xg, bs, o_d), _mm256_loadu_ps(p.d + g * GROUP));
 #else
-        for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg + j * bs + o_qs), load32(y + 32 * j));
-#endif
+        __m256i r[GROUP];
+        for (int j = 0; j < GROUP; j++) r[j] = dot_i8_i8(load32(xg + j * bs + o_qs), load32(y + q8_0_y(j)));
         /* a: blocks 0..3 (low lanes' partial sums low, high lanes' high), b: 4..7 */
         __m256i a = reduce_x4(r[0], r[1], r[2], r[3]), b = reduce_x4(r[4], r[5], r[6], r[7]);
         __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-#ifdef CANDLE_QUANT_VNNI
-        s = _mm256_add_epi32(s, _mm256_cvtps_epi32(_mm256_loadu_ps(p.s + g * GROUP)));
-#endif
-#ifdef CANDLE_QUANT_VNNI
-        __m256 d = _mm256_mul_ps(f16x8_group(xg, bs, o_d), _mm256_loadu_ps(p.d + g * GROUP));
-#else
         __m256 d = _mm256_mul_ps(h2f_x8(xg + o_d, bs), _mm256_loadu_ps(p.d + g * GROUP));
 #endif
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);

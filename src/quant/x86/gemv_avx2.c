@@ -13,8 +13,10 @@
  * group of 8 blocks is laid out as four 64-byte pairs: pair j holds codes
  * 0..15 of blocks j and j + 4, then codes 16..31 of the same two blocks, so
  * one 256-bit register of weight nibbles (block j low lane, j + 4 high)
- * meets its activation codes in two loads, with no shuffles. Blocks after
- * the last full group (and all q8_0 blocks) keep the plain order.
+ * meets its activation codes in two loads, with no shuffles. For q8_0 the
+ * 64 bytes at j * 64 of a group hold the codes of block j, then those of
+ * block j + 4 (one 512-bit load for the VNNI rows' pair of blocks). Blocks
+ * after the last full group keep the plain order.
  *
  * Per group of 8 blocks the int32 sums are reduced to one vector (lane i =
  * block i), so the scales cost one f16 conversion and two fma per 8 blocks.
@@ -54,13 +56,16 @@ size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
 }
 
 /* Where block b's codes 0..15 go (codes 16..31 follow 32 bytes later in a
- * pair, 16 bytes later in the plain order). */
-static int8_t *block_codes(int8_t *qs, int64_t nb, int64_t b, bool paired, int64_t *hi_off) {
-    if (!paired || b >= nb / GROUP * GROUP) {
-        *hi_off = 16;
-        return qs + b * 32;
-    }
+ * pair, 16 bytes later otherwise). In a group of GROUP blocks the codes of
+ * blocks i and i + 4 share the 64 bytes at (i % 4) * 64: nibble types as
+ * pairs of halves (paired), q8_0 whole blocks after another (q8_0_y), so
+ * that one 64-byte load feeds the zmm of blocks i, i + 4 (VNNI rows); the
+ * blocks after the last group are in plain order. */
+static int8_t *block_codes(int8_t *qs, int64_t nb, int64_t b, candle_dtype t, int64_t *hi_off) {
+    *hi_off = 16;
+    if (b >= nb / GROUP * GROUP || !(nibble_type(t) || t == CANDLE_DTYPE_Q8_0)) return qs + b * 32;
     int64_t g = b / GROUP, i = b % GROUP;
+    if (t == CANDLE_DTYPE_Q8_0) return qs + g * 256 + q8_0_y(i);
     *hi_off = 32;
     return qs + g * 256 + (i % 4) * 64 + (i / 4) * 16;
 }
@@ -80,14 +85,13 @@ void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) 
     }
     int64_t nb = K / 32, hi_off;
     xv_parts p = parts(xv, nb);
-    bool paired = nibble_type(t);
     int8_t codes[32];
     for (int64_t b = 0; b < nb; b++, x += 32) {
         int sum;
         float d = quantize_q8_32(x, codes, &sum);
         /* the scale as the q8 block stores it (f16) */
         float dh = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-        int8_t *dst = block_codes(p.qs, nb, b, paired, &hi_off);
+        int8_t *dst = block_codes(p.qs, nb, b, t, &hi_off);
         memcpy(dst, codes, 16);
         memcpy(dst + hi_off, codes + 16, 16);
         p.d[b] = dh;
