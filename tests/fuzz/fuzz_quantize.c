@@ -11,8 +11,9 @@
  *   divides its rows, with a note exactly when they fell back;
  * - quantize_file either fails with a documented kind and leaves no output
  *   (nor OUT.tmp), or writes a GGUF that opens with the same tensors in the
- *   same order and shapes, each in the dtype the rules chose, the tensors
- *   it did not convert byte for byte, and stats that add up.
+ *   same order and shapes (a rank-0 scalar as [1]), each in the dtype the
+ *   rules chose, the tensors it did not convert byte for byte, and stats
+ *   that add up.
  * Seeds: tests/fuzz/gen_quantize_corpus.py. Built with -DCANDLE_FUZZ=ON. */
 #include <stddef.h>
 #include <stdint.h>
@@ -107,7 +108,9 @@ static void check_output(const candle_gguf *g, const candle_dtype *picked,
     int64_t converted = 0;
     for (int64_t i = 0; i < n; i++) {
         const candle_gguf_tensor_info *x = candle_gguf_tensor(g, i), *y = candle_gguf_tensor(h, i);
-        check(!strcmp(x->name, y->name) && x->rank == y->rank);
+        /* GGUF has no rank 0: the writer stores a scalar as [1], as ggml does */
+        bool scalar = x->rank == 0 && y->rank == 1 && y->shape[0] == 1;
+        check(!strcmp(x->name, y->name) && (x->rank == y->rank || scalar));
         check(!memcmp(x->shape, y->shape, (size_t)x->rank * sizeof x->shape[0]));
         if (picked) check(y->dtype == picked[i]);
         if (y->dtype == x->dtype) check(y->size == x->size && !memcmp(a + x->offset, b + y->offset, x->size));

@@ -85,6 +85,10 @@ def seeds():
     yield "iq4_xs", 17, 0, model(T_F16, n_layer=1)
     yield "tied", 15, 0, gguf([("general.architecture", STR, "gemma3")], [
         ("token_embd.weight", [96, 4], T_F32, encode(T_F32, values(384, 1)))])
+    # a rank-0 tensor (n_dims 0), which the writer stores as [1]
+    yield "scalar", 9, 0, gguf([("general.architecture", STR, "llama")], [
+        ("token_embd.weight", [256, 2], T_F32, encode(T_F32, values(512, 1))),
+        ("output.scale", [], T_F32, encode(T_F32, values(1, 2)))])
 
 
 NAMES = [b"q4_k_m", b"Q8_0", b"Q4_K", b"iq4_xs", b"Q3_K_L", b"bf16", b"q9_9", b""]
