@@ -20,7 +20,8 @@
  * Beyond "no crash", for every reply:
  * - the status is one the route documents (200, 400, 404, 405; 499 only
  *   for a client that left): never 500, 429 or 503 from one request at a
- *   time on an idle server;
+ *   time on an idle server; /health is "ok", and 503 with an error while
+ *   the server shuts down;
  * - the body is well-formed JSON; an error has OpenAI's shape
  *   {"error": {"message": non-empty, "type" (by status), "param", "code"}};
  * - a completion's usage adds up: total = prompt + completion, at least one
@@ -441,6 +442,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 check(!strcmp(json_string_value(json_object_get(d, "id")), MODEL_NAME));
                 check(json_integer_value(json_object_get(json_object_get(d, "meta"), "n_ctx")) ==
                       N_CTX);
+            }
+            if (kind == 6 && rp.status == 200) {
+                check(!strcmp(json_string_value(json_object_get(j, "status")), "ok"));
+                /* while shutting down: 503 in OpenAI's error shape */
+                srv_reply down;
+                atomic_store(&c->shutting_down, true);
+                srv_handle(c, method, url, body, len, fd, &down);
+                atomic_store(&c->shutting_down, false);
+                json_t *dj = down.body ? json_loads(down.body, 0, NULL) : NULL;
+                check(down.status == 503 && dj);
+                check_error(dj, 503);
+                check(!strcmp(error_code(dj), "shutting_down"));
+                json_decref(dj);
+                free(down.body);
             }
         } else if (!post) {
             check(rp.status == 405 && !strcmp(error_code(j), "method_not_allowed"));

@@ -498,9 +498,10 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
             reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
         } else if (kind == 4) {
             models(c, out);
+        } else if (atomic_load(&c->shutting_down)) {
+            reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
         } else {
-            bool down = atomic_load(&c->shutting_down);
-            reply_json(out, down ? 503 : 200, json_pack("{s:s}", "status", down ? "shutting_down" : "ok"));
+            reply_json(out, 200, json_pack("{s:s}", "status", "ok"));
         }
         return;
     }
