@@ -667,7 +667,8 @@ void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float
 void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                        int64_t ldc, bool accumulate);
 void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
-                         int64_t ldt, bool accumulate);
+                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
+                         int64_t pf_bytes);
 void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
 void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
 #endif
@@ -798,9 +799,13 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     int64_t ldw = 0, step = simd->wt_ukr ? simd->wt_panels * WT_MR : WT_MR, n_steps = (M + step - 1) / step;
     bool bf16 = wt_bf16(g);
     const float *w = bf16 ? NULL : wt_rows(g, it, wbuf, &ldw);
+    /* the C-transposed tile spreads its share of the prefetches over its
+     * k loop */
+    bool pf_tile = ct != NULL;
+    int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
     for (int64_t mi = 0; mi < n_steps; mi++) {
         int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
-        if (r1 > r0) prefetch_b_panel(g, next.pc, next.kc, next.n0 + r0, (int)(r1 - r0));
+        if (r1 > r0 && !pf_tile) prefetch_b_panel(g, next.pc, next.kc, next.n0 + r0, (int)(r1 - r0));
         int64_t m0 = mi * step;
         int nm = M - m0 < step ? (int)(M - m0) : (int)step;
         float *c = g->c + m0 * g->ldc + it.n0;
@@ -813,7 +818,8 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
 #if defined(__x86_64__)
         if (ct) {
             cpu_wt_ukr_t_avx512(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
-                                it.pc > 0);
+                                it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
+                                r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
             continue;
         }
 #endif
