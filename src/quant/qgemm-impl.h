@@ -59,6 +59,14 @@ void candle_qgemm_panel_rows_vnni(candle_dtype t, int64_t K, int nn, const void 
 int candle_qgemm_has_pairs_vnni(candle_dtype t);
 void candle_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                  const void *aux, int64_t M, float *c, int64_t ldc);
+/* Small M with AVX512-VNNI (qgemm_direct_avx512.c): the weight blocks read
+ * in place (no panels), the activation rows in the vector lanes, 16 per
+ * tile; q4_0, q4_1 and q8_0, the same bits as the panels. scratch:
+ * candle_qgemm_direct_bytes_vnni(t, K, M) bytes. */
+int candle_qgemm_has_direct_vnni(candle_dtype t);
+size_t candle_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M);
+void candle_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                              const void *x, size_t xs, float *c, int64_t ldc, void *scratch);
 #endif
 
 #endif

@@ -3,7 +3,9 @@
  * single-row path). */
 #include "qgemm-impl.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "quant-impl.h"
 
@@ -12,6 +14,36 @@
  * so each weight panel is packed once; more rows (with VNNI up to 512) go
  * in turns, packing again. */
 #define AUX_ROWS 256
+/* The VNNI types with a direct kernel (qgemm_direct_avx512.c) skip the
+ * panels up to DIRECT_MAX_M activation rows (CANDLE_QGEMM_DIRECT_MAX_M
+ * lowers it; 0 keeps the panels) where the 16-row tiles are full enough:
+ * a tile costs the same for 1 row as for 16, and the panels' packing is
+ * amortized over all M rows. Measured one thread, SmolLM2-135M shapes
+ * (1536x576, 576x1536 q4_1; 8192x576 q8_0): the direct kernel wins from
+ * 13 rows of a tile (q8_0 11), ties or loses at 9-12 (q8_0 9) and at 24,
+ * wins at 32 and 48. */
+#define DIRECT_MAX_M 64
+
+#ifdef CANDLE_QUANT_HAVE_X86
+/* read once; the matmul's worker threads ask concurrently */
+static int64_t direct_max_m(void) {
+    static _Atomic int64_t v = -1;
+    int64_t r = atomic_load_explicit(&v, memory_order_relaxed);
+    if (r < 0) {
+        const char *e = getenv("CANDLE_QGEMM_DIRECT_MAX_M");
+        int64_t x = e && *e ? atoll(e) : DIRECT_MAX_M;
+        r = x < 0 ? 0 : x > DIRECT_MAX_M ? DIRECT_MAX_M : x;
+        atomic_store_explicit(&v, r, memory_order_relaxed);
+    }
+    return r;
+}
+
+static bool use_direct(candle_dtype t, int64_t M) {
+    if (M > direct_max_m() || !candle_quant_uses_vnni() || !candle_qgemm_has_direct_vnni(t)) return false;
+    int64_t tiles = (M + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 ? 11 : 13; /* rows per tile */
+    return M >= fill * tiles;
+}
+#endif
 
 int candle_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
@@ -34,8 +66,14 @@ int candle_qgemm_uses_vnni(void) {
 
 size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_qgemm_has_fast(t))
-        return 2 * candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
+    if (candle_qgemm_has_fast(t)) {
+        size_t b = 2 * candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
+        if (candle_quant_uses_vnni() && candle_qgemm_has_direct_vnni(t)) {
+            size_t d = candle_qgemm_direct_bytes_vnni(t, K, DIRECT_MAX_M);
+            if (d > b) b = d;
+        }
+        return b;
+    }
 #endif
     (void)t;
     (void)K;
@@ -63,6 +101,10 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (M >= min_rows(t) && candle_qgemm_has_fast(t)) {
+        if (use_direct(t, M)) {
+            candle_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
+            return;
+        }
         size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
         char *aux = (char *)scratch + 2 * pb;
         bool vnni = candle_quant_uses_vnni(), pairs = vnni && candle_qgemm_has_pairs_vnni(t);

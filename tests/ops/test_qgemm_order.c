@@ -14,6 +14,7 @@
 #include "mathtest.h"
 #include "quant/gemv-impl.h"
 #include "quant/qgemm-impl.h"
+#include "vnni-rerun.h"
 
 static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
                                      CANDLE_DTYPE_Q8_0};
@@ -71,14 +72,16 @@ static void test_rows(void) {
     /* K: tail blocks only, one group of 8, a group and a tail, SmolLM2's
      * 576 (2 groups, 2 tail blocks) and 1536, a long row */
     static const int64_t Ks[] = {32, 96, 256, 288, 576, 1536, 2048 + 224};
-    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 17};
+    /* 13, 16, 32: the VNNI direct kernel where the CPU has it */
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 17, 13, 16, 32};
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int k = 0; k < 7; k++)
-            for (int m = 0; m < 9; m++) check_rows(types[ti], Ms[m], m % 2 ? 19 : 8, Ks[k], false);
+            for (int m = 0; m < 12; m++) check_rows(types[ti], Ms[m], m % 2 ? 19 : 8, Ks[k], false);
     /* the extreme codes: exact sums K * 15 * 127 (q5: 31), sign by row */
     for (int ti = 0; ti < N_TYPES; ti++) {
         check_rows(types[ti], 5, 9, 288, true);
         check_rows(types[ti], 2, 8, 64, true);
+        check_rows(types[ti], 16, 7, 288, true);
     }
 }
 
@@ -182,8 +185,65 @@ static void test_vnni(void) {
         check_pairs(t, 3, 2, kq ? 256 : 64, true);
     }
 }
+
+/* The direct kernel (no panels: activation rows in the lanes, weight blocks
+ * read in place) against candle_gemv_rows, called directly for every M
+ * (partial 16-row tiles and several tiles), N not a multiple of its 6-row
+ * pass, activation rows 4-byte aligned only; the output's other columns
+ * untouched. */
+static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
+    const candle_dtype_traits *wt = candle_dtype_info(t);
+    float *wf = rand_rows(N, K, (uint64_t)(N * 23 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 3 + K + 5));
+    if (extreme) fill_extreme(wf, N * K, xf, M, K);
+    size_t ws, xs0;
+    char *w = mt_quantize_rows(t, wf, N, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
+    size_t xs = xs0 + 4;
+    char *x = malloc(xs * (size_t)M + 4);
+    for (int64_t m = 0; m < M; m++) memcpy(x + 4 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    void *scratch = malloc(candle_qgemm_direct_bytes_vnni(t, K, M));
+    size_t xb = candle_gemv_x_bytes(t, K);
+    void *xv = aligned_alloc(64, (xb + 63) & ~(size_t)63);
+    const int64_t ldc = N + 3;
+    float *c = malloc(sizeof(float) * (size_t)(M * ldc)), *want = malloc(sizeof(float) * (size_t)N);
+    for (int64_t i = 0; i < M * ldc; i++) c[i] = -7.0f;
+    candle_qgemm_direct_vnni(t, K, M, N, w, ws, x + 4, xs, c, ldc, scratch);
+    int bad = 0;
+    for (int64_t m = 0; m < M && !bad; m++) {
+        candle_gemv_prep(t, K, xf + m * K, xv);
+        candle_gemv_rows(t, K, N, w, ws, xv, want);
+        for (int64_t n = 0; n < ldc && !bad; n++)
+            if (n < N ? memcmp(&c[m * ldc + n], &want[n], sizeof(float)) != 0 : c[m * ldc + n] != -7.0f) {
+                CHECK_MSG(0, "%s direct M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name,
+                          (long long)M, (long long)N, (long long)K, extreme ? " (extreme codes)" : "", (long long)m,
+                          (long long)n, c[m * ldc + n], n < N ? want[n] : -7.0f);
+                bad = 1;
+            }
+    }
+    CHECK(!bad);
+    free(wf), free(xf), free(w), free(x0), free(x), free(scratch), free(xv), free(c), free(want);
+}
+
+static void test_direct(void) {
+    if (!candle_quant_uses_vnni()) {
+        printf("test_qgemm_order: no AVX512-VNNI kernels on this CPU (or CANDLE_QUANT_NO_VNNI): direct checks skipped\n");
+        return;
+    }
+    static const candle_dtype dtypes[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0};
+    static const int64_t Ks[] = {32, 224, 256, 576, 1536, 2048 + 224};
+    for (int ti = 0; ti < 3; ti++) {
+        CHECK(candle_qgemm_has_direct_vnni(dtypes[ti]));
+        for (int64_t M = 1; M <= 20; M++) check_direct(dtypes[ti], M, 1 + (M * 7) % 17, Ks[M % 6], false);
+        check_direct(dtypes[ti], 33, 13, 576, false);
+        check_direct(dtypes[ti], 64, 12, 288, false);
+        check_direct(dtypes[ti], 16, 6, 1536, false);
+        check_direct(dtypes[ti], 16, 11, 288, true);
+        check_direct(dtypes[ti], 7, 5, 64, true);
+    }
+    CHECK(!candle_qgemm_has_direct_vnni(CANDLE_DTYPE_Q5_0) && !candle_qgemm_has_direct_vnni(CANDLE_DTYPE_Q4_K));
+}
 #else
 static void test_vnni(void) {}
+static void test_direct(void) {}
 #endif
 
 /* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
@@ -223,15 +283,19 @@ static void test_matmul(int threads) {
         check_matmul(ctx, types[ti], 2, 70, 576);
         check_matmul(ctx, types[ti], 7, 45, 576);
         check_matmul(ctx, types[ti], 16, 33, 1536);
+        check_matmul(ctx, types[ti], 14, 150, 576);
     }
     candle_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     cpu_set_always_parallel(true);
     test_rows();
     test_vnni();
+    test_direct();
     test_matmul(1);
     test_matmul(2);
+    rerun_without_vnni(argv);
     return test_done("test_qgemm_order");
 }
