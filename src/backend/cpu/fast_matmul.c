@@ -669,6 +669,9 @@ void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const fl
 void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                          int64_t pf_bytes);
+void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                              int pf_rows, int64_t pf_bytes);
 void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
 void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
 #endif
@@ -753,10 +756,12 @@ typedef struct wt_item {
     int64_t c0, c1;
 } wt_item;
 
-/* C through the avx512 tile's transposed scratch (not for bf16 dot products) */
+/* C through the avx512 tiles' transposed scratch (f32 FMAs or bf16 dot
+ * products: the table's wt_bf16_ukr is then the avx512 one) */
 static bool wt_ct(const gemm_args *g) {
+    (void)g;
 #if defined(__x86_64__)
-    return cpu_simd_get()->wt_ukr == cpu_wt_ukr_avx512 && !wt_bf16(g);
+    return cpu_simd_get()->wt_ukr == cpu_wt_ukr_avx512;
 #else
     (void)g;
     return false;
@@ -811,6 +816,15 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
         float *c = g->c + m0 * g->ldc + it.n0;
         if (bf16) {
             const uint16_t *wb = (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2);
+#if defined(__x86_64__)
+            if (ct) {
+                cpu_wt_bf16_ukr_t_avx512(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm,
+                                         ct + (it.n0 - it.c0) * ldt + m0, ldt, it.pc > 0,
+                                         g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
+                                         r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
+                continue;
+            }
+#endif
             simd->wt_bf16_ukr(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm, c, g->ldc,
                               it.pc > 0);
             continue;

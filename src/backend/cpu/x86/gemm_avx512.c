@@ -145,6 +145,43 @@ double cpu_probe_fma_avx512(int64_t iters) {
 void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                        int64_t ldc, bool accumulate);
 
+/* Prefetches spread over a tile's k loop: rows rows of bytes from p,
+ * stride apart, one line per step at the rate that covers them (plus a
+ * line past each row's end) in steps steps. */
+typedef struct pf_spread {
+    const char *p;
+    int64_t stride, bytes, lines, steps, acc, off;
+    int rows;
+} pf_spread;
+
+static inline __attribute__((always_inline)) pf_spread pf_init(const char *p, int64_t stride, int rows,
+                                                               int64_t bytes, int64_t steps) {
+    pf_spread s = {p, stride, bytes, rows * ((bytes + 63) / 64 + 1), steps > 0 ? steps : 1, 0, 0, rows};
+    return s;
+}
+
+static inline __attribute__((always_inline)) void pf_step(pf_spread *s) {
+    if (s->rows <= 0) return;
+    s->acc += s->lines;
+    if (s->acc < s->steps) return;
+    s->acc -= s->steps;
+    _mm_prefetch(s->p + s->off, _MM_HINT_T0);
+    s->off += 64;
+    if (s->off >= s->bytes + 64) s->off = 0, s->p += s->stride, s->rows--;
+}
+
+/* The wt tiles' accumulators (lane i of acc[q][j]: C[16q + i, j]) stored
+ * transposed, ct[j * ldt + 16q + i], whole vectors (added to ct when
+ * accumulating). */
+static inline __attribute__((always_inline)) void ct_store(__m512 acc[4][6], float *ct, int64_t ldt, int nw,
+                                                           bool accumulate, const int P) {
+    for (int j = 0; j < 6 && j < nw; j++)
+        for (int q = 0; q < P; q++) {
+            float *cj = ct + j * ldt + 16 * q;
+            _mm512_storeu_ps(cj, accumulate ? _mm512_add_ps(acc[q][j], _mm512_loadu_ps(cj)) : acc[q][j]);
+        }
+}
+
 static inline __attribute__((always_inline)) void wt_tile(int64_t kc, const float *w, int64_t ldw, int nw,
                                                           const float *at, int nm, float *c, int64_t ldc,
                                                           bool accumulate, const int P, const bool ct,
@@ -157,19 +194,9 @@ static inline __attribute__((always_inline)) void wt_tile(int64_t kc, const floa
     __m512 acc[4][6];
     for (int q = 0; q < P; q++)
         for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
-    /* pf_rows rows of pf_bytes from pf, pf_stride apart: one line per
-     * step at the rate that spreads them over the kc steps */
-    int64_t pf_lines = pf_rows * ((pf_bytes + 63) / 64 + 1), pf_acc = 0, pf_off = 0;
+    pf_spread pfs = pf_init(pf, pf_stride, ct ? pf_rows : 0, pf_bytes, kc);
     for (int64_t p = 0; p < kc; p++) {
-        if (ct && pf_rows > 0) {
-            pf_acc += pf_lines;
-            if (pf_acc >= kc) {
-                pf_acc -= kc;
-                _mm_prefetch(pf + pf_off, _MM_HINT_T0);
-                pf_off += 64;
-                if (pf_off >= pf_bytes + 64) pf_off = 0, pf += pf_stride, pf_rows--;
-            }
-        }
+        if (ct) pf_step(&pfs);
         __m512 av[4];
         for (int q = 0; q < P; q++) av[q] = _mm512_loadu_ps(at + q * 16 * kc + p * 16);
         for (int j = 0; j < 6; j++) {
@@ -177,12 +204,8 @@ static inline __attribute__((always_inline)) void wt_tile(int64_t kc, const floa
             for (int q = 0; q < P; q++) acc[q][j] = _mm512_fmadd_ps(bv, av[q], acc[q][j]);
         }
     }
-    if (ct) { /* C transposed: whole vectors */
-        for (int j = 0; j < nw; j++)
-            for (int q = 0; q < P; q++) {
-                float *cj = c + j * ldc + 16 * q;
-                _mm512_storeu_ps(cj, accumulate ? _mm512_add_ps(acc[q][j], _mm512_loadu_ps(cj)) : acc[q][j]);
-            }
+    if (ct) {
+        ct_store(acc, c, ldc, nw, accumulate, P);
         return;
     }
     /* lanes are activation rows: out through a transposing buffer */
@@ -311,15 +334,20 @@ void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc
 
 static inline __attribute__((always_inline)) void wt_bf16_tile(int64_t kc, const uint16_t *w, int64_t ldw, int nw,
                                                                const uint32_t *at, int nm, float *c, int64_t ldc,
-                                                               bool accumulate, const int P) {
+                                                               bool accumulate, const int P, const bool ct,
+                                                               const char *pf, int64_t pf_stride, int pf_rows,
+                                                               int64_t pf_bytes) {
     const uint16_t *wr[6];
     for (int j = 0; j < 6; j++) wr[j] = w + (nw > j ? j : nw - 1) * ldw;
-    for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    if (!ct)
+        for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     __m512 acc[4][6];
     for (int q = 0; q < P; q++)
         for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
     int64_t pairs = kc / 2;
+    pf_spread pfs = pf_init(pf, pf_stride, ct ? pf_rows : 0, pf_bytes, pairs);
     for (int64_t t = 0; t < pairs; t++) {
+        if (ct) pf_step(&pfs);
         __m512bh av[4];
         for (int q = 0; q < P; q++) av[q] = (__m512bh)_mm512_loadu_si512(at + q * 16 * kc + t * 16);
         for (int j = 0; j < 6; j++) {
@@ -337,6 +365,10 @@ static inline __attribute__((always_inline)) void wt_bf16_tile(int64_t kc, const
             for (int q = 0; q < P; q++) acc[q][j] = _mm512_dpbf16_ps(acc[q][j], av[q], bv);
         }
     }
+    if (ct) {
+        ct_store(acc, c, ldc, nw, accumulate, P);
+        return;
+    }
     for (int q = 0; q < P; q++) {
         float tt[6][16];
         for (int j = 0; j < 6; j++) _mm512_storeu_ps(tt[j], acc[q][j]);
@@ -351,13 +383,29 @@ static inline __attribute__((always_inline)) void wt_bf16_tile(int64_t kc, const
 /* C[i, j] (+)= sum_k bf16(a[i, k]) w[j, k] for i < nm <= 64 (panels of
  * at, 16 * kc uint32 apart, as cpu_pack_at16_bf16_avx512 wrote them), j <
  * nw <= 6 (bf16 rows ldw elements apart, read in place). */
+void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                              int pf_rows, int64_t pf_bytes);
+
+/* The same writing C transposed (see cpu_wt_ukr_t_avx512). */
+void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                              int pf_rows, int64_t pf_bytes) {
+    switch ((nm + 15) / 16) {
+    case 1: wt_bf16_tile(kc, w, ldw, nw, at, nm, ct, ldt, accumulate, 1, true, pf, pf_stride, pf_rows, pf_bytes); break;
+    case 2: wt_bf16_tile(kc, w, ldw, nw, at, nm, ct, ldt, accumulate, 2, true, pf, pf_stride, pf_rows, pf_bytes); break;
+    case 3: wt_bf16_tile(kc, w, ldw, nw, at, nm, ct, ldt, accumulate, 3, true, pf, pf_stride, pf_rows, pf_bytes); break;
+    default: wt_bf16_tile(kc, w, ldw, nw, at, nm, ct, ldt, accumulate, 4, true, pf, pf_stride, pf_rows, pf_bytes); break;
+    }
+}
+
 void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
                             float *c, int64_t ldc, bool accumulate) {
     switch ((nm + 15) / 16) {
-    case 1: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 1); break;
-    case 2: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 2); break;
-    case 3: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 3); break;
-    default: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 4); break;
+    case 1: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 1, false, NULL, 0, 0, 0); break;
+    case 2: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 2, false, NULL, 0, 0, 0); break;
+    case 3: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 3, false, NULL, 0, 0, 0); break;
+    default: wt_bf16_tile(kc, w, ldw, nw, at, nm, c, ldc, accumulate, 4, false, NULL, 0, 0, 0); break;
     }
 }
 
