@@ -237,7 +237,9 @@ void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const fl
  * rows a power-of-two number of floats apart (N = 2048) put a 16-64 row
  * tile's rows in one or two L1 sets, and the 6-float pieces stored
  * through them row by row missed again and again: at K = 128, N 8192 vs
- * 8200, 158 vs 209 GFLOP/s; at K = 2048, 245 vs 254 (1 thread, M 64). */
+ * 8200, 158 vs 209 GFLOP/s; at K = 2048, 245 vs 254 (1 thread, M 64).
+ * pf: pf_rows rows of pf_bytes, pf_stride apart (the next group's weight
+ * rows), prefetched a line at a time over the k loop (pf_spread). */
 void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                          int64_t pf_bytes);
