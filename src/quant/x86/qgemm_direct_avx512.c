@@ -60,30 +60,58 @@ size_t candle_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M) {
  * zeros. */
 static void build_tile(candle_dtype t, int64_t K, int mm, const char *x, size_t xs, const char *aux, size_t ab,
                        char *tile) {
+    static const char zeros[32];
     int64_t nb = K / 32;
     size_t xbs = t == CANDLE_DTYPE_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
     size_t qoff = t == CANDLE_DTYPE_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
-    int32_t *X = (int32_t *)tile;
+    __m512i *X = (__m512i *)tile;
     float *DY = (float *)(tile + (size_t)nb * 512), *SY = DY + nb * TILE_M;
-    memset(tile, 0, tile_bytes(K));
-    for (int m = 0; m < mm; m++) {
-        const char *row = x + (size_t)m * xs;
-        const float *a = (const float *)(aux + (size_t)m * ab);
-        for (int64_t b = 0; b < nb; b++) {
-            const char *blk = row + (size_t)b * xbs;
-            for (int k = 0; k < 8; k++) memcpy(&X[(b * 8 + k) * TILE_M + m], blk + qoff + 4 * k, 4);
-            uint16_t h[2];
-            memcpy(h, blk, 4);
-            if (t == CANDLE_DTYPE_Q4_1) {
-                DY[b * TILE_M + m] = h2f(h[0]);
-                SY[b * TILE_M + m] = h2f(h[1]);
-            } else if (t == CANDLE_DTYPE_Q4_0) {
-                DY[b * TILE_M + m] = a[b];
-                SY[b * TILE_M + m] = a[nb + b];
-            } else {
-                DY[b * TILE_M + m] = h2f(h[0]);
-                ((int32_t *)SY)[b * TILE_M + m] = ((const int32_t *)a)[b] * 128;
-            }
+    const __mmask16 live = (__mmask16)((1u << mm) - 1);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)xs));
+    const __m512i arows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int)ab));
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int64_t b = 0; b < nb; b++) {
+        /* codes: rows j and 8 + j in the halves of r[j], then an 8 x 8 dword
+         * transpose per half (group k of rows 0..7 | of rows 8..15) */
+        __m512i r[8], u[8];
+        for (int j = 0; j < 8; j++) {
+            const char *p0 = j < mm ? x + (size_t)j * xs + (size_t)b * xbs + qoff : zeros;
+            const char *p1 = j + 8 < mm ? x + (size_t)(j + 8) * xs + (size_t)b * xbs + qoff : zeros;
+            r[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                                      _mm256_loadu_si256((const __m256i *)p1), 1);
+        }
+        for (int j = 0; j < 8; j += 4) {
+            __m512i t0 = _mm512_unpacklo_epi32(r[j], r[j + 1]), t1 = _mm512_unpackhi_epi32(r[j], r[j + 1]);
+            __m512i t2 = _mm512_unpacklo_epi32(r[j + 2], r[j + 3]), t3 = _mm512_unpackhi_epi32(r[j + 2], r[j + 3]);
+            u[j] = _mm512_unpacklo_epi64(t0, t2);
+            u[j + 1] = _mm512_unpackhi_epi64(t0, t2);
+            u[j + 2] = _mm512_unpacklo_epi64(t1, t3);
+            u[j + 3] = _mm512_unpackhi_epi64(t1, t3);
+        }
+        /* u[c] (c < 4) holds groups c (128-bit lanes 0, 2) and 4 + c (lanes
+         * 1, 3) of rows 0..3 / 8..11, u[4 + c] the same of rows 4..7 / 12..15 */
+        for (int c = 0; c < 4; c++) {
+            _mm512_store_si512(&X[b * 8 + c], _mm512_permutex2var_epi64(u[c], lo, u[4 + c]));
+            _mm512_store_si512(&X[b * 8 + 4 + c], _mm512_permutex2var_epi64(u[c], hi, u[4 + c]));
+        }
+        /* the scales (exact f16 conversions) and offsets, lanes past mm zero */
+        if (t == CANDLE_DTYPE_Q4_0) {
+            const float *a = (const float *)aux;
+            _mm512_store_ps(DY + b * TILE_M, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, arows, a + b, 1));
+            _mm512_store_ps(SY + b * TILE_M,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, arows, a + nb + b, 1));
+            continue;
+        }
+        __m512i ds = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, x + (size_t)b * xbs, 1);
+        _mm512_store_ps(DY + b * TILE_M, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(ds)));
+        if (t == CANDLE_DTYPE_Q4_1) {
+            _mm512_store_ps(SY + b * TILE_M, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(ds, 16))));
+        } else {
+            __m512i cs = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, arows,
+                                                     (const int32_t *)aux + b, 1);
+            _mm512_store_si512((__m512i *)(SY + b * TILE_M), _mm512_slli_epi32(cs, 7));
         }
     }
 }
