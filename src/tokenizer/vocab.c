@@ -163,7 +163,11 @@ static void set_strip_flags(candle_tokenizer *t, const tok_source *s) {
     }
 }
 
-static void find_byte_tokens(candle_tokenizer *t) {
+/* The token of each byte: for BPE its printable stand-in; otherwise the
+ * "<0xHH>" token of type byte, the only kind the decoder turns back into
+ * that byte (a vocabulary without token types gets the type for them), so
+ * the byte fallback always decodes to what it encoded. */
+static void find_byte_tokens(candle_tokenizer *t, const tok_source *s) {
     for (int b = 0; b < 256; b++) {
         char buf[8];
         size_t n;
@@ -177,7 +181,12 @@ static void find_byte_tokens(candle_tokenizer *t) {
             buf[5] = '>';
             n = 6;
         }
-        t->byte_ids[b] = tok_map_get(&t->vocab, buf, n);
+        int32_t id = tok_map_get(&t->vocab, buf, n);
+        if (id >= 0 && t->kind != TOK_BPE && t->tokens[id].type != TT_BYTE) {
+            if (s->types) id = -1;
+            else t->tokens[id].type = TT_BYTE;
+        }
+        t->byte_ids[b] = id;
     }
 }
 
@@ -257,7 +266,7 @@ candle_status tok_build(candle_tokenizer **out, const tok_source *s) {
     set_defaults(t, s);
     set_eog(t, s);
     set_strip_flags(t, s);
-    find_byte_tokens(t);
+    find_byte_tokens(t, s);
     *out = t;
     return CANDLE_OK;
 }

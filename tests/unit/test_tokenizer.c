@@ -558,6 +558,35 @@ static void check_build_errors(void) {
     CHECK(candle_tokenizer_from_gguf(&t, NULL) == CANDLE_ERR_INVALID_ARG);
 }
 
+/* SPM byte fallback: only "<0xHH>" tokens of type byte stand for bytes, so
+ * what the encoder falls back to decodes to the same byte. Without token
+ * types those tokens get the byte type; a typed vocabulary whose "<0x7A>"
+ * is a normal token falls back to unk for 'z' instead of a token that
+ * decodes to the six characters "<0x7A>". */
+static void check_byte_fallback_types(void) {
+    const char *toks[] = {"<unk>", "a", "<0x7A>"};
+    const size_t lens[] = {5, 1, 6};
+    const int32_t types[] = {2, 1, 1}; /* unknown, normal, normal */
+    tok_source s = {.model = "llama", .n_tokens = 3, .tokens = toks, .token_lens = lens,
+                    .bos = -2, .eos = -2, .unk = 0, .pad = -2, .sep = -2, .eot = -2, .eom = -2,
+                    .add_bos = -1, .add_eos = -1, .add_space_prefix = 0};
+    for (int typed = 0; typed < 2; typed++) {
+        s.types = typed ? types : NULL;
+        candle_tokenizer *t = NULL;
+        CHECK(tok_build(&t, &s) == CANDLE_OK);
+        if (!t) continue;
+        int32_t ids[8];
+        int64_t n = 0;
+        CHECK(candle_tokenizer_encode(t, "az", 2, false, false, ids, 8, &n) == CANDLE_OK);
+        CHECK(n == 2 && ids[0] == 1 && ids[1] == (typed ? 0 : 2));
+        char buf[16];
+        size_t len = 0;
+        CHECK(candle_tokenizer_token_bytes(t, 2, false, buf, sizeof buf, &len) == CANDLE_OK);
+        CHECK(typed ? len == 6 && !memcmp(buf, "<0x7A>", 6) : len == 1 && buf[0] == 'z');
+        candle_tokenizer_free(t);
+    }
+}
+
 /* Phi-3's special tokens swallow the whitespace after them (llama.cpp's
  * ids for a chat prompt). */
 static void check_phi3_specials(void) {
@@ -583,5 +612,6 @@ int main(void) {
     check_regex_memo();
     check_splits();
     check_build_errors();
+    check_byte_fallback_types();
     return test_done("test_tokenizer");
 }
