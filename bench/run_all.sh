@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every benchmark behind the "Latest" section of bench/RESULTS.md, one pass,
 # back to back: kernels, attention, models against llama.cpp (llama-cpp-python),
-# latency/allocations, serving against llama-cpp-python's server; then the charts.
+# latency/allocations, serving against llama-cpp-python's server (8 requests per
+# client, so a level is more than one request's few milliseconds); then the charts.
 # Usage: bench/run_all.sh BUILD_DIR OUT_DIR   (BUILD_DIR: a Release build with
 # bin/candle and lib/libcandle_malloc_count.so; models from `make run` and
 # bench/make_bench_models.sh). Run it on a quiet machine.
@@ -23,9 +24,9 @@ LAT="-m models/SmolLM2-135M-Instruct.Q4_1.gguf -p 0 -n 0 -r 1 --latency 1000"
 log latency; LD_PRELOAD=$B/lib/libcandle_malloc_count.so $C bench $LAT --roofline > "$O/latency.txt" 2>&1
 LD_PRELOAD=$B/lib/libcandle_malloc_count.so $C bench $LAT --latency-fixed > "$O/latency-fixed.txt" 2>&1
 log serve candle; python3 bench/serve_bench.py --start candle --candle "$C" --parallel 16 --levels 1,4,16,64 \
-    --max-tokens 24 --chat > "$O/serve-candle.txt" 2>&1
+    --max-tokens 24 --chat --requests-per-client 8 > "$O/serve-candle.txt" 2>&1
 log serve llama; python3 bench/serve_bench.py --start llama-cpp --levels 1,4,16 --max-tokens 24 --chat \
-    > "$O/serve-llama.txt" 2>&1
+    --requests-per-client 8 > "$O/serve-llama.txt" 2>&1
 log plot; python3 bench/plot.py --out "$O/charts" "$O/cmp-smol/compare.json" "$O/cmp-tiny/compare.json" \
     "$O/cmp-gemma/compare.json" > /dev/null 2>&1
 log done
