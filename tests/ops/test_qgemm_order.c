@@ -96,16 +96,38 @@ static void test_rows(void) {
 static const candle_dtype panel_types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
                                            CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q6_K};
 
+/* One case's operands: weights [n, K] and activations [M, K], random (or
+ * the extreme codes) from the two seeds, quantized; the activation rows
+ * copied xs = row bytes + pad apart from x + 4, so 4-byte aligned only (the
+ * blocks' own alignment: q8_K's float d). */
+typedef struct qcase {
+    float *wf, *xf;
+    char *w, *x0, *x; /* x: the copied rows begin at x + 4 */
+    size_t ws, xs;
+} qcase;
+
+static qcase make_case(candle_dtype t, int64_t M, int64_t n, int64_t K, bool extreme, uint64_t seed_w,
+                       uint64_t seed_x, size_t pad) {
+    qcase q;
+    q.wf = rand_rows(n, K, seed_w);
+    q.xf = rand_rows(M, K, seed_x);
+    if (extreme) fill_extreme(q.wf, n * K, q.xf, M, K);
+    size_t xs0;
+    q.w = mt_quantize_rows(t, q.wf, n, K, &q.ws);
+    q.x0 = mt_quantize_rows(candle_dtype_info(t)->vec_dot_type, q.xf, M, K, &xs0);
+    q.xs = xs0 + pad;
+    q.x = malloc(q.xs * (size_t)M + 4);
+    for (int64_t m = 0; m < M; m++) memcpy(q.x + 4 + (size_t)m * q.xs, q.x0 + (size_t)m * xs0, xs0);
+    return q;
+}
+
+static void free_case(qcase *q) { free(q->wf), free(q->xf), free(q->w), free(q->x0), free(q->x); }
+
 static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extreme) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
-    float *wf = rand_rows(nn, K, (uint64_t)(nn * 17 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 7 + K + 1));
-    if (extreme) fill_extreme(wf, nn * K, xf, M, K);
-    size_t ws, xs0;
-    char *w = mt_quantize_rows(t, wf, nn, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
-    /* rows 4-byte aligned only (the blocks' own alignment: q8_K's float d) */
-    size_t xs = xs0 + 4;
-    char *x = malloc(xs * (size_t)M + 4);
-    for (int64_t m = 0; m < M; m++) memcpy(x + 4 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    qcase q = make_case(t, M, nn, K, extreme, (uint64_t)(nn * 17 + K), (uint64_t)(M * 7 + K + 1), 4);
+    const char *w = q.w, *x = q.x;
+    size_t ws = q.ws, xs = q.xs;
     void *p = aligned_alloc(64, (candle_qgemm_panel_bytes_avx2(t, K) + 63) & ~(size_t)63);
     size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
     void *aux = ab ? malloc(ab * (size_t)M) : NULL;
@@ -124,7 +146,7 @@ static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extrem
             bad = 1;
         }
     CHECK(!bad);
-    free(wf), free(xf), free(w), free(x0), free(x), free(p), free(aux), free(a), free(b);
+    free_case(&q), free(p), free(aux), free(a), free(b);
 }
 
 /* The 16-row VNNI kernels (two panels at once) against the AVX2 kernel on
@@ -132,13 +154,9 @@ static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extrem
 static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extreme) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
     int nn = 8 + nn2;
-    float *wf = rand_rows(nn, K, (uint64_t)(nn * 19 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 11 + K + 3));
-    if (extreme) fill_extreme(wf, nn * K, xf, M, K);
-    size_t ws, xs0;
-    char *w = mt_quantize_rows(t, wf, nn, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
-    size_t xs = xs0 + 12; /* rows 4-byte aligned only */
-    char *x = malloc(xs * (size_t)M + 4);
-    for (int64_t m = 0; m < M; m++) memcpy(x + 4 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    qcase q = make_case(t, M, nn, K, extreme, (uint64_t)(nn * 19 + K), (uint64_t)(M * 11 + K + 3), 12);
+    const char *w = q.w, *x = q.x;
+    size_t ws = q.ws, xs = q.xs;
     size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
     char *p = aligned_alloc(64, (2 * pb + 63) & ~(size_t)63);
     void *aux = ab ? malloc(ab * (size_t)M) : NULL;
@@ -160,7 +178,7 @@ static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extr
             bad = 1;
         }
     CHECK(!bad);
-    free(wf), free(xf), free(w), free(x0), free(x), free(p), free(aux), free(a), free(b);
+    free_case(&q), free(p), free(aux), free(a), free(b);
 }
 
 static void test_vnni(void) {
@@ -193,13 +211,10 @@ static void test_vnni(void) {
  * untouched. */
 static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
     const candle_dtype_traits *wt = candle_dtype_info(t);
-    float *wf = rand_rows(N, K, (uint64_t)(N * 23 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 3 + K + 5));
-    if (extreme) fill_extreme(wf, N * K, xf, M, K);
-    size_t ws, xs0;
-    char *w = mt_quantize_rows(t, wf, N, K, &ws), *x0 = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs0);
-    size_t xs = xs0 + 4;
-    char *x = malloc(xs * (size_t)M + 4);
-    for (int64_t m = 0; m < M; m++) memcpy(x + 4 + (size_t)m * xs, x0 + (size_t)m * xs0, xs0);
+    qcase q = make_case(t, M, N, K, extreme, (uint64_t)(N * 23 + K), (uint64_t)(M * 3 + K + 5), 4);
+    const char *w = q.w, *x = q.x;
+    const float *xf = q.xf;
+    size_t ws = q.ws, xs = q.xs;
     void *scratch = malloc(candle_qgemm_direct_bytes_vnni(t, K, M));
     size_t xb = candle_gemv_x_bytes(t, K);
     void *xv = aligned_alloc(64, (xb + 63) & ~(size_t)63);
@@ -220,7 +235,7 @@ static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool e
             }
     }
     CHECK(!bad);
-    free(wf), free(xf), free(w), free(x0), free(x), free(scratch), free(xv), free(c), free(want);
+    free_case(&q), free(scratch), free(xv), free(c), free(want);
 }
 
 static void test_direct(void) {
