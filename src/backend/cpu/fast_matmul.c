@@ -759,14 +759,13 @@ typedef struct wt_item {
     int64_t c0, c1;
 } wt_item;
 
-/* C through the avx512 tiles' transposed scratch (f32 FMAs or bf16 dot
- * products: the table's wt_bf16_ukr is then the avx512 one) */
-static bool wt_ct(const gemm_args *g) {
+/* The avx512 table: C through its tiles' transposed scratch (f32 FMAs or
+ * bf16 dot products: the table's wt_bf16_ukr is then the avx512 one), and
+ * f16 / bf16 weight rows converted 16 at a time */
+static bool wt_ct(void) {
 #if defined(__x86_64__)
-    (void)g;
     return cpu_simd_get()->wt_ukr == cpu_wt_ukr_avx512;
 #else
-    (void)g;
     return false;
 #endif
 }
@@ -782,7 +781,7 @@ static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t
         return (const float *)rows;
     }
 #if defined(__x86_64__)
-    if (simd->wt_ukr == cpu_wt_ukr_avx512) { /* the avx512 table: 16 per conversion */
+    if (wt_ct()) {
         for (int r = 0; r < it.nw; r++)
             cpu_half_to_f32_avx512(g->bt == CANDLE_DTYPE_F16, rows + r * g->sbn, wbuf + r * it.kc, it.kc);
         *ldw = it.kc;
@@ -874,7 +873,7 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     /* C transposed: blocks of ch columns (whole groups), each block's
      * groups in one K slice, then the next slice (A from L2 for the
      * block's groups), then the block written out */
-    bool ct = wt_ct(&g), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
+    bool ct = wt_ct(), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
     float *ctb = (float *)((char *)wbuf + (wt_thread_bytes() - WT_CT_BYTES));
     int64_t ch = ct ? WT_CT_BYTES / (int64_t)sizeof(float) / mpad / WT_NR * WT_NR : hi - lo;
     ch = ch < WT_NR ? WT_NR : ch;
