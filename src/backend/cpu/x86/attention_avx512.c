@@ -133,15 +133,15 @@ static void accum_avx512(const float *p, int64_t ldp, int64_t r, const float *co
 /* 2^y for y <= 0, lane for lane the AVX2 table's exp2_nonpos (avx2-util.h:
  * the same operations, so the same bits). */
 static inline __m512 exp2_nonpos16(__m512 y) {
-    const __m512 magic = _mm512_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+    const __m512 magic = _mm512_set1_ps(EXP2_MAGIC);
     y = _mm512_max_ps(_mm512_set1_ps(-127.0f), y);
     __m512 t = _mm512_add_ps(y, magic);
     __m512 f = _mm512_sub_ps(y, _mm512_sub_ps(t, magic));
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.327646017e-3f), f, _mm512_set1_ps(9.675552891e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713397e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402211951e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469669e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000072f));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(EXP2_P5), f, _mm512_set1_ps(EXP2_P4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_P3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_P2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_P1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_P0));
     return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
 }
 

@@ -20,16 +20,25 @@
  * result exactly 0: -inf (a masked score) gives 0, and results under
  * ~1.2e-38 flush to 0. NaN passes through (max returns its second operand
  * when one is NaN). */
+#define EXP2_MAGIC 12583039.0f /* 1.5 * 2^23 + 127 */
+/* the polynomial's coefficients, highest degree first (also those of the
+ * 16-lane twin in attention_avx512.c, so both give the same bits) */
+#define EXP2_P5 1.327646017e-3f
+#define EXP2_P4 9.675552891e-3f
+#define EXP2_P3 5.550713397e-2f
+#define EXP2_P2 2.402211951e-1f
+#define EXP2_P1 6.931469669e-1f
+#define EXP2_P0 1.000000072f
 static inline __m256 exp2_nonpos(__m256 y) {
-    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 1.5 * 2^23 + 127 */
+    const __m256 magic = _mm256_set1_ps(EXP2_MAGIC);
     y = _mm256_max_ps(_mm256_set1_ps(-127.0f), y);
     __m256 t = _mm256_add_ps(y, magic);
     __m256 f = _mm256_sub_ps(y, _mm256_sub_ps(t, magic));
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.327646017e-3f), f, _mm256_set1_ps(9.675552891e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713397e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211951e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469669e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(EXP2_P5), f, _mm256_set1_ps(EXP2_P4));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(EXP2_P0));
     return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
 }
 
