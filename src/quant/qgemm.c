@@ -86,9 +86,11 @@ size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
  * activation row's dots (their single-row dot is already fast): fewer rows
  * keep the plain dots (measured against the AVX2 vec_dot, one thread, K 576
  * and 1024). */
+#ifdef CANDLE_QUANT_HAVE_X86
 static int64_t min_rows(candle_dtype t) {
     return t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? 4 : 1;
 }
+#endif
 
 static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,
                        const char *x, size_t xs, float *c, int64_t ldc) {

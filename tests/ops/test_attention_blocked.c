@@ -231,6 +231,7 @@ static void test_avx512_same_as_avx2(void) {
 
 /* ---- the tile primitives, AVX2 against scalar ---- */
 
+#if defined(__x86_64__)
 static void fill(float *x, int64_t n, uint64_t seed) {
     for (int64_t i = 0; i < n; i++) x[i] = (float)mt_uniform(&seed, -1, 1);
 }
@@ -244,7 +245,6 @@ static double rel_err(const float *a, const float *b, int64_t n) {
     return den > 0 ? num / den : num;
 }
 
-#if defined(__x86_64__)
 static void test_primitives_once(candle_dtype kt, int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
     const cpu_attn_ops *x = &cpu_attn_avx2, *ref = &cpu_attn_scalar;
     int64_t nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR, lds = 64, ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR;

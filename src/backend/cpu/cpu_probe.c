@@ -29,14 +29,12 @@ static float probe_read_scalar(const float *p, size_t n) {
     return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
-static bool have_avx2(void) {
 #if defined(__x86_64__)
+static bool have_avx2(void) {
     const cpu_features *f = cpu_get_features();
     return f->avx2 && f->fma;
-#else
-    return false;
-#endif
 }
+#endif
 
 double cpu_probe_fma(int64_t iters) {
 #if defined(__x86_64__)

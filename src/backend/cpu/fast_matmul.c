@@ -810,6 +810,9 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
      * k loop */
     bool pf_tile = ct != NULL;
     int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
+#if !defined(__x86_64__)
+    (void)ldt, (void)esz; /* only the x86 bf16 tile reads them */
+#endif
     for (int64_t mi = 0; mi < n_steps; mi++) {
         int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
         if (r1 > r0 && !pf_tile) prefetch_b_panel(g, next.pc, next.kc, next.n0 + r0, (int)(r1 - r0));
