@@ -4,6 +4,7 @@
 #                   tests under TSan, then every test again
 #                   under ASan + UBSan (ctest's summary stays the last output)
 #   make run        fetch the default model and generate text
+#   make test-arm64 cross-build for arm64 and run the tests under qemu-user
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 #                   from FUZZ_SEED (fixed, so a run repeats the same inputs:
 #                   FUZZ_SEED=0 draws a new seed to explore further)
@@ -12,7 +13,7 @@ CMAKE ?= cmake
 FUZZ_TIME ?= 60
 FUZZ_SEED ?= 1
 
-.PHONY: all deps bench-deps build test test-plain test-asan test-tsan fuzz run clean
+.PHONY: all deps bench-deps build test test-plain test-asan test-tsan test-arm64 fuzz run clean
 
 all: build
 
@@ -44,6 +45,28 @@ test-tsan:
 	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCANDLE_TSAN=ON
 	$(CMAKE) --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+# arm64 under qemu-user (scripts/install-arm64-cross.sh installs Debian's
+# cross gcc and qemu-user when missing; SKIP when it cannot): cross Release
+# build into build-arm64, the tests under qemu-aarch64 -cpu max (NEON with
+# dotprod and fp16), then the kernel tests again as a Cortex-A57 (plain
+# armv8-a NEON: the kernels without dotprod/fp16). The CLI/Python script
+# tests (*.sh) and the slow label are left out: they exec the arm64 binaries
+# from the host shell.
+ARM64_SCRIPTS = cli_run|test_server$$|test_bench_|test_paged_attention_isa|test_gguf_info|test_gguf_python|test_quantize_cli|test_tokenize_cli
+ARM64_KERNELS = test_gemv|test_qgemm|test_matmul|test_dense_gemm|test_gemm_split|test_fast_kernels|test_elementwise|test_norm|test_reduce|test_attention$$|test_quant$$
+test-arm64:
+	@bash scripts/install-arm64-cross.sh
+	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null || \
+		[ ! -e /usr/aarch64-linux-gnu/include/stdio.h ]; then \
+		echo "SKIP test-arm64: no aarch64 cross gcc / qemu-aarch64"; exit 0; fi; \
+	set -e; \
+	$(CMAKE) -S . -B build-arm64 -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-aarch64-linux-gnu.cmake; \
+	$(CMAKE) --build build-arm64 -j $(JOBS); \
+	cd build-arm64; \
+	QEMU_CPU=max ctest --output-on-failure -j $(JOBS) -LE slow -E '$(ARM64_SCRIPTS)'; \
+	QEMU_CPU=cortex-a57 ctest --output-on-failure -j $(JOBS) -R '$(ARM64_KERNELS)'
 
 # Each tests/fuzz/fuzz_NAME.c runs from the seeds in tests/fuzz/corpus/NAME
 # (with tests/fuzz/NAME.dict if present); inputs it finds go to

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec-self.h"
 #include "test.h"
 
 typedef enum mt_layout {
@@ -188,7 +189,7 @@ static inline int mt_rerun_with_ref(char **argv, int rc) {
     }
     if (pid == 0) {
         setenv("CANDLE_CPU_REF", "1", 1);
-        execv("/proc/self/exe", argv);
+        test_exec_self(argv);
         perror("execv");
         _exit(127);
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "quant/quant-impl.h"
+#include "exec-self.h"
 #include "test.h"
 
 static inline void rerun_without_vnni(char **argv) {
@@ -23,7 +24,7 @@ static inline void rerun_without_vnni(char **argv) {
     pid_t pid = fork();
     if (pid == 0) {
         setenv("CANDLE_QUANT_NO_VNNI", "1", 1);
-        execv("/proc/self/exe", argv);
+        test_exec_self(argv);
         _exit(127);
     }
     int st = 0;
