@@ -22,8 +22,12 @@
 
 #define CANDLE_QGEMM_NR 8 /* weight rows per packed panel */
 
-/* True when t has a multi-row kernel on this CPU. */
+/* True when t has a multi-row kernel on this CPU (without the AVX2 kernels:
+ * every type with a vec_dot, on the exact per-output dots). */
 int candle_qgemm_has_fast(candle_dtype t);
+/* True when candle_qgemm_rows gives each output the traits vec_dot's bits
+ * (the path without the AVX2 kernels). */
+int candle_qgemm_rows_exact(candle_dtype t);
 /* True when the panels run on the AVX512-VNNI kernels (CPU and
  * CANDLE_QUANT_NO_VNNI). */
 int candle_qgemm_uses_vnni(void);

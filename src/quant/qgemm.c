@@ -1,6 +1,6 @@
 /* The quantized multi-row product: packed panels where the type has a
  * multi-row kernel, else one traits vec_dot per output (the exact
- * single-row path). */
+ * single-row path; without AVX2 for every type, up to the tile's M). */
 #include "qgemm-impl.h"
 
 #include <stdatomic.h>
@@ -45,15 +45,31 @@ static bool use_direct(candle_dtype t, int64_t M) {
 }
 #endif
 
+/* Without the AVX2 kernels (other CPUs, CANDLE_QUANT_SCALAR) every type
+ * with a vec_dot takes the blocked per-output dots (nested_dot) up to the
+ * tile's M rows rather than the dequantizing f32 GEMM from 5 rows up: each
+ * output is then the single-row product's vec_dot, bit for bit, however
+ * many activation rows are batched (concurrent decode streams give the
+ * sequential ones' tokens). */
+static int portable_rows(candle_dtype t) {
+    const candle_dtype_traits *tt = candle_dtype_info(t);
+    return tt && tt->is_quantized && tt->vec_dot != NULL;
+}
+
 int candle_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (!candle_quant_uses_avx2()) return 0;
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
-           t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
-#else
-    (void)t;
-    return 0;
+    if (candle_quant_uses_avx2())
+        return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
+               t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
 #endif
+    return portable_rows(t);
+}
+
+int candle_qgemm_rows_exact(candle_dtype t) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (candle_quant_uses_avx2()) return 0;
+#endif
+    return portable_rows(t);
 }
 
 int candle_qgemm_uses_vnni(void) {
@@ -66,7 +82,7 @@ int candle_qgemm_uses_vnni(void) {
 
 size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_qgemm_has_fast(t)) {
+    if (candle_quant_uses_avx2() && candle_qgemm_has_fast(t)) {
         size_t b = 2 * candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
         if (candle_quant_uses_vnni() && candle_qgemm_has_direct_vnni(t)) {
             size_t d = candle_qgemm_direct_bytes_vnni(t, K, DIRECT_MAX_M);
@@ -92,17 +108,23 @@ static int64_t min_rows(candle_dtype t) {
 }
 #endif
 
+/* One vec_dot per output, NESTED_ROWS weight rows (kept in L1) over all the
+ * activation rows at a time. */
+#define NESTED_ROWS 16
 static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,
                        const char *x, size_t xs, float *c, int64_t ldc) {
     candle_vec_dot_fn dot = candle_dtype_info(t)->vec_dot;
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) dot(K, c + m * ldc + n, w + (size_t)n * ws, x + (size_t)m * xs);
+    for (int64_t n0 = 0; n0 < N; n0 += NESTED_ROWS) {
+        int64_t n1 = N - n0 < NESTED_ROWS ? N : n0 + NESTED_ROWS;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = n0; n < n1; n++) dot(K, c + m * ldc + n, w + (size_t)n * ws, x + (size_t)m * xs);
+    }
 }
 
 void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (M >= min_rows(t) && candle_qgemm_has_fast(t)) {
+    if (M >= min_rows(t) && candle_quant_uses_avx2() && candle_qgemm_has_fast(t)) {
         if (use_direct(t, M)) {
             candle_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
             return;
