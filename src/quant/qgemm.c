@@ -157,5 +157,13 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
     }
 #endif
     (void)scratch;
+#ifdef CANDLE_QUANT_HAVE_NEON
+    /* the NEON multi-row dots: the traits vec_dot's bits, four activation
+     * rows per weight block load */
+    if (candle_quant_uses_neon() &&
+        (candle_quant_uses_dotprod() ? candle_qgemm_rows_dotprod : candle_qgemm_rows_neon)(t, K, M, N, w, ws, x, xs,
+                                                                                           c, ldc))
+        return;
+#endif
     nested_dot(t, K, M, N, w, ws, x, xs, c, ldc);
 }

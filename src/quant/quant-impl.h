@@ -12,6 +12,7 @@
 #define CANDLE_QUANT_IMPL_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -261,6 +262,29 @@ void candle_vec_dot_q4_k_q8_k_vnni(int64_t n, float *out, const void *x, const v
 void candle_vec_dot_q5_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q6_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
 #endif
+
+/* NEON versions (arm/, only on aarch64 builds): _neon on plain armv8-a,
+ * _dotprod with the armv8.2-a dot product (only where AT_HWCAP has it).
+ * Their results equal the scalar dots bit for bit (same integer block sums,
+ * same float steps). candle_qgemm_rows_* returns 0 for a type it lacks. */
+#if defined(__aarch64__)
+#define CANDLE_QUANT_HAVE_NEON 1
+void candle_vec_dot_q4_0_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q4_1_q8_1_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q8_0_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q4_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q4_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q8_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
+int candle_qgemm_rows_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                           const void *x, size_t xs, float *c, int64_t ldc);
+int candle_qgemm_rows_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                              const void *x, size_t xs, float *c, int64_t ldc);
+#endif
+/* True when the NEON dots were registered (aarch64, CANDLE_QUANT_SCALAR
+ * unset); candle_quant_uses_dotprod: their dotprod versions (the CPU has it
+ * and CANDLE_QUANT_NO_DOTPROD is unset). Both 0 elsewhere. */
+int candle_quant_uses_neon(void);
+int candle_quant_uses_dotprod(void);
 
 /* True when the AVX2 kernels were registered (cpu has avx2, fma, f16c and the
  * CANDLE_QUANT_SCALAR environment variable is unset). */

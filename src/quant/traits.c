@@ -1,8 +1,14 @@
 /* Registers the row kernels of the float and block types in the dtype traits
- * table, picking the AVX2 kernels when the CPU has them. */
+ * table, picking the AVX2 kernels when the CPU has them (NEON on aarch64). */
 #include <stdlib.h>
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
 #endif
 
 #include "../core/dtype-impl.h"
@@ -41,7 +47,17 @@ static void set(candle_dtype_traits *t, candle_dtype type, candle_to_f32_fn to, 
     t[type].vec_dot_type = dot_type;
 }
 
-static int use_avx2, use_vnni;
+static int use_avx2, use_vnni, use_neon, use_dotprod;
+
+int candle_quant_uses_neon(void) {
+    candle_dtype_info(CANDLE_DTYPE_F32);
+    return use_neon;
+}
+
+int candle_quant_uses_dotprod(void) {
+    candle_dtype_info(CANDLE_DTYPE_F32);
+    return use_dotprod;
+}
 
 int candle_quant_uses_avx2(void) {
     candle_dtype_info(CANDLE_DTYPE_F32); /* registration decides */
@@ -128,8 +144,33 @@ static void register_vnni(candle_dtype_traits *t) {
 }
 #endif
 
+#ifdef CANDLE_QUANT_HAVE_NEON
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && *e != '0';
+}
+
+/* NEON is baseline on aarch64; the dot product (SDOT) where AT_HWCAP says
+ * so, unless CANDLE_QUANT_NO_DOTPROD (comparison, tests). */
+static void register_neon(candle_dtype_traits *t) {
+    int dp = 0;
+#ifdef __linux__
+    dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
+    if (env_on("CANDLE_QUANT_NO_DOTPROD")) dp = 0;
+    t[CANDLE_DTYPE_Q4_0].vec_dot = dp ? candle_vec_dot_q4_0_q8_0_dotprod : candle_vec_dot_q4_0_q8_0_neon;
+    t[CANDLE_DTYPE_Q4_1].vec_dot = dp ? candle_vec_dot_q4_1_q8_1_dotprod : candle_vec_dot_q4_1_q8_1_neon;
+    t[CANDLE_DTYPE_Q8_0].vec_dot = dp ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon;
+    use_neon = 1;
+    use_dotprod = dp;
+}
+#endif
+
 void candle_quant_register_traits(candle_dtype_traits *t) {
     register_scalar(t);
+#ifdef CANDLE_QUANT_HAVE_NEON
+    if (!env_on("CANDLE_QUANT_SCALAR")) register_neon(t);
+#endif
 #ifdef CANDLE_QUANT_HAVE_X86
     /* CANDLE_QUANT_SCALAR forces the reference kernels (debugging, tests) */
     const char *force = getenv("CANDLE_QUANT_SCALAR");

@@ -1,0 +1,174 @@
+/* Internal template: the NEON dots of q4_0, q4_1 and q8_0 against their q8
+ * activation blocks, the single-row vec_dot and the multi-row product of
+ * candle_qgemm_rows, included by legacy_neon.c (plain armv8-a: vmull_s8 +
+ * vpadalq_s16) and legacy_dotprod.c (armv8.2-a dotprod: vdotq_s32) with
+ * NEON_SFX naming the variant and NEON_DOT16(acc, a, b) adding the products
+ * of 16 int8 pairs into four int32 lanes.
+ *
+ * The block integer sums are exact in both variants and the float steps are
+ * the scalar reference's (src/quant/legacy.c), one block after the other:
+ * acc += (float)isum * (d_w * d_x) (q4_1: + m_w * s_x), without fused
+ * multiply-adds (ISO C11 keeps -ffp-contract=off). So every kernel here
+ * gives the scalar dots' bits: single-row, multi-row, with or without
+ * dotprod. */
+#include <arm_neon.h>
+#include <string.h>
+
+#include "../qgemm-impl.h"
+#include "../quant-impl.h"
+
+#define NEON_CAT2(a, b) a##b
+#define NEON_CAT(a, b) NEON_CAT2(a, b)
+#define NEON_FN(name) NEON_CAT(name, NEON_SFX)
+
+/* f16 -> f32: exact (the hardware conversion, base armv8-a) */
+static inline float nf16(uint16_t h) {
+    __fp16 x;
+    memcpy(&x, &h, 2);
+    return (float)x;
+}
+
+/* The 32 codes of a block as two int8x16 (elements 0-15, 16-31). */
+static inline void ld_q8(const int8_t *qs, int8x16_t *lo, int8x16_t *hi) {
+    *lo = vld1q_s8(qs);
+    *hi = vld1q_s8(qs + 16);
+}
+
+static inline void ld_q4(const uint8_t *qs, int bias, int8x16_t *lo, int8x16_t *hi) {
+    uint8x16_t v = vld1q_u8(qs);
+    int8x16_t l = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
+    int8x16_t h = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+    if (bias) {
+        l = vsubq_s8(l, vdupq_n_s8((int8_t)bias));
+        h = vsubq_s8(h, vdupq_n_s8((int8_t)bias));
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* One weight block's codes (q4_0: bias 8; q4_1: 0; q8_0: none). */
+typedef enum { NK_Q4_0, NK_Q4_1, NK_Q8_0 } neon_kind;
+
+static inline void ld_w(neon_kind k, const char *wb, int8x16_t *lo, int8x16_t *hi) {
+    if (k == NK_Q8_0) ld_q8(((const block_q8_0 *)wb)->qs, lo, hi);
+    else if (k == NK_Q4_0) ld_q4(((const block_q4_0 *)wb)->qs, 8, lo, hi);
+    else ld_q4(((const block_q4_1 *)wb)->qs, 0, lo, hi);
+}
+
+static inline size_t w_size(neon_kind k) {
+    return k == NK_Q8_0 ? sizeof(block_q8_0) : k == NK_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q4_1);
+}
+
+static inline float w_d(neon_kind k, const char *wb) {
+    uint16_t d;
+    memcpy(&d, wb, 2); /* d leads every block */
+    (void)k;
+    return nf16(d);
+}
+
+/* The activation blocks: q8_0 (q4_0, q8_0) or q8_1 (q4_1); d first, codes
+ * at qs. */
+static inline size_t x_size(neon_kind k) { return k == NK_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0); }
+static inline const int8_t *x_qs(neon_kind k, const char *xb) {
+    return k == NK_Q4_1 ? ((const block_q8_1 *)xb)->qs : ((const block_q8_0 *)xb)->qs;
+}
+
+static inline int32x4_t dot32(int8x16_t wl, int8x16_t wh, const int8_t *xq) {
+    int32x4_t s = vdupq_n_s32(0);
+    s = NEON_DOT16(s, wl, vld1q_s8(xq));
+    s = NEON_DOT16(s, wh, vld1q_s8(xq + 16));
+    return s;
+}
+
+/* acc after one block: the scalar reference's float steps. */
+static inline float step(neon_kind k, float acc, int32_t isum, const char *wb, const char *xb) {
+    uint16_t xd;
+    memcpy(&xd, xb, 2);
+    float p = (float)isum * (w_d(k, wb) * nf16(xd));
+    if (k == NK_Q4_1) {
+        uint16_t m, s;
+        memcpy(&m, wb + 2, 2);
+        memcpy(&s, xb + 2, 2);
+        return acc + (p + nf16(m) * nf16(s));
+    }
+    return acc + p;
+}
+
+static inline float dot_row(neon_kind k, int64_t nb, const char *w, const char *x) {
+    size_t wsz = w_size(k), xsz = x_size(k);
+    float acc = 0;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) { /* four blocks' integer sums, then the float steps in order */
+        int32x4_t s[4];
+        for (int j = 0; j < 4; j++) {
+            int8x16_t wl, wh;
+            ld_w(k, w + (size_t)(b + j) * wsz, &wl, &wh);
+            s[j] = dot32(wl, wh, x_qs(k, x + (size_t)(b + j) * xsz));
+        }
+        int32x4_t t = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
+        int32_t is[4];
+        vst1q_s32(is, t);
+        for (int j = 0; j < 4; j++) acc = step(k, acc, is[j], w + (size_t)(b + j) * wsz, x + (size_t)(b + j) * xsz);
+    }
+    for (; b < nb; b++) {
+        int8x16_t wl, wh;
+        ld_w(k, w + (size_t)b * wsz, &wl, &wh);
+        acc = step(k, acc, vaddvq_s32(dot32(wl, wh, x_qs(k, x + (size_t)b * xsz))), w + (size_t)b * wsz,
+                   x + (size_t)b * xsz);
+    }
+    return acc;
+}
+
+void NEON_FN(candle_vec_dot_q4_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
+    *out = dot_row(NK_Q4_0, n / QK4_0, x, y);
+}
+void NEON_FN(candle_vec_dot_q4_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
+    *out = dot_row(NK_Q4_1, n / QK4_1, x, y);
+}
+void NEON_FN(candle_vec_dot_q8_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
+    *out = dot_row(NK_Q8_0, n / QK8_0, x, y);
+}
+
+/* One weight row against four activation rows: each weight block loaded
+ * (and q4 unpacked) once; four independent float chains, each the
+ * single-row order. */
+static inline void dot_row4(neon_kind k, int64_t nb, const char *w, const char *x, size_t xs, float *c,
+                            int64_t ldc) {
+    size_t wsz = w_size(k), xsz = x_size(k);
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < nb; b++) {
+        const char *wb = w + (size_t)b * wsz, *xb = x + (size_t)b * xsz;
+        int8x16_t wl, wh;
+        ld_w(k, wb, &wl, &wh);
+        int32x4_t s0 = dot32(wl, wh, x_qs(k, xb)), s1 = dot32(wl, wh, x_qs(k, xb + xs));
+        int32x4_t s2 = dot32(wl, wh, x_qs(k, xb + 2 * xs)), s3 = dot32(wl, wh, x_qs(k, xb + 3 * xs));
+        int32_t is[4];
+        vst1q_s32(is, vpaddq_s32(vpaddq_s32(s0, s1), vpaddq_s32(s2, s3)));
+        for (int r = 0; r < 4; r++) acc[r] = step(k, acc[r], is[r], wb, xb + (size_t)r * xs);
+    }
+    for (int r = 0; r < 4; r++) c[r * ldc] = acc[r];
+}
+
+#define NEON_ROWS 16 /* weight rows per pass over the activation rows (kept in L1) */
+
+int NEON_FN(candle_qgemm_rows_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                                const void *x, size_t xs, float *c, int64_t ldc) {
+    neon_kind k;
+    if (t == CANDLE_DTYPE_Q4_0) k = NK_Q4_0;
+    else if (t == CANDLE_DTYPE_Q4_1) k = NK_Q4_1;
+    else if (t == CANDLE_DTYPE_Q8_0) k = NK_Q8_0;
+    else return 0;
+    int64_t nb = K / 32;
+    const char *wc = w, *xc = x;
+    for (int64_t n0 = 0; n0 < N; n0 += NEON_ROWS) {
+        int64_t n1 = N - n0 < NEON_ROWS ? N : n0 + NEON_ROWS;
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4)
+            for (int64_t n = n0; n < n1; n++)
+                dot_row4(k, nb, wc + (size_t)n * ws, xc + (size_t)m * xs, xs, c + m * ldc + n, ldc);
+        for (; m < M; m++)
+            for (int64_t n = n0; n < n1; n++)
+                c[m * ldc + n] = dot_row(k, nb, wc + (size_t)n * ws, xc + (size_t)m * xs);
+    }
+    return 1;
+}

@@ -1,0 +1,142 @@
+/* The arm64 NEON quantized dots (src/quant/arm/) against the scalar
+ * reference, bit for bit: q4_0, q4_1, q8_0 single-row dots and the
+ * multi-row product, plain NEON and (where the CPU has it) dotprod, any code
+ * pattern (random bytes: q8 codes down to -128), scales from subnormal to
+ * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
+ * rows, weight rows wider apart than a row, M and N with tails. Under qemu
+ * (make test-arm64) it runs as -cpu max and as a Cortex-A57 (no dotprod);
+ * elsewhere it only checks that no NEON kernel was registered. */
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/qgemm-impl.h"
+#include "quant/quant-impl.h"
+#include "test.h"
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+/* finite f16 bits: normal (exponents 1-24: up to 2^9) and some subnormal */
+static uint16_t rnd_f16(void) {
+    uint16_t sign = (uint16_t)((rnd() & 1) << 15), mant = (uint16_t)(rnd() & 0x3ff);
+    uint16_t ex = (uint16_t)(rnd() % 8 == 0 ? 0 : 1 + rnd() % 24);
+    return (uint16_t)(sign | (ex << 10) | mant);
+}
+
+/* nb random blocks of size bs, the f16 fields (offsets of f16s) random
+ * finite; extreme: every code byte 0x80 (q8: -128; q4: 0 and 8) */
+static void fill_blocks(char *p, int64_t nb, size_t bs, const int *f16_at, int n_f16, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        char *blk = p + (size_t)b * bs;
+        for (size_t i = 0; i < bs; i++) blk[i] = extreme ? (char)0x80 : (char)rnd();
+        for (int j = 0; j < n_f16; j++) {
+            uint16_t h = rnd_f16();
+            memcpy(blk + f16_at[j], &h, 2);
+        }
+    }
+}
+
+typedef struct neon_case {
+    candle_dtype t;
+    size_t wsz, xsz;
+    int w_f16[2], n_wf16, x_f16[2], n_xf16;
+    candle_vec_dot_fn ref, neon, dotprod;
+} neon_case;
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void check_case(const neon_case *c, int64_t nb, int extreme, int dp) {
+    int64_t K = nb * 32;
+    /* +1: an odd address (unaligned rows) */
+    char *wbuf = malloc(c->wsz * (size_t)nb + 1), *xbuf = malloc(c->xsz * (size_t)nb + 1);
+    char *w = wbuf + 1, *x = xbuf + 1;
+    fill_blocks(w, nb, c->wsz, c->w_f16, c->n_wf16, extreme);
+    fill_blocks(x, nb, c->xsz, c->x_f16, c->n_xf16, extreme);
+    float want, got;
+    c->ref(K, &want, w, x);
+    c->neon(K, &got, w, x);
+    CHECK_MSG(same_bits(got, want), "%s neon nb %lld%s: %.9g, scalar %.9g", candle_dtype_name(c->t), (long long)nb,
+              extreme ? " extreme" : "", got, want);
+    if (dp) {
+        c->dotprod(K, &got, w, x);
+        CHECK_MSG(same_bits(got, want), "%s dotprod nb %lld%s: %.9g, scalar %.9g", candle_dtype_name(c->t),
+                  (long long)nb, extreme ? " extreme" : "", got, want);
+    }
+    free(wbuf), free(xbuf);
+}
+
+static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int dp) {
+    int64_t K = nb * 32, ldc = N + 2;
+    size_t row = c->wsz * (size_t)nb, ws = row + c->wsz + 3, xs = c->xsz * (size_t)nb + 5; /* odd strides */
+    char *w = malloc(ws * (size_t)N + 1), *x = malloc(xs * (size_t)M + 1);
+    for (int64_t n = 0; n < N; n++) fill_blocks(w + 1 + (size_t)n * ws, nb, c->wsz, c->w_f16, c->n_wf16, 0);
+    for (int64_t m = 0; m < M; m++) fill_blocks(x + 1 + (size_t)m * xs, nb, c->xsz, c->x_f16, c->n_xf16, 0);
+    float *out = malloc(sizeof(float) * (size_t)(M * ldc));
+    for (int v = 0; v < 1 + dp; v++) {
+        for (int64_t i = 0; i < M * ldc; i++) out[i] = -7.0f;
+        int ok = (v ? candle_qgemm_rows_dotprod : candle_qgemm_rows_neon)(c->t, K, M, N, w + 1, ws, x + 1, xs, out,
+                                                                          ldc);
+        CHECK_MSG(ok, "%s: no multi-row kernel", candle_dtype_name(c->t));
+        int bad = 0;
+        for (int64_t m = 0; m < M && !bad; m++)
+            for (int64_t n = 0; n < ldc && !bad; n++) {
+                float want = -7.0f;
+                if (n < N) c->ref(K, &want, w + 1 + (size_t)n * ws, x + 1 + (size_t)m * xs);
+                if (!same_bits(out[m * ldc + n], want)) {
+                    CHECK_MSG(0, "%s %s rows M %lld N %lld nb %lld: c[%lld][%lld] = %.9g, scalar %.9g",
+                              candle_dtype_name(c->t), v ? "dotprod" : "neon", (long long)M, (long long)N,
+                              (long long)nb, (long long)m, (long long)n, out[m * ldc + n], want);
+                    bad = 1;
+                }
+            }
+        CHECK(!bad);
+    }
+    free(w), free(x), free(out);
+}
+
+int main(void) {
+    int dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    const char *sc = getenv("CANDLE_QUANT_SCALAR"), *nd = getenv("CANDLE_QUANT_NO_DOTPROD");
+    int scalar = sc && *sc && *sc != '0', no_dp = nd && *nd && *nd != '0';
+    /* the registration follows the CPU and the switches */
+    CHECK(candle_quant_uses_neon() == !scalar);
+    CHECK(candle_quant_uses_dotprod() == (!scalar && dp && !no_dp));
+    CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_0)->vec_dot ==
+          (scalar ? candle_vec_dot_q8_0_q8_0
+                  : candle_quant_uses_dotprod() ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon));
+    static const neon_case cases[] = {
+        {CANDLE_DTYPE_Q4_0, sizeof(block_q4_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q4_0_q8_0,
+         candle_vec_dot_q4_0_q8_0_neon, candle_vec_dot_q4_0_q8_0_dotprod},
+        {CANDLE_DTYPE_Q4_1, sizeof(block_q4_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, candle_vec_dot_q4_1_q8_1,
+         candle_vec_dot_q4_1_q8_1_neon, candle_vec_dot_q4_1_q8_1_dotprod},
+        {CANDLE_DTYPE_Q8_0, sizeof(block_q8_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q8_0_q8_0,
+         candle_vec_dot_q8_0_q8_0_neon, candle_vec_dot_q8_0_q8_0_dotprod},
+    };
+    static const int64_t nbs[] = {1, 2, 3, 4, 5, 7, 8, 9, 18, 33};
+    static const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 5, 16, 17, 33};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (size_t i = 0; i < sizeof nbs / sizeof nbs[0]; i++)
+            for (int rep = 0; rep < 8; rep++) check_case(&cases[ci], nbs[i], 0, dp);
+        check_case(&cases[ci], 5, 1, dp);
+        for (size_t i = 0; i < sizeof Ms / sizeof Ms[0]; i++)
+            for (size_t j = 0; j < sizeof Ns / sizeof Ns[0]; j++) check_rows(&cases[ci], 1 + (int64_t)(i + j) % 6, Ms[i], Ns[j], dp);
+    }
+    printf("dotprod %s\n", dp ? "checked" : "absent (plain NEON only)");
+    return test_done("test_quant_neon");
+}
+#else
+int main(void) {
+    CHECK(!candle_quant_uses_neon() && !candle_quant_uses_dotprod());
+    printf("not aarch64: no NEON kernels\n");
+    return test_done("test_quant_neon");
+}
+#endif
