@@ -417,17 +417,22 @@ int main(void) {
     cpu_set_always_parallel(true);
     const char *best = cpu_simd_get()->name;
     /* tables this CPU lacks are skipped (cpu_simd_force fails) */
-    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    static const char *const isas[] = {"scalar", "avx2", "avx512", "neon"};
     /* 1 and 2 threads on the table this CPU uses; 2 threads (every split
      * exercised) on the others, which share the drivers */
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         for (int t = 1; t <= 2; t++)
             if (t == 2 || !strcmp(isas[i], best)) run_all(isas[i], t);
     cpu_simd_force("auto");
     /* the info text names the features and the chosen kernels */
     char info[2048];
     candle_cpu_info(info, sizeof info);
+#if defined(__aarch64__)
+    CHECK_CONTAINS(info, "neon");
+    CHECK_CONTAINS(info, "dotprod");
+#else
     CHECK_CONTAINS(info, "avx2");
+#endif
     CHECK_CONTAINS(info, "kernel: matmul");
     CHECK_CONTAINS(info, cpu_simd_get()->name);
     return test_done("test_fast_kernels");

@@ -56,6 +56,7 @@ candle_status cpu_ref_paged_attention(const cpu_task *t, candle_tensor *dst);
 typedef struct cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
+    bool neon, dotprod, fp16; /* aarch64 (AT_HWCAP: ASIMD, ASIMDDP, FPHP + ASIMDHP) */
     int n_physical; /* physical cores this process may use */
 } cpu_features;
 

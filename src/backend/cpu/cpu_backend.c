@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "fast-impl.h"
+#if defined(__aarch64__)
+#include "quant/quant-impl.h" /* candle info: the quantized dots chosen */
+#endif
 
 /* Backend state: the thread pool and the scratch that fast kernels ask for
  * in their plan (grown on demand, kept between nodes). */
@@ -306,11 +309,20 @@ const char *candle_cpu_info(char *buf, size_t n) {
     const cpu_simd *simd = cpu_simd_get();
     size_t len = 0;
     buf[0] = '\0';
+#if defined(__aarch64__)
+    info_add(buf, n, &len, "cpu features: neon %s, dotprod %s, fp16 %s\n", f->neon ? "yes" : "no",
+             f->dotprod ? "yes" : "no", f->fp16 ? "yes" : "no");
+    info_add(buf, n, &len, "quantized dots: %s\n",
+             candle_quant_uses_dotprod() ? "neon dotprod (q4_0, q4_1, q8_0; others scalar)"
+             : candle_quant_uses_neon()  ? "neon (q4_0, q4_1, q8_0; others scalar)"
+                                         : "scalar");
+#else
     info_add(buf, n, &len, "cpu features: avx2 %s, fma %s, f16c %s, avx512f %s, avx512bw %s, "
              "avx512vl %s, avx512vnni %s, avx512bf16 %s\n",
              f->avx2 ? "yes" : "no", f->fma ? "yes" : "no", f->f16c ? "yes" : "no",
              f->avx512f ? "yes" : "no", f->avx512bw ? "yes" : "no", f->avx512vl ? "yes" : "no",
              f->avx512vnni ? "yes" : "no", f->avx512bf16 ? "yes" : "no");
+#endif
     info_add(buf, n, &len, "physical cores: %d (default threads)\n", f->n_physical);
     info_add(buf, n, &len, "primitives: %s%s\n", simd->name,
              !strcmp(simd->name, "avx512") ? " (avx512 gemm micro-kernel, avx2 elsewhere)" : "");

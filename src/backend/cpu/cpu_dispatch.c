@@ -65,8 +65,18 @@ static bool have_avx2(const cpu_features *f) { return f->avx2 && f->fma && f->f1
 static bool have_avx512(const cpu_features *f) { return have_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl; }
 #endif
 
+#if defined(__aarch64__)
+const cpu_simd *cpu_simd_neon_table(void); /* arm/simd_neon.c */
+#endif
+
 /* CANDLE_CPU_ISA=scalar|avx2 caps the choice (debugging, comparisons). */
 static const cpu_simd *best_simd(void) {
+#if defined(__aarch64__)
+    /* NEON is baseline on aarch64; CANDLE_CPU_ISA=scalar keeps the fallback */
+    const char *isa = getenv("CANDLE_CPU_ISA");
+    if (isa && !strcmp(isa, "scalar")) return &cpu_simd_scalar;
+    return cpu_simd_neon_table();
+#endif
 #if defined(__x86_64__)
     const cpu_features *f = cpu_get_features();
     const char *force = getenv("CANDLE_CPU_ISA");
@@ -94,6 +104,9 @@ bool cpu_simd_force(const char *name) {
     const cpu_features *f = cpu_get_features();
     if (!strcmp(name, "avx2") && have_avx2(f)) s = &cpu_simd_avx2;
     if (!strcmp(name, "avx512") && have_avx512(f)) s = avx512_table();
+#endif
+#if defined(__aarch64__)
+    if (!strcmp(name, "neon")) s = cpu_simd_neon_table();
 #endif
     if (!strcmp(name, "auto")) s = best_simd();
     if (s) atomic_store_explicit(&g_simd, s, memory_order_release);

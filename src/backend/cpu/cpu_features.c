@@ -1,4 +1,5 @@
-/* CPU feature detection (cpuid + xgetbv) and the physical core count. A
+/* CPU feature detection (cpuid + xgetbv; on aarch64 AT_HWCAP) and the
+ * physical core count. A
  * feature counts only when the OS also saves its registers (XCR0), otherwise
  * its instructions fault even though cpuid lists them. */
 #include <pthread.h>
@@ -36,6 +37,27 @@ static void detect(cpu_features *f) {
     f->avx512vnni = f->avx512f && (c & (1u << 11));
     unsigned a1 = 0, b1, c1, d1;
     if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f->avx512bf16 = f->avx512f && (a1 & (1u << 5));
+}
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1 << 1)
+#endif
+#ifndef HWCAP_FPHP
+#define HWCAP_FPHP (1 << 9)
+#endif
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1 << 10)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+static void detect(cpu_features *f) {
+    unsigned long hw = getauxval(AT_HWCAP);
+    f->neon = (hw & HWCAP_ASIMD) != 0;
+    f->dotprod = (hw & HWCAP_ASIMDDP) != 0;
+    f->fp16 = (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP);
 }
 #else
 static void detect(cpu_features *f) { (void)f; }

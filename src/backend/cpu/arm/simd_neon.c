@@ -1,0 +1,204 @@
+/* The NEON primitive table (aarch64; NEON is baseline there): the scalar
+ * table with the hot entries replaced. A 6x16 GEMM micro-kernel on
+ * vfmaq_laneq_f32 (24 accumulators), f32/f16/bf16 dot_rows and to_f32 (the
+ * f16 conversion is base armv8-a: no fp16 arithmetic needed), binary
+ * add/sub/mul/div, the exact unary ops (neg, abs, relu, sqrt), rms_norm
+ * (squares summed in double, as the scalar one), dot and scale_axpy. The ops
+ * needing exp (softmax, silu, gelu, exp_sum) stay on the scalar entries.
+ * Tested through the op tests against the reference kernels (the default
+ * table on arm64) and test_fast_kernels (scalar vs neon, 1 and 2 threads),
+ * under qemu-user (make test-arm64). */
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "../cpu-impl.h"
+#include "../simd-impl.h"
+
+_Static_assert(CPU_GEMM_MR == 6 && CPU_GEMM_NR == 16, "the NEON micro-kernel is 6x16");
+
+static void gemm_ukr_neon(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+                          bool accumulate) {
+    float32x4_t c00 = vdupq_n_f32(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    float32x4_t c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+    float32x4_t c40 = c00, c41 = c00, c42 = c00, c43 = c00, c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+    for (int64_t p = 0; p < k; p++, a += 6, b += 16) {
+        float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
+        float32x4_t a0 = vld1q_f32(a);
+        float32x2_t a1 = vld1_f32(a + 4);
+        c00 = vfmaq_laneq_f32(c00, b0, a0, 0), c01 = vfmaq_laneq_f32(c01, b1, a0, 0);
+        c02 = vfmaq_laneq_f32(c02, b2, a0, 0), c03 = vfmaq_laneq_f32(c03, b3, a0, 0);
+        c10 = vfmaq_laneq_f32(c10, b0, a0, 1), c11 = vfmaq_laneq_f32(c11, b1, a0, 1);
+        c12 = vfmaq_laneq_f32(c12, b2, a0, 1), c13 = vfmaq_laneq_f32(c13, b3, a0, 1);
+        c20 = vfmaq_laneq_f32(c20, b0, a0, 2), c21 = vfmaq_laneq_f32(c21, b1, a0, 2);
+        c22 = vfmaq_laneq_f32(c22, b2, a0, 2), c23 = vfmaq_laneq_f32(c23, b3, a0, 2);
+        c30 = vfmaq_laneq_f32(c30, b0, a0, 3), c31 = vfmaq_laneq_f32(c31, b1, a0, 3);
+        c32 = vfmaq_laneq_f32(c32, b2, a0, 3), c33 = vfmaq_laneq_f32(c33, b3, a0, 3);
+        c40 = vfmaq_lane_f32(c40, b0, a1, 0), c41 = vfmaq_lane_f32(c41, b1, a1, 0);
+        c42 = vfmaq_lane_f32(c42, b2, a1, 0), c43 = vfmaq_lane_f32(c43, b3, a1, 0);
+        c50 = vfmaq_lane_f32(c50, b0, a1, 1), c51 = vfmaq_lane_f32(c51, b1, a1, 1);
+        c52 = vfmaq_lane_f32(c52, b2, a1, 1), c53 = vfmaq_lane_f32(c53, b3, a1, 1);
+    }
+    float t[6][16];
+    vst1q_f32(t[0], c00), vst1q_f32(t[0] + 4, c01), vst1q_f32(t[0] + 8, c02), vst1q_f32(t[0] + 12, c03);
+    vst1q_f32(t[1], c10), vst1q_f32(t[1] + 4, c11), vst1q_f32(t[1] + 8, c12), vst1q_f32(t[1] + 12, c13);
+    vst1q_f32(t[2], c20), vst1q_f32(t[2] + 4, c21), vst1q_f32(t[2] + 8, c22), vst1q_f32(t[2] + 12, c23);
+    vst1q_f32(t[3], c30), vst1q_f32(t[3] + 4, c31), vst1q_f32(t[3] + 8, c32), vst1q_f32(t[3] + 12, c33);
+    vst1q_f32(t[4], c40), vst1q_f32(t[4] + 4, c41), vst1q_f32(t[4] + 8, c42), vst1q_f32(t[4] + 12, c43);
+    vst1q_f32(t[5], c50), vst1q_f32(t[5] + 4, c51), vst1q_f32(t[5] + 8, c52), vst1q_f32(t[5] + 12, c53);
+    for (int i = 0; i < mr; i++) {
+        float *ci = c + i * ldc;
+        int j = 0;
+        for (; j + 4 <= nr; j += 4) {
+            float32x4_t v = vld1q_f32(t[i] + j);
+            vst1q_f32(ci + j, accumulate ? vaddq_f32(vld1q_f32(ci + j), v) : v);
+        }
+        for (; j < nr; j++) ci[j] = accumulate ? ci[j] + t[i][j] : t[i][j];
+    }
+}
+
+/* 4 elements of a weight row as f32 */
+static inline float32x4_t ld4(candle_dtype wt, const char *p) {
+    if (wt == CANDLE_DTYPE_F32) return vld1q_f32((const float *)p);
+    uint16x4_t h = vld1_u16((const uint16_t *)p);
+    if (wt == CANDLE_DTYPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16)); /* bf16 */
+}
+
+static void dot_rows_neon(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
+                          const float *x, float *out, int64_t out_stride) {
+    size_t esz = wt == CANDLE_DTYPE_F32 ? 4 : 2;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const char *row = (const char *)w + (size_t)r * w_stride;
+        float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
+        int64_t i = 0;
+        for (; i + 16 <= k; i += 16) {
+            s0 = vfmaq_f32(s0, ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
+            s1 = vfmaq_f32(s1, ld4(wt, row + (size_t)(i + 4) * esz), vld1q_f32(x + i + 4));
+            s2 = vfmaq_f32(s2, ld4(wt, row + (size_t)(i + 8) * esz), vld1q_f32(x + i + 8));
+            s3 = vfmaq_f32(s3, ld4(wt, row + (size_t)(i + 12) * esz), vld1q_f32(x + i + 12));
+        }
+        for (; i + 4 <= k; i += 4) s0 = vfmaq_f32(s0, ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
+        float acc = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+        for (; i < k; i++) acc += candle_load_f32(wt, row + (size_t)i * esz) * x[i];
+        out[r * out_stride] = acc;
+    }
+}
+
+static void to_f32_neon(candle_dtype t, const void *src, float *dst, int64_t n) {
+    if (t == CANDLE_DTYPE_F32) {
+        memmove(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    const char *s = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, ld4(t, s + (size_t)i * 2));
+    for (; i < n; i++) dst[i] = candle_load_f32(t, s + (size_t)i * 2);
+}
+
+static void binary_neon(candle_op op, const float *a, const float *b, int64_t b_step, float *y, int64_t n) {
+    if (op != CANDLE_OP_ADD && op != CANDLE_OP_SUB && op != CANDLE_OP_MUL && op != CANDLE_OP_DIV) {
+        cpu_simd_scalar.binary(op, a, b, b_step, y, n);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t va = vld1q_f32(a + i), vb = b_step ? vld1q_f32(b + i) : vdupq_n_f32(b[0]), r;
+        switch (op) {
+        case CANDLE_OP_ADD: r = vaddq_f32(va, vb); break;
+        case CANDLE_OP_SUB: r = vsubq_f32(va, vb); break;
+        case CANDLE_OP_MUL: r = vmulq_f32(va, vb); break;
+        default: r = vdivq_f32(va, vb); break;
+        }
+        vst1q_f32(y + i, r);
+    }
+    for (; i < n; i++) y[i] = cpu_binary1(op, a[i], b[i * b_step]);
+}
+
+/* The unary ops whose NEON form gives the scalar bits; the others (exp and
+ * friends, affine in double, clamp's NaN rule) go to the scalar entry. */
+static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const double *p) {
+    if (op != CANDLE_OP_NEG && op != CANDLE_OP_ABS && op != CANDLE_OP_RELU && op != CANDLE_OP_SQRT) {
+        cpu_simd_scalar.unary(op, x, y, n, p);
+        return;
+    }
+    int64_t i = 0;
+    float32x4_t zero = vdupq_n_f32(0);
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t v = vld1q_f32(x + i), r;
+        switch (op) {
+        case CANDLE_OP_NEG: r = vnegq_f32(v); break;
+        case CANDLE_OP_ABS: r = vabsq_f32(v); break;
+        case CANDLE_OP_RELU: r = vbslq_f32(vcgtq_f32(v, zero), v, zero); break; /* NaN -> 0, as x > 0 ? x : 0 */
+        default: r = vsqrtq_f32(v); break;
+        }
+        vst1q_f32(y + i, r);
+    }
+    for (; i < n; i++) y[i] = cpu_unary1(op, x[i], p);
+}
+
+static void rms_norm_neon(const float *x, const float *w, float *y, int64_t n, float eps) {
+    float64x2_t s0 = vdupq_n_f64(0), s1 = s0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t v = vld1q_f32(x + i);
+        float64x2_t lo = vcvt_f64_f32(vget_low_f32(v)), hi = vcvt_high_f64_f32(v);
+        s0 = vfmaq_f64(s0, lo, lo);
+        s1 = vfmaq_f64(s1, hi, hi);
+    }
+    double ss = vaddvq_f64(vaddq_f64(s0, s1));
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)(n ? n : 1) + eps));
+    float32x4_t vr = vdupq_n_f32(r);
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t v = vmulq_f32(vld1q_f32(x + i), vr); /* (x * r) * w, the scalar order */
+        vst1q_f32(y + i, w ? vmulq_f32(v, vld1q_f32(w + i)) : v);
+    }
+    for (; i < n; i++) y[i] = x[i] * r * (w ? w[i] : 1.0f);
+}
+
+static float dot_neon(const float *a, const float *b, int64_t n) {
+    float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    float acc = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+/* y * s + w * v without fusing: the scalar entry's bits */
+static void scale_axpy_neon(float *y, float s, float w, const float *v, int64_t n) {
+    float32x4_t vs = vdupq_n_f32(s), vw = vdupq_n_f32(w);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vmulq_f32(vld1q_f32(y + i), vs), vmulq_f32(vld1q_f32(v + i), vw)));
+    for (; i < n; i++) y[i] = y[i] * s + w * v[i];
+}
+
+static cpu_simd g_neon;
+static pthread_once_t g_neon_once = PTHREAD_ONCE_INIT;
+
+static void neon_init(void) {
+    g_neon = cpu_simd_scalar;
+    g_neon.name = "neon";
+    g_neon.gemm_ukr = gemm_ukr_neon;
+    g_neon.dot_rows = dot_rows_neon;
+    g_neon.to_f32 = to_f32_neon;
+    g_neon.binary = binary_neon;
+    g_neon.unary = unary_neon;
+    g_neon.rms_norm = rms_norm_neon;
+    g_neon.dot = dot_neon;
+    g_neon.scale_axpy = scale_axpy_neon;
+}
+
+const cpu_simd *cpu_simd_neon_table(void) {
+    pthread_once(&g_neon_once, neon_init);
+    return &g_neon;
+}
+#else
+typedef int candle_simd_neon_empty; /* ISO C: no empty translation unit */
+#endif
