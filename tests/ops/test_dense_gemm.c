@@ -1,7 +1,9 @@
 /* The dense f32 GEMM and matrix-vector paths of fast_matmul.c as changed for
  * f16 prefill and decode: the weight-row GEMM for 16-144 rows on a
  * transposed weight (six weight rows broadcast against 16-row transposed
- * activation panels; f32 rows in place, also with padded rows, f16/bf16
+ * activation panels, or with AVX-512 for 16-63 rows and row counts off a
+ * multiple of 16, against 8-row panels of k pairs; f32 rows in place,
+ * also with padded rows, f16/bf16
  * converted; K slices of at most 1024, inside each group or, past 640 KiB
  * of packed A, outside the groups; with AVX-512, C through a transposed
  * scratch in column blocks; partial groups and panels; N split
@@ -44,6 +46,21 @@ static const gemm_case cases[] = {
      * task (168 and 216 columns here) over two K slices, row tails */
     {144, 1100, 400, true, F16, MT_CONTIG, MT_CONTIG},
     {100, 1100, 301, true, F32, MT_OFFSET, MT_CONTIG},
+    /* AVX-512, 16-63 rows and row counts off a multiple of 16: the tile in
+     * k pairs (8-row panels, up to 4 per tile, 5 = 3 + 2, 7 = 4 + 3), A
+     * packed in pairs by vector transposes (contiguous rows, offset or
+     * strided) or element by element (transposed A, bf16 weight off its dot
+     * products); odd K in the last slice, group tails (N % 6), column
+     * blocks of the transposed scratch */
+    {16, 2049, 90, true, F16, MT_CONTIG, MT_CONTIG},    /* 2 panels, 688 + 688 + 673 */
+    {24, 577, 211, true, F32, MT_OFFSET, MT_CONTIG},    /* 3 panels, odd K, f32 in place */
+    {40, 1031, 67, true, F16, MT_SLICED, MT_CONTIG},    /* 3 + 2, strided A, 520 + 511 */
+    {47, 300, 203, true, F16, MT_TRANSPOSED, MT_CONTIG}, /* 3 + 3, 7-row last panel */
+    {56, 1025, 47, true, F32, MT_CONTIG, MT_OFFSET},    /* 4 + 3, padded f32 rows */
+    {63, 130, 700, true, F16, MT_CONTIG, MT_CONTIG},    /* 4 + 4, two column blocks */
+    {21, 333, 1100, true, BF16, MT_SLICED, MT_CONTIG},  /* 3 panels, bf16 converted */
+    {36, 700, 1100, true, F16, MT_CONTIG, MT_CONTIG},   /* 3 + 2, three column blocks */
+    {79, 1500, 30, true, F16, MT_OFFSET, MT_CONTIG},    /* 10 panels: 4 + 3 + 3 */
     /* shared-A packed GEMM: plain and strided B */
     {70, 513, 80, false, F32, MT_TRANSPOSED, MT_CONTIG}, /* plain B rows */
     {97, 260, 112, false, F32, MT_CONTIG, MT_SLICED},   /* strided B: no prefetch */

@@ -255,6 +255,159 @@ void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const 
     }
 }
 
+/* ---- the wt tile in k pairs, for 8-48 activation rows ----
+ * With one or two 16-row panels the tile above has 6 or 12 accumulators
+ * and 7 or 8 loads per 6 or 12 FMAs: too few chains to cover the FMA
+ * latency at two FMAs a cycle, and one load per FMA (1 thread, Zen 5, in
+ * L1: 16 rows 149 GFLOP/s, 32 rows 207, 64 rows 249). Here a zmm holds 8
+ * activation rows x 2 consecutive k (lane 2i + s: row i, k = 2t + s), and
+ * each weight row's pair of elements is broadcast as one 64-bit value, so
+ * a 16-row tile is two such panels against six weight rows: 12
+ * accumulators, 2 + 6 loads per 12 FMAs (206 GFLOP/s); 24 rows three
+ * panels (240), 32 rows four (249); and M goes in steps of 8 rows, not 16.
+ * Lanes 2i and 2i + 1 are added at the end: each output is its even-k sum
+ * plus its odd-k sum. */
+void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
+void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
+                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
+                         int64_t pf_bytes);
+
+/* r[i] (8 doubles of row i) -> r[j] (element j of rows 0..7) */
+static inline __attribute__((always_inline)) void transpose8_pd(__m512d r[8]) {
+    __m512d t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);     /* elements 0, 2, 4, 6 of rows i, i + 1 */
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]); /* 1, 3, 5, 7 */
+    }
+    for (int g = 0; g < 8; g += 4) {
+        u[g] = _mm512_shuffle_f64x2(t[g], t[g + 2], _MM_SHUFFLE(2, 0, 2, 0));     /* elements 0, 4 */
+        u[g + 1] = _mm512_shuffle_f64x2(t[g], t[g + 2], _MM_SHUFFLE(3, 1, 3, 1)); /* 2, 6 */
+        u[g + 2] = _mm512_shuffle_f64x2(t[g + 1], t[g + 3], _MM_SHUFFLE(2, 0, 2, 0)); /* 1, 5 */
+        u[g + 3] = _mm512_shuffle_f64x2(t[g + 1], t[g + 3], _MM_SHUFFLE(3, 1, 3, 1)); /* 3, 7 */
+    }
+    static const int el[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
+    for (int s = 0; s < 4; s++) {
+        r[el[s][0]] = _mm512_shuffle_f64x2(u[s], u[4 + s], _MM_SHUFFLE(2, 0, 2, 0));
+        r[el[s][1]] = _mm512_shuffle_f64x2(u[s], u[4 + s], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* 16 rows of a (rows of them real, zero past), kc deep, as two 8-row
+ * panels of k pairs: dst[h * 8 * kcp + t * 16 + 2i + s] = a[(8h + i) * lda
+ * + 2t + s], kcp = kc rounded up to even (the odd kc's last pair has a
+ * zero high half). 16 k of 8 rows per 8 x 8 transpose of 64-bit pairs. */
+void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, float *dst) {
+    int64_t kcp = kc + (kc & 1);
+    for (int h = 0; h < 2; h++) {
+        int rh = rows - 8 * h < 0 ? 0 : rows - 8 * h > 8 ? 8 : rows - 8 * h;
+        const float *ah = a + 8 * h * lda;
+        float *d = dst + h * 8 * kcp;
+        for (int64_t p = 0; p < kc; p += 16) {
+            int64_t n = kc - p < 16 ? kc - p : 16;
+            __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+            __m512d r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = i < rh ? _mm512_castps_pd(_mm512_maskz_loadu_ps(m, ah + i * lda + p)) : _mm512_setzero_pd();
+            transpose8_pd(r);
+            for (int j = 0; j < (n + 1) / 2; j++) _mm512_storeu_pd((double *)(d + (p / 2 + j) * 16), r[j]);
+        }
+    }
+}
+
+#define WT_PB 8
+
+static inline __attribute__((always_inline)) void wt_pair_tile(int64_t kc, const float *w, int64_t ldw, int nw,
+                                                               const float *ap, float *ct, int64_t ldt,
+                                                               bool accumulate, const int P, const char *pf,
+                                                               int64_t pf_stride, int pf_rows, int64_t pf_bytes) {
+    int64_t kcp = kc + (kc & 1), pairs = kc / 2;
+    const float *wr[6];
+    for (int j = 0; j < 6; j++) wr[j] = w + (nw > j ? j : nw - 1) * ldw;
+    __m512 acc[4][6];
+    for (int q = 0; q < P; q++)
+        for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
+    /* blocks of WT_PB pairs with no branch inside, each after its share
+     * of the prefetches (per-pair bookkeeping as in pf_step took GPRs
+     * the pointers needed: 16 rows 101 -> 117 GFLOP/s with the loop merely
+     * unrolled twice) */
+    int64_t nblk = pairs / WT_PB, lines = pf_rows * ((pf_bytes + 63) / 64 + 1);
+    int64_t per = nblk > 0 ? (lines + nblk - 1) / nblk : 0, off = 0;
+    int rows_left = pf_rows;
+    const float *a = ap;
+    const float *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3], *w4 = wr[4], *w5 = wr[5];
+    for (int64_t b = 0; b < nblk; b++) {
+        for (int64_t i = 0; i < per && rows_left > 0; i++) {
+            _mm_prefetch(pf + off, _MM_HINT_T0);
+            off += 64;
+            if (off >= pf_bytes + 64) off = 0, pf += pf_stride, rows_left--;
+        }
+#pragma GCC unroll 8
+        for (int u = 0; u < WT_PB; u++) {
+            __m512 av[4];
+            for (int q = 0; q < P; q++) av[q] = _mm512_loadu_ps(a + q * 8 * kcp + u * 16);
+            const float *wj[6] = {w0, w1, w2, w3, w4, w5};
+            for (int j = 0; j < 6; j++) {
+                double d;
+                memcpy(&d, wj[j] + 2 * u, 8);
+                __m512 bv = _mm512_castpd_ps(_mm512_set1_pd(d));
+                for (int q = 0; q < P; q++) acc[q][j] = _mm512_fmadd_ps(bv, av[q], acc[q][j]);
+            }
+        }
+        a += WT_PB * 16;
+        w0 += 2 * WT_PB, w1 += 2 * WT_PB, w2 += 2 * WT_PB, w3 += 2 * WT_PB, w4 += 2 * WT_PB, w5 += 2 * WT_PB;
+    }
+    for (int64_t t = nblk * WT_PB; t < pairs; t++) {
+        __m512 av[4];
+        for (int q = 0; q < P; q++) av[q] = _mm512_loadu_ps(ap + q * 8 * kcp + t * 16);
+        for (int j = 0; j < 6; j++) {
+            double d;
+            memcpy(&d, wr[j] + 2 * t, 8);
+            __m512 bv = _mm512_castpd_ps(_mm512_set1_pd(d));
+            for (int q = 0; q < P; q++) acc[q][j] = _mm512_fmadd_ps(bv, av[q], acc[q][j]);
+        }
+    }
+    if (kc & 1) { /* the last k alone, in the even lanes (w past kc is not read) */
+        __m512 av[4];
+        for (int q = 0; q < P; q++) av[q] = _mm512_loadu_ps(ap + q * 8 * kcp + pairs * 16);
+        for (int j = 0; j < 6; j++) {
+            __m512 bv = _mm512_maskz_mov_ps(0x5555, _mm512_set1_ps(wr[j][kc - 1]));
+            for (int q = 0; q < P; q++) acc[q][j] = _mm512_fmadd_ps(bv, av[q], acc[q][j]);
+        }
+    }
+    /* row i of panel q: lanes 2i + 2i+1; two panels' 16 rows per vector */
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    for (int j = 0; j < 6 && j < nw; j++) {
+        for (int q = 0; q + 1 < P; q += 2) {
+            float *cj = ct + j * ldt + 8 * q;
+            __m512 s = _mm512_add_ps(_mm512_permutex2var_ps(acc[q][j], ev, acc[q + 1][j]),
+                                     _mm512_permutex2var_ps(acc[q][j], od, acc[q + 1][j]));
+            _mm512_storeu_ps(cj, accumulate ? _mm512_add_ps(s, _mm512_loadu_ps(cj)) : s);
+        }
+        if (P % 2) {
+            float *cj = ct + j * ldt + 8 * (P - 1);
+            __m512 a = acc[P - 1][j];
+            __m256 s = _mm512_castps512_ps256(
+                _mm512_add_ps(_mm512_permutexvar_ps(ev, a), _mm512_permutexvar_ps(od, a)));
+            _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(s, _mm256_loadu_ps(cj)) : s);
+        }
+    }
+}
+
+/* ct[j * ldt + i] (+)= sum_k w[j * ldw + k] a(i, k) for i < 8 * np (np <=
+ * 4 panels 8 * kcp floats apart from ap, as cpu_pack_ap8_avx512 wrote
+ * them) and j < nw <= 6; the prefetches as in cpu_wt_ukr_t_avx512. */
+void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
+                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
+                         int64_t pf_bytes) {
+    switch (np) {
+    case 1: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 1, pf, pf_stride, pf_rows, pf_bytes); break;
+    case 2: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 2, pf, pf_stride, pf_rows, pf_bytes); break;
+    case 3: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 3, pf, pf_stride, pf_rows, pf_bytes); break;
+    default: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 4, pf, pf_stride, pf_rows, pf_bytes); break;
+    }
+}
+
 /* c[i * ldc + j] = ct[j * ldt + i] for i < rows, j < cols: 16 x 16 blocks
  * transposed in registers (ct's columns read 16 floats at a time, masked
  * past rows; missing j read as nothing), each C row a 16-float store,
