@@ -1,7 +1,8 @@
 # Convenience front end to CMake.
 #   make            Release build into build/ (CLI at build/bin/candle)
 #   make test       fuzz the parsers briefly, build and run every test, the thread
-#                   tests under TSan, then every test again
+#                   tests under TSan, the arm64 build under qemu (test-arm64,
+#                   skipped without the cross tools), then every test again
 #                   under ASan + UBSan (ctest's summary stays the last output)
 #   make run        fetch the default model and generate text
 #   make test-arm64 cross-build for arm64 and run the tests under qemu-user
@@ -30,7 +31,7 @@ build: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build build -j $(JOBS)
 
-test: fuzz test-plain test-tsan test-asan
+test: fuzz test-plain test-tsan test-arm64 test-asan
 
 test-plain: build
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -50,11 +51,13 @@ test-tsan:
 # cross gcc and qemu-user when missing; SKIP when it cannot): cross Release
 # build into build-arm64, the tests under qemu-aarch64 -cpu max (NEON with
 # dotprod and fp16), then the kernel tests again as a Cortex-A57 (plain
-# armv8-a NEON: the kernels without dotprod/fp16). The CLI/Python script
-# tests (*.sh) and the slow label are left out: they exec the arm64 binaries
-# from the host shell.
-ARM64_SCRIPTS = cli_run|test_server$$|test_bench_|test_paged_attention_isa|test_gguf_info|test_gguf_python|test_quantize_cli|test_tokenize_cli
-ARM64_KERNELS = test_gemv|test_qgemm|test_matmul|test_dense_gemm|test_gemm_split|test_fast_kernels|test_elementwise|test_norm|test_reduce|test_attention$$|test_quant$$
+# armv8-a NEON: the kernels without dotprod/fp16). Left out: the CLI/Python
+# script tests (*.sh: they exec the arm64 binaries from the host shell), the
+# slow label, and the model tests that take minutes each under qemu
+# (test_gemma3*, test_smollm2; test_smollm2_fast, test_stories260k,
+# test_tiny_archs, test_batch and the KV tests run).
+ARM64_SCRIPTS = cli_run|test_server$$|test_bench_|test_paged_attention_isa|test_gguf_info|test_gguf_python|test_quantize_cli|test_tokenize_cli|test_gemma3|test_smollm2$$
+ARM64_KERNELS = test_quant_neon|test_gemv|test_qgemm|test_matmul|test_dense_gemm|test_gemm_split|test_fast_kernels|test_elementwise|test_norm|test_reduce|test_attention$$|test_quant$$
 test-arm64:
 	@bash scripts/install-arm64-cross.sh
 	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null || \
