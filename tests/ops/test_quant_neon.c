@@ -1,11 +1,12 @@
 /* The arm64 NEON quantized dots (src/quant/arm/) against the scalar
  * reference, bit for bit: q4_0, q4_1, q8_0 single-row dots and the
- * multi-row product, plain NEON and (where the CPU has it) dotprod, any code
+ * multi-row product, q4_K and q6_K single-row dots, plain NEON and (where the CPU has it) dotprod, any code
  * pattern (random bytes: q8 codes down to -128), scales from subnormal to
  * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
  * rows, weight rows wider apart than a row, M and N with tails. Under qemu
  * (make test-arm64) it runs as -cpu max and as a Cortex-A57 (no dotprod);
  * elsewhere it only checks that no NEON kernel was registered. */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,17 +51,28 @@ typedef struct neon_case {
     size_t wsz, xsz;
     int w_f16[2], n_wf16, x_f16[2], n_xf16;
     candle_vec_dot_fn ref, neon, dotprod;
+    int qk;   /* elements per block */
+    int x_f32; /* q8_K: its float scale's offset (-1: none) */
+    int rows; /* has a multi-row kernel */
 } neon_case;
+
+/* a finite float scale (q8_K's d): up to about 2^8 in magnitude */
+static void set_f32(char *blk, int at) {
+    float v = ((float)(rnd() % 2000001) - 1000000.0f) * 0x1p-12f;
+    memcpy(blk + at, &v, 4);
+}
 
 static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 static void check_case(const neon_case *c, int64_t nb, int extreme, int dp) {
-    int64_t K = nb * 32;
+    int64_t K = nb * c->qk;
     /* +1: an odd address (unaligned rows) */
     char *wbuf = malloc(c->wsz * (size_t)nb + 1), *xbuf = malloc(c->xsz * (size_t)nb + 1);
     char *w = wbuf + 1, *x = xbuf + 1;
     fill_blocks(w, nb, c->wsz, c->w_f16, c->n_wf16, extreme);
     fill_blocks(x, nb, c->xsz, c->x_f16, c->n_xf16, extreme);
+    if (c->x_f32 >= 0)
+        for (int64_t b = 0; b < nb; b++) set_f32(x + (size_t)b * c->xsz, c->x_f32);
     float want, got;
     c->ref(K, &want, w, x);
     c->neon(K, &got, w, x);
@@ -115,11 +127,16 @@ int main(void) {
                   : candle_quant_uses_dotprod() ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon));
     static const neon_case cases[] = {
         {CANDLE_DTYPE_Q4_0, sizeof(block_q4_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q4_0_q8_0,
-         candle_vec_dot_q4_0_q8_0_neon, candle_vec_dot_q4_0_q8_0_dotprod},
+         candle_vec_dot_q4_0_q8_0_neon, candle_vec_dot_q4_0_q8_0_dotprod, 32, -1, 1},
         {CANDLE_DTYPE_Q4_1, sizeof(block_q4_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, candle_vec_dot_q4_1_q8_1,
-         candle_vec_dot_q4_1_q8_1_neon, candle_vec_dot_q4_1_q8_1_dotprod},
+         candle_vec_dot_q4_1_q8_1_neon, candle_vec_dot_q4_1_q8_1_dotprod, 32, -1, 1},
         {CANDLE_DTYPE_Q8_0, sizeof(block_q8_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q8_0_q8_0,
-         candle_vec_dot_q8_0_q8_0_neon, candle_vec_dot_q8_0_q8_0_dotprod},
+         candle_vec_dot_q8_0_q8_0_neon, candle_vec_dot_q8_0_q8_0_dotprod, 32, -1, 1},
+        /* K types: random bytes for the codes, scales, mins and q8_K's bsums */
+        {CANDLE_DTYPE_Q4_K, sizeof(block_q4_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q4_k_q8_k,
+         candle_vec_dot_q4_k_q8_k_neon, candle_vec_dot_q4_k_q8_k_dotprod, 256, 0, 0},
+        {CANDLE_DTYPE_Q6_K, sizeof(block_q6_K), sizeof(block_q8_K), {(int)offsetof(block_q6_K, d)}, 1, {0}, 0, candle_vec_dot_q6_k_q8_k,
+         candle_vec_dot_q6_k_q8_k_neon, candle_vec_dot_q6_k_q8_k_dotprod, 256, 0, 0},
     };
     static const int64_t nbs[] = {1, 2, 3, 4, 5, 7, 8, 9, 18, 33};
     static const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 5, 16, 17, 33};
@@ -127,7 +144,7 @@ int main(void) {
         for (size_t i = 0; i < sizeof nbs / sizeof nbs[0]; i++)
             for (int rep = 0; rep < 8; rep++) check_case(&cases[ci], nbs[i], 0, dp);
         check_case(&cases[ci], 5, 1, dp);
-        for (size_t i = 0; i < sizeof Ms / sizeof Ms[0]; i++)
+        for (size_t i = 0; cases[ci].rows && i < sizeof Ms / sizeof Ms[0]; i++)
             for (size_t j = 0; j < sizeof Ns / sizeof Ns[0]; j++) check_rows(&cases[ci], 1 + (int64_t)(i + j) % 6, Ms[i], Ns[j], dp);
     }
     printf("dotprod %s\n", dp ? "checked" : "absent (plain NEON only)");
