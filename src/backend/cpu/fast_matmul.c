@@ -683,7 +683,11 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
 
 #if defined(__x86_64__)
 void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                     int64_t ldc, bool accumulate); /* x86/simd_avx2.c */
+                     int64_t ldc, bool accumulate); /* x86/simd_avx2.c, with its C-transposed twin and that
+                                                      * scratch's write-out */
+void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
+                       bool accumulate);
+void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
 void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
 /* x86/gemm_avx512.c: the avx512 table's wt tile, its C-transposed twin and
  * that scratch's write-out, and 16-wide f16 / bf16 conversion */
@@ -715,6 +719,17 @@ void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
 static bool wt_ct(void) {
 #if defined(__x86_64__)
     return cpu_simd_get()->wt_ukr == cpu_wt_ukr_avx512;
+#else
+    return false;
+#endif
+}
+
+/* The AVX2 table (no wt_ukr of its own: cpu_wt_ukr_avx2): C through that
+ * tile's transposed scratch too (cpu_wt_ukr_t_avx2, cpu_wt_ct_out_avx2). */
+static bool wt_ct2(void) {
+#if defined(__x86_64__)
+    const cpu_simd *simd = cpu_simd_get();
+    return simd != &cpu_simd_scalar && !simd->wt_ukr;
 #else
     return false;
 #endif
@@ -861,7 +876,7 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     const float *w = bf16 ? NULL : wt_rows(g, it, wbuf, &ldw);
     /* the C-transposed tile spreads its share of the prefetches over its
      * k loop */
-    bool pf_tile = ct != NULL;
+    bool pf_tile = ct != NULL && wt_ct();
     int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
 #if defined(__x86_64__)
     if (ct && wt_pair(g, M)) {
@@ -905,10 +920,15 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
             continue;
         }
 #if defined(__x86_64__)
-        if (ct) {
+        if (ct && pf_tile) {
             cpu_wt_ukr_t_avx512(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
                                 it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
                                 r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
+            continue;
+        }
+        if (ct) {
+            cpu_wt_ukr_t_avx2(it.kc, w, ldw, it.nw, ap + m0 * it.kc, ct + (it.n0 - it.c0) * ldt + m0, ldt,
+                              it.pc > 0);
             continue;
         }
 #endif
@@ -948,7 +968,7 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     /* C transposed: blocks of ch columns (whole groups), each block's
      * groups in one K slice, then the next slice (A from L2 for the
      * block's groups), then the block written out */
-    bool ct = wt_ct(), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
+    bool ct = wt_ct() || wt_ct2(), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
     float *ctb = (float *)((char *)wbuf + (wt_thread_bytes() - WT_CT_BYTES));
     int64_t ch = ct ? WT_CT_BYTES / (int64_t)sizeof(float) / mpad / WT_NR * WT_NR : hi - lo;
     ch = ch < WT_NR ? WT_NR : ch;
@@ -968,8 +988,10 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
             next.nw = next.n0 >= hi ? 0 : next.c1 - next.n0 < WT_NR ? (int)(next.c1 - next.n0) : WT_NR;
             wt_group(&g, geo->M, it, next, ap + it.pc * mpad, wbuf, ctb, mpad);
 #if defined(__x86_64__)
-            if (next.nw <= 0 || next.c0 != it.c0)
+            if ((next.nw <= 0 || next.c0 != it.c0) && wt_ct())
                 cpu_wt_ct_out_avx512(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
+            else if (next.nw <= 0 || next.c0 != it.c0)
+                cpu_wt_ct_out_avx2(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
 #endif
             it = next;
             continue;

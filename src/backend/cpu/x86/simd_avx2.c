@@ -244,19 +244,29 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
  * element at a time against a packed, transposed panel of 16 activation
  * rows, so a weight is converted row by row (no transposition) and the
  * activation side, packed once per product, is the vector side. Not in the
- * primitive table, like cpu_pack_a6_avx2. */
+ * primitive table, like cpu_pack_a6_avx2.
+ * cpu_wt_ukr_t_avx2 writes C transposed instead (ct[j * ldt + i], i < 16,
+ * whole vectors) into a task's scratch, which cpu_wt_ct_out_avx2 writes to
+ * C by 8 x 8 transposes, as the avx512 table does (gemm_avx512.c): C rows a
+ * power of two floats apart (N = 2048) put the 16 rows in one or two L1
+ * sets, and 6-float pieces stored through them missed again and again. */
 void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                      int64_t ldc, bool accumulate);
+void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
+                       bool accumulate);
+void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
 void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
 
 /* Rows past nw repeat the last one (valid memory); their sums are dropped. */
-void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                     int64_t ldc, bool accumulate) {
+static inline __attribute__((always_inline)) void wt_tile_avx2(int64_t kc, const float *w, int64_t ldw, int nw,
+                                                               const float *at, int nm, float *c, int64_t ldc,
+                                                               bool accumulate, const bool ct) {
     const float *w0 = w, *w1 = w + (nw > 1 ? 1 : nw - 1) * ldw, *w2 = w + (nw > 2 ? 2 : nw - 1) * ldw;
     const float *w3 = w + (nw > 3 ? 3 : nw - 1) * ldw, *w4 = w + (nw > 4 ? 4 : nw - 1) * ldw;
     const float *w5 = w + (nw > 5 ? 5 : nw - 1) * ldw;
     /* C is touched only after the loop: start its cache misses now */
-    for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    if (!ct)
+        for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t p = 0; p < kc; p++) {
@@ -281,6 +291,16 @@ void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const floa
         c51 = _mm256_fmadd_ps(bv, a1, c51);
         at += 16;
     }
+    if (ct) {
+        /* lane i of cj0 / cj1: C[i] / C[8 + i] of weight row j */
+        __m256 v[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+        for (int j = 0; j < 6 && j < nw; j++)
+            for (int h = 0; h < 2; h++) {
+                float *cj = c + j * ldc + 8 * h;
+                _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(v[j][h], _mm256_loadu_ps(cj)) : v[j][h]);
+            }
+        return;
+    }
     /* lanes are activation rows: transposed, each vector is one C row's
      * six outputs (lanes 6, 7 zero) */
     __m256 z = _mm256_setzero_ps();
@@ -303,6 +323,41 @@ void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const floa
         float tmp[8];
         _mm256_storeu_ps(tmp, v);
         for (int j = 0; j < nw; j++) ci[j] = accumulate ? ci[j] + tmp[j] : tmp[j];
+    }
+}
+
+void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
+                     int64_t ldc, bool accumulate) {
+    wt_tile_avx2(kc, w, ldw, nw, at, nm, c, ldc, accumulate, false);
+}
+
+/* ct[j * ldt + i] (+)= the tile's C[i, j] for j < nw and all 16 i (rows past
+ * the activation rows come from the packing's zero rows) */
+void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
+                       bool accumulate) {
+    wt_tile_avx2(kc, w, ldw, nw, at, 16, ct, ldt, accumulate, true);
+}
+
+/* c[i * ldc + j] = ct[j * ldt + i] for i < rows, j < cols, 8 x 8 blocks
+ * transposed in registers (ct read 8 floats at a time: ldt and the rows
+ * it holds are whole multiples of 8 past rows), C rows stored masked past
+ * cols; eight rows of C at a time along the columns, so that each line is
+ * written whole before it leaves L1 (half-line stores down 64 rows 2048
+ * floats apart, one L1 set, evicted each line between its halves). */
+void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc) {
+    for (int64_t i0 = 0; i0 < rows; i0 += 8) {
+        int ni = rows - i0 < 8 ? (int)(rows - i0) : 8;
+        for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+            int nj = cols - j0 < 8 ? (int)(cols - j0) : 8;
+            __m256i jm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) r[j] = j < nj ? _mm256_loadu_ps(ct + (j0 + j) * ldt + i0) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int i = 0; i < ni; i++) {
+                if (nj == 8) _mm256_storeu_ps(c + (i0 + i) * ldc + j0, r[i]);
+                else _mm256_maskstore_ps(c + (i0 + i) * ldc + j0, jm, r[i]);
+            }
+        }
     }
 }
 
