@@ -221,6 +221,20 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad, size_t 
     out[N] = -7.0f;
     candle_gemv_rows(t, K, N, wrows, ws, xv, out);
     CHECK_MSG(out[N] == -7.0f, "%s N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
+#ifndef CANDLE_QUANT_HAVE_X86
+    /* the portable rows (arm64): the activation is the vec_dot_type row
+     * itself and each row the traits vec_dot, bit for bit */
+    CHECK_MSG(memcmp(xv, xq, xs) == 0, "%s K %lld: the prepared activation is not the vec_dot_type row", wt->name,
+              (long long)K);
+    for (int64_t n = 0; n < N; n++) {
+        float vd;
+        wt->vec_dot(K, &vd, w + (size_t)n * row, xq);
+        CHECK_MSG(memcmp(&out[n], &vd, sizeof vd) == 0, "%s N %lld K %lld pad %zu off %zu: out[%lld] = %.9g, vec_dot %.9g",
+                  wt->name, (long long)N, (long long)K, pad, off, (long long)n, out[n], vd);
+    }
+    free(wf), free(xf), free(w), free(xq), free(buf), free(xv), free(out);
+    return;
+#endif
     xparts x = x_parts(t, xv, K);
     check_variants(t, N, K, wrows, ws, xv, out);
     if (t == CANDLE_DTYPE_Q8_0) /* the VNNI rows' bias: -128 * sum(codes) */
