@@ -2,14 +2,16 @@
  * table with the hot entries replaced. A 6x16 GEMM micro-kernel on
  * vfmaq_laneq_f32 (24 accumulators), f32/f16/bf16 dot_rows and to_f32 (the
  * f16 conversion is base armv8-a: no fp16 arithmetic needed), binary
- * add/sub/mul/div, the exact unary ops (neg, abs, relu, sqrt), rms_norm
- * (squares summed in double, as the scalar one), dot and scale_axpy. The ops
- * needing exp (softmax, silu, gelu, exp_sum) stay on the scalar entries.
+ * add/sub/mul/div, unary neg/abs/relu/sqrt (the scalar bits) and
+ * exp/sigmoid/silu (AVX2's exp polynomial), rms_norm (squares summed in
+ * double, as the scalar one), dot, scale_axpy and exp_sum. softmax, gelu and
+ * the rest stay on the scalar entries.
  * Tested through the op tests against the reference kernels (the default
  * table on arm64) and test_fast_kernels (scalar vs neon, 1 and 2 threads),
  * under qemu-user (make test-arm64). */
 #if defined(__aarch64__)
 #include <arm_neon.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -116,10 +118,50 @@ static void binary_neon(candle_op op, const float *a, const float *b, int64_t b_
     for (; i < n; i++) y[i] = cpu_binary1(op, a[i], b[i * b_step]);
 }
 
-/* The unary ops whose NEON form gives the scalar bits; the others (exp and
- * friends, affine in double, clamp's NaN rule) go to the scalar entry. */
+/* exp(x) as x86/simd_avx2.c's exp8: 2^n exp(r), n = round(x / ln 2),
+ * r = x - n ln 2 with ln 2 in two parts, the degree-7 Taylor polynomial
+ * (truncation < 4e-9 for |r| <= 0.35), 2^n applied as two normal factors
+ * 2^(n/2) 2^(n - n/2) so overflow and gradual underflow come out right;
+ * +inf above 88.72, 0 below -103.97, NaN passes through. */
+static inline float32x4_t exp4(float32x4_t x) {
+    const float32x4_t hi = vdupq_n_f32(88.7228394f), lo = vdupq_n_f32(-103.972084f);
+    float32x4_t xc = vminq_f32(vmaxq_f32(x, lo), hi);
+    float32x4_t n = vrndnq_f32(vmulq_f32(xc, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(xc, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.0f / 5040);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 720), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t ni = vcvtnq_s32_f32(n), n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1), bias = vdupq_n_s32(127);
+    float32x4_t e1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+    float32x4_t e2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+    float32x4_t res = vmulq_f32(vmulq_f32(p, e1), e2);
+    res = vbslq_f32(vcgtq_f32(x, hi), vdupq_n_f32(INFINITY), res);
+    res = vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), res);
+    return vbslq_f32(vceqq_f32(x, x), res, x);
+}
+
+/* 1 / (1 + exp(-x)) from e = exp(-|x|) (no overflow): 1 / (1 + e) for
+ * x >= 0, e / (1 + e) below; NaN passes through. */
+static inline float32x4_t sigmoid4(float32x4_t x) {
+    float32x4_t e = exp4(vnegq_f32(vabsq_f32(x)));
+    float32x4_t r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
+    r = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), vmulq_f32(e, r), r);
+    return vbslq_f32(vceqq_f32(x, x), r, x);
+}
+
+/* The unary ops with a NEON form (neg, abs, relu, sqrt: the scalar bits;
+ * exp, sigmoid, silu: within a few ulp of expf); the others (gelu, the
+ * trigonometric ones, affine in double, clamp's NaN rule) go to the scalar
+ * entry. */
 static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const double *p) {
-    if (op != CANDLE_OP_NEG && op != CANDLE_OP_ABS && op != CANDLE_OP_RELU && op != CANDLE_OP_SQRT) {
+    if (op != CANDLE_OP_NEG && op != CANDLE_OP_ABS && op != CANDLE_OP_RELU && op != CANDLE_OP_SQRT &&
+        op != CANDLE_OP_EXP && op != CANDLE_OP_SIGMOID && op != CANDLE_OP_SILU) {
         cpu_simd_scalar.unary(op, x, y, n, p);
         return;
     }
@@ -131,11 +173,34 @@ static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const 
         case CANDLE_OP_NEG: r = vnegq_f32(v); break;
         case CANDLE_OP_ABS: r = vabsq_f32(v); break;
         case CANDLE_OP_RELU: r = vbslq_f32(vcgtq_f32(v, zero), v, zero); break; /* NaN -> 0, as x > 0 ? x : 0 */
+        case CANDLE_OP_EXP: r = exp4(v); break;
+        case CANDLE_OP_SIGMOID: r = sigmoid4(v); break;
+        case CANDLE_OP_SILU: r = vmulq_f32(v, sigmoid4(v)); break;
         default: r = vsqrtq_f32(v); break;
         }
         vst1q_f32(y + i, r);
     }
     for (; i < n; i++) y[i] = cpu_unary1(op, x[i], p);
+}
+
+/* x[j] = exp(x[j] - m), returning their sum; the tail through the same
+ * vector code (padded with -inf: exp 0). */
+static float exp_sum_neon(float *x, int64_t n, float m) {
+    float32x4_t mv = vdupq_n_f32(m), s0 = vdupq_n_f32(0), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t e0 = exp4(vsubq_f32(vld1q_f32(x + i), mv)), e1 = exp4(vsubq_f32(vld1q_f32(x + i + 4), mv));
+        vst1q_f32(x + i, e0), vst1q_f32(x + i + 4, e1);
+        s0 = vaddq_f32(s0, e0), s1 = vaddq_f32(s1, e1);
+    }
+    float s = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i += 4) {
+        float b[4];
+        for (int j = 0; j < 4; j++) b[j] = i + j < n ? x[i + j] : -INFINITY;
+        vst1q_f32(b, exp4(vsubq_f32(vld1q_f32(b), mv)));
+        for (int64_t j = i; j < n && j < i + 4; j++) s += x[j] = b[j - i];
+    }
+    return s;
 }
 
 static void rms_norm_neon(const float *x, const float *w, float *y, int64_t n, float eps) {
@@ -193,6 +258,7 @@ static void neon_init(void) {
     g_neon.rms_norm = rms_norm_neon;
     g_neon.dot = dot_neon;
     g_neon.scale_axpy = scale_axpy_neon;
+    g_neon.exp_sum = exp_sum_neon;
 }
 
 const cpu_simd *cpu_simd_neon_table(void) {
