@@ -20,7 +20,9 @@
 size_t candle_gemv_x_bytes(candle_dtype t, int64_t K);
 /* x: K floats; xv: candle_gemv_x_bytes(t, K) bytes, 32-byte aligned. */
 void candle_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv);
-/* out[r] = dot(weight row r, x) for r < n; rows ws bytes apart. */
+/* out[r] = dot(weight row r, x) for r < n; rows ws bytes apart (the
+ * portable rows of non-x86 CPUs are traits vec_dots: rows at the blocks'
+ * natural alignment, 2 bytes). */
 void candle_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                       float *out);
 

@@ -66,15 +66,20 @@ static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 static void check_case(const neon_case *c, int64_t nb, int extreme, int dp) {
     int64_t K = nb * c->qk;
-    /* +1: an odd address (unaligned rows) */
-    char *wbuf = malloc(c->wsz * (size_t)nb + 1), *xbuf = malloc(c->xsz * (size_t)nb + 1);
-    char *w = wbuf + 1, *x = xbuf + 1;
-    fill_blocks(w, nb, c->wsz, c->w_f16, c->n_wf16, extreme);
-    fill_blocks(x, nb, c->xsz, c->x_f16, c->n_xf16, extreme);
+    /* the 32-element types at an odd address (their NEON kernels read any
+     * address; the scalar reference and the K kernels want the blocks'
+     * natural alignment: the reference reads aligned copies) */
+    size_t off = c->rows ? 1 : 0, wb = c->wsz * (size_t)nb, xb = c->xsz * (size_t)nb;
+    char *wbuf = malloc(wb + 1), *xbuf = malloc(xb + 1), *wa = malloc(wb), *xa = malloc(xb);
+    char *w = wbuf + off, *x = xbuf + off;
+    fill_blocks(wa, nb, c->wsz, c->w_f16, c->n_wf16, extreme);
+    fill_blocks(xa, nb, c->xsz, c->x_f16, c->n_xf16, extreme);
     if (c->x_f32 >= 0)
-        for (int64_t b = 0; b < nb; b++) set_f32(x + (size_t)b * c->xsz, c->x_f32);
+        for (int64_t b = 0; b < nb; b++) set_f32(xa + (size_t)b * c->xsz, c->x_f32);
+    memcpy(w, wa, wb);
+    memcpy(x, xa, xb);
     float want, got;
-    c->ref(K, &want, w, x);
+    c->ref(K, &want, wa, xa);
     c->neon(K, &got, w, x);
     CHECK_MSG(same_bits(got, want), "%s neon nb %lld%s: %.9g, scalar %.9g", candle_dtype_name(c->t), (long long)nb,
               extreme ? " extreme" : "", got, want);
@@ -83,15 +88,23 @@ static void check_case(const neon_case *c, int64_t nb, int extreme, int dp) {
         CHECK_MSG(same_bits(got, want), "%s dotprod nb %lld%s: %.9g, scalar %.9g", candle_dtype_name(c->t),
                   (long long)nb, extreme ? " extreme" : "", got, want);
     }
-    free(wbuf), free(xbuf);
+    free(wbuf), free(xbuf), free(wa), free(xa);
 }
 
 static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int dp) {
     int64_t K = nb * 32, ldc = N + 2;
     size_t row = c->wsz * (size_t)nb, ws = row + c->wsz + 3, xs = c->xsz * (size_t)nb + 5; /* odd strides */
     char *w = malloc(ws * (size_t)N + 1), *x = malloc(xs * (size_t)M + 1);
-    for (int64_t n = 0; n < N; n++) fill_blocks(w + 1 + (size_t)n * ws, nb, c->wsz, c->w_f16, c->n_wf16, 0);
-    for (int64_t m = 0; m < M; m++) fill_blocks(x + 1 + (size_t)m * xs, nb, c->xsz, c->x_f16, c->n_xf16, 0);
+    /* aligned copies for the scalar reference */
+    char *wa = malloc(row * (size_t)N), *xa = malloc(c->xsz * (size_t)nb * (size_t)M);
+    for (int64_t n = 0; n < N; n++) {
+        fill_blocks(wa + (size_t)n * row, nb, c->wsz, c->w_f16, c->n_wf16, 0);
+        memcpy(w + 1 + (size_t)n * ws, wa + (size_t)n * row, row);
+    }
+    for (int64_t m = 0; m < M; m++) {
+        fill_blocks(xa + (size_t)m * c->xsz * (size_t)nb, nb, c->xsz, c->x_f16, c->n_xf16, 0);
+        memcpy(x + 1 + (size_t)m * xs, xa + (size_t)m * c->xsz * (size_t)nb, c->xsz * (size_t)nb);
+    }
     float *out = malloc(sizeof(float) * (size_t)(M * ldc));
     for (int v = 0; v < 1 + dp; v++) {
         for (int64_t i = 0; i < M * ldc; i++) out[i] = -7.0f;
@@ -102,7 +115,7 @@ static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int
         for (int64_t m = 0; m < M && !bad; m++)
             for (int64_t n = 0; n < ldc && !bad; n++) {
                 float want = -7.0f;
-                if (n < N) c->ref(K, &want, w + 1 + (size_t)n * ws, x + 1 + (size_t)m * xs);
+                if (n < N) c->ref(K, &want, wa + (size_t)n * row, xa + (size_t)m * c->xsz * (size_t)nb);
                 if (!same_bits(out[m * ldc + n], want)) {
                     CHECK_MSG(0, "%s %s rows M %lld N %lld nb %lld: c[%lld][%lld] = %.9g, scalar %.9g",
                               candle_dtype_name(c->t), v ? "dotprod" : "neon", (long long)M, (long long)N,
@@ -112,7 +125,7 @@ static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int
             }
         CHECK(!bad);
     }
-    free(w), free(x), free(out);
+    free(w), free(x), free(wa), free(xa), free(out);
 }
 
 int main(void) {

@@ -12,6 +12,7 @@
  * gives the scalar dots' bits: single-row, multi-row, with or without
  * dotprod. */
 #include <arm_neon.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../qgemm-impl.h"
@@ -49,10 +50,11 @@ static inline void ld_q4(const uint8_t *qs, int bias, int8x16_t *lo, int8x16_t *
 /* One weight block's codes (q4_0: bias 8; q4_1: 0; q8_0: none). */
 typedef enum { NK_Q4_0, NK_Q4_1, NK_Q8_0 } neon_kind;
 
+/* Blocks are read by byte offsets (any address: rows need no alignment). */
 static inline void ld_w(neon_kind k, const char *wb, int8x16_t *lo, int8x16_t *hi) {
-    if (k == NK_Q8_0) ld_q8(((const block_q8_0 *)wb)->qs, lo, hi);
-    else if (k == NK_Q4_0) ld_q4(((const block_q4_0 *)wb)->qs, 8, lo, hi);
-    else ld_q4(((const block_q4_1 *)wb)->qs, 0, lo, hi);
+    if (k == NK_Q8_0) ld_q8((const int8_t *)(wb + offsetof(block_q8_0, qs)), lo, hi);
+    else if (k == NK_Q4_0) ld_q4((const uint8_t *)(wb + offsetof(block_q4_0, qs)), 8, lo, hi);
+    else ld_q4((const uint8_t *)(wb + offsetof(block_q4_1, qs)), 0, lo, hi);
 }
 
 static inline size_t w_size(neon_kind k) {
@@ -70,7 +72,7 @@ static inline float w_d(neon_kind k, const char *wb) {
  * at qs. */
 static inline size_t x_size(neon_kind k) { return k == NK_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0); }
 static inline const int8_t *x_qs(neon_kind k, const char *xb) {
-    return k == NK_Q4_1 ? ((const block_q8_1 *)xb)->qs : ((const block_q8_0 *)xb)->qs;
+    return (const int8_t *)(xb + (k == NK_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs)));
 }
 
 static inline int32x4_t dot32(int8x16_t wl, int8x16_t wh, const int8_t *xq) {
