@@ -18,8 +18,8 @@ void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
 /* CANDLE_PROFILE=1 (profile.c): per-op wall time, printed at exit. */
 bool candle_profile_on(void);
 int64_t candle_profile_now(void);
-/* n nodes run as one step (a group) led by t took ns. */
-void candle_profile_node(const candle_tensor *t, int n, int64_t ns);
+/* nodes[0..n) run as one step (a group of products when n > 1) took ns. */
+void candle_profile_node(candle_tensor *const *nodes, int n, int64_t ns);
 void candle_profile_graph(void);
 
 #endif

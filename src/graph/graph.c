@@ -320,7 +320,7 @@ candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
         if (prof && !t->computed && t->op != CANDLE_OP_VIEW) {
             int64_t t0 = candle_profile_now();
             s = compute_step(ctx, g, i, plan, &n);
-            candle_profile_node(t, n, candle_profile_now() - t0);
+            candle_profile_node(g->nodes + i, n, candle_profile_now() - t0);
         } else {
             s = compute_step(ctx, g, i, plan, &n);
         }

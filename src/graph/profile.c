@@ -20,6 +20,37 @@ static struct {
 static atomic_llong g_graphs;
 static atomic_int g_enabled = -1;
 
+/* Matmul steps (a group as one) by shape: weight dtype, the rows of all its
+ * weights, K and the number of products, with the weight bytes read, so the
+ * report gives each shape's effective bandwidth. The first PROF_SHAPES
+ * shapes seen are kept; a slot is claimed once (key 0 -> key) and never
+ * freed. */
+#define PROF_SHAPES 32
+static struct {
+    atomic_ullong key;
+    atomic_llong ns, n, bytes;
+} g_shapes[PROF_SHAPES];
+
+static void report_shapes(void) {
+    bool any = false;
+    for (int i = 0; i < PROF_SHAPES; i++) {
+        unsigned long long key = atomic_load(&g_shapes[i].key);
+        long long n = atomic_load(&g_shapes[i].n), ns = atomic_load(&g_shapes[i].ns);
+        if (!key || !n) continue;
+        if (!any)
+            fprintf(stderr, "%-24s %10s %12s %10s %10s %8s\n", "matmul step (type NxK /prods)",
+                    "steps", "ms", "us/step", "KB/step", "GB/s");
+        any = true;
+        char name[64];
+        double kb = (double)atomic_load(&g_shapes[i].bytes) / (double)n / 1024.0;
+        snprintf(name, sizeof name, "%s %llux%llu /%llu",
+                 candle_dtype_name((candle_dtype)(key >> 56)), (key >> 24) & 0xffffffull,
+                 (key >> 4) & 0xfffffull, key & 0xfull);
+        fprintf(stderr, "%-24s %10lld %12.3f %10.2f %10.1f %8.1f\n", name, n, ns / 1e6,
+                ns / 1e3 / (double)n, kb, ns ? kb * 1024.0 * (double)n / (double)ns : 0.0);
+    }
+}
+
 static void report(void) {
     long long total = 0;
     for (int i = 0; i < PROF_SLOTS; i++) total += atomic_load(&g_prof[i].ns);
@@ -37,6 +68,7 @@ static void report(void) {
                 ns / 1e3 / (double)n, graphs ? ns / 1e3 / (double)graphs : 0.0,
                 total ? 100.0 * (double)ns / (double)total : 0.0);
     }
+    report_shapes();
 }
 
 bool candle_profile_on(void) {
@@ -56,7 +88,34 @@ int64_t candle_profile_now(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void candle_profile_node(const candle_tensor *t, int n, int64_t ns) {
+static void profile_shape(candle_tensor *const *nodes, int n, int64_t ns) {
+    const candle_tensor *t = nodes[0], *w = t->src[1];
+    long long rows = 0, bytes = 0;
+    int64_t K = w->rank >= 2 ? w->shape[w->rank - 2] : 0;
+    for (int k = 0; k < n; k++) {
+        const candle_tensor *b = nodes[k]->src[1];
+        if (!b || b->rank < 2) return;
+        rows += b->shape[b->rank - 1];
+        bytes += (long long)candle_dtype_row_size(b->dtype, b->shape[b->rank - 2]) * b->shape[b->rank - 1];
+    }
+    unsigned long long key = (unsigned long long)w->dtype << 56 |
+                             ((unsigned long long)rows & 0xffffffull) << 24 |
+                             ((unsigned long long)K & 0xfffffull) << 4 | (unsigned)(n & 0xf);
+    for (int i = 0; i < PROF_SHAPES; i++) {
+        unsigned long long k = atomic_load_explicit(&g_shapes[i].key, memory_order_relaxed), z = 0;
+        if (k != key && !(k == 0 && atomic_compare_exchange_strong(&g_shapes[i].key, &z, key)) &&
+            atomic_load(&g_shapes[i].key) != key)
+            continue;
+        atomic_fetch_add_explicit(&g_shapes[i].ns, ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_shapes[i].n, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_shapes[i].bytes, bytes, memory_order_relaxed);
+        return;
+    }
+}
+
+void candle_profile_node(candle_tensor *const *nodes, int n, int64_t ns) {
+    const candle_tensor *t = nodes[0];
+    if (t->op == CANDLE_OP_MATMUL && t->n_src > 1 && t->src[1]) profile_shape(nodes, n, ns);
     int slot = t->op;
     if (t->op == CANDLE_OP_MATMUL && t->n_src > 1 && t->src[1])
         slot = CANDLE_OP_COUNT + t->src[1]->dtype;
