@@ -283,6 +283,12 @@ int candle_qgemm_rows_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, cons
                            const void *x, size_t xs, float *c, int64_t ldc);
 int candle_qgemm_rows_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                               const void *x, size_t xs, float *c, int64_t ldc);
+/* q4_K and q6_K (kquants_*.c), called by the two above; rows at the
+ * blocks' natural alignment. */
+int candle_qgemm_rows_k_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                             const void *x, size_t xs, float *c, int64_t ldc);
+int candle_qgemm_rows_k_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                                const void *x, size_t xs, float *c, int64_t ldc);
 #endif
 /* True when the NEON dots were registered (aarch64, CANDLE_QUANT_SCALAR
  * unset); candle_quant_uses_dotprod: their dotprod versions (the CPU has it

@@ -1,6 +1,6 @@
 /* The arm64 NEON quantized dots (src/quant/arm/) against the scalar
  * reference, bit for bit: q4_0, q4_1, q8_0 single-row dots and the
- * multi-row product, q4_K and q6_K single-row dots, plain NEON and (where the CPU has it) dotprod, any code
+ * multi-row product, q4_K and q6_K single-row dots and multi-row product, plain NEON and (where the CPU has it) dotprod, any code
  * pattern (random bytes: q8 codes down to -128), scales from subnormal to
  * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
  * rows, weight rows wider apart than a row, M and N with tails. Under qemu
@@ -53,7 +53,7 @@ typedef struct neon_case {
     candle_vec_dot_fn ref, neon, dotprod;
     int qk;   /* elements per block */
     int x_f32; /* q8_K: its float scale's offset (-1: none) */
-    int rows; /* has a multi-row kernel */
+    int rows; /* multi-row kernel: 1 at any address (legacy), 2 at the blocks' alignment (K) */
 } neon_case;
 
 /* a finite float scale (q8_K's d): up to about 2^8 in magnitude */
@@ -69,7 +69,7 @@ static void check_case(const neon_case *c, int64_t nb, int extreme, int dp) {
     /* the 32-element types at an odd address (their NEON kernels read any
      * address; the scalar reference and the K kernels want the blocks'
      * natural alignment: the reference reads aligned copies) */
-    size_t off = c->rows ? 1 : 0, wb = c->wsz * (size_t)nb, xb = c->xsz * (size_t)nb;
+    size_t off = c->rows == 1 ? 1 : 0, wb = c->wsz * (size_t)nb, xb = c->xsz * (size_t)nb;
     char *wbuf = malloc(wb + 1), *xbuf = malloc(xb + 1), *wa = malloc(wb), *xa = malloc(xb);
     char *w = wbuf + off, *x = xbuf + off;
     fill_blocks(wa, nb, c->wsz, c->w_f16, c->n_wf16, extreme);
@@ -92,9 +92,12 @@ static void check_case(const neon_case *c, int64_t nb, int extreme, int dp) {
 }
 
 static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int dp) {
-    int64_t K = nb * 32, ldc = N + 2;
-    size_t row = c->wsz * (size_t)nb, ws = row + c->wsz + 3, xs = c->xsz * (size_t)nb + 5; /* odd strides */
-    char *w = malloc(ws * (size_t)N + 1), *x = malloc(xs * (size_t)M + 1);
+    int64_t K = nb * c->qk, ldc = N + 2;
+    /* legacy: odd strides from odd addresses; K: wider strides, aligned */
+    int odd = c->rows == 1;
+    size_t row = c->wsz * (size_t)nb, ws = row + c->wsz + (odd ? 3 : 2), xs = c->xsz * (size_t)nb + (odd ? 5 : 4);
+    char *wbase = malloc(ws * (size_t)N + 4), *xbase = malloc(xs * (size_t)M + 4);
+    char *w = wbase + (odd ? 0 : 3), *x = xbase + (odd ? 0 : 3); /* rows at w + 1, x + 1: odd, or 4-aligned */
     /* aligned copies for the scalar reference */
     char *wa = malloc(row * (size_t)N), *xa = malloc(c->xsz * (size_t)nb * (size_t)M);
     for (int64_t n = 0; n < N; n++) {
@@ -103,6 +106,8 @@ static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int
     }
     for (int64_t m = 0; m < M; m++) {
         fill_blocks(xa + (size_t)m * c->xsz * (size_t)nb, nb, c->xsz, c->x_f16, c->n_xf16, 0);
+        if (c->x_f32 >= 0)
+            for (int64_t bi = 0; bi < nb; bi++) set_f32(xa + ((size_t)m * (size_t)nb + (size_t)bi) * c->xsz, c->x_f32);
         memcpy(x + 1 + (size_t)m * xs, xa + (size_t)m * c->xsz * (size_t)nb, c->xsz * (size_t)nb);
     }
     float *out = malloc(sizeof(float) * (size_t)(M * ldc));
@@ -125,7 +130,7 @@ static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int
             }
         CHECK(!bad);
     }
-    free(w), free(x), free(wa), free(xa), free(out);
+    free(wbase), free(xbase), free(wa), free(xa), free(out);
 }
 
 int main(void) {
@@ -147,9 +152,9 @@ int main(void) {
          candle_vec_dot_q8_0_q8_0_neon, candle_vec_dot_q8_0_q8_0_dotprod, 32, -1, 1},
         /* K types: random bytes for the codes, scales, mins and q8_K's bsums */
         {CANDLE_DTYPE_Q4_K, sizeof(block_q4_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q4_k_q8_k,
-         candle_vec_dot_q4_k_q8_k_neon, candle_vec_dot_q4_k_q8_k_dotprod, 256, 0, 0},
+         candle_vec_dot_q4_k_q8_k_neon, candle_vec_dot_q4_k_q8_k_dotprod, 256, 0, 2},
         {CANDLE_DTYPE_Q6_K, sizeof(block_q6_K), sizeof(block_q8_K), {(int)offsetof(block_q6_K, d)}, 1, {0}, 0, candle_vec_dot_q6_k_q8_k,
-         candle_vec_dot_q6_k_q8_k_neon, candle_vec_dot_q6_k_q8_k_dotprod, 256, 0, 0},
+         candle_vec_dot_q6_k_q8_k_neon, candle_vec_dot_q6_k_q8_k_dotprod, 256, 0, 2},
     };
     static const int64_t nbs[] = {1, 2, 3, 4, 5, 7, 8, 9, 18, 33};
     static const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 5, 16, 17, 33};

@@ -24,28 +24,71 @@ static inline int32_t dot_sub(int8x16_t a0, int8x16_t a1, const int8_t *y) {
     return vaddvq_s32(NEON_DOT16(s, a1, vld1q_s8(y + 16)));
 }
 
+/* The 256 codes of a q4_K block as 16 int8x16 (element 16j + l in q[j]). */
+static inline void q4k_unpack(const block_q4_K *b, int8x16_t *q) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        uint8x16_t v0 = vld1q_u8(b->qs + 32 * c), v1 = vld1q_u8(b->qs + 32 * c + 16);
+        q[4 * c] = vreinterpretq_s8_u8(vandq_u8(v0, m4));
+        q[4 * c + 1] = vreinterpretq_s8_u8(vandq_u8(v1, m4));
+        q[4 * c + 2] = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4));
+        q[4 * c + 3] = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+    }
+}
+
+/* acc after one q4_K block against one q8_K block: the scalar step. */
+static inline float q4k_step(float acc, const block_q4_K *b, const int8x16_t *q, const uint8_t *sc,
+                             const uint8_t *mn, const block_q8_K *y) {
+    int sum_q = 0, sum_m = 0;
+    for (int s = 0; s < 8; s++) {
+        sum_q += dot_sub(q[2 * s], q[2 * s + 1], y->qs + 32 * s) * sc[s];
+        sum_m += (y->bsums[2 * s] + y->bsums[2 * s + 1]) * mn[s];
+    }
+    return acc + y->d * (kf16(b->d) * (float)sum_q - kf16(b->dmin) * (float)sum_m);
+}
+
+static inline void q4k_scales(const block_q4_K *b, uint8_t *sc, uint8_t *mn) {
+    for (int s = 0; s < 8; s++) quant_k4_scale_min(s, b->scales, &sc[s], &mn[s]);
+}
+
+/* The 256 codes of a q6_K block (minus 32) as 16 int8x16. */
+static inline void q6k_unpack(const block_q6_K *b, int8x16_t *q) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const int8x16_t off = vdupq_n_s8(32);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+        uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+        uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+        for (int k = 0; k < 4; k++) {
+            /* elements 128h + 32k + l, l < 32 */
+            uint8x16_t a = k & 1 ? l2 : l0, bb = k & 1 ? l3 : l1;
+            a = k < 2 ? vandq_u8(a, m4) : vshrq_n_u8(a, 4);
+            bb = k < 2 ? vandq_u8(bb, m4) : vshrq_n_u8(bb, 4);
+            uint8x16_t ha = vandq_u8(vshlq_u8(h0, vdupq_n_s8((int8_t)(-2 * k))), m3);
+            uint8x16_t hb = vandq_u8(vshlq_u8(h1, vdupq_n_s8((int8_t)(-2 * k))), m3);
+            q[8 * h + 2 * k] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(a, vshlq_n_u8(ha, 4))), off);
+            q[8 * h + 2 * k + 1] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(bb, vshlq_n_u8(hb, 4))), off);
+        }
+    }
+}
+
+static inline float q6k_step(float acc, const block_q6_K *b, const int8x16_t *q, const block_q8_K *y) {
+    int sum = 0;
+    for (int s = 0; s < 16; s++)
+        sum += vaddvq_s32(NEON_DOT16(vdupq_n_s32(0), q[s], vld1q_s8(y->qs + 16 * s))) * b->scales[s];
+    return acc + y->d * kf16(b->d) * (float)sum;
+}
+
 void NEON_FN(candle_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sum_q = 0, sum_m = 0;
-        for (int c = 0; c < 4; c++) {
-            uint8x16_t v0 = vld1q_u8(x[i].qs + 32 * c), v1 = vld1q_u8(x[i].qs + 32 * c + 16);
-            const int8_t *yq = y[i].qs + 64 * c;
-            int32_t lo = dot_sub(vreinterpretq_s8_u8(vandq_u8(v0, m4)), vreinterpretq_s8_u8(vandq_u8(v1, m4)), yq);
-            int32_t hi = dot_sub(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)),
-                                 yq + 32);
-            uint8_t sc, m;
-            quant_k4_scale_min(2 * c, x[i].scales, &sc, &m);
-            sum_q += lo * sc;
-            sum_m += (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) * m;
-            quant_k4_scale_min(2 * c + 1, x[i].scales, &sc, &m);
-            sum_q += hi * sc;
-            sum_m += (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]) * m;
-        }
-        acc += y[i].d * (kf16(x[i].d) * (float)sum_q - kf16(x[i].dmin) * (float)sum_m);
+        int8x16_t q[16];
+        uint8_t sc[8], mn[8];
+        q4k_unpack(&x[i], q);
+        q4k_scales(&x[i], sc, mn);
+        acc = q4k_step(acc, &x[i], q, sc, mn, &y[i]);
     }
     *out = acc;
 }
@@ -53,31 +96,51 @@ void NEON_FN(candle_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, c
 void NEON_FN(candle_vec_dot_q6_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
-    const int8x16_t off = vdupq_n_s8(32);
     float acc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sum = 0;
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
-            uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
-            uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-            for (int k = 0; k < 4; k++) {
-                /* elements 128h + 32k + l, l < 32: two 16-element sub-blocks */
-                uint8x16_t a = k & 1 ? l2 : l0, b = k & 1 ? l3 : l1;
-                a = k < 2 ? vandq_u8(a, m4) : vshrq_n_u8(a, 4);
-                b = k < 2 ? vandq_u8(b, m4) : vshrq_n_u8(b, 4);
-                uint8x16_t ha = vandq_u8(vshlq_u8(h0, vdupq_n_s8((int8_t)(-2 * k))), m3);
-                uint8x16_t hb = vandq_u8(vshlq_u8(h1, vdupq_n_s8((int8_t)(-2 * k))), m3);
-                int8x16_t qa = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(a, vshlq_n_u8(ha, 4))), off);
-                int8x16_t qb = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(b, vshlq_n_u8(hb, 4))), off);
-                int s = 8 * h + 2 * k; /* 16-element sub-block index */
-                const int8_t *yq = y[i].qs + 128 * h + 32 * k;
-                sum += vaddvq_s32(NEON_DOT16(vdupq_n_s32(0), qa, vld1q_s8(yq))) * x[i].scales[s];
-                sum += vaddvq_s32(NEON_DOT16(vdupq_n_s32(0), qb, vld1q_s8(yq + 16))) * x[i].scales[s + 1];
-            }
-        }
-        acc += y[i].d * kf16(x[i].d) * (float)sum;
+        int8x16_t q[16];
+        q6k_unpack(&x[i], q);
+        acc = q6k_step(acc, &x[i], q, &y[i]);
     }
     *out = acc;
+}
+
+/* One weight row against up to four activation rows: each block unpacked
+ * once, one float chain per row in the single-row order. */
+static void k_row4(candle_dtype t, int64_t nb, const char *w, const char *x, size_t xs, int nr, float *c,
+                   int64_t ldc) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < nb; i++) {
+        int8x16_t q[16];
+        if (t == CANDLE_DTYPE_Q4_K) {
+            const block_q4_K *b = (const block_q4_K *)w + i;
+            uint8_t sc[8], mn[8];
+            q4k_unpack(b, q);
+            q4k_scales(b, sc, mn);
+            for (int r = 0; r < nr; r++) acc[r] = q4k_step(acc[r], b, q, sc, mn, (const block_q8_K *)(x + (size_t)r * xs) + i);
+        } else {
+            const block_q6_K *b = (const block_q6_K *)w + i;
+            q6k_unpack(b, q);
+            for (int r = 0; r < nr; r++) acc[r] = q6k_step(acc[r], b, q, (const block_q8_K *)(x + (size_t)r * xs) + i);
+        }
+    }
+    for (int r = 0; r < nr; r++) c[r * ldc] = acc[r];
+}
+
+#define NEON_K_ROWS 8 /* weight rows per pass over the activation rows */
+
+int NEON_FN(candle_qgemm_rows_k_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                                  const void *x, size_t xs, float *c, int64_t ldc) {
+    if (t != CANDLE_DTYPE_Q4_K && t != CANDLE_DTYPE_Q6_K) return 0;
+    int64_t nb = K / QK_K;
+    for (int64_t n0 = 0; n0 < N; n0 += NEON_K_ROWS) {
+        int64_t n1 = N - n0 < NEON_K_ROWS ? N : n0 + NEON_K_ROWS;
+        for (int64_t m = 0; m < M; m += 4) {
+            int nr = M - m < 4 ? (int)(M - m) : 4;
+            for (int64_t n = n0; n < n1; n++)
+                k_row4(t, nb, (const char *)w + (size_t)n * ws, (const char *)x + (size_t)m * xs, xs, nr,
+                       c + m * ldc + n, ldc);
+        }
+    }
+    return 1;
 }

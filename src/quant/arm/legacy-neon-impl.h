@@ -159,7 +159,7 @@ int NEON_FN(candle_qgemm_rows_)(candle_dtype t, int64_t K, int64_t M, int64_t N,
     if (t == CANDLE_DTYPE_Q4_0) k = NK_Q4_0;
     else if (t == CANDLE_DTYPE_Q4_1) k = NK_Q4_1;
     else if (t == CANDLE_DTYPE_Q8_0) k = NK_Q8_0;
-    else return 0;
+    else return NEON_FN(candle_qgemm_rows_k_)(t, K, M, N, w, ws, x, xs, c, ldc);
     int64_t nb = K / 32;
     const char *wc = w, *xc = x;
     for (int64_t n0 = 0; n0 < N; n0 += NEON_ROWS) {
