@@ -275,6 +275,10 @@ void candle_vec_dot_q8_0_q8_0_neon(int64_t n, float *out, const void *x, const v
 void candle_vec_dot_q4_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q8_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_0_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_1_q8_1_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q6_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);

@@ -1,5 +1,5 @@
 /* The arm64 NEON quantized dots (src/quant/arm/) against the scalar
- * reference, bit for bit: q4_0, q4_1, q8_0 single-row dots and the
+ * reference, bit for bit: q4_0, q4_1, q5_0, q5_1, q8_0 single-row dots and the
  * multi-row product, q4_K and q6_K single-row dots and multi-row product, plain NEON and (where the CPU has it) dotprod, any code
  * pattern (random bytes: q8 codes down to -128), scales from subnormal to
  * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
@@ -150,6 +150,10 @@ int main(void) {
          candle_vec_dot_q4_1_q8_1_neon, candle_vec_dot_q4_1_q8_1_dotprod, 32, -1, 1},
         {CANDLE_DTYPE_Q8_0, sizeof(block_q8_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q8_0_q8_0,
          candle_vec_dot_q8_0_q8_0_neon, candle_vec_dot_q8_0_q8_0_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q5_0, sizeof(block_q5_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q5_0_q8_0,
+         candle_vec_dot_q5_0_q8_0_neon, candle_vec_dot_q5_0_q8_0_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q5_1, sizeof(block_q5_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, candle_vec_dot_q5_1_q8_1,
+         candle_vec_dot_q5_1_q8_1_neon, candle_vec_dot_q5_1_q8_1_dotprod, 32, -1, 1},
         /* K types: random bytes for the codes, scales, mins and q8_K's bsums */
         {CANDLE_DTYPE_Q4_K, sizeof(block_q4_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q4_k_q8_k,
          candle_vec_dot_q4_k_q8_k_neon, candle_vec_dot_q4_k_q8_k_dotprod, 256, 0, 2},

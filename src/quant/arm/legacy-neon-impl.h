@@ -1,4 +1,4 @@
-/* Internal template: the NEON dots of q4_0, q4_1 and q8_0 against their q8
+/* Internal template: the NEON dots of q4_0, q4_1, q5_0, q5_1 and q8_0 against their q8
  * activation blocks, the single-row vec_dot and the multi-row product of
  * candle_qgemm_rows, included by legacy_neon.c (plain armv8-a: vmull_s8 +
  * vpadalq_s16) and legacy_dotprod.c (armv8.2-a dotprod: vdotq_s32) with
@@ -7,7 +7,7 @@
  *
  * The block integer sums are exact in both variants and the float steps are
  * the scalar reference's (src/quant/legacy.c), one block after the other:
- * acc += (float)isum * (d_w * d_x) (q4_1: + m_w * s_x), without fused
+ * acc += (float)isum * (d_w * d_x) (q4_1, q5_1: + m_w * s_x), without fused
  * multiply-adds (ISO C11 keeps -ffp-contract=off). So every kernel here
  * gives the scalar dots' bits: single-row, multi-row, with or without
  * dotprod. */
@@ -47,18 +47,49 @@ static inline void ld_q4(const uint8_t *qs, int bias, int8x16_t *lo, int8x16_t *
     *hi = h;
 }
 
-/* One weight block's codes (q4_0: bias 8; q4_1: 0; q8_0: none). */
-typedef enum { NK_Q4_0, NK_Q4_1, NK_Q8_0 } neon_kind;
+/* q5: the nibbles plus bit j of the little-endian qh word as 16, minus
+ * bias */
+static inline void ld_q5(const uint8_t *qs, const uint8_t *qh, int bias, int8x16_t *lo, int8x16_t *hi) {
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bm = vld1q_u8(bit), b16 = vdupq_n_u8(0x10);
+    int8x16_t l, h;
+    ld_q4(qs, 0, &l, &h);
+    uint8x16_t hl = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1])), bm), b16);
+    uint8x16_t hh = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3])), bm), b16);
+    l = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(l), hl));
+    h = vreinterpretq_s8_u8(vorrq_u8(vreinterpretq_u8_s8(h), hh));
+    if (bias) {
+        l = vsubq_s8(l, vdupq_n_s8((int8_t)bias));
+        h = vsubq_s8(h, vdupq_n_s8((int8_t)bias));
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* One weight block's codes (q4_0: bias 8; q5_0: 16; q4_1, q5_1: 0; q8_0:
+ * none). q4_1 and q5_1 add m_w * s_x (their q8_1 activations). */
+typedef enum { NK_Q4_0, NK_Q4_1, NK_Q8_0, NK_Q5_0, NK_Q5_1 } neon_kind;
+static inline int has_min(neon_kind k) { return k == NK_Q4_1 || k == NK_Q5_1; }
 
 /* Blocks are read by byte offsets (any address: rows need no alignment). */
 static inline void ld_w(neon_kind k, const char *wb, int8x16_t *lo, int8x16_t *hi) {
     if (k == NK_Q8_0) ld_q8((const int8_t *)(wb + offsetof(block_q8_0, qs)), lo, hi);
     else if (k == NK_Q4_0) ld_q4((const uint8_t *)(wb + offsetof(block_q4_0, qs)), 8, lo, hi);
-    else ld_q4((const uint8_t *)(wb + offsetof(block_q4_1, qs)), 0, lo, hi);
+    else if (k == NK_Q4_1) ld_q4((const uint8_t *)(wb + offsetof(block_q4_1, qs)), 0, lo, hi);
+    else if (k == NK_Q5_0)
+        ld_q5((const uint8_t *)(wb + offsetof(block_q5_0, qs)), (const uint8_t *)(wb + offsetof(block_q5_0, qh)), 16,
+              lo, hi);
+    else
+        ld_q5((const uint8_t *)(wb + offsetof(block_q5_1, qs)), (const uint8_t *)(wb + offsetof(block_q5_1, qh)), 0,
+              lo, hi);
 }
 
 static inline size_t w_size(neon_kind k) {
-    return k == NK_Q8_0 ? sizeof(block_q8_0) : k == NK_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q4_1);
+    return k == NK_Q8_0   ? sizeof(block_q8_0)
+           : k == NK_Q4_0 ? sizeof(block_q4_0)
+           : k == NK_Q4_1 ? sizeof(block_q4_1)
+           : k == NK_Q5_0 ? sizeof(block_q5_0)
+                          : sizeof(block_q5_1);
 }
 
 static inline float w_d(neon_kind k, const char *wb) {
@@ -70,9 +101,9 @@ static inline float w_d(neon_kind k, const char *wb) {
 
 /* The activation blocks: q8_0 (q4_0, q8_0) or q8_1 (q4_1); d first, codes
  * at qs. */
-static inline size_t x_size(neon_kind k) { return k == NK_Q4_1 ? sizeof(block_q8_1) : sizeof(block_q8_0); }
+static inline size_t x_size(neon_kind k) { return has_min(k) ? sizeof(block_q8_1) : sizeof(block_q8_0); }
 static inline const int8_t *x_qs(neon_kind k, const char *xb) {
-    return (const int8_t *)(xb + (k == NK_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs)));
+    return (const int8_t *)(xb + (has_min(k) ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs)));
 }
 
 static inline int32x4_t dot32(int8x16_t wl, int8x16_t wh, const int8_t *xq) {
@@ -87,7 +118,7 @@ static inline float step(neon_kind k, float acc, int32_t isum, const char *wb, c
     uint16_t xd;
     memcpy(&xd, xb, 2);
     float p = (float)isum * (w_d(k, wb) * nf16(xd));
-    if (k == NK_Q4_1) {
+    if (has_min(k)) {
         uint16_t m, s;
         memcpy(&m, wb + 2, 2);
         memcpy(&s, xb + 2, 2);
@@ -130,6 +161,12 @@ void NEON_FN(candle_vec_dot_q4_1_q8_1_)(int64_t n, float *out, const void *x, co
 void NEON_FN(candle_vec_dot_q8_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q8_0, n / QK8_0, x, y);
 }
+void NEON_FN(candle_vec_dot_q5_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
+    *out = dot_row(NK_Q5_0, n / QK5_0, x, y);
+}
+void NEON_FN(candle_vec_dot_q5_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
+    *out = dot_row(NK_Q5_1, n / QK5_1, x, y);
+}
 
 /* One weight row against four activation rows: each weight block loaded
  * (and q4 unpacked) once; four independent float chains, each the
@@ -159,6 +196,8 @@ int NEON_FN(candle_qgemm_rows_)(candle_dtype t, int64_t K, int64_t M, int64_t N,
     if (t == CANDLE_DTYPE_Q4_0) k = NK_Q4_0;
     else if (t == CANDLE_DTYPE_Q4_1) k = NK_Q4_1;
     else if (t == CANDLE_DTYPE_Q8_0) k = NK_Q8_0;
+    else if (t == CANDLE_DTYPE_Q5_0) k = NK_Q5_0;
+    else if (t == CANDLE_DTYPE_Q5_1) k = NK_Q5_1;
     else return NEON_FN(candle_qgemm_rows_k_)(t, K, M, N, w, ws, x, xs, c, ldc);
     int64_t nb = K / 32;
     const char *wc = w, *xc = x;
