@@ -281,13 +281,15 @@ void candle_vec_dot_q5_0_q8_0_dotprod(int64_t n, float *out, const void *x, cons
 void candle_vec_dot_q5_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q6_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
+void candle_vec_dot_q5_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q4_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q6_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);
 int candle_qgemm_rows_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                            const void *x, size_t xs, float *c, int64_t ldc);
 int candle_qgemm_rows_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                               const void *x, size_t xs, float *c, int64_t ldc);
-/* q4_K and q6_K (kquants_*.c), called by the two above; rows at the
+/* q4_K, q5_K and q6_K (kquants_*.c), called by the two above; rows at the
  * blocks' natural alignment. */
 int candle_qgemm_rows_k_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                              const void *x, size_t xs, float *c, int64_t ldc);

@@ -165,6 +165,7 @@ static void register_neon(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q5_1].vec_dot = dp ? candle_vec_dot_q5_1_q8_1_dotprod : candle_vec_dot_q5_1_q8_1_neon;
     t[CANDLE_DTYPE_Q4_K].vec_dot = dp ? candle_vec_dot_q4_k_q8_k_dotprod : candle_vec_dot_q4_k_q8_k_neon;
     t[CANDLE_DTYPE_Q6_K].vec_dot = dp ? candle_vec_dot_q6_k_q8_k_dotprod : candle_vec_dot_q6_k_q8_k_neon;
+    t[CANDLE_DTYPE_Q5_K].vec_dot = dp ? candle_vec_dot_q5_k_q8_k_dotprod : candle_vec_dot_q5_k_q8_k_neon;
     use_neon = 1;
     use_dotprod = dp;
 }

@@ -1,6 +1,6 @@
 /* The arm64 NEON quantized dots (src/quant/arm/) against the scalar
  * reference, bit for bit: q4_0, q4_1, q5_0, q5_1, q8_0 single-row dots and the
- * multi-row product, q4_K and q6_K single-row dots and multi-row product, plain NEON and (where the CPU has it) dotprod, any code
+ * multi-row product, q4_K, q5_K and q6_K single-row dots and multi-row product, plain NEON and (where the CPU has it) dotprod, any code
  * pattern (random bytes: q8 codes down to -128), scales from subnormal to
  * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
  * rows, weight rows wider apart than a row, M and N with tails. Under qemu
@@ -157,6 +157,8 @@ int main(void) {
         /* K types: random bytes for the codes, scales, mins and q8_K's bsums */
         {CANDLE_DTYPE_Q4_K, sizeof(block_q4_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q4_k_q8_k,
          candle_vec_dot_q4_k_q8_k_neon, candle_vec_dot_q4_k_q8_k_dotprod, 256, 0, 2},
+        {CANDLE_DTYPE_Q5_K, sizeof(block_q5_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q5_k_q8_k,
+         candle_vec_dot_q5_k_q8_k_neon, candle_vec_dot_q5_k_q8_k_dotprod, 256, 0, 2},
         {CANDLE_DTYPE_Q6_K, sizeof(block_q6_K), sizeof(block_q8_K), {(int)offsetof(block_q6_K, d)}, 1, {0}, 0, candle_vec_dot_q6_k_q8_k,
          candle_vec_dot_q6_k_q8_k_neon, candle_vec_dot_q6_k_q8_k_dotprod, 256, 0, 2},
     };

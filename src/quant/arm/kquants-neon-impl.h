@@ -1,4 +1,4 @@
-/* Internal template: the NEON dots of q4_K and q6_K against q8_K, included
+/* Internal template: the NEON dots of q4_K, q5_K and q6_K against q8_K, included
  * by kquants_neon.c (plain armv8-a) and kquants_dotprod.c (+dotprod) with
  * NEON_SFX and NEON_DOT16 as in legacy-neon-impl.h. Each super-block's
  * integer sums are exact and its float step is the scalar reference's
@@ -36,19 +36,35 @@ static inline void q4k_unpack(const block_q4_K *b, int8x16_t *q) {
     }
 }
 
-/* acc after one q4_K block against one q8_K block: the scalar step. */
-static inline float q4k_step(float acc, const block_q4_K *b, const int8x16_t *q, const uint8_t *sc,
+/* q5_K: the q4_K nibbles (same qs layout) plus the fifth bit, bit e / 32
+ * of qh[e % 32], as 16. */
+static inline void q5k_unpack(const block_q5_K *b, int8x16_t *q) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
+    uint8x16_t h0 = vld1q_u8(b->qh), h1 = vld1q_u8(b->qh + 16);
+    for (int c = 0; c < 4; c++) {
+        uint8x16_t v0 = vld1q_u8(b->qs + 32 * c), v1 = vld1q_u8(b->qs + 32 * c + 16);
+        int8x16_t lo = vdupq_n_s8((int8_t)(-2 * c)), hi = vdupq_n_s8((int8_t)(-2 * c - 1));
+        q[4 * c] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v0, m4), vshlq_n_u8(vandq_u8(vshlq_u8(h0, lo), one), 4)));
+        q[4 * c + 1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v1, m4), vshlq_n_u8(vandq_u8(vshlq_u8(h1, lo), one), 4)));
+        q[4 * c + 2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v0, 4), vshlq_n_u8(vandq_u8(vshlq_u8(h0, hi), one), 4)));
+        q[4 * c + 3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v1, 4), vshlq_n_u8(vandq_u8(vshlq_u8(h1, hi), one), 4)));
+    }
+}
+
+/* acc after one q4_K / q5_K block (f16 d, dmin; 6-bit scales and mins)
+ * against one q8_K block: the scalar step. */
+static inline float q4k_step(float acc, uint16_t d, uint16_t dmin, const int8x16_t *q, const uint8_t *sc,
                              const uint8_t *mn, const block_q8_K *y) {
     int sum_q = 0, sum_m = 0;
     for (int s = 0; s < 8; s++) {
         sum_q += dot_sub(q[2 * s], q[2 * s + 1], y->qs + 32 * s) * sc[s];
         sum_m += (y->bsums[2 * s] + y->bsums[2 * s + 1]) * mn[s];
     }
-    return acc + y->d * (kf16(b->d) * (float)sum_q - kf16(b->dmin) * (float)sum_m);
+    return acc + y->d * (kf16(d) * (float)sum_q - kf16(dmin) * (float)sum_m);
 }
 
-static inline void q4k_scales(const block_q4_K *b, uint8_t *sc, uint8_t *mn) {
-    for (int s = 0; s < 8; s++) quant_k4_scale_min(s, b->scales, &sc[s], &mn[s]);
+static inline void q4k_scales(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
+    for (int s = 0; s < 8; s++) quant_k4_scale_min(s, scales, &sc[s], &mn[s]);
 }
 
 /* The 256 codes of a q6_K block (minus 32) as 16 int8x16. */
@@ -87,8 +103,22 @@ void NEON_FN(candle_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, c
         int8x16_t q[16];
         uint8_t sc[8], mn[8];
         q4k_unpack(&x[i], q);
-        q4k_scales(&x[i], sc, mn);
-        acc = q4k_step(acc, &x[i], q, sc, mn, &y[i]);
+        q4k_scales(x[i].scales, sc, mn);
+        acc = q4k_step(acc, x[i].d, x[i].dmin, q, sc, mn, &y[i]);
+    }
+    *out = acc;
+}
+
+void NEON_FN(candle_vec_dot_q5_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q5_K *x = vx;
+    const block_q8_K *y = vy;
+    float acc = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8x16_t q[16];
+        uint8_t sc[8], mn[8];
+        q5k_unpack(&x[i], q);
+        q4k_scales(x[i].scales, sc, mn);
+        acc = q4k_step(acc, x[i].d, x[i].dmin, q, sc, mn, &y[i]);
     }
     *out = acc;
 }
@@ -116,8 +146,16 @@ static void k_row4(candle_dtype t, int64_t nb, const char *w, const char *x, siz
             const block_q4_K *b = (const block_q4_K *)w + i;
             uint8_t sc[8], mn[8];
             q4k_unpack(b, q);
-            q4k_scales(b, sc, mn);
-            for (int r = 0; r < nr; r++) acc[r] = q4k_step(acc[r], b, q, sc, mn, (const block_q8_K *)(x + (size_t)r * xs) + i);
+            q4k_scales(b->scales, sc, mn);
+            for (int r = 0; r < nr; r++)
+                acc[r] = q4k_step(acc[r], b->d, b->dmin, q, sc, mn, (const block_q8_K *)(x + (size_t)r * xs) + i);
+        } else if (t == CANDLE_DTYPE_Q5_K) {
+            const block_q5_K *b = (const block_q5_K *)w + i;
+            uint8_t sc[8], mn[8];
+            q5k_unpack(b, q);
+            q4k_scales(b->scales, sc, mn);
+            for (int r = 0; r < nr; r++)
+                acc[r] = q4k_step(acc[r], b->d, b->dmin, q, sc, mn, (const block_q8_K *)(x + (size_t)r * xs) + i);
         } else {
             const block_q6_K *b = (const block_q6_K *)w + i;
             q6k_unpack(b, q);
@@ -131,7 +169,7 @@ static void k_row4(candle_dtype t, int64_t nb, const char *w, const char *x, siz
 
 int NEON_FN(candle_qgemm_rows_k_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                                   const void *x, size_t xs, float *c, int64_t ldc) {
-    if (t != CANDLE_DTYPE_Q4_K && t != CANDLE_DTYPE_Q6_K) return 0;
+    if (t != CANDLE_DTYPE_Q4_K && t != CANDLE_DTYPE_Q5_K && t != CANDLE_DTYPE_Q6_K) return 0;
     int64_t nb = K / QK_K;
     for (int64_t n0 = 0; n0 < N; n0 += NEON_K_ROWS) {
         int64_t n1 = N - n0 < NEON_K_ROWS ? N : n0 + NEON_K_ROWS;

@@ -1,4 +1,4 @@
-/* NEON dots of q4_K and q6_K with the armv8.2-a dot product (+dotprod,
+/* NEON dots of q4_K, q5_K and q6_K with the armv8.2-a dot product (+dotprod,
  * called only where AT_HWCAP has ASIMDDP). See kquants-neon-impl.h. */
 #if defined(__aarch64__)
 #define NEON_SFX dotprod

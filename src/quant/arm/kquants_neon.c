@@ -1,4 +1,4 @@
-/* NEON dots of q4_K and q6_K on plain armv8-a. See kquants-neon-impl.h. */
+/* NEON dots of q4_K, q5_K and q6_K on plain armv8-a. See kquants-neon-impl.h. */
 #if defined(__aarch64__)
 #define NEON_SFX neon
 #define NEON_DOT16(acc, a, b) \
