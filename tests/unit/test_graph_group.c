@@ -7,7 +7,12 @@
  * must not move ahead of a node it reads. Batch-1 quantized products alone
  * (eager) run through the same guided split, so both are also checked
  * against one matrix-vector kernel call over all rows. Plain-float weights
- * (f32, f16, bf16) take the same path with fast_matmul.c's dot_rows. */
+ * (f32, f16, bf16) take the same path with fast_matmul.c's dot_rows. The
+ * rows are split into one range per thread (task), each taken from its
+ * front and, by a thread done with its own, from its back: with 2 threads
+ * each task in turn also leaves its range to the other
+ * (cpu_matvecs_set_idle_owner), so the back halves down to the last
+ * 16-row block are taken too. */
 #include <string.h>
 
 #include "backend/cpu/fast-impl.h"
@@ -147,7 +152,11 @@ int main(void) {
     const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0,
                                   CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_F32,
                                   CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int run = 0; run < 4; run++) {
+        /* 1 thread; 2 threads; 2 with the second range, then the first,
+         * left to the other task */
+        int threads = run ? 2 : 1;
+        cpu_matvecs_set_idle_owner(run >= 2 ? run - 2 : -1);
         for (int always = 0; always <= 1; always++) {
             cpu_set_always_parallel(always);
             for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -172,6 +181,7 @@ int main(void) {
         }
     }
     cpu_set_always_parallel(false);
+    cpu_matvecs_set_idle_owner(-1);
     check_dependency();
     return test_done("graph_group");
 }

@@ -46,5 +46,9 @@ bool cpu_matvec_ok(const candle_tensor *dst);
 size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n);
 /* Run them on the pool; work: cpu_matvecs_scratch bytes. */
 void cpu_matvecs_run(cpu_pool *pool, candle_tensor *const *nodes, int n, void *work);
+/* For tests: the task whose range of rows is left to the others (it only
+ * takes from their backs), as if its thread were preempted (-1: none, the
+ * default). */
+void cpu_matvecs_set_idle_owner(int task);
 
 #endif
