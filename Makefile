@@ -51,7 +51,8 @@ test-tsan:
 # cross gcc and qemu-user when missing; SKIP when it cannot): cross Release
 # build into build-arm64, the tests under qemu-aarch64 -cpu max (NEON with
 # dotprod and fp16), then the kernel tests again as a Cortex-A57 (plain
-# armv8-a NEON: the kernels without dotprod/fp16). Left out: the CLI/Python
+# armv8-a NEON: the kernels without dotprod/fp16) and once more there on the
+# scalar fallbacks (CANDLE_CPU_ISA=scalar CANDLE_QUANT_SCALAR=1). Left out: the CLI/Python
 # script tests (*.sh: they exec the arm64 binaries from the host shell), the
 # slow label, and the model tests that take minutes each under qemu
 # (test_gemma3*, test_smollm2; test_smollm2_fast, test_stories260k,
@@ -69,7 +70,9 @@ test-arm64:
 	$(CMAKE) --build build-arm64 -j $(JOBS); \
 	cd build-arm64; \
 	QEMU_CPU=max ctest --output-on-failure -j $(JOBS) -LE slow -E '$(ARM64_SCRIPTS)'; \
-	QEMU_CPU=cortex-a57 ctest --output-on-failure -j $(JOBS) -R '$(ARM64_KERNELS)'
+	QEMU_CPU=cortex-a57 ctest --output-on-failure -j $(JOBS) -R '$(ARM64_KERNELS)'; \
+	CANDLE_CPU_ISA=scalar CANDLE_QUANT_SCALAR=1 QEMU_CPU=cortex-a57 \
+		ctest --output-on-failure -j $(JOBS) -R '$(ARM64_KERNELS)'
 
 # Each tests/fuzz/fuzz_NAME.c runs from the seeds in tests/fuzz/corpus/NAME
 # (with tests/fuzz/NAME.dict if present); inputs it finds go to
