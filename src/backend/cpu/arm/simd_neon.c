@@ -1,11 +1,12 @@
 /* The NEON primitive table (aarch64; NEON is baseline there): the scalar
  * table with the hot entries replaced. A 6x16 GEMM micro-kernel on
- * vfmaq_laneq_f32 (24 accumulators), f32/f16/bf16 dot_rows and to_f32 (the
+ * vfmaq_laneq_f32 (24 accumulators), f32/f16/bf16 dot_rows, the 4x3
+ * gemm_dot tile and to_f32 (the
  * f16 conversion is base armv8-a: no fp16 arithmetic needed), binary
  * add/sub/mul/div, unary neg/abs/relu/sqrt (the scalar bits) and
  * exp/sigmoid/silu (AVX2's exp polynomial), rms_norm (squares summed in
- * double, as the scalar one), dot, scale_axpy and exp_sum. softmax, gelu and
- * the rest stay on the scalar entries.
+ * double, as the scalar one), dot, scale_axpy and exp_sum. softmax, gelu,
+ * pack_b and the rest stay on the scalar entries.
  * Tested through the op tests against the reference kernels (the default
  * table on arm64) and test_fast_kernels (scalar vs neon, 1 and 2 threads),
  * under qemu-user (make test-arm64). */
@@ -86,6 +87,38 @@ static void dot_rows_neon(candle_dtype wt, int64_t k, const void *w, size_t w_st
         for (; i < k; i++) acc += candle_load_f32(wt, row + (size_t)i * esz) * x[i];
         out[r * out_stride] = acc;
     }
+}
+
+/* C[i, j] (+)= dot(a row i, w row j) over k, i < mr <= 4, j < nr <= 3: the
+ * 4 x 3 tile's twelve accumulators, four k at a time; rows missing past mr
+ * or nr read row 0 (their sums are dropped). */
+static void gemm_dot_neon(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
+                          float *c, int64_t ldc, int mr, int nr, bool accumulate) {
+    size_t esz = wt == CANDLE_DTYPE_F32 ? 4 : 2;
+    const float *ar[4];
+    const char *wr[3];
+    for (int i = 0; i < 4; i++) ar[i] = a + (i < mr ? i : 0) * lda;
+    for (int j = 0; j < 3; j++) wr[j] = w + (j < nr ? j : 0) * ldw;
+    float32x4_t s[4][3];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) s[i][j] = vdupq_n_f32(0);
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+        float32x4_t b0 = ld4(wt, wr[0] + (size_t)p * esz), b1 = ld4(wt, wr[1] + (size_t)p * esz),
+                    b2 = ld4(wt, wr[2] + (size_t)p * esz);
+        for (int i = 0; i < 4; i++) {
+            float32x4_t av = vld1q_f32(ar[i] + p);
+            s[i][0] = vfmaq_f32(s[i][0], av, b0);
+            s[i][1] = vfmaq_f32(s[i][1], av, b1);
+            s[i][2] = vfmaq_f32(s[i][2], av, b2);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float acc = vaddvq_f32(s[i][j]);
+            for (int64_t q = p; q < k; q++) acc += ar[i][q] * candle_load_f32(wt, wr[j] + (size_t)q * esz);
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc : acc;
+        }
 }
 
 static void to_f32_neon(candle_dtype t, const void *src, float *dst, int64_t n) {
@@ -252,6 +285,7 @@ static void neon_init(void) {
     g_neon.name = "neon";
     g_neon.gemm_ukr = gemm_ukr_neon;
     g_neon.dot_rows = dot_rows_neon;
+    g_neon.gemm_dot = gemm_dot_neon;
     g_neon.to_f32 = to_f32_neon;
     g_neon.binary = binary_neon;
     g_neon.unary = unary_neon;
