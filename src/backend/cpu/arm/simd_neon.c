@@ -4,7 +4,7 @@
  * gemm_dot tile and to_f32 (the
  * f16 conversion is base armv8-a: no fp16 arithmetic needed), binary
  * add/sub/mul/div, unary neg/abs/relu/sqrt (the scalar bits) and
- * exp/sigmoid/silu (AVX2's exp polynomial), rms_norm (squares summed in
+ * exp/sigmoid/silu/gelu_tanh (AVX2's exp polynomial), rms_norm (squares summed in
  * double, as the scalar one), dot, scale_axpy and exp_sum. softmax, gelu,
  * pack_b and the rest stay on the scalar entries.
  * Tested through the op tests against the reference kernels (the default
@@ -189,12 +189,12 @@ static inline float32x4_t sigmoid4(float32x4_t x) {
 }
 
 /* The unary ops with a NEON form (neg, abs, relu, sqrt: the scalar bits;
- * exp, sigmoid, silu: within a few ulp of expf); the others (gelu, the
+ * exp, sigmoid, silu, gelu_tanh: within a few ulp of expf); the others (gelu_erf, the
  * trigonometric ones, affine in double, clamp's NaN rule) go to the scalar
  * entry. */
 static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const double *p) {
     if (op != CANDLE_OP_NEG && op != CANDLE_OP_ABS && op != CANDLE_OP_RELU && op != CANDLE_OP_SQRT &&
-        op != CANDLE_OP_EXP && op != CANDLE_OP_SIGMOID && op != CANDLE_OP_SILU) {
+        op != CANDLE_OP_EXP && op != CANDLE_OP_SIGMOID && op != CANDLE_OP_SILU && op != CANDLE_OP_GELU_TANH) {
         cpu_simd_scalar.unary(op, x, y, n, p);
         return;
     }
@@ -209,6 +209,11 @@ static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const 
         case CANDLE_OP_EXP: r = exp4(v); break;
         case CANDLE_OP_SIGMOID: r = sigmoid4(v); break;
         case CANDLE_OP_SILU: r = vmulq_f32(v, sigmoid4(v)); break;
+        case CANDLE_OP_GELU_TANH: { /* 0.5 x (1 + tanh u) = x sigmoid(2u): no cancellation near u = 0 */
+            float32x4_t u = vfmaq_f32(v, vdupq_n_f32(0.044715f), vmulq_f32(vmulq_f32(v, v), v));
+            r = vmulq_f32(v, sigmoid4(vmulq_f32(u, vdupq_n_f32(1.5957691216057308f))));
+            break;
+        }
         default: r = vsqrtq_f32(v); break;
         }
         vst1q_f32(y + i, r);
