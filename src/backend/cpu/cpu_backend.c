@@ -313,8 +313,8 @@ const char *candle_cpu_info(char *buf, size_t n) {
     info_add(buf, n, &len, "cpu features: neon %s, dotprod %s, fp16 %s\n", f->neon ? "yes" : "no",
              f->dotprod ? "yes" : "no", f->fp16 ? "yes" : "no");
     info_add(buf, n, &len, "quantized dots: %s\n",
-             candle_quant_uses_dotprod() ? "neon dotprod (q4_0, q4_1, q8_0; others scalar)"
-             : candle_quant_uses_neon()  ? "neon (q4_0, q4_1, q8_0; others scalar)"
+             candle_quant_uses_dotprod() ? "neon dotprod (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; others scalar)"
+             : candle_quant_uses_neon()  ? "neon (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; others scalar)"
                                          : "scalar");
 #else
     info_add(buf, n, &len, "cpu features: avx2 %s, fma %s, f16c %s, avx512f %s, avx512bw %s, "
