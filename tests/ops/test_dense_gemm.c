@@ -197,8 +197,9 @@ static void check_padded_weight(candle_ctx *ctx, candle_dtype wt, int64_t M, int
     candle_ctx_reset(ctx, mark);
 }
 
-/* bf16 weights on the weight-row path (and past 144 rows, the packed
- * GEMM): with the table's bf16 dot products
+/* bf16 weights on the weight-row path (16-row panels of k pairs, or
+ * 8-row panels of k quads; past 144 rows, the packed GEMM): with the
+ * table's bf16 dot products
  * (AVX512_BF16) the result is the exact product of bf16-rounded
  * activations and the weight (f32 sums only), within bf16 rounding of the
  * exact one; without them, the exact product. Weight rows pad elements
@@ -268,6 +269,14 @@ int main(void) {
             check_bf16_dot(ctx, 16, 1000, 170, 2, label, seed += 2);  /* one panel, nw tail */
             check_bf16_dot(ctx, 49, 3, 17101, 3, label, seed += 2);   /* K = 3: a pair and the lone last k */
             check_bf16_dot(ctx, 157, 301, 87, 3, label, seed += 2);   /* the packed GEMM (M > 144) */
+            /* AVX512_BF16, 16-47 rows and counts off a multiple of 16: the
+             * tile in k quads (8-row panels of bf16 pair pairs), every k % 4
+             * in the last quad, several column blocks (>= 5 MFLOP: the wt
+             * path) */
+            check_bf16_dot(ctx, 24, 1030, 110, 5, label, seed += 2);  /* slices 520 + 510 */
+            check_bf16_dot(ctx, 40, 519, 130, 0, label, seed += 2);   /* 3 + 2 panels, k % 4 = 3 */
+            check_bf16_dot(ctx, 56, 130, 700, 1, label, seed += 2);   /* 4 + 3, two column blocks */
+            check_bf16_dot(ctx, 47, 2049, 30, 2, label, seed += 2);   /* 688 + 688 + 673, row tail 7 */
             candle_ctx_free(ctx);
         }
     }

@@ -654,7 +654,11 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
  * 174 -> 213, 48 166 -> 195, 56 198 -> 215, 100 199 -> 214; M 64 and 128
  * (whole 64-row tiles) 1-2% slower in pairs, 96 and 112 even: left on
  * the 16-row panels. Fewer than 16 rows stay on the dot tiles (M 8 155
- * against 125 in pairs: one panel, six chains). */
+ * against 125 in pairs: one panel, six chains). bf16 weights through the
+ * bf16 dot products, same rows but 48: the tile in k quads
+ * (cpu_wt_bf16_ukr_p_avx512), M 16 257 -> 405, 24 327 -> 450, 32 430 ->
+ * 470, 40 407 -> 441, 56 438 -> 474, 100 437 -> 455; 48 473 -> 460 (left
+ * on the 16-row tile), 80 even. */
 #ifndef WT_PAIR_MIN_M
 #define WT_PAIR_MIN_M 16
 #endif
@@ -701,6 +705,10 @@ void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw
                               int pf_rows, int64_t pf_bytes);
 void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
 void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
+void cpu_pack_ap8_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
+void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *ap, int np,
+                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                              int pf_rows, int64_t pf_bytes);
 void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                          int64_t pf_bytes);
@@ -743,10 +751,14 @@ static bool wt_bf16_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype 
     return simd->wt_bf16_ukr && bt == CANDLE_DTYPE_BF16 && at == CANDLE_DTYPE_F32 && sak == 4 && sam % 4 == 0;
 }
 
-/* M rows through the k-pair tile (WT_PAIR_MIN_M) */
+/* M rows through the k-pair tile (WT_PAIR_MIN_M), or for a bf16 weight
+ * through the bf16 dot products, the k-quad one */
+static bool wt_pair_m(int64_t M) {
+    return wt_ct() && M >= WT_PAIR_MIN_M && M <= WT_PAIR_MAX_M && (M < 4 * WT_MR || M % WT_MR != 0);
+}
+
 static bool wt_pair_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype bt, int64_t M) {
-    return wt_ct() && !wt_bf16_for(at, sam, sak, bt) && M >= WT_PAIR_MIN_M && M <= WT_PAIR_MAX_M &&
-           (M < 4 * WT_MR || M % WT_MR != 0);
+    return wt_pair_m(M) && !wt_bf16_for(at, sam, sak, bt);
 }
 
 static bool wt_path(const candle_tensor *dst, const mm_geom *g) {
@@ -783,6 +795,9 @@ static bool wt_bf16(const gemm_args *g) { return wt_bf16_for(g->at, g->sam, g->s
 
 static bool wt_pair(const gemm_args *g, int64_t M) { return wt_pair_for(g->at, g->sam, g->sak, g->bt, M); }
 
+/* (the 16-row bf16 tile keeps 48 rows: 473 against 460 GFLOP/s in quads) */
+static bool wt_quad(const gemm_args *g, int64_t M) { return wt_pair_m(M) && M != 3 * WT_MR && wt_bf16(g); }
+
 /* The scalar table's micro-kernel (same contract as cpu_wt_ukr_avx2). */
 static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm,
                            float *c, int64_t ldc, bool accumulate) {
@@ -801,6 +816,12 @@ static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, cons
 static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int64_t kc, float *dst, float *tmp,
                       bool pair) {
     const char *a = g->a + m0 * g->sam + k0 * g->sak;
+#if defined(__x86_64__)
+    if (pair && wt_bf16(g)) { /* k quads: pairs of bf16 pairs (wt_quad) */
+        cpu_pack_ap8_bf16_avx512((const float *)a, g->sam / 4, rows, kc, (uint32_t *)dst, tmp);
+        return;
+    }
+#endif
     if (pair) {
 #if defined(__x86_64__)
         if (g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0) {
@@ -879,18 +900,25 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     bool pf_tile = ct != NULL && wt_ct();
     int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
 #if defined(__x86_64__)
-    if (ct && wt_pair(g, M)) {
-        /* 8-row panels of k pairs, up to WT_PAIR_PANELS per tile, in
-         * balanced steps (5 panels: 3 + 2) */
-        int64_t np = (M + 7) / 8, kcp = it.kc + (it.kc & 1);
+    if (ct && (wt_pair(g, M) || wt_quad(g, M))) {
+        /* 8-row panels of k pairs (bf16 dot products: k quads), up to
+         * WT_PAIR_PANELS per tile, in balanced steps (5 panels: 3 + 2) */
+        int64_t np = (M + 7) / 8, kcp = it.kc + (it.kc & 1), kp = (it.kc + 1) / 2, kpp = kp + (kp & 1);
         n_steps = (np + WT_PAIR_PANELS - 1) / WT_PAIR_PANELS;
         for (int64_t mi = 0; mi < n_steps; mi++) {
             int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
             int64_t q0 = mi * np / n_steps, q1 = (mi + 1) * np / n_steps;
-            cpu_wt_ukr_p_avx512(it.kc, w, ldw, it.nw, ap + q0 * 8 * kcp, (int)(q1 - q0),
-                                ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0,
-                                g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
-                                r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
+            const char *pf = g->b + (next.n0 + r0) * g->sbn + next.pc * esz;
+            int pf_rows = r1 > r0 ? (int)(r1 - r0) : 0;
+            if (bf16)
+                cpu_wt_bf16_ukr_p_avx512(it.kc, (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2), g->sbn / 2,
+                                         it.nw, (const uint32_t *)ap + q0 * 8 * kpp, (int)(q1 - q0),
+                                         ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
+                                         next.kc * esz);
+            else
+                cpu_wt_ukr_p_avx512(it.kc, w, ldw, it.nw, ap + q0 * 8 * kcp, (int)(q1 - q0),
+                                    ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
+                                    next.kc * esz);
         }
         return;
     }
@@ -952,10 +980,13 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     gemm_args g = gemm_args_for(dst, geo, 0, NULL);
     int64_t mpad = wt_m_pad(geo), KC = wt_kc(geo->K), K = geo->K, lo, hi;
     if (t->phase == 0) {
-        bool pair = wt_pair(&g, geo->M);
+        bool quad = wt_quad(&g, geo->M), pair = wt_pair(&g, geo->M) || quad;
         cpu_split(geo->M, WT_MR, t->ith, t->nth, &lo, &hi);
         for (int64_t pc = 0; pc < K && lo < hi; pc += KC) {
-            int64_t kc = K - pc < KC ? K - pc : KC, kcp = pair ? kc + (kc & 1) : kc;
+            /* floats (32-bit words) per row of the slice: k pairs up to
+             * kc + 1, k quads (kc + 1) / 2 pairs rounded up to even */
+            int64_t kc = K - pc < KC ? K - pc : KC, kp = (kc + 1) / 2;
+            int64_t kcp = quad ? kp + (kp & 1) : pair ? kc + (kc & 1) : kc;
             for (int64_t m0 = lo; m0 < hi; m0 += WT_MR)
                 wt_pack_a(&g, m0, hi - m0 < WT_MR ? (int)(hi - m0) : WT_MR, pc, kc, ap + pc * mpad + m0 * kcp, wbuf,
                           pair);

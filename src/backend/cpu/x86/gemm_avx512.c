@@ -316,6 +316,31 @@ void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, floa
 
 #define WT_PB 8
 
+/* The pair tiles' accumulators (lanes 2i, 2i + 1 of acc[q][j]: the two
+ * halves of C[8q + i, j]) added and stored transposed, ct[j * ldt + 8q + i]
+ * (added to ct when accumulating). */
+static inline __attribute__((always_inline)) void pair_store(__m512 acc[4][6], float *ct, int64_t ldt, int nw,
+                                                             bool accumulate, const int P) {
+    /* two panels' 16 rows per vector */
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    for (int j = 0; j < 6 && j < nw; j++) {
+        for (int q = 0; q + 1 < P; q += 2) {
+            float *cj = ct + j * ldt + 8 * q;
+            __m512 s = _mm512_add_ps(_mm512_permutex2var_ps(acc[q][j], ev, acc[q + 1][j]),
+                                     _mm512_permutex2var_ps(acc[q][j], od, acc[q + 1][j]));
+            _mm512_storeu_ps(cj, accumulate ? _mm512_add_ps(s, _mm512_loadu_ps(cj)) : s);
+        }
+        if (P % 2) {
+            float *cj = ct + j * ldt + 8 * (P - 1);
+            __m512 a = acc[P - 1][j];
+            __m256 s = _mm512_castps512_ps256(
+                _mm512_add_ps(_mm512_permutexvar_ps(ev, a), _mm512_permutexvar_ps(od, a)));
+            _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(s, _mm256_loadu_ps(cj)) : s);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void wt_pair_tile(int64_t kc, const float *w, int64_t ldw, int nw,
                                                                const float *ap, float *ct, int64_t ldt,
                                                                bool accumulate, const int P, const char *pf,
@@ -374,24 +399,7 @@ static inline __attribute__((always_inline)) void wt_pair_tile(int64_t kc, const
             for (int q = 0; q < P; q++) acc[q][j] = _mm512_fmadd_ps(bv, av[q], acc[q][j]);
         }
     }
-    /* row i of panel q: lanes 2i + 2i+1; two panels' 16 rows per vector */
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-    for (int j = 0; j < 6 && j < nw; j++) {
-        for (int q = 0; q + 1 < P; q += 2) {
-            float *cj = ct + j * ldt + 8 * q;
-            __m512 s = _mm512_add_ps(_mm512_permutex2var_ps(acc[q][j], ev, acc[q + 1][j]),
-                                     _mm512_permutex2var_ps(acc[q][j], od, acc[q + 1][j]));
-            _mm512_storeu_ps(cj, accumulate ? _mm512_add_ps(s, _mm512_loadu_ps(cj)) : s);
-        }
-        if (P % 2) {
-            float *cj = ct + j * ldt + 8 * (P - 1);
-            __m512 a = acc[P - 1][j];
-            __m256 s = _mm512_castps512_ps256(
-                _mm512_add_ps(_mm512_permutexvar_ps(ev, a), _mm512_permutexvar_ps(od, a)));
-            _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(s, _mm256_loadu_ps(cj)) : s);
-        }
-    }
+    pair_store(acc, ct, ldt, nw, accumulate, P);
 }
 
 /* ct[j * ldt + i] (+)= sum_k w[j * ldw + k] a(i, k) for i < 8 * np (np <=
@@ -405,6 +413,102 @@ void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const 
     case 2: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 2, pf, pf_stride, pf_rows, pf_bytes); break;
     case 3: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 3, pf, pf_stride, pf_rows, pf_bytes); break;
     default: wt_pair_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 4, pf, pf_stride, pf_rows, pf_bytes); break;
+    }
+}
+
+/* The same in k quads for a bf16 weight (vdpbf16ps): lane 2i + s holds
+ * row i's bf16 pair 2u + s (k = 4u + 2s, 4u + 2s + 1), and each weight
+ * row's four elements 4u .. 4u + 3 are broadcast as one 64-bit value, so a
+ * 16-row tile has 12 accumulators where the 16-row pair tile above
+ * (wt_bf16_tile) has six. */
+void cpu_pack_ap8_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
+void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *ap, int np,
+                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                              int pf_rows, int64_t pf_bytes);
+
+/* 16 rows of f32 a (rows real), kc deep, rounded to bf16 (nearest even)
+ * and paired, (kc + 1) / 2 = kp pairs a row (an odd kc's last pair with a
+ * zero high half) into tmp (16 * kp words), then laid out as two 8-row
+ * panels of pair pairs by cpu_pack_ap8_avx512: dst[h * 8 * kpp + u * 16 +
+ * 2i + s] = pair 2u + s of row 8h + i, kpp = kp rounded up to even. */
+void cpu_pack_ap8_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp) {
+    int64_t kp = (kc + 1) / 2;
+    uint32_t *t = (uint32_t *)tmp;
+    for (int i = 0; i < rows; i++)
+        for (int64_t p = 0; p < kc; p += 32) {
+            int64_t n = kc - p < 32 ? kc - p : 32, nl = n < 16 ? n : 16, nh = n - nl;
+            __m512 lo = _mm512_maskz_loadu_ps((__mmask16)(nl >= 16 ? 0xFFFF : (1u << nl) - 1), a + i * lda + p);
+            __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(nh >= 16 ? 0xFFFF : (1u << nh) - 1), a + i * lda + p + 16);
+            int64_t np = (n + 1) / 2;
+            _mm512_mask_storeu_epi32(t + i * kp + p / 2, (__mmask16)(np >= 16 ? 0xFFFF : (1u << np) - 1),
+                                     (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    cpu_pack_ap8_avx512(tmp, kp, rows, kp, (float *)dst);
+}
+
+static inline __attribute__((always_inline)) void wt_bfq_tile(int64_t kc, const uint16_t *w, int64_t ldw, int nw,
+                                                              const uint32_t *ap, float *ct, int64_t ldt,
+                                                              bool accumulate, const int P, const char *pf,
+                                                              int64_t pf_stride, int pf_rows, int64_t pf_bytes) {
+    int64_t kp = (kc + 1) / 2, kpp = kp + (kp & 1), quads = kc / 4;
+    const uint16_t *wr[6];
+    for (int j = 0; j < 6; j++) wr[j] = w + (nw > j ? j : nw - 1) * ldw;
+    __m512 acc[4][6];
+    for (int q = 0; q < P; q++)
+        for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
+    int64_t nblk = quads / WT_PB, lines = pf_rows * ((pf_bytes + 63) / 64 + 1);
+    int64_t per = nblk > 0 ? (lines + nblk - 1) / nblk : 0, off = 0;
+    int rows_left = pf_rows;
+    const uint32_t *a = ap;
+    const uint16_t *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3], *w4 = wr[4], *w5 = wr[5];
+    for (int64_t b = 0; b < nblk; b++) {
+        for (int64_t i = 0; i < per && rows_left > 0; i++) {
+            _mm_prefetch(pf + off, _MM_HINT_T0);
+            off += 64;
+            if (off >= pf_bytes + 64) off = 0, pf += pf_stride, rows_left--;
+        }
+#pragma GCC unroll 8
+        for (int u = 0; u < WT_PB; u++) {
+            __m512bh av[4];
+            for (int q = 0; q < P; q++) av[q] = (__m512bh)_mm512_loadu_si512(a + q * 8 * kpp + u * 16);
+            const uint16_t *wj[6] = {w0, w1, w2, w3, w4, w5};
+            for (int j = 0; j < 6; j++) {
+                long long x;
+                memcpy(&x, wj[j] + 4 * u, 8);
+                __m512bh bv = (__m512bh)_mm512_set1_epi64(x);
+                for (int q = 0; q < P; q++) acc[q][j] = _mm512_dpbf16_ps(acc[q][j], av[q], bv);
+            }
+        }
+        a += WT_PB * 16;
+        w0 += 4 * WT_PB, w1 += 4 * WT_PB, w2 += 4 * WT_PB, w3 += 4 * WT_PB, w4 += 4 * WT_PB, w5 += 4 * WT_PB;
+    }
+    for (int64_t u = nblk * WT_PB; u <= quads; u++) {
+        int64_t n = kc - 4 * u < 4 ? kc - 4 * u : 4; /* the last quad: what is left of k (A is zero past it) */
+        if (n <= 0) break;
+        __m512bh av[4];
+        for (int q = 0; q < P; q++) av[q] = (__m512bh)_mm512_loadu_si512(ap + q * 8 * kpp + u * 16);
+        for (int j = 0; j < 6; j++) {
+            long long x = 0;
+            memcpy(&x, wr[j] + 4 * u, (size_t)n * 2);
+            __m512bh bv = (__m512bh)_mm512_set1_epi64(x);
+            for (int q = 0; q < P; q++) acc[q][j] = _mm512_dpbf16_ps(acc[q][j], av[q], bv);
+        }
+    }
+    pair_store(acc, ct, ldt, nw, accumulate, P);
+}
+
+/* ct[j * ldt + i] (+)= sum_k w[j * ldw + k] bf16(a(i, k)) for i < 8 * np
+ * (np <= 4 panels 8 * kpp words apart from ap, as cpu_pack_ap8_bf16_avx512
+ * wrote them) and j < nw <= 6, bf16 weight rows read in place; the
+ * prefetches as in cpu_wt_ukr_t_avx512. */
+void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *ap, int np,
+                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                              int pf_rows, int64_t pf_bytes) {
+    switch (np) {
+    case 1: wt_bfq_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 1, pf, pf_stride, pf_rows, pf_bytes); break;
+    case 2: wt_bfq_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 2, pf, pf_stride, pf_rows, pf_bytes); break;
+    case 3: wt_bfq_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 3, pf, pf_stride, pf_rows, pf_bytes); break;
+    default: wt_bfq_tile(kc, w, ldw, nw, ap, ct, ldt, accumulate, 4, pf, pf_stride, pf_rows, pf_bytes); break;
     }
 }
 
