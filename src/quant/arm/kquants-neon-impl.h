@@ -8,16 +8,7 @@
 #include <string.h>
 
 #include "../quant-impl.h"
-
-#define NEON_CAT2(a, b) a##b
-#define NEON_CAT(a, b) NEON_CAT2(a, b)
-#define NEON_FN(name) NEON_CAT(name, NEON_SFX)
-
-static inline float kf16(uint16_t h) {
-    __fp16 x;
-    memcpy(&x, &h, 2);
-    return (float)x;
-}
+#include "neon-common.h"
 
 static inline int32_t dot_sub(int8x16_t a0, int8x16_t a1, const int8_t *y) {
     int32x4_t s = NEON_DOT16(vdupq_n_s32(0), a0, vld1q_s8(y));
@@ -60,7 +51,7 @@ static inline float q4k_step(float acc, uint16_t d, uint16_t dmin, const int8x16
         sum_q += dot_sub(q[2 * s], q[2 * s + 1], y->qs + 32 * s) * sc[s];
         sum_m += (y->bsums[2 * s] + y->bsums[2 * s + 1]) * mn[s];
     }
-    return acc + y->d * (kf16(d) * (float)sum_q - kf16(dmin) * (float)sum_m);
+    return acc + y->d * (neon_f16_to_f32(d) * (float)sum_q - neon_f16_to_f32(dmin) * (float)sum_m);
 }
 
 static inline void q4k_scales(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
@@ -92,7 +83,7 @@ static inline float q6k_step(float acc, const block_q6_K *b, const int8x16_t *q,
     int sum = 0;
     for (int s = 0; s < 16; s++)
         sum += vaddvq_s32(NEON_DOT16(vdupq_n_s32(0), q[s], vld1q_s8(y->qs + 16 * s))) * b->scales[s];
-    return acc + y->d * kf16(b->d) * (float)sum;
+    return acc + y->d * neon_f16_to_f32(b->d) * (float)sum;
 }
 
 void NEON_FN(candle_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {

@@ -17,17 +17,7 @@
 
 #include "../qgemm-impl.h"
 #include "../quant-impl.h"
-
-#define NEON_CAT2(a, b) a##b
-#define NEON_CAT(a, b) NEON_CAT2(a, b)
-#define NEON_FN(name) NEON_CAT(name, NEON_SFX)
-
-/* f16 -> f32: exact (the hardware conversion, base armv8-a) */
-static inline float nf16(uint16_t h) {
-    __fp16 x;
-    memcpy(&x, &h, 2);
-    return (float)x;
-}
+#include "neon-common.h"
 
 /* The 32 codes of a block as two int8x16 (elements 0-15, 16-31). */
 static inline void ld_q8(const int8_t *qs, int8x16_t *lo, int8x16_t *hi) {
@@ -96,7 +86,7 @@ static inline float w_d(neon_kind k, const char *wb) {
     uint16_t d;
     memcpy(&d, wb, 2); /* d leads every block */
     (void)k;
-    return nf16(d);
+    return neon_f16_to_f32(d);
 }
 
 /* The activation blocks: q8_0 (q4_0, q8_0) or q8_1 (q4_1); d first, codes
@@ -117,12 +107,12 @@ static inline int32x4_t dot32(int8x16_t wl, int8x16_t wh, const int8_t *xq) {
 static inline float step(neon_kind k, float acc, int32_t isum, const char *wb, const char *xb) {
     uint16_t xd;
     memcpy(&xd, xb, 2);
-    float p = (float)isum * (w_d(k, wb) * nf16(xd));
+    float p = (float)isum * (w_d(k, wb) * neon_f16_to_f32(xd));
     if (has_min(k)) {
         uint16_t m, s;
         memcpy(&m, wb + 2, 2);
         memcpy(&s, xb + 2, 2);
-        return acc + (p + nf16(m) * nf16(s));
+        return acc + (p + neon_f16_to_f32(m) * neon_f16_to_f32(s));
     }
     return acc + p;
 }
