@@ -690,7 +690,7 @@ void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const floa
                      int64_t ldc, bool accumulate); /* x86/simd_avx2.c, with its C-transposed twin and that
                                                       * scratch's write-out */
 void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
-                       bool accumulate);
+                       bool accumulate, const char *pf, int64_t pf_stride, int pf_rows, int64_t pf_bytes);
 void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
 void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
 /* x86/gemm_avx512.c: the avx512 table's wt tile, its C-transposed twin and
@@ -897,7 +897,7 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     const float *w = bf16 ? NULL : wt_rows(g, it, wbuf, &ldw);
     /* the C-transposed tile spreads its share of the prefetches over its
      * k loop */
-    bool pf_tile = ct != NULL && wt_ct();
+    bool pf_tile = ct != NULL;
     int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
 #if defined(__x86_64__)
     if (ct && (wt_pair(g, M) || wt_quad(g, M))) {
@@ -948,7 +948,7 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
             continue;
         }
 #if defined(__x86_64__)
-        if (ct && pf_tile) {
+        if (ct && wt_ct()) {
             cpu_wt_ukr_t_avx512(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
                                 it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
                                 r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
@@ -956,7 +956,8 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
         }
         if (ct) {
             cpu_wt_ukr_t_avx2(it.kc, w, ldw, it.nw, ap + m0 * it.kc, ct + (it.n0 - it.c0) * ldt + m0, ldt,
-                              it.pc > 0);
+                              it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
+                              r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
             continue;
         }
 #endif
