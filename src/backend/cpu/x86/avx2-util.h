@@ -99,4 +99,27 @@ static inline void transpose8(__m256 *r) {
         out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
     } while (0)
 
+/* The next group's weight rows, prefetched a share at a time over a k loop
+ * of nblk blocks (wt_prefetch_share before each block): rows rows of bytes,
+ * stride apart, plus a line past each row's end. */
+typedef struct {
+    const char *p;
+    int64_t stride, bytes, off, per;
+    int rows;
+} wt_prefetch;
+
+static inline wt_prefetch wt_prefetch_plan(const char *p, int64_t stride, int rows, int64_t bytes,
+                                           int64_t nblk) {
+    int64_t lines = rows * ((bytes + 63) / 64 + 1);
+    return (wt_prefetch){p, stride, bytes, 0, nblk > 0 ? (lines + nblk - 1) / nblk : 0, rows};
+}
+
+static inline void wt_prefetch_share(wt_prefetch *s) {
+    for (int64_t i = 0; i < s->per && s->rows > 0; i++) {
+        _mm_prefetch(s->p + s->off, _MM_HINT_T0);
+        s->off += 64;
+        if (s->off >= s->bytes + 64) s->off = 0, s->p += s->stride, s->rows--;
+    }
+}
+
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../cpu-impl.h"
+#include "avx2-util.h"
 
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate);
@@ -355,17 +356,12 @@ static inline __attribute__((always_inline)) void wt_pair_tile(int64_t kc, const
      * of the prefetches (per-pair bookkeeping as in pf_step took GPRs
      * the pointers needed: 16 rows 101 -> 117 GFLOP/s with the loop merely
      * unrolled twice) */
-    int64_t nblk = pairs / WT_PB, lines = pf_rows * ((pf_bytes + 63) / 64 + 1);
-    int64_t per = nblk > 0 ? (lines + nblk - 1) / nblk : 0, off = 0;
-    int rows_left = pf_rows;
+    int64_t nblk = pairs / WT_PB;
+    wt_prefetch pfs = wt_prefetch_plan(pf, pf_stride, pf_rows, pf_bytes, nblk);
     const float *a = ap;
     const float *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3], *w4 = wr[4], *w5 = wr[5];
     for (int64_t b = 0; b < nblk; b++) {
-        for (int64_t i = 0; i < per && rows_left > 0; i++) {
-            _mm_prefetch(pf + off, _MM_HINT_T0);
-            off += 64;
-            if (off >= pf_bytes + 64) off = 0, pf += pf_stride, rows_left--;
-        }
+        wt_prefetch_share(&pfs);
 #pragma GCC unroll 8
         for (int u = 0; u < WT_PB; u++) {
             __m512 av[4];
@@ -456,17 +452,12 @@ static inline __attribute__((always_inline)) void wt_bfq_tile(int64_t kc, const 
     __m512 acc[4][6];
     for (int q = 0; q < P; q++)
         for (int j = 0; j < 6; j++) acc[q][j] = _mm512_setzero_ps();
-    int64_t nblk = quads / WT_PB, lines = pf_rows * ((pf_bytes + 63) / 64 + 1);
-    int64_t per = nblk > 0 ? (lines + nblk - 1) / nblk : 0, off = 0;
-    int rows_left = pf_rows;
+    int64_t nblk = quads / WT_PB;
+    wt_prefetch pfs = wt_prefetch_plan(pf, pf_stride, pf_rows, pf_bytes, nblk);
     const uint32_t *a = ap;
     const uint16_t *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3], *w4 = wr[4], *w5 = wr[5];
     for (int64_t b = 0; b < nblk; b++) {
-        for (int64_t i = 0; i < per && rows_left > 0; i++) {
-            _mm_prefetch(pf + off, _MM_HINT_T0);
-            off += 64;
-            if (off >= pf_bytes + 64) off = 0, pf += pf_stride, rows_left--;
-        }
+        wt_prefetch_share(&pfs);
 #pragma GCC unroll 8
         for (int u = 0; u < WT_PB; u++) {
             __m512bh av[4];

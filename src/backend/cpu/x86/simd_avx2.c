@@ -274,18 +274,10 @@ static inline __attribute__((always_inline)) void wt_tile_avx2(int64_t kc, const
         for (int i = 0; i < nm; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    /* blocks of 16 k, each after its share of the prefetches (pf_rows rows
-     * of pf_bytes, pf_stride apart, plus a line past each row's end) */
-    int64_t nblk = kc / 16, lines = pf_rows * ((pf_bytes + 63) / 64 + 1);
-    int64_t per = nblk > 0 ? (lines + nblk - 1) / nblk : 0, off = 0;
-    int rows_left = pf_rows;
+    /* blocks of 16 k, each after its share of the prefetches */
+    wt_prefetch pfs = wt_prefetch_plan(pf, pf_stride, pf_rows, pf_bytes, kc / 16);
     for (int64_t p = 0; p < kc; p++) {
-        if (p % 16 == 0)
-            for (int64_t i = 0; i < per && rows_left > 0; i++) {
-                _mm_prefetch(pf + off, _MM_HINT_T0);
-                off += 64;
-                if (off >= pf_bytes + 64) off = 0, pf += pf_stride, rows_left--;
-            }
+        if (p % 16 == 0) wt_prefetch_share(&pfs);
         __m256 a0 = _mm256_load_ps(at), a1 = _mm256_load_ps(at + 8), bv;
         bv = _mm256_broadcast_ss(w0 + p);
         c00 = _mm256_fmadd_ps(bv, a0, c00);
