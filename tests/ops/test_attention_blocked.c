@@ -8,7 +8,7 @@
  * merged), short prefills cut into smaller blocks, f16/bf16 K/V, head sizes off the vector
  * width, KV cache views, [B, S, H, D] views, masks with causal, row groups
  * that straddle positions or see no key of a tile, f32 queries over f16/bf16
- * K/V. Each runs on the scalar, the AVX2 and (where the CPU has it) the
+ * K/V. Each runs on the scalar, the AVX2 (on arm64 the NEON) and (where the CPU has it) the
  * AVX-512 tile primitives, on 1 and 2 threads (every block a task), and checks
  * that the fast kernel ran with that table and that the thread count does
  * not change a bit of the output; the AVX-512 table's output must be the
@@ -480,6 +480,7 @@ int main(void) {
     test_cases("scalar");
     test_cases("avx2");
     test_cases("avx512"); /* where the CPU has AVX-512 F/BW/VL */
+    test_cases("neon");   /* aarch64 */
     test_avx512_same_as_avx2();
     test_primitives();
     test_primitives_avx512();

@@ -1,8 +1,9 @@
 /* Tile primitives of the blocked flash attention kernel (fast_attention.c),
  * one table per instruction set: portable C (attention_scalar.c), AVX2 +
- * FMA (x86/attention_avx2.c) and AVX-512 (x86/attention_avx512.c: the
- * products and the softmax step on zmm, the same bits as the AVX2 table),
- * chosen with the cpu_simd table (cpu_attn_ops_get). */
+ * FMA (x86/attention_avx2.c), AVX-512 (x86/attention_avx512.c: the
+ * products and the softmax step on zmm, the same bits as the AVX2 table)
+ * and NEON on aarch64 (arm/attention_neon.c), chosen with the cpu_simd
+ * table (cpu_attn_ops_get). */
 #ifndef CANDLE_CPU_ATTENTION_IMPL_H
 #define CANDLE_CPU_ATTENTION_IMPL_H
 
@@ -52,11 +53,13 @@ extern const cpu_attn_ops cpu_attn_scalar;
 #if defined(__x86_64__)
 extern const cpu_attn_ops cpu_attn_avx2;
 extern const cpu_attn_ops cpu_attn_avx512;
+#elif defined(__aarch64__)
+extern const cpu_attn_ops cpu_attn_neon; /* arm/attention_neon.c */
 #endif
 
 /* The table of the flash attention kernel for the cpu_simd table in use:
  * scalar for "scalar", AVX-512 for "avx512" (AVX-512 F/BW/VL; capped by
- * CANDLE_CPU_ISA=avx2), else AVX2. */
+ * CANDLE_CPU_ISA=avx2), else AVX2; on aarch64 NEON for "neon". */
 const cpu_attn_ops *cpu_attn_ops_get(void);
 
 #endif

@@ -28,9 +28,9 @@
  * length; no [Sq, Skv] score matrix exists.
  * A row that sees no key outputs zeros, as the reference does. f16/bf16
  * inputs are converted a block or tile at a time into f32 scratch. The
- * tile primitives come from attention_scalar.c, x86/attention_avx2.c or
- * x86/attention_avx512.c, chosen with the primitive table
- * (cpu_attn_ops_get; CANDLE_CPU_ISA=scalar or avx2 caps the choice). */
+ * tile primitives come from attention_scalar.c, x86/attention_avx2.c,
+ * x86/attention_avx512.c or arm/attention_neon.c, chosen with the primitive
+ * table (cpu_attn_ops_get; CANDLE_CPU_ISA=scalar or avx2 caps the choice). */
 #include <math.h>
 #include <string.h>
 
@@ -72,6 +72,9 @@ const cpu_attn_ops *cpu_attn_ops_get(void) {
     const cpu_simd *simd = cpu_simd_get();
     if (simd == &cpu_simd_scalar) return &cpu_attn_scalar;
     return simd->name && !strcmp(simd->name, "avx512") ? &cpu_attn_avx512 : &cpu_attn_avx2;
+#elif defined(__aarch64__)
+    const cpu_simd *simd = cpu_simd_get();
+    return simd->name && !strcmp(simd->name, "neon") ? &cpu_attn_neon : &cpu_attn_scalar;
 #else
     return &cpu_attn_scalar;
 #endif

@@ -4,8 +4,9 @@
  * gemm_dot tile and to_f32 (the
  * f16 conversion is base armv8-a: no fp16 arithmetic needed), binary
  * add/sub/mul/div, unary neg/abs/relu/sqrt (the scalar bits) and
- * exp/sigmoid/silu/gelu_tanh (AVX2's exp polynomial), rms_norm (squares summed in
- * double, as the scalar one), dot, scale_axpy and exp_sum. softmax, gelu,
+ * exp/sigmoid/silu/gelu_tanh (AVX2's exp polynomial, neon-util.h), softmax
+ * (sum in double, as the scalar one), rms_norm (squares summed in
+ * double, as the scalar one), dot, scale_axpy and exp_sum. gelu_erf,
  * pack_b and the rest stay on the scalar entries.
  * Tested through the op tests against the reference kernels (the default
  * table on arm64) and test_fast_kernels (scalar vs neon, 1 and 2 threads),
@@ -18,6 +19,7 @@
 
 #include "../cpu-impl.h"
 #include "../simd-impl.h"
+#include "neon-util.h"
 
 _Static_assert(CPU_GEMM_MR == 6 && CPU_GEMM_NR == 16, "the NEON micro-kernel is 6x16");
 
@@ -61,14 +63,6 @@ static void gemm_ukr_neon(int64_t k, const float *a, const float *b, float *c, i
     }
 }
 
-/* 4 elements of a weight row as f32 */
-static inline float32x4_t ld4(candle_dtype wt, const char *p) {
-    if (wt == CANDLE_DTYPE_F32) return vld1q_f32((const float *)p);
-    uint16x4_t h = vld1_u16((const uint16_t *)p);
-    if (wt == CANDLE_DTYPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
-    return vreinterpretq_f32_u32(vshll_n_u16(h, 16)); /* bf16 */
-}
-
 static void dot_rows_neon(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
                           const float *x, float *out, int64_t out_stride) {
     size_t esz = wt == CANDLE_DTYPE_F32 ? 4 : 2;
@@ -77,12 +71,12 @@ static void dot_rows_neon(candle_dtype wt, int64_t k, const void *w, size_t w_st
         float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
         int64_t i = 0;
         for (; i + 16 <= k; i += 16) {
-            s0 = vfmaq_f32(s0, ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
-            s1 = vfmaq_f32(s1, ld4(wt, row + (size_t)(i + 4) * esz), vld1q_f32(x + i + 4));
-            s2 = vfmaq_f32(s2, ld4(wt, row + (size_t)(i + 8) * esz), vld1q_f32(x + i + 8));
-            s3 = vfmaq_f32(s3, ld4(wt, row + (size_t)(i + 12) * esz), vld1q_f32(x + i + 12));
+            s0 = vfmaq_f32(s0, neon_ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
+            s1 = vfmaq_f32(s1, neon_ld4(wt, row + (size_t)(i + 4) * esz), vld1q_f32(x + i + 4));
+            s2 = vfmaq_f32(s2, neon_ld4(wt, row + (size_t)(i + 8) * esz), vld1q_f32(x + i + 8));
+            s3 = vfmaq_f32(s3, neon_ld4(wt, row + (size_t)(i + 12) * esz), vld1q_f32(x + i + 12));
         }
-        for (; i + 4 <= k; i += 4) s0 = vfmaq_f32(s0, ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
+        for (; i + 4 <= k; i += 4) s0 = vfmaq_f32(s0, neon_ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
         float acc = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
         for (; i < k; i++) acc += candle_load_f32(wt, row + (size_t)i * esz) * x[i];
         out[r * out_stride] = acc;
@@ -104,8 +98,8 @@ static void gemm_dot_neon(int64_t k, const float *a, int64_t lda, const char *w,
         for (int j = 0; j < 3; j++) s[i][j] = vdupq_n_f32(0);
     int64_t p = 0;
     for (; p + 4 <= k; p += 4) {
-        float32x4_t b0 = ld4(wt, wr[0] + (size_t)p * esz), b1 = ld4(wt, wr[1] + (size_t)p * esz),
-                    b2 = ld4(wt, wr[2] + (size_t)p * esz);
+        float32x4_t b0 = neon_ld4(wt, wr[0] + (size_t)p * esz), b1 = neon_ld4(wt, wr[1] + (size_t)p * esz),
+                    b2 = neon_ld4(wt, wr[2] + (size_t)p * esz);
         for (int i = 0; i < 4; i++) {
             float32x4_t av = vld1q_f32(ar[i] + p);
             s[i][0] = vfmaq_f32(s[i][0], av, b0);
@@ -128,7 +122,7 @@ static void to_f32_neon(candle_dtype t, const void *src, float *dst, int64_t n) 
     }
     const char *s = src;
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, ld4(t, s + (size_t)i * 2));
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, neon_ld4(t, s + (size_t)i * 2));
     for (; i < n; i++) dst[i] = candle_load_f32(t, s + (size_t)i * 2);
 }
 
@@ -151,43 +145,6 @@ static void binary_neon(candle_op op, const float *a, const float *b, int64_t b_
     for (; i < n; i++) y[i] = cpu_binary1(op, a[i], b[i * b_step]);
 }
 
-/* exp(x) as x86/simd_avx2.c's exp8: 2^n exp(r), n = round(x / ln 2),
- * r = x - n ln 2 with ln 2 in two parts, the degree-7 Taylor polynomial
- * (truncation < 4e-9 for |r| <= 0.35), 2^n applied as two normal factors
- * 2^(n/2) 2^(n - n/2) so overflow and gradual underflow come out right;
- * +inf above 88.72, 0 below -103.97, NaN passes through. */
-static inline float32x4_t exp4(float32x4_t x) {
-    const float32x4_t hi = vdupq_n_f32(88.7228394f), lo = vdupq_n_f32(-103.972084f);
-    float32x4_t xc = vminq_f32(vmaxq_f32(x, lo), hi);
-    float32x4_t n = vrndnq_f32(vmulq_f32(xc, vdupq_n_f32(1.44269504088896341f)));
-    float32x4_t r = vfmsq_f32(xc, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t p = vdupq_n_f32(1.0f / 5040);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 720), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
-    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-    int32x4_t ni = vcvtnq_s32_f32(n), n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1), bias = vdupq_n_s32(127);
-    float32x4_t e1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
-    float32x4_t e2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
-    float32x4_t res = vmulq_f32(vmulq_f32(p, e1), e2);
-    res = vbslq_f32(vcgtq_f32(x, hi), vdupq_n_f32(INFINITY), res);
-    res = vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), res);
-    return vbslq_f32(vceqq_f32(x, x), res, x);
-}
-
-/* 1 / (1 + exp(-x)) from e = exp(-|x|) (no overflow): 1 / (1 + e) for
- * x >= 0, e / (1 + e) below; NaN passes through. */
-static inline float32x4_t sigmoid4(float32x4_t x) {
-    float32x4_t e = exp4(vnegq_f32(vabsq_f32(x)));
-    float32x4_t r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
-    r = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), vmulq_f32(e, r), r);
-    return vbslq_f32(vceqq_f32(x, x), r, x);
-}
-
 /* The unary ops with a NEON form (neg, abs, relu, sqrt: the scalar bits;
  * exp, sigmoid, silu, gelu_tanh: within a few ulp of expf); the others (gelu_erf, the
  * trigonometric ones, affine in double, clamp's NaN rule) go to the scalar
@@ -206,12 +163,12 @@ static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const 
         case CANDLE_OP_NEG: r = vnegq_f32(v); break;
         case CANDLE_OP_ABS: r = vabsq_f32(v); break;
         case CANDLE_OP_RELU: r = vbslq_f32(vcgtq_f32(v, zero), v, zero); break; /* NaN -> 0, as x > 0 ? x : 0 */
-        case CANDLE_OP_EXP: r = exp4(v); break;
-        case CANDLE_OP_SIGMOID: r = sigmoid4(v); break;
-        case CANDLE_OP_SILU: r = vmulq_f32(v, sigmoid4(v)); break;
+        case CANDLE_OP_EXP: r = neon_exp4(v); break;
+        case CANDLE_OP_SIGMOID: r = neon_sigmoid4(v); break;
+        case CANDLE_OP_SILU: r = vmulq_f32(v, neon_sigmoid4(v)); break;
         case CANDLE_OP_GELU_TANH: { /* 0.5 x (1 + tanh u) = x sigmoid(2u): no cancellation near u = 0 */
             float32x4_t u = vfmaq_f32(v, vdupq_n_f32(0.044715f), vmulq_f32(vmulq_f32(v, v), v));
-            r = vmulq_f32(v, sigmoid4(vmulq_f32(u, vdupq_n_f32(1.5957691216057308f))));
+            r = vmulq_f32(v, neon_sigmoid4(vmulq_f32(u, vdupq_n_f32(1.5957691216057308f))));
             break;
         }
         default: r = vsqrtq_f32(v); break;
@@ -227,7 +184,7 @@ static float exp_sum_neon(float *x, int64_t n, float m) {
     float32x4_t mv = vdupq_n_f32(m), s0 = vdupq_n_f32(0), s1 = s0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        float32x4_t e0 = exp4(vsubq_f32(vld1q_f32(x + i), mv)), e1 = exp4(vsubq_f32(vld1q_f32(x + i + 4), mv));
+        float32x4_t e0 = neon_exp4(vsubq_f32(vld1q_f32(x + i), mv)), e1 = neon_exp4(vsubq_f32(vld1q_f32(x + i + 4), mv));
         vst1q_f32(x + i, e0), vst1q_f32(x + i + 4, e1);
         s0 = vaddq_f32(s0, e0), s1 = vaddq_f32(s1, e1);
     }
@@ -235,10 +192,51 @@ static float exp_sum_neon(float *x, int64_t n, float m) {
     for (; i < n; i += 4) {
         float b[4];
         for (int j = 0; j < 4; j++) b[j] = i + j < n ? x[i + j] : -INFINITY;
-        vst1q_f32(b, exp4(vsubq_f32(vld1q_f32(b), mv)));
+        vst1q_f32(b, neon_exp4(vsubq_f32(vld1q_f32(b), mv)));
         for (int64_t j = i; j < n && j < i + 4; j++) s += x[j] = b[j - i];
     }
     return s;
+}
+
+/* Row softmax (log: log-softmax) as the scalar entry: the maximum with NaN
+ * passed over (vmaxnmq), exp(x - m) on neon_exp4, the sum in double (each
+ * 4-lane exp widened), y scaled by (float)(1 / sum); the tail through the
+ * same vector exp (padded with -inf: exp 0). */
+static void softmax_neon(const float *x, float *y, int64_t n, bool log) {
+    float32x4_t mv = vdupq_n_f32(-INFINITY);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) mv = vmaxnmq_f32(mv, vld1q_f32(x + i));
+    float m = vmaxnmvq_f32(mv);
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    float32x4_t mb = vdupq_n_f32(m);
+    float64x2_t s0 = vdupq_n_f64(0), s1 = s0;
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t e = neon_exp4(vsubq_f32(vld1q_f32(x + i), mb));
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(e)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
+        if (!log) vst1q_f32(y + i, e);
+    }
+    double sum = vaddvq_f64(vaddq_f64(s0, s1));
+    if (i < n) {
+        float b[4];
+        for (int j = 0; j < 4; j++) b[j] = i + j < n ? x[i + j] : -INFINITY;
+        vst1q_f32(b, neon_exp4(vsubq_f32(vld1q_f32(b), mb)));
+        for (int64_t j = i; j < n; j++) {
+            sum += b[j - i];
+            if (!log) y[j] = b[j - i];
+        }
+    }
+    if (log) {
+        float ls = (float)(m + logf((float)sum));
+        float32x4_t lv = vdupq_n_f32(ls);
+        for (i = 0; i + 4 <= n; i += 4) vst1q_f32(y + i, vsubq_f32(vld1q_f32(x + i), lv));
+        for (; i < n; i++) y[i] = x[i] - ls;
+        return;
+    }
+    float inv = (float)(1.0 / sum);
+    float32x4_t iv = vdupq_n_f32(inv);
+    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), iv));
+    for (; i < n; i++) y[i] *= inv;
 }
 
 static void rms_norm_neon(const float *x, const float *w, float *y, int64_t n, float eps) {
@@ -294,6 +292,7 @@ static void neon_init(void) {
     g_neon.to_f32 = to_f32_neon;
     g_neon.binary = binary_neon;
     g_neon.unary = unary_neon;
+    g_neon.softmax = softmax_neon;
     g_neon.rms_norm = rms_norm_neon;
     g_neon.dot = dot_neon;
     g_neon.scale_axpy = scale_axpy_neon;
