@@ -178,9 +178,10 @@ static void test_softmax_invariance(void) {
                       lb[0]);
             for (int64_t j = nk; j < nk + more; j++) CHECK(b[j] == 0);
         }
-    float s[8] = {1, NAN, 2, 0, 0, 0, 0, 0}, m = -INFINITY, l = 0, c;
-    cpu_attn_neon.softmax(s, 8, 1, 3, &m, &l, &c);
-    CHECK_MSG(m == 2 && isnan(l) && c == 0 && fabsf(s[2] - 1) <= 2.5e-7f, "NaN score: m %g l %g", m, l);
+    /* the NaN in the lane of the maximum: a NaN-propagating max would lose it */
+    float s[12] = {NAN, 1, 2, 0, 3, 0.5f, 0, -1, -2, 0, 0, 0}, m = -INFINITY, l = 0, c;
+    cpu_attn_neon.softmax(s, 12, 1, 9, &m, &l, &c);
+    CHECK_MSG(m == 3 && isnan(l) && c == 0 && fabsf(s[4] - 1) <= 2.5e-7f, "NaN score: m %g l %g", m, l);
 }
 
 static void test_softmax_step(void) {
