@@ -297,6 +297,25 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
     a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, a->sc.o + g0 * g->dvp, g->dvp);
 }
 
+/* A decoding step reads each key and value row once, long after the weight
+ * streams of the other layers pushed them out of every cache, and the
+ * direct products stall on each line in turn (a few misses in flight).
+ * One load per line of the tile's keys and values first, none depending
+ * on another, keeps the core's miss buffers full: SmolLM2-135M decoding,
+ * the attention node 7.4-8.0 -> 6.1-6.3 us at 128 keys. Reads only: the
+ * same bits. */
+static void touch_kv(const attn_block *a, int64_t j0, int64_t nk) {
+    const attn_geom *g = a->g;
+    int64_t esz = (int64_t)candle_dtype_info(a->kv_dtype)->type_size, kb = g->D * esz, vb = g->Dv * esz;
+    unsigned acc = 0;
+    for (int64_t j = j0; j < j0 + nk; j++) {
+        const char *kr = a->k + j * a->sk, *vr = a->v + j * a->sv;
+        for (int64_t o = 0; o < kb; o += 64) acc += *(const volatile unsigned char *)(kr + o);
+        for (int64_t o = 0; o < vb; o += 64) acc += *(const volatile unsigned char *)(vr + o);
+    }
+    __asm__ volatile("" ::"r"(acc));
+}
+
 /* Keys [k0, k1) through the block. */
 static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     const attn_geom *g = a->g;
@@ -304,7 +323,8 @@ static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     bool direct = g->direct;
     for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
         int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
-        if (!direct) a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
+        if (direct) touch_kv(a, j0, nk);
+        else a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
         const float *vr = value_rows(a, j0, nk, &ldv);
         for (int64_t g0 = 0; g0 < rows; g0 += ATTN_MR)
             run_group(a, g0, rows - g0 < ATTN_MR ? rows - g0 : ATTN_MR, j0, nk, direct, vr, ldv);
