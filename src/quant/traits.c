@@ -13,6 +13,9 @@
 
 #include "../core/dtype-impl.h"
 #include "quant-impl.h"
+#if defined(__aarch64__)
+#include "arm/quantize-neon.h"
+#endif
 
 static void f16_to_f32_row(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
@@ -166,6 +169,10 @@ static void register_neon(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q4_K].vec_dot = dp ? candle_vec_dot_q4_k_q8_k_dotprod : candle_vec_dot_q4_k_q8_k_neon;
     t[CANDLE_DTYPE_Q6_K].vec_dot = dp ? candle_vec_dot_q6_k_q8_k_dotprod : candle_vec_dot_q6_k_q8_k_neon;
     t[CANDLE_DTYPE_Q5_K].vec_dot = dp ? candle_vec_dot_q5_k_q8_k_dotprod : candle_vec_dot_q5_k_q8_k_neon;
+    /* the activation quantizers (the scalar bytes) */
+    t[CANDLE_DTYPE_Q8_0].from_f32 = candle_q8_0_from_f32_neon;
+    t[CANDLE_DTYPE_Q8_1].from_f32 = candle_q8_1_from_f32_neon;
+    t[CANDLE_DTYPE_Q8_K].from_f32 = candle_q8_k_from_f32_neon;
     use_neon = 1;
     use_dotprod = dp;
 }

@@ -12,6 +12,9 @@
 
 #include "quant/qgemm-impl.h"
 #include "quant/quant-impl.h"
+#if defined(__aarch64__)
+#include "quant/arm/quantize-neon.h"
+#endif
 #include "test.h"
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -133,6 +136,66 @@ static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int
     free(wbase), free(xbase), free(wa), free(xa), free(out);
 }
 
+/* ---- the activation quantizers (arm/quantize_neon.c) ---- */
+
+/* Block b of a row (elements qk * b ...) in one of several patterns: random
+ * magnitudes, exact ties after scaling (q8_0/q8_1: amax 127 gives id 1;
+ * q8_K: max -127 gives iscale 1, so k + 0.5 shows the rounding mode), a
+ * subnormal or tiny amax (infinite id), +-inf, NaN, zeros, equal +-amax
+ * (the first one gives q8_K its sign). */
+static void fill_act(float *x, int qk, int pattern) {
+    for (int j = 0; j < qk; j++) {
+        float u = (float)(rnd() % 2000001) * 1e-6f - 1.0f; /* [-1, 1] */
+        switch (pattern) {
+        case 0: x[j] = u * (float)(1 + rnd() % 1000); break;
+        case 1: x[j] = (float)((int)(rnd() % 253) - 126) + (rnd() % 2 ? 0.5f : 0.0f); break;
+        case 2: x[j] = u * 1e-38f; break;                  /* amax / 127 subnormal */
+        case 3: x[j] = u * 3e-41f; break;                  /* subnormal inputs, id infinite */
+        case 4: x[j] = j % 5 == 1 ? (rnd() % 2 ? INFINITY : -INFINITY) : u; break;
+        case 5: x[j] = j % 7 == 3 ? NAN : u * 10; break;
+        case 6: x[j] = 0.0f; break;
+        default: x[j] = j == 3 ? 9.0f : j == 1 ? -9.0f : u; break; /* -9 first */
+        }
+    }
+    if (pattern == 1) {
+        x[qk / 2] = 127.0f; /* amax 127: d 1 (q8_0), a positive max */
+        x[qk / 3] = -127.0f; /* the first of magnitude 127: q8_K's iscale 1 */
+    }
+}
+
+static void check_quantizers(void) {
+    typedef void (*qfn)(const float *, void *, int64_t);
+    static const struct {
+        candle_dtype t;
+        int qk;
+        size_t bs;
+        qfn ref, neon;
+    } qs[] = {
+        {CANDLE_DTYPE_Q8_0, 32, sizeof(block_q8_0), candle_q8_0_from_f32, candle_q8_0_from_f32_neon},
+        {CANDLE_DTYPE_Q8_1, 32, sizeof(block_q8_1), candle_q8_1_from_f32, candle_q8_1_from_f32_neon},
+        {CANDLE_DTYPE_Q8_K, 256, sizeof(block_q8_K), candle_q8_k_from_f32, candle_q8_k_from_f32_neon},
+    };
+    static const int64_t nbs[] = {1, 2, 3, 8, 9};
+    for (size_t t = 0; t < sizeof qs / sizeof qs[0]; t++)
+        for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++)
+            for (int rep = 0; rep < 4; rep++) {
+                int64_t nb = nbs[ni], n = nb * qs[t].qk;
+                float *xb = malloc(sizeof(float) * (size_t)(n + 1)), *x = xb + (rep & 1); /* 16-byte aligned or not */
+                char *a = malloc(qs[t].bs * (size_t)nb), *b = malloc(qs[t].bs * (size_t)nb);
+                for (int64_t bi = 0; bi < nb; bi++) fill_act(x + bi * qs[t].qk, qs[t].qk, (int)((bi + ni + 3 * rep) % 8));
+                memset(a, 0x5a, qs[t].bs * (size_t)nb);
+                memset(b, 0x5a, qs[t].bs * (size_t)nb);
+                qs[t].ref(x, a, n);
+                qs[t].neon(x, b, n);
+                int bad = -1;
+                for (int64_t bi = 0; bi < nb && bad < 0; bi++)
+                    if (memcmp(a + bi * qs[t].bs, b + bi * qs[t].bs, qs[t].bs)) bad = (int)bi;
+                CHECK_MSG(bad < 0, "%s from_f32 nb %lld rep %d: block %d (pattern %d) differs from the scalar bytes",
+                          candle_dtype_name(qs[t].t), (long long)nb, rep, bad, (int)((bad + ni + 3 * rep) % 8));
+                free(xb), free(a), free(b);
+            }
+}
+
 int main(void) {
     int dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
     const char *sc = getenv("CANDLE_QUANT_SCALAR"), *nd = getenv("CANDLE_QUANT_NO_DOTPROD");
@@ -143,6 +206,9 @@ int main(void) {
     CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_0)->vec_dot ==
           (scalar ? candle_vec_dot_q8_0_q8_0
                   : candle_quant_uses_dotprod() ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon));
+    CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_0)->from_f32 == (scalar ? candle_q8_0_from_f32 : candle_q8_0_from_f32_neon));
+    CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_K)->from_f32 == (scalar ? candle_q8_k_from_f32 : candle_q8_k_from_f32_neon));
+    check_quantizers();
     static const neon_case cases[] = {
         {CANDLE_DTYPE_Q4_0, sizeof(block_q4_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q4_0_q8_0,
          candle_vec_dot_q4_0_q8_0_neon, candle_vec_dot_q4_0_q8_0_dotprod, 32, -1, 1},
