@@ -3,7 +3,8 @@
  * multi-row product, q4_K, q5_K and q6_K single-row dots and multi-row product, plain NEON and (where the CPU has it) dotprod, any code
  * pattern (random bytes: q8 codes down to -128), scales from subnormal to
  * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
- * rows, weight rows wider apart than a row, M and N with tails. Under qemu
+ * rows, weight rows wider apart than a row, M and N with tails; and the NEON
+ * activation quantizers (q8_0, q8_1, q8_K from_f32) byte for byte. Under qemu
  * (make test-arm64) it runs as -cpu max and as a Cortex-A57 (no dotprod);
  * elsewhere it only checks that no NEON kernel was registered. */
 #include <stddef.h>
