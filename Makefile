@@ -58,7 +58,7 @@ test-tsan:
 # (test_gemma3*, test_smollm2; test_smollm2_fast, test_stories260k,
 # test_tiny_archs, test_batch and the KV tests run).
 ARM64_SCRIPTS = cli_run|test_server$$|test_bench_|test_paged_attention_isa|test_gguf_info|test_gguf_python|test_quantize_cli|test_tokenize_cli|test_gemma3|test_smollm2$$
-ARM64_KERNELS = test_quant_neon|test_gemv|test_qgemm|test_matmul|test_dense_gemm|test_gemm_split|test_fast_kernels|test_elementwise|test_norm|test_reduce|test_attention$$|test_quant$$
+ARM64_KERNELS = test_quant_neon|test_gemv|test_qgemm|test_matmul|test_dense_gemm|test_gemm_split|test_fast_kernels|test_elementwise|test_norm|test_reduce|test_attention$$|test_attention_neon|test_attention_blocked|test_quant$$
 test-arm64:
 	@bash scripts/install-arm64-cross.sh
 	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null || \
