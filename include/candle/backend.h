@@ -21,6 +21,15 @@ typedef struct candle_backend_iface {
      * activation and not each other, ready as for compute_node, computed
      * together (one job where the backend can). */
     candle_status (*compute_group)(candle_backend *be, candle_tensor *const *nodes, int n);
+    /* Optional (NULL: never fused): whether the backend can compute binary
+     * (an elementwise op with unary as one operand) straight from unary's
+     * input, the unary's result never stored; and that computation (binary
+     * ready as for compute_node; unary gets no storage). compute_fused
+     * answers CANDLE_ERR_UNSUPPORTED, having done nothing, where it cannot
+     * (the graph then runs the two nodes one by one). Results are the same
+     * bits as the two nodes' own kernels. */
+    bool (*fusable)(candle_backend *be, const candle_tensor *unary, const candle_tensor *binary);
+    candle_status (*compute_fused)(candle_backend *be, candle_tensor *unary, candle_tensor *binary);
 } candle_backend_iface;
 
 struct candle_backend {

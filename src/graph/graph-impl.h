@@ -6,14 +6,20 @@
 
 /* Give the nodes of a graph about to run that need storage a region of the
  * context's plan buffer, laid out by their lifetimes; outs (and nodes marked
- * with candle_tensor_set_output) stay alive after the run. */
+ * with candle_tensor_set_output) stay alive after the run. fused (NULL: none):
+ * fused[i] marks a unary node run inside node i + 1 (graph.c's
+ * fuse_elementwise): it gets no storage and its inputs live until i + 1. */
 candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, int n,
-                                  candle_tensor *const *outs, int n_outs);
+                                  candle_tensor *const *outs, int n_outs,
+                                  const unsigned char *fused);
 /* Whether node i of the graph just bound must run (some output that is not
  * computed yet depends on it). */
 bool candle_memplan_needed(const candle_ctx *ctx, int i);
 /* After the run (or its failure): nodes whose bytes were reused drop them. */
 void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
+
+/* Whether node i of g is a unary that runs fused into node i + 1 (tests). */
+bool candle_graph_fused(const candle_graph *g, int i);
 
 /* CANDLE_PROFILE=1 (profile.c): per-op wall time, printed at exit. */
 bool candle_profile_on(void);

@@ -9,6 +9,13 @@ struct candle_graph {
     candle_tensor **nodes; /* topological order: inputs before users */
     int n_outs, cap_outs;
     candle_tensor **outs; /* as given to build: kept alive by the memory plan */
+    /* fuse_elementwise: fused[i] marks a unary node run inside node i + 1
+     * (NULL or all 0: none); tmp and pre are its scratch */
+    int cap_fuse;
+    bool any_fused;
+    unsigned char *fused;
+    candle_tensor **tmp, **pre;
+    int *uses;
 };
 
 static bool push(candle_graph *g, candle_tensor *t) {
@@ -142,6 +149,137 @@ static void group_products(candle_graph *g) {
     }
 }
 
+/* A unary elementwise node (silu, gelu, ...) whose only reader is an
+ * add/sub/mul/div of the same shape runs inside that node (the FFN's
+ * silu(gate) * up): the backend applies the unary to a block of the row in
+ * cache and the binary to the result, so the intermediate is never written
+ * and read back, and the memory plan gives it no storage. The unary moves
+ * down to just before its reader (nothing between reads it), where
+ * fused[] marks it. Only for one-off computes (plans), like group_products;
+ * CANDLE_GRAPH_FUSE=0 turns it off (comparisons). */
+static bool fuse_enabled(void) {
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CANDLE_GRAPH_FUSE");
+        v = !(e && !strcmp(e, "0"));
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static bool fuse_unary(const candle_tensor *t) {
+    return t->op >= CANDLE_OP_NEG && t->op <= CANDLE_OP_CLAMP && !t->computed && !t->storage &&
+           !t->view_src && !t->output && t->dtype == CANDLE_DTYPE_F32 && t->n_src == 1 && t->src[0];
+}
+
+static bool fuse_binary(const candle_tensor *t, const candle_tensor *u) {
+    return t->op >= CANDLE_OP_ADD && t->op <= CANDLE_OP_DIV && !t->computed && !t->storage &&
+           !t->view_src && t->dtype == CANDLE_DTYPE_F32 && t->n_src == 2 &&
+           (t->src[0] == u) != (t->src[1] == u) && candle_tensor_same_shape(t, u);
+}
+
+static bool fuse_grow(candle_graph *g, int n) {
+    if (n <= g->cap_fuse) return true;
+    int cap = g->cap_fuse ? g->cap_fuse : 64;
+    while (cap < n) cap *= 2;
+    unsigned char *f = realloc(g->fused, (size_t)cap);
+    if (f) g->fused = f;
+    candle_tensor **a = realloc(g->tmp, (size_t)cap * sizeof *a);
+    if (a) g->tmp = a;
+    candle_tensor **b = realloc(g->pre, (size_t)cap * sizeof *b);
+    if (b) g->pre = b;
+    int *u = realloc(g->uses, (size_t)cap * sizeof *u);
+    if (u) g->uses = u;
+    if (!f || !a || !b || !u) return false;
+    g->cap_fuse = cap;
+    return true;
+}
+
+static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
+    int n = g->n_nodes;
+    candle_backend *be = ctx->backend;
+    candle_tensor **v = g->nodes;
+    g->any_fused = false;
+    if (!be->iface->fusable || !be->iface->compute_fused || !fuse_enabled()) return;
+    /* candidates by index: a small open-addressing map (pointer -> index)
+     * over the unary nodes only, so counting readers costs a cheap op test
+     * per edge and a lookup only for edges from a unary node */
+    int n_cand = 0;
+    for (int i = 0; i < n; i++) n_cand += fuse_unary(v[i]);
+    if (!n_cand) return;
+    size_t cap = 16;
+    while (cap < (size_t)n_cand * 2) cap *= 2;
+    if (!fuse_grow(g, n > (int)cap ? n : (int)cap)) return;
+    memset(g->fused, 0, (size_t)n);
+    candle_tensor **keys = g->tmp; /* tmp doubles as the map's keys */
+    int *idx = g->uses; /* slot -> node index */
+    memset(keys, 0, cap * sizeof *keys);
+    for (int i = 0; i < n; i++) {
+        if (!fuse_unary(v[i])) continue;
+        size_t k = visit_slot(cap, v[i]);
+        while (keys[k]) k = (k + 1) & (cap - 1);
+        keys[k] = v[i];
+        idx[k] = i;
+    }
+    /* per candidate: readers counted (capped at 2) and the last reader */
+    int *cnt = (int *)(void *)g->pre; /* room: cap_fuse pointers >= 2 ints each */
+    int *reader = cnt + g->cap_fuse;
+    for (int i = 0; i < n; i++) cnt[i] = 0;
+    for (int i = 0; i < n; i++) {
+        candle_tensor *t = v[i];
+        for (int s = 0; s < t->n_src; s++) {
+            candle_tensor *x = t->src[s];
+            if (!x || x->op < CANDLE_OP_NEG || x->op > CANDLE_OP_CLAMP) continue;
+            for (size_t k = visit_slot(cap, x); keys[k]; k = (k + 1) & (cap - 1))
+                if (keys[k] == x) {
+                    int u = idx[k];
+                    if (cnt[u] < 2) cnt[u]++;
+                    reader[u] = i;
+                    break;
+                }
+        }
+    }
+    for (int o = 0; o < g->n_outs; o++)
+        for (size_t k = visit_slot(cap, g->outs[o]); keys[k]; k = (k + 1) & (cap - 1))
+            if (keys[k] == g->outs[o]) {
+                cnt[idx[k]] = 2;
+                break;
+            }
+    /* which readers take a unary (fused[] marks the unary's old index for
+     * now; idx[j] - 1: the unary that reader j takes) */
+    for (int i = 0; i < n; i++) idx[i] = 0;
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        if (!fuse_unary(v[i]) || cnt[i] != 1) continue;
+        int j = reader[i];
+        /* one unary per reader (silu(a) * silu(b) fuses the first) */
+        if (j <= i || idx[j] || !fuse_binary(v[j], v[i]) || !be->iface->fusable(be, v[i], v[j]))
+            continue;
+        g->fused[i] = 1;
+        idx[j] = i + 1;
+        any = true;
+    }
+    if (!any) return;
+    /* new order: each fused unary right before its reader (nothing between
+     * reads it, so the order stays topological) */
+    candle_tensor **out = g->tmp;
+    unsigned char *f = g->fused;
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        cnt[j] = 0;
+        if (f[j]) continue;
+        if (idx[j]) {
+            cnt[m] = 1;
+            out[m++] = v[idx[j] - 1];
+        }
+        out[m++] = v[j];
+    }
+    memcpy(v, out, (size_t)n * sizeof *v);
+    for (int i = 0; i < n; i++) f[i] = (unsigned char)(i < m && cnt[i] == 1);
+    g->any_fused = true;
+}
+
 /* prune: do not descend into computed nodes (for a one-off compute, where
  * only what is missing matters). A one-off compute (!track) works in the
  * context's scratch graph, set and stack, so repeated steps allocate
@@ -197,6 +335,7 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
         gs->cap_stack = st.cap;
     }
     if (ok && !track) group_products(g);
+    if (ok && !track) fuse_elementwise(ctx, g);
     if (!ok || (track && candle_ctx_track_graph(ctx, g) != 0)) {
         if (track) candle_graph_free_internal(g);
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: building graph");
@@ -215,11 +354,19 @@ candle_tensor *candle_graph_node(const candle_graph *g, int i) {
     return g && i >= 0 && i < g->n_nodes ? g->nodes[i] : NULL;
 }
 
+bool candle_graph_fused(const candle_graph *g, int i) {
+    return g && g->any_fused && i >= 0 && i < g->n_nodes && g->fused[i];
+}
+
 void candle_graph_free_internal(void *p) {
     candle_graph *g = p;
     if (g) {
         free(g->nodes);
         free(g->outs);
+        free(g->fused);
+        free(g->tmp);
+        free(g->pre);
+        free(g->uses);
     }
     free(g);
 }
@@ -298,8 +445,31 @@ static candle_status compute_group(candle_ctx *ctx, candle_tensor *const *nodes,
     return CANDLE_OK;
 }
 
-/* One node, or a group of independent products sharing their input. */
+/* Unary u fused into binary b (fuse_elementwise): b computed straight from
+ * u's input; where the backend declines at run time, the two one by one
+ * (u then gets storage of its own). */
+static candle_status compute_fused(candle_ctx *ctx, candle_tensor *u, candle_tensor *b) {
+    candle_status s = prepare_node(ctx, b);
+    if (s) return s;
+    candle_backend *be = ctx->backend;
+    s = be->iface->compute_fused(be, u, b);
+    if (s == CANDLE_ERR_UNSUPPORTED) {
+        s = compute_node(ctx, u);
+        return s ? s : compute_node(ctx, b);
+    }
+    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    b->computed = true;
+    return CANDLE_OK;
+}
+
+/* One node, a group of independent products sharing their input, or a
+ * fused unary and its reader. */
 static candle_status compute_step(candle_ctx *ctx, candle_graph *g, int i, bool plan, int *n) {
+    if (plan && g->any_fused && g->fused[i] && i + 1 < g->n_nodes &&
+        candle_memplan_needed(ctx, i + 1) && !g->nodes[i]->computed && !g->nodes[i + 1]->computed) {
+        *n = 2;
+        return compute_fused(ctx, g->nodes[i], g->nodes[i + 1]);
+    }
     *n = group_at(ctx, g, i, plan);
     return *n > 1 ? compute_group(ctx, g->nodes + i, *n) : compute_node(ctx, g->nodes[i]);
 }
@@ -309,7 +479,8 @@ candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     if (ctx->status) return ctx->status;
     if (!g) return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_compute: graph is NULL");
     bool plan = plans(ctx);
-    candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs)
+    candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs,
+                                                 g->any_fused ? g->fused : NULL)
                            : CANDLE_OK;
     bool prof = candle_profile_on();
     if (prof) candle_profile_graph();
@@ -320,7 +491,9 @@ candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
         if (prof && !t->computed && t->op != CANDLE_OP_VIEW) {
             int64_t t0 = candle_profile_now();
             s = compute_step(ctx, g, i, plan, &n);
-            candle_profile_node(g->nodes + i, n, candle_profile_now() - t0);
+            /* a fused pair counts as one node of the unary's op */
+            bool pair = n == 2 && plan && g->any_fused && g->fused[i];
+            candle_profile_node(g->nodes + i, pair ? 1 : n, candle_profile_now() - t0);
         } else {
             s = compute_step(ctx, g, i, plan, &n);
         }

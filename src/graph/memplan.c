@@ -218,8 +218,8 @@ static void mark_needed(candle_tensor *const *nodes, int n, candle_tensor *const
 
 /* Fill pn[] for the graph; false if nothing needs planning. */
 static bool lifetimes(candle_ctx *ctx, candle_tensor *const *nodes, int n,
-                      candle_tensor *const *outs, int n_outs, pnode *pn, map_ent *map,
-                      size_t cap) {
+                      candle_tensor *const *outs, int n_outs, const unsigned char *fused,
+                      pnode *pn, map_ent *map, size_t cap) {
     bool any = false;
     for (int i = 0; i < n; i++) map_put(map, cap, nodes[i], i);
     for (int i = 0; i < n; i++)
@@ -227,7 +227,8 @@ static bool lifetimes(candle_ctx *ctx, candle_tensor *const *nodes, int n,
     mark_needed(nodes, n, outs, n_outs, pn, map, cap);
     for (int i = 0; i < n; i++) {
         candle_tensor *t = nodes[i];
-        pn[i].planned = pn[i].needed && wants_plan(ctx, t);
+        /* a unary fused into node i + 1 never holds its result */
+        pn[i].planned = pn[i].needed && wants_plan(ctx, t) && !(fused && fused[i]);
         if (pn[i].planned) {
             candle_contiguous_strides(t->dtype, t->rank, t->shape, t->stride);
             size_t sz = candle_tensor_nbytes(t);
@@ -238,10 +239,13 @@ static bool lifetimes(candle_ctx *ctx, candle_tensor *const *nodes, int n,
     for (int i = 0; i < n; i++) {
         candle_tensor *t = nodes[i];
         if (!pn[i].needed) continue;
+        /* a fused unary's inputs are read by the fused step, which runs
+         * with node i + 1 (whose output then never shares their bytes) */
+        int at = fused && fused[i] ? i + 1 : i;
         for (int s = 0; s < t->n_src; s++) {
             int j = t->src[s] ? map_get(map, cap, t->src[s]) : -1;
             int r = j >= 0 ? pn[j].root : -1;
-            if (r >= 0 && pn[r].last < i) pn[r].last = i;
+            if (r >= 0 && pn[r].last < at) pn[r].last = at;
         }
         if (pn[i].root >= 0 && pn[pn[i].root].last < i) pn[pn[i].root].last = i;
     }
@@ -353,7 +357,8 @@ static const char *node_label(const candle_tensor *t) {
 }
 
 candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, int n,
-                                  candle_tensor *const *outs, int n_outs) {
+                                  candle_tensor *const *outs, int n_outs,
+                                  const unsigned char *fused) {
     candle_plan_scratch *ps = &ctx->plan;
     ps->n_nodes = 0;
     size_t cap = 16;
@@ -364,7 +369,7 @@ candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, 
         return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
     pnode *pn = ps->nodes;
     memset(ps->map, 0, cap * sizeof(map_ent));
-    bool any = lifetimes(ctx, nodes, n, outs, n_outs, pn, ps->map, cap);
+    bool any = lifetimes(ctx, nodes, n, outs, n_outs, fused, pn, ps->map, cap);
     ps->n_nodes = n;
     if (!any) return CANDLE_OK;
     size_t n_pins = 0, need = 0;

@@ -189,6 +189,14 @@ void cpu_set_always_parallel(bool on);
 /* The fast kernel compute_node would use for dst, or NULL (tests, info). */
 const cpu_fast_kernel *cpu_fast_kernel_for(const candle_tensor *dst);
 
+/* A unary node u fused into its reader b (fast_ops.c): whether the fast
+ * unary and binary kernels would run them (then the fused run gives their
+ * bits), the tasks for b, and task t's share: b computed from u's input,
+ * u never stored. */
+bool cpu_fused_ok(const candle_tensor *u, const candle_tensor *b);
+int cpu_fused_tasks(const candle_tensor *b, int n_threads);
+candle_status cpu_fused_run(const cpu_task *t, const candle_tensor *u, candle_tensor *b);
+
 /* Split [0, n) into nth nearly equal parts, each a multiple of `align`
  * (except the last): part ith is [*lo, *hi). */
 static inline void cpu_split(int64_t n, int64_t align, int ith, int nth, int64_t *lo, int64_t *hi) {

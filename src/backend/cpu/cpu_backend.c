@@ -232,6 +232,43 @@ static candle_status cpu_compute_group(candle_backend *be, candle_tensor *const 
     return CANDLE_OK;
 }
 
+static bool cpu_fusable(candle_backend *be, const candle_tensor *u, const candle_tensor *b) {
+    (void)be;
+    return cpu_fused_ok(u, b);
+}
+
+typedef struct fused_job {
+    candle_tensor *u, *b;
+    cpu_impl *im;
+} fused_job;
+
+static void fused_job_run(void *arg, int task, int n_tasks, int thread) {
+    fused_job *j = arg;
+    cpu_task t = {.ith = task, .nth = n_tasks, .errmsg = j->im->errmsgs[thread], .errmsg_len = 256,
+                  .tid = thread, .n_threads = cpu_pool_size(j->im->pool)};
+    candle_status s = cpu_fused_run(&t, j->u, j->b);
+    if (s) j->im->status[thread] = s;
+}
+
+/* A unary fused into its reader (graph.c's fuse_elementwise): one job. */
+static candle_status cpu_compute_fused(candle_backend *be, candle_tensor *u, candle_tensor *b) {
+    cpu_impl *im = be->impl;
+    if (!cpu_fused_ok(u, b)) return CANDLE_ERR_UNSUPPORTED;
+    int n = cpu_pool_size(im->pool), nth = cpu_fused_tasks(b, n);
+    pthread_mutex_lock(&im->busy);
+    for (int i = 0; i < n; i++) im->status[i] = CANDLE_OK;
+    fused_job job = {u, b, im};
+    cpu_pool_run(im->pool, nth < 1 ? 1 : nth, fused_job_run, &job);
+    candle_status s = CANDLE_OK;
+    for (int i = 0; i < n && !s; i++)
+        if (im->status[i]) {
+            snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
+            s = im->status[i];
+        }
+    pthread_mutex_unlock(&im->busy);
+    return s;
+}
+
 static candle_status cpu_synchronize(candle_backend *be) {
     (void)be;
     return CANDLE_OK;
@@ -258,6 +295,8 @@ static const candle_backend_iface cpu_iface = {
     .synchronize = cpu_synchronize,
     .free = cpu_free,
     .compute_group = cpu_compute_group,
+    .fusable = cpu_fusable,
+    .compute_fused = cpu_compute_fused,
 };
 
 candle_backend *candle_backend_cpu_init(int n_threads) {

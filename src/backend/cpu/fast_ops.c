@@ -3,6 +3,7 @@
  * contiguous last dim (outer dims may be strided, sliced or broadcast);
  * outputs are the node's own contiguous storage. Threads split rows, or
  * elements when the whole input is one contiguous run. */
+#include <stdio.h>
 #include <string.h>
 
 #include "fast-impl.h"
@@ -104,6 +105,72 @@ static candle_status run_binary(const cpu_task *t, candle_tensor *dst) {
 }
 
 const cpu_fast_kernel cpu_fast_binary = {"binary f32", match_binary, plan_rows, run_binary};
+
+/* ---- unary fused into a binary (graph.c's fuse_elementwise) ---- */
+
+/* Where both nodes would run the fast kernels above and the binary is an
+ * exactly rounded op (add, sub, mul, div): each element then comes out of
+ * the same vector code whatever the block it sits in (the unary's tail
+ * goes through its vector code too), so blocks give the unfused bits. */
+bool cpu_fused_ok(const candle_tensor *u, const candle_tensor *b) {
+    return b->op >= CANDLE_OP_ADD && b->op <= CANDLE_OP_DIV && b->n_src == 2 &&
+           (b->src[0] == u) != (b->src[1] == u) && candle_tensor_same_shape(u, b) &&
+           candle_tensor_numel(b) > 0 && cpu_fast_kernel_for(u) == &cpu_fast_unary &&
+           cpu_fast_kernel_for(b) == &cpu_fast_binary;
+}
+
+int cpu_fused_tasks(const candle_tensor *b, int n_threads) {
+    cpu_plan p;
+    plan_rows(b, n_threads, &p);
+    return p.nth;
+}
+
+/* Elements per block: the unary's result stays in L1 for the binary. */
+#define FUSED_BLOCK 512
+
+static void fused_span(const cpu_simd *simd, const candle_tensor *u, const candle_tensor *b,
+                       const float *x, const float *o, int64_t o_step, float *y, int64_t n) {
+    _Alignas(64) float tmp[FUSED_BLOCK];
+    bool u_first = b->src[0] == u;
+    for (int64_t k = 0; k < n; k += FUSED_BLOCK) {
+        int64_t len = n - k < FUSED_BLOCK ? n - k : FUSED_BLOCK;
+        simd->unary((candle_op)u->op, x + k, tmp, len, u->fparams);
+        const float *ob = o + k * o_step;
+        if (u_first) simd->binary((candle_op)b->op, tmp, ob, o_step, y + k, len);
+        else simd->binary((candle_op)b->op, ob, tmp, 1, y + k, len);
+    }
+}
+
+/* The unfused kernels' split (whole runs where the inputs are contiguous,
+ * else rows); within it, blocks. */
+candle_status cpu_fused_run(const cpu_task *t, const candle_tensor *u, candle_tensor *b) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *x = u->src[0], *o = b->src[0] == u ? b->src[1] : b->src[0];
+    bool u_first = b->src[0] == u;
+    float *y = (float *)tensor_ptr(b);
+    if (candle_tensor_is_contiguous(x) && candle_tensor_is_contiguous(o)) {
+        int64_t lo, hi;
+        cpu_split(candle_tensor_numel(b), 64, t->ith, t->nth, &lo, &hi);
+        if (lo < hi)
+            fused_span(simd, u, b, (const float *)tensor_ptr(x) + lo, (const float *)tensor_ptr(o) + lo,
+                       1, y + lo, hi - lo);
+        return CANDLE_OK;
+    }
+    /* o broadcast along the row (stride 0) only as the second operand, as
+     * the binary kernel takes it */
+    int64_t d = last_dim(b), r0, r1;
+    int64_t o_step = last_stride(o) == 4 || last_dim(o) == 1 ? 1 : 0;
+    if (!u_first && o_step == 0) {
+        /* the first operand broadcast: not a layout match_binary accepts */
+        snprintf(t->errmsg, t->errmsg_len, "fused: broadcast first operand");
+        return CANDLE_ERR_UNSUPPORTED;
+    }
+    cpu_split(n_rows(b), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        fused_span(simd, u, b, (const float *)(tensor_ptr(x) + row_offset(x, r)),
+                   (const float *)(tensor_ptr(o) + row_offset(o, r)), o_step, y + r * d, d);
+    return CANDLE_OK;
+}
 
 /* ---- softmax over the last dim ---- */
 
