@@ -10,12 +10,15 @@ struct candle_graph {
     int n_outs, cap_outs;
     candle_tensor **outs; /* as given to build: kept alive by the memory plan */
     /* fuse_elementwise: fused[i] marks a unary node run inside node i + 1
-     * (NULL or all 0: none); tmp and pre are its scratch */
+     * (NULL or all 0: none). Its scratch, cap_fuse entries each: tmp (the
+     * candidates' map keys, then the new order), idx (map slot -> node,
+     * then reader -> unary + 1) and counts (2 x cap_fuse: readers per
+     * candidate, then each candidate's last reader) */
     int cap_fuse;
     bool any_fused;
     unsigned char *fused;
-    candle_tensor **tmp, **pre;
-    int *uses;
+    candle_tensor **tmp;
+    int *idx, *counts;
 };
 
 static bool push(candle_graph *g, candle_tensor *t) {
@@ -187,11 +190,11 @@ static bool fuse_grow(candle_graph *g, int n) {
     if (f) g->fused = f;
     candle_tensor **a = realloc(g->tmp, (size_t)cap * sizeof *a);
     if (a) g->tmp = a;
-    candle_tensor **b = realloc(g->pre, (size_t)cap * sizeof *b);
-    if (b) g->pre = b;
-    int *u = realloc(g->uses, (size_t)cap * sizeof *u);
-    if (u) g->uses = u;
-    if (!f || !a || !b || !u) return false;
+    int *x = realloc(g->idx, (size_t)cap * sizeof *x);
+    if (x) g->idx = x;
+    int *c = realloc(g->counts, 2 * (size_t)cap * sizeof *c);
+    if (c) g->counts = c;
+    if (!f || !a || !x || !c) return false;
     g->cap_fuse = cap;
     return true;
 }
@@ -212,8 +215,8 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
     while (cap < (size_t)n_cand * 2) cap *= 2;
     if (!fuse_grow(g, n > (int)cap ? n : (int)cap)) return;
     memset(g->fused, 0, (size_t)n);
-    candle_tensor **keys = g->tmp; /* tmp doubles as the map's keys */
-    int *idx = g->uses; /* slot -> node index */
+    candle_tensor **keys = g->tmp;
+    int *idx = g->idx; /* slot -> node index */
     memset(keys, 0, cap * sizeof *keys);
     for (int i = 0; i < n; i++) {
         if (!fuse_unary(v[i])) continue;
@@ -223,8 +226,7 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
         idx[k] = i;
     }
     /* per candidate: readers counted (capped at 2) and the last reader */
-    int *cnt = (int *)(void *)g->pre; /* room: cap_fuse pointers >= 2 ints each */
-    int *reader = cnt + g->cap_fuse;
+    int *cnt = g->counts, *reader = g->counts + g->cap_fuse;
     for (int i = 0; i < n; i++) cnt[i] = 0;
     for (int i = 0; i < n; i++) {
         candle_tensor *t = v[i];
@@ -365,8 +367,8 @@ void candle_graph_free_internal(void *p) {
         free(g->outs);
         free(g->fused);
         free(g->tmp);
-        free(g->pre);
-        free(g->uses);
+        free(g->idx);
+        free(g->counts);
     }
     free(g);
 }
