@@ -149,6 +149,25 @@ static void binary_neon(candle_op op, const float *a, const float *b, int64_t b_
  * exp, sigmoid, silu, gelu_tanh: within a few ulp of expf); the others (gelu_erf, the
  * trigonometric ones, affine in double, clamp's NaN rule) go to the scalar
  * entry. */
+static inline float32x4_t unary4(candle_op op, float32x4_t v) {
+    switch (op) {
+    case CANDLE_OP_NEG: return vnegq_f32(v);
+    case CANDLE_OP_ABS: return vabsq_f32(v);
+    case CANDLE_OP_RELU: { /* NaN -> 0, as x > 0 ? x : 0 */
+        float32x4_t zero = vdupq_n_f32(0);
+        return vbslq_f32(vcgtq_f32(v, zero), v, zero);
+    }
+    case CANDLE_OP_EXP: return neon_exp4(v);
+    case CANDLE_OP_SIGMOID: return neon_sigmoid4(v);
+    case CANDLE_OP_SILU: return vmulq_f32(v, neon_sigmoid4(v));
+    case CANDLE_OP_GELU_TANH: { /* 0.5 x (1 + tanh u) = x sigmoid(2u): no cancellation near u = 0 */
+        float32x4_t u = vfmaq_f32(v, vdupq_n_f32(0.044715f), vmulq_f32(vmulq_f32(v, v), v));
+        return vmulq_f32(v, neon_sigmoid4(vmulq_f32(u, vdupq_n_f32(1.5957691216057308f))));
+    }
+    default: return vsqrtq_f32(v);
+    }
+}
+
 static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const double *p) {
     if (op != CANDLE_OP_NEG && op != CANDLE_OP_ABS && op != CANDLE_OP_RELU && op != CANDLE_OP_SQRT &&
         op != CANDLE_OP_EXP && op != CANDLE_OP_SIGMOID && op != CANDLE_OP_SILU && op != CANDLE_OP_GELU_TANH) {
@@ -156,26 +175,14 @@ static void unary_neon(candle_op op, const float *x, float *y, int64_t n, const 
         return;
     }
     int64_t i = 0;
-    float32x4_t zero = vdupq_n_f32(0);
-    for (; i + 4 <= n; i += 4) {
-        float32x4_t v = vld1q_f32(x + i), r;
-        switch (op) {
-        case CANDLE_OP_NEG: r = vnegq_f32(v); break;
-        case CANDLE_OP_ABS: r = vabsq_f32(v); break;
-        case CANDLE_OP_RELU: r = vbslq_f32(vcgtq_f32(v, zero), v, zero); break; /* NaN -> 0, as x > 0 ? x : 0 */
-        case CANDLE_OP_EXP: r = neon_exp4(v); break;
-        case CANDLE_OP_SIGMOID: r = neon_sigmoid4(v); break;
-        case CANDLE_OP_SILU: r = vmulq_f32(v, neon_sigmoid4(v)); break;
-        case CANDLE_OP_GELU_TANH: { /* 0.5 x (1 + tanh u) = x sigmoid(2u): no cancellation near u = 0 */
-            float32x4_t u = vfmaq_f32(v, vdupq_n_f32(0.044715f), vmulq_f32(vmulq_f32(v, v), v));
-            r = vmulq_f32(v, neon_sigmoid4(vmulq_f32(u, vdupq_n_f32(1.5957691216057308f))));
-            break;
-        }
-        default: r = vsqrtq_f32(v); break;
-        }
-        vst1q_f32(y + i, r);
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, unary4(op, vld1q_f32(x + i)));
+    if (i < n) { /* the tail through the same vector code, so an element's
+                  * value does not depend on where a row split falls */
+        float b[4] = {0};
+        memcpy(b, x + i, (size_t)(n - i) * sizeof *b);
+        vst1q_f32(b, unary4(op, vld1q_f32(b)));
+        memcpy(y + i, b, (size_t)(n - i) * sizeof *b);
     }
-    for (; i < n; i++) y[i] = cpu_unary1(op, x[i], p);
 }
 
 /* x[j] = exp(x[j] - m), returning their sum; the tail through the same
