@@ -22,7 +22,8 @@ typedef struct candle_backend_iface {
      * together (one job where the backend can). */
     candle_status (*compute_group)(candle_backend *be, candle_tensor *const *nodes, int n);
     /* Optional (NULL: never fused): whether the backend can compute binary
-     * (an elementwise op with unary as one operand) straight from unary's
+     * (an add, sub, mul or div of unary's shape reading unary as exactly
+     * one operand: the graph checks that) straight from unary's
      * input, the unary's result never stored; and that computation (binary
      * ready as for compute_node; unary gets no storage). compute_fused
      * answers CANDLE_ERR_UNSUPPORTED, having done nothing, where it cannot

@@ -124,13 +124,33 @@ typedef struct fast_job {
     int phase;
 } fast_job;
 
+/* Task `task` of n_tasks of a pool job, run by `thread`. */
+static cpu_task task_of(const cpu_impl *im, int task, int n_tasks, int thread, int phase) {
+    return (cpu_task){.ith = task, .nth = n_tasks, .errmsg = im->errmsgs[thread], .errmsg_len = 256,
+                      .tid = thread, .n_threads = cpu_pool_size(im->pool), .phase = phase,
+                      .wdata = im->work, .wsize = im->work_size};
+}
+
 static void fast_job_run(void *arg, int task, int n_tasks, int thread) {
     fast_job *j = arg;
-    cpu_task t = {.ith = task, .nth = n_tasks, .errmsg = j->im->errmsgs[thread], .errmsg_len = 256,
-                  .tid = thread, .n_threads = cpu_pool_size(j->im->pool), .phase = j->phase,
-                  .wdata = j->im->work, .wsize = j->im->work_size};
+    cpu_task t = task_of(j->im, task, n_tasks, thread, j->phase);
     candle_status s = j->fk->run(&t, j->node);
     if (s) j->im->status[thread] = s; /* each thread writes only its own slot */
+}
+
+/* One pool job of nth tasks whose threads report into im->status; the
+ * first error, with its message in be->errmsg. */
+static candle_status run_job(candle_backend *be, int nth, cpu_pool_fn fn, void *arg) {
+    cpu_impl *im = be->impl;
+    int n = cpu_pool_size(im->pool);
+    for (int i = 0; i < n; i++) im->status[i] = CANDLE_OK;
+    cpu_pool_run(im->pool, nth, fn, arg);
+    for (int i = 0; i < n; i++)
+        if (im->status[i]) {
+            snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
+            return im->status[i];
+        }
+    return CANDLE_OK;
 }
 
 static bool ensure_work(cpu_impl *im, size_t size) {
@@ -146,18 +166,11 @@ static bool ensure_work(cpu_impl *im, size_t size) {
 
 static candle_status run_fast(candle_backend *be, const cpu_fast_kernel *fk, candle_tensor *node,
                               const cpu_plan *plan) {
-    cpu_impl *im = be->impl;
-    int n = cpu_pool_size(im->pool);
-    for (int i = 0; i < n; i++) im->status[i] = CANDLE_OK;
     for (int phase = 0; phase < plan->n_phases; phase++) {
-        fast_job job = {fk, node, im, phase};
+        fast_job job = {fk, node, be->impl, phase};
         int nth = phase == 0 && plan->nth0 > 0 ? plan->nth0 : plan->nth;
-        cpu_pool_run(im->pool, nth, fast_job_run, &job);
-        for (int i = 0; i < n; i++)
-            if (im->status[i]) {
-                snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
-                return im->status[i];
-            }
+        candle_status s = run_job(be, nth, fast_job_run, &job);
+        if (s) return s;
     }
     return CANDLE_OK;
 }
@@ -244,8 +257,7 @@ typedef struct fused_job {
 
 static void fused_job_run(void *arg, int task, int n_tasks, int thread) {
     fused_job *j = arg;
-    cpu_task t = {.ith = task, .nth = n_tasks, .errmsg = j->im->errmsgs[thread], .errmsg_len = 256,
-                  .tid = thread, .n_threads = cpu_pool_size(j->im->pool)};
+    cpu_task t = task_of(j->im, task, n_tasks, thread, 0);
     candle_status s = cpu_fused_run(&t, j->u, j->b);
     if (s) j->im->status[thread] = s;
 }
@@ -254,17 +266,10 @@ static void fused_job_run(void *arg, int task, int n_tasks, int thread) {
 static candle_status cpu_compute_fused(candle_backend *be, candle_tensor *u, candle_tensor *b) {
     cpu_impl *im = be->impl;
     if (!cpu_fused_ok(u, b)) return CANDLE_ERR_UNSUPPORTED;
-    int n = cpu_pool_size(im->pool), nth = cpu_fused_tasks(b, n);
-    pthread_mutex_lock(&im->busy);
-    for (int i = 0; i < n; i++) im->status[i] = CANDLE_OK;
+    int nth = cpu_fused_tasks(b, cpu_pool_size(im->pool));
     fused_job job = {u, b, im};
-    cpu_pool_run(im->pool, nth < 1 ? 1 : nth, fused_job_run, &job);
-    candle_status s = CANDLE_OK;
-    for (int i = 0; i < n && !s; i++)
-        if (im->status[i]) {
-            snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
-            s = im->status[i];
-        }
+    pthread_mutex_lock(&im->busy);
+    candle_status s = run_job(be, nth < 1 ? 1 : nth, fused_job_run, &job);
     pthread_mutex_unlock(&im->busy);
     return s;
 }

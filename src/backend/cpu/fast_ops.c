@@ -108,14 +108,14 @@ const cpu_fast_kernel cpu_fast_binary = {"binary f32", match_binary, plan_rows, 
 
 /* ---- unary fused into a binary (graph.c's fuse_elementwise) ---- */
 
-/* Where both nodes would run the fast kernels above and the binary is an
- * exactly rounded op (add, sub, mul, div): each element then comes out of
- * the same vector code whatever the block it sits in (the unary's tail
- * goes through its vector code too), so blocks give the unfused bits. */
+/* The pair's form (b an add, sub, mul or div of u's shape reading u once)
+ * is the graph's to check (fuse_elementwise, the backend iface's contract);
+ * here, whether both nodes would run the fast kernels above. The binary
+ * being exactly rounded, each element then comes out of the same vector
+ * code whatever the block it sits in (the unary's tail goes through its
+ * vector code too), so blocks give the unfused bits. */
 bool cpu_fused_ok(const candle_tensor *u, const candle_tensor *b) {
-    return b->op >= CANDLE_OP_ADD && b->op <= CANDLE_OP_DIV && b->n_src == 2 &&
-           (b->src[0] == u) != (b->src[1] == u) && candle_tensor_same_shape(u, b) &&
-           candle_tensor_numel(b) > 0 && cpu_fast_kernel_for(u) == &cpu_fast_unary &&
+    return candle_tensor_numel(b) > 0 && cpu_fast_kernel_for(u) == &cpu_fast_unary &&
            cpu_fast_kernel_for(b) == &cpu_fast_binary;
 }
 
