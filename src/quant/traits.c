@@ -52,6 +52,12 @@ static void set(candle_dtype_traits *t, candle_dtype type, candle_to_f32_fn to, 
 
 static int use_avx2, use_vnni, use_neon, use_dotprod;
 
+/* A switch set in the environment (set, not empty, not "0"). */
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && *e != '0';
+}
+
 int candle_quant_uses_neon(void) {
     candle_dtype_info(CANDLE_DTYPE_F32);
     return use_neon;
@@ -148,11 +154,6 @@ static void register_vnni(candle_dtype_traits *t) {
 #endif
 
 #ifdef CANDLE_QUANT_HAVE_NEON
-static int env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && *e != '0';
-}
-
 /* NEON is baseline on aarch64; the dot product (SDOT) where AT_HWCAP says
  * so, unless CANDLE_QUANT_NO_DOTPROD (comparison, tests). */
 static void register_neon(candle_dtype_traits *t) {
@@ -185,14 +186,12 @@ void candle_quant_register_traits(candle_dtype_traits *t) {
 #endif
 #ifdef CANDLE_QUANT_HAVE_X86
     /* CANDLE_QUANT_SCALAR forces the reference kernels (debugging, tests) */
-    const char *force = getenv("CANDLE_QUANT_SCALAR");
-    if ((!force || !*force || *force == '0') && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+    if (!env_on("CANDLE_QUANT_SCALAR") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
         cpu_has_f16c()) {
         register_avx2(t);
         use_avx2 = 1;
         /* CANDLE_QUANT_NO_VNNI keeps the AVX2 dots (comparison, debugging) */
-        const char *no_vnni = getenv("CANDLE_QUANT_NO_VNNI");
-        if ((!no_vnni || !*no_vnni || *no_vnni == '0') && __builtin_cpu_supports("avx512vnni") &&
+        if (!env_on("CANDLE_QUANT_NO_VNNI") && __builtin_cpu_supports("avx512vnni") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
             register_vnni(t);
             use_vnni = 1;
