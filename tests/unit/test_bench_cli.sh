@@ -82,12 +82,32 @@ if [ -f "$LIB" ] && ! ldd "$CANDLE" | grep 'libasan\|libtsan' >/dev/null; then
         fail "malloc counts"
 fi
 
+# -d: the tests run after that many tokens (llama-bench's n_depth, "@ dN" in
+# the table); -ctk/-ctv: the KV cache type (f16 by default, as llama.cpp).
+"$CANDLE" bench -m "$MODEL" -p 8 -n 4 -r 1 -d 24 -o json >"$tmp/d.json" 2>"$tmp/err" ||
+    fail "bench -d exited $? ($(cat "$tmp/err"))"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [x["n_depth"] for x in r] == [24, 24] and all(x["type_k"] == x["type_v"] == "f16" and x["avg_ts"] > 0 for x in r), r' "$tmp/d.json" ||
+    fail "depth JSON"
+"$CANDLE" bench -m "$MODEL" -p 0 -n 4 -r 1 -d 8 -ctk f32 -ctv f32 >"$tmp/d.md" 2>"$tmp/err" ||
+    fail "bench -d -ctk f32 exited $? ($(cat "$tmp/err"))"
+grep -q '| tg4 @ d8 |' "$tmp/d.md" || fail "tg4 @ d8 row: $(cat "$tmp/d.md")"
+"$CANDLE" bench -m "$MODEL" -p 0 -n 4 -r 1 -ctk f32 -o json >"$tmp/k.json" 2>"$tmp/err" ||
+    fail "bench -ctk f32 exited $?"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[0]; assert r["type_k"] == r["type_v"] == "f32" and r["n_depth"] == 0, r' "$tmp/k.json" ||
+    fail "-ctk f32 JSON"
+
 # Errors: bad values and a missing file.
 set +e
 "$CANDLE" bench -m "$MODEL" -o xml >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "bad value 'xml' for -o" "$tmp/err" || fail "-o xml: rc $rc, $(cat "$tmp/err")"
 "$CANDLE" bench -m "$MODEL" -r 0 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "bad value '0' for -r" "$tmp/err" || fail "-r 0: rc $rc"
+"$CANDLE" bench -m "$MODEL" -ctk f16 -ctv f32 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "ctk and -ctv differ" "$tmp/err" || fail "-ctk f16 -ctv f32: rc $rc, $(cat "$tmp/err")"
+"$CANDLE" bench -m "$MODEL" -ctk q4_0 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "bad value 'q4_0' for -ctk" "$tmp/err" || fail "-ctk q4_0: rc $rc"
+"$CANDLE" bench -m "$MODEL" -d -1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "bad value '-1' for -d" "$tmp/err" || fail "-d -1: rc $rc"
 "$CANDLE" bench -m "$MODEL" --bogus >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "unknown option" "$tmp/err" || fail "--bogus: rc $rc"
 "$CANDLE" bench -m "$tmp/none.gguf" >/dev/null 2>"$tmp/err"; rc=$?

@@ -27,6 +27,10 @@ static const char *usage =
     "  -r N            repetitions (default 5)\n"
     "  -t N            threads (default 2)\n"
     "  -o md|json      markdown table (default) or llama-bench's JSON\n"
+    "  -d N            depth: the context holds N tokens before each test, so pp and\n"
+    "                  tg run at positions N.. (as llama-bench's -d; default 0)\n"
+    "  -ctk, -ctv T    KV cache type, f16 (default, as llama.cpp) or f32; K and V\n"
+    "                  share one type here, so the two must agree\n"
     "  --no-mmap       read the weights into memory (also -mmp 0, as llama-bench)\n"
     "  --latency N     also generate N tokens one at a time after a 16-token warm-up:\n"
     "                  per-token latency P50/P90/P99, allocations per token, peak RSS;\n"
@@ -37,15 +41,16 @@ static const char *usage =
     "                  run-to-run jitter, not attention growing with the context\n"
     "  --roofline      also measure read bandwidth and FMA peak; report the share of\n"
     "                  the bandwidth roofline that generation reaches\n"
-    "Tokens are random ids; the KV cache is f32. Allocations per token count\n"
+    "Tokens are random ids. Allocations per token count\n"
     "the session's tensor allocations and, when libcandle_malloc_count.so is\n"
     "preloaded (LD_PRELOAD), every malloc/calloc/realloc of the process.\n"
     "`candle bench ops` runs the kernel benchmarks.\n";
 
 typedef struct bench_opts {
     const char *model;
-    int64_t n_prompt, n_gen, n_lat;
+    int64_t n_prompt, n_gen, n_lat, n_depth;
     int reps, n_threads;
+    candle_dtype kv_type; /* -ctk / -ctv */
     bool json, no_mmap, roofline, lat_fixed;
 } bench_opts;
 
@@ -80,7 +85,8 @@ static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
 
 /* 0 to go on, -1 after --help, 2 on a usage error. */
 static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 5, .n_threads = 2};
+    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 5, .n_threads = 2, .kv_type = CANDLE_DTYPE_F16};
+    bool kv_set[2] = {false, false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -100,7 +106,19 @@ static int parse(int argc, char **argv, bench_opts *o) {
         if (!strcmp(a, "-m")) o->model = v;
         else if (!strcmp(a, "-p")) ok = parse_i64(v, 0, &o->n_prompt);
         else if (!strcmp(a, "-n")) ok = parse_i64(v, 0, &o->n_gen);
+        else if (!strcmp(a, "-d")) ok = parse_i64(v, 0, &o->n_depth) && o->n_depth <= (1 << 20);
         else if (!strcmp(a, "--latency")) ok = parse_i64(v, 0, &o->n_lat);
+        else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) {
+            candle_dtype t = !strcmp(v, "f16") ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
+            ok = !strcmp(v, "f16") || !strcmp(v, "f32");
+            int which = a[3] == 'v';
+            if (ok && kv_set[!which] && t != o->kv_type) {
+                fprintf(stderr, "candle bench: -ctk and -ctv differ (%s): K and V share one cache type\n", v);
+                return 2;
+            }
+            kv_set[which] = true;
+            o->kv_type = t;
+        }
         else if (!strcmp(a, "-r")) {
             ok = parse_i64(v, 1, &x) && x <= 1000;
             o->reps = (int)x;
@@ -182,11 +200,15 @@ static int fail(candle_session *s, const char *what) {
     return 1;
 }
 
-/* One repetition: a prompt batch, or n_gen single-token steps from position 0
- * (what llama-bench times as pp and tg). */
-static int run_once(candle_session *s, const int32_t *ids, int64_t n_prompt, int64_t n_gen,
-                    double *secs) {
-    candle_session_reset(s);
+/* One repetition: a prompt batch, or n_gen single-token steps, from position
+ * `depth` (what llama-bench times as pp and tg, with its -d): the session is
+ * cut back to the depth tokens that fill_depth evaluated, so only the test's
+ * own tokens are timed. */
+static int run_once(candle_session *s, const int32_t *ids, int64_t depth, int64_t n_prompt,
+                    int64_t n_gen, double *secs) {
+    if (depth > 0 ? candle_session_truncate(s, depth) != CANDLE_OK : (candle_session_reset(s), false))
+        return fail(s, "depth");
+    ids += depth;
     double t0 = cli_now();
     if (n_prompt > 0 && candle_session_eval(s, ids, n_prompt, NULL, false))
         return fail(s, "prompt");
@@ -196,14 +218,23 @@ static int run_once(candle_session *s, const int32_t *ids, int64_t n_prompt, int
     return 0;
 }
 
+/* The depth tokens, once per test (not timed). */
+static int fill_depth(candle_session *s, const int32_t *ids, int64_t depth) {
+    candle_session_reset(s);
+    if (depth > 0 && candle_session_eval(s, ids, depth, NULL, false)) return fail(s, "depth");
+    return 0;
+}
+
 static int run_test(candle_session *s, const int32_t *ids, const bench_opts *o, test_result *r) {
     double warm;
     /* A warm-up repetition, as llama-bench: first-touch page faults and the
      * thread pool's start are not what is measured. */
-    if (run_once(s, ids, r->n_prompt, r->n_gen ? 1 : 0, &warm)) return 1;
+    if (fill_depth(s, ids, o->n_depth) ||
+        run_once(s, ids, o->n_depth, r->n_prompt, r->n_gen ? 1 : 0, &warm))
+        return 1;
     for (r->n = 0; r->n < o->reps; r->n++) {
         double t;
-        if (run_once(s, ids, r->n_prompt, r->n_gen, &t)) return 1;
+        if (run_once(s, ids, o->n_depth, r->n_prompt, r->n_gen, &t)) return 1;
         r->ns[r->n] = t * 1e9;
     }
     return 0;
@@ -380,7 +411,6 @@ static void describe(const candle_model *m, model_info *mi) {
     mi->bytes_per_token = mi->weight_bytes;
     if (emb >= 0 && candle_gguf_find_tensor(g, "output.weight") >= 0)
         mi->bytes_per_token -= candle_gguf_tensor(g, emb)->size;
-    mi->kv_type = "f32";
     cpu_model(mi->cpu, sizeof mi->cpu);
 }
 
@@ -440,7 +470,8 @@ static void print_json(const bench_opts *o, const model_info *mi, const test_res
         printf("    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n    \"n_gpu_layers\": 0,\n",
                mi->kv_type, mi->kv_type);
         printf("    \"flash_attn\": true,\n    \"use_mmap\": %s,\n", o->no_mmap ? "false" : "true");
-        printf("    \"n_prompt\": %" PRId64 ",\n    \"n_gen\": %" PRId64 ",\n", r->n_prompt, r->n_gen);
+        printf("    \"n_prompt\": %" PRId64 ",\n    \"n_gen\": %" PRId64 ",\n    \"n_depth\": %" PRId64 ",\n",
+               r->n_prompt, r->n_gen, o->n_depth);
         printf("    \"test_time\": \"%s\",\n", when);
         printf("    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n", an, sn);
         printf("    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n", at, st);
@@ -489,10 +520,12 @@ static void print_md(const bench_opts *o, const model_info *mi, const test_resul
         double an, sn, at, st;
         stats(r, test_tokens(r), &an, &sn, &at, &st);
         if (r->n_prompt == 0) tg = r;
-        printf("| %s | %s | %.2f M | CPU | %d | %d | %s%" PRId64 " | %.2f ± %.2f |\n", mi->type,
+        char depth[32] = "";
+        if (o->n_depth > 0) snprintf(depth, sizeof depth, " @ d%" PRId64, o->n_depth);
+        printf("| %s | %s | %.2f M | CPU | %d | %d | %s%" PRId64 "%s | %.2f ± %.2f |\n", mi->type,
                mib(mi->weight_bytes, a, sizeof a), (double)mi->n_params / 1e6, o->n_threads,
-               !o->no_mmap, r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen, at,
-               st);
+               !o->no_mmap, r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen, depth,
+               at, st);
     }
     if (lat->n > 0) {
         printf("\n| tokens | P50 ms | P90 ms | P99 ms | P99/P50 | tensor allocs/token | "
@@ -583,12 +616,13 @@ int cmd_bench_model(int argc, char **argv) {
         fprintf(stderr, "candle bench: %s\n", candle_last_errmsg());
         return 1;
     }
-    int64_t n_ctx = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
+    int64_t n_ctx = o.n_depth + (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen);
     if (o.n_lat > 0 && LAT_WARMUP + o.n_lat > n_ctx) n_ctx = LAT_WARMUP + o.n_lat;
     if (n_ctx < LAT_WARMUP) n_ctx = LAT_WARMUP;
     candle_session_params sp = candle_session_default_params();
     sp.n_ctx = n_ctx;
     sp.n_threads = o.n_threads;
+    sp.kv_type = o.kv_type;
     candle_session *s = NULL;
     if (candle_session_init(&s, m, &sp)) {
         fprintf(stderr, "candle bench: %s\n", candle_last_errmsg());
@@ -597,6 +631,7 @@ int cmd_bench_model(int argc, char **argv) {
     }
     model_info mi;
     describe(m, &mi);
+    mi.kv_type = candle_dtype_name(o.kv_type);
     r = bench(&o, m, s, &mi, rss0);
     candle_session_free(s);
     candle_model_free(m);
