@@ -460,6 +460,59 @@ static void test_avx512_prims_once(int64_t r, int64_t d, int64_t nk, int64_t dv,
         free(o1), free(o2);
 }
 
+/* Decoding primitives of the AVX-512 table against the AVX2 table's, bit
+ * for bit, straight from stored rows (f32, f16, bf16; keys and values
+ * further apart than a row, pointers off the lines):
+ *   scores_rows: up to 4 rows a pass and 4 keys a group on zmm against
+ *     the AVX2 rows (d a multiple of 16: the same summation order; else
+ *     the AVX2 kernel itself);
+ *   accum_rows: the value rows converted in registers against the AVX2
+ *     accum on the rows converted first (AVX2 has no accum_rows). */
+static void test_avx512_rows_once(candle_dtype t, int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
+    const cpu_attn_ops *x = &cpu_attn_avx512, *ref = &cpu_attn_avx2;
+    size_t esz = candle_dtype_info(t)->type_size;
+    int64_t sk = d + 5, sv = dv + 7, lds = nk + 3, ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR + 1;
+    float *q = malloc(sizeof(float) * (size_t)(r * d + 1)), *f = malloc(sizeof(float) * (size_t)(nk * (sk + sv)));
+    char *k = malloc(esz * (size_t)(nk * sk + 1)), *v = malloc(esz * (size_t)(nk * sv + 1));
+    float *s1 = calloc((size_t)(r * lds), sizeof(float)), *s2 = calloc((size_t)(r * lds), sizeof(float));
+    fill(q, r * d + 1, seed);
+    fill(f, nk * (sk + sv), seed + 1);
+    candle_dtype_info(t)->from_f32(f, k + esz, nk * sk);
+    candle_dtype_info(t)->from_f32(f + nk * sk, v + esz, nk * sv);
+    x->scores_rows(q + 1, d, r, d, t, k + esz, sk * (int64_t)esz, nk, s1, lds);
+    ref->scores_rows(q + 1, d, r, d, t, k + esz, sk * (int64_t)esz, nk, s2, lds);
+    for (int64_t i = 0; i < r; i++)
+        CHECK_MSG(memcmp(s1 + i * lds, s2 + i * lds, sizeof(float) * (size_t)nk) == 0,
+                  "avx512 scores_rows %s r %lld d %lld nk %lld: row %lld differs", candle_dtype_name(t), (long long)r,
+                  (long long)d, (long long)nk, (long long)i);
+    float *corr = malloc(sizeof(float) * (size_t)r), *vf = malloc(sizeof(float) * (size_t)(nk * dv));
+    float *o1 = malloc(sizeof(float) * (size_t)(r * ldo)), *o2 = malloc(sizeof(float) * (size_t)(r * ldo));
+    fill(corr, r, seed + 2);
+    fill(o1, r * ldo, seed + 3);
+    memcpy(o2, o1, sizeof(float) * (size_t)(r * ldo));
+    for (int64_t j = 0; j < nk; j++) candle_dtype_info(t)->to_f32(v + esz + (size_t)(j * sv) * esz, vf + j * dv, dv);
+    x->accum_rows(s1, lds, r, corr, t, v + esz, sv * (int64_t)esz, nk, dv, o1, ldo);
+    ref->accum(s1, lds, r, corr, vf, dv, nk, dv, o2, ldo);
+    for (int64_t i = 0; i < r; i++)
+        CHECK_MSG(memcmp(o1 + i * ldo, o2 + i * ldo, sizeof(float) * (size_t)dv) == 0,
+                  "avx512 accum_rows %s r %lld nk %lld dv %lld: row %lld differs", candle_dtype_name(t), (long long)r,
+                  (long long)nk, (long long)dv, (long long)i);
+    free(q), free(f), free(k), free(v), free(s1), free(s2), free(corr), free(vf), free(o1), free(o2);
+}
+
+static void test_avx512_rows(void) {
+    static const candle_dtype ts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
+    static const int64_t rs[] = {1, 2, 3, 4, 5, 8, 9}, ds[] = {13, 16, 64, 80, 128};
+    static const int64_t nks[] = {1, 3, 4, 5, 7, 128, 130}, dvs[] = {5, 16, 64, 72, 128};
+    if (!cpu_simd_force("avx512")) return;
+    uint64_t seed = 71;
+    for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
+        for (size_t b = 0; b < sizeof rs / sizeof *rs; b++)
+            for (size_t c = 0; c < sizeof ds / sizeof *ds; c++)
+                for (size_t e = 0; e < sizeof nks / sizeof *nks; e++, seed += 3)
+                    test_avx512_rows_once(ts[a], rs[b], ds[c], nks[e], dvs[(b + c + e) % 5], seed);
+}
+
 static void test_primitives_avx512(void) {
     static const int64_t rs[] = {1, 2, 5, 6, 7, 12, 13}, ds[] = {1, 13, 16, 64, 80};
     static const int64_t nks[] = {1, 15, 16, 17, 48, 64, 65, 100, 256}, dvs[] = {5, 16, 40, 64, 72, 130};
@@ -473,6 +526,7 @@ static void test_primitives_avx512(void) {
 #else
 static void test_primitives(void) {}
 static void test_primitives_avx512(void) {}
+static void test_avx512_rows(void) {}
 #endif
 
 int main(void) {
@@ -484,6 +538,7 @@ int main(void) {
     test_avx512_same_as_avx2();
     test_primitives();
     test_primitives_avx512();
+    test_avx512_rows();
     cpu_simd_force("auto");
     return test_done("test_attention_blocked");
 }

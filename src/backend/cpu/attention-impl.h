@@ -36,6 +36,12 @@ typedef struct cpu_attn_ops {
      * floats apart with ldo >= round_up(dv, NR) (the padding is scratch). */
     void (*accum)(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v,
                   int64_t ldv, int64_t nk, int64_t dv, float *o, int64_t ldo);
+    /* accum with the value rows as they are stored (t f32, f16 or bf16, sv
+     * bytes apart, dv elements each): the same result as accum on the rows
+     * converted to f32, bit for bit, without the copy. Optional (NULL: the
+     * caller converts the rows and calls accum). */
+    void (*accum_rows)(const float *p, int64_t ldp, int64_t r, const float *corr, candle_dtype t,
+                       const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo);
     /* The online-softmax step of r rows over nk scores in log2 units (q
      * pre-scaled by log2(e): 2^ is cheaper than exp), s rows lds >=
      * round_up(nk, 8) floats apart, columns [nk, round_up(nk, 8)) scratch:

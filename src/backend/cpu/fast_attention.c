@@ -263,13 +263,16 @@ static void mask_causal(const attn_block *a, int64_t g0, int64_t mr, int64_t j0,
 }
 
 /* f32 value rows for the tile: in place when v is f32 with whole-float
- * strides, else converted into the scratch tile. */
+ * strides; NULL for a decoding block (one row group) when the table reads
+ * the stored rows itself (accum_rows, the same bits without the copy);
+ * else converted into the scratch tile, once for all the row groups. */
 static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int64_t *ldv) {
     const char *v = a->v + j0 * a->sv;
     if (a->kv_dtype == CANDLE_DTYPE_F32 && a->sv % (int64_t)sizeof(float) == 0) {
         *ldv = a->sv / (int64_t)sizeof(float);
         return (const float *)v;
     }
+    if (a->g->direct && a->ops->accum_rows) return NULL;
     for (int64_t j = 0; j < nk; j++) a->simd->to_f32(a->kv_dtype, v + j * a->sv, a->sc.vt + j * a->g->Dv, a->g->Dv);
     *ldv = a->g->Dv;
     return a->sc.vt;
@@ -294,7 +297,9 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
     if (a->mask) add_mask(a, g0, mr, j0, nk);
     if (g->causal && j0 + nk - 1 > off + row_pos(a, g0)) mask_causal(a, g0, mr, j0, nk);
     a->ops->softmax(a->sc.s, ATTN_BK, mr, nk, a->sc.m + g0, a->sc.l + g0, a->sc.corr);
-    a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, a->sc.o + g0 * g->dvp, g->dvp);
+    float *o = a->sc.o + g0 * g->dvp;
+    if (vr) a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, o, g->dvp);
+    else a->ops->accum_rows(a->sc.s, ATTN_BK, mr, a->sc.corr, a->kv_dtype, a->v + j0 * a->sv, a->sv, nk, g->Dv, o, g->dvp);
 }
 
 /* A decoding step reads each key and value row once, long after the weight

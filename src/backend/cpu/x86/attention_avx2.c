@@ -109,9 +109,9 @@ static ALWAYS_INLINE __m256 scores_row8(const float *q, int64_t d, const candle_
 
 /* Eight keys at a time (past nk the last valid key is read again and its
  * score not stored), each q row in turn: the key rows stay in L1 for the
- * rows after the first. */
-static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
-                                        const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
+ * rows after the first. For d not a multiple of 16. */
+static ALWAYS_INLINE void scores_rows8_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
+                                         const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
     for (int64_t j = 0; j < nk; j += 8) {
         int64_t n = nk - j < 8 ? nk - j : 8;
         const char *kr[8];
@@ -127,6 +127,41 @@ static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, 
             }
         }
     }
+}
+
+/* d a multiple of 16: each score summed as 16 lanes (two 8-lane halves here)
+ * along d, the halves added, then four keys' sums reduced together (sum4x8):
+ * the AVX-512 table's order (one zmm per key, its halves added), so both
+ * tables give the same bits. Four keys at a time (past nk the last valid key
+ * is read again and its score not stored), each q row in turn. */
+static ALWAYS_INLINE void scores_rows16_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
+                                          const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
+    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
+    for (int64_t j = 0; j < nk; j += 4) {
+        int n = nk - j < 4 ? (int)(nk - j) : 4;
+        const char *kr[4];
+        for (int i = 0; i < 4; i++) kr[i] = k + (j + (i < n ? i : n - 1)) * sk;
+        for (int64_t i = 0; i < r; i++) {
+            const float *qi = q + i * lda;
+            __m256 lo[4], hi[4];
+            for (int u = 0; u < 4; u++) lo[u] = hi[u] = _mm256_setzero_ps();
+            for (int64_t p = 0; p < d; p += 16) {
+                __m256 a0 = _mm256_loadu_ps(qi + p), a1 = _mm256_loadu_ps(qi + p + 8);
+                for (int u = 0; u < 4; u++) {
+                    lo[u] = _mm256_fmadd_ps(a0, load8(T, kr[u] + p * esz), lo[u]);
+                    hi[u] = _mm256_fmadd_ps(a1, load8(T, kr[u] + (p + 8) * esz), hi[u]);
+                }
+            }
+            store4_n(s + i * lds + j, sum4x8(_mm256_add_ps(lo[0], hi[0]), _mm256_add_ps(lo[1], hi[1]),
+                                             _mm256_add_ps(lo[2], hi[2]), _mm256_add_ps(lo[3], hi[3])), n);
+        }
+    }
+}
+
+static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
+                                        const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
+    if (d % 16 == 0) scores_rows16_t(q, lda, r, d, T, k, sk, nk, s, lds);
+    else scores_rows8_t(q, lda, r, d, T, k, sk, nk, s, lds);
 }
 
 static void scores_rows_avx2(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,

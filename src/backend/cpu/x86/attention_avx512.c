@@ -1,13 +1,17 @@
 /* AVX-512 tile primitives of the blocked flash attention (contracts in
  * attention-impl.h): the two products and the online-softmax step on zmm,
- * the rest (key packing, decoding scores straight from the key rows, the
- * paged kernel's max / sub / sum) from the AVX2 table.
+ * decoding scores straight from the key rows where d is a multiple of 16,
+ * the rest (key packing, other decoding scores, the paged kernel's max /
+ * sub / sum) from the AVX2 table.
  *   scores: 6 q rows (broadcast) x 4 panels of 16 transposed keys (64
  *           keys, one zmm a panel) over d: 24 accumulators, four vector
  *           loads and six broadcasts per 24 FMAs;
  *   accum:  6 p rows (broadcast) x 64 columns of v rows over the tile's
  *           keys, the accumulators starting from o * corr; a tail of dv
- *           takes masked loads (no copy per row count).
+ *           takes masked loads (no copy per row count); accum_rows the
+ *           same on f16/bf16 value rows, converted in registers;
+ *   scores_rows: up to 4 q rows x 4 keys, each key row converted once for
+ *           all the rows, 16 accumulators (one zmm a score) along d.
  * Each lane does the AVX2 table's arithmetic in the same order (the same
  * FMAs from zero along d or along the keys, the same 2^x, the row sums
  * kept per column mod 16 and reduced by the same tree), so the outputs
@@ -74,23 +78,33 @@ static void scores_avx512(const float *q, int64_t lda, int64_t r, int64_t d, con
 
 /* ---- accum ---- */
 
+/* 16 elements of a row of type T at p (lanes `m`; the rest zero, nothing
+ * past them read), as f32. */
+static ALWAYS_INLINE __m512 ld16_t(const candle_dtype T, const char *p, __mmask16 m) {
+    if (T == CANDLE_DTYPE_F32) return _mm512_maskz_loadu_ps(m, p);
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return T == CANDLE_DTYPE_F16 ? _mm512_cvtph_ps(h)
+                                 : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* mr rows x nc zmm columns (mr <= 6, nc <= 4, constants after inlining);
  * the last column loads lanes `last` of v (a tail of dv: the rest are
  * zeros, never read beyond the row), o's padding up to the next 16 is
- * scratch. */
+ * scratch. v rows of type T (f32 for accum), sv bytes apart, converted in
+ * registers (exactly: the products are those of accum on f32 rows). */
 static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, const int nc, const float *corr,
-                                     const float *v, int64_t ldv, int64_t nk, __mmask16 last, float *o,
-                                     int64_t ldo) {
+                                     const candle_dtype T, const char *v, int64_t sv, int64_t nk, __mmask16 last,
+                                     float *o, int64_t ldo) {
+    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
     __m512 c[6][4];
     for (int i = 0; i < mr; i++) {
         __m512 k = _mm512_set1_ps(corr[i]);
         for (int n = 0; n < nc; n++) c[i][n] = _mm512_mul_ps(k, _mm512_loadu_ps(o + i * ldo + n * 16));
     }
     for (int64_t j = 0; j < nk; j++) {
-        const float *vj = v + j * ldv;
+        const char *vj = v + j * sv;
         __m512 b[4];
-        for (int n = 0; n < nc; n++)
-            b[n] = n == nc - 1 ? _mm512_maskz_loadu_ps(last, vj + n * 16) : _mm512_loadu_ps(vj + n * 16);
+        for (int n = 0; n < nc; n++) b[n] = ld16_t(T, vj + n * 16 * esz, n == nc - 1 ? last : (__mmask16)0xFFFF);
         for (int i = 0; i < mr; i++) {
             __m512 a = _mm512_set1_ps(p[i * ldp + j]);
             for (int n = 0; n < nc; n++) c[i][n] = _mm512_fmadd_ps(a, b[n], c[i][n]);
@@ -100,16 +114,19 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
         for (int n = 0; n < nc; n++) _mm512_storeu_ps(o + i * ldo + n * 16, c[i][n]);
 }
 
-#define ACCUM_NC(MR)                                                                                  \
-    switch (nc) {                                                                                     \
-    case 1: accum_tile(p + i * ldp, ldp, MR, 1, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
-    case 2: accum_tile(p + i * ldp, ldp, MR, 2, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
-    case 3: accum_tile(p + i * ldp, ldp, MR, 3, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
-    default: accum_tile(p + i * ldp, ldp, MR, 4, corr + i, v + n0, ldv, nk, last, o + i * ldo + n0, ldo); break; \
+#define ACCUM_TILE(MR, NC) \
+    accum_tile(p + i * ldp, ldp, MR, NC, corr + i, T, v + n0 * esz, sv, nk, last, o + i * ldo + n0, ldo)
+#define ACCUM_NC(MR)                          \
+    switch (nc) {                             \
+    case 1: ACCUM_TILE(MR, 1); break;         \
+    case 2: ACCUM_TILE(MR, 2); break;         \
+    case 3: ACCUM_TILE(MR, 3); break;         \
+    default: ACCUM_TILE(MR, 4); break;        \
     }
 
-static void accum_avx512(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v, int64_t ldv,
-                         int64_t nk, int64_t dv, float *o, int64_t ldo) {
+static ALWAYS_INLINE void accum_t(const float *p, int64_t ldp, int64_t r, const float *corr, const candle_dtype T,
+                                  const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo) {
+    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
     for (int64_t i = 0; i < r; i += 6) {
         for (int64_t n0 = 0; n0 < dv; n0 += 64) {
             int64_t nr = dv - n0 < 64 ? dv - n0 : 64;
@@ -126,6 +143,81 @@ static void accum_avx512(const float *p, int64_t ldp, int64_t r, const float *co
             }
         }
     }
+}
+
+static void accum_avx512(const float *p, int64_t ldp, int64_t r, const float *corr, const float *v, int64_t ldv,
+                         int64_t nk, int64_t dv, float *o, int64_t ldo) {
+    accum_t(p, ldp, r, corr, CANDLE_DTYPE_F32, (const char *)v, ldv * (int64_t)sizeof(float), nk, dv, o, ldo);
+}
+
+static void accum_rows_avx512(const float *p, int64_t ldp, int64_t r, const float *corr, candle_dtype t,
+                              const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo) {
+    if (t == CANDLE_DTYPE_F16) accum_t(p, ldp, r, corr, CANDLE_DTYPE_F16, v, sv, nk, dv, o, ldo);
+    else if (t == CANDLE_DTYPE_BF16) accum_t(p, ldp, r, corr, CANDLE_DTYPE_BF16, v, sv, nk, dv, o, ldo);
+    else accum_t(p, ldp, r, corr, CANDLE_DTYPE_F32, v, sv, nk, dv, o, ldo);
+}
+
+/* ---- decoding scores straight from the key rows ---- */
+
+/* R q rows x 4 keys (rows kr[0..3]) along d (a multiple of 16): each key's
+ * 16 elements converted once for all the rows, one accumulator a score,
+ * its halves added, then the four keys' sums together (sum4x8): the AVX2
+ * table's scores_rows16_t order, so the same bits. */
+static ALWAYS_INLINE void scores_rows4(const float *q, int64_t lda, const int R, int64_t d, const candle_dtype T,
+                                       const char *const *kr, float *s, int64_t lds, int n) {
+    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
+    __m512 c[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) c[i][u] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < d; p += 16) {
+        __m512 b[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) b[u] = ld16_t(T, kr[u] + p * esz, (__mmask16)0xFFFF);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            __m512 a = _mm512_loadu_ps(q + i * lda + p);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) c[i][u] = _mm512_fmadd_ps(a, b[u], c[i][u]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        __m256 y[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            y[u] = _mm256_add_ps(_mm512_castps512_ps256(c[i][u]),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c[i][u]), 1)));
+        store4_n(s + i * lds, sum4x8(y[0], y[1], y[2], y[3]), n);
+    }
+}
+
+static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
+                                        const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
+    for (int64_t j = 0; j < nk; j += 4) {
+        int n = nk - j < 4 ? (int)(nk - j) : 4;
+        const char *kr[4];
+        for (int u = 0; u < 4; u++) kr[u] = k + (j + (u < n ? u : n - 1)) * sk;
+        for (int64_t i = 0; i < r; i += 4) {
+            const float *qi = q + i * lda;
+            float *si = s + i * lds + j;
+            switch (r - i < 4 ? r - i : 4) {
+            case 1: scores_rows4(qi, lda, 1, d, T, kr, si, lds, n); break;
+            case 2: scores_rows4(qi, lda, 2, d, T, kr, si, lds, n); break;
+            case 3: scores_rows4(qi, lda, 3, d, T, kr, si, lds, n); break;
+            default: scores_rows4(qi, lda, 4, d, T, kr, si, lds, n); break;
+            }
+        }
+    }
+}
+
+static void scores_rows_avx512(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,
+                               int64_t sk, int64_t nk, float *s, int64_t lds) {
+    if (d % 16) cpu_attn_avx2.scores_rows(q, lda, r, d, t, k, sk, nk, s, lds);
+    else if (t == CANDLE_DTYPE_F16) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_F16, k, sk, nk, s, lds);
+    else if (t == CANDLE_DTYPE_BF16) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_BF16, k, sk, nk, s, lds);
+    else scores_rows_t(q, lda, r, d, CANDLE_DTYPE_F32, k, sk, nk, s, lds);
 }
 
 /* ---- the online-softmax step ---- */
@@ -227,11 +319,6 @@ static void pack_kt_fwd(candle_dtype t, const char *k, int64_t sk, int64_t nk, i
     cpu_attn_avx2.pack_kt(t, k, sk, nk, d, kt);
 }
 
-static void scores_rows_fwd(const float *q, int64_t lda, int64_t r, int64_t d, candle_dtype t, const char *k,
-                            int64_t sk, int64_t nk, float *s, int64_t lds) {
-    cpu_attn_avx2.scores_rows(q, lda, r, d, t, k, sk, nk, s, lds);
-}
-
 static float max_fwd(const float *x, int64_t n) { return cpu_attn_avx2.max(x, n); }
 static void sub_fwd(float *x, int64_t n, float m) { cpu_attn_avx2.sub(x, n, m); }
 static float sum_fwd(const float *x, int64_t n) { return cpu_attn_avx2.sum(x, n); }
@@ -240,8 +327,9 @@ const cpu_attn_ops cpu_attn_avx512 = {
     .name = "avx512",
     .pack_kt = pack_kt_fwd,
     .scores = scores_avx512,
-    .scores_rows = scores_rows_fwd,
+    .scores_rows = scores_rows_avx512,
     .accum = accum_avx512,
+    .accum_rows = accum_rows_avx512,
     .softmax = softmax_avx512,
     .max = max_fwd,
     .sub = sub_fwd,

@@ -99,6 +99,25 @@ static inline void transpose8(__m256 *r) {
         out = op(_mm256_permute2f128_ps(b0_, b1_, 0x20), _mm256_permute2f128_ps(b0_, b1_, 0x31));            \
     } while (0)
 
+/* The sums of four 8-lane vectors, [sum y0, sum y1, sum y2, sum y3]: the
+ * decoding scores' reduction (attention_avx2.c and attention_avx512.c, the
+ * same operations in both, so the same bits). */
+static inline __m128 sum4x8(__m256 y0, __m256 y1, __m256 y2, __m256 y3) {
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(y0, y1), _mm256_hadd_ps(y2, y3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* n <= 4 floats of v to p. */
+static inline void store4_n(float *p, __m128 v, int n) {
+    if (n == 4) {
+        _mm_storeu_ps(p, v);
+        return;
+    }
+    float t[4];
+    _mm_storeu_ps(t, v);
+    memcpy(p, t, sizeof(float) * (size_t)n);
+}
+
 /* The next group's weight rows, prefetched a share at a time over a k loop
  * of nblk blocks (wt_prefetch_share before each block): rows rows of bytes,
  * stride apart, plus a line past each row's end. */
