@@ -1,8 +1,12 @@
-/* The fast copy kernel (same plain dtype, contiguous rows: row memcpy) against
- * the values written by a plain loop here: copy_into a KV-cache-like slot of
- * a larger tensor, strided and broadcast sources, every plain dtype, 1 and 2
- * threads with the split forced; a transposed source (not the kernel's
- * layout) goes to the reference and must agree too. */
+/* The fast copy kernel (contiguous rows: row memcpy within one plain dtype,
+ * the row converters between f32 and f16/bf16) against the values written
+ * by a plain loop here: copy_into a KV-cache-like slot of a larger tensor,
+ * strided and broadcast sources, every plain dtype, 1 and 2 threads with the
+ * split forced; a transposed source (not the kernel's layout) goes to the
+ * reference and must agree too. Conversions (an f16 KV cache written from
+ * f32 rows) must give the reference's bits: rounding to nearest even, ties,
+ * f16 subnormals, overflow to inf. */
+#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/fast-impl.h"
@@ -77,6 +81,41 @@ static void check_dtype(candle_ctx *ctx, candle_dtype t) {
     if (w4) check_same(part, v, "rank 1");
 }
 
+/* Values that f16/bf16 must round: ties both ways, subnormal f16, past
+ * f16's range, signed zeros, infinities. */
+static float tricky(int64_t i) {
+    static const float special[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -70000.0f, 1e-5f, -3e-8f, 6.1e-5f,
+                                    1.0009765625f, 1.00048828125f, 1.00146484375f, (float)INFINITY,
+                                    -(float)INFINITY, 1.00390625f, 1.01171875f, 3.3895e38f};
+    if (i % 3 == 0) return special[(i / 3) % 16];
+    uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull;
+    return (float)((double)(h >> 40) / (double)(1 << 24) - 0.5) * (float)(1 << (h % 19));
+}
+
+/* copy_into a [8, 3, 16] cache of dtype `to` from [2, 3, 16] of `from`:
+ * the fast kernel, each element the reference's store of the source value. */
+static void check_convert(candle_ctx *ctx, candle_dtype from, candle_dtype to) {
+    int64_t cs[3] = {8, 3, 16}, ss[3] = {2, 3, 16}, n = 2 * 3 * 16;
+    float v[96];
+    for (int64_t i = 0; i < n; i++) v[i] = tricky(i);
+    candle_tensor *cache = iota(ctx, to, 3, cs), *src = candle_tensor_from_f32(ctx, from, 3, ss, v);
+    candle_tensor *slot = candle_narrow(ctx, cache, 0, 5, 2);
+    candle_tensor *w = candle_copy_into(ctx, slot, src);
+    CHECK(w && cpu_fast_kernel_for(w) == &cpu_fast_copy);
+    if (!w) return;
+    size_t es = candle_dtype_info(to)->type_size, fs = candle_dtype_info(from)->type_size;
+    const char *got = (const char *)candle_tensor_data(cache) + 5 * 3 * 16 * es;
+    const char *in = (const char *)candle_tensor_data(src);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        char want[8];
+        candle_store_f64(to, want, candle_load_f64(from, in + i * fs));
+        if (memcmp(got + i * es, want, es)) bad = i;
+    }
+    CHECK_MSG(bad < 0, "copy %s -> %s: element %lld differs from the reference", candle_dtype_name(from),
+              candle_dtype_name(to), (long long)bad);
+}
+
 int main(void) {
     const candle_dtype types[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16, CANDLE_DTYPE_I32};
     for (int threads = 1; threads <= 2; threads++)
@@ -84,6 +123,11 @@ int main(void) {
             cpu_set_always_parallel(always);
             candle_ctx *ctx = new_ctx(threads);
             for (size_t i = 0; ctx && i < sizeof types / sizeof types[0]; i++) check_dtype(ctx, types[i]);
+            for (int h = 1; ctx && h <= 2; h++) {
+                candle_dtype half = types[h];
+                check_convert(ctx, CANDLE_DTYPE_F32, half);
+                check_convert(ctx, half, CANDLE_DTYPE_F32);
+            }
             candle_ctx_free(ctx);
         }
     cpu_set_always_parallel(false);

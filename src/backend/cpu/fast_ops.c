@@ -217,31 +217,44 @@ static candle_status run_rms(const cpu_task *t, candle_tensor *dst) {
 
 const cpu_fast_kernel cpu_fast_rms_norm = {"rms_norm f32", match_rms, plan_rows, run_rms};
 
-/* ---- copy within one plain dtype (KV cache writes, reshape copies) ---- */
+/* ---- copy of contiguous rows (KV cache writes, reshape copies) ---- */
 
 static int64_t last_stride_of(const candle_tensor *t) { return t->rank ? t->stride[t->rank - 1] : 0; }
 
-/* Same plain dtype on both sides and rows contiguous in each: every row is a
- * memcpy (bit-identical to the reference's element loop). dst may be a view
- * into a larger tensor (copy_into), so its outer strides are arbitrary. */
+static bool half_dtype(candle_dtype t) { return t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16; }
+
+/* Rows contiguous on both sides, and either one plain dtype (each row a
+ * memcpy) or f32 to f16/bf16 and back (each row through the dtype's row
+ * converter, which rounds to nearest even as the reference's element loop
+ * does: the same bits; an f16 KV cache is written this way). dst may be a
+ * view into a larger tensor (copy_into), so its outer strides are
+ * arbitrary. */
 static bool match_copy(const candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
-    if (dst->op != CANDLE_OP_COPY || !x || x->dtype != dst->dtype || dst->rank < 1) return false;
-    const candle_dtype_traits *tr = candle_dtype_info(dst->dtype);
-    if (tr->is_quantized || !candle_tensor_same_shape(x, dst)) return false;
-    int64_t es = (int64_t)tr->type_size;
-    return (last_stride_of(dst) == es && last_stride_of(x) == es) || last_dim(dst) == 1;
+    if (dst->op != CANDLE_OP_COPY || !x || dst->rank < 1 || !candle_tensor_same_shape(x, dst)) return false;
+    bool same = x->dtype == dst->dtype && !candle_dtype_info(dst->dtype)->is_quantized;
+    bool widen = half_dtype(x->dtype) && dst->dtype == CANDLE_DTYPE_F32;
+    bool narrow = x->dtype == CANDLE_DTYPE_F32 && half_dtype(dst->dtype);
+    if (!same && !widen && !narrow) return false;
+    return (last_stride_of(dst) == (int64_t)candle_dtype_info(dst->dtype)->type_size &&
+            last_stride_of(x) == (int64_t)candle_dtype_info(x->dtype)->type_size) ||
+           last_dim(dst) == 1;
 }
 
 static candle_status run_copy(const cpu_task *t, candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
+    const candle_dtype_traits *tx = candle_dtype_info(x->dtype), *td = candle_dtype_info(dst->dtype);
     int64_t d = last_dim(dst), r0, r1;
-    size_t bytes = (size_t)d * candle_dtype_info(dst->dtype)->type_size;
     cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        memcpy(tensor_ptr(dst) + row_offset(dst, r), tensor_ptr(x) + row_offset(x, r), bytes);
+    for (int64_t r = r0; r < r1; r++) {
+        char *out = tensor_ptr(dst) + row_offset(dst, r);
+        const char *in = tensor_ptr(x) + row_offset(x, r);
+        if (x->dtype == dst->dtype) memcpy(out, in, (size_t)d * td->type_size);
+        else if (x->dtype == CANDLE_DTYPE_F32) td->from_f32((const float *)in, out, d);
+        else tx->to_f32(in, (float *)out, d);
+    }
     return CANDLE_OK;
 }
 
-const cpu_fast_kernel cpu_fast_copy = {"copy (same dtype, contiguous rows)", match_copy, plan_rows,
-                                       run_copy};
+const cpu_fast_kernel cpu_fast_copy = {"copy (contiguous rows: one dtype, or f32 <-> f16/bf16)", match_copy,
+                                       plan_rows, run_copy};
