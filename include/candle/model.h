@@ -83,7 +83,7 @@ typedef struct candle_session candle_session;
 
 typedef struct candle_session_params {
     int64_t n_ctx;        /* positions in the KV cache; 0 = the training context */
-    candle_dtype kv_type; /* f32 (default) or f16 */
+    candle_dtype kv_type; /* f32 (default), f16, q8_0 or q4_0 (head_dim a multiple of 32) */
     int n_threads;        /* 0 = the model's */
 } candle_session_params;
 

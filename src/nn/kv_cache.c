@@ -1,6 +1,7 @@
 /* The KV cache: one K and one V tensor per layer, [n_head_kv, n_ctx,
  * head_dim], so the first pos+S positions of a layer are a narrow view that
- * attention reads in place. */
+ * attention reads in place. f32, f16, or a block type (q8_0, q4_0: rows
+ * quantized as they are written, as llama.cpp's -ctk/-ctv q8_0). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,9 +10,15 @@
 candle_status kv_cache_init(kv_cache *kv, candle_ctx *ctx, int64_t n_layer, int64_t n_head_kv,
                             int64_t n_ctx, int64_t head_dim, candle_dtype dtype) {
     memset(kv, 0, sizeof *kv);
-    if (dtype != CANDLE_DTYPE_F32 && dtype != CANDLE_DTYPE_F16)
-        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "kv cache: dtype %s (want f32 or f16)",
+    bool blocks = dtype == CANDLE_DTYPE_Q8_0 || dtype == CANDLE_DTYPE_Q4_0;
+    if (dtype != CANDLE_DTYPE_F32 && dtype != CANDLE_DTYPE_F16 && !blocks)
+        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "kv cache: dtype %s (want f32, f16, q8_0 or q4_0)",
                                 candle_dtype_name(dtype));
+    int64_t bs = candle_dtype_info(dtype)->block_size;
+    if (blocks && head_dim % bs)
+        return candle_set_error(ctx, CANDLE_ERR_DTYPE,
+                                "kv cache: %s rows are blocks of %lld, head_dim %lld is not a multiple",
+                                candle_dtype_name(dtype), (long long)bs, (long long)head_dim);
     *kv = (kv_cache){n_layer, n_head_kv, n_ctx, head_dim, dtype, NULL, NULL};
     kv->k = calloc((size_t)n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)n_layer, sizeof *kv->v);

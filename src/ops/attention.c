@@ -3,7 +3,9 @@
  *
  * Node: src q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv],
  * mask? (expanded to [B, Hq, Sq, Skv]); q and the output share a float
- * dtype, k and v share one (f32 q over an f16 cache); fparams[0] = scale (resolved, never
+ * dtype, k and v share one (f32 q over an f16 cache), which may be a block
+ * type (a quantized cache: q8_0, q4_0) whose rows are whole contiguous
+ * blocks; fparams[0] = scale (resolved, never
  * 0); iparams[0] = causal. A query row that sees no key (every score masked
  * to -inf) outputs zeros rather than NaN. */
 #include <inttypes.h>
@@ -30,10 +32,24 @@ static bool qkv_shapes(candle_ctx *ctx, const candle_tensor *q, const candle_ten
     return false;
 }
 
+/* k or v: a float dtype, or a block type whose rows (the last dim) are
+ * whole blocks, contiguous, that the kernels convert a row at a time. */
+static bool kv_ok(candle_ctx *ctx, const candle_tensor *t) {
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    if (!tr->is_quantized) return op_check_plain(ctx, "attention", t, true);
+    int64_t n = t->rank ? t->shape[t->rank - 1] : 0;
+    if (tr->to_f32 && t->rank && n % tr->block_size == 0 && (n == 0 || t->stride[t->rank - 1] == (int64_t)tr->type_size))
+        return true;
+    candle_set_error(ctx, CANDLE_ERR_DTYPE,
+                     "attention: %s k/v need rows of whole %lld-element blocks, contiguous (row of %lld)",
+                     tr->name, (long long)tr->block_size, (long long)n);
+    return false;
+}
+
 static bool check_inputs(candle_ctx *ctx, const candle_tensor *q, const candle_tensor *k,
                          const candle_tensor *v, const candle_tensor *mask) {
     if (!op_check_device(ctx, "attention", q, k) || !op_check_device(ctx, "attention", q, v) ||
-        !op_check_plain(ctx, "attention", q, true) || !op_check_plain(ctx, "attention", k, true) ||
+        !op_check_plain(ctx, "attention", q, true) || !kv_ok(ctx, k) ||
         !op_check_same_dtype(ctx, "attention", k, v))
         return false;
     /* q (and the output) may differ from k/v: f32 activations over an f16

@@ -227,10 +227,24 @@ candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x) {
     return candle_cast(ctx, x, x->dtype);
 }
 
+/* A destination of a block type (a quantized KV cache) takes whole rows:
+ * contiguous blocks that its from_f32 writes a row at a time. */
+static bool copy_dst_ok(candle_ctx *ctx, const candle_tensor *dst) {
+    const candle_dtype_traits *tr = candle_dtype_info(dst->dtype);
+    if (!tr->is_quantized) return true;
+    int64_t n = dst->rank ? dst->shape[dst->rank - 1] : 1;
+    if (tr->from_f32 && dst->rank && n % tr->block_size == 0 && dst->stride[dst->rank - 1] == (int64_t)tr->type_size)
+        return true;
+    candle_set_error(ctx, CANDLE_ERR_DTYPE,
+                     "copy_into: a %s destination needs rows of whole %lld-element blocks, contiguous (row of %lld)",
+                     tr->name, (long long)tr->block_size, (long long)n);
+    return false;
+}
+
 candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tensor *src) {
     OP_CHECK_IN(dst);
     OP_CHECK_IN(src);
-    if (!op_check_device(ctx, "copy_into", dst, src) || !op_check_plain(ctx, "copy_into", dst, false) ||
+    if (!op_check_device(ctx, "copy_into", dst, src) || !copy_dst_ok(ctx, dst) ||
         !op_check_plain(ctx, "copy_into", src, false))
         return NULL;
     bool fits = src->rank <= dst->rank;

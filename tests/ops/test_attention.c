@@ -1,7 +1,9 @@
 /* Scaled dot-product attention against a naive double-precision reference:
  * causal and not, grouped-query heads, decode (Sq < Skv), additive masks of
  * several broadcast shapes (and -inf padding), explicit scale, large scores
- * (softmax stability), every input layout, f32/f16/bf16, and errors. */
+ * (softmax stability), every input layout, f32/f16/bf16, keys and values of
+ * a block type (a quantized KV cache: q8_0, q4_0, against the reference on
+ * their dequantized values), and errors. */
 #include "mathtest.h"
 
 static const candle_dtype kDtypes[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
@@ -174,6 +176,66 @@ static void test_values(bool eager) {
     candle_ctx_free(ctx);
 }
 
+/* Keys and values of a block type, as a quantized KV cache holds them: the
+ * rows of a [B, Hkv, cap, D] cache (cap > Skv, so the view's outer strides
+ * are not the contiguous ones), against the double reference on the values
+ * the blocks hold (cast back to f32). Decoding (split keys past 256),
+ * prefill, grouped-query heads, Dv != D. */
+static void test_block_kv(void) {
+    static const attn_case cases[] = {
+        {1, 9, 3, 1, 300, 64, 64, true, MASK_NONE, 0, 1},  /* decode, keys split in chunks */
+        {1, 9, 3, 1, 40, 64, 64, true, MASK_NONE, 0, 1},
+        {1, 8, 1, 1, 33, 32, 64, true, MASK_NONE, 0, 1},   /* 8 rows: the packed path */
+        {2, 4, 2, 7, 7, 32, 32, true, MASK_NONE, 0, 1},    /* causal prefill */
+        {1, 4, 2, 3, 9, 64, 32, true, MASK_2D, 0, 1},      /* chunk with a mask */
+    };
+    static const candle_dtype types[] = {CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_0};
+    candle_ctx *ctx = mt_ctx(false);
+    uint64_t seed = 500;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (size_t ti = 0; ti < 2; ti++, seed += 4) {
+            const attn_case *c = &cases[ci];
+            candle_dtype bt = types[ti];
+            int64_t cap = c->skv + 5;
+            int64_t qs[4] = {c->b, c->hq, c->sq, c->d}, kc[4] = {c->b, c->hkv, cap, c->d};
+            int64_t vc[4] = {c->b, c->hkv, cap, c->dv}, os[4] = {c->b, c->hq, c->sq, c->dv};
+            candle_tensor *q = mt_input(ctx, CANDLE_DTYPE_F32, 4, qs, MT_CONTIG, seed, -1, 1);
+            candle_tensor *kq = candle_cast(ctx, mt_input(ctx, CANDLE_DTYPE_F32, 4, kc, MT_CONTIG, seed + 1, -1, 1), bt);
+            candle_tensor *vq = candle_cast(ctx, mt_input(ctx, CANDLE_DTYPE_F32, 4, vc, MT_CONTIG, seed + 2, -1, 1), bt);
+            candle_tensor *k = candle_narrow(ctx, kq, 2, 0, c->skv), *v = candle_narrow(ctx, vq, 2, 0, c->skv);
+            candle_tensor *kf = candle_cast(ctx, k, CANDLE_DTYPE_F32), *vf = candle_cast(ctx, v, CANDLE_DTYPE_F32);
+            double *mfull;
+            candle_tensor *m = make_mask(ctx, c, seed + 3, &mfull);
+            candle_tensor *y = candle_attention(ctx, q, k, v, m, c->scale, c->causal);
+            bool ok = y && kf && vf && candle_compute(ctx, y) == CANDLE_OK && candle_compute(ctx, kf) == CANDLE_OK &&
+                      candle_compute(ctx, vf) == CANDLE_OK;
+            CHECK_MSG(ok && mt_same_shape(y, 4, os), "block kv case %zu %s: %s", ci, candle_dtype_name(bt),
+                      candle_errmsg(ctx));
+            if (ok) {
+                double *got = mt_values(y), *qv = mt_values(q), *kv = mt_values(kf), *vv = mt_values(vf);
+                int64_t n = mt_numel(4, os);
+                double *want = malloc(sizeof(double) * (size_t)n);
+                ref_attention(c, qv, kv, vv, mfull, want);
+                double e = mt_nmse(got, want, n);
+                CHECK_MSG(e <= mt_bound(CANDLE_DTYPE_F32), "block kv case %zu %s: nmse %g", ci,
+                          candle_dtype_name(bt), e);
+                free(got), free(qv), free(kv), free(vv), free(want);
+            }
+            free(mfull);
+        }
+    /* rows that are not whole blocks are refused with the reason */
+    int64_t ks[4] = {1, 1, 4, 48};
+    candle_tensor *kx = candle_zeros(ctx, CANDLE_DTYPE_F32, 4, ks);
+    candle_tensor *kbad = candle_cast(ctx, candle_narrow(ctx, kx, 3, 0, 32), CANDLE_DTYPE_Q8_0);
+    candle_tensor *kt = kbad ? candle_transpose(ctx, kbad, 2, 3) : NULL;
+    CHECK(kbad && kt);
+    if (kt)
+        MT_CHECK_ERR(ctx, candle_attention(ctx, candle_zeros(ctx, CANDLE_DTYPE_F32, 4, (int64_t[]){1, 1, 1, 4}), kt, kt,
+                                           NULL, 0, false),
+                     CANDLE_ERR_DTYPE, "attention: q8_0 k/v need rows of whole 32-element blocks");
+    candle_ctx_free(ctx);
+}
+
 /* The mask may be f32 while q/k/v are f16 or bf16, and causal attention of
  * one query over all keys equals non-causal attention. */
 static void test_mixed(void) {
@@ -233,6 +295,7 @@ int main(int argc, char **argv) {
     test_values(true);
     test_values(false);
     test_mixed();
+    test_block_kv();
     test_errors();
     /* f32 attention goes to the fast kernel; the reference is tested again alone. */
     int rc = test_done(mt_ref_mode() ? "test_attention (reference kernels)" : "test_attention");

@@ -5,7 +5,8 @@
  * split forced; a transposed source (not the kernel's layout) goes to the
  * reference and must agree too. Conversions (an f16 KV cache written from
  * f32 rows) must give the reference's bits: rounding to nearest even, ties,
- * f16 subnormals, overflow to inf. */
+ * f16 subnormals, overflow to inf; rows into a block type (q8_0, q4_0) the
+ * bytes of the type's own row quantization. */
 #include <math.h>
 #include <string.h>
 
@@ -116,6 +117,32 @@ static void check_convert(candle_ctx *ctx, candle_dtype from, candle_dtype to) {
               candle_dtype_name(to), (long long)bad);
 }
 
+/* copy_into a [8, 3, 64] cache of a block type from [2, 3, 64] f32 (a
+ * quantized KV cache's write): the fast kernel, each row the bytes of the
+ * type's own row quantization, as the reference writes them. */
+static void check_blocks(candle_ctx *ctx, candle_dtype to) {
+    const candle_dtype_traits *tr = candle_dtype_info(to);
+    int64_t cs[3] = {8, 3, 64}, ss[3] = {2, 3, 64}, n = 2 * 3 * 64;
+    float v[384];
+    for (int64_t i = 0; i < n; i++) v[i] = tricky(i + 1) * (i % 2 ? 1e-3f : 1.0f);
+    candle_tensor *f = candle_zeros(ctx, CANDLE_DTYPE_F32, 3, cs);
+    candle_tensor *cache = f ? candle_cast(ctx, f, to) : NULL;
+    candle_tensor *src = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 3, ss, v);
+    candle_tensor *slot = cache ? candle_narrow(ctx, cache, 0, 5, 2) : NULL;
+    candle_tensor *w = slot && src ? candle_copy_into(ctx, slot, src) : NULL;
+    CHECK_MSG(w && cpu_fast_kernel_for(w) == &cpu_fast_copy, "copy f32 -> %s: %s", tr->name, candle_errmsg(ctx));
+    if (!w) return;
+    size_t rb = candle_dtype_row_size(to, 64);
+    const char *got = (const char *)candle_tensor_data(cache) + 5 * 3 * rb;
+    char want[64 * 4];
+    bool same = true;
+    for (int64_t r = 0; r < 6 && same; r++) {
+        tr->from_f32(v + r * 64, want, 64);
+        same = memcmp(got + r * rb, want, rb) == 0;
+    }
+    CHECK_MSG(same, "copy f32 -> %s: a row differs from the type's own quantization", tr->name);
+}
+
 int main(void) {
     const candle_dtype types[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16, CANDLE_DTYPE_I32};
     for (int threads = 1; threads <= 2; threads++)
@@ -128,6 +155,7 @@ int main(void) {
                 check_convert(ctx, CANDLE_DTYPE_F32, half);
                 check_convert(ctx, half, CANDLE_DTYPE_F32);
             }
+            if (ctx) check_blocks(ctx, CANDLE_DTYPE_Q8_0), check_blocks(ctx, CANDLE_DTYPE_Q4_0);
             candle_ctx_free(ctx);
         }
     cpu_set_always_parallel(false);

@@ -104,8 +104,12 @@ set +e
 [ $rc -eq 2 ] && grep -q "bad value '0' for -r" "$tmp/err" || fail "-r 0: rc $rc"
 "$CANDLE" bench -m "$MODEL" -ctk f16 -ctv f32 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "ctk and -ctv differ" "$tmp/err" || fail "-ctk f16 -ctv f32: rc $rc, $(cat "$tmp/err")"
-"$CANDLE" bench -m "$MODEL" -ctk q4_0 >/dev/null 2>"$tmp/err"; rc=$?
-[ $rc -eq 2 ] && grep -q "bad value 'q4_0' for -ctk" "$tmp/err" || fail "-ctk q4_0: rc $rc"
+"$CANDLE" bench -m "$MODEL" -ctk q5_k >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "bad value 'q5_k' for -ctk" "$tmp/err" || fail "-ctk q5_k: rc $rc"
+# a quantized cache needs head_dim a multiple of its blocks (stories260K: 8)
+"$CANDLE" bench -m "$MODEL" -p 0 -n 2 -r 1 -ctk q8_0 -ctv q8_0 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "kv cache: q8_0 rows are blocks of 32, head_dim 8 is not a multiple" "$tmp/err" ||
+    fail "-ctk q8_0 on head_dim 8: rc $rc, $(cat "$tmp/err")"
 "$CANDLE" bench -m "$MODEL" -d -1 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "bad value '-1' for -d" "$tmp/err" || fail "-d -1: rc $rc"
 "$CANDLE" bench -m "$MODEL" --bogus >/dev/null 2>"$tmp/err"; rc=$?

@@ -29,8 +29,8 @@ static const char *usage =
     "  -o md|json      markdown table (default) or llama-bench's JSON\n"
     "  -d N            depth: the context holds N tokens before each test, so pp and\n"
     "                  tg run at positions N.. (as llama-bench's -d; default 0)\n"
-    "  -ctk, -ctv T    KV cache type, f16 (default, as llama.cpp) or f32; K and V\n"
-    "                  share one type here, so the two must agree\n"
+    "  -ctk, -ctv T    KV cache type: f16 (default, as llama.cpp), f32, q8_0 or q4_0;\n"
+    "                  K and V share one type here, so the two must agree\n"
     "  --no-mmap       read the weights into memory (also -mmp 0, as llama-bench)\n"
     "  --latency N     also generate N tokens one at a time after a 16-token warm-up:\n"
     "                  per-token latency P50/P90/P99, allocations per token, peak RSS;\n"
@@ -109,8 +109,12 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-d")) ok = parse_i64(v, 0, &o->n_depth) && o->n_depth <= (1 << 20);
         else if (!strcmp(a, "--latency")) ok = parse_i64(v, 0, &o->n_lat);
         else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) {
-            candle_dtype t = !strcmp(v, "f16") ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
-            ok = !strcmp(v, "f16") || !strcmp(v, "f32");
+            static const struct { const char *name; candle_dtype t; } kv[] = {
+                {"f32", CANDLE_DTYPE_F32}, {"f16", CANDLE_DTYPE_F16}, {"q8_0", CANDLE_DTYPE_Q8_0}, {"q4_0", CANDLE_DTYPE_Q4_0}};
+            candle_dtype t = CANDLE_DTYPE_F32;
+            ok = false;
+            for (size_t e = 0; e < sizeof kv / sizeof kv[0]; e++)
+                if (!strcmp(v, kv[e].name)) t = kv[e].t, ok = true;
             int which = a[3] == 'v';
             if (ok && kv_set[!which] && t != o->kv_type) {
                 fprintf(stderr, "candle bench: -ctk and -ctv differ (%s): K and V share one cache type\n", v);

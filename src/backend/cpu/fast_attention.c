@@ -27,7 +27,9 @@
  * chunk states of a few rows per decoding block), whatever the sequence
  * length; no [Sq, Skv] score matrix exists.
  * A row that sees no key outputs zeros, as the reference does. f16/bf16
- * inputs are converted a block or tile at a time into f32 scratch. The
+ * inputs are converted a block or tile at a time into f32 scratch; keys
+ * and values of a block type (a quantized KV cache: q8_0, q4_0) a tile of
+ * rows at a time, by the type's own row conversion. The
  * tile primitives come from attention_scalar.c, x86/attention_avx2.c,
  * x86/attention_avx512.c or arm/attention_neon.c, chosen with the primitive
  * table (cpu_attn_ops_get; CANDLE_CPU_ISA=scalar or avx2 caps the choice). */
@@ -57,11 +59,19 @@ static bool rows_ok(const candle_tensor *t) {
     return t && is_float(t->dtype) && t->rank == 4 && (t->stride[3] == (int64_t)esz || t->shape[3] == 1);
 }
 
+/* Keys or values of a block type: rows of whole contiguous blocks. */
+static bool block_rows_ok(const candle_tensor *t) {
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    return tr->is_quantized && tr->to_f32 && t->rank == 4 && t->shape[3] % tr->block_size == 0 &&
+           t->stride[3] == (int64_t)tr->type_size;
+}
+
 static bool match_attn(const candle_tensor *dst) {
     if (dst->op != CANDLE_OP_ATTENTION || !is_float(dst->dtype) || !candle_tensor_is_contiguous(dst))
         return false;
     const candle_tensor *mask = dst->n_src > 3 ? dst->src[3] : NULL;
-    return rows_ok(dst->src[0]) && rows_ok(dst->src[1]) && rows_ok(dst->src[2]) &&
+    const candle_tensor *k = dst->src[1], *v = dst->src[2];
+    return rows_ok(dst->src[0]) && ((rows_ok(k) && rows_ok(v)) || (block_rows_ok(k) && block_rows_ok(v))) &&
            (!mask || (is_float(mask->dtype) && mask->rank == 4));
 }
 
@@ -89,6 +99,7 @@ typedef struct attn_geom {
     int64_t dvp;        /* Dv rounded up to ATTN_NR: output row stride in scratch */
     int64_t ck, n_split; /* keys per chunk, chunks (1: no key split) */
     bool causal, direct;
+    bool blocks;        /* k and v of a block type: tiles converted into kr / vt */
 } attn_geom;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -134,6 +145,7 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     *g = (attn_geom){.B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Sq = q->shape[2],
                      .Skv = k->shape[2], .D = q->shape[3], .Dv = v->shape[3], .causal = dst->iparams[0] != 0};
     g->G = g->Hq / g->Hkv;
+    g->blocks = candle_dtype_info(k->dtype)->is_quantized;
     g->gc = g->G < ATTN_MAX_ROWS ? g->G : ATTN_MAX_ROWS;
     g->n_gc = (g->G + g->gc - 1) / g->gc;
     int64_t bq = ATTN_MAX_ROWS / g->gc;
@@ -151,20 +163,22 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
 /* Per-thread scratch, in floats, each part a multiple of 16 (64 bytes):
  * q rows [rows, D], output rows [rows, dvp], running max and sum [rows],
  * one row group's scores [MR, BK] and corrections [MR], transposed key tile
- * [BK, D] and a value tile [BK, Dv] (converted when v is not plain f32). */
+ * [BK, D] and a value tile [BK, Dv] (converted when v is not plain f32);
+ * keys of a block type also take a tile of rows [BK, D], converted. */
 typedef struct attn_scratch {
-    float *q, *o, *m, *l, *s, *corr, *kt, *vt;
+    float *q, *o, *m, *l, *s, *corr, *kt, *vt, *kr;
 } attn_scratch;
 
 static size_t scratch_floats(const attn_geom *g, attn_scratch *sc) {
     int64_t rows = g->gc * g->bq;
-    int64_t sizes[8] = {round_up(rows * g->D, 16),       round_up(rows * g->dvp, 16), round_up(rows, 16),
+    int64_t sizes[9] = {round_up(rows * g->D, 16),       round_up(rows * g->dvp, 16), round_up(rows, 16),
                         round_up(rows, 16),              round_up(ATTN_MR * ATTN_BK, 16), 16,
-                        round_up(ATTN_BK * g->D, 16),    round_up(ATTN_BK * g->Dv, 16)};
-    float **parts[8] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt};
+                        round_up(ATTN_BK * g->D, 16),    round_up(ATTN_BK * g->Dv, 16),
+                        g->blocks ? round_up(ATTN_BK * g->D, 16) : 0};
+    float **parts[9] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt, &sc->kr};
     float *base = sc->q;
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         if (base) *parts[i] = base + off;
         off += (size_t)sizes[i];
     }
@@ -262,6 +276,13 @@ static void mask_causal(const attn_block *a, int64_t g0, int64_t mr, int64_t j0,
     }
 }
 
+/* nk rows of a block type, `stride` bytes apart, n elements each, into dst
+ * [nk, n] f32. */
+static void block_rows(const attn_block *a, const char *src, int64_t stride, int64_t nk, int64_t n, float *dst) {
+    candle_to_f32_fn to_f32 = candle_dtype_info(a->kv_dtype)->to_f32;
+    for (int64_t j = 0; j < nk; j++) to_f32(src + j * stride, dst + j * n, n);
+}
+
 /* f32 value rows for the tile: in place when v is f32 with whole-float
  * strides; NULL for a decoding block (one row group) when the table reads
  * the stored rows itself (accum_rows, the same bits without the copy);
@@ -271,6 +292,11 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
     if (a->kv_dtype == CANDLE_DTYPE_F32 && a->sv % (int64_t)sizeof(float) == 0) {
         *ldv = a->sv / (int64_t)sizeof(float);
         return (const float *)v;
+    }
+    if (a->g->blocks) {
+        block_rows(a, v, a->sv, nk, a->g->Dv, a->sc.vt);
+        *ldv = a->g->Dv;
+        return a->sc.vt;
     }
     if (a->g->direct && a->ops->accum_rows) return NULL;
     for (int64_t j = 0; j < nk; j++) a->simd->to_f32(a->kv_dtype, v + j * a->sv, a->sc.vt + j * a->g->Dv, a->g->Dv);
@@ -292,7 +318,11 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
         nk = seen < nk ? seen : nk;
     }
     const float *q = a->sc.q + g0 * g->D;
-    if (direct) a->ops->scores_rows(q, g->D, mr, g->D, a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, a->sc.s, ATTN_BK);
+    if (direct && g->blocks) /* the tile's keys converted by run_tiles */
+        a->ops->scores_rows(q, g->D, mr, g->D, CANDLE_DTYPE_F32, (const char *)a->sc.kr,
+                            g->D * (int64_t)sizeof(float), nk, a->sc.s, ATTN_BK);
+    else if (direct)
+        a->ops->scores_rows(q, g->D, mr, g->D, a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, a->sc.s, ATTN_BK);
     else a->ops->scores(q, g->D, mr, g->D, a->sc.kt, nk, a->sc.s, ATTN_BK);
     if (a->mask) add_mask(a, g0, mr, j0, nk);
     if (g->causal && j0 + nk - 1 > off + row_pos(a, g0)) mask_causal(a, g0, mr, j0, nk);
@@ -311,7 +341,7 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
  * same bits. */
 static void touch_kv(const attn_block *a, int64_t j0, int64_t nk) {
     const attn_geom *g = a->g;
-    int64_t esz = (int64_t)candle_dtype_info(a->kv_dtype)->type_size, kb = g->D * esz, vb = g->Dv * esz;
+    int64_t kb = (int64_t)candle_dtype_row_size(a->kv_dtype, g->D), vb = (int64_t)candle_dtype_row_size(a->kv_dtype, g->Dv);
     unsigned acc = 0;
     for (int64_t j = j0; j < j0 + nk; j++) {
         const char *kr = a->k + j * a->sk, *vr = a->v + j * a->sv;
@@ -329,7 +359,11 @@ static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
         int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
         if (direct) touch_kv(a, j0, nk);
-        else a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
+        if (g->blocks) block_rows(a, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
+        if (!direct && g->blocks)
+            a->ops->pack_kt(CANDLE_DTYPE_F32, (const char *)a->sc.kr, g->D * (int64_t)sizeof(float), nk, g->D, a->sc.kt);
+        else if (!direct)
+            a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
         const float *vr = value_rows(a, j0, nk, &ldv);
         for (int64_t g0 = 0; g0 < rows; g0 += ATTN_MR)
             run_group(a, g0, rows - g0 < ATTN_MR ? rows - g0 : ATTN_MR, j0, nk, direct, vr, ldv);

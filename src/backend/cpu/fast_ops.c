@@ -223,18 +223,25 @@ static int64_t last_stride_of(const candle_tensor *t) { return t->rank ? t->stri
 
 static bool half_dtype(candle_dtype t) { return t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16; }
 
+/* f32 rows into whole blocks of a block type (a quantized KV cache). */
+static bool block_dtype(candle_dtype t, int64_t n) {
+    const candle_dtype_traits *tr = candle_dtype_info(t);
+    return tr->is_quantized && tr->from_f32 && n % tr->block_size == 0;
+}
+
 /* Rows contiguous on both sides, and either one plain dtype (each row a
- * memcpy) or f32 to f16/bf16 and back (each row through the dtype's row
- * converter, which rounds to nearest even as the reference's element loop
- * does: the same bits; an f16 KV cache is written this way). dst may be a
- * view into a larger tensor (copy_into), so its outer strides are
- * arbitrary. */
+ * memcpy) or f32 to f16/bf16 and back, or f32 to a block type (each row
+ * through the dtype's row converter, as the reference converts them: f16
+ * and bf16 round to nearest even like its element loop, block types
+ * quantize a row at a time like it: the same bits; a KV cache of those
+ * types is written this way). dst may be a view into a larger tensor
+ * (copy_into), so its outer strides are arbitrary. */
 static bool match_copy(const candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
     if (dst->op != CANDLE_OP_COPY || !x || dst->rank < 1 || !candle_tensor_same_shape(x, dst)) return false;
     bool same = x->dtype == dst->dtype && !candle_dtype_info(dst->dtype)->is_quantized;
     bool widen = half_dtype(x->dtype) && dst->dtype == CANDLE_DTYPE_F32;
-    bool narrow = x->dtype == CANDLE_DTYPE_F32 && half_dtype(dst->dtype);
+    bool narrow = x->dtype == CANDLE_DTYPE_F32 && (half_dtype(dst->dtype) || block_dtype(dst->dtype, last_dim(dst)));
     if (!same && !widen && !narrow) return false;
     return (last_stride_of(dst) == (int64_t)candle_dtype_info(dst->dtype)->type_size &&
             last_stride_of(x) == (int64_t)candle_dtype_info(x->dtype)->type_size) ||
@@ -256,5 +263,5 @@ static candle_status run_copy(const cpu_task *t, candle_tensor *dst) {
     return CANDLE_OK;
 }
 
-const cpu_fast_kernel cpu_fast_copy = {"copy (contiguous rows: one dtype, or f32 <-> f16/bf16)", match_copy,
+const cpu_fast_kernel cpu_fast_copy = {"copy (contiguous rows: one dtype, f32 <-> f16/bf16, f32 -> blocks)", match_copy,
                                        plan_rows, run_copy};
