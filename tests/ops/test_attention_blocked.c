@@ -467,7 +467,8 @@ static void test_avx512_prims_once(int64_t r, int64_t d, int64_t nk, int64_t dv,
  *     the AVX2 rows (d a multiple of 16: the same summation order; else
  *     the AVX2 kernel itself);
  *   accum_rows: the value rows converted in registers against the AVX2
- *     accum on the rows converted first (AVX2 has no accum_rows). */
+ *     accum on the rows converted first (AVX2 has no accum_rows);
+ *   both on q8_0 rows (test_avx512_q8_0_once). */
 static void test_avx512_rows_once(candle_dtype t, int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
     const cpu_attn_ops *x = &cpu_attn_avx512, *ref = &cpu_attn_avx2;
     size_t esz = candle_dtype_info(t)->type_size;
@@ -500,6 +501,48 @@ static void test_avx512_rows_once(candle_dtype t, int64_t r, int64_t d, int64_t 
     free(q), free(f), free(k), free(v), free(s1), free(s2), free(corr), free(vf), free(o1), free(o2);
 }
 
+/* q8_0 rows (a quantized KV cache) read by the AVX-512 decoding primitives
+ * against the AVX2 ones on the same rows converted to f32: the same bits
+ * (the dequantized values are exact products). Rows a block further apart
+ * than their length. */
+static void test_avx512_q8_0_once(int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
+    const cpu_attn_ops *x = &cpu_attn_avx512, *ref = &cpu_attn_avx2;
+    const candle_dtype_traits *tr = candle_dtype_info(CANDLE_DTYPE_Q8_0);
+    int64_t sk = (int64_t)candle_dtype_row_size(CANDLE_DTYPE_Q8_0, d + 32);
+    int64_t sv = (int64_t)candle_dtype_row_size(CANDLE_DTYPE_Q8_0, dv + 32);
+    int64_t lds = nk + 3, ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR + 1;
+    float *q = malloc(sizeof(float) * (size_t)(r * d)), *row = malloc(sizeof(float) * (size_t)(d + dv));
+    float *kf = malloc(sizeof(float) * (size_t)(nk * d)), *vf = malloc(sizeof(float) * (size_t)(nk * dv));
+    char *k = malloc((size_t)(nk * sk)), *v = malloc((size_t)(nk * sv));
+    float *s1 = calloc((size_t)(r * lds), sizeof(float)), *s2 = calloc((size_t)(r * lds), sizeof(float));
+    fill(q, r * d, seed);
+    for (int64_t j = 0; j < nk; j++) {
+        fill(row, d + dv, seed + 10 + (uint64_t)j);
+        tr->from_f32(row, k + j * sk, d);
+        tr->from_f32(row + d, v + j * sv, dv);
+        tr->to_f32(k + j * sk, kf + j * d, d);
+        tr->to_f32(v + j * sv, vf + j * dv, dv);
+    }
+    x->scores_rows(q, d, r, d, CANDLE_DTYPE_Q8_0, k, sk, nk, s1, lds);
+    ref->scores_rows(q, d, r, d, CANDLE_DTYPE_F32, (const char *)kf, d * 4, nk, s2, lds);
+    for (int64_t i = 0; i < r; i++)
+        CHECK_MSG(memcmp(s1 + i * lds, s2 + i * lds, sizeof(float) * (size_t)nk) == 0,
+                  "avx512 scores_rows q8_0 r %lld d %lld nk %lld: row %lld differs", (long long)r, (long long)d,
+                  (long long)nk, (long long)i);
+    float *corr = malloc(sizeof(float) * (size_t)r);
+    float *o1 = malloc(sizeof(float) * (size_t)(r * ldo)), *o2 = malloc(sizeof(float) * (size_t)(r * ldo));
+    fill(corr, r, seed + 2);
+    fill(o1, r * ldo, seed + 3);
+    memcpy(o2, o1, sizeof(float) * (size_t)(r * ldo));
+    x->accum_rows(s1, lds, r, corr, CANDLE_DTYPE_Q8_0, v, sv, nk, dv, o1, ldo);
+    ref->accum(s1, lds, r, corr, vf, dv, nk, dv, o2, ldo);
+    for (int64_t i = 0; i < r; i++)
+        CHECK_MSG(memcmp(o1 + i * ldo, o2 + i * ldo, sizeof(float) * (size_t)dv) == 0,
+                  "avx512 accum_rows q8_0 r %lld nk %lld dv %lld: row %lld differs", (long long)r, (long long)nk,
+                  (long long)dv, (long long)i);
+    free(q), free(row), free(kf), free(vf), free(k), free(v), free(s1), free(s2), free(corr), free(o1), free(o2);
+}
+
 static void test_avx512_rows(void) {
     static const candle_dtype ts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
     static const int64_t rs[] = {1, 2, 3, 4, 5, 8, 9}, ds[] = {13, 16, 64, 80, 128};
@@ -511,6 +554,11 @@ static void test_avx512_rows(void) {
             for (size_t c = 0; c < sizeof ds / sizeof *ds; c++)
                 for (size_t e = 0; e < sizeof nks / sizeof *nks; e++, seed += 3)
                     test_avx512_rows_once(ts[a], rs[b], ds[c], nks[e], dvs[(b + c + e) % 5], seed);
+    static const int64_t qds[] = {32, 64, 128}, qdvs[] = {32, 64, 96, 128};
+    for (size_t b = 0; b < sizeof rs / sizeof *rs; b++)
+        for (size_t c = 0; c < 3; c++)
+            for (size_t e = 0; e < sizeof nks / sizeof *nks; e++, seed += 3)
+                test_avx512_q8_0_once(rs[b], qds[c], nks[e], qdvs[(b + c + e) % 4], seed);
 }
 
 static void test_primitives_avx512(void) {

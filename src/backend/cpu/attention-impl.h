@@ -42,6 +42,11 @@ typedef struct cpu_attn_ops {
      * caller converts the rows and calls accum). */
     void (*accum_rows)(const float *p, int64_t ldp, int64_t r, const float *corr, candle_dtype t,
                        const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo);
+    /* scores_rows and accum_rows also read q8_0 rows (d, dv multiples of
+     * 32), dequantized in registers: the same bits as on the rows
+     * converted to f32 (the products are exact), with half the bytes of
+     * f16 read. */
+    bool q8_0_rows;
     /* The online-softmax step of r rows over nk scores in log2 units (q
      * pre-scaled by log2(e): 2^ is cheaper than exp), s rows lds >=
      * round_up(nk, 8) floats apart, columns [nk, round_up(nk, 8)) scratch:

@@ -99,7 +99,8 @@ typedef struct attn_geom {
     int64_t dvp;        /* Dv rounded up to ATTN_NR: output row stride in scratch */
     int64_t ck, n_split; /* keys per chunk, chunks (1: no key split) */
     bool causal, direct;
-    bool blocks;        /* k and v of a block type: tiles converted into kr / vt */
+    bool blocks;        /* k and v of a block type: tiles converted into kr / vt ... */
+    bool block_direct;  /* ... unless decoding reads them as they are (q8_0_rows) */
 } attn_geom;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -154,6 +155,7 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     g->n_blk = (g->Sq + g->bq - 1) / g->bq;
     /* set before split_positions, so the thread count changes no bit */
     g->direct = g->gc * g->bq <= ATTN_ROWS_DIRECT;
+    g->block_direct = g->blocks && g->direct && k->dtype == CANDLE_DTYPE_Q8_0 && cpu_attn_ops_get()->q8_0_rows;
     split_keys(g);
     split_positions(g, n_threads);
     g->n_units = g->B * g->Hkv * g->n_gc * g->n_blk;
@@ -293,7 +295,7 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
         *ldv = a->sv / (int64_t)sizeof(float);
         return (const float *)v;
     }
-    if (a->g->blocks) {
+    if (a->g->blocks && !a->g->block_direct) {
         block_rows(a, v, a->sv, nk, a->g->Dv, a->sc.vt);
         *ldv = a->g->Dv;
         return a->sc.vt;
@@ -318,7 +320,7 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
         nk = seen < nk ? seen : nk;
     }
     const float *q = a->sc.q + g0 * g->D;
-    if (direct && g->blocks) /* the tile's keys converted by run_tiles */
+    if (direct && g->blocks && !g->block_direct) /* the tile's keys converted by run_tiles */
         a->ops->scores_rows(q, g->D, mr, g->D, CANDLE_DTYPE_F32, (const char *)a->sc.kr,
                             g->D * (int64_t)sizeof(float), nk, a->sc.s, ATTN_BK);
     else if (direct)
@@ -359,7 +361,7 @@ static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
         int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
         if (direct) touch_kv(a, j0, nk);
-        if (g->blocks) block_rows(a, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
+        if (g->blocks && !g->block_direct) block_rows(a, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
         if (!direct && g->blocks)
             a->ops->pack_kt(CANDLE_DTYPE_F32, (const char *)a->sc.kr, g->D * (int64_t)sizeof(float), nk, g->D, a->sc.kt);
         else if (!direct)

@@ -18,11 +18,13 @@
  * are those of the AVX2 table bit for bit: CANDLE_CPU_ISA=avx2 changes no
  * result, only the speed. */
 #include <immintrin.h>
+#include <stddef.h>
 #include <math.h>
 #include <string.h>
 
 #include "../attention-impl.h"
 #include "avx2-util.h"
+#include "quant/quant-impl.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -78,11 +80,19 @@ static void scores_avx512(const float *q, int64_t lda, int64_t r, int64_t d, con
 
 /* ---- accum ---- */
 
-/* 16 elements of a row of type T at p (lanes `m`; the rest zero, nothing
- * past them read), as f32. */
-static ALWAYS_INLINE __m512 ld16_t(const candle_dtype T, const char *p, __mmask16 m) {
-    if (T == CANDLE_DTYPE_F32) return _mm512_maskz_loadu_ps(m, p);
-    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+/* Elements e.. e + 15 of a row of type T (lanes `m`; the rest zero, nothing
+ * past them read), as f32. q8_0 (e a multiple of 16, all lanes): codes
+ * times the block's scale, the exact products its to_f32 gives. */
+static ALWAYS_INLINE __m512 ld16_t(const candle_dtype T, const char *row, int64_t e, __mmask16 m) {
+    if (T == CANDLE_DTYPE_Q8_0) {
+        const char *b = row + (e / 32) * (int64_t)sizeof(block_q8_0);
+        uint16_t d;
+        memcpy(&d, b + offsetof(block_q8_0, d), 2);
+        __m128i q = _mm_loadu_si128((const __m128i *)(b + offsetof(block_q8_0, qs) + e % 32));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
+    }
+    if (T == CANDLE_DTYPE_F32) return _mm512_maskz_loadu_ps(m, row + e * 4);
+    __m256i h = _mm256_maskz_loadu_epi16(m, row + e * 2);
     return T == CANDLE_DTYPE_F16 ? _mm512_cvtph_ps(h)
                                  : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -93,9 +103,8 @@ static ALWAYS_INLINE __m512 ld16_t(const candle_dtype T, const char *p, __mmask1
  * scratch. v rows of type T (f32 for accum), sv bytes apart, converted in
  * registers (exactly: the products are those of accum on f32 rows). */
 static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, const int nc, const float *corr,
-                                     const candle_dtype T, const char *v, int64_t sv, int64_t nk, __mmask16 last,
-                                     float *o, int64_t ldo) {
-    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
+                                     const candle_dtype T, const char *v, int64_t sv, int64_t n0, int64_t nk,
+                                     __mmask16 last, float *o, int64_t ldo) {
     __m512 c[6][4];
     for (int i = 0; i < mr; i++) {
         __m512 k = _mm512_set1_ps(corr[i]);
@@ -104,7 +113,7 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
     for (int64_t j = 0; j < nk; j++) {
         const char *vj = v + j * sv;
         __m512 b[4];
-        for (int n = 0; n < nc; n++) b[n] = ld16_t(T, vj + n * 16 * esz, n == nc - 1 ? last : (__mmask16)0xFFFF);
+        for (int n = 0; n < nc; n++) b[n] = ld16_t(T, vj, n0 + n * 16, n == nc - 1 ? last : (__mmask16)0xFFFF);
         for (int i = 0; i < mr; i++) {
             __m512 a = _mm512_set1_ps(p[i * ldp + j]);
             for (int n = 0; n < nc; n++) c[i][n] = _mm512_fmadd_ps(a, b[n], c[i][n]);
@@ -115,7 +124,7 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
 }
 
 #define ACCUM_TILE(MR, NC) \
-    accum_tile(p + i * ldp, ldp, MR, NC, corr + i, T, v + n0 * esz, sv, nk, last, o + i * ldo + n0, ldo)
+    accum_tile(p + i * ldp, ldp, MR, NC, corr + i, T, v, sv, n0, nk, last, o + i * ldo + n0, ldo)
 #define ACCUM_NC(MR)                          \
     switch (nc) {                             \
     case 1: ACCUM_TILE(MR, 1); break;         \
@@ -126,7 +135,6 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
 
 static ALWAYS_INLINE void accum_t(const float *p, int64_t ldp, int64_t r, const float *corr, const candle_dtype T,
                                   const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo) {
-    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
     for (int64_t i = 0; i < r; i += 6) {
         for (int64_t n0 = 0; n0 < dv; n0 += 64) {
             int64_t nr = dv - n0 < 64 ? dv - n0 : 64;
@@ -154,6 +162,7 @@ static void accum_rows_avx512(const float *p, int64_t ldp, int64_t r, const floa
                               const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo) {
     if (t == CANDLE_DTYPE_F16) accum_t(p, ldp, r, corr, CANDLE_DTYPE_F16, v, sv, nk, dv, o, ldo);
     else if (t == CANDLE_DTYPE_BF16) accum_t(p, ldp, r, corr, CANDLE_DTYPE_BF16, v, sv, nk, dv, o, ldo);
+    else if (t == CANDLE_DTYPE_Q8_0) accum_t(p, ldp, r, corr, CANDLE_DTYPE_Q8_0, v, sv, nk, dv, o, ldo);
     else accum_t(p, ldp, r, corr, CANDLE_DTYPE_F32, v, sv, nk, dv, o, ldo);
 }
 
@@ -165,7 +174,6 @@ static void accum_rows_avx512(const float *p, int64_t ldp, int64_t r, const floa
  * table's scores_rows16_t order, so the same bits. */
 static ALWAYS_INLINE void scores_rows4(const float *q, int64_t lda, const int R, int64_t d, const candle_dtype T,
                                        const char *const *kr, float *s, int64_t lds, int n) {
-    const int64_t esz = T == CANDLE_DTYPE_F32 ? 4 : 2;
     __m512 c[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -174,7 +182,7 @@ static ALWAYS_INLINE void scores_rows4(const float *q, int64_t lda, const int R,
     for (int64_t p = 0; p < d; p += 16) {
         __m512 b[4];
 #pragma GCC unroll 4
-        for (int u = 0; u < 4; u++) b[u] = ld16_t(T, kr[u] + p * esz, (__mmask16)0xFFFF);
+        for (int u = 0; u < 4; u++) b[u] = ld16_t(T, kr[u], p, (__mmask16)0xFFFF);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             __m512 a = _mm512_loadu_ps(q + i * lda + p);
@@ -217,6 +225,7 @@ static void scores_rows_avx512(const float *q, int64_t lda, int64_t r, int64_t d
     if (d % 16) cpu_attn_avx2.scores_rows(q, lda, r, d, t, k, sk, nk, s, lds);
     else if (t == CANDLE_DTYPE_F16) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_F16, k, sk, nk, s, lds);
     else if (t == CANDLE_DTYPE_BF16) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_BF16, k, sk, nk, s, lds);
+    else if (t == CANDLE_DTYPE_Q8_0) scores_rows_t(q, lda, r, d, CANDLE_DTYPE_Q8_0, k, sk, nk, s, lds);
     else scores_rows_t(q, lda, r, d, CANDLE_DTYPE_F32, k, sk, nk, s, lds);
 }
 
@@ -330,6 +339,7 @@ const cpu_attn_ops cpu_attn_avx512 = {
     .scores_rows = scores_rows_avx512,
     .accum = accum_avx512,
     .accum_rows = accum_rows_avx512,
+    .q8_0_rows = true,
     .softmax = softmax_avx512,
     .max = max_fwd,
     .sub = sub_fwd,
