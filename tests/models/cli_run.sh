@@ -37,6 +37,21 @@ check "same seed, same text" 'cmp -s "$tmp/s1" "$tmp/s2" && [ -s "$tmp/s1" ]'
 rc=$?
 check "penalties run" '[ $rc -eq 0 ] && [ -s "$tmp/s3" ]'
 
+# KV cache types: f16 keeps the greedy text here; a quantized cache needs
+# head_dim a multiple of its 32-element blocks (stories260K's is 8)
+"$candle" run -m "$model" -p "Once upon a time" -n 30 --temp 0 -ctk f16 -ctv f16 >"$tmp/out" 2>/dev/null
+rc=$?
+check "-ctk f16 greedy text: $(cat "$tmp/out")" '[ $rc -eq 0 ] && [[ "$want" == "$(cat "$tmp/out")"* ]]'
+"$candle" run -m "$model" -p hi -n 2 -ctk q8_0 -ctv q8_0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "-ctk q8_0 on head_dim 8 fails: $(cat "$tmp/err")" '[ $rc -eq 1 ] && grep -q "head_dim 8 is not a multiple" "$tmp/err"'
+"$candle" run -m "$model" -p hi -n 2 -ctk q8_0 -ctv f16 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "-ctk and -ctv differ: $(cat "$tmp/err")" '[ $rc -eq 2 ] && grep -q "K and V share one cache type" "$tmp/err"'
+"$candle" run -m "$model" -p hi -n 2 --cache-type-k q9 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "bad cache type: $(cat "$tmp/err")" '[ $rc -eq 2 ] && grep -q "bad value .q9. for -ctk" "$tmp/err"'
+
 # errors
 "$candle" run -m "$tmp/missing.gguf" -p hi -n 4 >"$tmp/out" 2>"$tmp/err"
 rc=$?

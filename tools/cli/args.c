@@ -50,6 +50,8 @@ static const opt opts[] = {
     {NULL, "--no-mmap", T_FLAG, OFF(no_mmap)},
     {NULL, "--ctx-shift", T_FLAG, OFF(ctx_shift)},
     {NULL, "--kv-f16", T_FLAG, OFF(kv_f16)},
+    {"-ctk", "--cache-type-k", T_STR, OFF(ctk)},
+    {"-ctv", "--cache-type-v", T_STR, OFF(ctv)},
     {NULL, "--temp", T_FLOAT, OFF(sp.temp)},
     {NULL, "--top-k", T_INT, OFF(sp.top_k)},
     {NULL, "--top-p", T_FLOAT, OFF(sp.top_p)},
@@ -79,6 +81,42 @@ static bool set(cli_args *a, const opt *o, const char *v) {
     case T_FLAG: *(bool *)p = true; return true;
     }
     return false;
+}
+
+bool cli_kv_type(const char *name, candle_dtype *out) {
+    static const struct {
+        const char *name;
+        candle_dtype t;
+    } kv[] = {{"f32", CANDLE_DTYPE_F32}, {"f16", CANDLE_DTYPE_F16}, {"q8_0", CANDLE_DTYPE_Q8_0}, {"q4_0", CANDLE_DTYPE_Q4_0}};
+    for (size_t i = 0; name && i < sizeof kv / sizeof kv[0]; i++)
+        if (!strcmp(name, kv[i].name)) {
+            *out = kv[i].t;
+            return true;
+        }
+    return false;
+}
+
+/* kv_type from --kv-f16, -ctk and -ctv: 0, or 2 after a message. K and V
+ * share one cache type here. */
+static int resolve_kv(const char *cmd, cli_args *a) {
+    a->kv_type = a->kv_f16 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
+    const char *given[2] = {a->ctk, a->ctv}, *flag[2] = {"-ctk", "-ctv"};
+    bool set = a->kv_f16;
+    for (int i = 0; i < 2; i++) {
+        candle_dtype t;
+        if (!given[i]) continue;
+        if (!cli_kv_type(given[i], &t)) {
+            fprintf(stderr, "candle %s: bad value '%s' for %s (f32, f16, q8_0 or q4_0)\n", cmd, given[i], flag[i]);
+            return 2;
+        }
+        if (set && t != a->kv_type) {
+            fprintf(stderr, "candle %s: -ctk, -ctv and --kv-f16 differ: K and V share one cache type\n", cmd);
+            return 2;
+        }
+        a->kv_type = t;
+        set = true;
+    }
+    return 0;
 }
 
 int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
@@ -117,7 +155,7 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
         fprintf(stderr, "candle %s: -c, -t and --top must be positive\n", argv[0]);
         return 2;
     }
-    return 0;
+    return resolve_kv(argv[0], a);
 }
 
 static bool exists(const char *p) { return access(p, R_OK) == 0; }

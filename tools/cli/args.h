@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "candle/dtype.h"
 #include "candle/sampler.h"
 
 typedef struct cli_args {
@@ -19,13 +20,18 @@ typedef struct cli_args {
     int top;            /* --top K (logits) */
     bool no_mmap;       /* --no-mmap */
     bool ctx_shift;     /* --ctx-shift */
-    bool kv_f16;        /* --kv-f16 */
+    bool kv_f16;        /* --kv-f16 (-ctk f16 -ctv f16) */
+    const char *ctk, *ctv; /* -ctk / -ctv TYPE, as llama.cpp's --cache-type-k/-v */
+    candle_dtype kv_type;  /* from the three above (cli_parse); f32 by default */
     candle_sampler_params sp;
 } cli_args;
 
 /* Parse argv (argv[0] is the command). Returns 0 to go on, -1 after --help
  * (exit 0), or 2 on a usage error (a message is printed). */
 int cli_parse(int argc, char **argv, cli_args *a, const char *usage);
+
+/* KV cache type names of -ctk/-ctv (f32, f16, q8_0, q4_0): false if unknown. */
+bool cli_kv_type(const char *name, candle_dtype *out);
 
 /* The model path: -m, else the default model beside the current directory or
  * the repository the binary was built in. NULL (with a message) if none. */

@@ -109,12 +109,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-d")) ok = parse_i64(v, 0, &o->n_depth) && o->n_depth <= (1 << 20);
         else if (!strcmp(a, "--latency")) ok = parse_i64(v, 0, &o->n_lat);
         else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) {
-            static const struct { const char *name; candle_dtype t; } kv[] = {
-                {"f32", CANDLE_DTYPE_F32}, {"f16", CANDLE_DTYPE_F16}, {"q8_0", CANDLE_DTYPE_Q8_0}, {"q4_0", CANDLE_DTYPE_Q4_0}};
             candle_dtype t = CANDLE_DTYPE_F32;
-            ok = false;
-            for (size_t e = 0; e < sizeof kv / sizeof kv[0]; e++)
-                if (!strcmp(v, kv[e].name)) t = kv[e].t, ok = true;
+            ok = cli_kv_type(v, &t);
             int which = a[3] == 'v';
             if (ok && kv_set[!which] && t != o->kv_type) {
                 fprintf(stderr, "candle bench: -ctk and -ctv differ (%s): K and V share one cache type\n", v);

@@ -22,7 +22,8 @@ static const char *run_usage =
     "  --repeat-penalty R --presence-penalty P --frequency-penalty F --repeat-last-n N\n"
     "  --seed S        sampler seed (default 0)\n"
     "  --ctx-shift     drop older context instead of stopping when it is full\n"
-    "  --kv-f16        f16 KV cache\n"
+    "  -ctk, -ctv T    KV cache type: f32 (default), f16, q8_0 or q4_0 (head_dim a\n"
+    "                  multiple of 32); K and V share one type (--kv-f16 = f16)\n"
     "  --no-mmap       read weights into memory instead of mapping the file\n"
     "Writes only the generated text to stdout; timings go to stderr.\n";
 

@@ -26,7 +26,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     int64_t n_ctx = a->n_ctx ? a->n_ctx : default_ctx;
     if (n_ctx > c->n_ctx_train) n_ctx = a->n_ctx ? n_ctx : c->n_ctx_train;
     candle_session_params sp = {.n_ctx = n_ctx,
-                                .kv_type = a->kv_f16 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32,
+                                .kv_type = a->kv_type,
                                 .n_threads = a->n_threads};
     if (candle_session_init(&g->sess, g->model, &sp) ||
         candle_sampler_init(&g->smp, (int32_t)g->n_vocab, &a->sp)) {
