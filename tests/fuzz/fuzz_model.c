@@ -4,7 +4,7 @@
  * session. An input is
  *   [u8 flags][GGUF]
  * (flags bit 0: KV cache in f16; bit 1: evaluate two tokens, else one;
- * bit 2: read the weights instead of mapping them).
+ * bit 2: read the weights instead of mapping them; bit 3: KV cache in q8_0).
  * Beyond "no crash":
  * - load fails with a documented kind and no model, or gives a config
  *   whose attention shape is consistent (heads a multiple of kv heads, rope
@@ -12,7 +12,8 @@
  * - whatever loads also runs: a session of 8 positions evaluates tokens
  *   (ids from the input, in the vocabulary) with logits, and then refuses
  *   a batch past its end; the only error it may give is out of memory
- *   (dtypes and metadata values are checked at load).
+ *   (dtypes and metadata values are checked at load), or, for a q8_0
+ *   cache, that head_dim is not a multiple of its 32-element blocks.
  * Seeds: tests/fuzz/gen_model_corpus.py (tiny random models of every
  * family). Built with -DCANDLE_FUZZ=ON. */
 #include <stddef.h>
@@ -48,11 +49,12 @@ static void run(const candle_model *m, uint8_t flags, const uint8_t *data, size_
     candle_session_params sp = candle_session_default_params();
     sp.n_ctx = N_CTX;
     sp.n_threads = 1;
-    sp.kv_type = flags & 1 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
+    sp.kv_type = flags & 8 ? CANDLE_DTYPE_Q8_0 : flags & 1 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
     candle_session *s = NULL;
     candle_status st = candle_session_init(&s, m, &sp);
     if (st != CANDLE_OK) {
-        check(!s && st == CANDLE_ERR_OOM);
+        /* a q8_0 cache refuses a head_dim that is not whole blocks */
+        check(!s && (st == CANDLE_ERR_OOM || (st == CANDLE_ERR_DTYPE && (flags & 8) && c->head_dim % 32)));
         return;
     }
     check(candle_session_n_ctx(s) == N_CTX && candle_session_pos(s) == 0);
