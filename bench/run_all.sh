@@ -23,6 +23,9 @@ log compare gemma; bench/compare $CMP -p 64 -n 32 -r 2 --out "$O/cmp-gemma" $M/g
 # tg at depth (llama-bench's -d): tg64 at d0 / d512 / d2048, no pp; both engines f16 KV (~1 min)
 log compare depth; bench/compare $CMP -p 0 -n 64 -r 3 --rounds 2 --depth 512,2048 --out "$O/cmp-depth" \
     $M/SmolLM2-135M.Q4_0.gguf > "$O/cmp-depth.txt" 2>&1
+# the same with a q8_0 KV cache in both engines (llama.cpp then with flash attention)
+log compare depth q8_0; bench/compare $CMP -p 0 -n 64 -r 3 --rounds 2 --depth 512,2048 --cache-type q8_0 \
+    --out "$O/cmp-depth-q8" $M/SmolLM2-135M.Q4_0.gguf > "$O/cmp-depth-q8.txt" 2>&1
 LAT="-m models/SmolLM2-135M-Instruct.Q4_1.gguf -p 0 -n 0 -r 1 --latency 1000"
 log latency; LD_PRELOAD=$B/lib/libcandle_malloc_count.so $C bench $LAT --roofline > "$O/latency.txt" 2>&1
 LD_PRELOAD=$B/lib/libcandle_malloc_count.so $C bench $LAT --latency-fixed > "$O/latency-fixed.txt" 2>&1

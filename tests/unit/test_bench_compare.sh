@@ -57,7 +57,8 @@ base = {"model": "m/SmolLM2-135M.Q4_0.gguf", "name": "SmolLM2-135M", "type": "Q4
 with_t = dict(base, torch=[rec(512, 0, 10.0), rec(0, 128, 5.0, rss=1 << 30)],
               torch_source="m/SmolLM2-135M.F16.gguf", torch_source_size=200 << 20,
               torch_version="9.9")
-a = types.SimpleNamespace(t=2, p=512, n=128, r=5, rounds=1, latency=0, omp_wait="default", depth=None)
+a = types.SimpleNamespace(t=2, p=512, n=128, r=5, rounds=1, latency=0, omp_wait="default", depth=None,
+                          cache_type="f16")
 check(cmp.parse_depths("512,2048,512") == [512, 2048] and cmp.parse_depths(None) == [], "--depth parsing")
 
 # roofline: tg 100 t/s x 50 MB = 5 GB/s of 10 = 50 %; PyTorch 5 x 400 MB = 20 %;
