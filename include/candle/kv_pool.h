@@ -30,14 +30,16 @@ typedef struct candle_kv_seq {
     int64_t n_ctx;   /* most positions this sequence may hold */
 } candle_kv_seq;
 
-/* n_blocks blocks of f32 keys and values for every layer. */
-candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks);
+/* n_blocks blocks of keys and values for every layer, stored as kv_type:
+ * f32, f16 or bf16 (rows rounded to nearest even as they are written). */
+candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks,
+                                  candle_dtype kv_type);
 void candle_kv_pool_free(candle_kv_pool *p);
 int64_t candle_kv_pool_n_blocks(const candle_kv_pool *p);
 /* Blocks referenced by at least one sequence. */
 int64_t candle_kv_pool_n_used(const candle_kv_pool *p);
-/* Bytes of one block (keys and values of all layers). */
-size_t candle_kv_pool_block_bytes(const candle_model *m);
+/* Bytes of one block (keys and values of all layers) of kv_type. */
+size_t candle_kv_pool_block_bytes(const candle_model *m, candle_dtype kv_type);
 
 candle_status candle_kv_seq_init(candle_kv_seq *s, int64_t n_ctx);
 /* Drop every block reference and free the table. */

@@ -7,9 +7,10 @@
 #include "model-impl.h"
 #include "kv_pool-impl.h"
 
-size_t candle_kv_pool_block_bytes(const candle_model *m) {
+size_t candle_kv_pool_block_bytes(const candle_model *m, candle_dtype kv_type) {
     const candle_model_config *c = &m->cfg;
-    return (size_t)(CANDLE_KV_BLOCK * 2 * c->n_layer * c->n_head_kv * c->head_dim) * sizeof(float);
+    return (size_t)(CANDLE_KV_BLOCK * 2 * c->n_layer * c->n_head_kv * c->head_dim) *
+           candle_dtype_info(kv_type)->type_size;
 }
 
 /* Free list: doubly linked through prev/next, -1 ends; oldest at head. */
@@ -32,11 +33,15 @@ static void fl_push(candle_kv_pool *p, int32_t b) {
     p->in_free[b] = true;
 }
 
-candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks) {
+candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks,
+                                  candle_dtype kv_type) {
     *out = NULL;
     if (n_blocks <= 0 || n_blocks > INT32_MAX / CANDLE_KV_BLOCK)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "kv pool: %lld blocks",
                                 (long long)n_blocks);
+    if (kv_type != CANDLE_DTYPE_F32 && kv_type != CANDLE_DTYPE_F16 && kv_type != CANDLE_DTYPE_BF16)
+        return candle_set_error(NULL, CANDLE_ERR_DTYPE, "kv pool: dtype %s (want f32, f16 or bf16)",
+                                candle_dtype_name(kv_type));
     candle_kv_pool *p = calloc(1, sizeof *p);
     if (!p) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool");
     const candle_model_config *c = &m->cfg;
@@ -64,8 +69,8 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
         st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool tables");
     int64_t shape[3] = {n_blocks * CANDLE_KV_BLOCK, c->n_head_kv, c->head_dim};
     for (int64_t il = 0; !st && il < c->n_layer; il++) {
-        p->k[il] = candle_tensor_new(p->ctx, CANDLE_DTYPE_F32, 3, shape);
-        p->v[il] = candle_tensor_new(p->ctx, CANDLE_DTYPE_F32, 3, shape);
+        p->k[il] = candle_tensor_new(p->ctx, kv_type, 3, shape);
+        p->v[il] = candle_tensor_new(p->ctx, kv_type, 3, shape);
         if (!p->k[il] || !p->v[il])
             st = candle_set_error(NULL, candle_errcode(p->ctx), "kv pool: %s",
                                   candle_errmsg(p->ctx));

@@ -5,7 +5,9 @@
  * sequence.
  *
  * Node: src q [n, Hq, D], k [n, Hkv, D], v [n, Hkv, Dv], k_cache [P, Hkv, D],
- * v_cache [P, Hkv, Dv], table i32 [n, 1 + T]; iparams: block, window;
+ * v_cache [P, Hkv, Dv], table i32 [n, 1 + T]; iparams: block, window; q, k
+ * and v share a float dtype, the caches share one (an f16 pool under f32
+ * rows, say);
  * fparams[0] = scale (resolved, never 0). Table entries are checked by the
  * kernels (they may be computed). */
 #include <inttypes.h>
@@ -19,7 +21,7 @@
 static bool pa_dtypes(candle_ctx *ctx, candle_tensor *const *t, const candle_tensor *table) {
     for (int i = 0; i < 5; i++)
         if (!op_check_device(ctx, PA, t[0], t[i]) || !op_check_plain(ctx, PA, t[i], true) ||
-            !op_check_same_dtype(ctx, PA, t[0], t[i]))
+            !op_check_same_dtype(ctx, PA, t[i < 3 ? 0 : 3], t[i]))
             return false;
     if (!op_check_device(ctx, PA, t[0], table)) return false;
     if (table->dtype != CANDLE_DTYPE_I32) {

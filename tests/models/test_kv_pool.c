@@ -3,7 +3,8 @@
  * decode steps, sequences side by side) give the logits of
  * candle_session_eval; a prompt sharing a published prefix reuses its
  * blocks (reference-counted) and still gives the same logits; blocks go
- * back to the free list and the pool refuses what it cannot hold. */
+ * back to the free list and the pool refuses what it cannot hold. An f16
+ * pool against a session's f16 cache the same way. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,11 +15,14 @@
 
 #define NT 40
 
+/* Logits within nmse 1e-9 (f32 caches: summation order only), or tol. */
+static double g_tol = 1e-9;
+
 static void compare(const float *got, const float *ref, int64_t n, const char *what) {
     double *r = malloc((size_t)n * sizeof *r);
     for (int64_t i = 0; i < n; i++) r[i] = ref[i];
     double e = test_nmse(got, r, (long)n);
-    CHECK_MSG(e < 1e-9, "%s: nmse %g", what, e);
+    CHECK_MSG(e < g_tol, "%s: nmse %g", what, e);
     free(r);
 }
 
@@ -63,7 +67,7 @@ int main(void) {
     candle_batch *b = NULL;
     candle_kv_pool *pool = NULL;
     CHECK(!candle_batch_init(&b, m, 1));
-    CHECK(!candle_kv_pool_init(&pool, m, 8));
+    CHECK(!candle_kv_pool_init(&pool, m, 8, CANDLE_DTYPE_F32));
     candle_kv_seq sa, sd, sb;
     CHECK(!candle_kv_seq_init(&sa, 64) && !candle_kv_seq_init(&sd, 64) && !candle_kv_seq_init(&sb, 64));
 
@@ -120,6 +124,26 @@ int main(void) {
     free(got);
     free(want);
     candle_kv_pool_free(pool);
+    /* an f16 pool: half the bytes a block, the batch path end to end, the
+     * logits of the session's f16 cache within 1e-6 (measured up to 5e-8;
+     * against the f32 session up to 2e-7: test_paged_attention checks the
+     * stored rows' rounding exactly); other dtypes are refused */
+    g_tol = 1e-6;
+    CHECK(candle_kv_pool_block_bytes(m, CANDLE_DTYPE_F16) * 2 == candle_kv_pool_block_bytes(m, CANDLE_DTYPE_F32));
+    candle_kv_pool *p16 = NULL;
+    CHECK(!candle_kv_pool_init(&p16, m, 8, CANDLE_DTYPE_F16));
+    candle_kv_seq s16;
+    CHECK(!candle_kv_seq_init(&s16, 64));
+    sp.kv_type = CANDLE_DTYPE_F16;
+    candle_session *r16 = NULL;
+    CHECK(!candle_session_init(&r16, m, &sp));
+    run(b, p16, &s16, r16, a, 0, 35, 7, nv, "a prefill, f16 pool");
+    run(b, p16, &s16, r16, a, 35, NT, 1, nv, "a decode, f16 pool");
+    candle_kv_seq_free(p16, &s16);
+    candle_session_free(r16);
+    candle_kv_pool_free(p16);
+    candle_kv_pool *pq = NULL;
+    CHECK(candle_kv_pool_init(&pq, m, 8, CANDLE_DTYPE_Q8_0) == CANDLE_ERR_DTYPE && !pq);
     candle_batch_free(b);
     candle_session_free(ra);
     candle_session_free(rd);

@@ -102,7 +102,7 @@ static void test_in_flight(candle_kv_pool *pool, const int32_t *a, const int32_t
  * rows; b's duplicate of them is not the one shared. */
 static void test_free_source(const int32_t *a) {
     candle_kv_pool *pool = NULL;
-    CHECK(!candle_kv_pool_init(&pool, model, 2));
+    CHECK(!candle_kv_pool_init(&pool, model, 2, CANDLE_DTYPE_F32));
     candle_kv_seq sa, sb, sc;
     CHECK(!candle_kv_seq_init(&sa, 32) && !candle_kv_seq_init(&sb, 32) && !candle_kv_seq_init(&sc, 32));
     prefill(pool, &sa, a, 0, 12, 12);
@@ -120,7 +120,7 @@ static void test_free_source(const int32_t *a) {
  * is handed out again, only the other is found. */
 static void test_two_continuations(const int32_t *a) {
     candle_kv_pool *pool = NULL;
-    CHECK(!candle_kv_pool_init(&pool, model, 4));
+    CHECK(!candle_kv_pool_init(&pool, model, 4, CANDLE_DTYPE_F32));
     int32_t y[20];
     for (int i = 0; i < 20; i++) y[i] = i < 16 ? a[i] : (int32_t)(200 + i);
     candle_kv_seq sx, sy, sz, sv, su;
@@ -193,7 +193,7 @@ int main(void) {
     }
     candle_kv_pool *pool = NULL;
     CHECK(!candle_batch_init(&batch, model, 1));
-    CHECK(!candle_kv_pool_init(&pool, model, 16));
+    CHECK(!candle_kv_pool_init(&pool, model, 16, CANDLE_DTYPE_F32));
     test_in_flight(pool, a, b);
     test_free_source(a);
     test_two_continuations(a);

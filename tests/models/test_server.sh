@@ -2,7 +2,8 @@
 # `candle serve` against the official openai Python client: completion, chat,
 # streaming, 18 concurrent greedy streams equal to the same requests run one
 # at a time, bad inputs and disconnects while a load runs, 401/413/429,
-# --kv-mem bounds, metrics, then a graceful SIGTERM. Uses the tiny stories260K model.
+# --kv-mem bounds, metrics, then a graceful SIGTERM; the first server over an
+# f16 KV pool. Uses the tiny stories260K model.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -20,7 +21,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 P1=$(free_port); P2=$(free_port)
 LOG=$(mktemp -d)
 trap 'kill $S1 $S2 2>/dev/null; rm -rf "$LOG"' EXIT
-"$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml \
+# the first server keeps its paged KV pool in f16 (-ctk f16), the second in f32
+"$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml -ctk f16 \
     2>"$LOG/s1" & S1=$!
 "$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 2 --queue 1 --kv-mem 180K 2>"$LOG/s2" & S2=$!
 for _ in $(seq 100); do

@@ -66,22 +66,26 @@ static candle_tensor *table(candle_ctx *ctx) {
     return candle_tensor_from_i32(ctx, 2, shape, &kTable[0][0]);
 }
 
-static void check_case(bool eager, candle_dtype dt, mt_layout lay, int64_t window) {
+/* q, k, v in dt, the caches in cdt (an f16 pool under f32 rows: the stored
+ * rows rounded, as the reference's copy of the caches is). */
+static void check_case(bool eager, candle_dtype dt, candle_dtype cdt, mt_layout lay, int64_t window) {
     candle_ctx *ctx = mt_ctx(eager);
     int64_t qs[3] = {N, HQ, D}, ks[3] = {N, HKV, D}, vs[3] = {N, HKV, DV};
     int64_t kcs[3] = {P, HKV, D}, vcs[3] = {P, HKV, DV};
     candle_tensor *q = mt_input(ctx, dt, 3, qs, lay, 1, -1, 1);
     candle_tensor *k = mt_input(ctx, dt, 3, ks, lay, 2, -1, 1);
     candle_tensor *v = mt_input(ctx, dt, 3, vs, lay, 3, -1, 1);
-    candle_tensor *kc = mt_input(ctx, dt, 3, kcs, MT_CONTIG, 4, -1, 1);
-    candle_tensor *vc = mt_input(ctx, dt, 3, vcs, MT_CONTIG, 5, -1, 1);
-    double *qv = mt_values(q), *kv = mt_values(k), *vv = mt_values(v);
+    candle_tensor *kc = mt_input(ctx, cdt, 3, kcs, MT_CONTIG, 4, -1, 1);
+    candle_tensor *vc = mt_input(ctx, cdt, 3, vcs, MT_CONTIG, 5, -1, 1);
+    candle_tensor *kr = candle_cast(ctx, k, cdt), *vr = candle_cast(ctx, v, cdt);
+    CHECK(kr && vr && (eager || (candle_compute(ctx, kr) == CANDLE_OK && candle_compute(ctx, vr) == CANDLE_OK)));
+    double *qv = mt_values(q), *kv = mt_values(kr), *vv = mt_values(vr);
     double *kcv = mt_values(kc), *vcv = mt_values(vc), want[N * HQ * DV];
     ref_paged(qv, kv, vv, kcv, vcv, window, want);
     candle_tensor *o = candle_paged_attention(ctx, q, k, v, kc, vc, table(ctx), BLOCK, window, 0);
     char what[128];
-    snprintf(what, sizeof what, "%s %s %s window %lld", eager ? "eager" : "lazy", candle_dtype_name(dt),
-             mt_layout_names[lay], (long long)window);
+    snprintf(what, sizeof what, "%s %s/%s %s window %lld", eager ? "eager" : "lazy", candle_dtype_name(dt),
+             candle_dtype_name(cdt), mt_layout_names[lay], (long long)window);
     CHECK_MSG(o != NULL, "%s: %s", what, candle_errmsg(ctx));
     if (o && !eager) CHECK_MSG(candle_compute(ctx, o) == CANDLE_OK, "%s: %s", what, candle_errmsg(ctx));
     int64_t os[3] = {N, HQ, DV};
@@ -89,10 +93,11 @@ static void check_case(bool eager, candle_dtype dt, mt_layout lay, int64_t windo
     CHECK_MSG(got != NULL, "%s: no output", what);
     if (got) {
         double e = mt_nmse(got, want, N * HQ * DV);
-        CHECK_MSG(e < mt_bound(dt), "%s: output nmse %g", what, e);
+        CHECK_MSG(e < (mt_bound(dt) > mt_bound(cdt) ? mt_bound(dt) : mt_bound(cdt)), "%s: output nmse %g", what, e);
     }
-    /* the stored rows came from k and v (exactly: same dtype), and the
-     * reference applied the same stores to its copy of the caches */
+    /* the stored rows came from k and v (rounded to the caches' dtype as
+     * the cast rounds), and the reference applied the same stores to its
+     * copy of the caches */
     double *kc2 = mt_values(kc), *vc2 = mt_values(vc);
     CHECK_MSG(kc2 && vc2 && mt_nmse(kc2, kcv, P * HKV * D) == 0 && mt_nmse(vc2, vcv, P * HKV * DV) == 0,
               "%s: caches differ from the reference's", what);
@@ -107,7 +112,13 @@ static void test_values(void) {
         for (size_t d = 0; d < sizeof kDtypes / sizeof *kDtypes; d++)
             for (size_t l = 0; l < sizeof lays / sizeof *lays; l++)
                 for (size_t w = 0; w < sizeof windows / sizeof *windows; w++)
-                    check_case(e == 0, kDtypes[d], lays[l], windows[w]);
+                    check_case(e == 0, kDtypes[d], kDtypes[d], lays[l], windows[w]);
+    /* f32 rows over an f16 or bf16 pool (candle serve -ctk f16) */
+    for (int e = 0; e < 2; e++)
+        for (size_t d = 1; d < sizeof kDtypes / sizeof *kDtypes; d++)
+            for (size_t l = 0; l < sizeof lays / sizeof *lays; l++)
+                for (size_t w = 0; w < sizeof windows / sizeof *windows; w++)
+                    check_case(e == 0, CANDLE_DTYPE_F32, kDtypes[d], lays[l], windows[w]);
 }
 
 static void test_errors(void) {

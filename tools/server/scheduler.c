@@ -731,7 +731,7 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->metrics = metrics;
     const candle_model_config *c = candle_model_get_config(m);
     s->n_vocab = c->n_vocab;
-    int64_t block_bytes = (int64_t)candle_kv_pool_block_bytes(m);
+    int64_t block_bytes = (int64_t)candle_kv_pool_block_bytes(m, p->kv_type);
     s->blocks_total = (int64_t)p->n_slots * blocks_for(p->n_ctx);
     if (p->kv_mem > 0 && p->kv_mem / block_bytes < s->blocks_total)
         s->blocks_total = p->kv_mem / block_bytes;
@@ -746,7 +746,7 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
                            : CANDLE_ERR_OOM;
     if (!st && s->blocks_total < 1) st = CANDLE_ERR_INVALID_ARG; /* serve.c checks first */
     if (!st) st = candle_batch_init(&s->batch, m, p->n_threads);
-    if (!st) st = candle_kv_pool_init(&s->pool, m, s->blocks_total);
+    if (!st) st = candle_kv_pool_init(&s->pool, m, s->blocks_total, p->kv_type);
     size_t piece_cap = candle_tokenizer_detok_bufsize(tok);
     for (int i = 0; !st && i < p->n_slots; i++) {
         srv_slot *sl = &s->slots[i];

@@ -18,6 +18,7 @@ static const char usage[] =
     "  --parallel N, -np N  sequences generated at once (default 4)\n"
     "  -c N, --ctx-size N   context per sequence (default 2048, at most the model's)\n"
     "  --kv-mem BYTES       KV cache memory the running requests may reserve (K/M/G suffix)\n"
+    "  -ctk, -ctv T         KV cache type, f32 (default), f16 or bf16 (K and V share it)\n"
     "  --queue N            requests that may wait for a slot; 429 beyond (default 64)\n"
     "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
     "  --max-body BYTES     largest request body (default 1M)\n"
@@ -35,6 +36,7 @@ typedef struct serve_args {
     int port, parallel, queue, prefill_chunk, batch_size, n_threads;
     double itl_stretch;
     int64_t n_ctx, kv_mem, max_body;
+    candle_dtype kv_type; /* -ctk / -ctv */
 } serve_args;
 
 static bool parse_size(const char *s, int64_t *out) {
@@ -64,6 +66,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
                       .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.5,
                       .n_ctx = 2048, .max_body = 1 << 20,
                       .api_key = getenv("CANDLE_API_KEY")};
+    bool kv_set = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -96,6 +99,17 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = num && n >= 8 && (a->n_ctx = n, true);
         else if (!strcmp(o, "--kv-mem")) ok = num && (a->kv_mem = n, true);
         else if (!strcmp(o, "--max-body")) ok = num && n >= 64 && (a->max_body = n, true);
+        else if (!strcmp(o, "-ctk") || !strcmp(o, "-ctv") || !strcmp(o, "--cache-type-k") ||
+                 !strcmp(o, "--cache-type-v")) {
+            candle_dtype t = !strcmp(v, "f16") ? CANDLE_DTYPE_F16 : !strcmp(v, "bf16") ? CANDLE_DTYPE_BF16 : CANDLE_DTYPE_F32;
+            ok = !strcmp(v, "f32") || t != CANDLE_DTYPE_F32;
+            if (ok && kv_set && t != a->kv_type) {
+                fprintf(stderr, "candle serve: -ctk and -ctv differ: K and V share one cache type\n");
+                return 2;
+            }
+            kv_set = true;
+            a->kv_type = t;
+        }
         else {
             fprintf(stderr, "candle serve: unknown option %s\n%s", o, usage);
             return 2;
@@ -163,14 +177,14 @@ int cmd_serve(int argc, char **argv) {
         const candle_model_config *mc = candle_model_get_config(c->model);
         int64_t n_ctx = a.n_ctx < mc->n_ctx_train ? a.n_ctx : mc->n_ctx_train;
         c->cfg.max_tokens_limit = n_ctx;
-        size_t bb = candle_kv_pool_block_bytes(c->model);
+        size_t bb = candle_kv_pool_block_bytes(c->model, a.kv_type);
         if (a.kv_mem > 0 && (size_t)a.kv_mem < bb) {
             fprintf(stderr, "candle serve: --kv-mem %lld is less than one KV block (%zu bytes)\n",
                     (long long)a.kv_mem, bb);
             r = 2;
             goto done;
         }
-        srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem,
+        srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem, .kv_type = a.kv_type,
                                .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
                                .batch_size = a.batch_size, .itl_stretch = a.itl_stretch,
                                .n_threads = a.n_threads};

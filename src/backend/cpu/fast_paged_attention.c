@@ -1,5 +1,5 @@
-/* Paged attention on the CPU for f32 rows (the node of
- * candle_paged_attention).
+/* Paged attention on the CPU for f32 rows over f32, f16 or bf16 caches
+ * (the node of candle_paged_attention).
  *
  * Phase 0: threads split the rows and copy each row's k and v into the
  * cache row of its position. Phase 1: threads split (row, kv head) pairs;
@@ -8,7 +8,9 @@
  * equally spaced), with the tile primitives of the flash kernel
  * (attention-impl.h); then an exact softmax per head (the visible positions
  * are at most the table's reach) and the weighted sum of value rows, again
- * a run at a time. */
+ * a run at a time. f16/bf16 caches: rows are rounded as they are stored (the
+ * reference's rounding), scored as they are, and their value rows read in
+ * registers (accum_rows) or converted a run at a time. */
 #include <math.h>
 #include <string.h>
 
@@ -28,16 +30,19 @@ static int64_t ldo_of(const candle_tensor *dst) {
     return (dst->shape[2] + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
 }
 
-/* Rows whose innermost dim is contiguous f32. */
-static bool f32_rows(const candle_tensor *t) {
-    return t->dtype == CANDLE_DTYPE_F32 && t->rank == 3 && (t->stride[2] == 4 || t->shape[2] == 1);
+/* Rows of a float dtype whose innermost dim is contiguous. */
+static bool rows_of(const candle_tensor *t, bool f32_only) {
+    bool fl = t->dtype == CANDLE_DTYPE_F32 ||
+              (!f32_only && (t->dtype == CANDLE_DTYPE_F16 || t->dtype == CANDLE_DTYPE_BF16));
+    size_t esz = candle_dtype_info(t->dtype)->type_size;
+    return fl && t->rank == 3 && (t->stride[2] == (int64_t)esz || t->shape[2] == 1);
 }
 
 static bool match_pa(const candle_tensor *dst) {
-    if (dst->op != CANDLE_OP_PAGED_ATTENTION || !candle_tensor_is_contiguous(dst) || !f32_rows(dst))
+    if (dst->op != CANDLE_OP_PAGED_ATTENTION || !candle_tensor_is_contiguous(dst) || !rows_of(dst, true))
         return false;
     for (int i = 0; i < 5; i++)
-        if (!f32_rows(dst->src[i])) return false;
+        if (!rows_of(dst->src[i], i < 3)) return false;
     return true;
 }
 
@@ -45,10 +50,11 @@ static int64_t max_keys(const candle_tensor *dst) {
     return (dst->src[5]->shape[1] - 1) * dst->iparams[0];
 }
 
-/* Per thread: scores [group][max_keys], sums [group][ldo], ones [group]. */
+/* Per thread: scores [group][max_keys], sums [group][ldo], ones [group],
+ * and a block's value rows converted [block][Dv] (f16/bf16 caches). */
 static size_t pa_thread_bytes(const candle_tensor *dst) {
     int64_t g = dst->shape[1] / dst->src[1]->shape[1], nk = max_keys(dst);
-    size_t b = (size_t)(g * nk + g * ldo_of(dst) + g) * sizeof(float);
+    size_t b = (size_t)(g * nk + g * ldo_of(dst) + g + dst->iparams[0] * dst->shape[2]) * sizeof(float);
     return (b + 63) & ~(size_t)63;
 }
 
@@ -63,6 +69,13 @@ static const float *row3(const candle_tensor *t, int64_t a, int64_t b) {
     return (const float *)(tensor_ptr(t) + a * t->stride[0] + b * t->stride[1]);
 }
 
+/* n f32 values into a cache row of c's dtype. */
+static void store_row(const candle_tensor *c, int64_t row, int64_t h, const float *x, int64_t n) {
+    void *dst = (void *)row3(c, row, h);
+    if (c->dtype == CANDLE_DTYPE_F32) memcpy(dst, x, (size_t)n * sizeof(float));
+    else candle_dtype_info(c->dtype)->from_f32(x, dst, n);
+}
+
 static candle_status store_rows(const cpu_task *task, candle_tensor *dst) {
     const candle_tensor *k = dst->src[1], *v = dst->src[2], *kc = dst->src[3], *vc = dst->src[4];
     int64_t r0, r1, hkv = k->shape[1];
@@ -71,8 +84,8 @@ static candle_status store_rows(const cpu_task *task, candle_tensor *dst) {
         int64_t row = pa_cache_row(dst, i, pa_pos(dst->src[5], i));
         if (row < 0) return pa_bad_table(task, dst, i);
         for (int64_t h = 0; h < hkv; h++) {
-            memcpy((void *)row3(kc, row, h), row3(k, i, h), (size_t)k->shape[2] * sizeof(float));
-            memcpy((void *)row3(vc, row, h), row3(v, i, h), (size_t)v->shape[2] * sizeof(float));
+            store_row(kc, row, h, row3(k, i, h), k->shape[2]);
+            store_row(vc, row, h, row3(v, i, h), v->shape[2]);
         }
     }
     return CANDLE_OK;
@@ -113,20 +126,37 @@ static void prefetch_run(const candle_tensor *dst, const candle_tensor *c, int64
     prefetch_rows(c, row, hk, blk - j % blk < pos - j + 1 ? blk - j % blk : pos - j + 1, bytes);
 }
 
+/* The weighted sum of a run's len value rows (cache row `row`, kv head hk)
+ * into acc: f32 rows as they are; f16/bf16 ones read by accum_rows where the
+ * table has it (the same bits), else converted into vt first. */
+static void accum_run(const cpu_attn_ops *ops, const candle_tensor *vc, int64_t row, int64_t hk, int64_t len,
+                      const float *p, int64_t lds, int64_t g, const float *ones, int64_t Dv, float *acc,
+                      int64_t ldo, float *vt) {
+    if (vc->dtype == CANDLE_DTYPE_F32) {
+        ops->accum(p, lds, g, ones, row3(vc, row, hk), vc->stride[0] / (int64_t)sizeof(float), len, Dv, acc, ldo);
+    } else if (ops->accum_rows) {
+        ops->accum_rows(p, lds, g, ones, vc->dtype, (const char *)row3(vc, row, hk), vc->stride[0], len, Dv, acc,
+                        ldo);
+    } else {
+        for (int64_t r = 0; r < len; r++) cpu_simd_get()->to_f32(vc->dtype, row3(vc, row + r, hk), vt + r * Dv, Dv);
+        ops->accum(p, lds, g, ones, vt, Dv, len, Dv, acc, ldo);
+    }
+}
+
 /* Query heads hk*g .. hk*g+g-1 of row i over positions j0..pos. */
 static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i, int64_t hk, int64_t j0,
-                         int64_t pos, float *s, float *acc, float *ones) {
+                         int64_t pos, float *s, float *acc, float *ones, float *vt) {
     const candle_tensor *q = dst->src[0], *kc = dst->src[3], *vc = dst->src[4];
     int64_t D = q->shape[2], Dv = dst->shape[2], g = dst->shape[1] / kc->shape[1];
     int64_t nk = pos - j0 + 1, lds = max_keys(dst), ldo = ldo_of(dst);
     const float *qg = row3(q, i, hk * g);
     int64_t lda = q->stride[1] / (int64_t)sizeof(float);
     float scale = (float)dst->fparams[0];
-    int64_t kb = D * (int64_t)sizeof(float), vb = Dv * (int64_t)sizeof(float);
+    int64_t kb = (int64_t)candle_dtype_row_size(kc->dtype, D), vb = (int64_t)candle_dtype_row_size(vc->dtype, Dv);
     FOR_RUNS(dst, i, j0, pos, j, row, len,
              (prefetch_run(dst, kc, i, hk, j + len, pos, kb), prefetch_rows(vc, row, hk, len, vb),
-              ops->scores_rows(qg, lda, g, D, CANDLE_DTYPE_F32, (const char *)row3(kc, row, hk), kc->stride[0],
-                               len, s + (j - j0), lds)));
+              ops->scores_rows(qg, lda, g, D, kc->dtype, (const char *)row3(kc, row, hk), kc->stride[0], len,
+                               s + (j - j0), lds)));
     for (int64_t a = 0; a < g; a++) {
         float *sa = s + a * lds;
         for (int64_t j = 0; j < nk; j++) sa[j] *= scale;
@@ -136,9 +166,7 @@ static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i,
         memset(acc + a * ldo, 0, (size_t)ldo * sizeof(float));
         ones[a] = 1.0f;
     }
-    FOR_RUNS(dst, i, j0, pos, j, row, len,
-             ops->accum(s + (j - j0), lds, g, ones, row3(vc, row, hk), vc->stride[0] / (int64_t)sizeof(float), len,
-                        Dv, acc, ldo));
+    FOR_RUNS(dst, i, j0, pos, j, row, len, accum_run(ops, vc, row, hk, len, s + (j - j0), lds, g, ones, Dv, acc, ldo, vt));
     for (int64_t a = 0; a < g; a++)
         memcpy((char *)tensor_ptr(dst) + (size_t)((i * dst->shape[1] + hk * g + a) * Dv) * sizeof(float),
                acc + a * ldo, (size_t)Dv * sizeof(float));
@@ -150,10 +178,10 @@ static candle_status run_pa(const cpu_task *task, candle_tensor *dst) {
     const cpu_attn_ops *ops = attn_ops();
     int64_t hkv = dst->src[1]->shape[1], g = dst->shape[1] / hkv;
     float *s = cpu_thread_scratch(task, pa_thread_bytes(dst)), *acc = s + g * max_keys(dst);
-    float *ones = acc + g * ldo_of(dst);
+    float *ones = acc + g * ldo_of(dst), *vt = ones + g;
     int64_t u0, u1;
     cpu_split(dst->shape[0] * hkv, 1, task->ith, task->nth, &u0, &u1);
-    int64_t kb = dst->src[0]->shape[2] * (int64_t)sizeof(float);
+    int64_t kb = (int64_t)candle_dtype_row_size(dst->src[3]->dtype, dst->src[0]->shape[2]);
     for (int64_t u = u0; u < u1; u++) {
         int64_t i = u / hkv, hk = u % hkv, pos = pa_pos(dst->src[5], i);
         if (u == u0) prefetch_run(dst, dst->src[3], i, hk, pa_first(dst, pos), pos, kb);
@@ -162,10 +190,11 @@ static candle_status run_pa(const cpu_task *task, candle_tensor *dst) {
             if (p1 >= 0) prefetch_run(dst, dst->src[3], i1, (u + 1) % hkv, pa_first(dst, p1), p1, kb);
         }
         /* phase 0 checked pos against the table */
-        if (!attend_group(ops, dst, i, hk, pa_first(dst, pos), pos, s, acc, ones)) return pa_bad_table(task, dst, i);
+        if (!attend_group(ops, dst, i, hk, pa_first(dst, pos), pos, s, acc, ones, vt)) return pa_bad_table(task, dst, i);
     }
     return CANDLE_OK;
 }
 
 const cpu_fast_kernel cpu_fast_paged_attention = {
-    "paged attention f32 (k/v stored, then read through block tables)", match_pa, plan_pa, run_pa};
+    "paged attention f32 over f32/f16/bf16 caches (k/v stored, then read through block tables)", match_pa, plan_pa,
+    run_pa};
