@@ -32,18 +32,11 @@ static bool qkv_shapes(candle_ctx *ctx, const candle_tensor *q, const candle_ten
     return false;
 }
 
-/* k or v: a float dtype, or a block type whose rows (the last dim) are
- * whole blocks, contiguous, that the kernels convert a row at a time. */
+/* k or v: a float dtype, or a block type whose rows the kernels convert a
+ * row at a time. */
 static bool kv_ok(candle_ctx *ctx, const candle_tensor *t) {
-    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
-    if (!tr->is_quantized) return op_check_plain(ctx, "attention", t, true);
-    int64_t n = t->rank ? t->shape[t->rank - 1] : 0;
-    if (tr->to_f32 && t->rank && n % tr->block_size == 0 && (n == 0 || t->stride[t->rank - 1] == (int64_t)tr->type_size))
-        return true;
-    candle_set_error(ctx, CANDLE_ERR_DTYPE,
-                     "attention: %s k/v need rows of whole %lld-element blocks, contiguous (row of %lld)",
-                     tr->name, (long long)tr->block_size, (long long)n);
-    return false;
+    if (!candle_dtype_info(t->dtype)->is_quantized) return op_check_plain(ctx, "attention", t, true);
+    return op_check_block_rows(ctx, "attention", "k/v", t, false);
 }
 
 static bool check_inputs(candle_ctx *ctx, const candle_tensor *q, const candle_tensor *k,

@@ -32,6 +32,19 @@ bool op_check_plain(candle_ctx *ctx, const char *op, const candle_tensor *a, boo
     return false;
 }
 
+bool op_check_block_rows(candle_ctx *ctx, const char *op, const char *what, const candle_tensor *t,
+                         bool from_f32) {
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    int64_t n = t->rank ? t->shape[t->rank - 1] : 0;
+    bool conv = from_f32 ? tr->from_f32 != NULL : tr->to_f32 != NULL;
+    if (tr->is_quantized && conv && t->rank && n % tr->block_size == 0 &&
+        (n == 0 || t->stride[t->rank - 1] == (int64_t)tr->type_size))
+        return true;
+    candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s %s need rows of whole %lld-element blocks, contiguous (row of %lld)",
+                     op, tr->name, what, (long long)tr->block_size, (long long)n);
+    return false;
+}
+
 bool op_broadcast_shape(candle_ctx *ctx, const char *op, candle_tensor *const *xs, int n,
                         int *rank, int64_t *shape) {
     int r = 0;
@@ -227,24 +240,14 @@ candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x) {
     return candle_cast(ctx, x, x->dtype);
 }
 
-/* A destination of a block type (a quantized KV cache) takes whole rows:
- * contiguous blocks that its from_f32 writes a row at a time. */
-static bool copy_dst_ok(candle_ctx *ctx, const candle_tensor *dst) {
-    const candle_dtype_traits *tr = candle_dtype_info(dst->dtype);
-    if (!tr->is_quantized) return true;
-    int64_t n = dst->rank ? dst->shape[dst->rank - 1] : 1;
-    if (tr->from_f32 && dst->rank && n % tr->block_size == 0 && dst->stride[dst->rank - 1] == (int64_t)tr->type_size)
-        return true;
-    candle_set_error(ctx, CANDLE_ERR_DTYPE,
-                     "copy_into: a %s destination needs rows of whole %lld-element blocks, contiguous (row of %lld)",
-                     tr->name, (long long)tr->block_size, (long long)n);
-    return false;
-}
-
 candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tensor *src) {
     OP_CHECK_IN(dst);
     OP_CHECK_IN(src);
-    if (!op_check_device(ctx, "copy_into", dst, src) || !copy_dst_ok(ctx, dst) ||
+    /* a destination of a block type (a quantized KV cache) takes whole rows,
+     * which its from_f32 writes a row at a time */
+    bool dst_ok = !candle_dtype_info(dst->dtype)->is_quantized ||
+                  op_check_block_rows(ctx, "copy_into", "destinations", dst, true);
+    if (!op_check_device(ctx, "copy_into", dst, src) || !dst_ok ||
         !op_check_plain(ctx, "copy_into", src, false))
         return NULL;
     bool fits = src->rank <= dst->rank;

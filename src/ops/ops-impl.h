@@ -19,6 +19,11 @@ bool op_check_same_dtype(candle_ctx *ctx, const char *op, const candle_tensor *a
                          const candle_tensor *b);
 /* Plain (non-block) dtype, or a dtype error. float_only: f32/f16/bf16. */
 bool op_check_plain(candle_ctx *ctx, const char *op, const candle_tensor *a, bool float_only);
+/* t of a block type (a quantized KV cache) whose rows, the last dim, are
+ * whole contiguous blocks that its type converts to f32 (or, from_f32, from
+ * it); else a dtype error: "<op>: <type> <what> need rows of whole ...". */
+bool op_check_block_rows(candle_ctx *ctx, const char *op, const char *what, const candle_tensor *t,
+                         bool from_f32);
 /* NumPy broadcast of n shapes into out; a shape error names the op. */
 bool op_broadcast_shape(candle_ctx *ctx, const char *op, candle_tensor *const *xs, int n,
                         int *rank, int64_t *shape);
