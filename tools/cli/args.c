@@ -87,7 +87,8 @@ bool cli_kv_type(const char *name, candle_dtype *out) {
     static const struct {
         const char *name;
         candle_dtype t;
-    } kv[] = {{"f32", CANDLE_DTYPE_F32}, {"f16", CANDLE_DTYPE_F16}, {"q8_0", CANDLE_DTYPE_Q8_0}, {"q4_0", CANDLE_DTYPE_Q4_0}};
+    } kv[] = {{"f32", CANDLE_DTYPE_F32},   {"f16", CANDLE_DTYPE_F16},   {"bf16", CANDLE_DTYPE_BF16},
+              {"q8_0", CANDLE_DTYPE_Q8_0}, {"q4_0", CANDLE_DTYPE_Q4_0}};
     for (size_t i = 0; name && i < sizeof kv / sizeof kv[0]; i++)
         if (!strcmp(name, kv[i].name)) {
             *out = kv[i].t;
@@ -96,26 +97,33 @@ bool cli_kv_type(const char *name, candle_dtype *out) {
     return false;
 }
 
-/* kv_type from --kv-f16, -ctk and -ctv: 0, or 2 after a message. K and V
- * share one cache type here. */
+int cli_kv_pair(const char *cmd, const char *ctk, const char *ctv, candle_dtype *out) {
+    const char *given[2] = {ctk, ctv}, *flag[2] = {"-ctk", "-ctv"};
+    candle_dtype t[2] = {*out, *out};
+    for (int i = 0; i < 2; i++)
+        if (given[i] && !cli_kv_type(given[i], &t[i])) {
+            fprintf(stderr, "candle %s: bad value '%s' for %s (f32, f16, bf16, q8_0 or q4_0)\n", cmd, given[i],
+                    flag[i]);
+            return 2;
+        }
+    if (ctk && ctv && t[0] != t[1]) {
+        fprintf(stderr, "candle %s: -ctk and -ctv differ: K and V share one cache type\n", cmd);
+        return 2;
+    }
+    *out = ctk ? t[0] : t[1];
+    return 0;
+}
+
+/* kv_type from --kv-f16, -ctk and -ctv: 0, or 2 after a message. */
 static int resolve_kv(const char *cmd, cli_args *a) {
     a->kv_type = a->kv_f16 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
-    const char *given[2] = {a->ctk, a->ctv}, *flag[2] = {"-ctk", "-ctv"};
-    bool set = a->kv_f16;
-    for (int i = 0; i < 2; i++) {
-        candle_dtype t;
-        if (!given[i]) continue;
-        if (!cli_kv_type(given[i], &t)) {
-            fprintf(stderr, "candle %s: bad value '%s' for %s (f32, f16, q8_0 or q4_0)\n", cmd, given[i], flag[i]);
-            return 2;
-        }
-        if (set && t != a->kv_type) {
-            fprintf(stderr, "candle %s: -ctk, -ctv and --kv-f16 differ: K and V share one cache type\n", cmd);
-            return 2;
-        }
-        a->kv_type = t;
-        set = true;
+    candle_dtype t = a->kv_type;
+    if (cli_kv_pair(cmd, a->ctk, a->ctv, &t)) return 2;
+    if (a->kv_f16 && t != CANDLE_DTYPE_F16) {
+        fprintf(stderr, "candle %s: --kv-f16 and -ctk/-ctv differ: K and V share one cache type\n", cmd);
+        return 2;
     }
+    a->kv_type = t;
     return 0;
 }
 

@@ -30,8 +30,14 @@ typedef struct cli_args {
  * (exit 0), or 2 on a usage error (a message is printed). */
 int cli_parse(int argc, char **argv, cli_args *a, const char *usage);
 
-/* KV cache type names of -ctk/-ctv (f32, f16, q8_0, q4_0): false if unknown. */
+/* KV cache type names of -ctk/-ctv (f32, f16, bf16, q8_0, q4_0): false if
+ * unknown. */
 bool cli_kv_type(const char *name, candle_dtype *out);
+
+/* The KV cache type of -ctk and -ctv (NULL when not given; neither: *out
+ * stays): 0, or 2 after a message when a name is unknown or the two differ
+ * (K and V share one cache type here). */
+int cli_kv_pair(const char *cmd, const char *ctk, const char *ctv, candle_dtype *out);
 
 /* The model path: -m, else the default model beside the current directory or
  * the repository the binary was built in. NULL (with a message) if none. */

@@ -86,7 +86,7 @@ static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
 /* 0 to go on, -1 after --help, 2 on a usage error. */
 static int parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 5, .n_threads = 2, .kv_type = CANDLE_DTYPE_F16};
-    bool kv_set[2] = {false, false};
+    const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -108,17 +108,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-n")) ok = parse_i64(v, 0, &o->n_gen);
         else if (!strcmp(a, "-d")) ok = parse_i64(v, 0, &o->n_depth) && o->n_depth <= (1 << 20);
         else if (!strcmp(a, "--latency")) ok = parse_i64(v, 0, &o->n_lat);
-        else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) {
-            candle_dtype t = CANDLE_DTYPE_F32;
-            ok = cli_kv_type(v, &t);
-            int which = a[3] == 'v';
-            if (ok && kv_set[!which] && t != o->kv_type) {
-                fprintf(stderr, "candle bench: -ctk and -ctv differ (%s): K and V share one cache type\n", v);
-                return 2;
-            }
-            kv_set[which] = true;
-            o->kv_type = t;
-        }
+        else if (!strcmp(a, "-ctk")) ctk = v;
+        else if (!strcmp(a, "-ctv")) ctv = v;
         else if (!strcmp(a, "-r")) {
             ok = parse_i64(v, 1, &x) && x <= 1000;
             o->reps = (int)x;
@@ -140,7 +131,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             return 2;
         }
     }
-    return 0;
+    return cli_kv_pair("bench", ctk, ctv, &o->kv_type);
 }
 
 /* ---- counters ---- */

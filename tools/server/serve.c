@@ -66,7 +66,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
                       .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.5,
                       .n_ctx = 2048, .max_body = 1 << 20,
                       .api_key = getenv("CANDLE_API_KEY")};
-    bool kv_set = false;
+    const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -99,17 +99,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = num && n >= 8 && (a->n_ctx = n, true);
         else if (!strcmp(o, "--kv-mem")) ok = num && (a->kv_mem = n, true);
         else if (!strcmp(o, "--max-body")) ok = num && n >= 64 && (a->max_body = n, true);
-        else if (!strcmp(o, "-ctk") || !strcmp(o, "-ctv") || !strcmp(o, "--cache-type-k") ||
-                 !strcmp(o, "--cache-type-v")) {
-            candle_dtype t = !strcmp(v, "f16") ? CANDLE_DTYPE_F16 : !strcmp(v, "bf16") ? CANDLE_DTYPE_BF16 : CANDLE_DTYPE_F32;
-            ok = !strcmp(v, "f32") || t != CANDLE_DTYPE_F32;
-            if (ok && kv_set && t != a->kv_type) {
-                fprintf(stderr, "candle serve: -ctk and -ctv differ: K and V share one cache type\n");
-                return 2;
-            }
-            kv_set = true;
-            a->kv_type = t;
-        }
+        else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k")) ctk = v;
+        else if (!strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) ctv = v;
         else {
             fprintf(stderr, "candle serve: unknown option %s\n%s", o, usage);
             return 2;
@@ -120,6 +111,11 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
     }
     if (a->queue < 1) a->queue = 1;
+    if (cli_kv_pair("serve", ctk, ctv, &a->kv_type)) return 2;
+    if (candle_dtype_info(a->kv_type)->is_quantized) {
+        fprintf(stderr, "candle serve: -ctk %s: the KV pool takes f32, f16 or bf16\n", candle_dtype_name(a->kv_type));
+        return 2;
+    }
     return 0;
 }
 
