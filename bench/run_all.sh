@@ -10,6 +10,9 @@ set -u
 B=$(realpath "$1"); O=$(realpath -m "$2"); mkdir -p "$O"; cd "$(dirname "$0")/.."
 C="$B/bin/candle"
 log() { echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg) $*" | tee -a "$O/log"; }
+# Both engines map the same page cache: every model cached as 2 MiB pages
+# first (scripts/hugepage_cache.py), whatever copied or wrote it before.
+log page cache; python3 scripts/hugepage_cache.py models/*.gguf build-bench/models/*.gguf > "$O/page-cache.txt" 2>&1
 log ops; $C bench ops -t 2 > "$O/ops.txt" 2>&1
 log attn; $C bench attn -t 2 > "$O/attn.txt" 2>&1
 CMP="-t 2 --rounds 1 --modes mmap --omp-wait default --greedy-check 0 --torch off --candle $C"

@@ -70,4 +70,7 @@ if [ -n "$sha" ] && ! echo "$sha  $part" | sha256sum -c --quiet - >&2; then
 fi
 # Moved into place last so a half-written file never looks complete.
 mv "$part" "$dest/$file"
+# Cached again as 2 MiB pages (written files are cached in 4 KiB pages, which
+# decoding then walks one by one); only a speed-up, so a failure is ignored.
+python3 "$root/scripts/hugepage_cache.py" "$dest/$file" >&2 || true
 echo "fetch-model: $dest/$file" >&2
