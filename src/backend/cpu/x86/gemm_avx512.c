@@ -804,9 +804,9 @@ static inline __attribute__((always_inline)) void dot_rows1_h(bool f16, bool pf,
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int64_t i = 0;
         for (; i + 64 <= k; i += 64) {
-            if (pf) {
-                _mm_prefetch(w0 + i * 2 + 1024, _MM_HINT_T0);
-                _mm_prefetch(w0 + i * 2 + 1024 + 64, _MM_HINT_T0);
+            if (pf) { /* non-temporal: read once per token (gemv-rows-impl.h's GEMV_PF_LOCALITY) */
+                _mm_prefetch(w0 + i * 2 + 1024, _MM_HINT_NTA);
+                _mm_prefetch(w0 + i * 2 + 1024 + 64, _MM_HINT_NTA);
             }
             a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0);
             a1 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 32), _mm512_loadu_ps(x + i + 16), a1);
