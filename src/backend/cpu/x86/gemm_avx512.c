@@ -767,20 +767,25 @@ void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t k
 }
 
 /* ---- matrix-vector rows of f16 / bf16 (dot_rows) ----
- * One row at a time, a single sequential stream, for every row length (a
- * software prefetch 1 KiB ahead for rows of at most 2 KiB, none past
- * that), 16 elements converted per instruction (vcvtph2ps zmm, or a 16-bit
- * shift for bf16) and masked loads for the tail; f32 rows stay on the
- * AVX2 kernels. The AVX2 kernels' four rows per pass with the next four
- * rows prefetched (simd_avx2.c, rows past 2 KiB) streamed slower from
- * memory on Zen 5: tinyllama-shape decode products (q, k, v, o, gate, up,
- * down of 8 layers, 700 MB of f16, 2 threads, a barrier after each
- * product, medians of 7-9 alternating passes) 54.3 GB/s for four rows
- * against 58.9 for one row without prefetch (56.3 with one 2 KiB ahead)
- * in a quiet window, 29.5-32.4 against 32.8-34.2 under load 4-5; four
- * rows without any prefetch 12.6, four rows each prefetched within the
- * row 14-18: the hardware prefetchers follow one stream per thread, not
- * four rows 4 KiB apart. */
+ * One row at a time, a single sequential stream, for every row length,
+ * prefetched DOT_H_PF bytes ahead non-temporally (prefetchnta: read once
+ * per token, see gemv-rows-impl.h's GEMV_PF_LOCALITY), 16 elements
+ * converted per instruction (vcvtph2ps zmm, or a 16-bit shift for bf16) and
+ * masked loads for the tail; f32 rows stay on the AVX2 kernels. The AVX2
+ * kernels' four rows per pass with the next four rows prefetched
+ * (simd_avx2.c, rows past 2 KiB) streamed slower from memory on Zen 5:
+ * tinyllama-shape decode products (q, k, v, o, gate, up, down of 8 layers,
+ * 700 MB of f16, 2 threads, a barrier after each product, medians of 7-9
+ * alternating passes) 54.3 GB/s for four rows against 58.9 for one row
+ * without prefetch (56.3 with one 2 KiB ahead) in a quiet window; four rows
+ * each prefetched within the row 14-18: the hardware prefetchers follow one
+ * stream per thread, not four rows 4 KiB apart. With the prefetches 8 KiB
+ * ahead and non-temporal (they were 1 KiB ahead into L1, and only for rows
+ * of at most 2 KiB) decoding went, candle bench -p 0 -t 2 alternating:
+ * SmolLM2-135M F16 225-233 -> 270-276 t/s, gemma-3-270m F16 111-118 ->
+ * 135-140, tinyllama-shape F16 (4 KiB rows, no prefetch before) 31-33 ->
+ * 35-38. */
+#define DOT_H_PF 8192
 void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
                          const float *x, float *out, int64_t out_stride);
 
@@ -794,7 +799,7 @@ static inline __m512 ld16h_tail(bool f16, const char *p, __mmask16 m) {
     return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static inline __attribute__((always_inline)) void dot_rows1_h(bool f16, bool pf, int64_t k, const char *w,
+static inline __attribute__((always_inline)) void dot_rows1_h(bool f16, int64_t k, const char *w,
                                                               size_t ws, int64_t n_rows, const float *x,
                                                               float *out, int64_t os) {
     int64_t tail = k % 16;
@@ -804,10 +809,8 @@ static inline __attribute__((always_inline)) void dot_rows1_h(bool f16, bool pf,
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int64_t i = 0;
         for (; i + 64 <= k; i += 64) {
-            if (pf) { /* non-temporal: read once per token (gemv-rows-impl.h's GEMV_PF_LOCALITY) */
-                _mm_prefetch(w0 + i * 2 + 1024, _MM_HINT_NTA);
-                _mm_prefetch(w0 + i * 2 + 1024 + 64, _MM_HINT_NTA);
-            }
+            _mm_prefetch(w0 + i * 2 + DOT_H_PF, _MM_HINT_NTA);
+            _mm_prefetch(w0 + i * 2 + DOT_H_PF + 64, _MM_HINT_NTA);
             a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0);
             a1 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 32), _mm512_loadu_ps(x + i + 16), a1);
             a2 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 64), _mm512_loadu_ps(x + i + 32), a2);
@@ -825,14 +828,8 @@ void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_str
         cpu_simd_avx2.dot_rows(wt, k, w, w_stride, n_rows, x, out, out_stride);
         return;
     }
-    bool pf = k * 2 <= 2048;
-    if (wt == CANDLE_DTYPE_F16) {
-        if (pf) dot_rows1_h(true, true, k, w, w_stride, n_rows, x, out, out_stride);
-        else dot_rows1_h(true, false, k, w, w_stride, n_rows, x, out, out_stride);
-    } else {
-        if (pf) dot_rows1_h(false, true, k, w, w_stride, n_rows, x, out, out_stride);
-        else dot_rows1_h(false, false, k, w, w_stride, n_rows, x, out, out_stride);
-    }
+    if (wt == CANDLE_DTYPE_F16) dot_rows1_h(true, k, w, w_stride, n_rows, x, out, out_stride);
+    else dot_rows1_h(false, k, w, w_stride, n_rows, x, out, out_stride);
 }
 
 /* ---- small-M dot-product tiles (gemm_dot) on zmm ----
