@@ -4,9 +4,9 @@
  * heads, Dv != D, sliding windows, every input layout, f32/f16/bf16, eager
  * and lazy contexts; the caches hold the new rows afterwards and nothing
  * else changes. q8_0 and q4_0 caches (a quantized pool: D 64, Dv 32)
- * against the reference on the values the blocks hold. Each runs on the
- * scalar, AVX2 and (where the CPU has it) AVX-512 attention tables: AVX-512
- * scores and sums q8_0 rows as they are stored, the others convert them.
+ * against the reference on the values the blocks hold (the AVX-512 table
+ * scores and sums q8_0 rows as they are stored, the others convert them:
+ * test_paged_attention_isa runs this on the AVX2 and scalar tables too).
  * Errors: dtypes, shapes, block size, block-type rows that are not whole
  * contiguous blocks, and table entries outside the cache (reported when the
  * node runs). */
@@ -217,17 +217,8 @@ static void test_errors(void) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    /* every attention table the fast kernel may take (the reference pass
-     * runs them all again, on the reference kernel) */
-    static const char *const isas[] = {"scalar", "avx2", "avx512", "neon"};
-    for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
-        if (!cpu_simd_force(isas[i])) continue;
-        CHECK_MSG(!strcmp(cpu_attn_ops_get()->name, isas[i]), "%s: the paged kernel takes the %s table", isas[i],
-                  cpu_attn_ops_get()->name);
-        test_values();
-        test_blocks();
-    }
-    cpu_simd_force("auto");
+    test_values();
+    test_blocks();
     test_errors();
     /* f32 rows go to the fast kernel; the reference is tested again alone. */
     int rc = test_done(mt_ref_mode() ? "test_paged_attention (reference kernels)" : "test_paged_attention");
