@@ -168,7 +168,7 @@ int main(void) {
     }
     candle_session_params sp = candle_session_default_params();
     sp.n_ctx = 64;
-    candle_session *ra, *rd, *rb;
+    candle_session *ra = NULL, *rd = NULL, *rb = NULL;
     CHECK(!candle_session_init(&ra, m, &sp) && !candle_session_init(&rd, m, &sp) &&
           !candle_session_init(&rb, m, &sp));
     candle_batch *b = NULL;
