@@ -127,8 +127,8 @@ static void check_case(bool eager, candle_dtype dt, candle_dtype cdt, mt_layout 
 static const mt_layout kLays[] = {MT_CONTIG, MT_TRANSPOSED, MT_SLICED, MT_OFFSET};
 static const int64_t kWindows[] = {0, 3, 1};
 
-/* A quantized pool (candle serve -ctk q8_0): f32 rows, q8_0 or q4_0
- * caches, heads of whole blocks. */
+/* A quantized pool (candle serve -ctk q8_0): f32 rows (and f16 ones),
+ * q8_0 or q4_0 caches, heads of whole blocks. */
 static void test_blocks(void) {
     static const candle_dtype types[] = {CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_0};
     g_d = 64, g_dv = 32;
@@ -137,6 +137,8 @@ static void test_blocks(void) {
             for (size_t l = 0; l < sizeof kLays / sizeof *kLays; l++)
                 for (size_t w = 0; w < sizeof kWindows / sizeof *kWindows; w++)
                     check_case(e == 0, CANDLE_DTYPE_F32, types[t], kLays[l], kWindows[w]);
+    /* f16 rows (the reference kernel's: the fast one takes f32 rows) */
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) check_case(true, CANDLE_DTYPE_F16, types[t], MT_SLICED, 3);
     g_d = D, g_dv = DV;
 }
 
