@@ -31,14 +31,17 @@ typedef struct candle_kv_seq {
 } candle_kv_seq;
 
 /* n_blocks blocks of keys and values for every layer, stored as kv_type:
- * f32, f16 or bf16 (rows rounded to nearest even as they are written). */
+ * f32, f16 or bf16 (rows rounded to nearest even as they are written), or
+ * q8_0 or q4_0 (rows quantized as they are written, as llama.cpp's -ctk
+ * q8_0; the model's head_dim must be a multiple of 32, else a dtype error). */
 candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks,
                                   candle_dtype kv_type);
 void candle_kv_pool_free(candle_kv_pool *p);
 int64_t candle_kv_pool_n_blocks(const candle_kv_pool *p);
 /* Blocks referenced by at least one sequence. */
 int64_t candle_kv_pool_n_used(const candle_kv_pool *p);
-/* Bytes of one block (keys and values of all layers) of kv_type. */
+/* Bytes of one block (keys and values of all layers) of kv_type: a block
+ * type's rows of head_dim elements rounded up to whole blocks. */
 size_t candle_kv_pool_block_bytes(const candle_model *m, candle_dtype kv_type);
 
 candle_status candle_kv_seq_init(candle_kv_seq *s, int64_t n_ctx);

@@ -9,8 +9,8 @@ struct candle_kv_pool {
     const candle_model *model;
     candle_ctx *ctx; /* owns k and v */
     int64_t n_blocks, n_layer, n_used;
-    candle_tensor **k; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] f32 */
-    candle_tensor **v; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] f32 */
+    candle_tensor **k; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] kv_type */
+    candle_tensor **v; /* [n_layer] of [n_blocks*BLOCK, n_head_kv, head_dim] kv_type */
     int32_t *refs;     /* [n_blocks] sequences holding the block */
     uint64_t *hash;    /* [n_blocks] hash of the tokens before a published block */
     int32_t *fill;     /* [n_blocks] published rows (BLOCK: whole), 0: not published */

@@ -21,7 +21,7 @@
 
 /* models/<file>, fetched as `fetch-model.sh <name>`; NULL after printing why
  * the test skips or fails. */
-static candle_model *pkg_model_load(const char *test, const char *name, const char *file) {
+static inline candle_model *pkg_model_load(const char *test, const char *name, const char *file) {
     char rel[256], path[512], script[512], cmd[1200];
     snprintf(rel, sizeof rel, "models/%s", file);
     test_path(rel, path, sizeof path);
@@ -41,7 +41,7 @@ static candle_model *pkg_model_load(const char *test, const char *name, const ch
 }
 
 /* The first n_prompts prompts of a golden file (see check_golden). */
-static void pkg_model_check(candle_model *m, const char *golden, double tol, int n_prompts,
+static inline void pkg_model_check(candle_model *m, const char *golden, double tol, int n_prompts,
                             int n_greedy, int64_t n_ctx) {
     char gpath[512];
     static golden_prompt gp[4];

@@ -3,7 +3,10 @@
 # streaming, 18 concurrent greedy streams equal to the same requests run one
 # at a time, bad inputs and disconnects while a load runs, 401/413/429,
 # --kv-mem bounds, metrics, then a graceful SIGTERM; the first server over an
-# f16 KV pool. Uses the tiny stories260K model.
+# f16 KV pool. Uses the tiny stories260K model; -ctk q8_0 is refused for its
+# head_dim 8 (not whole q8_0 blocks), and where models/ holds SmolLM2-135M
+# (head_dim 64) a third server keeps its pool in q8_0 and answers a chat
+# request.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -20,7 +23,8 @@ fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 P1=$(free_port); P2=$(free_port)
 LOG=$(mktemp -d)
-trap 'kill $S1 $S2 2>/dev/null; rm -rf "$LOG"' EXIT
+S3=
+trap 'kill $S1 $S2 $S3 2>/dev/null; rm -rf "$LOG"' EXIT
 # the first server keeps its paged KV pool in f16 (-ctk f16), the second in f32
 "$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml -ctk f16 \
     2>"$LOG/s1" & S1=$!
@@ -31,6 +35,36 @@ for _ in $(seq 100); do
     python3 -c 'import time; time.sleep(0.1)'
 done
 fail=0
+# a quantized pool needs whole blocks a row: refused before serving, also
+# when --kv-mem sizes the pool from the block bytes
+if [ "$(basename "$MODEL")" = stories260K.gguf ]; then
+    for mem in "" "--kv-mem 1M"; do
+        "$BIN" serve -m "$MODEL" --port 0 -ctk q8_0 $mem 2>"$LOG/q"; rc=$?
+        [ $rc = 1 ] && grep -q "kv pool: q8_0 rows are blocks of 32, head_dim 8 is not a multiple" "$LOG/q" ||
+            { echo "FAIL: -ctk q8_0 $mem on head_dim 8: rc $rc"; cat "$LOG/q"; fail=1; }
+    done
+fi
+SMOL=$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$SMOL" ]; then
+    P3=$(free_port)
+    "$BIN" serve -m "$SMOL" --port "$P3" -c 256 --parallel 2 -ctk q8_0 2>"$LOG/s3" & S3=$!
+    for _ in $(seq 300); do
+        curl -sf "http://127.0.0.1:$P3/health" >/dev/null 2>&1 && break
+        python3 -c 'import time; time.sleep(0.1)'
+    done
+    python3 - "$P3" <<'PY' || { echo "FAIL: chat over a q8_0 KV pool"; cat "$LOG/s3"; fail=1; }
+import json, sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/chat/completions",
+    data=json.dumps({"messages": [{"role": "user", "content": "Write a sentence about the sea."}],
+                     "max_tokens": 24, "temperature": 0, "ignore_eos": True}).encode(),
+    headers={"Content-Type": "application/json"})
+r = json.load(urllib.request.urlopen(req, timeout=60))
+text = r["choices"][0]["message"]["content"]
+print("q8_0 pool:", repr(text))
+sys.exit(0 if r["usage"]["completion_tokens"] == 24 and text.strip() else 1)
+PY
+    kill -TERM $S3; wait $S3; S3=
+fi
 timeout 150 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P1" sekret \
     "http://127.0.0.1:$P2" || fail=1
 # graceful shutdown: a request in flight completes, then the process exits 0

@@ -18,7 +18,8 @@ static const char usage[] =
     "  --parallel N, -np N  sequences generated at once (default 4)\n"
     "  -c N, --ctx-size N   context per sequence (default 2048, at most the model's)\n"
     "  --kv-mem BYTES       KV cache memory the running requests may reserve (K/M/G suffix)\n"
-    "  -ctk, -ctv T         KV cache type, f32 (default), f16 or bf16 (K and V share it)\n"
+    "  -ctk, -ctv T         KV cache type, f32 (default), f16, bf16, q8_0 or q4_0 (K and V\n"
+    "                       share it; q8_0/q4_0 need head_dim a multiple of 32)\n"
     "  --queue N            requests that may wait for a slot; 429 beyond (default 64)\n"
     "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
     "  --max-body BYTES     largest request body (default 1M)\n"
@@ -112,10 +113,6 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     }
     if (a->queue < 1) a->queue = 1;
     if (cli_kv_pair("serve", ctk, ctv, &a->kv_type)) return 2;
-    if (candle_dtype_info(a->kv_type)->is_quantized) {
-        fprintf(stderr, "candle serve: -ctk %s: the KV pool takes f32, f16 or bf16\n", candle_dtype_name(a->kv_type));
-        return 2;
-    }
     return 0;
 }
 

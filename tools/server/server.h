@@ -103,7 +103,7 @@ typedef struct srv_sched_params {
      * the decodes' own step (estimated); <= 0: no bound but batch_size. */
     double itl_stretch;
     int n_threads;
-    candle_dtype kv_type; /* of the paged KV pool: f32 (0), f16 or bf16 */
+    candle_dtype kv_type; /* of the paged KV pool: f32 (0), f16, bf16, q8_0 or q4_0 */
 } srv_sched_params;
 
 candle_status srv_sched_start(srv_sched **out, const candle_model *m, const candle_tokenizer *tok,

@@ -60,6 +60,19 @@ typedef struct cpu_attn_ops {
     float (*sum)(const float *x, int64_t n);
 } cpu_attn_ops;
 
+/* nk rows of t, `stride` bytes apart, n elements each, into dst [nk, n] f32:
+ * float dtypes by the cpu_simd table's conversion, block types (a quantized
+ * KV cache) by their own row conversion, both exact: how the flash and the
+ * paged kernels read rows that no primitive reads as they are. */
+static inline void attn_rows_f32(const cpu_simd *simd, candle_dtype t, const char *src, int64_t stride, int64_t nk,
+                                 int64_t n, float *dst) {
+    const candle_dtype_traits *tr = candle_dtype_info(t);
+    for (int64_t j = 0; j < nk; j++) {
+        if (tr->is_quantized) tr->to_f32(src + j * stride, dst + j * n, n);
+        else simd->to_f32(t, src + j * stride, dst + j * n, n);
+    }
+}
+
 extern const cpu_attn_ops cpu_attn_scalar;
 #if defined(__x86_64__)
 extern const cpu_attn_ops cpu_attn_avx2;

@@ -278,17 +278,6 @@ static void mask_causal(const attn_block *a, int64_t g0, int64_t mr, int64_t j0,
     }
 }
 
-/* nk rows of k or v, `stride` bytes apart, n elements each, into dst [nk, n]
- * f32: float dtypes by the primitive table, block types by their own row
- * conversion (both exact). */
-static void rows_f32(const attn_block *a, const char *src, int64_t stride, int64_t nk, int64_t n, float *dst) {
-    candle_to_f32_fn block = a->g->blocks ? candle_dtype_info(a->kv_dtype)->to_f32 : NULL;
-    for (int64_t j = 0; j < nk; j++) {
-        if (block) block(src + j * stride, dst + j * n, n);
-        else a->simd->to_f32(a->kv_dtype, src + j * stride, dst + j * n, n);
-    }
-}
-
 /* f32 value rows for the tile: in place when v is f32 with whole-float
  * strides; NULL for a decoding block (one row group) when the table reads
  * the stored rows itself (accum_rows, the same bits without the copy);
@@ -300,7 +289,7 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
         return (const float *)v;
     }
     if (a->g->direct && a->ops->accum_rows && (!a->g->blocks || a->g->block_direct)) return NULL;
-    rows_f32(a, v, a->sv, nk, a->g->Dv, a->sc.vt);
+    attn_rows_f32(a->simd, a->kv_dtype, v, a->sv, nk, a->g->Dv, a->sc.vt);
     *ldv = a->g->Dv;
     return a->sc.vt;
 }
@@ -360,7 +349,8 @@ static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
         int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
         if (direct) touch_kv(a, j0, nk);
-        if (g->blocks && !g->block_direct) rows_f32(a, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
+        if (g->blocks && !g->block_direct)
+            attn_rows_f32(a->simd, a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
         if (!direct && g->blocks)
             a->ops->pack_kt(CANDLE_DTYPE_F32, (const char *)a->sc.kr, g->D * (int64_t)sizeof(float), nk, g->D, a->sc.kt);
         else if (!direct)

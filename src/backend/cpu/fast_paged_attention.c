@@ -1,5 +1,5 @@
-/* Paged attention on the CPU for f32 rows over f32, f16 or bf16 caches
- * (the node of candle_paged_attention).
+/* Paged attention on the CPU for f32 rows over f32, f16, bf16 or block-type
+ * (q8_0, q4_0) caches (the node of candle_paged_attention).
  *
  * Phase 0: threads split the rows and copy each row's k and v into the
  * cache row of its position. Phase 1: threads split (row, kv head) pairs;
@@ -10,7 +10,11 @@
  * are at most the table's reach) and the weighted sum of value rows, again
  * a run at a time. f16/bf16 caches: rows are rounded as they are stored (the
  * reference's rounding), scored as they are, and their value rows read in
- * registers (accum_rows) or converted a run at a time. */
+ * registers (accum_rows) or converted a run at a time. Block-type caches:
+ * rows quantized as they are stored (the type's from_f32); q8_0 rows are
+ * scored and summed as they are where the table reads them (q8_0_rows, the
+ * same bits as on the rows converted), other block types' runs (at most a
+ * block of rows) are converted to f32 first, keys and values alike. */
 #include <math.h>
 #include <string.h>
 
@@ -30,12 +34,19 @@ static int64_t ldo_of(const candle_tensor *dst) {
     return (dst->shape[2] + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
 }
 
-/* Rows of a float dtype whose innermost dim is contiguous. */
+/* Rows whose innermost dim is contiguous: f32, or unless f32_only also
+ * f16/bf16 or a block type (whole blocks: the op checked the row length). */
 static bool rows_of(const candle_tensor *t, bool f32_only) {
-    bool fl = t->dtype == CANDLE_DTYPE_F32 ||
-              (!f32_only && (t->dtype == CANDLE_DTYPE_F16 || t->dtype == CANDLE_DTYPE_BF16));
-    size_t esz = candle_dtype_info(t->dtype)->type_size;
-    return fl && t->rank == 3 && (t->stride[2] == (int64_t)esz || t->shape[2] == 1);
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    bool ok = t->dtype == CANDLE_DTYPE_F32 ||
+              (!f32_only && (t->dtype == CANDLE_DTYPE_F16 || t->dtype == CANDLE_DTYPE_BF16 || tr->is_quantized));
+    return ok && t->rank == 3 && (t->stride[2] == (int64_t)tr->type_size || t->shape[2] == 1);
+}
+
+/* Cache rows of t the primitives read as they are stored: float dtypes,
+ * and q8_0 where the table has q8_0_rows; other block types are converted. */
+static bool reads_rows(const cpu_attn_ops *ops, candle_dtype t) {
+    return !candle_dtype_info(t)->is_quantized || (t == CANDLE_DTYPE_Q8_0 && ops->q8_0_rows);
 }
 
 static bool match_pa(const candle_tensor *dst) {
@@ -51,10 +62,13 @@ static int64_t max_keys(const candle_tensor *dst) {
 }
 
 /* Per thread: scores [group][max_keys], sums [group][ldo], ones [group],
- * and a block's value rows converted [block][Dv] (f16/bf16 caches). */
+ * a block's value rows converted [block][Dv] (f16/bf16 and block-type
+ * caches), and for a block-type key cache a block's key rows converted
+ * [block][D]. */
 static size_t pa_thread_bytes(const candle_tensor *dst) {
-    int64_t g = dst->shape[1] / dst->src[1]->shape[1], nk = max_keys(dst);
-    size_t b = (size_t)(g * nk + g * ldo_of(dst) + g + dst->iparams[0] * dst->shape[2]) * sizeof(float);
+    int64_t g = dst->shape[1] / dst->src[1]->shape[1], nk = max_keys(dst), blk = dst->iparams[0];
+    int64_t kt = candle_dtype_info(dst->src[3]->dtype)->is_quantized ? blk * dst->src[0]->shape[2] : 0;
+    size_t b = (size_t)(g * nk + g * ldo_of(dst) + g + blk * dst->shape[2] + kt) * sizeof(float);
     return (b + 63) & ~(size_t)63;
 }
 
@@ -126,26 +140,41 @@ static void prefetch_run(const candle_tensor *dst, const candle_tensor *c, int64
     prefetch_rows(c, row, hk, blk - j % blk < pos - j + 1 ? blk - j % blk : pos - j + 1, bytes);
 }
 
+/* The scores of g query rows (q, lda floats apart) against a run's len key
+ * rows (cache row `row`, kv head hk) into s: the rows as they are stored
+ * where the table reads them, else converted into kt first. */
+static void score_run(const cpu_attn_ops *ops, const candle_tensor *kc, int64_t row, int64_t hk, int64_t len,
+                      const float *q, int64_t lda, int64_t g, int64_t D, float *s, int64_t lds, float *kt) {
+    const char *k = (const char *)row3(kc, row, hk);
+    if (reads_rows(ops, kc->dtype)) {
+        ops->scores_rows(q, lda, g, D, kc->dtype, k, kc->stride[0], len, s, lds);
+    } else {
+        attn_rows_f32(cpu_simd_get(), kc->dtype, k, kc->stride[0], len, D, kt);
+        ops->scores_rows(q, lda, g, D, CANDLE_DTYPE_F32, (const char *)kt, D * (int64_t)sizeof(float), len, s, lds);
+    }
+}
+
 /* The weighted sum of a run's len value rows (cache row `row`, kv head hk)
- * into acc: f32 rows as they are; f16/bf16 ones read by accum_rows where the
- * table has it (the same bits), else converted into vt first. */
+ * into acc: f32 rows as they are; f16/bf16 (and q8_0, see reads_rows) ones
+ * read by accum_rows where the table has it (the same bits), else converted
+ * into vt first. */
 static void accum_run(const cpu_attn_ops *ops, const candle_tensor *vc, int64_t row, int64_t hk, int64_t len,
                       const float *p, int64_t lds, int64_t g, const float *ones, int64_t Dv, float *acc,
                       int64_t ldo, float *vt) {
     if (vc->dtype == CANDLE_DTYPE_F32) {
         ops->accum(p, lds, g, ones, row3(vc, row, hk), vc->stride[0] / (int64_t)sizeof(float), len, Dv, acc, ldo);
-    } else if (ops->accum_rows) {
+    } else if (ops->accum_rows && reads_rows(ops, vc->dtype)) {
         ops->accum_rows(p, lds, g, ones, vc->dtype, (const char *)row3(vc, row, hk), vc->stride[0], len, Dv, acc,
                         ldo);
     } else {
-        for (int64_t r = 0; r < len; r++) cpu_simd_get()->to_f32(vc->dtype, row3(vc, row + r, hk), vt + r * Dv, Dv);
+        attn_rows_f32(cpu_simd_get(), vc->dtype, (const char *)row3(vc, row, hk), vc->stride[0], len, Dv, vt);
         ops->accum(p, lds, g, ones, vt, Dv, len, Dv, acc, ldo);
     }
 }
 
 /* Query heads hk*g .. hk*g+g-1 of row i over positions j0..pos. */
 static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i, int64_t hk, int64_t j0,
-                         int64_t pos, float *s, float *acc, float *ones, float *vt) {
+                         int64_t pos, float *s, float *acc, float *ones, float *vt, float *kt) {
     const candle_tensor *q = dst->src[0], *kc = dst->src[3], *vc = dst->src[4];
     int64_t D = q->shape[2], Dv = dst->shape[2], g = dst->shape[1] / kc->shape[1];
     int64_t nk = pos - j0 + 1, lds = max_keys(dst), ldo = ldo_of(dst);
@@ -155,8 +184,7 @@ static bool attend_group(const cpu_attn_ops *ops, candle_tensor *dst, int64_t i,
     int64_t kb = (int64_t)candle_dtype_row_size(kc->dtype, D), vb = (int64_t)candle_dtype_row_size(vc->dtype, Dv);
     FOR_RUNS(dst, i, j0, pos, j, row, len,
              (prefetch_run(dst, kc, i, hk, j + len, pos, kb), prefetch_rows(vc, row, hk, len, vb),
-              ops->scores_rows(qg, lda, g, D, kc->dtype, (const char *)row3(kc, row, hk), kc->stride[0], len,
-                               s + (j - j0), lds)));
+              score_run(ops, kc, row, hk, len, qg, lda, g, D, s + (j - j0), lds, kt)));
     for (int64_t a = 0; a < g; a++) {
         float *sa = s + a * lds;
         for (int64_t j = 0; j < nk; j++) sa[j] *= scale;
@@ -178,7 +206,7 @@ static candle_status run_pa(const cpu_task *task, candle_tensor *dst) {
     const cpu_attn_ops *ops = attn_ops();
     int64_t hkv = dst->src[1]->shape[1], g = dst->shape[1] / hkv;
     float *s = cpu_thread_scratch(task, pa_thread_bytes(dst)), *acc = s + g * max_keys(dst);
-    float *ones = acc + g * ldo_of(dst), *vt = ones + g;
+    float *ones = acc + g * ldo_of(dst), *vt = ones + g, *kt = vt + dst->iparams[0] * dst->shape[2];
     int64_t u0, u1;
     cpu_split(dst->shape[0] * hkv, 1, task->ith, task->nth, &u0, &u1);
     int64_t kb = (int64_t)candle_dtype_row_size(dst->src[3]->dtype, dst->src[0]->shape[2]);
@@ -190,11 +218,11 @@ static candle_status run_pa(const cpu_task *task, candle_tensor *dst) {
             if (p1 >= 0) prefetch_run(dst, dst->src[3], i1, (u + 1) % hkv, pa_first(dst, p1), p1, kb);
         }
         /* phase 0 checked pos against the table */
-        if (!attend_group(ops, dst, i, hk, pa_first(dst, pos), pos, s, acc, ones, vt)) return pa_bad_table(task, dst, i);
+        if (!attend_group(ops, dst, i, hk, pa_first(dst, pos), pos, s, acc, ones, vt, kt)) return pa_bad_table(task, dst, i);
     }
     return CANDLE_OK;
 }
 
 const cpu_fast_kernel cpu_fast_paged_attention = {
-    "paged attention f32 over f32/f16/bf16 caches (k/v stored, then read through block tables)", match_pa, plan_pa,
-    run_pa};
+    "paged attention f32 over f32/f16/bf16/block-type caches (k/v stored, then read through block tables)",
+    match_pa, plan_pa, run_pa};
