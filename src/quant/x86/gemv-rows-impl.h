@@ -206,10 +206,8 @@ static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t 
  * shifted down after the reduction, so the int32 block sums are the same
  * exact integers. */
 static inline __attribute__((always_inline)) __m256i nibble_sums8_q4(const uint8_t *w, wfmt f, const int8_t *y) {
-    const __m512i keep = _mm512_set_epi64(-1 ^ 0x0F0F0F0F0F0F0F0FLL, -1 ^ 0x0F0F0F0F0F0F0F0FLL,
-                                          -1 ^ 0x0F0F0F0F0F0F0F0FLL, -1 ^ 0x0F0F0F0F0F0F0F0FLL,
-                                          0x0F0F0F0F0F0F0F0FLL, 0x0F0F0F0F0F0F0F0FLL, 0x0F0F0F0F0F0F0F0FLL,
-                                          0x0F0F0F0F0F0F0F0FLL);
+    /* lanes 0, 1: the low nibbles; lanes 2, 3: the high ones, in place */
+    const __m512i keep = _mm512_inserti64x4(_mm512_set1_epi8(0x0F), _mm256_set1_epi8((char)0xF0), 1);
     __m512i r[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
