@@ -56,6 +56,9 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         print("usage: hugepage_cache.py FILE...", file=sys.stderr)
         sys.exit(2)
+    if not hasattr(os, "posix_fadvise") or not os.path.exists("/proc/self/smaps"):
+        print("hugepage_cache: not Linux (no posix_fadvise or /proc): nothing to do", file=sys.stderr)
+        sys.exit(0)
     for p in sys.argv[1:]:
         try:
             recache(p)
