@@ -194,7 +194,7 @@ const cpu_fast_kernel *cpu_fast_kernel_for(const candle_tensor *dst);
  * bits), the tasks for b, and task t's share: b computed from u's input,
  * u never stored. */
 bool cpu_fused_ok(const candle_tensor *u, const candle_tensor *b);
-int cpu_fused_tasks(const candle_tensor *b, int n_threads);
+int cpu_fused_tasks(const candle_tensor *u, const candle_tensor *b, int n_threads);
 candle_status cpu_fused_run(const cpu_task *t, const candle_tensor *u, candle_tensor *b);
 
 /* Split [0, n) into nth nearly equal parts, each a multiple of `align`

@@ -266,7 +266,7 @@ static void fused_job_run(void *arg, int task, int n_tasks, int thread) {
 static candle_status cpu_compute_fused(candle_backend *be, candle_tensor *u, candle_tensor *b) {
     cpu_impl *im = be->impl;
     if (!cpu_fused_ok(u, b)) return CANDLE_ERR_UNSUPPORTED;
-    int nth = cpu_fused_tasks(b, cpu_pool_size(im->pool));
+    int nth = cpu_fused_tasks(u, b, cpu_pool_size(im->pool));
     fused_job job = {u, b, im};
     pthread_mutex_lock(&im->busy);
     candle_status s = run_job(be, nth < 1 ? 1 : nth, fused_job_run, &job);
