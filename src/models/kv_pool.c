@@ -42,15 +42,8 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     if (n_blocks <= 0 || n_blocks > INT32_MAX / CANDLE_KV_BLOCK)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "kv pool: %lld blocks",
                                 (long long)n_blocks);
-    bool blocks = kv_type == CANDLE_DTYPE_Q8_0 || kv_type == CANDLE_DTYPE_Q4_0;
-    if (kv_type != CANDLE_DTYPE_F32 && kv_type != CANDLE_DTYPE_F16 && kv_type != CANDLE_DTYPE_BF16 && !blocks)
-        return candle_set_error(NULL, CANDLE_ERR_DTYPE, "kv pool: dtype %s (want f32, f16, bf16, q8_0 or q4_0)",
-                                candle_dtype_name(kv_type));
-    int64_t bs = candle_dtype_info(kv_type)->block_size, hd = m->cfg.head_dim;
-    if (blocks && hd % bs)
-        return candle_set_error(NULL, CANDLE_ERR_DTYPE,
-                                "kv pool: %s rows are blocks of %lld, head_dim %lld is not a multiple",
-                                candle_dtype_name(kv_type), (long long)bs, (long long)hd);
+    candle_status checked = kv_check_type(NULL, "kv pool", kv_type, m->cfg.head_dim, true);
+    if (checked) return checked;
     candle_kv_pool *p = calloc(1, sizeof *p);
     if (!p) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool");
     const candle_model_config *c = &m->cfg;

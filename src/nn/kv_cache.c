@@ -7,18 +7,23 @@
 
 #include "nn-impl.h"
 
+candle_status kv_check_type(candle_ctx *ctx, const char *what, candle_dtype t, int64_t head_dim, bool bf16_ok) {
+    bool blocks = t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_0;
+    if (t != CANDLE_DTYPE_F32 && t != CANDLE_DTYPE_F16 && !(bf16_ok && t == CANDLE_DTYPE_BF16) && !blocks)
+        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype %s (want f32, f16, %sq8_0 or q4_0)", what,
+                                candle_dtype_name(t), bf16_ok ? "bf16, " : "");
+    int64_t bs = candle_dtype_info(t)->block_size;
+    if (blocks && head_dim % bs)
+        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s rows are blocks of %lld, head_dim %lld is not a multiple",
+                                what, candle_dtype_name(t), (long long)bs, (long long)head_dim);
+    return CANDLE_OK;
+}
+
 candle_status kv_cache_init(kv_cache *kv, candle_ctx *ctx, int64_t n_layer, int64_t n_head_kv,
                             int64_t n_ctx, int64_t head_dim, candle_dtype dtype) {
     memset(kv, 0, sizeof *kv);
-    bool blocks = dtype == CANDLE_DTYPE_Q8_0 || dtype == CANDLE_DTYPE_Q4_0;
-    if (dtype != CANDLE_DTYPE_F32 && dtype != CANDLE_DTYPE_F16 && !blocks)
-        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "kv cache: dtype %s (want f32, f16, q8_0 or q4_0)",
-                                candle_dtype_name(dtype));
-    int64_t bs = candle_dtype_info(dtype)->block_size;
-    if (blocks && head_dim % bs)
-        return candle_set_error(ctx, CANDLE_ERR_DTYPE,
-                                "kv cache: %s rows are blocks of %lld, head_dim %lld is not a multiple",
-                                candle_dtype_name(dtype), (long long)bs, (long long)head_dim);
+    candle_status st = kv_check_type(ctx, "kv cache", dtype, head_dim, false);
+    if (st) return st;
     *kv = (kv_cache){n_layer, n_head_kv, n_ctx, head_dim, dtype, NULL, NULL};
     kv->k = calloc((size_t)n_layer, sizeof *kv->k);
     kv->v = calloc((size_t)n_layer, sizeof *kv->v);

@@ -14,6 +14,11 @@ typedef struct kv_cache {
     candle_tensor **v; /* [n_layer] of [n_head_kv, n_ctx, head_dim] */
 } kv_cache;
 
+/* A KV cache type for rows of head_dim (the session's cache and the paged
+ * pool, `what` naming which in the error): f32, f16, bf16 where bf16_ok,
+ * q8_0 or q4_0 with head_dim whole blocks; else a dtype error in ctx. */
+candle_status kv_check_type(candle_ctx *ctx, const char *what, candle_dtype t, int64_t head_dim, bool bf16_ok);
+
 candle_status kv_cache_init(kv_cache *kv, candle_ctx *ctx, int64_t n_layer, int64_t n_head_kv,
                             int64_t n_ctx, int64_t head_dim, candle_dtype dtype);
 void kv_cache_free(kv_cache *kv); /* the tensors go with their context */

@@ -32,17 +32,10 @@ static bool qkv_shapes(candle_ctx *ctx, const candle_tensor *q, const candle_ten
     return false;
 }
 
-/* k or v: a float dtype, or a block type whose rows the kernels convert a
- * row at a time. */
-static bool kv_ok(candle_ctx *ctx, const candle_tensor *t) {
-    if (!candle_dtype_info(t->dtype)->is_quantized) return op_check_plain(ctx, "attention", t, true);
-    return op_check_block_rows(ctx, "attention", "k/v", t, false);
-}
-
 static bool check_inputs(candle_ctx *ctx, const candle_tensor *q, const candle_tensor *k,
                          const candle_tensor *v, const candle_tensor *mask) {
     if (!op_check_device(ctx, "attention", q, k) || !op_check_device(ctx, "attention", q, v) ||
-        !op_check_plain(ctx, "attention", q, true) || !kv_ok(ctx, k) ||
+        !op_check_plain(ctx, "attention", q, true) || !op_check_kv_rows(ctx, "attention", "k/v", k, false) ||
         !op_check_same_dtype(ctx, "attention", k, v))
         return false;
     /* q (and the output) may differ from k/v: f32 activations over an f16

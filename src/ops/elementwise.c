@@ -45,6 +45,11 @@ bool op_check_block_rows(candle_ctx *ctx, const char *op, const char *what, cons
     return false;
 }
 
+bool op_check_kv_rows(candle_ctx *ctx, const char *op, const char *what, const candle_tensor *t, bool written) {
+    if (!candle_dtype_info(t->dtype)->is_quantized) return op_check_plain(ctx, op, t, true);
+    return op_check_block_rows(ctx, op, what, t, false) && (!written || op_check_block_rows(ctx, op, what, t, true));
+}
+
 bool op_broadcast_shape(candle_ctx *ctx, const char *op, candle_tensor *const *xs, int n,
                         int *rank, int64_t *shape) {
     int r = 0;

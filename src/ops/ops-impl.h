@@ -24,6 +24,10 @@ bool op_check_plain(candle_ctx *ctx, const char *op, const candle_tensor *a, boo
  * it); else a dtype error: "<op>: <type> <what> need rows of whole ...". */
 bool op_check_block_rows(candle_ctx *ctx, const char *op, const char *what, const candle_tensor *t,
                          bool from_f32);
+/* Keys/values (attention) or KV caches: a float dtype (op_check_plain), or
+ * block rows (op_check_block_rows) read back to f32 and, when `written`
+ * (a cache the op stores into), written from f32 too. */
+bool op_check_kv_rows(candle_ctx *ctx, const char *op, const char *what, const candle_tensor *t, bool written);
 /* NumPy broadcast of n shapes into out; a shape error names the op. */
 bool op_broadcast_shape(candle_ctx *ctx, const char *op, candle_tensor *const *xs, int n,
                         int *rank, int64_t *shape);

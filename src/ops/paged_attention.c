@@ -19,18 +19,10 @@
 
 #define PA "paged_attention"
 
-/* A cache of a block type: the kernels write its rows (from_f32) and read
- * them back (to_f32), a row at a time. */
-static bool cache_ok(candle_ctx *ctx, const candle_tensor *c) {
-    if (!candle_dtype_info(c->dtype)->is_quantized) return op_check_plain(ctx, PA, c, true);
-    return op_check_block_rows(ctx, PA, "caches", c, true) &&
-           op_check_block_rows(ctx, PA, "caches", c, false);
-}
-
 static bool pa_dtypes(candle_ctx *ctx, candle_tensor *const *t, const candle_tensor *table) {
     for (int i = 0; i < 5; i++)
         if (!op_check_device(ctx, PA, t[0], t[i]) ||
-            !(i < 3 ? op_check_plain(ctx, PA, t[i], true) : cache_ok(ctx, t[i])) ||
+            !(i < 3 ? op_check_plain(ctx, PA, t[i], true) : op_check_kv_rows(ctx, PA, "caches", t[i], true)) ||
             !op_check_same_dtype(ctx, PA, t[i < 3 ? 0 : 3], t[i]))
             return false;
     if (!op_check_device(ctx, PA, t[0], table)) return false;

@@ -73,6 +73,13 @@ static inline void attn_rows_f32(const cpu_simd *simd, candle_dtype t, const cha
     }
 }
 
+/* Rows of t that ops' scores_rows and accum_rows read as they are stored:
+ * float dtypes, and q8_0 where the table has q8_0_rows; other block types
+ * are converted first (attn_rows_f32). */
+static inline bool attn_reads_rows(const cpu_attn_ops *ops, candle_dtype t) {
+    return !candle_dtype_info(t)->is_quantized || (t == CANDLE_DTYPE_Q8_0 && ops->q8_0_rows);
+}
+
 extern const cpu_attn_ops cpu_attn_scalar;
 #if defined(__x86_64__)
 extern const cpu_attn_ops cpu_attn_avx2;

@@ -155,7 +155,7 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     g->n_blk = (g->Sq + g->bq - 1) / g->bq;
     /* set before split_positions, so the thread count changes no bit */
     g->direct = g->gc * g->bq <= ATTN_ROWS_DIRECT;
-    g->block_direct = g->blocks && g->direct && k->dtype == CANDLE_DTYPE_Q8_0 && cpu_attn_ops_get()->q8_0_rows;
+    g->block_direct = g->blocks && g->direct && attn_reads_rows(cpu_attn_ops_get(), k->dtype);
     split_keys(g);
     split_positions(g, n_threads);
     g->n_units = g->B * g->Hkv * g->n_gc * g->n_blk;

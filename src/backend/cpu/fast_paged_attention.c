@@ -43,12 +43,6 @@ static bool rows_of(const candle_tensor *t, bool f32_only) {
     return ok && t->rank == 3 && (t->stride[2] == (int64_t)tr->type_size || t->shape[2] == 1);
 }
 
-/* Cache rows of t the primitives read as they are stored: float dtypes,
- * and q8_0 where the table has q8_0_rows; other block types are converted. */
-static bool reads_rows(const cpu_attn_ops *ops, candle_dtype t) {
-    return !candle_dtype_info(t)->is_quantized || (t == CANDLE_DTYPE_Q8_0 && ops->q8_0_rows);
-}
-
 static bool match_pa(const candle_tensor *dst) {
     if (dst->op != CANDLE_OP_PAGED_ATTENTION || !candle_tensor_is_contiguous(dst) || !rows_of(dst, true))
         return false;
@@ -146,7 +140,7 @@ static void prefetch_run(const candle_tensor *dst, const candle_tensor *c, int64
 static void score_run(const cpu_attn_ops *ops, const candle_tensor *kc, int64_t row, int64_t hk, int64_t len,
                       const float *q, int64_t lda, int64_t g, int64_t D, float *s, int64_t lds, float *kt) {
     const char *k = (const char *)row3(kc, row, hk);
-    if (reads_rows(ops, kc->dtype)) {
+    if (attn_reads_rows(ops, kc->dtype)) {
         ops->scores_rows(q, lda, g, D, kc->dtype, k, kc->stride[0], len, s, lds);
     } else {
         attn_rows_f32(cpu_simd_get(), kc->dtype, k, kc->stride[0], len, D, kt);
@@ -155,7 +149,7 @@ static void score_run(const cpu_attn_ops *ops, const candle_tensor *kc, int64_t 
 }
 
 /* The weighted sum of a run's len value rows (cache row `row`, kv head hk)
- * into acc: f32 rows as they are; f16/bf16 (and q8_0, see reads_rows) ones
+ * into acc: f32 rows as they are; f16/bf16 (and q8_0, see attn_reads_rows) ones
  * read by accum_rows where the table has it (the same bits), else converted
  * into vt first. */
 static void accum_run(const cpu_attn_ops *ops, const candle_tensor *vc, int64_t row, int64_t hk, int64_t len,
@@ -163,7 +157,7 @@ static void accum_run(const cpu_attn_ops *ops, const candle_tensor *vc, int64_t 
                       int64_t ldo, float *vt) {
     if (vc->dtype == CANDLE_DTYPE_F32) {
         ops->accum(p, lds, g, ones, row3(vc, row, hk), vc->stride[0] / (int64_t)sizeof(float), len, Dv, acc, ldo);
-    } else if (ops->accum_rows && reads_rows(ops, vc->dtype)) {
+    } else if (ops->accum_rows && attn_reads_rows(ops, vc->dtype)) {
         ops->accum_rows(p, lds, g, ones, vc->dtype, (const char *)row3(vc, row, hk), vc->stride[0], len, Dv, acc,
                         ldo);
     } else {
