@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# PyTorch and transformers for bench/compare's PyTorch peer (bench/torch_bench.py),
-# in a virtual environment of their own: build-bench/venv (or $CANDLE_BENCH_VENV).
-# Not needed by the build or `make test`; `make bench-deps` runs it.
-# Idempotent: does nothing when the venv already imports them and runs torch.
+# The peers of bench/compare and bench/serve_bench.py, from PyPI. Not needed by
+# the build or `make test`; `make bench-deps` runs it. Idempotent: each part is
+# skipped when it already imports and runs.
+#
+# llama.cpp: llama-cpp-python (with its server's extras) for the python3 that
+# runs bench/compare, built from its source distribution on this machine
+# (llama.cpp's native CPU build, as llama-bench would be; ~10 minutes on 2
+# cores). CANDLE_BENCH_LLAMA_PIP overrides the pinned version.
+#
+# PyTorch and transformers for the PyTorch peer (bench/torch_bench.py), in a
+# virtual environment of their own: build-bench/venv (or $CANDLE_BENCH_VENV);
+# CANDLE_BENCH_TORCH=0 skips them.
 #
 # From PyPI only. PyPI's Linux torch wheel is built for CUDA and the whole
 # dependency set is needed even on a CPU-only machine: `pip install --no-deps
@@ -18,6 +26,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${CANDLE_BENCH_VENV:-$root/build-bench/venv}"
 # The versions bench/torch_bench.py was checked with; override to try others.
 specs="${CANDLE_BENCH_PIP:-torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 gguf==0.19.0 numpy}"
+
+llama_specs="${CANDLE_BENCH_LLAMA_PIP:-llama-cpp-python[server]==0.3.36}"
+if ! python3 -c 'import llama_cpp, llama_cpp.server.app' >/dev/null 2>&1; then
+    echo "install-bench-deps: building $llama_specs for $(command -v python3) (about 10 minutes)" >&2
+    # shellcheck disable=SC2086  # a list of requirement words
+    python3 -m pip install --quiet --disable-pip-version-check --no-binary llama-cpp-python $llama_specs >&2
+    python3 -c 'import llama_cpp, llama_cpp.server.app; print("install-bench-deps: llama-cpp-python",
+        llama_cpp.__version__)' >&2
+fi
+[ "${CANDLE_BENCH_TORCH:-1}" = 0 ] && exit 0
 
 check() {
     "$venv/bin/python" - <<'EOF' >/dev/null 2>&1
