@@ -12,6 +12,7 @@
 #define CANDLE_QUANT_IMPL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -307,5 +308,23 @@ int candle_quant_uses_dotprod(void);
 int candle_quant_uses_avx2(void);
 /* True when the AVX-512 VNNI dots replaced the AVX2 ones where they exist. */
 int candle_quant_uses_vnni(void);
+
+/* Prefetches of the decoding weight streams, which are read once per token
+ * (the q4/q5/q8_0 and K-type matrix-vector rows, the f16/bf16 rows): non-
+ * temporal on AMD, into L1 elsewhere. On Zen 5 the L3 is a victim cache of
+ * L2, so every prefetched line a T0 prefetch brought in later went into it
+ * over the KV cache, activations and code (prefetchnta: SmolLM2-135M Q4_0
+ * decoding 427-436 -> 455-464 t/s, Q8_0 293-330 -> 338-354). On an Ice Lake
+ * Xeon prefetchnta fills L1 alone, past the L2 streamer, and halves the
+ * stream (tinyllama-shape decoding, candle bench -p 0 -t 2, alternating:
+ * F16 3.7 -> 7.9 t/s with T0, Q8_0 8.5-9.3 -> 12.3-15.4, Q4_0 14.8-19.0 ->
+ * 23.8-26.9). Chosen with the dtype table (candle_quant_register_traits:
+ * the cpuid vendor; CANDLE_PREFETCH=nta or t0 overrides). */
+extern bool candle_quant_stream_nta;
+
+static inline __attribute__((always_inline)) void candle_stream_prefetch(const void *p) {
+    if (candle_quant_stream_nta) __builtin_prefetch(p, 0, 0);
+    else __builtin_prefetch(p, 0, 3);
+}
 
 #endif

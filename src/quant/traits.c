@@ -51,6 +51,7 @@ static void set(candle_dtype_traits *t, candle_dtype type, candle_to_f32_fn to, 
 }
 
 static int use_avx2, use_vnni, use_neon, use_dotprod;
+bool candle_quant_stream_nta;
 
 /* A switch set in the environment (set, not empty, not "0"). */
 static int env_on(const char *name) {
@@ -179,7 +180,27 @@ static void register_neon(candle_dtype_traits *t) {
 }
 #endif
 
+/* candle_quant_stream_nta: CANDLE_PREFETCH=nta or t0, else AMD's CPUs. */
+static bool stream_nta(void) {
+    const char *e = getenv("CANDLE_PREFETCH");
+    if (e && !strcmp(e, "nta")) return true;
+    if (e && !strcmp(e, "t0")) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    char vendor[13];
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    vendor[12] = 0;
+    return !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+#else
+    return false;
+#endif
+}
+
 void candle_quant_register_traits(candle_dtype_traits *t) {
+    candle_quant_stream_nta = stream_nta();
     register_scalar(t);
 #ifdef CANDLE_QUANT_HAVE_NEON
     if (!env_on("CANDLE_QUANT_SCALAR")) register_neon(t);

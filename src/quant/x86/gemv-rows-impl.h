@@ -18,16 +18,7 @@
 #ifndef GEMV_PF
 #define GEMV_PF 2048
 #endif
-/* Locality of those prefetches: 0 (prefetchnta). A decoding step reads
- * each weight once per token, so the rows need not stay in the caches, and
- * on the Zen 5 VM every line they pushed out of L2 went into the shared L3
- * (a victim cache) over the lines of the KV cache, activations and code the
- * step reads again. candle bench -p 0 -n 128 -t 2, HEAD against nta
- * alternating (slow memory state): SmolLM2-135M Q4_0 427-436 -> 455-464
- * t/s, Q8_0 293-330 -> 338-354, Q4_K_M (kquants-impl.h's kgemv_prefetch)
- * 426-435 -> 449-462; tinyllama-shape Q4_0 79-81 -> 84-86, Q4_K_M 73-78
- * -> 80-81. */
-#define GEMV_PF_LOCALITY 0
+/* Their kind: candle_stream_prefetch (non-temporal on AMD, T0 elsewhere). */
 
 typedef struct xv_parts {
     int8_t *qs;
@@ -248,7 +239,7 @@ static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, 
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *wg = w + g * GROUP * f.bs;
-        for (size_t o = 0; o < GROUP * f.bs; o += 64) __builtin_prefetch(wg + GEMV_PF + o, 0, GEMV_PF_LOCALITY);
+        for (size_t o = 0; o < GROUP * f.bs; o += 64) candle_stream_prefetch(wg + GEMV_PF + o);
 #ifdef CANDLE_QUANT_VNNI
         __m256 sums = _mm256_cvtepi32_ps(f.q5 ? nibble_sums8(wg, f, p.qs + g * 256) : nibble_sums8_q4(wg, f, p.qs + g * 256)),
                dx = f16x8_group(wg, f.bs, f.d);
@@ -292,7 +283,7 @@ static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *xg = x + g * GROUP * bs;
-        for (int l = 0; l < 5; l++) __builtin_prefetch(xg + GEMV_PF + 64 * l, 0, GEMV_PF_LOCALITY);
+        for (int l = 0; l < 5; l++) candle_stream_prefetch(xg + GEMV_PF + 64 * l);
         const int8_t *y = p.qs + g * 256;
 #ifdef CANDLE_QUANT_VNNI
         /* blocks j and j + 4 in one zmm (int32 lanes 0..7 and 8..15),

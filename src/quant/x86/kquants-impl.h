@@ -320,12 +320,12 @@ static inline __m128i q3k_scales(const uint8_t *packed) {
 
 /* The bytes of a block (84 q2_K, 110 q3_K, 144 q4_K, 176 q5_K, 210 q6_K):
  * every line of [p, p + bytes) is touched by one of these prefetches (see
- * the matrix-vector kernels at the end), non-temporal: the weights are read
- * once per token (see GEMV_PF_LOCALITY in gemv-rows-impl.h). (gcc 12 dropped
+ * the matrix-vector kernels at the end), of the decoding streams' kind
+ * (candle_stream_prefetch in quant-impl.h). (gcc 12 dropped
  * the same loop written with _mm_prefetch from the q4_K pass.) */
 static inline __attribute__((always_inline)) void kgemv_prefetch(const uint8_t *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 0);
-    __builtin_prefetch(p + bytes - 1, 0, 0);
+    for (size_t o = 0; o < bytes; o += 64) candle_stream_prefetch(p + o);
+    candle_stream_prefetch(p + bytes - 1);
 }
 
 /* One q2_K super-block into acc and acc_m (the minimum terms, in 8 lanes

@@ -24,6 +24,7 @@
 
 #include "../cpu-impl.h"
 #include "avx2-util.h"
+#include "quant/quant-impl.h"
 
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate);
@@ -768,8 +769,8 @@ void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t k
 
 /* ---- matrix-vector rows of f16 / bf16 (dot_rows) ----
  * One row at a time, a single sequential stream, for every row length,
- * prefetched DOT_H_PF bytes ahead non-temporally (prefetchnta: read once
- * per token, see gemv-rows-impl.h's GEMV_PF_LOCALITY), 16 elements
+ * prefetched DOT_H_PF bytes ahead (candle_stream_prefetch: non-temporal
+ * on AMD, read once per token), 16 elements
  * converted per instruction (vcvtph2ps zmm, or a 16-bit shift for bf16) and
  * masked loads for the tail; f32 rows stay on the AVX2 kernels. The AVX2
  * kernels' four rows per pass with the next four rows prefetched
@@ -809,8 +810,8 @@ static inline __attribute__((always_inline)) void dot_rows1_h(bool f16, int64_t 
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int64_t i = 0;
         for (; i + 64 <= k; i += 64) {
-            _mm_prefetch(w0 + i * 2 + DOT_H_PF, _MM_HINT_NTA);
-            _mm_prefetch(w0 + i * 2 + DOT_H_PF + 64, _MM_HINT_NTA);
+            candle_stream_prefetch(w0 + i * 2 + DOT_H_PF);
+            candle_stream_prefetch(w0 + i * 2 + DOT_H_PF + 64);
             a0 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2), _mm512_loadu_ps(x + i), a0);
             a1 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 32), _mm512_loadu_ps(x + i + 16), a1);
             a2 = _mm512_fmadd_ps(ld16h(f16, w0 + i * 2 + 64), _mm512_loadu_ps(x + i + 32), a2);
