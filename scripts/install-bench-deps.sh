@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The peers of bench/compare and bench/serve_bench.py, from PyPI. Not needed by
-# the build or `make test`; `make bench-deps` runs it. Idempotent: each part is
-# skipped when it already imports and runs.
+# The peers of candle bench ops, bench/compare and bench/serve_bench.py (from
+# Debian's packages and PyPI). Not needed by the build or `make test`; `make
+# bench-deps` runs it. Idempotent: each part is skipped when it is already there.
+#
+# OpenBLAS: the peer of `candle bench ops` (dlopen'ed), Debian's libopenblas0
+# with apt-get when missing and root (or sudo).
 #
 # llama.cpp: llama-cpp-python (with its server's extras) for the python3 that
 # runs bench/compare, built from its source distribution on this machine
@@ -26,6 +29,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${CANDLE_BENCH_VENV:-$root/build-bench/venv}"
 # The versions bench/torch_bench.py was checked with; override to try others.
 specs="${CANDLE_BENCH_PIP:-torch==2.15.0 transformers==5.24.0 accelerate==1.15.0 gguf==0.19.0 numpy}"
+
+if ! ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' && command -v apt-get >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "install-bench-deps: installing libopenblas0 (candle bench ops' peer)" >&2
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libopenblas0 >&2 ||
+        echo "install-bench-deps: libopenblas0 not installed; candle bench ops runs Candle alone" >&2
+fi
 
 llama_specs="${CANDLE_BENCH_LLAMA_PIP:-llama-cpp-python[server]==0.3.36}"
 if ! python3 -c 'import llama_cpp, llama_cpp.server.app' >/dev/null 2>&1; then
