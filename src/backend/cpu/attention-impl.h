@@ -47,6 +47,10 @@ typedef struct cpu_attn_ops {
      * converted to f32 (the products are exact), with half the bytes of
      * f16 read. */
     bool q8_0_rows;
+    /* scores_rows and accum_rows prefetch the rows they read ahead where
+     * the CPU's streams take T0 prefetches (not candle_quant_stream_nta),
+     * so a decoding block need not touch its tile first. */
+    bool prefetches_rows;
     /* The online-softmax step of r rows over nk scores in log2 units (q
      * pre-scaled by log2(e): 2^ is cheaper than exp), s rows lds >=
      * round_up(nk, 8) floats apart, columns [nk, round_up(nk, 8)) scratch:

@@ -38,6 +38,7 @@
 
 #include "attention-impl.h"
 #include "fast-impl.h"
+#include "quant/quant-impl.h"
 
 #define ATTN_BK 256       /* keys per tile */
 #define ATTN_BQ 128       /* query positions per block, at most */
@@ -326,9 +327,15 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
  * streams of the other layers pushed them out of every cache, and the
  * direct products stall on each line in turn (a few misses in flight).
  * One load per line of the tile's keys and values first, none depending
- * on another, keeps the core's miss buffers full: SmolLM2-135M decoding,
- * the attention node 7.4-8.0 -> 6.1-6.3 us at 128 keys. Reads only: the
- * same bits. */
+ * on another, keeps the core's miss buffers full: SmolLM2-135M decoding
+ * on Zen 5, the attention node 7.4-8.0 -> 6.1-6.3 us at 128 keys. Where
+ * the table prefetches the rows ahead itself (prefetches_rows, on CPUs
+ * that take T0 prefetches) that overlaps better. Reads only: the same
+ * bits. */
+static bool touches_kv(const attn_block *a) {
+    return a->g->direct && !(a->ops->prefetches_rows && !candle_quant_stream_nta);
+}
+
 static void touch_kv(const attn_block *a, int64_t j0, int64_t nk) {
     const attn_geom *g = a->g;
     int64_t kb = (int64_t)candle_dtype_row_size(a->kv_dtype, g->D), vb = (int64_t)candle_dtype_row_size(a->kv_dtype, g->Dv);
@@ -348,7 +355,7 @@ static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     bool direct = g->direct;
     for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
         int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
-        if (direct) touch_kv(a, j0, nk);
+        if (touches_kv(a)) touch_kv(a, j0, nk);
         if (g->blocks && !g->block_direct)
             attn_rows_f32(a->simd, a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
         if (!direct && g->blocks)
