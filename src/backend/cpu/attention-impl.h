@@ -77,6 +77,14 @@ static inline void attn_rows_f32(const cpu_simd *simd, candle_dtype t, const cha
     }
 }
 
+/* Every line of a row of `bytes` bytes into L1 (T0), the last one too
+ * where the row is not line-aligned: how the paged kernel asks for its
+ * scattered rows and the AVX-512 table for the rows ahead. */
+static inline void attn_prefetch_row(const char *row, int64_t bytes) {
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(row + o, 0, 3);
+    __builtin_prefetch(row + bytes - 1, 0, 3);
+}
+
 /* Rows of t that ops' scores_rows and accum_rows read as they are stored:
  * float dtypes, and q8_0 where the table has q8_0_rows; other block types
  * are converted first (attn_rows_f32). */

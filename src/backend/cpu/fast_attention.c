@@ -333,7 +333,7 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
  * that take T0 prefetches) that overlaps better. Reads only: the same
  * bits. */
 static bool touches_kv(const attn_block *a) {
-    return a->g->direct && !(a->ops->prefetches_rows && !candle_quant_stream_nta);
+    return a->g->direct && (candle_quant_stream_nta || !a->ops->prefetches_rows);
 }
 
 static void touch_kv(const attn_block *a, int64_t j0, int64_t nk) {

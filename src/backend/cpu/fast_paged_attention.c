@@ -119,11 +119,7 @@ static candle_status store_rows(const cpu_task *task, candle_tensor *dst) {
  * one, and this run's value rows, which the weighted sum reads after the
  * softmax. */
 static inline void prefetch_rows(const candle_tensor *c, int64_t row, int64_t h, int64_t len, int64_t bytes) {
-    for (int64_t r = 0; r < len; r++) {
-        const char *p = (const char *)row3(c, row + r, h);
-        for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-        __builtin_prefetch(p + bytes - 1, 0, 3); /* an unaligned row's last line */
-    }
+    for (int64_t r = 0; r < len; r++) attn_prefetch_row((const char *)row3(c, row + r, h), bytes);
 }
 
 /* The key rows of the run of positions j.. (up to pos) of row i, when j <= pos. */

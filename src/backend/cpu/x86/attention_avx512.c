@@ -109,15 +109,6 @@ static ALWAYS_INLINE __m512 ld16_t(const candle_dtype T, const char *row, int64_
  * 91-99 -> 101-114 t/s. Reads only: the same bits. */
 #define ATTN_PF_ROWS 32
 
-static ALWAYS_INLINE int64_t row_bytes(const candle_dtype T, int64_t n) {
-    return T == CANDLE_DTYPE_Q8_0 ? n / 32 * (int64_t)sizeof(block_q8_0) : n * (T == CANDLE_DTYPE_F32 ? 4 : 2);
-}
-
-static ALWAYS_INLINE void prefetch_row(const char *row, int64_t bytes) {
-    for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
-    _mm_prefetch(row + bytes - 1, _MM_HINT_T0); /* an unaligned row's last line */
-}
-
 /* mr rows x nc zmm columns (mr <= 6, nc <= 4, constants after inlining);
  * the last column loads lanes `last` of v (a tail of dv: the rest are
  * zeros, never read beyond the row), o's padding up to the next 16 is
@@ -133,7 +124,7 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
     }
     for (int64_t j = 0; j < nk; j++) {
         const char *vj = v + j * sv;
-        if (pf && j + ATTN_PF_ROWS < nk) prefetch_row(vj + ATTN_PF_ROWS * sv, pf);
+        if (pf && j + ATTN_PF_ROWS < nk) attn_prefetch_row(vj + ATTN_PF_ROWS * sv, pf);
         __m512 b[4];
         for (int n = 0; n < nc; n++) b[n] = ld16_t(T, vj, n0 + n * 16, n == nc - 1 ? last : (__mmask16)0xFFFF);
         for (int i = 0; i < mr; i++) {
@@ -160,7 +151,7 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
 static ALWAYS_INLINE void accum_t(const float *p, int64_t ldp, int64_t r, const float *corr, const candle_dtype T,
                                   const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo,
                                   bool rows) {
-    int64_t vb = rows && !candle_quant_stream_nta ? row_bytes(T, dv) : 0;
+    int64_t vb = rows && !candle_quant_stream_nta ? (int64_t)candle_dtype_row_size(T, dv) : 0;
     for (int64_t i = 0; i < r; i += 6) {
         for (int64_t n0 = 0; n0 < dv; n0 += 64) {
             int64_t pf = i == 0 && n0 == 0 ? vb : 0; /* bytes of a row to prefetch, 0: none */
@@ -230,10 +221,10 @@ static ALWAYS_INLINE void scores_rows4(const float *q, int64_t lda, const int R,
 
 static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
                                         const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
-    int64_t kb = candle_quant_stream_nta ? 0 : row_bytes(T, d); /* bytes of a row to prefetch */
+    int64_t kb = candle_quant_stream_nta ? 0 : (int64_t)candle_dtype_row_size(T, d); /* bytes to prefetch a row */
     for (int64_t j = 0; j < nk; j += 4) {
         int n = nk - j < 4 ? (int)(nk - j) : 4;
-        for (int64_t u = j + ATTN_PF_ROWS; kb && u < j + ATTN_PF_ROWS + 4 && u < nk; u++) prefetch_row(k + u * sk, kb);
+        for (int64_t u = j + ATTN_PF_ROWS; kb && u < j + ATTN_PF_ROWS + 4 && u < nk; u++) attn_prefetch_row(k + u * sk, kb);
         const char *kr[4];
         for (int u = 0; u < 4; u++) kr[u] = k + (j + (u < n ? u : n - 1)) * sk;
         for (int64_t i = 0; i < r; i += 4) {
