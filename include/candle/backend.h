@@ -41,7 +41,74 @@ struct candle_backend {
     void *impl;
 };
 
+/* Settings of a CPU backend. Every field's zero value (candle_cpu_default_params)
+ * is the automatic choice for this CPU; the others are for comparisons,
+ * debugging and tests. */
+typedef enum candle_cpu_isa {
+    CANDLE_CPU_ISA_AUTO,   /* the widest the CPU has */
+    CANDLE_CPU_ISA_SCALAR, /* portable C only */
+    CANDLE_CPU_ISA_AVX2,   /* x86-64: AVX2 + FMA + F16C (AVX-512 left unused) */
+    CANDLE_CPU_ISA_AVX512, /* x86-64: AVX-512 F/BW/VL */
+    CANDLE_CPU_ISA_NEON,   /* arm64 */
+    CANDLE_CPU_ISA_COUNT
+} candle_cpu_isa;
+
+/* The quantized dot products' kernels, capped. */
+typedef enum candle_cpu_quant {
+    CANDLE_CPU_QUANT_AUTO,    /* the best the CPU has (AVX-512 VNNI, AVX2, NEON dotprod, NEON) */
+    CANDLE_CPU_QUANT_SCALAR,  /* the reference kernels */
+    CANDLE_CPU_QUANT_AVX2,    /* x86-64: AVX2 even where AVX-512 VNNI is present */
+    CANDLE_CPU_QUANT_NEON,    /* arm64: plain NEON even where the dot-product instructions are */
+    CANDLE_CPU_QUANT_COUNT
+} candle_cpu_quant;
+
+/* The software prefetches of the decoding weight streams. */
+typedef enum candle_cpu_prefetch {
+    CANDLE_CPU_PREFETCH_AUTO, /* non-temporal on AMD (its L3 takes what L2 evicts), T0 elsewhere */
+    CANDLE_CPU_PREFETCH_NTA,
+    CANDLE_CPU_PREFETCH_T0,
+    CANDLE_CPU_PREFETCH_COUNT
+} candle_cpu_prefetch;
+
+typedef struct candle_cpu_params {
+    int n_threads;                /* 0: the physical cores this process may use */
+    candle_cpu_isa isa;           /* cap on the vector kernels */
+    candle_cpu_quant quant;       /* cap on the quantized dot products */
+    candle_cpu_prefetch prefetch; /* kind of the weight streams' prefetches (same bits) */
+    bool reference_only;          /* every op on the scalar reference kernels (the ground truth) */
+    bool bf16_exact; /* bf16 weights x f32 activations in f32 FMAs even where AVX512_BF16
+                      * would round prompt-sized activations to bf16 (nmse ~2e-6) */
+    int qmm_max_m; /* activation rows up to which quantized matmuls stay on the integer
+                    * kernels (more are dequantized into the f32 GEMM); -1: per type */
+    int qgemm_direct_max_m; /* AVX-512 VNNI: q4_0/q4_1/q8_0 products of up to this many
+                             * rows read the weight blocks in place (0..64); -1: 64 */
+} candle_cpu_params;
+
+candle_cpu_params candle_cpu_default_params(void);
+/* The settings of CPU backends made without explicit ones (by a context, a
+ * model or candle_backend_cpu_init); at first candle_cpu_default_params().
+ * Backends made before keep theirs. Invalid or unsupported settings (an ISA
+ * this CPU lacks) are refused and change nothing. */
+candle_status candle_cpu_set_defaults(const candle_cpu_params *p);
+candle_cpu_params candle_cpu_get_defaults(void);
+/* Names for the enums ("auto", "scalar", "avx2", "avx512", "neon"; "auto",
+ * "scalar", "avx2", "neon"; "auto", "nta", "t0"), and back (-1 if unknown). */
+const char *candle_cpu_isa_name(candle_cpu_isa isa);
+const char *candle_cpu_quant_name(candle_cpu_quant q);
+const char *candle_cpu_prefetch_name(candle_cpu_prefetch k);
+int candle_cpu_isa_from_name(const char *name);
+int candle_cpu_quant_from_name(const char *name);
+int candle_cpu_prefetch_from_name(const char *name);
+
+/* A CPU backend with its own thread pool. NULL params: the defaults above.
+ * Errors: CANDLE_ERR_UNSUPPORTED for an ISA this CPU lacks, invalid
+ * argument for out-of-range settings (the thread-local last error). */
+candle_status candle_backend_cpu_init_params(candle_backend **out, const candle_cpu_params *p);
+/* candle_backend_cpu_init_params with the defaults and n_threads (0: default). */
 candle_backend *candle_backend_cpu_init(int n_threads);
+/* The settings a CPU backend runs with (its ISA and quantized kernels as chosen,
+ * never AUTO); false for another kind of backend. */
+bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out);
 void candle_backend_free(candle_backend *be);
 const char *candle_backend_name(const candle_backend *be);
 /* CPU features found (cpuid) and the kernels chosen, one per line. */

@@ -26,9 +26,9 @@ candle_tensor *candle_graph_node(const candle_graph *g, int i);
  * candle_tensor_set_output, and views of them) keep their data; the other
  * nodes read as not computed again (a later graph that needs one computes it
  * anew). The buffer survives candle_ctx_reset and grows only when a plan
- * needs more, so repeated steps allocate nothing. Eager contexts, and every
- * context when the environment has CANDLE_NO_PLAN=1, give each node its own
- * storage instead and keep every node. */
+ * needs more, so repeated steps allocate nothing. Eager contexts, and
+ * contexts made with no_plan, give each node its own storage instead and
+ * keep every node. */
 candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g);
 /* Build and compute the graph of one tensor. */
 candle_status candle_compute(candle_ctx *ctx, candle_tensor *t);
@@ -37,6 +37,11 @@ candle_status candle_compute(candle_ctx *ctx, candle_tensor *t);
 void candle_tensor_set_output(candle_tensor *t);
 /* Bytes of the context's plan buffer (0 before the first planned run). */
 size_t candle_ctx_plan_bytes(const candle_ctx *ctx);
+/* The profiler, for the whole process (off by default: its clock reads cost
+ * ~50 ns a node): the wall time per op kind of every node the graphs run,
+ * and the matrix products by weight shape with their bytes and effective
+ * GB/s, reported when the process exits. */
+void candle_profile_enable(bool on);
 
 #ifdef __cplusplus
 }

@@ -102,6 +102,10 @@ typedef struct candle_ctx_params {
     bool eager;              /* compute each op as it is built */
     size_t mem_limit;        /* bytes of tensor storage allowed, 0 = none */
     int n_threads;           /* 0 = default */
+    /* For comparisons and tests (same results): every node its own storage
+     * instead of the memory plan; no elementwise fusion. */
+    bool no_plan;
+    bool no_fuse;
 } candle_ctx_params;
 
 candle_ctx_params candle_ctx_default_params(void);

@@ -46,6 +46,9 @@ int candle_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank);
 /* Graphs are freed with the context (or a reset past them); -1 on OOM. */
 int candle_ctx_track_graph(candle_ctx *ctx, void *g);
 void candle_graph_free_internal(void *g);
+/* Tests: candle_ctx_default_params' no_plan from now on (the contexts that
+ * sessions and batches make: the planner's results against none). */
+void candle_ctx_set_default_no_plan(bool on);
 /* Ctx stats hook for storage released through a context. */
 void candle_ctx_note_free(candle_ctx *ctx, size_t bytes);
 

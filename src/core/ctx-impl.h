@@ -55,9 +55,9 @@ struct candle_ctx {
     struct candle_graph_slot *graphs;
     size_t n_graphs, cap_graphs;
     /* Memory plan: one backend buffer reused across steps (NULL until the
-     * first plan); no_plan (CANDLE_NO_PLAN=1) gives every node its own. */
+     * first plan); no_plan gives every node its own. */
     struct plan_buf *plan_buf;
-    bool no_plan;
+    bool no_plan, no_fuse;
     candle_plan_scratch plan;
     candle_graph_scratch gscratch;
 };

@@ -69,8 +69,13 @@ static void acct_close(struct candle_ctx_acct *a) {
     acct_unlock(a);
 }
 
+static _Atomic bool g_default_no_plan;
+
+void candle_ctx_set_default_no_plan(bool on) { g_default_no_plan = on; }
+
 candle_ctx_params candle_ctx_default_params(void) {
-    return (candle_ctx_params){.backend = NULL, .eager = false, .mem_limit = 0, .n_threads = 0};
+    return (candle_ctx_params){.backend = NULL, .eager = false, .mem_limit = 0, .n_threads = 0,
+                               .no_plan = g_default_no_plan};
 }
 
 candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
@@ -90,8 +95,8 @@ candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
     ctx->eager = p->eager;
     ctx->mem_limit = p->mem_limit;
     ctx->backend = p->backend;
-    const char *np = getenv("CANDLE_NO_PLAN");
-    ctx->no_plan = np && *np && strcmp(np, "0") != 0;
+    ctx->no_plan = p->no_plan;
+    ctx->no_fuse = p->no_fuse;
     if (!ctx->backend) {
         ctx->backend = candle_backend_cpu_init(p->n_threads);
         if (!ctx->backend) {

@@ -21,7 +21,7 @@ void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
 /* Whether node i of g is a unary that runs fused into node i + 1 (tests). */
 bool candle_graph_fused(const candle_graph *g, int i);
 
-/* CANDLE_PROFILE=1 (profile.c): per-op wall time, printed at exit. */
+/* candle_profile_enable (profile.c): per-op wall time, reported at exit. */
 bool candle_profile_on(void);
 int64_t candle_profile_now(void);
 /* nodes[0..n) run as one step (a group of products when n > 1) took ns. */

@@ -159,18 +159,7 @@ static void group_products(candle_graph *g) {
  * and read back, and the memory plan gives it no storage. The unary moves
  * down to just before its reader (nothing between reads it), where
  * fused[] marks it. Only for one-off computes (plans), like group_products;
- * CANDLE_GRAPH_FUSE=0 turns it off (comparisons). */
-static bool fuse_enabled(void) {
-    static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CANDLE_GRAPH_FUSE");
-        v = !(e && !strcmp(e, "0"));
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
+ * the context's no_fuse turns it off (comparisons). */
 static bool fuse_unary(const candle_tensor *t) {
     return t->op >= CANDLE_OP_NEG && t->op <= CANDLE_OP_CLAMP && !t->computed && !t->storage &&
            !t->view_src && !t->output && t->dtype == CANDLE_DTYPE_F32 && t->n_src == 1 && t->src[0];
@@ -204,7 +193,7 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
     candle_backend *be = ctx->backend;
     candle_tensor **v = g->nodes;
     g->any_fused = false;
-    if (!be->iface->fusable || !be->iface->compute_fused || !fuse_enabled()) return;
+    if (!be->iface->fusable || !be->iface->compute_fused || ctx->no_fuse) return;
     /* candidates by index: a small open-addressing map (pointer -> index)
      * over the unary nodes only, so counting readers costs a cheap op test
      * per edge and a lookup only for edges from a unary node */

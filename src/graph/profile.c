@@ -1,5 +1,5 @@
-/* CANDLE_PROFILE=1: wall time per op kind of every graph node run by
- * candle_graph_compute, printed to stderr at exit. A diagnostic for finding
+/* candle_profile_enable: wall time per op kind of every graph node run by
+ * candle_graph_compute, reported at exit. A diagnostic for finding
  * where a decode step goes (per-op overheads versus the large products);
  * the clock reads cost ~50 ns a node, so it stays off by default. */
 #include <stdatomic.h>
@@ -18,7 +18,7 @@ static struct {
     atomic_llong ns, n;
 } g_prof[PROF_SLOTS];
 static atomic_llong g_graphs;
-static atomic_int g_enabled = -1;
+static atomic_int g_enabled;
 
 /* Matmul steps (a group as one) by shape: weight dtype, the rows of all its
  * weights, K and the number of products, with the weight bytes read, so the
@@ -71,16 +71,13 @@ static void report(void) {
     report_shapes();
 }
 
-bool candle_profile_on(void) {
-    int v = atomic_load_explicit(&g_enabled, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("CANDLE_PROFILE");
-        v = e && *e && strcmp(e, "0") != 0;
-        int expect = -1;
-        if (atomic_compare_exchange_strong(&g_enabled, &expect, v) && v) atexit(report);
-    }
-    return v;
+void candle_profile_enable(bool on) {
+    static atomic_flag reporting = ATOMIC_FLAG_INIT;
+    if (on && !atomic_flag_test_and_set(&reporting)) atexit(report);
+    atomic_store(&g_enabled, on);
 }
+
+bool candle_profile_on(void) { return atomic_load_explicit(&g_enabled, memory_order_relaxed); }
 
 int64_t candle_profile_now(void) {
     struct timespec ts;

@@ -227,16 +227,15 @@ static candle_status check(candle_batch *b, const candle_batch_seq *seqs, int n_
     return CANDLE_OK;
 }
 
+static _Atomic bool g_gather;
+
+void candle_batch_set_gather(bool on) { g_gather = on; }
+
 /* The one-node path needs every sequence paged in one pool, and attention
  * without soft-capped scores (those take the explicit chain per sequence).
- * CANDLE_BATCH_GATHER=1 keeps the per-sequence gather (for comparisons). */
+ * candle_batch_set_gather keeps the per-sequence gather (comparisons). */
 static bool use_paged_op(const candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
-    static int gather = -1;
-    if (gather < 0) {
-        const char *e = getenv("CANDLE_BATCH_GATHER");
-        gather = e && *e && strcmp(e, "0") != 0;
-    }
-    if (gather || b->model->cfg.attn_softcap > 0) return false;
+    if (g_gather || b->model->cfg.attn_softcap > 0) return false;
     for (int i = 0; i < n_seqs; i++)
         if (!seqs[i].paged || seqs[i].pool != seqs[0].pool) return false;
     return true;

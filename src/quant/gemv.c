@@ -11,9 +11,9 @@
 
 #ifndef CANDLE_QUANT_HAVE_X86
 static size_t portable_x_bytes(candle_dtype t, int64_t K) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     if (!wt || !wt->is_quantized || !wt->vec_dot || K <= 0) return 0;
-    const candle_dtype_traits *vt = candle_dtype_info(wt->vec_dot_type);
+    const candle_dtype_traits *vt = cpu_dtype(wt->vec_dot_type);
     if (!vt->from_f32 || K % wt->block_size || K % vt->block_size) return 0;
     return (candle_dtype_row_size(wt->vec_dot_type, K) + 63) & ~(size_t)63;
 }
@@ -34,7 +34,7 @@ void candle_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv) {
 #ifdef CANDLE_QUANT_HAVE_X86
     candle_gemv_prep_avx2(t, K, x, xv);
 #else
-    candle_dtype_info(candle_dtype_info(t)->vec_dot_type)->from_f32(x, xv, K);
+    cpu_dtype(cpu_dtype(t)->vec_dot_type)->from_f32(x, xv, K);
 #endif
 }
 
@@ -44,7 +44,7 @@ void candle_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_
     if (candle_quant_uses_vnni()) candle_gemv_rows_vnni(t, K, n, w, ws, xv, out);
     else candle_gemv_rows_avx2(t, K, n, w, ws, xv, out);
 #else
-    candle_vec_dot_fn dot = candle_dtype_info(t)->vec_dot;
+    candle_vec_dot_fn dot = cpu_dtype(t)->vec_dot;
     for (int64_t r = 0; r < n; r++) dot(K, out + r, (const char *)w + (size_t)r * ws, xv);
 #endif
 }

@@ -3,7 +3,6 @@
  * single-row path; without AVX2 for every type, up to the tile's M). */
 #include "qgemm-impl.h"
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -15,31 +14,16 @@
  * in turns, packing again. */
 #define AUX_ROWS 256
 /* The VNNI types with a direct kernel (qgemm_direct_avx512.c) skip the
- * panels up to DIRECT_MAX_M activation rows (CANDLE_QGEMM_DIRECT_MAX_M
- * lowers it; 0 keeps the panels) where the 16-row tiles are full enough:
+ * panels up to the config's qgemm_direct_max_m activation rows (64 unless
+ * lowered; 0 keeps the panels) where the 16-row tiles are full enough:
  * a tile costs the same for 1 row as for 16, and the panels' packing is
  * amortized over all M rows. Measured one thread, SmolLM2-135M shapes
  * (1536x576, 576x1536 q4_1; 8192x576 q8_0): the direct kernel wins from
  * 13 rows of a tile (q8_0 11), ties or loses at 9-12 (q8_0 9) and at 24,
  * wins at 32 and 48. */
-#define DIRECT_MAX_M 64
-
 #ifdef CANDLE_QUANT_HAVE_X86
-/* read once; the matmul's worker threads ask concurrently */
-static int64_t direct_max_m(void) {
-    static _Atomic int64_t v = -1;
-    int64_t r = atomic_load_explicit(&v, memory_order_relaxed);
-    if (r < 0) {
-        const char *e = getenv("CANDLE_QGEMM_DIRECT_MAX_M");
-        int64_t x = e && *e ? atoll(e) : DIRECT_MAX_M;
-        r = x < 0 ? 0 : x > DIRECT_MAX_M ? DIRECT_MAX_M : x;
-        atomic_store_explicit(&v, r, memory_order_relaxed);
-    }
-    return r;
-}
-
 static bool use_direct(candle_dtype t, int64_t M) {
-    if (M > direct_max_m() || !candle_quant_uses_vnni() || !candle_qgemm_has_direct_vnni(t)) return false;
+    if (M > cpu_config_get()->qgemm_direct_max_m || !candle_quant_uses_vnni() || !candle_qgemm_has_direct_vnni(t)) return false;
     int64_t tiles = (M + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 ? 11 : 13; /* rows per tile */
     return M >= fill * tiles;
 }
@@ -52,7 +36,7 @@ static bool use_direct(candle_dtype t, int64_t M) {
  * many activation rows are batched (concurrent decode streams give the
  * sequential ones' tokens). */
 static int portable_rows(candle_dtype t) {
-    const candle_dtype_traits *tt = candle_dtype_info(t);
+    const candle_dtype_traits *tt = cpu_dtype(t);
     return tt && tt->is_quantized && tt->vec_dot != NULL;
 }
 
@@ -85,7 +69,7 @@ size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
     if (candle_quant_uses_avx2() && candle_qgemm_has_fast(t)) {
         size_t b = 2 * candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
         if (candle_quant_uses_vnni() && candle_qgemm_has_direct_vnni(t)) {
-            size_t d = candle_qgemm_direct_bytes_vnni(t, K, DIRECT_MAX_M);
+            size_t d = candle_qgemm_direct_bytes_vnni(t, K, CPU_QGEMM_DIRECT_MAX_M);
             if (d > b) b = d;
         }
         return b;
@@ -113,7 +97,7 @@ static int64_t min_rows(candle_dtype t) {
 #define NESTED_ROWS 16
 static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const char *w, size_t ws,
                        const char *x, size_t xs, float *c, int64_t ldc) {
-    candle_vec_dot_fn dot = candle_dtype_info(t)->vec_dot;
+    candle_vec_dot_fn dot = cpu_dtype(t)->vec_dot;
     for (int64_t n0 = 0; n0 < N; n0 += NESTED_ROWS) {
         int64_t n1 = N - n0 < NESTED_ROWS ? N : n0 + NESTED_ROWS;
         for (int64_t m = 0; m < M; m++)

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "candle/dtype.h"
+/* The quantized kernels are CPU kernels chosen by the backend's settings. */
+#include "../backend/cpu/cpu-config.h"
 
 #define QK4_0 32
 #define QK4_1 32
@@ -297,33 +299,29 @@ int candle_qgemm_rows_k_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, co
 int candle_qgemm_rows_k_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                                 const void *x, size_t xs, float *c, int64_t ldc);
 #endif
-/* True when the NEON dots were registered (aarch64, CANDLE_QUANT_SCALAR
- * unset); candle_quant_uses_dotprod: their dotprod versions (the CPU has it
- * and CANDLE_QUANT_NO_DOTPROD is unset). Both 0 elsewhere. */
-int candle_quant_uses_neon(void);
-int candle_quant_uses_dotprod(void);
+/* The running CPU config's quantized kernels (cpu-config.h): the NEON dots,
+ * and their dotprod versions (0 elsewhere); the AVX2 kernels, and the
+ * AVX-512 VNNI dots where they exist (0 elsewhere). */
+static inline int candle_quant_uses_neon(void) { return cpu_config_get()->quant >= CPU_QUANT_NEON; }
+static inline int candle_quant_uses_dotprod(void) { return cpu_config_get()->quant == CPU_QUANT_DOTPROD; }
+static inline int candle_quant_uses_avx2(void) {
+    cpu_quant_level q = cpu_config_get()->quant;
+    return q == CPU_QUANT_AVX2 || q == CPU_QUANT_VNNI;
+}
+static inline int candle_quant_uses_vnni(void) { return cpu_config_get()->quant == CPU_QUANT_VNNI; }
 
-/* True when the AVX2 kernels were registered (cpu has avx2, fma, f16c and the
- * CANDLE_QUANT_SCALAR environment variable is unset). */
-int candle_quant_uses_avx2(void);
-/* True when the AVX-512 VNNI dots replaced the AVX2 ones where they exist. */
-int candle_quant_uses_vnni(void);
+/* A config's dtype table: the public one's entries with the kernels of its
+ * level (traits.c). */
+void candle_quant_register_kernels(candle_dtype_traits *t, cpu_quant_level level);
 
 /* Prefetches of the decoding weight streams, which are read once per token
  * (the q4/q5/q8_0 and K-type matrix-vector rows, the f16/bf16 rows): non-
- * temporal on AMD, into L1 elsewhere. On Zen 5 the L3 is a victim cache of
- * L2, so every prefetched line a T0 prefetch brought in later went into it
- * over the KV cache, activations and code (prefetchnta: SmolLM2-135M Q4_0
- * decoding 427-436 -> 455-464 t/s, Q8_0 293-330 -> 338-354). On an Ice Lake
- * Xeon prefetchnta fills L1 alone, past the L2 streamer, and halves the
- * stream (tinyllama-shape decoding, candle bench -p 0 -t 2, alternating:
- * F16 3.7 -> 7.9 t/s with T0, Q8_0 8.5-9.3 -> 12.3-15.4, Q4_0 14.8-19.0 ->
- * 23.8-26.9). Chosen with the dtype table (candle_quant_register_traits:
- * the cpuid vendor; CANDLE_PREFETCH=nta or t0 overrides). */
-extern bool candle_quant_stream_nta;
-
+ * temporal where the config says (by default on AMD, whose L3 is a victim
+ * cache of L2: T0 lines there went into it over the KV cache, activations
+ * and code), T0 elsewhere (an Ice Lake Xeon's prefetchnta fills L1 alone,
+ * past the L2 streamer, and halves the stream). Figures in bench/RESULTS.md. */
 static inline __attribute__((always_inline)) void candle_stream_prefetch(const void *p) {
-    if (candle_quant_stream_nta) __builtin_prefetch(p, 0, 0);
+    if (cpu_config_get()->stream_nta) __builtin_prefetch(p, 0, 0);
     else __builtin_prefetch(p, 0, 3);
 }
 

@@ -1,15 +1,6 @@
-/* Registers the row kernels of the float and block types in the dtype traits
- * table, picking the AVX2 kernels when the CPU has them (NEON on aarch64). */
-#include <stdlib.h>
-#if defined(__x86_64__) || defined(_M_X64)
-#include <cpuid.h>
-#endif
-#if defined(__aarch64__) && defined(__linux__)
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
-#endif
+/* The row kernels of the float and block types: the scalar reference ones in
+ * the public dtype table, and a CPU config's choice (AVX2, AVX-512 VNNI,
+ * NEON, NEON dotprod) in its own copy of the table. */
 
 #include "../core/dtype-impl.h"
 #include "quant-impl.h"
@@ -50,35 +41,6 @@ static void set(candle_dtype_traits *t, candle_dtype type, candle_to_f32_fn to, 
     t[type].vec_dot_type = dot_type;
 }
 
-static int use_avx2, use_vnni, use_neon, use_dotprod;
-bool candle_quant_stream_nta;
-
-/* A switch set in the environment (set, not empty, not "0"). */
-static int env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && *e != '0';
-}
-
-int candle_quant_uses_neon(void) {
-    candle_dtype_info(CANDLE_DTYPE_F32);
-    return use_neon;
-}
-
-int candle_quant_uses_dotprod(void) {
-    candle_dtype_info(CANDLE_DTYPE_F32);
-    return use_dotprod;
-}
-
-int candle_quant_uses_avx2(void) {
-    candle_dtype_info(CANDLE_DTYPE_F32); /* registration decides */
-    return use_avx2;
-}
-
-int candle_quant_uses_vnni(void) {
-    candle_dtype_info(CANDLE_DTYPE_F32);
-    return use_vnni;
-}
-
 static void register_scalar(candle_dtype_traits *t) {
     set(t, CANDLE_DTYPE_F32, f32_copy_row, f32_store_row, NULL, CANDLE_DTYPE_F32);
     set(t, CANDLE_DTYPE_F16, f16_to_f32_row, f32_to_f16_row, NULL, CANDLE_DTYPE_F16);
@@ -103,12 +65,6 @@ static void register_scalar(candle_dtype_traits *t) {
 }
 
 #ifdef CANDLE_QUANT_HAVE_X86
-/* F16C through cpuid: clang's __builtin_cpu_supports does not know "f16c". */
-static int cpu_has_f16c(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-
 static void register_avx2(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_F16].to_f32 = candle_f16_to_f32_row_avx2;
     t[CANDLE_DTYPE_F16].from_f32 = candle_f32_to_f16_row_avx2;
@@ -155,14 +111,9 @@ static void register_vnni(candle_dtype_traits *t) {
 #endif
 
 #ifdef CANDLE_QUANT_HAVE_NEON
-/* NEON is baseline on aarch64; the dot product (SDOT) where AT_HWCAP says
- * so, unless CANDLE_QUANT_NO_DOTPROD (comparison, tests). */
-static void register_neon(candle_dtype_traits *t) {
-    int dp = 0;
-#ifdef __linux__
-    dp = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-#endif
-    if (env_on("CANDLE_QUANT_NO_DOTPROD")) dp = 0;
+/* NEON is baseline on aarch64; the dot product (SDOT) where the config
+ * chose it. */
+static void register_neon(candle_dtype_traits *t, bool dp) {
     t[CANDLE_DTYPE_Q4_0].vec_dot = dp ? candle_vec_dot_q4_0_q8_0_dotprod : candle_vec_dot_q4_0_q8_0_neon;
     t[CANDLE_DTYPE_Q4_1].vec_dot = dp ? candle_vec_dot_q4_1_q8_1_dotprod : candle_vec_dot_q4_1_q8_1_neon;
     t[CANDLE_DTYPE_Q8_0].vec_dot = dp ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon;
@@ -175,48 +126,19 @@ static void register_neon(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q8_0].from_f32 = candle_q8_0_from_f32_neon;
     t[CANDLE_DTYPE_Q8_1].from_f32 = candle_q8_1_from_f32_neon;
     t[CANDLE_DTYPE_Q8_K].from_f32 = candle_q8_k_from_f32_neon;
-    use_neon = 1;
-    use_dotprod = dp;
 }
 #endif
 
-/* candle_quant_stream_nta: CANDLE_PREFETCH=nta or t0, else AMD's CPUs. */
-static bool stream_nta(void) {
-    const char *e = getenv("CANDLE_PREFETCH");
-    if (e && !strcmp(e, "nta")) return true;
-    if (e && !strcmp(e, "t0")) return false;
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-    char vendor[13];
-    memcpy(vendor, &b, 4);
-    memcpy(vendor + 4, &d, 4);
-    memcpy(vendor + 8, &c, 4);
-    vendor[12] = 0;
-    return !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
-#else
-    return false;
-#endif
-}
+void candle_quant_register_traits(candle_dtype_traits *t) { register_scalar(t); }
 
-void candle_quant_register_traits(candle_dtype_traits *t) {
-    candle_quant_stream_nta = stream_nta();
+void candle_quant_register_kernels(candle_dtype_traits *t, cpu_quant_level level) {
     register_scalar(t);
 #ifdef CANDLE_QUANT_HAVE_NEON
-    if (!env_on("CANDLE_QUANT_SCALAR")) register_neon(t);
+    if (level == CPU_QUANT_NEON || level == CPU_QUANT_DOTPROD) register_neon(t, level == CPU_QUANT_DOTPROD);
 #endif
 #ifdef CANDLE_QUANT_HAVE_X86
-    /* CANDLE_QUANT_SCALAR forces the reference kernels (debugging, tests) */
-    if (!env_on("CANDLE_QUANT_SCALAR") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        cpu_has_f16c()) {
-        register_avx2(t);
-        use_avx2 = 1;
-        /* CANDLE_QUANT_NO_VNNI keeps the AVX2 dots (comparison, debugging) */
-        if (!env_on("CANDLE_QUANT_NO_VNNI") && __builtin_cpu_supports("avx512vnni") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
-            register_vnni(t);
-            use_vnni = 1;
-        }
-    }
+    if (level == CPU_QUANT_AVX2 || level == CPU_QUANT_VNNI) register_avx2(t);
+    if (level == CPU_QUANT_VNNI) register_vnni(t);
 #endif
+    (void)level;
 }

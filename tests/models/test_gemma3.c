@@ -9,7 +9,9 @@
 #include "pkg_model.h"
 
 int main(void) {
-    setenv("CANDLE_CPU_REF", "1", 1); /* read once, before any context */
+    candle_cpu_params cpu = candle_cpu_get_defaults();
+    cpu.reference_only = true; /* the backends of the contexts made from now on */
+    CHECK(candle_cpu_set_defaults(&cpu) == CANDLE_OK);
     candle_model *m = pkg_model_load("test_gemma3", "gemma3", "gemma-3-270m-q4_k_m.gguf");
     if (!m) return test_done("test_gemma3");
     const candle_model_config *c = candle_model_get_config(m);

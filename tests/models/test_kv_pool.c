@@ -126,6 +126,12 @@ done:
     candle_session_free(re);
 }
 
+/* CTest runs this file twice: CANDLE_BATCH_GATHER=1 is the gather path's pass. */
+static bool gather_pass(void) {
+    const char *gather = getenv("CANDLE_BATCH_GATHER");
+    return gather && *gather && strcmp(gather, "0");
+}
+
 static void test_block_pools(void) {
     candle_model *m = pkg_model_load("test_kv_pool", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!m) return;
@@ -145,14 +151,14 @@ static void test_block_pools(void) {
      * row of each run unconverted gave 0.18), q4_0 by up to 0.22 (a flipped
      * 4-bit rounding moves a key by 1/16 of its block's range; bound 1, the
      * exact checks are layer 0's bytes here and test_paged_attention). */
-    const char *gather = getenv("CANDLE_BATCH_GATHER");
-    bool gathered = gather && *gather && strcmp(gather, "0");
+    bool gathered = gather_pass();
     check_block_pool(m, CANDLE_DTYPE_Q8_0, gathered ? 1e-12 : 1e-2);
     check_block_pool(m, CANDLE_DTYPE_Q4_0, gathered ? 1e-12 : 1.0);
     candle_model_free(m);
 }
 
 int main(void) {
+    candle_batch_set_gather(gather_pass());
     char path[4096];
     test_path("../shared/data/models/stories260K.gguf", path, sizeof path);
     candle_model *m = NULL;
@@ -264,6 +270,5 @@ int main(void) {
     candle_session_free(rb);
     candle_model_free(m);
     test_block_pools();
-    const char *gather = getenv("CANDLE_BATCH_GATHER");
-    return test_done(gather && *gather && strcmp(gather, "0") ? "test_kv_pool (gather path)" : "test_kv_pool");
+    return test_done(gather_pass() ? "test_kv_pool (gather path)" : "test_kv_pool");
 }

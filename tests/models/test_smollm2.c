@@ -16,8 +16,10 @@ static void check_config(const candle_model *m) {
 }
 
 int main(void) {
-    /* Read once per process by the CPU backend, before any context exists. */
-    setenv("CANDLE_CPU_REF", "1", 1);
+    /* the reference kernels in the backends of the contexts made from now on */
+    candle_cpu_params cpu = candle_cpu_get_defaults();
+    cpu.reference_only = true;
+    CHECK(candle_cpu_set_defaults(&cpu) == CANDLE_OK);
     candle_model *m = pkg_model_load("test_smollm2", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!m) return test_done("test_smollm2");
     check_config(m);

@@ -23,7 +23,7 @@ typedef struct gemm_case {
 
 /* b's logical [K, N] values: a block weight is read back by whole rows. */
 static double *gemm_b_values(const candle_tensor *w, const candle_tensor *b, const gemm_case *c) {
-    const candle_dtype_traits *wt = candle_dtype_info(w->dtype);
+    const candle_dtype_traits *wt = cpu_dtype(w->dtype);
     if (!wt->is_quantized) return mt_values(b);
     double *v = malloc(sizeof(double) * (size_t)(c->K * c->N));
     float *row = malloc(sizeof(float) * (size_t)c->K);

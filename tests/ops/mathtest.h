@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu-config.h" /* cpu_dtype: the kernels the tests check */
 #include "exec-self.h"
 #include "test.h"
 
@@ -64,7 +65,7 @@ static inline candle_tensor *mt_input(candle_ctx *ctx, candle_dtype dt, int rank
     }
     int64_t n = mt_numel(rank, bs);
     float *data = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    bool ints = candle_dtype_info(dt)->is_int;
+    bool ints = cpu_dtype(dt)->is_int;
     for (int64_t i = 0; i < n; i++) {
         double v = mt_uniform(&seed, lo, hi);
         data[i] = (float)(ints ? floor(v) : v);
@@ -133,7 +134,7 @@ static inline double mt_bound(candle_dtype dt) {
 static inline char *mt_quantize_rows(candle_dtype t, const float *v, int64_t n, int64_t k, size_t *row) {
     *row = candle_dtype_row_size(t, k);
     char *q = malloc(*row * (size_t)(n > 0 ? n : 1));
-    for (int64_t r = 0; q && r < n; r++) candle_dtype_info(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
+    for (int64_t r = 0; q && r < n; r++) cpu_dtype(t)->from_f32(v + r * k, q + (size_t)r * *row, k);
     return q;
 }
 
@@ -169,12 +170,10 @@ static inline candle_ctx *mt_ctx_threads(bool eager, int n_threads) {
 
 static inline candle_ctx *mt_ctx(bool eager) { return mt_ctx_threads(eager, 0); }
 
-/* The CPU backend runs reference kernels only when CANDLE_CPU_REF is set
- * (not "0"); otherwise fast kernels take the nodes they match. */
-static inline bool mt_ref_mode(void) {
-    const char *e = getenv("CANDLE_CPU_REF");
-    return e && *e && strcmp(e, "0") != 0;
-}
+/* The CPU backends run reference kernels only where their settings say
+ * (CANDLE_CPU_REF=1 in a test's environment sets the defaults:
+ * tests/env_init.c); otherwise fast kernels take the nodes they match. */
+static inline bool mt_ref_mode(void) { return candle_cpu_get_defaults().reference_only; }
 
 /* The reference kernels are the ground truth the fast ones are tested
  * against, so a pass that ran the fast kernels runs the whole test again in a

@@ -257,7 +257,7 @@ static void test_primitives_once(candle_dtype kt, int64_t r, int64_t d, int64_t 
     float *s3 = calloc((size_t)(r * lds), sizeof(float));
     fill(kf, nk * sk, seed);
     fill(q, r * d, seed + 1);
-    candle_dtype_info(kt)->from_f32(kf, k, nk * sk);
+    cpu_dtype(kt)->from_f32(kf, k, nk * sk);
     x->pack_kt(kt, k, sk * (int64_t)esz, nk, d, kt1);
     ref->pack_kt(kt, k, sk * (int64_t)esz, nk, d, kt2);
     CHECK_MSG(memcmp(kt1, kt2, sizeof(float) * (size_t)(nkp * d)) == 0, "pack_kt %s nk %lld d %lld",
@@ -471,15 +471,15 @@ static void test_avx512_prims_once(int64_t r, int64_t d, int64_t nk, int64_t dv,
  *   both on q8_0 rows (test_avx512_q8_0_once). */
 static void test_avx512_rows_once(candle_dtype t, int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
     const cpu_attn_ops *x = &cpu_attn_avx512, *ref = &cpu_attn_avx2;
-    size_t esz = candle_dtype_info(t)->type_size;
+    size_t esz = cpu_dtype(t)->type_size;
     int64_t sk = d + 5, sv = dv + 7, lds = nk + 3, ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR + 1;
     float *q = malloc(sizeof(float) * (size_t)(r * d + 1)), *f = malloc(sizeof(float) * (size_t)(nk * (sk + sv)));
     char *k = malloc(esz * (size_t)(nk * sk + 1)), *v = malloc(esz * (size_t)(nk * sv + 1));
     float *s1 = calloc((size_t)(r * lds), sizeof(float)), *s2 = calloc((size_t)(r * lds), sizeof(float));
     fill(q, r * d + 1, seed);
     fill(f, nk * (sk + sv), seed + 1);
-    candle_dtype_info(t)->from_f32(f, k + esz, nk * sk);
-    candle_dtype_info(t)->from_f32(f + nk * sk, v + esz, nk * sv);
+    cpu_dtype(t)->from_f32(f, k + esz, nk * sk);
+    cpu_dtype(t)->from_f32(f + nk * sk, v + esz, nk * sv);
     x->scores_rows(q + 1, d, r, d, t, k + esz, sk * (int64_t)esz, nk, s1, lds);
     ref->scores_rows(q + 1, d, r, d, t, k + esz, sk * (int64_t)esz, nk, s2, lds);
     for (int64_t i = 0; i < r; i++)
@@ -491,7 +491,7 @@ static void test_avx512_rows_once(candle_dtype t, int64_t r, int64_t d, int64_t 
     fill(corr, r, seed + 2);
     fill(o1, r * ldo, seed + 3);
     memcpy(o2, o1, sizeof(float) * (size_t)(r * ldo));
-    for (int64_t j = 0; j < nk; j++) candle_dtype_info(t)->to_f32(v + esz + (size_t)(j * sv) * esz, vf + j * dv, dv);
+    for (int64_t j = 0; j < nk; j++) cpu_dtype(t)->to_f32(v + esz + (size_t)(j * sv) * esz, vf + j * dv, dv);
     x->accum_rows(s1, lds, r, corr, t, v + esz, sv * (int64_t)esz, nk, dv, o1, ldo);
     ref->accum(s1, lds, r, corr, vf, dv, nk, dv, o2, ldo);
     for (int64_t i = 0; i < r; i++)
@@ -507,7 +507,7 @@ static void test_avx512_rows_once(candle_dtype t, int64_t r, int64_t d, int64_t 
  * than their length. */
 static void test_avx512_q8_0_once(int64_t r, int64_t d, int64_t nk, int64_t dv, uint64_t seed) {
     const cpu_attn_ops *x = &cpu_attn_avx512, *ref = &cpu_attn_avx2;
-    const candle_dtype_traits *tr = candle_dtype_info(CANDLE_DTYPE_Q8_0);
+    const candle_dtype_traits *tr = cpu_dtype(CANDLE_DTYPE_Q8_0);
     int64_t sk = (int64_t)candle_dtype_row_size(CANDLE_DTYPE_Q8_0, d + 32);
     int64_t sv = (int64_t)candle_dtype_row_size(CANDLE_DTYPE_Q8_0, dv + 32);
     int64_t lds = nk + 3, ldo = (dv + ATTN_NR - 1) / ATTN_NR * ATTN_NR + 1;

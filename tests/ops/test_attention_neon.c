@@ -48,7 +48,7 @@ static void test_products_once(candle_dtype kt, int64_t r, int64_t d, int64_t nk
     float *q = qb + 1;
     fill(kf, nk * sk, seed);
     fill(qb, r * d + 1, seed + 1);
-    candle_dtype_info(kt)->from_f32(kf, k, nk * sk);
+    cpu_dtype(kt)->from_f32(kf, k, nk * sk);
     x->pack_kt(kt, k, sk * (int64_t)esz, nk, d, kt1 + 1);
     ref->pack_kt(kt, k, sk * (int64_t)esz, nk, d, kt2);
     CHECK_MSG(memcmp(kt1 + 1, kt2, sizeof(float) * (size_t)(nkp * d)) == 0, "pack_kt %s nk %lld d %lld",

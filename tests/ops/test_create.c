@@ -28,7 +28,7 @@ static void test_arange(bool eager) {
     for (size_t di = 0; di < sizeof kAll / sizeof kAll[0]; di++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             candle_dtype dt = kAll[di];
-            const candle_dtype_traits *tr = candle_dtype_info(dt);
+            const candle_dtype_traits *tr = cpu_dtype(dt);
             if (tr->is_int && !cases[c].int_ok) continue;
             if (tr->type_size == 1 && cases[c].n > 100) continue; /* saturates */
             if (dt == CANDLE_DTYPE_U8 && cases[c].start < 0) continue;

@@ -109,7 +109,7 @@ static void store_elem(candle_dtype t, char *p, float v) {
  * os floats apart; the gaps and one slot past the end keep a guard value. */
 static void check_dot_rows(const char *isa, candle_dtype t, int64_t k, int64_t n, int64_t pad, int64_t os,
                            uint64_t *rng) {
-    size_t esz = candle_dtype_info(t)->type_size, ws = (size_t)(k + pad) * esz;
+    size_t esz = cpu_dtype(t)->type_size, ws = (size_t)(k + pad) * esz;
     char *w = malloc(ws * (size_t)n + 1);
     float *x = malloc(sizeof(float) * (size_t)(k ? k : 1));
     int64_t n_out = (n - 1) * os + 2;
@@ -244,7 +244,9 @@ static void check_bf16_dot(candle_ctx *ctx, int64_t M, int64_t K, int64_t N, int
 
 int main(void) {
     /* every quantized product goes to the dequantizing GEMM */
-    setenv("CANDLE_QMM_MAX_M", "0", 1);
+    candle_cpu_params cpu = candle_cpu_get_defaults();
+    cpu.qmm_max_m = 0;
+    CHECK(candle_cpu_set_defaults(&cpu) == CANDLE_OK);
     cpu_set_always_parallel(true);
     static const char *const isas[] = {"scalar", "avx2", "avx512"};
     const char *best = cpu_simd_get()->name;

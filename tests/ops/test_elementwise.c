@@ -6,6 +6,7 @@
  * copy_into a strided view. */
 #include <stdint.h>
 
+#include "backend/cpu/cpu-config.h" /* cpu_dtype: the kernels the tests check */
 #include "test.h"
 
 enum { R = 3, C = 5 };
@@ -93,7 +94,7 @@ static void compare_ex(candle_tensor *out, const double *ref, candle_dtype dt, b
     if (!out) return;
     CHECK_MSG(out->rank == 2 && out->shape[0] == R && out->shape[1] == C, "%s: shape", what);
     CHECK_OK(out->ctx, candle_tensor_to_f32(out, got));
-    if (!exact && candle_dtype_info(dt)->is_float) {
+    if (!exact && cpu_dtype(dt)->is_float) {
         double e = test_nmse(got, ref, R * C);
         CHECK_MSG(e <= nmse_bound(dt), "%s: nmse %g > %g", what, e, nmse_bound(dt));
     } else {
@@ -104,7 +105,7 @@ static void compare_ex(candle_tensor *out, const double *ref, candle_dtype dt, b
 }
 
 static void compare(candle_tensor *out, const double *ref, candle_dtype dt, const char *what) {
-    compare_ex(out, ref, dt, !candle_dtype_info(dt)->is_float, what);
+    compare_ex(out, ref, dt, !cpu_dtype(dt)->is_float, what);
 }
 
 /* ---- unary ---- */
@@ -169,7 +170,7 @@ static candle_tensor *call_unary(candle_ctx *ctx, const unary_case *uc, candle_t
 }
 
 static void run_unary(candle_ctx *ctx, const unary_case *uc, candle_dtype dt, layout lay) {
-    bool is_int = candle_dtype_info(dt)->is_int;
+    bool is_int = cpu_dtype(dt)->is_int;
     input x = make_input(ctx, dt, lay, R, C, is_int ? g_int : uc->gen);
     candle_tensor *y = call_unary(ctx, uc, x.t);
     double ref[R * C];
@@ -270,7 +271,7 @@ static bool is_compare(candle_op op) { return op >= CANDLE_OP_EQ && op <= CANDLE
 /* shapes: 0 = both [R, C]; 1 = [R, 1] x [1, C]; 2 = [1, C] x [R, 1] */
 static void run_binary(candle_ctx *ctx, const binary_case *bc, candle_dtype dt, layout la,
                        layout lb, int shapes) {
-    bool is_int = candle_dtype_info(dt)->is_int;
+    bool is_int = cpu_dtype(dt)->is_int;
     gen_fn ga = is_int ? g_int : bc->ga, gb = is_int ? (bc->op == CANDLE_OP_DIV ? g_intnz : g_int) : bc->gb;
     if (is_int && bc->ga == g_half) ga = gb = g_half; /* small values: ties */
     int ar = R, ac = C, br = R, bcols = C;
@@ -356,7 +357,7 @@ static void test_where(candle_ctx *ctx) {
     for (int d = 0; d < 5; d++)
         for (int lay = 0; lay < N_LAYOUTS; lay++)
             for (int s = 0; s < 4; s++) {
-                bool is_int = candle_dtype_info(dts[d])->is_int;
+                bool is_int = cpu_dtype(dts[d])->is_int;
                 /* cond: a bool view made from u8 values in the chosen layout */
                 input cond = make_input(ctx, CANDLE_DTYPE_BOOL, (layout)lay, shp[s][0][0], shp[s][0][1], g_bool);
                 input a = make_input(ctx, dts[d], (layout)((lay + 1) % N_LAYOUTS), shp[s][1][0], shp[s][1][1],
@@ -425,7 +426,7 @@ static sval load(candle_dtype t, const void *p) {
     case CANDLE_DTYPE_U8: v.i = *(const uint8_t *)p; break;
     default: v.i = *(const uint8_t *)p != 0; break;
     }
-    if (!candle_dtype_info(t)->is_float) v.f = (double)v.i;
+    if (!cpu_dtype(t)->is_float) v.f = (double)v.i;
     return v;
 }
 
@@ -433,12 +434,12 @@ static sval load(candle_dtype t, const void *p) {
  * floats round to nearest even; float -> int truncates and saturates, NaN
  * -> 0; int -> int wraps; anything -> bool is != 0. */
 static void expect_cast(candle_dtype src, sval v, candle_dtype dst, void *out) {
-    bool from_int = !candle_dtype_info(src)->is_float;
+    bool from_int = !cpu_dtype(src)->is_float;
     if (dst == CANDLE_DTYPE_BOOL) {
         *(uint8_t *)out = from_int ? v.i != 0 : v.f != 0 || isnan(v.f);
         return;
     }
-    if (candle_dtype_info(dst)->is_float) {
+    if (cpu_dtype(dst)->is_float) {
         double x = v.f; /* exact for ints below 2^53 (the f16/bf16 cases) */
         switch (dst) {
         case CANDLE_DTYPE_F32: *(float *)out = from_int ? (float)v.i : (float)v.f; break;
@@ -487,7 +488,7 @@ static void test_casts(candle_ctx *ctx) {
                             INT64_MIN};
     for (size_t s = 0; s < sizeof cast_dtypes / sizeof *cast_dtypes; s++) {
         candle_dtype st = cast_dtypes[s];
-        const candle_dtype_traits *tr = candle_dtype_info(st);
+        const candle_dtype_traits *tr = cpu_dtype(st);
         int n = tr->is_float ? NF : NI;
         candle_tensor *x = candle_tensor_new(ctx, st, 1, (int64_t[]){n});
         if (!x) continue;
@@ -502,7 +503,7 @@ static void test_casts(candle_ctx *ctx) {
         }
         for (size_t d = 0; d < sizeof cast_dtypes / sizeof *cast_dtypes; d++) {
             candle_dtype dt = cast_dtypes[d];
-            size_t dsz = candle_dtype_info(dt)->type_size;
+            size_t dsz = cpu_dtype(dt)->type_size;
             candle_tensor *y = candle_cast(ctx, x, dt);
             CHECK(y && y->dtype == dt && y->storage != x->storage);
             if (!y) continue;

@@ -104,7 +104,7 @@ static void check_convert(candle_ctx *ctx, candle_dtype from, candle_dtype to) {
     candle_tensor *w = candle_copy_into(ctx, slot, src);
     CHECK(w && cpu_fast_kernel_for(w) == &cpu_fast_copy);
     if (!w) return;
-    size_t es = candle_dtype_info(to)->type_size, fs = candle_dtype_info(from)->type_size;
+    size_t es = cpu_dtype(to)->type_size, fs = cpu_dtype(from)->type_size;
     const char *got = (const char *)candle_tensor_data(cache) + 5 * 3 * 16 * es;
     const char *in = (const char *)candle_tensor_data(src);
     int64_t bad = -1;
@@ -121,7 +121,7 @@ static void check_convert(candle_ctx *ctx, candle_dtype from, candle_dtype to) {
  * quantized KV cache's write): the fast kernel, each row the bytes of the
  * type's own row quantization, as the reference writes them. */
 static void check_blocks(candle_ctx *ctx, candle_dtype to) {
-    const candle_dtype_traits *tr = candle_dtype_info(to);
+    const candle_dtype_traits *tr = cpu_dtype(to);
     int64_t cs[3] = {8, 3, 64}, ss[3] = {2, 3, 64}, n = 2 * 3 * 64;
     float v[384];
     for (int64_t i = 0; i < n; i++) v[i] = tricky(i + 1) * (i % 2 ? 1e-3f : 1.0f);

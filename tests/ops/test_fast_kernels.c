@@ -123,7 +123,7 @@ static void test_matmul(candle_ctx *ctx) {
 /* x quantized to the weight's vec_dot_type and back: the exact input the
  * fast path multiplies, so its result can be checked tightly. */
 static double *x_as_quantized(const candle_tensor *x, candle_dtype vdt, int64_t M, int64_t K) {
-    const candle_dtype_traits *vt = candle_dtype_info(vdt);
+    const candle_dtype_traits *vt = cpu_dtype(vdt);
     double *xv = mt_values(x);
     float *row = malloc(sizeof(float) * (size_t)K), *back = malloc(sizeof(float) * (size_t)K);
     void *q = malloc(candle_dtype_row_size(vdt, K));
@@ -140,8 +140,8 @@ static double *x_as_quantized(const candle_tensor *x, candle_dtype vdt, int64_t 
 }
 
 static void check_quant(candle_ctx *ctx, candle_dtype wdt, int64_t M, int64_t N, int64_t K, mt_layout lx) {
-    const candle_dtype_traits *wt = candle_dtype_info(wdt);
-    const candle_dtype_traits *vt = candle_dtype_info(wt->vec_dot_type);
+    const candle_dtype_traits *wt = cpu_dtype(wdt);
+    const candle_dtype_traits *vt = cpu_dtype(wt->vec_dot_type);
     if (!wt->vec_dot || !wt->to_f32 || !wt->from_f32 || !vt->from_f32 || !vt->to_f32) return;
     char what[128];
     snprintf(what, sizeof what, "%s weight M %lld N %lld K %lld x %s", wt->name, (long long)M,
@@ -191,7 +191,7 @@ static void check_quant(candle_ctx *ctx, candle_dtype wdt, int64_t M, int64_t N,
 
 static void test_quant(candle_ctx *ctx) {
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
-        int64_t bs = candle_dtype_info((candle_dtype)t)->block_size;
+        int64_t bs = cpu_dtype((candle_dtype)t)->block_size;
         int64_t K = bs >= 256 ? 256 : 2 * bs + bs; /* several blocks, an odd count for small blocks */
         check_quant(ctx, (candle_dtype)t, 1, 37, K, MT_CONTIG);
         check_quant(ctx, (candle_dtype)t, 4, 19, K, MT_OFFSET);

@@ -48,7 +48,9 @@ static const gemm_case cases[] = {
 int main(void) {
     /* every quantized product goes to the dequantizing GEMM (read once, at
      * first use) */
-    setenv("CANDLE_QMM_MAX_M", "0", 1);
+    candle_cpu_params cpu = candle_cpu_get_defaults();
+    cpu.qmm_max_m = 0;
+    CHECK(candle_cpu_set_defaults(&cpu) == CANDLE_OK);
     cpu_set_always_parallel(true);
     /* 4 threads (oversubscribed here) take the 2-D grids */
     for (int threads = 1; threads <= 4; threads *= 2) {

@@ -46,7 +46,7 @@ static void block_fields(candle_dtype t, const uint8_t *row, int64_t b, float *d
         block_q5_1 q51;
         block_q8_0 q80;
     } x; /* a copy: the rows may be misaligned */
-    size_t bs = candle_dtype_info(t)->type_size;
+    size_t bs = cpu_dtype(t)->type_size;
     memcpy(&x, row + (size_t)b * bs, bs);
     const uint8_t *qs = NULL;
     uint32_t qh = 0;
@@ -204,7 +204,7 @@ static void check_variants(candle_dtype t, int64_t N, int64_t K, const uint8_t *
 /* candle_gemv_rows over N rows `ws = row + pad` bytes apart from an
  * address `off` bytes past an aligned one. */
 static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad, size_t off) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     size_t xb = candle_gemv_x_bytes(t, K);
     if (!xb) return; /* no kernel on this CPU: the vec_dot path serves */
 #ifndef CANDLE_QUANT_HAVE_X86

@@ -54,7 +54,7 @@ static float *rand_rows(int64_t n, int64_t k, uint64_t seed, double *norms) {
  * q8_K rounding error of x (see the header). */
 static double exact_dot(candle_dtype t, const void *wrow, const float *x, int64_t K, double *tol) {
     float *wd = malloc(sizeof(float) * (size_t)K);
-    candle_dtype_info(t)->to_f32(wrow, wd, K);
+    cpu_dtype(t)->to_f32(wrow, wd, K);
     double s = 0, amax = 0, dn = 0;
     for (int64_t k = 0; k < K; k++) {
         s += (double)wd[k] * x[k];
@@ -70,7 +70,7 @@ static double exact_dot(candle_dtype t, const void *wrow, const float *x, int64_
 /* Checks out[n] against both references; returns false at the first miss. */
 static bool check_out(const char *what, candle_dtype t, const float *out, int64_t N, int64_t K, const char *w,
                       size_t ws, const void *xq, const float *xf) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     for (int64_t n = 0; n < N; n++) {
         float want;
         wt->vec_dot(K, &want, w + (size_t)n * ws, xq);
@@ -129,7 +129,7 @@ static void check_variants(candle_dtype t, int64_t N, int64_t K, const char *w, 
 
 /* candle_gemv_rows on N rows `pad` bytes apart beyond the row size. */
 static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     size_t xb = candle_gemv_x_bytes(t, K);
     CHECK_MSG(xb > 0, "%s K %lld: no gemv kernel", wt->name, (long long)K);
     if (!xb) return;
@@ -164,12 +164,12 @@ static void test_rows(void) {
         for (int64_t K = 256; K <= 1024; K += 256)
             for (int j = 0; j < n_ns; j++) {
                 check_rows(t, Ns[j], K, 0);
-                check_rows(t, Ns[j], K, 2 * candle_dtype_info(t)->type_size);
+                check_rows(t, Ns[j], K, 2 * cpu_dtype(t)->type_size);
             }
         for (int j = 0; j < n_ns; j += 2) check_rows(t, Ns[j], 512 * (j % 4 + 1), 2);
         /* 11 and 22 super-blocks (TinyLlama's ffn_down K = 5632) */
         check_rows(t, 5, 2816, 0);
-        check_rows(t, 7, 5632, candle_dtype_info(t)->type_size);
+        check_rows(t, 7, 5632, cpu_dtype(t)->type_size);
         check_rows(t, 9, 4096, 2);
     }
 }
@@ -193,7 +193,7 @@ static candle_tensor *x_view(candle_ctx *ctx, const float *xf, int64_t K, int la
 
 /* Through candle_matmul: x [1, 1, K] times the transpose of w [N, K]. */
 static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t N, int64_t K, int lay) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
     float *wf = rand_rows(N, K, (uint64_t)(N + 17), wn), *xf = rand_rows(1, K, (uint64_t)(K + 9), &xn);

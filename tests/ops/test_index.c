@@ -195,7 +195,7 @@ static void test_quantized(void) {
     candle_ctx *ctx = mt_ctx(true);
     const candle_dtype qs[4] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q6_K};
     for (int qi = 0; qi < 4; qi++) {
-        const candle_dtype_traits *tr = candle_dtype_info(qs[qi]);
+        const candle_dtype_traits *tr = cpu_dtype(qs[qi]);
         int64_t d = 2 * tr->block_size, shape[2] = {7, d};
         candle_tensor *full = candle_tensor_new(ctx, qs[qi], 2, shape);
         fill_bytes(full, 100 + (uint64_t)qi);
@@ -234,7 +234,7 @@ static void test_quantized(void) {
     fill_bytes(a, 1);
     fill_bytes(b, 2);
     fill_bytes(c, 3);
-    size_t blk = candle_dtype_info(CANDLE_DTYPE_Q8_0)->type_size;
+    size_t blk = cpu_dtype(CANDLE_DTYPE_Q8_0)->type_size;
     candle_tensor *ab = candle_concat(ctx, (candle_tensor *[]){a, b}, 2, 0);
     CHECK(ab && ab->shape[0] == 5 && memcmp(candle_tensor_data(ab), candle_tensor_data(a), 4 * blk) == 0 &&
           memcmp((char *)candle_tensor_data(ab) + 4 * blk, candle_tensor_data(b), 6 * blk) == 0);

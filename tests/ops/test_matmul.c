@@ -73,7 +73,7 @@ static mat mat_of_weight_t(candle_ctx *ctx, candle_tensor *w) {
     mat m = {0, {0}, NULL};
     /* a cast dequantizes whole rows: reading block elements one by one would
      * dequantize a block per element */
-    double *v = mt_values(candle_dtype_info(w->dtype)->is_quantized ? candle_cast(ctx, w, CANDLE_DTYPE_F32) : w);
+    double *v = mt_values(cpu_dtype(w->dtype)->is_quantized ? candle_cast(ctx, w, CANDLE_DTYPE_F32) : w);
     if (!v) return m;
     int r = w->rank;
     int64_t N = w->shape[r - 2], K = w->shape[r - 1], nb = candle_tensor_numel(w) / (N * K > 0 ? N * K : 1);
@@ -264,7 +264,7 @@ static candle_tensor *weight_view(candle_ctx *ctx, candle_dtype dt, int rank, co
  * indexing mistake still gives about 1. The reference dequantizes exactly. */
 static double weight_bound(candle_dtype wdt) {
     if (mt_ref_mode()) return 1e-10;
-    return candle_dtype_info(wdt)->is_quantized ? 1e-3 : 1e-6;
+    return cpu_dtype(wdt)->is_quantized ? 1e-3 : 1e-6;
 }
 
 /* thorough: every x shape and layout; otherwise a few, for the slow-to-read
@@ -310,7 +310,7 @@ static void test_weights(candle_ctx *ctx) {
     check_weight_dtype(ctx, CANDLE_DTYPE_BF16, 7, true);
     bool missing_checked = false;
     for (int d = CANDLE_DTYPE_Q4_0; d < CANDLE_DTYPE_COUNT; d++) {
-        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)d);
+        const candle_dtype_traits *tr = cpu_dtype((candle_dtype)d);
         if (tr->from_f32 && tr->to_f32) {
             candle_ctx_mark m = candle_ctx_get_mark(ctx);
             check_weight_dtype(ctx, (candle_dtype)d, 2 * tr->block_size, d == CANDLE_DTYPE_Q8_0);

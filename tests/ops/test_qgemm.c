@@ -31,7 +31,7 @@ static float *rand_rows(int64_t n, int64_t k, uint64_t seed, double *norms) {
 }
 
 static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     double *wn = malloc(sizeof(double) * (size_t)N), *xn = malloc(sizeof(double) * (size_t)M);
     float *wf = rand_rows(N, K, (uint64_t)(N * 7 + K), wn), *xf = rand_rows(M, K, (uint64_t)(M * 3 + 1), xn);
     size_t ws, xs;
@@ -66,8 +66,8 @@ static void test_rows(void) {
      * activation rows 4 at a time: 5, 6, 7 and 17 leave tails of 1-3 */
     static const int64_t Ms[] = {1, 2, 3, 5, 6, 7, 17}, Ns[] = {1, 7, 8, 9, 19};
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
-        const candle_dtype_traits *wt = candle_dtype_info((candle_dtype)t);
-        if (!wt->vec_dot || !wt->from_f32 || !candle_dtype_info(wt->vec_dot_type)->from_f32) continue;
+        const candle_dtype_traits *wt = cpu_dtype((candle_dtype)t);
+        if (!wt->vec_dot || !wt->from_f32 || !cpu_dtype(wt->vec_dot_type)->from_f32) continue;
         int64_t bs = wt->block_size, K = bs >= 256 ? 2 * bs : 5 * bs;
         for (int i = 0; i < 7; i++)
             for (int j = 0; j < 5; j++) check_rows((candle_dtype)t, Ms[i], Ns[j], K);
@@ -82,7 +82,7 @@ static void test_rows(void) {
  * activation blocks: K with only tail blocks, one group of 8, groups and a
  * tail; rows ws apart inside a wider stride. */
 static void check_gemv(candle_dtype t, int64_t N, int64_t K) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     size_t xb = candle_gemv_x_bytes(t, K);
     if (!xb) return;
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
@@ -131,7 +131,7 @@ static void test_gemv(void) {
 /* Through candle_matmul: x [B, M, K] times the transpose of w [N, K],
  * broadcast over the batch. */
 static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t B, int64_t M, int64_t N, int64_t K) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
     double *wn = malloc(sizeof(double) * (size_t)N), *xn = malloc(sizeof(double) * (size_t)(B * M));
     float *wf = rand_rows(N, K, (uint64_t)(N + 11), wn), *xf = rand_rows(B * M, K, (uint64_t)(M + 5), xn);
@@ -173,7 +173,7 @@ static void test_matmul_threads(int threads) {
     static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K,
                                          CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1};
     for (int i = 0; i < 7; i++) {
-        int64_t K = candle_dtype_info(types[i])->block_size >= 256 ? 512 : 160;
+        int64_t K = cpu_dtype(types[i])->block_size >= 256 ? 512 : 160;
         check_matmul(ctx, types[i], 2, 3, 37, K);
         check_matmul(ctx, types[i], 1, 16, 40, K);
         check_matmul(ctx, types[i], 3, 9, 17, K);

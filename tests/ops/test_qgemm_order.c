@@ -41,7 +41,7 @@ static void fill_extreme(float *wf, int64_t nw, float *xf, int64_t M, int64_t K)
 
 /* candle_qgemm_rows over M rows against candle_gemv_rows row by row. */
 static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     size_t xb = candle_gemv_x_bytes(t, K);
     if (!xb || !candle_qgemm_has_fast(t)) return;
     float *wf = rand_rows(N, K, (uint64_t)(N * 13 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 5 + K));
@@ -114,7 +114,7 @@ static qcase make_case(candle_dtype t, int64_t M, int64_t n, int64_t K, bool ext
     if (extreme) fill_extreme(q.wf, n * K, q.xf, M, K);
     size_t xs0;
     q.w = mt_quantize_rows(t, q.wf, n, K, &q.ws);
-    q.x0 = mt_quantize_rows(candle_dtype_info(t)->vec_dot_type, q.xf, M, K, &xs0);
+    q.x0 = mt_quantize_rows(cpu_dtype(t)->vec_dot_type, q.xf, M, K, &xs0);
     q.xs = xs0 + pad;
     q.x = malloc(q.xs * (size_t)M + 4);
     for (int64_t m = 0; m < M; m++) memcpy(q.x + 4 + (size_t)m * q.xs, q.x0 + (size_t)m * xs0, xs0);
@@ -124,7 +124,7 @@ static qcase make_case(candle_dtype t, int64_t M, int64_t n, int64_t K, bool ext
 static void free_case(qcase *q) { free(q->wf), free(q->xf), free(q->w), free(q->x0), free(q->x); }
 
 static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extreme) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     qcase q = make_case(t, M, nn, K, extreme, (uint64_t)(nn * 17 + K), (uint64_t)(M * 7 + K + 1), 4);
     const char *w = q.w, *x = q.x;
     size_t ws = q.ws, xs = q.xs;
@@ -152,7 +152,7 @@ static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extrem
 /* The 16-row VNNI kernels (two panels at once) against the AVX2 kernel on
  * each panel: nn2 rows in the second panel (1..8). */
 static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extreme) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     int nn = 8 + nn2;
     qcase q = make_case(t, M, nn, K, extreme, (uint64_t)(nn * 19 + K), (uint64_t)(M * 11 + K + 3), 12);
     const char *w = q.w, *x = q.x;
@@ -190,7 +190,7 @@ static void test_vnni(void) {
     static const int nns[] = {8, 1, 5};
     for (int ti = 0; ti < (int)(sizeof panel_types / sizeof panel_types[0]); ti++) {
         candle_dtype t = panel_types[ti];
-        bool kq = candle_dtype_info(t)->block_size == 256;
+        bool kq = cpu_dtype(t)->block_size == 256;
         const int64_t Ks[] = {kq ? 256 : 32, kq ? 512 : 288, kq ? 2048 : 2048 + 224};
         for (int k = 0; k < 3; k++)
             for (int m = 0; m < 8; m++) check_vnni(t, Ms[m], nns[(m + k) % 3], Ks[k], false);
@@ -210,7 +210,7 @@ static void test_vnni(void) {
  * pass, activation rows 4-byte aligned only; the output's other columns
  * untouched. */
 static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
-    const candle_dtype_traits *wt = candle_dtype_info(t);
+    const candle_dtype_traits *wt = cpu_dtype(t);
     qcase q = make_case(t, M, N, K, extreme, (uint64_t)(N * 23 + K), (uint64_t)(M * 3 + K + 5), 4);
     const char *w = q.w, *x = q.x;
     const float *xf = q.xf;
@@ -270,19 +270,19 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, 
     candle_tensor *w = candle_tensor_from_f32(ctx, t, 2, wsh, wf);
     candle_tensor *wt = candle_transpose(ctx, w, 0, 1);
     candle_tensor *all = candle_matmul(ctx, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, xsh, xf), wt);
-    CHECK_MSG(all != NULL, "%s matmul: %s", candle_dtype_info(t)->name, candle_errmsg(ctx));
+    CHECK_MSG(all != NULL, "%s matmul: %s", cpu_dtype(t)->name, candle_errmsg(ctx));
     int bad = !all;
     for (int64_t r = 0; r < M && !bad; r++) {
         candle_tensor *y = candle_matmul(ctx, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, one, xf + r * K), wt);
         if (!y) {
-            CHECK_MSG(0, "%s matmul: %s", candle_dtype_info(t)->name, candle_errmsg(ctx));
+            CHECK_MSG(0, "%s matmul: %s", cpu_dtype(t)->name, candle_errmsg(ctx));
             break;
         }
         const float *a = (const float *)tensor_ptr(all) + r * N, *b = (const float *)tensor_ptr(y);
         for (int64_t n = 0; n < N && !bad; n++)
             if (memcmp(&a[n], &b[n], sizeof(float)) != 0) {
                 CHECK_MSG(0, "%s M %lld N %lld K %lld: row %lld col %lld: %.9g among %lld rows, %.9g alone",
-                          candle_dtype_info(t)->name, (long long)M, (long long)N, (long long)K, (long long)r,
+                          cpu_dtype(t)->name, (long long)M, (long long)N, (long long)K, (long long)r,
                           (long long)n, a[n], (long long)M, b[n]);
                 bad = 1;
             }

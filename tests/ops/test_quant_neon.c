@@ -204,11 +204,11 @@ int main(void) {
     /* the registration follows the CPU and the switches */
     CHECK(candle_quant_uses_neon() == !scalar);
     CHECK(candle_quant_uses_dotprod() == (!scalar && dp && !no_dp));
-    CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_0)->vec_dot ==
+    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_0)->vec_dot ==
           (scalar ? candle_vec_dot_q8_0_q8_0
                   : candle_quant_uses_dotprod() ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon));
-    CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_0)->from_f32 == (scalar ? candle_q8_0_from_f32 : candle_q8_0_from_f32_neon));
-    CHECK(candle_dtype_info(CANDLE_DTYPE_Q8_K)->from_f32 == (scalar ? candle_q8_k_from_f32 : candle_q8_k_from_f32_neon));
+    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_0)->from_f32 == (scalar ? candle_q8_0_from_f32 : candle_q8_0_from_f32_neon));
+    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_K)->from_f32 == (scalar ? candle_q8_k_from_f32 : candle_q8_k_from_f32_neon));
     check_quantizers();
     static const neon_case cases[] = {
         {CANDLE_DTYPE_Q4_0, sizeof(block_q4_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q4_0_q8_0,

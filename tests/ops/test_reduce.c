@@ -54,13 +54,13 @@ static void reduce_ref(candle_op op, int rank, const int64_t *shape, int d, cons
 
 static candle_dtype expected_dtype(candle_op op, candle_dtype in) {
     if (op == CANDLE_OP_ARGMAX) return CANDLE_DTYPE_I64;
-    if (op == CANDLE_OP_SUM && candle_dtype_info(in)->is_int) return CANDLE_DTYPE_I64;
+    if (op == CANDLE_OP_SUM && cpu_dtype(in)->is_int) return CANDLE_DTYPE_I64;
     return in;
 }
 
 static void check_reduce_case(candle_ctx *ctx, candle_op op, candle_dtype dt, const shape_case *sc,
                               mt_layout lay, int dim, bool keepdim, uint64_t seed) {
-    bool is_int = candle_dtype_info(dt)->is_int;
+    bool is_int = cpu_dtype(dt)->is_int;
     double lo = dt == CANDLE_DTYPE_U8 ? 0 : -50, hi = 50;
     candle_tensor *x = mt_input(ctx, dt, sc->rank, sc->shape, lay, seed, is_int ? lo : -2, is_int ? hi : 2);
     if (!x) return;
@@ -95,7 +95,7 @@ static void test_reduce_table(candle_ctx *ctx) {
                 for (int lay = 0; lay < MT_LAYOUT_COUNT; lay++)
                     for (size_t o = 0; o < sizeof reduce_ops / sizeof reduce_ops[0]; o++) {
                         candle_op op = reduce_ops[o];
-                        if (op == CANDLE_OP_MEAN && candle_dtype_info(all_types[t])->is_int) continue;
+                        if (op == CANDLE_OP_MEAN && cpu_dtype(all_types[t])->is_int) continue;
                         candle_ctx_mark m = candle_ctx_get_mark(ctx);
                         check_reduce_case(ctx, op, all_types[t], &shapes[s], (mt_layout)lay, dim,
                                           (seed & 1) != 0, seed);

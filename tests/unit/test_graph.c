@@ -4,18 +4,21 @@
  * inputs from other contexts, eager nodes over lazy inputs. */
 #include "test.h"
 
-static candle_ctx *new_ctx(bool eager) {
-    candle_ctx_params p = candle_ctx_default_params();
-    p.eager = eager;
-    candle_ctx *ctx = NULL;
-    CHECK(candle_ctx_init(&ctx, &p) == CANDLE_OK);
-    return ctx;
-}
-
-/* The memory plan (lazy contexts) keeps only a graph's outputs. */
+/* The memory plan (lazy contexts) keeps only a graph's outputs; with
+ * CANDLE_NO_PLAN=1 in the environment this test checks the contexts
+ * without one (no_plan). */
 static bool planned(void) {
     const char *e = getenv("CANDLE_NO_PLAN");
     return !(e && *e && strcmp(e, "0") != 0);
+}
+
+static candle_ctx *new_ctx(bool eager) {
+    candle_ctx_params p = candle_ctx_default_params();
+    p.eager = eager;
+    p.no_plan = !planned();
+    candle_ctx *ctx = NULL;
+    CHECK(candle_ctx_init(&ctx, &p) == CANDLE_OK);
+    return ctx;
 }
 
 static candle_tensor *vec(candle_ctx *ctx, int n, float start) {

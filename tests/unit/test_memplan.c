@@ -1,7 +1,7 @@
 /* Memory plan: lifetimes on diamonds, views and in-place writers keeping
  * their source alive, outputs (given and marked) preserved, reuse of freed
  * bytes (a chain of N elementwise ops needs two tensors, not N), results
- * bit-identical to CANDLE_NO_PLAN=1, OOM under a limit, and a decode loop
+ * bit-identical to no_plan, OOM under a limit, and a decode loop
  * (stories260K) that asks the system for nothing once warm. */
 #include <unistd.h>
 
@@ -9,12 +9,11 @@
 #include "test.h"
 
 static candle_ctx *new_ctx(bool plan, size_t limit) {
-    if (!plan) setenv("CANDLE_NO_PLAN", "1", 1);
     candle_ctx_params p = candle_ctx_default_params();
     p.mem_limit = limit;
+    p.no_plan = !plan;
     candle_ctx *ctx = NULL;
     CHECK(candle_ctx_init(&ctx, &p) == CANDLE_OK);
-    if (!plan) unsetenv("CANDLE_NO_PLAN");
     return ctx;
 }
 
@@ -236,7 +235,7 @@ static void test_same_as_no_plan(void) {
         candle_ctx_free(p);
         candle_ctx_free(q);
     }
-    CHECK_MSG(bad == 0, "%d graphs differ from CANDLE_NO_PLAN=1", bad);
+    CHECK_MSG(bad == 0, "%d graphs differ from no_plan", bad);
 }
 
 static void test_oom(void) {
@@ -280,10 +279,10 @@ enum { DECODE_STEPS = 48, WARM_STEPS = 8 };
 static int decode(const candle_model *m, bool plan, int32_t *toks, float *last_logits,
                   uint64_t *allocs) {
     const candle_model_config *c = candle_model_get_config(m);
-    if (!plan) setenv("CANDLE_NO_PLAN", "1", 1);
+    candle_ctx_set_default_no_plan(!plan);
     candle_session *s = NULL;
     candle_status st = candle_session_init(&s, m, &(candle_session_params){.n_ctx = 128});
-    if (!plan) unsetenv("CANDLE_NO_PLAN");
+    candle_ctx_set_default_no_plan(false);
     CHECK_OK(NULL, st);
     if (st) return 1;
     float *logits = malloc((size_t)c->n_vocab * sizeof *logits);
@@ -316,7 +315,7 @@ static void test_decode_loop(void) {
     float *lp = malloc((size_t)nv * sizeof *lp), *ln = malloc((size_t)nv * sizeof *ln);
     if (!decode(m, true, tp, lp, ap) && !decode(m, false, tn, ln, an)) {
         CHECK(memcmp(tp, tn, sizeof tp) == 0);
-        CHECK_MSG(memcmp(lp, ln, (size_t)nv * sizeof *lp) == 0, "logits differ from CANDLE_NO_PLAN=1");
+        CHECK_MSG(memcmp(lp, ln, (size_t)nv * sizeof *lp) == 0, "logits differ from no_plan");
         uint64_t extra = ap[DECODE_STEPS - 1] - ap[WARM_STEPS - 1];
         CHECK_MSG(extra == 0, "%llu system allocations in %d warm decode steps",
                   (unsigned long long)extra, DECODE_STEPS - WARM_STEPS);
@@ -332,7 +331,6 @@ static void test_decode_loop(void) {
 }
 
 int main(void) {
-    unsetenv("CANDLE_NO_PLAN"); /* the planner is what is tested */
     test_diamond();
     test_views();
     test_outputs();

@@ -44,7 +44,7 @@ static unsigned char *read_all(const char *rel, long *size) {
 
 static void test_dequant_golden(const char *name) {
     candle_dtype t = candle_dtype_from_name(name);
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     char rel[256];
     long size = 0;
     snprintf(rel, sizeof rel, "tests/data/quant/%s.deq", name);
@@ -69,7 +69,7 @@ static void test_dequant_golden(const char *name) {
 
 static void check_quant_golden(const char *name, candle_from_f32_fn from, const char *which) {
     candle_dtype t = candle_dtype_from_name(name);
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     char rel[256];
     long size = 0;
     snprintf(rel, sizeof rel, "tests/data/quant/%s.q", name);
@@ -99,7 +99,7 @@ static void check_quant_golden(const char *name, candle_from_f32_fn from, const 
  * round-trip error must be no worse than the reference's. */
 static void check_quant_golden_error(const char *name) {
     candle_dtype t = candle_dtype_from_name(name);
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     char rel[256];
     long size = 0;
     snprintf(rel, sizeof rel, "tests/data/quant/%s.q", name);
@@ -164,7 +164,7 @@ static const dot_case dot_cases[] = {
  * sum(q)), which differs from d16 * sum(q) by an f16 rounding: allow it. */
 static double s_rounding_slack(candle_dtype t, const void *xq, const void *yq, long nb) {
     if (t != CANDLE_DTYPE_Q4_1 && t != CANDLE_DTYPE_Q5_1) return 0;
-    size_t ts = candle_dtype_info(t)->type_size;
+    size_t ts = cpu_dtype(t)->type_size;
     const block_q8_1 *y = yq;
     double slack = 0;
     for (long i = 0; i < nb; i++) {
@@ -176,8 +176,8 @@ static double s_rounding_slack(candle_dtype t, const void *xq, const void *yq, l
 }
 
 static void test_dot(const dot_case *c, long nb, int shifted) {
-    const candle_dtype_traits *tx = candle_dtype_info(c->type);
-    const candle_dtype_traits *ty = candle_dtype_info(tx->vec_dot_type);
+    const candle_dtype_traits *tx = cpu_dtype(c->type);
+    const candle_dtype_traits *ty = cpu_dtype(tx->vec_dot_type);
     long n = nb * tx->block_size;
     float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
     float *xd = malloc((size_t)n * sizeof(float)), *yd = malloc((size_t)n * sizeof(float));
@@ -220,8 +220,8 @@ static void test_dot(const dot_case *c, long nb, int shifted) {
 /* Extreme codes: every weight at its largest magnitude against activations at
  * +-127 must not saturate the 16-bit intermediate sums of the AVX2 kernels. */
 static void test_dot_extremes(const dot_case *c) {
-    const candle_dtype_traits *tx = candle_dtype_info(c->type);
-    const candle_dtype_traits *ty = candle_dtype_info(tx->vec_dot_type);
+    const candle_dtype_traits *tx = cpu_dtype(c->type);
+    const candle_dtype_traits *ty = cpu_dtype(tx->vec_dot_type);
     long nb = 3, n = nb * tx->block_size;
     float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
     float *xd = malloc((size_t)n * sizeof(float)), *yd = malloc((size_t)n * sizeof(float));
@@ -261,8 +261,8 @@ static void test_dot_extremes(const dot_case *c) {
 /* Weights from the golden files' random blocks (any code pattern, scales of
  * both signs, subnormal to large): every kernel against the golden floats. */
 static void test_dot_random_blocks(const dot_case *c) {
-    const candle_dtype_traits *tx = candle_dtype_info(c->type);
-    const candle_dtype_traits *ty = candle_dtype_info(tx->vec_dot_type);
+    const candle_dtype_traits *tx = cpu_dtype(c->type);
+    const candle_dtype_traits *ty = cpu_dtype(tx->vec_dot_type);
     char rel[256];
     long size = 0;
     snprintf(rel, sizeof rel, "tests/data/quant/%s.deq", tx->name);
@@ -378,7 +378,7 @@ static void test_activation_sums(void) {
     float *x = malloc((size_t)n * sizeof(float));
     for (long i = 0; i < n; i++) x[i] = gauss() * 3;
     block_q8_1 b1[16];
-    candle_dtype_info(CANDLE_DTYPE_Q8_1)->from_f32(x, b1, n);
+    cpu_dtype(CANDLE_DTYPE_Q8_1)->from_f32(x, b1, n);
     for (int i = 0; i < 16; i++) {
         int s = 0;
         for (int j = 0; j < 32; j++) s += b1[i].qs[j];
@@ -386,7 +386,7 @@ static void test_activation_sums(void) {
         CHECK_NEAR(candle_f16_to_f32(b1[i].s), want, fabs(want) * 1e-3 + 1e-6);
     }
     block_q8_K bk[2];
-    candle_dtype_info(CANDLE_DTYPE_Q8_K)->from_f32(x, bk, n);
+    cpu_dtype(CANDLE_DTYPE_Q8_K)->from_f32(x, bk, n);
     for (int i = 0; i < 2; i++)
         for (int g = 0; g < 16; g++) {
             int s = 0;
@@ -404,7 +404,7 @@ typedef struct {
 } rt_case;
 
 static double round_trip_nmse(candle_dtype t, const float *x, long n) {
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     void *q = calloc((size_t)(n / tr->block_size), tr->type_size);
     float *back = malloc((size_t)n * sizeof(float));
     double *ref = malloc((size_t)n * sizeof(double));
@@ -460,8 +460,8 @@ static void test_ggml_bars(void) {
         exact += (double)a[i] * b[i];
     }
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
-        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)t);
-        const candle_dtype_traits *ty = candle_dtype_info(tr->vec_dot_type);
+        const candle_dtype_traits *tr = cpu_dtype((candle_dtype)t);
+        const candle_dtype_traits *ty = cpu_dtype(tr->vec_dot_type);
         int low = t == CANDLE_DTYPE_Q2_K || t == CANDLE_DTYPE_Q3_K;
         double bar = t == CANDLE_DTYPE_Q2_K ? 0.0075 : t == CANDLE_DTYPE_Q3_K ? 0.004 : 0.002;
         tr->from_f32(a, qa, N);
@@ -482,7 +482,7 @@ static void test_ggml_bars(void) {
 /* Constant, zero and tiny inputs round-trip without NaNs. */
 static void test_degenerate_inputs(void) {
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
-        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)t);
+        const candle_dtype_traits *tr = cpu_dtype((candle_dtype)t);
         long n = QK_K;
         float x[QK_K], back[QK_K];
         unsigned char q[2 * 292];
@@ -500,7 +500,7 @@ static void test_degenerate_inputs(void) {
 /* Non-finite inputs must not crash or hit undefined casts (UBSan build). */
 static void test_non_finite_inputs(void) {
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
-        const candle_dtype_traits *tr = candle_dtype_info((candle_dtype)t);
+        const candle_dtype_traits *tr = cpu_dtype((candle_dtype)t);
         float x[QK_K], back[QK_K];
         unsigned char q[2 * 292];
         for (int i = 0; i < QK_K; i++) x[i] = (float)(i % 5) - 2.0f;
@@ -534,13 +534,13 @@ static void test_traits(void) {
         {CANDLE_DTYPE_IQ4_XS, CANDLE_DTYPE_Q8_K, sizeof(block_iq4_xs)},
     };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
-        const candle_dtype_traits *tr = candle_dtype_info(want[k].t);
+        const candle_dtype_traits *tr = cpu_dtype(want[k].t);
         CHECK_MSG(tr->type_size == want[k].size, "%s type_size", tr->name);
         CHECK_MSG(tr->vec_dot_type == want[k].dot, "%s vec_dot_type", tr->name);
         CHECK_MSG(tr->to_f32 && tr->from_f32 && tr->vec_dot, "%s kernels", tr->name);
     }
     for (int t = CANDLE_DTYPE_F32; t <= CANDLE_DTYPE_BF16; t++)
-        CHECK(candle_dtype_info((candle_dtype)t)->to_f32 && candle_dtype_info((candle_dtype)t)->from_f32);
+        CHECK(cpu_dtype((candle_dtype)t)->to_f32 && cpu_dtype((candle_dtype)t)->from_f32);
 }
 
 int main(void) {
@@ -551,11 +551,11 @@ int main(void) {
     for (size_t k = 0; k < sizeof deq / sizeof deq[0]; k++) test_dequant_golden(deq[k]);
     static const char *qnt[] = {"f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"};
     for (size_t k = 0; k < sizeof qnt / sizeof qnt[0]; k++)
-        check_quant_golden(qnt[k], candle_dtype_info(candle_dtype_from_name(qnt[k]))->from_f32, "traits");
+        check_quant_golden(qnt[k], cpu_dtype(candle_dtype_from_name(qnt[k]))->from_f32, "traits");
     /* from ggml's reference quantizers (scripts/make_quant_golden_ggml.sh) */
     static const char *kq[] = {"q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
     for (size_t k = 0; k < sizeof kq / sizeof kq[0]; k++)
-        check_quant_golden(kq[k], candle_dtype_info(candle_dtype_from_name(kq[k]))->from_f32, "traits");
+        check_quant_golden(kq[k], cpu_dtype(candle_dtype_from_name(kq[k]))->from_f32, "traits");
     check_quant_golden_error("iq4_nl");
     check_quant_golden_error("iq4_xs");
     check_quant_golden("q8_0", candle_q8_0_from_f32, "scalar");

@@ -17,6 +17,7 @@
 #include "bench_roofline.h"
 #include "cli.h"
 #include "bench_util.h"
+#include "backend/cpu/cpu-config.h" /* the kernels the CPU backend runs */
 
 #define MAX_COPIES 64
 #define TARGET_PCT 80.0 /* matvec at 2 threads vs read bandwidth (the goal) */
@@ -80,7 +81,7 @@ static double best_conv(const candle_dtype_traits *tr, bool to, const float *src
 }
 
 static int measure_conv(qconv *c, candle_dtype t, const float *src, int64_t n, int reps) {
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     void *q = malloc(candle_dtype_row_size(t, n));
     float *dst = malloc((size_t)n * sizeof *dst);
     if (!q || !dst) {
@@ -184,7 +185,7 @@ static double row_gflops(const qrow *r) {
 }
 static double row_pct_bw(const qrow *r, double bw) { return bw > 0 ? 100.0 * row_bytes(r) / r->secs / bw : 0; }
 static double bits_per_weight(candle_dtype t) {
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     return 8.0 * (double)tr->type_size / (double)tr->block_size;
 }
 
@@ -305,7 +306,7 @@ static int bench_all(qresult *q, const float *src, const qshape *shapes, int n_s
     int64_t max_n = 0;
     for (int s = 0; s < n_shapes; s++) max_n = shapes[s].N > max_n ? shapes[s].N : max_n;
     for (int i = 0; i < N_TYPES && !rc; i++) {
-        const candle_dtype_traits *tr = candle_dtype_info(TYPES[i]);
+        const candle_dtype_traits *tr = cpu_dtype(TYPES[i]);
         if (q->o->only && strcmp(q->o->only, tr->name)) continue;
         if (shapes[0].K % tr->block_size) continue; /* --shape: K not whole blocks of this type */
         if (!tr->from_f32 || !tr->to_f32) {

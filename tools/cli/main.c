@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "env_settings.h"
 
 typedef struct command {
     const char *name;
@@ -38,6 +39,11 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--version")) {
         printf("candle %s\n", CANDLE_VERSION);
         return 0;
+    }
+    char err[256];
+    if (tool_apply_env_settings(err, sizeof err)) {
+        fprintf(stderr, "candle: %s\n", err);
+        return 2;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);

@@ -48,7 +48,7 @@ typedef struct cpu_attn_ops {
      * f16 read. */
     bool q8_0_rows;
     /* scores_rows and accum_rows prefetch the rows they read ahead where
-     * the CPU's streams take T0 prefetches (not candle_quant_stream_nta),
+     * the CPU's streams take T0 prefetches (not the config's stream_nta),
      * so a decoding block need not touch its tile first. */
     bool prefetches_rows;
     /* The online-softmax step of r rows over nk scores in log2 units (q
@@ -70,7 +70,7 @@ typedef struct cpu_attn_ops {
  * paged kernels read rows that no primitive reads as they are. */
 static inline void attn_rows_f32(const cpu_simd *simd, candle_dtype t, const char *src, int64_t stride, int64_t nk,
                                  int64_t n, float *dst) {
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     for (int64_t j = 0; j < nk; j++) {
         if (tr->is_quantized) tr->to_f32(src + j * stride, dst + j * n, n);
         else simd->to_f32(t, src + j * stride, dst + j * n, n);
@@ -89,7 +89,7 @@ static inline void attn_prefetch_row(const char *row, int64_t bytes) {
  * float dtypes, and q8_0 where the table has q8_0_rows; other block types
  * are converted first (attn_rows_f32). */
 static inline bool attn_reads_rows(const cpu_attn_ops *ops, candle_dtype t) {
-    return !candle_dtype_info(t)->is_quantized || (t == CANDLE_DTYPE_Q8_0 && ops->q8_0_rows);
+    return !cpu_dtype(t)->is_quantized || (t == CANDLE_DTYPE_Q8_0 && ops->q8_0_rows);
 }
 
 extern const cpu_attn_ops cpu_attn_scalar;

@@ -7,6 +7,7 @@
 
 #include "../../core/core-impl.h"
 #include "../../core/elem-impl.h"
+#include "cpu-config.h"
 
 /* One kernel invocation. Reference kernels run with ith = 0, nth = 1; fast
  * kernels split their work by ith/nth across the thread pool. */
@@ -57,6 +58,7 @@ typedef struct cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
     bool neon, dotprod, fp16; /* aarch64 (AT_HWCAP: ASIMD, ASIMDDP, FPHP + ASIMDHP) */
+    bool amd;                 /* x86-64: an AMD (or Hygon) CPU, by the cpuid vendor */
     int n_physical; /* physical cores this process may use */
 } cpu_features;
 
@@ -143,9 +145,14 @@ extern const cpu_simd cpu_simd_scalar;
 extern const cpu_simd cpu_simd_avx2;
 #endif
 
-/* The table chosen for this CPU (CANDLE_CPU_ISA=scalar forces the fallback). */
-const cpu_simd *cpu_simd_get(void);
-/* Tests: use `name`'s table from now on; false if unknown or unsupported. */
+/* The primitive table of isa (AUTO: the widest this CPU runs), bf16_exact
+ * leaving out the AVX512_BF16 tiles; NULL where the CPU lacks it. */
+const cpu_simd *cpu_simd_table(candle_cpu_isa isa, bool bf16_exact);
+/* The running thread's table (its backend's, cpu-config.h). */
+static inline const cpu_simd *cpu_simd_get(void) { return cpu_config_get()->simd; }
+/* Tests: the defaults' ISA becomes `name`'s ("auto" too) for backends made
+ * from now on and for kernels called outside a backend; false if unknown or
+ * unsupported (nothing changed). */
 bool cpu_simd_force(const char *name);
 
 /* A fast kernel: used when match() holds, else the op's reference kernel. */

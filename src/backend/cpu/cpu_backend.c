@@ -13,6 +13,7 @@
 /* Backend state: the thread pool and the scratch that fast kernels ask for
  * in their plan (grown on demand, kept between nodes). */
 typedef struct cpu_impl {
+    const cpu_config *cfg; /* the kernels chosen from the backend's params */
     pthread_mutex_t busy; /* one fast node at a time: the pool and scratch are shared */
     cpu_pool *pool;
     void *work;
@@ -175,21 +176,6 @@ static candle_status run_fast(candle_backend *be, const cpu_fast_kernel *fk, can
     return CANDLE_OK;
 }
 
-/* Batch-1 quantized products go through fast_matvecs.c, which also runs
- * a group of them (q/k/v, gate/up) as one pool job; CANDLE_MATVEC_GUIDED=0
- * sends each to fast_matmul_quant.c alone (one job per product, the
- * activation prepared for each), for comparisons. */
-static bool guided_matvecs(void) {
-    static atomic_int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("CANDLE_MATVEC_GUIDED");
-        v = !(e && !strcmp(e, "0"));
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 static candle_status run_matvecs(cpu_impl *im, candle_tensor *const *mv, int n_mv) {
     pthread_mutex_lock(&im->busy);
     bool ran = ensure_work(im, cpu_matvecs_scratch(mv, n_mv));
@@ -200,9 +186,9 @@ static candle_status run_matvecs(cpu_impl *im, candle_tensor *const *mv, int n_m
 
 /* The fast kernel when its conditions hold (cpu_dispatch.c), else the
  * reference kernel on one thread. */
-static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
+static candle_status compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
-    if (guided_matvecs() && cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
+    if (cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {
         cpu_plan plan = {1, 1, 0, 0};
@@ -221,9 +207,18 @@ static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
     return kernels[node->op](&task, node);
 }
 
+/* The kernels run on the calling thread with the backend's config (its
+ * pool's workers have it from the start). */
+static candle_status cpu_compute_node(candle_backend *be, candle_tensor *node) {
+    const cpu_config *prev = cpu_config_swap(((cpu_impl *)be->impl)->cfg);
+    candle_status s = compute_node(be, node);
+    cpu_config_swap(prev);
+    return s;
+}
+
 /* Independent products of one activation: the batch-1 quantized ones run as
  * one job (fast_matvecs.c), any other one by one. */
-static candle_status cpu_compute_group(candle_backend *be, candle_tensor *const *nodes, int n) {
+static candle_status compute_group(candle_backend *be, candle_tensor *const *nodes, int n) {
     cpu_impl *im = be->impl;
     candle_tensor *mv[CPU_MATVECS_MAX];
     int n_mv = 0;
@@ -233,16 +228,23 @@ static candle_status cpu_compute_group(candle_backend *be, candle_tensor *const 
             mv[n_mv++] = nodes[i];
             continue;
         }
-        candle_status s = cpu_compute_node(be, nodes[i]);
+        candle_status s = compute_node(be, nodes[i]);
         if (s) return s;
     }
-    if (n_mv < 2) return n_mv ? cpu_compute_node(be, mv[0]) : CANDLE_OK;
-    bool ran = guided_matvecs() && !run_matvecs(im, mv, n_mv);
-    for (int i = 0; !ran && i < n_mv; i++) {
-        candle_status s = cpu_compute_node(be, mv[i]);
+    if (n_mv < 2) return n_mv ? compute_node(be, mv[0]) : CANDLE_OK;
+    if (!run_matvecs(im, mv, n_mv)) return CANDLE_OK;
+    for (int i = 0; i < n_mv; i++) {
+        candle_status s = compute_node(be, mv[i]);
         if (s) return s;
     }
     return CANDLE_OK;
+}
+
+static candle_status cpu_compute_group(candle_backend *be, candle_tensor *const *nodes, int n) {
+    const cpu_config *prev = cpu_config_swap(((cpu_impl *)be->impl)->cfg);
+    candle_status s = compute_group(be, nodes, n);
+    cpu_config_swap(prev);
+    return s;
 }
 
 static bool cpu_fusable(candle_backend *be, const candle_tensor *u, const candle_tensor *b) {
@@ -269,7 +271,9 @@ static candle_status cpu_compute_fused(candle_backend *be, candle_tensor *u, can
     int nth = cpu_fused_tasks(u, b, cpu_pool_size(im->pool));
     fused_job job = {u, b, im};
     pthread_mutex_lock(&im->busy);
+    const cpu_config *prev = cpu_config_swap(im->cfg);
     candle_status s = run_job(be, nth < 1 ? 1 : nth, fused_job_run, &job);
+    cpu_config_swap(prev);
     pthread_mutex_unlock(&im->busy);
     return s;
 }
@@ -304,30 +308,59 @@ static const candle_backend_iface cpu_iface = {
     .compute_fused = cpu_compute_fused,
 };
 
-candle_backend *candle_backend_cpu_init(int n_threads) {
+static void set_worker_config(void *arg, int task, int n_tasks, int thread) {
+    (void)task, (void)n_tasks, (void)thread;
+    cpu_config_swap(arg);
+}
+
+candle_status candle_backend_cpu_init_params(candle_backend **out, const candle_cpu_params *p) {
+    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "backend_cpu_init: out is NULL");
+    *out = NULL;
+    candle_cpu_params def = candle_cpu_get_defaults();
+    if (!p) p = &def;
+    const cpu_config *cfg = cpu_config_for(p);
+    if (!cfg) return candle_last_error();
     candle_backend *be = calloc(1, sizeof *be);
-    if (!be) {
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend");
-        return NULL;
-    }
+    if (!be) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend");
     be->iface = &cpu_iface;
     be->device = (candle_device){CANDLE_DEVICE_CPU, 0};
-    be->n_threads = n_threads > 0 ? n_threads : cpu_get_features()->n_physical;
+    be->n_threads = p->n_threads > 0 ? p->n_threads : cpu_get_features()->n_physical;
     if (be->n_threads < 1) be->n_threads = 1;
     cpu_impl *im = calloc(1, sizeof *im);
     be->impl = im;
     if (im) {
+        im->cfg = cfg;
         pthread_mutex_init(&im->busy, NULL);
         im->pool = cpu_pool_new(be->n_threads);
         im->errmsgs = calloc((size_t)be->n_threads, sizeof *im->errmsgs);
         im->status = calloc((size_t)be->n_threads, sizeof *im->status);
     }
     if (!im || !im->pool || !im->errmsgs || !im->status) {
+        int n = be->n_threads;
         cpu_free(be);
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend (%d threads)", n_threads);
-        return NULL;
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend (%d threads)", n);
     }
+    /* the workers belong to this backend alone: they keep its config */
+    const cpu_config *prev = cpu_config_swap(cfg);
+    cpu_pool_run_team(im->pool, set_worker_config, (void *)cfg);
+    cpu_config_swap(prev);
+    *out = be;
+    return CANDLE_OK;
+}
+
+candle_backend *candle_backend_cpu_init(int n_threads) {
+    candle_cpu_params p = candle_cpu_get_defaults();
+    if (n_threads > 0) p.n_threads = n_threads;
+    candle_backend *be = NULL;
+    candle_backend_cpu_init_params(&be, &p);
     return be;
+}
+
+bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out) {
+    if (!be || be->iface != &cpu_iface || !out) return false;
+    *out = ((const cpu_impl *)be->impl)->cfg->params;
+    out->n_threads = be->n_threads;
+    return true;
 }
 
 void candle_backend_free(candle_backend *be) {

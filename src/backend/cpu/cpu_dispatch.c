@@ -7,8 +7,6 @@
 
 #include "fast-impl.h"
 
-static _Atomic(const cpu_simd *) g_simd;
-
 #if defined(__x86_64__)
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate);
@@ -29,8 +27,9 @@ void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_str
 void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
                          float *c, int64_t ldc, int mr, int nr, bool accumulate);
 
-/* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c). */
-static cpu_simd g_avx512;
+/* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c),
+ * and that table with the AVX512_BF16 tiles where the CPU has them. */
+static cpu_simd g_avx512, g_avx512_bf16;
 static pthread_once_t g_avx512_once = PTHREAD_ONCE_INIT;
 
 static void avx512_init(void) {
@@ -42,21 +41,19 @@ static void avx512_init(void) {
     g_avx512.wt_panels = 4;
     g_avx512.dot_rows = cpu_dot_rows_avx512;
     g_avx512.gemm_dot = cpu_gemm_dot_avx512;
-    /* CANDLE_CPU_BF16_EXACT=1 keeps bf16 weights on the exact f32 path
-     * (activations not rounded to bf16) */
-    const char *exact = getenv("CANDLE_CPU_BF16_EXACT");
-    if (cpu_get_features()->avx512bf16 && !(exact && *exact && strcmp(exact, "0") != 0)) {
-        g_avx512.wt_bf16_ukr = cpu_wt_bf16_ukr_avx512;
-        g_avx512.pack_at16_bf16 = cpu_pack_at16_bf16_avx512;
-        g_avx512.gemm_bf16_ukr2 = cpu_gemm_bf16_ukr2_avx512;
-        g_avx512.pack_a6_bf16 = cpu_pack_a6_bf16_avx512;
-        g_avx512.pack_b16_bf16 = cpu_pack_b16_bf16_avx512;
+    g_avx512_bf16 = g_avx512;
+    if (cpu_get_features()->avx512bf16) {
+        g_avx512_bf16.wt_bf16_ukr = cpu_wt_bf16_ukr_avx512;
+        g_avx512_bf16.pack_at16_bf16 = cpu_pack_at16_bf16_avx512;
+        g_avx512_bf16.gemm_bf16_ukr2 = cpu_gemm_bf16_ukr2_avx512;
+        g_avx512_bf16.pack_a6_bf16 = cpu_pack_a6_bf16_avx512;
+        g_avx512_bf16.pack_b16_bf16 = cpu_pack_b16_bf16_avx512;
     }
 }
 
-static const cpu_simd *avx512_table(void) {
+static const cpu_simd *avx512_table(bool bf16_exact) {
     pthread_once(&g_avx512_once, avx512_init);
-    return &g_avx512;
+    return bf16_exact ? &g_avx512 : &g_avx512_bf16;
 }
 
 static bool have_avx2(const cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
@@ -69,48 +66,29 @@ static bool have_avx512(const cpu_features *f) { return have_avx2(f) && f->avx51
 const cpu_simd *cpu_simd_neon_table(void); /* arm/simd_neon.c */
 #endif
 
-/* CANDLE_CPU_ISA=scalar|avx2 caps the choice (debugging, comparisons). */
-static const cpu_simd *best_simd(void) {
+const cpu_simd *cpu_simd_table(candle_cpu_isa isa, bool bf16_exact) {
+    (void)bf16_exact;
+    if (isa == CANDLE_CPU_ISA_SCALAR) return &cpu_simd_scalar;
 #if defined(__aarch64__)
-    /* NEON is baseline on aarch64; CANDLE_CPU_ISA=scalar keeps the fallback */
-    const char *isa = getenv("CANDLE_CPU_ISA");
-    if (isa && !strcmp(isa, "scalar")) return &cpu_simd_scalar;
-    return cpu_simd_neon_table();
-#endif
-#if defined(__x86_64__)
+    /* NEON is baseline on aarch64 */
+    if (isa == CANDLE_CPU_ISA_AUTO || isa == CANDLE_CPU_ISA_NEON) return cpu_simd_neon_table();
+#elif defined(__x86_64__)
     const cpu_features *f = cpu_get_features();
-    const char *force = getenv("CANDLE_CPU_ISA");
-    if (force && !strcmp(force, "scalar")) return &cpu_simd_scalar;
-    bool cap_avx2 = force && !strcmp(force, "avx2");
-    if (have_avx512(f) && !cap_avx2) return avx512_table();
-    if (have_avx2(f)) return &cpu_simd_avx2;
+    if ((isa == CANDLE_CPU_ISA_AUTO || isa == CANDLE_CPU_ISA_AVX512) && have_avx512(f))
+        return avx512_table(bf16_exact);
+    if ((isa == CANDLE_CPU_ISA_AUTO || isa == CANDLE_CPU_ISA_AVX2) && have_avx2(f)) return &cpu_simd_avx2;
 #endif
-    return &cpu_simd_scalar;
-}
-
-const cpu_simd *cpu_simd_get(void) {
-    const cpu_simd *s = atomic_load_explicit(&g_simd, memory_order_acquire);
-    if (!s) {
-        s = best_simd();
-        atomic_store_explicit(&g_simd, s, memory_order_release);
-    }
-    return s;
+    return isa == CANDLE_CPU_ISA_AUTO ? &cpu_simd_scalar : NULL;
 }
 
 bool cpu_simd_force(const char *name) {
-    const cpu_simd *s = NULL;
-    if (!strcmp(name, "scalar")) s = &cpu_simd_scalar;
-#if defined(__x86_64__)
-    const cpu_features *f = cpu_get_features();
-    if (!strcmp(name, "avx2") && have_avx2(f)) s = &cpu_simd_avx2;
-    if (!strcmp(name, "avx512") && have_avx512(f)) s = avx512_table();
-#endif
-#if defined(__aarch64__)
-    if (!strcmp(name, "neon")) s = cpu_simd_neon_table();
-#endif
-    if (!strcmp(name, "auto")) s = best_simd();
-    if (s) atomic_store_explicit(&g_simd, s, memory_order_release);
-    return s != NULL;
+    int isa = candle_cpu_isa_from_name(name);
+    if (isa < 0) return false;
+    candle_cpu_params p = candle_cpu_get_defaults();
+    p.isa = (candle_cpu_isa)isa;
+    if (candle_cpu_set_defaults(&p)) return false;
+    cpu_config_swap(NULL);
+    return true;
 }
 
 /* Candidates per op, tried in order. */
@@ -141,20 +119,8 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     }
 }
 
-/* CANDLE_CPU_REF=1 runs reference kernels only (debugging a model). */
-static bool ref_only(void) {
-    static atomic_int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("CANDLE_CPU_REF");
-        v = e && *e && strcmp(e, "0") != 0;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 const cpu_fast_kernel *cpu_fast_kernel_for(const candle_tensor *dst) {
-    if (ref_only()) return NULL;
+    if (cpu_config_get()->reference_only) return NULL;
     const cpu_fast_kernel *const *c = candidates((candle_op)dst->op);
     for (; c && *c; c++)
         if ((*c)->match(dst)) return *c;

@@ -37,6 +37,13 @@ static void detect(cpu_features *f) {
     f->avx512vnni = f->avx512f && (c & (1u << 11));
     unsigned a1 = 0, b1, c1, d1;
     if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f->avx512bf16 = f->avx512f && (a1 & (1u << 5));
+    char vendor[13];
+    __get_cpuid(0, &a, &b, &c, &d);
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    vendor[12] = 0;
+    f->amd = !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
 }
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>

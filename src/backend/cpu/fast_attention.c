@@ -56,13 +56,13 @@ static bool is_float(candle_dtype t) {
 }
 
 static bool rows_ok(const candle_tensor *t) {
-    size_t esz = t ? candle_dtype_info(t->dtype)->type_size : 0;
+    size_t esz = t ? cpu_dtype(t->dtype)->type_size : 0;
     return t && is_float(t->dtype) && t->rank == 4 && (t->stride[3] == (int64_t)esz || t->shape[3] == 1);
 }
 
 /* Keys or values of a block type: rows of whole contiguous blocks. */
 static bool block_rows_ok(const candle_tensor *t) {
-    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    const candle_dtype_traits *tr = cpu_dtype(t->dtype);
     return tr->is_quantized && tr->to_f32 && t->rank == 4 && t->shape[3] % tr->block_size == 0 &&
            t->stride[3] == (int64_t)tr->type_size;
 }
@@ -147,7 +147,7 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     *g = (attn_geom){.B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Sq = q->shape[2],
                      .Skv = k->shape[2], .D = q->shape[3], .Dv = v->shape[3], .causal = dst->iparams[0] != 0};
     g->G = g->Hq / g->Hkv;
-    g->blocks = candle_dtype_info(k->dtype)->is_quantized;
+    g->blocks = cpu_dtype(k->dtype)->is_quantized;
     g->gc = g->G < ATTN_MAX_ROWS ? g->G : ATTN_MAX_ROWS;
     g->n_gc = (g->G + g->gc - 1) / g->gc;
     int64_t bq = ATTN_MAX_ROWS / g->gc;
@@ -333,7 +333,7 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
  * that take T0 prefetches) that overlaps better. Reads only: the same
  * bits. */
 static bool touches_kv(const attn_block *a) {
-    return a->g->direct && (candle_quant_stream_nta || !a->ops->prefetches_rows);
+    return a->g->direct && (cpu_config_get()->stream_nta || !a->ops->prefetches_rows);
 }
 
 static void touch_kv(const attn_block *a, int64_t j0, int64_t nk) {
@@ -386,7 +386,7 @@ static void load_block(const attn_block *a, const candle_tensor *q, float scale)
 
 static void store_block(const attn_block *a, candle_tensor *dst) {
     const attn_geom *g = a->g;
-    size_t esz = candle_dtype_info(dst->dtype)->type_size;
+    size_t esz = cpu_dtype(dst->dtype)->type_size;
     for (int64_t ri = 0; ri < a->nh * a->r; ri++) {
         float *o = a->sc.o + ri * g->dvp, l = a->sc.l[ri];
         float inv = l > 0 ? 1.0f / l : 0.0f;
@@ -394,7 +394,7 @@ static void store_block(const attn_block *a, candle_tensor *dst) {
         int64_t row = (a->b * g->Hq + row_head(a, ri)) * g->Sq + row_pos(a, ri);
         char *out = tensor_ptr(dst) + (size_t)(row * g->Dv) * esz;
         if (dst->dtype == CANDLE_DTYPE_F32) memcpy(out, o, sizeof(float) * (size_t)g->Dv);
-        else candle_dtype_info(dst->dtype)->from_f32(o, out, g->Dv);
+        else cpu_dtype(dst->dtype)->from_f32(o, out, g->Dv);
     }
 }
 

@@ -105,7 +105,7 @@ void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob
 
 static bool mv_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *b = dst->src[1];
-    size_t esz = candle_dtype_info(b->dtype)->type_size;
+    size_t esz = cpu_dtype(b->dtype)->type_size;
     return g->M <= MV_MAX_M && is_plain_float(b->dtype) && (b->stride[b->rank - 2] == (int64_t)esz || g->K == 1);
 }
 
@@ -115,7 +115,7 @@ static bool mv_path(const candle_tensor *dst, const mm_geom *g) {
  * quantized dot product per output. Fewer rows go to fast_matmul_quant. */
 static bool quant_gemm(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *b = dst->src[1];
-    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    const candle_dtype_traits *bt = cpu_dtype(b->dtype);
     return bt->is_quantized && bt->to_f32 && g->M > cpu_qmm_max_m(b->dtype) && GEMM_KC % bt->block_size == 0 &&
            g->K % bt->block_size == 0 && b->stride[b->rank - 2] == (int64_t)bt->type_size;
 }
@@ -124,9 +124,9 @@ static bool quant_gemm(const candle_tensor *dst, const mm_geom *g) {
  * dequantized into the thread's scratch (DOT_KC is a whole number of blocks). */
 static bool dot_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
-    size_t besz = candle_dtype_info(b->dtype)->type_size;
+    size_t besz = cpu_dtype(b->dtype)->type_size;
     bool w_ok = (is_plain_float(b->dtype) && b->stride[b->rank - 2] == (int64_t)besz) ||
-                (quant_gemm(dst, g) && DOT_KC % candle_dtype_info(b->dtype)->block_size == 0);
+                (quant_gemm(dst, g) && DOT_KC % cpu_dtype(b->dtype)->block_size == 0);
     return g->M > MV_MAX_M && g->M <= DOT_MAX_M && w_ok && a->dtype == CANDLE_DTYPE_F32 &&
            a->stride[a->rank - 1] == 4 && a->stride[a->rank - 2] % 4 == 0;
 }
@@ -225,17 +225,17 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
  * to the same thread from call to call, and in cache that measured
  * faster (1x2048x2048 f16 ~70 GB/s against 20-40 with guided tasks). */
 static bool mv_guided(const candle_tensor *dst, const mm_geom *g) {
-    double bytes = (double)g->N * (double)g->K * (double)candle_dtype_info(dst->src[1]->dtype)->type_size;
+    double bytes = (double)g->N * (double)g->K * (double)cpu_dtype(dst->src[1]->dtype)->type_size;
     return bytes >= MV_GUIDED_BYTES;
 }
 
 static void mv_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
     const cpu_simd *simd = cpu_simd_get();
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
-    size_t besz = candle_dtype_info(b->dtype)->type_size;
+    size_t besz = cpu_dtype(b->dtype)->type_size;
     int64_t sam = a->stride[a->rank - 2], sak = a->stride[a->rank - 1];
     int64_t sbn = b->stride[b->rank - 1];
-    size_t aesz = candle_dtype_info(a->dtype)->type_size;
+    size_t aesz = cpu_dtype(a->dtype)->type_size;
     float *x = cpu_thread_scratch(t, mv_thread_bytes(g->K));
     int64_t n0, n1;
     if (mv_guided(dst, g) && t->nth > 1) guided_range(g->N, 16, t->n_threads, t->ith, &n0, &n1);
@@ -266,7 +266,7 @@ static void mv_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
  * place for plain floats, dequantized into buf for block dtypes. */
 static const char *dot_rows_at(const candle_tensor *b, const char *pb, int64_t nb, int nr, int64_t k0,
                                int64_t kc, float *buf, int64_t *ldw, candle_dtype *wt) {
-    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    const candle_dtype_traits *bt = cpu_dtype(b->dtype);
     int64_t sbn = b->stride[b->rank - 1];
     if (!bt->is_quantized) {
         *ldw = sbn;
@@ -330,7 +330,7 @@ typedef struct gemm_args {
  * (weight rows) are dequantized first, then packed as f32 rows. */
 static void pack_b_panel(const cpu_simd *simd, const gemm_args *g, int64_t k0, int64_t kc,
                          int64_t n0, int nr, float *dst) {
-    const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    const candle_dtype_traits *bt = cpu_dtype(g->bt);
     if (g->bf16dot) {
         simd->pack_b16_bf16(g->b + k0 * g->sbk + n0 * g->sbn, g->sbk, g->sbn, kc, nr, dst);
         return;
@@ -397,7 +397,7 @@ static inline void cpu_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
  * the B packing from 8.1% to 4.8% of the samples (+1.4% for the prefetch
  * loop itself) at equal micro-kernel work. */
 static void prefetch_b_panel(const gemm_args *g, int64_t k0, int64_t kc, int64_t n0, int nr) {
-    const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    const candle_dtype_traits *bt = cpu_dtype(g->bt);
     int64_t esz = (int64_t)bt->type_size, rows, bytes, step;
     const char *base;
     if (bt->is_quantized) {
@@ -428,7 +428,7 @@ static void prefetch_panel_at(const gemm_args *g, int64_t k0, int64_t kc, int64_
  * rather than 256 + 256 + 64, whose last pass reads and writes all of C for
  * a quarter of the work. */
 static int64_t gemm_kc(const gemm_args *g, int64_t K) {
-    const candle_dtype_traits *bt = candle_dtype_info(g->bt);
+    const candle_dtype_traits *bt = cpu_dtype(g->bt);
     int64_t unit = bt->is_quantized ? bt->block_size : 8;
     int64_t n = (K + GEMM_KC - 1) / GEMM_KC;
     int64_t kc = ((K + n - 1) / n + unit - 1) / unit * unit;
@@ -524,7 +524,7 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
  * dynamically, measured 2-5% slower than one: left at one.) */
 static void gemm_grid(const candle_tensor *dst, const mm_geom *geo, int nth, int *gm, int *gn) {
     const candle_tensor *b = dst->src[1];
-    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    const candle_dtype_traits *bt = cpu_dtype(b->dtype);
     int64_t cost_b = bt->is_quantized ? 4 : b->stride[b->rank - 2] == (int64_t)bt->type_size ? 2 : 1;
     double best = -1;
     for (int m = 1; m <= nth; m++) {
@@ -763,7 +763,7 @@ static bool wt_pair_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype 
 
 static bool wt_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
-    int64_t esz = (int64_t)candle_dtype_info(b->dtype)->type_size;
+    int64_t esz = (int64_t)cpu_dtype(b->dtype)->type_size;
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
     bool m_ok = g->M >= WT_MIN_M ||
                 wt_pair_for(a->dtype, a->stride[a->rank - 2], a->stride[a->rank - 1], b->dtype, g->M);
@@ -863,7 +863,7 @@ typedef struct wt_item {
  * converted into wbuf for f16 / bf16. */
 static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t *ldw) {
     const cpu_simd *simd = cpu_simd_get();
-    int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
+    int64_t esz = (int64_t)cpu_dtype(g->bt)->type_size;
     const char *rows = g->b + it.n0 * g->sbn + it.pc * esz;
     if (g->bt == CANDLE_DTYPE_F32) {
         *ldw = g->sbn / 4;
@@ -898,7 +898,7 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     /* the C-transposed tile spreads its share of the prefetches over its
      * k loop */
     bool pf_tile = ct != NULL;
-    int64_t esz = (int64_t)candle_dtype_info(g->bt)->type_size;
+    int64_t esz = (int64_t)cpu_dtype(g->bt)->type_size;
 #if defined(__x86_64__)
     if (ct && (wt_pair(g, M) || wt_quad(g, M))) {
         /* 8-row panels of k pairs (bf16 dot products: k quads), up to

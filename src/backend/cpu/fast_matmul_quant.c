@@ -45,12 +45,8 @@
 #define QMM_MAX_M_DOT 4
 
 int64_t cpu_qmm_max_m(candle_dtype t) {
-    static int64_t env = -2;
-    if (env == -2) {
-        const char *e = getenv("CANDLE_QMM_MAX_M");
-        env = e && *e ? atoll(e) : -1;
-    }
-    if (env >= 0) return env;
+    int set = cpu_config_get()->qmm_max_m;
+    if (set >= 0) return set;
     if (!candle_qgemm_has_fast(t)) return QMM_MAX_M_DOT;
     return candle_qgemm_uses_vnni() ? QMM_MAX_M_VNNI : QMM_MAX_M_TILE;
 }
@@ -60,16 +56,16 @@ static bool match_quant(const candle_tensor *dst) {
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
     if (g.M > cpu_qmm_max_m(b->dtype)) return false;
-    const candle_dtype_traits *bt = candle_dtype_info(b->dtype);
+    const candle_dtype_traits *bt = cpu_dtype(b->dtype);
     if (!bt->is_quantized || !bt->vec_dot || a->dtype != CANDLE_DTYPE_F32) return false;
-    const candle_dtype_traits *vt = candle_dtype_info(bt->vec_dot_type);
+    const candle_dtype_traits *vt = cpu_dtype(bt->vec_dot_type);
     if (!vt->from_f32 || g.K % bt->block_size || g.K % vt->block_size) return false;
     /* more rows go to the dequantizing GEMM in fast_matmul.c when it can */
     return b->stride[b->rank - 2] == (int64_t)bt->type_size;
 }
 
 static size_t xq_row_bytes(const candle_tensor *dst, int64_t K) {
-    candle_dtype vdt = candle_dtype_info(dst->src[1]->dtype)->vec_dot_type;
+    candle_dtype vdt = cpu_dtype(dst->src[1]->dtype)->vec_dot_type;
     return (candle_dtype_row_size(vdt, K) + 63) & ~(size_t)63;
 }
 
@@ -138,8 +134,8 @@ static void plan_quant(const candle_tensor *dst, int n_threads, cpu_plan *p) {
 static void quantize_rows(const candle_tensor *dst, const mm_geom *g, int64_t r0, int64_t r1,
                           float *tmp, char *xq, size_t xrow) {
     const candle_tensor *a = dst->src[0];
-    candle_dtype vdt = candle_dtype_info(dst->src[1]->dtype)->vec_dot_type;
-    candle_from_f32_fn from_f32 = candle_dtype_info(vdt)->from_f32;
+    candle_dtype vdt = cpu_dtype(dst->src[1]->dtype)->vec_dot_type;
+    candle_from_f32_fn from_f32 = cpu_dtype(vdt)->from_f32;
     int64_t sam = a->stride[a->rank - 2], sak = a->stride[a->rank - 1];
     for (int64_t r = r0; r < r1; r++) {
         int64_t oa, ob;

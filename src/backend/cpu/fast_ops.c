@@ -242,7 +242,7 @@ static bool half_dtype(candle_dtype t) { return t == CANDLE_DTYPE_F16 || t == CA
 
 /* f32 rows into whole blocks of a block type (a quantized KV cache). */
 static bool block_dtype(candle_dtype t, int64_t n) {
-    const candle_dtype_traits *tr = candle_dtype_info(t);
+    const candle_dtype_traits *tr = cpu_dtype(t);
     return tr->is_quantized && tr->from_f32 && n % tr->block_size == 0;
 }
 
@@ -256,18 +256,18 @@ static bool block_dtype(candle_dtype t, int64_t n) {
 static bool match_copy(const candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
     if (dst->op != CANDLE_OP_COPY || !x || dst->rank < 1 || !candle_tensor_same_shape(x, dst)) return false;
-    bool same = x->dtype == dst->dtype && !candle_dtype_info(dst->dtype)->is_quantized;
+    bool same = x->dtype == dst->dtype && !cpu_dtype(dst->dtype)->is_quantized;
     bool widen = half_dtype(x->dtype) && dst->dtype == CANDLE_DTYPE_F32;
     bool narrow = x->dtype == CANDLE_DTYPE_F32 && (half_dtype(dst->dtype) || block_dtype(dst->dtype, last_dim(dst)));
     if (!same && !widen && !narrow) return false;
-    return (last_stride_of(dst) == (int64_t)candle_dtype_info(dst->dtype)->type_size &&
-            last_stride_of(x) == (int64_t)candle_dtype_info(x->dtype)->type_size) ||
+    return (last_stride_of(dst) == (int64_t)cpu_dtype(dst->dtype)->type_size &&
+            last_stride_of(x) == (int64_t)cpu_dtype(x->dtype)->type_size) ||
            last_dim(dst) == 1;
 }
 
 static candle_status run_copy(const cpu_task *t, candle_tensor *dst) {
     const candle_tensor *x = dst->src[0];
-    const candle_dtype_traits *tx = candle_dtype_info(x->dtype), *td = candle_dtype_info(dst->dtype);
+    const candle_dtype_traits *tx = cpu_dtype(x->dtype), *td = cpu_dtype(dst->dtype);
     int64_t d = last_dim(dst), r0, r1;
     cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {

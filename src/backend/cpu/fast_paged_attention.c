@@ -37,7 +37,7 @@ static int64_t ldo_of(const candle_tensor *dst) {
 /* Rows whose innermost dim is contiguous: f32, or unless f32_only also
  * f16/bf16 or a block type (whole blocks: the op checked the row length). */
 static bool rows_of(const candle_tensor *t, bool f32_only) {
-    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    const candle_dtype_traits *tr = cpu_dtype(t->dtype);
     bool ok = t->dtype == CANDLE_DTYPE_F32 ||
               (!f32_only && (t->dtype == CANDLE_DTYPE_F16 || t->dtype == CANDLE_DTYPE_BF16 || tr->is_quantized));
     return ok && t->rank == 3 && (t->stride[2] == (int64_t)tr->type_size || t->shape[2] == 1);
@@ -61,7 +61,7 @@ static int64_t max_keys(const candle_tensor *dst) {
  * [block][D]. */
 static size_t pa_thread_bytes(const candle_tensor *dst) {
     int64_t g = dst->shape[1] / dst->src[1]->shape[1], nk = max_keys(dst), blk = dst->iparams[0];
-    int64_t kt = candle_dtype_info(dst->src[3]->dtype)->is_quantized ? blk * dst->src[0]->shape[2] : 0;
+    int64_t kt = cpu_dtype(dst->src[3]->dtype)->is_quantized ? blk * dst->src[0]->shape[2] : 0;
     size_t b = (size_t)(g * nk + g * ldo_of(dst) + g + blk * dst->shape[2] + kt) * sizeof(float);
     return (b + 63) & ~(size_t)63;
 }
@@ -81,7 +81,7 @@ static const float *row3(const candle_tensor *t, int64_t a, int64_t b) {
 static void store_row(const candle_tensor *c, int64_t row, int64_t h, const float *x, int64_t n) {
     void *dst = (void *)row3(c, row, h);
     if (c->dtype == CANDLE_DTYPE_F32) memcpy(dst, x, (size_t)n * sizeof(float));
-    else candle_dtype_info(c->dtype)->from_f32(x, dst, n);
+    else cpu_dtype(c->dtype)->from_f32(x, dst, n);
 }
 
 static candle_status store_rows(const cpu_task *task, candle_tensor *dst) {

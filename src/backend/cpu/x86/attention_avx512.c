@@ -151,7 +151,7 @@ static ALWAYS_INLINE void accum_tile(const float *p, int64_t ldp, const int mr, 
 static ALWAYS_INLINE void accum_t(const float *p, int64_t ldp, int64_t r, const float *corr, const candle_dtype T,
                                   const char *v, int64_t sv, int64_t nk, int64_t dv, float *o, int64_t ldo,
                                   bool rows) {
-    int64_t vb = rows && !candle_quant_stream_nta ? (int64_t)candle_dtype_row_size(T, dv) : 0;
+    int64_t vb = rows && !cpu_config_get()->stream_nta ? (int64_t)candle_dtype_row_size(T, dv) : 0;
     for (int64_t i = 0; i < r; i += 6) {
         for (int64_t n0 = 0; n0 < dv; n0 += 64) {
             int64_t pf = i == 0 && n0 == 0 ? vb : 0; /* bytes of a row to prefetch, 0: none */
@@ -221,7 +221,7 @@ static ALWAYS_INLINE void scores_rows4(const float *q, int64_t lda, const int R,
 
 static ALWAYS_INLINE void scores_rows_t(const float *q, int64_t lda, int64_t r, int64_t d, const candle_dtype T,
                                         const char *k, int64_t sk, int64_t nk, float *s, int64_t lds) {
-    int64_t kb = candle_quant_stream_nta ? 0 : (int64_t)candle_dtype_row_size(T, d); /* bytes to prefetch a row */
+    int64_t kb = cpu_config_get()->stream_nta ? 0 : (int64_t)candle_dtype_row_size(T, d); /* bytes to prefetch a row */
     for (int64_t j = 0; j < nk; j += 4) {
         int n = nk - j < 4 ? (int)(nk - j) : 4;
         for (int64_t u = j + ATTN_PF_ROWS; kb && u < j + ATTN_PF_ROWS + 4 && u < nk; u++) attn_prefetch_row(k + u * sk, kb);
