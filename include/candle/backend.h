@@ -2,6 +2,7 @@
 #ifndef CANDLE_BACKEND_H
 #define CANDLE_BACKEND_H
 
+#include "api.h"
 #include "graph.h"
 
 #ifdef __cplusplus
@@ -41,11 +42,11 @@ struct candle_backend {
     void *impl;
 };
 
-candle_backend *candle_backend_cpu_init(int n_threads);
-void candle_backend_free(candle_backend *be);
-const char *candle_backend_name(const candle_backend *be);
+CANDLE_API candle_backend *candle_backend_cpu_init(int n_threads);
+CANDLE_API void candle_backend_free(candle_backend *be);
+CANDLE_API const char *candle_backend_name(const candle_backend *be);
 /* CPU features found (cpuid) and the kernels chosen, one per line. */
-const char *candle_cpu_info(char *buf, size_t n);
+CANDLE_API const char *candle_cpu_info(char *buf, size_t n);
 
 #ifdef __cplusplus
 }
