@@ -10,7 +10,17 @@ build="${CANDLE_BINARY_DIR:?}"
 src="${CANDLE_SOURCE_DIR:?}"
 model="${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"
 want=", there was a little girl named Lily"
-cc="${CC:-cc}"
+# The build's own compiler and options, from its cache.
+cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt" 2>/dev/null; }
+cc="${CC:-$(cache CMAKE_C_COMPILER)}"
+cc="${cc:-cc}"
+# A sanitizer build's library needs its runtime linked first, and a cross
+# build's cannot run here: an embedding program is a plain native build.
+if [ "$(cache CANDLE_SANITIZE)" = ON ] || [ "$(cache CANDLE_TSAN)" = ON ] ||
+    [ "$(cache CANDLE_FUZZ)" = ON ] || [ -n "$(cache CMAKE_TOOLCHAIN_FILE)" ]; then
+    echo "SKIP test_install: sanitizer or cross build"
+    exit 77
+fi
 if ! command -v pkg-config >/dev/null; then
     echo "SKIP test_install: pkg-config not found"
     exit 77
