@@ -5,6 +5,8 @@
 #                   skipped without the cross tools), then every test again
 #                   under ASan + UBSan (ctest's summary stays the last output)
 #   make run        fetch the default model and generate text
+#   make install    build and install headers, libraries, the CLI, candle.pc
+#                   and the CMake package under PREFIX (default /usr/local)
 #   make test-arm64 cross-build for arm64 and run the tests under qemu-user
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 #                   from FUZZ_SEED (fixed, so a run repeats the same inputs:
@@ -13,8 +15,9 @@ JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_TIME ?= 60
 FUZZ_SEED ?= 1
+PREFIX ?= /usr/local
 
-.PHONY: all deps bench-deps build test test-plain test-asan test-tsan test-arm64 fuzz run clean
+.PHONY: all deps bench-deps build install test test-plain test-asan test-tsan test-arm64 fuzz run clean
 
 all: build
 
@@ -30,6 +33,13 @@ bench-deps:
 build: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
 	$(CMAKE) --build build -j $(JOBS)
+
+# Configures and builds here rather than through `build`, so installing does
+# not also try to apt-get the server's libraries (make deps does that).
+install:
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build build -j $(JOBS)
+	$(CMAKE) --install build --prefix $(PREFIX)
 
 test: fuzz test-plain test-tsan test-arm64 test-asan
 

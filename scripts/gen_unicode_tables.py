@@ -63,15 +63,15 @@ def main():
       % unicodedata.unidata_version)
     w('#include "unicode-impl.h"\n\n')
     r = ranges()
-    w("const unicode_range unicode_cat_ranges[] = {\n")
+    w("const unicode_range tok_unicode_cat_ranges[] = {\n")
     for cp, cat in r:
         w("    {0x%X, %s},\n" % (cp, MAJOR[cat]))
-    w("};\nconst int unicode_n_cat_ranges = %d;\n\n" % len(r))
+    w("};\nconst int tok_unicode_n_cat_ranges = %d;\n\n" % len(r))
     for name, table in (("lower", lower_map()), ("strip", strip_map()), ("mn", mn_ranges())):
-        w("const unicode_pair unicode_%s_pairs[] = {\n" % name)
+        w("const unicode_pair tok_unicode_%s_pairs[] = {\n" % name)
         for a, b in table:
             w("    {0x%X, 0x%X},\n" % (a, b))
-        w("};\nconst int unicode_n_%s_pairs = %d;\n\n" % (name, len(table)))
+        w("};\nconst int tok_unicode_n_%s_pairs = %d;\n\n" % (name, len(table)))
 
 
 main()

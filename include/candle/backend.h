@@ -2,6 +2,7 @@
 #ifndef CANDLE_BACKEND_H
 #define CANDLE_BACKEND_H
 
+#include "api.h"
 #include "graph.h"
 
 #ifdef __cplusplus
@@ -84,35 +85,35 @@ typedef struct candle_cpu_params {
                              * rows read the weight blocks in place (0..64); -1: 64 */
 } candle_cpu_params;
 
-candle_cpu_params candle_cpu_default_params(void);
+CANDLE_API candle_cpu_params candle_cpu_default_params(void);
 /* The settings of CPU backends made without explicit ones (by a context, a
  * model or candle_backend_cpu_init); at first candle_cpu_default_params().
  * Backends made before keep theirs. Invalid or unsupported settings (an ISA
  * this CPU lacks) are refused and change nothing. */
-candle_status candle_cpu_set_defaults(const candle_cpu_params *p);
-candle_cpu_params candle_cpu_get_defaults(void);
+CANDLE_API candle_status candle_cpu_set_defaults(const candle_cpu_params *p);
+CANDLE_API candle_cpu_params candle_cpu_get_defaults(void);
 /* Names for the enums ("auto", "scalar", "avx2", "avx512", "neon"; "auto",
  * "scalar", "avx2", "neon"; "auto", "nta", "t0"), and back (-1 if unknown). */
-const char *candle_cpu_isa_name(candle_cpu_isa isa);
-const char *candle_cpu_quant_name(candle_cpu_quant q);
-const char *candle_cpu_prefetch_name(candle_cpu_prefetch k);
-int candle_cpu_isa_from_name(const char *name);
-int candle_cpu_quant_from_name(const char *name);
-int candle_cpu_prefetch_from_name(const char *name);
+CANDLE_API const char *candle_cpu_isa_name(candle_cpu_isa isa);
+CANDLE_API const char *candle_cpu_quant_name(candle_cpu_quant q);
+CANDLE_API const char *candle_cpu_prefetch_name(candle_cpu_prefetch k);
+CANDLE_API int candle_cpu_isa_from_name(const char *name);
+CANDLE_API int candle_cpu_quant_from_name(const char *name);
+CANDLE_API int candle_cpu_prefetch_from_name(const char *name);
 
 /* A CPU backend with its own thread pool. NULL params: the defaults above.
  * Errors: CANDLE_ERR_UNSUPPORTED for an ISA this CPU lacks, invalid
  * argument for out-of-range settings (the thread-local last error). */
-candle_status candle_backend_cpu_init_params(candle_backend **out, const candle_cpu_params *p);
+CANDLE_API candle_status candle_backend_cpu_init_params(candle_backend **out, const candle_cpu_params *p);
 /* candle_backend_cpu_init_params with the defaults and n_threads (0: default). */
-candle_backend *candle_backend_cpu_init(int n_threads);
+CANDLE_API candle_backend *candle_backend_cpu_init(int n_threads);
 /* The settings a CPU backend runs with (its ISA and quantized kernels as chosen,
  * never AUTO); false for another kind of backend. */
-bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out);
-void candle_backend_free(candle_backend *be);
-const char *candle_backend_name(const candle_backend *be);
+CANDLE_API bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out);
+CANDLE_API void candle_backend_free(candle_backend *be);
+CANDLE_API const char *candle_backend_name(const candle_backend *be);
 /* CPU features found (cpuid) and the kernels chosen, one per line. */
-const char *candle_cpu_info(char *buf, size_t n);
+CANDLE_API const char *candle_cpu_info(char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #ifndef CANDLE_BATCH_H
 #define CANDLE_BATCH_H
 
+#include "api.h"
 #include "kv_pool.h"
 #include "model.h"
 
@@ -28,12 +29,14 @@ typedef struct candle_batch_seq {
     candle_kv_seq *paged;
 } candle_batch_seq;
 
-candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n_threads);
-void candle_batch_free(candle_batch *b);
+CANDLE_API candle_status candle_batch_init(candle_batch **out, const candle_model *m,
+                                           int n_threads);
+CANDLE_API void candle_batch_free(candle_batch *b);
 /* Evaluate and advance every session; on error nothing advances (the
  * message is on the batch). */
-candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, int n_seqs);
-const char *candle_batch_errmsg(const candle_batch *b);
+CANDLE_API candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs,
+                                           int n_seqs);
+CANDLE_API const char *candle_batch_errmsg(const candle_batch *b);
 
 #ifdef __cplusplus
 }

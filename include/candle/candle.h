@@ -2,6 +2,9 @@
 #ifndef CANDLE_H
 #define CANDLE_H
 
+#include "api.h"
+#include "version.h"
+#include "log.h"
 #include "status.h"
 #include "dtype.h"
 #include "tensor.h"
@@ -15,7 +18,7 @@
 #include "model.h"
 #include "sampler.h"
 #include "chat.h"
-
-#define CANDLE_VERSION "0.1.0"
+#include "kv_pool.h"
+#include "batch.h"
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "api.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -30,12 +31,13 @@ typedef struct candle_chat_msg {
 } candle_chat_msg;
 
 /* "chatml", "llama2", ... */
-const char *candle_chat_format_name(candle_chat_format f);
+CANDLE_API const char *candle_chat_format_name(candle_chat_format f);
 /* By name; CANDLE_ERR_INVALID_ARG listing the known names if unknown. */
-candle_status candle_chat_format_from_name(const char *name, candle_chat_format *out);
+CANDLE_API candle_status candle_chat_format_from_name(const char *name, candle_chat_format *out);
 /* Recognise a Jinja template; CANDLE_ERR_UNSUPPORTED if it is none of the
  * known formats (the message says how to name one). */
-candle_status candle_chat_format_detect(const char *tmpl, size_t len, candle_chat_format *out);
+CANDLE_API candle_status candle_chat_format_detect(const char *tmpl, size_t len,
+                                                   candle_chat_format *out);
 
 typedef struct candle_chat_template {
     candle_chat_format format;
@@ -45,15 +47,16 @@ typedef struct candle_chat_template {
 } candle_chat_template;
 
 /* From a GGUF template text; name (may be NULL) forces a format. */
-candle_status candle_chat_template_init(candle_chat_template *t, const char *tmpl, size_t len,
-                                        const char *name);
-void candle_chat_template_free(candle_chat_template *t);
+CANDLE_API candle_status candle_chat_template_init(candle_chat_template *t, const char *tmpl,
+                                                   size_t len, const char *name);
+CANDLE_API void candle_chat_template_free(candle_chat_template *t);
 
 /* Render messages (and the assistant's opening when add_generation_prompt)
- * into a malloc'ed NUL-terminated string; *out NULL on OOM. BOS is not
- * written: the tokenizer adds it. */
-candle_status candle_chat_apply(const candle_chat_template *t, const candle_chat_msg *msgs,
-                                size_t n, bool add_generation_prompt, char **out);
+ * into a NUL-terminated string the caller frees with candle_free; *out NULL
+ * on OOM. BOS is not written: the tokenizer adds it. */
+CANDLE_API candle_status candle_chat_apply(const candle_chat_template *t,
+                                           const candle_chat_msg *msgs, size_t n,
+                                           bool add_generation_prompt, char **out);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,19 +60,19 @@ typedef struct candle_dtype_traits {
     candle_dtype vec_dot_type; /* activation type vec_dot pairs with */
 } candle_dtype_traits;
 
-const candle_dtype_traits *candle_dtype_info(candle_dtype t);
-const char *candle_dtype_name(candle_dtype t);
+CANDLE_API const candle_dtype_traits *candle_dtype_info(candle_dtype t);
+CANDLE_API const char *candle_dtype_name(candle_dtype t);
 /* Bytes for n elements (n a multiple of the block size). */
-size_t candle_dtype_row_size(candle_dtype t, int64_t n);
+CANDLE_API size_t candle_dtype_row_size(candle_dtype t, int64_t n);
 /* CANDLE_DTYPE_COUNT if unknown. */
-candle_dtype candle_dtype_from_name(const char *name);
-candle_dtype candle_dtype_from_gguf(int gguf_id);
+CANDLE_API candle_dtype candle_dtype_from_name(const char *name);
+CANDLE_API candle_dtype candle_dtype_from_gguf(int gguf_id);
 
 /* Scalar conversions (round-to-nearest-even, NaN preserved). */
-uint16_t candle_f32_to_f16(float f);
-float candle_f16_to_f32(uint16_t h);
-uint16_t candle_f32_to_bf16(float f);
-float candle_bf16_to_f32(uint16_t h);
+CANDLE_API uint16_t candle_f32_to_f16(float f);
+CANDLE_API float candle_f16_to_f32(uint16_t h);
+CANDLE_API uint16_t candle_f32_to_bf16(float f);
+CANDLE_API float candle_bf16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #ifndef CANDLE_GGUF_H
 #define CANDLE_GGUF_H
 
+#include "api.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -38,48 +39,49 @@ typedef struct candle_gguf_open_params {
 
 /* NULL params = mmap. Errors (io, format with field and byte offset) go to
  * the thread-local last error; *out is NULL then. */
-candle_status candle_gguf_open(candle_gguf **out, const char *path,
-                               const candle_gguf_open_params *p);
+CANDLE_API candle_status candle_gguf_open(candle_gguf **out, const char *path,
+                                          const candle_gguf_open_params *p);
 /* Parse an in-memory image (not copied; must outlive the handle and every
  * tensor loaded from it). Its storage is CANDLE_STORAGE_EXTERNAL. */
-candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_t size);
+CANDLE_API candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_t size);
 /* Releases the handle's reference to the storage: tensors loaded from it
  * stay valid (they hold their own). */
-void candle_gguf_close(candle_gguf *g);
+CANDLE_API void candle_gguf_close(candle_gguf *g);
 
-uint32_t candle_gguf_version(const candle_gguf *g);
-size_t candle_gguf_alignment(const candle_gguf *g);
-size_t candle_gguf_file_size(const candle_gguf *g);
+CANDLE_API uint32_t candle_gguf_version(const candle_gguf *g);
+CANDLE_API size_t candle_gguf_alignment(const candle_gguf *g);
+CANDLE_API size_t candle_gguf_file_size(const candle_gguf *g);
 
 /* ---- metadata ---- */
-int64_t candle_gguf_n_kv(const candle_gguf *g);
-const char *candle_gguf_key(const candle_gguf *g, int64_t i);
+CANDLE_API int64_t candle_gguf_n_kv(const candle_gguf *g);
+CANDLE_API const char *candle_gguf_key(const candle_gguf *g, int64_t i);
 /* Index of a key, or -1. */
-int64_t candle_gguf_find_key(const candle_gguf *g, const char *key);
-candle_gguf_type candle_gguf_kv_type(const candle_gguf *g, int64_t i);
+CANDLE_API int64_t candle_gguf_find_key(const candle_gguf *g, const char *key);
+CANDLE_API candle_gguf_type candle_gguf_kv_type(const candle_gguf *g, int64_t i);
 /* Scalars, converted to the asked type when lossless; false if the key is
  * missing or of an incompatible type. get_u32/get_i64 take any integer type
  * whose value fits; get_f32 takes f32, f64 (rounded to nearest) and integers
  * exactly representable in f32; get_bool only bool. */
-bool candle_gguf_get_u32(const candle_gguf *g, const char *key, uint32_t *out);
-bool candle_gguf_get_i64(const candle_gguf *g, const char *key, int64_t *out);
-bool candle_gguf_get_f32(const candle_gguf *g, const char *key, float *out);
-bool candle_gguf_get_bool(const candle_gguf *g, const char *key, bool *out);
+CANDLE_API bool candle_gguf_get_u32(const candle_gguf *g, const char *key, uint32_t *out);
+CANDLE_API bool candle_gguf_get_i64(const candle_gguf *g, const char *key, int64_t *out);
+CANDLE_API bool candle_gguf_get_f32(const candle_gguf *g, const char *key, float *out);
+CANDLE_API bool candle_gguf_get_bool(const candle_gguf *g, const char *key, bool *out);
 /* Strings are not NUL-terminated in the file: pointer + length. */
-bool candle_gguf_get_str(const candle_gguf *g, const char *key, const char **s, size_t *len);
+CANDLE_API bool candle_gguf_get_str(const candle_gguf *g, const char *key, const char **s,
+                                    size_t *len);
 /* Arrays: element type and count, then elements by index. */
-bool candle_gguf_get_arr(const candle_gguf *g, const char *key, candle_gguf_type *elem_type,
-                         int64_t *n);
-bool candle_gguf_arr_str(const candle_gguf *g, const char *key, int64_t i, const char **s,
-                         size_t *len);
+CANDLE_API bool candle_gguf_get_arr(const candle_gguf *g, const char *key,
+                                    candle_gguf_type *elem_type, int64_t *n);
+CANDLE_API bool candle_gguf_arr_str(const candle_gguf *g, const char *key, int64_t i,
+                                    const char **s, size_t *len);
 /* Pointer to a numeric (or bool) array's packed little-endian elements,
  * aligned for the element type (misaligned payloads are copied once at open);
  * NULL for string arrays, arrays of arrays and missing keys. */
-const void *candle_gguf_arr_data(const candle_gguf *g, const char *key);
+CANDLE_API const void *candle_gguf_arr_data(const candle_gguf *g, const char *key);
 /* Human-readable value (arrays abbreviated) into buf, for `candle info`. */
 /* "u32", "str", "arr", ...; "invalid" out of range. */
-const char *candle_gguf_type_name(candle_gguf_type t);
-const char *candle_gguf_kv_str(const candle_gguf *g, int64_t i, char *buf, size_t n);
+CANDLE_API const char *candle_gguf_type_name(candle_gguf_type t);
+CANDLE_API const char *candle_gguf_kv_str(const candle_gguf *g, int64_t i, char *buf, size_t n);
 
 /* ---- tensors ---- */
 typedef struct candle_gguf_tensor_info {
@@ -91,15 +93,16 @@ typedef struct candle_gguf_tensor_info {
     size_t size;                    /* bytes */
 } candle_gguf_tensor_info;
 
-int64_t candle_gguf_n_tensors(const candle_gguf *g);
-const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t i);
-int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name);
+CANDLE_API int64_t candle_gguf_n_tensors(const candle_gguf *g);
+CANDLE_API const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t i);
+CANDLE_API int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name);
 /* The storage holding the whole file image (the mapping: MMAP, or the
  * no_mmap copy: HEAP), borrowed: retain it to keep it past the handle. */
-candle_storage *candle_gguf_storage(const candle_gguf *g);
+CANDLE_API candle_storage *candle_gguf_storage(const candle_gguf *g);
 /* A zero-copy leaf tensor in ctx viewing tensor `name` (it retains the
  * storage); NULL + CANDLE_ERR_FORMAT on ctx if the file lacks it. */
-candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, const char *name);
+CANDLE_API candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx,
+                                                  const char *name);
 
 /* ---- writer ----
  * Writes GGUF v3. Setting an existing key replaces its value (so copied
@@ -108,28 +111,35 @@ candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, co
  * names are at most 63 bytes; a rank-0 tensor is stored with shape [1]. */
 typedef struct candle_gguf_writer candle_gguf_writer;
 
-candle_status candle_gguf_writer_init(candle_gguf_writer **out);
-void candle_gguf_writer_free(candle_gguf_writer *w);
-candle_status candle_gguf_writer_set_u32(candle_gguf_writer *w, const char *key, uint32_t v);
-candle_status candle_gguf_writer_set_i32(candle_gguf_writer *w, const char *key, int32_t v);
-candle_status candle_gguf_writer_set_f32(candle_gguf_writer *w, const char *key, float v);
-candle_status candle_gguf_writer_set_bool(candle_gguf_writer *w, const char *key, bool v);
-candle_status candle_gguf_writer_set_str(candle_gguf_writer *w, const char *key, const char *v);
+CANDLE_API candle_status candle_gguf_writer_init(candle_gguf_writer **out);
+CANDLE_API void candle_gguf_writer_free(candle_gguf_writer *w);
+CANDLE_API candle_status candle_gguf_writer_set_u32(candle_gguf_writer *w, const char *key,
+                                                    uint32_t v);
+CANDLE_API candle_status candle_gguf_writer_set_i32(candle_gguf_writer *w, const char *key,
+                                                    int32_t v);
+CANDLE_API candle_status candle_gguf_writer_set_f32(candle_gguf_writer *w, const char *key,
+                                                    float v);
+CANDLE_API candle_status candle_gguf_writer_set_bool(candle_gguf_writer *w, const char *key,
+                                                     bool v);
+CANDLE_API candle_status candle_gguf_writer_set_str(candle_gguf_writer *w, const char *key,
+                                                    const char *v);
 /* Array of numbers (elem_type a numeric type) or of strings (STRING:
  * data is const char *const *). */
-candle_status candle_gguf_writer_set_arr(candle_gguf_writer *w, const char *key,
-                                         candle_gguf_type elem_type, const void *data, int64_t n);
+CANDLE_API candle_status candle_gguf_writer_set_arr(candle_gguf_writer *w, const char *key,
+                                                    candle_gguf_type elem_type, const void *data,
+                                                    int64_t n);
 /* Copy every metadata key of an open file (for quantize). */
-candle_status candle_gguf_writer_copy_kv(candle_gguf_writer *w, const candle_gguf *src);
+CANDLE_API candle_status candle_gguf_writer_copy_kv(candle_gguf_writer *w, const candle_gguf *src);
 /* Tensor data is copied at write time from data (contiguous, shape
  * outermost-first). */
-candle_status candle_gguf_writer_add_tensor(candle_gguf_writer *w, const char *name,
-                                            candle_dtype dtype, int rank, const int64_t *shape,
-                                            const void *data);
-candle_status candle_gguf_writer_set_alignment(candle_gguf_writer *w, size_t alignment);
-candle_status candle_gguf_writer_write(candle_gguf_writer *w, const char *path);
-/* The same file image into a malloc'ed buffer (*data, free() it). */
-candle_status candle_gguf_writer_write_memory(candle_gguf_writer *w, void **data, size_t *size);
+CANDLE_API candle_status candle_gguf_writer_add_tensor(candle_gguf_writer *w, const char *name,
+                                                       candle_dtype dtype, int rank,
+                                                       const int64_t *shape, const void *data);
+CANDLE_API candle_status candle_gguf_writer_set_alignment(candle_gguf_writer *w, size_t alignment);
+CANDLE_API candle_status candle_gguf_writer_write(candle_gguf_writer *w, const char *path);
+/* The same file image into a buffer the caller frees with candle_free. */
+CANDLE_API candle_status candle_gguf_writer_write_memory(candle_gguf_writer *w, void **data,
+                                                         size_t *size);
 
 #ifdef __cplusplus
 }

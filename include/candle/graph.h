@@ -4,6 +4,7 @@
 #ifndef CANDLE_GRAPH_H
 #define CANDLE_GRAPH_H
 
+#include "api.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -13,9 +14,10 @@ extern "C" {
 typedef struct candle_graph candle_graph;
 
 /* Collect every node that outs depend on; the graph lives in ctx. */
-candle_graph *candle_graph_build(candle_ctx *ctx, candle_tensor *const *outs, int n_outs);
-int candle_graph_n_nodes(const candle_graph *g);
-candle_tensor *candle_graph_node(const candle_graph *g, int i);
+CANDLE_API candle_graph *candle_graph_build(candle_ctx *ctx, candle_tensor *const *outs,
+                                            int n_outs);
+CANDLE_API int candle_graph_n_nodes(const candle_graph *g);
+CANDLE_API candle_tensor *candle_graph_node(const candle_graph *g, int i);
 /* Allocate storage for the nodes that have none and run them on the
  * context's backend. Nodes already computed are skipped.
  *
@@ -29,19 +31,19 @@ candle_tensor *candle_graph_node(const candle_graph *g, int i);
  * needs more, so repeated steps allocate nothing. Eager contexts, and
  * contexts made with no_plan, give each node its own storage instead and
  * keep every node. */
-candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g);
+CANDLE_API candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g);
 /* Build and compute the graph of one tensor. */
-candle_status candle_compute(candle_ctx *ctx, candle_tensor *t);
+CANDLE_API candle_status candle_compute(candle_ctx *ctx, candle_tensor *t);
 /* Keep t's data after the graphs that compute it run (not overwritten by
  * the memory plan) even when it is not one of their outputs. */
-void candle_tensor_set_output(candle_tensor *t);
+CANDLE_API void candle_tensor_set_output(candle_tensor *t);
 /* Bytes of the context's plan buffer (0 before the first planned run). */
-size_t candle_ctx_plan_bytes(const candle_ctx *ctx);
+CANDLE_API size_t candle_ctx_plan_bytes(const candle_ctx *ctx);
 /* The profiler, for the whole process (off by default: its clock reads cost
  * ~50 ns a node): the wall time per op kind of every node the graphs run,
  * and the matrix products by weight shape with their bytes and effective
  * GB/s, reported when the process exits. */
-void candle_profile_enable(bool on);
+CANDLE_API void candle_profile_enable(bool on);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #ifndef CANDLE_KV_POOL_H
 #define CANDLE_KV_POOL_H
 
+#include "api.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -34,39 +35,40 @@ typedef struct candle_kv_seq {
  * f32, f16 or bf16 (rows rounded to nearest even as they are written), or
  * q8_0 or q4_0 (rows quantized as they are written, as llama.cpp's -ctk
  * q8_0; the model's head_dim must be a multiple of 32, else a dtype error). */
-candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks,
-                                  candle_dtype kv_type);
-void candle_kv_pool_free(candle_kv_pool *p);
-int64_t candle_kv_pool_n_blocks(const candle_kv_pool *p);
+CANDLE_API candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m,
+                                             int64_t n_blocks, candle_dtype kv_type);
+CANDLE_API void candle_kv_pool_free(candle_kv_pool *p);
+CANDLE_API int64_t candle_kv_pool_n_blocks(const candle_kv_pool *p);
 /* Blocks referenced by at least one sequence. */
-int64_t candle_kv_pool_n_used(const candle_kv_pool *p);
+CANDLE_API int64_t candle_kv_pool_n_used(const candle_kv_pool *p);
 /* Bytes of one block (keys and values of all layers) of kv_type: a block
  * type's rows of head_dim elements rounded up to whole blocks. */
-size_t candle_kv_pool_block_bytes(const candle_model *m, candle_dtype kv_type);
+CANDLE_API size_t candle_kv_pool_block_bytes(const candle_model *m, candle_dtype kv_type);
 
-candle_status candle_kv_seq_init(candle_kv_seq *s, int64_t n_ctx);
+CANDLE_API candle_status candle_kv_seq_init(candle_kv_seq *s, int64_t n_ctx);
 /* Drop every block reference and free the table. */
-void candle_kv_seq_free(candle_kv_pool *p, candle_kv_seq *s);
+CANDLE_API void candle_kv_seq_free(candle_kv_pool *p, candle_kv_seq *s);
 /* While the sequence holds whole blocks only (none partly filled): add the
  * published blocks that hold the longest whole-block continuation of
  * tokens[0..n-1) (the last token is always left to evaluate). Returns the
  * positions now filled. */
-int64_t candle_kv_seq_share_prefix(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
-                                   int64_t n);
+CANDLE_API int64_t candle_kv_seq_share_prefix(candle_kv_pool *p, candle_kv_seq *s,
+                                              const int32_t *tokens, int64_t n);
 /* After candle_kv_seq_share_prefix: copy the keys and values of the
  * longest run of published rows that continues tokens[0..n-1) into a block
  * of the sequence's own (copy on write: the rows of a block partly filled
  * by a prompt, or the first rows of a whole one). Returns the positions now
  * filled; unchanged when no rows match or no block is free. */
-int64_t candle_kv_seq_share_rows(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
-                                 int64_t n);
+CANDLE_API int64_t candle_kv_seq_share_rows(candle_kv_pool *p, candle_kv_seq *s,
+                                            const int32_t *tokens, int64_t n);
 /* Publish the first n positions, whose tokens are tokens[0..n), for later
  * sequences to share: whole blocks, and the rows of a last partial one.
  * Called again as the positions grow (a prompt evaluated in chunks). */
-void candle_kv_seq_publish(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens, int64_t n);
+CANDLE_API void candle_kv_seq_publish(candle_kv_pool *p, candle_kv_seq *s, const int32_t *tokens,
+                                      int64_t n);
 /* Make room for positions up to pos+n; CANDLE_ERR_OOM (nothing taken) when
  * the free list is short. */
-candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t n);
+CANDLE_API candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -28,30 +29,30 @@ typedef struct candle_arena candle_arena;
 
 /* block_size: bytes per chained block (0 = 1 MiB); limit: max bytes
  * reserved from the system (0 = none). */
-candle_status candle_arena_init(candle_arena **out, size_t block_size, size_t limit);
-void candle_arena_free(candle_arena *a);
+CANDLE_API candle_status candle_arena_init(candle_arena **out, size_t block_size, size_t limit);
+CANDLE_API void candle_arena_free(candle_arena *a);
 /* align: power of two (0 = 64). Returns NULL and sets the last error on OOM. */
-void *candle_arena_alloc(candle_arena *a, size_t size, size_t align);
+CANDLE_API void *candle_arena_alloc(candle_arena *a, size_t size, size_t align);
 /* Free everything allocated, keep the blocks (no system calls next step);
  * blocks beyond the first are merged into one of the high-water size. */
-void candle_arena_reset(candle_arena *a);
-candle_mem_stats candle_arena_stats(const candle_arena *a);
+CANDLE_API void candle_arena_reset(candle_arena *a);
+CANDLE_API candle_mem_stats candle_arena_stats(const candle_arena *a);
 
 /* A pool may be shared by threads (one mutex). bytes_live counts whole
  * size classes handed out; released blocks stay reserved until trim. */
 typedef struct candle_pool candle_pool;
 
 /* limit: max bytes reserved from the system (0 = none). */
-candle_status candle_pool_init(candle_pool **out, size_t limit, candle_device device);
-void candle_pool_free(candle_pool *p);
+CANDLE_API candle_status candle_pool_init(candle_pool **out, size_t limit, candle_device device);
+CANDLE_API void candle_pool_free(candle_pool *p);
 /* Rounded up to a power of two (min 64 bytes); NULL + last error on OOM. */
-void *candle_pool_alloc(candle_pool *p, size_t size);
+CANDLE_API void *candle_pool_alloc(candle_pool *p, size_t size);
 /* NULL is a no-op; a pointer the pool did not hand out (or already got
  * back) is refused with an invalid-argument last error. */
-void candle_pool_release(candle_pool *p, void *ptr);
+CANDLE_API void candle_pool_release(candle_pool *p, void *ptr);
 /* Give cached free blocks back to the system. */
-void candle_pool_trim(candle_pool *p);
-candle_mem_stats candle_pool_stats(const candle_pool *p);
+CANDLE_API void candle_pool_trim(candle_pool *p);
+CANDLE_API candle_mem_stats candle_pool_stats(const candle_pool *p);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #ifndef CANDLE_MODEL_H
 #define CANDLE_MODEL_H
 
+#include "api.h"
 #include "gguf.h"
 
 #ifdef __cplusplus
@@ -32,7 +33,7 @@ typedef enum candle_arch {
 } candle_arch;
 
 /* "llama", "qwen2", ... (the GGUF general.architecture spelling). */
-const char *candle_arch_name(candle_arch a);
+CANDLE_API const char *candle_arch_name(candle_arch a);
 
 /* Hyperparameters, from the GGUF metadata `<arch>.*` keys. */
 typedef struct candle_model_config {
@@ -66,18 +67,18 @@ typedef struct candle_model_params {
     bool no_mmap;  /* read the weights into memory instead of mapping */
 } candle_model_params;
 
-candle_model_params candle_model_default_params(void);
+CANDLE_API candle_model_params candle_model_default_params(void);
 
 /* Errors: io/format from the file, CANDLE_ERR_UNSUPPORTED naming an unknown
  * architecture, CANDLE_ERR_FORMAT naming a missing key or tensor. */
-candle_status candle_model_load(candle_model **out, const char *path,
-                                const candle_model_params *p);
-void candle_model_free(candle_model *m);
-const candle_model_config *candle_model_get_config(const candle_model *m);
+CANDLE_API candle_status candle_model_load(candle_model **out, const char *path,
+                                           const candle_model_params *p);
+CANDLE_API void candle_model_free(candle_model *m);
+CANDLE_API const candle_model_config *candle_model_get_config(const candle_model *m);
 /* The open file (metadata for the tokenizer and chat template). */
-const candle_gguf *candle_model_gguf(const candle_model *m);
+CANDLE_API const candle_gguf *candle_model_gguf(const candle_model *m);
 /* Bytes of weights the model uses. */
-size_t candle_model_weight_bytes(const candle_model *m);
+CANDLE_API size_t candle_model_weight_bytes(const candle_model *m);
 
 typedef struct candle_session candle_session;
 
@@ -87,28 +88,28 @@ typedef struct candle_session_params {
     int n_threads;        /* 0 = the model's */
 } candle_session_params;
 
-candle_session_params candle_session_default_params(void);
+CANDLE_API candle_session_params candle_session_default_params(void);
 
-candle_status candle_session_init(candle_session **out, const candle_model *m,
-                                  const candle_session_params *p);
-void candle_session_free(candle_session *s);
+CANDLE_API candle_status candle_session_init(candle_session **out, const candle_model *m,
+                                             const candle_session_params *p);
+CANDLE_API void candle_session_free(candle_session *s);
 
 /* Evaluate n tokens at the current position (a prefill batch or one decode
  * step) and advance. logits (may be NULL) gets n_vocab floats for the last
  * token, or n * n_vocab (row per token) when all_logits. A batch that does
  * not fit in the cache is an invalid-argument error and changes nothing. */
-candle_status candle_session_eval(candle_session *s, const int32_t *tokens, int64_t n,
-                                  float *logits, bool all_logits);
-int64_t candle_session_pos(const candle_session *s);
-int64_t candle_session_n_ctx(const candle_session *s);
+CANDLE_API candle_status candle_session_eval(candle_session *s, const int32_t *tokens, int64_t n,
+                                             float *logits, bool all_logits);
+CANDLE_API int64_t candle_session_pos(const candle_session *s);
+CANDLE_API int64_t candle_session_n_ctx(const candle_session *s);
 /* Forget the positions from n_keep on (n_keep <= pos). */
-candle_status candle_session_truncate(candle_session *s, int64_t n_keep);
-void candle_session_reset(candle_session *s);
+CANDLE_API candle_status candle_session_truncate(candle_session *s, int64_t n_keep);
+CANDLE_API void candle_session_reset(candle_session *s);
 /* Context shift: drop the n_discard positions after the first n_keep and move
  * the rest down, re-rotating the cached keys to their new positions. */
-candle_status candle_session_shift(candle_session *s, int64_t n_keep, int64_t n_discard);
-candle_status candle_session_errcode(const candle_session *s);
-const char *candle_session_errmsg(const candle_session *s);
+CANDLE_API candle_status candle_session_shift(candle_session *s, int64_t n_keep, int64_t n_discard);
+CANDLE_API candle_status candle_session_errcode(const candle_session *s);
+CANDLE_API const char *candle_session_errmsg(const candle_session *s);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef CANDLE_OPS_H
 #define CANDLE_OPS_H
 
+#include "api.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -76,103 +77,106 @@ typedef enum candle_op {
     CANDLE_OP_COUNT
 } candle_op;
 
-const char *candle_op_name(candle_op op);
+CANDLE_API const char *candle_op_name(candle_op op);
 
 /* ---- views: zero-copy, share storage ---- */
 
 /* One dim may be -1. Errors on a non-contiguous input; see reshape_copy. */
-candle_tensor *candle_reshape(candle_ctx *ctx, candle_tensor *x, int rank, const int64_t *shape);
+CANDLE_API candle_tensor *candle_reshape(candle_ctx *ctx, candle_tensor *x, int rank,
+                                         const int64_t *shape);
 /* Reshape, copying first when the layout needs it. */
-candle_tensor *candle_reshape_copy(candle_ctx *ctx, candle_tensor *x, int rank,
-                                   const int64_t *shape);
+CANDLE_API candle_tensor *candle_reshape_copy(candle_ctx *ctx, candle_tensor *x, int rank,
+                                              const int64_t *shape);
 /* Dims may be negative (counted from the end) in all the view calls. */
-candle_tensor *candle_transpose(candle_ctx *ctx, candle_tensor *x, int d0, int d1);
-candle_tensor *candle_permute(candle_ctx *ctx, candle_tensor *x, const int *perm);
+CANDLE_API candle_tensor *candle_transpose(candle_ctx *ctx, candle_tensor *x, int d0, int d1);
+CANDLE_API candle_tensor *candle_permute(candle_ctx *ctx, candle_tensor *x, const int *perm);
 /* Elements start, start+step, ... below end along dim (step >= 1). */
-candle_tensor *candle_slice(candle_ctx *ctx, candle_tensor *x, int dim, int64_t start,
-                            int64_t end, int64_t step);
-candle_tensor *candle_narrow(candle_ctx *ctx, candle_tensor *x, int dim, int64_t start,
-                             int64_t len);
+CANDLE_API candle_tensor *candle_slice(candle_ctx *ctx, candle_tensor *x, int dim, int64_t start,
+                                       int64_t end, int64_t step);
+CANDLE_API candle_tensor *candle_narrow(candle_ctx *ctx, candle_tensor *x, int dim, int64_t start,
+                                        int64_t len);
 /* Broadcast to shape (size-1 dims stretch, new dims in front); -1 keeps. */
-candle_tensor *candle_expand(candle_ctx *ctx, candle_tensor *x, int rank, const int64_t *shape);
-candle_tensor *candle_squeeze(candle_ctx *ctx, candle_tensor *x, int dim);
-candle_tensor *candle_unsqueeze(candle_ctx *ctx, candle_tensor *x, int dim);
+CANDLE_API candle_tensor *candle_expand(candle_ctx *ctx, candle_tensor *x, int rank,
+                                        const int64_t *shape);
+CANDLE_API candle_tensor *candle_squeeze(candle_ctx *ctx, candle_tensor *x, int dim);
+CANDLE_API candle_tensor *candle_unsqueeze(candle_ctx *ctx, candle_tensor *x, int dim);
 /* General strided view (bytes), checked against the source's storage extent. */
-candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank,
-                                 const int64_t *shape, const int64_t *stride,
-                                 size_t offset);
+CANDLE_API candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank,
+                                            const int64_t *shape, const int64_t *stride,
+                                            size_t offset);
 /* Returns x itself when already contiguous, else a copy. */
-candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_cast(candle_ctx *ctx, candle_tensor *x, candle_dtype dtype);
+CANDLE_API candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_cast(candle_ctx *ctx, candle_tensor *x, candle_dtype dtype);
 /* Write src (converted, broadcast) into dst's memory, which may be a strided
  * view (a KV cache slot). The result aliases dst; compute it before reading
  * dst. */
-candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tensor *src);
+CANDLE_API candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tensor *src);
 
 /* ---- elementwise ---- */
 
-candle_tensor *candle_unary(candle_ctx *ctx, candle_op op, candle_tensor *x);
-candle_tensor *candle_neg(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_abs(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_exp(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_log(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_sqrt(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_rsqrt(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_sin(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_cos(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_tanh(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_sigmoid(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_relu(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_silu(candle_ctx *ctx, candle_tensor *x);
-candle_tensor *candle_gelu(candle_ctx *ctx, candle_tensor *x);      /* erf form */
-candle_tensor *candle_gelu_tanh(candle_ctx *ctx, candle_tensor *x); /* tanh approx */
-candle_tensor *candle_affine(candle_ctx *ctx, candle_tensor *x, double mul, double add);
-candle_tensor *candle_scale(candle_ctx *ctx, candle_tensor *x, double s);
-candle_tensor *candle_clamp(candle_ctx *ctx, candle_tensor *x, double lo, double hi);
+CANDLE_API candle_tensor *candle_unary(candle_ctx *ctx, candle_op op, candle_tensor *x);
+CANDLE_API candle_tensor *candle_neg(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_abs(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_exp(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_log(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_sqrt(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_rsqrt(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_sin(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_cos(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_tanh(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_sigmoid(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_relu(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_silu(candle_ctx *ctx, candle_tensor *x);
+CANDLE_API candle_tensor *candle_gelu(candle_ctx *ctx, candle_tensor *x);      /* erf form */
+CANDLE_API candle_tensor *candle_gelu_tanh(candle_ctx *ctx, candle_tensor *x); /* tanh approx */
+CANDLE_API candle_tensor *candle_affine(candle_ctx *ctx, candle_tensor *x, double mul, double add);
+CANDLE_API candle_tensor *candle_scale(candle_ctx *ctx, candle_tensor *x, double s);
+CANDLE_API candle_tensor *candle_clamp(candle_ctx *ctx, candle_tensor *x, double lo, double hi);
 
-candle_tensor *candle_binary(candle_ctx *ctx, candle_op op, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_add(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_sub(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_mul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_div(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_maximum(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_minimum(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_pow(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_eq(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_ne(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_lt(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_le(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_gt(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
-candle_tensor *candle_ge(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_binary(candle_ctx *ctx, candle_op op, candle_tensor *a,
+                                        candle_tensor *b);
+CANDLE_API candle_tensor *candle_add(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_sub(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_mul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_div(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_maximum(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_minimum(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_pow(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_eq(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_ne(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_lt(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_le(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_gt(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_ge(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
 /* cond (bool) ? a : b, all three broadcast together. */
-candle_tensor *candle_where(candle_ctx *ctx, candle_tensor *cond, candle_tensor *a,
-                            candle_tensor *b);
+CANDLE_API candle_tensor *candle_where(candle_ctx *ctx, candle_tensor *cond, candle_tensor *a,
+                                       candle_tensor *b);
 
 /* ---- reductions ---- */
 
-candle_tensor *candle_reduce(candle_ctx *ctx, candle_op op, candle_tensor *x, int dim,
-                             bool keepdim);
-candle_tensor *candle_sum(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
-candle_tensor *candle_mean(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
-candle_tensor *candle_max(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
-candle_tensor *candle_min(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
-candle_tensor *candle_argmax(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
-candle_tensor *candle_softmax(candle_ctx *ctx, candle_tensor *x, int dim);
-candle_tensor *candle_log_softmax(candle_ctx *ctx, candle_tensor *x, int dim);
+CANDLE_API candle_tensor *candle_reduce(candle_ctx *ctx, candle_op op, candle_tensor *x, int dim,
+                                        bool keepdim);
+CANDLE_API candle_tensor *candle_sum(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
+CANDLE_API candle_tensor *candle_mean(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
+CANDLE_API candle_tensor *candle_max(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
+CANDLE_API candle_tensor *candle_min(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
+CANDLE_API candle_tensor *candle_argmax(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
+CANDLE_API candle_tensor *candle_softmax(candle_ctx *ctx, candle_tensor *x, int dim);
+CANDLE_API candle_tensor *candle_log_softmax(candle_ctx *ctx, candle_tensor *x, int dim);
 
 /* ---- linear algebra and nn ---- */
 
 /* Batched; batch dims broadcast; transposed operands work through strides.
  * b may be quantized when it is the transpose of a row-major [N, K] weight. */
-candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+CANDLE_API candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
 /* x [..., K] . w [N, K]^T (+ bias [N]) -> [..., N], as torch.nn.Linear. */
-candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
-                             candle_tensor *bias);
+CANDLE_API candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
+                                        candle_tensor *bias);
 /* Over the last dim; weight [D] optional (NULL). */
-candle_tensor *candle_rms_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
-                               double eps);
-candle_tensor *candle_layer_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
-                                 candle_tensor *bias, double eps);
+CANDLE_API candle_tensor *candle_rms_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
+                                          double eps);
+CANDLE_API candle_tensor *candle_layer_norm(candle_ctx *ctx, candle_tensor *x,
+                                            candle_tensor *weight, candle_tensor *bias, double eps);
 
 typedef enum candle_rope_mode {
     CANDLE_ROPE_INTERLEAVED = 0, /* pairs (2i, 2i+1): original Llama/GPT-J */
@@ -188,28 +192,34 @@ typedef struct candle_rope_params {
 } candle_rope_params;
 
 /* x [..., S, H, D]; positions NULL (pos_offset + s) or i32 [S]. */
-candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *positions,
-                           const candle_rope_params *p);
+CANDLE_API candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *positions,
+                                      const candle_rope_params *p);
 
 /* Rows of x along dim picked by idx (i32/i64, 1-D). embedding = dim 0. */
-candle_tensor *candle_index_select(candle_ctx *ctx, candle_tensor *x, int dim, candle_tensor *idx);
-candle_tensor *candle_embedding(candle_ctx *ctx, candle_tensor *table, candle_tensor *ids);
+CANDLE_API candle_tensor *candle_index_select(candle_ctx *ctx, candle_tensor *x, int dim,
+                                              candle_tensor *idx);
+CANDLE_API candle_tensor *candle_embedding(candle_ctx *ctx, candle_tensor *table,
+                                           candle_tensor *ids);
 /* torch.gather: out[i][j] = x[idx[i][j]][j] for dim 0, etc. */
-candle_tensor *candle_gather(candle_ctx *ctx, candle_tensor *x, int dim, candle_tensor *idx);
-candle_tensor *candle_concat(candle_ctx *ctx, candle_tensor *const *xs, int n, int dim);
-candle_tensor *candle_stack(candle_ctx *ctx, candle_tensor *const *xs, int n, int dim);
+CANDLE_API candle_tensor *candle_gather(candle_ctx *ctx, candle_tensor *x, int dim,
+                                        candle_tensor *idx);
+CANDLE_API candle_tensor *candle_concat(candle_ctx *ctx, candle_tensor *const *xs, int n, int dim);
+CANDLE_API candle_tensor *candle_stack(candle_ctx *ctx, candle_tensor *const *xs, int n, int dim);
 
-candle_tensor *candle_arange(candle_ctx *ctx, candle_dtype dtype, double start, double end,
-                             double step);
-candle_tensor *candle_full(candle_ctx *ctx, candle_dtype dtype, int rank, const int64_t *shape,
-                           double value);
-candle_tensor *candle_zeros(candle_ctx *ctx, candle_dtype dtype, int rank, const int64_t *shape);
-candle_tensor *candle_ones(candle_ctx *ctx, candle_dtype dtype, int rank, const int64_t *shape);
+CANDLE_API candle_tensor *candle_arange(candle_ctx *ctx, candle_dtype dtype, double start,
+                                        double end, double step);
+CANDLE_API candle_tensor *candle_full(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                      const int64_t *shape, double value);
+CANDLE_API candle_tensor *candle_zeros(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                       const int64_t *shape);
+CANDLE_API candle_tensor *candle_ones(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                      const int64_t *shape);
 /* Seeded, reproducible: uniform in [lo, hi) and normal(mean, std). */
-candle_tensor *candle_rand(candle_ctx *ctx, candle_dtype dtype, int rank, const int64_t *shape,
-                           uint64_t seed, double lo, double hi);
-candle_tensor *candle_randn(candle_ctx *ctx, candle_dtype dtype, int rank, const int64_t *shape,
-                            uint64_t seed, double mean, double std);
+CANDLE_API candle_tensor *candle_rand(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                      const int64_t *shape, uint64_t seed, double lo, double hi);
+CANDLE_API candle_tensor *candle_randn(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                       const int64_t *shape, uint64_t seed, double mean,
+                                       double std);
 
 typedef struct candle_conv_params {
     int stride[2];
@@ -219,20 +229,20 @@ typedef struct candle_conv_params {
 } candle_conv_params;
 
 /* x [N, C, L], w [O, C/groups, K], bias [O] or NULL -> [N, O, L'] */
-candle_tensor *candle_conv1d(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
-                             candle_tensor *bias, const candle_conv_params *p);
+CANDLE_API candle_tensor *candle_conv1d(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
+                                        candle_tensor *bias, const candle_conv_params *p);
 /* x [N, C, H, W], w [O, C/groups, KH, KW] -> [N, O, H', W'] */
-candle_tensor *candle_conv2d(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
-                             candle_tensor *bias, const candle_conv_params *p);
+CANDLE_API candle_tensor *candle_conv2d(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
+                                        candle_tensor *bias, const candle_conv_params *p);
 
 /* Scaled dot-product attention.
  * q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] -> [B, Hq, Sq, Dv];
  * Hq a multiple of Hkv (grouped-query heads). mask (optional) is added to the
  * scores and broadcasts to [B, Hq, Sq, Skv]. causal: query i (absolute
  * position Skv - Sq + i) sees keys j <= that position. scale 0 = 1/sqrt(D). */
-candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
-                                candle_tensor *v, candle_tensor *mask, double scale,
-                                bool causal);
+CANDLE_API candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
+                                           candle_tensor *v, candle_tensor *mask, double scale,
+                                           bool causal);
 
 /* Attention of n query rows over a paged KV cache, after storing their own
  * keys and values in it (in place: the caches are written).
@@ -244,10 +254,11 @@ candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor
  * p_i; it sees positions max(0, p_i - window + 1) .. p_i (window 0: all of
  * them), so rows of one sequence also see each other's new keys. Rows must
  * not store to the same cache row. scale 0 = 1/sqrt(D). -> [n, Hq, Dv]. */
-candle_tensor *candle_paged_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
-                                      candle_tensor *v, candle_tensor *k_cache,
-                                      candle_tensor *v_cache, candle_tensor *table, int64_t block,
-                                      int64_t window, double scale);
+CANDLE_API candle_tensor *candle_paged_attention(candle_ctx *ctx, candle_tensor *q,
+                                                 candle_tensor *k, candle_tensor *v,
+                                                 candle_tensor *k_cache, candle_tensor *v_cache,
+                                                 candle_tensor *table, int64_t block,
+                                                 int64_t window, double scale);
 
 #ifdef __cplusplus
 }

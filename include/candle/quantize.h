@@ -24,6 +24,7 @@
 #ifndef CANDLE_QUANTIZE_H
 #define CANDLE_QUANTIZE_H
 
+#include "api.h"
 #include "dtype.h"
 #include "status.h"
 
@@ -60,13 +61,13 @@ typedef enum candle_ftype {
 /* Case-insensitive llama.cpp name ("Q4_K_M", "q8_0", aliases Q3_K, Q4_K and
  * Q5_K for the _M mixes). Unknown names: CANDLE_ERR_INVALID_ARG with a
  * message listing the valid ones. */
-candle_status candle_ftype_from_name(const char *name, candle_ftype *out);
+CANDLE_API candle_status candle_ftype_from_name(const char *name, candle_ftype *out);
 /* "Q4_K_M", ...; NULL if f is not a file type made here. */
-const char *candle_ftype_name(candle_ftype f);
+CANDLE_API const char *candle_ftype_name(candle_ftype f);
 /* The base dtype of a file type; CANDLE_DTYPE_COUNT if f is not one. */
-candle_dtype candle_ftype_dtype(candle_ftype f);
+CANDLE_API candle_dtype candle_ftype_dtype(candle_ftype f);
 /* One line describing the valid names (for usage messages). */
-const char *candle_ftype_names(void);
+CANDLE_API const char *candle_ftype_names(void);
 
 /* What the progress callback sees: called on the calling thread, after each
  * chunk of rows, once per note, and once before the output is written. */
@@ -105,12 +106,13 @@ typedef struct candle_quantize_params {
     candle_quantize_stats *stats; /* filled when non-NULL, also on failure as far as it got */
 } candle_quantize_params;
 
-candle_quantize_params candle_quantize_default_params(void);
+CANDLE_API candle_quantize_params candle_quantize_default_params(void);
 
 /* NULL params = defaults. Errors (io, format, invalid argument, unsupported)
  * go to the thread-local last error. */
-candle_status candle_quantize_file(const char *in_path, const char *out_path, candle_ftype ftype,
-                                   const candle_quantize_params *params);
+CANDLE_API candle_status candle_quantize_file(const char *in_path, const char *out_path,
+                                              candle_ftype ftype,
+                                              const candle_quantize_params *params);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -24,19 +25,19 @@ typedef struct candle_sampler_params {
     uint64_t seed;
 } candle_sampler_params;
 
-candle_sampler_params candle_sampler_default_params(void);
+CANDLE_API candle_sampler_params candle_sampler_default_params(void);
 
 typedef struct candle_sampler candle_sampler;
 
-candle_status candle_sampler_init(candle_sampler **out, int32_t n_vocab,
-                                  const candle_sampler_params *p);
-void candle_sampler_free(candle_sampler *s);
+CANDLE_API candle_status candle_sampler_init(candle_sampler **out, int32_t n_vocab,
+                                             const candle_sampler_params *p);
+CANDLE_API void candle_sampler_free(candle_sampler *s);
 /* Pick a token from logits[n_vocab] (left unchanged). */
-int32_t candle_sampler_sample(candle_sampler *s, const float *logits);
+CANDLE_API int32_t candle_sampler_sample(candle_sampler *s, const float *logits);
 /* Record a token in the penalty history (prompt and generated tokens). */
-void candle_sampler_accept(candle_sampler *s, int32_t token);
+CANDLE_API void candle_sampler_accept(candle_sampler *s, int32_t token);
 /* Clear the history and reseed. */
-void candle_sampler_reset(candle_sampler *s);
+CANDLE_API void candle_sampler_reset(candle_sampler *s);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef CANDLE_STATUS_H
 #define CANDLE_STATUS_H
 
+#include "api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,12 +28,12 @@ typedef enum candle_status {
 } candle_status;
 
 /* Short stable name of a status: "shape", "dtype", "out of memory", ... */
-const char *candle_status_name(candle_status s);
+CANDLE_API const char *candle_status_name(candle_status s);
 
 /* Thread-local last error, for calls that take no context. */
-candle_status candle_last_error(void);
-const char *candle_last_errmsg(void);
-void candle_clear_last_error(void);
+CANDLE_API candle_status candle_last_error(void);
+CANDLE_API const char *candle_last_errmsg(void);
+CANDLE_API void candle_clear_last_error(void);
 
 #ifdef __cplusplus
 }

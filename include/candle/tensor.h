@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api.h"
 #include "dtype.h"
 #include "status.h"
 
@@ -37,7 +38,7 @@ typedef struct candle_device {
 } candle_device;
 
 /* "cpu", "cuda:0"; buf needs 16 bytes. */
-const char *candle_device_str(candle_device d, char *buf, size_t n);
+CANDLE_API const char *candle_device_str(candle_device d, char *buf, size_t n);
 
 typedef enum candle_storage_kind {
     CANDLE_STORAGE_HEAP = 0, /* owned malloc'ed memory */
@@ -60,10 +61,10 @@ struct candle_storage {
     void *owner; /* the mapping, arena or backend the data belongs to */
 };
 
-candle_storage *candle_storage_retain(candle_storage *s);
-void candle_storage_release(candle_storage *s);
+CANDLE_API candle_storage *candle_storage_retain(candle_storage *s);
+CANDLE_API void candle_storage_release(candle_storage *s);
 /* Wrap caller memory (not freed by Candle). */
-candle_storage *candle_storage_external(void *data, size_t size);
+CANDLE_API candle_storage *candle_storage_external(void *data, size_t size);
 
 typedef struct candle_ctx candle_ctx;
 typedef struct candle_backend candle_backend;
@@ -108,63 +109,80 @@ typedef struct candle_ctx_params {
     bool no_fuse;
 } candle_ctx_params;
 
-candle_ctx_params candle_ctx_default_params(void);
-candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p);
-void candle_ctx_free(candle_ctx *ctx);
-candle_status candle_errcode(const candle_ctx *ctx);
-const char *candle_errmsg(const candle_ctx *ctx);
+CANDLE_API candle_ctx_params candle_ctx_default_params(void);
+CANDLE_API candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p);
+CANDLE_API void candle_ctx_free(candle_ctx *ctx);
+CANDLE_API candle_status candle_errcode(const candle_ctx *ctx);
+CANDLE_API const char *candle_errmsg(const candle_ctx *ctx);
 /* Forget the sticky error so the context can be used again. */
-void candle_ctx_clear_error(candle_ctx *ctx);
-bool candle_ctx_is_eager(const candle_ctx *ctx);
-void candle_ctx_set_eager(candle_ctx *ctx, bool eager);
-candle_backend *candle_ctx_backend(candle_ctx *ctx);
+CANDLE_API void candle_ctx_clear_error(candle_ctx *ctx);
+CANDLE_API bool candle_ctx_is_eager(const candle_ctx *ctx);
+CANDLE_API void candle_ctx_set_eager(candle_ctx *ctx, bool eager);
+CANDLE_API candle_backend *candle_ctx_backend(candle_ctx *ctx);
 /* Bytes of tensor storage currently held through this context / its peak. */
-size_t candle_ctx_mem_used(const candle_ctx *ctx);
-size_t candle_ctx_mem_peak(const candle_ctx *ctx);
+CANDLE_API size_t candle_ctx_mem_used(const candle_ctx *ctx);
+CANDLE_API size_t candle_ctx_mem_peak(const candle_ctx *ctx);
 /* Number of storage allocations made by this context since init. */
-uint64_t candle_ctx_alloc_count(const candle_ctx *ctx);
+CANDLE_API uint64_t candle_ctx_alloc_count(const candle_ctx *ctx);
 
 /* Tensors created after a mark are freed by a reset to it (weights first,
  * then per-step graphs). */
 typedef size_t candle_ctx_mark;
-candle_ctx_mark candle_ctx_get_mark(const candle_ctx *ctx);
-void candle_ctx_reset(candle_ctx *ctx, candle_ctx_mark mark);
+CANDLE_API candle_ctx_mark candle_ctx_get_mark(const candle_ctx *ctx);
+CANDLE_API void candle_ctx_reset(candle_ctx *ctx, candle_ctx_mark mark);
 
 /* ---- creating tensors (allocated at once, data uninitialised) ---- */
 
-candle_tensor *candle_tensor_new(candle_ctx *ctx, candle_dtype dtype, int rank,
-                                 const int64_t *shape);
+CANDLE_API candle_tensor *candle_tensor_new(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                            const int64_t *shape);
 /* A leaf over existing storage (retained), e.g. a weight in a mapped file. */
-candle_tensor *candle_tensor_from_storage(candle_ctx *ctx, candle_dtype dtype, int rank,
-                                          const int64_t *shape, candle_storage *s,
-                                          size_t offset);
+CANDLE_API candle_tensor *candle_tensor_from_storage(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                                     const int64_t *shape, candle_storage *s,
+                                                     size_t offset);
 /* Copy n f32 values into a new tensor of `dtype` (converted). */
-candle_tensor *candle_tensor_from_f32(candle_ctx *ctx, candle_dtype dtype, int rank,
-                                      const int64_t *shape, const float *data);
-candle_tensor *candle_tensor_from_i32(candle_ctx *ctx, int rank, const int64_t *shape,
-                                      const int32_t *data);
+CANDLE_API candle_tensor *candle_tensor_from_f32(candle_ctx *ctx, candle_dtype dtype, int rank,
+                                                 const int64_t *shape, const float *data);
+CANDLE_API candle_tensor *candle_tensor_from_i32(candle_ctx *ctx, int rank, const int64_t *shape,
+                                                 const int32_t *data);
 
 /* ---- descriptor queries ---- */
 
-int64_t candle_tensor_numel(const candle_tensor *t);
-size_t candle_tensor_nbytes(const candle_tensor *t); /* when contiguous */
-bool candle_tensor_is_contiguous(const candle_tensor *t);
-bool candle_tensor_same_shape(const candle_tensor *a, const candle_tensor *b);
+/* Accessors, so a binding need not mirror struct candle_tensor's layout
+ * (which may grow). Each takes NULL: dtype CANDLE_DTYPE_COUNT, rank -1,
+ * nelements and nbytes 0. dim and stride take i in [-rank, rank) (negative
+ * counts from the end, as in the view calls); out of range (or NULL) dim
+ * gives -1 and stride 0. Strides are in bytes and may be 0 (a broadcast) or
+ * negative (candle_as_strided), so check i against the rank, not the value. */
+CANDLE_API candle_dtype candle_tensor_dtype(const candle_tensor *t);
+CANDLE_API int candle_tensor_rank(const candle_tensor *t);
+CANDLE_API int64_t candle_tensor_dim(const candle_tensor *t, int i);
+CANDLE_API int64_t candle_tensor_stride(const candle_tensor *t, int i);
+/* Elements (the product of the shape; 1 for rank 0). */
+CANDLE_API int64_t candle_tensor_nelements(const candle_tensor *t);
+/* Bytes of the tensor's data laid out contiguously (what a copy of it takes;
+ * a strided view may span more or less of its storage). */
+CANDLE_API size_t candle_tensor_nbytes(const candle_tensor *t);
+
+/* candle_tensor_nelements without the NULL check. */
+CANDLE_API int64_t candle_tensor_numel(const candle_tensor *t);
+CANDLE_API bool candle_tensor_is_contiguous(const candle_tensor *t);
+CANDLE_API bool candle_tensor_same_shape(const candle_tensor *a, const candle_tensor *b);
 /* NULL if not yet computed. */
-void *candle_tensor_data(const candle_tensor *t);
+CANDLE_API void *candle_tensor_data(const candle_tensor *t);
 /* Contiguous strides for a shape. */
-void candle_contiguous_strides(candle_dtype dtype, int rank, const int64_t *shape,
-                               int64_t *stride);
+CANDLE_API void candle_contiguous_strides(candle_dtype dtype, int rank, const int64_t *shape,
+                                          int64_t *stride);
 /* "[2, 3, 4]" into buf. */
-const char *candle_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
-void candle_tensor_set_name(candle_tensor *t, const char *name);
+CANDLE_API const char *candle_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
+CANDLE_API void candle_tensor_set_name(candle_tensor *t, const char *name);
 
 /* Element access for tests and examples (any layout, computed tensors). */
-candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index, double *out);
+CANDLE_API candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index,
+                                               double *out);
 /* Copy (converting) all elements, row-major logical order, into out[numel]. */
-candle_status candle_tensor_to_f32(const candle_tensor *t, float *out);
+CANDLE_API candle_status candle_tensor_to_f32(const candle_tensor *t, float *out);
 /* Print to a FILE* (stdio) with shape and dtype, like torch's repr. */
-candle_status candle_tensor_print(const candle_tensor *t, void *file);
+CANDLE_API candle_status candle_tensor_print(const candle_tensor *t, void *file);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #ifndef CANDLE_TOKENIZER_H
 #define CANDLE_TOKENIZER_H
 
+#include "api.h"
 #include "gguf.h"
 
 #ifdef __cplusplus
@@ -14,16 +15,16 @@ extern "C" {
 
 typedef struct candle_tokenizer candle_tokenizer;
 
-candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g);
-void candle_tokenizer_free(candle_tokenizer *t);
+CANDLE_API candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g);
+CANDLE_API void candle_tokenizer_free(candle_tokenizer *t);
 
-int32_t candle_tokenizer_n_vocab(const candle_tokenizer *t);
-int32_t candle_tokenizer_bos(const candle_tokenizer *t); /* -1 if none */
-int32_t candle_tokenizer_eos(const candle_tokenizer *t);
+CANDLE_API int32_t candle_tokenizer_n_vocab(const candle_tokenizer *t);
+CANDLE_API int32_t candle_tokenizer_bos(const candle_tokenizer *t); /* -1 if none */
+CANDLE_API int32_t candle_tokenizer_eos(const candle_tokenizer *t);
 /* End-of-generation tokens (eos, eot, im_end, ...). */
-bool candle_tokenizer_is_eog(const candle_tokenizer *t, int32_t id);
+CANDLE_API bool candle_tokenizer_is_eog(const candle_tokenizer *t, int32_t id);
 /* Special token id by its text ("<|im_end|>"), or -1. */
-int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text);
+CANDLE_API int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text);
 
 /* add_special: add BOS/EOS as the model's metadata says.
  * parse_special: recognise special-token text ("<|im_start|>") in the input.
@@ -31,18 +32,19 @@ int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text);
  * reference tokenizers do.
  * Writes up to cap ids; *n_out gets the full count (call again with more
  * room if it exceeds cap). */
-candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text, size_t len,
-                                      bool add_special, bool parse_special, int32_t *ids,
-                                      int64_t cap, int64_t *n_out);
+CANDLE_API candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text,
+                                                 size_t len, bool add_special, bool parse_special,
+                                                 int32_t *ids, int64_t cap, int64_t *n_out);
 /* The bytes of one token (byte-fallback and byte-level tokens decoded, the
  * SentencePiece space marker turned into ' '); may be a partial UTF-8
  * sequence. Special tokens give their text only if render_special. */
-candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id,
-                                           bool render_special, char *buf, size_t cap,
-                                           size_t *len);
+CANDLE_API candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id,
+                                                      bool render_special, char *buf, size_t cap,
+                                                      size_t *len);
 /* Decode a sequence into buf (NUL-terminated); *len gets the byte count. */
-candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids, int64_t n,
-                                      bool render_special, char *buf, size_t cap, size_t *len);
+CANDLE_API candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids,
+                                                 int64_t n, bool render_special, char *buf,
+                                                 size_t cap, size_t *len);
 /* Output sizes: token_bytes and decode always set *len to the full count;
  * when that (plus decode's NUL) does not fit in cap they write what fits
  * and return CANDLE_ERR_INVALID_ARG ("buffer of N bytes too small, need M"),
@@ -63,14 +65,15 @@ typedef struct candle_detok {
 } candle_detok;
 
 /* Bytes needed in buf for any push: 3 * (longest token + 4) + 1. */
-size_t candle_tokenizer_detok_bufsize(const candle_tokenizer *t);
+CANDLE_API size_t candle_tokenizer_detok_bufsize(const candle_tokenizer *t);
 /* The text completed by token id into buf (NUL-terminated), *len its length.
  * A too-small buf is CANDLE_ERR_INVALID_ARG and leaves d unchanged. */
-candle_status candle_tokenizer_detok_push(const candle_tokenizer *t, candle_detok *d, int32_t id,
-                                          bool render_special, char *buf, size_t cap, size_t *len);
+CANDLE_API candle_status candle_tokenizer_detok_push(const candle_tokenizer *t, candle_detok *d,
+                                                     int32_t id, bool render_special, char *buf,
+                                                     size_t cap, size_t *len);
 /* At the end of the stream: whatever is still held back (as U+FFFD). */
-candle_status candle_tokenizer_detok_flush(const candle_tokenizer *t, candle_detok *d, char *buf,
-                                           size_t cap, size_t *len);
+CANDLE_API candle_status candle_tokenizer_detok_flush(const candle_tokenizer *t, candle_detok *d,
+                                                      char *buf, size_t cap, size_t *len);
 
 #ifdef __cplusplus
 }

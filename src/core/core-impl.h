@@ -20,6 +20,9 @@ candle_status candle_set_error(candle_ctx *ctx, candle_status s, const char *fmt
 candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap);
 /* Copy the thread-local last error onto ctx (after a context-less call). */
 candle_status candle_ctx_take_last_error(candle_ctx *ctx);
+/* A message to the log callback (log.h), formatted as printf; one line,
+ * without the newline. */
+void candle_log_msg(candle_log_level level, const char *fmt, ...) CANDLE_PRINTF(2, 3);
 /* "1.50 GiB" into buf. */
 const char *candle_format_bytes(size_t n, char *buf, size_t len);
 

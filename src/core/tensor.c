@@ -12,6 +12,31 @@ int64_t candle_tensor_numel(const candle_tensor *t) {
     return n;
 }
 
+candle_dtype candle_tensor_dtype(const candle_tensor *t) {
+    return t ? t->dtype : CANDLE_DTYPE_COUNT;
+}
+
+int candle_tensor_rank(const candle_tensor *t) { return t ? t->rank : -1; }
+
+/* i in [-rank, rank) as an index, or -1. */
+static int dim_index(const candle_tensor *t, int i) {
+    if (!t) return -1;
+    if (i < 0) i += t->rank;
+    return i >= 0 && i < t->rank ? i : -1;
+}
+
+int64_t candle_tensor_dim(const candle_tensor *t, int i) {
+    int d = dim_index(t, i);
+    return d < 0 ? -1 : t->shape[d];
+}
+
+int64_t candle_tensor_stride(const candle_tensor *t, int i) {
+    int d = dim_index(t, i);
+    return d < 0 ? 0 : t->stride[d];
+}
+
+int64_t candle_tensor_nelements(const candle_tensor *t) { return t ? candle_tensor_numel(t) : 0; }
+
 void candle_contiguous_strides(candle_dtype dtype, int rank, const int64_t *shape,
                                int64_t *stride) {
     const candle_dtype_traits *tr = candle_dtype_info(dtype);
@@ -23,6 +48,7 @@ void candle_contiguous_strides(candle_dtype dtype, int rank, const int64_t *shap
 }
 
 size_t candle_tensor_nbytes(const candle_tensor *t) {
+    if (!t) return 0;
     if (t->rank == 0) return candle_dtype_info(t->dtype)->type_size;
     size_t rows = 1;
     for (int i = 0; i < t->rank - 1; i++) rows *= (size_t)t->shape[i];

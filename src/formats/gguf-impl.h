@@ -65,16 +65,16 @@ struct candle_gguf {
 };
 
 /* Byte size of a scalar GGUF value type; 0 for STRING/ARRAY/invalid. */
-size_t gguf_scalar_size(uint32_t type);
-const char *gguf_type_name(uint32_t type);
+size_t cgguf_scalar_size(uint32_t type);
+const char *cgguf_type_name(uint32_t type);
 
 /* Parse the image at g->base (g zeroed but for base, file_size, storage).
  * On error records "gguf: <field>: <problem> at offset <n>" and returns
- * CANDLE_ERR_FORMAT (or OOM); g is then only fit for gguf_free_parsed. */
-candle_status gguf_parse(candle_gguf *g);
-void gguf_free_parsed(candle_gguf *g);
+ * CANDLE_ERR_FORMAT (or OOM); g is then only fit for cgguf_free_parsed. */
+candle_status cgguf_parse(candle_gguf *g);
+void cgguf_free_parsed(candle_gguf *g);
 
 /* Index of name in a sorted ref table, or -1. */
-int64_t gguf_lookup(const gguf_name_ref *sorted, int64_t n, const char *name);
+int64_t cgguf_lookup(const gguf_name_ref *sorted, int64_t n, const char *name);
 
 #endif

@@ -16,7 +16,7 @@ const char *candle_gguf_key(const candle_gguf *g, int64_t i) {
 
 int64_t candle_gguf_find_key(const candle_gguf *g, const char *key) {
     if (!g || !key) return -1;
-    return gguf_lookup(g->kv_sorted, g->n_kv, key);
+    return cgguf_lookup(g->kv_sorted, g->n_kv, key);
 }
 
 candle_gguf_type candle_gguf_kv_type(const candle_gguf *g, int64_t i) {
@@ -143,7 +143,7 @@ bool candle_gguf_arr_str(const candle_gguf *g, const char *key, int64_t i, const
 
 const void *candle_gguf_arr_data(const candle_gguf *g, const char *key) {
     const gguf_kv *kv = find(g, key);
-    if (!kv || kv->type != CANDLE_GGUF_ARRAY || !gguf_scalar_size(kv->elem_type)) return NULL;
+    if (!kv || kv->type != CANDLE_GGUF_ARRAY || !cgguf_scalar_size(kv->elem_type)) return NULL;
     return kv->aligned ? kv->aligned : kv->val;
 }
 
@@ -209,10 +209,10 @@ static void put_scalar(sbuf *b, candle_gguf_type t, const uint8_t *p) {
 #define STR_SHOWN 96
 
 static void put_array(sbuf *b, const gguf_kv *kv) {
-    put(b, "[%s x %" PRIu64 "]", gguf_type_name(kv->elem_type), kv->n);
+    put(b, "[%s x %" PRIu64 "]", cgguf_type_name(kv->elem_type), kv->n);
     if (kv->elem_type == CANDLE_GGUF_ARRAY || kv->n == 0) return;
     put(b, " [");
-    size_t esz = gguf_scalar_size(kv->elem_type);
+    size_t esz = cgguf_scalar_size(kv->elem_type);
     for (uint64_t i = 0; i < kv->n && i < ARR_SHOWN; i++) {
         if (i) put(b, ", ");
         if (esz) put_scalar(b, kv->elem_type, kv->val + i * esz);

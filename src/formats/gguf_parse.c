@@ -76,7 +76,7 @@ static candle_status rd_str(rd *r, const char *field, const uint8_t **str, uint6
     return CANDLE_OK;
 }
 
-size_t gguf_scalar_size(uint32_t type) {
+size_t cgguf_scalar_size(uint32_t type) {
     switch (type) {
     case CANDLE_GGUF_UINT8:
     case CANDLE_GGUF_INT8:
@@ -93,9 +93,9 @@ size_t gguf_scalar_size(uint32_t type) {
     }
 }
 
-const char *candle_gguf_type_name(candle_gguf_type t) { return gguf_type_name((uint32_t)t); }
+const char *candle_gguf_type_name(candle_gguf_type t) { return cgguf_type_name((uint32_t)t); }
 
-const char *gguf_type_name(uint32_t type) {
+const char *cgguf_type_name(uint32_t type) {
     static const char *names[] = {"u8",  "i8",  "u16", "i16", "u32", "i32", "f32",
                                   "bool", "str", "arr", "u64", "i64", "f64"};
     _Static_assert(sizeof names / sizeof names[0] == CANDLE_GGUF_TYPE_COUNT,
@@ -115,11 +115,11 @@ static candle_status check_bools(const rd *r, const char *field, uint64_t n) {
 /* The elements of an array whose element type and count were just read. */
 static candle_status skip_elems(rd *r, const char *field, uint32_t et, uint64_t n, int depth,
                                 size_t et_off) {
-    size_t esz = gguf_scalar_size(et);
+    size_t esz = cgguf_scalar_size(et);
     if (esz) {
         if (n > left(r) / esz)
             return ferr(r->off, field, "%" PRIu64 " %s elements exceed the %zu bytes left", n,
-                        gguf_type_name(et), left(r));
+                        cgguf_type_name(et), left(r));
         candle_status s = et == CANDLE_GGUF_BOOL ? check_bools(r, field, n) : CANDLE_OK;
         r->off += (size_t)n * esz;
         return s;
@@ -129,7 +129,7 @@ static candle_status skip_elems(rd *r, const char *field, uint32_t et, uint64_t 
     size_t min = et == CANDLE_GGUF_STRING ? 8 : 12;
     if (n > left(r) / min)
         return ferr(r->off, field, "%" PRIu64 " %s elements cannot fit in the %zu bytes left", n,
-                    gguf_type_name(et), left(r));
+                    cgguf_type_name(et), left(r));
     for (uint64_t i = 0; i < n; i++) {
         candle_status s = skip_value(r, field, et, depth);
         if (s) return s;
@@ -139,7 +139,7 @@ static candle_status skip_elems(rd *r, const char *field, uint32_t et, uint64_t 
 
 static candle_status skip_value(rd *r, const char *field, uint32_t type, int depth) {
     size_t at = r->off;
-    size_t sz = gguf_scalar_size(type);
+    size_t sz = cgguf_scalar_size(type);
     if (sz) {
         candle_status s = need(r, sz, field);
         if (s) return s;
@@ -166,7 +166,7 @@ static candle_status skip_value(rd *r, const char *field, uint32_t type, int dep
 /* Index string elements and realign misaligned numeric payloads, so the
  * accessors are O(1) and may hand out typed pointers. */
 static candle_status index_array(gguf_kv *kv) {
-    size_t esz = gguf_scalar_size(kv->elem_type);
+    size_t esz = cgguf_scalar_size(kv->elem_type);
     if (kv->elem_type == CANDLE_GGUF_STRING && kv->n > 0) {
         /* n <= val_size / 8 was checked while parsing */
         kv->str_off = malloc((size_t)kv->n * sizeof *kv->str_off);
@@ -238,7 +238,7 @@ static candle_status parse_kv(rd *r, int64_t i, gguf_kv *kv) {
         kv->val_size = (size_t)kv->n;
     } else {
         kv->val = r->p + r->off;
-        kv->val_size = gguf_scalar_size(type);
+        kv->val_size = cgguf_scalar_size(type);
         if ((s = skip_value(r, field, type, 0))) return s;
     }
     kv->raw = r->p + at;
@@ -250,7 +250,7 @@ static int ref_cmp(const void *a, const void *b) {
     return strcmp(((const gguf_name_ref *)a)->name, ((const gguf_name_ref *)b)->name);
 }
 
-int64_t gguf_lookup(const gguf_name_ref *sorted, int64_t n, const char *name) {
+int64_t cgguf_lookup(const gguf_name_ref *sorted, int64_t n, const char *name) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -312,12 +312,12 @@ static candle_status parse_kvs(candle_gguf *g, rd *r, uint64_t n) {
 
 static candle_status parse_alignment(candle_gguf *g) {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
-    int64_t i = gguf_lookup(g->kv_sorted, g->n_kv, "general.alignment");
+    int64_t i = cgguf_lookup(g->kv_sorted, g->n_kv, "general.alignment");
     if (i < 0) return CANDLE_OK;
     const gguf_kv *kv = &g->kv[i];
     size_t at = (size_t)(kv->raw - g->base);
     if (kv->type != CANDLE_GGUF_UINT32)
-        return ferr(at, "general.alignment", "type %s, expected u32", gguf_type_name(kv->type));
+        return ferr(at, "general.alignment", "type %s, expected u32", cgguf_type_name(kv->type));
     uint32_t a;
     memcpy(&a, kv->val, 4);
     if (a == 0 || (a & (a - 1)))
@@ -480,7 +480,7 @@ static candle_status parse_header(candle_gguf *g, rd *r, uint64_t *n_tensors, ui
     return CANDLE_OK;
 }
 
-candle_status gguf_parse(candle_gguf *g) {
+candle_status cgguf_parse(candle_gguf *g) {
     rd r = {g->base, g->file_size, 0};
     uint64_t n_tensors = 0, n_kv = 0;
     candle_status s = parse_header(g, &r, &n_tensors, &n_kv);
@@ -490,7 +490,7 @@ candle_status gguf_parse(candle_gguf *g) {
     return s;
 }
 
-void gguf_free_parsed(candle_gguf *g) {
+void cgguf_free_parsed(candle_gguf *g) {
     for (int64_t i = 0; i < g->n_kv; i++) {
         free(g->kv[i].key);
         free(g->kv[i].str_off);

@@ -112,7 +112,7 @@ static candle_status open_storage(candle_gguf **out, candle_storage *s) {
     g->storage = s;
     g->base = s->data;
     g->file_size = s->size;
-    candle_status st = gguf_parse(g);
+    candle_status st = cgguf_parse(g);
     if (st) {
         candle_gguf_close(g);
         return st;
@@ -174,7 +174,7 @@ candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_
 
 void candle_gguf_close(candle_gguf *g) {
     if (!g) return;
-    gguf_free_parsed(g);
+    cgguf_free_parsed(g);
     candle_storage_release(g->storage);
     free(g);
 }
@@ -193,7 +193,7 @@ const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t 
 
 int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name) {
     if (!g || !name) return -1;
-    return gguf_lookup(g->tensor_sorted, g->n_tensors, name);
+    return cgguf_lookup(g->tensor_sorted, g->n_tensors, name);
 }
 
 candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, const char *name) {

@@ -140,7 +140,7 @@ static candle_status set_scalar(candle_gguf_writer *w, const char *key, candle_g
     if (!w) return arg_err("gguf writer: %s", "NULL writer");
     bbuf b = {0};
     bput_u32(&b, t);
-    bput(&b, v, gguf_scalar_size(t));
+    bput(&b, v, cgguf_scalar_size(t));
     return set_value(w, key, &b);
 }
 
@@ -195,11 +195,11 @@ candle_status candle_gguf_writer_set_arr(candle_gguf_writer *w, const char *key,
                                          candle_gguf_type elem_type, const void *data, int64_t n) {
     if (!w || n < 0 || (n > 0 && !data)) return arg_err("gguf writer: %s", "bad array argument");
     if (is_alignment(key)) return alignment_type_err();
-    size_t esz = gguf_scalar_size(elem_type);
+    size_t esz = cgguf_scalar_size(elem_type);
     if (!esz && elem_type != CANDLE_GGUF_STRING)
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "gguf writer: arrays of %s are not supported",
-                                gguf_type_name(elem_type));
+                                cgguf_type_name(elem_type));
     bbuf b = {0};
     bput_u32(&b, CANDLE_GGUF_ARRAY);
     bput_u32(&b, elem_type);

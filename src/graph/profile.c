@@ -1,6 +1,7 @@
 /* candle_profile_enable: wall time per op kind of every graph node run by
- * candle_graph_compute, reported at exit. A diagnostic for finding
- * where a decode step goes (per-op overheads versus the large products);
+ * candle_graph_compute, reported at exit through the log callback (log.h;
+ * stderr unless the host set one). A diagnostic for finding where a decode
+ * step goes (per-op overheads versus the large products);
  * the clock reads cost ~50 ns a node, so it stays off by default. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,16 +39,18 @@ static void report_shapes(void) {
         long long n = atomic_load(&g_shapes[i].n), ns = atomic_load(&g_shapes[i].ns);
         if (!key || !n) continue;
         if (!any)
-            fprintf(stderr, "%-24s %10s %12s %10s %10s %8s\n", "matmul step (type NxK /prods)",
-                    "steps", "ms", "us/step", "KB/step", "GB/s");
+            candle_log_msg(CANDLE_LOG_INFO, "%-24s %10s %12s %10s %10s %8s",
+                           "matmul step (type NxK /prods)", "steps", "ms", "us/step", "KB/step",
+                           "GB/s");
         any = true;
         char name[64];
         double kb = (double)atomic_load(&g_shapes[i].bytes) / (double)n / 1024.0;
         snprintf(name, sizeof name, "%s %llux%llu /%llu",
                  candle_dtype_name((candle_dtype)(key >> 56)), (key >> 24) & 0xffffffull,
                  (key >> 4) & 0xfffffull, key & 0xfull);
-        fprintf(stderr, "%-24s %10lld %12.3f %10.2f %10.1f %8.1f\n", name, n, ns / 1e6,
-                ns / 1e3 / (double)n, kb, ns ? kb * 1024.0 * (double)n / (double)ns : 0.0);
+        candle_log_msg(CANDLE_LOG_INFO, "%-24s %10lld %12.3f %10.2f %10.1f %8.1f", name, n,
+                       ns / 1e6, ns / 1e3 / (double)n, kb,
+                       ns ? kb * 1024.0 * (double)n / (double)ns : 0.0);
     }
 }
 
@@ -55,18 +58,19 @@ static void report(void) {
     long long total = 0;
     for (int i = 0; i < PROF_SLOTS; i++) total += atomic_load(&g_prof[i].ns);
     long long graphs = atomic_load(&g_graphs);
-    fprintf(stderr, "candle profile: %lld graphs, %.3f ms of nodes\n", graphs, total / 1e6);
-    fprintf(stderr, "%-24s %10s %12s %10s %10s %6s\n", "op", "nodes", "ms", "us/node",
-            "us/graph", "%");
+    candle_log_msg(CANDLE_LOG_INFO, "candle profile: %lld graphs, %.3f ms of nodes", graphs,
+                   total / 1e6);
+    candle_log_msg(CANDLE_LOG_INFO, "%-24s %10s %12s %10s %10s %6s", "op", "nodes", "ms",
+                   "us/node", "us/graph", "%");
     for (int i = 0; i < PROF_SLOTS; i++) {
         long long ns = atomic_load(&g_prof[i].ns), n = atomic_load(&g_prof[i].n);
         if (!n) continue;
         char name[64];
         if (i < CANDLE_OP_COUNT) snprintf(name, sizeof name, "%s", candle_op_name((candle_op)i));
         else snprintf(name, sizeof name, "matmul %s", candle_dtype_name((candle_dtype)(i - CANDLE_OP_COUNT)));
-        fprintf(stderr, "%-24s %10lld %12.3f %10.2f %10.2f %6.1f\n", name, n, ns / 1e6,
-                ns / 1e3 / (double)n, graphs ? ns / 1e3 / (double)graphs : 0.0,
-                total ? 100.0 * (double)ns / (double)total : 0.0);
+        candle_log_msg(CANDLE_LOG_INFO, "%-24s %10lld %12.3f %10.2f %10.2f %6.1f", name, n,
+                       ns / 1e6, ns / 1e3 / (double)n, graphs ? ns / 1e3 / (double)graphs : 0.0,
+                       total ? 100.0 * (double)ns / (double)total : 0.0);
     }
     report_shapes();
 }

@@ -11,12 +11,12 @@ static const char *key_of(char *buf, size_t n, const char *arch, const char *key
     return buf;
 }
 
-bool cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out) {
+bool model_cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out) {
     char k[128];
     return candle_gguf_get_i64(g, key_of(k, sizeof k, arch, key), out);
 }
 
-bool cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out) {
+bool model_cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out) {
     char k[128];
     float f;
     if (!candle_gguf_get_f32(g, key_of(k, sizeof k, arch, key), &f)) return false;
@@ -26,7 +26,7 @@ bool cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double
 
 static candle_status need_i64(const candle_gguf *g, const char *arch, const char *key,
                               int64_t *out) {
-    if (cfg_get_i64(g, arch, key, out) && *out > 0) return CANDLE_OK;
+    if (model_cfg_get_i64(g, arch, key, out) && *out > 0) return CANDLE_OK;
     return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                             "model: metadata key '%s.%s' missing or not a positive integer", arch,
                             key);
@@ -40,26 +40,29 @@ static double rope_scale(const candle_gguf *g, const char *arch) {
     double factor = 0;
     if (candle_gguf_get_str(g, key_of(k, sizeof k, arch, "rope.scaling.type"), &type, &len) &&
         len == 6 && !memcmp(type, "linear", 6))
-        cfg_get_f64(g, arch, "rope.scaling.factor", &factor);
+        model_cfg_get_f64(g, arch, "rope.scaling.factor", &factor);
     else
-        cfg_get_f64(g, arch, "rope.scale_linear", &factor);
+        model_cfg_get_f64(g, arch, "rope.scale_linear", &factor);
     return factor > 0 ? 1.0 / factor : 1.0;
 }
 
-candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c) {
+candle_status model_cfg_read_common(const candle_gguf *g, const char *arch,
+                                    candle_model_config *c) {
     candle_status s;
     if ((s = need_i64(g, arch, "block_count", &c->n_layer)) ||
         (s = need_i64(g, arch, "embedding_length", &c->n_embd)) ||
         (s = need_i64(g, arch, "feed_forward_length", &c->n_ff)) ||
         (s = need_i64(g, arch, "attention.head_count", &c->n_head)))
         return s;
-    if (!cfg_get_i64(g, arch, "attention.head_count_kv", &c->n_head_kv)) c->n_head_kv = c->n_head;
-    if (!cfg_get_i64(g, arch, "attention.key_length", &c->head_dim))
+    if (!model_cfg_get_i64(g, arch, "attention.head_count_kv", &c->n_head_kv))
+        c->n_head_kv = c->n_head;
+    if (!model_cfg_get_i64(g, arch, "attention.key_length", &c->head_dim))
         c->head_dim = c->n_embd / c->n_head;
-    if (!cfg_get_i64(g, arch, "rope.dimension_count", &c->n_rot)) c->n_rot = c->head_dim;
-    if (!cfg_get_i64(g, arch, "context_length", &c->n_ctx_train)) c->n_ctx_train = 2048;
-    if (!cfg_get_f64(g, arch, "attention.layer_norm_rms_epsilon", &c->norm_eps)) c->norm_eps = 1e-5;
-    if (!cfg_get_f64(g, arch, "rope.freq_base", &c->rope_base)) c->rope_base = 10000.0;
+    if (!model_cfg_get_i64(g, arch, "rope.dimension_count", &c->n_rot)) c->n_rot = c->head_dim;
+    if (!model_cfg_get_i64(g, arch, "context_length", &c->n_ctx_train)) c->n_ctx_train = 2048;
+    if (!model_cfg_get_f64(g, arch, "attention.layer_norm_rms_epsilon", &c->norm_eps))
+        c->norm_eps = 1e-5;
+    if (!model_cfg_get_f64(g, arch, "rope.freq_base", &c->rope_base)) c->rope_base = 10000.0;
     c->rope_base_swa = c->rope_base;
     c->rope_scale = rope_scale(g, arch);
     c->rope_mode = CANDLE_ROPE_HALF;
@@ -80,7 +83,7 @@ candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_mod
     return CANDLE_OK;
 }
 
-candle_status cfg_check_values(const char *arch, const candle_model_config *c) {
+candle_status model_cfg_check_values(const char *arch, const candle_model_config *c) {
     bool ok = c->norm_eps > 0 && c->norm_eps < 1;
     ok = ok && c->rope_base > 0 && isfinite(c->rope_base) && c->rope_base_swa > 0 &&
          isfinite(c->rope_base_swa);

@@ -16,10 +16,11 @@ static void query_scale(candle_model_config *c, int64_t n_layer_27b) {
 static candle_status gemma2_config(const candle_gguf *g, candle_model_config *c) {
     c->rope_mode = CANDLE_ROPE_HALF;
     c->embd_scale = sqrt((double)c->n_embd);
-    if (!cfg_get_f64(g, "gemma2", "attn_logit_softcapping", &c->attn_softcap)) c->attn_softcap = 50;
-    if (!cfg_get_f64(g, "gemma2", "final_logit_softcapping", &c->final_softcap))
+    if (!model_cfg_get_f64(g, "gemma2", "attn_logit_softcapping", &c->attn_softcap))
+        c->attn_softcap = 50;
+    if (!model_cfg_get_f64(g, "gemma2", "final_logit_softcapping", &c->final_softcap))
         c->final_softcap = 30;
-    if (!cfg_get_i64(g, "gemma2", "attention.sliding_window", &c->n_swa)) c->n_swa = 4096;
+    if (!model_cfg_get_i64(g, "gemma2", "attention.sliding_window", &c->n_swa)) c->n_swa = 4096;
     c->swa_pattern = 2;
     query_scale(c, 46);
     return CANDLE_OK;
@@ -28,9 +29,9 @@ static candle_status gemma2_config(const candle_gguf *g, candle_model_config *c)
 static candle_status gemma3_config(const candle_gguf *g, candle_model_config *c) {
     c->rope_mode = CANDLE_ROPE_HALF;
     c->embd_scale = sqrt((double)c->n_embd);
-    if (!cfg_get_f64(g, "gemma3", "rope.freq_base", &c->rope_base)) c->rope_base = 1000000.0;
+    if (!model_cfg_get_f64(g, "gemma3", "rope.freq_base", &c->rope_base)) c->rope_base = 1000000.0;
     c->rope_base_swa = 10000.0;
-    if (!cfg_get_i64(g, "gemma3", "attention.sliding_window", &c->n_swa)) c->n_swa = 512;
+    if (!model_cfg_get_i64(g, "gemma3", "attention.sliding_window", &c->n_swa)) c->n_swa = 512;
     c->swa_pattern = 6;
     query_scale(c, 62);
     return CANDLE_OK;

@@ -80,12 +80,12 @@ struct candle_session {
 /* ---- config helpers (config.c) ---- */
 
 /* `<arch>.<key>` as an integer / float; false if absent. */
-bool cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out);
-bool cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out);
+bool model_cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out);
+bool model_cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out);
 /* The keys every family has, with the defaults of llama.cpp. */
-candle_status cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c);
+candle_status model_cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c);
 /* Refuses values (epsilon, RoPE base) that load but cannot evaluate. */
-candle_status cfg_check_values(const char *arch, const candle_model_config *c);
+candle_status model_cfg_check_values(const char *arch, const candle_model_config *c);
 
 /* ---- the decoder (decoder.c) ---- */
 

@@ -22,9 +22,9 @@ static candle_status read_config(candle_model *m) {
     candle_status s = model_family_find(arch, len, &m->family);
     if (s) return s;
     m->cfg.arch = m->family->arch;
-    if ((s = cfg_read_common(m->gguf, m->family->name, &m->cfg))) return s;
+    if ((s = model_cfg_read_common(m->gguf, m->family->name, &m->cfg))) return s;
     if ((s = m->family->config(m->gguf, &m->cfg))) return s;
-    return cfg_check_values(m->family->name, &m->cfg);
+    return model_cfg_check_values(m->family->name, &m->cfg);
 }
 
 candle_status candle_model_load(candle_model **out, const char *path,

@@ -107,7 +107,7 @@ static void emit_symbol(const candle_tokenizer *t, const char *s, uint32_t n, to
      * to the single-byte tokens. */
     for (uint32_t i = 0; i < n;) {
         uint32_t cp;
-        i += (uint32_t)utf8_decode(s + i, n - i, &cp);
+        i += (uint32_t)tok_utf8_decode(s + i, n - i, &cp);
         int b = tok_cp_to_byte(cp);
         int32_t bid = b >= 0 ? t->byte_ids[b] : -1;
         if (bid >= 0) tok_out_push(o, bid);
@@ -119,7 +119,8 @@ static bool encode_word(const candle_tokenizer *t, bpe_work *w, const char *text
                         tok_out *o) {
     size_t wl = 0;
     if (!reserve((void **)&w->word, &w->word_cap, 2 * len + 1, 1)) return false;
-    for (size_t i = 0; i < len; i++) wl += utf8_encode(tok_byte_to_cp((uint8_t)text[i]), w->word + wl);
+    for (size_t i = 0; i < len; i++)
+        wl += tok_utf8_encode(tok_byte_to_cp((uint8_t)text[i]), w->word + wl);
     if (t->ignore_merges) {
         int32_t id = tok_map_get(&t->vocab, w->word, wl);
         if (id >= 0) {
@@ -131,7 +132,7 @@ static bool encode_word(const candle_tokenizer *t, bpe_work *w, const char *text
     int32_t ns = 0;
     for (size_t i = 0; i < wl; ns++) {
         uint32_t cp;
-        size_t cl = utf8_decode(w->word + i, wl - i, &cp);
+        size_t cl = tok_utf8_decode(w->word + i, wl - i, &cp);
         w->sym[ns] = (tok_sym){ns - 1, -1, (uint32_t)i, (uint32_t)cl};
         if (ns) w->sym[ns - 1].next = ns;
         i += cl;
@@ -160,7 +161,7 @@ candle_status tok_bpe_encode(const candle_tokenizer *t, const char *text, size_t
               (w.pieces = malloc((len + 1) * sizeof *w.pieces)) && (w.next = malloc((len + 1) * sizeof *w.next));
     for (size_t i = 0; ok && i < len; w.n_cps++) {
         w.offs[w.n_cps] = i;
-        i += utf8_decode(text + i, len - i, &w.cps[w.n_cps]);
+        i += tok_utf8_decode(text + i, len - i, &w.cps[w.n_cps]);
     }
     if (ok) {
         w.offs[w.n_cps] = len;

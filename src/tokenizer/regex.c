@@ -111,11 +111,11 @@ static bool class_add_range(parser *ps, rclass *c, uint32_t lo, uint32_t hi) {
 static bool class_test_slow(const rclass *c, uint32_t cp) {
     bool in = false;
     if (c->cats || c->ncats) {
-        int cat = unicode_category(cp);
+        int cat = tok_unicode_category(cp);
         if ((cat & c->cats) || (c->ncats && !(cat & c->ncats))) in = true;
     }
-    if (!in && c->space && unicode_is_space(cp)) in = true;
-    if (!in && c->nspace && !unicode_is_space(cp)) in = true;
+    if (!in && c->space && tok_unicode_is_space(cp)) in = true;
+    if (!in && c->nspace && !tok_unicode_is_space(cp)) in = true;
     for (int i = 0; !in && i < c->n_ranges; i++)
         if (cp >= c->ranges[2 * i] && cp <= c->ranges[2 * i + 1]) in = true;
     return in != c->neg;
@@ -520,7 +520,7 @@ candle_status tok_regex_compile(const char *pattern, tok_regex **out) {
         free(re);
         return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: regex of %zu bytes", len);
     }
-    for (size_t i = 0; i < len;) i += utf8_decode(pattern + i, len - i, &cps[ps.n++]);
+    for (size_t i = 0; i < len;) i += tok_utf8_decode(pattern + i, len - i, &cps[ps.n++]);
     ps.p = cps;
     ps.re = re;
     int root = parse_alt(&ps);

@@ -73,7 +73,7 @@ candle_status tok_spm_encode(const candle_tokenizer *t, const char *text, size_t
     int32_t ns = 0;
     for (size_t i = 0; i < n; ns++) {
         uint32_t cp;
-        size_t cl = utf8_decode(s + i, n - i, &cp);
+        size_t cl = tok_utf8_decode(s + i, n - i, &cp);
         sym[ns] = (tok_sym){ns - 1, -1, (uint32_t)i, (uint32_t)cl};
         if (ns) sym[ns - 1].next = ns;
         i += cl;

@@ -162,7 +162,7 @@ static size_t piece_bytes(const candle_tokenizer *t, int32_t id, bool render_spe
     if (t->kind == TOK_WPM && len >= 2 && s[0] == '#' && s[1] == '#') i = 2; /* BERT's own files */
     while (i < len) {
         uint32_t cp;
-        size_t cl = utf8_decode(s + i, len - i, &cp);
+        size_t cl = tok_utf8_decode(s + i, len - i, &cp);
         int b = -1;
         if (t->kind != TOK_BPE && cp == 0x2581) b = ' ';
         else if (t->kind == TOK_BPE) b = tok_cp_to_byte(cp);
@@ -240,7 +240,7 @@ static size_t sanitize(const char *s, size_t n, char *out) {
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t cl = utf8_decode(s + i, n - i, &cp);
+        size_t cl = tok_utf8_decode(s + i, n - i, &cp);
         if (cl == 1 && (unsigned char)s[i] >= 0x80) {
             memcpy(out + k, "\xef\xbf\xbd", 3);
             k += 3;
@@ -288,7 +288,7 @@ candle_status candle_tokenizer_detok_push(const candle_tokenizer *t, candle_deto
             have--;
         }
     }
-    size_t done = utf8_complete_prefix(tmp, have);
+    size_t done = tok_utf8_complete_prefix(tmp, have);
     char keep[4];
     size_t n_keep = have - done;
     memcpy(keep, tmp + done, n_keep);

@@ -27,31 +27,31 @@ typedef struct unicode_pair {
     uint32_t from, to;
 } unicode_pair;
 
-extern const unicode_range unicode_cat_ranges[];
-extern const int unicode_n_cat_ranges;
-extern const unicode_pair unicode_lower_pairs[];
-extern const int unicode_n_lower_pairs;
-extern const unicode_pair unicode_strip_pairs[];
-extern const int unicode_n_strip_pairs;
-extern const unicode_pair unicode_mn_pairs[]; /* ranges from..to of category Mn */
-extern const int unicode_n_mn_pairs;
+extern const unicode_range tok_unicode_cat_ranges[];
+extern const int tok_unicode_n_cat_ranges;
+extern const unicode_pair tok_unicode_lower_pairs[];
+extern const int tok_unicode_n_lower_pairs;
+extern const unicode_pair tok_unicode_strip_pairs[];
+extern const int tok_unicode_n_strip_pairs;
+extern const unicode_pair tok_unicode_mn_pairs[]; /* ranges from..to of category Mn */
+extern const int tok_unicode_n_mn_pairs;
 
 /* Length of the UTF-8 sequence starting at s[0] (1..4). A malformed or
  * truncated sequence counts as 1 byte, decoded as U+FFFD, so every byte of
  * the input stays covered exactly once. */
-size_t utf8_decode(const char *s, size_t n, uint32_t *cp);
+size_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
 /* Bytes written (1..4) into out. */
-size_t utf8_encode(uint32_t cp, char *out);
+size_t tok_utf8_encode(uint32_t cp, char *out);
 /* Length of the longest prefix of s[0..n) that ends on a whole character;
  * the rest is an incomplete (not yet invalid) trailing sequence. */
-size_t utf8_complete_prefix(const char *s, size_t n);
+size_t tok_utf8_complete_prefix(const char *s, size_t n);
 
-int unicode_category(uint32_t cp);
-bool unicode_is_space(uint32_t cp);
-uint32_t unicode_to_lower(uint32_t cp);
+int tok_unicode_category(uint32_t cp);
+bool tok_unicode_is_space(uint32_t cp);
+uint32_t tok_unicode_to_lower(uint32_t cp);
 /* The base character of an accented one (é -> e), else cp. */
-uint32_t unicode_strip_accent(uint32_t cp);
+uint32_t tok_unicode_strip_accent(uint32_t cp);
 /* Nonspacing mark (Mn): what accent stripping removes. */
-bool unicode_is_mn(uint32_t cp);
+bool tok_unicode_is_mn(uint32_t cp);
 
 #endif

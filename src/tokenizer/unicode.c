@@ -1,7 +1,7 @@
 /* UTF-8 and Unicode property lookups over the generated tables. */
 #include "unicode-impl.h"
 
-size_t utf8_decode(const char *s, size_t n, uint32_t *cp) {
+size_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp) {
     const unsigned char *u = (const unsigned char *)s;
     unsigned char c = u[0];
     size_t len;
@@ -27,7 +27,7 @@ bad:
     return 1;
 }
 
-size_t utf8_encode(uint32_t cp, char *out) {
+size_t tok_utf8_encode(uint32_t cp, char *out) {
     unsigned char *o = (unsigned char *)out;
     if (cp < 0x80) {
         o[0] = (unsigned char)cp;
@@ -61,7 +61,7 @@ static size_t utf8_lead_len(unsigned char c) {
     return 0;
 }
 
-size_t utf8_complete_prefix(const char *s, size_t n) {
+size_t tok_utf8_complete_prefix(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     /* Only the last 3 bytes can belong to an unfinished character. */
     size_t start = n > 3 ? n - 3 : 0;
@@ -78,17 +78,17 @@ size_t utf8_complete_prefix(const char *s, size_t n) {
     return n;
 }
 
-int unicode_category(uint32_t cp) {
-    int lo = 0, hi = unicode_n_cat_ranges - 1;
+int tok_unicode_category(uint32_t cp) {
+    int lo = 0, hi = tok_unicode_n_cat_ranges - 1;
     while (lo < hi) { /* last range with start <= cp */
         int mid = (lo + hi + 1) / 2;
-        if (unicode_cat_ranges[mid].start <= cp) lo = mid;
+        if (tok_unicode_cat_ranges[mid].start <= cp) lo = mid;
         else hi = mid - 1;
     }
-    return unicode_cat_ranges[lo].cat;
+    return tok_unicode_cat_ranges[lo].cat;
 }
 
-bool unicode_is_space(uint32_t cp) {
+bool tok_unicode_is_space(uint32_t cp) {
     /* The White_Space property, which is what regex \s means in the
      * reference tokenizers. */
     return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
@@ -107,23 +107,23 @@ static uint32_t pair_lookup(const unicode_pair *p, int n, uint32_t cp) {
     return cp;
 }
 
-uint32_t unicode_to_lower(uint32_t cp) {
+uint32_t tok_unicode_to_lower(uint32_t cp) {
     if (cp < 0x80) return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
-    return pair_lookup(unicode_lower_pairs, unicode_n_lower_pairs, cp);
+    return pair_lookup(tok_unicode_lower_pairs, tok_unicode_n_lower_pairs, cp);
 }
 
-uint32_t unicode_strip_accent(uint32_t cp) {
+uint32_t tok_unicode_strip_accent(uint32_t cp) {
     if (cp < 0xC0) return cp;
-    return pair_lookup(unicode_strip_pairs, unicode_n_strip_pairs, cp);
+    return pair_lookup(tok_unicode_strip_pairs, tok_unicode_n_strip_pairs, cp);
 }
 
-bool unicode_is_mn(uint32_t cp) {
+bool tok_unicode_is_mn(uint32_t cp) {
     if (cp < 0x300) return false;
-    int lo = 0, hi = unicode_n_mn_pairs - 1;
+    int lo = 0, hi = tok_unicode_n_mn_pairs - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < unicode_mn_pairs[mid].from) hi = mid - 1;
-        else if (cp > unicode_mn_pairs[mid].to) lo = mid + 1;
+        if (cp < tok_unicode_mn_pairs[mid].from) hi = mid - 1;
+        else if (cp > tok_unicode_mn_pairs[mid].to) lo = mid + 1;
         else return true;
     }
     return false;

@@ -172,7 +172,7 @@ static void find_byte_tokens(candle_tokenizer *t, const tok_source *s) {
         char buf[8];
         size_t n;
         if (t->kind == TOK_BPE) {
-            n = utf8_encode(tok_byte_to_cp((uint8_t)b), buf);
+            n = tok_utf8_encode(tok_byte_to_cp((uint8_t)b), buf);
         } else {
             static const char hex[] = "0123456789ABCDEF";
             memcpy(buf, "<0x", 3);

@@ -24,7 +24,7 @@ static bool is_punct(uint32_t cp) {
     if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
         (cp >= 123 && cp <= 126))
         return true;
-    return cp >= 128 && (unicode_category(cp) & UCAT_P);
+    return cp >= 128 && (tok_unicode_category(cp) & UCAT_P);
 }
 
 typedef struct wp_word {
@@ -61,7 +61,7 @@ static bool encode_word(const candle_tokenizer *t, const wp_word *w, tok_out *o)
 static bool word_add(wp_word *w, uint32_t cp) {
     if (w->len + 3 + 8 > w->cap) return false; /* sized by the caller */
     w->offs[w->n_chars++] = w->len;
-    w->len += utf8_encode(cp, w->buf + 3 + w->len);
+    w->len += tok_utf8_encode(cp, w->buf + 3 + w->len);
     return true;
 }
 
@@ -78,16 +78,16 @@ candle_status tok_wpm_encode(const candle_tokenizer *t, const char *text, size_t
     memcpy(w.buf, "\xe2\x96\x81", 3);
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t cl = utf8_decode(text + i, len - i, &cp);
+        size_t cl = tok_utf8_decode(text + i, len - i, &cp);
         i += cl;
-        if (unicode_is_space(cp)) {
+        if (tok_unicode_is_space(cp)) {
             encode_word(t, &w, o);
             w.n_chars = w.len = 0;
             continue;
         }
-        if (cp == 0 || cp == 0xFFFD || (unicode_category(cp) & UCAT_C)) continue;
-        cp = unicode_strip_accent(unicode_to_lower(cp));
-        if (unicode_is_mn(cp)) continue;
+        if (cp == 0 || cp == 0xFFFD || (tok_unicode_category(cp) & UCAT_C)) continue;
+        cp = tok_unicode_strip_accent(tok_unicode_to_lower(cp));
+        if (tok_unicode_is_mn(cp)) continue;
         if (is_punct(cp) || is_cjk(cp)) {
             encode_word(t, &w, o);
             w.n_chars = w.len = 0;

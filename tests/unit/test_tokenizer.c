@@ -70,7 +70,7 @@ static int32_t *encode(const candle_tokenizer *t, const char *s, size_t len, boo
 static bool valid_utf8(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t cl = utf8_decode(s + i, n - i, &cp);
+        size_t cl = tok_utf8_decode(s + i, n - i, &cp);
         if (cl == 1 && (unsigned char)s[i] >= 0x80) return false;
         i += cl;
     }
@@ -349,7 +349,7 @@ static void check_smollm2(void) {
 
 static int64_t to_cps(const char *s, uint32_t *cps) {
     int64_t n = 0;
-    for (size_t i = 0, len = strlen(s); i < len;) i += utf8_decode(s + i, len - i, &cps[n++]);
+    for (size_t i = 0, len = strlen(s); i < len;) i += tok_utf8_decode(s + i, len - i, &cps[n++]);
     return n;
 }
 
@@ -471,7 +471,7 @@ static void split_family(const char *pre, const char *text, char *out) {
     size_t o = 0;
     for (int64_t k = 0; k + 1 < n_cuts; k++) {
         if (k) out[o++] = '|';
-        for (int64_t c = cuts[k]; c < cuts[k + 1]; c++) o += utf8_encode(cps[c], out + o);
+        for (int64_t c = cuts[k]; c < cuts[k + 1]; c++) o += tok_utf8_encode(cps[c], out + o);
     }
     out[o] = 0;
 }

@@ -15,15 +15,15 @@
 #include "tokenizer/unicode-impl.h"
 
 /* msg as valid UTF-8 into out (cap >= 5): a byte that begins no well-formed
- * character becomes U+FFFD (utf8_decode's rule). Messages quote input
+ * character becomes U+FFFD (tok_utf8_decode's rule). Messages quote input
  * (jansson's "near '...'" cuts a character in two, a URL may hold any
  * bytes), and jansson builds no string that is not UTF-8. */
 static const char *utf8_clean(const char *msg, char *out, size_t cap) {
     size_t n = 0, left = strlen(msg);
     while (left && n + 4 < cap) { /* room for a character and the NUL */
         uint32_t cp;
-        size_t len = utf8_decode(msg, left, &cp);
-        n += utf8_encode(cp, out + n);
+        size_t len = tok_utf8_decode(msg, left, &cp);
+        n += tok_utf8_encode(cp, out + n);
         msg += len;
         left -= len;
     }
