@@ -11,8 +11,21 @@ extern "C" {
 
 typedef struct candle_backend_iface {
     const char *name;
+    /* Whether the host reads and writes this backend's buffers in place (the
+     * CPU: its storages have backend NULL). Otherwise the storages name the
+     * backend, and the graph's scheduler copies what crosses (counted). */
+    bool host_visible;
     /* Storage of `size` bytes on the backend's device (refcount 1). */
     candle_status (*buffer_alloc)(candle_backend *be, size_t size, candle_storage **out);
+    /* Bytes [offset, offset + size) of one of its storages (offset counted from
+     * s->data, which derived storages such as plan regions move): written from
+     * host memory, read into it, set to a byte value, copied within the
+     * backend. Required where host_visible is false. */
+    candle_status (*buffer_set)(candle_backend *be, candle_storage *s, size_t offset, const void *src, size_t size);
+    candle_status (*buffer_get)(candle_backend *be, const candle_storage *s, size_t offset, void *dst, size_t size);
+    candle_status (*buffer_memset)(candle_backend *be, candle_storage *s, size_t offset, int value, size_t size);
+    candle_status (*buffer_copy)(candle_backend *be, candle_storage *dst, size_t dst_offset,
+                                 const candle_storage *src, size_t src_offset, size_t size);
     bool (*supports_op)(candle_backend *be, const candle_tensor *node);
     /* Compute one node whose inputs are computed and whose storage is set. */
     candle_status (*compute_node)(candle_backend *be, candle_tensor *node);

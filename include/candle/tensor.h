@@ -49,6 +49,7 @@ typedef enum candle_storage_kind {
     CANDLE_STORAGE_KIND_COUNT
 } candle_storage_kind;
 
+typedef struct candle_backend candle_backend;
 typedef struct candle_storage candle_storage;
 struct candle_storage {
     void *data;
@@ -59,6 +60,10 @@ struct candle_storage {
     /* Called once when refcount drops to zero; frees data and the struct. */
     void (*release)(candle_storage *s);
     void *owner; /* the mapping, arena or backend the data belongs to */
+    /* NULL: host memory, data readable in place (every CPU storage). Else the
+     * backend whose memory this is: data is an address in its own space, and
+     * bytes move only through it (candle_tensor_set_bytes and friends). */
+    candle_backend *backend;
 };
 
 CANDLE_API candle_storage *candle_storage_retain(candle_storage *s);
@@ -67,7 +72,6 @@ CANDLE_API void candle_storage_release(candle_storage *s);
 CANDLE_API candle_storage *candle_storage_external(void *data, size_t size);
 
 typedef struct candle_ctx candle_ctx;
-typedef struct candle_backend candle_backend;
 
 typedef struct candle_tensor candle_tensor;
 struct candle_tensor {
@@ -181,6 +185,18 @@ CANDLE_API candle_status candle_tensor_get_f64(const candle_tensor *t, const int
                                                double *out);
 /* Copy (converting) all elements, row-major logical order, into out[numel]. */
 CANDLE_API candle_status candle_tensor_to_f32(const candle_tensor *t, float *out);
+/* Bytes of a tensor's storage, [offset, offset + size) from its first byte,
+ * moved through the backend that holds them (or in place for host memory):
+ * written from host memory, read into it, set to a byte value, or copied from
+ * another tensor's storage (on any backend). Ranges outside the storage are
+ * an invalid-argument error. */
+CANDLE_API candle_status candle_tensor_set_bytes(candle_tensor *t, size_t offset, const void *src, size_t size);
+CANDLE_API candle_status candle_tensor_get_bytes(const candle_tensor *t, size_t offset, void *dst, size_t size);
+CANDLE_API candle_status candle_tensor_memset_bytes(candle_tensor *t, size_t offset, int value, size_t size);
+CANDLE_API candle_status candle_tensor_copy_bytes(candle_tensor *dst, size_t dst_offset, const candle_tensor *src,
+                                                  size_t src_offset, size_t size);
+/* Whether t's data is host memory, readable in place (candle_tensor_data). */
+CANDLE_API bool candle_tensor_is_host(const candle_tensor *t);
 /* Print to a FILE* (stdio) with shape and dtype, like torch's repr. */
 CANDLE_API candle_status candle_tensor_print(const candle_tensor *t, void *file);
 

@@ -1,6 +1,7 @@
 /* Tensor descriptors: creation, layout queries, element access, printing. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctx-impl.h"
@@ -181,33 +182,67 @@ candle_tensor *candle_tensor_from_f32(candle_ctx *ctx, candle_dtype dtype, int r
                              tr->name);
             return NULL;
         }
-        tr->from_f32(data, candle_tensor_data(t), n);
-        return t;
     }
-    char *p = candle_tensor_data(t);
-    for (int64_t i = 0; i < n; i++) candle_store_f64(dtype, p + i * (int64_t)tr->type_size, data[i]);
-    return t;
+    /* converted in place, or staged on the host for a device's memory */
+    size_t bytes = candle_tensor_nbytes(t);
+    char *p = candle_tensor_is_host(t) ? candle_tensor_data(t) : malloc(bytes ? bytes : 1);
+    if (!p) {
+        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor_from_f32 staging %zu bytes", bytes);
+        return NULL;
+    }
+    if (tr->is_quantized) tr->from_f32(data, p, n);
+    else
+        for (int64_t i = 0; i < n; i++) candle_store_f64(dtype, p + i * (int64_t)tr->type_size, data[i]);
+    if (p == candle_tensor_data(t)) return t;
+    candle_status s = candle_tensor_set_bytes(t, 0, p, bytes);
+    free(p);
+    return s ? NULL : t;
 }
 
 candle_tensor *candle_tensor_from_i32(candle_ctx *ctx, int rank, const int64_t *shape,
                                       const int32_t *data) {
     candle_tensor *t = candle_tensor_new(ctx, CANDLE_DTYPE_I32, rank, shape);
-    if (t) memcpy(candle_tensor_data(t), data, candle_tensor_nbytes(t));
-    return t;
+    return t && candle_tensor_set_bytes(t, 0, data, candle_tensor_nbytes(t)) ? NULL : t;
+}
+
+/* A device tensor seen through a host copy of its whole storage (the
+ * element readers below; sh->storage->data is freed by the caller). */
+static candle_status host_shadow(const candle_tensor *t, candle_tensor *sh, candle_storage *st) {
+    const candle_storage *src = t->storage;
+    void *p = malloc(src->size ? src->size : 1);
+    if (!p) return candle_set_error(t->ctx, CANDLE_ERR_OOM, "out of memory: reading %zu bytes from %s", src->size,
+                                    src->backend->iface->name);
+    candle_status s = src->backend->iface->buffer_get(src->backend, src, 0, p, src->size);
+    if (s) {
+        free(p);
+        return candle_set_error(t->ctx, s, "reading a tensor from %s: %s", src->backend->iface->name,
+                                src->backend->errmsg);
+    }
+    *st = (candle_storage){.data = p, .size = src->size, .refcount = 1, .kind = CANDLE_STORAGE_HEAP};
+    *sh = *t;
+    sh->storage = st;
+    return CANDLE_OK;
 }
 
 static candle_status check_readable(const candle_tensor *t, const char *what) {
     if (!t) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: tensor is NULL", what);
     if (!t->storage || !t->computed)
         return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "%s: tensor not computed", what);
-    if (t->device.type != CANDLE_DEVICE_CPU)
-        return candle_set_error(t->ctx, CANDLE_ERR_DEVICE, "%s: tensor is not on the cpu", what);
     return CANDLE_OK;
 }
 
 candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index, double *out) {
     candle_status s = check_readable(t, "tensor_get");
     if (s) return s;
+    if (!candle_tensor_is_host(t)) {
+        candle_tensor sh;
+        candle_storage st;
+        s = host_shadow(t, &sh, &st);
+        if (s) return s;
+        s = candle_tensor_get_f64(&sh, index, out);
+        free(st.data);
+        return s;
+    }
     const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
     int64_t off = (int64_t)t->offset;
     for (int i = 0; i < t->rank; i++) {
@@ -236,6 +271,15 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
 candle_status candle_tensor_to_f32(const candle_tensor *t, float *out) {
     candle_status s = check_readable(t, "tensor_to_f32");
     if (s) return s;
+    if (!candle_tensor_is_host(t)) {
+        candle_tensor sh;
+        candle_storage st;
+        s = host_shadow(t, &sh, &st);
+        if (s) return s;
+        s = candle_tensor_to_f32(&sh, out);
+        free(st.data);
+        return s;
+    }
     int64_t n = candle_tensor_numel(t), idx[CANDLE_MAX_RANK] = {0};
     for (int64_t i = 0; i < n; i++) {
         double v;
@@ -279,6 +323,15 @@ static void print_rec(FILE *f, const candle_tensor *t, int64_t *idx, int d, int 
 candle_status candle_tensor_print(const candle_tensor *t, void *file) {
     candle_status s = check_readable(t, "tensor_print");
     if (s) return s;
+    if (!candle_tensor_is_host(t)) {
+        candle_tensor sh;
+        candle_storage st;
+        s = host_shadow(t, &sh, &st);
+        if (s) return s;
+        s = candle_tensor_print(&sh, file);
+        free(st.data);
+        return s;
+    }
     FILE *f = file ? (FILE *)file : stdout;
     int64_t idx[CANDLE_MAX_RANK] = {0};
     char buf[128];

@@ -297,11 +297,12 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     if (!st && !logits) st = candle_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
     int n_out = 0;
     for (int i = 0; i < n_seqs; i++) n_out += seqs[i].logits != NULL;
-    /* plain f32 logits go straight to each sequence (a copy of 16 x 196 KiB less per step) */
+    /* plain f32 host logits go straight to each sequence (a copy of 16 x 196 KiB less per step) */
     const float *all = out;
     if (st || !n_out) {
         /* nothing to hand out */
-    } else if (logits->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(logits)) {
+    } else if (logits->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(logits) &&
+               candle_tensor_is_host(logits)) {
         all = candle_tensor_data(logits);
     } else if (!(out = malloc((size_t)n_out * (size_t)b->model->cfg.n_vocab * sizeof *out))) {
         st = candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_out);

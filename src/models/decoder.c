@@ -9,27 +9,13 @@
 
 #include "model-impl.h"
 
-/* Rows copied (dequantized) from the table on the host, so any stored
- * dtype works without a graph op. */
+/* The table's rows as an embedding op on the model's backend (any stored
+ * dtype, dequantized to f32). */
 candle_tensor *decoder_embed(decoder_step *st, const int32_t *tokens) {
-    const candle_tensor *tab = st->m->tok_embd;
-    const candle_dtype_traits *tr = candle_dtype_info(tab->dtype);
-    int64_t d = st->c->n_embd, shape[2] = {st->n, d};
-    if (tab->dtype != CANDLE_DTYPE_F32 && !tr->to_f32) {
-        candle_set_error(st->ctx, CANDLE_ERR_UNSUPPORTED,
-                         "%s: no conversion from %s for token embeddings", st->who, tr->name);
-        return NULL;
-    }
-    candle_tensor *x = candle_tensor_new(st->ctx, CANDLE_DTYPE_F32, 2, shape);
-    if (!x) return NULL;
-    float *out = candle_tensor_data(x);
-    const char *base = candle_tensor_data(tab);
-    for (int64_t i = 0; i < st->n; i++) {
-        const void *row = base + tokens[i] * tab->stride[0];
-        if (tab->dtype == CANDLE_DTYPE_F32) memcpy(out + i * d, row, (size_t)d * sizeof(float));
-        else tr->to_f32(row, out + i * d, d);
-    }
-    return st->c->embd_scale != 1.0 ? candle_scale(st->ctx, x, st->c->embd_scale) : x;
+    int64_t n = st->n;
+    candle_tensor *ids = candle_tensor_from_i32(st->ctx, 1, &n, tokens);
+    candle_tensor *x = candle_embedding(st->ctx, st->m->tok_embd, ids); /* [n, n_embd] */
+    return x && st->c->embd_scale != 1.0 ? candle_scale(st->ctx, x, st->c->embd_scale) : x;
 }
 
 static candle_tensor *norm(decoder_step *st, candle_tensor *x, candle_tensor *w) {

@@ -76,10 +76,8 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
         if (!p->k[il] || !p->v[il])
             st = candle_set_error(NULL, candle_errcode(p->ctx), "kv pool: %s",
                                   candle_errmsg(p->ctx));
-        else {
-            memset(candle_tensor_data(p->k[il]), 0, candle_tensor_nbytes(p->k[il]));
-            memset(candle_tensor_data(p->v[il]), 0, candle_tensor_nbytes(p->v[il]));
-        }
+        else if (!(st = candle_tensor_memset_bytes(p->k[il], 0, 0, candle_tensor_nbytes(p->k[il]))))
+            st = candle_tensor_memset_bytes(p->v[il], 0, 0, candle_tensor_nbytes(p->v[il]));
     }
     if (st) {
         candle_kv_pool_free(p);
@@ -238,12 +236,12 @@ int64_t candle_kv_seq_share_rows(candle_kv_pool *p, candle_kv_seq *s, const int3
     int32_t dst = s->blocks[s->n_blocks - 1];
     size_t row = candle_tensor_nbytes(p->k[0]) / (size_t)(p->n_blocks * CANDLE_KV_BLOCK);
     size_t bytes = (size_t)rows * row;
-    for (int64_t il = 0; dst != src && il < p->n_layer; il++) {
-        char *k = candle_tensor_data(p->k[il]), *v = candle_tensor_data(p->v[il]);
-        size_t from = (size_t)src * CANDLE_KV_BLOCK * row, to = (size_t)dst * CANDLE_KV_BLOCK * row;
-        memcpy(k + to, k + from, bytes);
-        memcpy(v + to, v + from, bytes);
-    }
+    size_t from = (size_t)src * CANDLE_KV_BLOCK * row, to = (size_t)dst * CANDLE_KV_BLOCK * row;
+    for (int64_t il = 0; dst != src && il < p->n_layer; il++)
+        /* a failed copy shares nothing: the prompt's evaluation writes the rows */
+        if (candle_tensor_copy_bytes(p->k[il], to, p->k[il], from, bytes) ||
+            candle_tensor_copy_bytes(p->v[il], to, p->v[il], from, bytes))
+            return s->pos;
     s->pos += rows;
     return s->pos;
 }

@@ -40,8 +40,12 @@ candle_status kv_cache_init(kv_cache *kv, candle_ctx *ctx, int64_t n_layer, int6
             return candle_errcode(ctx);
         }
         /* Zeroed so a read past the written rows (a bug) is not random. */
-        memset(candle_tensor_data(kv->k[il]), 0, candle_tensor_nbytes(kv->k[il]));
-        memset(candle_tensor_data(kv->v[il]), 0, candle_tensor_nbytes(kv->v[il]));
+        candle_status s = candle_tensor_memset_bytes(kv->k[il], 0, 0, candle_tensor_nbytes(kv->k[il]));
+        if (!s) s = candle_tensor_memset_bytes(kv->v[il], 0, 0, candle_tensor_nbytes(kv->v[il]));
+        if (s) {
+            kv_cache_free(kv);
+            return s;
+        }
     }
     return CANDLE_OK;
 }

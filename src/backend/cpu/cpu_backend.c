@@ -113,6 +113,36 @@ static candle_status cpu_buffer_alloc(candle_backend *be, size_t size, candle_st
     return CANDLE_OK;
 }
 
+/* Host memory: the buffer calls are plain copies (the core does them in
+ * place without asking; these serve callers of the interface itself). */
+static candle_status cpu_buffer_set(candle_backend *be, candle_storage *s, size_t offset, const void *src,
+                                    size_t size) {
+    (void)be;
+    memcpy((char *)s->data + offset, src, size);
+    return CANDLE_OK;
+}
+
+static candle_status cpu_buffer_get(candle_backend *be, const candle_storage *s, size_t offset, void *dst,
+                                    size_t size) {
+    (void)be;
+    memcpy(dst, (const char *)s->data + offset, size);
+    return CANDLE_OK;
+}
+
+static candle_status cpu_buffer_memset(candle_backend *be, candle_storage *s, size_t offset, int value,
+                                       size_t size) {
+    (void)be;
+    memset((char *)s->data + offset, value, size);
+    return CANDLE_OK;
+}
+
+static candle_status cpu_buffer_copy(candle_backend *be, candle_storage *dst, size_t dst_offset,
+                                     const candle_storage *src, size_t src_offset, size_t size) {
+    (void)be;
+    memmove((char *)dst->data + dst_offset, (const char *)src->data + src_offset, size);
+    return CANDLE_OK;
+}
+
 static bool cpu_supports_op(candle_backend *be, const candle_tensor *node) {
     (void)be;
     return (unsigned)node->op < CANDLE_OP_COUNT && kernels[node->op] != NULL;
@@ -298,7 +328,12 @@ static void cpu_free(candle_backend *be) {
 
 static const candle_backend_iface cpu_iface = {
     .name = "cpu",
+    .host_visible = true,
     .buffer_alloc = cpu_buffer_alloc,
+    .buffer_set = cpu_buffer_set,
+    .buffer_get = cpu_buffer_get,
+    .buffer_memset = cpu_buffer_memset,
+    .buffer_copy = cpu_buffer_copy,
     .supports_op = cpu_supports_op,
     .compute_node = cpu_compute_node,
     .synchronize = cpu_synchronize,
