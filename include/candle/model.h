@@ -65,6 +65,12 @@ typedef struct candle_model candle_model;
 typedef struct candle_model_params {
     int n_threads; /* 0 = default */
     bool no_mmap;  /* read the weights into memory instead of mapping */
+    /* The backend the model's weights live on and its sessions, batches and KV
+     * pools compute with, shared by them all (not freed by the model; it must
+     * outlive them). NULL: a CPU backend of n_threads threads with the CPU
+     * defaults (candle_cpu_set_defaults), made and freed by the model. A
+     * backend the host cannot address gets a copy of the weights at load. */
+    candle_backend *backend;
 } candle_model_params;
 
 CANDLE_API candle_model_params candle_model_default_params(void);
@@ -85,7 +91,8 @@ typedef struct candle_session candle_session;
 typedef struct candle_session_params {
     int64_t n_ctx;        /* positions in the KV cache; 0 = the training context */
     candle_dtype kv_type; /* f32 (default), f16, q8_0 or q4_0 (head_dim a multiple of 32) */
-    int n_threads;        /* 0 = the model's */
+    int n_threads;        /* 0 = the model's backend; another count: a CPU backend of its
+                           * own with that many threads (a CPU model only) */
 } candle_session_params;
 
 CANDLE_API candle_session_params candle_session_default_params(void);

@@ -12,6 +12,8 @@
 
 struct candle_batch {
     const candle_model *model;
+    candle_backend *backend; /* the model's, or its own (owns_backend) */
+    bool owns_backend;
     candle_ctx *ctx; /* one step's graph; reset after each */
     candle_ctx_mark mark;
 };
@@ -30,10 +32,11 @@ candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n
     if (!b) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: batch");
     b->model = m;
     candle_ctx_params cp = candle_ctx_default_params();
-    cp.n_threads = n_threads > 0 ? n_threads : m->n_threads;
-    candle_status st = candle_ctx_init(&b->ctx, &cp);
+    candle_status st = model_backend_for(m, n_threads, &b->backend, &b->owns_backend);
+    cp.backend = b->backend;
+    if (!st) st = candle_ctx_init(&b->ctx, &cp);
     if (st) {
-        free(b);
+        candle_batch_free(b);
         return st;
     }
     b->mark = candle_ctx_get_mark(b->ctx);
@@ -44,6 +47,7 @@ candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n
 void candle_batch_free(candle_batch *b) {
     if (!b) return;
     candle_ctx_free(b->ctx);
+    if (b->owns_backend) candle_backend_free(b->backend);
     free(b);
 }
 

@@ -66,6 +66,7 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     p->k = calloc((size_t)c->n_layer, sizeof *p->k);
     p->v = calloc((size_t)c->n_layer, sizeof *p->v);
     candle_ctx_params cp = candle_ctx_default_params();
+    cp.backend = m->backend;
     candle_status st = candle_ctx_init(&p->ctx, &cp);
     if (!st && !(p->refs && p->hash && p->fill && p->toks && p->bucket && p->chain && p->prev && p->next && p->in_free && p->k && p->v))
         st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool tables");

@@ -65,17 +65,25 @@ struct candle_model {
     candle_tensor *output;    /* [n_embd, n_vocab] (token_embd's when tied) */
     layer_weights *layers;    /* [n_layer] */
     size_t weight_bytes;
-    int n_threads;
+    candle_backend *backend; /* every context of the model computes on it */
+    bool owns_backend;
 };
 
 struct candle_session {
     const candle_model *model;
+    candle_backend *backend; /* the model's, or its own (owns_backend) */
+    bool owns_backend;
     candle_ctx *ctx;       /* KV cache before `mark`, one step's graph after */
     candle_ctx_mark mark;
     kv_cache kv;
     int64_t pos;           /* positions filled in the cache */
     float *host_mask;      /* scratch for sliding-window masks */
 };
+
+/* The backend for a session or batch of m asking for n_threads (0: any):
+ * the model's, or for another thread count on a CPU model a CPU backend with
+ * the model's settings that the caller frees (*own). */
+candle_status model_backend_for(const candle_model *m, int n_threads, candle_backend **out, bool *own);
 
 /* ---- config helpers (config.c) ---- */
 

@@ -5,7 +5,22 @@
 #include "model-impl.h"
 
 candle_model_params candle_model_default_params(void) {
-    return (candle_model_params){.n_threads = 0, .no_mmap = false};
+    return (candle_model_params){.n_threads = 0, .no_mmap = false, .backend = NULL};
+}
+
+candle_status model_backend_for(const candle_model *m, int n_threads, candle_backend **out, bool *own) {
+    *out = m->backend;
+    *own = false;
+    candle_cpu_params cpu;
+    if (n_threads <= 0 || n_threads == m->backend->n_threads) return CANDLE_OK;
+    if (!candle_backend_cpu_params(m->backend, &cpu))
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "%d threads asked of a model on %s: its backend sets the threads", n_threads,
+                                candle_backend_name(m->backend));
+    cpu.n_threads = n_threads;
+    candle_status s = candle_backend_cpu_init_params(out, &cpu);
+    *own = !s;
+    return s;
 }
 
 /* Move an error recorded on ctx to the thread-local last error. */
@@ -36,12 +51,18 @@ candle_status candle_model_load(candle_model **out, const char *path,
     if (!p) p = &def;
     candle_model *m = calloc(1, sizeof *m);
     if (!m) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: model");
-    m->n_threads = p->n_threads;
+    m->backend = p->backend;
+    candle_status s = CANDLE_OK;
+    if (!m->backend) {
+        m->backend = candle_backend_cpu_init(p->n_threads);
+        m->owns_backend = m->backend != NULL;
+        if (!m->backend) s = candle_last_error();
+    }
     candle_gguf_open_params gp = {.no_mmap = p->no_mmap};
-    candle_status s = candle_gguf_open(&m->gguf, path, &gp);
+    if (!s) s = candle_gguf_open(&m->gguf, path, &gp);
     if (!s) s = read_config(m);
     candle_ctx_params cp = candle_ctx_default_params();
-    cp.n_threads = 1; /* holds weights only; sessions compute with their own threads */
+    cp.backend = m->backend;
     if (!s) s = candle_ctx_init(&m->ctx, &cp);
     if (!s && !(m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers)))
         s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
@@ -57,6 +78,7 @@ candle_status candle_model_load(candle_model **out, const char *path,
 void candle_model_free(candle_model *m) {
     if (!m) return;
     candle_ctx_free(m->ctx);
+    if (m->owns_backend) candle_backend_free(m->backend);
     candle_gguf_close(m->gguf);
     free(m->layers);
     free(m);

@@ -31,8 +31,9 @@ candle_status candle_session_init(candle_session **out, const candle_model *m,
     if (!s) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: session");
     s->model = m;
     candle_ctx_params cp = candle_ctx_default_params();
-    cp.n_threads = p->n_threads > 0 ? p->n_threads : m->n_threads;
-    candle_status st = candle_ctx_init(&s->ctx, &cp);
+    candle_status st = model_backend_for(m, p->n_threads, &s->backend, &s->owns_backend);
+    cp.backend = s->backend;
+    if (!st) st = candle_ctx_init(&s->ctx, &cp);
     if (!st &&
         kv_cache_init(&s->kv, s->ctx, c->n_layer, c->n_head_kv, n_ctx, c->head_dim, p->kv_type)) {
         st = candle_set_error(NULL, candle_errcode(s->ctx), "%s", candle_errmsg(s->ctx));
@@ -50,6 +51,7 @@ void candle_session_free(candle_session *s) {
     if (!s) return;
     kv_cache_free(&s->kv);
     candle_ctx_free(s->ctx);
+    if (s->owns_backend) candle_backend_free(s->backend);
     free(s);
 }
 

@@ -22,7 +22,13 @@ static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool require
         return NULL;
     }
     L->m->weight_bytes += candle_gguf_tensor(L->m->gguf, i)->size;
-    return candle_gguf_load_tensor(L->m->gguf, L->m->ctx, L->name);
+    candle_tensor *t = candle_gguf_load_tensor(L->m->gguf, L->m->ctx, L->name);
+    if (!t || L->m->backend->iface->host_visible) return t;
+    /* a backend the host cannot address computes on its own copy */
+    candle_tensor *d = candle_tensor_new(L->m->ctx, t->dtype, t->rank, t->shape);
+    if (!d || candle_tensor_copy_bytes(d, 0, t, 0, candle_tensor_nbytes(t))) return NULL;
+    snprintf(d->name, sizeof d->name, "%s", t->name);
+    return d;
 }
 
 static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
