@@ -44,6 +44,11 @@ CANDLE_API size_t candle_ctx_plan_bytes(const candle_ctx *ctx);
  * and the matrix products by weight shape with their bytes and effective
  * GB/s, reported when the process exits. */
 CANDLE_API void candle_profile_enable(bool on);
+/* What the context's graphs copied between memories since it was made: inputs
+ * its backend could not read in place, and the inputs and outputs of nodes it
+ * does not support, run on a CPU backend instead (fallback_nodes of them). */
+CANDLE_API void candle_ctx_transfer_stats(const candle_ctx *ctx, uint64_t *copies, uint64_t *bytes,
+                                          uint64_t *fallback_nodes);
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,11 @@ struct candle_ctx {
      * first plan); no_plan gives every node its own. */
     struct plan_buf *plan_buf;
     bool no_plan, no_fuse;
+    /* Placement (graph/schedule.c): the CPU backend that runs what the
+     * context's backend does not support (made on first need), and the
+     * copies made to and from it and for inputs the backend cannot read. */
+    candle_backend *fallback;
+    uint64_t n_copies, copy_bytes, n_fallback;
     candle_plan_scratch plan;
     candle_graph_scratch gscratch;
 };

@@ -155,6 +155,7 @@ void candle_ctx_free(candle_ctx *ctx) {
         free(c);
     }
     if (ctx->owns_backend) candle_backend_free(ctx->backend);
+    if (ctx->fallback) ctx->fallback->iface->free(ctx->fallback);
     free(ctx);
 }
 

@@ -18,6 +18,11 @@ bool candle_memplan_needed(const candle_ctx *ctx, int i);
 /* After the run (or its failure): nodes whose bytes were reused drop them. */
 void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n);
 
+/* Placement (schedule.c): whether t, ready to run, needs copies or the CPU
+ * fallback on the context's backend, and t computed so. */
+bool candle_sched_needed(const candle_ctx *ctx, const candle_tensor *t);
+candle_status candle_sched_compute(candle_ctx *ctx, candle_tensor *t);
+
 /* Whether node i of g is a unary that runs fused into node i + 1 (tests). */
 bool candle_graph_fused(const candle_graph *g, int i);
 

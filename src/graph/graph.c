@@ -381,14 +381,6 @@ static candle_status prepare_node(candle_ctx *ctx, candle_tensor *t) {
         candle_status s = candle_tensor_alloc_storage(ctx, t);
         if (s) return s;
     }
-    candle_backend *be = ctx->backend;
-    if (!be->iface->supports_op(be, t)) {
-        char b[128];
-        return candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: not supported on %s for %s %s",
-                                candle_op_name((candle_op)t->op), be->iface->name,
-                                candle_dtype_name(t->dtype),
-                                candle_shape_str(t->rank, t->shape, b, sizeof b));
-    }
     return CANDLE_OK;
 }
 
@@ -401,8 +393,9 @@ static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
     candle_status s = prepare_node(ctx, t);
     if (s) return s;
     candle_backend *be = ctx->backend;
-    s = be->iface->compute_node(be, t);
-    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    if (candle_sched_needed(ctx, t)) s = candle_sched_compute(ctx, t);
+    else if ((s = be->iface->compute_node(be, t))) s = candle_set_error(ctx, s, "%s", be->errmsg);
+    if (s) return s;
     t->computed = true;
     return CANDLE_OK;
 }
@@ -425,10 +418,17 @@ static int group_at(const candle_ctx *ctx, const candle_graph *g, int i, bool pl
 }
 
 static candle_status compute_group(candle_ctx *ctx, candle_tensor *const *nodes, int n) {
+    bool placed = false;
     for (int k = 0; k < n; k++) {
         candle_status s = prepare_node(ctx, nodes[k]);
         if (s) return s;
+        placed |= candle_sched_needed(ctx, nodes[k]);
     }
+    for (int k = 0; placed && k < n; k++) {
+        candle_status s = compute_node(ctx, nodes[k]);
+        if (s) return s;
+    }
+    if (placed) return CANDLE_OK;
     candle_backend *be = ctx->backend;
     candle_status s = be->iface->compute_group(be, nodes, n);
     if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
@@ -443,7 +443,8 @@ static candle_status compute_fused(candle_ctx *ctx, candle_tensor *u, candle_ten
     candle_status s = prepare_node(ctx, b);
     if (s) return s;
     candle_backend *be = ctx->backend;
-    s = be->iface->compute_fused(be, u, b);
+    s = candle_sched_needed(ctx, u) || candle_sched_needed(ctx, b) ? CANDLE_ERR_UNSUPPORTED
+                                                                   : be->iface->compute_fused(be, u, b);
     if (s == CANDLE_ERR_UNSUPPORTED) {
         s = compute_node(ctx, u);
         return s ? s : compute_node(ctx, b);
