@@ -24,7 +24,6 @@
 
 #include "../cpu-impl.h"
 #include "avx2-util.h"
-#include "quant/quant-impl.h"
 
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate);

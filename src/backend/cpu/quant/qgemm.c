@@ -6,7 +6,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "quant-impl.h"
+#include "arm/quant-arm-impl.h"
+#include "quant-kernels-impl.h"
+#include "x86/quant-x86-impl.h"
 
 /* Activation rows whose aux records (see candle_qgemm_prep_avx2) fit the
  * scratch: the quantized matmul's largest M without VNNI (QMM_MAX_M_TILE),
