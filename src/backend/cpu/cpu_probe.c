@@ -3,12 +3,7 @@
 #include <string.h>
 
 #include "cpu-impl.h"
-
-#if defined(__x86_64__)
-double cpu_probe_fma_avx2(int64_t iters);
-double cpu_probe_fma_avx512(int64_t iters); /* x86/gemm_avx512.c */
-float cpu_probe_read_avx2(const float *p, size_t n);
-#endif
+#include "x86/x86-impl.h"
 
 static double probe_fma_scalar(int64_t iters) {
     float c[16];

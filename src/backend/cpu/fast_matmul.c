@@ -344,10 +344,6 @@ static void pack_b_panel(const cpu_simd *simd, const gemm_args *g, int64_t k0, i
     simd->pack_b(CANDLE_DTYPE_F32, (const char *)g->rows, 4, kc * 4, kc, nr, dst);
 }
 
-#if defined(__x86_64__)
-void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst); /* x86/simd_avx2.c */
-#endif
-
 /* A panels: dst[(i / MR) * kc * MR + p * MR + i % MR] = a(m0 + i, k0 + p). */
 static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
     if (g->bf16dot) {
@@ -356,21 +352,16 @@ static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64
                                          mc - i0 < CPU_GEMM_MR ? (int)(mc - i0) : CPU_GEMM_MR, kc, dst + i0 * kc);
         return;
     }
-#if defined(__x86_64__)
-    /* every table but the scalar one runs on AVX2 */
-    bool avx2 = CPU_GEMM_MR == 6 && cpu_simd_get() != &cpu_simd_scalar && g->at == CANDLE_DTYPE_F32 &&
-                g->sak == 4 && g->sam % 4 == 0;
-#endif
+    void (*pack6)(const float *, int64_t, int64_t, float *) = cpu_simd_get()->pack_a6;
+    bool fast = pack6 && g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0;
     for (int64_t i0 = 0; i0 < mc; i0 += CPU_GEMM_MR) {
         int mr = mc - i0 < CPU_GEMM_MR ? (int)(mc - i0) : CPU_GEMM_MR;
         float *d = dst + i0 * kc;
-#if defined(__x86_64__)
-        if (avx2 && mr == CPU_GEMM_MR) {
+        if (fast && mr == CPU_GEMM_MR) {
             const char *row = g->a + (m0 + i0) * g->sam + k0 * g->sak;
-            cpu_pack_a6_avx2((const float *)row, g->sam / 4, kc, d);
+            pack6((const float *)row, g->sam / 4, kc, d);
             continue;
         }
-#endif
         for (int i = 0; i < CPU_GEMM_MR; i++) {
             if (i >= mr) {
                 for (int64_t p = 0; p < kc; p++) d[p * CPU_GEMM_MR + i] = 0.0f;
@@ -685,35 +676,6 @@ static void panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
 #define WT_A_INNER_BYTES (640 * 1024)
 #endif
 
-#if defined(__x86_64__)
-void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                     int64_t ldc, bool accumulate); /* x86/simd_avx2.c, with its C-transposed twin and that
-                                                      * scratch's write-out */
-void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
-                       bool accumulate, const char *pf, int64_t pf_stride, int pf_rows, int64_t pf_bytes);
-void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
-void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
-/* x86/gemm_avx512.c: the avx512 table's wt tile, its C-transposed twin and
- * that scratch's write-out, and 16-wide f16 / bf16 conversion */
-void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                       int64_t ldc, bool accumulate);
-void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
-                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
-                         int64_t pf_bytes);
-void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
-                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
-                              int pf_rows, int64_t pf_bytes);
-void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
-void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
-void cpu_pack_ap8_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
-void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *ap, int np,
-                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
-                              int pf_rows, int64_t pf_bytes);
-void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
-                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
-                         int64_t pf_bytes);
-void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
-#endif
 /* The avx512 table's tile writes C transposed into this much per-thread
  * scratch (a block of a task's columns, all K slices), written out to C
  * a block at a time (cpu_wt_ukr_t_avx512). */
@@ -721,27 +683,8 @@ void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
 #define WT_CT_BYTES (96 * 1024)
 #endif
 
-/* The avx512 table: C through its tiles' transposed scratch (f32 FMAs or
- * bf16 dot products: the table's wt_bf16_ukr is then the avx512 one), and
- * f16 / bf16 weight rows converted 16 at a time */
-static bool wt_ct(void) {
-#if defined(__x86_64__)
-    return cpu_simd_get()->wt_ukr == cpu_wt_ukr_avx512;
-#else
-    return false;
-#endif
-}
-
-/* The AVX2 table (no wt_ukr of its own: cpu_wt_ukr_avx2): C through that
- * tile's transposed scratch too (cpu_wt_ukr_t_avx2, cpu_wt_ct_out_avx2). */
-static bool wt_ct2(void) {
-#if defined(__x86_64__)
-    const cpu_simd *simd = cpu_simd_get();
-    return simd != &cpu_simd_scalar && !simd->wt_ukr;
-#else
-    return false;
-#endif
-}
+/* C through the table's transposed tile (wt_ukr_t) and its scratch. */
+static bool wt_ct(void) { return cpu_simd_get()->wt_ukr_t != NULL; }
 
 /* A bf16 weight through the table's bf16 dot products (wt_bf16_ukr): A
  * packed in bf16 k pairs in place of f32 (same offsets, half used), the
@@ -754,7 +697,7 @@ static bool wt_bf16_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype 
 /* M rows through the k-pair tile (WT_PAIR_MIN_M), or for a bf16 weight
  * through the bf16 dot products, the k-quad one */
 static bool wt_pair_m(int64_t M) {
-    return wt_ct() && M >= WT_PAIR_MIN_M && M <= WT_PAIR_MAX_M && (M < 4 * WT_MR || M % WT_MR != 0);
+    return cpu_simd_get()->wt_ukr_p && M >= WT_PAIR_MIN_M && M <= WT_PAIR_MAX_M && (M < 4 * WT_MR || M % WT_MR != 0);
 }
 
 static bool wt_pair_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype bt, int64_t M) {
@@ -796,7 +739,9 @@ static bool wt_bf16(const gemm_args *g) { return wt_bf16_for(g->at, g->sam, g->s
 static bool wt_pair(const gemm_args *g, int64_t M) { return wt_pair_for(g->at, g->sam, g->sak, g->bt, M); }
 
 /* (the 16-row bf16 tile keeps 48 rows: 473 against 460 GFLOP/s in quads) */
-static bool wt_quad(const gemm_args *g, int64_t M) { return wt_pair_m(M) && M != 3 * WT_MR && wt_bf16(g); }
+static bool wt_quad(const gemm_args *g, int64_t M) {
+    return wt_pair_m(M) && M != 3 * WT_MR && wt_bf16(g) && cpu_simd_get()->wt_bf16_ukr_p;
+}
 
 /* The scalar table's micro-kernel (same contract as cpu_wt_ukr_avx2). */
 static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm,
@@ -815,20 +760,17 @@ static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, cons
  * kc rounded up to even, zero past kc). */
 static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int64_t kc, float *dst, float *tmp,
                       bool pair) {
+    const cpu_simd *simd = cpu_simd_get();
     const char *a = g->a + m0 * g->sam + k0 * g->sak;
-#if defined(__x86_64__)
     if (pair && wt_bf16(g)) { /* k quads: pairs of bf16 pairs (wt_quad) */
-        cpu_pack_ap8_bf16_avx512((const float *)a, g->sam / 4, rows, kc, (uint32_t *)dst, tmp);
+        simd->pack_ap8_bf16((const float *)a, g->sam / 4, rows, kc, (uint32_t *)dst, tmp);
         return;
     }
-#endif
     if (pair) {
-#if defined(__x86_64__)
-        if (g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0) {
-            cpu_pack_ap8_avx512((const float *)a, g->sam / 4, rows, kc, dst);
+        if (simd->pack_ap8 && g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0) {
+            simd->pack_ap8((const float *)a, g->sam / 4, rows, kc, dst);
             return;
         }
-#endif
         int64_t kcp = kc + (kc & 1);
         for (int i = 0; i < WT_MR; i++)
             for (int64_t p = 0; p < kcp; p++)
@@ -837,15 +779,13 @@ static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int6
         return;
     }
     if (wt_bf16(g)) {
-        cpu_simd_get()->pack_at16_bf16((const float *)a, g->sam / 4, rows, kc, (uint32_t *)dst, tmp);
+        simd->pack_at16_bf16((const float *)a, g->sam / 4, rows, kc, (uint32_t *)dst, tmp);
         return;
     }
-#if defined(__x86_64__)
-    if (cpu_simd_get() != &cpu_simd_scalar && g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0) {
-        cpu_pack_at16_avx2((const float *)a, g->sam / 4, rows, kc, dst);
+    if (simd->pack_at16 && g->at == CANDLE_DTYPE_F32 && g->sak == 4 && g->sam % 4 == 0) {
+        simd->pack_at16((const float *)a, g->sam / 4, rows, kc, dst);
         return;
     }
-#endif
     for (int64_t p = 0; p < kc; p++)
         for (int i = 0; i < WT_MR; i++)
             dst[p * WT_MR + i] = i < rows ? (float)candle_load_f64(g->at, a + i * g->sam + p * g->sak) : 0.0f;
@@ -869,14 +809,12 @@ static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t
         *ldw = g->sbn / 4;
         return (const float *)rows;
     }
-#if defined(__x86_64__)
-    if (wt_ct()) {
+    if (simd->wt_half_to_f32) {
         for (int r = 0; r < it.nw; r++)
-            cpu_half_to_f32_avx512(g->bt == CANDLE_DTYPE_F16, rows + r * g->sbn, wbuf + r * it.kc, it.kc);
+            simd->wt_half_to_f32(g->bt == CANDLE_DTYPE_F16, rows + r * g->sbn, wbuf + r * it.kc, it.kc);
         *ldw = it.kc;
         return wbuf;
     }
-#endif
     for (int r = 0; r < it.nw; r++) simd->to_f32(g->bt, rows + r * g->sbn, wbuf + r * it.kc, it.kc);
     *ldw = it.kc;
     return wbuf;
@@ -888,9 +826,6 @@ static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t
 static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, const float *ap, float *wbuf,
                      float *ct, int64_t ldt) {
     const cpu_simd *simd = cpu_simd_get();
-#if defined(__x86_64__)
-    bool avx2 = simd != &cpu_simd_scalar;
-#endif
     /* the table's own tile takes wt_panels panels at a time */
     int64_t ldw = 0, step = simd->wt_ukr ? simd->wt_panels * WT_MR : WT_MR, n_steps = (M + step - 1) / step;
     bool bf16 = wt_bf16(g);
@@ -899,7 +834,6 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
      * k loop */
     bool pf_tile = ct != NULL;
     int64_t esz = (int64_t)cpu_dtype(g->bt)->type_size;
-#if defined(__x86_64__)
     if (ct && (wt_pair(g, M) || wt_quad(g, M))) {
         /* 8-row panels of k pairs (bf16 dot products: k quads), up to
          * WT_PAIR_PANELS per tile, in balanced steps (5 panels: 3 + 2) */
@@ -911,21 +845,17 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
             const char *pf = g->b + (next.n0 + r0) * g->sbn + next.pc * esz;
             int pf_rows = r1 > r0 ? (int)(r1 - r0) : 0;
             if (bf16)
-                cpu_wt_bf16_ukr_p_avx512(it.kc, (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2), g->sbn / 2,
+                simd->wt_bf16_ukr_p(it.kc, (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2), g->sbn / 2,
                                          it.nw, (const uint32_t *)ap + q0 * 8 * kpp, (int)(q1 - q0),
                                          ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
                                          next.kc * esz);
             else
-                cpu_wt_ukr_p_avx512(it.kc, w, ldw, it.nw, ap + q0 * 8 * kcp, (int)(q1 - q0),
+                simd->wt_ukr_p(it.kc, w, ldw, it.nw, ap + q0 * 8 * kcp, (int)(q1 - q0),
                                     ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
                                     next.kc * esz);
         }
         return;
     }
-#endif
-#if !defined(__x86_64__)
-    (void)ldt, (void)esz; /* only the x86 bf16 tile reads them */
-#endif
     for (int64_t mi = 0; mi < n_steps; mi++) {
         int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
         if (r1 > r0 && !pf_tile) prefetch_b_panel(g, next.pc, next.kc, next.n0 + r0, (int)(r1 - r0));
@@ -934,43 +864,27 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
         float *c = g->c + m0 * g->ldc + it.n0;
         if (bf16) {
             const uint16_t *wb = (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2);
-#if defined(__x86_64__)
-            if (ct) {
-                cpu_wt_bf16_ukr_t_avx512(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm,
+            if (ct && simd->wt_bf16_ukr_t) {
+                simd->wt_bf16_ukr_t(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm,
                                          ct + (it.n0 - it.c0) * ldt + m0, ldt, it.pc > 0,
                                          g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
                                          r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
                 continue;
             }
-#endif
             simd->wt_bf16_ukr(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm, c, g->ldc,
                               it.pc > 0);
             continue;
         }
-#if defined(__x86_64__)
-        if (ct && wt_ct()) {
-            cpu_wt_ukr_t_avx512(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
-                                it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
-                                r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
-            continue;
-        }
         if (ct) {
-            cpu_wt_ukr_t_avx2(it.kc, w, ldw, it.nw, ap + m0 * it.kc, ct + (it.n0 - it.c0) * ldt + m0, ldt,
-                              it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
-                              r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
+            simd->wt_ukr_t(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
+                           it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
+                           r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
             continue;
         }
-#endif
         if (simd->wt_ukr) {
             simd->wt_ukr(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
             continue;
         }
-#if defined(__x86_64__)
-        if (avx2) {
-            cpu_wt_ukr_avx2(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
-            continue;
-        }
-#endif
         wt_ukr_generic(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, c, g->ldc, it.pc > 0);
     }
 }
@@ -1000,7 +914,7 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     /* C transposed: blocks of ch columns (whole groups), each block's
      * groups in one K slice, then the next slice (A from L2 for the
      * block's groups), then the block written out */
-    bool ct = wt_ct() || wt_ct2(), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
+    bool ct = wt_ct(), slice_outer = !ct && wt_a_bytes(geo) > WT_A_INNER_BYTES;
     float *ctb = (float *)((char *)wbuf + (wt_thread_bytes() - WT_CT_BYTES));
     int64_t ch = ct ? WT_CT_BYTES / (int64_t)sizeof(float) / mpad / WT_NR * WT_NR : hi - lo;
     ch = ch < WT_NR ? WT_NR : ch;
@@ -1019,12 +933,8 @@ static void wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
             next.kc = K - next.pc < KC ? K - next.pc : KC;
             next.nw = next.n0 >= hi ? 0 : next.c1 - next.n0 < WT_NR ? (int)(next.c1 - next.n0) : WT_NR;
             wt_group(&g, geo->M, it, next, ap + it.pc * mpad, wbuf, ctb, mpad);
-#if defined(__x86_64__)
-            if ((next.nw <= 0 || next.c0 != it.c0) && wt_ct())
-                cpu_wt_ct_out_avx512(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
-            else if (next.nw <= 0 || next.c0 != it.c0)
-                cpu_wt_ct_out_avx2(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
-#endif
+            if (next.nw <= 0 || next.c0 != it.c0)
+                cpu_simd_get()->wt_ct_out(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
             it = next;
             continue;
         }
