@@ -69,9 +69,8 @@ static inline void cpu_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
 /* Starts the loads of one B panel's source (columns n0 .. n0+nr, k from
  * k0, kc deep) so that they overlap the packing or the compute before it:
  * a weight's rows are read a few hundred bytes each, more streams at once
- * than the hardware prefetcher follows. In SmolLM2 F16 prefill this took
- * the B packing from 8.1% to 4.8% of the samples (+1.4% for the prefetch
- * loop itself) at equal micro-kernel work. */
+ * than the hardware prefetcher follows (it shortened the B packing by more
+ * than the prefetch loop costs; figures: bench/RESULTS.md, issue 17). */
 void cpu_mm_prefetch_b_panel(const gemm_args *g, int64_t k0, int64_t kc, int64_t n0, int nr) {
     const candle_dtype_traits *bt = cpu_dtype(g->bt);
     int64_t esz = (int64_t)bt->type_size, rows, bytes, step;
@@ -194,10 +193,9 @@ static void gemm_block(const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, i
  * every group a few micro-panels wide. Relative cost per element: A rows 2
  * (set when A was packed by scalar code; kept, as the choices it makes were
  * the ones measured fastest), plain B rows 1 (vector copy), a transposed weight 2 (8 x 8 transposes), a
- * block-quantized one 4 (dequantized). On 2 threads, square 1024: rows
- * 152 GFLOP/s, columns 132; a 512-row prefill on a [2048, 5632] weight:
- * columns 133, rows 127. (Two tasks per thread, a 2 x 2 grid claimed
- * dynamically, measured 2-5% slower than one: left at one.) */
+ * block-quantized one 4 (dequantized). One task per thread: a 2 x 2 grid
+ * of two tasks per thread claimed dynamically was slower. Figures:
+ * bench/RESULTS.md (issue 17). */
 static void gemm_grid(const candle_tensor *dst, const mm_geom *geo, int nth, int *gm, int *gn) {
     const candle_tensor *b = dst->src[1];
     const candle_dtype_traits *bt = cpu_dtype(b->dtype);

@@ -23,12 +23,10 @@ size_t cpu_mm_mv_thread_bytes(int64_t K) { return ((size_t)K * sizeof(float) + 6
 /* ---- matrix-vector ---- */
 
 /* A weight past the last-level cache (an LLM's output matrix) is split
- * in guided tasks: equal tasks, four per thread, left the first thread
- * done waiting up to a task of ~5 ms on gemma-3's [262144, 640] output
- * (2 threads, 1x262144x640 f16 22 -> 27 GB/s, 1x32000x2048 f16 31 ->
- * 41 GB/s). Smaller weights keep equal tasks: their rows then tend to go
- * to the same thread from call to call, and in cache that measured
- * faster (1x2048x2048 f16 ~70 GB/s against 20-40 with guided tasks). */
+ * in guided tasks: with equal tasks, four per thread, the first thread
+ * done waited out a whole large task. Smaller weights keep equal tasks:
+ * their rows then tend to go to the same thread from call to call, which
+ * in cache is faster. Figures: bench/RESULTS.md (issue 17). */
 bool cpu_mm_mv_guided(const candle_tensor *dst, const mm_geom *g) {
     double bytes = (double)g->N * (double)g->K * (double)cpu_dtype(dst->src[1]->dtype)->type_size;
     return bytes >= MV_GUIDED_BYTES;

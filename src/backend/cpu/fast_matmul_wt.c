@@ -9,55 +9,37 @@
  * per product in phase 0, split by panels). The weight is only converted
  * to f32 row by row (read in place when f32), where the packed GEMM
  * transposes it into B panels, and 16-row panels fit 64- and 128-token
- * prompts exactly where 6-row ones leave a partial panel. Phase 1 splits N
- * into guided tasks (guided_range: large first, small last); a task takes
- * its rows six at a time, each K slice of them against every panel, so
- * each weight row is read and converted once and the 16 x 6 tiles of C
- * stay in L1 across the slices. One thread, hot cache: gemma-3-270m's
- * M = 64 shapes 82-86 -> 89-91 GFLOP/s against the dot tiles, SmolLM2's
- * M = 128 ones 89-91 -> 91-94 against the packed GEMM. Guided tasks
- * instead of four equal ones per thread: at four per thread (a gemma
- * product is ~1 ms on 2 threads) the second thread sat idle for a third
- * of its time (perf: worker_main 16% of all samples on [64, 640] x
- * [640, 2048], machine loaded by other work), waiting out the other's
- * last quarter-millisecond task;
- * eight or sixteen equal tasks per thread measured slower (each task's
- * first weight rows are not prefetched). gemma-3-270m F16 pp64, 2
- * threads, ten alternating runs: 569 -> 598 t/s mean. The avx512 table
- * has its own tile (wt_ukr: four panels, 64 x 6 on zmm, where AVX2 does
- * 16 x 6 on ymm): 1 thread on a Zen 5, [32..128, 2048] x [2048, 2048]^T,
- * f32 54-79 -> 105-190 GFLOP/s, bf16 60-103 -> 95-171 (loaded machine).
- * There C goes through a transposed per-thread scratch (cpu_wt_ukr_t_avx512,
- * cpu_wt_bf16_ukr_t_avx512: whole-vector stores) in blocks of a task's
- * columns, each block's groups one K slice at a time (A from L2), then
- * written out by 16 x 16 transposes: C rows 2048 floats apart share L1
- * sets, and storing 6-float pieces through 64 of them missed every time;
- * and those tiles spread the next group's prefetches over their k loop
- * (a burst of up to 192 before the tile lost ~11% on a weight read from
- * DRAM: M 64 [32000, 2048] f16 219 -> 253 GFLOP/s).
- * 1 thread, Zen 5, f16 weight, M 64 (loaded machine, CPU-time medians):
- * [2048, 5632] (down) 189-195 -> 229-230 GFLOP/s, [2048, 2048] 235 ->
- * 234-246, M 128 218-229 -> 246-250, [5632, 2048] and [256, 2048]
- * unchanged. Other tables: past WT_A_INNER_BYTES of packed A, the K
- * slices outside the groups instead. */
+ * prompts exactly where 6-row ones leave a partial panel: faster than the
+ * dot tiles at M = 64 and the packed GEMM at M = 128. Phase 1 splits N
+ * into guided tasks (guided_range: large first, small last), since with
+ * equal tasks one thread waited out the other's last task and more equal
+ * tasks lose each task's first prefetches; a task takes its rows six at
+ * a time, each K slice of them against every panel, so each weight row is
+ * read and converted once and the 16 x 6 tiles of C stay in L1 across the
+ * slices. A table's own tile (wt_ukr, wt_panels panels a call: the avx512
+ * one 64 x 6 on zmm) takes more rows at once. Where the table has the
+ * C-transposed tile (wt_ukr_t) C goes through a per-thread scratch
+ * (whole-vector stores) in blocks of a task's columns, each block's
+ * groups one K slice at a time (A from L2), then written out by the
+ * table's wt_ct_out: C rows a power of two floats apart share L1 sets,
+ * and storing 6-float pieces through them missed every time; those tiles
+ * also spread the next group's prefetches over their k loop rather than
+ * in one burst before the tile. Other tables: past WT_A_INNER_BYTES of
+ * packed A, the K slices outside the groups instead. Figures:
+ * bench/RESULTS.md (issue 17). */
 #ifndef WT_MIN_M
 #define WT_MIN_M 16
 #endif
-/* The avx512 table's f32 / f16 weights (bf16 ones too where they do not
- * take its bf16 dot products), WT_PAIR_MIN_M to WT_PAIR_MAX_M rows, below
- * 64 or off a multiple of 16: the tile in k pairs (cpu_wt_ukr_p_avx512:
- * 8-row panels of k pairs, up to WT_PAIR_PANELS per call, 2 + 6 loads per
- * 12 FMAs at 16 rows where the 16-row panel tile did 7 per 6), A packed
- * in that layout. 1 thread, Zen 5, f16 [2048, 2048], CPU-time medians,
- * alternating: M 16 148 -> 181 GFLOP/s, 24 156 -> 199, 32 149 -> 184, 40
- * 174 -> 213, 48 166 -> 195, 56 198 -> 215, 100 199 -> 214; M 64 and 128
- * (whole 64-row tiles) 1-2% slower in pairs, 96 and 112 even: left on
- * the 16-row panels. Fewer than 16 rows stay on the dot tiles (M 8 155
- * against 125 in pairs: one panel, six chains). bf16 weights through the
- * bf16 dot products, same rows but 48: the tile in k quads
- * (cpu_wt_bf16_ukr_p_avx512), M 16 257 -> 405, 24 327 -> 450, 32 430 ->
- * 470, 40 407 -> 441, 56 438 -> 474, 100 437 -> 455; 48 473 -> 460 (left
- * on the 16-row tile), 80 even. */
+/* Where the table has the k-pair tile (wt_ukr_p: the avx512 one), f32 /
+ * f16 weights (bf16 ones too where they do not take its bf16 dot
+ * products), WT_PAIR_MIN_M to WT_PAIR_MAX_M rows, below 64 or off a
+ * multiple of 16: 8-row panels of k pairs, up to WT_PAIR_PANELS per call,
+ * 2 + 6 loads per 12 FMAs at 16 rows where the 16-row panel tile did 7 per
+ * 6; A packed in that layout. Whole 64-row tiles (M 64, 128) are a little
+ * faster on the 16-row panels and stay there; fewer than 16 rows stay on
+ * the dot tiles (one panel, too few chains). bf16 weights through the
+ * bf16 dot products take the same rows but 48 in k quads (wt_bf16_ukr_p).
+ * Figures: bench/RESULTS.md (issue 17). */
 #ifndef WT_PAIR_MIN_M
 #define WT_PAIR_MIN_M 16
 #endif
@@ -71,8 +53,7 @@
 #define WT_MR 16
 #define WT_NR 6
 /* Six f32 rows of a slice (at most 24 KiB) stay in L1 beside the panel's
- * stream. Slices of at most 512 measured 2-10% slower on one thread (more
- * passes over C; gemma and SmolLM2 K are 576-2048). */
+ * stream; shorter slices were slower (more passes over C). */
 #ifndef WT_KC
 #define WT_KC 1024
 #endif
@@ -84,9 +65,9 @@
 #define WT_A_INNER_BYTES (640 * 1024)
 #endif
 
-/* The avx512 table's tile writes C transposed into this much per-thread
+/* The C-transposed tile (wt_ukr_t) writes into this much per-thread
  * scratch (a block of a task's columns, all K slices), written out to C
- * a block at a time (cpu_wt_ukr_t_avx512). */
+ * a block at a time (wt_ct_out). */
 #ifndef WT_CT_BYTES
 #define WT_CT_BYTES (96 * 1024)
 #endif
@@ -146,12 +127,12 @@ static bool wt_bf16(const gemm_args *g) { return wt_bf16_for(g->at, g->sam, g->s
 
 static bool wt_pair(const gemm_args *g, int64_t M) { return wt_pair_for(g->at, g->sam, g->sak, g->bt, M); }
 
-/* (the 16-row bf16 tile keeps 48 rows: 473 against 460 GFLOP/s in quads) */
+/* (the 16-row bf16 tile keeps 48 rows: faster there than in quads) */
 static bool wt_quad(const gemm_args *g, int64_t M) {
     return wt_pair_m(M) && M != 3 * WT_MR && wt_bf16(g) && cpu_simd_get()->wt_bf16_ukr_p;
 }
 
-/* The scalar table's micro-kernel (same contract as cpu_wt_ukr_avx2). */
+/* The micro-kernel of a table without one (the wt_ukr contract, one panel). */
 static void wt_ukr_generic(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm,
                            float *c, int64_t ldc, bool accumulate) {
     for (int j = 0; j < nw; j++)
