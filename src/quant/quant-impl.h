@@ -1,4 +1,5 @@
-/* Internal: GGUF block layouts and the row kernels of every block type.
+/* Internal: GGUF block layouts and the scalar reference row kernels of
+ * every block type.
  *
  * The structs are byte-exact GGUF blocks (no padding: every field is a byte
  * array or sits at its natural alignment), checked by static asserts against
@@ -7,7 +8,8 @@
  * Row kernels follow the traits signatures: n is the element count and a
  * multiple of the block size. vec_dot(n, out, x, y) takes x in the weight type
  * and y in its vec_dot_type (q8_0, q8_1 or q8_k). Scalar versions are the
- * reference; x86/ has AVX2 versions of the hot ones, picked at registration. */
+ * reference; the SIMD versions are CPU kernels (src/backend/cpu/quant/: x86/,
+ * arm/), picked by the CPU backend's settings. */
 #ifndef CANDLE_QUANT_IMPL_H
 #define CANDLE_QUANT_IMPL_H
 
@@ -18,8 +20,6 @@
 #include <string.h>
 
 #include "candle/dtype.h"
-/* The quantized kernels are CPU kernels chosen by the backend's settings. */
-#include "../backend/cpu/cpu-config.h"
 
 #define QK4_0 32
 #define QK4_1 32
@@ -219,110 +219,5 @@ void candle_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *x, const void *
 void candle_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *x, const void *y);
 void candle_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *x, const void *y);
-
-/* AVX2 + FMA + F16C versions (x86/, only on x86-64 builds; call only when
- * candle_quant_uses_avx2()). Results equal the scalar ones up to float summation
- * order; the quantizers are bit-identical to the scalar ones. */
-#if defined(__x86_64__) || defined(_M_X64)
-#define CANDLE_QUANT_HAVE_X86 1
-void candle_f16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
-void candle_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n);
-void candle_bf16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
-void candle_f32_to_bf16_row_avx2(const float *src, void *dst, int64_t n);
-void candle_q4_0_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n);
-void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n);
-void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n);
-void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-/* AVX-512 VNNI versions of the 32-element and K dots (same results as AVX2). */
-void candle_vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_nl_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q2_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q3_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_xs_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-#endif
-
-/* NEON versions (arm/, only on aarch64 builds): _neon on plain armv8-a,
- * _dotprod with the armv8.2-a dot product (only where AT_HWCAP has it).
- * Their results equal the scalar dots bit for bit (same integer block sums,
- * same float steps). candle_qgemm_rows_* returns 0 for a type it lacks. */
-#if defined(__aarch64__)
-#define CANDLE_QUANT_HAVE_NEON 1
-void candle_vec_dot_q4_0_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k_dotprod(int64_t n, float *out, const void *x, const void *y);
-int candle_qgemm_rows_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
-                           const void *x, size_t xs, float *c, int64_t ldc);
-int candle_qgemm_rows_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
-                              const void *x, size_t xs, float *c, int64_t ldc);
-/* q4_K, q5_K and q6_K (kquants_*.c), called by the two above; rows at the
- * blocks' natural alignment. */
-int candle_qgemm_rows_k_neon(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
-                             const void *x, size_t xs, float *c, int64_t ldc);
-int candle_qgemm_rows_k_dotprod(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
-                                const void *x, size_t xs, float *c, int64_t ldc);
-#endif
-/* The running CPU config's quantized kernels (cpu-config.h): the NEON dots,
- * and their dotprod versions (0 elsewhere); the AVX2 kernels, and the
- * AVX-512 VNNI dots where they exist (0 elsewhere). */
-static inline int candle_quant_uses_neon(void) { return cpu_config_get()->quant >= CPU_QUANT_NEON; }
-static inline int candle_quant_uses_dotprod(void) { return cpu_config_get()->quant == CPU_QUANT_DOTPROD; }
-static inline int candle_quant_uses_avx2(void) {
-    cpu_quant_level q = cpu_config_get()->quant;
-    return q == CPU_QUANT_AVX2 || q == CPU_QUANT_VNNI;
-}
-static inline int candle_quant_uses_vnni(void) { return cpu_config_get()->quant == CPU_QUANT_VNNI; }
-
-/* A config's dtype table: the public one's entries with the kernels of its
- * level (traits.c). */
-void candle_quant_register_kernels(candle_dtype_traits *t, cpu_quant_level level);
-
-/* Prefetches of the decoding weight streams, which are read once per token
- * (the q4/q5/q8_0 and K-type matrix-vector rows, the f16/bf16 rows): non-
- * temporal where the config says (by default on AMD, whose L3 is a victim
- * cache of L2: T0 lines there went into it over the KV cache, activations
- * and code), T0 elsewhere (an Ice Lake Xeon's prefetchnta fills L1 alone,
- * past the L2 streamer, and halves the stream). Figures in bench/RESULTS.md. */
-static inline __attribute__((always_inline)) void candle_stream_prefetch(const void *p) {
-    if (cpu_config_get()->stream_nta) __builtin_prefetch(p, 0, 0);
-    else __builtin_prefetch(p, 0, 3);
-}
 
 #endif

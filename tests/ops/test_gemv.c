@@ -23,8 +23,8 @@
 #include <stdlib.h>
 
 #include "mathtest.h"
-#include "quant/gemv-impl.h"
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/gemv-impl.h"
+#include "backend/cpu/quant/x86/quant-x86-impl.h"
 #include "vnni-rerun.h"
 
 static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,

@@ -27,8 +27,8 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
-#include "quant/gemv-impl.h"
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/gemv-impl.h"
+#include "backend/cpu/quant/x86/quant-x86-impl.h"
 #include "vnni-rerun.h"
 
 static const candle_dtype k_types[] = {CANDLE_DTYPE_Q2_K, CANDLE_DTYPE_Q3_K, CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K,

@@ -9,10 +9,10 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
-#include "quant/gemv-impl.h"
-#include "quant/qgemm-impl.h"
+#include "backend/cpu/quant/gemv-impl.h"
+#include "backend/cpu/quant/qgemm-impl.h"
 #include "vnni-rerun.h"
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/x86/quant-x86-impl.h"
 
 #define REL 4e-6
 

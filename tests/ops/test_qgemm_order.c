@@ -12,8 +12,8 @@
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/fast-impl.h"
 #include "mathtest.h"
-#include "quant/gemv-impl.h"
-#include "quant/qgemm-impl.h"
+#include "backend/cpu/quant/gemv-impl.h"
+#include "backend/cpu/quant/qgemm-impl.h"
 #include "vnni-rerun.h"
 
 static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1,
@@ -86,7 +86,7 @@ static void test_rows(void) {
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/x86/quant-x86-impl.h"
 
 /* The AVX512-VNNI panel kernels against the AVX2 ones on the same packed
  * panels, every type with panels (the K types too): the integer block sums

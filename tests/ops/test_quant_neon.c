@@ -11,10 +11,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "quant/qgemm-impl.h"
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/qgemm-impl.h"
+#include "backend/cpu/quant/quant-kernels-impl.h"
 #if defined(__aarch64__)
-#include "quant/arm/quantize-neon.h"
+#include "backend/cpu/quant/arm/quant-arm-impl.h"
 #endif
 #include "test.h"
 

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/x86/quant-x86-impl.h"
 #include "exec-self.h"
 #include "test.h"
 

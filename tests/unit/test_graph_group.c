@@ -17,7 +17,7 @@
 
 #include "backend/cpu/fast-impl.h"
 #include "core/ctx-impl.h"
-#include "quant/gemv-impl.h"
+#include "backend/cpu/quant/gemv-impl.h"
 #include "test.h"
 
 #define K 256

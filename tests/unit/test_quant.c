@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "core/dtype-impl.h"
-#include "quant/quant-impl.h"
+#include "backend/cpu/quant/x86/quant-x86-impl.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

@@ -60,4 +60,15 @@ static inline const candle_dtype_traits *cpu_dtype(candle_dtype t) {
     return (unsigned)t < CANDLE_DTYPE_COUNT ? &cpu_config_get()->dt[t] : NULL;
 }
 
+/* Prefetches of the decoding weight streams, which are read once per token
+ * (the q4/q5/q8_0 and K-type matrix-vector rows, the f16/bf16 rows): non-
+ * temporal where the config says (by default on AMD, whose L3 is a victim
+ * cache of L2: T0 lines there went into it over the KV cache, activations
+ * and code), T0 elsewhere (an Ice Lake Xeon's prefetchnta fills L1 alone,
+ * past the L2 streamer, and halves the stream). Figures in bench/RESULTS.md. */
+static inline __attribute__((always_inline)) void candle_stream_prefetch(const void *p) {
+    if (cpu_config_get()->stream_nta) __builtin_prefetch(p, 0, 0);
+    else __builtin_prefetch(p, 0, 3);
+}
+
 #endif

@@ -83,13 +83,33 @@ typedef struct cpu_simd {
      * when mr > MR (nr > NR). */
     void (*gemm_ukr2)(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                       int nr, bool accumulate);
-    /* Optional (NULL: fast_matmul.c's own choice): the weight-row GEMM tile
-     * (wt path): C[i, j] (+)= dot(activation row i, weight row j) over kc,
-     * i < nm <= 16 * wt_panels from consecutive panels [kc][16] at `at`,
-     * j < nw <= 6 from f32 weight rows ldw floats apart. */
+    /* Optional (NULL: a portable loop, one panel a call): the weight-row
+     * GEMM tile (wt path): C[i, j] (+)= dot(activation row i, weight row j)
+     * over kc, i < nm <= 16 * wt_panels from consecutive panels [kc][16] at
+     * `at`, j < nw <= 6 from f32 weight rows ldw floats apart. */
     void (*wt_ukr)(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
                    int64_t ldc, bool accumulate);
     int wt_panels;
+    /* Optional (NULL: the wt path writes C through wt_ukr): wt_ukr's
+     * product written transposed, ct[j * ldt + i] (whole-vector stores into
+     * a task's scratch, which wt_ct_out writes to C[i * ldc + j], i < rows,
+     * j < cols), issuing the next group's weight-row prefetches itself:
+     * pf_rows rows of pf_bytes, pf_stride apart, spread over its k loop. */
+    void (*wt_ukr_t)(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
+                     int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
+                     int64_t pf_bytes);
+    void (*wt_ct_out)(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
+    /* Optional (NULL: none), with wt_ukr_t: the wt tile in k pairs, np <= 4
+     * panels of 8 activation rows (pack_ap8: rows <= 16 as two such
+     * panels, dst[h * 8 * kcp + t * 16 + 2i + s] = a(8h + i, 2t + s), kcp:
+     * kc rounded up to even), C transposed as wt_ukr_t. */
+    void (*wt_ukr_p)(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
+                     int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
+                     int64_t pf_bytes);
+    void (*pack_ap8)(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
+    /* Optional (NULL: to_f32): f16 (f16 true) or bf16 weight rows to f32
+     * for the wt tiles. */
+    void (*wt_half_to_f32)(bool f16, const void *src, float *dst, int64_t n);
     /* Optional (NULL: none; AVX512_BF16): the wt tile for a bf16 weight read
      * in place, against activations rounded to bf16 and packed in k pairs
      * by pack_at16_bf16 (dst[t * 16 + i] = a[i, 2t] | a[i, 2t + 1] << 16;
@@ -97,6 +117,16 @@ typedef struct cpu_simd {
     void (*wt_bf16_ukr)(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
                         float *c, int64_t ldc, bool accumulate);
     void (*pack_at16_bf16)(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
+    /* Optional (NULL: none; with wt_bf16_ukr): wt_bf16_ukr writing C
+     * transposed (as wt_ukr_t), and in k quads on 8-row panels (as wt_ukr_p;
+     * pack_ap8_bf16: lane 2i + s of a panel holds row i's bf16 pair 2u + s). */
+    void (*wt_bf16_ukr_t)(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
+                          float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                          int pf_rows, int64_t pf_bytes);
+    void (*wt_bf16_ukr_p)(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *ap, int np,
+                          float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
+                          int pf_rows, int64_t pf_bytes);
+    void (*pack_ap8_bf16)(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
     /* Optional (NULL: none; AVX512_BF16, with gemm_ukr2): bf16 B in the
      * packed GEMM as bf16 k pairs in 32-bit words, same panel offsets as
      * f32: A panels [t][MR] of bf16-rounded a (pack_a6_bf16: `rows` rows of
@@ -118,6 +148,12 @@ typedef struct cpu_simd {
      * apart; ldc in floats. */
     void (*gemm_dot)(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw,
                      candle_dtype wt, float *c, int64_t ldc, int mr, int nr, bool accumulate);
+    /* Optional (NULL: a portable loop): the packed GEMM's A panel of
+     * CPU_GEMM_MR full f32 rows lda floats apart, kc deep (pack_a's layout). */
+    void (*pack_a6)(const float *a, int64_t lda, int64_t kc, float *dst);
+    /* Optional (NULL: a portable loop): the wt path's A panel, rows <= 16
+     * f32 rows lda floats apart as dst[p * 16 + i] (zero past rows). */
+    void (*pack_at16)(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
     /* Plain float row to f32 (wt f32/f16/bf16, contiguous). */
     void (*to_f32)(candle_dtype wt, const void *src, float *dst, int64_t n);
     /* B panel for the GEMM: dst[p * NR + j] = b(k0 + p, n0 + j) for p < kc,
@@ -143,6 +179,9 @@ typedef struct cpu_simd {
 extern const cpu_simd cpu_simd_scalar;
 #if defined(__x86_64__)
 extern const cpu_simd cpu_simd_avx2;
+#endif
+#if defined(__aarch64__)
+const cpu_simd *cpu_simd_neon_table(void); /* arm/simd_neon.c */
 #endif
 
 /* The primitive table of isa (AUTO: the widest this CPU runs), bf16_exact

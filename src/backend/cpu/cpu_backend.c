@@ -7,7 +7,7 @@
 
 #include "fast-impl.h"
 #if defined(__aarch64__)
-#include "quant/quant-impl.h" /* candle info: the quantized dots chosen */
+#include "quant/quant-kernels-impl.h" /* candle info: the quantized dots chosen */
 #endif
 
 /* Backend state: the thread pool and the scratch that fast kernels ask for

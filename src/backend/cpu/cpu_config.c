@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cpu-impl.h"
-#include "quant/quant-impl.h"
+#include "quant/quant-kernels-impl.h"
 
 _Thread_local const cpu_config *cpu_config_tls __attribute__((tls_model("initial-exec")));
 

@@ -6,27 +6,9 @@
 #include <string.h>
 
 #include "fast-impl.h"
+#include "x86/x86-impl.h"
 
 #if defined(__x86_64__)
-void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                         int nr, bool accumulate);
-void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                          int nr, bool accumulate);
-void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                       int64_t ldc, bool accumulate);
-void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
-                            float *c, int64_t ldc, bool accumulate);
-void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
-void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-                               bool accumulate);
-void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
-                             float *dst);
-void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
-void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
-                         const float *x, float *out, int64_t out_stride);
-void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
-                         float *c, int64_t ldc, int mr, int nr, bool accumulate);
-
 /* The AVX2 table with the AVX-512 GEMM micro-kernels (x86/gemm_avx512.c),
  * and that table with the AVX512_BF16 tiles where the CPU has them. */
 static cpu_simd g_avx512, g_avx512_bf16;
@@ -39,11 +21,19 @@ static void avx512_init(void) {
     g_avx512.gemm_ukr2 = cpu_gemm_ukr2_avx512;
     g_avx512.wt_ukr = cpu_wt_ukr_avx512;
     g_avx512.wt_panels = 4;
+    g_avx512.wt_ukr_t = cpu_wt_ukr_t_avx512;
+    g_avx512.wt_ct_out = cpu_wt_ct_out_avx512;
+    g_avx512.wt_ukr_p = cpu_wt_ukr_p_avx512;
+    g_avx512.pack_ap8 = cpu_pack_ap8_avx512;
+    g_avx512.wt_half_to_f32 = cpu_half_to_f32_avx512;
     g_avx512.dot_rows = cpu_dot_rows_avx512;
     g_avx512.gemm_dot = cpu_gemm_dot_avx512;
     g_avx512_bf16 = g_avx512;
     if (cpu_get_features()->avx512bf16) {
         g_avx512_bf16.wt_bf16_ukr = cpu_wt_bf16_ukr_avx512;
+        g_avx512_bf16.wt_bf16_ukr_t = cpu_wt_bf16_ukr_t_avx512;
+        g_avx512_bf16.wt_bf16_ukr_p = cpu_wt_bf16_ukr_p_avx512;
+        g_avx512_bf16.pack_ap8_bf16 = cpu_pack_ap8_bf16_avx512;
         g_avx512_bf16.pack_at16_bf16 = cpu_pack_at16_bf16_avx512;
         g_avx512_bf16.gemm_bf16_ukr2 = cpu_gemm_bf16_ukr2_avx512;
         g_avx512_bf16.pack_a6_bf16 = cpu_pack_a6_bf16_avx512;
@@ -60,10 +50,6 @@ static bool have_avx2(const cpu_features *f) { return f->avx2 && f->fma && f->f1
 /* x86/gemm_avx512.c is built with BW / VL / DQ too (masks, 16-bit loads):
  * AVX-512F alone (Xeon Phi) does not run it */
 static bool have_avx512(const cpu_features *f) { return have_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl; }
-#endif
-
-#if defined(__aarch64__)
-const cpu_simd *cpu_simd_neon_table(void); /* arm/simd_neon.c */
 #endif
 
 const cpu_simd *cpu_simd_table(candle_cpu_isa isa, bool bf16_exact) {

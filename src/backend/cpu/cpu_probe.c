@@ -3,12 +3,7 @@
 #include <string.h>
 
 #include "cpu-impl.h"
-
-#if defined(__x86_64__)
-double cpu_probe_fma_avx2(int64_t iters);
-double cpu_probe_fma_avx512(int64_t iters); /* x86/gemm_avx512.c */
-float cpu_probe_read_avx2(const float *p, size_t n);
-#endif
+#include "x86/x86-impl.h"
 
 static double probe_fma_scalar(int64_t iters) {
     float c[16];
@@ -38,8 +33,8 @@ static bool have_avx2(void) {
 
 double cpu_probe_fma(int64_t iters) {
 #if defined(__x86_64__)
-    /* zmm where the GEMM runs on zmm (the avx512 table; twice the ymm
-     * rate on Zen 5) */
+    /* zmm where the GEMM runs on zmm (the avx512 table, whose FMA rate
+     * there can be twice the ymm one) */
     if (have_avx2() && !strcmp(cpu_simd_get()->name, "avx512")) return cpu_probe_fma_avx512(iters);
     if (have_avx2()) return cpu_probe_fma_avx2(iters);
 #endif

@@ -38,7 +38,6 @@
 
 #include "attention-impl.h"
 #include "fast-impl.h"
-#include "quant/quant-impl.h"
 
 #define ATTN_BK 256       /* keys per tile */
 #define ATTN_BQ 128       /* query positions per block, at most */

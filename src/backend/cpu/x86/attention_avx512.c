@@ -24,7 +24,7 @@
 
 #include "../attention-impl.h"
 #include "avx2-util.h"
-#include "quant/quant-impl.h"
+#include "quant/quant-impl.h" /* block_q8_0 */
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 

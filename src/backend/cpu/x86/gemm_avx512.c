@@ -24,13 +24,7 @@
 
 #include "../cpu-impl.h"
 #include "avx2-util.h"
-#include "quant/quant-impl.h"
-
-void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                         int nr, bool accumulate);
-void cpu_gemm_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                          int nr, bool accumulate);
-double cpu_probe_fma_avx512(int64_t iters);
+#include "x86-impl.h"
 
 void cpu_gemm_ukr_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr,
                          int nr, bool accumulate) {
@@ -144,8 +138,6 @@ double cpu_probe_fma_avx512(int64_t iters) {
  * 4 + 6 loads per 24 FMAs, where the AVX2 tile (16 x 6 on ymm) did 2 + 6
  * per 12. Rows past nw repeat the last one (valid memory); their sums are
  * dropped. */
-void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                       int64_t ldc, bool accumulate);
 
 /* Prefetches spread over a tile's k loop: rows rows of bytes from p,
  * stride apart, one line per step at the rate that covers them (plus a
@@ -244,10 +236,6 @@ void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const fl
  * rows), prefetched a line at a time over the k loop (pf_spread). */
 void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
-                         int64_t pf_bytes);
-
-void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
-                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                          int64_t pf_bytes) {
     switch ((nm + 15) / 16) {
     case 1: wt_tile(kc, w, ldw, nw, at, nm, ct, ldt, accumulate, 1, true, pf, pf_stride, pf_rows, pf_bytes); break;
@@ -269,10 +257,6 @@ void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const 
  * panels (240), 32 rows four (249); and M goes in steps of 8 rows, not 16.
  * Lanes 2i and 2i + 1 are added at the end: each output is its even-k sum
  * plus its odd-k sum. */
-void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
-void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
-                         int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
-                         int64_t pf_bytes);
 
 /* r[i] (8 doubles of row i) -> r[j] (element j of rows 0..7) */
 static inline __attribute__((always_inline)) void transpose8_pd(__m512d r[8]) {
@@ -418,10 +402,6 @@ void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const 
  * row's four elements 4u .. 4u + 3 are broadcast as one 64-bit value, so a
  * 16-row tile has 12 accumulators where the 16-row pair tile above
  * (wt_bf16_tile) has six. */
-void cpu_pack_ap8_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
-void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *ap, int np,
-                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
-                              int pf_rows, int64_t pf_bytes);
 
 /* 16 rows of f32 a (rows real), kc deep, rounded to bf16 (nearest even)
  * and paired, (kc + 1) / 2 = kp pairs a row (an odd kc's last pair with a
@@ -508,8 +488,6 @@ void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw
  * transposed in registers (ct's columns read 16 floats at a time, masked
  * past rows; missing j read as nothing), each C row a 16-float store,
  * masked past cols. */
-void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
-
 void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc) {
     for (int64_t j0 = 0; j0 < cols; j0 += 16) {
         int nj = cols - j0 < 16 ? (int)(cols - j0) : 16;
@@ -558,12 +536,8 @@ void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t co
  * where an FMA does 16, and the weight needs no conversion; the price is
  * the activations' rounding to bf16 (8 significant bits), so results
  * differ from the exact f32 path by ~2^-9 of the terms. */
-void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
-void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
-                            float *c, int64_t ldc, bool accumulate);
 
 #define PACK_CHUNK 256
-void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst); /* simd_avx2.c */
 
 /* dst[t * 16 + i] = bf16(a[i, 2t]) | bf16(a[i, 2t + 1]) << 16 for t <
  * (kc + 1) / 2 (a zero past kc and past rows); tmp: 16 * PACK_CHUNK floats,
@@ -634,9 +608,6 @@ static inline __attribute__((always_inline)) void wt_bf16_tile(int64_t kc, const
 /* C[i, j] (+)= sum_k bf16(a[i, k]) w[j, k] for i < nm <= 64 (panels of
  * at, 16 * kc uint32 apart, as cpu_pack_at16_bf16_avx512 wrote them), j <
  * nw <= 6 (bf16 rows ldw elements apart, read in place). */
-void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
-                              float *ct, int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride,
-                              int pf_rows, int64_t pf_bytes);
 
 /* The same writing C transposed (see cpu_wt_ukr_t_avx512). */
 void cpu_wt_bf16_ukr_t_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, const uint32_t *at, int nm,
@@ -666,11 +637,6 @@ void cpu_wt_bf16_ukr_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw, 
  * [t][16] pairs of the weight's own bf16 values, t < (kc + 1) / 2 (an odd
  * kc's last pair has a zero high half on both sides). The 12 x 32 tile
  * does 24 vdpbf16ps per pair of k. */
-void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-                               bool accumulate);
-void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
-                             float *dst);
-void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
 
 static inline uint32_t bf16_pair(float lo, float hi) {
     return (uint32_t)candle_f32_to_bf16(lo) | (uint32_t)candle_f32_to_bf16(hi) << 16;
@@ -787,8 +753,6 @@ void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t k
  * 135-140, tinyllama-shape F16 (4 KiB rows, no prefetch before) 31-33 ->
  * 35-38. */
 #define DOT_H_PF 8192
-void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,
-                         const float *x, float *out, int64_t out_stride);
 
 static inline __m512 ld16h(bool f16, const char *p) {
     __m256i h = _mm256_loadu_si256((const __m256i *)p);
@@ -838,8 +802,6 @@ void cpu_dot_rows_avx512(candle_dtype wt, int64_t k, const void *w, size_t w_str
  * read as it is) on 16 k per step: 12 accumulators, 4 + 3 loads per 12
  * FMAs, masked loads for the tail. Rows past mr / nr repeat the last one
  * (valid memory); their sums are dropped. */
-void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw, candle_dtype wt,
-                         float *c, int64_t ldc, int mr, int nr, bool accumulate);
 
 static inline __m512 ld16w(candle_dtype wt, const char *p, __mmask16 m) {
     if (wt == CANDLE_DTYPE_F32) return _mm512_maskz_loadu_ps(m, p);
@@ -900,7 +862,6 @@ void cpu_gemm_dot_avx512(int64_t k, const float *a, int64_t lda, const char *w, 
  * wt_rows) ----
  * 16 elements per conversion (vcvtph2ps zmm, or a 16-bit shift for bf16)
  * where the AVX2 table's to_f32 does 8; a masked tail. Same values. */
-void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
 
 static inline __attribute__((always_inline)) void half_rows_t(bool f16, const char *s, float *dst, int64_t n) {
     int64_t i = 0;

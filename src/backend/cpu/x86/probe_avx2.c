@@ -2,7 +2,7 @@
  * measured with the same instructions the kernels use. */
 #include <immintrin.h>
 
-#include "../cpu-impl.h"
+#include "x86-impl.h"
 
 /* Twelve independent FMA chains: enough to cover the FMA latency on two
  * pipes, so the loop runs at the FMA throughput. */

@@ -6,6 +6,7 @@
 
 #include "../simd-impl.h"
 #include "avx2-util.h"
+#include "x86-impl.h"
 
 /* The shared core of exp8 and exp8_nonpos: n = round(x / ln 2) and
  * exp(x - n ln 2) by the polynomial, for x already clamped. */
@@ -220,7 +221,6 @@ static void pack_b_avx2(candle_dtype bt, const char *src, int64_t sk, int64_t sn
  * six floats are stored as 4 + 2, so nothing is written past the panel.
  * Not in the primitive table: fast_matmul.c calls it directly whenever a
  * SIMD table is in use (every non-scalar table implies AVX2). */
-void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst);
 
 void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
     int64_t p = 0;
@@ -254,12 +254,6 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
  * prefetches itself, a share before each block of 16 k, instead of the
  * burst before each tile (CANDLE_CPU_ISA=avx2, 1 thread, f16 M 64:
  * [5632, 2048] 122 -> 126 GFLOP/s, [32000, 2048] 120 -> 124). */
-void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *c,
-                     int64_t ldc, bool accumulate);
-void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
-                       bool accumulate, const char *pf, int64_t pf_stride, int pf_rows, int64_t pf_bytes);
-void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
-void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
 
 /* Rows past nw repeat the last one (valid memory); their sums are dropped. */
 static inline __attribute__((always_inline)) void wt_tile_avx2(int64_t kc, const float *w, int64_t ldw, int nw,
@@ -341,8 +335,12 @@ void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const floa
 
 /* ct[j * ldt + i] (+)= the tile's C[i, j] for j < nw and all 16 i (rows past
  * the activation rows come from the packing's zero rows) */
-void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, float *ct, int64_t ldt,
-                       bool accumulate, const char *pf, int64_t pf_stride, int pf_rows, int64_t pf_bytes) {
+/* one 16-row panel a call (the table's wt_panels): nm is at most 16, and
+ * the scratch's rows past it are dropped when written out */
+void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
+                       int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
+                       int64_t pf_bytes) {
+    (void)nm;
     wt_tile_avx2(kc, w, ldw, nw, at, 16, ct, ldt, accumulate, true, pf, pf_stride, pf_rows, pf_bytes);
 }
 
@@ -879,4 +877,10 @@ const cpu_simd cpu_simd_avx2 = {
     .dot = dot_avx2,
     .scale_axpy = scale_axpy_avx2,
     .exp_sum = exp_sum_avx2,
+    .pack_a6 = cpu_pack_a6_avx2,
+    .pack_at16 = cpu_pack_at16_avx2,
+    .wt_ukr = cpu_wt_ukr_avx2,
+    .wt_panels = 1,
+    .wt_ukr_t = cpu_wt_ukr_t_avx2,
+    .wt_ct_out = cpu_wt_ct_out_avx2,
 };

@@ -7,7 +7,9 @@
  * fused products sharing one activation) work everywhere. */
 #include "gemv-impl.h"
 
-#include "quant-impl.h"
+#include "arm/quant-arm-impl.h"
+#include "quant-kernels-impl.h"
+#include "x86/quant-x86-impl.h"
 
 #ifndef CANDLE_QUANT_HAVE_X86
 static size_t portable_x_bytes(candle_dtype t, int64_t K) {

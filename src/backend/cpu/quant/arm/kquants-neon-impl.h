@@ -7,7 +7,7 @@
 #include <arm_neon.h>
 #include <string.h>
 
-#include "../quant-impl.h"
+#include "quant-arm-impl.h"
 #include "neon-common.h"
 
 static inline int32_t dot_sub(int8x16_t a0, int8x16_t a1, const int8_t *y) {

@@ -6,7 +6,7 @@
 
 #include <immintrin.h>
 
-#include "../quant-impl.h"
+#include "quant-x86-impl.h"
 
 /* The AVX2 kernels are only registered on CPUs with F16C too. */
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "../qgemm-impl.h"
-#include "../quant-impl.h"
+#include "quant-arm-impl.h"
 #include "neon-common.h"
 
 /* The 32 codes of a block as two int8x16 (elements 0-15, 16-31). */

@@ -18,8 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../quant-impl.h"
-#include "quantize-neon.h"
+#include "quant-arm-impl.h"
 
 /* The 32 codes of a q8_0/q8_1 block and its scale (before the f16
  * rounding); *sum gets the codes' sum. */

@@ -26,22 +26,4 @@ void candle_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv);
 void candle_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                       float *out);
 
-#if defined(__x86_64__) || defined(_M_X64)
-size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K);
-void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv);
-void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
-                           float *out);
-/* q2_K to q6_K (src/quant/x86/kquants-impl.h); xv: the q8_K row, for q4_K
- * and q5_K followed by each block's bsums summed in pairs (8 int16). */
-void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
-                             float *out);
-/* AVX-512 VNNI rows (src/quant/x86/gemv_avx512.c, kquants_avx512.c), used
- * when candle_quant_uses_vnni(): the same activation, int32 lanes and float
- * steps as the AVX2 rows, so the results are equal bit for bit. */
-void candle_gemv_rows_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
-                           float *out);
-void candle_gemv_rows_k_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
-                             float *out);
-#endif
-
 #endif

@@ -6,7 +6,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "quant-impl.h"
+#include "arm/quant-arm-impl.h"
+#include "quant-kernels-impl.h"
+#include "x86/quant-x86-impl.h"
 
 /* Activation rows whose aux records (see candle_qgemm_prep_avx2) fit the
  * scratch: the quantized matmul's largest M without VNNI (QMM_MAX_M_TILE),
@@ -17,10 +19,8 @@
  * panels up to the config's qgemm_direct_max_m activation rows (64 unless
  * lowered; 0 keeps the panels) where the 16-row tiles are full enough:
  * a tile costs the same for 1 row as for 16, and the panels' packing is
- * amortized over all M rows. Measured one thread, SmolLM2-135M shapes
- * (1536x576, 576x1536 q4_1; 8192x576 q8_0): the direct kernel wins from
- * 13 rows of a tile (q8_0 11), ties or loses at 9-12 (q8_0 9) and at 24,
- * wins at 32 and 48. */
+ * amortized over all M rows: the direct kernel wins when its tiles are at
+ * least 13 rows full (q8_0: 11). Figures: bench/RESULTS.md (issue 17). */
 #ifdef CANDLE_QUANT_HAVE_X86
 static bool use_direct(candle_dtype t, int64_t M) {
     if (M > cpu_config_get()->qgemm_direct_max_m || !candle_quant_uses_vnni() || !candle_qgemm_has_direct_vnni(t)) return false;

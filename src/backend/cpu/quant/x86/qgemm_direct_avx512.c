@@ -28,7 +28,7 @@
 #include "avx2-impl.h"
 
 #include "../qgemm-impl.h"
-#include "../quant-impl.h"
+#include "quant-x86-impl.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define TILE_M 16
