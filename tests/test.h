@@ -1,4 +1,9 @@
-/* A minimal test harness: CHECK macros count failures, main returns them. */
+/* A minimal test harness: CHECK macros count failures, main returns them.
+ * main ends with `return test_done(name)`: 0 when every check passed, 1 when
+ * one failed or when none ran (a test that checked nothing did not pass),
+ * and TEST_SKIP (77, CTest's SKIP_RETURN_CODE: "Skipped" in its summary)
+ * when none ran because test_skip() noted a missing prerequisite (a model,
+ * data, a CPU feature). A sub-case skipped while other checks ran passes. */
 #ifndef CANDLE_TEST_H
 #define CANDLE_TEST_H
 
@@ -6,11 +11,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "candle/candle.h"
 
 static int test_failures;
 static int test_checks;
+static int test_skips;
+
+/* CTest's SKIP_RETURN_CODE for every test (tests/CMakeLists.txt). */
+#define TEST_SKIP 77
+
+/* Notes a skipped case and prints why ("SKIP: name: reason"). If no check
+ * runs at all, test_done returns TEST_SKIP instead of failing. */
+#define test_skip(name, ...)                                                 \
+    do {                                                                     \
+        test_skips++;                                                        \
+        printf("SKIP: %s: ", (name));                                        \
+        printf(__VA_ARGS__);                                                 \
+        putchar('\n');                                                       \
+        fflush(stdout);                                                      \
+    } while (0)
 
 #define CHECK(cond)                                                          \
     do {                                                                     \
@@ -45,22 +66,57 @@ static int test_checks;
     CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%.9g vs %.9g (tol %g)", (double)(a), (double)(b), (double)(tol))
 
 static inline int test_done(const char *name) {
-    if (test_failures) fprintf(stderr, "%s: %d of %d checks failed\n", name, test_failures, test_checks);
+    if (test_failures) {
+        fprintf(stderr, "%s: %d of %d checks failed\n", name, test_failures, test_checks);
+        return 1;
+    }
+    if (test_checks == 0 && test_skips) {
+        printf("SKIP: %s: nothing ran (%d case%s skipped)\n", name, test_skips, test_skips == 1 ? "" : "s");
+        return TEST_SKIP;
+    }
+    if (test_checks == 0) {
+        fprintf(stderr, "%s: FAIL: no checks ran\n", name);
+        return 1;
+    }
+    if (test_skips) printf("%s: %d checks passed, %d case%s skipped\n", name, test_checks, test_skips, test_skips == 1 ? "" : "s");
     else printf("%s: %d checks passed\n", name, test_checks);
-    return test_failures ? 1 : 0;
+    return 0;
 }
 
 /* Path under the source tree (for data files). "../shared/..." names the
- * shared data folder, wherever CMake found it (CANDLE_SHARED_DIR). */
+ * shared data folder, wherever CMake found it (CANDLE_SHARED_DIR); a file
+ * "../shared/data/X" absent there is looked for as X in the cache that
+ * scripts/fetch-test-data.sh fills (CANDLE_DATA_CACHE: the reference
+ * vocabularies as tokenizers/ggml-vocab-*.gguf). */
 static inline const char *test_path(const char *rel, char *buf, size_t n) {
-    const char *shared = getenv("CANDLE_SHARED_DIR");
-    if (shared && shared[0] && strncmp(rel, "../shared/", 10) == 0) {
-        snprintf(buf, n, "%s/%s", shared, rel + 10);
-        return buf;
+    if (strncmp(rel, "../shared/", 10) == 0) {
+        const char *shared = getenv("CANDLE_SHARED_DIR");
+        const char *cache = getenv("CANDLE_DATA_CACHE");
+        if (shared && shared[0]) {
+            snprintf(buf, n, "%s/%s", shared, rel + 10);
+            if (access(buf, R_OK) == 0) return buf;
+        }
+        if (cache && cache[0] && strncmp(rel, "../shared/data/", 15) == 0) {
+            snprintf(buf, n, "%s/%s", cache, rel + 15);
+            if (access(buf, R_OK) == 0 || !(shared && shared[0])) return buf;
+            snprintf(buf, n, "%s/%s", shared, rel + 10); /* name the usual place */
+            return buf;
+        }
+        if (shared && shared[0]) return buf;
     }
     const char *root = getenv("CANDLE_SOURCE_DIR");
     snprintf(buf, n, "%s/%s", root ? root : ".", rel);
     return buf;
+}
+
+/* True when the data file at path is readable; otherwise notes a skip
+ * ("SKIP: name: path absent") and returns false. For prerequisites that live
+ * outside the repository (models, reference vocabularies): a file that is
+ * present but does not load is a failure, not a skip. */
+static inline bool test_need_file(const char *name, const char *path) {
+    if (access(path, R_OK) == 0) return true;
+    test_skip(name, "%s absent", path);
+    return false;
 }
 
 /* Normalised mean squared error of got against a double reference. */

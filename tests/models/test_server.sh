@@ -13,12 +13,12 @@ BIN=${CANDLE:-$SRC/build/bin/candle}
 MODEL=${SERVER_TEST_MODEL:-${CANDLE_SHARED_DIR:-$SRC/../shared}/data/models/stories260K.gguf}
 [ -f "$MODEL" ] || MODEL=$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -f "$MODEL" ]; then bash "$SRC/scripts/fetch-model.sh" >/dev/null 2>&1 || true; fi
-[ -f "$MODEL" ] || { echo "SKIP: no model"; exit 0; }
-if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: built without the server"; exit 0; fi
+[ -f "$MODEL" ] || { echo "SKIP: $MODEL absent"; exit 77; }
+if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
 if ! python3 -c "import openai" 2>/dev/null; then
     python3 -m pip install -q openai >/dev/null 2>&1 ||
         python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
-        { echo "SKIP: cannot pip install openai"; exit 0; }
+        { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
 fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 P1=$(free_port); P2=$(free_port)

@@ -226,7 +226,7 @@ int main(void) {
 }
 #else
 int main(void) {
-    printf("test_attention_neon: not aarch64, nothing to check\n");
+    test_skip("test_attention_neon", "not aarch64, no NEON attention kernels");
     return test_done("test_attention_neon");
 }
 #endif

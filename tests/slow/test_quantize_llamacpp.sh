@@ -9,17 +9,18 @@
 #    (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0) have identical bytes;
 #  - in the other types the error against the f32 weights (through the gguf
 #    package's reference dequantizers) is within 10% of llama.cpp's.
-# Prints SKIP and exits 0 when llama_cpp or gguf cannot be imported.
+# Prints SKIP and exits 77 (a CTest skip) when llama_cpp or gguf cannot be
+# imported.
 set -euo pipefail
 
 if ! python3 -c 'import llama_cpp, gguf' 2>/dev/null; then
-    echo "SKIP test_quantize_llamacpp: python3 cannot import llama_cpp and gguf"
-    exit 0
+    echo "SKIP: test_quantize_llamacpp: python3 cannot import llama_cpp and gguf"
+    exit 77
 fi
 CANDLE="${CANDLE:-${CANDLE_BINARY_DIR:?}/bin/candle}"
 src="${CANDLE_SOURCE_DIR:-.}"
 stories=""
-for m in "${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf" /work/shared/data/models/stories260K.gguf; do
+for m in "${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"; do
     if [ -f "$m" ]; then stories="$m"; break; fi
 done
 tmp=$(mktemp -d)

@@ -9,8 +9,8 @@ set -euo pipefail
 CANDLE="${CANDLE:?}"
 MODEL="${CANDLE_SHARED_DIR:-${CANDLE_SOURCE_DIR:?}/../shared}/data/models/stories260K.gguf"
 if [ ! -f "$MODEL" ]; then
-    echo "SKIP test_bench_cli: $MODEL not found"
-    exit 0
+    echo "SKIP: test_bench_cli: $MODEL not found"
+    exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

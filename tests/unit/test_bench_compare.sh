@@ -25,8 +25,7 @@ fi
 grep -q "no python imports torch" "$tmp/out" || { cat "$tmp/out"; echo "FAIL: message"; exit 1; }
 if grep -q Traceback "$tmp/out"; then cat "$tmp/out"; echo "FAIL: traceback"; exit 1; fi
 
-STORIES="$SRC/../shared/data/models/stories260K.gguf"
-[ -f "$STORIES" ] || STORIES=/work/shared/data/models/stories260K.gguf
+STORIES="${CANDLE_SHARED_DIR:-$SRC/../shared}/data/models/stories260K.gguf"
 python3 - "$SRC/bench/compare" "$tmp" "$STORIES" <<'EOF'
 import importlib.machinery, importlib.util, json, os, sys, types
 
@@ -110,7 +109,7 @@ if have_gguf:
     check(flops == want, f"stories flops {flops} != {want}")
     check(bpt32 == bpt and ftype == "F32", f"stories f32 bytes {bpt} {bpt32} {ftype}")
 else:
-    print("SKIP model_stats: no gguf package or no stories260K.gguf")
+    print("SKIP: model_stats: no gguf package or no stories260K.gguf")
 if fails:
     print("FAIL:\n" + "\n".join(fails))
     sys.exit(1)
@@ -122,6 +121,6 @@ if python3 -c 'import matplotlib' 2>/dev/null; then
         [ -s "$tmp/png/$f.png" ] || { echo "FAIL: no $f.png"; exit 1; }
     done
 else
-    echo "SKIP plot: matplotlib not installed"
+    echo "SKIP: plot: matplotlib not installed"
 fi
 echo "test_bench_compare: OK"

@@ -453,10 +453,7 @@ static void check_copy(const candle_gguf *src, const char *path) {
 static void check_stories(void) {
     char path[1024];
     test_path("../shared/data/models/stories260K.gguf", path, sizeof path);
-    if (access(path, R_OK) != 0) {
-        printf("SKIP stories260K: %s absent\n", path);
-        return;
-    }
+    if (!test_need_file("test_gguf stories260K", path)) return;
     for (int no_mmap = 0; no_mmap < 2; no_mmap++) {
         candle_gguf *g = NULL;
         candle_gguf_open_params p = {.no_mmap = no_mmap};
@@ -505,10 +502,7 @@ static void check_vocabs(void) {
         char rel[256], path[1024];
         snprintf(rel, sizeof rel, "../shared/data/tokenizers/ggml-vocab-%s.gguf", names[i]);
         test_path(rel, path, sizeof path);
-        if (access(path, R_OK) != 0) {
-            printf("SKIP %s: absent\n", path);
-            continue;
-        }
+        if (!test_need_file("test_gguf vocabulary", path)) continue;
         candle_gguf *g = NULL;
         CHECK_OK(NULL, candle_gguf_open(&g, path, NULL));
         if (!g) continue;

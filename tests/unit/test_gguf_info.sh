@@ -37,7 +37,7 @@ if [ -r "$model" ]; then
     fi
     expect "$(cat "$tmp/err")" "cut.gguf: gguf: tensor 'token_embd.weight' offset: " ' at offset '
 else
-    echo "SKIP stories260K checks: $model absent"
+    echo "SKIP: stories260K checks: $model absent"
 fi
 printf 'GGUF\x09\x00\x00\x00' >"$tmp/v9.gguf"
 if "$CANDLE" info "$tmp/v9.gguf" >/dev/null 2>"$tmp/err"; then

@@ -4,12 +4,12 @@
 #     metadata, tensor shapes, types, offsets and bytes;
 #  2. a file written by gguf.GGUFWriter (every value type, nested arrays,
 #     quantized tensor) is read by `candle info`.
-# Prints SKIP and exits 0 when the package is not installed.
+# Prints SKIP and exits 77 (a CTest skip) when the package is not installed.
 set -euo pipefail
 
 if ! python3 -c 'import gguf' 2>/dev/null; then
-    echo "SKIP test_gguf_python: python3 cannot import gguf (pip install gguf)"
-    exit 0
+    echo "SKIP: test_gguf_python: python3 cannot import gguf (pip install gguf)"
+    exit 77
 fi
 BIN="${CANDLE_BINARY_DIR:?}/bin"
 CANDLE="${CANDLE:-$BIN/candle}"

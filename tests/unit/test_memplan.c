@@ -267,10 +267,7 @@ static void test_oom(void) {
 /* ---- stories260K: a real decode loop ---- */
 
 static const char *stories_path(char *buf, size_t n) {
-    test_path("../shared/data/models/stories260K.gguf", buf, n);
-    if (access(buf, R_OK) == 0) return buf;
-    snprintf(buf, n, "/work/shared/data/models/stories260K.gguf");
-    return buf;
+    return test_path("../shared/data/models/stories260K.gguf", buf, n);
 }
 
 enum { DECODE_STEPS = 48, WARM_STEPS = 8 };
@@ -305,10 +302,9 @@ static int decode(const candle_model *m, bool plan, int32_t *toks, float *last_l
 static void test_decode_loop(void) {
     char path[1024];
     candle_model *m = NULL;
-    if (candle_model_load(&m, stories_path(path, sizeof path), NULL) != CANDLE_OK) {
-        printf("test_memplan: %s not found, decode loop skipped\n", path);
-        return;
-    }
+    if (!test_need_file("test_memplan decode loop", stories_path(path, sizeof path))) return;
+    CHECK_OK(NULL, candle_model_load(&m, path, NULL));
+    if (!m) return;
     int64_t nv = candle_model_get_config(m)->n_vocab;
     int32_t tp[DECODE_STEPS], tn[DECODE_STEPS];
     uint64_t ap[DECODE_STEPS], an[DECODE_STEPS];

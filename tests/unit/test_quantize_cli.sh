@@ -5,18 +5,18 @@
 # reference dequantizers check the outputs against the F32 weights. Error
 # paths: unknown type, the input as output (path, symlink, hard link), a
 # missing output directory (no file, no temporary left), an existing output
-# directory. Prints SKIP and exits 0 when the model is absent.
+# directory. Prints SKIP and exits 77 (a CTest skip) when the model is absent.
 set -euo pipefail
 
 CANDLE="${CANDLE:-${CANDLE_BINARY_DIR:?}/bin/candle}"
 src="${CANDLE_SOURCE_DIR:-.}"
 model=""
-for m in "${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf" /work/shared/data/models/stories260K.gguf; do
+for m in "${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"; do
     if [ -f "$m" ]; then model="$m"; break; fi
 done
 if [ -z "$model" ]; then
-    echo "SKIP test_quantize_cli: stories260K.gguf not found"
-    exit 0
+    echo "SKIP: test_quantize_cli: stories260K.gguf not found in ${CANDLE_SHARED_DIR:-$src/../shared}/data/models"
+    exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -135,6 +135,9 @@ static void check_random_bytes(const candle_tokenizer *t, const vocab_case *vc) 
 static void check_vocab(const vocab_case *vc) {
     char rel[256];
     snprintf(rel, sizeof rel, "../shared/data/tokenizers/ggml-vocab-%s.gguf", vc->name);
+    char abs[1024];
+    if (!test_need_file("test_tokenizer vocabulary (scripts/fetch-test-data.sh)", test_path(rel, abs, sizeof abs)))
+        return;
     candle_tokenizer *t = load(rel);
     CHECK_MSG(t != NULL, "%s: load failed", vc->name);
     if (!t) return;
@@ -236,6 +239,10 @@ static void check_refs(const candle_tokenizer *t, const char *name, const ref_ca
 }
 
 static void check_stories(void) {
+    char path[1024];
+    if (!test_need_file("test_tokenizer stories260K",
+                        test_path("../shared/data/models/stories260K.gguf", path, sizeof path)))
+        return;
     candle_tokenizer *t = load("../shared/data/models/stories260K.gguf");
     CHECK(t != NULL);
     if (!t) return;
@@ -324,7 +331,7 @@ static void check_smollm2(void) {
     char path[1024];
     FILE *f = fopen(test_path("models/SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path), "rb");
     if (!f) {
-        printf("smollm2: skipped (no models/SmolLM2-135M-Instruct.Q4_1.gguf)\n");
+        test_skip("test_tokenizer smollm2", "%s absent (scripts/fetch-model.sh smollm2)", path);
         return;
     }
     fclose(f);
@@ -590,6 +597,10 @@ static void check_byte_fallback_types(void) {
 /* Phi-3's special tokens swallow the whitespace after them (llama.cpp's
  * ids for a chat prompt). */
 static void check_phi3_specials(void) {
+    char path[1024];
+    if (!test_need_file("test_tokenizer phi-3 specials",
+                        test_path("../shared/data/tokenizers/ggml-vocab-phi-3.gguf", path, sizeof path)))
+        return;
     candle_tokenizer *t = load("../shared/data/tokenizers/ggml-vocab-phi-3.gguf");
     CHECK(t != NULL);
     if (!t) return;
