@@ -125,6 +125,14 @@ CANDLE_API candle_backend *candle_backend_cpu_init(int n_threads);
 CANDLE_API bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out);
 CANDLE_API void candle_backend_free(candle_backend *be);
 CANDLE_API const char *candle_backend_name(const candle_backend *be);
+/* The backends of this build ("cpu", later "cuda"): the count, each one's
+ * name and a line on it (NULL out of range), and one made by name with its
+ * own settings struct (candle_cpu_params for "cpu"; NULL: its defaults).
+ * An unknown name is CANDLE_ERR_UNSUPPORTED. */
+CANDLE_API int candle_backend_count(void);
+CANDLE_API const char *candle_backend_reg_name(int i);
+CANDLE_API const char *candle_backend_reg_description(int i);
+CANDLE_API candle_status candle_backend_init_by_name(candle_backend **out, const char *name, const void *params);
 /* CPU features found (cpuid) and the kernels chosen, one per line. */
 CANDLE_API const char *candle_cpu_info(char *buf, size_t n);
 

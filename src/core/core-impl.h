@@ -32,6 +32,11 @@ const char *candle_format_bytes(size_t n, char *buf, size_t len);
 
 /* ---- context internals ---- */
 
+/* A context computing on be (freed with it when owns_backend); the public
+ * candle_ctx_init (backend/registry.c) picks the backend. */
+candle_status candle_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, candle_backend *be,
+                                 bool owns_backend);
+
 /* A new descriptor owned by ctx, zeroed but for ctx and device. */
 candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx);
 /* Give t fresh storage from the backend for its (contiguous) layout,

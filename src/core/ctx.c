@@ -78,11 +78,9 @@ candle_ctx_params candle_ctx_default_params(void) {
                                .no_plan = g_default_no_plan};
 }
 
-candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ctx_init: out is NULL");
+candle_status candle_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, candle_backend *be,
+                                 bool owns_backend) {
     *out = NULL;
-    candle_ctx_params def = candle_ctx_default_params();
-    if (!p) p = &def;
     candle_ctx *ctx = calloc(1, sizeof *ctx);
     struct candle_ctx_acct *acct = calloc(1, sizeof *acct);
     if (!ctx || !acct) {
@@ -94,18 +92,10 @@ candle_status candle_ctx_init(candle_ctx **out, const candle_ctx_params *p) {
     ctx->acct = acct;
     ctx->eager = p->eager;
     ctx->mem_limit = p->mem_limit;
-    ctx->backend = p->backend;
+    ctx->backend = be;
+    ctx->owns_backend = owns_backend;
     ctx->no_plan = p->no_plan;
     ctx->no_fuse = p->no_fuse;
-    if (!ctx->backend) {
-        ctx->backend = candle_backend_cpu_init(p->n_threads);
-        if (!ctx->backend) {
-            free(ctx->acct);
-            free(ctx);
-            return candle_last_error();
-        }
-        ctx->owns_backend = true;
-    }
     *out = ctx;
     return CANDLE_OK;
 }
@@ -154,7 +144,7 @@ void candle_ctx_free(candle_ctx *ctx) {
         n = c->next;
         free(c);
     }
-    if (ctx->owns_backend) candle_backend_free(ctx->backend);
+    if (ctx->owns_backend) ctx->backend->iface->free(ctx->backend);
     if (ctx->fallback) ctx->fallback->iface->free(ctx->fallback);
     free(ctx);
 }

@@ -112,8 +112,27 @@ static void test_side_by_side(void) {
     candle_backend_free(b);
 }
 
+/* The registry makes the CPU backend by name with its settings. */
+static void test_registry(void) {
+    CHECK(candle_backend_count() >= 1 && !strcmp(candle_backend_reg_name(0), "cpu"));
+    CHECK(candle_backend_reg_name(candle_backend_count()) == NULL && candle_backend_reg_name(-1) == NULL);
+    candle_cpu_params p = candle_cpu_default_params();
+    p.n_threads = 1;
+    p.isa = CANDLE_CPU_ISA_SCALAR;
+    candle_backend *be = NULL;
+    CHECK(candle_backend_init_by_name(&be, "cpu", &p) == CANDLE_OK && be);
+    candle_cpu_params got;
+    CHECK(be && candle_backend_cpu_params(be, &got) && got.isa == CANDLE_CPU_ISA_SCALAR && got.n_threads == 1);
+    CHECK(!strcmp(candle_backend_name(be), "cpu"));
+    candle_backend_free(be);
+    be = NULL;
+    CHECK(candle_backend_init_by_name(&be, "tpu", NULL) == CANDLE_ERR_UNSUPPORTED && !be);
+    CHECK(strstr(candle_last_errmsg(), "'tpu'") != NULL);
+}
+
 int main(void) {
     test_names();
+    test_registry();
     test_refused();
     test_side_by_side();
     return test_done("test_cpu_params");

@@ -143,6 +143,12 @@ int cmd_info(int argc, char **argv) {
     }
     if (path) return info_file(path, no_mmap);
     char buf[4096];
+    for (int i = 0; i < candle_backend_count(); i++)
+        printf("backend: %s: %s\n", candle_backend_reg_name(i), candle_backend_reg_description(i));
+    candle_cpu_params cpu = candle_cpu_get_defaults();
+    printf("cpu settings: isa %s, quant %s, prefetch %s%s%s\n", candle_cpu_isa_name(cpu.isa),
+           candle_cpu_quant_name(cpu.quant), candle_cpu_prefetch_name(cpu.prefetch),
+           cpu.reference_only ? ", reference kernels only" : "", cpu.bf16_exact ? ", bf16 exact" : "");
     fputs(candle_cpu_info(buf, sizeof buf), stdout);
     return 0;
 }
