@@ -32,5 +32,8 @@ int64_t candle_profile_now(void);
 /* nodes[0..n) run as one step (a group of products when n > 1) took ns. */
 void candle_profile_node(candle_tensor *const *nodes, int n, int64_t ns);
 void candle_profile_graph(void);
+/* The scheduler copied `bytes`; ran a node on the CPU fallback. */
+void candle_profile_copy(size_t bytes);
+void candle_profile_fallback(void);
 
 #endif

@@ -54,6 +54,16 @@ static void report_shapes(void) {
     }
 }
 
+/* The scheduler's copies between memories (schedule.c), all contexts. */
+static atomic_llong g_copies, g_copy_bytes, g_fallbacks;
+
+void candle_profile_copy(size_t bytes) {
+    atomic_fetch_add(&g_copies, 1);
+    atomic_fetch_add(&g_copy_bytes, (long long)bytes);
+}
+
+void candle_profile_fallback(void) { atomic_fetch_add(&g_fallbacks, 1); }
+
 static void report(void) {
     long long total = 0;
     for (int i = 0; i < PROF_SLOTS; i++) total += atomic_load(&g_prof[i].ns);
@@ -73,6 +83,9 @@ static void report(void) {
                        total ? 100.0 * (double)ns / (double)total : 0.0);
     }
     report_shapes();
+    candle_log_msg(CANDLE_LOG_INFO, "copies between memories: %lld (%lld bytes), nodes on the CPU fallback: %lld",
+                   (long long)atomic_load(&g_copies), (long long)atomic_load(&g_copy_bytes),
+                   (long long)atomic_load(&g_fallbacks));
 }
 
 void candle_profile_enable(bool on) {

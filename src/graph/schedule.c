@@ -63,6 +63,7 @@ static candle_status mirror(candle_ctx *ctx, const candle_tensor *t, candle_back
     m->view_src = NULL;
     ctx->n_copies++;
     ctx->copy_bytes += span;
+    if (candle_profile_on()) candle_profile_copy(span);
     return CANDLE_OK;
 }
 
@@ -78,6 +79,7 @@ static candle_status copy_back(candle_ctx *ctx, candle_tensor *t, const candle_t
     if (st) return st;
     ctx->n_copies++;
     ctx->copy_bytes += span;
+    if (candle_profile_on()) candle_profile_copy(span);
     return CANDLE_OK;
 }
 
@@ -97,6 +99,7 @@ candle_status candle_sched_compute(candle_ctx *ctx, candle_tensor *t) {
                                     candle_dtype_name(t->dtype), candle_shape_str(t->rank, t->shape, b, sizeof b));
         }
         ctx->n_fallback++;
+        if (candle_profile_on()) candle_profile_fallback();
     }
     candle_tensor node = *t, srcs[CANDLE_MAX_SRC];
     bool copied[CANDLE_MAX_SRC] = {false}, out_copied = false;
