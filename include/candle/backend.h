@@ -45,6 +45,13 @@ typedef struct candle_backend_iface {
      * bits as the two nodes' own kernels. */
     bool (*fusable)(candle_backend *be, const candle_tensor *unary, const candle_tensor *binary);
     candle_status (*compute_fused)(candle_backend *be, candle_tensor *unary, candle_tensor *binary);
+    /* Optional (NULL: the graph drives compute_node/group/fused node by node,
+     * which is the CPU's way): the n nodes of one graph run, in order, every
+     * one supported, with its storage bound and inputs the backend reads in
+     * place (the graph checks; otherwise it drives the run itself), computed
+     * as a whole: a device backend may capture the sequence once and replay
+     * it. After a failure no node of the run counts as computed. */
+    candle_status (*graph_compute)(candle_backend *be, candle_tensor *const *nodes, int n);
 } candle_backend_iface;
 
 struct candle_backend {

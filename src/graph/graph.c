@@ -19,6 +19,9 @@ struct candle_graph {
     unsigned char *fused;
     candle_tensor **tmp;
     int *idx, *counts;
+    /* whole_graph: the nodes handed to the backend's graph_compute */
+    candle_tensor **run;
+    int cap_run;
 };
 
 static bool push(candle_graph *g, candle_tensor *t) {
@@ -358,6 +361,7 @@ void candle_graph_free_internal(void *p) {
         free(g->tmp);
         free(g->idx);
         free(g->counts);
+        free(g->run);
     }
     free(g);
 }
@@ -466,6 +470,39 @@ static candle_status compute_step(candle_ctx *ctx, candle_graph *g, int i, bool 
     return *n > 1 ? compute_group(ctx, g->nodes + i, *n) : compute_node(ctx, g->nodes[i]);
 }
 
+/* The run as a whole on a backend with graph_compute: every node that must
+ * run prepared, then handed over in order. *handed is false (nothing run)
+ * where some node needs the scheduler's copies or fallback: the caller then
+ * drives the run node by node. */
+static candle_status whole_graph(candle_ctx *ctx, candle_graph *g, bool plan, bool *handed) {
+    *handed = false;
+    if (g->cap_run < g->n_nodes) {
+        candle_tensor **r = realloc(g->run, (size_t)g->n_nodes * sizeof *r);
+        if (!r) return CANDLE_OK; /* node by node needs no list */
+        g->run = r;
+        g->cap_run = g->n_nodes;
+    }
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        candle_tensor *t = g->nodes[i];
+        if ((plan && !candle_memplan_needed(ctx, i)) || t->computed) continue;
+        if (t->op == CANDLE_OP_VIEW) {
+            candle_tensor_bind_view(t);
+            continue;
+        }
+        candle_status s = prepare_node(ctx, t);
+        if (s) return s;
+        if (candle_sched_needed(ctx, t)) return CANDLE_OK;
+        g->run[n++] = t;
+    }
+    *handed = true;
+    candle_backend *be = ctx->backend;
+    candle_status s = be->iface->graph_compute(be, g->run, n);
+    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    for (int i = 0; i < n; i++) g->run[i]->computed = true;
+    return CANDLE_OK;
+}
+
 candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     if (!ctx) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "graph_compute: ctx is NULL");
     if (ctx->status) return ctx->status;
@@ -474,9 +511,10 @@ candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
     candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs,
                                                  g->any_fused ? g->fused : NULL)
                            : CANDLE_OK;
-    bool prof = candle_profile_on();
+    bool prof = candle_profile_on(), handed = false;
     if (prof) candle_profile_graph();
-    for (int i = 0, n = 1; !s && i < g->n_nodes; i += n) {
+    if (!s && !prof && ctx->backend->iface->graph_compute) s = whole_graph(ctx, g, plan, &handed);
+    for (int i = 0, n = 1; !s && !handed && i < g->n_nodes; i += n) {
         n = 1;
         if (plan && !candle_memplan_needed(ctx, i)) continue;
         candle_tensor *t = g->nodes[i];

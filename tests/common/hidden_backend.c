@@ -14,7 +14,7 @@
 typedef struct hidden {
     candle_backend *cpu;
     bool unsupported[CANDLE_OP_COUNT];
-    atomic_long allocs, live;
+    atomic_long allocs, live, graphs;
 } hidden;
 
 static void *reveal(const void *p) { return (void *)((uintptr_t)p - HIDE); }
@@ -114,6 +114,17 @@ static candle_status h_compute(candle_backend *be, candle_tensor *node) {
     return s;
 }
 
+/* Whole graph runs: node by node here, counted (a device would replay). */
+static candle_status h_graph(candle_backend *be, candle_tensor *const *nodes, int n) {
+    hidden *h = be->impl;
+    atomic_fetch_add(&h->graphs, 1);
+    for (int i = 0; i < n; i++) {
+        candle_status s = h_compute(be, nodes[i]);
+        if (s) return s;
+    }
+    return CANDLE_OK;
+}
+
 static candle_status h_sync(candle_backend *be) {
     (void)be;
     return CANDLE_OK;
@@ -138,6 +149,7 @@ static const candle_backend_iface hidden_iface = {
     .compute_node = h_compute,
     .synchronize = h_sync,
     .free = h_free,
+    .graph_compute = h_graph,
 };
 
 candle_backend *test_hidden_backend_init(int n_threads, const candle_op *unsupported) {
@@ -159,8 +171,9 @@ candle_backend *test_hidden_backend_init(int n_threads, const candle_op *unsuppo
     return be;
 }
 
-void test_hidden_backend_counts(const candle_backend *be, long *allocs, long *live) {
-    const hidden *h = be->impl;
-    *allocs = atomic_load(&((hidden *)h)->allocs);
-    *live = atomic_load(&((hidden *)h)->live);
+void test_hidden_backend_counts(const candle_backend *be, long *allocs, long *live, long *graphs) {
+    hidden *h = be->impl;
+    *allocs = atomic_load(&h->allocs);
+    *live = atomic_load(&h->live);
+    *graphs = atomic_load(&h->graphs);
 }

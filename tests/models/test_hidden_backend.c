@@ -1,8 +1,9 @@
 /* Nothing bypasses the backend interface: every model runs on a backend
  * whose memory the host cannot address (tests/common/hidden_backend.c: a
  * host read of its storages faults; it computes only on its own storages),
- * with RoPE and softmax refused so the scheduler runs them on a CPU backend
- * with counted copies, and gives the CPU backend's logits, bit for bit: a
+ * once taking every op (whole graphs through graph_compute) and once with
+ * RoPE and softmax refused so the scheduler runs them on a CPU backend with
+ * counted copies, and gives the CPU backend's logits, bit for bit: a
  * prompt, then greedy decoding in a session, and the batched step over
  * sessions and a paged KV pool. stories260K (../shared/data), the tiny
  * architectures (tests/data/tiny) and SmolLM2-135M Q4_1 where models/ has it. */
@@ -20,17 +21,19 @@ typedef struct pair {
     const char *name;
     candle_model *cpu, *dev;
     candle_backend *hidden;
+    bool refusing; /* RoPE and softmax go to the CPU fallback */
     int64_t nv;
 } pair;
 
-static bool load_pair(pair *p, const char *name, const char *path) {
+static bool load_pair(pair *p, const char *name, const char *path, bool refusing) {
     memset(p, 0, sizeof *p);
     p->name = name;
+    p->refusing = refusing;
     if (access(path, R_OK) != 0) {
         printf("%s: %s absent, not run\n", name, path);
         return false;
     }
-    p->hidden = test_hidden_backend_init(N_THREADS, kRefused);
+    p->hidden = test_hidden_backend_init(N_THREADS, refusing ? kRefused : NULL);
     CHECK(p->hidden != NULL);
     candle_model_params mp = candle_model_default_params();
     mp.n_threads = N_THREADS;
@@ -50,10 +53,13 @@ static void free_pair(pair *p) {
     candle_model_free(p->cpu);
     candle_model_free(p->dev);
     if (p->hidden) {
-        long allocs, live;
-        test_hidden_backend_counts(p->hidden, &allocs, &live);
+        long allocs, live, graphs;
+        test_hidden_backend_counts(p->hidden, &allocs, &live, &graphs);
         CHECK_MSG(live == 0 && allocs > 0, "%s: hidden backend storages: %ld made, %ld still live", p->name, allocs,
                   live);
+        /* whole graphs only where no node needs the scheduler */
+        CHECK_MSG(p->refusing ? graphs == 0 : graphs > 0, "%s: %ld whole graphs handed over (refusing ops: %d)",
+                  p->name, graphs, p->refusing);
         candle_backend_free(p->hidden);
     }
 }
@@ -99,7 +105,7 @@ static void check_session(pair *p, const int32_t *prompt, int64_t n) {
     }
     uint64_t copies, bytes, fallback;
     candle_ctx_transfer_stats(sb->ctx, &copies, &bytes, &fallback);
-    CHECK_MSG(fallback > 0 && copies >= 2 * fallback && bytes > 0,
+    CHECK_MSG(p->refusing ? fallback > 0 && copies >= 2 * fallback && bytes > 0 : copies == 0 && fallback == 0,
               "%s: %llu nodes on the CPU fallback, %llu copies (%llu bytes)", p->name, (unsigned long long)fallback,
               (unsigned long long)copies, (unsigned long long)bytes);
     candle_ctx_transfer_stats(sa->ctx, &copies, &bytes, &fallback);
@@ -146,16 +152,19 @@ static void check_batch(pair *p, const int32_t *prompt, int64_t n) {
 }
 
 static int run_model(const char *name, const char *path) {
-    pair p;
-    if (load_pair(&p, name, path)) {
-        int32_t prompt[9];
-        for (int i = 0; i < 9; i++) prompt[i] = (int32_t)((1 + 37 * i) % p.nv);
-        check_session(&p, prompt, 9);
-        check_batch(&p, prompt, 9);
+    int ran = 0;
+    for (int refusing = 0; refusing < 2; refusing++) {
+        pair p;
+        if (load_pair(&p, name, path, refusing)) {
+            int32_t prompt[9];
+            for (int i = 0; i < 9; i++) prompt[i] = (int32_t)((1 + 37 * i) % p.nv);
+            check_session(&p, prompt, 9);
+            check_batch(&p, prompt, 9);
+        }
+        ran += p.dev != NULL;
+        free_pair(&p);
     }
-    bool ran = p.dev != NULL;
-    free_pair(&p);
-    return ran;
+    return ran == 2;
 }
 
 int main(void) {
