@@ -20,6 +20,13 @@ if ! python3 -c "import openai" 2>/dev/null; then
         python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
         { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
 fi
+# the second server's --kv-mem holds 9 blocks of 16 positions (test_queue_full):
+# 20 KiB blocks for stories260K, 720 KiB for SmolLM2-135M (f32, 30 layers)
+case "$(basename "$MODEL")" in
+    stories260K.gguf) KV_MEM=180K ;;
+    SmolLM2-135M-Instruct.Q4_1.gguf) KV_MEM=6480K ;;
+    *) echo "FAIL: no --kv-mem for $MODEL"; exit 1 ;;
+esac
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 P1=$(free_port); P2=$(free_port)
 LOG=$(mktemp -d)
@@ -28,7 +35,7 @@ trap 'kill $S1 $S2 $S3 2>/dev/null; rm -rf "$LOG"' EXIT
 # the first server keeps its paged KV pool in f16 (-ctk f16), the second in f32
 "$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml -ctk f16 \
     2>"$LOG/s1" & S1=$!
-"$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 2 --queue 1 --kv-mem 180K 2>"$LOG/s2" & S2=$!
+"$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 2 --queue 1 --kv-mem "$KV_MEM" 2>"$LOG/s2" & S2=$!
 for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$P1/health" >/dev/null 2>&1 && curl -sf "http://127.0.0.1:$P2/health" \
         >/dev/null 2>&1 && break

@@ -337,7 +337,7 @@ def test_queue_full():
     for t in ts:
         t.join()
     check(200 in codes and 429 in codes, f"queue full gives 429: {sorted(codes)}")
-    # --kv-mem 180K holds 9 blocks of 16 positions (stories260K: 20 KiB a block): two
+    # --kv-mem holds 9 blocks of 16 positions (test_server.sh sizes it for the model): two
     # requests of 7 blocks cannot run together, so the second waited instead of failing
     # (above: no 5xx), and one that could never fit is refused up front
     check(all(c in (200, 429) for c in codes), f"kv-bound requests wait, not fail: {codes}")
