@@ -673,6 +673,19 @@ static bool read_arr(run *r, int i, arr *a) {
         int64_t N = candle_tensor_dim(src, 0), K = candle_tensor_dim(src, 1);
         for (int64_t p = 0; p < N; p++)
             for (int64_t q = 0; q < K; q++) a->v[q * N + p] = f[p * K + q];
+        /* the transpose view itself reads back as the same values */
+        float *fv = malloc((size_t)n * sizeof *fv);
+        candle_status sv = candle_tensor_to_f32(t, fv);
+        int64_t bad = 0, first = -1;
+        for (int64_t j = 0; sv == CANDLE_OK && j < n; j++)
+            if ((double)fv[j] != a->v[j] && !bad++) first = j;
+        char cs[256];
+        CHECK_MSG(sv == CANDLE_OK && bad == 0,
+                  "%s: to_f32 of transpose(w) (%s): %" PRId64 " of %" PRId64 " values differ from w's, first at %" PRId64
+                  " (%.9g, w's %.9g)",
+                  case_str(r->c, cs, sizeof cs), candle_status_name(sv), bad, n, first, first >= 0 ? fv[first] : 0.0,
+                  first >= 0 ? a->v[first] : 0.0);
+        free(fv);
     } else {
         for (int64_t j = 0; j < n; j++) a->v[j] = f[j];
     }
