@@ -231,6 +231,21 @@ static candle_status check_readable(const candle_tensor *t, const char *what) {
     return CANDLE_OK;
 }
 
+/* The dim a block dtype's view stores in blocks: the last one in the stored
+ * layout, but dim -2 in transpose(w) of a weight w [N, K]. It steps by the
+ * block's bytes over whole blocks; the last dim where it qualifies (or none
+ * does), else the one other dim that does. (Where K is one block, a row
+ * steps by a block's bytes too and the descriptor cannot tell the two
+ * apart: the last dim, as before.) */
+static int blocked_dim(const candle_tensor *t, const candle_dtype_traits *tr) {
+    int last = t->rank - 1, found = -1, n = 0;
+    if (!tr->is_quantized || t->rank == 0) return last;
+    for (int i = 0; i < t->rank; i++)
+        if (t->stride[i] == (int64_t)tr->type_size && t->shape[i] % tr->block_size == 0) found = i, n++;
+    if (n == 0 || found == last) return last;
+    return n == 1 ? found : last;
+}
+
 candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index, double *out) {
     candle_status s = check_readable(t, "tensor_get");
     if (s) return s;
@@ -245,12 +260,13 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
     }
     const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
     int64_t off = (int64_t)t->offset;
+    int bd = blocked_dim(t, tr);
     for (int i = 0; i < t->rank; i++) {
         if (index[i] < 0 || index[i] >= t->shape[i])
             return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG,
                                     "tensor_get: index %" PRId64 " out of range for dim %d of size %" PRId64,
                                     index[i], i, t->shape[i]);
-        if (i == t->rank - 1 && tr->is_quantized) continue;
+        if (i == bd && tr->is_quantized) continue;
         off += index[i] * t->stride[i];
     }
     const char *base = (const char *)t->storage->data;
@@ -258,9 +274,9 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
         return candle_set_error(t->ctx, CANDLE_ERR_UNSUPPORTED, "tensor_get: no dequantizer for %s",
                                 tr->name);
     if (tr->is_quantized) {
-        int64_t j = t->rank ? index[t->rank - 1] : 0;
+        int64_t j = t->rank ? index[bd] : 0;
         float tmp[256];
-        tr->to_f32(base + off + (j / tr->block_size) * t->stride[t->rank - 1], tmp, tr->block_size);
+        tr->to_f32(base + off + (t->rank ? (j / tr->block_size) * t->stride[bd] : 0), tmp, tr->block_size);
         *out = tmp[j % tr->block_size];
         return CANDLE_OK;
     }

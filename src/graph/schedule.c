@@ -21,13 +21,14 @@ bool candle_sched_needed(const candle_ctx *ctx, const candle_tensor *t) {
     return false;
 }
 
-/* The bytes t's layout touches: [t->offset + *lo, t->offset + *lo + span)
- * (*lo <= 0 where strides are negative). */
-static size_t view_span(const candle_tensor *t, int64_t *lo) {
+/* The bytes t's layout touches when dim `blocked` is the one stored in
+ * blocks (indexed per block), from t->offset + *lo (<= 0 where strides are
+ * negative). */
+static int64_t span_with(const candle_tensor *t, int blocked, int64_t *lo) {
     const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
     int64_t low = 0, high = (int64_t)tr->type_size;
     for (int i = 0; i < t->rank; i++) {
-        int64_t n = i == t->rank - 1 ? t->shape[i] / tr->block_size : t->shape[i];
+        int64_t n = i == blocked ? t->shape[i] / tr->block_size : t->shape[i];
         if (n <= 0) {
             *lo = 0;
             return 0;
@@ -37,7 +38,32 @@ static size_t view_span(const candle_tensor *t, int64_t *lo) {
         else high += ext;
     }
     *lo = low;
-    return (size_t)(high - low);
+    return high - low;
+}
+
+/* The bytes t's layout touches: [t->offset + *lo, t->offset + *lo + span)
+ * (*lo <= 0 where strides are negative). A block dtype's blocked dim is its
+ * last one in the stored layout but not in every view: transpose(w) of a
+ * weight w [N, K] has it at dim -2. It steps by the block's bytes over whole
+ * blocks; where more than one dim looks so (rows of one block), the widest
+ * of their spans (all from the same start, so it holds the true one), cut at
+ * the storage's end (which the true one never passes). */
+static size_t view_span(const candle_tensor *t, int64_t *lo) {
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    if (tr->block_size == 1 || t->rank == 0) return (size_t)span_with(t, t->rank - 1, lo);
+    int64_t best = -1, best_lo = 0;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        if (t->stride[i] != (int64_t)tr->type_size || t->shape[i] % tr->block_size) continue;
+        int64_t l, s = span_with(t, i, &l);
+        if (s > best) best = s, best_lo = l;
+    }
+    if (best < 0) return (size_t)span_with(t, t->rank - 1, lo);
+    *lo = best_lo;
+    if (t->storage) {
+        int64_t room = (int64_t)t->storage->size - ((int64_t)t->offset + best_lo);
+        if (best > room && room >= 0) best = room;
+    }
+    return (size_t)best;
 }
 
 /* A copy of the bytes of t's layout in memory `on` reads: *m describes t
