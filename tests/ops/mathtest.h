@@ -205,6 +205,7 @@ static inline int mt_run_passes(mt_pass_fn body, const char *name) {
     }
     body();
     int rc = test_done(name);
+    fflush(NULL); /* the first pass's lines before the second's */
     test_counts_reset();
     candle_cpu_params p = saved;
     p.reference_only = true;

@@ -29,6 +29,7 @@ static inline int vnni_run_passes(mt_pass_fn body, const char *name) {
     snprintf(label, sizeof label, "%s (VNNI)", name);
     body();
     int rc = test_done(label);
+    fflush(NULL); /* the first pass's lines before the second's */
     test_counts_reset();
     const candle_cpu_params saved = candle_cpu_get_defaults();
     candle_cpu_params p = saved;
