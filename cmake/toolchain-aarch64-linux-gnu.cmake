@@ -14,9 +14,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # The CPU model comes from QEMU_CPU in the environment (make test-arm64 runs
 # the tests with -cpu max and again with cortex-a57: no dotprod, no fp16).
-# Tests that exec themselves again (tests/exec-self.h) find the emulator in
-# CANDLE_TEST_EMULATOR; QEMU_LD_PREFIX is qemu-aarch64 -L for it and them.
-set(CMAKE_CROSSCOMPILING_EMULATOR env;QEMU_LD_PREFIX=${CMAKE_SYSROOT_DIR};CANDLE_TEST_EMULATOR=qemu-aarch64;qemu-aarch64)
+# QEMU_LD_PREFIX is qemu-aarch64 -L for the tests.
+set(CMAKE_CROSSCOMPILING_EMULATOR env;QEMU_LD_PREFIX=${CMAKE_SYSROOT_DIR};qemu-aarch64)
 # pkg-config must not hand the host's x86-64 libraries to the cross link:
 # only arm64 .pc files (none unless libmicrohttpd-dev:arm64 is installed),
 # so the server is simply not built.

@@ -83,6 +83,19 @@ static inline int test_done(const char *name) {
     return 0;
 }
 
+/* For tests that run their checks more than once (on other kernels: the
+ * passes of tests/ops/mathtest.h and vnni-rerun.h): the counters start again
+ * for the next pass, whose test_done reports its own counts. */
+static inline void test_counts_reset(void) { test_failures = test_checks = test_skips = 0; }
+
+/* The exit status of a test of several passes from two passes' test_done:
+ * a failure in either fails it, a skip counts only when both skipped. */
+static inline int test_combine(int a, int b) {
+    if (a != 0 && a != TEST_SKIP) return a;
+    if (b != 0 && b != TEST_SKIP) return b;
+    return a == TEST_SKIP && b == TEST_SKIP ? TEST_SKIP : 0;
+}
+
 /* Path under the source tree (for data files). "../shared/..." names the
  * shared data folder, wherever CMake found it (CANDLE_SHARED_DIR); a file
  * "../shared/data/X" absent there is looked for as X in the cache that

@@ -7,11 +7,8 @@
 #define CANDLE_TEST_MATHTEST_H
 
 #include <stdint.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "backend/cpu/cpu-config.h" /* cpu_dtype: the kernels the tests check */
-#include "exec-self.h"
 #include "test.h"
 
 typedef enum mt_layout {
@@ -170,32 +167,60 @@ static inline candle_ctx *mt_ctx_threads(bool eager, int n_threads) {
 
 static inline candle_ctx *mt_ctx(bool eager) { return mt_ctx_threads(eager, 0); }
 
-/* The CPU backends run reference kernels only where their settings say
- * (CANDLE_CPU_REF=1 in a test's environment sets the defaults:
- * tests/env_init.c); otherwise fast kernels take the nodes they match. */
+/* The CPU backends run reference kernels only where their settings say (the
+ * reference-kernel pass of mt_run_passes, or CANDLE_CPU_REF=1 in a test's
+ * environment, which sets the defaults: tests/env_init.c); otherwise fast
+ * kernels take the nodes they match. */
 static inline bool mt_ref_mode(void) { return candle_cpu_get_defaults().reference_only; }
 
+/* The settings of the CPU backend a context made now gets (what a pass's
+ * contexts run with); false if it is not a CPU backend. */
+static inline bool mt_ctx_cpu_params(candle_cpu_params *out) {
+    candle_ctx *ctx = mt_ctx(true);
+    bool ok = candle_backend_cpu_params(candle_ctx_backend(ctx), out);
+    candle_ctx_free(ctx);
+    return ok;
+}
+
+/* A test's checks, run once per pass. It makes every context (so every
+ * backend) it uses itself and keeps none across calls: backends keep the
+ * settings they were made with, and kernels called directly follow the
+ * calling thread's, which outside a compute are the defaults. */
+typedef void (*mt_pass_fn)(void);
+
 /* The reference kernels are the ground truth the fast ones are tested
- * against, so a pass that ran the fast kernels runs the whole test again in a
- * child with reference kernels only. Returns the exit code of both passes. */
-static inline int mt_rerun_with_ref(char **argv, int rc) {
-    if (mt_ref_mode()) return rc;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
+ * against: body runs on the CPU defaults (summary "name"), then again with
+ * reference kernels only (candle_cpu_set_defaults with reference_only; summary
+ * "name (reference kernels)"), each pass with its own counts; the defaults
+ * are restored after. Where the defaults already ask for reference kernels
+ * only (CANDLE_CPU_REF=1 in the environment, a CI phase) that pass alone
+ * runs. Returns main's exit status: a failure in either pass fails it. */
+static inline int mt_run_passes(mt_pass_fn body, const char *name) {
+    char label[160];
+    snprintf(label, sizeof label, "%s (reference kernels)", name);
+    const candle_cpu_params saved = candle_cpu_get_defaults();
+    if (saved.reference_only) {
+        body();
+        return test_done(label);
+    }
+    body();
+    int rc = test_done(name);
+    fflush(NULL); /* the first pass's lines before the second's */
+    test_counts_reset();
+    candle_cpu_params p = saved;
+    p.reference_only = true;
+    if (candle_cpu_set_defaults(&p) != CANDLE_OK) {
+        fprintf(stderr, "%s: reference kernels only refused: %s\n", name, candle_last_errmsg());
         return 1;
     }
-    if (pid == 0) {
-        setenv("CANDLE_CPU_REF", "1", 1);
-        test_exec_self(argv);
-        perror("execv");
-        _exit(127);
-    }
-    int st = 0;
-    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "%s: the reference-kernel pass failed\n", argv[0]);
-        return 1;
+    candle_cpu_params bp = {0};
+    CHECK_MSG(mt_ref_mode() && mt_ctx_cpu_params(&bp) && bp.reference_only,
+              "%s: the reference-kernel pass's backends are not on reference kernels only", name);
+    body();
+    rc = test_combine(rc, test_done(label));
+    if (candle_cpu_set_defaults(&saved) != CANDLE_OK) {
+        fprintf(stderr, "%s: the CPU defaults not restored: %s\n", name, candle_last_errmsg());
+        rc = 1;
     }
     return rc;
 }

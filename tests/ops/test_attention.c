@@ -290,14 +290,13 @@ static void test_errors(void) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+static void run_checks(void) {
     test_values(true);
     test_values(false);
     test_mixed();
     test_block_kv();
     test_errors();
-    /* f32 attention goes to the fast kernel; the reference is tested again alone. */
-    int rc = test_done(mt_ref_mode() ? "test_attention (reference kernels)" : "test_attention");
-    return mt_rerun_with_ref(argv, rc);
 }
+
+/* f32 attention goes to the fast kernel; the reference is tested again alone. */
+int main(void) { return mt_run_passes(run_checks, "test_attention"); }

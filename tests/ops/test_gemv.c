@@ -16,8 +16,9 @@
  *
  * On a CPU with AVX-512 VNNI the dispatch takes the VNNI rows
  * (gemv_avx512.c): every check also runs the AVX2 and VNNI rows directly and
- * wants them equal bit for bit, and the whole test runs once more in a
- * child with CANDLE_QUANT_NO_VNNI=1 (the AVX2 rows through the dispatch);
+ * wants them equal bit for bit, and the whole test runs once more with
+ * the CPU defaults' quant set to avx2 (the AVX2 rows through the dispatch:
+ * vnni-rerun.h);
  * q8_0's prepared offset terms are checked as the VNNI bias. */
 #include <math.h>
 #include <stdlib.h>
@@ -279,9 +280,4 @@ static void test_rows(void) {
     CHECK(candle_gemv_x_bytes(CANDLE_DTYPE_Q4_0, 48) == 0); /* not whole blocks */
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    test_rows();
-    rerun_without_vnni(argv);
-    return test_done("test_gemv");
-}
+int main(void) { return vnni_run_passes(test_rows, "test_gemv"); }

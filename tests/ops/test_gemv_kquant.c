@@ -19,8 +19,8 @@
  * On a CPU with AVX-512 VNNI the dispatch takes the VNNI rows and dots
  * (kquants_avx512.c): every check_rows also runs the AVX2 and VNNI rows and
  * vec_dots directly and wants them equal bit for bit, and the whole test
- * runs once more in a child with CANDLE_QUANT_NO_VNNI=1 (the AVX2 path
- * through the dispatch). */
+ * runs once more with the CPU defaults' quant set to avx2 (the AVX2 path
+ * through the dispatch: vnni-rerun.h). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -229,12 +229,13 @@ static void test_matmul_threads(int threads) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    cpu_set_always_parallel(true);
+static void run_checks(void) {
     test_rows();
     test_matmul_threads(1);
     test_matmul_threads(2);
-    rerun_without_vnni(argv);
-    return test_done("test_gemv_kquant");
+}
+
+int main(void) {
+    cpu_set_always_parallel(true);
+    return vnni_run_passes(run_checks, "test_gemv_kquant");
 }

@@ -424,8 +424,7 @@ static void test_lazy(void) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+static void run_checks(void) {
     candle_ctx *ctx = mt_ctx(true);
     test_layouts(ctx);
     test_vectors(ctx);
@@ -434,6 +433,6 @@ int main(int argc, char **argv) {
     test_errors(ctx);
     candle_ctx_free(ctx);
     test_lazy();
-    int rc = test_done(mt_ref_mode() ? "test_matmul (reference kernels)" : "test_matmul");
-    return mt_rerun_with_ref(argv, rc);
 }
+
+int main(void) { return mt_run_passes(run_checks, "test_matmul"); }

@@ -151,14 +151,13 @@ static void test_lazy(void) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+static void run_checks(void) {
     candle_ctx *ctx = mt_ctx(true);
     test_table(ctx);
     test_degenerate(ctx);
     test_errors(ctx);
     candle_ctx_free(ctx);
     test_lazy();
-    int rc = test_done(mt_ref_mode() ? "test_norm (reference kernels)" : "test_norm");
-    return mt_rerun_with_ref(argv, rc);
 }
+
+int main(void) { return mt_run_passes(run_checks, "test_norm"); }

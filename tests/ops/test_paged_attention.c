@@ -217,12 +217,11 @@ static void test_errors(void) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+static void run_checks(void) {
     test_values();
     test_blocks();
     test_errors();
-    /* f32 rows go to the fast kernel; the reference is tested again alone. */
-    int rc = test_done(mt_ref_mode() ? "test_paged_attention (reference kernels)" : "test_paged_attention");
-    return mt_rerun_with_ref(argv, rc);
 }
+
+/* f32 rows go to the fast kernel; the reference is tested again alone. */
+int main(void) { return mt_run_passes(run_checks, "test_paged_attention"); }

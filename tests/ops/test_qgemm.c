@@ -184,13 +184,14 @@ static void test_matmul_threads(int threads) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    cpu_set_always_parallel(true);
+static void run_checks(void) {
     test_rows();
     test_gemv();
     test_matmul_threads(1);
     test_matmul_threads(2);
-    rerun_without_vnni(argv);
-    return test_done(candle_quant_uses_vnni() ? "test_qgemm (VNNI)" : "test_qgemm");
+}
+
+int main(void) {
+    cpu_set_always_parallel(true);
+    return vnni_run_passes(run_checks, "test_qgemm");
 }

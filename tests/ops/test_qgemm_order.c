@@ -183,7 +183,7 @@ static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extr
 
 static void test_vnni(void) {
     if (!candle_quant_uses_vnni()) {
-        test_skip("test_qgemm_order", "no AVX512-VNNI kernels on this CPU (or CANDLE_QUANT_NO_VNNI): VNNI checks");
+        test_skip("test_qgemm_order", "no AVX512-VNNI kernels in use (none on this CPU, or the no-VNNI pass): VNNI checks");
         return;
     }
     static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 13};
@@ -240,7 +240,7 @@ static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool e
 
 static void test_direct(void) {
     if (!candle_quant_uses_vnni()) {
-        test_skip("test_qgemm_order", "no AVX512-VNNI kernels on this CPU (or CANDLE_QUANT_NO_VNNI): direct checks");
+        test_skip("test_qgemm_order", "no AVX512-VNNI kernels in use (none on this CPU, or the no-VNNI pass): direct checks");
         return;
     }
     static const candle_dtype dtypes[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0};
@@ -303,14 +303,15 @@ static void test_matmul(int threads) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    cpu_set_always_parallel(true);
+static void run_checks(void) {
     test_rows();
     test_vnni();
     test_direct();
     test_matmul(1);
     test_matmul(2);
-    rerun_without_vnni(argv);
-    return test_done("test_qgemm_order");
+}
+
+int main(void) {
+    cpu_set_always_parallel(true);
+    return vnni_run_passes(run_checks, "test_qgemm_order");
 }

@@ -175,14 +175,13 @@ static void test_lazy(void) {
     candle_ctx_free(ctx);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+static void run_checks(void) {
     candle_ctx *ctx = mt_ctx(true);
     test_table(ctx);
     test_pairs(ctx);
     test_errors(ctx);
     candle_ctx_free(ctx);
     test_lazy();
-    int rc = test_done(mt_ref_mode() ? "test_rope (reference kernels)" : "test_rope");
-    return mt_rerun_with_ref(argv, rc);
 }
+
+int main(void) { return mt_run_passes(run_checks, "test_rope"); }
