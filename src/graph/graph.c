@@ -500,6 +500,10 @@ static candle_status whole_graph(candle_ctx *ctx, candle_graph *g, bool plan, bo
     candle_status s = be->iface->graph_compute(be, g->run, n);
     if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
     for (int i = 0; i < n; i++) g->run[i]->computed = true;
+    /* views took their sources' state before those ran: bound again, in order */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == CANDLE_OP_VIEW && (!plan || candle_memplan_needed(ctx, i)))
+            candle_tensor_bind_view(g->nodes[i]);
     return CANDLE_OK;
 }
 

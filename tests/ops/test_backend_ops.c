@@ -1086,9 +1086,9 @@ int main(void) {
     for (int i = 0; i < N_BE; i++) printf("  %-10s %5ld run, %ld failed\n", kBeName[i], g_run[i], g_fail[i]);
     CHECK_MSG(g_cases >= MIN_CASES, "only %ld cases ran (want %d)", g_cases, MIN_CASES);
     CHECK_MSG(g_cases >= 4 * g_skip, "%ld cases skipped of %ld: most must run", g_skip, g_cases + g_skip);
-    long live, allocs;
+    long live, allocs, graphs;
     for (int i = BE_HIDDEN; i < N_BE; i++) {
-        test_hidden_backend_counts(g_be[i], &allocs, &live);
+        test_hidden_backend_counts(g_be[i], &allocs, &live, &graphs);
         CHECK_MSG(live == 0, "%s: %ld storages still live of %ld", kBeName[i], live, allocs);
     }
     for (int i = 0; i < N_BE; i++) candle_backend_free(g_be[i]);
