@@ -70,7 +70,7 @@ PY
 # --latency-fixed: every timed token at one position (the cache truncated back).
 "$CANDLE" bench -m "$MODEL" -p 0 -n 2 -r 1 --latency 20 --latency-fixed -o json >"$tmp/fix.json" 2>"$tmp/err" ||
     fail "bench --latency-fixed exited $?"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[-1]; assert r["lat_tokens"] == 20 and 0 < r["lat_p50_ms"] <= r["lat_p99_ms"] and r["allocs_per_token"] == 0' "$tmp/fix.json" ||
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[-1]; assert r["lat_tokens"] == 20 and 0 < r["lat_p50_ms"] <= r["lat_p99_ms"] and r["allocs_per_token"] == 0 and r["copies_per_token"] == 0' "$tmp/fix.json" ||
     fail "latency-fixed JSON"
 
 # The LD_PRELOAD counter (not under sanitizers, which replace malloc).

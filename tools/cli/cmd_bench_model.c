@@ -33,7 +33,8 @@ static const char *usage =
     "                  K and V share one type here, so the two must agree\n"
     "  --no-mmap       read the weights into memory (also -mmp 0, as llama-bench)\n"
     "  --latency N     also generate N tokens one at a time after a 16-token warm-up:\n"
-    "                  per-token latency P50/P90/P99, allocations per token, peak RSS;\n"
+    "                  per-token latency P50/P90/P99, allocations and copies between\n"
+    "                  memories (the scheduler's) per token, peak RSS;\n"
     "                  then the machine floor: N passes of the same threads reading\n"
     "                  memory for the token's P50, whose P99/P50 no engine can beat\n"
     "  --latency-fixed with --latency: every timed token at the same position (the\n"
@@ -64,6 +65,7 @@ typedef struct lat_result {
     int64_t n;
     double p50, p90, p99;    /* seconds */
     double allocs_per_tok;   /* session tensor allocations */
+    double copies_per_tok;   /* the scheduler's copies between memories */
     double mallocs_per_tok;  /* -1 without the preloaded counter */
     double mallocs_per_pp;   /* one prompt evaluation, -1 without the counter */
     double floor_p50, floor_p99; /* the machine's own, bench_read_jitter; 0 = not measured */
@@ -291,7 +293,8 @@ static int run_latency(candle_session *s, const int32_t *ids, const bench_opts *
         }
     /* allocated before the counters are read, so not counted per token */
     lat_sample *d = lat_dump_on() ? calloc((size_t)n, sizeof *d) : NULL;
-    uint64_t a0 = candle_ctx_alloc_count(s->ctx);
+    uint64_t a0 = candle_ctx_alloc_count(s->ctx), c0, c1;
+    candle_ctx_transfer_stats(s->ctx, &c0, NULL, NULL);
     m0 = mallocs_now();
     for (int64_t i = 0; i < n; i++) {
         lat_sample s0 = d ? lat_sample_now() : (lat_sample){0, 0};
@@ -309,6 +312,8 @@ static int run_latency(candle_session *s, const int32_t *ids, const bench_opts *
     }
     m1 = mallocs_now();
     r->allocs_per_tok = (double)(candle_ctx_alloc_count(s->ctx) - a0) / (double)n;
+    candle_ctx_transfer_stats(s->ctx, &c1, NULL, NULL);
+    r->copies_per_tok = (double)(c1 - c0) / (double)n;
     r->mallocs_per_tok = m0 < 0 ? -1 : (double)(m1 - m0) / (double)n;
     dump_latencies(t, d, n);
     free(d);
@@ -483,9 +488,9 @@ static void print_json(const bench_opts *o, const model_info *mi, const test_res
             printf(",\n    \"lat_tokens\": %" PRId64 ",\n    \"lat_p50_ms\": %.4f,\n"
                    "    \"lat_p90_ms\": %.4f,\n    \"lat_p99_ms\": %.4f,\n    \"lat_p99_p50\": %.4f,\n"
                    "    \"allocs_per_token\": %.3f,\n    \"mallocs_per_token\": %.3f,\n"
-                   "    \"mallocs_per_prompt\": %.0f",
+                   "    \"mallocs_per_prompt\": %.0f,\n    \"copies_per_token\": %.3f",
                    lat->n, lat->p50 * 1e3, lat->p90 * 1e3, lat->p99 * 1e3, lat->p99 / lat->p50,
-                   lat->allocs_per_tok, lat->mallocs_per_tok, lat->mallocs_per_pp);
+                   lat->allocs_per_tok, lat->mallocs_per_tok, lat->mallocs_per_pp, lat->copies_per_tok);
             if (lat->floor_p50 > 0)
                 printf(",\n    \"lat_floor_p50_ms\": %.4f,\n    \"lat_floor_p99_p50\": %.4f",
                        lat->floor_p50 * 1e3, lat->floor_p99 / lat->floor_p50);
@@ -520,15 +525,15 @@ static void print_md(const bench_opts *o, const model_info *mi, const test_resul
     }
     if (lat->n > 0) {
         printf("\n| tokens | P50 ms | P90 ms | P99 ms | P99/P50 | tensor allocs/token | "
-               "mallocs/token | peak RSS | file | RSS/file |\n");
-        printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+               "mallocs/token | copies/token | peak RSS | file | RSS/file |\n");
+        printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         char ml[32];
         if (lat->mallocs_per_tok < 0) snprintf(ml, sizeof ml, "n/a (no LD_PRELOAD)");
         else snprintf(ml, sizeof ml, "%.2f", lat->mallocs_per_tok);
         size_t rss = mc->rss;
-        printf("| %" PRId64 " | %.3f | %.3f | %.3f | %.2f | %.2f | %s | %s | %s | %.2f |\n", lat->n,
+        printf("| %" PRId64 " | %.3f | %.3f | %.3f | %.2f | %.2f | %s | %.2f | %s | %s | %.2f |\n", lat->n,
                lat->p50 * 1e3, lat->p90 * 1e3, lat->p99 * 1e3, lat->p99 / lat->p50,
-               lat->allocs_per_tok, ml, mib(rss, a, sizeof a), mib(mi->file_size, b, sizeof b),
+               lat->allocs_per_tok, ml, lat->copies_per_tok, mib(rss, a, sizeof a), mib(mi->file_size, b, sizeof b),
                (double)rss / (double)mi->file_size);
         if (lat->floor_p50 > 0)
             printf("\nmachine floor: %" PRId64 " passes of %d threads reading memory for about the "
