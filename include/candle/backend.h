@@ -131,6 +131,8 @@ CANDLE_API candle_backend *candle_backend_cpu_init(int n_threads);
  * never AUTO); false for another kind of backend. */
 CANDLE_API bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out);
 CANDLE_API void candle_backend_free(candle_backend *be);
+/* The detail of the backend's last failing call ("" if none). */
+CANDLE_API const char *candle_backend_errmsg(const candle_backend *be);
 CANDLE_API const char *candle_backend_name(const candle_backend *be);
 /* The backends of this build ("cpu", later "cuda"): the count, each one's
  * name and a line on it (NULL out of range), and one made by name with its

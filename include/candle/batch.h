@@ -36,6 +36,8 @@ CANDLE_API void candle_batch_free(candle_batch *b);
  * message is on the batch). */
 CANDLE_API candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs,
                                            int n_seqs);
+/* The status of the last candle_batch_eval (each call starts clean) and its message. */
+CANDLE_API candle_status candle_batch_errcode(const candle_batch *b);
 CANDLE_API const char *candle_batch_errmsg(const candle_batch *b);
 
 #ifdef __cplusplus

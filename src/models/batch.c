@@ -51,9 +51,9 @@ void candle_batch_free(candle_batch *b) {
     free(b);
 }
 
-const char *candle_batch_errmsg(const candle_batch *b) {
-    return candle_errmsg(b->ctx);
-}
+candle_status candle_batch_errcode(const candle_batch *b) { return b ? candle_errcode(b->ctx) : CANDLE_ERR_INVALID_ARG; }
+
+const char *candle_batch_errmsg(const candle_batch *b) { return b ? candle_errmsg(b->ctx) : "batch is NULL"; }
 
 /* Write x [n, Hkv, D] into the pool rows of positions pos..pos+n, one
  * copy per run inside a block, each ordered after the one before; then

@@ -74,6 +74,7 @@ int main(void) {
     candle_batch_seq badq = {s[2], &bad, 1, NULL, NULL, NULL};
     CHECK(candle_batch_eval(b, &badq, 1) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_batch_errmsg(b), "out of range");
+    CHECK(candle_batch_errcode(b) == CANDLE_ERR_INVALID_ARG);
     CHECK(candle_session_pos(s[0]) == done[0] && candle_session_pos(s[1]) == done[1]);
     free(got);
     free(want);
