@@ -296,6 +296,12 @@ candle_status candle_tensor_to_f32(const candle_tensor *t, float *out) {
         free(st.data);
         return s;
     }
+    /* contiguous float or block data (a step's logits): whole rows at once */
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    if (candle_tensor_is_contiguous(t) && (tr->is_float || tr->is_quantized) && tr->to_f32) {
+        tr->to_f32(candle_tensor_data(t), out, candle_tensor_numel(t));
+        return CANDLE_OK;
+    }
     int64_t n = candle_tensor_numel(t), idx[CANDLE_MAX_RANK] = {0};
     for (int64_t i = 0; i < n; i++) {
         double v;

@@ -37,6 +37,11 @@ typedef struct cpu_config {
 } cpu_config;
 
 extern _Thread_local const cpu_config *cpu_config_tls __attribute__((tls_model("initial-exec")));
+/* The running config's stream_nta, kept beside the pointer so the weight
+ * streams' inner loops read one thread-local flag (no call, so the compiler
+ * keeps it out of the loop): set by cpu_config_swap, and on a thread that
+ * never swapped by the defaults when it made or set them (else T0). */
+extern _Thread_local bool cpu_stream_nta_tls __attribute__((tls_model("initial-exec")));
 
 /* The config for p (NULL: the defaults), shared by every backend asking for the
  * same settings; NULL with the thread-local last error when p is invalid. */
@@ -52,6 +57,7 @@ static inline const cpu_config *cpu_config_get(void) {
 static inline const cpu_config *cpu_config_swap(const cpu_config *c) {
     const cpu_config *prev = cpu_config_tls;
     cpu_config_tls = c;
+    cpu_stream_nta_tls = (c ? c : cpu_config_default())->stream_nta;
     return prev;
 }
 
@@ -67,7 +73,7 @@ static inline const candle_dtype_traits *cpu_dtype(candle_dtype t) {
  * and code), T0 elsewhere (an Ice Lake Xeon's prefetchnta fills L1 alone,
  * past the L2 streamer, and halves the stream). Figures in bench/RESULTS.md. */
 static inline __attribute__((always_inline)) void candle_stream_prefetch(const void *p) {
-    if (cpu_config_get()->stream_nta) __builtin_prefetch(p, 0, 0);
+    if (cpu_stream_nta_tls) __builtin_prefetch(p, 0, 0);
     else __builtin_prefetch(p, 0, 3);
 }
 

@@ -10,6 +10,7 @@
 #include "quant/quant-kernels-impl.h"
 
 _Thread_local const cpu_config *cpu_config_tls __attribute__((tls_model("initial-exec")));
+_Thread_local bool cpu_stream_nta_tls __attribute__((tls_model("initial-exec")));
 
 static const char *const isa_names[CANDLE_CPU_ISA_COUNT] = {"auto", "scalar", "avx2", "avx512", "neon"};
 static const char *const quant_names[CANDLE_CPU_QUANT_COUNT] = {"auto", "scalar", "avx2", "neon"};
@@ -150,6 +151,7 @@ const cpu_config *cpu_config_default(void) {
         c = cpu_config_for(&p); /* the automatic choice cannot be refused */
         const cpu_config *expected = NULL;
         if (!atomic_compare_exchange_strong(&g_default, &expected, c)) c = expected;
+        if (!cpu_config_tls) cpu_stream_nta_tls = c->stream_nta;
     }
     return c;
 }
@@ -162,6 +164,7 @@ candle_status candle_cpu_set_defaults(const candle_cpu_params *p) {
     if (!c) return candle_last_error();
     atomic_store(&g_default_threads, p->n_threads);
     atomic_store_explicit(&g_default, c, memory_order_release);
+    if (!cpu_config_tls) cpu_stream_nta_tls = c->stream_nta;
     return CANDLE_OK;
 }
 
