@@ -1,4 +1,4 @@
-/* Library messages: warnings and diagnostics (the CANDLE_PROFILE report)
+/* Library messages: warnings and diagnostics (the profiler's report)
  * go through one process-wide callback, so a host can route them to its own
  * log instead of the library writing to stderr. Errors of a call are not
  * logged: they are returned (status.h). */

@@ -102,7 +102,7 @@ extern const cpu_attn_ops cpu_attn_neon; /* arm/attention_neon.c */
 
 /* The table of the flash attention kernel for the cpu_simd table in use:
  * scalar for "scalar", AVX-512 for "avx512" (AVX-512 F/BW/VL; capped by
- * CANDLE_CPU_ISA=avx2), else AVX2; on aarch64 NEON for "neon". */
+ * the avx2 isa setting), else AVX2; on aarch64 NEON for "neon". */
 const cpu_attn_ops *cpu_attn_ops_get(void);
 
 #endif

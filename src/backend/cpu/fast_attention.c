@@ -32,7 +32,7 @@
  * rows at a time, by the type's own row conversion. The
  * tile primitives come from attention_scalar.c, x86/attention_avx2.c,
  * x86/attention_avx512.c or arm/attention_neon.c, chosen with the primitive
- * table (cpu_attn_ops_get; CANDLE_CPU_ISA=scalar or avx2 caps the choice). */
+ * table (cpu_attn_ops_get; the isa setting: scalar or avx2 caps the choice). */
 #include <math.h>
 #include <string.h>
 

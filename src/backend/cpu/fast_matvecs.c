@@ -75,7 +75,7 @@ bool cpu_matvec_ok(const candle_tensor *dst) {
     const candle_tensor *a = dst->src[0], *b = weight_of(dst);
     if (a->dtype != CANDLE_DTYPE_F32 || a->stride[a->rank - 1] != 4) return false;
     /* only what the matmul kernels would take themselves (their conditions,
-     * CANDLE_CPU_REF and CANDLE_QMM_MAX_M included): fast_matmul.c's
+     * reference_only and qmm_max_m included): fast_matmul.c's
      * matrix-vector path reads rows of K contiguous elements */
     if (is_plain_float(b->dtype))
         return b->stride[b->rank - 2] == (int64_t)candle_dtype_info(b->dtype)->type_size &&

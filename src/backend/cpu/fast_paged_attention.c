@@ -23,7 +23,7 @@
 #include "paged-impl.h"
 
 /* The flash kernel's table: AVX-512 where the cpu_simd table is "avx512"
- * (its value sums on zmm, the same bits as the AVX2 table's; CANDLE_CPU_ISA=avx2
+ * (its value sums on zmm, the same bits as the AVX2 table's; the avx2 isa setting
  * keeps the AVX2 one), else AVX2, or scalar. */
 static const cpu_attn_ops *attn_ops(void) {
     return cpu_attn_ops_get();

@@ -16,7 +16,7 @@
  *            (so a row's sum does not depend on how far its group's tile
  *            reaches: other block sizes, other thread counts, same bits).
  * Chosen on aarch64 for the "neon" cpu_simd table (cpu_attn_ops_get);
- * CANDLE_CPU_ISA=scalar gives the scalar table. Tested against the scalar
+ * the scalar isa setting gives the scalar table. Tested against the scalar
  * table (tests/ops/test_attention_neon.c) and through the kernel tests
  * under qemu-user (make test-arm64). */
 #if defined(__aarch64__)

@@ -28,8 +28,8 @@ int candle_qgemm_has_fast(candle_dtype t);
 /* True when candle_qgemm_rows gives each output the traits vec_dot's bits
  * (the path without the AVX2 kernels). */
 int candle_qgemm_rows_exact(candle_dtype t);
-/* True when the panels run on the AVX512-VNNI kernels (CPU and
- * CANDLE_QUANT_NO_VNNI). */
+/* True when the panels run on the AVX512-VNNI kernels (the CPU has them
+ * and the config's quant cap is not avx2). */
 int candle_qgemm_uses_vnni(void);
 /* Scratch bytes candle_qgemm_rows needs for dtype t and K (0 for the
  * per-output path). */

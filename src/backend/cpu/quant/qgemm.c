@@ -29,7 +29,7 @@ static bool use_direct(candle_dtype t, int64_t M) {
 }
 #endif
 
-/* Without the AVX2 kernels (other CPUs, CANDLE_QUANT_SCALAR) every type
+/* Without the AVX2 kernels (other CPUs, quant scalar) every type
  * with a vec_dot takes the blocked per-output dots (nested_dot) up to the
  * tile's M rows rather than the dequantizing f32 GEMM from 5 rows up: each
  * output is then the single-row product's vec_dot, bit for bit, however

@@ -15,7 +15,7 @@
  * Each lane does the AVX2 table's arithmetic in the same order (the same
  * FMAs from zero along d or along the keys, the same 2^x, the row sums
  * kept per column mod 16 and reduced by the same tree), so the outputs
- * are those of the AVX2 table bit for bit: CANDLE_CPU_ISA=avx2 changes no
+ * are those of the AVX2 table bit for bit: the avx2 isa setting changes no
  * result, only the speed. */
 #include <immintrin.h>
 #include <stddef.h>

@@ -252,7 +252,7 @@ void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst) {
  * sets, and 6-float pieces stored through them missed again and again.
  * The C-transposed tile also issues the next group's weight-row
  * prefetches itself, a share before each block of 16 k, instead of the
- * burst before each tile (CANDLE_CPU_ISA=avx2, 1 thread, f16 M 64:
+ * burst before each tile (the avx2 isa setting, 1 thread, f16 M 64:
  * [5632, 2048] 122 -> 126 GFLOP/s, [32000, 2048] 120 -> 124). */
 
 /* Rows past nw repeat the last one (valid memory); their sums are dropped. */
