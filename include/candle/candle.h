@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "memory.h"
 #include "gguf.h"
+#include "safetensors.h"
 #include "quantize.h"
 #include "tokenizer.h"
 #include "model.h"
