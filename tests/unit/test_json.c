@@ -47,7 +47,7 @@ static void test_values(void) {
     CHECK(json_as_i64(json_get(r, "min"), &i) && i == INT64_MIN);
     CHECK(json_get(r, "zz") == NULL && json_get(a, "a") == NULL && json_get(NULL, "a") == NULL);
     CHECK(json_str_eq(json_obj_key(r, 1), "b") && json_obj_val(r, 1) == json_get(r, "b"));
-    CHECK(json_get(r, "b")->offset == 48);
+    CHECK(json_get(r, "b")->offset == 49);
     json_free(d);
 }
 
