@@ -1,4 +1,5 @@
-/* Decoder-only language models loaded from GGUF files.
+/* Decoder-only language models loaded from a GGUF file or a Hugging Face
+ * directory (weights.h).
  *
  * Two objects with different lifetimes:
  * - candle_model: the immutable part, hyperparameters and weights that point
@@ -17,6 +18,7 @@
 
 #include "api.h"
 #include "gguf.h"
+#include "weights.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,13 +77,22 @@ typedef struct candle_model_params {
 
 CANDLE_API candle_model_params candle_model_default_params(void);
 
-/* Errors: io/format from the file, CANDLE_ERR_UNSUPPORTED naming an unknown
- * architecture, CANDLE_ERR_FORMAT naming a missing key or tensor. */
+/* path: a GGUF file or a Hugging Face model directory (config.json +
+ * safetensors). Errors: io/format from the files, CANDLE_ERR_UNSUPPORTED
+ * naming an unknown architecture, CANDLE_ERR_FORMAT naming a missing key or
+ * tensor. */
 CANDLE_API candle_status candle_model_load(candle_model **out, const char *path,
                                            const candle_model_params *p);
 CANDLE_API void candle_model_free(candle_model *m);
 CANDLE_API const candle_model_config *candle_model_get_config(const candle_model *m);
-/* The open file (metadata for the tokenizer and chat template). */
+/* The weights' source: metadata (chat template, ...) and tensors. */
+CANDLE_API const candle_weights *candle_model_weights(const candle_model *m);
+/* The tokenizer that comes with weights: a GGUF file's vocabulary or a
+ * directory's tokenizer.json (tokenizer.h). */
+typedef struct candle_tokenizer candle_tokenizer;
+CANDLE_API candle_status candle_tokenizer_from_weights(candle_tokenizer **out,
+                                                       const candle_weights *w);
+/* The GGUF file of a model loaded from one, else NULL. */
 CANDLE_API const candle_gguf *candle_model_gguf(const candle_model *m);
 /* Bytes of weights the model uses. */
 CANDLE_API size_t candle_model_weight_bytes(const candle_model *m);

@@ -1,11 +1,9 @@
-/* Llama 2/3, Mistral, TinyLlama, SmolLM2: the plain pre-norm decoder.
- * llama.cpp's converter permutes q/k rows so that RoPE pairs are adjacent
- * (2i, 2i+1): the interleaved form. */
+/* Llama 2/3, Mistral, TinyLlama, SmolLM2: the plain pre-norm decoder. */
 #include "model-impl.h"
 
-static candle_status llama_config(const candle_gguf *g, candle_model_config *c) {
-    (void)g;
-    c->rope_mode = CANDLE_ROPE_INTERLEAVED;
+static candle_status llama_config(const candle_weights *w, candle_model_config *c) {
+    (void)w;
+    (void)c;
     return CANDLE_OK;
 }
 

@@ -4,6 +4,7 @@
 #define CANDLE_MODEL_IMPL_H
 
 #include "candle/model.h"
+#include "candle/weights.h"
 #include "../core/core-impl.h"
 #include "../nn/nn-impl.h"
 
@@ -17,7 +18,7 @@ typedef struct decoder_opts {
     candle_op ffn_act;  /* gate activation: SILU or GELU_TANH */
 } decoder_opts;
 
-/* Linear weights are kept as the transposed view of the GGUF [out, in]
+/* Linear weights are kept as the transposed view of the stored [out, in]
  * weight, made once at load, so steps create no views of shared tensors. */
 typedef struct layer_weights {
     candle_tensor *attn_norm;      /* [n_embd] */
@@ -42,7 +43,7 @@ typedef struct model_family {
     const char *name; /* general.architecture */
     decoder_opts opts;
     /* Family-specific hyperparameters, after the common ones are read. */
-    candle_status (*config)(const candle_gguf *g, candle_model_config *c);
+    candle_status (*config)(const candle_weights *w, candle_model_config *c);
 } model_family;
 
 extern const model_family family_llama;  /* llama.c */
@@ -58,7 +59,7 @@ candle_status model_family_find(const char *arch, size_t len, const model_family
 struct candle_model {
     candle_model_config cfg;
     const model_family *family;
-    candle_gguf *gguf;
+    candle_weights *weights;
     candle_ctx *ctx;          /* weight leaves and their transposed views */
     candle_tensor *tok_embd;  /* [n_vocab, n_embd] */
     candle_tensor *out_norm;  /* [n_embd] */
@@ -88,10 +89,10 @@ candle_status model_backend_for(const candle_model *m, int n_threads, candle_bac
 /* ---- config helpers (config.c) ---- */
 
 /* `<arch>.<key>` as an integer / float; false if absent. */
-bool model_cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out);
-bool model_cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out);
+bool model_cfg_get_i64(const candle_weights *w, const char *arch, const char *key, int64_t *out);
+bool model_cfg_get_f64(const candle_weights *w, const char *arch, const char *key, double *out);
 /* The keys every family has, with the defaults of llama.cpp. */
-candle_status model_cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c);
+candle_status model_cfg_read_common(const candle_weights *w, const char *arch, candle_model_config *c);
 /* Refuses values (epsilon, RoPE base) that load but cannot evaluate. */
 candle_status model_cfg_check_values(const char *arch, const candle_model_config *c);
 

@@ -31,14 +31,14 @@ static candle_status to_last_error(candle_ctx *ctx) {
 static candle_status read_config(candle_model *m) {
     const char *arch;
     size_t len;
-    if (!candle_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
+    if (!candle_weights_get_str(m->weights, "general.architecture", &arch, &len))
         return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: metadata key 'general.architecture' missing");
     candle_status s = model_family_find(arch, len, &m->family);
     if (s) return s;
     m->cfg.arch = m->family->arch;
-    if ((s = model_cfg_read_common(m->gguf, m->family->name, &m->cfg))) return s;
-    if ((s = m->family->config(m->gguf, &m->cfg))) return s;
+    if ((s = model_cfg_read_common(m->weights, m->family->name, &m->cfg))) return s;
+    if ((s = m->family->config(m->weights, &m->cfg))) return s;
     return model_cfg_check_values(m->family->name, &m->cfg);
 }
 
@@ -58,8 +58,8 @@ candle_status candle_model_load(candle_model **out, const char *path,
         m->owns_backend = m->backend != NULL;
         if (!m->backend) s = candle_last_error();
     }
-    candle_gguf_open_params gp = {.no_mmap = p->no_mmap};
-    if (!s) s = candle_gguf_open(&m->gguf, path, &gp);
+    candle_weights_params wp = {.no_mmap = p->no_mmap};
+    if (!s) s = candle_weights_open(&m->weights, path, &wp);
     if (!s) s = read_config(m);
     candle_ctx_params cp = candle_ctx_default_params();
     cp.backend = m->backend;
@@ -79,11 +79,12 @@ void candle_model_free(candle_model *m) {
     if (!m) return;
     candle_ctx_free(m->ctx);
     if (m->owns_backend) candle_backend_free(m->backend);
-    candle_gguf_close(m->gguf);
+    candle_weights_close(m->weights);
     free(m->layers);
     free(m);
 }
 
 const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }
-const candle_gguf *candle_model_gguf(const candle_model *m) { return m->gguf; }
+const candle_gguf *candle_model_gguf(const candle_model *m) { return candle_weights_gguf(m->weights); }
+const candle_weights *candle_model_weights(const candle_model *m) { return m->weights; }
 size_t candle_model_weight_bytes(const candle_model *m) { return m->weight_bytes; }

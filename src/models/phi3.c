@@ -1,11 +1,11 @@
-/* Phi-3: fused q/k/v projection and fused gate/up FFN weight, NeoX RoPE.
+/* Phi-3: fused q/k/v projection and fused gate/up FFN weight.
  * The long-context variants scale RoPE per frequency (rope_factors_*),
  * which is not supported: such a file is refused rather than run wrongly. */
 #include "model-impl.h"
 
-static candle_status phi3_config(const candle_gguf *g, candle_model_config *c) {
-    c->rope_mode = CANDLE_ROPE_HALF;
-    if (candle_gguf_find_tensor(g, "rope_factors_long.weight") >= 0)
+static candle_status phi3_config(const candle_weights *w, candle_model_config *c) {
+    (void)c;
+    if (candle_weights_find_tensor(w, "rope_factors_long.weight") >= 0)
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "model: phi3 with per-frequency RoPE factors "
                                 "(rope_factors_long.weight) is not supported");

@@ -1,10 +1,9 @@
-/* Qwen 2 (biases on q/k/v) and Qwen 3 (RMSNorm on each q/k head): NeoX
- * RoPE (halves), SwiGLU. */
+/* Qwen 2 (biases on q/k/v) and Qwen 3 (RMSNorm on each q/k head), SwiGLU. */
 #include "model-impl.h"
 
-static candle_status qwen_config(const candle_gguf *g, candle_model_config *c) {
-    (void)g;
-    c->rope_mode = CANDLE_ROPE_HALF;
+static candle_status qwen_config(const candle_weights *w, candle_model_config *c) {
+    (void)w;
+    (void)c;
     return CANDLE_OK;
 }
 

@@ -1,5 +1,6 @@
-/* Loading a decoder's weights: zero-copy leaves over the GGUF data, each
- * checked against the shape the config implies. */
+/* Loading a decoder's weights from its source: zero-copy leaves over the
+ * file where the weights are used as stored, each checked against the shape
+ * the config implies. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -14,15 +15,19 @@ typedef struct loader {
 static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool required) {
     if (il >= 0) snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
     else snprintf(L->name, sizeof L->name, "%s", what);
-    int64_t i = candle_gguf_find_tensor(L->m->gguf, L->name);
+    const candle_weights *w = L->m->weights;
+    int64_t i = candle_weights_find_tensor(w, L->name);
     if (i < 0) {
-        if (required)
-            candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: missing tensor '%s' (%s)",
-                             L->name, L->m->family->name);
+        if (required) {
+            char src[160];
+            candle_weights_src_name(w, L->name, src, sizeof src);
+            candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s: missing tensor '%s' (%s)",
+                             candle_weights_path(w), src, L->m->family->name);
+        }
         return NULL;
     }
-    L->m->weight_bytes += candle_gguf_tensor(L->m->gguf, i)->size;
-    candle_tensor *t = candle_gguf_load_tensor(L->m->gguf, L->m->ctx, L->name);
+    L->m->weight_bytes += candle_weights_tensor(w, i)->size;
+    candle_tensor *t = candle_weights_load_tensor(w, L->m->ctx, L->name);
     if (!t || L->m->backend->iface->host_visible) return t;
     /* a backend the host cannot address computes on its own copy */
     candle_tensor *d = candle_tensor_new(L->m->ctx, t->dtype, t->rank, t->shape);
@@ -31,15 +36,26 @@ static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool require
     return d;
 }
 
+/* How messages call the current tensor: its name in the source's file, and
+ * the file. */
+static const char *where(loader *L, char *buf, size_t n) {
+    const candle_weights *w = L->m->weights;
+    char src[160];
+    candle_weights_src_name(w, L->name, src, sizeof src);
+    int64_t i = candle_weights_find_tensor(w, L->name);
+    snprintf(buf, n, "%s: tensor '%s'", i >= 0 ? candle_weights_tensor(w, i)->file : "", src);
+    return buf;
+}
+
 static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
     if (!t) return false;
     bool ok = d1 ? t->rank == 2 && t->shape[0] == d0 && t->shape[1] == d1
                  : t->rank == 1 && t->shape[0] == d0;
     if (!ok) {
-        char got[64], want[64];
+        char got[64], want[64], at[320];
         int64_t w[2] = {d0, d1};
-        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: tensor '%s' has shape %s, want %s",
-                         L->name, candle_shape_str(t->rank, t->shape, got, sizeof got),
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has shape %s, want %s",
+                         where(L, at, sizeof at), candle_shape_str(t->rank, t->shape, got, sizeof got),
                          candle_shape_str(d1 ? 2 : 1, w, want, sizeof want));
     }
     return ok;
@@ -48,9 +64,10 @@ static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
 /* Checked at load so that a file with, say, an integer weight is refused
  * here rather than by the first evaluation. */
 static bool dtype_ok(loader *L, const candle_tensor *t, bool ok, const char *want) {
+    char at[320];
     if (!ok)
-        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: tensor '%s' has dtype %s, want %s",
-                         L->name, candle_dtype_name(t->dtype), want);
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has dtype %s, want %s",
+                         where(L, at, sizeof at), candle_dtype_name(t->dtype), want);
     return ok;
 }
 
@@ -121,7 +138,7 @@ static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
 candle_status decoder_load_weights(candle_model *m) {
     loader L = {.m = m};
     candle_model_config *c = &m->cfg;
-    if (candle_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0)
+    if (candle_weights_find_tensor(m->weights, "rope_freqs.weight") >= 0)
         return candle_set_error(m->ctx, CANDLE_ERR_UNSUPPORTED,
                                 "model: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1+ "
                                 "scaling) are not supported");
@@ -133,7 +150,7 @@ candle_status decoder_load_weights(candle_model *m) {
     if (!shape_is(&L, m->tok_embd, c->n_vocab, c->n_embd) || !weight_dtype_ok(&L, m->tok_embd))
         return candle_errcode(m->ctx);
     m->out_norm = vec(&L, -1, "output_norm.weight", c->n_embd, true);
-    if (candle_gguf_find_tensor(m->gguf, "output.weight") >= 0)
+    if (candle_weights_find_tensor(m->weights, "output.weight") >= 0)
         m->output = lin(&L, -1, "output.weight", c->n_vocab, c->n_embd);
     else /* tied to the embeddings */
         m->output = candle_transpose(m->ctx, m->tok_embd, 0, 1);
