@@ -89,6 +89,12 @@ static const hf_key common_keys[] = {
 
 static const hf_key no_keys[] = {{NULL, NULL, 0}};
 
+/* Mistral and Phi-3 attend within a window in every layer when they have one. */
+static const hf_key window_keys[] = {
+    {"sliding_window", "attention.sliding_window", 'i'},
+    {NULL, NULL, 0},
+};
+
 static const hf_key gemma2_keys[] = {
     {"sliding_window", "attention.sliding_window", 'i'},
     {"attn_logit_softcapping", "attn_logit_softcapping", 'f'},
@@ -108,11 +114,11 @@ static const hf_key gemma3_keys[] = {
 };
 
 static const hf_family families[] = {
-    {"llama", "llama", llama_layer, no_keys, false, "hidden_act", "silu"},
-    {"mistral", "llama", llama_layer, no_keys, false, "hidden_act", "silu"},
+    {"llama", "llama", llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"mistral", "llama", llama_layer, window_keys, false, "hidden_act", "silu"},
     {"qwen2", "qwen2", llama_layer, no_keys, false, "hidden_act", "silu"},
     {"qwen3", "qwen3", llama_layer, no_keys, false, "hidden_act", "silu"},
-    {"phi3", "phi3", llama_layer, no_keys, false, "hidden_act", "silu"},
+    {"phi3", "phi3", llama_layer, window_keys, false, "hidden_act", "silu"},
     {"gemma2", "gemma2", gemma_layer, gemma2_keys, true, "hidden_activation", "gelu_pytorch_tanh"},
     {"gemma3_text", "gemma3", gemma_layer, gemma3_keys, true, "hidden_activation",
      "gelu_pytorch_tanh"},
@@ -153,28 +159,53 @@ static candle_status map_key(candle_weights *w, const hf_family *f, const json_v
     return weights_add_f64(w, key, d);
 }
 
-/* rope_scaling: linear scaling is given as GGUF gives it; every other type is
- * passed on by name for the architecture to run or refuse. */
-static candle_status map_rope_scaling(candle_weights *w, const hf_family *f, const json_value *cfg,
-                                      const char *file) {
-    const json_value *rs = json_get(cfg, "rope_scaling");
-    if (!rs || rs->type == JSON_NULL) return CANDLE_OK;
-    if (rs->type != JSON_OBJECT) return bad_field(file, "rope_scaling", "an object", rs);
+static candle_status add_arch_f64(candle_weights *w, const hf_family *f, const char *key, double v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", f->arch, key);
+    return weights_add_f64(w, k, v);
+}
+
+/* One RoPE description: {rope_type | type, factor, rope_theta}. Linear
+ * scaling is given as GGUF gives it; every other type is passed on by name
+ * for the architecture to run or refuse. `field` names it in messages. */
+static candle_status map_rope_object(candle_weights *w, const hf_family *f, const json_value *rs,
+                                     const char *field, const char *file, bool sliding) {
+    if (rs->type != JSON_OBJECT) return bad_field(file, field, "an object", rs);
     const json_value *type = json_get(rs, "rope_type");
     if (!type) type = json_get(rs, "type");
-    const char *t;
-    size_t len;
-    if (!json_as_str(type, &t, &len))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: rope_scaling has no rope_type", file);
-    if (len == 7 && !memcmp(t, "default", 7)) return CANDLE_OK;
+    const char *t = "default";
+    size_t len = 7;
+    if (type && !json_as_str(type, &t, &len)) return bad_field(file, field, "an object with a string rope_type", rs);
+    double theta;
+    candle_status s = CANDLE_OK;
+    if (json_as_f64(json_get(rs, "rope_theta"), &theta))
+        s = add_arch_f64(w, f, sliding ? "rope.freq_base_swa" : "rope.freq_base", theta);
+    if (s || (len == 7 && !memcmp(t, "default", 7))) return s;
+    if (sliding)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: %s: RoPE scaling '%.*s' of sliding-window layers is not supported",
+                                file, field, (int)(len > 32 ? 32 : len), t);
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", f->arch);
-    candle_status s = weights_add_str(w, key, t, len);
+    if ((s = weights_add_str(w, key, t, len))) return s;
     double factor;
-    if (!s && json_as_f64(json_get(rs, "factor"), &factor)) {
-        snprintf(key, sizeof key, "%s.rope.scaling.factor", f->arch);
-        s = weights_add_f64(w, key, factor);
-    }
+    if (json_as_f64(json_get(rs, "factor"), &factor)) s = add_arch_f64(w, f, "rope.scaling.factor", factor);
+    return s;
+}
+
+/* rope_scaling (+ rope_theta, a common key) in the Hub's older layout;
+ * rope_parameters in transformers 5's, one object or one per layer type. */
+static candle_status map_rope(candle_weights *w, const hf_family *f, const json_value *cfg,
+                              const char *file) {
+    const json_value *rs = json_get(cfg, "rope_scaling");
+    if (rs && rs->type != JSON_NULL) return map_rope_object(w, f, rs, "rope_scaling", file, false);
+    const json_value *rp = json_get(cfg, "rope_parameters");
+    if (!rp || rp->type == JSON_NULL) return CANDLE_OK;
+    const json_value *full = json_get(rp, "full_attention"), *swa = json_get(rp, "sliding_attention");
+    if (!full && !swa) return map_rope_object(w, f, rp, "rope_parameters", file, false);
+    candle_status s = CANDLE_OK;
+    if (full) s = map_rope_object(w, f, full, "rope_parameters.full_attention", file, false);
+    if (!s && swa) s = map_rope_object(w, f, swa, "rope_parameters.sliding_attention", file, true);
     return s;
 }
 
@@ -211,7 +242,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
     candle_status s = weights_add_str(w, "general.architecture", f->arch, strlen(f->arch));
     for (const hf_key *k = common_keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
     for (const hf_key *k = f->keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
-    if (!s) s = map_rope_scaling(w, f, cfg, file);
+    if (!s) s = map_rope(w, f, cfg, file);
     if (!s) s = map_layer_types(w, f, cfg, file);
     if (s) return s;
     const json_value *prf = json_get(cfg, "partial_rotary_factor");
