@@ -2,7 +2,10 @@
  * against hand-computed values, the mmap and no_mmap file paths, and one
  * malformed header per validation rule (format error, message naming the
  * file, the tensor or field and the reason). Files are built by hand here:
- * 8-byte little-endian header length, the JSON, the data. */
+ * 8-byte little-endian header length, the JSON, the data.
+ *
+ * `test_safetensors --dump PATH` prints a file's metadata and tensors (for
+ * the cross-check with the reference package, test_safetensors_python.sh). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -362,7 +365,40 @@ static void test_files(candle_ctx *ctx) {
     remove(path);
 }
 
-int main(void) {
+/* "meta KEY VALUE" lines, then "tensor NAME DTYPE [SHAPE] v0 v1 ..." (the
+ * values as loaded, %.9g) or "... unsupported". */
+static int dump(const char *path) {
+    candle_safetensors *st = NULL;
+    candle_ctx *ctx = NULL;
+    if (candle_safetensors_open(&st, path, NULL) || candle_ctx_init(&ctx, NULL)) {
+        fprintf(stderr, "%s\n", candle_last_errmsg());
+        candle_safetensors_close(st);
+        return 1;
+    }
+    const char *k, *v;
+    for (int64_t i = 0; candle_safetensors_metadata_at(st, i, &k, &v, NULL); i++)
+        printf("meta %s %s\n", k, v);
+    for (int64_t i = 0; i < candle_safetensors_n_tensors(st); i++) {
+        const candle_safetensors_tensor_info *ti = candle_safetensors_tensor(st, i);
+        char sh[128];
+        printf("tensor %s %s %s", ti->name, ti->st_dtype, candle_shape_str(ti->rank, ti->shape, sh, sizeof sh));
+        candle_tensor *t = candle_safetensors_load_tensor(st, ctx, ti->name);
+        int64_t n = t ? candle_tensor_numel(t) : 0;
+        float *f = malloc(((size_t)n + 1) * sizeof *f);
+        if (!t) printf(" unsupported");
+        else if (candle_tensor_to_f32(t, f) == CANDLE_OK)
+            for (int64_t j = 0; j < n; j++) printf(" %.9g", f[j]);
+        free(f);
+        candle_ctx_clear_error(ctx);
+        putchar('\n');
+    }
+    candle_ctx_free(ctx);
+    candle_safetensors_close(st);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--dump")) return dump(argv[2]);
     snprintf(dir, sizeof dir, "%s/candle_safetensors_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
