@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "candle/candle.h"
 #include "core/json-impl.h"
@@ -88,6 +89,25 @@ static float *run(const char *path, const golden *g) {
     return ok ? logits : NULL;
 }
 
+/* candle quantize DIR OUT.gguf f32: the GGUF Candle writes from the
+ * directory (llama's q/k rows permuted as llama.cpp's converter does) gives
+ * the directory's logits. */
+static void check_quantized(const char *name, const char *dir, const golden *g, const float *hf) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/candle-hf-%s-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             name, (int)getpid());
+    candle_status s = candle_quantize_file(dir, out, CANDLE_FTYPE_ALL_F32, NULL);
+    CHECK_MSG(!s, "quantize %s: %s", dir, candle_last_errmsg());
+    float *q = s ? NULL : run(out, g);
+    if (q) {
+        double e = nmse(q, hf, (size_t)(N_TOK * g->n_vocab));
+        printf("%-10s candle quantize DIR f32: NMSE vs directory %.2e\n", name, e);
+        CHECK_MSG(e < MAX_NMSE, "%s: quantized GGUF NMSE %.3g", name, e);
+    }
+    free(q);
+    unlink(out);
+}
+
 static void check_family(const char *name) {
     char rel[128], dir[1024], gguf[1200];
     snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
@@ -104,6 +124,7 @@ static void check_family(const char *name) {
         CHECK_MSG(e_hf < MAX_NMSE, "%s: directory NMSE %.3g", name, e_hf);
         CHECK_MSG(e_gg < MAX_NMSE, "%s: GGUF NMSE %.3g", name, e_gg);
         CHECK_MSG(e_x < MAX_NMSE, "%s: GGUF vs directory NMSE %.3g", name, e_x);
+        check_quantized(name, dir, &g, hf);
     }
     free(hf);
     free(gg);
