@@ -198,6 +198,24 @@ candle_status hf_encode(const candle_tokenizer *t, const char *text, size_t len,
  * errors='replace' and Rust's from_utf8_lossy do). */
 bool hf_utf8_lossy(const char *s, size_t n, hf_str *out);
 
+/* Character properties as the `tokenizers` library sees them
+ * (hf_unicode_data.c, scripts/gen_hf_unicode.py). */
+typedef struct hf_uc_map {
+    uint32_t cp, n, seq[4];
+} hf_uc_map;
+int hf_uc_category(uint32_t cp); /* UCAT_* */
+bool hf_uc_is_word(uint32_t cp);
+bool hf_uc_is_punct(uint32_t cp);
+bool hf_uc_is_numeric(uint32_t cp);
+bool hf_uc_is_mark(uint32_t cp);
+bool hf_uc_is_mn(uint32_t cp);
+bool hf_uc_is_control(uint32_t cp);
+int hf_uc_lower(uint32_t cp, uint32_t *out); /* 1..3 code points */
+/* The library's full decomposition where it differs from unicode_norm.c:
+ * its length (0..4) into out, or -1 when it does not differ. */
+int hf_uc_decomp(uint32_t cp, bool compat, uint32_t *out);
+candle_status hf_regex_compile(const char *pattern, tok_regex **out);
+
 /* The GPT-2 pre-tokenizer pattern. */
 extern const char hf_gpt2_pattern[];
 

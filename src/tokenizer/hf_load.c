@@ -80,7 +80,7 @@ static candle_status load_pattern(const ld *l, const json_value *o, const char *
     }
     if (!json_as_str(json_get(pat, "Regex"), &s, &n)) return ferr(l, sub, "expected {\"String\"} or {\"Regex\"}");
     if (strlen(s) != n) return ferr(l, sub, "NUL in regex");
-    if (tok_regex_compile(s, &p->re) != CANDLE_OK) {
+    if (hf_regex_compile(s, &p->re) != CANDLE_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", candle_last_errmsg());
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.Regex '%s': %s", l->file, sub, s, msg);
@@ -229,7 +229,7 @@ static candle_status load_pre(const ld *l, const json_value *o, const char *path
         p->type = HPT_BYTELEVEL;
         p->add_prefix_space = opt_bool(o, "add_prefix_space", true);
         p->use_regex = opt_bool(o, "use_regex", true);
-        return p->use_regex ? tok_regex_compile(hf_gpt2_pattern, &p->gpt2) : CANDLE_OK;
+        return p->use_regex ? hf_regex_compile(hf_gpt2_pattern, &p->gpt2) : CANDLE_OK;
     }
     if (!strcmp(type, "Whitespace")) return p->type = HPT_WHITESPACE, CANDLE_OK;
     if (!strcmp(type, "WhitespaceSplit")) return p->type = HPT_WHITESPACE_SPLIT, CANDLE_OK;

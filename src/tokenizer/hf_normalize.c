@@ -13,11 +13,9 @@ static bool is_chinese(uint32_t c) {
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-/* BERT's control test: category C but for the whitespace controls. */
-static bool is_control(uint32_t c) {
-    if (c == '\t' || c == '\n' || c == '\r') return false;
-    return tok_unicode_category(c) == UCAT_C;
-}
+/* BERT's control test: Cc, Cf, Co in the reference's tables (unassigned
+ * code points stay), plus NUL and U+FFFD. */
+static bool is_control(uint32_t c) { return hf_uc_is_control(c); }
 
 typedef bool (*cp_map)(const hf_norm *n, uint32_t cp, hf_str *out);
 
@@ -32,7 +30,7 @@ static bool map_cps(const hf_norm *n, const char *s, size_t len, hf_str *out, cp
 
 static bool bert_clean(const hf_norm *n, uint32_t cp, hf_str *out) {
     (void)n;
-    if (cp == 0 || cp == 0xFFFD || is_control(cp)) return true;
+    if (is_control(cp)) return true;
     return hf_str_cp(out, tok_unicode_is_space(cp) ? ' ' : cp);
 }
 
@@ -44,13 +42,19 @@ static bool bert_chinese(const hf_norm *n, uint32_t cp, hf_str *out) {
 
 static bool drop_mn(const hf_norm *n, uint32_t cp, hf_str *out) {
     (void)n;
-    return tok_unicode_is_mn(cp) ? true : hf_str_cp(out, cp);
+    return hf_uc_is_mn(cp) ? true : hf_str_cp(out, cp);
+}
+
+/* StripAccents drops every mark (Mn, Mc, Me), unlike BERT's Mn. */
+static bool drop_marks(const hf_norm *n, uint32_t cp, hf_str *out) {
+    (void)n;
+    return hf_uc_is_mark(cp) ? true : hf_str_cp(out, cp);
 }
 
 static bool lower(const hf_norm *n, uint32_t cp, hf_str *out) {
     (void)n;
     uint32_t v[3];
-    int k = tok_unicode_lower_full(cp, v);
+    int k = hf_uc_lower(cp, v);
     for (int i = 0; i < k; i++)
         if (!hf_str_cp(out, v[i])) return false;
     return true;
@@ -70,7 +74,7 @@ static bool step(const hf_norm *n, hf_str *cur, cp_map f) {
 
 static bool nf(hf_str *cur, bool compat, bool compose) {
     size_t len;
-    char *s = tok_unicode_normalize(cur->p, cur->n, compat, compose, &len);
+    char *s = tok_unicode_normalize(cur->p, cur->n, compat, compose, hf_uc_decomp, &len);
     if (!s) return false;
     free(cur->p);
     cur->p = s;
@@ -154,7 +158,7 @@ static bool apply(const hf_norm *n, hf_str *cur) {
     case HN_NFKC: return nf(cur, true, true);
     case HN_NFKD: return nf(cur, true, false);
     case HN_LOWERCASE: return step(n, cur, lower);
-    case HN_STRIP_ACCENTS: return step(n, cur, drop_mn);
+    case HN_STRIP_ACCENTS: return step(n, cur, drop_marks);
     case HN_STRIP: return strip(n, cur);
     case HN_BERT: return bert(n, cur);
     case HN_REPLACE: return replace(n, cur);

@@ -27,12 +27,8 @@ static bool seg_push(segs *s, size_t a, size_t b, bool m) {
     return true;
 }
 
-static bool is_ascii_punct(uint32_t c) {
-    return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
-}
-
-static bool is_punct(uint32_t c) { return is_ascii_punct(c) || tok_unicode_category(c) == UCAT_P; }
-static bool is_numeric(uint32_t c) { return tok_unicode_category(c) == UCAT_N; }
+static bool is_punct(uint32_t c) { return hf_uc_is_punct(c); }
+static bool is_numeric(uint32_t c) { return hf_uc_is_numeric(c); }
 
 /* Each character for which f holds is a match of its own. */
 static bool segs_from_pred(const char *s, size_t n, bool (*f)(uint32_t), segs *out) {
@@ -109,12 +105,7 @@ static bool emit(const char *s, bool first0, segs *sg, int behavior, bool invert
     return true;
 }
 
-static bool is_word(uint32_t c) {
-    int cat = tok_unicode_category(c);
-    return (cat & (UCAT_L | UCAT_M | UCAT_N)) || c == '_' || c == 0x200C || c == 0x200D ||
-           c == 0x203F || c == 0x2040 || c == 0x2054 || c == 0xFE33 || c == 0xFE34 ||
-           (c >= 0xFE4D && c <= 0xFE4F) || c == 0xFF3F;
-}
+static bool is_word(uint32_t c) { return hf_uc_is_word(c); }
 
 /* \w+|[^\w\s]+, keeping the matches. */
 static bool whitespace(const char *s, size_t n, bool first0, hf_list *out) {
@@ -166,7 +157,7 @@ static bool bytelevel(const hf_pre *p, const char *s, size_t n, bool first0, hf_
 static bool metaspace(const hf_pre *p, const char *s, size_t n, bool first0, hf_list *out) {
     hf_str m = {0};
     size_t rl = strlen(p->repl);
-    bool starts = n >= rl && !memcmp(s, p->repl, rl);
+    bool starts = (n && s[0] == ' ') || (n >= rl && !memcmp(s, p->repl, rl)); /* after replacing */
     bool ok = hf_str_add(&m, "", 0);
     if (!starts && (p->prepend == HP_ALWAYS || (p->prepend == HP_FIRST && first0)))
         ok = hf_str_add(&m, p->repl, rl);

@@ -73,8 +73,10 @@ extern const int tok_unicode_n_comp;
 
 /* Unicode normalization forms of s[0..n) (any bytes: invalid sequences
  * read as U+FFFD) into a malloc'd NUL-terminated string; NULL when out of
- * memory. compat: NFK*; compose: NF*C. */
-char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose, size_t *out_len);
+ * memory. compat: NFK*; compose: NF*C. override (may be NULL) gives another
+ * table's full decomposition of cp (its length), or -1 to use ours. */
+char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose,
+                           int (*override)(uint32_t cp, bool compat, uint32_t *out), size_t *out_len);
 /* Full lowercase of one code point into out (1..3 code points). */
 int tok_unicode_lower_full(uint32_t cp, uint32_t *out);
 

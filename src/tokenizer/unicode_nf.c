@@ -66,7 +66,14 @@ static bool cp_push(cpbuf *b, uint32_t cp) {
     return true;
 }
 
-static bool decompose(cpbuf *b, uint32_t cp, bool compat) {
+typedef int (*decomp_override)(uint32_t cp, bool compat, uint32_t *out);
+
+static bool decompose(cpbuf *b, uint32_t cp, bool compat, decomp_override ov) {
+    uint32_t seq[4];
+    int k = ov ? ov(cp, compat, seq) : -1;
+    for (int i = 0; i < k; i++)
+        if (!cp_push(b, seq[i])) return false;
+    if (k >= 0) return true;
     if (cp >= SBASE && cp < SBASE + SCOUNT) {
         uint32_t s = cp - SBASE, t = s % TCOUNT;
         if (!cp_push(b, LBASE + s / NCOUNT) || !cp_push(b, VBASE + (s % NCOUNT) / TCOUNT)) return false;
@@ -115,13 +122,14 @@ static void compose(cpbuf *b) {
     b->n = out;
 }
 
-char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose_, size_t *out_len) {
+char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose_, decomp_override ov,
+                            size_t *out_len) {
     cpbuf b = {0};
     bool ok = true;
     for (size_t i = 0; ok && i < n;) {
         uint32_t cp;
         i += tok_utf8_decode(s + i, n - i, &cp);
-        ok = decompose(&b, cp, compat);
+        ok = decompose(&b, cp, compat, ov);
     }
     char *out = NULL;
     if (ok) {
@@ -148,3 +156,4 @@ int tok_unicode_lower_full(uint32_t cp, uint32_t *out) {
     out[0] = tok_unicode_to_lower(cp);
     return 1;
 }
+
