@@ -16,6 +16,25 @@ extern "C" {
 typedef struct candle_tokenizer candle_tokenizer;
 
 CANDLE_API candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g);
+/* A Hugging Face tokenizer.json (the `tokenizers` library's format:
+ * normalizer, pre-tokenizer, BPE/WordPiece/Unigram model, post-processor,
+ * decoder, added tokens), with tokenizer_config.json (may be NULL) for
+ * bos/eos tokens, add_bos_token/add_eos_token (used when there is no
+ * post-processor) and model_max_length. Padding and truncation settings
+ * are ignored. Errors: CANDLE_ERR_FORMAT for malformed JSON or missing
+ * fields, CANDLE_ERR_UNSUPPORTED for a component type Candle does not
+ * implement, each naming the file and the JSON path. Encoding replaces
+ * invalid UTF-8 by U+FFFD (one per maximal invalid subpart, as Python's
+ * errors='replace'), then gives the ids `tokenizers` gives for that text;
+ * parse_special=false treats special added tokens as plain text. */
+CANDLE_API candle_status candle_tokenizer_from_hf_file(candle_tokenizer **out,
+                                                       const char *tokenizer_json_path,
+                                                       const char *tokenizer_config_json_path);
+/* The same from memory; name_for_errors names the source in messages. */
+CANDLE_API candle_status candle_tokenizer_from_hf_memory(candle_tokenizer **out, const char *json,
+                                                         size_t len, const char *config_json,
+                                                         size_t config_len,
+                                                         const char *name_for_errors);
 CANDLE_API void candle_tokenizer_free(candle_tokenizer *t);
 
 CANDLE_API int32_t candle_tokenizer_n_vocab(const candle_tokenizer *t);
@@ -35,6 +54,13 @@ CANDLE_API int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *
 CANDLE_API candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text,
                                                  size_t len, bool add_special, bool parse_special,
                                                  int32_t *ids, int64_t cap, int64_t *n_out);
+/* A pair of texts (cross-encoders): the post-processor's pair template.
+ * type_ids (may be NULL) gets each id's segment (0 or 1), up to cap.
+ * A tokenizer not read from tokenizer.json joins the two encodings. */
+CANDLE_API candle_status candle_tokenizer_encode_pair(const candle_tokenizer *t, const char *a,
+                                                      size_t alen, const char *b, size_t blen,
+                                                      bool add_special, int32_t *ids, int64_t cap,
+                                                      int64_t *n_out, int32_t *type_ids);
 /* The bytes of one token (byte-fallback and byte-level tokens decoded, the
  * SentencePiece space marker turned into ' '); may be a partial UTF-8
  * sequence. Special tokens give their text only if render_special. */

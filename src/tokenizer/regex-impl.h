@@ -17,6 +17,9 @@ typedef struct tok_regex tok_regex;
 
 /* Errors go to the thread-local last error ("regex: ... at offset N"). */
 candle_status tok_regex_compile(const char *pattern, tok_regex **out);
+/* The same with \p{X} read from another category table (the Hugging Face
+ * tokenizers' Unicode version rather than llama.cpp's). */
+candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), tok_regex **out);
 void tok_regex_free(tok_regex *re);
 
 /* Backtracking state reused across matches (grows as needed). When the

@@ -21,6 +21,7 @@ typedef struct rclass {
     uint64_t ascii[2];  /* precomputed answer for code points < 128 */
     uint32_t *ranges;   /* pairs lo, hi */
     int n_ranges;
+    int (*cat)(uint32_t); /* the category table \p{X} reads */
 } rclass;
 
 enum { I_CHAR, I_CLASS, I_ANY, I_EOL, I_SPLIT, I_JMP, I_LOOK, I_MATCH };
@@ -49,6 +50,7 @@ struct tok_regex {
     int n_prog, cap_prog;
     rclass *classes;
     int n_classes, cap_classes;
+    int (*cat)(uint32_t);
 };
 
 typedef struct parser {
@@ -58,6 +60,7 @@ typedef struct parser {
     int n_nodes, cap_nodes;
     tok_regex *re;
     const char *err;
+    int icase; /* inside (?i:...): ASCII letters match either case */
 } parser;
 
 static bool grow(void **buf, int *cap, int need, size_t elem) {
@@ -91,6 +94,7 @@ static int new_class(parser *ps) {
         return -1;
     }
     memset(&re->classes[re->n_classes], 0, sizeof(rclass));
+    re->classes[re->n_classes].cat = re->cat;
     return re->n_classes++;
 }
 
@@ -111,7 +115,7 @@ static bool class_add_range(parser *ps, rclass *c, uint32_t lo, uint32_t hi) {
 static bool class_test_slow(const rclass *c, uint32_t cp) {
     bool in = false;
     if (c->cats || c->ncats) {
-        int cat = tok_unicode_category(cp);
+        int cat = c->cat(cp);
         if ((cat & c->cats) || (c->ncats && !(cat & c->ncats))) in = true;
     }
     if (!in && c->space && tok_unicode_is_space(cp)) in = true;
@@ -277,7 +281,19 @@ static int parse_atom(parser *ps) {
         if (peek(ps) == '?') {
             uint32_t k = ps->i + 1 < ps->n ? ps->p[ps->i + 1] : 0;
             if (k == ':') look = -1;
-            else if (k == '=') look = 0;
+            else if (k == 'i' && ps->i + 2 < ps->n && ps->p[ps->i + 2] == ':') {
+                ps->i += 3;
+                ps->icase++;
+                int inner = parse_alt(ps);
+                ps->icase--;
+                if (inner < 0) return -1;
+                if (peek(ps) != ')') {
+                    ps->err = "missing )";
+                    return -1;
+                }
+                ps->i++;
+                return inner;
+            } else if (k == '=') look = 0;
             else if (k == '!') look = 1;
             else {
                 ps->err = "unsupported group";
@@ -318,6 +334,15 @@ static int parse_atom(parser *ps) {
     } else if (strchr("*+?{)|^", (int)(c < 128 ? c : 'a'))) {
         ps->err = "unexpected metacharacter";
         return -1;
+    }
+    if (ps->icase && ((c | 32) >= 'a' && (c | 32) <= 'z')) {
+        int ci = new_class(ps);
+        if (ci < 0) return -1;
+        rclass *cl = &ps->re->classes[ci];
+        if (!class_add_range(ps, cl, c | 32, c | 32) || !class_add_range(ps, cl, c & ~32u, c & ~32u)) return -1;
+        class_finish(cl);
+        if ((nd = new_node(ps, N_CLASS)) >= 0) ps->nodes[nd].cls = ci;
+        return nd;
     }
     if ((nd = new_node(ps, N_CHAR)) >= 0) ps->nodes[nd].cp = c;
     return nd;
@@ -510,6 +535,10 @@ void tok_regex_free(tok_regex *re) {
 }
 
 candle_status tok_regex_compile(const char *pattern, tok_regex **out) {
+    return tok_regex_compile_cat(pattern, tok_unicode_category, out);
+}
+
+candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), tok_regex **out) {
     *out = NULL;
     size_t len = strlen(pattern);
     parser ps = {0};
@@ -523,6 +552,7 @@ candle_status tok_regex_compile(const char *pattern, tok_regex **out) {
     for (size_t i = 0; i < len;) i += tok_utf8_decode(pattern + i, len - i, &cps[ps.n++]);
     ps.p = cps;
     ps.re = re;
+    re->cat = cat;
     int root = parse_alt(&ps);
     if (root >= 0 && !at_end(&ps)) ps.err = "unbalanced )";
     if (!ps.err && (!gen(&ps, root) || emit(&ps, I_MATCH) < 0) && !ps.err) ps.err = "codegen";

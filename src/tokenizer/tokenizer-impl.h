@@ -8,7 +8,9 @@
 #include "candle/tokenizer.h"
 #include "regex-impl.h"
 
-typedef enum tok_kind { TOK_SPM, TOK_BPE, TOK_WPM } tok_kind;
+typedef enum tok_kind { TOK_SPM, TOK_BPE, TOK_WPM, TOK_HF } tok_kind;
+
+struct hf_tok;
 
 /* GGUF tokenizer.ggml.token_type values. */
 enum {
@@ -65,6 +67,7 @@ struct candle_tokenizer {
     int32_t n_specials;
     tok_regex *regex[TOK_MAX_REGEX]; /* BPE pre-tokenizer, applied in turn */
     int n_regex;
+    struct hf_tok *hf; /* TOK_HF: the tokenizer.json pipeline */
 };
 
 /* What a tokenizer is built from: GGUF metadata, or a test's tables. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/core-impl.h"
+#include "hf-impl.h"
 #include "tokenizer-impl.h"
 #include "unicode-impl.h"
 
@@ -20,7 +21,12 @@ bool candle_tokenizer_is_eog(const candle_tokenizer *t, int32_t id) {
 
 int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text) {
     if (!t || !text) return -1;
-    return tok_map_get(&t->vocab, text, strlen(text));
+    size_t n = strlen(text);
+    for (int i = 0; t->hf && i < t->hf->n_added; i++) {
+        const tok_token *tk = &t->tokens[t->hf->added[i].id];
+        if (tk->len == n && !memcmp(tk->text, text, n)) return t->hf->added[i].id;
+    }
+    return tok_map_get(&t->vocab, text, n);
 }
 
 /* A piece of the input: raw text, or a special token found in it. */
@@ -104,6 +110,11 @@ candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *tex
     if (!t || (!text && len) || (!ids && cap > 0) || !n_out)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode: NULL argument");
     tok_out o = {ids, cap < 0 ? 0 : cap, 0};
+    if (t->kind == TOK_HF) {
+        candle_status hs = hf_encode(t, text, len, NULL, 0, false, add_special, parse_special, &o, NULL);
+        *n_out = o.n;
+        return hs;
+    }
     frag_list l = {0};
     candle_status st = CANDLE_OK;
     if (add_special && t->add_bos && t->bos >= 0) tok_out_push(&o, t->bos);
@@ -129,6 +140,28 @@ candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *tex
     return st;
 }
 
+candle_status candle_tokenizer_encode_pair(const candle_tokenizer *t, const char *a, size_t alen,
+                                           const char *b, size_t blen, bool add_special, int32_t *ids,
+                                           int64_t cap, int64_t *n_out, int32_t *type_ids) {
+    if (!t || (!a && alen) || (!b && blen) || (!ids && cap > 0) || !n_out)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode_pair: NULL argument");
+    if (cap < 0) cap = 0;
+    if (t->kind == TOK_HF) {
+        tok_out o = {ids, cap, 0};
+        candle_status st = hf_encode(t, a, alen, b, blen, true, add_special, true, &o, type_ids);
+        *n_out = o.n;
+        return st;
+    }
+    int64_t na = 0, nb = 0;
+    candle_status st = candle_tokenizer_encode(t, a, alen, add_special, true, ids, cap, &na);
+    if (st != CANDLE_OK) return st;
+    int64_t room = na < cap ? cap - na : 0;
+    st = candle_tokenizer_encode(t, b, blen, false, true, room ? ids + na : NULL, room, &nb);
+    for (int64_t i = 0; type_ids && i < na + nb && i < cap; i++) type_ids[i] = i >= na;
+    *n_out = na + nb;
+    return st;
+}
+
 /* ---- detokenization ---- */
 
 static int hexval(char c) {
@@ -141,6 +174,7 @@ static int hexval(char c) {
 /* Writes the piece's bytes to out while they fit; returns the full length. */
 static size_t piece_bytes(const candle_tokenizer *t, int32_t id, bool render_special, char *out,
                           size_t cap) {
+    if (t->kind == TOK_HF) return hf_piece_bytes(t, id, render_special, out, cap);
     const tok_token *tk = &t->tokens[id];
     size_t n = 0;
 #define PUT(c) do { if (n < cap) out[n] = (char)(c); n++; } while (0)
@@ -198,13 +232,39 @@ candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id
 
 /* Whether decoding drops the space that encoding put before the text. */
 static bool strips_prefix(const candle_tokenizer *t) {
+    if (t->kind == TOK_HF) return hf_strips_prefix(t);
     return (t->kind == TOK_SPM && t->add_space_prefix) || t->kind == TOK_WPM;
+}
+
+static candle_status hf_decode_into(const candle_tokenizer *t, const int32_t *ids, int64_t n,
+                                    bool render_special, char *buf, size_t cap, size_t *len) {
+    for (int64_t i = 0; i < n; i++) {
+        candle_status st = check_id(t, ids[i], "tokenizer_decode");
+        if (st != CANDLE_OK) return st;
+    }
+    hf_str s = {0};
+    if (!hf_decode(t, ids, n, !render_special, &s)) {
+        hf_str_free(&s);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: decoding %lld ids", (long long)n);
+    }
+    *len = s.n;
+    if (cap) {
+        size_t k = s.n < cap ? s.n : cap - 1;
+        memcpy(buf, s.p, k);
+        buf[k] = 0;
+    }
+    hf_str_free(&s);
+    if (*len >= cap)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "tokenizer_decode: buffer of %zu bytes too small, need %zu", cap, *len + 1);
+    return CANDLE_OK;
 }
 
 candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids, int64_t n,
                                       bool render_special, char *buf, size_t cap, size_t *len) {
     if (!t || (!ids && n > 0) || (!buf && cap) || !len)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_decode: NULL argument");
+    if (t->kind == TOK_HF) return hf_decode_into(t, ids, n, render_special, buf, cap, len);
     size_t total = 0;
     bool strip = strips_prefix(t);
     for (int64_t i = 0; i < n; i++) {

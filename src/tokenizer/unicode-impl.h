@@ -54,4 +54,30 @@ uint32_t tok_unicode_strip_accent(uint32_t cp);
 /* Nonspacing mark (Mn): what accent stripping removes. */
 bool tok_unicode_is_mn(uint32_t cp);
 
+/* Normalization data (unicode_norm.c, scripts/gen_unicode_norm.py). */
+typedef struct unicode_decomp {
+    uint32_t cp, off, n; /* full decomposition: pool[off..off+n) */
+} unicode_decomp;
+typedef struct unicode_comp {
+    uint32_t first, second, composite;
+} unicode_comp;
+extern const uint32_t tok_unicode_decomp_pool[];
+extern const unicode_decomp tok_unicode_canon_decomp[];
+extern const int tok_unicode_n_canon_decomp;
+extern const unicode_decomp tok_unicode_compat_decomp[];
+extern const int tok_unicode_n_compat_decomp;
+extern const unicode_range tok_unicode_ccc_ranges[]; /* cat holds the combining class */
+extern const int tok_unicode_n_ccc_ranges;
+extern const unicode_comp tok_unicode_comp[];
+extern const int tok_unicode_n_comp;
+
+/* Unicode normalization forms of s[0..n) (any bytes: invalid sequences
+ * read as U+FFFD) into a malloc'd NUL-terminated string; NULL when out of
+ * memory. compat: NFK*; compose: NF*C. override (may be NULL) gives another
+ * table's full decomposition of cp (its length), or -1 to use ours. */
+char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose,
+                           int (*override)(uint32_t cp, bool compat, uint32_t *out), size_t *out_len);
+/* Full lowercase of one code point into out (1..3 code points). */
+int tok_unicode_lower_full(uint32_t cp, uint32_t *out);
+
 #endif

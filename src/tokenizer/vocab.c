@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "core/core-impl.h"
+#include "hf-impl.h"
 #include "tokenizer-impl.h"
 #include "unicode-impl.h"
 
@@ -69,6 +70,7 @@ void candle_tokenizer_free(candle_tokenizer *t) {
     free(t->tokens);
     free(t->pool);
     free(t->specials);
+    hf_tok_free(t->hf);
     free(t);
 }
 
