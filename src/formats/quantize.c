@@ -365,12 +365,34 @@ static candle_status write_source_kv(candle_gguf_writer *out, const candle_weigh
     return s;
 }
 
+/* A directory's tokenizer.json, whole, as the GGUF spec's
+ * tokenizer.huggingface.json (Candle reads it; llama.cpp needs the
+ * tokenizer.ggml.* keys instead). */
+static candle_status write_hf_tokenizer(candle_gguf_writer *out, const candle_weights *w) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", candle_weights_path(w));
+    FILE *f = fopen(path, "rb");
+    if (!f) return CANDLE_OK;
+    candle_status s = CANDLE_OK;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    char *buf = n >= 0 && n < (64L << 20) ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fseek(f, 0, SEEK_SET) || fread(buf, 1, (size_t)n, f) != (size_t)n)
+        s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot read %s", path);
+    fclose(f);
+    if (!s) {
+        buf[n] = 0;
+        s = candle_gguf_writer_set_str(out, "tokenizer.huggingface.json", buf);
+    }
+    free(buf);
+    return s;
+}
+
 static candle_status write_output(qrun *r, const candle_weights *g, const qtensor *qt, int64_t n,
                                   candle_ftype ftype, const char *out) {
     candle_gguf_writer *w = NULL;
     candle_status s = candle_gguf_writer_init(&w);
-    if (!s) s = candle_weights_gguf(g) ? candle_gguf_writer_copy_kv(w, candle_weights_gguf(g))
-                                       : write_source_kv(w, g);
+    if (!s && candle_weights_gguf(g)) s = candle_gguf_writer_copy_kv(w, candle_weights_gguf(g));
+    else if (!s && !(s = write_source_kv(w, g))) s = write_hf_tokenizer(w, g);
     if (!s) s = candle_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
     /* the block layouts' version, stamped as llama.cpp does (float types too) */
     if (!s) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);

@@ -18,6 +18,5 @@ candle_status candle_tokenizer_from_weights(candle_tokenizer **out, const candle
     snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", candle_weights_path(w));
     if (stat(tok, &st))
         return candle_set_error(NULL, CANDLE_ERR_IO, "%s: no tokenizer.json", candle_weights_path(w));
-    (void)cfg;
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: tokenizer.json not yet read", tok); /* TODO(merge tok) */
+    return candle_tokenizer_from_hf_file(out, tok, stat(cfg, &st) ? NULL : cfg);
 }

@@ -19,8 +19,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: candle quantize [options] IN OUT.gguf TYPE\n\n"
             "Converts an f32/f16/bf16 GGUF file or Hugging Face directory (config.json +\n"
-            "safetensors; written with llama.cpp's conventions, so llama.cpp reads the result\n"
-            "too) to TYPE, a llama.cpp file type: its base dtype\n"
+            "safetensors; written with llama.cpp's conventions, its tokenizer.json kept as\n"
+            "tokenizer.huggingface.json) to TYPE, a llama.cpp file type: its base dtype\n"
             "for the weight matrices, with the tensors llama.cpp keeps at higher precision\n"
             "(output, attn_v and ffn_down in the _M mixes, ...) given more bits. Norms, biases\n"
             "and 1-D tensors stay as they are. Metadata is copied; general.file_type is set.\n"
