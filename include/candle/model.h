@@ -37,6 +37,17 @@ typedef enum candle_arch {
 /* "llama", "qwen2", ... (the GGUF general.architecture spelling). */
 CANDLE_API const char *candle_arch_name(candle_arch a);
 
+/* What a model computes, whatever its family. */
+typedef enum candle_model_kind {
+    CANDLE_MODEL_DECODER_LM = 0,  /* causal language model: tokens -> next-token logits */
+    CANDLE_MODEL_ENCODER,         /* bidirectional text encoder: tokens -> hidden states */
+    CANDLE_MODEL_ENCODER_DECODER, /* sequence to sequence (speech, text) */
+    CANDLE_MODEL_VISION_ENCODER,  /* image patches -> hidden states */
+} candle_model_kind;
+
+/* "decoder-lm", "encoder", "encoder-decoder", "vision-encoder". */
+CANDLE_API const char *candle_model_kind_name(candle_model_kind k);
+
 /* Hyperparameters, from the GGUF metadata `<arch>.*` keys. */
 typedef struct candle_model_config {
     candle_arch arch;
@@ -60,6 +71,7 @@ typedef struct candle_model_config {
     double attn_softcap;  /* tanh soft-capping of scores, 0 = none */
     double final_softcap; /* tanh soft-capping of logits, 0 = none */
     double embd_scale;    /* input embeddings multiplied by this (1 or sqrt(n_embd)) */
+    candle_model_kind kind;
 } candle_model_config;
 
 typedef struct candle_model candle_model;

@@ -13,6 +13,11 @@ const char *candle_arch_name(candle_arch a) {
     return (unsigned)a < CANDLE_ARCH_COUNT ? families[a]->name : "unknown";
 }
 
+const char *candle_model_kind_name(candle_model_kind k) {
+    static const char *const names[] = {"decoder-lm", "encoder", "encoder-decoder", "vision-encoder"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
+}
+
 candle_status model_family_find(const char *arch, size_t len, const model_family **out) {
     for (int i = 0; i < CANDLE_ARCH_COUNT; i++)
         if (strlen(families[i]->name) == len && !memcmp(families[i]->name, arch, len)) {

@@ -110,7 +110,7 @@ static candle_tensor *ffn(decoder_step *st, const layer_weights *w, candle_tenso
         gate = candle_matmul(ctx, h, w->w_gate);
         up = candle_matmul(ctx, h, w->w_up);
     }
-    candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->opts.ffn_act, gate), up);
+    candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->desc.ffn_act, gate), up);
     f = candle_matmul(ctx, f, w->w_down);
     return w->ffn_post_norm ? norm(st, f, w->ffn_post_norm) : f;
 }

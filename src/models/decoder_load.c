@@ -97,7 +97,7 @@ static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out
 
 static bool load_attention(loader *L, layer_weights *w, int64_t il) {
     const candle_model_config *c = &L->m->cfg;
-    const decoder_opts *o = &L->m->family->opts;
+    const model_desc *o = &L->m->family->desc;
     int64_t nq = c->n_head * c->head_dim, nkv = c->n_head_kv * c->head_dim;
     if (o->fused_qkv) {
         w->wqkv = lin(L, il, "attn_qkv.weight", nq + 2 * nkv, c->n_embd);
@@ -122,7 +122,7 @@ static bool load_attention(loader *L, layer_weights *w, int64_t il) {
 
 static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
     const candle_model_config *c = &L->m->cfg;
-    const decoder_opts *o = &L->m->family->opts;
+    const model_desc *o = &L->m->family->desc;
     w->ffn_norm = vec(L, il, "ffn_norm.weight", c->n_embd, true);
     if (o->fused_gate_up) {
         w->w_up = lin(L, il, "ffn_up.weight", 2 * c->n_ff, c->n_embd);
@@ -133,6 +133,20 @@ static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
     w->w_down = lin(L, il, "ffn_down.weight", c->n_embd, c->n_ff);
     if (o->post_norms) w->ffn_post_norm = vec(L, il, "post_ffw_norm.weight", c->n_embd, true);
     return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+candle_status decoder_check_desc(const model_family *f) {
+    const model_desc *d = &f->desc;
+    const char *missing = d->kind != CANDLE_MODEL_DECODER_LM ? "a model kind other than decoder-lm"
+                          : d->norm != NORM_RMS              ? "LayerNorm"
+                          : d->mlp != MLP_GATED              ? "a plain (ungated) MLP"
+                          : d->positions != POS_ROPE         ? "positions other than RoPE"
+                          : d->attention != ATTN_CAUSAL      ? "bidirectional attention"
+                                                             : NULL;
+    if (!missing) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                            "model: %s needs %s, which the decoder builder does not implement",
+                            f->name, missing);
 }
 
 candle_status decoder_load_weights(candle_model *m) {

@@ -51,13 +51,13 @@ static candle_status gemma3_config(const candle_weights *g, candle_model_config 
 const model_family family_gemma2 = {
     .arch = CANDLE_ARCH_GEMMA2,
     .name = "gemma2",
-    .opts = {.post_norms = true, .ffn_act = CANDLE_OP_GELU_TANH},
+    .desc = {DECODER_LM, .post_norms = true, .ffn_act = CANDLE_OP_GELU_TANH},
     .config = gemma2_config,
 };
 
 const model_family family_gemma3 = {
     .arch = CANDLE_ARCH_GEMMA3,
     .name = "gemma3",
-    .opts = {.post_norms = true, .qk_norm = true, .ffn_act = CANDLE_OP_GELU_TANH},
+    .desc = {DECODER_LM, .post_norms = true, .qk_norm = true, .ffn_act = CANDLE_OP_GELU_TANH},
     .config = gemma3_config,
 };

@@ -11,6 +11,6 @@ static candle_status llama_config(const candle_weights *w, candle_model_config *
 const model_family family_llama = {
     .arch = CANDLE_ARCH_LLAMA,
     .name = "llama",
-    .opts = {.ffn_act = CANDLE_OP_SILU},
+    .desc = {DECODER_LM, .ffn_act = CANDLE_OP_SILU},
     .config = llama_config,
 };

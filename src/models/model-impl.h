@@ -1,5 +1,5 @@
-/* Model internals: the weights of a decoder-only transformer, the family
- * table, the session and the shared decoder-block builder. */
+/* Model internals: the family descriptions, the weights of a decoder-only
+ * transformer, the session and the shared decoder-block builder. */
 #ifndef CANDLE_MODEL_IMPL_H
 #define CANDLE_MODEL_IMPL_H
 
@@ -8,15 +8,41 @@
 #include "../core/core-impl.h"
 #include "../nn/nn-impl.h"
 
-/* Which optional parts a family's blocks have. */
-typedef struct decoder_opts {
+/* The choices that make a transformer family, stated explicitly so that a
+ * new architecture is a table entry plus only what is truly new. A block
+ * builder refuses, at load, a description it does not implement (the decoder
+ * builder: RMSNorm, gated MLP, RoPE, causal attention). */
+typedef enum model_norm { NORM_RMS = 0, NORM_LAYER } model_norm;         /* LayerNorm: with bias */
+typedef enum model_mlp { MLP_GATED = 0, MLP_PLAIN } model_mlp;           /* act(gate) * up, or act(up) */
+typedef enum model_positions {
+    POS_ROPE = 0,  /* rotary, pairing from the weight source (candle.rope.interleaved) */
+    POS_LEARNED,   /* absolute learned embeddings */
+    POS_RELATIVE,  /* relative position buckets (T5, MPNet) */
+    POS_ALIBI,
+} model_positions;
+typedef enum model_attention {
+    ATTN_CAUSAL = 0, /* sliding windows per layer come from the config */
+    ATTN_BIDIRECTIONAL,
+} model_attention;
+
+typedef struct model_desc {
+    candle_model_kind kind;
+    model_norm norm;
+    model_mlp mlp;
+    candle_op ffn_act; /* SILU, GELU_TANH, ... */
+    model_positions positions;
+    model_attention attention;
     bool qkv_bias;      /* qwen2: biases on q, k, v */
     bool qk_norm;       /* qwen3, gemma3: RMSNorm of each q/k head */
     bool fused_qkv;     /* phi3: one attn_qkv weight */
     bool fused_gate_up; /* phi3: ffn_up holds gate then up */
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
-    candle_op ffn_act;  /* gate activation: SILU or GELU_TANH */
-} decoder_opts;
+} model_desc;
+
+/* What every decoder LM family shares; the table entries add the rest. */
+#define DECODER_LM                                                                     \
+    .kind = CANDLE_MODEL_DECODER_LM, .norm = NORM_RMS, .mlp = MLP_GATED, .positions = POS_ROPE, \
+    .attention = ATTN_CAUSAL
 
 /* Linear weights are kept as the transposed view of the stored [out, in]
  * weight, made once at load, so steps create no views of shared tensors. */
@@ -41,7 +67,7 @@ typedef struct layer_weights {
 typedef struct model_family {
     candle_arch arch;
     const char *name; /* general.architecture */
-    decoder_opts opts;
+    model_desc desc;
     /* Family-specific hyperparameters, after the common ones are read. */
     candle_status (*config)(const candle_weights *w, candle_model_config *c);
 } model_family;
@@ -98,6 +124,8 @@ candle_status model_cfg_check_values(const char *arch, const candle_model_config
 
 /* ---- the decoder (decoder.c) ---- */
 
+/* Refuses a description the decoder builder does not implement. */
+candle_status decoder_check_desc(const model_family *f);
 /* Load every tensor the family's blocks use; errors name a missing one. */
 candle_status decoder_load_weights(candle_model *m);
 /* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx. */

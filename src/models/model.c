@@ -35,8 +35,10 @@ static candle_status read_config(candle_model *m) {
         return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: metadata key 'general.architecture' missing");
     candle_status s = model_family_find(arch, len, &m->family);
+    if (!s) s = decoder_check_desc(m->family);
     if (s) return s;
     m->cfg.arch = m->family->arch;
+    m->cfg.kind = m->family->desc.kind;
     if ((s = model_cfg_read_common(m->weights, m->family->name, &m->cfg))) return s;
     if ((s = m->family->config(m->weights, &m->cfg))) return s;
     return model_cfg_check_values(m->family->name, &m->cfg);

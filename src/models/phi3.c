@@ -18,6 +18,6 @@ static candle_status phi3_config(const candle_weights *w, candle_model_config *c
 const model_family family_phi3 = {
     .arch = CANDLE_ARCH_PHI3,
     .name = "phi3",
-    .opts = {.fused_qkv = true, .fused_gate_up = true, .ffn_act = CANDLE_OP_SILU},
+    .desc = {DECODER_LM, .fused_qkv = true, .fused_gate_up = true, .ffn_act = CANDLE_OP_SILU},
     .config = phi3_config,
 };

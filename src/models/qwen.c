@@ -10,13 +10,13 @@ static candle_status qwen_config(const candle_weights *w, candle_model_config *c
 const model_family family_qwen2 = {
     .arch = CANDLE_ARCH_QWEN2,
     .name = "qwen2",
-    .opts = {.qkv_bias = true, .ffn_act = CANDLE_OP_SILU},
+    .desc = {DECODER_LM, .qkv_bias = true, .ffn_act = CANDLE_OP_SILU},
     .config = qwen_config,
 };
 
 const model_family family_qwen3 = {
     .arch = CANDLE_ARCH_QWEN3,
     .name = "qwen3",
-    .opts = {.qk_norm = true, .ffn_act = CANDLE_OP_SILU},
+    .desc = {DECODER_LM, .qk_norm = true, .ffn_act = CANDLE_OP_SILU},
     .config = qwen_config,
 };
