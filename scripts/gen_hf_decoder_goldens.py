@@ -144,7 +144,7 @@ def make_bpe_tokenizer(d: Path):
             "eos": tok.token_to_id(specials[1])}
 
 
-def make_spm_tokenizer(d: Path, tokenizer_class: str):
+def make_spm_tokenizer(d: Path, tokenizer_class: str, added=()):
     import sentencepiece as spm
 
     buf = io.BytesIO()
@@ -156,11 +156,19 @@ def make_spm_tokenizer(d: Path, tokenizer_class: str):
         num_threads=1, minloglevel=2)
     (d / "tokenizer.model").write_bytes(buf.getvalue())
     sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
-    cfg = {"tokenizer_class": tokenizer_class, "bos_token": "<s>", "eos_token": "</s>",
+    n = sp.get_piece_size()
+    cfg = {"tokenizer_class": tokenizer_class, "bos_token": "<s>",
+           "eos_token": added[0] if added else "</s>",
            "unk_token": "<unk>", "add_bos_token": True, "add_eos_token": False,
            "legacy": False, "model_max_length": 256}
+    if added:  # Phi-3 style: added tokens after the SentencePiece pieces
+        cfg["added_tokens_decoder"] = {
+            str(n + i): {"content": t, "lstrip": False, "normalized": False, "rstrip": True,
+                         "single_word": False, "special": True} for i, t in enumerate(added)}
+        (d / "added_tokens.json").write_text(
+            json.dumps({t: n + i for i, t in enumerate(added)}, indent=2) + "\n")
     (d / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    return {"kind": "spm", "n_vocab": sp.get_piece_size(), "bos": 1, "eos": 2}
+    return {"kind": "spm", "n_vocab": n + len(added), "bos": 1, "eos": n if added else 2}
 
 
 # ----------------------------------------------------------------------------- models
@@ -225,14 +233,24 @@ MODELS = {
                                                              "sliding_attention": rope(1000000.0)})}),
     "phi3": ("phi3", "spm", 7, dict(
         COMMON, num_hidden_layers=2, hidden_act="silu", rms_norm_eps=1e-5,
-        tie_word_embeddings=False, original_max_position_embeddings=256, sliding_window=8,
-        rope_parameters=rope(10000.0), bos_token_id=1, eos_token_id=2, pad_token_id=None),
-        "Phi-3-mini-4k (fused qkv_proj and gate_up_proj, untied, sliding_window; GQA 4:2 as "
-        "Phi-3-medium rather than mini's MHA)",
+        tie_word_embeddings=False, original_max_position_embeddings=256, sliding_window=127,
+        rope_parameters=rope(10000.0), pad_token_id=None),
+        "Phi-3-mini-4k (fused qkv_proj and gate_up_proj, untied, vocab_size > tokenizer size, "
+        "sliding_window 127 of 256 as the real 2047 of 4096; GQA 4:2 as Phi-3-medium rather "
+        "than mini's MHA)",
+        # transformers applies Phi-3's sliding window; llama.cpp 0.3.36 deliberately ignores
+        # it (src/models/phi3.cpp: "Phi SWA is currently disabled"), so a window that a
+        # 16-token input crosses would make the two references disagree (NMSE 0.5 at 8)
         {"no_sliding_window": dict(sliding_window=None)}),
 }
 HALF_COPIES = {"llama-bf16": ("llama", torch.bfloat16, "bf16"),
                "llama-f16": ("llama", torch.float16, "f16")}
+# Phi-3's vocabulary: 32000 SentencePiece pieces, added tokens from 32000
+# (<|endoftext|> = eos, <|end|>, ...), and config vocab_size 32064 > tokenizer size,
+# so the embedding has unused rows (the converter names them [PAD<i>]).  llama.cpp
+# refuses a model named phi3 whose vocabulary lacks <|endoftext|>.
+SPM_ADDED = {"phi3": ("<|endoftext|>", "<|end|>")}
+VOCAB_SIZE_PAD = {"phi3": 8}  # config vocab_size = tokenizer size + this
 SPM_CLASS = {"llama2": "LlamaTokenizer", "gemma2": "GemmaTokenizer",
              "gemma3": "GemmaTokenizer", "phi3": "LlamaTokenizer"}
 
@@ -402,8 +420,10 @@ def build(name, out_root: Path, llama_cpp: Path, vers):
         shutil.rmtree(d)
     d.mkdir(parents=True)
 
-    tinfo = make_bpe_tokenizer(d) if tk == "bpe" else make_spm_tokenizer(d, SPM_CLASS[base])
-    V = tinfo["n_vocab"]
+    tinfo = (make_bpe_tokenizer(d) if tk == "bpe" else
+             make_spm_tokenizer(d, SPM_CLASS[base], SPM_ADDED.get(base, ())))
+    n_tok = tinfo["n_vocab"]
+    V = n_tok + VOCAB_SIZE_PAD.get(base, 0)
     kw = copy.deepcopy(kw)
     kw.setdefault("bos_token_id", tinfo["bos"])
     kw.setdefault("eos_token_id", tinfo["eos"])
@@ -431,7 +451,7 @@ def build(name, out_root: Path, llama_cpp: Path, vers):
         assert n_auto == V, f"{name}: AutoTokenizer has {n_auto} tokens, tokenizer.json {V}"
 
     rng = np.random.default_rng(1000 + seed)
-    tokens = [int(x) for x in rng.integers(0, V, N_TOKENS)]
+    tokens = [int(x) for x in rng.integers(0, n_tok, N_TOKENS)]
 
     m32 = load(d, torch.float32)
     lg = logits_of(m32, tokens).float().numpy()
@@ -460,7 +480,7 @@ def build(name, out_root: Path, llama_cpp: Path, vers):
     golden = {
         "name": name, "imitates": imitates, "model_type": model_type,
         "architecture": json.loads((d / "config.json").read_text())["architectures"][0],
-        "tokens": tokens, "n_vocab": V, "shape": [N_TOKENS, V], "dtype": "f32 little-endian",
+        "tokens": tokens, "n_vocab": V, "n_tokenizer_tokens": n_tok, "shape": [N_TOKENS, V], "dtype": "f32 little-endian",
         "weights_dtype": str(half[1]).replace("torch.", "") if half else "float32",
         "tokenizer": tinfo["kind"], "seed": seed,
         "transformers": vers["transformers"], "torch": vers["torch"], "versions": vers,
