@@ -109,6 +109,35 @@ CANDLE_API const candle_gguf *candle_model_gguf(const candle_model *m);
 /* Bytes of weights the model uses. */
 CANDLE_API size_t candle_model_weight_bytes(const candle_model *m);
 
+/* ---- the generic forward: a batch of sequences in, states or logits out ----
+ * Beside the session API, for models of every kind: each sequence is
+ * evaluated on its own (no KV cache kept), padding positions give zeros. */
+typedef enum candle_output_kind {
+    CANDLE_OUTPUT_LOGITS = 0,  /* [n_seq, n_tokens, n_vocab]: every position */
+    CANDLE_OUTPUT_HIDDEN,      /* [n_seq, n_tokens, n_embd]: last layer, after the final norm */
+    CANDLE_OUTPUT_POOLED_LAST, /* [n_seq, n_embd]: the hidden state of each sequence's last token */
+    CANDLE_OUTPUT_POOLED_MEAN, /* [n_seq, n_embd]: the mean of each sequence's hidden states */
+} candle_output_kind;
+
+typedef struct candle_forward_input {
+    const int32_t *tokens; /* [n_seq, n_tokens] token ids (padding positions: any valid id) */
+    const uint8_t *mask;   /* [n_seq, n_tokens] attention mask: 1 token, 0 padding; NULL: all
+                            * tokens. A row's tokens are one run (left or right padding);
+                            * positions count from 0 at the run's first token. */
+    int64_t n_seq, n_tokens;
+} candle_forward_input;
+
+/* Floats candle_model_forward writes for in and kind. */
+CANDLE_API size_t candle_model_output_size(const candle_model *m, const candle_forward_input *in,
+                                           candle_output_kind kind);
+/* Evaluate in on the model's backend into out (out_len floats, at least
+ * candle_model_output_size). Errors (thread-local last error):
+ * CANDLE_ERR_INVALID_ARG for a short buffer, a mask with a gap or an empty
+ * row, token ids out of range; the output is then unspecified. Thread-safe
+ * on a shared model. */
+CANDLE_API candle_status candle_model_forward(const candle_model *m, const candle_forward_input *in,
+                                              candle_output_kind kind, float *out, size_t out_len);
+
 typedef struct candle_session candle_session;
 
 typedef struct candle_session_params {

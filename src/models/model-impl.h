@@ -128,8 +128,14 @@ candle_status model_cfg_check_values(const char *arch, const candle_model_config
 candle_status decoder_check_desc(const model_family *f);
 /* Load every tensor the family's blocks use; errors name a missing one. */
 candle_status decoder_load_weights(candle_model *m);
-/* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx. */
-candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all);
+/* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx; or
+ * with `hidden` the last layer's states after the final norm [n or 1, n_embd]. */
+candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,
+                               bool hidden);
+/* Evaluate as candle_session_eval does, writing hidden states instead of
+ * logits when `hidden`. */
+candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t n, float *out,
+                               bool all, bool hidden);
 
 /* One step's graph over n stacked token rows, shared by the session and
  * the batch paths; only the KV cache and attention differ, in `attend`. */
