@@ -49,11 +49,16 @@ candle_status candle_safetensors_open(candle_safetensors **out, const char *path
     }
     /* Validated through the mapping (only the header's pages are read), so
      * a malformed file costs no file-sized allocation. Nothing parsed points
-     * into the image, so the copy simply replaces the mapping. */
+     * into the image, so the copy simply replaces the mapping, which is
+     * unmapped first, as GGUF's reader does: its header pages (a whole 2 MiB
+     * folio where the page cache holds the file in large ones) would
+     * otherwise stay resident through the copy and add to the peak RSS. */
     if (!r && p && p->no_mmap) {
+        candle_storage_release((*out)->storage);
+        (*out)->storage = NULL;
+        (*out)->base = NULL;
         candle_storage *heap = cimage_read(FMT, fd, path, size);
         if (heap) {
-            candle_storage_release((*out)->storage);
             (*out)->storage = heap;
             (*out)->base = heap->data;
         } else {

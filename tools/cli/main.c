@@ -18,7 +18,7 @@ static const command commands[] = {
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"info", cmd_info, "CPU features and kernels, or a GGUF file's contents"},
-    {"bench", cmd_bench, "benchmarks: bench ops | bench -m MODEL"},
+    {"bench", cmd_bench, "benchmarks: bench ops|quant|attn|load | bench -m MODEL"},
     {"quantize", cmd_quantize, "quantize IN.gguf OUT.gguf TYPE"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server: serve -m MODEL --port N"},
 };
