@@ -17,6 +17,7 @@
 #include "quantize.h"
 #include "tokenizer.h"
 #include "model.h"
+#include "encoder.h"
 #include "sampler.h"
 #include "chat.h"
 #include "kv_pool.h"

@@ -31,6 +31,7 @@ typedef enum candle_arch {
     CANDLE_ARCH_GEMMA2,
     CANDLE_ARCH_GEMMA3,
     CANDLE_ARCH_PHI3,
+    CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE */
     CANDLE_ARCH_COUNT
 } candle_arch;
 
@@ -117,6 +118,8 @@ typedef enum candle_output_kind {
     CANDLE_OUTPUT_HIDDEN,      /* [n_seq, n_tokens, n_embd]: last layer, after the final norm */
     CANDLE_OUTPUT_POOLED_LAST, /* [n_seq, n_embd]: the hidden state of each sequence's last token */
     CANDLE_OUTPUT_POOLED_MEAN, /* [n_seq, n_embd]: the mean of each sequence's hidden states */
+    CANDLE_OUTPUT_POOLED_CLS,  /* [n_seq, n_embd]: the hidden state of each sequence's first token */
+    CANDLE_OUTPUT_POOLED_MAX,  /* [n_seq, n_embd]: the elementwise max over each sequence */
 } candle_output_kind;
 
 typedef struct candle_forward_input {

@@ -28,14 +28,16 @@ typedef struct hf_key {
 struct hf_family {
     const char *model_type;
     const char *arch;
-    const hf_name *layer; /* NULL-terminated */
+    const hf_name *global;    /* NULL-terminated */
+    const char *layer_prefix; /* "model.layers." */
+    const hf_name *layer;     /* NULL-terminated */
     const hf_key *keys;   /* family fields beyond the common ones, NULL-terminated */
     bool norm_plus_one;   /* norms stored as w, used as (1 + w) */
     const char *act_field; /* config field naming the FFN activation */
     const char *act;       /* the one the architecture computes */
 };
 
-static const hf_name global_names[] = {
+static const hf_name decoder_global[] = {
     {"model.embed_tokens.weight", "token_embd.weight", T_W},
     {"model.norm.weight", "output_norm.weight", T_NORM},
     {"lm_head.weight", "output.weight", T_W},
@@ -89,6 +91,42 @@ static const hf_key common_keys[] = {
 
 static const hf_key no_keys[] = {{NULL, NULL, 0}};
 
+/* BERT as transformers' BertModel names it (a task model's "bert." prefix
+ * is dropped first), in llama.cpp's bert GGUF names. */
+static const hf_name bert_global[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.position_embeddings.weight", "position_embd.weight", T_W},
+    {"embeddings.token_type_embeddings.weight", "token_types.weight", T_W},
+    {"embeddings.LayerNorm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.LayerNorm.bias", "token_embd_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name bert_layer[] = {
+    {"attention.self.query.weight", "attn_q.weight", T_W},
+    {"attention.self.query.bias", "attn_q.bias", T_VEC},
+    {"attention.self.key.weight", "attn_k.weight", T_W},
+    {"attention.self.key.bias", "attn_k.bias", T_VEC},
+    {"attention.self.value.weight", "attn_v.weight", T_W},
+    {"attention.self.value.bias", "attn_v.bias", T_VEC},
+    {"attention.output.dense.weight", "attn_output.weight", T_W},
+    {"attention.output.dense.bias", "attn_output.bias", T_VEC},
+    {"attention.output.LayerNorm.weight", "attn_output_norm.weight", T_VEC},
+    {"attention.output.LayerNorm.bias", "attn_output_norm.bias", T_VEC},
+    {"intermediate.dense.weight", "ffn_up.weight", T_W},
+    {"intermediate.dense.bias", "ffn_up.bias", T_VEC},
+    {"output.dense.weight", "ffn_down.weight", T_W},
+    {"output.dense.bias", "ffn_down.bias", T_VEC},
+    {"output.LayerNorm.weight", "layer_output_norm.weight", T_VEC},
+    {"output.LayerNorm.bias", "layer_output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+static const hf_key bert_keys[] = {
+    {"layer_norm_eps", "attention.layer_norm_epsilon", 'f'},
+    {NULL, NULL, 0},
+};
+
 /* Mistral and Phi-3 attend within a window in every layer when they have one. */
 static const hf_key window_keys[] = {
     {"sliding_window", "attention.sliding_window", 'i'},
@@ -114,14 +152,18 @@ static const hf_key gemma3_keys[] = {
 };
 
 static const hf_family families[] = {
-    {"llama", "llama", llama_layer, window_keys, false, "hidden_act", "silu"},
-    {"mistral", "llama", llama_layer, window_keys, false, "hidden_act", "silu"},
-    {"qwen2", "qwen2", llama_layer, no_keys, false, "hidden_act", "silu"},
-    {"qwen3", "qwen3", llama_layer, no_keys, false, "hidden_act", "silu"},
-    {"phi3", "phi3", llama_layer, window_keys, false, "hidden_act", "silu"},
-    {"gemma2", "gemma2", gemma_layer, gemma2_keys, true, "hidden_activation", "gelu_pytorch_tanh"},
-    {"gemma3_text", "gemma3", gemma_layer, gemma3_keys, true, "hidden_activation",
+#define DECODER decoder_global, "model.layers."
+    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu"},
+    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu"},
+    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
      "gelu_pytorch_tanh"},
+    {"gemma3_text", "gemma3", DECODER, gemma_layer, gemma3_keys, true, "hidden_activation",
+     "gelu_pytorch_tanh"},
+    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu"},
+#undef DECODER
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -134,7 +176,9 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
-const char *hf_family_list(void) { return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text"; }
+const char *hf_family_list(void) {
+    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert";
+}
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
                                const json_value *v) {
@@ -264,6 +308,11 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         snprintf(key, sizeof key, "%s.rope.dimension_count", f->arch);
         if ((s = weights_add_i64(w, key, (int64_t)(hd * factor)))) return s;
     }
+    const json_value *pet = json_get(cfg, "position_embedding_type");
+    if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: position_embedding_type %s is not supported (only 'absolute')",
+                                file, pet->type == JSON_STRING ? pet->u.str : json_type_name(pet->type));
     const json_value *act = json_get(cfg, f->act_field);
     if (act && act->type != JSON_NULL && !json_str_eq(act, f->act)) {
         const char *a = "?";
@@ -281,11 +330,11 @@ static weights_xform xform_of(const hf_family *f, tkind k) {
     return k == T_VEC ? XF_F32 : XF_NONE;
 }
 
-/* "model.layers.12.rest" -> 12 and rest; false for other names. */
-static bool split_layer(const char *name, long *il, const char **rest) {
-    static const char prefix[] = "model.layers.";
-    if (strncmp(name, prefix, sizeof prefix - 1)) return false;
-    const char *p = name + sizeof prefix - 1;
+/* "<prefix>12.rest" -> 12 and rest; false for other names. */
+static bool split_layer(const char *name, const char *prefix, long *il, const char **rest) {
+    size_t np = strlen(prefix);
+    if (strncmp(name, prefix, np)) return false;
+    const char *p = name + np;
     char *end;
     if (*p < '0' || *p > '9') return false;
     *il = strtol(p, &end, 10);
@@ -298,7 +347,11 @@ bool hf_family_tensor(const hf_family *f, const char *src, char *buf, size_t n,
                       weights_xform *xf) {
     long il;
     const char *rest;
-    if (split_layer(src, &il, &rest)) {
+    /* a task model (BertForSequenceClassification, ...) holds the base
+     * model under its own name */
+    size_t na = strlen(f->model_type);
+    if (!strncmp(src, f->model_type, na) && src[na] == '.') src += na + 1;
+    if (split_layer(src, f->layer_prefix, &il, &rest)) {
         for (const hf_name *t = f->layer; t->hf; t++)
             if (!strcmp(t->hf, rest)) {
                 snprintf(buf, n, "blk.%ld.%s", il, t->gguf);
@@ -307,7 +360,7 @@ bool hf_family_tensor(const hf_family *f, const char *src, char *buf, size_t n,
             }
         return false;
     }
-    for (const hf_name *t = global_names; t->hf; t++)
+    for (const hf_name *t = f->global; t->hf; t++)
         if (!strcmp(t->hf, src)) {
             snprintf(buf, n, "%s", t->gguf);
             *xf = xform_of(f, t->kind);
@@ -326,12 +379,12 @@ bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, si
          * is the one the family's checkpoints have when neither exists */
         for (const hf_name *t = f->layer; t->hf; t++)
             if (!strcmp(t->gguf, end + 1)) {
-                snprintf(buf, n, "model.layers.%ld.%s", il, t->hf);
+                snprintf(buf, n, "%s%ld.%s", f->layer_prefix, il, t->hf);
                 return true;
             }
         return false;
     }
-    for (const hf_name *t = global_names; t->hf; t++)
+    for (const hf_name *t = f->global; t->hf; t++)
         if (!strcmp(t->gguf, gguf_name)) {
             snprintf(buf, n, "%s", t->hf);
             return true;
@@ -342,5 +395,8 @@ bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, si
 bool hf_family_ignored(const char *src) {
     size_t n = strlen(src);
     static const char suffix[] = ".rotary_emb.inv_freq";
-    return n >= sizeof suffix - 1 && !strcmp(src + n - (sizeof suffix - 1), suffix);
+    if (n >= sizeof suffix - 1 && !strcmp(src + n - (sizeof suffix - 1), suffix)) return true;
+    /* BERT's pooler (sentence embedders pool themselves; llama.cpp drops
+     * it too) and the position-id buffer older checkpoints saved */
+    return strstr(src, "pooler.dense.") || strstr(src, "embeddings.position_ids");
 }

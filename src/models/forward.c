@@ -1,6 +1,7 @@
 /* The generic forward (model.h): each sequence of a padded batch evaluated
- * on its own over one scratch session, its run of tokens found from the
- * mask; pooled outputs reduce the hidden states of that run. */
+ * on its own (a decoder over one scratch session, an encoder in one scratch
+ * context), its run of tokens found from the mask; pooled outputs reduce the
+ * hidden states of that run. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,11 @@ static candle_status check_input(const candle_model *m, const candle_forward_inp
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "forward: %" PRId64 " sequences of %" PRId64 " tokens", in->n_seq,
                                 in->n_tokens);
-    if ((unsigned)kind > CANDLE_OUTPUT_POOLED_MEAN)
+    if ((unsigned)kind > CANDLE_OUTPUT_POOLED_MAX)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: unknown output kind %d", (int)kind);
+    if (kind == CANDLE_OUTPUT_LOGITS && m->cfg.kind != CANDLE_MODEL_DECODER_LM)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: an encoder (%s) has no logits",
+                                m->family->name);
     size_t need = candle_model_output_size(m, in, kind);
     if (out_len < need)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
@@ -57,29 +61,77 @@ static candle_status check_input(const candle_model *m, const candle_forward_inp
 
 /* Pool rows [n, w] of h into dst [w]. */
 static void pool(const float *h, int64_t n, int64_t w, candle_output_kind kind, float *dst) {
-    if (kind == CANDLE_OUTPUT_POOLED_LAST) {
-        memcpy(dst, h + (n - 1) * w, (size_t)w * sizeof *dst);
+    if (kind == CANDLE_OUTPUT_POOLED_LAST || kind == CANDLE_OUTPUT_POOLED_CLS) {
+        memcpy(dst, h + (kind == CANDLE_OUTPUT_POOLED_LAST ? n - 1 : 0) * w, (size_t)w * sizeof *dst);
         return;
     }
     for (int64_t k = 0; k < w; k++) {
-        double sum = 0;
-        for (int64_t r = 0; r < n; r++) sum += h[r * w + k];
-        dst[k] = (float)(sum / (double)n);
+        double acc = kind == CANDLE_OUTPUT_POOLED_MAX ? h[k] : 0;
+        for (int64_t r = 0; r < n; r++)
+            acc = kind == CANDLE_OUTPUT_POOLED_MAX ? (h[r * w + k] > acc ? h[r * w + k] : acc) : acc + h[r * w + k];
+        dst[k] = (float)(kind == CANDLE_OUTPUT_POOLED_MAX ? acc : acc / (double)n);
     }
 }
 
-static candle_status forward_seq(candle_session *s, const candle_forward_input *in, int64_t i,
+/* Where sequences are evaluated: a decoder's session or an encoder's context. */
+typedef struct runner {
+    const candle_model *m;
+    candle_session *s;
+    candle_ctx *ctx;
+    candle_ctx_mark mark;
+} runner;
+
+static candle_status runner_init(runner *r, const candle_model *m, int64_t n_tokens) {
+    r->m = m;
+    if (m->cfg.kind == CANDLE_MODEL_DECODER_LM) {
+        candle_session_params sp = candle_session_default_params();
+        sp.n_ctx = n_tokens;
+        return candle_session_init(&r->s, m, &sp);
+    }
+    candle_ctx_params cp = candle_ctx_default_params();
+    cp.backend = m->backend;
+    candle_status st = candle_ctx_init(&r->ctx, &cp);
+    if (!st) r->mark = candle_ctx_get_mark(r->ctx);
+    return st;
+}
+
+static void runner_free(runner *r) {
+    candle_session_free(r->s);
+    candle_ctx_free(r->ctx);
+}
+
+/* tokens[0..n)'s logits [n, n_vocab] or last hidden states [n, n_embd] into dst. */
+static candle_status run_rows(runner *r, const int32_t *tokens, int64_t n, bool logits, float *dst) {
+    if (r->s) {
+        candle_session_reset(r->s);
+        candle_status st = session_eval_out(r->s, tokens, n, dst, true, !logits);
+        return st ? candle_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= r->m->cfg.n_vocab)
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                    "token %d at index %" PRId64 " out of range [0, %" PRId64 ")",
+                                    (int)tokens[i], i, r->m->cfg.n_vocab);
+    candle_tensor *h = encoder_hidden(r->ctx, r->m, tokens, n);
+    candle_status st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
+    if (!st) st = candle_tensor_to_f32(h, dst);
+    if (st) st = candle_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
+    candle_ctx_clear_error(r->ctx);
+    candle_ctx_reset(r->ctx, r->mark);
+    return st;
+}
+
+static candle_status forward_seq(runner *r, const candle_forward_input *in, int64_t i,
                                  candle_output_kind kind, float *out, float *scratch) {
-    int64_t a, b, w = out_width(s->model, kind);
+    int64_t a, b, w = out_width(r->m, kind);
     candle_status st = find_run(in, i, &a, &b);
     if (st) return st;
     bool rows = kind == CANDLE_OUTPUT_LOGITS || kind == CANDLE_OUTPUT_HIDDEN;
     float *dst = rows ? out + (size_t)(i * in->n_tokens) * (size_t)w : scratch;
     if (rows) memset(dst, 0, (size_t)(in->n_tokens * w) * sizeof *dst);
-    candle_session_reset(s);
-    st = session_eval_out(s, in->tokens + i * in->n_tokens + a, b - a, rows ? dst + a * w : dst,
-                          true, kind != CANDLE_OUTPUT_LOGITS);
-    if (st) return candle_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_session_errmsg(s));
+    st = run_rows(r, in->tokens + i * in->n_tokens + a, b - a, kind == CANDLE_OUTPUT_LOGITS,
+                  rows ? dst + a * w : dst);
+    if (st) return candle_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
     if (!rows) pool(scratch, b - a, w, kind, out + (size_t)i * (size_t)w);
     return CANDLE_OK;
 }
@@ -88,17 +140,18 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
                                    candle_output_kind kind, float *out, size_t out_len) {
     candle_status st = check_input(m, in, kind, out, out_len);
     if (st) return st;
-    candle_session_params sp = candle_session_default_params();
-    sp.n_ctx = in->n_tokens;
-    candle_session *s = NULL;
+    runner r = {0};
     float *scratch = NULL;
-    if ((st = candle_session_init(&s, m, &sp))) return st;
-    if (kind == CANDLE_OUTPUT_POOLED_LAST || kind == CANDLE_OUTPUT_POOLED_MEAN) {
+    if ((st = runner_init(&r, m, in->n_tokens))) {
+        runner_free(&r);
+        return st;
+    }
+    if (kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
         scratch = malloc((size_t)(in->n_tokens * m->cfg.n_embd) * sizeof *scratch);
         if (!scratch) st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");
     }
-    for (int64_t i = 0; !st && i < in->n_seq; i++) st = forward_seq(s, in, i, kind, out, scratch);
+    for (int64_t i = 0; !st && i < in->n_seq; i++) st = forward_seq(&r, in, i, kind, out, scratch);
     free(scratch);
-    candle_session_free(s);
+    runner_free(&r);
     return st;
 }

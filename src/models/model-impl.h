@@ -78,9 +78,22 @@ extern const model_family family_qwen3;  /* qwen.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
+extern const model_family family_bert;   /* bert.c */
 
 /* The family of general.architecture, or an unsupported error naming it. */
 candle_status model_family_find(const char *arch, size_t len, const model_family **out);
+
+/* One encoder block (BERT): post-norm attention and a plain GELU FFN, every
+ * projection biased. Linear weights transposed as the decoder's. */
+typedef struct encoder_layer {
+    candle_tensor *wq, *wk, *wv;         /* [n_embd, n_embd] */
+    candle_tensor *bq, *bk, *bv;         /* [n_embd] */
+    candle_tensor *wo, *bo;              /* [n_embd, n_embd], [n_embd] */
+    candle_tensor *attn_norm, *attn_norm_b; /* [n_embd]: LayerNorm after attention */
+    candle_tensor *w_up, *b_up;          /* [n_embd, n_ff], [n_ff] */
+    candle_tensor *w_down, *b_down;      /* [n_ff, n_embd], [n_embd] */
+    candle_tensor *out_norm, *out_norm_b; /* [n_embd]: LayerNorm after the FFN */
+} encoder_layer;
 
 struct candle_model {
     candle_model_config cfg;
@@ -90,7 +103,11 @@ struct candle_model {
     candle_tensor *tok_embd;  /* [n_vocab, n_embd] */
     candle_tensor *out_norm;  /* [n_embd] */
     candle_tensor *output;    /* [n_embd, n_vocab] (token_embd's when tied) */
-    layer_weights *layers;    /* [n_layer] */
+    layer_weights *layers;    /* [n_layer], decoders */
+    encoder_layer *enc;       /* [n_layer], encoders */
+    candle_tensor *pos_embd;  /* [n_ctx_train, n_embd], learned positions */
+    candle_tensor *type_embd; /* [n_types, n_embd], token types */
+    candle_tensor *embd_norm, *embd_norm_b; /* [n_embd]: LayerNorm of the embeddings */
     size_t weight_bytes;
     candle_backend *backend; /* every context of the model computes on it */
     bool owns_backend;
@@ -106,6 +123,10 @@ struct candle_session {
     int64_t pos;           /* positions filled in the cache */
     float *host_mask;      /* scratch for sliding-window masks */
 };
+
+/* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
+ * `who` (a session, a batch, a KV pool) needs. */
+candle_status model_need_decoder(const candle_model *m, const char *who);
 
 /* The backend for a session or batch of m asking for n_threads (0: any):
  * the model's, or for another thread count on a CPU model a CPU backend with
@@ -128,6 +149,11 @@ candle_status model_cfg_check_values(const char *arch, const candle_model_config
 candle_status decoder_check_desc(const model_family *f);
 /* Load every tensor the family's blocks use; errors name a missing one. */
 candle_status decoder_load_weights(candle_model *m);
+candle_status encoder_load_weights(candle_model *m);
+/* Refuses a description the encoder builder does not implement. */
+candle_status encoder_check_desc(const model_family *f);
+/* The last hidden states [n, n_embd] of one sequence through an encoder. */
+candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n);
 /* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx; or
  * with `hidden` the last layer's states after the final norm [n or 1, n_embd]. */
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,

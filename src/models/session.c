@@ -20,6 +20,7 @@ candle_status candle_session_init(candle_session **out, const candle_model *m,
     if (!out || !m)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "session_init: NULL argument");
     *out = NULL;
+    if (model_need_decoder(m, "session_init")) return candle_last_error();
     candle_session_params def = candle_session_default_params();
     if (!p) p = &def;
     const candle_model_config *c = &m->cfg;

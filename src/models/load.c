@@ -175,3 +175,66 @@ candle_status decoder_load_weights(candle_model *m) {
     }
     return candle_errcode(m->ctx);
 }
+
+/* ---- encoders (BERT) ---- */
+
+candle_status encoder_check_desc(const model_family *f) {
+    const model_desc *d = &f->desc;
+    const char *missing = d->kind != CANDLE_MODEL_ENCODER   ? "a model kind other than encoder"
+                          : d->norm != NORM_LAYER           ? "RMSNorm"
+                          : d->mlp != MLP_PLAIN             ? "a gated MLP"
+                          : d->positions != POS_LEARNED     ? "positions other than learned ones"
+                          : d->attention != ATTN_BIDIRECTIONAL ? "causal attention"
+                                                            : NULL;
+    if (!missing) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                            "model: %s needs %s, which the encoder builder does not implement",
+                            f->name, missing);
+}
+
+/* An embedding table [rows, n_embd] of any rows >= 1. */
+static candle_tensor *table(loader *L, const char *what, int64_t *rows) {
+    candle_tensor *t = leaf(L, -1, what, true);
+    if (!t) return NULL;
+    *rows = t->rank == 2 ? t->shape[0] : 0;
+    return *rows > 0 && shape_is(L, t, *rows, L->m->cfg.n_embd) && weight_dtype_ok(L, t) ? t : NULL;
+}
+
+static bool load_encoder_layer(loader *L, encoder_layer *w, int64_t il) {
+    const candle_model_config *c = &L->m->cfg;
+    int64_t e = c->n_embd;
+    w->wq = lin(L, il, "attn_q.weight", e, e);
+    w->bq = vec(L, il, "attn_q.bias", e, true);
+    w->wk = lin(L, il, "attn_k.weight", e, e);
+    w->bk = vec(L, il, "attn_k.bias", e, true);
+    w->wv = lin(L, il, "attn_v.weight", e, e);
+    w->bv = vec(L, il, "attn_v.bias", e, true);
+    w->wo = lin(L, il, "attn_output.weight", e, e);
+    w->bo = vec(L, il, "attn_output.bias", e, true);
+    w->attn_norm = vec(L, il, "attn_output_norm.weight", e, true);
+    w->attn_norm_b = vec(L, il, "attn_output_norm.bias", e, true);
+    w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, e);
+    w->b_up = vec(L, il, "ffn_up.bias", c->n_ff, true);
+    w->w_down = lin(L, il, "ffn_down.weight", e, c->n_ff);
+    w->b_down = vec(L, il, "ffn_down.bias", e, true);
+    w->out_norm = vec(L, il, "layer_output_norm.weight", e, true);
+    w->out_norm_b = vec(L, il, "layer_output_norm.bias", e, true);
+    return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+candle_status encoder_load_weights(candle_model *m) {
+    loader L = {.m = m};
+    candle_model_config *c = &m->cfg;
+    int64_t n_pos, n_types;
+    if (!(m->tok_embd = table(&L, "token_embd.weight", &c->n_vocab)) ||
+        !(m->pos_embd = table(&L, "position_embd.weight", &n_pos)) ||
+        !(m->type_embd = table(&L, "token_types.weight", &n_types)))
+        return candle_errcode(m->ctx);
+    /* positions past the table have no embedding: the context is the table */
+    if (n_pos < c->n_ctx_train || c->n_ctx_train <= 0) c->n_ctx_train = n_pos;
+    m->embd_norm = vec(&L, -1, "token_embd_norm.weight", c->n_embd, true);
+    m->embd_norm_b = vec(&L, -1, "token_embd_norm.bias", c->n_embd, true);
+    for (int64_t il = 0; il < c->n_layer && !candle_errcode(m->ctx); il++)
+        if (!load_encoder_layer(&L, &m->enc[il], il)) break;
+    return candle_errcode(m->ctx);
+}
