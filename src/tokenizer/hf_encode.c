@@ -31,6 +31,7 @@ static bool iv_reserve(ivec *a, int64_t more) {
 static candle_status oom(void) { return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing"); }
 
 static candle_status model_into(const candle_tokenizer *t, const char *s, size_t n, ivec *a) {
+    if (!iv_reserve(a, 16)) return oom();
     for (;;) {
         tok_out o = {a->v + a->n, a->cap - a->n, 0};
         candle_status st = hf_model_encode(t, s, n, &o);

@@ -3,6 +3,7 @@
 
   python3 tests/data/hf_tokenizers/gen.py corpus          # corpus.jsonl
   python3 tests/data/hf_tokenizers/gen.py train           # NAME/tokenizer.json (random configs)
+  python3 tests/data/hf_tokenizers/gen.py spm             # unigram-spm only
   python3 tests/data/hf_tokenizers/gen.py golden DIR...   # DIR/../NAME.golden for each DIR/tokenizer.json
 
 With no arguments: corpus, train, and goldens for every trained tokenizer
@@ -294,6 +295,87 @@ def train_unigram():
     save(tok, "unigram-nfkc")
 
 
+def spm_rules():
+    import unicodedata
+    out = []
+
+    def rule(src, dst):
+        out.append("%s\t%s\n" % (" ".join("%X" % ord(c) for c in src), " ".join("%X" % ord(c) for c in dst)))
+
+    for lo, hi in ((0xA0, 0x2FF), (0x2000, 0x215F), (0x2460, 0x24FF), (0x3000, 0x30FF), (0xFB00, 0xFB4F),
+                   (0xFF00, 0xFFEF)):
+        for cp in range(lo, hi + 1):
+            c = chr(cp)
+            t = unicodedata.normalize("NFKC", c)
+            if t != c and t:
+                rule(c, t)
+    for base in "aeiouyAEIOUYnNcCsSzZ":
+        for comb in range(0x300, 0x30D):
+            src = base + chr(comb)
+            t = unicodedata.normalize("NFC", src)
+            if t != src:
+                rule(src, t)
+    return "".join(out)
+
+
+def train_spm_unigram():
+    """A SentencePiece Unigram model converted the way transformers'
+    SpmConverter does: Precompiled charsmap + collapsing of space runs,
+    Metaspace, Unigram with the model's scores. The charsmap is built from
+    NFKC rules for a few blocks and some base + combining mark sequences
+    (multi-character keys), as nmt_nfkc's full map would be 320 KB."""
+    import tempfile
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    with tempfile.TemporaryDirectory() as td:
+        txt = os.path.join(td, "train.txt")
+        with open(txt, "w", encoding="utf-8") as f:
+            for t in train_texts():
+                t = t.replace("\n", " ").replace("\r", " ")
+                if t.strip():
+                    f.write(t + "\n")
+        rules = os.path.join(td, "rules.tsv")
+        with open(rules, "w") as f:
+            f.write(spm_rules())
+        spm.SentencePieceTrainer.train(input=txt, model_prefix=os.path.join(td, "m"), vocab_size=2000,
+                                       model_type="unigram", normalization_rule_tsv=rules,
+                                       character_coverage=0.9995, byte_fallback=False,
+                                       unk_id=2, bos_id=-1, eos_id=1, pad_id=0, minloglevel=2,
+                                       hard_vocab_limit=False)
+        m = pb.ModelProto()
+        m.ParseFromString(open(os.path.join(td, "m.model"), "rb").read())
+    import base64
+    charsmap = base64.b64encode(m.normalizer_spec.precompiled_charsmap).decode()
+    vocab = [[p.piece, p.score] for p in m.pieces]
+    j = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": vocab[i][0], "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True} for i in (0, 1, 2)],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": charsmap},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                          "split": True},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                      {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                                    {"Sequence": {"id": "B", "type_id": 0}},
+                                    {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                           "special_tokens": {"</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}},
+        "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+        "model": {"type": "Unigram", "unk_id": 2, "vocab": vocab, "byte_fallback": False},
+    }
+    d = os.path.join(HERE, "unigram-spm")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                   "model_max_length": 512}, f, indent=1)
+
+
 def train_all():
     train_bytelevel_llama3()
     train_roberta()
@@ -301,6 +383,7 @@ def train_all():
     train_wordpiece_mix()
     train_bpe_fallback()
     train_unigram()
+    train_spm_unigram()
 
 
 # ---- goldens ----
@@ -341,7 +424,7 @@ def golden(d):
 
 
 TRAINED = ["bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix", "bpe-fallback",
-           "bpe-metaspace", "unigram-nfkc"]
+           "bpe-metaspace", "unigram-nfkc", "unigram-spm"]
 
 
 def main():
@@ -350,6 +433,8 @@ def main():
         make_corpus()
     if not args or args[0] == "train":
         train_all()
+    if args and args[0] == "spm":
+        train_spm_unigram()
     if not args:
         for n in TRAINED:
             golden(os.path.join(HERE, n))
