@@ -9,7 +9,7 @@ char methods (is_numeric, to_lowercase) are recent, its punctuation
 (unicode-normalization-alignments) are older than Python's unicodedata. So
 each property is taken from the component that uses it:
   cat      major general category as \\p{L} .. \\p{C} in a Split regex
-  word     \\w in a regex (the Whitespace pre-tokenizer)
+  word     \\w of the Whitespace pre-tokenizer (Rust's regex crate, not Oniguruma)
   punct    BertPreTokenizer / Punctuation splits
   numeric  Digits splits
   marks    removed by StripAccents
@@ -56,8 +56,8 @@ def main():
         for cp in CPS:
             if cp not in cat and isolated(sp, chr(cp), SEP[x]):
                 cat[cp] = x
-    word_re = P.Split(Regex(r"\w"), behavior="isolated")
-    word = {cp for cp in CPS if isolated(word_re, chr(cp), "-")}
+    ws = P.Whitespace()
+    word = {cp for cp in CPS if len(ws.pre_tokenize_str("a" + chr(cp))) == 1}
     bert = P.BertPreTokenizer()
     punct = {cp for cp in CPS if isolated(bert, chr(cp))}
     digits = P.Digits(individual_digits=True)

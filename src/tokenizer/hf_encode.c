@@ -61,9 +61,10 @@ static uint32_t last_cp(const char *s, size_t n, size_t *k) {
  * longest, or NULL. */
 static const hf_added *match_at(const hf_tok *h, const char *s, size_t n, size_t i, bool normalized,
                                 bool parse_special) {
-    for (int k = 0; k < h->n_added; k++) {
-        const hf_added *a = &h->added[k];
-        if (a->normalized != normalized || (a->special && !parse_special) || !a->len) continue;
+    unsigned char b = (unsigned char)s[i];
+    for (int k = h->bucket[b]; h->by_byte && k < h->bucket[b + 1]; k++) {
+        const hf_added *a = &h->added[h->by_byte[k]];
+        if (a->normalized != normalized || (a->special && !parse_special)) continue;
         if (a->len <= n - i && !memcmp(s + i, a->text, a->len)) return a;
     }
     return NULL;

@@ -707,6 +707,15 @@ static candle_status load_added(const ld *l, candle_tokenizer *t, const json_val
         t->tokens[id] = (tok_token){keep.p + kn + 1, (uint32_t)n, a->special ? TT_CONTROL : TT_USER, 0, 0};
     }
     qsort(h->added, (size_t)h->n_added, sizeof *h->added, cmp_added);
+    /* Buckets by first byte, so matching looks at few tokens per byte. */
+    if (!(h->by_byte = malloc((size_t)(h->n_added + 1) * sizeof *h->by_byte))) return oom();
+    int count[257] = {0};
+    for (int i = 0; i < h->n_added; i++)
+        if (h->added[i].len) count[(unsigned char)h->added[i].text[0] + 1]++;
+    for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+    memcpy(h->bucket, count, sizeof count);
+    for (int i = 0; i < h->n_added; i++)
+        if (h->added[i].len) h->by_byte[count[(unsigned char)h->added[i].text[0]]++] = i;
     return CANDLE_OK;
 }
 
@@ -929,6 +938,7 @@ void hf_tok_free(hf_tok *h) {
     free(h->dec);
     for (int i = 0; i < h->n_added; i++) free(h->added[i].own);
     free(h->added);
+    free(h->by_byte);
     free(h->model.prefix);
     free(h->model.suffix);
     free(h->model.merges.keys);

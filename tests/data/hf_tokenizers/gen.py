@@ -4,6 +4,7 @@
   python3 tests/data/hf_tokenizers/gen.py corpus          # corpus.jsonl
   python3 tests/data/hf_tokenizers/gen.py train           # NAME/tokenizer.json (random configs)
   python3 tests/data/hf_tokenizers/gen.py spm             # unigram-spm only
+  python3 tests/data/hf_tokenizers/gen.py more            # bpe-clip, bpe-whitespace only
   python3 tests/data/hf_tokenizers/gen.py golden DIR...   # DIR/../NAME.golden for each DIR/tokenizer.json
 
 With no arguments: corpus, train, and goldens for every trained tokenizer
@@ -376,6 +377,45 @@ def train_spm_unigram():
                    "model_max_length": 512}, f, indent=1)
 
 
+def train_clip():
+    """CLIP's pipeline: NFC, whitespace runs to one space, lowercase; an
+    inverted Split keeping the words; byte-level BPE with the "</w>" end of
+    word suffix."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, processors, trainers, Regex
+    tok = Tokenizer(models.BPE(unk_token="<|endoftext|>", end_of_word_suffix="</w>"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
+                                           normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|"
+                                   r"[^\s\p{L}\p{N}]+"), behavior="removed", invert=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|startoftext|>", "<|endoftext|>"],
+                             end_of_word_suffix="</w>", show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(train_texts(), tr)
+    tok.post_processor = processors.RobertaProcessing(("<|endoftext|>", 1), ("<|startoftext|>", 0))
+    save(tok, "bpe-clip", {"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>",
+                           "model_max_length": 77})
+
+
+def train_bpe_whitespace():
+    """Whitespace pre-tokenizer, NFD + StripAccents, BPE with a continuing
+    subword prefix, fused unknowns, the BPE decoder (suffix) and Fuse."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, processors, trainers
+    tok = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.Sequence([decoders.BPEDecoder(suffix="##"), decoders.Fuse()])
+    tr = trainers.BpeTrainer(vocab_size=1200, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+                             continuing_subword_prefix="##", limit_alphabet=150, show_progress=False)
+    tok.train_from_iterator(train_texts(), tr)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    save(tok, "bpe-whitespace")
+
+
 def train_all():
     train_bytelevel_llama3()
     train_roberta()
@@ -384,6 +424,8 @@ def train_all():
     train_bpe_fallback()
     train_unigram()
     train_spm_unigram()
+    train_clip()
+    train_bpe_whitespace()
 
 
 # ---- goldens ----
@@ -424,7 +466,8 @@ def golden(d):
 
 
 TRAINED = ["bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix", "bpe-fallback",
-           "bpe-metaspace", "unigram-nfkc", "unigram-spm"]
+           "bpe-metaspace", "unigram-nfkc", "unigram-spm",
+           "bpe-clip", "bpe-whitespace"]
 
 
 def main():
@@ -435,6 +478,9 @@ def main():
         train_all()
     if args and args[0] == "spm":
         train_spm_unigram()
+    if args and args[0] == "more":
+        train_clip()
+        train_bpe_whitespace()
     if not args:
         for n in TRAINED:
             golden(os.path.join(HERE, n))
