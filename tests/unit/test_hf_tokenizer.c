@@ -182,7 +182,7 @@ static void run_one(const char *name, const char *json, const char *config, cons
 
 static const char *const trained[] = {"bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix",
                                       "bpe-fallback", "bpe-metaspace", "unigram-nfkc", "unigram-spm",
-                                      "bpe-clip", "bpe-whitespace", NULL};
+                                      "bpe-clip", "bpe-whitespace", "unigram-fallback", NULL};
 static const char *const real[] = {"all-minilm-l6-v2", "all-mpnet-base-v2", "whisper-tiny-en", "whisper-base",
                                    "embeddinggemma-300m",
                                    NULL};

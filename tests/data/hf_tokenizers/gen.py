@@ -4,11 +4,14 @@
   python3 tests/data/hf_tokenizers/gen.py corpus          # corpus.jsonl
   python3 tests/data/hf_tokenizers/gen.py train           # NAME/tokenizer.json (random configs)
   python3 tests/data/hf_tokenizers/gen.py spm             # unigram-spm only
-  python3 tests/data/hf_tokenizers/gen.py more            # bpe-clip, bpe-whitespace only
+  python3 tests/data/hf_tokenizers/gen.py fallback        # unigram-fallback only
   python3 tests/data/hf_tokenizers/gen.py golden DIR...   # DIR/../NAME.golden for each DIR/tokenizer.json
 
 With no arguments: corpus, train, and goldens for every trained tokenizer
 plus the real ones found in build-data/hf_tokenizers (make test-data).
+Training is not bit-reproducible across runs for every trainer, so
+retraining means regenerating the goldens with it (the no-argument run
+does both); the committed tokenizer.json files are the fixed inputs.
 
 The reference is the `tokenizers` package (pip install tokenizers).
 corpus.jsonl: one JSON object per line, {"t": text} or, for input that is not
@@ -416,6 +419,33 @@ def train_bpe_whitespace():
     save(tok, "bpe-whitespace")
 
 
+def train_unigram_fallback():
+    """Unigram with byte_fallback (byte pieces appended to unigram-nfkc's
+    vocabulary), Lowercase, contiguous Digits, Metaspace never prepending,
+    decoder ByteFallback + Metaspace."""
+    with open(os.path.join(HERE, "unigram-nfkc", "tokenizer.json"), encoding="utf-8") as f:
+        j = json.load(f)
+    m = j["model"]
+    m["vocab"] = [v for v in m["vocab"] if len(v[0]) > 1 or ord(v[0]) < 0x2000 or v[0] == "\u2581"]
+    m["vocab"] += [["<0x%02X>" % b, -30.0] for b in range(256)]
+    m["byte_fallback"] = True
+    index = {v[0]: i for i, v in enumerate(m["vocab"])}
+    for a in j["added_tokens"]:
+        a["id"] = index[a["content"]]
+    m["unk_id"] = index["<unk>"]
+    j["normalizer"] = {"type": "Lowercase"}
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": False},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True}]}
+    j["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True}]}
+    d = os.path.join(HERE, "unigram-fallback")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
 def train_all():
     train_bytelevel_llama3()
     train_roberta()
@@ -426,6 +456,7 @@ def train_all():
     train_spm_unigram()
     train_clip()
     train_bpe_whitespace()
+    train_unigram_fallback()
 
 
 # ---- goldens ----
@@ -467,7 +498,7 @@ def golden(d):
 
 TRAINED = ["bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix", "bpe-fallback",
            "bpe-metaspace", "unigram-nfkc", "unigram-spm",
-           "bpe-clip", "bpe-whitespace"]
+           "bpe-clip", "bpe-whitespace", "unigram-fallback"]
 
 
 def main():
@@ -478,9 +509,8 @@ def main():
         train_all()
     if args and args[0] == "spm":
         train_spm_unigram()
-    if args and args[0] == "more":
-        train_clip()
-        train_bpe_whitespace()
+    if args and args[0] == "fallback":
+        train_unigram_fallback()
     if not args:
         for n in TRAINED:
             golden(os.path.join(HERE, n))
