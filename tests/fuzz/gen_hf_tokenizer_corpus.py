@@ -11,7 +11,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "hf_tokenizer")
-TEXT = ["Hello world! Ça va? 你好 12345 don't <s> [CLS] 😀👍🏽", "  tabs\tand\nnewlines  ", "x"]
+TEXT = ["Hello world! Ça va? 你好 12345 don't <s> [CLS] 😀👍🏽", "  tabs\tand\nnewlines  ", "x",
+        "ﬁ ① ｶﾀｶﾅ e\u0301 a\u0301\u0301 \r\n"]
 TRAIN = TEXT * 3 + ["the quick brown fox jumps over the lazy dog", "ÀÉÎÕÜ àéîõü", "print(x[0])"]
 
 
@@ -55,7 +56,24 @@ def unigram():
         pre_tokenizers.Metaspace(), pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.Split(Regex(r"\p{P}+"), behavior="merged_with_previous")])
     t.decoder = decoders.Metaspace()
-    t.train_from_iterator(TRAIN, trainers.UnigramTrainer(vocab_size=100, unk_token="<unk>",
+    t.train_from_iterator(TRAIN, trainers.UnigramTrainer(vocab_size=150, unk_token="<unk>",
+                                                         special_tokens=["<unk>"], show_progress=False))
+    return t
+
+
+def precompiled():
+    """A SentencePiece charsmap (from the committed unigram-spm test
+    tokenizer) over a tiny Unigram model."""
+    import base64
+    import json
+    path = os.path.join(HERE, "..", "data", "hf_tokenizers", "unigram-spm", "tokenizer.json")
+    with open(path, encoding="utf-8") as f:
+        charsmap = json.load(f)["normalizer"]["normalizers"][0]["precompiled_charsmap"]
+    t = Tokenizer(models.Unigram())
+    t.normalizer = normalizers.Precompiled(base64.b64decode(charsmap))
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    t.train_from_iterator(TRAIN, trainers.UnigramTrainer(vocab_size=150, unk_token="<unk>",
                                                          special_tokens=["<unk>"], show_progress=False))
     return t
 
@@ -63,7 +81,7 @@ def unigram():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, f in (("bytelevel", bytelevel), ("wordpiece", wordpiece), ("fallback", fallback),
-                    ("unigram", unigram)):
+                    ("unigram", unigram), ("precompiled", precompiled)):
         j = f().to_str().encode()
         for k, text in enumerate(TEXT):
             with open(os.path.join(OUT, "%s_%d.bin" % (name, k)), "wb") as fh:

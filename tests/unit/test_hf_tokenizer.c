@@ -237,6 +237,27 @@ static void test_errors(void) {
                  "model.vocab[\"a\"]: expected an id");
 }
 
+static void test_files(void) {
+    candle_tokenizer *t = (candle_tokenizer *)1;
+    CHECK(candle_tokenizer_from_hf_file(&t, "/nonexistent/tokenizer.json", NULL) == CANDLE_ERR_IO);
+    CHECK(t == NULL);
+    CHECK_CONTAINS(candle_last_errmsg(), "/nonexistent/tokenizer.json");
+    candle_clear_last_error();
+    /* A truncated real file is a format error naming it. */
+    char path[1024];
+    size_t len;
+    char *json = slurp(test_path("tests/data/hf_tokenizers/wordpiece-bert/tokenizer.json", path, sizeof path), &len);
+    CHECK(json != NULL);
+    if (!json) return;
+    CHECK(candle_tokenizer_from_hf_memory(&t, json, len / 2, NULL, 0, "half.json") == CANDLE_ERR_FORMAT);
+    CHECK_CONTAINS(candle_last_errmsg(), "half.json");
+    candle_clear_last_error();
+    CHECK(candle_tokenizer_from_hf_memory(&t, json, len, "{\"bos_token\": 5}", 15, "x.json") == CANDLE_OK);
+    CHECK(t && candle_tokenizer_bos(t) == -1 && candle_tokenizer_find(t, "[CLS]") == 2);
+    candle_tokenizer_free(t);
+    free(json);
+}
+
 static void test_pair(void) {
     const char *json = "{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true},"
                        "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
@@ -277,6 +298,7 @@ int main(int argc, char **argv) {
     run_all(&c, argc > 1 ? argv[1] : NULL);
     corpus_free(&c);
     test_errors();
+    test_files();
     test_pair();
     return test_done(NAME);
 }
