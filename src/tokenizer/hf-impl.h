@@ -206,6 +206,7 @@ typedef struct hf_uc_map {
     uint32_t cp, n, seq[4];
 } hf_uc_map;
 int hf_uc_category(uint32_t cp); /* UCAT_* */
+int hf_uc_gc(uint32_t cp);       /* general category: index in "LuLlLt...CoCn" */
 bool hf_uc_is_word(uint32_t cp);
 bool hf_uc_is_punct(uint32_t cp);
 bool hf_uc_is_numeric(uint32_t cp);

@@ -182,7 +182,7 @@ static void run_one(const char *name, const char *json, const char *config, cons
 
 static const char *const trained[] = {"bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix",
                                       "bpe-fallback", "bpe-metaspace", "unigram-nfkc", "unigram-spm",
-                                      "bpe-clip", "bpe-whitespace", "unigram-fallback", NULL};
+                                      "bpe-clip", "bpe-whitespace", "unigram-fallback", "bpe-o200k", NULL};
 static const char *const real[] = {"all-minilm-l6-v2", "all-mpnet-base-v2", "whisper-tiny-en", "whisper-base",
                                    "embeddinggemma-300m",
                                    NULL};
@@ -252,7 +252,7 @@ static void test_files(void) {
     CHECK(candle_tokenizer_from_hf_memory(&t, json, len / 2, NULL, 0, "half.json") == CANDLE_ERR_FORMAT);
     CHECK_CONTAINS(candle_last_errmsg(), "half.json");
     candle_clear_last_error();
-    CHECK(candle_tokenizer_from_hf_memory(&t, json, len, "{\"bos_token\": 5}", 15, "x.json") == CANDLE_OK);
+    CHECK(candle_tokenizer_from_hf_memory(&t, json, len, "{\"bos_token\": 5}", 16, "x.json") == CANDLE_OK);
     CHECK(t && candle_tokenizer_bos(t) == -1 && candle_tokenizer_find(t, "[CLS]") == 2);
     candle_tokenizer_free(t);
     free(json);

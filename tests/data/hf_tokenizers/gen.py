@@ -5,6 +5,7 @@
   python3 tests/data/hf_tokenizers/gen.py train           # NAME/tokenizer.json (random configs)
   python3 tests/data/hf_tokenizers/gen.py spm             # unigram-spm only
   python3 tests/data/hf_tokenizers/gen.py fallback        # unigram-fallback only
+  python3 tests/data/hf_tokenizers/gen.py o200k           # bpe-o200k only
   python3 tests/data/hf_tokenizers/gen.py golden DIR...   # DIR/../NAME.golden for each DIR/tokenizer.json
 
 With no arguments: corpus, train, and goldens for every trained tokenizer
@@ -446,6 +447,26 @@ def train_unigram_fallback():
         json.dump(j, f, ensure_ascii=False)
 
 
+O200K_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def train_o200k():
+    """GPT-4o's split (two-letter categories, an optional (?i:) group)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, Regex
+    tok = Tokenizer(models.BPE(ignore_merges=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(O200K_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>"], show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(train_texts(), tr)
+    save(tok, "bpe-o200k")
+
+
 def train_all():
     train_bytelevel_llama3()
     train_roberta()
@@ -457,6 +478,7 @@ def train_all():
     train_clip()
     train_bpe_whitespace()
     train_unigram_fallback()
+    train_o200k()
 
 
 # ---- goldens ----
@@ -498,7 +520,7 @@ def golden(d):
 
 TRAINED = ["bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix", "bpe-fallback",
            "bpe-metaspace", "unigram-nfkc", "unigram-spm",
-           "bpe-clip", "bpe-whitespace", "unigram-fallback"]
+           "bpe-clip", "bpe-whitespace", "unigram-fallback", "bpe-o200k"]
 
 
 def main():
@@ -511,6 +533,8 @@ def main():
         train_spm_unigram()
     if args and args[0] == "fallback":
         train_unigram_fallback()
+    if args and args[0] == "o200k":
+        train_o200k()
     if not args:
         for n in TRAINED:
             golden(os.path.join(HERE, n))
