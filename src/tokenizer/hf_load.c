@@ -706,6 +706,19 @@ static candle_status load_added(const ld *l, candle_tokenizer *t, const json_val
         a->len = kn;
         t->tokens[id] = (tok_token){keep.p + kn + 1, (uint32_t)n, a->special ? TT_CONTROL : TT_USER, 0, 0};
     }
+    /* Decoding skips special tokens by their text, so a vocabulary entry
+     * spelled like a special added token (under another id) is one too. */
+    tok_map sp = {0};
+    candle_status st = tok_map_init(&sp, h->n_added);
+    if (st != CANDLE_OK) return st;
+    for (int i = 0; i < h->n_added; i++) {
+        const tok_token *at = &t->tokens[h->added[i].id];
+        if (h->added[i].special) tok_map_put(&sp, at->text, at->len, 1);
+    }
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->tokens[id].type == TT_NORMAL && tok_map_get(&sp, t->tokens[id].text, t->tokens[id].len) == 1)
+            t->tokens[id].type = TT_CONTROL;
+    tok_map_free(&sp);
     qsort(h->added, (size_t)h->n_added, sizeof *h->added, cmp_added);
     /* Buckets by first byte, so matching looks at few tokens per byte. */
     if (!(h->by_byte = malloc((size_t)(h->n_added + 1) * sizeof *h->by_byte))) return oom();
