@@ -149,6 +149,13 @@ static void class_finish(rclass *c) {
 static bool at_end(const parser *ps) { return ps->i >= ps->n; }
 static uint32_t peek(const parser *ps) { return at_end(ps) ? 0 : ps->p[ps->i]; }
 
+/* Index of the two-letter category a b in the regex's table, or -1. */
+static int gc_index(const tok_regex *re, uint32_t a, uint32_t b) {
+    for (int k = 0; re->gc_names && re->gc_names[2 * k]; k++)
+        if ((uint32_t)re->gc_names[2 * k] == a && (uint32_t)re->gc_names[2 * k + 1] == b) return k;
+    return -1;
+}
+
 /* \p{X}: the category bit; \p{Xy} (a general category, when the
  * regex has a table of them): its index + 1 in *gc. 0 with an error. */
 static int parse_prop(parser *ps, int *gc) {
@@ -156,11 +163,11 @@ static int parse_prop(parser *ps, int *gc) {
     if (ps->re->gc_names && peek(ps) == '{' && ps->i + 3 < ps->n && ps->p[ps->i + 3] == '}') {
         uint32_t a = ps->p[ps->i + 1], b = ps->p[ps->i + 2];
         ps->i += 4;
-        for (int k = 0; ps->re->gc_names && ps->re->gc_names[2 * k]; k++)
-            if ((uint32_t)ps->re->gc_names[2 * k] == a && (uint32_t)ps->re->gc_names[2 * k + 1] == b) {
-                *gc = k + 1;
-                return 1;
-            }
+        int k = gc_index(ps->re, a, b);
+        if (k >= 0) {
+            *gc = k + 1;
+            return 1;
+        }
         ps->err = "unknown category in \\p{}";
         return 0;
     }
@@ -217,9 +224,19 @@ static bool parse_escape(parser *ps, rclass *c, uint32_t *lit, bool *is_lit) {
         return true;
     case 's': c->space = true; return true;
     case 'S': c->nspace = true; return true;
-    case 'd': return class_add_range(ps, c, '0', '9');
-    case 'D':
+    case 'd':
+    case 'D': {
+        /* With a general category table \d is \p{Nd}, as in Oniguruma;
+         * without one, ASCII digits. */
+        int nd = gc_index(ps->re, 'N', 'd');
+        if (nd >= 0) {
+            if (e == 'd') c->gcs |= 1u << nd;
+            else c->ngcs |= 1u << nd;
+            return true;
+        }
+        if (e == 'd') return class_add_range(ps, c, '0', '9');
         return class_add_range(ps, c, 0, '0' - 1) && class_add_range(ps, c, '9' + 1, 0x10FFFF);
+    }
     }
     if (e == 'x' && peek(ps) == '{') { /* \x{HHHH}: code points that normalisation would alter */
         uint32_t v = 0;
