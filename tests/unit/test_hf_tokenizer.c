@@ -3,7 +3,8 @@
  * golden file made by gen.py) and the golden ids decoded (text compared by
  * hash), for the small trained tokenizers in the repository and the real
  * ones when make test-data has fetched them; then the error paths and
- * encode_pair. */
+ * encode_pair. `gen.py stress SEED OUT` makes other corpora for a run with
+ * CANDLE_SOURCE_DIR=OUT; an argument runs one tokenizer only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,10 +6,15 @@
   python3 tests/data/hf_tokenizers/gen.py spm             # unigram-spm only
   python3 tests/data/hf_tokenizers/gen.py fallback        # unigram-fallback only
   python3 tests/data/hf_tokenizers/gen.py o200k           # bpe-o200k only
+  python3 tests/data/hf_tokenizers/gen.py stress SEED OUT # a random corpus + goldens (below)
   python3 tests/data/hf_tokenizers/gen.py golden DIR...   # DIR/../NAME.golden for each DIR/tokenizer.json
 
 With no arguments: corpus, train, and goldens for every trained tokenizer
 plus the real ones found in build-data/hf_tokenizers (make test-data).
+stress writes OUT/tests/data/hf_tokenizers/ with a corpus of random code
+points (all of Unicode) and grapheme-like sequences, goldens for every
+tokenizer, and links to the tokenizer folders, for an extra run with
+  CANDLE_SOURCE_DIR=OUT build/bin/test_hf_tokenizer
 Training is not bit-reproducible across runs for every trainer, so
 retraining means regenerating the goldens with it (the no-argument run
 does both); the committed tokenizer.json files are the fixed inputs.
@@ -518,6 +523,52 @@ def golden(d):
     print("%s: %d bytes" % (out, os.path.getsize(out)))
 
 
+def stress(seed, out):
+    import unicodedata
+    global HERE
+    r = random.Random(seed)
+    dest = os.path.join(out, "tests", "data", "hf_tokenizers")
+    os.makedirs(dest, exist_ok=True)
+    for n in TRAINED:
+        link = os.path.join(dest, n)
+        if not os.path.exists(link):
+            os.symlink(os.path.join(HERE, n), link)
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and unicodedata.category(chr(cp)) != "Cn"]
+    cps += [r.randrange(0x30000, 0xE0000) for _ in range(2000)]
+
+    def cluster():
+        k = r.random()
+        if k < 0.2:
+            return r.choice("aeiouAEIOUnNcCsSzZyY") + "".join(chr(r.randint(0x300, 0x36F)) for _ in range(r.randint(0, 3)))
+        if k < 0.3:
+            return chr(r.randint(0x1100, 0x1112)) + chr(r.randint(0x1161, 0x1175)) + chr(r.randint(0x11A8, 0x11C2))
+        if k < 0.4:
+            return chr(r.randint(0x1F1E6, 0x1F1FF)) + chr(r.randint(0x1F1E6, 0x1F1FF))
+        if k < 0.5:
+            return r.choice(["\U0001F468", "\U0001F44D", "\u2764"]) + r.choice(["", "\U0001F3FB", "\uFE0F", "\u200D\U0001F4BB"])
+        if k < 0.6:
+            return r.choice(["\r\n", "\r", "\n", "\t", " ", "  ", "\u3000", "\u00a0"])
+        if k < 0.7:
+            return chr(r.randint(0xFF61, 0xFF9F)) + r.choice(["", "\uFF9E", "\uFF9F"])
+        if k < 0.8:
+            return r.choice(WORDS + SPECIAL)
+        return "".join(chr(r.choice(cps)) for _ in range(r.randint(1, 4)))
+
+    with open(os.path.join(dest, "corpus.jsonl"), "w", encoding="utf-8") as f:
+        for _ in range(5000):
+            f.write(json.dumps({"t": "".join(cluster() for _ in range(r.randint(1, 10)))}, ensure_ascii=False) + "\n")
+    real = os.path.join(ROOT, "build-data", "hf_tokenizers")
+    here = HERE
+    HERE = dest
+    try:
+        for n in TRAINED:
+            golden(os.path.join(here, n))
+        for n in sorted(os.listdir(real)) if os.path.isdir(real) else []:
+            golden(os.path.join(real, n))
+    finally:
+        HERE = here
+
+
 TRAINED = ["bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix", "bpe-fallback",
            "bpe-metaspace", "unigram-nfkc", "unigram-spm",
            "bpe-clip", "bpe-whitespace", "unigram-fallback", "bpe-o200k"]
@@ -541,6 +592,8 @@ def main():
         real = os.path.join(ROOT, "build-data", "hf_tokenizers")
         for n in sorted(os.listdir(real)) if os.path.isdir(real) else []:
             golden(os.path.join(real, n))
+    elif args[0] == "stress":
+        stress(int(args[1]), args[2])
     elif args[0] == "golden":
         for d in args[1:]:
             golden(d)
