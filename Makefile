@@ -11,7 +11,8 @@
 #   make install    build and install headers, libraries, the CLI, candle.pc
 #                   and the CMake package under PREFIX (default /usr/local)
 #   make test-arm64 cross-build for arm64 and run the tests under qemu-user
-#   make test-data  fetch the reference vocabularies into build-data/ unless
+#   make test-data  fetch the reference vocabularies and real models'
+#                   tokenizer.json files into build-data/ unless
 #                   ../shared/data has them (scripts/fetch-test-data.sh)
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 #                   from FUZZ_SEED (fixed, so a run repeats the same inputs:

@@ -8,8 +8,9 @@ char methods (is_numeric, to_lowercase) are recent, its punctuation
 (unicode_categories crate) and normalization/mark tables
 (unicode-normalization-alignments) are older than Python's unicodedata. So
 each property is taken from the component that uses it:
-  cat      major general category as \\p{L} .. \\p{C} in a Split regex
-  word     \\w in a regex (the Whitespace pre-tokenizer)
+  gc       general category as \\p{Lu} .. \\p{Co} in a Split regex (Cn the rest);
+           the major class (\\p{L} ..) follows from it
+  word     \\w of the Whitespace pre-tokenizer (Rust's regex crate, not Oniguruma)
   punct    BertPreTokenizer / Punctuation splits
   numeric  Digits splits
   marks    removed by StripAccents
@@ -28,7 +29,8 @@ from tokenizers import normalizers as N
 from tokenizers import pre_tokenizers as P
 
 CPS = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
-SEP = {"L": "1", "N": "a", "M": "a", "P": "a", "S": "a", "Z": "a", "C": "a"}
+GCS = ["Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi",
+       "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"]
 BITS = {"L": "UCAT_L", "M": "UCAT_M", "N": "UCAT_N", "P": "UCAT_P", "S": "UCAT_S", "Z": "UCAT_Z",
         "C": "UCAT_C"}
 
@@ -50,14 +52,15 @@ def ranges(pred_set):
 
 
 def main():
-    cat = {}
-    for x in "LNMPSZ":
+    gc = {}
+    for x in GCS[:-1]:
         sp = P.Split(Regex(r"\p{%s}" % x), behavior="isolated")
+        sep = "1" if x[0] == "L" else "a"
         for cp in CPS:
-            if cp not in cat and isolated(sp, chr(cp), SEP[x]):
-                cat[cp] = x
-    word_re = P.Split(Regex(r"\w"), behavior="isolated")
-    word = {cp for cp in CPS if isolated(word_re, chr(cp), "-")}
+            if cp not in gc and isolated(sp, chr(cp), sep):
+                gc[cp] = x
+    ws = P.Whitespace()
+    word = {cp for cp in CPS if len(ws.pre_tokenize_str("a" + chr(cp))) == 1}
     bert = P.BertPreTokenizer()
     punct = {cp for cp in CPS if isolated(bert, chr(cp))}
     digits = P.Digits(individual_digits=True)
@@ -92,14 +95,17 @@ def main():
            % tokenizers.__version__, '#include "hf-impl.h"', '#include "unicode-impl.h"', ""]
     runs, prev = [], None
     for cp in range(0x110000):
-        x = cat.get(cp, "C")
+        x = gc.get(cp, "Cn")
         if x != prev:
             runs.append((cp, x))
             prev = x
-    out.append("const unicode_range hf_uc_cat_ranges[] = {")
-    out += ["    {0x%X, %s}," % (cp, BITS[x]) for cp, x in runs]
+    out.append("/* The general category as its index in hf_uc_gc_names. */")
+    out.append("const unicode_range hf_uc_gc_ranges[] = {")
+    out += ["    {0x%X, %d}," % (cp, GCS.index(x)) for cp, x in runs]
     out.append("};")
-    out.append("const int hf_uc_n_cat_ranges = %d;" % len(runs))
+    out.append("const int hf_uc_n_gc_ranges = %d;" % len(runs))
+    out.append("const char hf_uc_gc_names[] = \"%s\";" % "".join(GCS))
+    out.append("const unsigned char hf_uc_gc_major[] = {%s};" % ", ".join(BITS[x[0]] for x in GCS))
     for name, s in (("word", word), ("punct", punct), ("numeric", numeric), ("marks", marks),
                     ("mn", mn), ("control", control)):
         r = ranges(s)

@@ -168,6 +168,8 @@ typedef struct hf_tok {
     hf_dec *dec;
     hf_added *added; /* longest first */
     int n_added;
+    int *by_byte;       /* added indices grouped by first byte, longest first in each */
+    int bucket[257];    /* by_byte[bucket[b] .. bucket[b + 1]) start with byte b */
     bool add_bos, add_eos; /* tokenizer_config, when there is no post-processor */
     int64_t model_max_length;
 } hf_tok;
@@ -204,6 +206,7 @@ typedef struct hf_uc_map {
     uint32_t cp, n, seq[4];
 } hf_uc_map;
 int hf_uc_category(uint32_t cp); /* UCAT_* */
+int hf_uc_gc(uint32_t cp);       /* general category: index in "LuLlLt...CoCn" */
 bool hf_uc_is_word(uint32_t cp);
 bool hf_uc_is_punct(uint32_t cp);
 bool hf_uc_is_numeric(uint32_t cp);

@@ -31,6 +31,7 @@ static bool iv_reserve(ivec *a, int64_t more) {
 static candle_status oom(void) { return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing"); }
 
 static candle_status model_into(const candle_tokenizer *t, const char *s, size_t n, ivec *a) {
+    if (!iv_reserve(a, 16)) return oom();
     for (;;) {
         tok_out o = {a->v + a->n, a->cap - a->n, 0};
         candle_status st = hf_model_encode(t, s, n, &o);
@@ -60,9 +61,10 @@ static uint32_t last_cp(const char *s, size_t n, size_t *k) {
  * longest, or NULL. */
 static const hf_added *match_at(const hf_tok *h, const char *s, size_t n, size_t i, bool normalized,
                                 bool parse_special) {
-    for (int k = 0; k < h->n_added; k++) {
-        const hf_added *a = &h->added[k];
-        if (a->normalized != normalized || (a->special && !parse_special) || !a->len) continue;
+    unsigned char b = (unsigned char)s[i];
+    for (int k = h->bucket[b]; h->by_byte && k < h->bucket[b + 1]; k++) {
+        const hf_added *a = &h->added[h->by_byte[k]];
+        if (a->normalized != normalized || (a->special && !parse_special)) continue;
         if (a->len <= n - i && !memcmp(s + i, a->text, a->len)) return a;
     }
     return NULL;

@@ -16,6 +16,8 @@ candle_status hf_precompiled_load(hf_norm *n, const char *b64, size_t len, const
 
 typedef struct ld {
     const char *file;
+    const char *text; /* the JSON, for numbers read as the reference reads them */
+    size_t len;
 } ld;
 
 #define PATH(buf, ...) snprintf(buf, sizeof buf, __VA_ARGS__)
@@ -425,6 +427,65 @@ static candle_status vocab_extent(const ld *l, const json_value *vocab, bool uni
     return CANDLE_OK;
 }
 
+/* A JSON number as serde_json (without float_roundtrip) reads it, which
+ * is how the reference gets its Unigram scores: the decimal digits as a
+ * u64 (digits past its range dropped), converted to double, then one
+ * multiplication or division by a power of ten, so not always the nearest
+ * double. The lattice's ties depend on the last bit. */
+static double serde_f64(const char *s, size_t n) {
+    static const double pow10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    size_t i = 0;
+    bool neg = i < n && s[i] == '-';
+    if (neg) i++;
+    uint64_t sig = 0;
+    int64_t exp10 = 0;
+    bool frac = false;
+    for (; i < n; i++) {
+        char c = s[i];
+        if (c == '.' && !frac) {
+            frac = true;
+            continue;
+        }
+        if (c < '0' || c > '9') break;
+        if (sig > UINT64_MAX / 10 || (sig == UINT64_MAX / 10 && (uint64_t)(c - '0') > UINT64_MAX % 10)) {
+            if (!frac) exp10++; /* integer digits past u64 scale the value; fraction digits are dropped */
+            continue;
+        }
+        sig = sig * 10 + (uint64_t)(c - '0');
+        if (frac) exp10--;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        bool eneg = i < n && s[i] == '-';
+        if (i < n && (s[i] == '-' || s[i] == '+')) i++;
+        int64_t e = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9' && e < 100000; i++) e = e * 10 + (s[i] - '0');
+        exp10 += eneg ? -e : e;
+    }
+    double f = (double)sig;
+    /* Powers past 1e22 are not exact; the reference's table holds the
+     * correctly rounded literals, which strtod gives. */
+    for (;;) {
+        int64_t a = exp10 < 0 ? -exp10 : exp10;
+        if (a <= 308) {
+            double p;
+            if (a <= 22) p = pow10[a];
+            else {
+                char lit[8];
+                snprintf(lit, sizeof lit, "1e%d", (int)a);
+                p = strtod(lit, NULL);
+            }
+            f = exp10 >= 0 ? f * p : f / p;
+            break;
+        }
+        if (f == 0.0 || exp10 > 0) break;
+        f /= 1e308;
+        exp10 += 308;
+    }
+    return neg ? -f : f;
+}
+
 static candle_status load_unigram(const ld *l, candle_tokenizer *t, const json_value *m) {
     hf_model *md = &t->hf->model;
     const json_value *vocab = json_get(m, "vocab");
@@ -438,6 +499,8 @@ static candle_status load_unigram(const ld *l, candle_tokenizer *t, const json_v
             PATH(sub, "model.vocab[%zu]", i);
             return ferr(l, sub, "expected [piece, score]");
         }
+        const json_value *num = json_at(e, 1);
+        if (num->offset < l->len) sc = serde_f64(l->text + num->offset, l->len - num->offset);
         md->scores[i] = sc;
         if (sc < md->min_score) md->min_score = sc;
         if (t->tokens[i].len > md->max_piece_len) md->max_piece_len = t->tokens[i].len;
@@ -643,7 +706,29 @@ static candle_status load_added(const ld *l, candle_tokenizer *t, const json_val
         a->len = kn;
         t->tokens[id] = (tok_token){keep.p + kn + 1, (uint32_t)n, a->special ? TT_CONTROL : TT_USER, 0, 0};
     }
+    /* Decoding skips special tokens by their text, so a vocabulary entry
+     * spelled like a special added token (under another id) is one too. */
+    tok_map sp = {0};
+    candle_status st = tok_map_init(&sp, h->n_added);
+    if (st != CANDLE_OK) return st;
+    for (int i = 0; i < h->n_added; i++) {
+        const tok_token *at = &t->tokens[h->added[i].id];
+        if (h->added[i].special) tok_map_put(&sp, at->text, at->len, 1);
+    }
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->tokens[id].type == TT_NORMAL && tok_map_get(&sp, t->tokens[id].text, t->tokens[id].len) == 1)
+            t->tokens[id].type = TT_CONTROL;
+    tok_map_free(&sp);
     qsort(h->added, (size_t)h->n_added, sizeof *h->added, cmp_added);
+    /* Buckets by first byte, so matching looks at few tokens per byte. */
+    if (!(h->by_byte = malloc((size_t)(h->n_added + 1) * sizeof *h->by_byte))) return oom();
+    int count[257] = {0};
+    for (int i = 0; i < h->n_added; i++)
+        if (h->added[i].len) count[(unsigned char)h->added[i].text[0] + 1]++;
+    for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+    memcpy(h->bucket, count, sizeof count);
+    for (int i = 0; i < h->n_added; i++)
+        if (h->added[i].len) h->by_byte[count[(unsigned char)h->added[i].text[0]]++] = i;
     return CANDLE_OK;
 }
 
@@ -753,7 +838,7 @@ candle_status candle_tokenizer_from_hf_memory(candle_tokenizer **out, const char
     if (!out || (!json && len))
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_hf_memory: NULL argument");
     *out = NULL;
-    ld l = {name ? name : "tokenizer.json"};
+    ld l = {name ? name : "tokenizer.json", json, len};
     json_doc *doc = NULL, *cdoc = NULL;
     candle_status st = json_parse(&doc, json ? json : "", len, l.file, NULL);
     if (st == CANDLE_OK && config) st = json_parse(&cdoc, config, config_len, "tokenizer_config.json", NULL);
@@ -827,6 +912,7 @@ static void norm_free(hf_norm *n) {
     pattern_free(&n->pat);
     free(n->content);
     free(n->blob);
+    free((void *)n->trie);
 }
 
 static void pre_free(hf_pre *p) {
@@ -865,6 +951,7 @@ void hf_tok_free(hf_tok *h) {
     free(h->dec);
     for (int i = 0; i < h->n_added; i++) free(h->added[i].own);
     free(h->added);
+    free(h->by_byte);
     free(h->model.prefix);
     free(h->model.suffix);
     free(h->model.merges.keys);

@@ -4,8 +4,10 @@
 #include "hf-impl.h"
 #include "unicode-impl.h"
 
-extern const unicode_range hf_uc_cat_ranges[];
-extern const int hf_uc_n_cat_ranges;
+extern const unicode_range hf_uc_gc_ranges[];
+extern const int hf_uc_n_gc_ranges;
+extern const char hf_uc_gc_names[];
+extern const unsigned char hf_uc_gc_major[];
 #define TABLE(name)                          \
     extern const unicode_pair hf_uc_##name[]; \
     extern const int hf_uc_n_##name;
@@ -43,15 +45,17 @@ static const hf_uc_map *find_map(const hf_uc_map *m, int n, uint32_t cp) {
     return NULL;
 }
 
-int hf_uc_category(uint32_t cp) {
-    int lo = 0, hi = hf_uc_n_cat_ranges - 1;
+int hf_uc_gc(uint32_t cp) {
+    int lo = 0, hi = hf_uc_n_gc_ranges - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (hf_uc_cat_ranges[mid].start <= cp) lo = mid;
+        if (hf_uc_gc_ranges[mid].start <= cp) lo = mid;
         else hi = mid - 1;
     }
-    return hf_uc_cat_ranges[lo].cat;
+    return hf_uc_gc_ranges[lo].cat;
 }
+
+int hf_uc_category(uint32_t cp) { return hf_uc_gc_major[hf_uc_gc(cp)]; }
 
 bool hf_uc_is_word(uint32_t cp) { return in_ranges(hf_uc_word, hf_uc_n_word, cp); }
 bool hf_uc_is_punct(uint32_t cp) { return in_ranges(hf_uc_punct, hf_uc_n_punct, cp); }
@@ -75,5 +79,5 @@ int hf_uc_decomp(uint32_t cp, bool compat, uint32_t *out) {
 }
 
 candle_status hf_regex_compile(const char *pattern, tok_regex **out) {
-    return tok_regex_compile_cat(pattern, hf_uc_category, out);
+    return tok_regex_compile_cat(pattern, hf_uc_category, hf_uc_gc, hf_uc_gc_names, out);
 }

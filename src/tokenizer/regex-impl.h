@@ -4,6 +4,7 @@
  *
  * Supported: literals and escapes (\r \n \t \\ \. ...), classes [...] and
  * [^...] with ranges, \p{L} \p{N} \p{P} \p{S} \p{M} \p{Z} \p{C} (and \P{..}),
+ * \p{Lu} .. (two-letter general categories, with a table that has them),
  * \s \S \d \D, '.', groups (...) (?:...), lookahead (?=...) (?!...), '$',
  * quantifiers ? * + {m} {m,} {m,n} with an optional lazy '?'. */
 #ifndef CANDLE_TOKENIZER_REGEX_IMPL_H
@@ -18,8 +19,11 @@ typedef struct tok_regex tok_regex;
 /* Errors go to the thread-local last error ("regex: ... at offset N"). */
 candle_status tok_regex_compile(const char *pattern, tok_regex **out);
 /* The same with \p{X} read from another category table (the Hugging Face
- * tokenizers' Unicode version rather than llama.cpp's). */
-candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), tok_regex **out);
+ * tokenizers' Unicode version rather than llama.cpp's), and \p{Xy} (Lu, Nd,
+ * ...) from gc, which gives an index into gc_names (two letters each,
+ * at most 32); gc NULL refuses \p{Xy}. */
+candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), int (*gc)(uint32_t),
+                                    const char *gc_names, tok_regex **out);
 void tok_regex_free(tok_regex *re);
 
 /* Backtracking state reused across matches (grows as needed). When the

@@ -18,10 +18,12 @@ typedef struct rclass {
     bool space, nspace; /* \s, \S inside the class */
     uint8_t cats;       /* \p{X} bits */
     uint8_t ncats;      /* \P{X} bits */
+    uint32_t gcs, ngcs; /* \p{Xy}, \P{Xy}: bits of general category indices */
     uint64_t ascii[2];  /* precomputed answer for code points < 128 */
     uint32_t *ranges;   /* pairs lo, hi */
     int n_ranges;
     int (*cat)(uint32_t); /* the category table \p{X} reads */
+    int (*gc)(uint32_t);  /* general category index for \p{Xy}, or NULL */
 } rclass;
 
 enum { I_CHAR, I_CLASS, I_ANY, I_EOL, I_SPLIT, I_JMP, I_LOOK, I_MATCH };
@@ -51,6 +53,8 @@ struct tok_regex {
     rclass *classes;
     int n_classes, cap_classes;
     int (*cat)(uint32_t);
+    int (*gc)(uint32_t);
+    const char *gc_names; /* two letters per index */
 };
 
 typedef struct parser {
@@ -95,6 +99,7 @@ static int new_class(parser *ps) {
     }
     memset(&re->classes[re->n_classes], 0, sizeof(rclass));
     re->classes[re->n_classes].cat = re->cat;
+    re->classes[re->n_classes].gc = re->gc;
     return re->n_classes++;
 }
 
@@ -118,6 +123,10 @@ static bool class_test_slow(const rclass *c, uint32_t cp) {
         int cat = c->cat(cp);
         if ((cat & c->cats) || (c->ncats && !(cat & c->ncats))) in = true;
     }
+    if (!in && (c->gcs || c->ngcs)) {
+        uint32_t bit = 1u << c->gc(cp);
+        if ((bit & c->gcs) || (c->ngcs && !(bit & c->ngcs))) in = true;
+    }
     if (!in && c->space && tok_unicode_is_space(cp)) in = true;
     if (!in && c->nspace && !tok_unicode_is_space(cp)) in = true;
     for (int i = 0; !in && i < c->n_ranges; i++)
@@ -140,8 +149,28 @@ static void class_finish(rclass *c) {
 static bool at_end(const parser *ps) { return ps->i >= ps->n; }
 static uint32_t peek(const parser *ps) { return at_end(ps) ? 0 : ps->p[ps->i]; }
 
-/* \p{X}: the category bit, or 0 with an error. */
-static int parse_prop(parser *ps) {
+/* Index of the two-letter category a b in the regex's table, or -1. */
+static int gc_index(const tok_regex *re, uint32_t a, uint32_t b) {
+    for (int k = 0; re->gc_names && re->gc_names[2 * k]; k++)
+        if ((uint32_t)re->gc_names[2 * k] == a && (uint32_t)re->gc_names[2 * k + 1] == b) return k;
+    return -1;
+}
+
+/* \p{X}: the category bit; \p{Xy} (a general category, when the
+ * regex has a table of them): its index + 1 in *gc. 0 with an error. */
+static int parse_prop(parser *ps, int *gc) {
+    *gc = 0;
+    if (ps->re->gc_names && peek(ps) == '{' && ps->i + 3 < ps->n && ps->p[ps->i + 3] == '}') {
+        uint32_t a = ps->p[ps->i + 1], b = ps->p[ps->i + 2];
+        ps->i += 4;
+        int k = gc_index(ps->re, a, b);
+        if (k >= 0) {
+            *gc = k + 1;
+            return 1;
+        }
+        ps->err = "unknown category in \\p{}";
+        return 0;
+    }
     if (peek(ps) != '{' || ps->i + 2 >= ps->n || ps->p[ps->i + 2] != '}') {
         ps->err = "expected \\p{X} with a one-letter category";
         return 0;
@@ -185,15 +214,29 @@ static bool parse_escape(parser *ps, rclass *c, uint32_t *lit, bool *is_lit) {
     switch (e) {
     case 'p':
     case 'P':
-        if (!(cat = parse_prop(ps))) return false;
-        if (e == 'p') c->cats |= (uint8_t)cat;
+        int gc;
+        if (!(cat = parse_prop(ps, &gc))) return false;
+        if (gc) {
+            if (e == 'p') c->gcs |= 1u << (gc - 1);
+            else c->ngcs |= 1u << (gc - 1);
+        } else if (e == 'p') c->cats |= (uint8_t)cat;
         else c->ncats |= (uint8_t)cat;
         return true;
     case 's': c->space = true; return true;
     case 'S': c->nspace = true; return true;
-    case 'd': return class_add_range(ps, c, '0', '9');
-    case 'D':
+    case 'd':
+    case 'D': {
+        /* With a general category table \d is \p{Nd}, as in Oniguruma;
+         * without one, ASCII digits. */
+        int nd = gc_index(ps->re, 'N', 'd');
+        if (nd >= 0) {
+            if (e == 'd') c->gcs |= 1u << nd;
+            else c->ngcs |= 1u << nd;
+            return true;
+        }
+        if (e == 'd') return class_add_range(ps, c, '0', '9');
         return class_add_range(ps, c, 0, '0' - 1) && class_add_range(ps, c, '9' + 1, 0x10FFFF);
+    }
     }
     if (e == 'x' && peek(ps) == '{') { /* \x{HHHH}: code points that normalisation would alter */
         uint32_t v = 0;
@@ -535,10 +578,11 @@ void tok_regex_free(tok_regex *re) {
 }
 
 candle_status tok_regex_compile(const char *pattern, tok_regex **out) {
-    return tok_regex_compile_cat(pattern, tok_unicode_category, out);
+    return tok_regex_compile_cat(pattern, tok_unicode_category, NULL, NULL, out);
 }
 
-candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), tok_regex **out) {
+candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), int (*gc)(uint32_t),
+                                    const char *gc_names, tok_regex **out) {
     *out = NULL;
     size_t len = strlen(pattern);
     parser ps = {0};
@@ -553,6 +597,8 @@ candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), t
     ps.p = cps;
     ps.re = re;
     re->cat = cat;
+    re->gc = gc;
+    re->gc_names = gc ? gc_names : NULL;
     int root = parse_alt(&ps);
     if (root >= 0 && !at_end(&ps)) ps.err = "unbalanced )";
     if (!ps.err && (!gen(&ps, root) || emit(&ps, I_MATCH) < 0) && !ps.err) ps.err = "codegen";

@@ -3,7 +3,8 @@
  * golden file made by gen.py) and the golden ids decoded (text compared by
  * hash), for the small trained tokenizers in the repository and the real
  * ones when make test-data has fetched them; then the error paths and
- * encode_pair. */
+ * encode_pair. `gen.py stress SEED OUT` makes other corpora for a run with
+ * CANDLE_SOURCE_DIR=OUT; an argument runs one tokenizer only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,8 +182,10 @@ static void run_one(const char *name, const char *json, const char *config, cons
 }
 
 static const char *const trained[] = {"bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix",
-                                      "bpe-fallback", "bpe-metaspace", "unigram-nfkc", NULL};
+                                      "bpe-fallback", "bpe-metaspace", "unigram-nfkc", "unigram-spm",
+                                      "bpe-clip", "bpe-whitespace", "unigram-fallback", "bpe-o200k", NULL};
 static const char *const real[] = {"all-minilm-l6-v2", "all-mpnet-base-v2", "whisper-tiny-en", "whisper-base",
+                                   "embeddinggemma-300m",
                                    NULL};
 
 static void run_all(const corpus *c, const char *only) {
@@ -235,6 +238,27 @@ static void test_errors(void) {
                  "model.vocab[\"a\"]: expected an id");
 }
 
+static void test_files(void) {
+    candle_tokenizer *t = (candle_tokenizer *)1;
+    CHECK(candle_tokenizer_from_hf_file(&t, "/nonexistent/tokenizer.json", NULL) == CANDLE_ERR_IO);
+    CHECK(t == NULL);
+    CHECK_CONTAINS(candle_last_errmsg(), "/nonexistent/tokenizer.json");
+    candle_clear_last_error();
+    /* A truncated real file is a format error naming it. */
+    char path[1024];
+    size_t len;
+    char *json = slurp(test_path("tests/data/hf_tokenizers/wordpiece-bert/tokenizer.json", path, sizeof path), &len);
+    CHECK(json != NULL);
+    if (!json) return;
+    CHECK(candle_tokenizer_from_hf_memory(&t, json, len / 2, NULL, 0, "half.json") == CANDLE_ERR_FORMAT);
+    CHECK_CONTAINS(candle_last_errmsg(), "half.json");
+    candle_clear_last_error();
+    CHECK(candle_tokenizer_from_hf_memory(&t, json, len, "{\"bos_token\": 5}", 16, "x.json") == CANDLE_OK);
+    CHECK(t && candle_tokenizer_bos(t) == -1 && candle_tokenizer_find(t, "[CLS]") == 2);
+    candle_tokenizer_free(t);
+    free(json);
+}
+
 static void test_pair(void) {
     const char *json = "{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true},"
                        "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
@@ -275,6 +299,7 @@ int main(int argc, char **argv) {
     run_all(&c, argc > 1 ? argv[1] : NULL);
     corpus_free(&c);
     test_errors();
+    test_files();
     test_pair();
     return test_done(NAME);
 }

@@ -3,10 +3,21 @@
 
   python3 tests/data/hf_tokenizers/gen.py corpus          # corpus.jsonl
   python3 tests/data/hf_tokenizers/gen.py train           # NAME/tokenizer.json (random configs)
+  python3 tests/data/hf_tokenizers/gen.py spm             # unigram-spm only
+  python3 tests/data/hf_tokenizers/gen.py fallback        # unigram-fallback only
+  python3 tests/data/hf_tokenizers/gen.py o200k           # bpe-o200k only
+  python3 tests/data/hf_tokenizers/gen.py stress SEED OUT # a random corpus + goldens (below)
   python3 tests/data/hf_tokenizers/gen.py golden DIR...   # DIR/../NAME.golden for each DIR/tokenizer.json
 
 With no arguments: corpus, train, and goldens for every trained tokenizer
 plus the real ones found in build-data/hf_tokenizers (make test-data).
+stress writes OUT/tests/data/hf_tokenizers/ with a corpus of random code
+points (all of Unicode) and grapheme-like sequences, goldens for every
+tokenizer, and links to the tokenizer folders, for an extra run with
+  CANDLE_SOURCE_DIR=OUT build/bin/test_hf_tokenizer
+Training is not bit-reproducible across runs for every trainer, so
+retraining means regenerating the goldens with it (the no-argument run
+does both); the committed tokenizer.json files are the fixed inputs.
 
 The reference is the `tokenizers` package (pip install tokenizers).
 corpus.jsonl: one JSON object per line, {"t": text} or, for input that is not
@@ -294,6 +305,173 @@ def train_unigram():
     save(tok, "unigram-nfkc")
 
 
+def spm_rules():
+    import unicodedata
+    out = []
+
+    def rule(src, dst):
+        out.append("%s\t%s\n" % (" ".join("%X" % ord(c) for c in src), " ".join("%X" % ord(c) for c in dst)))
+
+    for lo, hi in ((0xA0, 0x2FF), (0x2000, 0x215F), (0x2460, 0x24FF), (0x3000, 0x30FF), (0xFB00, 0xFB4F),
+                   (0xFF00, 0xFFEF)):
+        for cp in range(lo, hi + 1):
+            c = chr(cp)
+            t = unicodedata.normalize("NFKC", c)
+            if t != c and t:
+                rule(c, t)
+    for base in "aeiouyAEIOUYnNcCsSzZ":
+        for comb in range(0x300, 0x30D):
+            src = base + chr(comb)
+            t = unicodedata.normalize("NFC", src)
+            if t != src:
+                rule(src, t)
+    return "".join(out)
+
+
+def train_spm_unigram():
+    """A SentencePiece Unigram model converted the way transformers'
+    SpmConverter does: Precompiled charsmap + collapsing of space runs,
+    Metaspace, Unigram with the model's scores. The charsmap is built from
+    NFKC rules for a few blocks and some base + combining mark sequences
+    (multi-character keys), as nmt_nfkc's full map would be 320 KB."""
+    import tempfile
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    with tempfile.TemporaryDirectory() as td:
+        txt = os.path.join(td, "train.txt")
+        with open(txt, "w", encoding="utf-8") as f:
+            for t in train_texts():
+                t = t.replace("\n", " ").replace("\r", " ")
+                if t.strip():
+                    f.write(t + "\n")
+        rules = os.path.join(td, "rules.tsv")
+        with open(rules, "w") as f:
+            f.write(spm_rules())
+        spm.SentencePieceTrainer.train(input=txt, model_prefix=os.path.join(td, "m"), vocab_size=2000,
+                                       model_type="unigram", normalization_rule_tsv=rules,
+                                       character_coverage=0.9995, byte_fallback=False,
+                                       unk_id=2, bos_id=-1, eos_id=1, pad_id=0, minloglevel=2,
+                                       hard_vocab_limit=False)
+        m = pb.ModelProto()
+        m.ParseFromString(open(os.path.join(td, "m.model"), "rb").read())
+    import base64
+    charsmap = base64.b64encode(m.normalizer_spec.precompiled_charsmap).decode()
+    vocab = [[p.piece, p.score] for p in m.pieces]
+    j = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": vocab[i][0], "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True} for i in (0, 1, 2)],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": charsmap},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                          "split": True},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                      {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                                    {"Sequence": {"id": "B", "type_id": 0}},
+                                    {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                           "special_tokens": {"</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}},
+        "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+        "model": {"type": "Unigram", "unk_id": 2, "vocab": vocab, "byte_fallback": False},
+    }
+    d = os.path.join(HERE, "unigram-spm")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                   "model_max_length": 512}, f, indent=1)
+
+
+def train_clip():
+    """CLIP's pipeline: NFC, whitespace runs to one space, lowercase; an
+    inverted Split keeping the words; byte-level BPE with the "</w>" end of
+    word suffix."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, processors, trainers, Regex
+    tok = Tokenizer(models.BPE(unk_token="<|endoftext|>", end_of_word_suffix="</w>"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
+                                           normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|"
+                                   r"[^\s\p{L}\p{N}]+"), behavior="removed", invert=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|startoftext|>", "<|endoftext|>"],
+                             end_of_word_suffix="</w>", show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(train_texts(), tr)
+    tok.post_processor = processors.RobertaProcessing(("<|endoftext|>", 1), ("<|startoftext|>", 0))
+    save(tok, "bpe-clip", {"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>",
+                           "model_max_length": 77})
+
+
+def train_bpe_whitespace():
+    """Whitespace pre-tokenizer, NFD + StripAccents, BPE with a continuing
+    subword prefix, fused unknowns, the BPE decoder (suffix) and Fuse."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, processors, trainers
+    tok = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.Sequence([decoders.BPEDecoder(suffix="##"), decoders.Fuse()])
+    tr = trainers.BpeTrainer(vocab_size=1200, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+                             continuing_subword_prefix="##", limit_alphabet=150, show_progress=False)
+    tok.train_from_iterator(train_texts(), tr)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    save(tok, "bpe-whitespace")
+
+
+def train_unigram_fallback():
+    """Unigram with byte_fallback (byte pieces appended to unigram-nfkc's
+    vocabulary), Lowercase, contiguous Digits, Metaspace never prepending,
+    decoder ByteFallback + Metaspace."""
+    with open(os.path.join(HERE, "unigram-nfkc", "tokenizer.json"), encoding="utf-8") as f:
+        j = json.load(f)
+    m = j["model"]
+    m["vocab"] = [v for v in m["vocab"] if len(v[0]) > 1 or ord(v[0]) < 0x2000 or v[0] == "\u2581"]
+    m["vocab"] += [["<0x%02X>" % b, -30.0] for b in range(256)]
+    m["byte_fallback"] = True
+    index = {v[0]: i for i, v in enumerate(m["vocab"])}
+    for a in j["added_tokens"]:
+        a["id"] = index[a["content"]]
+    m["unk_id"] = index["<unk>"]
+    j["normalizer"] = {"type": "Lowercase"}
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": False},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True}]}
+    j["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True}]}
+    d = os.path.join(HERE, "unigram-fallback")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
+O200K_SPLIT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def train_o200k():
+    """GPT-4o's split (two-letter categories, an optional (?i:) group)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, Regex
+    tok = Tokenizer(models.BPE(ignore_merges=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(O200K_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>"], show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(train_texts(), tr)
+    save(tok, "bpe-o200k")
+
+
 def train_all():
     train_bytelevel_llama3()
     train_roberta()
@@ -301,6 +479,11 @@ def train_all():
     train_wordpiece_mix()
     train_bpe_fallback()
     train_unigram()
+    train_spm_unigram()
+    train_clip()
+    train_bpe_whitespace()
+    train_unigram_fallback()
+    train_o200k()
 
 
 # ---- goldens ----
@@ -340,8 +523,55 @@ def golden(d):
     print("%s: %d bytes" % (out, os.path.getsize(out)))
 
 
+def stress(seed, out):
+    import unicodedata
+    global HERE
+    r = random.Random(seed)
+    dest = os.path.join(out, "tests", "data", "hf_tokenizers")
+    os.makedirs(dest, exist_ok=True)
+    for n in TRAINED:
+        link = os.path.join(dest, n)
+        if not os.path.exists(link):
+            os.symlink(os.path.join(HERE, n), link)
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and unicodedata.category(chr(cp)) != "Cn"]
+    cps += [r.randrange(0x30000, 0xE0000) for _ in range(2000)]
+
+    def cluster():
+        k = r.random()
+        if k < 0.2:
+            return r.choice("aeiouAEIOUnNcCsSzZyY") + "".join(chr(r.randint(0x300, 0x36F)) for _ in range(r.randint(0, 3)))
+        if k < 0.3:
+            return chr(r.randint(0x1100, 0x1112)) + chr(r.randint(0x1161, 0x1175)) + chr(r.randint(0x11A8, 0x11C2))
+        if k < 0.4:
+            return chr(r.randint(0x1F1E6, 0x1F1FF)) + chr(r.randint(0x1F1E6, 0x1F1FF))
+        if k < 0.5:
+            return r.choice(["\U0001F468", "\U0001F44D", "\u2764"]) + r.choice(["", "\U0001F3FB", "\uFE0F", "\u200D\U0001F4BB"])
+        if k < 0.6:
+            return r.choice(["\r\n", "\r", "\n", "\t", " ", "  ", "\u3000", "\u00a0"])
+        if k < 0.7:
+            return chr(r.randint(0xFF61, 0xFF9F)) + r.choice(["", "\uFF9E", "\uFF9F"])
+        if k < 0.8:
+            return r.choice(WORDS + SPECIAL)
+        return "".join(chr(r.choice(cps)) for _ in range(r.randint(1, 4)))
+
+    with open(os.path.join(dest, "corpus.jsonl"), "w", encoding="utf-8") as f:
+        for _ in range(5000):
+            f.write(json.dumps({"t": "".join(cluster() for _ in range(r.randint(1, 10)))}, ensure_ascii=False) + "\n")
+    real = os.path.join(ROOT, "build-data", "hf_tokenizers")
+    here = HERE
+    HERE = dest
+    try:
+        for n in TRAINED:
+            golden(os.path.join(here, n))
+        for n in sorted(os.listdir(real)) if os.path.isdir(real) else []:
+            golden(os.path.join(real, n))
+    finally:
+        HERE = here
+
+
 TRAINED = ["bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix", "bpe-fallback",
-           "bpe-metaspace", "unigram-nfkc"]
+           "bpe-metaspace", "unigram-nfkc", "unigram-spm",
+           "bpe-clip", "bpe-whitespace", "unigram-fallback", "bpe-o200k"]
 
 
 def main():
@@ -350,12 +580,20 @@ def main():
         make_corpus()
     if not args or args[0] == "train":
         train_all()
+    if args and args[0] == "spm":
+        train_spm_unigram()
+    if args and args[0] == "fallback":
+        train_unigram_fallback()
+    if args and args[0] == "o200k":
+        train_o200k()
     if not args:
         for n in TRAINED:
             golden(os.path.join(HERE, n))
         real = os.path.join(ROOT, "build-data", "hf_tokenizers")
         for n in sorted(os.listdir(real)) if os.path.isdir(real) else []:
             golden(os.path.join(real, n))
+    elif args[0] == "stress":
+        stress(int(args[1]), args[2])
     elif args[0] == "golden":
         for d in args[1:]:
             golden(d)
