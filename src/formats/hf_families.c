@@ -211,6 +211,17 @@ static candle_status rope_key(const rope_ctx *r, const char *key, double v) {
     return add_arch_f64(r->w, r->f, key, v);
 }
 
+/* The original context is an integer key in GGUF (llama.cpp reads a u32). */
+static candle_status rope_orig_key(const rope_ctx *r, double orig) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", r->f->arch);
+    if (!(orig >= 1 && orig <= 1e12 && orig == floor(orig)))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "%s: %s: original_max_position_embeddings %g is not a positive "
+                                "integer", r->file, r->field, orig);
+    return weights_add_i64(r->w, k, (int64_t)orig);
+}
+
 /* Llama 3.1: wavelengths below original / high_freq_factor keep their
  * frequency, those above original / low_freq_factor are divided by factor,
  * and the ones between blend smoothly; given as the divisors
@@ -234,7 +245,7 @@ static candle_status rope_llama3(const rope_ctx *r) {
     candle_status s = rope_key(r, "rope.scaling.factor", factor);
     if (!s) s = rope_key(r, "rope.scaling.low_freq_factor", lo);
     if (!s) s = rope_key(r, "rope.scaling.high_freq_factor", hi);
-    if (!s) s = rope_key(r, "rope.scaling.original_context_length", orig);
+    if (!s) s = rope_orig_key(r, orig);
     return s ? s : weights_add_made(r->w, "rope_freqs.weight", ff, r->dim / 2);
 }
 
@@ -250,7 +261,7 @@ static candle_status rope_yarn(const rope_ctx *r) {
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "%s: %s: YaRN with truncate false is not supported", r->file, r->field);
     candle_status s = rope_key(r, "rope.scaling.factor", factor);
-    if (!s) s = rope_key(r, "rope.scaling.original_context_length", orig);
+    if (!s) s = rope_orig_key(r, orig);
     if (!s && json_get(r->rs, "beta_fast"))
         s = rope_key(r, "rope.scaling.yarn_beta_fast", rope_num(r, "beta_fast", 32));
     if (!s && json_get(r->rs, "beta_slow"))
@@ -292,7 +303,7 @@ static candle_status rope_longrope(const rope_ctx *r) {
     if (af && af->type != JSON_NULL) attn = num_or(af, attn);
     candle_status s = rope_factor_list(r, "short_factor", "rope_factors_short.weight");
     if (!s) s = rope_factor_list(r, "long_factor", "rope_factors_long.weight");
-    if (!s) s = rope_key(r, "rope.scaling.original_context_length", orig);
+    if (!s) s = rope_orig_key(r, orig);
     return s ? s : rope_key(r, "rope.scaling.attn_factor", attn);
 }
 
