@@ -53,6 +53,7 @@ typedef struct candle_embed_params {
     int normalize;      /* -1: as modules.json says; 0: no; 1: L2-normalise */
     int64_t dimensions; /* 0: all; else keep the first N (Matryoshka), normalised after if normalising */
     bool no_truncate;   /* refuse an input longer than max_tokens instead of cutting it */
+    int64_t *n_tokens;  /* optional out [n]: the tokens each input ran with (after any cut) */
 } candle_embed_params;
 
 CANDLE_API candle_embed_params candle_embed_default_params(void);
@@ -65,6 +66,14 @@ CANDLE_API candle_status candle_encoder_embed(const candle_encoder *e, const cha
                                               const size_t *lens, int64_t n,
                                               const candle_embed_params *p, float *out,
                                               size_t out_len);
+
+/* The same for inputs given as token ids (used as given: no special tokens
+ * are added; a cut keeps the first max_tokens). */
+CANDLE_API candle_status candle_encoder_embed_tokens(const candle_encoder *e,
+                                                     const int32_t *const *ids,
+                                                     const int64_t *n_ids, int64_t n,
+                                                     const candle_embed_params *p, float *out,
+                                                     size_t out_len);
 
 #ifdef __cplusplus
 }

@@ -29,13 +29,17 @@ const char *candle_status_name(candle_status s) {
 
 candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap) {
     if (s == CANDLE_OK) return s; /* not an error: nothing to record */
+    if (ctx && ctx->status != CANDLE_OK) return s; /* first error sticks */
+    /* formatted apart first: a message may quote the one it replaces
+     * ("%s", candle_last_errmsg()) */
+    char msg[sizeof tl_msg];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     if (ctx) {
-        if (ctx->status != CANDLE_OK) return s; /* first error sticks */
         ctx->status = s;
-        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+        snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", msg);
     } else {
         tl_status = s;
-        vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+        memcpy(tl_msg, msg, sizeof msg);
     }
     return s;
 }

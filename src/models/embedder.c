@@ -266,7 +266,7 @@ static candle_status tokenize(const candle_encoder *e, const char *text, size_t 
     candle_status s = all && plain ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
     if (!s) s = candle_tokenizer_encode(e->tok, text, len, true, true, all, cap, n);
     if (!s && *n > e->max_tokens && no_truncate)
-        s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: an input of %" PRId64 " tokens exceeds %" PRId64
+        s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed the model's %" PRId64
                              " (no_truncate)", *n, e->max_tokens);
     if (!s && *n > e->max_tokens) {
         s = candle_tokenizer_encode(e->tok, text, len, false, true, plain, cap, &n_plain);
@@ -274,14 +274,14 @@ static candle_status tokenize(const candle_encoder *e, const char *text, size_t 
         while (!s && lead + n_plain <= *n && memcmp(all + lead, plain, (size_t)n_plain * sizeof *plain)) lead++;
         int64_t trail = *n - n_plain - lead;
         if (!s && (lead + n_plain > *n || lead + trail >= e->max_tokens))
-            s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "embed: cannot truncate around the special tokens");
+            s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "cannot truncate around the special tokens");
         if (!s) {
             int64_t keep = e->max_tokens - lead - trail;
             memmove(all + lead + keep, all + *n - trail, (size_t)trail * sizeof *all);
             *n = e->max_tokens;
         }
     }
-    if (!s && *n == 0) s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: an empty input");
+    if (!s && *n == 0) s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
     free(plain);
     if (s) {
         free(all);
@@ -316,16 +316,12 @@ static candle_output_kind pooling_of(const candle_encoder *e, candle_pooling p) 
     }
 }
 
-/* One text: tokens, pooled states, Dense layers, truncation, normalisation. */
-static candle_status embed_one(const candle_encoder *e, const char *text, size_t len, const candle_embed_params *p,
-                               int64_t dim, float *buf, float *out) {
-    int32_t *ids = NULL;
-    int64_t n;
-    candle_status s = tokenize(e, text, len, p->no_truncate, &ids, &n);
-    if (s) return s;
+/* One input's ids: pooled states, Dense layers, dimensions, normalisation. */
+static candle_status embed_ids(const candle_encoder *e, const int32_t *ids, int64_t n,
+                               const candle_embed_params *p, int64_t dim, float *buf, float *out) {
     candle_forward_input in = {.tokens = ids, .n_seq = 1, .n_tokens = n};
-    s = candle_model_forward(e->model, &in, pooling_of(e, p->pooling), buf, (size_t)e->model->cfg.n_embd);
-    free(ids);
+    candle_status s = candle_model_forward(e->model, &in, pooling_of(e, p->pooling), buf,
+                                           (size_t)e->model->cfg.n_embd);
     if (s) return s;
     float *x = buf, *y = buf + e->width;
     for (int i = 0; i < e->n_dense; i++) {
@@ -339,26 +335,69 @@ static candle_status embed_one(const candle_encoder *e, const char *text, size_t
     return CANDLE_OK;
 }
 
+/* What both entry points check; *dim and *buf for the run. */
+static candle_status embed_begin(const candle_encoder *e, const void *inputs, int64_t n,
+                                 const candle_embed_params *p, const float *out, size_t out_len,
+                                 int64_t *dim, float **buf) {
+    if (!e || !inputs || !out || n <= 0)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument or no inputs");
+    *dim = p->dimensions ? p->dimensions : e->dim;
+    if (*dim <= 0 || *dim > e->dim)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: dimensions %" PRId64 " outside 1..%" PRId64,
+                                p->dimensions, e->dim);
+    if (out_len / (size_t)*dim < (size_t)n)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: output of %zu floats too small, need %zu",
+                                out_len, (size_t)n * (size_t)*dim);
+    if (!(*buf = malloc((size_t)(2 * e->width) * sizeof **buf)))
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
+    return CANDLE_OK;
+}
+
+static candle_status input_error(int64_t i, candle_status s) {
+    return candle_set_error(NULL, s, "embed: input %" PRId64 ": %s", i, candle_last_errmsg());
+}
+
 candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts, const size_t *lens,
                                    int64_t n, const candle_embed_params *p, float *out, size_t out_len) {
     candle_embed_params def = candle_embed_default_params();
     if (!p) p = &def;
-    if (!e || !texts || !out || n <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument or no texts");
-    int64_t dim = p->dimensions ? p->dimensions : e->dim;
-    if (dim <= 0 || dim > e->dim)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: dimensions %" PRId64 " outside 1..%" PRId64,
-                                p->dimensions, e->dim);
-    if (out_len / (size_t)dim < (size_t)n)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: output of %zu floats too small, need %zu",
-                                out_len, (size_t)n * (size_t)dim);
-    float *buf = malloc((size_t)(2 * e->width) * sizeof *buf);
-    if (!buf) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
-    candle_status s = CANDLE_OK;
+    int64_t dim;
+    float *buf = NULL;
+    candle_status s = embed_begin(e, texts, n, p, out, out_len, &dim, &buf);
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
-        s = embed_one(e, t, lens ? lens[i] : strlen(t), p, dim, buf, out + i * dim);
-        if (s) s = candle_set_error(NULL, s, "embed: input %" PRId64 ": %s", i, candle_last_errmsg());
+        int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        s = tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &ids, &n_ids);
+        if (!s) s = embed_ids(e, ids, n_ids, p, dim, buf, out + i * dim);
+        if (!s && p->n_tokens) p->n_tokens[i] = n_ids;
+        free(ids);
+        if (s) s = input_error(i, s);
+    }
+    free(buf);
+    return s;
+}
+
+candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t *const *ids,
+                                          const int64_t *n_ids, int64_t n, const candle_embed_params *p,
+                                          float *out, size_t out_len) {
+    candle_embed_params def = candle_embed_default_params();
+    if (!p) p = &def;
+    int64_t dim;
+    float *buf = NULL;
+    candle_status s = n_ids ? embed_begin(e, ids, n, p, out, out_len, &dim, &buf)
+                            : candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument");
+    if (!n_ids) return s;
+    for (int64_t i = 0; i < n && !s; i++) {
+        int64_t m = n_ids[i];
+        if (!ids[i] || m <= 0) s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
+        else if (m > e->max_tokens && p->no_truncate)
+            s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed %" PRId64 " (no_truncate)",
+                                 m, e->max_tokens);
+        if (m > e->max_tokens) m = e->max_tokens;
+        if (!s) s = embed_ids(e, ids[i], m, p, dim, buf, out + i * dim);
+        if (!s && p->n_tokens) p->n_tokens[i] = m;
+        if (s) s = input_error(i, s);
     }
     free(buf);
     return s;

@@ -46,9 +46,7 @@ char *srv_error_json(int status, const char *msg, const char *param, const char 
     return s;
 }
 
-static void reply_error(srv_reply *out, int status, const char *param, const char *code,
-                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void reply_error(srv_reply *out, int status, const char *param, const char *code,
+void srv_reply_error(srv_reply *out, int status, const char *param, const char *code,
                         const char *fmt, ...) {
     char msg[512];
     va_list ap;
@@ -59,10 +57,10 @@ static void reply_error(srv_reply *out, int status, const char *param, const cha
     out->body = srv_error_json(status, msg, param, code);
 }
 
-static void reply_json(srv_reply *out, int status, json_t *j) {
+void srv_reply_json(srv_reply *out, int status, json_t *j) {
     out->status = status;
     out->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (!out->body) reply_error(out, 500, NULL, NULL, "out of memory");
+    if (!out->body) srv_reply_error(out, 500, NULL, NULL, "out of memory");
     json_decref(j);
 }
 
@@ -74,12 +72,12 @@ static bool get_num(json_t *o, const char *k, double lo, double hi, double *v, s
     json_t *j = json_object_get(o, k);
     if (!j || json_is_null(j)) return true;
     if (!json_is_number(j)) {
-        reply_error(out, 400, k, "invalid_type", "'%s' must be a number", k);
+        srv_reply_error(out, 400, k, "invalid_type", "'%s' must be a number", k);
         return false;
     }
     double x = json_number_value(j);
     if (!(x >= lo && x <= hi)) {
-        reply_error(out, 400, k, "invalid_value", "'%s' must be between %g and %g, got %g", k, lo,
+        srv_reply_error(out, 400, k, "invalid_value", "'%s' must be between %g and %g, got %g", k, lo,
                     hi, x);
         return false;
     }
@@ -92,12 +90,12 @@ static bool get_int(json_t *o, const char *k, json_int_t lo, json_int_t hi, json
     json_t *j = json_object_get(o, k);
     if (!j || json_is_null(j)) return true;
     if (!json_is_integer(j)) {
-        reply_error(out, 400, k, "invalid_type", "'%s' must be an integer", k);
+        srv_reply_error(out, 400, k, "invalid_type", "'%s' must be an integer", k);
         return false;
     }
     json_int_t x = json_integer_value(j);
     if (x < lo || x > hi) {
-        reply_error(out, 400, k, "invalid_value", "'%s' must be between %lld and %lld, got %lld",
+        srv_reply_error(out, 400, k, "invalid_value", "'%s' must be between %lld and %lld, got %lld",
                     k, (long long)lo, (long long)hi, (long long)x);
         return false;
     }
@@ -109,7 +107,7 @@ static bool get_bool(json_t *o, const char *k, bool *v, srv_reply *out) {
     json_t *j = json_object_get(o, k);
     if (!j || json_is_null(j)) return true;
     if (!json_is_boolean(j)) {
-        reply_error(out, 400, k, "invalid_type", "'%s' must be a boolean", k);
+        srv_reply_error(out, 400, k, "invalid_type", "'%s' must be a boolean", k);
         return false;
     }
     *v = json_is_true(j);
@@ -118,18 +116,18 @@ static bool get_bool(json_t *o, const char *k, bool *v, srv_reply *out) {
 
 static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
     if (!json_is_string(j) || json_string_length(j) == 0) {
-        reply_error(out, 400, "stop", "invalid_type", "'stop' must be a non-empty string or an "
+        srv_reply_error(out, 400, "stop", "invalid_type", "'stop' must be a non-empty string or an "
                     "array of at most %d non-empty strings", SRV_MAX_STOP);
         return false;
     }
     if (r->n_stop >= SRV_MAX_STOP) {
-        reply_error(out, 400, "stop", "invalid_value", "'stop' takes at most %d sequences",
+        srv_reply_error(out, 400, "stop", "invalid_value", "'stop' takes at most %d sequences",
                     SRV_MAX_STOP);
         return false;
     }
     r->stop[r->n_stop] = strdup(json_string_value(j));
     if (!r->stop[r->n_stop]) {
-        reply_error(out, 500, NULL, NULL, "out of memory");
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
         return false;
     }
     r->n_stop++;
@@ -158,7 +156,7 @@ static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, boo
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) {
-            reply_error(out, 400, "stream_options", "invalid_type",
+            srv_reply_error(out, 400, "stream_options", "invalid_type",
                         "'stream_options' must be an object");
             return false;
         }
@@ -195,7 +193,7 @@ static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_r
     r->prompt = malloc((size_t)cap * sizeof *r->prompt);
     if (!r->prompt ||
         candle_tokenizer_encode(c->tok, text, len, true, true, r->prompt, cap, &n) || n > cap) {
-        reply_error(out, r->prompt ? 400 : 500, "prompt", NULL, "cannot tokenize the prompt: %s",
+        srv_reply_error(out, r->prompt ? 400 : 500, "prompt", NULL, "cannot tokenize the prompt: %s",
                     r->prompt ? candle_last_errmsg() : "out of memory");
         return false;
     }
@@ -212,13 +210,13 @@ static bool prompt_from_json(srv_ctx *c, json_t *p, srv_req *r, srv_reply *out) 
         json_t *v;
         r->prompt = malloc(n * sizeof *r->prompt);
         if (!r->prompt) {
-            reply_error(out, 500, NULL, NULL, "out of memory");
+            srv_reply_error(out, 500, NULL, NULL, "out of memory");
             return false;
         }
         json_array_foreach(p, i, v) {
             json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
             if (id < 0 || id >= candle_tokenizer_n_vocab(c->tok)) {
-                reply_error(out, 400, "prompt", "invalid_value",
+                srv_reply_error(out, 400, "prompt", "invalid_value",
                             "'prompt' must be a string or an array of token ids in [0, %d)",
                             candle_tokenizer_n_vocab(c->tok));
                 return false;
@@ -228,7 +226,7 @@ static bool prompt_from_json(srv_ctx *c, json_t *p, srv_req *r, srv_reply *out) 
         r->n_prompt = (int64_t)n;
         return true;
     }
-    reply_error(out, 400, "prompt", "invalid_type",
+    srv_reply_error(out, 400, "prompt", "invalid_type",
                 "'prompt' is required: a non-empty string or array of token ids");
     return false;
 }
@@ -258,13 +256,13 @@ static char *message_text(json_t *content) {
 
 static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply *out) {
     if (!c->have_chat) {
-        reply_error(out, 400, NULL, "no_chat_template",
+        srv_reply_error(out, 400, NULL, "no_chat_template",
                     "this model has no chat template Candle recognises; use /v1/completions");
         return false;
     }
     size_t n = json_is_array(msgs) ? json_array_size(msgs) : 0;
     if (!n) {
-        reply_error(out, 400, "messages", "invalid_type",
+        srv_reply_error(out, 400, "messages", "invalid_type",
                     "'messages' is required: a non-empty array of {role, content}");
         return false;
     }
@@ -276,7 +274,7 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply
         json_t *role = json_object_get(msg, "role");
         texts[i] = message_text(json_object_get(msg, "content"));
         if (!json_is_string(role) || !texts[i]) {
-            reply_error(out, 400, "messages", "invalid_type",
+            srv_reply_error(out, 400, "messages", "invalid_type",
                         "messages[%zu] needs a string 'role' and a string (or text parts) "
                         "'content'", i);
             ok = false;
@@ -287,7 +285,7 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply
     }
     char *text = NULL;
     if (ok && candle_chat_apply(&c->chat, m, n, true, &text)) {
-        reply_error(out, 400, "messages", NULL, "%s", candle_last_errmsg());
+        srv_reply_error(out, 400, "messages", NULL, "%s", candle_last_errmsg());
         ok = false;
     }
     if (ok) ok = tokenize(c, text, strlen(text), r, out);
@@ -338,7 +336,7 @@ static json_t *usage_json(const srv_req *r) {
 static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     srv_req *r = srv_req_new();
     if (!r) {
-        reply_error(out, 500, NULL, NULL, "out of memory");
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
         return;
     }
     bool stream = false, include_usage = false;
@@ -350,7 +348,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
                     : prompt_from_json(c, json_object_get(o, "prompt"), r, out));
     int64_t n_ctx = srv_sched_n_ctx(c->sched);
     if (ok && r->n_prompt >= n_ctx) {
-        reply_error(out, 400, chat ? "messages" : "prompt", "context_length_exceeded",
+        srv_reply_error(out, 400, chat ? "messages" : "prompt", "context_length_exceeded",
                     "the prompt has %lld tokens; this server's context is %lld tokens, and at "
                     "least one must be left to generate", (long long)r->n_prompt,
                     (long long)n_ctx);
@@ -363,7 +361,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     if (!r->max_tokens || r->n_prompt + r->max_tokens > n_ctx) r->max_tokens = n_ctx - r->n_prompt;
     int st = srv_sched_submit(c->sched, r);
     if (st) {
-        reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", r->errmsg);
+        srv_reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", r->errmsg);
         srv_req_unref(r);
         return;
     }
@@ -375,16 +373,16 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     }
     wait_done(r, fd);
     if (atomic_load(&r->cancelled)) {
-        reply_error(out, 499, NULL, NULL, "client disconnected");
+        srv_reply_error(out, 499, NULL, NULL, "client disconnected");
     } else if (r->err_status) {
-        reply_error(out, r->err_status, NULL, NULL, "%s", r->errmsg);
+        srv_reply_error(out, r->err_status, NULL, NULL, "%s", r->errmsg);
     } else {
         json_t *text = json_stringn_nocheck(r->text ? r->text : "", r->len);
         json_t *choice = chat ? json_pack("{s:i,s:{s:s,s:o},s:s}", "index", 0, "message", "role",
                                           "assistant", "content", text, "finish_reason", r->finish)
                               : json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text,
                                           "logprobs", "finish_reason", r->finish);
-        reply_json(out, 200,
+        srv_reply_json(out, 200,
                    json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", out->id, "object",
                              chat ? "chat.completion" : "text_completion", "created",
                              (json_int_t)time(NULL), "model", c->cfg.model_name, "choices",
@@ -470,7 +468,17 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
 
 static void models(srv_ctx *c, srv_reply *out) {
     const candle_model_config *mc = candle_model_get_config(c->model);
-    reply_json(out, 200,
+    if (c->enc) {
+        srv_reply_json(out, 200,
+                       json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:I,s:I}}]}", "object", "list",
+                                 "data", "id", c->cfg.model_name, "object", "model", "created",
+                                 (json_int_t)time(NULL), "owned_by", "candle", "meta", "arch",
+                                 candle_arch_name(mc->arch), "kind", candle_model_kind_name(mc->kind),
+                                 "dimensions", (json_int_t)candle_encoder_dim(c->enc), "max_tokens",
+                                 (json_int_t)candle_encoder_max_tokens(c->enc)));
+        return;
+    }
+    srv_reply_json(out, 200,
                json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:I,s:I,s:I}}]}", "object", "list",
                          "data", "id", c->cfg.model_name, "object", "model", "created",
                          (json_int_t)time(NULL), "owned_by", "candle", "meta", "arch",
@@ -490,38 +498,44 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
                : !strcmp(url, "/health")                                                    ? 5
                                                                                             : 0;
     if (!kind) {
-        reply_error(out, 404, NULL, "not_found", "no endpoint %s %s", method, url);
+        srv_reply_error(out, 404, NULL, "not_found", "no endpoint %s %s", method, url);
         return;
     }
     if (kind >= 4) {
         if (!get) {
-            reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
+            srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
         } else if (kind == 4) {
             models(c, out);
         } else if (atomic_load(&c->shutting_down)) {
-            reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
+            srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
         } else {
-            reply_json(out, 200, json_pack("{s:s}", "status", "ok"));
+            srv_reply_json(out, 200, json_pack("{s:s}", "status", "ok"));
         }
         return;
     }
     if (!post) {
-        reply_error(out, 405, NULL, "method_not_allowed", "%s takes POST", url);
+        srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes POST", url);
         return;
     }
     json_error_t err;
     json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &err);
     if (!o) {
-        reply_error(out, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)",
+        srv_reply_error(out, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)",
                     err.text, err.line, err.column);
         return;
     }
     if (!json_is_object(o)) {
-        reply_error(out, 400, NULL, "invalid_json", "the request body must be a JSON object");
+        srv_reply_error(out, 400, NULL, "invalid_json", "the request body must be a JSON object");
+    } else if (kind == 3 && c->enc) {
+        srv_embeddings(c, o, out);
     } else if (kind == 3) {
-        reply_error(out, 400, "model", "model_not_supported",
+        srv_reply_error(out, 400, "model", "model_not_supported",
                     "model '%s' is a decoder-only language model without an embedding output; "
                     "/v1/embeddings is not available for it", c->cfg.model_name);
+    } else if (c->enc) {
+        srv_reply_error(out, 400, "model", "model_not_supported",
+                    "model '%s' is an encoder (embeddings): it serves /v1/embeddings, not %s",
+                    c->cfg.model_name, url);
     } else {
         generate(c, o, kind == 2, fd, out);
     }

@@ -116,12 +116,29 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     return 0;
 }
 
+/* An encoder model is served through its sentence-embedding pipeline:
+ * /v1/embeddings only, computed in the request's thread. */
+static int load_encoder(srv_ctx *c, const serve_args *a, const char *path) {
+    candle_model_free(c->model);
+    c->model = NULL;
+    candle_encoder_params ep = candle_encoder_default_params();
+    ep.n_threads = a->n_threads;
+    if (candle_encoder_load(&c->enc, path, &ep)) {
+        fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
+        return 1;
+    }
+    c->model = (candle_model *)candle_encoder_model(c->enc);
+    pthread_mutex_init(&c->enc_mu, NULL);
+    return 0;
+}
+
 static int load(srv_ctx *c, const serve_args *a, const char *path) {
     candle_model_params mp = {.n_threads = a->n_threads};
     if (candle_model_load(&c->model, path, &mp)) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
         return 1;
     }
+    if (candle_model_get_config(c->model)->kind == CANDLE_MODEL_ENCODER) return load_encoder(c, a, path);
     if (candle_tokenizer_from_weights(&c->tok, candle_model_weights(c->model))) {
         fprintf(stderr, "candle serve: %s: tokenizer: %s\n", path, candle_last_errmsg());
         return 1;
@@ -166,7 +183,20 @@ int cmd_serve(int argc, char **argv) {
                           .model_name = a.alias ? a.alias : base ? base + 1 : path};
     struct MHD_Daemon *d = NULL;
     r = load(c, &a, path);
-    if (!r) {
+    if (!r && c->enc) {
+        if (!(d = srv_http_start(c))) {
+            r = 1;
+        } else {
+            const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+            fprintf(stderr, "candle serve: %s (encoder, %lld dimensions) on http://%s:%u%s\n",
+                    c->cfg.model_name, (long long)candle_encoder_dim(c->enc), a.host,
+                    di ? di->port : (unsigned)a.port, a.api_key ? ", API key required" : "");
+            int sig = 0;
+            sigwait(&set, &sig);
+            fprintf(stderr, "candle serve: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            atomic_store(&c->shutting_down, true);
+        }
+    } else if (!r) {
         const candle_model_config *mc = candle_model_get_config(c->model);
         int64_t n_ctx = a.n_ctx < mc->n_ctx_train ? a.n_ctx : mc->n_ctx_train;
         c->cfg.max_tokens_limit = n_ctx;
@@ -207,7 +237,12 @@ done:
     if (d) MHD_stop_daemon(d);
     if (c->have_chat) candle_chat_template_free(&c->chat);
     candle_tokenizer_free(c->tok);
-    candle_model_free(c->model);
+    if (c->enc) {
+        candle_encoder_free(c->enc);
+        pthread_mutex_destroy(&c->enc_mu);
+    } else {
+        candle_model_free(c->model);
+    }
     pthread_mutex_destroy(&c->metrics.mu);
     free(c);
     if (!r) fprintf(stderr, "candle serve: stopped\n");

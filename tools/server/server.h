@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "candle/candle.h"
 
 #define SRV_MAX_STOP 4
@@ -128,7 +130,9 @@ typedef struct srv_config {
 
 typedef struct srv_ctx {
     srv_config cfg;
-    candle_model *model;
+    candle_model *model;     /* a decoder's, or the encoder's (owned by enc) */
+    candle_encoder *enc;     /* an encoder model: /v1/embeddings only */
+    pthread_mutex_t enc_mu;  /* embeddings compute one request at a time */
     candle_tokenizer *tok;
     candle_chat_template chat;
     bool have_chat;
@@ -160,6 +164,12 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
 /* Has the client closed its socket? (never blocks) */
 bool srv_peer_gone(int fd);
 char *srv_error_json(int status, const char *msg, const char *param, const char *code);
+/* out's status and body: a JSON value (taken), or an error in OpenAI's shape. */
+void srv_reply_json(srv_reply *out, int status, json_t *j);
+void srv_reply_error(srv_reply *out, int status, const char *param, const char *code,
+                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* POST /v1/embeddings on an encoder model (embeddings.c). */
+void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out);
 /* SSE text for new output of a stream: chunk events, and when final, the
  * closing chunk and [DONE]. malloc'ed. */
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len,

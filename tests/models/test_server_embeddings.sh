@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `candle serve -m ENCODER` answers /v1/embeddings as OpenAI's API does,
+# checked with the official openai client (its default base64 encoding and
+# float) against sentence-transformers' goldens (tests/data/encoders/bert-tiny),
+# token-array inputs, dimensions, usage, too-long inputs (400 unless
+# "truncate": true), bad inputs, and generation endpoints refused.
+set -u
+SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${CANDLE:-$SRC/build/bin/candle}
+MODEL=$SRC/tests/data/encoders/bert-tiny
+if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
+if ! python3 -c "import openai" 2>/dev/null; then
+    python3 -m pip install -q openai >/dev/null 2>&1 ||
+        python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
+        { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
+fi
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+LOG=$(mktemp)
+"$BIN" serve -m "$MODEL" --port "$PORT" 2>"$LOG" & S=$!
+trap 'kill $S 2>/dev/null; rm -f "$LOG"' EXIT
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+    python3 -c 'import time; time.sleep(0.1)'
+done
+python3 - "$PORT" "$MODEL/golden.json" <<'PY'
+import base64, json, math, struct, sys, urllib.error, urllib.request
+import openai
+
+port, golden = sys.argv[1], json.load(open(sys.argv[2]))
+client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
+fails = []
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+        print("FAIL:", what)
+
+def cos(a, b):
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+def post(body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/embeddings", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        return 200, json.load(urllib.request.urlopen(req, timeout=60))
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+texts = [s for s in golden["sentences"] if s]
+want = [e for s, e in zip(golden["sentences"], golden["embeddings"]) if s]
+model = client.models.list().data[0].id
+def floats(e):  # the client hands base64 back as it came when asked for it explicitly
+    if isinstance(e, str):
+        raw = base64.b64decode(e)
+        return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    return e
+
+for fmt in ("base64", "float", None):
+    kw = {"encoding_format": fmt} if fmt else {}  # None: the client's default (base64, decoded by it)
+    r = client.embeddings.create(model=model, input=texts, **kw)
+    got = [floats(d.embedding) for d in sorted(r.data, key=lambda d: d.index)]
+    worst = min(cos(a, b) for a, b in zip(got, want))
+    check(len(got) == len(want) and worst >= 0.9999, f"{fmt}: worst cosine {worst}")
+    check(r.usage.prompt_tokens == sum(len(t) for s, t in zip(golden["sentences"], golden["token_ids"]) if s),
+          f"{fmt}: usage {r.usage}")
+# token ids in, one string in, dimensions
+r = client.embeddings.create(model=model, input=[golden["token_ids"][0]], encoding_format="float")
+check(cos(r.data[0].embedding, golden["embeddings"][0]) >= 0.9999, "token-array input")
+r = client.embeddings.create(model=model, input=golden["sentences"][0], dimensions=8, encoding_format="float")
+e = r.data[0].embedding
+check(len(e) == 8 and abs(math.sqrt(sum(x * x for x in e)) - 1) < 1e-5, "dimensions 8")
+# too long: refused, or cut when asked
+long = golden["truncated"]["text"]
+code, body = post({"input": long})
+check(code == 400 and "truncate" in body["error"]["message"], f"long input: {code} {body}")
+code, body = post({"input": long, "truncate": True})
+check(code == 200 and cos(body["data"][0]["embedding"], golden["truncated"]["embedding"]) >= 0.9999,
+      f"truncate: {code}")
+for bad in ({"input": []}, {"input": [""]}, {"input": 5}, {"input": [[1, 99999]]}, {"input": ["a", 3]},
+            {"input": "a", "dimensions": 0}, {"input": "a", "encoding_format": "hex"}, {"input": ["x"] * 2049}):
+    code, body = post(bad)
+    check(code == 400 and body["error"]["type"] == "invalid_request_error", f"{str(bad)[:60]}: {code}")
+try:
+    client.completions.create(model=model, prompt="hi", max_tokens=1)
+    check(False, "completions on an encoder answered")
+except openai.BadRequestError as e:
+    check("encoder" in str(e), f"completions: {e}")
+print("test_server_embeddings:", "FAILED" if fails else "passed")
+sys.exit(1 if fails else 0)
+PY
+rc=$?
+[ $rc -eq 0 ] || cat "$LOG"
+exit $rc
