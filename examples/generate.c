@@ -39,7 +39,7 @@ static int generator_init(generator *g, const char *path) {
         fprintf(stderr, "generate: %s: %s\n", path, candle_last_errmsg());
         return 1;
     }
-    if (candle_tokenizer_from_gguf(&g->tok, candle_model_gguf(g->model)) != CANDLE_OK) {
+    if (candle_tokenizer_from_weights(&g->tok, candle_model_weights(g->model)) != CANDLE_OK) {
         fprintf(stderr, "generate: tokenizer: %s\n", candle_last_errmsg());
         return 1;
     }

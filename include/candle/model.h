@@ -1,4 +1,5 @@
-/* Decoder-only language models loaded from GGUF files.
+/* Decoder-only language models loaded from a GGUF file or a Hugging Face
+ * directory (weights.h).
  *
  * Two objects with different lifetimes:
  * - candle_model: the immutable part, hyperparameters and weights that point
@@ -17,6 +18,7 @@
 
 #include "api.h"
 #include "gguf.h"
+#include "weights.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,11 +31,23 @@ typedef enum candle_arch {
     CANDLE_ARCH_GEMMA2,
     CANDLE_ARCH_GEMMA3,
     CANDLE_ARCH_PHI3,
+    CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE */
     CANDLE_ARCH_COUNT
 } candle_arch;
 
 /* "llama", "qwen2", ... (the GGUF general.architecture spelling). */
 CANDLE_API const char *candle_arch_name(candle_arch a);
+
+/* What a model computes, whatever its family. */
+typedef enum candle_model_kind {
+    CANDLE_MODEL_DECODER_LM = 0,  /* causal language model: tokens -> next-token logits */
+    CANDLE_MODEL_ENCODER,         /* bidirectional text encoder: tokens -> hidden states */
+    CANDLE_MODEL_ENCODER_DECODER, /* sequence to sequence (speech, text) */
+    CANDLE_MODEL_VISION_ENCODER,  /* image patches -> hidden states */
+} candle_model_kind;
+
+/* "decoder-lm", "encoder", "encoder-decoder", "vision-encoder". */
+CANDLE_API const char *candle_model_kind_name(candle_model_kind k);
 
 /* Hyperparameters, from the GGUF metadata `<arch>.*` keys. */
 typedef struct candle_model_config {
@@ -58,6 +72,7 @@ typedef struct candle_model_config {
     double attn_softcap;  /* tanh soft-capping of scores, 0 = none */
     double final_softcap; /* tanh soft-capping of logits, 0 = none */
     double embd_scale;    /* input embeddings multiplied by this (1 or sqrt(n_embd)) */
+    candle_model_kind kind;
 } candle_model_config;
 
 typedef struct candle_model candle_model;
@@ -75,16 +90,56 @@ typedef struct candle_model_params {
 
 CANDLE_API candle_model_params candle_model_default_params(void);
 
-/* Errors: io/format from the file, CANDLE_ERR_UNSUPPORTED naming an unknown
- * architecture, CANDLE_ERR_FORMAT naming a missing key or tensor. */
+/* path: a GGUF file or a Hugging Face model directory (config.json +
+ * safetensors). Errors: io/format from the files, CANDLE_ERR_UNSUPPORTED
+ * naming an unknown architecture, CANDLE_ERR_FORMAT naming a missing key or
+ * tensor. */
 CANDLE_API candle_status candle_model_load(candle_model **out, const char *path,
                                            const candle_model_params *p);
 CANDLE_API void candle_model_free(candle_model *m);
 CANDLE_API const candle_model_config *candle_model_get_config(const candle_model *m);
-/* The open file (metadata for the tokenizer and chat template). */
+/* The weights' source: metadata (chat template, ...) and tensors. */
+CANDLE_API const candle_weights *candle_model_weights(const candle_model *m);
+/* The tokenizer that comes with weights: a GGUF file's vocabulary or a
+ * directory's tokenizer.json (tokenizer.h). */
+typedef struct candle_tokenizer candle_tokenizer;
+CANDLE_API candle_status candle_tokenizer_from_weights(candle_tokenizer **out,
+                                                       const candle_weights *w);
+/* The GGUF file of a model loaded from one, else NULL. */
 CANDLE_API const candle_gguf *candle_model_gguf(const candle_model *m);
 /* Bytes of weights the model uses. */
 CANDLE_API size_t candle_model_weight_bytes(const candle_model *m);
+
+/* ---- the generic forward: a batch of sequences in, states or logits out ----
+ * Beside the session API, for models of every kind: each sequence is
+ * evaluated on its own (no KV cache kept), padding positions give zeros. */
+typedef enum candle_output_kind {
+    CANDLE_OUTPUT_LOGITS = 0,  /* [n_seq, n_tokens, n_vocab]: every position */
+    CANDLE_OUTPUT_HIDDEN,      /* [n_seq, n_tokens, n_embd]: last layer, after the final norm */
+    CANDLE_OUTPUT_POOLED_LAST, /* [n_seq, n_embd]: the hidden state of each sequence's last token */
+    CANDLE_OUTPUT_POOLED_MEAN, /* [n_seq, n_embd]: the mean of each sequence's hidden states */
+    CANDLE_OUTPUT_POOLED_CLS,  /* [n_seq, n_embd]: the hidden state of each sequence's first token */
+    CANDLE_OUTPUT_POOLED_MAX,  /* [n_seq, n_embd]: the elementwise max over each sequence */
+} candle_output_kind;
+
+typedef struct candle_forward_input {
+    const int32_t *tokens; /* [n_seq, n_tokens] token ids (padding positions: any valid id) */
+    const uint8_t *mask;   /* [n_seq, n_tokens] attention mask: 1 token, 0 padding; NULL: all
+                            * tokens. A row's tokens are one run (left or right padding);
+                            * positions count from 0 at the run's first token. */
+    int64_t n_seq, n_tokens;
+} candle_forward_input;
+
+/* Floats candle_model_forward writes for in and kind. */
+CANDLE_API size_t candle_model_output_size(const candle_model *m, const candle_forward_input *in,
+                                           candle_output_kind kind);
+/* Evaluate in on the model's backend into out (out_len floats, at least
+ * candle_model_output_size). Errors (thread-local last error):
+ * CANDLE_ERR_INVALID_ARG for a short buffer, a mask with a gap or an empty
+ * row, token ids out of range; the output is then unspecified. Thread-safe
+ * on a shared model. */
+CANDLE_API candle_status candle_model_forward(const candle_model *m, const candle_forward_input *in,
+                                              candle_output_kind kind, float *out, size_t out_len);
 
 typedef struct candle_session candle_session;
 

@@ -108,8 +108,11 @@ typedef struct candle_quantize_params {
 
 CANDLE_API candle_quantize_params candle_quantize_default_params(void);
 
-/* NULL params = defaults. Errors (io, format, invalid argument, unsupported)
- * go to the thread-local last error. */
+/* in_path: a GGUF file or a Hugging Face directory (weights.h); a
+ * directory's metadata is written as llama.cpp's converter types it and
+ * Llama q/k rows are permuted as it does. NULL params = defaults. Errors
+ * (io, format, invalid argument, unsupported) go to the thread-local last
+ * error. */
 CANDLE_API candle_status candle_quantize_file(const char *in_path, const char *out_path,
                                               candle_ftype ftype,
                                               const candle_quantize_params *params);

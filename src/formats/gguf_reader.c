@@ -1,106 +1,12 @@
 /* Opening GGUF files: map (or load) the image, parse it, and hand out
  * zero-copy tensors over the image's storage. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf-impl.h"
-
-static void release_mmap(candle_storage *s) {
-    munmap(s->data, s->size);
-    free(s);
-}
-
-static void release_heap(candle_storage *s) {
-    free(s->data);
-    free(s);
-}
-
-static candle_status io_err(const char *path, const char *what) {
-    return candle_set_error(NULL, CANDLE_ERR_IO, "gguf: %s: %s: %s", path, what, strerror(errno));
-}
-
-static candle_storage *new_storage(void *data, size_t size, candle_storage_kind kind,
-                                   void (*release)(candle_storage *)) {
-    candle_storage *s = calloc(1, sizeof *s);
-    if (!s) {
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: storage descriptor");
-        return NULL;
-    }
-    s->data = data;
-    s->size = size;
-    s->refcount = 1;
-    s->kind = kind;
-    s->device = (candle_device){CANDLE_DEVICE_CPU, 0};
-    s->release = release;
-    return s;
-}
-
-/* Read the whole file into anonymous memory, which once measured faster and
- * steadier than a file mapping here. Aligned to 2 MiB and advised as huge
- * pages: streaming the weights of a decoding step then walks 2 MiB pages,
- * as a file mapping partly does (the page cache's large folios are mapped
- * whole). On 4 KiB pages the copy measured slower than the mapping
- * (SmolLM2 F16 tg64, 2 threads: 73-75 against 83-87 t/s mapped), on 2 MiB
- * pages faster (95 against 91). */
-#define HUGE_ALIGN ((size_t)2 << 20)
-static candle_storage *load_heap(int fd, const char *path, size_t size) {
-    void *buf = NULL;
-    if (posix_memalign(&buf, size >= HUGE_ALIGN ? HUGE_ALIGN : 64, size)) {
-        char b[32];
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf: loading %s (%s)", path,
-                         candle_format_bytes(size, b, sizeof b));
-        return NULL;
-    }
-#ifdef MADV_HUGEPAGE
-    /* before the pages are touched, so they come as 2 MiB pages where the
-     * system lets a process ask (transparent_hugepage=madvise) */
-    madvise(buf, size, MADV_HUGEPAGE);
-#endif
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pread(fd, (char *)buf + done, size - done, (off_t)done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = EIO; /* file shrank under us */
-            io_err(path, "read");
-            free(buf);
-            return NULL;
-        }
-        done += (size_t)n;
-    }
-    candle_storage *s = new_storage(buf, size, CANDLE_STORAGE_HEAP, release_heap);
-    if (!s) free(buf);
-    return s;
-}
-
-static candle_storage *map_file(int fd, const char *path, size_t size) {
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-        io_err(path, "mmap");
-        return NULL;
-    }
-#ifdef MADV_HUGEPAGE
-    /* Before the first access: the pages this mapping faults in from disk
-     * are then read into 2 MiB page-cache folios, which the kernel maps
-     * with 2 MiB entries (the mapping is 2 MiB aligned). Decoding streams
-     * every weight once per token, and on 4 KiB pages it walks the page
-     * tables for each of them: SmolLM2-135M Q4_0 tg128, 2 threads, the same
-     * file cached in 4 KiB pages vs 2 MiB folios (FilePmdMapped 0 vs 86
-     * MiB), alternating: 431-472 vs 474-530 t/s. A file already cached in
-     * small folios stays as it is (the advice is a no-op there). */
-    madvise(p, size, MADV_HUGEPAGE);
-#endif
-    candle_storage *s = new_storage(p, size, CANDLE_STORAGE_MMAP, release_mmap);
-    if (!s) munmap(p, size);
-    else s->owner = p;
-    return s;
-}
+#include "image-impl.h"
 
 /* Takes over the reference to s. */
 static candle_status open_storage(candle_gguf **out, candle_storage *s) {
@@ -126,25 +32,17 @@ candle_status candle_gguf_open(candle_gguf **out, const char *path,
     if (!out || !path)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "gguf: open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return io_err(path, "open");
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        close(fd);
-        return io_err(path, "stat");
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return candle_set_error(NULL, CANDLE_ERR_IO, "gguf: %s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
+    int fd = -1;
+    size_t size = 0;
+    candle_status os = cimage_open("gguf", path, &fd, &size);
+    if (os) return os;
     if (size < 4) { /* nothing to map; report it as the parser would */
         close(fd);
         return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "gguf: magic: truncated (needs 4 bytes, %zu left) at offset 0",
                                 size);
     }
-    candle_storage *s = map_file(fd, path, size);
+    candle_storage *s = cimage_map("gguf", fd, path, size);
     if (s && p && p->no_mmap) {
         /* Validate through the mapping first (it touches only the metadata
          * pages), so a malformed file costs no file-sized allocation. */
@@ -155,7 +53,7 @@ candle_status candle_gguf_open(candle_gguf **out, const char *path,
             close(fd);
             return st;
         }
-        s = load_heap(fd, path, size);
+        s = cimage_read("gguf", fd, path, size);
     }
     close(fd);
     if (!s) return candle_last_error();

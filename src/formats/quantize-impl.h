@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "candle/gguf.h"
+#include "candle/weights.h"
 #include "candle/quantize.h"
 
 /* What the mixture rules need to know of the model, and the running layer
@@ -22,17 +23,17 @@ typedef struct quant_model {
     int64_t i_attn_v, i_ffn_down;
 } quant_model;
 
-void quant_model_init(quant_model *m, const candle_gguf *g);
+void quant_model_init(quant_model *m, const candle_weights *w);
 
 /* Whether a tensor is a weight matrix that the file type converts (else it
  * is copied unchanged: norms, biases, 1-D tensors, integer tensors). */
-bool quant_is_weight(const candle_gguf_tensor_info *t);
+bool quant_is_weight(const candle_weights_tensor_info *t);
 
 /* The dtype for weight t under ftype (advancing m's counters). A fallback
  * for rows that do not fit the block size writes a note into note (else
  * note[0] = 0) and sets *fallback. */
 candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, bool pure,
-                               const candle_gguf_tensor_info *t, char *note, size_t n_note,
+                               const candle_weights_tensor_info *t, char *note, size_t n_note,
                                bool *fallback);
 
 #endif

@@ -25,9 +25,11 @@
 #define NOTE_LEN 256
 
 typedef struct qtensor {
-    const candle_gguf_tensor_info *info;
+    const candle_weights_tensor_info *info; /* = &loaded */
+    candle_weights_tensor_info loaded;      /* dtype and size as loaded from the source */
     candle_dtype dst;
-    const uint8_t *src; /* in the input's mapping */
+    const uint8_t *src; /* in the input's mapping, a converted leaf, or src_owned */
+    void *src_owned;    /* rows reordered for GGUF's conventions */
     void *out;          /* converted data (owned); NULL when copied as is */
     size_t out_size;
     char note[NOTE_LEN];
@@ -107,7 +109,7 @@ static bool report(qrun *r) {
 
 /* Convert tensor q on nth threads; the caller is one of them and reports. */
 static candle_status convert_tensor(qrun *r, qtensor *q, int nth) {
-    const candle_gguf_tensor_info *t = q->info;
+    const candle_weights_tensor_info *t = q->info;
     int64_t ne0 = t->rank ? t->shape[t->rank - 1] : 1;
     qjob j = {.src = q->src, .dst = q->out, .st = candle_dtype_info(t->dtype),
               .dt = candle_dtype_info(q->dst), .src_f32 = t->dtype == CANDLE_DTYPE_F32,
@@ -192,15 +194,68 @@ static candle_status check_output(const char *in, const char *out) {
     return s;
 }
 
-static candle_status plan(const candle_gguf *g, candle_ftype ftype, const candle_quantize_params *p,
-                          qtensor *qt) {
+/* llama.cpp's Llama GGUFs pair RoPE dimensions (2i, 2i+1) (weights.h):
+ * q/k rows of a source that pairs halves are reordered, per head, as its
+ * converter does. */
+static bool needs_permute(const candle_weights *w, const char *name, int64_t *n_head) {
+    bool interleaved = true;
+    const char *arch;
+    size_t len;
+    candle_weights_get_bool(w, "candle.rope.interleaved", &interleaved);
+    if (interleaved || !candle_weights_get_str(w, "general.architecture", &arch, &len) || len != 5 ||
+        memcmp(arch, "llama", 5))
+        return false;
+    size_t n = strlen(name);
+    bool q = n >= 14 && !strcmp(name + n - 14, ".attn_q.weight");
+    bool k = n >= 14 && !strcmp(name + n - 14, ".attn_k.weight");
+    if (!q && !k) return false;
+    if (!candle_weights_get_i64(w, "llama.attention.head_count", n_head)) return false;
+    if (k) candle_weights_get_i64(w, "llama.attention.head_count_kv", n_head);
+    return true;
+}
+
+static candle_status permute_rows(qtensor *q, int64_t n_head) {
+    const candle_weights_tensor_info *t = q->info;
+    int64_t rows = t->rank == 2 ? t->shape[0] : 0;
+    if (n_head <= 0 || rows % (2 * n_head))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "quantize: tensor '%s' has %lld rows, not a whole number of %lld "
+                                "heads of even size", t->name, (long long)rows, (long long)n_head);
+    size_t row = t->size / (size_t)rows;
+    int64_t hd = rows / n_head, half = hd / 2;
+    uint8_t *out = malloc(t->size ? t->size : 1);
+    if (!out) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize: %zu bytes", t->size);
+    for (int64_t h = 0; h < n_head; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t j = 0; j < 2; j++)
+                memcpy(out + (size_t)(h * hd + 2 * i + j) * row,
+                       q->src + (size_t)(h * hd + j * half + i) * row, row);
+    q->src = q->src_owned = out;
+    return CANDLE_OK;
+}
+
+/* Tensor i as the source gives it (norms as f32, ...), in ctx. */
+static candle_status load_source(const candle_weights *w, candle_ctx *ctx, int64_t i, qtensor *q) {
+    const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
+    candle_tensor *t = candle_weights_load_tensor(w, ctx, ti->name);
+    if (!t) return candle_set_error(NULL, candle_errcode(ctx), "quantize: %s", candle_errmsg(ctx));
+    q->loaded = *ti;
+    q->loaded.dtype = t->dtype;
+    q->loaded.size = candle_tensor_nbytes(t);
+    q->info = &q->loaded;
+    q->src = candle_tensor_data(t);
+    int64_t n_head;
+    return needs_permute(w, ti->name, &n_head) ? permute_rows(q, n_head) : CANDLE_OK;
+}
+
+static candle_status plan(const candle_weights *g, candle_ctx *ctx, candle_ftype ftype,
+                          const candle_quantize_params *p, qtensor *qt) {
     quant_model m;
     quant_model_init(&m, g);
-    const uint8_t *base = candle_gguf_storage(g)->data;
-    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
+    for (int64_t i = 0; i < candle_weights_n_tensors(g); i++) {
         qtensor *q = &qt[i];
-        q->info = candle_gguf_tensor(g, i);
-        q->src = base + q->info->offset;
+        candle_status s = load_source(g, ctx, i, q);
+        if (s) return s;
         q->dst = q->info->dtype;
         bool fallback = false;
         if (quant_is_weight(q->info))
@@ -226,7 +281,7 @@ static candle_status plan(const candle_gguf *g, candle_ftype ftype, const candle
     return CANDLE_OK;
 }
 
-static size_t tensor_bytes(candle_dtype dt, const candle_gguf_tensor_info *t) {
+static size_t tensor_bytes(candle_dtype dt, const candle_weights_tensor_info *t) {
     if (!t->rank) return candle_dtype_row_size(dt, 1);
     size_t n = candle_dtype_row_size(dt, t->shape[t->rank - 1]);
     for (int d = 0; d < t->rank - 1; d++) n *= (size_t)t->shape[d];
@@ -273,16 +328,76 @@ static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
     return CANDLE_OK;
 }
 
-static candle_status write_output(qrun *r, const candle_gguf *g, const qtensor *qt, int64_t n,
+/* A directory's metadata as llama.cpp types it: counts as u32, reals as f32.
+ * The source's own "candle.*" facts are what GGUF already implies. */
+static candle_status write_source_kv(candle_gguf_writer *out, const candle_weights *w) {
+    candle_status s = CANDLE_OK;
+    for (int64_t i = 0; i < candle_weights_n_kv(w) && !s; i++) {
+        const char *key = candle_weights_key(w, i), *str;
+        size_t len;
+        int64_t v;
+        double f;
+        bool b;
+        if (!strncmp(key, "candle.", 7)) continue;
+        switch (candle_weights_kv_type(w, i)) {
+        case CANDLE_GGUF_INT64:
+            candle_weights_get_i64(w, key, &v);
+            s = v >= 0 && v <= UINT32_MAX ? candle_gguf_writer_set_u32(out, key, (uint32_t)v)
+                : v >= INT32_MIN && v < 0 ? candle_gguf_writer_set_i32(out, key, (int32_t)v)
+                                          : candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                                             "quantize: %s = %lld does not fit 32 bits",
+                                                             key, (long long)v);
+            break;
+        case CANDLE_GGUF_FLOAT64:
+            candle_weights_get_f64(w, key, &f);
+            s = candle_gguf_writer_set_f32(out, key, (float)f);
+            break;
+        case CANDLE_GGUF_BOOL:
+            candle_weights_get_bool(w, key, &b);
+            s = candle_gguf_writer_set_bool(out, key, b);
+            break;
+        default:
+            candle_weights_get_str(w, key, &str, &len);
+            (void)len;
+            s = candle_gguf_writer_set_str(out, key, str);
+        }
+    }
+    return s;
+}
+
+/* A directory's tokenizer.json, whole, as the GGUF spec's
+ * tokenizer.huggingface.json (Candle reads it; llama.cpp needs the
+ * tokenizer.ggml.* keys instead). */
+static candle_status write_hf_tokenizer(candle_gguf_writer *out, const candle_weights *w) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", candle_weights_path(w));
+    FILE *f = fopen(path, "rb");
+    if (!f) return CANDLE_OK;
+    candle_status s = CANDLE_OK;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    char *buf = n >= 0 && n < (64L << 20) ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fseek(f, 0, SEEK_SET) || fread(buf, 1, (size_t)n, f) != (size_t)n)
+        s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot read %s", path);
+    fclose(f);
+    if (!s) {
+        buf[n] = 0;
+        s = candle_gguf_writer_set_str(out, "tokenizer.huggingface.json", buf);
+    }
+    free(buf);
+    return s;
+}
+
+static candle_status write_output(qrun *r, const candle_weights *g, const qtensor *qt, int64_t n,
                                   candle_ftype ftype, const char *out) {
     candle_gguf_writer *w = NULL;
     candle_status s = candle_gguf_writer_init(&w);
-    if (!s) s = candle_gguf_writer_copy_kv(w, g);
+    if (!s && candle_weights_gguf(g)) s = candle_gguf_writer_copy_kv(w, candle_weights_gguf(g));
+    else if (!s && !(s = write_source_kv(w, g))) s = write_hf_tokenizer(w, g);
     if (!s) s = candle_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
     /* the block layouts' version, stamped as llama.cpp does (float types too) */
     if (!s) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);
     for (int64_t i = 0; i < n && !s; i++) {
-        const candle_gguf_tensor_info *t = qt[i].info;
+        const candle_weights_tensor_info *t = qt[i].info;
         s = candle_gguf_writer_add_tensor(w, t->name, qt[i].dst, t->rank, t->shape,
                                           qt[i].out ? qt[i].out : qt[i].src);
     }
@@ -304,9 +419,9 @@ static int thread_count(int asked) {
 }
 
 static void finish_stats(candle_quantize_stats *st, const qtensor *qt, int64_t n,
-                         const candle_gguf *g, const char *out, double t0) {
+                         const candle_weights *g, const char *out, double t0) {
     for (int64_t i = 0; i < n && qt[i].info; i++) {
-        const candle_gguf_tensor_info *t = qt[i].info;
+        const candle_weights_tensor_info *t = qt[i].info;
         uint64_t ne = 1;
         for (int d = 0; d < t->rank; d++) ne *= (uint64_t)t->shape[d];
         st->n_elements += ne;
@@ -315,7 +430,7 @@ static void finish_stats(candle_quantize_stats *st, const qtensor *qt, int64_t n
         st->n_by_dtype[qt[i].dst]++;
     }
     st->n_tensors = n;
-    st->file_in = candle_gguf_file_size(g);
+    st->file_in = candle_weights_file_size(g);
     struct stat so;
     st->file_out = out && stat(out, &so) == 0 ? (uint64_t)so.st_size : 0;
     st->seconds_total = now_s() - t0;
@@ -335,23 +450,33 @@ candle_status candle_quantize_file(const char *in_path, const char *out_path, ca
     double t0 = now_s();
     candle_status s = check_output(in_path, out_path);
     if (s) return s;
-    candle_gguf *g = NULL;
-    if ((s = candle_gguf_open(&g, in_path, NULL))) return s;
-    int64_t n = candle_gguf_n_tensors(g);
+    candle_weights *g = NULL;
+    candle_ctx *ctx = NULL;
+    if ((s = candle_weights_open(&g, in_path, NULL))) return s;
+    if ((s = candle_ctx_init(&ctx, NULL))) {
+        candle_weights_close(g);
+        return s;
+    }
+    int64_t n = candle_weights_n_tensors(g);
     qtensor *qt = calloc(n ? (size_t)n : 1, sizeof *qt);
     if (!qt) {
-        candle_gguf_close(g);
+        candle_ctx_free(ctx);
+        candle_weights_close(g);
         return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize tensor list");
     }
     qrun r = {.p = &p};
     r.ev.n_tensors = n;
-    for (int64_t i = 0; i < n; i++) r.ev.bytes_total += candle_gguf_tensor(g, i)->size;
-    s = plan(g, ftype, &p, qt);
+    for (int64_t i = 0; i < n; i++) r.ev.bytes_total += candle_weights_tensor(g, i)->size;
+    s = plan(g, ctx, ftype, &p, qt);
     if (!s) s = convert_all(&r, qt, n, thread_count(p.n_threads));
     if (!s) s = write_output(&r, g, qt, n, ftype, out_path);
     if (p.stats) finish_stats(p.stats, qt, n, g, s ? NULL : out_path, t0);
-    for (int64_t i = 0; i < n; i++) free(qt[i].out);
+    for (int64_t i = 0; i < n; i++) {
+        free(qt[i].out);
+        free(qt[i].src_owned);
+    }
     free(qt);
-    candle_gguf_close(g);
+    candle_ctx_free(ctx);
+    candle_weights_close(g);
     return s;
 }

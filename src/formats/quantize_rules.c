@@ -92,11 +92,11 @@ candle_status candle_ftype_from_name(const char *name, candle_ftype *out) {
 
 /* ---- what the rules know of the model ---- */
 
-static int64_t meta_u32(const candle_gguf *g, const char *arch, const char *suffix, int64_t dflt) {
+static int64_t meta_u32(const candle_weights *g, const char *arch, const char *suffix, int64_t dflt) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    uint32_t v;
-    return candle_gguf_get_u32(g, key, &v) ? (int64_t)v : dflt;
+    int64_t v;
+    return candle_weights_get_i64(g, key, &v) && v >= 0 && v <= UINT32_MAX ? v : dflt;
 }
 
 /* Layer index of a "blk.N." tensor, or -1. */
@@ -107,12 +107,12 @@ static int64_t layer_of(const char *name) {
     return end != name + 4 && *end == '.' && v >= 0 ? (int64_t)v : -1;
 }
 
-void quant_model_init(quant_model *m, const candle_gguf *g) {
+void quant_model_init(quant_model *m, const candle_weights *g) {
     memset(m, 0, sizeof *m);
     const char *s;
     size_t len;
     char arch[64] = "";
-    if (candle_gguf_get_str(g, "general.architecture", &s, &len) && len < sizeof arch) {
+    if (candle_weights_get_str(g, "general.architecture", &s, &len) && len < sizeof arch) {
         memcpy(arch, s, len);
         arch[len] = 0;
     }
@@ -122,8 +122,8 @@ void quant_model_init(quant_model *m, const candle_gguf *g) {
     m->n_gqa = n_head > 0 && n_head_kv > 0 ? n_head / n_head_kv : 1;
     m->n_expert = meta_u32(g, arch, "expert_count", 0);
     int64_t max_layer = -1;
-    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
-        const char *name = candle_gguf_tensor(g, i)->name;
+    for (int64_t i = 0; i < candle_weights_n_tensors(g); i++) {
+        const char *name = candle_weights_tensor(g, i)->name;
         if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight") ||
             strstr(name, "attn_kv_b.weight"))
             m->n_attn_v++;
@@ -141,7 +141,7 @@ static const char *const keep_exact[] = {
     "ssm_conv1d.weight", "attn_rel_b.weight", "time_mix_first.weight",
 };
 
-bool quant_is_weight(const candle_gguf_tensor_info *t) {
+bool quant_is_weight(const candle_weights_tensor_info *t) {
     const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
     if (!tr || !(tr->is_float || tr->is_quantized)) return false;
     /* rank as ggml counts it: leading (outermost) 1s do not count */
@@ -262,7 +262,7 @@ static candle_dtype fallback_type(candle_dtype t, int64_t ne0) {
 }
 
 candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, bool pure,
-                               const candle_gguf_tensor_info *t, char *note, size_t n_note,
+                               const candle_weights_tensor_info *t, char *note, size_t n_note,
                                bool *fallback) {
     candle_dtype base = candle_ftype_dtype(ftype);
     int64_t ne0 = t->rank ? t->shape[t->rank - 1] : 1;

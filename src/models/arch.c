@@ -7,10 +7,16 @@ static const model_family *const families[CANDLE_ARCH_COUNT] = {
     [CANDLE_ARCH_LLAMA] = &family_llama,   [CANDLE_ARCH_QWEN2] = &family_qwen2,
     [CANDLE_ARCH_QWEN3] = &family_qwen3,   [CANDLE_ARCH_GEMMA2] = &family_gemma2,
     [CANDLE_ARCH_GEMMA3] = &family_gemma3, [CANDLE_ARCH_PHI3] = &family_phi3,
+    [CANDLE_ARCH_BERT] = &family_bert,
 };
 
 const char *candle_arch_name(candle_arch a) {
     return (unsigned)a < CANDLE_ARCH_COUNT ? families[a]->name : "unknown";
+}
+
+const char *candle_model_kind_name(candle_model_kind k) {
+    static const char *const names[] = {"decoder-lm", "encoder", "encoder-decoder", "vision-encoder"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
 }
 
 candle_status model_family_find(const char *arch, size_t len, const model_family **out) {
@@ -21,6 +27,6 @@ candle_status model_family_find(const char *arch, size_t len, const model_family
         }
     return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "model: unknown architecture '%.*s' (supported: llama, qwen2, qwen3, "
-                            "gemma2, gemma3, phi3)",
+                            "gemma2, gemma3, phi3, bert)",
                             (int)(len > 64 ? 64 : len), arch);
 }

@@ -28,6 +28,7 @@ typedef struct bseqs {
 
 candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n_threads) {
     *out = NULL;
+    if (model_need_decoder(m, "batch_init")) return candle_last_error();
     candle_batch *b = calloc(1, sizeof *b);
     if (!b) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: batch");
     b->model = m;

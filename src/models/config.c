@@ -1,5 +1,5 @@
-/* Hyperparameters from GGUF metadata (`<arch>.<key>`), with llama.cpp's
- * defaults for the optional ones. */
+/* Hyperparameters from the weight source's metadata (`<arch>.<key>`, GGUF's
+ * vocabulary), with llama.cpp's defaults for the optional ones. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,20 +11,17 @@ static const char *key_of(char *buf, size_t n, const char *arch, const char *key
     return buf;
 }
 
-bool model_cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out) {
+bool model_cfg_get_i64(const candle_weights *w, const char *arch, const char *key, int64_t *out) {
     char k[128];
-    return candle_gguf_get_i64(g, key_of(k, sizeof k, arch, key), out);
+    return candle_weights_get_i64(w, key_of(k, sizeof k, arch, key), out);
 }
 
-bool model_cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out) {
+bool model_cfg_get_f64(const candle_weights *w, const char *arch, const char *key, double *out) {
     char k[128];
-    float f;
-    if (!candle_gguf_get_f32(g, key_of(k, sizeof k, arch, key), &f)) return false;
-    *out = f;
-    return true;
+    return candle_weights_get_f64(w, key_of(k, sizeof k, arch, key), out);
 }
 
-static candle_status need_i64(const candle_gguf *g, const char *arch, const char *key,
+static candle_status need_i64(const candle_weights *g, const char *arch, const char *key,
                               int64_t *out) {
     if (model_cfg_get_i64(g, arch, key, out) && *out > 0) return CANDLE_OK;
     return candle_set_error(NULL, CANDLE_ERR_FORMAT,
@@ -32,21 +29,29 @@ static candle_status need_i64(const candle_gguf *g, const char *arch, const char
                             key);
 }
 
-/* Linear RoPE scaling stretches positions by 1/factor. */
-static double rope_scale(const candle_gguf *g, const char *arch) {
+/* Linear RoPE scaling stretches positions by 1/factor. Any other scaling
+ * type is refused: running it unscaled would be a different model. */
+static candle_status rope_scale(const candle_weights *g, const char *arch, double *scale) {
     char k[128];
     const char *type;
     size_t len;
     double factor = 0;
-    if (candle_gguf_get_str(g, key_of(k, sizeof k, arch, "rope.scaling.type"), &type, &len) &&
-        len == 6 && !memcmp(type, "linear", 6))
+    *scale = 1.0;
+    if (candle_weights_get_str(g, key_of(k, sizeof k, arch, "rope.scaling.type"), &type, &len) &&
+        !(len == 4 && !memcmp(type, "none", 4))) {
+        if (!(len == 6 && !memcmp(type, "linear", 6)))
+            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "model: RoPE scaling type '%.*s' (%s.rope.scaling.type) is not "
+                                    "supported", (int)(len > 32 ? 32 : len), type, arch);
         model_cfg_get_f64(g, arch, "rope.scaling.factor", &factor);
-    else
+    } else {
         model_cfg_get_f64(g, arch, "rope.scale_linear", &factor);
-    return factor > 0 ? 1.0 / factor : 1.0;
+    }
+    if (factor > 0) *scale = 1.0 / factor;
+    return CANDLE_OK;
 }
 
-candle_status model_cfg_read_common(const candle_gguf *g, const char *arch,
+candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
                                     candle_model_config *c) {
     candle_status s;
     if ((s = need_i64(g, arch, "block_count", &c->n_layer)) ||
@@ -64,8 +69,10 @@ candle_status model_cfg_read_common(const candle_gguf *g, const char *arch,
         c->norm_eps = 1e-5;
     if (!model_cfg_get_f64(g, arch, "rope.freq_base", &c->rope_base)) c->rope_base = 10000.0;
     c->rope_base_swa = c->rope_base;
-    c->rope_scale = rope_scale(g, arch);
-    c->rope_mode = CANDLE_ROPE_HALF;
+    if ((s = rope_scale(g, arch, &c->rope_scale))) return s;
+    bool interleaved = false;
+    candle_weights_get_bool(g, "candle.rope.interleaved", &interleaved);
+    c->rope_mode = interleaved ? CANDLE_ROPE_INTERLEAVED : CANDLE_ROPE_HALF;
     c->embd_scale = 1.0;
     if (c->n_head_kv <= 0 || c->n_head % c->n_head_kv || c->head_dim <= 0 || c->n_rot <= 0 ||
         c->n_rot > c->head_dim || c->n_rot % 2)
@@ -76,10 +83,10 @@ candle_status model_cfg_read_common(const candle_gguf *g, const char *arch,
                                 (long long)c->head_dim, (long long)c->n_rot);
     /* Every layer has tensors of its own: this bounds the layer table
      * before anything is allocated for it. */
-    if (c->n_layer > candle_gguf_n_tensors(g))
+    if (c->n_layer > candle_weights_n_tensors(g))
         return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.block_count is %lld but the file has %lld tensors", arch,
-                                (long long)c->n_layer, (long long)candle_gguf_n_tensors(g));
+                                (long long)c->n_layer, (long long)candle_weights_n_tensors(g));
     return CANDLE_OK;
 }
 

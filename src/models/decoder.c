@@ -110,7 +110,7 @@ static candle_tensor *ffn(decoder_step *st, const layer_weights *w, candle_tenso
         gate = candle_matmul(ctx, h, w->w_gate);
         up = candle_matmul(ctx, h, w->w_up);
     }
-    candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->opts.ffn_act, gate), up);
+    candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->desc.ffn_act, gate), up);
     f = candle_matmul(ctx, f, w->w_down);
     return w->ffn_post_norm ? norm(st, f, w->ffn_post_norm) : f;
 }
@@ -142,10 +142,11 @@ static candle_tensor *session_attend(decoder_step *st, candle_tensor *q, candle_
     return decoder_attend_rows(st, q, k_all, v_all, st->pos0, il);
 }
 
-candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all) {
+candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,
+                               bool hidden) {
     const candle_model *m = s->model;
     decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s};
     candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens)); /* [n, n_embd] */
     if (!all && x) x = candle_narrow(s->ctx, x, 0, n - 1, 1);
-    return decoder_head(&st, x);
+    return hidden ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
 }

@@ -1,20 +1,25 @@
 /* Gemma 2 and 3: embeddings scaled by sqrt(n_embd), GELU (tanh) gate, extra
  * norms after attention and FFN, sliding-window layers. Gemma 2 soft-caps
  * attention scores and logits; Gemma 3 normalises q/k heads and gives its
- * local layers their own RoPE base. The converter already stores the norm
- * weights as (1 + w), so they are plain RMSNorm weights here. */
+ * local layers their own RoPE base. Weight sources give the norm weights as
+ * the (1 + w) they multiply by, so they are plain RMSNorm weights here. */
 #include <math.h>
 
 #include "model-impl.h"
 
-/* The 27B models scale queries by 1/sqrt(n_embd / n_head), the others by
- * 1/sqrt(head_dim), as llama.cpp does. */
-static void query_scale(candle_model_config *c, int64_t n_layer_27b) {
-    if (c->n_layer == n_layer_27b) c->attn_scale = 1.0 / sqrt((double)(c->n_embd / c->n_head));
+/* Queries are scaled by 1/sqrt(query_pre_attn_scalar) where the source says
+ * (config.json does); GGUF files leave it out, and llama.cpp scales the 27B
+ * models by 1/sqrt(n_embd / n_head), the others by 1/sqrt(head_dim). */
+static void query_scale(const candle_weights *w, const char *arch, candle_model_config *c,
+                        int64_t n_layer_27b) {
+    double scalar;
+    if (model_cfg_get_f64(w, arch, "attention.query_pre_attn_scalar", &scalar) && scalar > 0)
+        c->attn_scale = 1.0 / sqrt(scalar);
+    else if (c->n_layer == n_layer_27b)
+        c->attn_scale = 1.0 / sqrt((double)(c->n_embd / c->n_head));
 }
 
-static candle_status gemma2_config(const candle_gguf *g, candle_model_config *c) {
-    c->rope_mode = CANDLE_ROPE_HALF;
+static candle_status gemma2_config(const candle_weights *g, candle_model_config *c) {
     c->embd_scale = sqrt((double)c->n_embd);
     if (!model_cfg_get_f64(g, "gemma2", "attn_logit_softcapping", &c->attn_softcap))
         c->attn_softcap = 50;
@@ -22,31 +27,37 @@ static candle_status gemma2_config(const candle_gguf *g, candle_model_config *c)
         c->final_softcap = 30;
     if (!model_cfg_get_i64(g, "gemma2", "attention.sliding_window", &c->n_swa)) c->n_swa = 4096;
     c->swa_pattern = 2;
-    query_scale(c, 46);
+    query_scale(g, "gemma2", c, 46);
     return CANDLE_OK;
 }
 
-static candle_status gemma3_config(const candle_gguf *g, candle_model_config *c) {
-    c->rope_mode = CANDLE_ROPE_HALF;
+static candle_status gemma3_config(const candle_weights *g, candle_model_config *c) {
     c->embd_scale = sqrt((double)c->n_embd);
     if (!model_cfg_get_f64(g, "gemma3", "rope.freq_base", &c->rope_base)) c->rope_base = 1000000.0;
-    c->rope_base_swa = 10000.0;
+    if (!model_cfg_get_f64(g, "gemma3", "rope.freq_base_swa", &c->rope_base_swa))
+        c->rope_base_swa = 10000.0;
     if (!model_cfg_get_i64(g, "gemma3", "attention.sliding_window", &c->n_swa)) c->n_swa = 512;
-    c->swa_pattern = 6;
-    query_scale(c, 62);
+    int64_t pattern;
+    if (!model_cfg_get_i64(g, "gemma3", "attention.sliding_window_pattern", &pattern)) pattern = 6;
+    if (pattern <= 0 || pattern > INT32_MAX)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: gemma3.attention.sliding_window_pattern is %lld, want > 0",
+                                (long long)pattern);
+    c->swa_pattern = (int)pattern;
+    query_scale(g, "gemma3", c, 62);
     return CANDLE_OK;
 }
 
 const model_family family_gemma2 = {
     .arch = CANDLE_ARCH_GEMMA2,
     .name = "gemma2",
-    .opts = {.post_norms = true, .ffn_act = CANDLE_OP_GELU_TANH},
+    .desc = {DECODER_LM, .post_norms = true, .ffn_act = CANDLE_OP_GELU_TANH},
     .config = gemma2_config,
 };
 
 const model_family family_gemma3 = {
     .arch = CANDLE_ARCH_GEMMA3,
     .name = "gemma3",
-    .opts = {.post_norms = true, .qk_norm = true, .ffn_act = CANDLE_OP_GELU_TANH},
+    .desc = {DECODER_LM, .post_norms = true, .qk_norm = true, .ffn_act = CANDLE_OP_GELU_TANH},
     .config = gemma3_config,
 };

@@ -39,6 +39,7 @@ static void fl_push(candle_kv_pool *p, int32_t b) {
 candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, int64_t n_blocks,
                                   candle_dtype kv_type) {
     *out = NULL;
+    if (model_need_decoder(m, "kv pool")) return candle_last_error();
     if (n_blocks <= 0 || n_blocks > INT32_MAX / CANDLE_KV_BLOCK)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "kv pool: %lld blocks",
                                 (long long)n_blocks);

@@ -1,23 +1,50 @@
-/* Model internals: the weights of a decoder-only transformer, the family
- * table, the session and the shared decoder-block builder. */
+/* Model internals: the family descriptions, the weights of a decoder-only
+ * transformer, the session and the shared decoder-block builder. */
 #ifndef CANDLE_MODEL_IMPL_H
 #define CANDLE_MODEL_IMPL_H
 
 #include "candle/model.h"
+#include "candle/weights.h"
 #include "../core/core-impl.h"
 #include "../nn/nn-impl.h"
 
-/* Which optional parts a family's blocks have. */
-typedef struct decoder_opts {
+/* The choices that make a transformer family, stated explicitly so that a
+ * new architecture is a table entry plus only what is truly new. A block
+ * builder refuses, at load, a description it does not implement (the decoder
+ * builder: RMSNorm, gated MLP, RoPE, causal attention). */
+typedef enum model_norm { NORM_RMS = 0, NORM_LAYER } model_norm;         /* LayerNorm: with bias */
+typedef enum model_mlp { MLP_GATED = 0, MLP_PLAIN } model_mlp;           /* act(gate) * up, or act(up) */
+typedef enum model_positions {
+    POS_ROPE = 0,  /* rotary, pairing from the weight source (candle.rope.interleaved) */
+    POS_LEARNED,   /* absolute learned embeddings */
+    POS_RELATIVE,  /* relative position buckets (T5, MPNet) */
+    POS_ALIBI,
+} model_positions;
+typedef enum model_attention {
+    ATTN_CAUSAL = 0, /* sliding windows per layer come from the config */
+    ATTN_BIDIRECTIONAL,
+} model_attention;
+
+typedef struct model_desc {
+    candle_model_kind kind;
+    model_norm norm;
+    model_mlp mlp;
+    candle_op ffn_act; /* SILU, GELU_TANH, ... */
+    model_positions positions;
+    model_attention attention;
     bool qkv_bias;      /* qwen2: biases on q, k, v */
     bool qk_norm;       /* qwen3, gemma3: RMSNorm of each q/k head */
     bool fused_qkv;     /* phi3: one attn_qkv weight */
     bool fused_gate_up; /* phi3: ffn_up holds gate then up */
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
-    candle_op ffn_act;  /* gate activation: SILU or GELU_TANH */
-} decoder_opts;
+} model_desc;
 
-/* Linear weights are kept as the transposed view of the GGUF [out, in]
+/* What every decoder LM family shares; the table entries add the rest. */
+#define DECODER_LM                                                                     \
+    .kind = CANDLE_MODEL_DECODER_LM, .norm = NORM_RMS, .mlp = MLP_GATED, .positions = POS_ROPE, \
+    .attention = ATTN_CAUSAL
+
+/* Linear weights are kept as the transposed view of the stored [out, in]
  * weight, made once at load, so steps create no views of shared tensors. */
 typedef struct layer_weights {
     candle_tensor *attn_norm;      /* [n_embd] */
@@ -40,9 +67,9 @@ typedef struct layer_weights {
 typedef struct model_family {
     candle_arch arch;
     const char *name; /* general.architecture */
-    decoder_opts opts;
+    model_desc desc;
     /* Family-specific hyperparameters, after the common ones are read. */
-    candle_status (*config)(const candle_gguf *g, candle_model_config *c);
+    candle_status (*config)(const candle_weights *w, candle_model_config *c);
 } model_family;
 
 extern const model_family family_llama;  /* llama.c */
@@ -51,19 +78,36 @@ extern const model_family family_qwen3;  /* qwen.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
+extern const model_family family_bert;   /* bert.c */
 
 /* The family of general.architecture, or an unsupported error naming it. */
 candle_status model_family_find(const char *arch, size_t len, const model_family **out);
 
+/* One encoder block (BERT): post-norm attention and a plain GELU FFN, every
+ * projection biased. Linear weights transposed as the decoder's. */
+typedef struct encoder_layer {
+    candle_tensor *wq, *wk, *wv;         /* [n_embd, n_embd] */
+    candle_tensor *bq, *bk, *bv;         /* [n_embd] */
+    candle_tensor *wo, *bo;              /* [n_embd, n_embd], [n_embd] */
+    candle_tensor *attn_norm, *attn_norm_b; /* [n_embd]: LayerNorm after attention */
+    candle_tensor *w_up, *b_up;          /* [n_embd, n_ff], [n_ff] */
+    candle_tensor *w_down, *b_down;      /* [n_ff, n_embd], [n_embd] */
+    candle_tensor *out_norm, *out_norm_b; /* [n_embd]: LayerNorm after the FFN */
+} encoder_layer;
+
 struct candle_model {
     candle_model_config cfg;
     const model_family *family;
-    candle_gguf *gguf;
+    candle_weights *weights;
     candle_ctx *ctx;          /* weight leaves and their transposed views */
     candle_tensor *tok_embd;  /* [n_vocab, n_embd] */
     candle_tensor *out_norm;  /* [n_embd] */
     candle_tensor *output;    /* [n_embd, n_vocab] (token_embd's when tied) */
-    layer_weights *layers;    /* [n_layer] */
+    layer_weights *layers;    /* [n_layer], decoders */
+    encoder_layer *enc;       /* [n_layer], encoders */
+    candle_tensor *pos_embd;  /* [n_ctx_train, n_embd], learned positions */
+    candle_tensor *type_embd; /* [n_types, n_embd], token types */
+    candle_tensor *embd_norm, *embd_norm_b; /* [n_embd]: LayerNorm of the embeddings */
     size_t weight_bytes;
     candle_backend *backend; /* every context of the model computes on it */
     bool owns_backend;
@@ -80,6 +124,10 @@ struct candle_session {
     float *host_mask;      /* scratch for sliding-window masks */
 };
 
+/* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
+ * `who` (a session, a batch, a KV pool) needs. */
+candle_status model_need_decoder(const candle_model *m, const char *who);
+
 /* The backend for a session or batch of m asking for n_threads (0: any):
  * the model's, or for another thread count on a CPU model a CPU backend with
  * the model's settings that the caller frees (*own). */
@@ -88,19 +136,32 @@ candle_status model_backend_for(const candle_model *m, int n_threads, candle_bac
 /* ---- config helpers (config.c) ---- */
 
 /* `<arch>.<key>` as an integer / float; false if absent. */
-bool model_cfg_get_i64(const candle_gguf *g, const char *arch, const char *key, int64_t *out);
-bool model_cfg_get_f64(const candle_gguf *g, const char *arch, const char *key, double *out);
+bool model_cfg_get_i64(const candle_weights *w, const char *arch, const char *key, int64_t *out);
+bool model_cfg_get_f64(const candle_weights *w, const char *arch, const char *key, double *out);
 /* The keys every family has, with the defaults of llama.cpp. */
-candle_status model_cfg_read_common(const candle_gguf *g, const char *arch, candle_model_config *c);
+candle_status model_cfg_read_common(const candle_weights *w, const char *arch, candle_model_config *c);
 /* Refuses values (epsilon, RoPE base) that load but cannot evaluate. */
 candle_status model_cfg_check_values(const char *arch, const candle_model_config *c);
 
 /* ---- the decoder (decoder.c) ---- */
 
+/* Refuses a description the decoder builder does not implement. */
+candle_status decoder_check_desc(const model_family *f);
 /* Load every tensor the family's blocks use; errors name a missing one. */
 candle_status decoder_load_weights(candle_model *m);
-/* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx. */
-candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all);
+candle_status encoder_load_weights(candle_model *m);
+/* Refuses a description the encoder builder does not implement. */
+candle_status encoder_check_desc(const model_family *f);
+/* The last hidden states [n, n_embd] of one sequence through an encoder. */
+candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n);
+/* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx; or
+ * with `hidden` the last layer's states after the final norm [n or 1, n_embd]. */
+candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,
+                               bool hidden);
+/* Evaluate as candle_session_eval does, writing hidden states instead of
+ * logits when `hidden`. */
+candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t n, float *out,
+                               bool all, bool hidden);
 
 /* One step's graph over n stacked token rows, shared by the session and
  * the batch paths; only the KV cache and attention differ, in `attend`. */

@@ -23,6 +23,14 @@ candle_status model_backend_for(const candle_model *m, int n_threads, candle_bac
     return s;
 }
 
+candle_status model_need_decoder(const candle_model *m, const char *who) {
+    if (m->cfg.kind == CANDLE_MODEL_DECODER_LM) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                            "%s: the %s model is of kind %s and generates nothing: use "
+                            "candle_model_forward or candle_encoder", who, m->family->name,
+                            candle_model_kind_name(m->cfg.kind));
+}
+
 /* Move an error recorded on ctx to the thread-local last error. */
 static candle_status to_last_error(candle_ctx *ctx) {
     return candle_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
@@ -31,14 +39,17 @@ static candle_status to_last_error(candle_ctx *ctx) {
 static candle_status read_config(candle_model *m) {
     const char *arch;
     size_t len;
-    if (!candle_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
+    if (!candle_weights_get_str(m->weights, "general.architecture", &arch, &len))
         return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: metadata key 'general.architecture' missing");
     candle_status s = model_family_find(arch, len, &m->family);
+    if (!s) s = m->family->desc.kind == CANDLE_MODEL_ENCODER ? encoder_check_desc(m->family)
+                                                            : decoder_check_desc(m->family);
     if (s) return s;
     m->cfg.arch = m->family->arch;
-    if ((s = model_cfg_read_common(m->gguf, m->family->name, &m->cfg))) return s;
-    if ((s = m->family->config(m->gguf, &m->cfg))) return s;
+    m->cfg.kind = m->family->desc.kind;
+    if ((s = model_cfg_read_common(m->weights, m->family->name, &m->cfg))) return s;
+    if ((s = m->family->config(m->weights, &m->cfg))) return s;
     return model_cfg_check_values(m->family->name, &m->cfg);
 }
 
@@ -58,15 +69,18 @@ candle_status candle_model_load(candle_model **out, const char *path,
         m->owns_backend = m->backend != NULL;
         if (!m->backend) s = candle_last_error();
     }
-    candle_gguf_open_params gp = {.no_mmap = p->no_mmap};
-    if (!s) s = candle_gguf_open(&m->gguf, path, &gp);
+    candle_weights_params wp = {.no_mmap = p->no_mmap};
+    if (!s) s = candle_weights_open(&m->weights, path, &wp);
     if (!s) s = read_config(m);
     candle_ctx_params cp = candle_ctx_default_params();
     cp.backend = m->backend;
     if (!s) s = candle_ctx_init(&m->ctx, &cp);
-    if (!s && !(m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers)))
+    bool encoder = !s && m->cfg.kind == CANDLE_MODEL_ENCODER;
+    if (!s && encoder && !(m->enc = calloc((size_t)m->cfg.n_layer, sizeof *m->enc)))
         s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
-    if (!s && decoder_load_weights(m)) s = to_last_error(m->ctx);
+    if (!s && !encoder && !(m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers)))
+        s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
+    if (!s && (encoder ? encoder_load_weights(m) : decoder_load_weights(m))) s = to_last_error(m->ctx);
     if (s) {
         candle_model_free(m);
         return s;
@@ -79,11 +93,13 @@ void candle_model_free(candle_model *m) {
     if (!m) return;
     candle_ctx_free(m->ctx);
     if (m->owns_backend) candle_backend_free(m->backend);
-    candle_gguf_close(m->gguf);
+    candle_weights_close(m->weights);
     free(m->layers);
+    free(m->enc);
     free(m);
 }
 
 const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }
-const candle_gguf *candle_model_gguf(const candle_model *m) { return m->gguf; }
+const candle_gguf *candle_model_gguf(const candle_model *m) { return candle_weights_gguf(m->weights); }
+const candle_weights *candle_model_weights(const candle_model *m) { return m->weights; }
 size_t candle_model_weight_bytes(const candle_model *m) { return m->weight_bytes; }

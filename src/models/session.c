@@ -20,6 +20,7 @@ candle_status candle_session_init(candle_session **out, const candle_model *m,
     if (!out || !m)
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "session_init: NULL argument");
     *out = NULL;
+    if (model_need_decoder(m, "session_init")) return candle_last_error();
     candle_session_params def = candle_session_default_params();
     if (!p) p = &def;
     const candle_model_config *c = &m->cfg;
@@ -85,8 +86,8 @@ static candle_status check_tokens(candle_session *s, const int32_t *tokens, int6
 }
 
 static candle_status eval_ubatch(candle_session *s, const int32_t *tokens, int64_t n, float *out,
-                                 bool all) {
-    candle_tensor *logits = decoder_forward(s, tokens, n, all);
+                                 bool all, bool hidden) {
+    candle_tensor *logits = decoder_forward(s, tokens, n, all, hidden);
     candle_status st = logits ? candle_compute(s->ctx, logits) : candle_errcode(s->ctx);
     if (!st && !logits) st = candle_set_error(s->ctx, CANDLE_ERR_INTERNAL, "eval: no logits");
     if (!st && out) st = candle_tensor_to_f32(logits, out);
@@ -97,16 +98,21 @@ static candle_status eval_ubatch(candle_session *s, const int32_t *tokens, int64
 
 candle_status candle_session_eval(candle_session *s, const int32_t *tokens, int64_t n,
                                   float *logits, bool all_logits) {
+    return session_eval_out(s, tokens, n, logits, all_logits, false);
+}
+
+candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t n, float *logits,
+                               bool all_logits, bool hidden) {
     begin(s);
     candle_status st = check_tokens(s, tokens, n);
-    int64_t n_vocab = s->model->cfg.n_vocab, start = s->pos;
+    int64_t width = hidden ? s->model->cfg.n_embd : s->model->cfg.n_vocab, start = s->pos;
     for (int64_t i = 0; !st && i < n; i += SESSION_UBATCH) {
         int64_t m = n - i < SESSION_UBATCH ? n - i : SESSION_UBATCH;
         bool last = i + m == n;
         float *out = NULL;
-        if (logits && all_logits) out = logits + i * n_vocab;
+        if (logits && all_logits) out = logits + i * width;
         else if (logits && last) out = logits;
-        st = eval_ubatch(s, tokens + i, m, out, all_logits);
+        st = eval_ubatch(s, tokens + i, m, out, all_logits, hidden);
     }
     if (st) s->pos = start; /* a failed batch leaves the cache as before */
     return st;

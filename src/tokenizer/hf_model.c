@@ -125,7 +125,7 @@ bool hf_merge_put(hf_merge_map *mm, int32_t a, int32_t b, int32_t rank, int32_t 
 }
 
 static bool push_pair(const hf_model *m, tok_heap *h, const bword *w, int32_t l) {
-    if (l < 0) return true;
+    if (l < 0) return true; /* the first symbol has no left neighbour */
     int32_t r = w->v[l].next, rank, id;
     if (r < 0 || !merge_get(&m->merges, w->v[l].id, w->v[r].id, &rank, &id)) return true;
     return tok_heap_push(h, (tok_bigram){rank, l, r, (uint32_t)id});

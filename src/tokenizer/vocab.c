@@ -339,6 +339,14 @@ static char *dup_str(const candle_gguf *g, const char *key) {
 candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g) {
     if (!out || !g) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_gguf: NULL argument");
     *out = NULL;
+    /* A file with a whole tokenizer.json in place of the tokenizer.ggml.*
+     * keys (the GGUF spec allows it; candle quantize of a Hugging Face
+     * directory writes it) */
+    const char *hf;
+    size_t hf_len;
+    if (candle_gguf_find_key(g, "tokenizer.ggml.model") < 0 &&
+        candle_gguf_get_str(g, "tokenizer.huggingface.json", &hf, &hf_len))
+        return candle_tokenizer_from_hf_memory(out, hf, hf_len, NULL, 0, "tokenizer.huggingface.json");
     tok_source s = {0};
     size_t *tlens = NULL, *mlens = NULL;
     const char **toks = NULL, **merges = NULL;

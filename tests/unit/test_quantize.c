@@ -306,7 +306,7 @@ static void test_every_type(const char *in) {
 /* ---- rules on a 32-layer model, through the internal rule function ---- */
 
 static candle_dtype rule(quant_model *m, candle_ftype ft, const char *name, int64_t ne0) {
-    candle_gguf_tensor_info t = {.name = name, .dtype = CANDLE_DTYPE_F32, .rank = 2,
+    candle_weights_tensor_info t = {.name = name, .dtype = CANDLE_DTYPE_F32, .rank = 2,
                                  .shape = {64, ne0}};
     char note[256];
     bool fb;
@@ -399,7 +399,7 @@ static void test_fallbacks(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         quant_model m = {.has_output = true, .n_gqa = 1, .n_layer = 1, .n_attn_v = 1};
-        candle_gguf_tensor_info t = {.name = "blk.0.attn_q.weight", .dtype = F32, .rank = 2,
+        candle_weights_tensor_info t = {.name = "blk.0.attn_q.weight", .dtype = F32, .rank = 2,
                                      .shape = {8, cases[i].ne0}};
         char note[256];
         bool fb;
@@ -418,15 +418,15 @@ static void test_fallbacks(void) {
         }
     }
     /* 1-D, integer and norm-like tensors are not weights */
-    candle_gguf_tensor_info t1 = {.name = "blk.0.attn_norm.weight", .dtype = F32, .rank = 2,
+    candle_weights_tensor_info t1 = {.name = "blk.0.attn_norm.weight", .dtype = F32, .rank = 2,
                                   .shape = {256, 256}};
     CHECK(!quant_is_weight(&t1));
-    candle_gguf_tensor_info t2 = {.name = "x.weight", .dtype = F32, .rank = 2, .shape = {1, 256}};
+    candle_weights_tensor_info t2 = {.name = "x.weight", .dtype = F32, .rank = 2, .shape = {1, 256}};
     CHECK(!quant_is_weight(&t2));
-    candle_gguf_tensor_info t3 = {.name = "x.weight", .dtype = CANDLE_DTYPE_I32, .rank = 2,
+    candle_weights_tensor_info t3 = {.name = "x.weight", .dtype = CANDLE_DTYPE_I32, .rank = 2,
                                   .shape = {4, 256}};
     CHECK(!quant_is_weight(&t3));
-    candle_gguf_tensor_info t4 = {.name = "blk.0.ffn_down_exps.weight", .dtype = F16, .rank = 3,
+    candle_weights_tensor_info t4 = {.name = "blk.0.ffn_down_exps.weight", .dtype = F16, .rank = 3,
                                   .shape = {8, 256, 256}};
     CHECK(quant_is_weight(&t4));
 }

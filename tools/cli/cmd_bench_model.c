@@ -379,18 +379,19 @@ static void cpu_model(char *buf, size_t n) {
 }
 
 static void describe(const candle_model *m, model_info *mi) {
-    const candle_gguf *g = candle_model_gguf(m);
-    const candle_gguf_tensor_info *biggest = NULL;
+    const candle_weights *w = candle_model_weights(m);
+    const candle_gguf *g = candle_weights_gguf(w);
+    const candle_weights_tensor_info *biggest = NULL;
     mi->n_params = 0;
-    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
-        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
+    for (int64_t i = 0; i < candle_weights_n_tensors(w); i++) {
+        const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
         uint64_t n = 1;
         for (int d = 0; d < ti->rank; d++) n *= (uint64_t)ti->shape[d];
         mi->n_params += n;
         if (!biggest || ti->size > biggest->size) biggest = ti;
     }
     uint32_t ft;
-    const char *ftn = candle_gguf_get_u32(g, "general.file_type", &ft) ? ftype_name(ft) : NULL;
+    const char *ftn = g && candle_gguf_get_u32(g, "general.file_type", &ft) ? ftype_name(ft) : NULL;
     char size[16];
     double np = (double)mi->n_params;
     if (np >= 1e9) snprintf(size, sizeof size, "%.1fB", np / 1e9);
@@ -399,14 +400,14 @@ static void describe(const candle_model *m, model_info *mi) {
     snprintf(mi->type, sizeof mi->type, "%s %s %s",
              candle_arch_name(candle_model_get_config(m)->arch), size,
              ftn ? ftn : biggest ? candle_dtype_name(biggest->dtype) : "?");
-    mi->file_size = candle_gguf_file_size(g);
+    mi->file_size = candle_weights_file_size(w);
     mi->weight_bytes = candle_model_weight_bytes(m);
     /* Only one row of the embedding table is read per token, unless the
      * output projection is tied to it. */
-    int64_t emb = candle_gguf_find_tensor(g, "token_embd.weight");
+    int64_t emb = candle_weights_find_tensor(w, "token_embd.weight");
     mi->bytes_per_token = mi->weight_bytes;
-    if (emb >= 0 && candle_gguf_find_tensor(g, "output.weight") >= 0)
-        mi->bytes_per_token -= candle_gguf_tensor(g, emb)->size;
+    if (emb >= 0 && candle_weights_find_tensor(w, "output.weight") >= 0)
+        mi->bytes_per_token -= candle_weights_tensor(w, emb)->size;
     cpu_model(mi->cpu, sizeof mi->cpu);
 }
 

@@ -1,5 +1,5 @@
-/* candle info: the CPU's features and kernels, or a GGUF file's summary,
- * metadata and tensor table. */
+/* candle info: the CPU's features and kernels, or a model's (GGUF file or
+ * Hugging Face directory) summary, metadata and tensor table. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,10 +8,12 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: candle info [--no-mmap] [FILE.gguf]\n\n"
-            "Without a file: CPU features and the kernels in use.\n"
-            "With a GGUF file: architecture, parameter count, tensors per dtype, file size,\n"
-            "bits per weight, metadata (long values abbreviated) and the tensor table.\n");
+            "usage: candle info [--no-mmap] [FILE.gguf | DIR]\n\n"
+            "Without a model: CPU features and the kernels in use.\n"
+            "With a GGUF file or a Hugging Face directory (config.json + safetensors):\n"
+            "architecture, parameter count, tensors per dtype, file size, bits per weight,\n"
+            "metadata (long values abbreviated; a directory's config.json as GGUF keys)\n"
+            "and the tensor table (GGUF names; a directory's own names beside them).\n");
 }
 
 /* 292352 -> "292.35K" */
@@ -42,85 +44,100 @@ static const char *fmt_bytes(size_t n, char *buf, size_t len) {
     return buf;
 }
 
-static uint64_t numel(const candle_gguf_tensor_info *ti) {
+static uint64_t numel(const candle_weights_tensor_info *ti) {
     uint64_t n = 1;
     for (int d = 0; d < ti->rank; d++) n *= (uint64_t)ti->shape[d];
     return n;
 }
 
-/* A metadata string printed as text, or "?" when absent. */
-static void print_str_key(const candle_gguf *g, const char *label, const char *key) {
+/* A metadata string printed as text, or nothing when absent. */
+static void print_str_key(const candle_weights *w, const char *label, const char *key) {
     const char *s;
     size_t len;
-    if (candle_gguf_get_str(g, key, &s, &len))
+    if (candle_weights_get_str(w, key, &s, &len))
         printf("%-14s %.*s\n", label, len > 200 ? 200 : (int)len, s);
 }
 
-static void print_summary(const candle_gguf *g, const char *path) {
+static void print_format(const candle_weights *w) {
+    const candle_gguf *g = candle_weights_gguf(w);
+    if (g)
+        printf("%-14s GGUF v%" PRIu32 ", alignment %zu, %" PRId64 " keys, %" PRId64 " tensors\n",
+               "format:", candle_gguf_version(g), candle_gguf_alignment(g), candle_gguf_n_kv(g),
+               candle_gguf_n_tensors(g));
+    else
+        printf("%-14s Hugging Face directory, safetensors in %d file%s, %" PRId64
+               " keys (from config.json, as GGUF keys), %" PRId64 " tensors\n",
+               "format:", candle_weights_n_files(w), candle_weights_n_files(w) == 1 ? "" : "s",
+               candle_weights_n_kv(w), candle_weights_n_tensors(w));
+}
+
+static void print_summary(const candle_weights *w, const char *path) {
     char a[32], b[32];
-    uint64_t params = 0, per_n[CANDLE_DTYPE_COUNT] = {0}, per_p[CANDLE_DTYPE_COUNT] = {0};
-    size_t per_b[CANDLE_DTYPE_COUNT] = {0}, data_bytes = 0;
-    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
-        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
+    uint64_t params = 0, per_n[CANDLE_DTYPE_COUNT + 1] = {0}, per_p[CANDLE_DTYPE_COUNT + 1] = {0};
+    size_t per_b[CANDLE_DTYPE_COUNT + 1] = {0}, data_bytes = 0;
+    for (int64_t i = 0; i < candle_weights_n_tensors(w); i++) {
+        const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
         params += numel(ti);
         per_n[ti->dtype]++;
         per_p[ti->dtype] += numel(ti);
         per_b[ti->dtype] += ti->size;
         data_bytes += ti->size;
     }
-    size_t fsize = candle_gguf_file_size(g);
+    size_t fsize = candle_weights_file_size(w);
     printf("%-14s %s\n", "file:", path);
-    printf("%-14s GGUF v%" PRIu32 ", alignment %zu, %" PRId64 " keys, %" PRId64 " tensors\n",
-           "format:", candle_gguf_version(g), candle_gguf_alignment(g), candle_gguf_n_kv(g),
-           candle_gguf_n_tensors(g));
-    print_str_key(g, "architecture:", "general.architecture");
-    print_str_key(g, "name:", "general.name");
+    print_format(w);
+    print_str_key(w, "architecture:", "general.architecture");
+    print_str_key(w, "name:", "general.name");
     printf("%-14s %s (%zu bytes)\n", "file size:", fmt_bytes(fsize, a, sizeof a), fsize);
     printf("%-14s %s (%" PRIu64 ")\n", "parameters:", human_count(params, b, sizeof b), params);
     if (params)
         printf("%-14s %.2f (file), %.2f (tensor data)\n", "bits/weight:",
                (double)fsize * 8.0 / (double)params, (double)data_bytes * 8.0 / (double)params);
     printf("tensors by dtype:\n");
-    for (int t = 0; t < CANDLE_DTYPE_COUNT; t++)
+    for (int t = 0; t <= CANDLE_DTYPE_COUNT; t++)
         if (per_n[t])
             printf("  %-8s %6" PRIu64 " tensors %12" PRIu64 " params %12s\n",
-                   candle_dtype_name((candle_dtype)t), per_n[t], per_p[t],
-                   fmt_bytes(per_b[t], a, sizeof a));
+                   t < CANDLE_DTYPE_COUNT ? candle_dtype_name((candle_dtype)t) : "unusable",
+                   per_n[t], per_p[t], fmt_bytes(per_b[t], a, sizeof a));
 }
 
-static void print_metadata(const candle_gguf *g) {
+static void print_metadata(const candle_weights *w) {
     char buf[512];
     printf("metadata:\n");
-    for (int64_t i = 0; i < candle_gguf_n_kv(g); i++)
-        printf("  %-44s %-4s %s\n", candle_gguf_key(g, i),
-               candle_gguf_type_name(candle_gguf_kv_type(g, i)),
-               candle_gguf_kv_str(g, i, buf, sizeof buf));
+    for (int64_t i = 0; i < candle_weights_n_kv(w); i++)
+        printf("  %-44s %-4s %s\n", candle_weights_key(w, i),
+               candle_gguf_type_name(candle_weights_kv_type(w, i)),
+               candle_weights_kv_str(w, i, buf, sizeof buf));
 }
 
-static void print_tensors(const candle_gguf *g) {
+/* GGUF: offsets in the file; a directory: each tensor's name and file there. */
+static void print_tensors(const candle_weights *w) {
     char shape[128], size[32];
-    printf("tensors:\n  %5s %-40s %-7s %-22s %12s %12s\n", "#", "name", "dtype", "shape",
-           "offset", "size");
-    for (int64_t i = 0; i < candle_gguf_n_tensors(g); i++) {
-        const candle_gguf_tensor_info *ti = candle_gguf_tensor(g, i);
-        printf("  %5" PRId64 " %-40s %-7s %-22s %12zu %12s\n", i, ti->name,
-               candle_dtype_name(ti->dtype), candle_shape_str(ti->rank, ti->shape, shape,
-                                                              sizeof shape),
-               ti->offset, fmt_bytes(ti->size, size, sizeof size));
+    bool dir = !candle_weights_gguf(w);
+    printf("tensors:\n  %5s %-40s %-7s %-22s %12s %12s%s\n", "#", "name", "dtype", "shape",
+           "offset", "size", dir ? "  source" : "");
+    for (int64_t i = 0; i < candle_weights_n_tensors(w); i++) {
+        const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
+        printf("  %5" PRId64 " %-40s %-7s %-22s %12zu %12s", i, ti->name,
+               ti->dtype < CANDLE_DTYPE_COUNT ? candle_dtype_name(ti->dtype) : "?",
+               candle_shape_str(ti->rank, ti->shape, shape, sizeof shape), ti->offset,
+               fmt_bytes(ti->size, size, sizeof size));
+        if (dir) printf("  %s:%s", ti->file, ti->src_name);
+        printf("\n");
     }
 }
 
 static int info_file(const char *path, bool no_mmap) {
-    candle_gguf *g = NULL;
-    candle_gguf_open_params p = {.no_mmap = no_mmap};
-    if (candle_gguf_open(&g, path, &p) != CANDLE_OK) {
+    candle_weights *w = NULL;
+    candle_weights_params p = {.no_mmap = no_mmap};
+    if (candle_weights_open(&w, path, &p) != CANDLE_OK) {
         fprintf(stderr, "candle info: %s: %s\n", path, candle_last_errmsg());
         return 1;
     }
-    print_summary(g, path);
-    print_metadata(g);
-    print_tensors(g);
-    candle_gguf_close(g);
+    print_summary(w, path);
+    print_metadata(w);
+    print_tensors(w);
+    candle_weights_close(w);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* candle quantize IN.gguf OUT.gguf TYPE: a progress bar (or, when stderr is
+/* candle quantize IN OUT.gguf TYPE (IN: GGUF or a Hugging Face directory): a progress bar (or, when stderr is
  * not a terminal, a line per tenth) on stderr and a summary on stdout.
  *
  * Ctrl-C while converting cancels through the progress callback (nothing has
@@ -17,8 +17,10 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: candle quantize [options] IN.gguf OUT.gguf TYPE\n\n"
-            "Converts an f32/f16/bf16 GGUF file to TYPE, a llama.cpp file type: its base dtype\n"
+            "usage: candle quantize [options] IN OUT.gguf TYPE\n\n"
+            "Converts an f32/f16/bf16 GGUF file or Hugging Face directory (config.json +\n"
+            "safetensors; written with llama.cpp's conventions, its tokenizer.json kept as\n"
+            "tokenizer.huggingface.json) to TYPE, a llama.cpp file type: its base dtype\n"
             "for the weight matrices, with the tensors llama.cpp keeps at higher precision\n"
             "(output, attn_v and ffn_down in the _M mixes, ...) given more bits. Norms, biases\n"
             "and 1-D tensors stay as they are. Metadata is copied; general.file_type is set.\n"

@@ -186,7 +186,7 @@ int cmd_chat(int argc, char **argv) {
     }
     const char *tmpl = NULL;
     size_t len = 0;
-    candle_gguf_get_str(candle_model_gguf(g.model), "tokenizer.chat_template", &tmpl, &len);
+    candle_weights_get_str(candle_model_weights(g.model), "tokenizer.chat_template", &tmpl, &len);
     candle_chat_template t;
     if (candle_chat_template_init(&t, tmpl, len, a.chat_template)) {
         fprintf(stderr, "candle chat: %s\n", candle_last_errmsg());

@@ -7,8 +7,9 @@
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,
-            "usage: candle tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-special]\n"
-            "  -m MODEL.gguf   model or vocabulary file\n"
+            "usage: candle tokenize -m MODEL (-p TEXT | -f FILE) [--no-special]\n"
+            "  -m MODEL        GGUF model or vocabulary file, or a Hugging Face directory\n"
+            "                  (its tokenizer.json)\n"
             "  -p TEXT         text to tokenize\n"
             "  -f FILE         read the text from FILE (bytes as they are)\n"
             "  --no-special    add no BOS/EOS and read special-token text as plain text\n");
@@ -94,16 +95,16 @@ int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "candle tokenize: cannot read %s\n", file);
         return 1;
     }
-    candle_gguf *g = NULL;
+    candle_weights *w = NULL;
     candle_tokenizer *t = NULL;
     int rc = 1;
-    if (candle_gguf_open(&g, model, NULL) != CANDLE_OK)
+    if (candle_weights_open(&w, model, NULL) != CANDLE_OK)
         fprintf(stderr, "candle tokenize: %s\n", candle_last_errmsg());
-    else if (candle_tokenizer_from_gguf(&t, g) != CANDLE_OK)
+    else if (candle_tokenizer_from_weights(&t, w) != CANDLE_OK)
         fprintf(stderr, "candle tokenize: %s: %s\n", model, candle_last_errmsg());
     else rc = print_ids(t, file ? text : prompt, file ? len : strlen(prompt), special);
     candle_tokenizer_free(t);
-    candle_gguf_close(g);
+    candle_weights_close(w);
     free(text);
     return rc;
 }

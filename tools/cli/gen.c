@@ -19,7 +19,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     }
     const candle_model_config *c = candle_model_get_config(g->model);
     g->n_vocab = c->n_vocab;
-    if (candle_tokenizer_from_gguf(&g->tok, candle_model_gguf(g->model))) {
+    if (candle_tokenizer_from_weights(&g->tok, candle_model_weights(g->model))) {
         fprintf(stderr, "candle %s: %s: tokenizer: %s\n", cmd, path, candle_last_errmsg());
         return 1;
     }

@@ -17,9 +17,10 @@ static const command commands[] = {
     {"logits", cmd_logits, "top-k logits for every prompt position as JSON lines"},
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
-    {"info", cmd_info, "CPU features and kernels, or a GGUF file's contents"},
-    {"bench", cmd_bench, "benchmarks: bench ops | bench -m MODEL"},
-    {"quantize", cmd_quantize, "quantize IN.gguf OUT.gguf TYPE"},
+    {"embed", cmd_embed, "sentence embeddings: embed -m ENCODER (-p TEXT | -f FILE)"},
+    {"info", cmd_info, "CPU features and kernels, or a model's (GGUF or directory) contents"},
+    {"bench", cmd_bench, "benchmarks: bench ops|quant|attn|load | bench -m MODEL"},
+    {"quantize", cmd_quantize, "quantize IN OUT.gguf TYPE (IN: GGUF or a Hugging Face directory)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server: serve -m MODEL --port N"},
 };
 

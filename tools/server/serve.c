@@ -122,13 +122,13 @@ static int load(srv_ctx *c, const serve_args *a, const char *path) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
         return 1;
     }
-    if (candle_tokenizer_from_gguf(&c->tok, candle_model_gguf(c->model))) {
+    if (candle_tokenizer_from_weights(&c->tok, candle_model_weights(c->model))) {
         fprintf(stderr, "candle serve: %s: tokenizer: %s\n", path, candle_last_errmsg());
         return 1;
     }
     const char *tmpl = NULL;
     size_t len = 0;
-    candle_gguf_get_str(candle_model_gguf(c->model), "tokenizer.chat_template", &tmpl, &len);
+    candle_weights_get_str(candle_model_weights(c->model), "tokenizer.chat_template", &tmpl, &len);
     c->have_chat = !candle_chat_template_init(&c->chat, tmpl, len, a->chat_template);
     if (!c->have_chat && a->chat_template) {
         fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());

@@ -1,0 +1,72 @@
+/* Sentence embeddings: an encoder model, its tokenizer and the
+ * sentence-transformers pipeline of its directory (modules.json: Pooling,
+ * Dense, Normalize; sentence_bert_config.json's max_seq_length), as
+ * `SentenceTransformer(path).encode(texts)` computes them.
+ *
+ * A candle_encoder is read-only after load: one may embed on many threads
+ * at once. Errors go to the thread-local last error (candle_last_errmsg). */
+#ifndef CANDLE_ENCODER_H
+#define CANDLE_ENCODER_H
+
+#include "api.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct candle_encoder candle_encoder;
+
+typedef struct candle_encoder_params {
+    int n_threads; /* 0 = default */
+    bool no_mmap;
+} candle_encoder_params;
+
+CANDLE_API candle_encoder_params candle_encoder_default_params(void);
+
+/* path: a Hugging Face directory (config.json, safetensors, tokenizer.json;
+ * modules.json when it is a sentence-transformers model, else mean pooling
+ * without normalisation). */
+CANDLE_API candle_status candle_encoder_load(candle_encoder **out, const char *path,
+                                             const candle_encoder_params *p);
+CANDLE_API void candle_encoder_free(candle_encoder *e);
+
+/* The model and tokenizer inside (owned by the encoder). */
+CANDLE_API const candle_model *candle_encoder_model(const candle_encoder *e);
+CANDLE_API const candle_tokenizer *candle_encoder_tokenizer(const candle_encoder *e);
+/* Embedding size after the pipeline's Dense layers. */
+CANDLE_API int64_t candle_encoder_dim(const candle_encoder *e);
+/* Tokens an input is cut to (sentence_bert_config.json's max_seq_length,
+ * at most the model's positions). */
+CANDLE_API int64_t candle_encoder_max_tokens(const candle_encoder *e);
+
+typedef enum candle_pooling {
+    CANDLE_POOLING_DEFAULT = 0, /* what modules.json says */
+    CANDLE_POOLING_MEAN,
+    CANDLE_POOLING_CLS,
+    CANDLE_POOLING_LAST,
+    CANDLE_POOLING_MAX,
+} candle_pooling;
+
+typedef struct candle_embed_params {
+    candle_pooling pooling;
+    int normalize;      /* -1: as modules.json says; 0: no; 1: L2-normalise */
+    int64_t dimensions; /* 0: all; else keep the first N (Matryoshka), normalised after if normalising */
+    bool no_truncate;   /* refuse an input longer than max_tokens instead of cutting it */
+} candle_embed_params;
+
+CANDLE_API candle_embed_params candle_embed_default_params(void);
+
+/* Embed n texts (texts[i] of lens[i] bytes; lens NULL: NUL-terminated) into
+ * out [n, dim] (dim: candle_encoder_dim, or p->dimensions), out_len floats.
+ * CANDLE_ERR_INVALID_ARG: a short buffer, an empty text, a text too long
+ * with no_truncate, dimensions out of range. */
+CANDLE_API candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts,
+                                              const size_t *lens, int64_t n,
+                                              const candle_embed_params *p, float *out,
+                                              size_t out_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,402 @@
+/* Hugging Face checkpoints in GGUF's vocabulary: per model_type, the tensor
+ * names, the config.json fields and the conventions transformers stores its
+ * weights in (Gemma's norms as w for a (1 + w) multiplier), the way
+ * llama.cpp's converter translates them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weights-impl.h"
+
+/* How a tensor is given: as stored, as f32 (vectors the norms and biases
+ * apply to f32 activations), or as a norm weight. */
+typedef enum { T_W, T_VEC, T_NORM } tkind;
+
+typedef struct hf_name {
+    const char *hf;   /* after "model.layers.N." for layer tensors */
+    const char *gguf; /* after "blk.N." */
+    tkind kind;
+} hf_name;
+
+typedef struct hf_key {
+    const char *hf;   /* config.json field */
+    const char *gguf; /* after "<arch>." */
+    char type;        /* 'i' integer, 'f' number */
+} hf_key;
+
+struct hf_family {
+    const char *model_type;
+    const char *arch;
+    const hf_name *global;    /* NULL-terminated */
+    const char *layer_prefix; /* "model.layers." */
+    const hf_name *layer;     /* NULL-terminated */
+    const hf_key *keys;   /* family fields beyond the common ones, NULL-terminated */
+    bool norm_plus_one;   /* norms stored as w, used as (1 + w) */
+    const char *act_field; /* config field naming the FFN activation */
+    const char *act;       /* the one the architecture computes */
+};
+
+static const hf_name decoder_global[] = {
+    {"model.embed_tokens.weight", "token_embd.weight", T_W},
+    {"model.norm.weight", "output_norm.weight", T_NORM},
+    {"lm_head.weight", "output.weight", T_W},
+    {NULL, NULL, T_W},
+};
+
+#define ATTENTION_NAMES                                                                        \
+    {"input_layernorm.weight", "attn_norm.weight", T_NORM},                                    \
+        {"self_attn.q_proj.weight", "attn_q.weight", T_W},                                     \
+        {"self_attn.k_proj.weight", "attn_k.weight", T_W},                                     \
+        {"self_attn.v_proj.weight", "attn_v.weight", T_W},                                     \
+        {"self_attn.q_proj.bias", "attn_q.bias", T_VEC},                                       \
+        {"self_attn.k_proj.bias", "attn_k.bias", T_VEC},                                       \
+        {"self_attn.v_proj.bias", "attn_v.bias", T_VEC},                                       \
+        {"self_attn.qkv_proj.weight", "attn_qkv.weight", T_W},                                 \
+        {"self_attn.q_norm.weight", "attn_q_norm.weight", T_NORM},                             \
+        {"self_attn.k_norm.weight", "attn_k_norm.weight", T_NORM},                             \
+        {"self_attn.o_proj.weight", "attn_output.weight", T_W},                                \
+        {"mlp.gate_proj.weight", "ffn_gate.weight", T_W},                                      \
+        {"mlp.up_proj.weight", "ffn_up.weight", T_W},                                          \
+        {"mlp.gate_up_proj.weight", "ffn_up.weight", T_W},                                     \
+        {"mlp.down_proj.weight", "ffn_down.weight", T_W}
+
+static const hf_name llama_layer[] = {
+    ATTENTION_NAMES,
+    {"post_attention_layernorm.weight", "ffn_norm.weight", T_NORM},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name gemma_layer[] = {
+    ATTENTION_NAMES,
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", T_NORM},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", T_NORM},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", T_NORM},
+    {NULL, NULL, T_W},
+};
+
+static const hf_key common_keys[] = {
+    {"num_hidden_layers", "block_count", 'i'},
+    {"hidden_size", "embedding_length", 'i'},
+    {"intermediate_size", "feed_forward_length", 'i'},
+    {"num_attention_heads", "attention.head_count", 'i'},
+    {"num_key_value_heads", "attention.head_count_kv", 'i'},
+    {"head_dim", "attention.key_length", 'i'},
+    {"head_dim", "attention.value_length", 'i'},
+    {"max_position_embeddings", "context_length", 'i'},
+    {"rms_norm_eps", "attention.layer_norm_rms_epsilon", 'f'},
+    {"rope_theta", "rope.freq_base", 'f'},
+    {NULL, NULL, 0},
+};
+
+static const hf_key no_keys[] = {{NULL, NULL, 0}};
+
+/* BERT as transformers' BertModel names it (a task model's "bert." prefix
+ * is dropped first), in llama.cpp's bert GGUF names. */
+static const hf_name bert_global[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.position_embeddings.weight", "position_embd.weight", T_W},
+    {"embeddings.token_type_embeddings.weight", "token_types.weight", T_W},
+    {"embeddings.LayerNorm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.LayerNorm.bias", "token_embd_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name bert_layer[] = {
+    {"attention.self.query.weight", "attn_q.weight", T_W},
+    {"attention.self.query.bias", "attn_q.bias", T_VEC},
+    {"attention.self.key.weight", "attn_k.weight", T_W},
+    {"attention.self.key.bias", "attn_k.bias", T_VEC},
+    {"attention.self.value.weight", "attn_v.weight", T_W},
+    {"attention.self.value.bias", "attn_v.bias", T_VEC},
+    {"attention.output.dense.weight", "attn_output.weight", T_W},
+    {"attention.output.dense.bias", "attn_output.bias", T_VEC},
+    {"attention.output.LayerNorm.weight", "attn_output_norm.weight", T_VEC},
+    {"attention.output.LayerNorm.bias", "attn_output_norm.bias", T_VEC},
+    {"intermediate.dense.weight", "ffn_up.weight", T_W},
+    {"intermediate.dense.bias", "ffn_up.bias", T_VEC},
+    {"output.dense.weight", "ffn_down.weight", T_W},
+    {"output.dense.bias", "ffn_down.bias", T_VEC},
+    {"output.LayerNorm.weight", "layer_output_norm.weight", T_VEC},
+    {"output.LayerNorm.bias", "layer_output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+static const hf_key bert_keys[] = {
+    {"layer_norm_eps", "attention.layer_norm_epsilon", 'f'},
+    {NULL, NULL, 0},
+};
+
+/* Mistral and Phi-3 attend within a window in every layer when they have one. */
+static const hf_key window_keys[] = {
+    {"sliding_window", "attention.sliding_window", 'i'},
+    {NULL, NULL, 0},
+};
+
+static const hf_key gemma2_keys[] = {
+    {"sliding_window", "attention.sliding_window", 'i'},
+    {"attn_logit_softcapping", "attn_logit_softcapping", 'f'},
+    {"final_logit_softcapping", "final_logit_softcapping", 'f'},
+    {"query_pre_attn_scalar", "attention.query_pre_attn_scalar", 'f'},
+    {NULL, NULL, 0},
+};
+
+static const hf_key gemma3_keys[] = {
+    {"sliding_window", "attention.sliding_window", 'i'},
+    {"rope_local_base_freq", "rope.freq_base_swa", 'f'},
+    {"sliding_window_pattern", "attention.sliding_window_pattern", 'i'},
+    {"query_pre_attn_scalar", "attention.query_pre_attn_scalar", 'f'},
+    {"attn_logit_softcapping", "attn_logit_softcapping", 'f'},
+    {"final_logit_softcapping", "final_logit_softcapping", 'f'},
+    {NULL, NULL, 0},
+};
+
+static const hf_family families[] = {
+#define DECODER decoder_global, "model.layers."
+    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu"},
+    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu"},
+    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
+     "gelu_pytorch_tanh"},
+    {"gemma3_text", "gemma3", DECODER, gemma_layer, gemma3_keys, true, "hidden_activation",
+     "gelu_pytorch_tanh"},
+    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu"},
+#undef DECODER
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+const hf_family *hf_family_find(const char *model_type, size_t len) {
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (strlen(families[i].model_type) == len && !memcmp(families[i].model_type, model_type, len))
+            return &families[i];
+    return NULL;
+}
+
+const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
+
+const char *hf_family_list(void) {
+    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert";
+}
+
+static candle_status bad_field(const char *file, const char *field, const char *want,
+                               const json_value *v) {
+    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: field '%s' is %s, want %s", file, field,
+                            json_type_name(v->type), want);
+}
+
+/* One config field as `<arch>.<key>`; absent and null fields are skipped. */
+static candle_status map_key(candle_weights *w, const hf_family *f, const json_value *cfg,
+                             const hf_key *k, const char *file) {
+    const json_value *v = json_get(cfg, k->hf);
+    if (!v || v->type == JSON_NULL) return CANDLE_OK;
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", f->arch, k->gguf);
+    int64_t i;
+    double d;
+    if (k->type == 'i') {
+        if (!json_as_i64(v, &i) || i < 0) return bad_field(file, k->hf, "a non-negative integer", v);
+        return weights_add_i64(w, key, i);
+    }
+    if (!json_as_f64(v, &d) || !isfinite(d)) return bad_field(file, k->hf, "a finite number", v);
+    return weights_add_f64(w, key, d);
+}
+
+static candle_status add_arch_f64(candle_weights *w, const hf_family *f, const char *key, double v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", f->arch, key);
+    return weights_add_f64(w, k, v);
+}
+
+/* One RoPE description: {rope_type | type, factor, rope_theta}. Linear
+ * scaling is given as GGUF gives it; every other type is passed on by name
+ * for the architecture to run or refuse. `field` names it in messages. */
+static candle_status map_rope_object(candle_weights *w, const hf_family *f, const json_value *rs,
+                                     const char *field, const char *file, bool sliding) {
+    if (rs->type != JSON_OBJECT) return bad_field(file, field, "an object", rs);
+    const json_value *type = json_get(rs, "rope_type");
+    if (!type) type = json_get(rs, "type");
+    const char *t = "default";
+    size_t len = 7;
+    if (type && !json_as_str(type, &t, &len)) return bad_field(file, field, "an object with a string rope_type", rs);
+    double theta;
+    candle_status s = CANDLE_OK;
+    if (json_as_f64(json_get(rs, "rope_theta"), &theta))
+        s = add_arch_f64(w, f, sliding ? "rope.freq_base_swa" : "rope.freq_base", theta);
+    if (s || (len == 7 && !memcmp(t, "default", 7))) return s;
+    if (sliding)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: %s: RoPE scaling '%.*s' of sliding-window layers is not supported",
+                                file, field, (int)(len > 32 ? 32 : len), t);
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", f->arch);
+    if ((s = weights_add_str(w, key, t, len))) return s;
+    double factor;
+    if (json_as_f64(json_get(rs, "factor"), &factor)) s = add_arch_f64(w, f, "rope.scaling.factor", factor);
+    return s;
+}
+
+/* rope_scaling (+ rope_theta, a common key) in the Hub's older layout;
+ * rope_parameters in transformers 5's, one object or one per layer type. */
+static candle_status map_rope(candle_weights *w, const hf_family *f, const json_value *cfg,
+                              const char *file) {
+    const json_value *rs = json_get(cfg, "rope_scaling");
+    if (rs && rs->type != JSON_NULL) return map_rope_object(w, f, rs, "rope_scaling", file, false);
+    const json_value *rp = json_get(cfg, "rope_parameters");
+    if (!rp || rp->type == JSON_NULL) return CANDLE_OK;
+    const json_value *full = json_get(rp, "full_attention"), *swa = json_get(rp, "sliding_attention");
+    if (!full && !swa) return map_rope_object(w, f, rp, "rope_parameters", file, false);
+    candle_status s = CANDLE_OK;
+    if (full) s = map_rope_object(w, f, full, "rope_parameters.full_attention", file, false);
+    if (!s && swa) s = map_rope_object(w, f, swa, "rope_parameters.sliding_attention", file, true);
+    return s;
+}
+
+/* layer_types (newer transformers) as the period of its full-attention
+ * layers; a pattern that is not periodic cannot be described that way. */
+static candle_status map_layer_types(candle_weights *w, const hf_family *f, const json_value *cfg,
+                                     const char *file) {
+    const json_value *lt = json_get(cfg, "layer_types");
+    if (!lt || lt->type == JSON_NULL || !strcmp(f->arch, "gemma2")) return CANDLE_OK;
+    if (lt->type != JSON_ARRAY) return bad_field(file, "layer_types", "an array", lt);
+    int64_t period = 0;
+    for (size_t i = 0; i < lt->n; i++) {
+        bool full = json_str_eq(json_at(lt, i), "full_attention");
+        if (!full && !json_str_eq(json_at(lt, i), "sliding_attention"))
+            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "%s: layer_types[%zu] is not 'full_attention' or "
+                                    "'sliding_attention'", file, i);
+        if (full && !period) period = (int64_t)i + 1;
+        bool want_full = period ? (int64_t)(i + 1) % period == 0 : false;
+        if (period && full != want_full)
+            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "%s: layer_types is not one full-attention layer every %lld "
+                                    "layers (layer %zu)", file, (long long)period, i);
+    }
+    if (!period) period = (int64_t)lt->n + 1; /* sliding everywhere */
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", f->arch);
+    if (weights_find_kv(w, key)) return CANDLE_OK;
+    return weights_add_i64(w, key, period);
+}
+
+candle_status hf_family_config(const hf_family *f, candle_weights *w, const json_value *cfg,
+                               const char *file) {
+    candle_status s = weights_add_str(w, "general.architecture", f->arch, strlen(f->arch));
+    for (const hf_key *k = common_keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
+    for (const hf_key *k = f->keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
+    if (!s) s = map_rope(w, f, cfg, file);
+    if (!s) s = map_layer_types(w, f, cfg, file);
+    if (s) return s;
+    const json_value *prf = json_get(cfg, "partial_rotary_factor");
+    double factor;
+    if (prf && prf->type != JSON_NULL) {
+        int64_t heads, embd, hd;
+        char key[128];
+        if (!json_as_f64(prf, &factor) || !(factor > 0 && factor <= 1))
+            return bad_field(file, "partial_rotary_factor", "a number in (0, 1]", prf);
+        snprintf(key, sizeof key, "%s.attention.key_length", f->arch);
+        if (!candle_weights_get_i64(w, key, &hd)) {
+            if (!json_as_i64(json_get(cfg, "hidden_size"), &embd) ||
+                !json_as_i64(json_get(cfg, "num_attention_heads"), &heads) || heads <= 0)
+                return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                        "%s: partial_rotary_factor without hidden_size and "
+                                        "num_attention_heads", file);
+            hd = embd / heads;
+        }
+        snprintf(key, sizeof key, "%s.rope.dimension_count", f->arch);
+        if ((s = weights_add_i64(w, key, (int64_t)(hd * factor)))) return s;
+    }
+    const json_value *pet = json_get(cfg, "position_embedding_type");
+    if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: position_embedding_type %s is not supported (only 'absolute')",
+                                file, pet->type == JSON_STRING ? pet->u.str : json_type_name(pet->type));
+    const json_value *act = json_get(cfg, f->act_field);
+    if (act && act->type != JSON_NULL && !json_str_eq(act, f->act)) {
+        const char *a = "?";
+        size_t len = 1;
+        json_as_str(act, &a, &len);
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: %s '%.*s' is not supported for %s (want '%s')", file,
+                                f->act_field, (int)(len > 64 ? 64 : len), a, f->model_type, f->act);
+    }
+    return CANDLE_OK;
+}
+
+static weights_xform xform_of(const hf_family *f, tkind k) {
+    if (k == T_NORM) return f->norm_plus_one ? XF_ADD_ONE : XF_F32;
+    return k == T_VEC ? XF_F32 : XF_NONE;
+}
+
+/* "<prefix>12.rest" -> 12 and rest; false for other names. */
+static bool split_layer(const char *name, const char *prefix, long *il, const char **rest) {
+    size_t np = strlen(prefix);
+    if (strncmp(name, prefix, np)) return false;
+    const char *p = name + np;
+    char *end;
+    if (*p < '0' || *p > '9') return false;
+    *il = strtol(p, &end, 10);
+    if (*end != '.' || *il < 0 || *il > 100000) return false;
+    *rest = end + 1;
+    return true;
+}
+
+bool hf_family_tensor(const hf_family *f, const char *src, char *buf, size_t n,
+                      weights_xform *xf) {
+    long il;
+    const char *rest;
+    /* a task model (BertForSequenceClassification, ...) holds the base
+     * model under its own name */
+    size_t na = strlen(f->model_type);
+    if (!strncmp(src, f->model_type, na) && src[na] == '.') src += na + 1;
+    if (split_layer(src, f->layer_prefix, &il, &rest)) {
+        for (const hf_name *t = f->layer; t->hf; t++)
+            if (!strcmp(t->hf, rest)) {
+                snprintf(buf, n, "blk.%ld.%s", il, t->gguf);
+                *xf = xform_of(f, t->kind);
+                return true;
+            }
+        return false;
+    }
+    for (const hf_name *t = f->global; t->hf; t++)
+        if (!strcmp(t->hf, src)) {
+            snprintf(buf, n, "%s", t->gguf);
+            *xf = xform_of(f, t->kind);
+            return true;
+        }
+    return false;
+}
+
+bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, size_t n) {
+    long il;
+    char *end;
+    if (!strncmp(gguf_name, "blk.", 4) && gguf_name[4] >= '0' && gguf_name[4] <= '9') {
+        il = strtol(gguf_name + 4, &end, 10);
+        if (*end != '.') return false;
+        /* fused and split projections share a GGUF name: the first listed
+         * is the one the family's checkpoints have when neither exists */
+        for (const hf_name *t = f->layer; t->hf; t++)
+            if (!strcmp(t->gguf, end + 1)) {
+                snprintf(buf, n, "%s%ld.%s", f->layer_prefix, il, t->hf);
+                return true;
+            }
+        return false;
+    }
+    for (const hf_name *t = f->global; t->hf; t++)
+        if (!strcmp(t->gguf, gguf_name)) {
+            snprintf(buf, n, "%s", t->hf);
+            return true;
+        }
+    return false;
+}
+
+bool hf_family_ignored(const char *src) {
+    size_t n = strlen(src);
+    static const char suffix[] = ".rotary_emb.inv_freq";
+    if (n >= sizeof suffix - 1 && !strcmp(src + n - (sizeof suffix - 1), suffix)) return true;
+    /* BERT's pooler (sentence embedders pool themselves; llama.cpp drops
+     * it too) and the position-id buffer older checkpoints saved */
+    return strstr(src, "pooler.dense.") || strstr(src, "embeddings.position_ids");
+}

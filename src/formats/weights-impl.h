@@ -1,0 +1,90 @@
+/* Weight-source internals: the entries every source lists, the metadata a
+ * source adds (or, for a directory, all of it) and the adapters' entry
+ * points. */
+#ifndef CANDLE_WEIGHTS_IMPL_H
+#define CANDLE_WEIGHTS_IMPL_H
+
+#include "candle/safetensors.h"
+#include "candle/weights.h"
+#include "core/core-impl.h"
+#include "core/json-impl.h"
+
+/* What loading does to a tensor beyond viewing it. */
+typedef enum weights_xform {
+    XF_NONE = 0,
+    XF_F32,     /* converted to f32 (norm weights and biases of a half model) */
+    XF_ADD_ONE, /* f32 of 1 + w (Gemma's norms as stored by transformers) */
+} weights_xform;
+
+typedef struct weights_entry {
+    candle_weights_tensor_info info;
+    int shard;        /* the directory's file holding it; -1 for GGUF */
+    weights_xform xf;
+} weights_entry;
+
+/* A metadata value the source provides (a GGUF source adds a few to its
+ * file's; a directory's all come from its JSON files). */
+typedef struct weights_kv {
+    char *key;
+    candle_gguf_type type; /* INT64, FLOAT64, BOOL or STRING */
+    int64_t i;
+    double f;
+    bool b;
+    char *s;
+    size_t len;
+} weights_kv;
+
+typedef struct weights_ref {
+    const char *name;
+    int64_t idx;
+} weights_ref;
+
+struct candle_weights {
+    candle_weights_format format;
+    char *path;
+    candle_gguf *gguf;           /* GGUF */
+    candle_safetensors **shards; /* directory: [n_shards] */
+    char **shard_names;          /* [n_shards], file names inside the directory */
+    int n_shards;
+    weights_entry *entries;      /* [n_entries] */
+    int64_t n_entries;
+    weights_ref *by_name;        /* [n_entries] sorted by name */
+    weights_kv *kv;              /* [n_kv] */
+    int64_t n_kv, cap_kv;
+    const struct hf_family *hf;  /* directory: the model_type's mapping */
+};
+
+/* ---- shared by the adapters (weights.c) ---- */
+candle_status weights_add_i64(candle_weights *w, const char *key, int64_t v);
+candle_status weights_add_f64(candle_weights *w, const char *key, double v);
+candle_status weights_add_bool(candle_weights *w, const char *key, bool v);
+candle_status weights_add_str(candle_weights *w, const char *key, const char *s, size_t len);
+const weights_kv *weights_find_kv(const candle_weights *w, const char *key);
+/* Sort the entries' index; refuses two tensors mapped to one name. */
+candle_status weights_index(candle_weights *w);
+char *weights_strdup(const char *s);
+
+/* ---- the Hugging Face directory adapter (weights_hf.c) ---- */
+candle_status weights_open_hf(candle_weights *w, const candle_weights_params *p);
+
+/* ---- the model_type tables (hf_families.c) ---- */
+typedef struct hf_family hf_family;
+/* The family of config.json's model_type, or NULL. */
+const hf_family *hf_family_find(const char *model_type, size_t len);
+const char *hf_family_model_type(const hf_family *f);
+/* "llama, qwen2, ..." for messages. */
+const char *hf_family_list(void);
+/* Translate config.json into metadata on w (errors name config.json's field). */
+candle_status hf_family_config(const hf_family *f, candle_weights *w, const json_value *cfg,
+                               const char *cfg_name);
+/* The GGUF name of a tensor of the directory into buf, and how loading
+ * transforms it; false if the family has no such tensor. */
+bool hf_family_tensor(const hf_family *f, const char *hf_name, char *buf, size_t n,
+                      weights_xform *xf);
+/* The directory's name of a GGUF tensor name into buf; false if none. */
+bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, size_t n);
+/* Tensors a checkpoint may hold that no model uses (buffers saved by old
+ * versions of transformers). */
+bool hf_family_ignored(const char *hf_name);
+
+#endif

@@ -1,0 +1,253 @@
+/* The Hugging Face directory adapter: config.json for the hyperparameters,
+ * model.safetensors or the shards model.safetensors.index.json names for
+ * the tensors, tokenizer_config.json for the chat template. Every name is
+ * translated by the model_type's table (hf_families.c); a tensor the family
+ * does not know, a shard that is missing or lacks a tensor its index
+ * promises, or a config field of the wrong type is refused, naming the file. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weights-impl.h"
+
+/* JSON files beside the weights are small; a larger one is not what it
+ * claims to be. tokenizer.json is read by the tokenizer, not here. */
+#define HF_JSON_MAX ((size_t)64 << 20)
+
+static void join(char *buf, size_t n, const char *dir, const char *file) {
+    snprintf(buf, n, "%s/%s", dir, file);
+}
+
+static bool file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* The bytes of a JSON file, parsed. `name` is how messages call it. */
+static candle_status read_json(const char *path, const char *name, json_doc **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    candle_status s = CANDLE_OK;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= HF_JSON_MAX) {
+                s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: larger than %zu MiB", name,
+                                     HF_JSON_MAX >> 20);
+                break;
+            }
+            cap = cap ? 2 * cap : 1 << 16;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory reading %s", name);
+                break;
+            }
+            buf = b;
+        }
+        size_t r = fread(buf + len, 1, cap - len, f);
+        len += r;
+        if (r == 0) {
+            if (ferror(f)) s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: read error", name);
+            break;
+        }
+    }
+    fclose(f);
+    if (!s) s = json_parse(out, buf, len, name, NULL);
+    free(buf);
+    return s;
+}
+
+static candle_status read_config(candle_weights *w, json_doc **cfg_doc) {
+    char path[4096];
+    join(path, sizeof path, w->path, "config.json");
+    if (!file_exists(path))
+        return candle_set_error(NULL, CANDLE_ERR_IO,
+                                "%s: not a model: no config.json (a Hugging Face directory needs "
+                                "config.json and model.safetensors)", w->path);
+    candle_status s = read_json(path, "config.json", cfg_doc);
+    if (s) return s;
+    const json_value *cfg = json_root(*cfg_doc);
+    if (cfg->type != JSON_OBJECT)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: not a JSON object");
+    const char *mt;
+    size_t len;
+    if (!json_as_str(json_get(cfg, "model_type"), &mt, &len))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: no string field 'model_type'");
+    if (!(w->hf = hf_family_find(mt, len)))
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "config.json: model_type '%.*s' is not supported (supported: %s)",
+                                (int)(len > 64 ? 64 : len), mt, hf_family_list());
+    return hf_family_config(w->hf, w, cfg, "config.json");
+}
+
+/* chat_template: a string, or a list of {name, template} of which "default"
+ * (else the first) is the chat template. */
+static candle_status read_chat_template(candle_weights *w) {
+    char path[4096];
+    join(path, sizeof path, w->path, "tokenizer_config.json");
+    if (!file_exists(path)) return CANDLE_OK;
+    json_doc *d;
+    candle_status s = read_json(path, "tokenizer_config.json", &d);
+    if (s) return s;
+    const json_value *t = json_get(json_root(d), "chat_template");
+    if (t && t->type == JSON_ARRAY) {
+        const json_value *pick = NULL;
+        for (size_t i = 0; i < t->n; i++)
+            if (json_str_eq(json_get(json_at(t, i), "name"), "default") || !pick)
+                pick = json_get(json_at(t, i), "template");
+        t = pick;
+    }
+    const char *str;
+    size_t len;
+    if (json_as_str(t, &str, &len)) s = weights_add_str(w, "tokenizer.chat_template", str, len);
+    json_free(d);
+    return s;
+}
+
+/* A shard named by the index: a plain file name inside the directory. */
+static bool shard_name_ok(const char *s, size_t len) {
+    return len > 0 && len < 256 && !memchr(s, '/', len) && !memchr(s, '\\', len) &&
+           !memchr(s, 0, len) && !(len <= 2 && s[0] == '.');
+}
+
+static int shard_index(candle_weights *w, const char *name, size_t len) {
+    for (int i = 0; i < w->n_shards; i++)
+        if (strlen(w->shard_names[i]) == len && !memcmp(w->shard_names[i], name, len)) return i;
+    return -1;
+}
+
+static candle_status open_shard(candle_weights *w, const char *name, size_t len,
+                                const candle_weights_params *p) {
+    char **names = realloc(w->shard_names, (size_t)(w->n_shards + 1) * sizeof *names);
+    if (names) w->shard_names = names;
+    candle_safetensors **sh = realloc(w->shards, (size_t)(w->n_shards + 1) * sizeof *sh);
+    if (sh) w->shards = sh;
+    char *copy = malloc(len + 1);
+    if (!names || !sh || !copy) {
+        free(copy);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: shard list");
+    }
+    memcpy(copy, name, len);
+    copy[len] = 0;
+    char path[4096];
+    join(path, sizeof path, w->path, copy);
+    candle_safetensors_open_params sp = {.no_mmap = p && p->no_mmap};
+    candle_safetensors *st = NULL;
+    candle_status s = candle_safetensors_open(&st, path, &sp);
+    if (s) {
+        free(copy);
+        return s;
+    }
+    w->shard_names[w->n_shards] = copy;
+    w->shards[w->n_shards++] = st;
+    return CANDLE_OK;
+}
+
+/* model.safetensors.index.json: every shard its weight_map names, each
+ * opened once, and every tensor it promises present in its shard. */
+static candle_status open_index(candle_weights *w, const char *path, const candle_weights_params *p) {
+    static const char *name = "model.safetensors.index.json";
+    json_doc *d;
+    candle_status s = read_json(path, name, &d);
+    if (s) return s;
+    const json_value *map = json_get(json_root(d), "weight_map");
+    if (!map || map->type != JSON_OBJECT || !map->n)
+        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: no weight_map object of tensor -> file", name);
+    for (size_t i = 0; !s && map && i < map->n; i++) {
+        const char *file, *tensor;
+        size_t len, tlen;
+        json_as_str(json_obj_key(map, i), &tensor, &tlen);
+        if (!json_as_str(json_obj_val(map, i), &file, &len) || !shard_name_ok(file, len)) {
+            s = candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                 "%s: weight_map['%.*s'] is not a file name in the directory", name,
+                                 (int)(tlen > 128 ? 128 : tlen), tensor);
+            break;
+        }
+        int k = shard_index(w, file, len);
+        if (k < 0) {
+            if ((s = open_shard(w, file, len, p))) break;
+            k = w->n_shards - 1;
+        }
+        if (candle_safetensors_find_tensor(w->shards[k], tensor) < 0)
+            s = candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                 "%s: tensor '%.*s' is mapped to %s, which does not hold it", name,
+                                 (int)(tlen > 128 ? 128 : tlen), tensor, w->shard_names[k]);
+    }
+    json_free(d);
+    return s;
+}
+
+static candle_status open_weights(candle_weights *w, const candle_weights_params *p) {
+    char path[4096];
+    join(path, sizeof path, w->path, "model.safetensors.index.json");
+    if (file_exists(path)) return open_index(w, path, p);
+    join(path, sizeof path, w->path, "model.safetensors");
+    if (file_exists(path)) return open_shard(w, "model.safetensors", 17, p);
+    return candle_set_error(NULL, CANDLE_ERR_IO,
+                            "%s: no model.safetensors or model.safetensors.index.json", w->path);
+}
+
+/* Every tensor of every shard, under its GGUF name. */
+static candle_status list_tensors(candle_weights *w) {
+    int64_t total = 0;
+    for (int i = 0; i < w->n_shards; i++) total += candle_safetensors_n_tensors(w->shards[i]);
+    w->entries = calloc((size_t)(total ? total : 1), sizeof *w->entries);
+    if (!w->entries) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+    for (int k = 0; k < w->n_shards; k++) {
+        candle_safetensors *st = w->shards[k];
+        for (int64_t i = 0; i < candle_safetensors_n_tensors(st); i++) {
+            const candle_safetensors_tensor_info *t = candle_safetensors_tensor(st, i);
+            char name[160];
+            weights_xform xf;
+            if (hf_family_ignored(t->name)) continue;
+            if (!hf_family_tensor(w->hf, t->name, name, sizeof name, &xf))
+                return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                        "%s: tensor '%s' is not part of a %s model",
+                                        w->shard_names[k], t->name, hf_family_model_type(w->hf));
+            weights_entry *e = &w->entries[w->n_entries];
+            if (!(e->info.name = weights_strdup(name)))
+                return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+            w->n_entries++;
+            e->info.src_name = t->name;
+            e->info.file = w->shard_names[k];
+            e->info.dtype = xf == XF_NONE ? t->load_dtype : CANDLE_DTYPE_F32;
+            e->info.rank = t->rank;
+            memcpy(e->info.shape, t->shape, sizeof t->shape);
+            e->info.offset = t->offset;
+            e->info.size = t->size;
+            e->shard = k;
+            e->xf = xf;
+        }
+    }
+    return weights_index(w);
+}
+
+/* Untied models must have their output projection: tying it silently would
+ * run a different model. */
+static candle_status check_tied(candle_weights *w, const json_value *cfg) {
+    bool tied = true;
+    const json_value *t = json_get(cfg, "tie_word_embeddings");
+    if (t && t->type != JSON_NULL && !json_as_bool(t, &tied))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: tie_word_embeddings is %s, want a boolean",
+                                json_type_name(t->type));
+    if (!tied && candle_weights_find_tensor(w, "output.weight") < 0)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "%s: config.json has tie_word_embeddings false but no file holds "
+                                "lm_head.weight", w->path);
+    return CANDLE_OK;
+}
+
+candle_status weights_open_hf(candle_weights *w, const candle_weights_params *p) {
+    json_doc *cfg = NULL;
+    candle_status s = read_config(w, &cfg);
+    if (!s) s = weights_add_bool(w, "candle.rope.interleaved", false);
+    if (!s) s = read_chat_template(w);
+    if (!s) s = open_weights(w, p);
+    if (!s) s = list_tensors(w);
+    if (!s) s = check_tied(w, json_root(cfg));
+    json_free(cfg);
+    return s;
+}

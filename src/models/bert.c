@@ -1,0 +1,27 @@
+/* BERT (MiniLM, BGE, E5, GTE): learned absolute positions and token types,
+ * post-norm LayerNorm blocks with biased projections, GELU (erf) FFN,
+ * bidirectional attention. */
+#include "model-impl.h"
+
+static candle_status bert_config(const candle_weights *w, candle_model_config *c) {
+    if (!model_cfg_get_f64(w, "bert", "attention.layer_norm_epsilon", &c->norm_eps)) c->norm_eps = 1e-12;
+    c->head_dim = c->n_embd / c->n_head;
+    if (c->head_dim * c->n_head != c->n_embd || c->n_head_kv != c->n_head)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: bert: %lld heads (%lld kv) do not split an embedding of %lld",
+                                (long long)c->n_head, (long long)c->n_head_kv, (long long)c->n_embd);
+    return CANDLE_OK;
+}
+
+const model_family family_bert = {
+    .arch = CANDLE_ARCH_BERT,
+    .name = "bert",
+    .desc = {.kind = CANDLE_MODEL_ENCODER,
+             .norm = NORM_LAYER,
+             .mlp = MLP_PLAIN,
+             .ffn_act = CANDLE_OP_GELU_ERF,
+             .positions = POS_LEARNED,
+             .attention = ATTN_BIDIRECTIONAL,
+             .qkv_bias = true},
+    .config = bert_config,
+};

@@ -1,0 +1,355 @@
+/* Sentence embeddings (encoder.h): the encoder model, its tokenizer and the
+ * sentence-transformers modules of its directory, read from modules.json in
+ * both the older layout (pooling_mode_*_tokens flags,
+ * sentence_transformers.models.X) and sentence-transformers 5's (pooling_mode,
+ * ...modules.x.X). A module Candle does not implement is refused by name. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "candle/encoder.h"
+#include "candle/safetensors.h"
+#include "candle/tokenizer.h"
+#include "core/json-impl.h"
+#include "model-impl.h"
+
+#define MAX_DENSE 4
+
+typedef struct dense_layer {
+    int64_t n_in, n_out;
+    float *w; /* [n_out, n_in] */
+    float *b; /* [n_out] or NULL */
+    bool tanh;
+} dense_layer;
+
+struct candle_encoder {
+    candle_model *model;
+    candle_tokenizer *tok;
+    candle_output_kind pool;
+    bool normalize;
+    dense_layer dense[MAX_DENSE];
+    int n_dense;
+    int64_t max_tokens;
+    int64_t dim;   /* after the Dense layers */
+    int64_t width; /* the widest vector along the pipeline */
+};
+
+candle_encoder_params candle_encoder_default_params(void) {
+    return (candle_encoder_params){.n_threads = 0, .no_mmap = false};
+}
+
+candle_embed_params candle_embed_default_params(void) {
+    return (candle_embed_params){.pooling = CANDLE_POOLING_DEFAULT, .normalize = -1};
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return !stat(path, &st);
+}
+
+static candle_status read_json_file(const char *path, json_doc **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open", path);
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    candle_status s = CANDLE_OK;
+    if (n < 0 || n > (16L << 20) || !(buf = malloc((size_t)n + 1)) || fseek(f, 0, SEEK_SET) ||
+        fread(buf, 1, (size_t)n, f) != (size_t)n)
+        s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot read (or larger than 16 MiB)", path);
+    fclose(f);
+    if (!s) s = json_parse(out, buf, (size_t)n, path, NULL);
+    free(buf);
+    return s;
+}
+
+/* Does a module type ("sentence_transformers.models.Pooling", ...) name X? */
+static bool type_is(const json_value *type, const char *x) {
+    const char *s;
+    size_t len, n = strlen(x);
+    return json_as_str(type, &s, &len) && len > n && s[len - n - 1] == '.' && !memcmp(s + len - n, x, n);
+}
+
+static candle_status read_pooling(candle_encoder *e, const char *path) {
+    json_doc *d;
+    candle_status s = read_json_file(path, &d);
+    if (s) return s;
+    const json_value *cfg = json_root(d);
+    static const struct {
+        const char *flag, *mode;
+        candle_output_kind kind;
+    } modes[] = {
+        {"pooling_mode_mean_tokens", "mean", CANDLE_OUTPUT_POOLED_MEAN},
+        {"pooling_mode_cls_token", "cls", CANDLE_OUTPUT_POOLED_CLS},
+        {"pooling_mode_max_tokens", "max", CANDLE_OUTPUT_POOLED_MAX},
+        {"pooling_mode_lasttoken", "lasttoken", CANDLE_OUTPUT_POOLED_LAST},
+    };
+    static const char *const unsupported[] = {"pooling_mode_mean_sqrt_len_tokens",
+                                              "pooling_mode_weightedmean_tokens"};
+    int found = 0;
+    const json_value *mode = json_get(cfg, "pooling_mode");
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        bool on = false;
+        json_as_bool(json_get(cfg, modes[i].flag), &on);
+        if (on || json_str_eq(mode, modes[i].mode)) {
+            e->pool = modes[i].kind;
+            found++;
+        }
+    }
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
+        bool on = false;
+        if (json_as_bool(json_get(cfg, unsupported[i]), &on) && on) found = -1;
+    }
+    if (found != 1)
+        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                             "%s: pooling must be exactly one of mean, cls, max, lasttoken%s", path,
+                             mode && mode->type == JSON_STRING ? " (pooling_mode is another)" : "");
+    json_free(d);
+    return s;
+}
+
+static candle_status load_dense(dense_layer *L, const char *dir, const char *sub) {
+    char path[4096];
+    json_doc *d;
+    snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
+    candle_status s = read_json_file(path, &d);
+    if (s) return s;
+    const json_value *cfg = json_root(d), *act = json_get(cfg, "activation_function");
+    bool bias = true;
+    json_as_bool(json_get(cfg, "bias"), &bias);
+    if (!json_as_i64(json_get(cfg, "in_features"), &L->n_in) ||
+        !json_as_i64(json_get(cfg, "out_features"), &L->n_out) || L->n_in <= 0 || L->n_out <= 0 ||
+        L->n_in > (1 << 20) || L->n_out > (1 << 20))
+        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: in_features/out_features missing or out of range", path);
+    else if (type_is(act, "Tanh"))
+        L->tanh = true;
+    else if (act && !type_is(act, "Identity"))
+        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported",
+                             path, act->type == JSON_STRING ? act->u.str : "?");
+    json_free(d);
+    if (s) return s;
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, sub);
+    candle_safetensors *st = NULL;
+    if ((s = candle_safetensors_open(&st, path, NULL))) return s;
+    candle_ctx *ctx = NULL;
+    s = candle_ctx_init(&ctx, NULL);
+    candle_tensor *w = s ? NULL : candle_safetensors_load_tensor(st, ctx, "linear.weight");
+    candle_tensor *b = s || !bias ? NULL : candle_safetensors_load_tensor(st, ctx, "linear.bias");
+    if (!s && (!w || (bias && !b))) s = candle_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
+    if (!s && (w->rank != 2 || w->shape[0] != L->n_out || w->shape[1] != L->n_in ||
+               (b && (b->rank != 1 || b->shape[0] != L->n_out))))
+        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: linear.weight/bias shapes disagree with %lld -> %lld",
+                             path, (long long)L->n_in, (long long)L->n_out);
+    if (!s) {
+        L->w = malloc((size_t)(L->n_in * L->n_out) * sizeof *L->w);
+        L->b = b ? malloc((size_t)L->n_out * sizeof *L->b) : NULL;
+        if (!L->w || (b && !L->b)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", path);
+        if (!s) s = candle_tensor_to_f32(w, L->w);
+        if (!s && b) s = candle_tensor_to_f32(b, L->b);
+    }
+    candle_ctx_free(ctx);
+    candle_safetensors_close(st);
+    return s;
+}
+
+/* modules.json: Transformer first, then Pooling, Dense..., Normalize. */
+static candle_status read_modules(candle_encoder *e, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    if (!exists(path)) return CANDLE_OK; /* a plain transformers model: mean, no normalising */
+    json_doc *d;
+    candle_status s = read_json_file(path, &d);
+    const json_value *mods = json_root(d);
+    if (!s && mods->type != JSON_ARRAY) s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: not an array", path);
+    for (size_t i = 0; !s && i < mods->n; i++) {
+        const json_value *type = json_get(json_at(mods, i), "type");
+        const char *sub = "";
+        json_as_str(json_get(json_at(mods, i), "path"), &sub, NULL);
+        char mpath[4096];
+        snprintf(mpath, sizeof mpath, "%s/%s/config.json", dir, sub);
+        if (strstr(sub, "..")) s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: module path '%s'", path, sub);
+        else if (type_is(type, "Transformer") && i == 0) continue;
+        else if (type_is(type, "Pooling")) s = read_pooling(e, mpath);
+        else if (type_is(type, "Normalize")) e->normalize = true;
+        else if (type_is(type, "Dense") && e->n_dense < MAX_DENSE) s = load_dense(&e->dense[e->n_dense++], dir, sub);
+        else
+            s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: module %zu (%s) is not supported", path, i,
+                                 type && type->type == JSON_STRING ? type->u.str : "no type");
+    }
+    json_free(d);
+    return s;
+}
+
+/* sentence_bert_config.json's max_seq_length, at most the model's positions. */
+static void read_max_tokens(candle_encoder *e, const char *dir) {
+    char path[4096];
+    json_doc *d;
+    e->max_tokens = e->model->cfg.n_ctx_train;
+    snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
+    if (!exists(path) || read_json_file(path, &d)) return;
+    int64_t n;
+    if (json_as_i64(json_get(json_root(d), "max_seq_length"), &n) && n > 0 && n < e->max_tokens) e->max_tokens = n;
+    json_free(d);
+}
+
+void candle_encoder_free(candle_encoder *e) {
+    if (!e) return;
+    for (int i = 0; i < e->n_dense; i++) {
+        free(e->dense[i].w);
+        free(e->dense[i].b);
+    }
+    candle_tokenizer_free(e->tok);
+    candle_model_free(e->model);
+    free(e);
+}
+
+candle_status candle_encoder_load(candle_encoder **out, const char *path, const candle_encoder_params *p) {
+    if (!out || !path) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "encoder_load: NULL argument");
+    *out = NULL;
+    candle_encoder_params def = candle_encoder_default_params();
+    if (!p) p = &def;
+    candle_encoder *e = calloc(1, sizeof *e);
+    if (!e) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: encoder");
+    e->pool = CANDLE_OUTPUT_POOLED_MEAN;
+    candle_model_params mp = candle_model_default_params();
+    mp.n_threads = p->n_threads;
+    mp.no_mmap = p->no_mmap;
+    candle_status s = candle_model_load(&e->model, path, &mp);
+    if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER)
+        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "encoder_load: %s is a %s model, not an encoder", path,
+                             candle_model_kind_name(e->model->cfg.kind));
+    if (!s) s = candle_tokenizer_from_weights(&e->tok, e->model->weights);
+    if (!s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR) s = read_modules(e, path);
+    if (!s) {
+        read_max_tokens(e, path);
+        e->dim = e->width = e->model->cfg.n_embd;
+        for (int i = 0; i < e->n_dense && !s; i++) {
+            if (e->dense[i].n_out > e->width) e->width = e->dense[i].n_out;
+            if (e->dense[i].n_in != e->dim)
+                s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: Dense module %d takes %lld features, gets %lld",
+                                     path, i, (long long)e->dense[i].n_in, (long long)e->dim);
+            e->dim = e->dense[i].n_out;
+        }
+    }
+    if (s) {
+        candle_encoder_free(e);
+        return s;
+    }
+    *out = e;
+    return CANDLE_OK;
+}
+
+const candle_model *candle_encoder_model(const candle_encoder *e) { return e->model; }
+const candle_tokenizer *candle_encoder_tokenizer(const candle_encoder *e) { return e->tok; }
+int64_t candle_encoder_dim(const candle_encoder *e) { return e->dim; }
+int64_t candle_encoder_max_tokens(const candle_encoder *e) { return e->max_tokens; }
+
+/* ids of a text as the reference tokenizes it for the model (special-token
+ * text is matched, as `tokenizers` does by default): cut to max tokens
+ * keeping the template's leading and trailing special tokens. */
+static candle_status tokenize(const candle_encoder *e, const char *text, size_t len, bool no_truncate,
+                              int32_t **ids, int64_t *n) {
+    int64_t cap = (int64_t)len + 16, n_plain;
+    int32_t *all = malloc((size_t)cap * sizeof *all), *plain = malloc((size_t)cap * sizeof *plain);
+    candle_status s = all && plain ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
+    if (!s) s = candle_tokenizer_encode(e->tok, text, len, true, true, all, cap, n);
+    if (!s && *n > e->max_tokens && no_truncate)
+        s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: an input of %" PRId64 " tokens exceeds %" PRId64
+                             " (no_truncate)", *n, e->max_tokens);
+    if (!s && *n > e->max_tokens) {
+        s = candle_tokenizer_encode(e->tok, text, len, false, true, plain, cap, &n_plain);
+        int64_t lead = 0;
+        while (!s && lead + n_plain <= *n && memcmp(all + lead, plain, (size_t)n_plain * sizeof *plain)) lead++;
+        int64_t trail = *n - n_plain - lead;
+        if (!s && (lead + n_plain > *n || lead + trail >= e->max_tokens))
+            s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "embed: cannot truncate around the special tokens");
+        if (!s) {
+            int64_t keep = e->max_tokens - lead - trail;
+            memmove(all + lead + keep, all + *n - trail, (size_t)trail * sizeof *all);
+            *n = e->max_tokens;
+        }
+    }
+    if (!s && *n == 0) s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: an empty input");
+    free(plain);
+    if (s) {
+        free(all);
+        return s;
+    }
+    *ids = all;
+    return CANDLE_OK;
+}
+
+static void dense_apply(const dense_layer *L, const float *x, float *y) {
+    for (int64_t o = 0; o < L->n_out; o++) {
+        double acc = L->b ? L->b[o] : 0;
+        for (int64_t i = 0; i < L->n_in; i++) acc += (double)L->w[o * L->n_in + i] * x[i];
+        y[o] = (float)(L->tanh ? tanh(acc) : acc);
+    }
+}
+
+static void l2_normalize(float *x, int64_t n) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double inv = 1.0 / fmax(sqrt(ss), 1e-12); /* torch.nn.functional.normalize's eps */
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(x[i] * inv);
+}
+
+static candle_output_kind pooling_of(const candle_encoder *e, candle_pooling p) {
+    switch (p) {
+    case CANDLE_POOLING_MEAN: return CANDLE_OUTPUT_POOLED_MEAN;
+    case CANDLE_POOLING_CLS: return CANDLE_OUTPUT_POOLED_CLS;
+    case CANDLE_POOLING_LAST: return CANDLE_OUTPUT_POOLED_LAST;
+    case CANDLE_POOLING_MAX: return CANDLE_OUTPUT_POOLED_MAX;
+    default: return e->pool;
+    }
+}
+
+/* One text: tokens, pooled states, Dense layers, truncation, normalisation. */
+static candle_status embed_one(const candle_encoder *e, const char *text, size_t len, const candle_embed_params *p,
+                               int64_t dim, float *buf, float *out) {
+    int32_t *ids = NULL;
+    int64_t n;
+    candle_status s = tokenize(e, text, len, p->no_truncate, &ids, &n);
+    if (s) return s;
+    candle_forward_input in = {.tokens = ids, .n_seq = 1, .n_tokens = n};
+    s = candle_model_forward(e->model, &in, pooling_of(e, p->pooling), buf, (size_t)e->model->cfg.n_embd);
+    free(ids);
+    if (s) return s;
+    float *x = buf, *y = buf + e->width;
+    for (int i = 0; i < e->n_dense; i++) {
+        dense_apply(&e->dense[i], x, y);
+        float *t = x;
+        x = y;
+        y = t;
+    }
+    memcpy(out, x, (size_t)dim * sizeof *out);
+    if (p->normalize == 1 || (p->normalize < 0 && e->normalize)) l2_normalize(out, dim);
+    return CANDLE_OK;
+}
+
+candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts, const size_t *lens,
+                                   int64_t n, const candle_embed_params *p, float *out, size_t out_len) {
+    candle_embed_params def = candle_embed_default_params();
+    if (!p) p = &def;
+    if (!e || !texts || !out || n <= 0)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument or no texts");
+    int64_t dim = p->dimensions ? p->dimensions : e->dim;
+    if (dim <= 0 || dim > e->dim)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: dimensions %" PRId64 " outside 1..%" PRId64,
+                                p->dimensions, e->dim);
+    if (out_len / (size_t)dim < (size_t)n)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: output of %zu floats too small, need %zu",
+                                out_len, (size_t)n * (size_t)dim);
+    float *buf = malloc((size_t)(2 * e->width) * sizeof *buf);
+    if (!buf) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
+    candle_status s = CANDLE_OK;
+    for (int64_t i = 0; i < n && !s; i++) {
+        const char *t = texts[i] ? texts[i] : "";
+        s = embed_one(e, t, lens ? lens[i] : strlen(t), p, dim, buf, out + i * dim);
+        if (s) s = candle_set_error(NULL, s, "embed: input %" PRId64 ": %s", i, candle_last_errmsg());
+    }
+    free(buf);
+    return s;
+}

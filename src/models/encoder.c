@@ -1,0 +1,76 @@
+/* The encoder block builder (BERT): one sequence's graph, embeddings to the
+ * last hidden states. Every token attends to every token of its sequence;
+ * sequences are evaluated one by one, so no padding is ever computed. */
+#include <stdlib.h>
+
+#include "model-impl.h"
+
+static candle_tensor *linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w, candle_tensor *b) {
+    return candle_add(ctx, candle_matmul(ctx, x, w), b);
+}
+
+static candle_tensor *layer_norm(const candle_model *m, candle_ctx *ctx, candle_tensor *x,
+                                 candle_tensor *w, candle_tensor *b) {
+    return candle_layer_norm(ctx, x, w, b, m->cfg.norm_eps);
+}
+
+/* [n, H*D] -> [1, H, n, D] */
+static candle_tensor *to_heads(candle_ctx *ctx, const candle_model_config *c, candle_tensor *x, int64_t n) {
+    int64_t shape[3] = {n, c->n_head, c->head_dim};
+    candle_tensor *h = candle_reshape_copy(ctx, x, 3, shape);
+    return candle_unsqueeze(ctx, candle_transpose(ctx, h, 0, 1), 0);
+}
+
+static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, const encoder_layer *w,
+                                     candle_tensor *x, int64_t n) {
+    const candle_model_config *c = &m->cfg;
+    candle_tensor *q = to_heads(ctx, c, linear(ctx, x, w->wq, w->bq), n);
+    candle_tensor *k = to_heads(ctx, c, linear(ctx, x, w->wk, w->bk), n);
+    candle_tensor *v = to_heads(ctx, c, linear(ctx, x, w->wv, w->bv), n);
+    candle_tensor *o = candle_attention(ctx, q, k, v, NULL, 0, false); /* [1, H, n, D] */
+    int64_t flat[2] = {n, c->n_embd};
+    o = candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
+    return linear(ctx, o, w->wo, w->bo);
+}
+
+static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_layer *w, candle_tensor *x) {
+    candle_tensor *h = candle_unary(ctx, m->family->desc.ffn_act, linear(ctx, x, w->w_up, w->b_up));
+    return linear(ctx, h, w->w_down, w->b_down);
+}
+
+/* token + position + type 0 embeddings, normalised: [n, n_embd] */
+static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+    int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
+    if (!pos) {
+        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
+        return NULL;
+    }
+    int32_t *types = pos + n;
+    for (int64_t i = 0; i < n; i++) {
+        pos[i] = (int32_t)i;
+        types[i] = 0;
+    }
+    candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens);
+    candle_tensor *p = candle_tensor_from_i32(ctx, 1, &n, pos);
+    candle_tensor *ty = candle_tensor_from_i32(ctx, 1, &n, types);
+    free(pos);
+    candle_tensor *x = candle_add(ctx, candle_embedding(ctx, m->tok_embd, t), candle_embedding(ctx, m->pos_embd, p));
+    x = candle_add(ctx, x, candle_embedding(ctx, m->type_embd, ty));
+    return layer_norm(m, ctx, x, m->embd_norm, m->embd_norm_b);
+}
+
+candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+    if (n > m->cfg.n_ctx_train) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                         "encoder: %lld tokens exceed the %lld positions of the model (truncate the input)",
+                         (long long)n, (long long)m->cfg.n_ctx_train);
+        return NULL;
+    }
+    candle_tensor *x = embed(ctx, m, tokens, n);
+    for (int64_t il = 0; il < m->cfg.n_layer && x; il++) {
+        const encoder_layer *w = &m->enc[il];
+        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, n)), w->attn_norm, w->attn_norm_b);
+        x = layer_norm(m, ctx, candle_add(ctx, x, ffn(ctx, m, w, x)), w->out_norm, w->out_norm_b);
+    }
+    return x;
+}

@@ -1,0 +1,157 @@
+/* The generic forward (model.h): each sequence of a padded batch evaluated
+ * on its own (a decoder over one scratch session, an encoder in one scratch
+ * context), its run of tokens found from the mask; pooled outputs reduce the
+ * hidden states of that run. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model-impl.h"
+
+static int64_t out_width(const candle_model *m, candle_output_kind kind) {
+    return kind == CANDLE_OUTPUT_LOGITS ? m->cfg.n_vocab : m->cfg.n_embd;
+}
+
+size_t candle_model_output_size(const candle_model *m, const candle_forward_input *in,
+                                candle_output_kind kind) {
+    if (!m || !in || in->n_seq <= 0 || in->n_tokens <= 0) return 0;
+    size_t rows = (size_t)in->n_seq;
+    if (kind == CANDLE_OUTPUT_LOGITS || kind == CANDLE_OUTPUT_HIDDEN) rows *= (size_t)in->n_tokens;
+    return rows * (size_t)out_width(m, kind);
+}
+
+/* Row i's run of tokens [*a, *b): the mask's ones, which must be contiguous. */
+static candle_status find_run(const candle_forward_input *in, int64_t i, int64_t *a, int64_t *b) {
+    const uint8_t *mask = in->mask ? in->mask + i * in->n_tokens : NULL;
+    *a = 0;
+    *b = in->n_tokens;
+    if (!mask) return CANDLE_OK;
+    while (*a < in->n_tokens && !mask[*a]) (*a)++;
+    *b = *a;
+    while (*b < in->n_tokens && mask[*b]) (*b)++;
+    for (int64_t j = *b; j < in->n_tokens; j++)
+        if (mask[j])
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                    "forward: sequence %" PRId64 ": the mask has a gap at position %" PRId64
+                                    " (its tokens must be one run, left or right padded)", i, *b);
+    if (*a == *b)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: sequence %" PRId64 " has no tokens", i);
+    return CANDLE_OK;
+}
+
+static candle_status check_input(const candle_model *m, const candle_forward_input *in,
+                                 candle_output_kind kind, const float *out, size_t out_len) {
+    if (!m || !in || !in->tokens || !out)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: NULL argument");
+    if (in->n_seq <= 0 || in->n_tokens <= 0 || in->n_tokens > INT64_MAX / in->n_seq)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "forward: %" PRId64 " sequences of %" PRId64 " tokens", in->n_seq,
+                                in->n_tokens);
+    if ((unsigned)kind > CANDLE_OUTPUT_POOLED_MAX)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: unknown output kind %d", (int)kind);
+    if (kind == CANDLE_OUTPUT_LOGITS && m->cfg.kind != CANDLE_MODEL_DECODER_LM)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: an encoder (%s) has no logits",
+                                m->family->name);
+    size_t need = candle_model_output_size(m, in, kind);
+    if (out_len < need)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "forward: output of %zu floats too small, need %zu", out_len, need);
+    return CANDLE_OK;
+}
+
+/* Pool rows [n, w] of h into dst [w]. */
+static void pool(const float *h, int64_t n, int64_t w, candle_output_kind kind, float *dst) {
+    if (kind == CANDLE_OUTPUT_POOLED_LAST || kind == CANDLE_OUTPUT_POOLED_CLS) {
+        memcpy(dst, h + (kind == CANDLE_OUTPUT_POOLED_LAST ? n - 1 : 0) * w, (size_t)w * sizeof *dst);
+        return;
+    }
+    for (int64_t k = 0; k < w; k++) {
+        double acc = kind == CANDLE_OUTPUT_POOLED_MAX ? h[k] : 0;
+        for (int64_t r = 0; r < n; r++)
+            acc = kind == CANDLE_OUTPUT_POOLED_MAX ? (h[r * w + k] > acc ? h[r * w + k] : acc) : acc + h[r * w + k];
+        dst[k] = (float)(kind == CANDLE_OUTPUT_POOLED_MAX ? acc : acc / (double)n);
+    }
+}
+
+/* Where sequences are evaluated: a decoder's session or an encoder's context. */
+typedef struct runner {
+    const candle_model *m;
+    candle_session *s;
+    candle_ctx *ctx;
+    candle_ctx_mark mark;
+} runner;
+
+static candle_status runner_init(runner *r, const candle_model *m, int64_t n_tokens) {
+    r->m = m;
+    if (m->cfg.kind == CANDLE_MODEL_DECODER_LM) {
+        candle_session_params sp = candle_session_default_params();
+        sp.n_ctx = n_tokens;
+        return candle_session_init(&r->s, m, &sp);
+    }
+    candle_ctx_params cp = candle_ctx_default_params();
+    cp.backend = m->backend;
+    candle_status st = candle_ctx_init(&r->ctx, &cp);
+    if (!st) r->mark = candle_ctx_get_mark(r->ctx);
+    return st;
+}
+
+static void runner_free(runner *r) {
+    candle_session_free(r->s);
+    candle_ctx_free(r->ctx);
+}
+
+/* tokens[0..n)'s logits [n, n_vocab] or last hidden states [n, n_embd] into dst. */
+static candle_status run_rows(runner *r, const int32_t *tokens, int64_t n, bool logits, float *dst) {
+    if (r->s) {
+        candle_session_reset(r->s);
+        candle_status st = session_eval_out(r->s, tokens, n, dst, true, !logits);
+        return st ? candle_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= r->m->cfg.n_vocab)
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                    "token %d at index %" PRId64 " out of range [0, %" PRId64 ")",
+                                    (int)tokens[i], i, r->m->cfg.n_vocab);
+    candle_tensor *h = encoder_hidden(r->ctx, r->m, tokens, n);
+    candle_status st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
+    if (!st) st = candle_tensor_to_f32(h, dst);
+    if (st) st = candle_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
+    candle_ctx_clear_error(r->ctx);
+    candle_ctx_reset(r->ctx, r->mark);
+    return st;
+}
+
+static candle_status forward_seq(runner *r, const candle_forward_input *in, int64_t i,
+                                 candle_output_kind kind, float *out, float *scratch) {
+    int64_t a, b, w = out_width(r->m, kind);
+    candle_status st = find_run(in, i, &a, &b);
+    if (st) return st;
+    bool rows = kind == CANDLE_OUTPUT_LOGITS || kind == CANDLE_OUTPUT_HIDDEN;
+    float *dst = rows ? out + (size_t)(i * in->n_tokens) * (size_t)w : scratch;
+    if (rows) memset(dst, 0, (size_t)(in->n_tokens * w) * sizeof *dst);
+    st = run_rows(r, in->tokens + i * in->n_tokens + a, b - a, kind == CANDLE_OUTPUT_LOGITS,
+                  rows ? dst + a * w : dst);
+    if (st) return candle_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
+    if (!rows) pool(scratch, b - a, w, kind, out + (size_t)i * (size_t)w);
+    return CANDLE_OK;
+}
+
+candle_status candle_model_forward(const candle_model *m, const candle_forward_input *in,
+                                   candle_output_kind kind, float *out, size_t out_len) {
+    candle_status st = check_input(m, in, kind, out, out_len);
+    if (st) return st;
+    runner r = {0};
+    float *scratch = NULL;
+    if ((st = runner_init(&r, m, in->n_tokens))) {
+        runner_free(&r);
+        return st;
+    }
+    if (kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
+        scratch = malloc((size_t)(in->n_tokens * m->cfg.n_embd) * sizeof *scratch);
+        if (!scratch) st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");
+    }
+    for (int64_t i = 0; !st && i < in->n_seq; i++) st = forward_seq(&r, in, i, kind, out, scratch);
+    free(scratch);
+    runner_free(&r);
+    return st;
+}

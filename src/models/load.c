@@ -1,0 +1,240 @@
+/* Loading a decoder's weights from its source: zero-copy leaves over the
+ * file where the weights are used as stored, each checked against the shape
+ * the config implies. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "model-impl.h"
+
+typedef struct loader {
+    candle_model *m;
+    char name[96];
+} loader;
+
+/* The leaf of a tensor, or NULL (with an error when required). */
+static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool required) {
+    if (il >= 0) snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
+    else snprintf(L->name, sizeof L->name, "%s", what);
+    const candle_weights *w = L->m->weights;
+    int64_t i = candle_weights_find_tensor(w, L->name);
+    if (i < 0) {
+        if (required) {
+            char src[160];
+            candle_weights_src_name(w, L->name, src, sizeof src);
+            candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s: missing tensor '%s' (%s)",
+                             candle_weights_path(w), src, L->m->family->name);
+        }
+        return NULL;
+    }
+    L->m->weight_bytes += candle_weights_tensor(w, i)->size;
+    candle_tensor *t = candle_weights_load_tensor(w, L->m->ctx, L->name);
+    if (!t || L->m->backend->iface->host_visible) return t;
+    /* a backend the host cannot address computes on its own copy */
+    candle_tensor *d = candle_tensor_new(L->m->ctx, t->dtype, t->rank, t->shape);
+    if (!d || candle_tensor_copy_bytes(d, 0, t, 0, candle_tensor_nbytes(t))) return NULL;
+    snprintf(d->name, sizeof d->name, "%s", t->name);
+    return d;
+}
+
+/* How messages call the current tensor: its name in the source's file, and
+ * the file. */
+static const char *where(loader *L, char *buf, size_t n) {
+    const candle_weights *w = L->m->weights;
+    char src[160];
+    candle_weights_src_name(w, L->name, src, sizeof src);
+    int64_t i = candle_weights_find_tensor(w, L->name);
+    snprintf(buf, n, "%s: tensor '%s'", i >= 0 ? candle_weights_tensor(w, i)->file : "", src);
+    return buf;
+}
+
+static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
+    if (!t) return false;
+    bool ok = d1 ? t->rank == 2 && t->shape[0] == d0 && t->shape[1] == d1
+                 : t->rank == 1 && t->shape[0] == d0;
+    if (!ok) {
+        char got[64], want[64], at[320];
+        int64_t w[2] = {d0, d1};
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has shape %s, want %s",
+                         where(L, at, sizeof at), candle_shape_str(t->rank, t->shape, got, sizeof got),
+                         candle_shape_str(d1 ? 2 : 1, w, want, sizeof want));
+    }
+    return ok;
+}
+
+/* Checked at load so that a file with, say, an integer weight is refused
+ * here rather than by the first evaluation. */
+static bool dtype_ok(loader *L, const candle_tensor *t, bool ok, const char *want) {
+    char at[320];
+    if (!ok)
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has dtype %s, want %s",
+                         where(L, at, sizeof at), candle_dtype_name(t->dtype), want);
+    return ok;
+}
+
+/* Norm weights and biases act on f32 activations. */
+static candle_tensor *vec(loader *L, int64_t il, const char *what, int64_t n, bool required) {
+    candle_tensor *t = leaf(L, il, what, required);
+    return t && shape_is(L, t, n, 0) &&
+                   dtype_ok(L, t, t->dtype == CANDLE_DTYPE_F32, "f32")
+               ? t
+               : NULL;
+}
+
+/* Matmul takes a float or block-quantized weight. */
+static bool weight_dtype_ok(loader *L, const candle_tensor *t) {
+    const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
+    return dtype_ok(L, t, tr->is_float || (tr->is_quantized && tr->to_f32),
+                    "a float or quantized type");
+}
+
+/* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]. */
+static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in) {
+    candle_tensor *t = leaf(L, il, what, true);
+    return shape_is(L, t, n_out, n_in) && weight_dtype_ok(L, t)
+               ? candle_transpose(L->m->ctx, t, 0, 1)
+               : NULL;
+}
+
+static bool load_attention(loader *L, layer_weights *w, int64_t il) {
+    const candle_model_config *c = &L->m->cfg;
+    const model_desc *o = &L->m->family->desc;
+    int64_t nq = c->n_head * c->head_dim, nkv = c->n_head_kv * c->head_dim;
+    if (o->fused_qkv) {
+        w->wqkv = lin(L, il, "attn_qkv.weight", nq + 2 * nkv, c->n_embd);
+    } else {
+        w->wq = lin(L, il, "attn_q.weight", nq, c->n_embd);
+        w->wk = lin(L, il, "attn_k.weight", nkv, c->n_embd);
+        w->wv = lin(L, il, "attn_v.weight", nkv, c->n_embd);
+    }
+    if (o->qkv_bias) {
+        w->bq = vec(L, il, "attn_q.bias", nq, true);
+        w->bk = vec(L, il, "attn_k.bias", nkv, true);
+        w->bv = vec(L, il, "attn_v.bias", nkv, true);
+    }
+    if (o->qk_norm) {
+        w->q_norm = vec(L, il, "attn_q_norm.weight", c->head_dim, true);
+        w->k_norm = vec(L, il, "attn_k_norm.weight", c->head_dim, true);
+    }
+    w->wo = lin(L, il, "attn_output.weight", c->n_embd, nq);
+    if (o->post_norms) w->attn_post_norm = vec(L, il, "post_attention_norm.weight", c->n_embd, true);
+    return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
+    const candle_model_config *c = &L->m->cfg;
+    const model_desc *o = &L->m->family->desc;
+    w->ffn_norm = vec(L, il, "ffn_norm.weight", c->n_embd, true);
+    if (o->fused_gate_up) {
+        w->w_up = lin(L, il, "ffn_up.weight", 2 * c->n_ff, c->n_embd);
+    } else {
+        w->w_gate = lin(L, il, "ffn_gate.weight", c->n_ff, c->n_embd);
+        w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, c->n_embd);
+    }
+    w->w_down = lin(L, il, "ffn_down.weight", c->n_embd, c->n_ff);
+    if (o->post_norms) w->ffn_post_norm = vec(L, il, "post_ffw_norm.weight", c->n_embd, true);
+    return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+candle_status decoder_check_desc(const model_family *f) {
+    const model_desc *d = &f->desc;
+    const char *missing = d->kind != CANDLE_MODEL_DECODER_LM ? "a model kind other than decoder-lm"
+                          : d->norm != NORM_RMS              ? "LayerNorm"
+                          : d->mlp != MLP_GATED              ? "a plain (ungated) MLP"
+                          : d->positions != POS_ROPE         ? "positions other than RoPE"
+                          : d->attention != ATTN_CAUSAL      ? "bidirectional attention"
+                                                             : NULL;
+    if (!missing) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                            "model: %s needs %s, which the decoder builder does not implement",
+                            f->name, missing);
+}
+
+candle_status decoder_load_weights(candle_model *m) {
+    loader L = {.m = m};
+    candle_model_config *c = &m->cfg;
+    if (candle_weights_find_tensor(m->weights, "rope_freqs.weight") >= 0)
+        return candle_set_error(m->ctx, CANDLE_ERR_UNSUPPORTED,
+                                "model: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1+ "
+                                "scaling) are not supported");
+    m->tok_embd = leaf(&L, -1, "token_embd.weight", true);
+    if (!m->tok_embd) return candle_errcode(m->ctx);
+    c->n_vocab = m->tok_embd->shape[0];
+    if (c->n_vocab <= 0)
+        return candle_set_error(m->ctx, CANDLE_ERR_FORMAT, "model: token_embd.weight has no rows");
+    if (!shape_is(&L, m->tok_embd, c->n_vocab, c->n_embd) || !weight_dtype_ok(&L, m->tok_embd))
+        return candle_errcode(m->ctx);
+    m->out_norm = vec(&L, -1, "output_norm.weight", c->n_embd, true);
+    if (candle_weights_find_tensor(m->weights, "output.weight") >= 0)
+        m->output = lin(&L, -1, "output.weight", c->n_vocab, c->n_embd);
+    else /* tied to the embeddings */
+        m->output = candle_transpose(m->ctx, m->tok_embd, 0, 1);
+    for (int64_t il = 0; il < c->n_layer && !candle_errcode(m->ctx); il++) {
+        layer_weights *w = &m->layers[il];
+        w->attn_norm = vec(&L, il, "attn_norm.weight", c->n_embd, true);
+        if (!load_attention(&L, w, il) || !load_ffn(&L, w, il)) break;
+    }
+    return candle_errcode(m->ctx);
+}
+
+/* ---- encoders (BERT) ---- */
+
+candle_status encoder_check_desc(const model_family *f) {
+    const model_desc *d = &f->desc;
+    const char *missing = d->kind != CANDLE_MODEL_ENCODER   ? "a model kind other than encoder"
+                          : d->norm != NORM_LAYER           ? "RMSNorm"
+                          : d->mlp != MLP_PLAIN             ? "a gated MLP"
+                          : d->positions != POS_LEARNED     ? "positions other than learned ones"
+                          : d->attention != ATTN_BIDIRECTIONAL ? "causal attention"
+                                                            : NULL;
+    if (!missing) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                            "model: %s needs %s, which the encoder builder does not implement",
+                            f->name, missing);
+}
+
+/* An embedding table [rows, n_embd] of any rows >= 1. */
+static candle_tensor *table(loader *L, const char *what, int64_t *rows) {
+    candle_tensor *t = leaf(L, -1, what, true);
+    if (!t) return NULL;
+    *rows = t->rank == 2 ? t->shape[0] : 0;
+    return *rows > 0 && shape_is(L, t, *rows, L->m->cfg.n_embd) && weight_dtype_ok(L, t) ? t : NULL;
+}
+
+static bool load_encoder_layer(loader *L, encoder_layer *w, int64_t il) {
+    const candle_model_config *c = &L->m->cfg;
+    int64_t e = c->n_embd;
+    w->wq = lin(L, il, "attn_q.weight", e, e);
+    w->bq = vec(L, il, "attn_q.bias", e, true);
+    w->wk = lin(L, il, "attn_k.weight", e, e);
+    w->bk = vec(L, il, "attn_k.bias", e, true);
+    w->wv = lin(L, il, "attn_v.weight", e, e);
+    w->bv = vec(L, il, "attn_v.bias", e, true);
+    w->wo = lin(L, il, "attn_output.weight", e, e);
+    w->bo = vec(L, il, "attn_output.bias", e, true);
+    w->attn_norm = vec(L, il, "attn_output_norm.weight", e, true);
+    w->attn_norm_b = vec(L, il, "attn_output_norm.bias", e, true);
+    w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, e);
+    w->b_up = vec(L, il, "ffn_up.bias", c->n_ff, true);
+    w->w_down = lin(L, il, "ffn_down.weight", e, c->n_ff);
+    w->b_down = vec(L, il, "ffn_down.bias", e, true);
+    w->out_norm = vec(L, il, "layer_output_norm.weight", e, true);
+    w->out_norm_b = vec(L, il, "layer_output_norm.bias", e, true);
+    return candle_errcode(L->m->ctx) == CANDLE_OK;
+}
+
+candle_status encoder_load_weights(candle_model *m) {
+    loader L = {.m = m};
+    candle_model_config *c = &m->cfg;
+    int64_t n_pos, n_types;
+    if (!(m->tok_embd = table(&L, "token_embd.weight", &c->n_vocab)) ||
+        !(m->pos_embd = table(&L, "position_embd.weight", &n_pos)) ||
+        !(m->type_embd = table(&L, "token_types.weight", &n_types)))
+        return candle_errcode(m->ctx);
+    /* positions past the table have no embedding: the context is the table */
+    if (n_pos < c->n_ctx_train || c->n_ctx_train <= 0) c->n_ctx_train = n_pos;
+    m->embd_norm = vec(&L, -1, "token_embd_norm.weight", c->n_embd, true);
+    m->embd_norm_b = vec(&L, -1, "token_embd_norm.bias", c->n_embd, true);
+    for (int64_t il = 0; il < c->n_layer && !candle_errcode(m->ctx); il++)
+        if (!load_encoder_layer(&L, &m->enc[il], il)) break;
+    return candle_errcode(m->ctx);
+}

@@ -1,0 +1,154 @@
+/* candle embed: sentence embeddings of texts, one per line of a file or one
+ * -p text, as sentence-transformers computes them (encoder.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: candle embed -m MODEL (-p TEXT | -f FILE) [options]\n"
+            "  -m MODEL          an encoder: a Hugging Face (sentence-transformers) directory\n"
+            "  -p TEXT           one text (may be repeated)\n"
+            "  -f FILE           one text per line (empty lines skipped)\n"
+            "  --pool P          mean | cls | last | max (default: the model's modules.json)\n"
+            "  --normalize       L2-normalise (default: as modules.json says)\n"
+            "  --no-normalize    do not normalise\n"
+            "  --dimensions N    keep the first N dimensions (Matryoshka)\n"
+            "  --no-truncate     refuse inputs longer than the model's max_seq_length\n"
+            "  -o json|tsv       output: JSON lines {\"index\", \"embedding\"} (default) or TSV\n"
+            "  -t N              threads\n");
+}
+
+typedef struct texts {
+    char **v;
+    int64_t n, cap;
+} texts;
+
+static bool push(texts *t, const char *s, size_t len) {
+    if (t->n == t->cap) {
+        int64_t cap = t->cap ? 2 * t->cap : 16;
+        char **v = realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v) return false;
+        t->v = v;
+        t->cap = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return false;
+    memcpy(c, s, len);
+    c[len] = 0;
+    t->v[t->n++] = c;
+    return true;
+}
+
+static bool read_lines(texts *t, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    bool ok = true;
+    while (ok && (len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        if (len > 0) ok = push(t, line, (size_t)len);
+    }
+    free(line);
+    fclose(f);
+    return ok;
+}
+
+static bool parse_pool(const char *s, candle_pooling *p) {
+    static const char *const names[] = {"mean", "cls", "last", "max"};
+    static const candle_pooling kinds[] = {CANDLE_POOLING_MEAN, CANDLE_POOLING_CLS, CANDLE_POOLING_LAST,
+                                           CANDLE_POOLING_MAX};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, names[i])) return *p = kinds[i], true;
+    return false;
+}
+
+static void print_rows(const float *v, int64_t n, int64_t dim, bool tsv) {
+    for (int64_t i = 0; i < n; i++) {
+        if (!tsv) printf("{\"index\": %" PRId64 ", \"embedding\": [", i);
+        for (int64_t k = 0; k < dim; k++)
+            printf(tsv ? "%s%.8g" : "%s%.8g", k ? (tsv ? "\t" : ", ") : "", v[i * dim + k]);
+        printf(tsv ? "\n" : "]}\n");
+    }
+}
+
+int cmd_embed(int argc, char **argv) {
+    const char *model = NULL, *file = NULL, *fmt = "json";
+    texts t = {0};
+    candle_embed_params ep = candle_embed_default_params();
+    candle_encoder_params lp = candle_encoder_default_params();
+    int rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = !strcmp(a, "-m") || !strcmp(a, "-p") || !strcmp(a, "-f") || !strcmp(a, "--pool") ||
+                     !strcmp(a, "--dimensions") || !strcmp(a, "-o") || !strcmp(a, "-t");
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            rc = 0;
+            goto done;
+        }
+        if (takes && !v) {
+            fprintf(stderr, "candle embed: %s needs a value\n", a);
+            goto usage;
+        }
+        if (!strcmp(a, "-m")) model = v;
+        else if (!strcmp(a, "-p") && !push(&t, v, strlen(v))) goto oom;
+        else if (!strcmp(a, "-f")) file = v;
+        else if (!strcmp(a, "-o")) fmt = v;
+        else if (!strcmp(a, "-t")) lp.n_threads = atoi(v);
+        else if (!strcmp(a, "--dimensions")) ep.dimensions = strtoll(v, NULL, 10);
+        else if (!strcmp(a, "--pool") && !parse_pool(v, &ep.pooling)) {
+            fprintf(stderr, "candle embed: --pool %s: want mean, cls, last or max\n", v);
+            goto usage;
+        } else if (!strcmp(a, "--normalize")) ep.normalize = 1;
+        else if (!strcmp(a, "--no-normalize")) ep.normalize = 0;
+        else if (!strcmp(a, "--no-truncate")) ep.no_truncate = true;
+        else if (!takes) {
+            fprintf(stderr, "candle embed: unexpected argument '%s'\n", a);
+            goto usage;
+        }
+        if (takes) i++;
+    }
+    if (!model || (!file && !t.n) || (strcmp(fmt, "json") && strcmp(fmt, "tsv"))) {
+        fprintf(stderr, "candle embed: need -m MODEL, texts (-p or -f) and -o json|tsv\n");
+        goto usage;
+    }
+    rc = 1;
+    if (file && !read_lines(&t, file)) {
+        fprintf(stderr, "candle embed: cannot read %s\n", file);
+        goto done;
+    }
+    candle_encoder *e = NULL;
+    if (candle_encoder_load(&e, model, &lp)) {
+        fprintf(stderr, "candle embed: %s\n", candle_last_errmsg());
+        goto done;
+    }
+    int64_t dim = ep.dimensions ? ep.dimensions : candle_encoder_dim(e);
+    float *out = dim > 0 && t.n ? malloc((size_t)(t.n * dim) * sizeof *out) : NULL;
+    if (!out) {
+        fprintf(stderr, "candle embed: %s\n", dim > 0 ? "out of memory" : "bad --dimensions");
+    } else if (candle_encoder_embed(e, (const char *const *)t.v, NULL, t.n, &ep, out, (size_t)(t.n * dim))) {
+        fprintf(stderr, "candle embed: %s\n", candle_last_errmsg());
+    } else {
+        print_rows(out, t.n, dim, !strcmp(fmt, "tsv"));
+        rc = 0;
+    }
+    free(out);
+    candle_encoder_free(e);
+    goto done;
+oom:
+    fprintf(stderr, "candle embed: out of memory\n");
+    rc = 1;
+    goto done;
+usage:
+    usage(stderr);
+done:
+    for (int64_t i = 0; i < t.n; i++) free(t.v[i]);
+    free(t.v);
+    return rc;
+}
