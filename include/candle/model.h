@@ -64,8 +64,15 @@ typedef struct candle_model_config {
     double norm_eps;      /* attention.layer_norm_rms_epsilon */
     double rope_base;     /* rope.freq_base (global layers) */
     double rope_base_swa; /* rope base of sliding-window layers */
-    double rope_scale;    /* position multiplier (1 / linear scaling factor) */
+    double rope_scale;    /* position multiplier (1 / linear or YaRN factor) */
     int rope_mode;        /* candle_rope_mode */
+    /* RoPE scaling beyond the position multiplier, as candle_rope_params
+     * takes it (per-pair factors, Llama 3.1's rope_freqs or Phi-3's short/long
+     * sets, are tensors of the model): */
+    double rope_ext_factor;  /* YaRN ramp weight (1 for YaRN, else 0) */
+    double rope_attn_factor; /* the op's attn_factor (cos/sin magnitude) */
+    double rope_beta_fast, rope_beta_slow; /* YaRN ramp ends */
+    int64_t rope_n_ctx_orig; /* rope.scaling.original_context_length, else n_ctx_train */
     int64_t n_swa;        /* sliding window (keys), 0 = none */
     int swa_pattern;      /* every swa_pattern-th layer is global; 0 = all */
     double attn_scale;    /* query scale, 0 = 1/sqrt(head_dim) */

@@ -62,7 +62,7 @@ typedef enum candle_op {
     CANDLE_OP_MATMUL,      /* [..., M, K] x [..., K, N] -> [..., M, N] */
     CANDLE_OP_RMS_NORM,    /* src: x, weight?; fparams[0] = eps; last dim */
     CANDLE_OP_LAYER_NORM,  /* src: x, weight?, bias?; fparams[0] = eps */
-    CANDLE_OP_ROPE,        /* src: x [..., S, H, D], positions? (i32 [S]) */
+    CANDLE_OP_ROPE,        /* src: x [..., S, H, D], positions? (i32 [S]), freq_factors? */
     CANDLE_OP_INDEX_SELECT, /* src: x, idx (i32/i64 1-D); iparams[0] = dim */
     CANDLE_OP_GATHER,       /* src: x, idx (same rank); iparams[0] = dim */
     CANDLE_OP_CONCAT,       /* src: n tensors; iparams[0] = dim */
@@ -183,12 +183,32 @@ typedef enum candle_rope_mode {
     CANDLE_ROPE_HALF = 1,        /* pairs (i, i + d/2): NeoX, HF Llama */
 } candle_rope_mode;
 
+/* The rotation of pair i at position p, as ggml_rope_ext computes it:
+ *     extrap_i = p * freq_base^(-2i / n_dims) / freq_factors[i]
+ *     interp_i = freq_scale * extrap_i
+ *     angle_i  = interp_i                                   (ext_factor 0)
+ *              = interp_i (1 - r_i) + extrap_i r_i           (YaRN)
+ * with r_i = ext_factor * (1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1)),
+ * lo = max(0, floor(c(beta_fast))), hi = min(n_dims - 1, ceil(c(beta_slow))),
+ * c(b) = n_dims ln(n_ctx_orig / (2 pi b)) / (2 ln freq_base); cos and sin are
+ * multiplied by mscale = attn_factor, times 1 + 0.1 ln(1 / freq_scale) when
+ * ext_factor != 0 (YaRN's magnitude correction, folded in as ggml does). Zero
+ * fields keep the plain rotation: no factors, no ramp, attn_factor 1. */
 typedef struct candle_rope_params {
     candle_rope_mode mode;
     int n_dims;         /* rotated dims (<= D, even); 0 = D */
     double freq_base;   /* theta, 10000 */
     double freq_scale;  /* position multiplier, 1 */
     int64_t pos_offset; /* position of row 0 when positions is NULL */
+    /* Per-pair divisors of the frequencies (Llama 3.1 rope_freqs, Phi-3
+     * rope_factors_short/long): f32 [n_dims / 2] or NULL. An input of the
+     * node, so a device backend may hold it. */
+    candle_tensor *freq_factors;
+    double ext_factor;  /* YaRN ramp weight: 0 off, 1 YaRN */
+    double attn_factor; /* cos/sin magnitude; 0 = 1 */
+    double beta_fast;   /* YaRN ramp ends in rotations; 0 = 32 */
+    double beta_slow;   /* 0 = 1 */
+    int64_t n_ctx_orig; /* context the model was trained on (YaRN, > 0 when ext_factor != 0) */
 } candle_rope_params;
 
 /* x [..., S, H, D]; positions NULL (pos_offset + s) or i32 [S]. */

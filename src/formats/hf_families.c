@@ -209,11 +209,156 @@ static candle_status add_arch_f64(candle_weights *w, const hf_family *f, const c
     return weights_add_f64(w, k, v);
 }
 
-/* One RoPE description: {rope_type | type, factor, rope_theta}. Linear
- * scaling is given as GGUF gives it; every other type is passed on by name
- * for the architecture to run or refuse. `field` names it in messages. */
+/* What a scaling reads beside its object: config.json's root, its theta,
+ * the rotated dims and the object's name in messages. */
+typedef struct rope_ctx {
+    candle_weights *w;
+    const hf_family *f;
+    const json_value *rs, *cfg;
+    const char *file, *field;
+    double theta;
+    int64_t dim;
+} rope_ctx;
+
+static double num_or(const json_value *v, double def) {
+    double d;
+    return v && json_as_f64(v, &d) ? d : def;
+}
+
+/* A number of the rope object, or its default. */
+static double rope_num(const rope_ctx *r, const char *name, double def) {
+    return num_or(json_get(r->rs, name), def);
+}
+
+/* The context the scaling was trained on: Phi-3 keeps it at the root of
+ * config.json (transformers gives the root's priority), others in the
+ * object; else max_position_embeddings. */
+static double rope_orig_ctx(const rope_ctx *r) {
+    double max_pos = num_or(json_get(r->cfg, "max_position_embeddings"), 0);
+    const json_value *root = json_get(r->cfg, "original_max_position_embeddings");
+    if (root && root->type != JSON_NULL) return num_or(root, max_pos);
+    return rope_num(r, "original_max_position_embeddings", max_pos);
+}
+
+/* The rotated dims as transformers counts them: head_dim (or hidden /
+ * heads) times partial_rotary_factor. */
+static int64_t rope_dims(const json_value *cfg) {
+    int64_t hd = 0, embd = 0, heads = 0;
+    if (!json_as_i64(json_get(cfg, "head_dim"), &hd) &&
+        json_as_i64(json_get(cfg, "hidden_size"), &embd) &&
+        json_as_i64(json_get(cfg, "num_attention_heads"), &heads) && heads > 0)
+        hd = embd / heads;
+    return (int64_t)((double)hd * num_or(json_get(cfg, "partial_rotary_factor"), 1.0));
+}
+
+static candle_status rope_key(const rope_ctx *r, const char *key, double v) {
+    return add_arch_f64(r->w, r->f, key, v);
+}
+
+/* The original context is an integer key in GGUF (llama.cpp reads a u32). */
+static candle_status rope_orig_key(const rope_ctx *r, double orig) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", r->f->arch);
+    if (!(orig >= 1 && orig <= 1e12 && orig == floor(orig)))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "%s: %s: original_max_position_embeddings %g is not a positive "
+                                "integer", r->file, r->field, orig);
+    return weights_add_i64(r->w, k, (int64_t)orig);
+}
+
+/* Llama 3.1: wavelengths below original / high_freq_factor keep their
+ * frequency, those above original / low_freq_factor are divided by factor,
+ * and the ones between blend smoothly; given as the divisors
+ * rope_freqs.weight, as llama.cpp's converter writes them. */
+static candle_status rope_llama3(const rope_ctx *r) {
+    double factor = rope_num(r, "factor", 8), lo = rope_num(r, "low_freq_factor", 1);
+    double hi = rope_num(r, "high_freq_factor", 4), orig = rope_num(r, "original_max_position_embeddings", 8192);
+    float ff[512];
+    if (r->dim <= 0 || r->dim / 2 > 512 || !(factor > 0) || !(orig > 0) || !(lo > 0) || !(hi > lo))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "%s: %s: llama3 scaling needs factor > 0, original_max_position_"
+                                "embeddings > 0 and 0 < low_freq_factor < high_freq_factor "
+                                "(rotary dims %lld)", r->file, r->field, (long long)r->dim);
+    for (int64_t i = 0; i < r->dim / 2; i++) {
+        double wavelen = 2 * 3.14159265358979323846 / pow(r->theta, -2.0 * (double)i / (double)r->dim);
+        double smooth = (orig / wavelen - lo) / (hi - lo);
+        ff[i] = wavelen < orig / hi ? 1.0f
+                : wavelen > orig / lo ? (float)factor
+                                      : (float)(1.0 / ((1 - smooth) / factor + smooth));
+    }
+    candle_status s = rope_key(r, "rope.scaling.factor", factor);
+    if (!s) s = rope_key(r, "rope.scaling.low_freq_factor", lo);
+    if (!s) s = rope_key(r, "rope.scaling.high_freq_factor", hi);
+    if (!s) s = rope_orig_key(r, orig);
+    return s ? s : weights_add_made(r->w, "rope_freqs.weight", ff, r->dim / 2);
+}
+
+/* YaRN in the GGUF keys llama.cpp's converter writes; the attention factor
+ * as transformers computes it (given, or from mscale / mscale_all_dim; else
+ * left to the model's default 0.1 ln(factor) + 1). */
+static candle_status rope_yarn(const rope_ctx *r) {
+    double orig = rope_orig_ctx(r), max_pos = num_or(json_get(r->cfg, "max_position_embeddings"), 0);
+    double factor = rope_num(r, "factor", orig > 0 ? max_pos / orig : 0);
+    double ms = rope_num(r, "mscale", 0), ms_all = rope_num(r, "mscale_all_dim", 0);
+    const json_value *trunc = json_get(r->rs, "truncate");
+    if (trunc && trunc->type == JSON_FALSE)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: %s: YaRN with truncate false is not supported", r->file, r->field);
+    candle_status s = rope_key(r, "rope.scaling.factor", factor);
+    if (!s) s = rope_orig_key(r, orig);
+    if (!s && json_get(r->rs, "beta_fast"))
+        s = rope_key(r, "rope.scaling.yarn_beta_fast", rope_num(r, "beta_fast", 32));
+    if (!s && json_get(r->rs, "beta_slow"))
+        s = rope_key(r, "rope.scaling.yarn_beta_slow", rope_num(r, "beta_slow", 1));
+    const json_value *af = json_get(r->rs, "attention_factor");
+    if (!s && af && af->type != JSON_NULL)
+        s = rope_key(r, "rope.scaling.yarn_attn_factor", num_or(af, 1));
+    else if (!s && ms != 0 && ms_all != 0 && factor > 1)
+        s = rope_key(r, "rope.scaling.yarn_attn_factor",
+                     (0.1 * ms * log(factor) + 1) / (0.1 * ms_all * log(factor) + 1));
+    return s;
+}
+
+static candle_status rope_factor_list(const rope_ctx *r, const char *field, const char *name) {
+    const json_value *a = json_get(r->rs, field);
+    float ff[512];
+    bool ok = a && a->type == JSON_ARRAY && r->dim > 0 && a->n == (size_t)(r->dim / 2) && a->n <= 512;
+    for (size_t i = 0; ok && i < a->n; i++) {
+        double d;
+        ok = json_as_f64(json_at(a, i), &d) && d > 0 && isfinite(d);
+        ff[i] = (float)d;
+    }
+    if (!ok)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "%s: %s.%s must be %lld positive numbers (half the rotary dims)",
+                                r->file, r->field, field, (long long)(r->dim / 2));
+    return weights_add_made(r->w, name, ff, r->dim / 2);
+}
+
+/* Phi-3 long-rope ("su"): the short and long divisor lists as the tensors
+ * llama.cpp's converter writes, the original context and the magnitude
+ * transformers computes (attention_factor, else sqrt(1 + ln s / ln orig)
+ * with s = factor or max_position_embeddings / original). */
+static candle_status rope_longrope(const rope_ctx *r) {
+    double orig = rope_orig_ctx(r), max_pos = num_or(json_get(r->cfg, "max_position_embeddings"), 0);
+    double factor = rope_num(r, "factor", orig > 0 ? max_pos / orig : 0);
+    double attn = factor > 1 && orig > 1 ? sqrt(1 + log(factor) / log(orig)) : 1.0;
+    const json_value *af = json_get(r->rs, "attention_factor");
+    if (af && af->type != JSON_NULL) attn = num_or(af, attn);
+    candle_status s = rope_factor_list(r, "short_factor", "rope_factors_short.weight");
+    if (!s) s = rope_factor_list(r, "long_factor", "rope_factors_long.weight");
+    if (!s) s = rope_orig_key(r, orig);
+    return s ? s : rope_key(r, "rope.scaling.attn_factor", attn);
+}
+
+/* One RoPE description: {rope_type | type, factor, rope_theta, ...}.
+ * Linear, llama3, yarn and longrope/su are given as GGUF gives them (keys
+ * `<arch>.rope.scaling.*` and the tensors llama.cpp's converter makes);
+ * every other type is passed on by name for the architecture to refuse.
+ * `field` names it in messages. */
 static candle_status map_rope_object(candle_weights *w, const hf_family *f, const json_value *rs,
-                                     const char *field, const char *file, bool sliding) {
+                                     const json_value *cfg, const char *field, const char *file,
+                                     bool sliding) {
     if (rs->type != JSON_OBJECT) return bad_field(file, field, "an object", rs);
     const json_value *type = json_get(rs, "rope_type");
     if (!type) type = json_get(rs, "type");
@@ -232,6 +377,12 @@ static candle_status map_rope_object(candle_weights *w, const hf_family *f, cons
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", f->arch);
     if ((s = weights_add_str(w, key, t, len))) return s;
+    rope_ctx r = {w, f, rs, cfg, file, field, 10000.0, rope_dims(cfg)};
+    r.theta = num_or(json_get(rs, "rope_theta"), num_or(json_get(cfg, "rope_theta"), 10000.0));
+    if (len == 6 && !memcmp(t, "llama3", 6)) return rope_llama3(&r);
+    if (len == 4 && !memcmp(t, "yarn", 4)) return rope_yarn(&r);
+    if ((len == 8 && !memcmp(t, "longrope", 8)) || (len == 2 && !memcmp(t, "su", 2)))
+        return rope_longrope(&r);
     double factor;
     if (json_as_f64(json_get(rs, "factor"), &factor)) s = add_arch_f64(w, f, "rope.scaling.factor", factor);
     return s;
@@ -242,14 +393,14 @@ static candle_status map_rope_object(candle_weights *w, const hf_family *f, cons
 static candle_status map_rope(candle_weights *w, const hf_family *f, const json_value *cfg,
                               const char *file) {
     const json_value *rs = json_get(cfg, "rope_scaling");
-    if (rs && rs->type != JSON_NULL) return map_rope_object(w, f, rs, "rope_scaling", file, false);
+    if (rs && rs->type != JSON_NULL) return map_rope_object(w, f, rs, cfg, "rope_scaling", file, false);
     const json_value *rp = json_get(cfg, "rope_parameters");
     if (!rp || rp->type == JSON_NULL) return CANDLE_OK;
     const json_value *full = json_get(rp, "full_attention"), *swa = json_get(rp, "sliding_attention");
-    if (!full && !swa) return map_rope_object(w, f, rp, "rope_parameters", file, false);
+    if (!full && !swa) return map_rope_object(w, f, rp, cfg, "rope_parameters", file, false);
     candle_status s = CANDLE_OK;
-    if (full) s = map_rope_object(w, f, full, "rope_parameters.full_attention", file, false);
-    if (!s && swa) s = map_rope_object(w, f, swa, "rope_parameters.sliding_attention", file, true);
+    if (full) s = map_rope_object(w, f, full, cfg, "rope_parameters.full_attention", file, false);
+    if (!s && swa) s = map_rope_object(w, f, swa, cfg, "rope_parameters.sliding_attention", file, true);
     return s;
 }
 

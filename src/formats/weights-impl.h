@@ -18,9 +18,19 @@ typedef enum weights_xform {
 
 typedef struct weights_entry {
     candle_weights_tensor_info info;
-    int shard;        /* the directory's file holding it; -1 for GGUF */
+    int shard;        /* the directory's file holding it; -1 for GGUF or made */
     weights_xform xf;
+    const float *made; /* f32 values an adapter made (w->made), or NULL */
 } weights_entry;
+
+/* A tensor an adapter makes from the configuration where GGUF has one
+ * (Llama 3.1's rope_freqs.weight, Phi-3's rope_factors_short/long.weight,
+ * which llama.cpp's converter writes): f32 [n]. */
+typedef struct weights_made {
+    char *name;
+    float *v; /* [n] */
+    int64_t n;
+} weights_made;
 
 /* A metadata value the source provides (a GGUF source adds a few to its
  * file's; a directory's all come from its JSON files). */
@@ -52,6 +62,8 @@ struct candle_weights {
     weights_kv *kv;              /* [n_kv] */
     int64_t n_kv, cap_kv;
     const struct hf_family *hf;  /* directory: the model_type's mapping */
+    weights_made *made;          /* [n_made] */
+    int n_made;
 };
 
 /* ---- shared by the adapters (weights.c) ---- */
@@ -60,6 +72,8 @@ candle_status weights_add_f64(candle_weights *w, const char *key, double v);
 candle_status weights_add_bool(candle_weights *w, const char *key, bool v);
 candle_status weights_add_str(candle_weights *w, const char *key, const char *s, size_t len);
 const weights_kv *weights_find_kv(const candle_weights *w, const char *key);
+/* A made f32 tensor [n] of the values v (copied), listed with the source's. */
+candle_status weights_add_made(candle_weights *w, const char *name, const float *v, int64_t n);
 /* Sort the entries' index; refuses two tensors mapped to one name. */
 candle_status weights_index(candle_weights *w);
 char *weights_strdup(const char *s);

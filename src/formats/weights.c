@@ -67,6 +67,24 @@ candle_status weights_add_str(candle_weights *w, const char *key, const char *s,
     return CANDLE_OK;
 }
 
+candle_status weights_add_made(candle_weights *w, const char *name, const float *v, int64_t n) {
+    weights_made *m = realloc(w->made, (size_t)(w->n_made + 1) * sizeof *m);
+    if (!m) return kv_oom(name);
+    w->made = m;
+    m = &w->made[w->n_made];
+    m->name = weights_strdup(name);
+    m->v = malloc((size_t)(n > 0 ? n : 1) * sizeof *m->v);
+    m->n = n;
+    if (!m->name || !m->v) {
+        free(m->name);
+        free(m->v);
+        return kv_oom(name);
+    }
+    memcpy(m->v, v, (size_t)n * sizeof *v);
+    w->n_made++;
+    return CANDLE_OK;
+}
+
 const weights_kv *weights_find_kv(const candle_weights *w, const char *key) {
     for (int64_t i = 0; i < w->n_kv; i++)
         if (!strcmp(w->kv[i].key, key)) return &w->kv[i];
@@ -181,6 +199,11 @@ void candle_weights_close(candle_weights *w) {
         free(w->kv[i].s);
     }
     free(w->kv);
+    for (int i = 0; i < w->n_made; i++) {
+        free(w->made[i].name);
+        free(w->made[i].v);
+    }
+    free(w->made);
     free(w->path);
     free(w);
 }
@@ -344,6 +367,11 @@ candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *c
         return NULL;
     }
     const weights_entry *e = &w->entries[i];
+    if (e->made) {
+        candle_tensor *t = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, e->info.shape, e->made);
+        if (t) candle_tensor_set_name(t, name);
+        return t;
+    }
     if (w->gguf) return candle_gguf_load_tensor(w->gguf, ctx, name);
     candle_tensor *t = candle_safetensors_load_tensor(w->shards[e->shard], ctx, e->info.src_name);
     if (!t) return NULL;

@@ -192,7 +192,7 @@ static candle_status open_weights(candle_weights *w, const candle_weights_params
 
 /* Every tensor of every shard, under its GGUF name. */
 static candle_status list_tensors(candle_weights *w) {
-    int64_t total = 0;
+    int64_t total = w->n_made;
     for (int i = 0; i < w->n_shards; i++) total += candle_safetensors_n_tensors(w->shards[i]);
     w->entries = calloc((size_t)(total ? total : 1), sizeof *w->entries);
     if (!w->entries) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
@@ -221,6 +221,20 @@ static candle_status list_tensors(candle_weights *w) {
             e->shard = k;
             e->xf = xf;
         }
+    }
+    for (int k = 0; k < w->n_made; k++) {
+        weights_entry *e = &w->entries[w->n_entries];
+        if (!(e->info.name = weights_strdup(w->made[k].name)))
+            return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+        w->n_entries++;
+        e->info.src_name = e->info.name;
+        e->info.file = "config.json";
+        e->info.dtype = CANDLE_DTYPE_F32;
+        e->info.rank = 1;
+        e->info.shape[0] = w->made[k].n;
+        e->info.size = (size_t)w->made[k].n * sizeof(float);
+        e->shard = -1;
+        e->made = w->made[k].v;
     }
     return weights_index(w);
 }

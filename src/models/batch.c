@@ -273,6 +273,25 @@ static candle_tensor *block_table(candle_ctx *ctx, const candle_batch_seq *seqs,
     return t;
 }
 
+/* The one RoPE factor set of the step's rows: sequences whose capacities
+ * fall on both sides of Phi-3's original context would need two. */
+static bool rope_factors(candle_batch *b, const candle_batch_seq *seqs, int n_seqs,
+                         candle_tensor **out) {
+    for (int i = 0; i < n_seqs; i++) {
+        int64_t n_ctx = seqs[i].paged ? seqs[i].paged->n_ctx : seqs[i].sess->kv.n_ctx;
+        candle_tensor *ff = model_rope_factors(b->model, n_ctx);
+        if (i && ff != *out) {
+            candle_set_error(b->ctx, CANDLE_ERR_UNSUPPORTED,
+                             "batch: sequences 0 and %d use different RoPE factors (contexts on "
+                             "both sides of the original context %lld)",
+                             i, (long long)b->model->cfg.rope_n_ctx_orig);
+            return false;
+        }
+        *out = ff;
+    }
+    return true;
+}
+
 candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
     candle_ctx_clear_error(b->ctx);
     int64_t n = 0;
@@ -294,7 +313,13 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
         off += seqs[i].n;
     }
     bseqs bq = {seqs, n_seqs, NULL};
-    decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq};
+    decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq,
+                       NULL};
+    if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff)) {
+        free(ids);
+        free(pos);
+        return candle_errcode(b->ctx);
+    }
     ds.pos = candle_tensor_from_i32(b->ctx, 1, &n, pos);
     bool ok = ds.pos && (!use_paged_op(b, seqs, n_seqs) || (bq.table = block_table(b->ctx, seqs, n_seqs, n)));
     candle_tensor *logits = ok ? forward(&ds, ids) : NULL;

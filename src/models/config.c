@@ -29,26 +29,78 @@ static candle_status need_i64(const candle_weights *g, const char *arch, const c
                             key);
 }
 
-/* Linear RoPE scaling stretches positions by 1/factor. Any other scaling
- * type is refused: running it unscaled would be a different model. */
-static candle_status rope_scale(const candle_weights *g, const char *arch, double *scale) {
-    char k[128];
-    const char *type;
-    size_t len;
-    double factor = 0;
-    *scale = 1.0;
-    if (candle_weights_get_str(g, key_of(k, sizeof k, arch, "rope.scaling.type"), &type, &len) &&
-        !(len == 4 && !memcmp(type, "none", 4))) {
-        if (!(len == 6 && !memcmp(type, "linear", 6)))
-            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
-                                    "model: RoPE scaling type '%.*s' (%s.rope.scaling.type) is not "
-                                    "supported", (int)(len > 32 ? 32 : len), type, arch);
-        model_cfg_get_f64(g, arch, "rope.scaling.factor", &factor);
-    } else {
-        model_cfg_get_f64(g, arch, "rope.scale_linear", &factor);
-    }
-    if (factor > 0) *scale = 1.0 / factor;
+static bool type_is(const char *t, size_t len, const char *name) {
+    return len == strlen(name) && !memcmp(t, name, len);
+}
+
+/* YaRN (rope.scaling.type yarn): positions interpolated by 1/factor on the
+ * low frequencies and extrapolated on the high ones, cos/sin scaled by the
+ * attention factor. rope.scaling.yarn_attn_factor is that magnitude itself
+ * (transformers' attention_factor, which llama.cpp's converter writes there;
+ * llama.cpp ignores it), else 0.1 ln(factor) + 1 as both references default.
+ * The op multiplies by 1 + 0.1 ln(factor) on its own, so it gets the rest. */
+static candle_status rope_yarn(const candle_weights *g, const char *arch, double factor,
+                               candle_model_config *c) {
+    double total = factor > 1 ? 0.1 * log(factor) + 1.0 : 1.0;
+    if (!(factor > 0))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: YaRN RoPE scaling needs %s.rope.scaling.factor > 0 (got %g)",
+                                arch, factor);
+    model_cfg_get_f64(g, arch, "rope.scaling.yarn_attn_factor", &total);
+    c->rope_ext_factor = 1.0;
+    model_cfg_get_f64(g, arch, "rope.scaling.yarn_ext_factor", &c->rope_ext_factor);
+    model_cfg_get_f64(g, arch, "rope.scaling.yarn_beta_fast", &c->rope_beta_fast);
+    model_cfg_get_f64(g, arch, "rope.scaling.yarn_beta_slow", &c->rope_beta_slow);
+    c->rope_scale = 1.0 / factor;
+    c->rope_attn_factor *= c->rope_ext_factor != 0 ? total / (1.0 + 0.1 * log(factor)) : total;
     return CANDLE_OK;
+}
+
+/* A scaling whose per-pair factors are tensors must come with them. */
+static candle_status need_tensor(const candle_weights *g, const char *arch, const char *type,
+                                 const char *name) {
+    if (candle_weights_find_tensor(g, name) >= 0) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                            "model: %s.rope.scaling.type '%s' needs tensor '%s', which %s lacks",
+                            arch, type, name, candle_weights_path(g));
+}
+
+/* RoPE scaling: linear stretches positions by 1/factor; yarn as above;
+ * llama3 and longrope (Phi-3's "su") divide each pair's frequency by
+ * factors the file holds as tensors (rope_freqs.weight; rope_factors_short
+ * and _long.weight), which the decoder applies wherever they are present,
+ * as llama.cpp does (its converter writes no type for either).
+ * rope.scaling.attn_factor multiplies cos/sin on top (Phi-3's long-context
+ * magnitude). Any other type is refused: running it unscaled would be a
+ * different model. */
+static candle_status rope_scaling(const candle_weights *g, const char *arch,
+                                  candle_model_config *c) {
+    char k[128];
+    const char *type = "none";
+    size_t len = 4;
+    double factor = 0;
+    c->rope_scale = 1.0;
+    c->rope_attn_factor = 1.0;
+    model_cfg_get_f64(g, arch, "rope.scaling.attn_factor", &c->rope_attn_factor);
+    if (!model_cfg_get_i64(g, arch, "rope.scaling.original_context_length", &c->rope_n_ctx_orig))
+        c->rope_n_ctx_orig = c->n_ctx_train;
+    candle_weights_get_str(g, key_of(k, sizeof k, arch, "rope.scaling.type"), &type, &len);
+    /* without a type, only the old key says linear */
+    model_cfg_get_f64(g, arch, type_is(type, len, "none") ? "rope.scale_linear" : "rope.scaling.factor",
+                      &factor);
+    if (type_is(type, len, "none") || type_is(type, len, "linear")) {
+        if (factor > 0) c->rope_scale = 1.0 / factor;
+        return CANDLE_OK;
+    }
+    if (type_is(type, len, "yarn")) return rope_yarn(g, arch, factor, c);
+    if (type_is(type, len, "llama3")) return need_tensor(g, arch, "llama3", "rope_freqs.weight");
+    if (type_is(type, len, "longrope") || type_is(type, len, "su")) {
+        candle_status s = need_tensor(g, arch, "longrope", "rope_factors_short.weight");
+        return s ? s : need_tensor(g, arch, "longrope", "rope_factors_long.weight");
+    }
+    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                            "model: RoPE scaling type '%.*s' (%s.rope.scaling.type) is not "
+                            "supported", (int)(len > 32 ? 32 : len), type, arch);
 }
 
 candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
@@ -69,7 +121,7 @@ candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
         c->norm_eps = 1e-5;
     if (!model_cfg_get_f64(g, arch, "rope.freq_base", &c->rope_base)) c->rope_base = 10000.0;
     c->rope_base_swa = c->rope_base;
-    if ((s = rope_scale(g, arch, &c->rope_scale))) return s;
+    if ((s = rope_scaling(g, arch, c))) return s;
     bool interleaved = false;
     candle_weights_get_bool(g, "candle.rope.interleaved", &interleaved);
     c->rope_mode = interleaved ? CANDLE_ROPE_INTERLEAVED : CANDLE_ROPE_HALF;
@@ -95,6 +147,15 @@ candle_status model_cfg_check_values(const char *arch, const candle_model_config
     ok = ok && c->rope_base > 0 && isfinite(c->rope_base) && c->rope_base_swa > 0 &&
          isfinite(c->rope_base_swa);
     ok = ok && c->rope_scale > 0 && isfinite(c->rope_scale) && isfinite(c->embd_scale);
+    if (!(c->rope_attn_factor > 0 && isfinite(c->rope_attn_factor)) ||
+        !isfinite(c->rope_ext_factor) || !(c->rope_beta_fast >= 0) || !(c->rope_beta_slow >= 0) ||
+        !isfinite(c->rope_beta_fast) || !isfinite(c->rope_beta_slow) ||
+        (c->rope_ext_factor != 0 && c->rope_n_ctx_orig <= 0))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s RoPE scaling out of range: attention factor %g (want "
+                                "positive), YaRN ext factor %g, betas %g / %g, original context %lld",
+                                arch, c->rope_attn_factor, c->rope_ext_factor, c->rope_beta_fast,
+                                c->rope_beta_slow, (long long)c->rope_n_ctx_orig);
     if (ok) return CANDLE_OK;
     return candle_set_error(NULL, CANDLE_ERR_FORMAT,
                             "model: %s metadata out of range: norm epsilon %g (want 0 < eps < 1), "

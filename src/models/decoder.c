@@ -28,15 +28,47 @@ static candle_tensor *heads(decoder_step *st, candle_tensor *x, int64_t h) {
     return candle_reshape_copy(st->ctx, x, 3, shape);
 }
 
+candle_tensor *model_rope_factors(const candle_model *m, int64_t n_ctx) {
+    if (m->rope_freqs || !m->rope_long) return m->rope_freqs;
+    return n_ctx > m->cfg.rope_n_ctx_orig ? m->rope_long : m->rope_short;
+}
+
+/* Gemma's local layers (sliding-window layers of an interleaved pattern)
+ * take their own base and none of the global layers' scaling; Phi-3's
+ * sliding window covers every layer, and all of them are scaled. */
+static bool rope_local(const candle_model_config *c, int64_t il) {
+    return c->swa_pattern > 0 && decoder_layer_is_swa(c, il);
+}
+
+candle_rope_params model_rope_params(const candle_model *m, int64_t il, candle_tensor *ff) {
+    const candle_model_config *c = &m->cfg;
+    candle_rope_params p = {.mode = (candle_rope_mode)c->rope_mode, .n_dims = (int)c->n_rot};
+    if (rope_local(c, il)) {
+        p.freq_base = c->rope_base_swa;
+        p.freq_scale = 1.0;
+        return p;
+    }
+    p.freq_base = c->rope_base;
+    p.freq_scale = c->rope_scale;
+    p.freq_factors = ff;
+    p.ext_factor = c->rope_ext_factor;
+    p.attn_factor = c->rope_attn_factor;
+    p.beta_fast = c->rope_beta_fast;
+    p.beta_slow = c->rope_beta_slow;
+    p.n_ctx_orig = c->rope_n_ctx_orig;
+    return p;
+}
+
+bool model_rope_per_layer(const candle_model *m) {
+    const candle_model_config *c = &m->cfg;
+    bool scaled = c->rope_scale != 1.0 || c->rope_ext_factor != 0 || c->rope_attn_factor != 1.0 ||
+                  m->rope_freqs || m->rope_long;
+    return c->n_swa > 0 && c->swa_pattern > 0 && (c->rope_base_swa != c->rope_base || scaled);
+}
+
 static candle_tensor *rope(decoder_step *st, candle_tensor *x, int64_t il) {
-    bool swa = decoder_layer_is_swa(st->c, il);
-    candle_rope_params p = {
-        .mode = (candle_rope_mode)st->c->rope_mode,
-        .n_dims = (int)st->c->n_rot,
-        .freq_base = swa ? st->c->rope_base_swa : st->c->rope_base,
-        .freq_scale = swa ? 1.0 : st->c->rope_scale,
-        .pos_offset = st->pos0,
-    };
+    candle_rope_params p = model_rope_params(st->m, il, st->rope_ff);
+    p.pos_offset = st->pos0;
     return candle_rope(st->ctx, x, st->pos, &p);
 }
 
@@ -145,7 +177,8 @@ static candle_tensor *session_attend(decoder_step *st, candle_tensor *q, candle_
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,
                                bool hidden) {
     const candle_model *m = s->model;
-    decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s};
+    decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s,
+                       model_rope_factors(m, s->kv.n_ctx)};
     candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens)); /* [n, n_embd] */
     if (!all && x) x = candle_narrow(s->ctx, x, 0, n - 1, 1);
     return hidden ? norm(&st, x, m->out_norm) : decoder_head(&st, x);

@@ -182,16 +182,26 @@ static candle_status read_modules(candle_encoder *e, const char *dir) {
     return s;
 }
 
-/* sentence_bert_config.json's max_seq_length, at most the model's positions. */
-static void read_max_tokens(candle_encoder *e, const char *dir) {
+/* An integer field of a JSON file of the directory, if any. */
+static bool read_int_field(const char *dir, const char *file, const char *key, int64_t *out) {
     char path[4096];
     json_doc *d;
-    e->max_tokens = e->model->cfg.n_ctx_train;
-    snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
-    if (!exists(path) || read_json_file(path, &d)) return;
-    int64_t n;
-    if (json_as_i64(json_get(json_root(d), "max_seq_length"), &n) && n > 0 && n < e->max_tokens) e->max_tokens = n;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (!exists(path) || read_json_file(path, &d)) return false;
+    bool ok = json_as_i64(json_get(json_root(d), key), out);
     json_free(d);
+    return ok;
+}
+
+/* sentence_bert_config.json's max_seq_length (else, as sentence-transformers
+ * 6 does, tokenizer_config.json's model_max_length), at most the model's
+ * positions. */
+static void read_max_tokens(candle_encoder *e, const char *dir) {
+    int64_t n;
+    e->max_tokens = e->model->cfg.n_ctx_train;
+    if (read_int_field(dir, "sentence_bert_config.json", "max_seq_length", &n) ||
+        read_int_field(dir, "tokenizer_config.json", "model_max_length", &n))
+        if (n > 0 && n < e->max_tokens) e->max_tokens = n;
 }
 
 void candle_encoder_free(candle_encoder *e) {

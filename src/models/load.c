@@ -149,13 +149,29 @@ candle_status decoder_check_desc(const model_family *f) {
                             f->name, missing);
 }
 
+/* RoPE divisors where the file has them (f32 [n_rot / 2]); Phi-3's two
+ * sets come together. */
+static bool load_rope_factors(loader *L) {
+    candle_model *m = L->m;
+    int64_t half = m->cfg.n_rot / 2;
+    m->rope_freqs = vec(L, -1, "rope_freqs.weight", half, false);
+    m->rope_short = vec(L, -1, "rope_factors_short.weight", half, false);
+    m->rope_long = vec(L, -1, "rope_factors_long.weight", half, false);
+    if (candle_errcode(m->ctx)) return false;
+    if (!m->rope_short != !m->rope_long || (m->rope_freqs && m->rope_long)) {
+        candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+                         "model: %s: RoPE factors need both rope_factors_short.weight and "
+                         "rope_factors_long.weight, and not rope_freqs.weight beside them",
+                         candle_weights_path(m->weights));
+        return false;
+    }
+    return true;
+}
+
 candle_status decoder_load_weights(candle_model *m) {
     loader L = {.m = m};
     candle_model_config *c = &m->cfg;
-    if (candle_weights_find_tensor(m->weights, "rope_freqs.weight") >= 0)
-        return candle_set_error(m->ctx, CANDLE_ERR_UNSUPPORTED,
-                                "model: per-frequency RoPE factors (rope_freqs.weight, Llama 3.1+ "
-                                "scaling) are not supported");
+    if (!load_rope_factors(&L)) return candle_errcode(m->ctx);
     m->tok_embd = leaf(&L, -1, "token_embd.weight", true);
     if (!m->tok_embd) return candle_errcode(m->ctx);
     c->n_vocab = m->tok_embd->shape[0];

@@ -108,6 +108,9 @@ struct candle_model {
     candle_tensor *pos_embd;  /* [n_ctx_train, n_embd], learned positions */
     candle_tensor *type_embd; /* [n_types, n_embd], token types */
     candle_tensor *embd_norm, *embd_norm_b; /* [n_embd]: LayerNorm of the embeddings */
+    /* RoPE frequency divisors, f32 [n_rot / 2]: Llama 3.1's one set, or
+     * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
+    candle_tensor *rope_freqs, *rope_short, *rope_long;
     size_t weight_bytes;
     candle_backend *backend; /* every context of the model computes on it */
     bool owns_backend;
@@ -180,7 +183,24 @@ struct decoder_step {
     const char *who;       /* error message prefix */
     decoder_attend_fn attend;
     void *user;            /* the path's state for attend */
+    candle_tensor *rope_ff; /* the RoPE factors of this step's sequences, or NULL */
 };
+
+/* The RoPE divisors a sequence of n_ctx positions uses: rope_freqs, or
+ * Phi-3's long set when n_ctx exceeds the original context and its short
+ * set otherwise. Like llama.cpp (n_ctx_seq > n_ctx_orig_yarn), Candle
+ * switches on the sequence's capacity, not on the positions of a step as
+ * transformers does (max(position_ids) + 1 of each forward): every key in a
+ * cache is then rotated by one set, and a shift re-rotates it by that set.
+ * For one forward over a whole prompt in a context of the prompt's length
+ * both rules agree. */
+candle_tensor *model_rope_factors(const candle_model *m, int64_t n_ctx);
+/* The RoPE of layer il (local layers of a local/global pattern keep their
+ * own base and no scaling) with divisors ff. */
+candle_rope_params model_rope_params(const candle_model *m, int64_t il, candle_tensor *ff);
+/* Do some layers rotate differently from others (a shift re-rotates all
+ * layers' keys alike)? */
+bool model_rope_per_layer(const candle_model *m);
 
 /* Input embeddings [n, n_embd] f32, scaled as the family needs. */
 candle_tensor *decoder_embed(decoder_step *st, const int32_t *tokens);

@@ -1,17 +1,13 @@
 /* Phi-3: fused q/k/v projection and fused gate/up FFN weight. Every layer
  * attends within the sliding window when the model has one, as the
  * reference (transformers) does; llama.cpp disables it.
- * The long-context variants scale RoPE per frequency (rope_factors_*),
- * which is not supported: such a file is refused rather than run wrongly. */
+ * The long-context variants scale RoPE per frequency (rope_factors_short
+ * and _long, with rope.scaling.attn_factor), which the decoder applies. */
 #include "model-impl.h"
 
 static candle_status phi3_config(const candle_weights *w, candle_model_config *c) {
     if (!model_cfg_get_i64(w, "phi3", "attention.sliding_window", &c->n_swa)) c->n_swa = 0;
     c->swa_pattern = 0;
-    if (candle_weights_find_tensor(w, "rope_factors_long.weight") >= 0)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
-                                "model: phi3 with per-frequency RoPE factors "
-                                "(rope_factors_long.weight) is not supported");
     return CANDLE_OK;
 }
 

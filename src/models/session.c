@@ -2,6 +2,7 @@
  * step builds its graph after the cache in the session's context and resets
  * to that mark once the logits are read. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,13 +139,13 @@ void candle_session_reset(candle_session *s) {
 static candle_tensor *move_rows(candle_session *s, candle_tensor *cache, int64_t from,
                                 int64_t to, int64_t len, candle_tensor *delta) {
     candle_ctx *ctx = s->ctx;
-    const candle_model_config *c = &s->model->cfg;
     candle_tensor *x = candle_narrow(ctx, cache, 1, from, len); /* [Hkv, len, D] */
     if (delta) {
-        candle_rope_params p = {.mode = (candle_rope_mode)c->rope_mode,
-                                .n_dims = (int)c->n_rot,
-                                .freq_base = c->rope_base,
-                                .freq_scale = c->rope_scale};
+        /* the keys' own rotation, turned by delta at magnitude 1: they hold
+         * the attention factor already (llama.cpp applies it again) */
+        candle_rope_params p =
+            model_rope_params(s->model, 0, model_rope_factors(s->model, s->kv.n_ctx));
+        p.attn_factor = p.ext_factor != 0 ? 1.0 / (1.0 + 0.1 * log(1.0 / p.freq_scale)) : 1.0;
         x = candle_transpose(ctx, candle_rope(ctx, candle_transpose(ctx, x, 0, 1), delta, &p), 0, 1);
     } else { /* a fresh copy (scale by 1): source and destination rows overlap */
         x = candle_scale(ctx, x, 1.0);
@@ -160,8 +161,7 @@ candle_status candle_session_shift(candle_session *s, int64_t n_keep, int64_t n_
                                 " positions",
                                 n_keep, n_discard, s->pos);
     const candle_model_config *c = &s->model->cfg;
-    bool per_layer_base = c->rope_base_swa != c->rope_base || c->rope_scale != 1.0;
-    if (per_layer_base && c->n_swa > 0)
+    if (model_rope_per_layer(s->model))
         return candle_set_error(s->ctx, CANDLE_ERR_UNSUPPORTED,
                                 "shift: not supported for %s (per-layer RoPE)",
                                 candle_arch_name(c->arch));

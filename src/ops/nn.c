@@ -1,6 +1,7 @@
 /* Normalisation over the last dim, and rotary position embedding. */
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
 #include "ops-impl.h"
 
@@ -107,6 +108,55 @@ static bool check_positions(candle_ctx *ctx, const candle_tensor *x, const candl
     return true;
 }
 
+/* freq_factors: f32 [n_dims / 2], contiguous, on x's device. */
+static bool check_freq_factors(candle_ctx *ctx, const candle_tensor *x, const candle_tensor *ff,
+                               int64_t n_dims) {
+    if (!ff) return true;
+    char sf[128];
+    if (!op_check_device(ctx, "rope", x, ff)) return false;
+    if (ff->dtype != CANDLE_DTYPE_F32 || ff->rank != 1 || ff->shape[0] != n_dims / 2 ||
+        !candle_tensor_is_contiguous(ff)) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "rope: freq_factors must be contiguous f32 [%" PRId64 "], got %s %s",
+                         n_dims / 2, candle_dtype_name(ff->dtype),
+                         candle_shape_str(ff->rank, ff->shape, sf, sizeof sf));
+        return false;
+    }
+    return true;
+}
+
+/* YaRN's ramp ends (pair indices), as ggml_rope_yarn_corr_dims makes them
+ * (in double here). */
+static double yarn_corr_dim(int64_t n_dims, int64_t n_ctx_orig, double rot, double base) {
+    return (double)n_dims * log((double)n_ctx_orig / (rot * 2 * 3.14159265358979323846)) / (2 * log(base));
+}
+
+static bool check_yarn(candle_ctx *ctx, const candle_rope_params *p, int64_t n_dims, double *out) {
+    double attn = p->attn_factor != 0 ? p->attn_factor : 1.0;
+    out[0] = p->ext_factor;
+    out[1] = attn;
+    out[2] = out[3] = 0;
+    if (!isfinite(p->ext_factor) || !isfinite(attn) || !isfinite(p->beta_fast) ||
+        !isfinite(p->beta_slow)) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: ext_factor %g, attn_factor %g, "
+                         "beta_fast %g, beta_slow %g must be finite",
+                         p->ext_factor, p->attn_factor, p->beta_fast, p->beta_slow);
+        return false;
+    }
+    if (p->ext_factor == 0) return true;
+    double fast = p->beta_fast != 0 ? p->beta_fast : 32, slow = p->beta_slow != 0 ? p->beta_slow : 1;
+    if (p->n_ctx_orig <= 0 || !(fast > 0) || !(slow > 0) || !(p->freq_scale > 0)) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                         "rope: YaRN needs n_ctx_orig > 0 (got %" PRId64 "), positive betas "
+                         "(%g, %g) and freq_scale (%g)", p->n_ctx_orig, fast, slow, p->freq_scale);
+        return false;
+    }
+    out[1] = attn * (1.0 + 0.1 * log(1.0 / p->freq_scale));
+    out[2] = fmax(0.0, floor(yarn_corr_dim(n_dims, p->n_ctx_orig, fast, p->freq_base)));
+    out[3] = fmin((double)(n_dims - 1), ceil(yarn_corr_dim(n_dims, p->n_ctx_orig, slow, p->freq_base)));
+    return true;
+}
+
 candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *positions,
                            const candle_rope_params *p) {
     OP_CHECK_IN(x);
@@ -118,16 +168,23 @@ candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *pos
         return NULL;
     }
     int64_t n_dims;
-    if (!check_rope_params(ctx, x, p, &n_dims) || !check_positions(ctx, x, positions)) return NULL;
+    double yarn[4];
+    if (!check_rope_params(ctx, x, p, &n_dims) || !check_positions(ctx, x, positions) ||
+        !check_freq_factors(ctx, x, p->freq_factors, n_dims) || !check_yarn(ctx, p, n_dims, yarn))
+        return NULL;
     candle_tensor *t = candle_node_new(ctx, CANDLE_OP_ROPE, x->dtype, x->rank, x->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = positions;
-    t->n_src = 2;
+    t->src[2] = p->freq_factors;
+    t->n_src = p->freq_factors ? 3 : 2;
     t->iparams[0] = p->mode;
     t->iparams[1] = n_dims;
     t->iparams[2] = p->pos_offset;
     t->fparams[0] = p->freq_base;
     t->fparams[1] = p->freq_scale;
+    /* resolved once here so every kernel reads the same numbers: ext_factor,
+     * mscale (the magnitude, with YaRN's correction), the ramp's ends */
+    memcpy(&t->fparams[2], yarn, sizeof yarn);
     return candle_node_finish(ctx, t);
 }

@@ -1,8 +1,12 @@
 /* Decoder LLMs from Hugging Face directories against transformers and
  * against the GGUF llama.cpp's converter made from the same weights: tiny
- * random models of each family (tests/data/hf, made by
- * scripts/gen_hf_decoder_goldens.py). Logits of 16 tokens at every position
- * must match transformers' within 1e-5 NMSE, and the GGUF's too. */
+ * random models of each family and RoPE scaling (tests/data/hf, made by
+ * scripts/gen_hf_decoder_goldens.py and scripts/gen_hf_rope_goldens.py).
+ * Logits of each golden's tokens (16, or 6 for Phi-3's short regime) at
+ * every position must match transformers' within 1e-5 NMSE, and the
+ * GGUF's too. Sessions hold exactly the golden's tokens: Phi-3's long-rope
+ * factors switch on the context (model_rope_factors), transformers' on the
+ * forward's length, and the two agree there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +16,13 @@
 #include "core/json-impl.h"
 #include "test.h"
 
-#define N_TOK 16
+#define MAX_TOK 64
 #define MAX_NMSE 1e-5
 
 typedef struct golden {
-    int32_t tokens[N_TOK];
-    int64_t n_vocab;
-    float *logits; /* [N_TOK, n_vocab] */
+    int32_t tokens[MAX_TOK];
+    int64_t n_tok, n_vocab;
+    float *logits; /* [n_tok, n_vocab] */
 } golden;
 
 static char *slurp(const char *path, size_t *n) {
@@ -37,25 +41,28 @@ static char *slurp(const char *path, size_t *n) {
     return buf;
 }
 
-static bool read_golden(const char *dir, golden *g) {
+/* <dir>/<stem>.json and <stem>_logits.bin */
+static bool read_golden(const char *dir, const char *stem, golden *g) {
     char path[1200];
     size_t n;
-    snprintf(path, sizeof path, "%s/golden.json", dir);
+    snprintf(path, sizeof path, "%s/%s.json", dir, stem);
     char *text = slurp(path, &n);
     json_doc *d = NULL;
     bool ok = text && !json_parse(&d, text, n, path, NULL);
     const json_value *toks = json_get(json_root(d), "tokens");
-    ok = ok && toks && toks->n == N_TOK && json_as_i64(json_get(json_root(d), "n_vocab"), &g->n_vocab);
-    for (size_t i = 0; ok && i < N_TOK; i++) {
+    ok = ok && toks && toks->n > 0 && toks->n <= MAX_TOK &&
+         json_as_i64(json_get(json_root(d), "n_vocab"), &g->n_vocab);
+    g->n_tok = ok ? (int64_t)toks->n : 0;
+    for (size_t i = 0; ok && i < (size_t)g->n_tok; i++) {
         int64_t t;
         ok = json_as_i64(json_at(toks, i), &t);
         g->tokens[i] = (int32_t)t;
     }
     json_free(d);
     free(text);
-    snprintf(path, sizeof path, "%s/golden_logits.bin", dir);
+    snprintf(path, sizeof path, "%s/%s_logits.bin", dir, stem);
     g->logits = ok ? (float *)slurp(path, &n) : NULL;
-    ok = g->logits && n == (size_t)(N_TOK * g->n_vocab) * sizeof(float);
+    ok = g->logits && n == (size_t)(g->n_tok * g->n_vocab) * sizeof(float);
     CHECK_MSG(ok, "%s: unreadable golden", dir);
     return ok;
 }
@@ -78,10 +85,12 @@ static float *run(const char *path, const golden *g) {
         return NULL;
     }
     candle_session *s = NULL;
-    float *logits = malloc((size_t)(N_TOK * g->n_vocab) * sizeof *logits);
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = g->n_tok;
+    float *logits = malloc((size_t)(g->n_tok * g->n_vocab) * sizeof *logits);
     CHECK(candle_model_get_config(m)->n_vocab == g->n_vocab);
-    bool ok = logits && !candle_session_init(&s, m, NULL) &&
-              !candle_session_eval(s, g->tokens, N_TOK, logits, true);
+    bool ok = logits && !candle_session_init(&s, m, &sp) &&
+              !candle_session_eval(s, g->tokens, g->n_tok, logits, true);
     CHECK_MSG(ok, "%s: %s", path, s ? candle_session_errmsg(s) : candle_last_errmsg());
     candle_session_free(s);
     candle_model_free(m);
@@ -100,7 +109,7 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
     CHECK_MSG(!s, "quantize %s: %s", dir, candle_last_errmsg());
     float *q = s ? NULL : run(out, g);
     if (q) {
-        double e = nmse(q, hf, (size_t)(N_TOK * g->n_vocab));
+        double e = nmse(q, hf, (size_t)(g->n_tok * g->n_vocab));
         printf("%-10s candle quantize DIR f32: NMSE vs directory %.2e\n", name, e);
         CHECK_MSG(e < MAX_NMSE, "%s: quantized GGUF NMSE %.3g", name, e);
     }
@@ -108,19 +117,19 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
     unlink(out);
 }
 
-static void check_family(const char *name) {
+static void check_golden(const char *name, const char *stem) {
     char rel[128], dir[1024], gguf[1200];
     snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
     test_path(rel, dir, sizeof dir);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", dir, name);
     golden g = {0};
-    if (!read_golden(dir, &g)) return;
-    size_t n = (size_t)(N_TOK * g.n_vocab);
+    if (!read_golden(dir, stem, &g)) return;
+    size_t n = (size_t)(g.n_tok * g.n_vocab);
     float *hf = run(dir, &g), *gg = run(gguf, &g);
     if (hf && gg) {
         double e_hf = nmse(hf, g.logits, n), e_gg = nmse(gg, g.logits, n), e_x = nmse(gg, hf, n);
-        printf("%-10s NMSE vs transformers: directory %.2e, GGUF %.2e; GGUF vs directory %.2e\n",
-               name, e_hf, e_gg, e_x);
+        printf("%-14s %2lld tokens: NMSE vs transformers: directory %.2e, GGUF %.2e; GGUF vs "
+               "directory %.2e\n", name, (long long)g.n_tok, e_hf, e_gg, e_x);
         CHECK_MSG(e_hf < MAX_NMSE, "%s: directory NMSE %.3g", name, e_hf);
         CHECK_MSG(e_gg < MAX_NMSE, "%s: GGUF NMSE %.3g", name, e_gg);
         CHECK_MSG(e_x < MAX_NMSE, "%s: GGUF vs directory NMSE %.3g", name, e_x);
@@ -131,24 +140,60 @@ static void check_family(const char *name) {
     free(g.logits);
 }
 
-/* Llama 3.1+ RoPE scaling is not implemented yet: both forms of the model
- * are refused by name rather than run unscaled. */
-static void check_refused(const char *name) {
-    char rel[128], dir[1024], gguf[1200];
+static void check_family(const char *name) { check_golden(name, "golden"); }
+
+/* Context shift re-rotates the cached keys with the model's scaling: 12
+ * tokens, 4 of them (after the first 2) discarded, then one more token,
+ * gives the logits of the 8 kept tokens and that one evaluated afresh. Only
+ * for one-layer models: deeper layers' keys of the kept tokens saw the
+ * discarded ones, so there a shift is an approximation by design. */
+static void check_shift(const char *name) {
+    char rel[128], dir[1024];
     snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
     test_path(rel, dir, sizeof dir);
-    snprintf(gguf, sizeof gguf, "%s/%s.gguf", dir, name);
+    golden g = {0};
     candle_model *m = NULL;
-    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_ERR_UNSUPPORTED && !m);
-    CHECK_CONTAINS(candle_last_errmsg(), "RoPE scaling type 'llama3'");
-    CHECK(candle_model_load(&m, gguf, NULL) == CANDLE_ERR_UNSUPPORTED && !m);
-    CHECK_CONTAINS(candle_last_errmsg(), "rope_freqs.weight");
+    if (!read_golden(dir, "golden", &g) || candle_model_load(&m, dir, NULL)) {
+        CHECK_MSG(false, "%s: %s", dir, candle_last_errmsg());
+        free(g.logits);
+        return;
+    }
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = 16;
+    candle_session *a = NULL, *b = NULL;
+    float *la = malloc((size_t)g.n_vocab * sizeof *la), *lb = malloc((size_t)g.n_vocab * sizeof *lb);
+    int32_t kept[9];
+    memcpy(kept, g.tokens, 2 * sizeof *kept);
+    memcpy(kept + 2, g.tokens + 6, 6 * sizeof *kept);
+    kept[8] = g.tokens[12];
+    bool ok = la && lb && !candle_session_init(&a, m, &sp) && !candle_session_init(&b, m, &sp) &&
+              !candle_session_eval(a, g.tokens, 12, NULL, false) && !candle_session_shift(a, 2, 4) &&
+              !candle_session_eval(a, g.tokens + 12, 1, la, false) &&
+              !candle_session_eval(b, kept, 9, lb, false);
+    CHECK_MSG(ok, "%s: shift: %s", name, a ? candle_session_errmsg(a) : candle_last_errmsg());
+    if (ok) {
+        double e = nmse(la, lb, (size_t)g.n_vocab);
+        printf("%-14s shift: NMSE vs the kept tokens afresh %.2e\n", name, e);
+        CHECK_MSG(e < 1e-9, "%s: shift NMSE %.3g", name, e);
+    }
+    candle_session_free(a);
+    candle_session_free(b);
+    candle_model_free(m);
+    free(la);
+    free(lb);
+    free(g.logits);
 }
 
 int main(void) {
-    static const char *const families[] = {"llama2", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    /* llama, llama-bf16, llama-f16: Llama 3.1 scaling (rope_freqs.weight in
+     * the GGUF, rope_type llama3 in config.json); qwen2-yarn; phi3-longrope
+     * in both regimes (golden-6: 6 tokens, below the original context 8) */
+    static const char *const families[] = {"llama2", "qwen2", "qwen3", "gemma2", "gemma3", "phi3",
+                                           "llama", "llama-bf16", "llama-f16", "qwen2-yarn",
+                                           "phi3-longrope"};
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) check_family(families[i]);
-    static const char *const llama31[] = {"llama", "llama-bf16", "llama-f16"};
-    for (size_t i = 0; i < sizeof llama31 / sizeof llama31[0]; i++) check_refused(llama31[i]);
+    check_golden("phi3-longrope", "golden-6");
+    static const char *const shifted[] = {"qwen2-yarn", "phi3-longrope"}; /* one layer each */
+    for (size_t i = 0; i < sizeof shifted / sizeof shifted[0]; i++) check_shift(shifted[i]);
     return test_done("test_hf_decoder");
 }

@@ -74,6 +74,7 @@ typedef struct tcase {
     int layout;
     int dim;
     bool keepdim, lazy, flag; /* flag: per family (rms/ln weight, rope positions, attention causal) */
+    bool scaled;              /* rope: freq factors and YaRN (ramp, magnitude) */
     int64_t m, k, n;
     double p0, p1;
     char desc[64]; /* extra parameters for messages */
@@ -280,6 +281,15 @@ static candle_tensor *build(run *r) {
             for (int64_t i = 0; i < M; i++) ids[i] = (int32_t)((i * 7 + 2) % 23);
             int64_t ps[1] = {M};
             pos = reg(r, candle_tensor_from_i32(ctx, 1, ps, ids));
+        }
+        if (c->scaled) { /* the factors are the last operand */
+            float ff[32];
+            int64_t nf = (c->k ? c->k : N) / 2;
+            for (int64_t i = 0; i < nf; i++) ff[i] = 1.0f + 0.75f * (float)(i % 5);
+            p.freq_factors = reg(r, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, &nf, ff));
+            p.ext_factor = 1.0;
+            p.attn_factor = 1.2;
+            p.n_ctx_orig = 8;
         }
         return candle_rope(ctx, x, pos, &p);
     }
@@ -532,17 +542,30 @@ static bool reference(const tcase *c, const arr *x, int n_x, arr *o) {
         int64_t S = a->shape[r - 3], H = a->shape[r - 2], D = a->shape[r - 1];
         int64_t nd = c->k ? c->k : D, half = nd / 2, rows = arr_numel(a) / D;
         bool inter = c->dim == 0;
+        const double *ff = c->scaled ? x[n_x - 1].v : NULL;
+        /* YaRN (n_ctx_orig 8, betas 32 and 1): the share of the unscaled angle
+         * falls from 1 to 0 between pairs lo and hi */
+        double twopi = 2 * 3.14159265358979323846, mag = c->scaled ? 1.2 * (1 + 0.1 * log(1 / c->p1)) : 1;
+        double lo = fmax(0, floor(nd * log(8 / (32 * twopi)) / (2 * log(c->p0))));
+        double hi = fmin(nd - 1, ceil(nd * log(8 / (1 * twopi)) / (2 * log(c->p0))));
         for (int64_t row = 0; row < rows; row++) {
             int64_t s = (row / H) % S;
-            double pos = n_x > 1 ? x[1].v[s] : (double)(3 + s);
+            double pos = c->flag ? x[1].v[s] : (double)(3 + s);
             const double *v = a->v + row * D;
             double *w = o->v + row * D;
             for (int64_t k = 0; k < D; k++) w[k] = v[k];
             for (int64_t i = 0; i < half; i++) {
-                double ang = pos * c->p1 * pow(c->p0, -2.0 * (double)i / (double)nd);
+                double ex = pos * pow(c->p0, -2.0 * (double)i / (double)nd) / (ff ? ff[i] : 1);
+                double ang = c->p1 * ex;
+                if (ff) {
+                    double y = ((double)i - lo) / (hi > lo ? hi - lo : 0.001);
+                    double share = 1 - fmin(1, fmax(0, y));
+                    ang = ang * (1 - share) + ex * share;
+                }
                 int64_t k0 = inter ? 2 * i : i, k1 = inter ? 2 * i + 1 : i + half;
-                w[k0] = v[k0] * cos(ang) - v[k1] * sin(ang);
-                w[k1] = v[k0] * sin(ang) + v[k1] * cos(ang);
+                double cs = mag * cos(ang), sn = mag * sin(ang);
+                w[k0] = v[k0] * cs - v[k1] * sn;
+                w[k1] = v[k0] * sn + v[k1] * cs;
             }
         }
         return true;
@@ -993,12 +1016,12 @@ static void cases_misc(void) {
     for (int d = 0; d < 3; d++)
         for (int l = 0; l < 3; l++)
             for (int mode = 0; mode < 2; mode++)
-                for (int v = 0; v < 2; v++) {
+                for (int v = 0; v < 4; v++) { /* v >= 2: freq factors and YaRN */
                     tcase c = {.kind = K_ROPE, .op = CANDLE_OP_ROPE, .dt = kFloat[d], .layout = layouts[l],
-                               .dim = mode, .flag = v, .m = 5, .k = v ? 8 : 0, .n = 16, .p0 = 10000.0,
-                               .p1 = v ? 0.5 : 1.0};
-                    snprintf(c.desc, sizeof c.desc, "%s n_dims=%d %s", mode ? "half" : "interleaved", (int)c.k,
-                             v ? "positions" : "offset 3");
+                               .dim = mode, .flag = v & 1, .scaled = v >= 2, .m = 5, .k = (v & 1) ? 8 : 0,
+                               .n = 16, .p0 = 10000.0, .p1 = v ? 0.5 : 1.0};
+                    snprintf(c.desc, sizeof c.desc, "%s n_dims=%d %s%s", mode ? "half" : "interleaved", (int)c.k,
+                             (v & 1) ? "positions" : "offset 3", v >= 2 ? " factors+yarn" : "");
                     add(c);
                 }
     /* index_select and embedding */

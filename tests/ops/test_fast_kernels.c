@@ -320,21 +320,34 @@ static void test_softmax_norm(candle_ctx *ctx) {
     candle_ctx_reset(ctx, mark);
 }
 
+/* scaled: 0 plain, 1 freq factors, 2 YaRN, 3 both (with attn_factor). */
 static void test_rope(candle_ctx *ctx) {
     char what[96];
     int32_t pos[5] = {7, 0, 3, 100, 2};
-    for (int mode = 0; mode < 2; mode++)
-        for (int nd = 0; nd < 2; nd++)
-            for (int use_pos = 0; use_pos < 2; use_pos++) {
-                int64_t shape[4] = {2, 5, 3, 12}, ps[1] = {5};
-                candle_rope_params p = {(candle_rope_mode)mode, nd ? 8 : 0, 10000.0, 0.5, 11};
-                candle_ctx_mark mark = candle_ctx_get_mark(ctx);
-                candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, 4, shape, use_pos ? MT_OFFSET : MT_CONTIG, 60, -1, 1);
-                candle_tensor *pt = use_pos ? candle_tensor_from_i32(ctx, 1, ps, pos) : NULL;
-                snprintf(what, sizeof what, "rope mode %d n_dims %d positions %d", mode, p.n_dims, use_pos);
-                check_fast(ctx, candle_rope(ctx, x, pt, &p), cpu_ref_rope, 1e-10, what);
-                candle_ctx_reset(ctx, mark);
-            }
+    static const float ff[6] = {1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 0.75f};
+    for (int scaled = 0; scaled < 4; scaled++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int nd = 0; nd < 2; nd++)
+                for (int use_pos = 0; use_pos < 2; use_pos++) {
+                    int64_t shape[4] = {2, 5, 3, 12}, ps[1] = {5}, nf = nd ? 4 : 6;
+                    candle_rope_params p = {.mode = (candle_rope_mode)mode, .n_dims = nd ? 8 : 0,
+                                            .freq_base = 10000.0, .freq_scale = 0.5,
+                                            .pos_offset = 11};
+                    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+                    if (scaled & 1) p.freq_factors = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, &nf, ff);
+                    if (scaled & 2) {
+                        p.ext_factor = 1.0;
+                        p.n_ctx_orig = 16;
+                        p.beta_fast = 8;
+                        p.attn_factor = scaled == 3 ? 0.9 : 0;
+                    }
+                    candle_tensor *x = mt_input(ctx, CANDLE_DTYPE_F32, 4, shape, use_pos ? MT_OFFSET : MT_CONTIG, 60, -1, 1);
+                    candle_tensor *pt = use_pos ? candle_tensor_from_i32(ctx, 1, ps, pos) : NULL;
+                    snprintf(what, sizeof what, "rope mode %d n_dims %d positions %d scaled %d",
+                             mode, p.n_dims, use_pos, scaled);
+                    check_fast(ctx, candle_rope(ctx, x, pt, &p), cpu_ref_rope, 1e-10, what);
+                    candle_ctx_reset(ctx, mark);
+                }
 }
 
 /* ---- attention ---- */

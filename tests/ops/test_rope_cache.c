@@ -30,7 +30,8 @@ static void check_ref(candle_ctx *ctx, const candle_tensor *y, const char *what)
 
 static candle_tensor *rope_at(candle_ctx *ctx, candle_tensor *x, candle_tensor *pos, candle_rope_mode mode,
                               int n_dims, double base, int64_t offset) {
-    candle_rope_params p = {mode, n_dims, base, 1.0, offset};
+    candle_rope_params p = {.mode = mode, .n_dims = n_dims, .freq_base = base, .freq_scale = 1.0,
+                            .pos_offset = offset};
     return candle_rope(ctx, x, pos, &p);
 }
 

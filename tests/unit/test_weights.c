@@ -202,9 +202,29 @@ static void test_llama_model(void) {
     candle_model_free(m);
 
     /* a scaling type the architectures do not implement is refused by name */
-    llama_dir(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}");
+    llama_dir(", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}");
     CHECK(candle_model_load(&m, dir, NULL) == CANDLE_ERR_UNSUPPORTED && !m);
-    CHECK_CONTAINS(candle_last_errmsg(), "RoPE scaling type 'yarn'");
+    CHECK_CONTAINS(candle_last_errmsg(), "RoPE scaling type 'dynamic'");
+    /* YaRN: the original context defaults to max_position_embeddings, the
+     * magnitude to 0.1 ln(factor) + 1 (of which the op adds all itself) */
+    llama_dir(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": 16}");
+    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_OK);
+    if (m) {
+        const candle_model_config *yc = candle_model_get_config(m);
+        CHECK(yc->rope_scale == 0.25 && yc->rope_ext_factor == 1 && yc->rope_n_ctx_orig == 64);
+        CHECK(yc->rope_beta_fast == 16 && yc->rope_beta_slow == 0);
+        CHECK_NEAR(yc->rope_attn_factor, 1.0, 1e-15);
+    }
+    candle_model_free(m);
+    /* long-rope lists must have one factor per rotated pair */
+    llama_dir(", \"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1], "
+              "\"long_factor\": [2]}");
+    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_OK);
+    candle_model_free(m);
+    llama_dir(", \"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 1], "
+              "\"long_factor\": [2]}");
+    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_ERR_FORMAT && !m);
+    CHECK_CONTAINS(candle_last_errmsg(), "rope_scaling.short_factor must be 1 positive numbers");
     llama_dir(", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}");
     CHECK(candle_model_load(&m, dir, NULL) == CANDLE_OK);
     if (m) CHECK(candle_model_get_config(m)->rope_scale == 0.25);

@@ -41,6 +41,10 @@ candle_status cpu_ref_matmul(const cpu_task *t, candle_tensor *dst);      /* MAT
 candle_status cpu_ref_rms_norm(const cpu_task *t, candle_tensor *dst);    /* RMS_NORM */
 candle_status cpu_ref_layer_norm(const cpu_task *t, candle_tensor *dst);  /* LAYER_NORM */
 candle_status cpu_ref_rope(const cpu_task *t, candle_tensor *dst);        /* ROPE */
+/* RoPE pair i of node dst: frequency w (with its freq factor) and position
+ * multiplier sc (freq_scale, YaRN-blended): its angle at p is (p * sc) * w.
+ * Shared by the reference and fast kernels so both turn by the same angle. */
+void cpu_rope_pair(const candle_tensor *dst, int64_t i, double *w, double *sc);
 candle_status cpu_ref_index_select(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_gather(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_concat(const cpu_task *t, candle_tensor *dst);

@@ -10,7 +10,8 @@
  * few 1e-16 per turn, far below f32 rounding. Any path to p gives the same
  * bits, so results do not depend on how positions are split over threads.
  * Each thread keeps the frequencies, anchor and last position of the last
- * ROPE_SETS (base, scale, n_dims) sets it used: prefill walks the positions
+ * ROPE_SETS frequency sets (base, scale, n_dims, freq factors, YaRN) it used:
+ * prefill walks the positions
  * forward one turn each, decoding turns once per token, and Gemma 3's two
  * bases (local and global layers) keep a set each instead of thrashing. */
 #include <math.h>
@@ -52,14 +53,17 @@ static int64_t position(const candle_tensor *dst, int64_t s) {
 /* One frequency set's cached angles (pairs [0, n_pairs)). */
 typedef struct rope_set {
     bool valid, at_pos;     /* at_pos: c, s, cf, sf hold position pos */
-    double base, scale;
+    double base, scale, ext, m, lo, hi; /* fparams[0..5] */
     int64_t n_dims, anchor, pos;
     unsigned last_use;
-    double inv[ROPE_MAX_PAIRS];          /* base^(-2i / n_dims) */
+    bool has_ff;
+    float ff[ROPE_MAX_PAIRS];            /* the freq factors' values when has_ff */
+    double w[ROPE_MAX_PAIRS];            /* base^(-2i / n_dims) / ff_i */
+    double sc[ROPE_MAX_PAIRS];           /* position multiplier: angle = (p * sc) * w */
     double cstep[ROPE_MAX_PAIRS], sstep[ROPE_MAX_PAIRS]; /* one position's turn */
     double ca[ROPE_MAX_PAIRS], sa[ROPE_MAX_PAIRS];       /* at the anchor, exact */
     double c[ROPE_MAX_PAIRS], s[ROPE_MAX_PAIRS];         /* at pos */
-    float cf[ROPE_MAX_PAIRS], sf[ROPE_MAX_PAIRS];        /* c, s rounded */
+    float cf[ROPE_MAX_PAIRS], sf[ROPE_MAX_PAIRS];        /* m c, m s rounded */
 } rope_set;
 
 typedef struct rope_cache {
@@ -71,23 +75,37 @@ static _Thread_local rope_cache g_rope_cache;
 
 /* The thread's set for dst's frequencies, made afresh in the least
  * recently used slot when none matches. */
+/* Does cached set e hold dst's frequencies? The factors are compared by
+ * value: a tensor at a reused address may hold others. */
+static bool set_matches(const rope_set *e, const candle_tensor *dst, int64_t n_dims) {
+    const candle_tensor *ff = dst->src[2];
+    const double *f = dst->fparams;
+    if (!e->valid || e->base != f[0] || e->scale != f[1] || e->ext != f[2] || e->m != f[3] ||
+        e->lo != f[4] || e->hi != f[5] || e->n_dims != n_dims || e->has_ff != (ff != NULL))
+        return false;
+    return !ff || !memcmp(e->ff, tensor_ptr(ff), sizeof(float) * (size_t)(n_dims / 2));
+}
+
 static rope_set *set_for(const candle_tensor *dst, int64_t n_dims) {
     rope_cache *rc = &g_rope_cache;
-    double base = dst->fparams[0], scale = dst->fparams[1];
+    const candle_tensor *ff = dst->src[2];
+    const double *f = dst->fparams;
     rope_set *s = &rc->set[0];
     for (int i = 0; i < ROPE_SETS; i++) {
         rope_set *e = &rc->set[i];
-        if (e->valid && e->base == base && e->scale == scale && e->n_dims == n_dims) {
+        if (set_matches(e, dst, n_dims)) {
             s = e;
             goto found;
         }
         if (!e->valid || e->last_use < s->last_use) s = e;
     }
-    *s = (rope_set){.valid = true, .base = base, .scale = scale, .n_dims = n_dims};
+    *s = (rope_set){.valid = true, .base = f[0], .scale = f[1], .ext = f[2], .m = f[3],
+                    .lo = f[4], .hi = f[5], .n_dims = n_dims, .has_ff = ff != NULL};
+    if (ff) memcpy(s->ff, tensor_ptr(ff), sizeof(float) * (size_t)(n_dims / 2));
     for (int64_t i = 0; i < n_dims / 2; i++) {
-        s->inv[i] = pow(base, -2.0 * (double)i / (double)n_dims);
-        s->cstep[i] = cos(scale * s->inv[i]);
-        s->sstep[i] = sin(scale * s->inv[i]);
+        cpu_rope_pair(dst, i, &s->w[i], &s->sc[i]);
+        s->cstep[i] = cos(s->sc[i] * s->w[i]);
+        s->sstep[i] = sin(s->sc[i] * s->w[i]);
     }
 found:
     s->last_use = ++rc->clock;
@@ -105,10 +123,10 @@ static void set_seek(rope_set *s, int64_t p) {
     if (s->at_pos && s->pos == p) return;
     if (!s->at_pos || s->anchor != a || s->pos > p) {
         if (s->anchor != a || !s->at_pos) {
-            double ps = (double)a * s->scale; /* the reference's pos * scale * base^.. */
-            for (int64_t i = 0; i < half; i++) {
-                s->ca[i] = cos(ps * s->inv[i]);
-                s->sa[i] = sin(ps * s->inv[i]);
+            for (int64_t i = 0; i < half; i++) { /* the reference's (pos * sc) * w */
+                double ps = (double)a * s->sc[i];
+                s->ca[i] = cos(ps * s->w[i]);
+                s->sa[i] = sin(ps * s->w[i]);
             }
             s->anchor = a;
         }
@@ -124,8 +142,8 @@ static void set_seek(rope_set *s, int64_t p) {
             s->s[i] = sn * s->cstep[i] + c * s->sstep[i];
         }
     for (int64_t i = 0; i < half; i++) {
-        s->cf[i] = (float)s->c[i];
-        s->sf[i] = (float)s->s[i];
+        s->cf[i] = (float)(s->c[i] * s->m);
+        s->sf[i] = (float)(s->s[i] * s->m);
     }
 }
 
@@ -133,10 +151,13 @@ static void set_seek(rope_set *s, int64_t p) {
  * (cos for pairs [0, half), sin after them). */
 static void angles_direct(const candle_tensor *dst, int64_t p, int64_t n_dims, float *tmp) {
     int64_t half = n_dims / 2;
+    double m = dst->fparams[3];
     for (int64_t i = 0; i < half; i++) {
-        double a = (double)p * dst->fparams[1] * pow(dst->fparams[0], -2.0 * (double)i / (double)n_dims);
-        tmp[i] = (float)cos(a);
-        tmp[half + i] = (float)sin(a);
+        double w, sc;
+        cpu_rope_pair(dst, i, &w, &sc);
+        double a = (double)p * sc * w;
+        tmp[i] = (float)(cos(a) * m);
+        tmp[half + i] = (float)(sin(a) * m);
     }
 }
 

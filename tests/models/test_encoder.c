@@ -1,0 +1,175 @@
+/* Sentence embeddings against sentence-transformers (goldens made by
+ * scripts/gen_encoder_goldens.py): tiny random BERT sentence-transformers
+ * directories (tests/data/encoders: mean pooling + Normalize; CLS pooling +
+ * Dense(tanh)) and, when fetched (scripts/fetch-minilm.sh), the real
+ * all-MiniLM-L6-v2. Token ids must be identical and every embedding's cosine
+ * similarity at least 0.9999; an input longer than max_seq_length is cut as
+ * sentence-transformers cuts it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "candle/candle.h"
+#include "core/json-impl.h"
+#include "test.h"
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+static double cosine(const float *a, const json_value *b, int64_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double y = 0;
+        json_as_f64(json_at(b, (size_t)i), &y);
+        ab += a[i] * y;
+        aa += (double)a[i] * a[i];
+        bb += y * y;
+    }
+    return ab / sqrt(aa * bb + 1e-300);
+}
+
+static bool ids_equal(const candle_encoder *e, const char *text, const json_value *want) {
+    int32_t ids[1024];
+    int64_t n = 0;
+    if (candle_tokenizer_encode(candle_encoder_tokenizer(e), text, strlen(text), true, true, ids, 1024, &n))
+        return false;
+    if (n > candle_encoder_max_tokens(e)) n = candle_encoder_max_tokens(e); /* compared up to the cut */
+    bool ok = want && (int64_t)want->n <= n;
+    for (size_t i = 0; ok && i + 1 < want->n; i++) {
+        int64_t v;
+        ok = json_as_i64(json_at(want, i), &v) && v == ids[i];
+    }
+    return ok;
+}
+
+/* Embed every golden sentence one call at a time and all at once. */
+static void check_embeddings(const char *name, const candle_encoder *e, const json_value *g,
+                             const char *key, int normalize, candle_pooling pool) {
+    const json_value *sents = json_get(g, "sentences"), *embs = json_get(g, key);
+    if (!embs) return;
+    int64_t dim = candle_encoder_dim(e), n = (int64_t)sents->n;
+    const char **texts = calloc((size_t)n, sizeof *texts);
+    float *out = malloc((size_t)(n * dim) * sizeof *out);
+    for (int64_t i = 0; i < n; i++) json_as_str(json_at(sents, (size_t)i), &texts[i], NULL);
+    candle_embed_params p = candle_embed_default_params();
+    p.normalize = normalize;
+    p.pooling = pool;
+    CHECK_MSG(candle_encoder_embed(e, texts, NULL, n, &p, out, (size_t)(n * dim)) == CANDLE_OK, "%s: %s", name,
+              candle_last_errmsg());
+    double worst = 1;
+    int id_mismatch = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double c = cosine(out + i * dim, json_at(embs, (size_t)i), dim);
+        worst = fmin(worst, c);
+        CHECK_MSG(c >= 0.9999, "%s %s: sentence %lld cosine %.6f", name, key, (long long)i, c);
+        if (!ids_equal(e, texts[i], json_at(json_get(g, "token_ids"), (size_t)i))) id_mismatch++;
+    }
+    CHECK_MSG(!id_mismatch, "%s: %d sentences tokenized differently", name, id_mismatch);
+    printf("%-22s %-18s %lld sentences, worst cosine %.7f\n", name, key, (long long)n, worst);
+    free(texts);
+    free(out);
+}
+
+static void check_truncated(const char *name, const candle_encoder *e, const json_value *g) {
+    const json_value *t = json_get(g, "truncated");
+    const char *text;
+    if (!t || !json_as_str(json_get(t, "text"), &text, NULL)) return;
+    int64_t dim = candle_encoder_dim(e);
+    float *out = malloc((size_t)dim * sizeof *out);
+    CHECK(candle_encoder_embed(e, &text, NULL, 1, NULL, out, (size_t)dim) == CANDLE_OK);
+    double c = cosine(out, json_get(t, "embedding"), dim);
+    printf("%-22s truncated input      cosine %.7f\n", name, c);
+    CHECK_MSG(c >= 0.9999, "%s: truncated input cosine %.6f", name, c);
+    candle_embed_params p = candle_embed_default_params();
+    p.no_truncate = true;
+    CHECK(candle_encoder_embed(e, &text, NULL, 1, &p, out, (size_t)dim) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "no_truncate");
+    free(out);
+}
+
+static void check_model(const char *name, const char *dir, const char *golden) {
+    size_t n;
+    char *text = slurp(golden, &n);
+    json_doc *d = NULL;
+    if (!text || json_parse(&d, text, n, golden, NULL)) {
+        CHECK_MSG(false, "%s: cannot read %s", name, golden);
+        free(text);
+        return;
+    }
+    candle_encoder *e = NULL;
+    if (candle_encoder_load(&e, dir, NULL)) {
+        CHECK_MSG(false, "%s: %s", dir, candle_last_errmsg());
+    } else {
+        const json_value *g = json_root(d);
+        int64_t dim = 0;
+        CHECK(json_as_i64(json_get(g, "embedding_dim"), &dim) && dim == candle_encoder_dim(e));
+        check_embeddings(name, e, g, "embeddings", -1, CANDLE_POOLING_DEFAULT);
+        check_embeddings(name, e, g, "golden_mean_nonorm", 0, CANDLE_POOLING_MEAN);
+        check_truncated(name, e, g);
+    }
+    candle_encoder_free(e);
+    json_free(d);
+    free(text);
+}
+
+static void check_refusals(void) {
+    char dir[1024];
+    test_path("tests/data/hf/qwen2", dir, sizeof dir);
+    candle_encoder *e = NULL;
+    CHECK(candle_encoder_load(&e, dir, NULL) == CANDLE_ERR_UNSUPPORTED && !e);
+    CHECK_CONTAINS(candle_last_errmsg(), "is a decoder-lm model, not an encoder");
+    test_path("tests/data/encoders/bert-tiny", dir, sizeof dir);
+    candle_model *m = NULL;
+    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_OK);
+    candle_session *s = NULL;
+    CHECK(m && candle_session_init(&s, m, NULL) == CANDLE_ERR_INVALID_ARG && !s);
+    CHECK_CONTAINS(candle_last_errmsg(), "the bert model is of kind encoder and generates nothing");
+    int32_t tok[2] = {2, 3};
+    float out[64 * 2];
+    candle_forward_input in = {.tokens = tok, .n_seq = 1, .n_tokens = 2};
+    CHECK(m && candle_model_forward(m, &in, CANDLE_OUTPUT_LOGITS, out, 64 * 2) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "has no logits");
+    candle_model_free(m);
+    CHECK(candle_encoder_load(&e, dir, NULL) == CANDLE_OK);
+    const char *text = "hello";
+    candle_embed_params p = candle_embed_default_params();
+    p.dimensions = 1000;
+    CHECK(e && candle_encoder_embed(e, &text, NULL, 1, NULL, out, 10) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "output of 10 floats too small, need 64");
+    CHECK(e && candle_encoder_embed(e, &text, NULL, 1, &p, out, 64) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "dimensions 1000 outside 1..64");
+    candle_encoder_free(e);
+}
+
+int main(void) {
+    char dir[1024], golden[1200];
+    static const char *const tiny[] = {"bert-tiny", "bert-tiny-cls-dense"};
+    for (size_t i = 0; i < 2; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/encoders/%s", tiny[i]);
+        test_path(rel, dir, sizeof dir);
+        snprintf(golden, sizeof golden, "%s/golden.json", dir);
+        check_model(tiny[i], dir, golden);
+    }
+    check_refusals();
+    /* the real model, when fetched */
+    const char *cache = getenv("CANDLE_DATA_CACHE");
+    snprintf(dir, sizeof dir, "%s/models/all-minilm-l6-v2", cache ? cache : "build-data");
+    test_path("tests/data/encoders/all-minilm-l6-v2-golden.json", golden, sizeof golden);
+    if (test_need_file("all-MiniLM-L6-v2 (scripts/fetch-minilm.sh)", dir)) check_model("all-MiniLM-L6-v2", dir, golden);
+    return test_done("test_encoder");
+}
