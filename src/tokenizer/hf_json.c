@@ -94,7 +94,7 @@ candle_status hf_get_array(const hf_ld *l, const json_value *o, const char *key,
 }
 
 int hf_prepend_scheme(const json_value *o) {
-    const json_value *ps = json_get(o, "hf_prepend_scheme");
+    const json_value *ps = json_get(o, "prepend_scheme");
     if (json_str_eq(ps, "first")) return HP_FIRST;
     if (json_str_eq(ps, "never")) return HP_NEVER;
     if (ps) return HP_ALWAYS;
