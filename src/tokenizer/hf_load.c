@@ -1,417 +1,21 @@
 /* Reading tokenizer.json (and tokenizer_config.json) into a candle_tokenizer
- * of kind TOK_HF: the JSON tree is turned into the component structs of
- * hf-impl.h, with errors naming the file and the JSON path. */
+ * of kind TOK_HF: the model (vocabulary, merges, scores), the added tokens,
+ * the special tokens from the config, and the components (hf_components.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core-impl.h"
-#include "core/json-impl.h"
-#include "hf-impl.h"
+#include "hf-load-impl.h"
 #include "unicode-impl.h"
-
-bool hf_merge_put(hf_merge_map *mm, int32_t a, int32_t b, int32_t rank, int32_t id);
-candle_status hf_precompiled_load(hf_norm *n, const char *b64, size_t len, const char *file,
-                                  const char *path);
-
-typedef struct ld {
-    const char *file;
-    const char *text; /* the JSON, for numbers read as the reference reads them */
-    size_t len;
-} ld;
-
-#define PATH(buf, ...) snprintf(buf, sizeof buf, __VA_ARGS__)
-
-static candle_status ferr(const ld *l, const char *path, const char *what) {
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s: %s", l->file, path, what);
-}
-
-static candle_status unsup(const ld *l, const char *path, const char *type) {
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.type '%s' is not supported", l->file,
-                            path, type);
-}
-
-static candle_status oom(void) { return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer.json"); }
-
-static char *dup_n(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
-static bool opt_bool(const json_value *o, const char *key, bool dflt) {
-    bool v = dflt;
-    json_as_bool(json_get(o, key), &v);
-    return v;
-}
-
-/* A string member; absent or null gives NULL with no error unless required. */
-static candle_status get_str(const ld *l, const json_value *o, const char *key, const char *path,
-                             bool required, const char **s, size_t *n) {
-    const json_value *v = json_get(o, key);
-    *s = NULL;
-    *n = 0;
-    if ((!v || v->type == JSON_NULL) && !required) return CANDLE_OK;
-    if (!json_as_str(v, s, n)) {
-        char p[512];
-        PATH(p, "%s.%s", path, key);
-        return ferr(l, p, v ? "expected a string" : "missing");
-    }
-    return CANDLE_OK;
-}
-
-static candle_status get_type(const ld *l, const json_value *o, const char *path, const char **type) {
-    size_t n;
-    if (!o || o->type != JSON_OBJECT) return ferr(l, path, "expected an object");
-    return get_str(l, o, "type", path, true, type, &n);
-}
-
-static candle_status load_pattern(const ld *l, const json_value *o, const char *path, hf_pattern *p) {
-    const json_value *pat = json_get(o, "pattern");
-    const char *s;
-    size_t n;
-    char sub[512];
-    PATH(sub, "%s.pattern", path);
-    if (json_as_str(json_get(pat, "String"), &s, &n)) {
-        if (!(p->str = dup_n(s, n))) return oom();
-        p->len = n;
-        return CANDLE_OK;
-    }
-    if (!json_as_str(json_get(pat, "Regex"), &s, &n)) return ferr(l, sub, "expected {\"String\"} or {\"Regex\"}");
-    if (strlen(s) != n) return ferr(l, sub, "NUL in regex");
-    if (hf_regex_compile(s, &p->re) != CANDLE_OK) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", candle_last_errmsg());
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.Regex '%s': %s", l->file, sub, s, msg);
-    }
-    return CANDLE_OK;
-}
-
-static candle_status dup_member(const ld *l, const json_value *o, const char *key, const char *path,
-                                bool required, char **out, size_t *len) {
-    const char *s;
-    candle_status st = get_str(l, o, key, path, required, &s, len);
-    if (st != CANDLE_OK) return st;
-    if (!s) s = "";
-    return (*out = dup_n(s, *len)) ? CANDLE_OK : oom();
-}
-
-static candle_status get_array(const ld *l, const json_value *o, const char *key, const char *path,
-                               const json_value **arr) {
-    *arr = json_get(o, key);
-    if (*arr && (*arr)->type == JSON_ARRAY) return CANDLE_OK;
-    char p[512];
-    PATH(p, "%s.%s", path, key);
-    return ferr(l, p, *arr ? "expected an array" : "missing");
-}
-
-static int prepend_scheme(const json_value *o) {
-    const json_value *ps = json_get(o, "prepend_scheme");
-    if (json_str_eq(ps, "first")) return HP_FIRST;
-    if (json_str_eq(ps, "never")) return HP_NEVER;
-    if (ps) return HP_ALWAYS;
-    return opt_bool(o, "add_prefix_space", true) ? HP_ALWAYS : HP_NEVER;
-}
-
-static candle_status get_replacement(const ld *l, const json_value *o, const char *path, char *out, size_t *len,
-                                     uint32_t *cp) {
-    const char *s;
-    size_t n;
-    candle_status st = get_str(l, o, "replacement", path, true, &s, &n);
-    if (st != CANDLE_OK) return st;
-    if (n == 0 || n > 4 || tok_utf8_decode(s, n, cp) != n) return ferr(l, path, "replacement must be one character");
-    memcpy(out, s, n);
-    out[n] = 0;
-    *len = n;
-    return CANDLE_OK;
-}
-
-/* ---- normalizers ---- */
-
-static candle_status load_norm(const ld *l, const json_value *o, const char *path, hf_norm *n);
-
-static candle_status load_norm_seq(const ld *l, const json_value *o, const char *path, hf_norm *n) {
-    const json_value *arr;
-    candle_status st = get_array(l, o, "normalizers", path, &arr);
-    if (st != CANDLE_OK) return st;
-    if (!(n->seq = calloc(arr->n + 1, sizeof *n->seq))) return oom();
-    for (size_t i = 0; i < arr->n && st == CANDLE_OK; i++) {
-        char sub[512];
-        PATH(sub, "%s.normalizers[%zu]", path, i);
-        n->n_seq++;
-        st = load_norm(l, json_at(arr, i), sub, &n->seq[i]);
-    }
-    return st;
-}
-
-static candle_status load_norm(const ld *l, const json_value *o, const char *path, hf_norm *n) {
-    const char *type;
-    candle_status st = get_type(l, o, path, &type);
-    if (st != CANDLE_OK) return st;
-    static const struct { const char *name; int type; } simple[] = {
-        {"NFC", HN_NFC}, {"NFD", HN_NFD}, {"NFKC", HN_NFKC}, {"NFKD", HN_NFKD},
-        {"Lowercase", HN_LOWERCASE}, {"StripAccents", HN_STRIP_ACCENTS},
-    };
-    for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
-        if (!strcmp(type, simple[i].name)) {
-            n->type = simple[i].type;
-            return CANDLE_OK;
-        }
-    size_t len;
-    if (!strcmp(type, "Sequence")) {
-        n->type = HN_SEQUENCE;
-        return load_norm_seq(l, o, path, n);
-    }
-    if (!strcmp(type, "BertNormalizer")) {
-        n->type = HN_BERT;
-        n->clean_text = opt_bool(o, "clean_text", true);
-        n->chinese = opt_bool(o, "handle_chinese_chars", true);
-        n->lowercase = opt_bool(o, "lowercase", true);
-        n->strip_accents = opt_bool(o, "strip_accents", n->lowercase); /* null follows lowercase */
-        return CANDLE_OK;
-    }
-    if (!strcmp(type, "Strip")) {
-        n->type = HN_STRIP;
-        n->left = opt_bool(o, "strip_left", true);
-        n->right = opt_bool(o, "strip_right", true);
-        return CANDLE_OK;
-    }
-    if (!strcmp(type, "Replace")) {
-        n->type = HN_REPLACE;
-        st = load_pattern(l, o, path, &n->pat);
-        return st != CANDLE_OK ? st : dup_member(l, o, "content", path, true, &n->content, &n->content_len);
-    }
-    if (!strcmp(type, "Prepend")) {
-        n->type = HN_PREPEND;
-        return dup_member(l, o, "prepend", path, true, &n->content, &n->content_len);
-    }
-    if (!strcmp(type, "Precompiled")) {
-        const char *b64;
-        n->type = HN_PRECOMPILED;
-        st = get_str(l, o, "precompiled_charsmap", path, true, &b64, &len);
-        return st != CANDLE_OK ? st : hf_precompiled_load(n, b64, len, l->file, path);
-    }
-    return unsup(l, path, type);
-}
-
-/* ---- pre-tokenizers ---- */
-
-static int behavior(const json_value *o, int dflt) {
-    const json_value *b = json_get(o, "behavior");
-    if (json_str_eq(b, "Removed")) return HB_REMOVED;
-    if (json_str_eq(b, "Isolated")) return HB_ISOLATED;
-    if (json_str_eq(b, "MergedWithPrevious")) return HB_PREVIOUS;
-    if (json_str_eq(b, "MergedWithNext")) return HB_NEXT;
-    if (json_str_eq(b, "Contiguous")) return HB_CONTIGUOUS;
-    return b ? -1 : dflt;
-}
-
-static candle_status load_pre(const ld *l, const json_value *o, const char *path, hf_pre *p) {
-    const char *type;
-    candle_status st = get_type(l, o, path, &type);
-    if (st != CANDLE_OK) return st;
-    size_t rl;
-    if (!strcmp(type, "Sequence")) {
-        const json_value *arr;
-        p->type = HPT_SEQUENCE;
-        if ((st = get_array(l, o, "pretokenizers", path, &arr)) != CANDLE_OK) return st;
-        if (!(p->seq = calloc(arr->n + 1, sizeof *p->seq))) return oom();
-        for (size_t i = 0; i < arr->n && st == CANDLE_OK; i++) {
-            char sub[512];
-            PATH(sub, "%s.pretokenizers[%zu]", path, i);
-            p->n_seq++;
-            st = load_pre(l, json_at(arr, i), sub, &p->seq[i]);
-        }
-        return st;
-    }
-    if (!strcmp(type, "ByteLevel")) {
-        p->type = HPT_BYTELEVEL;
-        p->add_prefix_space = opt_bool(o, "add_prefix_space", true);
-        p->use_regex = opt_bool(o, "use_regex", true);
-        return p->use_regex ? hf_regex_compile(hf_gpt2_pattern, &p->gpt2) : CANDLE_OK;
-    }
-    if (!strcmp(type, "Whitespace")) return p->type = HPT_WHITESPACE, CANDLE_OK;
-    if (!strcmp(type, "WhitespaceSplit")) return p->type = HPT_WHITESPACE_SPLIT, CANDLE_OK;
-    if (!strcmp(type, "BertPreTokenizer")) return p->type = HPT_BERT, CANDLE_OK;
-    if (!strcmp(type, "Metaspace")) {
-        p->type = HPT_METASPACE;
-        p->prepend = prepend_scheme(o);
-        p->split = opt_bool(o, "split", true);
-        return get_replacement(l, o, path, p->repl, &rl, &p->repl_cp);
-    }
-    if (!strcmp(type, "Digits")) {
-        p->type = HPT_DIGITS;
-        p->individual_digits = opt_bool(o, "individual_digits", false);
-        return CANDLE_OK;
-    }
-    if (!strcmp(type, "Punctuation") || !strcmp(type, "Split")) {
-        p->type = type[0] == 'P' ? HPT_PUNCTUATION : HPT_SPLIT;
-        if ((p->behavior = behavior(o, HB_ISOLATED)) < 0) {
-            char sub[512];
-            PATH(sub, "%s.behavior", path);
-            return ferr(l, sub, "unknown behavior");
-        }
-        p->invert = opt_bool(o, "invert", false);
-        return p->type == HPT_SPLIT ? load_pattern(l, o, path, &p->pat) : CANDLE_OK;
-    }
-    return unsup(l, path, type);
-}
-
-/* ---- decoders ---- */
-
-static candle_status load_dec(const ld *l, const json_value *o, const char *path, hf_dec *d) {
-    const char *type;
-    candle_status st = get_type(l, o, path, &type);
-    if (st != CANDLE_OK) return st;
-    if (!strcmp(type, "Sequence")) {
-        const json_value *arr;
-        d->type = HD_SEQUENCE;
-        if ((st = get_array(l, o, "decoders", path, &arr)) != CANDLE_OK) return st;
-        if (!(d->seq = calloc(arr->n + 1, sizeof *d->seq))) return oom();
-        for (size_t i = 0; i < arr->n && st == CANDLE_OK; i++) {
-            char sub[512];
-            PATH(sub, "%s.decoders[%zu]", path, i);
-            d->n_seq++;
-            st = load_dec(l, json_at(arr, i), sub, &d->seq[i]);
-        }
-        return st;
-    }
-    if (!strcmp(type, "ByteLevel")) return d->type = HD_BYTELEVEL, CANDLE_OK;
-    if (!strcmp(type, "ByteFallback")) return d->type = HD_BYTEFALLBACK, CANDLE_OK;
-    if (!strcmp(type, "Fuse")) return d->type = HD_FUSE, CANDLE_OK;
-    if (!strcmp(type, "WordPiece")) {
-        d->type = HD_WORDPIECE;
-        d->cleanup = opt_bool(o, "cleanup", true);
-        if (!json_get(o, "prefix")) return (d->prefix = dup_n("##", 2)) ? (d->prefix_len = 2, CANDLE_OK) : oom();
-        return dup_member(l, o, "prefix", path, true, &d->prefix, &d->prefix_len);
-    }
-    if (!strcmp(type, "BPEDecoder")) {
-        d->type = HD_BPE;
-        if (!json_get(o, "suffix")) return (d->prefix = dup_n("</w>", 4)) ? (d->prefix_len = 4, CANDLE_OK) : oom();
-        return dup_member(l, o, "suffix", path, true, &d->prefix, &d->prefix_len);
-    }
-    if (!strcmp(type, "Metaspace")) {
-        uint32_t cp;
-        d->type = HD_METASPACE;
-        d->prepend = prepend_scheme(o);
-        return get_replacement(l, o, path, d->repl, &d->repl_len, &cp);
-    }
-    if (!strcmp(type, "Strip")) {
-        const char *c;
-        size_t n;
-        d->type = HD_STRIP;
-        if ((st = get_str(l, o, "content", path, true, &c, &n)) != CANDLE_OK) return st;
-        if (!n || tok_utf8_decode(c, n, &d->strip_cp) != n) return ferr(l, path, "content must be one character");
-        json_as_i64(json_get(o, "start"), &d->start);
-        json_as_i64(json_get(o, "stop"), &d->stop);
-        return CANDLE_OK;
-    }
-    if (!strcmp(type, "Replace")) {
-        d->type = HD_REPLACE;
-        st = load_pattern(l, o, path, &d->pat);
-        return st != CANDLE_OK ? st : dup_member(l, o, "content", path, true, &d->content, &d->content_len);
-    }
-    return unsup(l, path, type);
-}
-
-/* ---- post-processors ---- */
-
-static int32_t token_id(const candle_tokenizer *t, const char *s, size_t n);
-
-static candle_status load_tmpl(const ld *l, const json_value *o, const char *key, const char *path,
-                               const json_value *specials, hf_tmpl_item **out, int *n_out) {
-    const json_value *arr;
-    candle_status st = get_array(l, o, key, path, &arr);
-    if (st != CANDLE_OK) return st;
-    if (!(*out = calloc(arr->n + 1, sizeof **out))) return oom();
-    for (size_t i = 0; i < arr->n; i++) {
-        const json_value *e = json_at(arr, i), *sp = json_get(e, "SpecialToken"), *sq = json_get(e, "Sequence");
-        hf_tmpl_item *it = &(*out)[(*n_out)++];
-        char sub[512];
-        PATH(sub, "%s.%s[%zu]", path, key, i);
-        int64_t ty = 0;
-        json_as_i64(json_get(sp ? sp : sq, "type_id"), &ty);
-        it->type_id = (int32_t)ty;
-        if (sq) {
-            it->seq_b = json_str_eq(json_get(sq, "id"), "B");
-            continue;
-        }
-        const char *name;
-        size_t nn;
-        if (!sp || !json_as_str(json_get(sp, "id"), &name, &nn)) return ferr(l, sub, "expected SpecialToken or Sequence");
-        it->special = true;
-        const json_value *ids = json_get(json_get(specials, name), "ids");
-        if (!ids || ids->type != JSON_ARRAY) return ferr(l, sub, "special token missing from special_tokens");
-        if (!(it->ids = calloc(ids->n + 1, sizeof *it->ids))) return oom();
-        for (size_t k = 0; k < ids->n; k++) {
-            int64_t v;
-            if (!json_as_i64(json_at(ids, k), &v) || v < 0 || v > INT32_MAX) return ferr(l, sub, "bad special token id");
-            it->ids[it->n_ids++] = (int32_t)v;
-        }
-    }
-    return CANDLE_OK;
-}
-
-/* BertProcessing/RobertaProcessing: single[0] = cls, single[1] = sep. */
-static candle_status load_cls_sep(const ld *l, const json_value *o, const char *path, hf_post *p) {
-    if (!(p->single = calloc(2, sizeof *p->single))) return oom();
-    p->n_single = 2;
-    static const char *const keys[2] = {"cls", "sep"};
-    for (int i = 0; i < 2; i++) {
-        int64_t id;
-        char sub[512];
-        PATH(sub, "%s.%s", path, keys[i]);
-        if (!json_as_i64(json_at(json_get(o, keys[i]), 1), &id) || id < 0 || id > INT32_MAX)
-            return ferr(l, sub, "expected [token, id]");
-        if (!(p->single[i].ids = malloc(sizeof(int32_t)))) return oom();
-        p->single[i].ids[0] = (int32_t)id;
-        p->single[i].n_ids = 1;
-        p->single[i].special = true;
-    }
-    return CANDLE_OK;
-}
-
-static candle_status load_post(const ld *l, const json_value *o, const char *path, hf_post *p) {
-    const char *type;
-    candle_status st = get_type(l, o, path, &type);
-    if (st != CANDLE_OK) return st;
-    if (!strcmp(type, "Sequence")) {
-        const json_value *arr;
-        p->type = HPP_SEQUENCE;
-        if ((st = get_array(l, o, "processors", path, &arr)) != CANDLE_OK) return st;
-        if (!(p->seq = calloc(arr->n + 1, sizeof *p->seq))) return oom();
-        for (size_t i = 0; i < arr->n && st == CANDLE_OK; i++) {
-            char sub[512];
-            PATH(sub, "%s.processors[%zu]", path, i);
-            p->n_seq++;
-            st = load_post(l, json_at(arr, i), sub, &p->seq[i]);
-        }
-        return st;
-    }
-    if (!strcmp(type, "ByteLevel")) return p->type = HPP_BYTELEVEL, CANDLE_OK;
-    if (!strcmp(type, "TemplateProcessing")) {
-        const json_value *sp = json_get(o, "special_tokens");
-        p->type = HPP_TEMPLATE;
-        st = load_tmpl(l, o, "single", path, sp, &p->single, &p->n_single);
-        return st != CANDLE_OK ? st : load_tmpl(l, o, "pair", path, sp, &p->pair, &p->n_pair);
-    }
-    if (!strcmp(type, "BertProcessing") || !strcmp(type, "RobertaProcessing")) {
-        p->type = type[0] == 'B' ? HPP_BERT : HPP_ROBERTA;
-        return load_cls_sep(l, o, path, p);
-    }
-    return unsup(l, path, type);
-}
 
 /* ---- model ---- */
 
 /* Counts the model vocabulary and the largest id. */
-static candle_status vocab_extent(const ld *l, const json_value *vocab, bool unigram, int64_t *max_id) {
+static candle_status vocab_extent(const hf_ld *l, const json_value *vocab, bool unigram, int64_t *max_id) {
     *max_id = -1;
     if (!vocab || vocab->type != (unigram ? JSON_ARRAY : JSON_OBJECT))
-        return ferr(l, "model.vocab", vocab ? (unigram ? "expected an array" : "expected an object") : "missing");
+        return hf_ferr(l, "model.vocab", vocab ? (unigram ? "expected an array" : "expected an object") : "missing");
     for (size_t i = 0; i < vocab->n; i++) {
         int64_t id = (int64_t)i;
         if (!unigram && (!json_as_i64(json_obj_val(vocab, i), &id) || id < 0 || id >= INT32_MAX)) {
@@ -420,7 +24,7 @@ static candle_status vocab_extent(const ld *l, const json_value *vocab, bool uni
             size_t kn;
             json_as_str(json_obj_key(vocab, i), &k, &kn);
             PATH(sub, "model.vocab[\"%.100s\"]", k);
-            return ferr(l, sub, "expected an id");
+            return hf_ferr(l, sub, "expected an id");
         }
         if (id > *max_id) *max_id = id;
     }
@@ -486,10 +90,10 @@ static double serde_f64(const char *s, size_t n) {
     return neg ? -f : f;
 }
 
-static candle_status load_unigram(const ld *l, candle_tokenizer *t, const json_value *m) {
+static candle_status load_unigram(const hf_ld *l, candle_tokenizer *t, const json_value *m) {
     hf_model *md = &t->hf->model;
     const json_value *vocab = json_get(m, "vocab");
-    if (!(md->scores = calloc((size_t)t->n_vocab + 1, sizeof *md->scores))) return oom();
+    if (!(md->scores = calloc((size_t)t->n_vocab + 1, sizeof *md->scores))) return hf_oom();
     md->min_score = 1e300;
     for (size_t i = 0; i < vocab->n; i++) {
         const json_value *e = json_at(vocab, i);
@@ -497,7 +101,7 @@ static candle_status load_unigram(const ld *l, candle_tokenizer *t, const json_v
         if (!json_as_f64(json_at(e, 1), &sc)) {
             char sub[64];
             PATH(sub, "model.vocab[%zu]", i);
-            return ferr(l, sub, "expected [piece, score]");
+            return hf_ferr(l, sub, "expected [piece, score]");
         }
         const json_value *num = json_at(e, 1);
         if (num->offset < l->len) sc = serde_f64(l->text + num->offset, l->len - num->offset);
@@ -509,14 +113,14 @@ static candle_status load_unigram(const ld *l, candle_tokenizer *t, const json_v
     json_as_i64(json_get(m, "unk_id"), &unk);
     md->unk = unk >= 0 && unk < t->n_vocab ? (int32_t)unk : -1;
     md->fuse_unk = true;
-    md->byte_fallback = opt_bool(m, "byte_fallback", false);
+    md->byte_fallback = hf_opt_bool(m, "byte_fallback", false);
     return CANDLE_OK;
 }
 
-static candle_status load_merges(const ld *l, candle_tokenizer *t, const json_value *m) {
+static candle_status load_merges(const hf_ld *l, candle_tokenizer *t, const json_value *m) {
     hf_model *md = &t->hf->model;
     const json_value *arr;
-    candle_status st = get_array(l, m, "merges", "model", &arr);
+    candle_status st = hf_get_array(l, m, "merges", "model", &arr);
     if (st != CANDLE_OK) return st;
     hf_merge_map *mm = &md->merges;
     mm->cap = 16;
@@ -525,7 +129,7 @@ static candle_status load_merges(const ld *l, candle_tokenizer *t, const json_va
     mm->rank = calloc(mm->cap, sizeof *mm->rank);
     mm->id = calloc(mm->cap, sizeof *mm->id);
     hf_str both = {0};
-    if (!mm->keys || !mm->rank || !mm->id) return oom();
+    if (!mm->keys || !mm->rank || !mm->id) return hf_oom();
     for (size_t i = 0; i < arr->n && st == CANDLE_OK; i++) {
         const json_value *e = json_at(arr, i);
         const char *a, *b, *s;
@@ -535,46 +139,46 @@ static candle_status load_merges(const ld *l, candle_tokenizer *t, const json_va
         if (json_as_str(e, &s, &sn)) {
             const char *sp = memchr(s, ' ', sn);
             if (!sp || memchr(sp + 1, ' ', sn - (size_t)(sp + 1 - s))) {
-                st = ferr(l, sub, "expected \"left right\"");
+                st = hf_ferr(l, sub, "expected \"left right\"");
                 break;
             }
             a = s, an = (size_t)(sp - s), b = sp + 1, bn = sn - an - 1;
         } else if (!json_as_str(json_at(e, 0), &a, &an) || !json_as_str(json_at(e, 1), &b, &bn) || e->n != 2) {
-            st = ferr(l, sub, "expected \"left right\" or [left, right]");
+            st = hf_ferr(l, sub, "expected \"left right\" or [left, right]");
             break;
         }
         int32_t ia = tok_map_get(&t->vocab, a, an), ib = tok_map_get(&t->vocab, b, bn);
         size_t skip = md->prefix_len <= bn ? md->prefix_len : bn;
         both.n = 0;
-        if (!hf_str_add(&both, a, an) || !hf_str_add(&both, b + skip, bn - skip)) st = oom();
+        if (!hf_str_add(&both, a, an) || !hf_str_add(&both, b + skip, bn - skip)) st = hf_oom();
         int32_t ic = st == CANDLE_OK ? tok_map_get(&t->vocab, both.p, both.n) : -1;
-        if (st == CANDLE_OK && (ia < 0 || ib < 0 || ic < 0)) st = ferr(l, sub, "merge token out of vocabulary");
+        if (st == CANDLE_OK && (ia < 0 || ib < 0 || ic < 0)) st = hf_ferr(l, sub, "merge token out of vocabulary");
         if (st == CANDLE_OK) hf_merge_put(mm, ia, ib, (int32_t)i, ic);
     }
     hf_str_free(&both);
     return st;
 }
 
-static candle_status model_token(const ld *l, candle_tokenizer *t, const json_value *m, const char *key,
+static candle_status model_token(const hf_ld *l, candle_tokenizer *t, const json_value *m, const char *key,
                                  int32_t *id) {
     const char *s;
     size_t n;
-    candle_status st = get_str(l, m, key, "model", false, &s, &n);
+    candle_status st = hf_get_str(l, m, key, "model", false, &s, &n);
     *id = s ? tok_map_get(&t->vocab, s, n) : -1;
     return st;
 }
 
-static candle_status load_model_params(const ld *l, candle_tokenizer *t, const json_value *m) {
+static candle_status load_model_params(const hf_ld *l, candle_tokenizer *t, const json_value *m) {
     hf_model *md = &t->hf->model;
     candle_status st = CANDLE_OK;
     if (md->type == HM_UNIGRAM) return load_unigram(l, t, m);
     if ((st = model_token(l, t, m, "unk_token", &md->unk)) != CANDLE_OK) return st;
-    if ((st = dup_member(l, m, "continuing_subword_prefix", "model", false, &md->prefix, &md->prefix_len)) != CANDLE_OK)
+    if ((st = hf_dup_member(l, m, "continuing_subword_prefix", "model", false, &md->prefix, &md->prefix_len)) != CANDLE_OK)
         return st;
     if (md->type == HM_WORDPIECE) {
         if (!json_get(m, "continuing_subword_prefix")) {
             free(md->prefix);
-            if (!(md->prefix = dup_n("##", 2))) return oom();
+            if (!(md->prefix = hf_dup_n("##", 2))) return hf_oom();
             md->prefix_len = 2;
         }
         md->max_chars = 100;
@@ -586,19 +190,19 @@ static candle_status load_model_params(const ld *l, candle_tokenizer *t, const j
     if (dropout && dropout->type != JSON_NULL && (!json_as_f64(dropout, &dp) || dp != 0.0))
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: model.dropout: BPE dropout is not supported",
                                 l->file);
-    if ((st = dup_member(l, m, "end_of_word_suffix", "model", false, &md->suffix, &md->suffix_len)) != CANDLE_OK)
+    if ((st = hf_dup_member(l, m, "end_of_word_suffix", "model", false, &md->suffix, &md->suffix_len)) != CANDLE_OK)
         return st;
-    md->fuse_unk = opt_bool(m, "fuse_unk", false);
-    md->byte_fallback = opt_bool(m, "byte_fallback", false);
-    md->ignore_merges = opt_bool(m, "ignore_merges", false);
+    md->fuse_unk = hf_opt_bool(m, "fuse_unk", false);
+    md->byte_fallback = hf_opt_bool(m, "byte_fallback", false);
+    md->ignore_merges = hf_opt_bool(m, "ignore_merges", false);
     return load_merges(l, t, m);
 }
 
-static candle_status model_type(const ld *l, const json_value *m, int *type) {
+static candle_status model_type(const hf_ld *l, const json_value *m, int *type) {
     const char *ty = NULL;
     size_t n;
-    if (!m || m->type != JSON_OBJECT) return ferr(l, "model", m ? "expected an object" : "missing");
-    candle_status st = get_str(l, m, "type", "model", false, &ty, &n);
+    if (!m || m->type != JSON_OBJECT) return hf_ferr(l, "model", m ? "expected an object" : "missing");
+    candle_status st = hf_get_str(l, m, "type", "model", false, &ty, &n);
     if (st != CANDLE_OK) return st;
     if (!ty) { /* old files: guess from the fields, as the library does */
         *type = json_get(m, "merges") ? HM_BPE : json_get(m, "unk_id") ? HM_UNIGRAM : HM_WORDPIECE;
@@ -607,30 +211,30 @@ static candle_status model_type(const ld *l, const json_value *m, int *type) {
     if (!strcmp(ty, "BPE")) *type = HM_BPE;
     else if (!strcmp(ty, "WordPiece")) *type = HM_WORDPIECE;
     else if (!strcmp(ty, "Unigram")) *type = HM_UNIGRAM;
-    else return unsup(l, "model", ty);
+    else return hf_unsup(l, "model", ty);
     return CANDLE_OK;
 }
 
 /* ---- vocabulary and added tokens ---- */
 
-static candle_status build_vocab(const ld *l, candle_tokenizer *t, const json_value *root) {
+static candle_status build_vocab(const hf_ld *l, candle_tokenizer *t, const json_value *root) {
     const json_value *m = json_get(root, "model"), *vocab = json_get(m, "vocab");
     const json_value *added = json_get(root, "added_tokens");
     bool uni = t->hf->model.type == HM_UNIGRAM;
     int64_t max_id;
     candle_status st = vocab_extent(l, vocab, uni, &max_id);
     if (st != CANDLE_OK) return st;
-    if (added && added->type != JSON_ARRAY) return ferr(l, "added_tokens", "expected an array");
+    if (added && added->type != JSON_ARRAY) return hf_ferr(l, "added_tokens", "expected an array");
     for (size_t i = 0; added && i < added->n; i++) {
         int64_t id;
         char sub[64];
         PATH(sub, "added_tokens[%zu].id", i);
         if (!json_as_i64(json_get(json_at(added, i), "id"), &id) || id < 0 || id >= INT32_MAX)
-            return ferr(l, sub, "expected an id");
+            return hf_ferr(l, sub, "expected an id");
         if (id > max_id) max_id = id;
     }
-    if (max_id < 0) return ferr(l, "model.vocab", "empty vocabulary");
-    if (max_id >= (1 << 26)) return ferr(l, "model.vocab", "ids beyond 2^26");
+    if (max_id < 0) return hf_ferr(l, "model.vocab", "empty vocabulary");
+    if (max_id >= (1 << 26)) return hf_ferr(l, "model.vocab", "ids beyond 2^26");
     t->n_vocab = (int32_t)(max_id + 1);
     size_t pool = 0;
     for (size_t i = 0; i < vocab->n; i++) {
@@ -639,13 +243,13 @@ static candle_status build_vocab(const ld *l, candle_tokenizer *t, const json_va
         if (!json_as_str(uni ? json_at(json_at(vocab, i), 0) : json_obj_key(vocab, i), &s, &n)) {
             char sub[64];
             PATH(sub, "model.vocab[%zu]", i);
-            return ferr(l, sub, "expected a string");
+            return hf_ferr(l, sub, "expected a string");
         }
         pool += n + 1;
     }
     t->tokens = calloc((size_t)t->n_vocab, sizeof *t->tokens);
     t->pool = malloc(pool + 1);
-    if (!t->tokens || !t->pool) return oom();
+    if (!t->tokens || !t->pool) return hf_oom();
     if ((st = tok_map_init(&t->vocab, (int64_t)vocab->n)) != CANDLE_OK) return st;
     for (int32_t i = 0; i < t->n_vocab; i++) t->tokens[i] = (tok_token){"", 0, TT_UNUSED, 0, 0};
     char *p = t->pool;
@@ -670,11 +274,11 @@ static int cmp_added(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static candle_status load_added(const ld *l, candle_tokenizer *t, const json_value *root) {
+static candle_status load_added(const hf_ld *l, candle_tokenizer *t, const json_value *root) {
     const json_value *added = json_get(root, "added_tokens");
     hf_tok *h = t->hf;
     if (!added) return CANDLE_OK;
-    if (!(h->added = calloc(added->n + 1, sizeof *h->added))) return oom();
+    if (!(h->added = calloc(added->n + 1, sizeof *h->added))) return hf_oom();
     for (size_t i = 0; i < added->n; i++) {
         const json_value *e = json_at(added, i);
         hf_added *a = &h->added[h->n_added++];
@@ -684,14 +288,14 @@ static candle_status load_added(const ld *l, candle_tokenizer *t, const json_val
         size_t n;
         PATH(sub, "added_tokens[%zu]", i);
         json_as_i64(json_get(e, "id"), &id);
-        candle_status st = get_str(l, e, "content", sub, true, &s, &n);
+        candle_status st = hf_get_str(l, e, "content", sub, true, &s, &n);
         if (st != CANDLE_OK) return st;
         a->id = (int32_t)id;
-        a->special = opt_bool(e, "special", false);
-        a->single_word = opt_bool(e, "single_word", false);
-        a->lstrip = opt_bool(e, "lstrip", false);
-        a->rstrip = opt_bool(e, "rstrip", false);
-        a->normalized = opt_bool(e, "normalized", !a->special);
+        a->special = hf_opt_bool(e, "special", false);
+        a->single_word = hf_opt_bool(e, "single_word", false);
+        a->lstrip = hf_opt_bool(e, "lstrip", false);
+        a->rstrip = hf_opt_bool(e, "rstrip", false);
+        a->normalized = hf_opt_bool(e, "normalized", !a->special);
         /* own holds the text matched (the normalized form for a
          * normalized token), a NUL, then the content that decoding gives. */
         hf_str keep = {0};
@@ -699,7 +303,7 @@ static candle_status load_added(const ld *l, candle_tokenizer *t, const json_val
         size_t kn = keep.n;
         if (!ok || !hf_str_add(&keep, "", 1) || !hf_str_add(&keep, s, n)) {
             hf_str_free(&keep);
-            return oom();
+            return hf_oom();
         }
         a->own = keep.p;
         a->text = keep.p;
@@ -721,7 +325,7 @@ static candle_status load_added(const ld *l, candle_tokenizer *t, const json_val
     tok_map_free(&sp);
     qsort(h->added, (size_t)h->n_added, sizeof *h->added, cmp_added);
     /* Buckets by first byte, so matching looks at few tokens per byte. */
-    if (!(h->by_byte = malloc((size_t)(h->n_added + 1) * sizeof *h->by_byte))) return oom();
+    if (!(h->by_byte = malloc((size_t)(h->n_added + 1) * sizeof *h->by_byte))) return hf_oom();
     int count[257] = {0};
     for (int i = 0; i < h->n_added; i++)
         if (h->added[i].len) count[(unsigned char)h->added[i].text[0] + 1]++;
@@ -774,8 +378,8 @@ static void set_specials(candle_tokenizer *t, const json_value *cfg) {
     t->sep = config_token(t, cfg, "sep_token");
     if (t->pad < 0) t->pad = -1;
     if (t->sep < 0) t->sep = -1;
-    h->add_bos = opt_bool(cfg, "add_bos_token", false);
-    h->add_eos = opt_bool(cfg, "add_eos_token", false);
+    h->add_bos = hf_opt_bool(cfg, "add_bos_token", false);
+    h->add_eos = hf_opt_bool(cfg, "add_eos_token", false);
     t->add_bos = h->add_bos;
     t->add_eos = h->add_eos;
     h->model_max_length = 0;
@@ -792,26 +396,26 @@ static void set_specials(candle_tokenizer *t, const json_value *cfg) {
 
 /* ---- top level ---- */
 
-static candle_status load_components(const ld *l, candle_tokenizer *t, const json_value *root) {
+static candle_status load_components(const hf_ld *l, candle_tokenizer *t, const json_value *root) {
     hf_tok *h = t->hf;
     const json_value *v;
     candle_status st = model_type(l, json_get(root, "model"), &h->model.type);
     h->model.unk = -1;
     if (st == CANDLE_OK && (v = json_get(root, "normalizer")) && v->type != JSON_NULL) {
-        if (!(h->norm = calloc(1, sizeof *h->norm))) return oom();
-        st = load_norm(l, v, "normalizer", h->norm);
+        if (!(h->norm = calloc(1, sizeof *h->norm))) return hf_oom();
+        st = hf_load_norm(l, v, "normalizer", h->norm);
     }
     if (st == CANDLE_OK && (v = json_get(root, "pre_tokenizer")) && v->type != JSON_NULL) {
-        if (!(h->pre = calloc(1, sizeof *h->pre))) return oom();
-        st = load_pre(l, v, "pre_tokenizer", h->pre);
+        if (!(h->pre = calloc(1, sizeof *h->pre))) return hf_oom();
+        st = hf_load_pre(l, v, "pre_tokenizer", h->pre);
     }
     if (st == CANDLE_OK && (v = json_get(root, "post_processor")) && v->type != JSON_NULL) {
-        if (!(h->post = calloc(1, sizeof *h->post))) return oom();
-        st = load_post(l, v, "post_processor", h->post);
+        if (!(h->post = calloc(1, sizeof *h->post))) return hf_oom();
+        st = hf_load_post(l, v, "post_processor", h->post);
     }
     if (st == CANDLE_OK && (v = json_get(root, "decoder")) && v->type != JSON_NULL) {
-        if (!(h->dec = calloc(1, sizeof *h->dec))) return oom();
-        st = load_dec(l, v, "decoder", h->dec);
+        if (!(h->dec = calloc(1, sizeof *h->dec))) return hf_oom();
+        st = hf_load_dec(l, v, "decoder", h->dec);
     }
     if (st == CANDLE_OK) st = build_vocab(l, t, root);
     if (st == CANDLE_OK) st = load_model_params(l, t, json_get(root, "model"));
@@ -819,7 +423,7 @@ static candle_status load_components(const ld *l, candle_tokenizer *t, const jso
     return st;
 }
 
-static candle_status check_ids(const ld *l, const candle_tokenizer *t, const hf_post *p) {
+static candle_status check_ids(const hf_ld *l, const candle_tokenizer *t, const hf_post *p) {
     if (!p) return CANDLE_OK;
     for (int i = 0; i < p->n_seq; i++)
         if (check_ids(l, t, &p->seq[i]) != CANDLE_OK) return CANDLE_ERR_FORMAT;
@@ -828,7 +432,7 @@ static candle_status check_ids(const ld *l, const candle_tokenizer *t, const hf_
         int n = k ? p->n_pair : p->n_single;
         for (int i = 0; i < n; i++)
             for (int j = 0; j < it[i].n_ids; j++)
-                if (it[i].ids[j] >= t->n_vocab) return ferr(l, "post_processor", "special token id out of range");
+                if (it[i].ids[j] >= t->n_vocab) return hf_ferr(l, "post_processor", "special token id out of range");
     }
     return CANDLE_OK;
 }
@@ -838,14 +442,14 @@ candle_status candle_tokenizer_from_hf_memory(candle_tokenizer **out, const char
     if (!out || (!json && len))
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_hf_memory: NULL argument");
     *out = NULL;
-    ld l = {name ? name : "tokenizer.json", json, len};
+    hf_ld l = {name ? name : "tokenizer.json", json, len};
     json_doc *doc = NULL, *cdoc = NULL;
     candle_status st = json_parse(&doc, json ? json : "", len, l.file, NULL);
     if (st == CANDLE_OK && config) st = json_parse(&cdoc, config, config_len, "tokenizer_config.json", NULL);
     const json_value *root = doc ? json_root(doc) : NULL;
-    if (st == CANDLE_OK && root->type != JSON_OBJECT) st = ferr(&l, "(root)", "expected an object");
+    if (st == CANDLE_OK && root->type != JSON_OBJECT) st = hf_ferr(&l, "(root)", "expected an object");
     candle_tokenizer *t = NULL;
-    if (st == CANDLE_OK && (!(t = calloc(1, sizeof *t)) || !(t->hf = calloc(1, sizeof *t->hf)))) st = oom();
+    if (st == CANDLE_OK && (!(t = calloc(1, sizeof *t)) || !(t->hf = calloc(1, sizeof *t->hf)))) st = hf_oom();
     if (st == CANDLE_OK) {
         t->kind = TOK_HF;
         st = load_components(&l, t, root);
@@ -875,7 +479,7 @@ static candle_status read_file(const char *path, char **buf, size_t *len) {
     fclose(f);
     if (!ok) {
         hf_str_free(&s);
-        return oom();
+        return hf_oom();
     }
     if (err) {
         hf_str_free(&s);
@@ -899,52 +503,12 @@ candle_status candle_tokenizer_from_hf_file(candle_tokenizer **out, const char *
     return st;
 }
 
-/* ---- freeing ---- */
-
-static void pattern_free(hf_pattern *p) {
-    free(p->str);
-    tok_regex_free(p->re);
-}
-
-static void norm_free(hf_norm *n) {
-    for (int i = 0; i < n->n_seq; i++) norm_free(&n->seq[i]);
-    free(n->seq);
-    pattern_free(&n->pat);
-    free(n->content);
-    free(n->blob);
-    free((void *)n->trie);
-}
-
-static void pre_free(hf_pre *p) {
-    for (int i = 0; i < p->n_seq; i++) pre_free(&p->seq[i]);
-    free(p->seq);
-    tok_regex_free(p->gpt2);
-    pattern_free(&p->pat);
-}
-
-static void post_free(hf_post *p) {
-    for (int i = 0; i < p->n_seq; i++) post_free(&p->seq[i]);
-    free(p->seq);
-    for (int i = 0; i < p->n_single; i++) free(p->single[i].ids);
-    for (int i = 0; i < p->n_pair; i++) free(p->pair[i].ids);
-    free(p->single);
-    free(p->pair);
-}
-
-static void dec_free(hf_dec *d) {
-    for (int i = 0; i < d->n_seq; i++) dec_free(&d->seq[i]);
-    free(d->seq);
-    free(d->prefix);
-    pattern_free(&d->pat);
-    free(d->content);
-}
-
 void hf_tok_free(hf_tok *h) {
     if (!h) return;
-    if (h->norm) norm_free(h->norm);
-    if (h->pre) pre_free(h->pre);
-    if (h->post) post_free(h->post);
-    if (h->dec) dec_free(h->dec);
+    if (h->norm) hf_norm_free(h->norm);
+    if (h->pre) hf_pre_free(h->pre);
+    if (h->post) hf_post_free(h->post);
+    if (h->dec) hf_dec_free(h->dec);
     free(h->norm);
     free(h->pre);
     free(h->post);

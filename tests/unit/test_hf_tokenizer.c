@@ -259,6 +259,41 @@ static void test_files(void) {
     free(json);
 }
 
+/* parse_special=false encodes special-token text as text (the reference's
+ * encode_special_tokens); without a post-processor, tokenizer_config's
+ * add_bos_token/add_eos_token decide. Expected ids from `tokenizers`. */
+static void test_special_flags(void) {
+    char path[1024];
+    candle_tokenizer *t = NULL;
+    CHECK(candle_tokenizer_from_hf_file(&t, test_path("tests/data/hf_tokenizers/bpe-llama3/tokenizer.json", path,
+                                                      sizeof path), NULL) == CANDLE_OK);
+    if (!t) return;
+    static const int32_t plain[] = {74, 75, 452, 71, 538, 65, 290, 436, 223, 273, 274, 71};
+    static const int32_t special[] = {74, 75, 2, 223, 273, 274, 71};
+    int32_t ids[32];
+    int64_t n = 0;
+    const char *text = "hi<|eot_id|> there";
+    CHECK(candle_tokenizer_encode(t, text, strlen(text), false, false, ids, 32, &n) == CANDLE_OK);
+    CHECK(n == 12 && !memcmp(ids, plain, sizeof plain));
+    CHECK(candle_tokenizer_encode(t, text, strlen(text), false, true, ids, 32, &n) == CANDLE_OK);
+    CHECK(n == 7 && !memcmp(ids, special, sizeof special));
+    CHECK(candle_tokenizer_is_eog(t, 2)); /* <|eot_id|> */
+    candle_tokenizer_free(t);
+
+    const char *json = "{\"added_tokens\":[{\"id\":1,\"content\":\"[CLS]\",\"special\":true},"
+                       "{\"id\":2,\"content\":\"[SEP]\",\"special\":true}]," WP_MODEL "}";
+    const char *cfg = "{\"bos_token\":\"[CLS]\",\"eos_token\":{\"content\":\"[SEP]\"},"
+                      "\"add_bos_token\":true,\"add_eos_token\":true,\"model_max_length\":8}";
+    CHECK(candle_tokenizer_from_hf_memory(&t, json, strlen(json), cfg, strlen(cfg), "cfg.json") == CANDLE_OK);
+    if (!t) return;
+    CHECK(candle_tokenizer_bos(t) == 1 && candle_tokenizer_eos(t) == 2);
+    CHECK(candle_tokenizer_encode(t, "hello", 5, true, true, ids, 32, &n) == CANDLE_OK);
+    CHECK(n == 3 && ids[0] == 1 && ids[1] == 3 && ids[2] == 2);
+    CHECK(candle_tokenizer_encode(t, "hello", 5, false, true, ids, 32, &n) == CANDLE_OK);
+    CHECK(n == 1 && ids[0] == 3);
+    candle_tokenizer_free(t);
+}
+
 static void test_pair(void) {
     const char *json = "{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true},"
                        "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
@@ -300,6 +335,7 @@ int main(int argc, char **argv) {
     corpus_free(&c);
     test_errors();
     test_files();
+    test_special_flags();
     test_pair();
     return test_done(NAME);
 }
