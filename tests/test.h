@@ -132,6 +132,22 @@ static inline bool test_need_file(const char *name, const char *path) {
     return false;
 }
 
+/* The whole file, NUL-terminated, malloc'ed (*len: its bytes), or NULL. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    char *buf = n >= 0 && !fseek(f, 0, SEEK_SET) ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = buf ? (size_t)n : 0;
+    return buf;
+}
+
 /* Normalised mean squared error of got against a double reference. */
 static inline double test_nmse(const float *got, const double *ref, long n) {
     double num = 0, den = 0;

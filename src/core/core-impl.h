@@ -26,6 +26,20 @@ void candle_log_msg(candle_log_level level, const char *fmt, ...) CANDLE_PRINTF(
 /* "1.50 GiB" into buf. */
 const char *candle_format_bytes(size_t n, char *buf, size_t len);
 
+/* A host storage of one reference over data (freed by release). */
+candle_storage *candle_storage_new(void *data, size_t size, candle_storage_kind kind,
+                                   void (*release)(candle_storage *));
+
+/* A name and the index of its entry; sorted by name (ties in index order)
+ * for binary search (names.c). */
+typedef struct candle_name_ref {
+    const char *name;
+    int64_t idx;
+} candle_name_ref;
+void candle_names_sort(candle_name_ref *refs, int64_t n);
+/* The idx of name in sorted[0..n), or -1. */
+int64_t candle_names_find(const candle_name_ref *sorted, int64_t n, const char *name);
+
 /* Defensive checks of internal invariants (never of user input). */
 #define CANDLE_ALWAYS(x) (__builtin_expect(!!(x), 1))
 #define CANDLE_NEVER(x) (__builtin_expect(!!(x), 0))

@@ -16,7 +16,8 @@ void candle_storage_release(candle_storage *s) {
 
 static void release_external(candle_storage *s) { free(s); }
 
-candle_storage *candle_storage_external(void *data, size_t size) {
+candle_storage *candle_storage_new(void *data, size_t size, candle_storage_kind kind,
+                                   void (*release)(candle_storage *)) {
     candle_storage *s = calloc(1, sizeof *s);
     if (!s) {
         candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: storage descriptor");
@@ -25,10 +26,14 @@ candle_storage *candle_storage_external(void *data, size_t size) {
     s->data = data;
     s->size = size;
     s->refcount = 1;
-    s->kind = CANDLE_STORAGE_EXTERNAL;
+    s->kind = kind;
     s->device = (candle_device){CANDLE_DEVICE_CPU, 0};
-    s->release = release_external;
+    s->release = release;
     return s;
+}
+
+candle_storage *candle_storage_external(void *data, size_t size) {
+    return candle_storage_new(data, size, CANDLE_STORAGE_EXTERNAL, release_external);
 }
 
 const char *candle_device_str(candle_device d, char *buf, size_t n) {

@@ -37,11 +37,7 @@ typedef struct gguf_kv {
     void *aligned;
 } gguf_kv;
 
-/* A name and the index of its entry, sorted by name for binary search. */
-typedef struct gguf_name_ref {
-    const char *name;
-    int64_t idx;
-} gguf_name_ref;
+typedef candle_name_ref gguf_name_ref;
 
 typedef struct gguf_tensor {
     candle_gguf_tensor_info info;
@@ -75,6 +71,5 @@ candle_status cgguf_parse(candle_gguf *g);
 void cgguf_free_parsed(candle_gguf *g);
 
 /* Index of name in a sorted ref table, or -1. */
-int64_t cgguf_lookup(const gguf_name_ref *sorted, int64_t n, const char *name);
 
 #endif

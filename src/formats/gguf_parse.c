@@ -246,25 +246,9 @@ static candle_status parse_kv(rd *r, int64_t i, gguf_kv *kv) {
     return CANDLE_OK;
 }
 
-static int ref_cmp(const void *a, const void *b) {
-    return strcmp(((const gguf_name_ref *)a)->name, ((const gguf_name_ref *)b)->name);
-}
-
-int64_t cgguf_lookup(const gguf_name_ref *sorted, int64_t n, const char *name) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(sorted[mid].name, name);
-        if (c == 0) return sorted[mid].idx;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return -1;
-}
-
 /* Sort names for lookup; returns the index of a duplicated entry or -1. */
 static int64_t sort_names(gguf_name_ref *refs, int64_t n) {
-    qsort(refs, (size_t)n, sizeof *refs, ref_cmp);
+    candle_names_sort(refs, n);
     int64_t dup = -1;
     for (int64_t i = 1; i < n; i++)
         if (!strcmp(refs[i - 1].name, refs[i].name)) {
@@ -312,7 +296,7 @@ static candle_status parse_kvs(candle_gguf *g, rd *r, uint64_t n) {
 
 static candle_status parse_alignment(candle_gguf *g) {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
-    int64_t i = cgguf_lookup(g->kv_sorted, g->n_kv, "general.alignment");
+    int64_t i = candle_names_find(g->kv_sorted, g->n_kv, "general.alignment");
     if (i < 0) return CANDLE_OK;
     const gguf_kv *kv = &g->kv[i];
     size_t at = (size_t)(kv->raw - g->base);

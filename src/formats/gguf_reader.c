@@ -91,7 +91,7 @@ const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t 
 
 int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name) {
     if (!g || !name) return -1;
-    return cgguf_lookup(g->tensor_sorted, g->n_tensors, name);
+    return candle_names_find(g->tensor_sorted, g->n_tensors, name);
 }
 
 candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, const char *name) {

@@ -25,21 +25,6 @@ static candle_status io_err(const char *fmt, const char *path, const char *what)
                             strerror(errno));
 }
 
-static candle_storage *new_storage(void *data, size_t size, candle_storage_kind kind,
-                                   void (*release)(candle_storage *)) {
-    candle_storage *s = calloc(1, sizeof *s);
-    if (!s) {
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: storage descriptor");
-        return NULL;
-    }
-    s->data = data;
-    s->size = size;
-    s->refcount = 1;
-    s->kind = kind;
-    s->device = (candle_device){CANDLE_DEVICE_CPU, 0};
-    s->release = release;
-    return s;
-}
 
 /* Read the whole file into anonymous memory, which once measured faster and
  * steadier than a file mapping here. Aligned to 2 MiB and advised as huge
@@ -74,7 +59,7 @@ candle_storage *cimage_read(const char *fmt, int fd, const char *path, size_t si
         }
         done += (size_t)n;
     }
-    candle_storage *s = new_storage(buf, size, CANDLE_STORAGE_HEAP, release_heap);
+    candle_storage *s = candle_storage_new(buf, size, CANDLE_STORAGE_HEAP, release_heap);
     if (!s) free(buf);
     return s;
 }
@@ -96,7 +81,7 @@ candle_storage *cimage_map(const char *fmt, int fd, const char *path, size_t siz
      * small folios stays as it is (the advice is a no-op there). */
     madvise(p, size, MADV_HUGEPAGE);
 #endif
-    candle_storage *s = new_storage(p, size, CANDLE_STORAGE_MMAP, release_mmap);
+    candle_storage *s = candle_storage_new(p, size, CANDLE_STORAGE_MMAP, release_mmap);
     if (!s) munmap(p, size);
     else s->owner = p;
     return s;

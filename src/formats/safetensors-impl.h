@@ -12,10 +12,7 @@
 #include "core/json-impl.h"
 
 /* A name and the index of its entry, sorted by name for binary search. */
-typedef struct st_name_ref {
-    const char *name;
-    int64_t idx;
-} st_name_ref;
+typedef candle_name_ref st_name_ref;
 
 typedef struct st_meta {
     const char *key;
@@ -48,6 +45,5 @@ void cst_free_parsed(candle_safetensors *st);
  * must not map an empty file. */
 candle_status cst_check_size(const char *name, size_t size);
 /* Index of name in a sorted ref table, or -1. */
-int64_t cst_lookup(const st_name_ref *sorted, int64_t n, const char *name);
 
 #endif

@@ -115,7 +115,7 @@ const candle_safetensors_tensor_info *candle_safetensors_tensor(const candle_saf
 
 int64_t candle_safetensors_find_tensor(const candle_safetensors *st, const char *name) {
     if (!st || !name) return -1;
-    return cst_lookup(st->tensor_sorted, st->n_tensors, name);
+    return candle_names_find(st->tensor_sorted, st->n_tensors, name);
 }
 
 int64_t candle_safetensors_n_metadata(const candle_safetensors *st) { return st ? st->n_meta : 0; }
@@ -132,7 +132,7 @@ bool candle_safetensors_metadata_at(const candle_safetensors *st, int64_t i, con
 bool candle_safetensors_metadata(const candle_safetensors *st, const char *key, const char **val,
                                  size_t *len) {
     if (!st || !key) return false;
-    int64_t i = cst_lookup(st->meta_sorted, st->n_meta, key);
+    int64_t i = candle_names_find(st->meta_sorted, st->n_meta, key);
     return i >= 0 && candle_safetensors_metadata_at(st, i, NULL, val, len);
 }
 

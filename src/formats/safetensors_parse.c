@@ -219,12 +219,6 @@ static candle_status parse_metadata(candle_safetensors *st, const json_value *m)
     return CANDLE_OK;
 }
 
-static int ref_cmp(const void *a, const void *b) {
-    const st_name_ref *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 /* Sorted refs for lookup; a repeated name (the later one named) is an error. */
 static candle_status sort_names(candle_safetensors *st, st_name_ref **out, int64_t n,
                                 const char *(*name_of)(const candle_safetensors *, int64_t),
@@ -234,7 +228,7 @@ static candle_status sort_names(candle_safetensors *st, st_name_ref **out, int64
     if (!refs) return oom("index", (size_t)n * sizeof *refs);
     *out = refs;
     for (int64_t i = 0; i < n; i++) refs[i] = (st_name_ref){name_of(st, i), i};
-    qsort(refs, (size_t)n, sizeof *refs, ref_cmp);
+    candle_names_sort(refs, n);
     for (int64_t i = 1; i < n; i++)
         if (!strcmp(refs[i - 1].name, refs[i].name))
             return ferr(st, "%s '%s': given twice", what, refs[i].name);
@@ -247,17 +241,6 @@ static const char *tensor_name(const candle_safetensors *st, int64_t i) {
 
 static const char *meta_key(const candle_safetensors *st, int64_t i) { return st->meta[i].key; }
 
-int64_t cst_lookup(const st_name_ref *sorted, int64_t n, const char *name) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(sorted[mid].name, name);
-        if (c == 0) return sorted[mid].idx;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return -1;
-}
 
 typedef struct st_range {
     size_t begin, end;

@@ -44,11 +44,6 @@ typedef struct weights_kv {
     size_t len;
 } weights_kv;
 
-typedef struct weights_ref {
-    const char *name;
-    int64_t idx;
-} weights_ref;
-
 struct candle_weights {
     candle_weights_format format;
     char *path;
@@ -58,7 +53,7 @@ struct candle_weights {
     int n_shards;
     weights_entry *entries;      /* [n_entries] */
     int64_t n_entries;
-    weights_ref *by_name;        /* [n_entries] sorted by name */
+    candle_name_ref *by_name;        /* [n_entries] sorted by name */
     weights_kv *kv;              /* [n_kv] */
     int64_t n_kv, cap_kv;
     const struct hf_family *hf;  /* directory: the model_type's mapping */

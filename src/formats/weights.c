@@ -91,17 +91,13 @@ const weights_kv *weights_find_kv(const candle_weights *w, const char *key) {
     return NULL;
 }
 
-static int by_name_cmp(const void *a, const void *b) {
-    return strcmp(((const weights_ref *)a)->name, ((const weights_ref *)b)->name);
-}
-
 candle_status weights_index(candle_weights *w) {
     free(w->by_name);
     w->by_name = malloc((size_t)(w->n_entries ? w->n_entries : 1) * sizeof *w->by_name);
     if (!w->by_name) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor index");
     for (int64_t i = 0; i < w->n_entries; i++)
-        w->by_name[i] = (weights_ref){w->entries[i].info.name, i};
-    qsort(w->by_name, (size_t)w->n_entries, sizeof *w->by_name, by_name_cmp);
+        w->by_name[i] = (candle_name_ref){w->entries[i].info.name, i};
+    candle_names_sort(w->by_name, w->n_entries);
     for (int64_t i = 1; i < w->n_entries; i++) {
         const weights_entry *a = &w->entries[w->by_name[i - 1].idx];
         const weights_entry *b = &w->entries[w->by_name[i].idx];
@@ -307,15 +303,7 @@ const candle_weights_tensor_info *candle_weights_tensor(const candle_weights *w,
 }
 
 int64_t candle_weights_find_tensor(const candle_weights *w, const char *name) {
-    int64_t lo = 0, hi = w->n_entries;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(w->by_name[mid].name, name);
-        if (!c) return w->by_name[mid].idx;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return -1;
+    return candle_names_find(w->by_name, w->n_entries, name);
 }
 
 const char *candle_weights_src_name(const candle_weights *w, const char *name, char *buf,

@@ -14,21 +14,6 @@
 #include "core/json-impl.h"
 #include "test.h"
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = len > 0 ? malloc((size_t)len) : NULL;
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
 
 static double cosine(const float *a, const json_value *b, int64_t n) {
     double ab = 0, aa = 0, bb = 0;
@@ -103,7 +88,7 @@ static void check_truncated(const char *name, const candle_encoder *e, const jso
 
 static void check_model(const char *name, const char *dir, const char *golden) {
     size_t n;
-    char *text = slurp(golden, &n);
+    char *text = test_read_file(golden, &n);
     json_doc *d = NULL;
     if (!text || json_parse(&d, text, n, golden, NULL)) {
         CHECK_MSG(false, "%s: cannot read %s", name, golden);

@@ -25,28 +25,13 @@ typedef struct golden {
     float *logits; /* [n_tok, n_vocab] */
 } golden;
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return buf;
-}
 
 /* <dir>/<stem>.json and <stem>_logits.bin */
 static bool read_golden(const char *dir, const char *stem, golden *g) {
     char path[1200];
     size_t n;
     snprintf(path, sizeof path, "%s/%s.json", dir, stem);
-    char *text = slurp(path, &n);
+    char *text = test_read_file(path, &n);
     json_doc *d = NULL;
     bool ok = text && !json_parse(&d, text, n, path, NULL);
     const json_value *toks = json_get(json_root(d), "tokens");
@@ -61,7 +46,7 @@ static bool read_golden(const char *dir, const char *stem, golden *g) {
     json_free(d);
     free(text);
     snprintf(path, sizeof path, "%s/%s_logits.bin", dir, stem);
-    g->logits = ok ? (float *)slurp(path, &n) : NULL;
+    g->logits = ok ? (float *)test_read_file(path, &n) : NULL;
     ok = g->logits && n == (size_t)(g->n_tok * g->n_vocab) * sizeof(float);
     CHECK_MSG(ok, "%s: unreadable golden", dir);
     return ok;

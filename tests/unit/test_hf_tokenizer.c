@@ -16,22 +16,6 @@
 
 #define NAME "test_hf_tokenizer"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
 
 typedef struct corpus {
     char **text;
@@ -44,7 +28,7 @@ static int hexv(char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
 static bool load_corpus(corpus *c) {
     char path[1024];
     size_t len;
-    char *all = slurp(test_path("tests/data/hf_tokenizers/corpus.jsonl", path, sizeof path), &len);
+    char *all = test_read_file(test_path("tests/data/hf_tokenizers/corpus.jsonl", path, sizeof path), &len);
     if (!all) return false;
     size_t lines = 0;
     for (size_t i = 0; i < len; i++) lines += all[i] == '\n';
@@ -123,7 +107,7 @@ static void run_one(const char *name, const char *json, const char *config, cons
     CHECK_MSG(st == CANDLE_OK, "%s: %s", name, candle_last_errmsg());
     if (st != CANDLE_OK) return;
     size_t glen;
-    char *gold = slurp(golden_path, &glen);
+    char *gold = test_read_file(golden_path, &glen);
     CHECK_MSG(gold != NULL, "%s: no golden %s", name, golden_path);
     if (!gold) {
         candle_tokenizer_free(t);
@@ -247,7 +231,7 @@ static void test_files(void) {
     /* A truncated real file is a format error naming it. */
     char path[1024];
     size_t len;
-    char *json = slurp(test_path("tests/data/hf_tokenizers/wordpiece-bert/tokenizer.json", path, sizeof path), &len);
+    char *json = test_read_file(test_path("tests/data/hf_tokenizers/wordpiece-bert/tokenizer.json", path, sizeof path), &len);
     CHECK(json != NULL);
     if (!json) return;
     CHECK(candle_tokenizer_from_hf_memory(&t, json, len / 2, NULL, 0, "half.json") == CANDLE_ERR_FORMAT);

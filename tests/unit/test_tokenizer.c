@@ -22,22 +22,6 @@ static const vocab_case vocabs[] = {
     {"deepseek-coder", true, true}, {"falcon", true, true}, {"bert-bge", true, false},
 };
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)sz + 1);
-    if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[sz] = 0;
-    *n = (size_t)sz;
-    return buf;
-}
 
 static candle_tokenizer *load(const char *rel) {
     char path[1024];
@@ -144,9 +128,9 @@ static void check_vocab(const vocab_case *vc) {
     char path[1024], rel2[300];
     size_t ni, no;
     snprintf(rel2, sizeof rel2, "%s.inp", rel);
-    char *inp = read_file(test_path(rel2, path, sizeof path), &ni);
+    char *inp = test_read_file(test_path(rel2, path, sizeof path), &ni);
     snprintf(rel2, sizeof rel2, "%s.out", rel);
-    char *out = read_file(test_path(rel2, path, sizeof path), &no);
+    char *out = test_read_file(test_path(rel2, path, sizeof path), &no);
     CHECK(inp && out);
     int total = 0, pass = 0, round = 0;
     char *ip = inp, *op = out;
