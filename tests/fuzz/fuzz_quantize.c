@@ -61,8 +61,8 @@ static void check_name(const char *name) {
 }
 
 /* The dtypes the rules pick, for the checks after converting; NULL if OOM. */
-static candle_dtype *check_rules(const candle_gguf *g, candle_ftype want, bool want_pure) {
-    int64_t n = candle_gguf_n_tensors(g);
+static candle_dtype *check_rules(const candle_weights *g, candle_ftype want, bool want_pure) {
+    int64_t n = candle_weights_n_tensors(g);
     candle_dtype *picked = malloc((size_t)(n ? n : 1) * sizeof *picked);
     if (!picked) return NULL;
     for (int k = 0; k < n_ftypes; k++) {
@@ -71,7 +71,7 @@ static candle_dtype *check_rules(const candle_gguf *g, candle_ftype want, bool w
             quant_model_init(&m, g);
             check(m.n_gqa >= 1 || m.n_gqa == 0);
             for (int64_t i = 0; i < n; i++) {
-                const candle_gguf_tensor_info *t = candle_gguf_tensor(g, i);
+                const candle_weights_tensor_info *t = candle_weights_tensor(g, i);
                 candle_dtype dt = t->dtype;
                 if (quant_is_weight(t)) {
                     char note[48];
@@ -145,8 +145,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p.stats = &st;
     candle_gguf *g = NULL;
     if (candle_gguf_open_memory(&g, data + 2, size - 2) != CANDLE_OK) return 0;
-    candle_dtype *picked = check_rules(g, ftype, p.pure);
-    if (write_input(data + 2, size - 2)) {
+    candle_dtype *picked = NULL;
+    candle_weights *w = NULL;
+    if (write_input(data + 2, size - 2) && candle_weights_open(&w, in_path, NULL) == CANDLE_OK) {
+        picked = check_rules(w, ftype, p.pure);
+        candle_weights_close(w);
         candle_status s = candle_quantize_file(in_path, out_path, ftype, &p);
         if (verbose)
             fprintf(stderr, "%s: %s %s\n", candle_ftype_name(ftype), candle_status_name(s),
@@ -159,8 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check(access(out_path, F_OK) != 0 && access(tmp_path, F_OK) != 0);
         }
         unlink(out_path);
-        unlink(in_path);
     }
+    unlink(in_path);
     free(picked);
     candle_gguf_close(g);
     return 0;
