@@ -210,11 +210,10 @@ static bool parse_escape(parser *ps, rclass *c, uint32_t *lit, bool *is_lit) {
         return false;
     }
     uint32_t e = ps->p[ps->i++];
-    int cat;
+    int cat, gc;
     switch (e) {
     case 'p':
     case 'P':
-        int gc;
         if (!(cat = parse_prop(ps, &gc))) return false;
         if (gc) {
             if (e == 'p') c->gcs |= 1u << (gc - 1);
