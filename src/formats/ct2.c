@@ -204,23 +204,24 @@ static candle_status read_vars(cur *c) {
 }
 
 /* As CTranslate2 registers them, in file order: an alias counts only when
- * its name is free and its target is a variable or an earlier alias. */
+ * its name is free (no variable, no alias registered before) and its target
+ * is a variable or an alias registered before. The first entry of each
+ * group of equal names in alias_sorted holds what that name resolves to
+ * (-1 while unregistered), so find_var reads it there. */
 static void resolve_aliases(candle_ct2 *m) {
+    for (int64_t i = 0; i < m->n_aliases; i++) m->alias_sorted[i].idx = -1;
     for (int64_t i = 0; i < m->n_aliases; i++) {
         ct2_alias *a = &m->aliases[i];
         const char *alias = (const char *)m->base + a->alias_off;
         const char *target = (const char *)m->base + a->target_off;
         a->var = -1;
-        if (lookup(m->base, m->var_sorted, m->n_vars, alias)) continue;
-        const ct2_name *first = lookup(m->base, m->alias_sorted, m->n_aliases, alias);
-        if (first->order != i) continue; /* an earlier alias of that name won */
+        ct2_name *g = (ct2_name *)lookup(m->base, m->alias_sorted, m->n_aliases, alias);
+        if (lookup(m->base, m->var_sorted, m->n_vars, alias) || g->idx >= 0) continue;
         const ct2_name *t = lookup(m->base, m->var_sorted, m->n_vars, target);
-        if (t) a->var = t->idx;
-        else if ((t = lookup(m->base, m->alias_sorted, m->n_aliases, target)) && t->order < i)
-            a->var = m->aliases[t->order].var;
+        if (!t) t = lookup(m->base, m->alias_sorted, m->n_aliases, target);
+        a->var = t ? t->idx : -1;
+        g->idx = a->var;
     }
-    for (int64_t i = 0; i < m->n_aliases; i++)
-        m->alias_sorted[i].idx = m->aliases[m->alias_sorted[i].order].var;
 }
 
 static candle_status read_aliases(cur *c) {

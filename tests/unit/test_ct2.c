@@ -57,7 +57,7 @@ static void valid(buf *f) {
     put_var(f, "enc/num_heads", 0, NULL, 2, 2, DATA + 16, 2);
     put_var(f, "dec/b", 1, (uint32_t[]){1}, 0, 4, DATA, 4);
     put_var(f, "dec/empty", 2, (uint32_t[]){0, 5}, 1, 0, NULL, 0);
-    put(f, 5, 4);
+    put(f, 7, 4);
     put_str(f, "dec/proj"); /* -> a variable */
     put_str(f, "enc/w");
     put_str(f, "dec/proj2"); /* -> an earlier alias */
@@ -67,6 +67,10 @@ static void valid(buf *f) {
     put_str(f, "dec/dangling"); /* target missing: ignored */
     put_str(f, "nothing");
     put_str(f, "dec/proj"); /* second alias of a name: the first wins */
+    put_str(f, "dec/b");
+    put_str(f, "dec/late"); /* ignored (no target), so the name stays free */
+    put_str(f, "missing");
+    put_str(f, "dec/late"); /* ... for this one */
     put_str(f, "dec/b");
 }
 
@@ -93,7 +97,7 @@ static void test_valid(candle_ctx *ctx) {
     if (!m) return;
     CHECK(candle_ct2_version(m) == 6 && candle_ct2_revision(m) == 3);
     CHECK(!strcmp(candle_ct2_spec(m), "WhisperSpec"));
-    CHECK(candle_ct2_n_vars(m) == 4 && candle_ct2_n_aliases(m) == 5);
+    CHECK(candle_ct2_n_vars(m) == 4 && candle_ct2_n_aliases(m) == 7);
     const candle_ct2_var_info *w = candle_ct2_var(m, 0);
     CHECK(!strcmp(w->name, "enc/w") && w->ct2_dtype == CANDLE_CT2_F16 &&
           w->dtype == CANDLE_DTYPE_F16 && w->rank == 2 && w->shape[0] == 2 && w->shape[1] == 3);
@@ -128,16 +132,17 @@ static void test_aliases(void) {
     static const struct {
         const char *alias;
         int64_t var;
-    } want[] = {{"dec/proj", 0}, {"dec/proj2", 0}, {"dec/b", -1}, {"dec/dangling", -1},
-                {"dec/proj", -1}};
-    for (int i = 0; i < 5; i++) {
+    } want[] = {{"dec/proj", 0},  {"dec/proj2", 0}, {"dec/b", -1},   {"dec/dangling", -1},
+                {"dec/proj", -1}, {"dec/late", -1}, {"dec/late", 2}};
+    for (int i = 0; i < 7; i++) {
         const char *a, *t;
         int64_t v;
         CHECK(candle_ct2_alias(m, i, &a, &t, &v));
         CHECK_MSG(!strcmp(a, want[i].alias) && v == want[i].var, "alias %d: %s -> %lld", i, a,
                   (long long)v);
     }
-    CHECK(!candle_ct2_alias(m, 5, NULL, NULL, NULL));
+    CHECK(!candle_ct2_alias(m, 7, NULL, NULL, NULL));
+    CHECK(candle_ct2_find_var(m, "dec/late") == 2);
     CHECK(candle_ct2_find_var(m, "dec/proj") == 0 && candle_ct2_find_var(m, "dec/proj2") == 0);
     CHECK(candle_ct2_find_var(m, "dec/b") == 2 && candle_ct2_find_var(m, "dec/dangling") == -1);
     candle_ct2_close(m);
