@@ -25,7 +25,7 @@ static void put_str(buf *f, const char *s) {
     f->n += len;
 }
 static void put_bytes(buf *f, const void *p, size_t n) {
-    memcpy(f->b + f->n, p, n);
+    if (n) memcpy(f->b + f->n, p, n);
     f->n += n;
 }
 /* A version 6 variable: name, dims, dtype id, nbytes, data (n bytes). */
