@@ -18,7 +18,7 @@ LAYERS = [
     ("backend",),
     ("graph",),
     ("ops",),
-    ("formats", "tokenizer"),
+    ("formats", "tokenizer", "audio"),
     ("nn",),
     ("models",),
 ]

@@ -14,6 +14,8 @@
 #include "memory.h"
 #include "gguf.h"
 #include "safetensors.h"
+#include "ct2.h"
+#include "audio.h"
 #include "quantize.h"
 #include "tokenizer.h"
 #include "model.h"

@@ -1,5 +1,6 @@
 /* candle info: the CPU's features and kernels, or a model's (GGUF file or
- * Hugging Face directory) summary, metadata and tensor table. */
+ * Hugging Face directory) summary, metadata and tensor table, or a
+ * CTranslate2 model.bin's variables. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,12 +9,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: candle info [--no-mmap] [FILE.gguf | DIR]\n\n"
+            "usage: candle info [--no-mmap] [FILE.gguf | DIR | model.bin]\n\n"
             "Without a model: CPU features and the kernels in use.\n"
             "With a GGUF file or a Hugging Face directory (config.json + safetensors):\n"
             "architecture, parameter count, tensors per dtype, file size, bits per weight,\n"
             "metadata (long values abbreviated; a directory's config.json as GGUF keys)\n"
-            "and the tensor table (GGUF names; a directory's own names beside them).\n");
+            "and the tensor table (GGUF names; a directory's own names beside them).\n"
+            "With a CTranslate2 model.bin: its version, spec, variables and aliases.\n");
 }
 
 /* 292352 -> "292.35K" */
@@ -127,7 +129,57 @@ static void print_tensors(const candle_weights *w) {
     }
 }
 
+/* Whether the file starts as a CTranslate2 model.bin does. */
+static bool is_ct2(const char *path) {
+    unsigned char head[512];
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return candle_ct2_probe(head, n);
+}
+
+static void print_shape(const candle_ct2_var_info *v) {
+    char buf[96];
+    int k = snprintf(buf, sizeof buf, "[");
+    for (int d = 0; d < v->rank; d++)
+        k += snprintf(buf + k, sizeof buf - (size_t)k, "%s%" PRId64, d ? ", " : "", v->shape[d]);
+    snprintf(buf + k, sizeof buf - (size_t)k, "]");
+    printf("%-30s", buf);
+}
+
+/* A CTranslate2 model.bin: the header, then each variable and alias. */
+static int info_ct2(const char *path, bool no_mmap) {
+    candle_ct2 *m = NULL;
+    candle_ct2_open_params p = {.no_mmap = no_mmap};
+    if (candle_ct2_open(&m, path, &p) != CANDLE_OK) {
+        fprintf(stderr, "candle info: %s: %s\n", path, candle_last_errmsg());
+        return 1;
+    }
+    char b[32];
+    printf("%-14s CTranslate2 model.bin v%" PRIu32 ", spec %s revision %" PRIu32 ", %" PRId64
+           " variables, %" PRId64 " aliases\n",
+           "format:", candle_ct2_version(m), candle_ct2_spec(m), candle_ct2_revision(m),
+           candle_ct2_n_vars(m), candle_ct2_n_aliases(m));
+    printf("%-14s %s\n", "file size:", fmt_bytes(candle_ct2_file_size(m), b, sizeof b));
+    for (int64_t i = 0; i < candle_ct2_n_vars(m); i++) {
+        const candle_ct2_var_info *v = candle_ct2_var(m, i);
+        printf("%-50s %-8s ", v->name, candle_ct2_dtype_name(v->ct2_dtype));
+        print_shape(v);
+        printf(" %zu\n", v->offset);
+    }
+    for (int64_t i = 0; i < candle_ct2_n_aliases(m); i++) {
+        const char *a, *t;
+        int64_t v;
+        candle_ct2_alias(m, i, &a, &t, &v);
+        printf("alias %s -> %s%s\n", a, t, v < 0 ? " (ignored: no such variable or name taken)" : "");
+    }
+    candle_ct2_close(m);
+    return 0;
+}
+
 static int info_file(const char *path, bool no_mmap) {
+    if (is_ct2(path)) return info_ct2(path, no_mmap);
     candle_weights *w = NULL;
     candle_weights_params p = {.no_mmap = no_mmap};
     if (candle_weights_open(&w, path, &p) != CANDLE_OK) {
