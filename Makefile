@@ -34,6 +34,7 @@ all: build
 # Libraries of `candle serve` (apt-get when missing and root; optional).
 deps:
 	bash scripts/install-server-deps.sh
+	bash scripts/install-audio-deps.sh
 
 # PyTorch + transformers for bench/compare's PyTorch peer, in build-bench/venv
 # (several GB from PyPI; not needed by build or test).
@@ -57,6 +58,7 @@ test: FUZZ_TIME = $(TEST_FUZZ_TIME)
 # Best effort: without the network the tests that need the data skip.
 test-data:
 	-bash scripts/fetch-minilm.sh >/dev/null
+	-bash scripts/fetch-whisper.sh >/dev/null
 	-bash scripts/fetch-test-data.sh
 
 test-plain: build
