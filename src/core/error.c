@@ -29,13 +29,18 @@ const char *candle_status_name(candle_status s) {
 
 candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap) {
     if (s == CANDLE_OK) return s; /* not an error: nothing to record */
+    if (ctx && ctx->status != CANDLE_OK) return s; /* first error sticks */
+    /* formatted apart first: callers prefix a message with the one it
+     * replaces ("...: %s", candle_last_errmsg()), which vsnprintf may not
+     * read while writing over it */
+    char buf[CANDLE_ERRMSG_MAX];
+    vsnprintf(buf, sizeof buf, fmt, ap);
     if (ctx) {
-        if (ctx->status != CANDLE_OK) return s; /* first error sticks */
         ctx->status = s;
-        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+        memcpy(ctx->errmsg, buf, sizeof buf);
     } else {
         tl_status = s;
-        vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+        memcpy(tl_msg, buf, sizeof buf);
     }
     return s;
 }

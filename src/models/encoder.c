@@ -38,8 +38,9 @@ static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_
     return linear(ctx, h, w->w_down, w->b_down);
 }
 
-/* token + position + type 0 embeddings, normalised: [n, n_embd] */
-static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+/* token + position + type embeddings (types NULL: all 0), normalised: [n, n_embd] */
+static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, const int32_t *types_in,
+                            int64_t n) {
     int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
     if (!pos) {
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
@@ -47,8 +48,8 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
     }
     int32_t *types = pos + n;
     for (int64_t i = 0; i < n; i++) {
-        pos[i] = (int32_t)i;
-        types[i] = 0;
+        pos[i] = (int32_t)(m->pos_offset + i);
+        types[i] = types_in ? types_in[i] : 0;
     }
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens);
     candle_tensor *p = candle_tensor_from_i32(ctx, 1, &n, pos);
@@ -59,14 +60,15 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
     return layer_norm(m, ctx, x, m->embd_norm, m->embd_norm_b);
 }
 
-candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                              const int32_t *types, int64_t n) {
     if (n > m->cfg.n_ctx_train) {
         candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "encoder: %lld tokens exceed the %lld positions of the model (truncate the input)",
                          (long long)n, (long long)m->cfg.n_ctx_train);
         return NULL;
     }
-    candle_tensor *x = embed(ctx, m, tokens, n);
+    candle_tensor *x = embed(ctx, m, tokens, types, n);
     for (int64_t il = 0; il < m->cfg.n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];
         x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, n)), w->attn_norm, w->attn_norm_b);

@@ -246,6 +246,13 @@ candle_status encoder_load_weights(candle_model *m) {
         !(m->pos_embd = table(&L, "position_embd.weight", &n_pos)) ||
         !(m->type_embd = table(&L, "token_types.weight", &n_types)))
         return candle_errcode(m->ctx);
+    if (candle_weights_get_i64(m->weights, "candle.position_offset", &m->pos_offset) &&
+        (m->pos_offset < 0 || m->pos_offset >= n_pos))
+        return candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+                                "model: %s: candle.position_offset %" PRId64 " leaves none of the %" PRId64
+                                " position rows (config.json pad_token_id)",
+                                candle_weights_path(m->weights), m->pos_offset, n_pos);
+    n_pos -= m->pos_offset;
     /* positions past the table have no embedding: the context is the table */
     if (n_pos < c->n_ctx_train || c->n_ctx_train <= 0) c->n_ctx_train = n_pos;
     m->embd_norm = vec(&L, -1, "token_embd_norm.weight", c->n_embd, true);
