@@ -318,8 +318,39 @@ def build_xlmr_reranker(out_root):
     write_rerank_golden(d, "xlm-roberta-tiny-reranker", base.TINY_MAX_SEQ, typed=False)
 
 
+def build_mpnet(out_root):
+    """MPNet (all-mpnet-base-v2's architecture) with the byte-level BPE tokenizer
+    of roberta-tiny (pad id 1, as MPNetEmbeddings' fixed padding_idx)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as st_modules
+    from transformers import MPNetConfig, MPNetModel
+    base.set_seed(base.SEED + 50)
+    tmp = tempfile.mkdtemp(prefix="mpnet-tiny-src-")
+    n_vocab = bpe_tokenizer(tmp, ROBERTA_MAX_SEQ)
+    cfg = MPNetConfig(vocab_size=n_vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=128, hidden_act="gelu", max_position_embeddings=ROBERTA_MAX_SEQ + 2,
+                      layer_norm_eps=1e-5, relative_attention_num_buckets=32, pad_token_id=1,
+                      bos_token_id=0, eos_token_id=2, architectures=["MPNetModel"])
+    m = MPNetModel(cfg).eval()
+    base.randomise(m)
+    with torch.no_grad():  # a bias that matters next to N(0, 0.2) projections' scores
+        m.encoder.relative_attention_bias.weight.copy_(
+            torch.randn_like(m.encoder.relative_attention_bias.weight))
+    m.save_pretrained(tmp, safe_serialization=True)
+    tr = st_modules.Transformer(tmp, max_seq_length=ROBERTA_MAX_SEQ)
+    st = SentenceTransformer(modules=[tr, st_modules.Pooling(64, pooling_mode="mean"),
+                                      st_modules.Normalize()], device="cpu")
+    d = os.path.join(out_root, "mpnet-tiny")
+    shutil.rmtree(d, ignore_errors=True)
+    st.save(d, safe_serialization=True, create_model_card=False)
+    shutil.rmtree(tmp)
+    tidy(d)
+    base.write_golden(d, os.path.join(d, "golden.json"), "mpnet-tiny", with_nonorm=True,
+                      max_seq=ROBERTA_MAX_SEQ, check_fit=True)
+
+
 BUILDERS = {"classifier": build_classifier, "reranker": build_reranker, "roberta": build_roberta,
-            "xlmr-reranker": build_xlmr_reranker}
+            "xlmr-reranker": build_xlmr_reranker, "mpnet": build_mpnet}
 
 
 def main():

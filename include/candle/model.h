@@ -31,7 +31,8 @@ typedef enum candle_arch {
     CANDLE_ARCH_GEMMA2,
     CANDLE_ARCH_GEMMA3,
     CANDLE_ARCH_PHI3,
-    CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE */
+    CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE; RoBERTa, XLM-RoBERTa */
+    CANDLE_ARCH_MPNET, /* MPNet encoders: all-mpnet-base-v2 */
     CANDLE_ARCH_COUNT
 } candle_arch;
 

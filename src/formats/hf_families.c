@@ -137,6 +137,37 @@ static const hf_name bert_layer[] = {
     {NULL, NULL, T_W},
 };
 
+/* MPNet as transformers' MPNetModel names it ("mpnet." dropped first). */
+static const hf_name mpnet_global[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.position_embeddings.weight", "position_embd.weight", T_W},
+    {"embeddings.LayerNorm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.LayerNorm.bias", "token_embd_norm.bias", T_VEC},
+    {"encoder.relative_attention_bias.weight", "attn_rel_b.weight", T_VEC},
+    ENCODER_HEAD_NAMES,
+    {NULL, NULL, T_W},
+};
+
+static const hf_name mpnet_layer[] = {
+    {"attention.attn.q.weight", "attn_q.weight", T_W},
+    {"attention.attn.q.bias", "attn_q.bias", T_VEC},
+    {"attention.attn.k.weight", "attn_k.weight", T_W},
+    {"attention.attn.k.bias", "attn_k.bias", T_VEC},
+    {"attention.attn.v.weight", "attn_v.weight", T_W},
+    {"attention.attn.v.bias", "attn_v.bias", T_VEC},
+    {"attention.attn.o.weight", "attn_output.weight", T_W},
+    {"attention.attn.o.bias", "attn_output.bias", T_VEC},
+    {"attention.LayerNorm.weight", "attn_output_norm.weight", T_VEC},
+    {"attention.LayerNorm.bias", "attn_output_norm.bias", T_VEC},
+    {"intermediate.dense.weight", "ffn_up.weight", T_W},
+    {"intermediate.dense.bias", "ffn_up.bias", T_VEC},
+    {"output.dense.weight", "ffn_down.weight", T_W},
+    {"output.dense.bias", "ffn_down.bias", T_VEC},
+    {"output.LayerNorm.weight", "layer_output_norm.weight", T_VEC},
+    {"output.LayerNorm.bias", "layer_output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
 static const hf_key bert_keys[] = {
     {"layer_norm_eps", "attention.layer_norm_epsilon", 'f'},
     {NULL, NULL, 0},
@@ -185,6 +216,9 @@ static const hf_family families[] = {
      "roberta", true},
     {"xlm-roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
      "roberta", true},
+    /* positions from MPNetEmbeddings' fixed padding_idx 1 + 1 */
+    {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL,
+     true},
 #undef DECODER
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -199,7 +233,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta";
+    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -456,9 +490,10 @@ static candle_status map_layer_types(candle_weights *w, const hf_family *f, cons
 
 /* RoBERTa numbers positions from padding_idx + 1 (transformers'
  * create_position_ids_from_input_ids; inputs here hold no padding). */
-static candle_status map_pos_offset(candle_weights *w, const json_value *cfg, const char *file) {
-    int64_t pad = 1; /* RobertaConfig's default */
-    const json_value *v = json_get(cfg, "pad_token_id");
+static candle_status map_pos_offset(candle_weights *w, const hf_family *f, const json_value *cfg,
+                                    const char *file) {
+    int64_t pad = 1; /* RobertaConfig's default; MPNet's always */
+    const json_value *v = strcmp(f->model_type, "mpnet") ? json_get(cfg, "pad_token_id") : NULL;
     if (v && v->type != JSON_NULL && (!json_as_i64(v, &pad) || pad < 0 || pad > (1 << 20)))
         return bad_field(file, "pad_token_id", "a small non-negative integer", v);
     return weights_add_i64(w, "candle.position_offset", pad + 1);
@@ -491,7 +526,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         snprintf(key, sizeof key, "%s.rope.dimension_count", f->arch);
         if ((s = weights_add_i64(w, key, (int64_t)(hd * factor)))) return s;
     }
-    if (f->pos_after_pad && (s = map_pos_offset(w, cfg, file))) return s;
+    if (f->pos_after_pad && (s = map_pos_offset(w, f, cfg, file))) return s;
     const json_value *pet = json_get(cfg, "position_embedding_type");
     if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,

@@ -37,6 +37,8 @@ typedef struct model_desc {
     bool fused_qkv;     /* phi3: one attn_qkv weight */
     bool fused_gate_up; /* phi3: ffn_up holds gate then up */
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
+    bool pos_table;     /* POS_RELATIVE with learned absolute embeddings as well (MPNet) */
+    bool no_token_types; /* encoders without a token-type table (MPNet) */
 } model_desc;
 
 /* What every decoder LM family shares; the table entries add the rest. */
@@ -79,6 +81,7 @@ extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
 extern const model_family family_bert;   /* bert.c */
+extern const model_family family_mpnet;  /* bert.c */
 
 /* The family of general.architecture, or an unsupported error naming it. */
 candle_status model_family_find(const char *arch, size_t len, const model_family **out);
@@ -107,7 +110,8 @@ struct candle_model {
     encoder_layer *enc;       /* [n_layer], encoders */
     candle_tensor *pos_embd;  /* [pos_offset + n_ctx_train, n_embd], learned positions */
     int64_t pos_offset;       /* the row of position 0 (RoBERTa: padding_idx + 1) */
-    candle_tensor *type_embd; /* [n_types, n_embd], token types */
+    candle_tensor *type_embd; /* [n_types, n_embd], token types (NULL: none) */
+    candle_tensor *rel_bias;  /* [n_buckets, n_head]: relative-position bias shared by all layers */
     candle_tensor *embd_norm, *embd_norm_b; /* [n_embd]: LayerNorm of the embeddings */
     /* RoPE frequency divisors, f32 [n_rot / 2]: Llama 3.1's one set, or
      * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
