@@ -1,7 +1,8 @@
 /* Sentence embeddings: an encoder model, its tokenizer and the
  * sentence-transformers pipeline of its directory (modules.json: Pooling,
  * Dense, Normalize; sentence_bert_config.json's max_seq_length), as
- * `SentenceTransformer(path).encode(texts)` computes them.
+ * `SentenceTransformer(path).encode(texts)` computes them; classification
+ * and reranking with a model's classifier head.
  *
  * A candle_encoder is read-only after load: one may embed on many threads
  * at once. Errors go to the thread-local last error (candle_last_errmsg). */
@@ -74,6 +75,39 @@ CANDLE_API candle_status candle_encoder_embed_tokens(const candle_encoder *e,
                                                      const int64_t *n_ids, int64_t n,
                                                      const candle_embed_params *p, float *out,
                                                      size_t out_len);
+
+/* ---- sequence classification and cross-encoder reranking ----
+ * A model with a classifier head (BertForSequenceClassification,
+ * XLMRobertaForSequenceClassification and the like: transformers'
+ * `classifier.*`, BERT's `pooler.dense.*`; GGUF `cls.*`, `cls.output.*`):
+ * logits = out(tanh(pre(first token's state))). */
+
+/* Labels of the head: 0 when the model has none. */
+CANDLE_API int64_t candle_encoder_n_labels(const candle_encoder *e);
+/* Label i's name (config.json's id2label, else "LABEL_i"); NULL out of range. */
+CANDLE_API const char *candle_encoder_label(const candle_encoder *e, int64_t i);
+
+/* Classify n texts (lens NULL: NUL-terminated) into probs_out [n, n_labels]
+ * (cap floats), activated as transformers' text-classification pipeline
+ * does: config.json's problem_type (single_label_classification: softmax,
+ * multi_label_classification: sigmoid, regression: none); without one,
+ * softmax over several labels and a single label as candle_encoder_rerank
+ * scores it. Inputs longer than max_tokens are cut (sentence-transformers'
+ * rule). CANDLE_ERR_INVALID_ARG: no head, a short buffer, an empty text. */
+CANDLE_API candle_status candle_encoder_classify(const candle_encoder *e, const char *const *texts,
+                                                 const size_t *lens, int64_t n, float *probs_out,
+                                                 size_t cap);
+
+/* Score n documents against a query (qlen SIZE_MAX: NUL-terminated; lens
+ * NULL: NUL-terminated docs) into scores_out [n], as sentence-transformers'
+ * CrossEncoder.predict does: the pair template of the tokenizer (token
+ * types 1 for the document where the model has a token-type table), cut
+ * longest-first to max_tokens, the one logit through activation_fn
+ * (config_sentence_transformers.json; default sigmoid). Not sorted.
+ * CANDLE_ERR_INVALID_ARG: no head, or a head with more than one label. */
+CANDLE_API candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, size_t qlen,
+                                               const char *const *docs, const size_t *lens, int64_t n,
+                                               float *scores_out);
 
 #ifdef __cplusplus
 }

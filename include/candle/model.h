@@ -31,7 +31,8 @@ typedef enum candle_arch {
     CANDLE_ARCH_GEMMA2,
     CANDLE_ARCH_GEMMA3,
     CANDLE_ARCH_PHI3,
-    CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE */
+    CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE; RoBERTa, XLM-RoBERTa */
+    CANDLE_ARCH_MPNET, /* MPNet encoders: all-mpnet-base-v2 */
     CANDLE_ARCH_COUNT
 } candle_arch;
 
@@ -135,6 +136,8 @@ typedef struct candle_forward_input {
                             * tokens. A row's tokens are one run (left or right padding);
                             * positions count from 0 at the run's first token. */
     int64_t n_seq, n_tokens;
+    const int32_t *type_ids; /* [n_seq, n_tokens] token types (segments) of an encoder with a
+                              * token-type table, 0..rows-1; NULL: all 0. Decoders ignore it. */
 } candle_forward_input;
 
 /* Floats candle_model_forward writes for in and kind. */

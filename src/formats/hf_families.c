@@ -35,6 +35,8 @@ struct hf_family {
     bool norm_plus_one;   /* norms stored as w, used as (1 + w) */
     const char *act_field; /* config field naming the FFN activation */
     const char *act;       /* the one the architecture computes */
+    const char *task_prefix; /* a task model's base-model prefix ("roberta"); NULL: model_type */
+    bool pos_after_pad;      /* RoBERTa: position ids start at pad_token_id + 1 */
 };
 
 static const hf_name decoder_global[] = {
@@ -91,6 +93,18 @@ static const hf_key common_keys[] = {
 
 static const hf_key no_keys[] = {{NULL, NULL, 0}};
 
+/* Sequence-classification heads in llama.cpp's names: cls = the dense
+ * layer before tanh (BERT's pooler, RoBERTa's classifier.dense), cls.output
+ * = the projection to the labels (BERT's classifier, RoBERTa's out_proj). */
+#define ENCODER_HEAD_NAMES                                                     \
+    {"pooler.dense.weight", "cls.weight", T_W}, {"pooler.dense.bias", "cls.bias", T_VEC},       \
+        {"classifier.dense.weight", "cls.weight", T_W},                                        \
+        {"classifier.dense.bias", "cls.bias", T_VEC},                                          \
+        {"classifier.out_proj.weight", "cls.output.weight", T_W},                              \
+        {"classifier.out_proj.bias", "cls.output.bias", T_VEC},                                \
+        {"classifier.weight", "cls.output.weight", T_W},                                       \
+        {"classifier.bias", "cls.output.bias", T_VEC}
+
 /* BERT as transformers' BertModel names it (a task model's "bert." prefix
  * is dropped first), in llama.cpp's bert GGUF names. */
 static const hf_name bert_global[] = {
@@ -99,6 +113,7 @@ static const hf_name bert_global[] = {
     {"embeddings.token_type_embeddings.weight", "token_types.weight", T_W},
     {"embeddings.LayerNorm.weight", "token_embd_norm.weight", T_VEC},
     {"embeddings.LayerNorm.bias", "token_embd_norm.bias", T_VEC},
+    ENCODER_HEAD_NAMES,
     {NULL, NULL, T_W},
 };
 
@@ -113,6 +128,37 @@ static const hf_name bert_layer[] = {
     {"attention.output.dense.bias", "attn_output.bias", T_VEC},
     {"attention.output.LayerNorm.weight", "attn_output_norm.weight", T_VEC},
     {"attention.output.LayerNorm.bias", "attn_output_norm.bias", T_VEC},
+    {"intermediate.dense.weight", "ffn_up.weight", T_W},
+    {"intermediate.dense.bias", "ffn_up.bias", T_VEC},
+    {"output.dense.weight", "ffn_down.weight", T_W},
+    {"output.dense.bias", "ffn_down.bias", T_VEC},
+    {"output.LayerNorm.weight", "layer_output_norm.weight", T_VEC},
+    {"output.LayerNorm.bias", "layer_output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+/* MPNet as transformers' MPNetModel names it ("mpnet." dropped first). */
+static const hf_name mpnet_global[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.position_embeddings.weight", "position_embd.weight", T_W},
+    {"embeddings.LayerNorm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.LayerNorm.bias", "token_embd_norm.bias", T_VEC},
+    {"encoder.relative_attention_bias.weight", "attn_rel_b.weight", T_VEC},
+    ENCODER_HEAD_NAMES,
+    {NULL, NULL, T_W},
+};
+
+static const hf_name mpnet_layer[] = {
+    {"attention.attn.q.weight", "attn_q.weight", T_W},
+    {"attention.attn.q.bias", "attn_q.bias", T_VEC},
+    {"attention.attn.k.weight", "attn_k.weight", T_W},
+    {"attention.attn.k.bias", "attn_k.bias", T_VEC},
+    {"attention.attn.v.weight", "attn_v.weight", T_W},
+    {"attention.attn.v.bias", "attn_v.bias", T_VEC},
+    {"attention.attn.o.weight", "attn_output.weight", T_W},
+    {"attention.attn.o.bias", "attn_output.bias", T_VEC},
+    {"attention.LayerNorm.weight", "attn_output_norm.weight", T_VEC},
+    {"attention.LayerNorm.bias", "attn_output_norm.bias", T_VEC},
     {"intermediate.dense.weight", "ffn_up.weight", T_W},
     {"intermediate.dense.bias", "ffn_up.bias", T_VEC},
     {"output.dense.weight", "ffn_down.weight", T_W},
@@ -153,16 +199,26 @@ static const hf_key gemma3_keys[] = {
 
 static const hf_family families[] = {
 #define DECODER decoder_global, "model.layers."
-    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
-    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
-    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu"},
-    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu"},
-    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu"},
+    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false},
+    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false},
+    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false},
+    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false},
+    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false},
     {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
-     "gelu_pytorch_tanh"},
+     "gelu_pytorch_tanh", NULL, false},
     {"gemma3_text", "gemma3", DECODER, gemma_layer, gemma3_keys, true, "hidden_activation",
-     "gelu_pytorch_tanh"},
-    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu"},
+     "gelu_pytorch_tanh", NULL, false},
+    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu", NULL, false},
+    /* llama.cpp converts both as bert, with the position rows before
+     * pad_token_id + 1 dropped; here they stay and candle.position_offset
+     * says where position 0 is */
+    {"roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
+     "roberta", true},
+    {"xlm-roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
+     "roberta", true},
+    /* positions from MPNetEmbeddings' fixed padding_idx 1 + 1 */
+    {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL,
+     true},
 #undef DECODER
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -177,7 +233,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert";
+    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -432,6 +488,17 @@ static candle_status map_layer_types(candle_weights *w, const hf_family *f, cons
     return weights_add_i64(w, key, period);
 }
 
+/* RoBERTa numbers positions from padding_idx + 1 (transformers'
+ * create_position_ids_from_input_ids; inputs here hold no padding). */
+static candle_status map_pos_offset(candle_weights *w, const hf_family *f, const json_value *cfg,
+                                    const char *file) {
+    int64_t pad = 1; /* RobertaConfig's default; MPNet's always */
+    const json_value *v = strcmp(f->model_type, "mpnet") ? json_get(cfg, "pad_token_id") : NULL;
+    if (v && v->type != JSON_NULL && (!json_as_i64(v, &pad) || pad < 0 || pad > (1 << 20)))
+        return bad_field(file, "pad_token_id", "a small non-negative integer", v);
+    return weights_add_i64(w, "candle.position_offset", pad + 1);
+}
+
 candle_status hf_family_config(const hf_family *f, candle_weights *w, const json_value *cfg,
                                const char *file) {
     candle_status s = weights_add_str(w, "general.architecture", f->arch, strlen(f->arch));
@@ -459,6 +526,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         snprintf(key, sizeof key, "%s.rope.dimension_count", f->arch);
         if ((s = weights_add_i64(w, key, (int64_t)(hd * factor)))) return s;
     }
+    if (f->pos_after_pad && (s = map_pos_offset(w, f, cfg, file))) return s;
     const json_value *pet = json_get(cfg, "position_embedding_type");
     if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
         return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
@@ -500,8 +568,9 @@ bool hf_family_tensor(const hf_family *f, const char *src, char *buf, size_t n,
     const char *rest;
     /* a task model (BertForSequenceClassification, ...) holds the base
      * model under its own name */
-    size_t na = strlen(f->model_type);
-    if (!strncmp(src, f->model_type, na) && src[na] == '.') src += na + 1;
+    const char *pre = f->task_prefix ? f->task_prefix : f->model_type;
+    size_t na = strlen(pre);
+    if (!strncmp(src, pre, na) && src[na] == '.') src += na + 1;
     if (split_layer(src, f->layer_prefix, &il, &rest)) {
         for (const hf_name *t = f->layer; t->hf; t++)
             if (!strcmp(t->hf, rest)) {
@@ -547,7 +616,7 @@ bool hf_family_ignored(const char *src) {
     size_t n = strlen(src);
     static const char suffix[] = ".rotary_emb.inv_freq";
     if (n >= sizeof suffix - 1 && !strcmp(src + n - (sizeof suffix - 1), suffix)) return true;
-    /* BERT's pooler (sentence embedders pool themselves; llama.cpp drops
-     * it too) and the position-id buffer older checkpoints saved */
-    return strstr(src, "pooler.dense.") || strstr(src, "embeddings.position_ids");
+    /* the position-id buffer older checkpoints saved (BERT's pooler is
+     * mapped: a classifier uses it, a sentence embedder leaves it unread) */
+    return strstr(src, "embeddings.position_ids");
 }

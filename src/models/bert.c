@@ -1,16 +1,27 @@
-/* BERT (MiniLM, BGE, E5, GTE): learned absolute positions and token types,
+/* BERT (MiniLM, BGE, E5, GTE; RoBERTa and XLM-RoBERTa, whose positions start
+ * at candle.position_offset): learned absolute positions and token types,
  * post-norm LayerNorm blocks with biased projections, GELU (erf) FFN,
- * bidirectional attention. */
+ * bidirectional attention. MPNet: the same blocks without token types, with
+ * T5-style relative position buckets (one bias table shared by all layers)
+ * added to the attention scores beside the absolute positions. */
 #include "model-impl.h"
 
-static candle_status bert_config(const candle_weights *w, candle_model_config *c) {
-    if (!model_cfg_get_f64(w, "bert", "attention.layer_norm_epsilon", &c->norm_eps)) c->norm_eps = 1e-12;
+static candle_status encoder_config(const char *arch, const candle_weights *w, candle_model_config *c) {
+    if (!model_cfg_get_f64(w, arch, "attention.layer_norm_epsilon", &c->norm_eps)) c->norm_eps = 1e-12;
     c->head_dim = c->n_embd / c->n_head;
     if (c->head_dim * c->n_head != c->n_embd || c->n_head_kv != c->n_head)
         return candle_set_error(NULL, CANDLE_ERR_FORMAT,
-                                "model: bert: %lld heads (%lld kv) do not split an embedding of %lld",
-                                (long long)c->n_head, (long long)c->n_head_kv, (long long)c->n_embd);
+                                "model: %s: %lld heads (%lld kv) do not split an embedding of %lld",
+                                arch, (long long)c->n_head, (long long)c->n_head_kv, (long long)c->n_embd);
     return CANDLE_OK;
+}
+
+static candle_status bert_config(const candle_weights *w, candle_model_config *c) {
+    return encoder_config("bert", w, c);
+}
+
+static candle_status mpnet_config(const candle_weights *w, candle_model_config *c) {
+    return encoder_config("mpnet", w, c);
 }
 
 const model_family family_bert = {
@@ -24,4 +35,19 @@ const model_family family_bert = {
              .attention = ATTN_BIDIRECTIONAL,
              .qkv_bias = true},
     .config = bert_config,
+};
+
+const model_family family_mpnet = {
+    .arch = CANDLE_ARCH_MPNET,
+    .name = "mpnet",
+    .desc = {.kind = CANDLE_MODEL_ENCODER,
+             .norm = NORM_LAYER,
+             .mlp = MLP_PLAIN,
+             .ffn_act = CANDLE_OP_GELU_ERF,
+             .positions = POS_RELATIVE,
+             .pos_table = true,
+             .no_token_types = true,
+             .attention = ATTN_BIDIRECTIONAL,
+             .qkv_bias = true},
+    .config = mpnet_config,
 };

@@ -10,32 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "candle/encoder.h"
 #include "candle/safetensors.h"
 #include "candle/tokenizer.h"
-#include "core/json-impl.h"
-#include "model-impl.h"
-
-#define MAX_DENSE 4
-
-typedef struct dense_layer {
-    int64_t n_in, n_out;
-    float *w; /* [n_out, n_in] */
-    float *b; /* [n_out] or NULL */
-    bool tanh;
-} dense_layer;
-
-struct candle_encoder {
-    candle_model *model;
-    candle_tokenizer *tok;
-    candle_output_kind pool;
-    bool normalize;
-    dense_layer dense[MAX_DENSE];
-    int n_dense;
-    int64_t max_tokens;
-    int64_t dim;   /* after the Dense layers */
-    int64_t width; /* the widest vector along the pipeline */
-};
+#include "embedder-impl.h"
 
 candle_encoder_params candle_encoder_default_params(void) {
     return (candle_encoder_params){.n_threads = 0, .no_mmap = false};
@@ -50,7 +27,7 @@ static bool exists(const char *path) {
     return !stat(path, &st);
 }
 
-static candle_status read_json_file(const char *path, json_doc **out) {
+candle_status encoder_read_json(const char *path, json_doc **out) {
     FILE *f = fopen(path, "rb");
     if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open", path);
     char *buf = NULL;
@@ -65,8 +42,7 @@ static candle_status read_json_file(const char *path, json_doc **out) {
     return s;
 }
 
-/* Does a module type ("sentence_transformers.models.Pooling", ...) name X? */
-static bool type_is(const json_value *type, const char *x) {
+bool encoder_type_is(const json_value *type, const char *x) {
     const char *s;
     size_t len, n = strlen(x);
     return json_as_str(type, &s, &len) && len > n && s[len - n - 1] == '.' && !memcmp(s + len - n, x, n);
@@ -74,7 +50,7 @@ static bool type_is(const json_value *type, const char *x) {
 
 static candle_status read_pooling(candle_encoder *e, const char *path) {
     json_doc *d;
-    candle_status s = read_json_file(path, &d);
+    candle_status s = encoder_read_json(path, &d);
     if (s) return s;
     const json_value *cfg = json_root(d);
     static const struct {
@@ -114,7 +90,7 @@ static candle_status load_dense(dense_layer *L, const char *dir, const char *sub
     char path[4096];
     json_doc *d;
     snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
-    candle_status s = read_json_file(path, &d);
+    candle_status s = encoder_read_json(path, &d);
     if (s) return s;
     const json_value *cfg = json_root(d), *act = json_get(cfg, "activation_function");
     bool bias = true;
@@ -123,9 +99,9 @@ static candle_status load_dense(dense_layer *L, const char *dir, const char *sub
         !json_as_i64(json_get(cfg, "out_features"), &L->n_out) || L->n_in <= 0 || L->n_out <= 0 ||
         L->n_in > (1 << 20) || L->n_out > (1 << 20))
         s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: in_features/out_features missing or out of range", path);
-    else if (type_is(act, "Tanh"))
+    else if (encoder_type_is(act, "Tanh"))
         L->tanh = true;
-    else if (act && !type_is(act, "Identity"))
+    else if (act && !encoder_type_is(act, "Identity"))
         s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported",
                              path, act->type == JSON_STRING ? act->u.str : "?");
     json_free(d);
@@ -160,7 +136,7 @@ static candle_status read_modules(candle_encoder *e, const char *dir) {
     snprintf(path, sizeof path, "%s/modules.json", dir);
     if (!exists(path)) return CANDLE_OK; /* a plain transformers model: mean, no normalising */
     json_doc *d;
-    candle_status s = read_json_file(path, &d);
+    candle_status s = encoder_read_json(path, &d);
     const json_value *mods = json_root(d);
     if (!s && mods->type != JSON_ARRAY) s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: not an array", path);
     for (size_t i = 0; !s && i < mods->n; i++) {
@@ -170,10 +146,10 @@ static candle_status read_modules(candle_encoder *e, const char *dir) {
         char mpath[4096];
         snprintf(mpath, sizeof mpath, "%s/%s/config.json", dir, sub);
         if (strstr(sub, "..")) s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: module path '%s'", path, sub);
-        else if (type_is(type, "Transformer") && i == 0) continue;
-        else if (type_is(type, "Pooling")) s = read_pooling(e, mpath);
-        else if (type_is(type, "Normalize")) e->normalize = true;
-        else if (type_is(type, "Dense") && e->n_dense < MAX_DENSE) s = load_dense(&e->dense[e->n_dense++], dir, sub);
+        else if (encoder_type_is(type, "Transformer") && i == 0) continue;
+        else if (encoder_type_is(type, "Pooling")) s = read_pooling(e, mpath);
+        else if (encoder_type_is(type, "Normalize")) e->normalize = true;
+        else if (encoder_type_is(type, "Dense") && e->n_dense < MAX_DENSE) s = load_dense(&e->dense[e->n_dense++], dir, sub);
         else
             s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: module %zu (%s) is not supported", path, i,
                                  type && type->type == JSON_STRING ? type->u.str : "no type");
@@ -187,7 +163,7 @@ static bool read_int_field(const char *dir, const char *file, const char *key, i
     char path[4096];
     json_doc *d;
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (!exists(path) || read_json_file(path, &d)) return false;
+    if (!exists(path) || encoder_read_json(path, &d)) return false;
     bool ok = json_as_i64(json_get(json_root(d), key), out);
     json_free(d);
     return ok;
@@ -210,6 +186,7 @@ void candle_encoder_free(candle_encoder *e) {
         free(e->dense[i].w);
         free(e->dense[i].b);
     }
+    encoder_head_free(&e->head);
     candle_tokenizer_free(e->tok);
     candle_model_free(e->model);
     free(e);
@@ -232,6 +209,7 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
                              candle_model_kind_name(e->model->cfg.kind));
     if (!s) s = candle_tokenizer_from_weights(&e->tok, e->model->weights);
     if (!s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR) s = read_modules(e, path);
+    if (!s) s = encoder_head_load(e, path);
     if (!s) {
         read_max_tokens(e, path);
         e->dim = e->width = e->model->cfg.n_embd;
@@ -259,7 +237,7 @@ int64_t candle_encoder_max_tokens(const candle_encoder *e) { return e->max_token
 /* ids of a text as the reference tokenizes it for the model (special-token
  * text is matched, as `tokenizers` does by default): cut to max tokens
  * keeping the template's leading and trailing special tokens. */
-static candle_status tokenize(const candle_encoder *e, const char *text, size_t len, bool no_truncate,
+candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t len, bool no_truncate,
                               int32_t **ids, int64_t *n) {
     int64_t cap = (int64_t)len + 16, n_plain;
     int32_t *all = malloc((size_t)cap * sizeof *all), *plain = malloc((size_t)cap * sizeof *plain);
@@ -291,7 +269,7 @@ static candle_status tokenize(const candle_encoder *e, const char *text, size_t 
     return CANDLE_OK;
 }
 
-static void dense_apply(const dense_layer *L, const float *x, float *y) {
+void encoder_dense_apply(const dense_layer *L, const float *x, float *y) {
     for (int64_t o = 0; o < L->n_out; o++) {
         double acc = L->b ? L->b[o] : 0;
         for (int64_t i = 0; i < L->n_in; i++) acc += (double)L->w[o * L->n_in + i] * x[i];
@@ -325,7 +303,7 @@ static candle_status embed_ids(const candle_encoder *e, const int32_t *ids, int6
     if (s) return s;
     float *x = buf, *y = buf + e->width;
     for (int i = 0; i < e->n_dense; i++) {
-        dense_apply(&e->dense[i], x, y);
+        encoder_dense_apply(&e->dense[i], x, y);
         float *t = x;
         x = y;
         y = t;
@@ -368,7 +346,7 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
         const char *t = texts[i] ? texts[i] : "";
         int32_t *ids = NULL;
         int64_t n_ids = 0;
-        s = tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &ids, &n_ids);
+        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &ids, &n_ids);
         if (!s) s = embed_ids(e, ids, n_ids, p, dim, buf, out + i * dim);
         if (!s && p->n_tokens) p->n_tokens[i] = n_ids;
         free(ids);

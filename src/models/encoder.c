@@ -1,6 +1,7 @@
-/* The encoder block builder (BERT): one sequence's graph, embeddings to the
- * last hidden states. Every token attends to every token of its sequence;
+/* The encoder block builder (BERT, MPNet): one sequence's graph, embeddings
+ * to the last hidden states. Every token attends to every token of its sequence;
  * sequences are evaluated one by one, so no padding is ever computed. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "model-impl.h"
@@ -22,12 +23,12 @@ static candle_tensor *to_heads(candle_ctx *ctx, const candle_model_config *c, ca
 }
 
 static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, const encoder_layer *w,
-                                     candle_tensor *x, int64_t n) {
+                                     candle_tensor *x, candle_tensor *bias, int64_t n) {
     const candle_model_config *c = &m->cfg;
     candle_tensor *q = to_heads(ctx, c, linear(ctx, x, w->wq, w->bq), n);
     candle_tensor *k = to_heads(ctx, c, linear(ctx, x, w->wk, w->bk), n);
     candle_tensor *v = to_heads(ctx, c, linear(ctx, x, w->wv, w->bv), n);
-    candle_tensor *o = candle_attention(ctx, q, k, v, NULL, 0, false); /* [1, H, n, D] */
+    candle_tensor *o = candle_attention(ctx, q, k, v, bias, 0, false); /* [1, H, n, D] */
     int64_t flat[2] = {n, c->n_embd};
     o = candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
     return linear(ctx, o, w->wo, w->bo);
@@ -38,8 +39,9 @@ static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_
     return linear(ctx, h, w->w_down, w->b_down);
 }
 
-/* token + position + type 0 embeddings, normalised: [n, n_embd] */
-static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+/* token + position + type embeddings (types NULL: all 0), normalised: [n, n_embd] */
+static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, const int32_t *types_in,
+                            int64_t n) {
     int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
     if (!pos) {
         candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
@@ -47,29 +49,67 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
     }
     int32_t *types = pos + n;
     for (int64_t i = 0; i < n; i++) {
-        pos[i] = (int32_t)i;
-        types[i] = 0;
+        pos[i] = (int32_t)(m->pos_offset + i);
+        types[i] = types_in ? types_in[i] : 0;
     }
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens);
     candle_tensor *p = candle_tensor_from_i32(ctx, 1, &n, pos);
     candle_tensor *ty = candle_tensor_from_i32(ctx, 1, &n, types);
     free(pos);
     candle_tensor *x = candle_add(ctx, candle_embedding(ctx, m->tok_embd, t), candle_embedding(ctx, m->pos_embd, p));
-    x = candle_add(ctx, x, candle_embedding(ctx, m->type_embd, ty));
+    if (m->type_embd) x = candle_add(ctx, x, candle_embedding(ctx, m->type_embd, ty));
     return layer_norm(m, ctx, x, m->embd_norm, m->embd_norm_b);
 }
 
-candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+/* T5's bidirectional bucket of key j - query i as MPNet computes it (32
+ * buckets, max distance 128 whatever the table holds), in float32 like
+ * torch so that the boundaries fall where they do there. */
+static int32_t rel_bucket(int64_t rel) {
+    const int64_t half = 16, exact = 8;
+    int64_t n = -rel, ret = n < 0 ? half : 0;
+    n = n < 0 ? -n : n;
+    if (n < exact) return (int32_t)(ret + n);
+    float big = logf((float)n / (float)exact) / (float)log(128.0 / (double)exact) * (float)(half - exact);
+    int64_t v = exact + (int64_t)big;
+    return (int32_t)(ret + (v < half - 1 ? v : half - 1));
+}
+
+/* The relative-position bias [1, H, n, n] added to every layer's scores. */
+static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int64_t n) {
+    int64_t nn = n * n, rows = m->rel_bias->shape[0];
+    int32_t *idx = malloc((size_t)nn * sizeof *idx);
+    if (!idx) {
+        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: position buckets");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int32_t b = rel_bucket(j - i);
+            idx[i * n + j] = b < rows ? b : (int32_t)rows - 1; /* a table of fewer than 32 rows */
+        }
+    candle_tensor *t = candle_tensor_from_i32(ctx, 1, &nn, idx);
+    free(idx);
+    int64_t shape[3] = {n, n, m->cfg.n_head};
+    candle_tensor *b = candle_reshape_copy(ctx, candle_embedding(ctx, m->rel_bias, t), 3, shape); /* [q, k, H] */
+    b = candle_transpose(ctx, candle_transpose(ctx, b, 0, 2), 1, 2);                              /* [H, q, k] */
+    int64_t out[4] = {1, m->cfg.n_head, n, n};
+    return candle_reshape_copy(ctx, b, 4, out);
+}
+
+candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                              const int32_t *types, int64_t n) {
     if (n > m->cfg.n_ctx_train) {
         candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "encoder: %lld tokens exceed the %lld positions of the model (truncate the input)",
                          (long long)n, (long long)m->cfg.n_ctx_train);
         return NULL;
     }
-    candle_tensor *x = embed(ctx, m, tokens, n);
+    candle_tensor *x = embed(ctx, m, tokens, types, n);
+    candle_tensor *bias = m->rel_bias ? position_bias(ctx, m, n) : NULL;
     for (int64_t il = 0; il < m->cfg.n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];
-        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, n)), w->attn_norm, w->attn_norm_b);
+        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, bias, n)), w->attn_norm,
+                       w->attn_norm_b);
         x = layer_norm(m, ctx, candle_add(ctx, x, ffn(ctx, m, w, x)), w->out_norm, w->out_norm_b);
     }
     return x;

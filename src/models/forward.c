@@ -100,20 +100,34 @@ static void runner_free(runner *r) {
     candle_ctx_free(r->ctx);
 }
 
+/* An encoder's ids and token types in range (an embedding lookup does not check). */
+static candle_status check_ids(const candle_model *m, const int32_t *tokens, const int32_t *types, int64_t n) {
+    int64_t n_types = m->type_embd ? m->type_embd->shape[0] : 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.n_vocab)
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                    "token %d at index %" PRId64 " out of range [0, %" PRId64 ")",
+                                    (int)tokens[i], i, m->cfg.n_vocab);
+        if (types && (types[i] < 0 || types[i] >= n_types))
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                    "token type %d at index %" PRId64 " out of range [0, %" PRId64 ")",
+                                    (int)types[i], i, n_types);
+    }
+    return CANDLE_OK;
+}
+
 /* tokens[0..n)'s logits [n, n_vocab] or last hidden states [n, n_embd] into dst. */
-static candle_status run_rows(runner *r, const int32_t *tokens, int64_t n, bool logits, float *dst) {
+static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *types, int64_t n, bool logits,
+                              float *dst) {
     if (r->s) {
         candle_session_reset(r->s);
         candle_status st = session_eval_out(r->s, tokens, n, dst, true, !logits);
         return st ? candle_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
     }
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= r->m->cfg.n_vocab)
-            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                                    "token %d at index %" PRId64 " out of range [0, %" PRId64 ")",
-                                    (int)tokens[i], i, r->m->cfg.n_vocab);
-    candle_tensor *h = encoder_hidden(r->ctx, r->m, tokens, n);
-    candle_status st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
+    candle_status st = check_ids(r->m, tokens, types, n);
+    if (st) return st;
+    candle_tensor *h = encoder_hidden(r->ctx, r->m, tokens, types, n);
+    st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
     if (!st) st = candle_tensor_to_f32(h, dst);
     if (st) st = candle_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
     candle_ctx_clear_error(r->ctx);
@@ -129,7 +143,8 @@ static candle_status forward_seq(runner *r, const candle_forward_input *in, int6
     bool rows = kind == CANDLE_OUTPUT_LOGITS || kind == CANDLE_OUTPUT_HIDDEN;
     float *dst = rows ? out + (size_t)(i * in->n_tokens) * (size_t)w : scratch;
     if (rows) memset(dst, 0, (size_t)(in->n_tokens * w) * sizeof *dst);
-    st = run_rows(r, in->tokens + i * in->n_tokens + a, b - a, kind == CANDLE_OUTPUT_LOGITS,
+    const int32_t *types = in->type_ids ? in->type_ids + i * in->n_tokens + a : NULL;
+    st = run_rows(r, in->tokens + i * in->n_tokens + a, types, b - a, kind == CANDLE_OUTPUT_LOGITS,
                   rows ? dst + a * w : dst);
     if (st) return candle_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
     if (!rows) pool(scratch, b - a, w, kind, out + (size_t)i * (size_t)w);

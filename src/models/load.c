@@ -199,7 +199,8 @@ candle_status encoder_check_desc(const model_family *f) {
     const char *missing = d->kind != CANDLE_MODEL_ENCODER   ? "a model kind other than encoder"
                           : d->norm != NORM_LAYER           ? "RMSNorm"
                           : d->mlp != MLP_PLAIN             ? "a gated MLP"
-                          : d->positions != POS_LEARNED     ? "positions other than learned ones"
+                          : d->positions != POS_LEARNED && !(d->positions == POS_RELATIVE && d->pos_table)
+                              ? "positions other than learned ones (or relative buckets beside them)"
                           : d->attention != ATTN_BIDIRECTIONAL ? "causal attention"
                                                             : NULL;
     if (!missing) return CANDLE_OK;
@@ -238,14 +239,36 @@ static bool load_encoder_layer(loader *L, encoder_layer *w, int64_t il) {
     return candle_errcode(L->m->ctx) == CANDLE_OK;
 }
 
+/* MPNet's bucketed relative-position bias [n_buckets, n_head] (f32: it is
+ * added to the scores). */
+static bool load_rel_bias(loader *L) {
+    candle_model *m = L->m;
+    candle_tensor *t = leaf(L, -1, "attn_rel_b.weight", true);
+    int64_t rows = t && t->rank == 2 ? t->shape[0] : 0;
+    if (!t || !shape_is(L, t, rows > 0 ? rows : 1, m->cfg.n_head) ||
+        !dtype_ok(L, t, t->dtype == CANDLE_DTYPE_F32, "f32"))
+        return false;
+    m->rel_bias = t;
+    return true;
+}
+
 candle_status encoder_load_weights(candle_model *m) {
     loader L = {.m = m};
     candle_model_config *c = &m->cfg;
     int64_t n_pos, n_types;
+    const model_desc *d = &m->family->desc;
     if (!(m->tok_embd = table(&L, "token_embd.weight", &c->n_vocab)) ||
         !(m->pos_embd = table(&L, "position_embd.weight", &n_pos)) ||
-        !(m->type_embd = table(&L, "token_types.weight", &n_types)))
+        (!d->no_token_types && !(m->type_embd = table(&L, "token_types.weight", &n_types))))
         return candle_errcode(m->ctx);
+    if (d->positions == POS_RELATIVE && !load_rel_bias(&L)) return candle_errcode(m->ctx);
+    if (candle_weights_get_i64(m->weights, "candle.position_offset", &m->pos_offset) &&
+        (m->pos_offset < 0 || m->pos_offset >= n_pos))
+        return candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+                                "model: %s: candle.position_offset %" PRId64 " leaves none of the %" PRId64
+                                " position rows (config.json pad_token_id)",
+                                candle_weights_path(m->weights), m->pos_offset, n_pos);
+    n_pos -= m->pos_offset;
     /* positions past the table have no embedding: the context is the table */
     if (n_pos < c->n_ctx_train || c->n_ctx_train <= 0) c->n_ctx_train = n_pos;
     m->embd_norm = vec(&L, -1, "token_embd_norm.weight", c->n_embd, true);

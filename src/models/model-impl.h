@@ -37,6 +37,8 @@ typedef struct model_desc {
     bool fused_qkv;     /* phi3: one attn_qkv weight */
     bool fused_gate_up; /* phi3: ffn_up holds gate then up */
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
+    bool pos_table;     /* POS_RELATIVE with learned absolute embeddings as well (MPNet) */
+    bool no_token_types; /* encoders without a token-type table (MPNet) */
 } model_desc;
 
 /* What every decoder LM family shares; the table entries add the rest. */
@@ -79,6 +81,7 @@ extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
 extern const model_family family_bert;   /* bert.c */
+extern const model_family family_mpnet;  /* bert.c */
 
 /* The family of general.architecture, or an unsupported error naming it. */
 candle_status model_family_find(const char *arch, size_t len, const model_family **out);
@@ -105,8 +108,10 @@ struct candle_model {
     candle_tensor *output;    /* [n_embd, n_vocab] (token_embd's when tied) */
     layer_weights *layers;    /* [n_layer], decoders */
     encoder_layer *enc;       /* [n_layer], encoders */
-    candle_tensor *pos_embd;  /* [n_ctx_train, n_embd], learned positions */
-    candle_tensor *type_embd; /* [n_types, n_embd], token types */
+    candle_tensor *pos_embd;  /* [pos_offset + n_ctx_train, n_embd], learned positions */
+    int64_t pos_offset;       /* the row of position 0 (RoBERTa: padding_idx + 1) */
+    candle_tensor *type_embd; /* [n_types, n_embd], token types (NULL: none) */
+    candle_tensor *rel_bias;  /* [n_buckets, n_head]: relative-position bias shared by all layers */
     candle_tensor *embd_norm, *embd_norm_b; /* [n_embd]: LayerNorm of the embeddings */
     /* RoPE frequency divisors, f32 [n_rot / 2]: Llama 3.1's one set, or
      * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
@@ -155,8 +160,10 @@ candle_status decoder_load_weights(candle_model *m);
 candle_status encoder_load_weights(candle_model *m);
 /* Refuses a description the encoder builder does not implement. */
 candle_status encoder_check_desc(const model_family *f);
-/* The last hidden states [n, n_embd] of one sequence through an encoder. */
-candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n);
+/* The last hidden states [n, n_embd] of one sequence through an encoder;
+ * types: its token types (NULL: all 0). */
+candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                              const int32_t *types, int64_t n);
 /* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx; or
  * with `hidden` the last layer's states after the final norm [n or 1, n_embd]. */
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,

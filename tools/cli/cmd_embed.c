@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "texts.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -20,43 +21,6 @@ static void usage(FILE *f) {
             "  --no-truncate     refuse inputs longer than the model's max_seq_length\n"
             "  -o json|tsv       output: JSON lines {\"index\", \"embedding\"} (default) or TSV\n"
             "  -t N              threads\n");
-}
-
-typedef struct texts {
-    char **v;
-    int64_t n, cap;
-} texts;
-
-static bool push(texts *t, const char *s, size_t len) {
-    if (t->n == t->cap) {
-        int64_t cap = t->cap ? 2 * t->cap : 16;
-        char **v = realloc(t->v, (size_t)cap * sizeof *v);
-        if (!v) return false;
-        t->v = v;
-        t->cap = cap;
-    }
-    char *c = malloc(len + 1);
-    if (!c) return false;
-    memcpy(c, s, len);
-    c[len] = 0;
-    t->v[t->n++] = c;
-    return true;
-}
-
-static bool read_lines(texts *t, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    bool ok = true;
-    while (ok && (len = getline(&line, &cap, f)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        if (len > 0) ok = push(t, line, (size_t)len);
-    }
-    free(line);
-    fclose(f);
-    return ok;
 }
 
 static bool parse_pool(const char *s, candle_pooling *p) {
@@ -97,7 +61,7 @@ int cmd_embed(int argc, char **argv) {
             goto usage;
         }
         if (!strcmp(a, "-m")) model = v;
-        else if (!strcmp(a, "-p") && !push(&t, v, strlen(v))) goto oom;
+        else if (!strcmp(a, "-p") && !texts_push(&t, v, strlen(v))) goto oom;
         else if (!strcmp(a, "-f")) file = v;
         else if (!strcmp(a, "-o")) fmt = v;
         else if (!strcmp(a, "-t")) lp.n_threads = atoi(v);
@@ -119,7 +83,7 @@ int cmd_embed(int argc, char **argv) {
         goto usage;
     }
     rc = 1;
-    if (file && !read_lines(&t, file)) {
+    if (file && !texts_read_lines(&t, file)) {
         fprintf(stderr, "candle embed: cannot read %s\n", file);
         goto done;
     }
@@ -148,7 +112,6 @@ oom:
 usage:
     usage(stderr);
 done:
-    for (int64_t i = 0; i < t.n; i++) free(t.v[i]);
-    free(t.v);
+    texts_free(&t);
     return rc;
 }

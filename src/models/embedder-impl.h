@@ -1,0 +1,58 @@
+/* The encoder pipeline's internals (encoder.h), shared by the embedding
+ * path (embedder.c) and the classification / rerank heads (encoder_head.c). */
+#ifndef CANDLE_EMBEDDER_IMPL_H
+#define CANDLE_EMBEDDER_IMPL_H
+
+#include "candle/encoder.h"
+#include "core/json-impl.h"
+#include "model-impl.h"
+
+#define MAX_DENSE 4
+
+typedef struct dense_layer {
+    int64_t n_in, n_out;
+    float *w; /* [n_out, n_in] */
+    float *b; /* [n_out] or NULL */
+    bool tanh;
+} dense_layer;
+
+/* What turns scores into the numbers reported. */
+typedef enum head_act { HEAD_IDENTITY = 0, HEAD_SIGMOID, HEAD_SOFTMAX } head_act;
+
+/* A sequence-classification head on the first token's state: tanh(pre)
+ * when the model has one (BERT's pooler, RoBERTa's classifier.dense), then
+ * the projection to the labels. */
+typedef struct encoder_head {
+    dense_layer pre;   /* [n_embd, n_embd], n_out 0 when absent */
+    dense_layer out;   /* [n_labels, n_embd] */
+    char **labels;     /* [n_labels], id2label or LABEL_i */
+    head_act classify; /* problem_type, else softmax for > 1 label, else `score` */
+    head_act score;    /* a cross-encoder's activation_fn (default: sigmoid for 1 label) */
+} encoder_head;
+
+struct candle_encoder {
+    candle_model *model;
+    candle_tokenizer *tok;
+    candle_output_kind pool;
+    bool normalize;
+    dense_layer dense[MAX_DENSE];
+    int n_dense;
+    int64_t max_tokens;
+    int64_t dim;   /* after the Dense layers */
+    int64_t width; /* the widest vector along the pipeline */
+    encoder_head head; /* out.n_out 0: no classifier */
+};
+
+candle_status encoder_read_json(const char *path, json_doc **out);
+/* Does a module type ("sentence_transformers.models.Pooling", ...) name X? */
+bool encoder_type_is(const json_value *type, const char *x);
+/* ids of one text, cut to max tokens around the template's special tokens. */
+candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t len, bool no_truncate,
+                               int32_t **ids, int64_t *n);
+void encoder_dense_apply(const dense_layer *L, const float *x, float *y);
+/* The classifier head of the model's weights (cls.*), if any, with its labels
+ * and activations from the directory's config files. */
+candle_status encoder_head_load(candle_encoder *e, const char *dir);
+void encoder_head_free(encoder_head *h);
+
+#endif

@@ -1,0 +1,180 @@
+/* Sequence classification and cross-encoder reranking against
+ * transformers / sentence-transformers (goldens by
+ * scripts/gen_encoder_head_goldens.py): a tiny random
+ * BertForSequenceClassification with 3 labels (softmax; id2label) and a
+ * one-label CrossEncoder whose pairs carry token types 1 for the document
+ * and one document cut longest-first. Probabilities and scores within
+ * 1e-4, rerank order identical; refusals name what is missing. The same
+ * for an XLMRobertaForSequenceClassification cross-encoder (token types
+ * all 0: its type table has one row). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "candle/candle.h"
+#include "core/json-impl.h"
+#include "test.h"
+
+static json_doc *load_golden(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/golden.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len);
+    json_doc *d = NULL;
+    if (buf && fread(buf, 1, (size_t)len, f) == (size_t)len) json_parse(&d, buf, (size_t)len, path, NULL);
+    free(buf);
+    fclose(f);
+    return d;
+}
+
+static double num(const json_value *v) {
+    double d = NAN;
+    json_as_f64(v, &d);
+    return d;
+}
+
+static const char **strings(const json_value *a) {
+    const char **v = calloc(a->n, sizeof *v);
+    for (size_t i = 0; i < a->n; i++) json_as_str(json_at(a, i), &v[i], NULL);
+    return v;
+}
+
+static void check_classifier(void) {
+    char dir[1024];
+    test_path("tests/data/encoders/bert-tiny-classifier", dir, sizeof dir);
+    json_doc *d = load_golden(dir);
+    candle_encoder *e = NULL;
+    CHECK_MSG(d && candle_encoder_load(&e, dir, NULL) == CANDLE_OK, "%s: %s", dir, candle_last_errmsg());
+    if (!e || !d) goto done;
+    const json_value *g = json_root(d), *labels = json_get(g, "labels"), *probs = json_get(g, "probs");
+    int64_t L = candle_encoder_n_labels(e), n = (int64_t)json_get(g, "sentences")->n;
+    CHECK(L == 3 && (int64_t)labels->n == L);
+    for (int64_t k = 0; k < L; k++) CHECK(json_str_eq(json_at(labels, (size_t)k), candle_encoder_label(e, k)));
+    CHECK(!candle_encoder_label(e, L) && !candle_encoder_label(e, -1));
+    const char **texts = strings(json_get(g, "sentences"));
+    float *out = malloc((size_t)(n * L) * sizeof *out);
+    CHECK_MSG(candle_encoder_classify(e, texts, NULL, n, out, (size_t)(n * L)) == CANDLE_OK, "%s",
+              candle_last_errmsg());
+    double worst = 0;
+    int top_ok = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const json_value *want = json_at(probs, (size_t)i);
+        int64_t best = 0;
+        for (int64_t k = 0; k < L; k++) {
+            worst = fmax(worst, fabs(out[i * L + k] - num(json_at(want, (size_t)k))));
+            if (out[i * L + k] > out[i * L + best]) best = k;
+        }
+        const char *top = NULL;
+        json_as_str(json_get(json_at(json_get(g, "pipeline_top"), (size_t)i), "label"), &top, NULL);
+        top_ok += top && !strcmp(top, candle_encoder_label(e, best));
+    }
+    CHECK_MSG(worst <= 1e-4, "classifier: max abs probability diff %.3g", worst);
+    CHECK_MSG(top_ok == n, "classifier: %d of %lld top labels agree", top_ok, (long long)n);
+    printf("%-22s %lld sentences, %lld labels: max abs prob diff %.3g, top labels %d/%lld\n",
+           "bert-tiny-classifier", (long long)n, (long long)L, worst, top_ok, (long long)n);
+    CHECK(candle_encoder_classify(e, texts, NULL, n, out, 5) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "too small, need 72");
+    float s;
+    CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, texts, NULL, 1, &s) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "has 3 labels; a reranker has one score");
+    free(out);
+    free(texts);
+done:
+    candle_encoder_free(e);
+    json_free(d);
+}
+
+/* Indices sorted by descending score (stable, as numpy's argsort of -score). */
+static void order_of(const float *s, int64_t n, int64_t *idx) {
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    for (int64_t i = 1; i < n; i++)
+        for (int64_t j = i; j > 0 && s[idx[j]] > s[idx[j - 1]]; j--) {
+            int64_t t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+}
+
+static void check_reranker(const char *name) {
+    char dir[1024], rel[256];
+    snprintf(rel, sizeof rel, "tests/data/encoders/%s", name);
+    test_path(rel, dir, sizeof dir);
+    json_doc *d = load_golden(dir);
+    candle_encoder *e = NULL;
+    CHECK_MSG(d && candle_encoder_load(&e, dir, NULL) == CANDLE_OK, "%s: %s", dir, candle_last_errmsg());
+    if (!e || !d) goto done;
+    const json_value *g = json_root(d), *qs = json_get(g, "queries");
+    const char **docs = strings(json_get(g, "documents"));
+    int64_t n = (int64_t)json_get(g, "documents")->n, idx[64];
+    float scores[64];
+    CHECK(candle_encoder_n_labels(e) == 1 && n <= 64);
+    double worst = 0;
+    int orders = 0;
+    for (size_t qi = 0; qi < qs->n; qi++) {
+        const json_value *q = json_at(qs, qi), *want = json_get(q, "scores"), *order = json_get(q, "order");
+        const char *query = NULL;
+        json_as_str(json_get(q, "query"), &query, NULL);
+        CHECK_MSG(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, n, scores) == CANDLE_OK, "%s",
+                  candle_last_errmsg());
+        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(scores[i] - num(json_at(want, (size_t)i))));
+        order_of(scores, n, idx);
+        bool same = true;
+        for (int64_t i = 0; i < n; i++) same = same && (int64_t)num(json_at(order, (size_t)i)) == idx[i];
+        orders += same;
+        CHECK_MSG(same, "reranker: query %zu ranked differently", qi);
+    }
+    CHECK_MSG(worst <= 1e-4, "reranker: max abs score diff %.3g", worst);
+    printf("%-22s %zu queries x %lld docs: max abs score diff %.3g, orders identical %d/%zu\n",
+           name, qs->n, (long long)n, worst, orders, qs->n);
+    /* the pair template's segments: the document's tokens are type 1 */
+    const json_value *p0 = json_at(json_get(json_at(qs, 0), "pairs"), 0);
+    int32_t ids[128], types[128];
+    int64_t nt = 0;
+    const char *query = NULL;
+    json_as_str(json_get(json_at(qs, 0), "query"), &query, NULL);
+    CHECK(candle_tokenizer_encode_pair(candle_encoder_tokenizer(e), query, strlen(query), docs[0],
+                                       strlen(docs[0]), true, ids, 128, &nt, types) == CANDLE_OK);
+    const json_value *want_t = json_get(p0, "token_type_ids");
+    CHECK(nt == (int64_t)want_t->n);
+    for (int64_t i = 0; i < nt && i < 128; i++) CHECK(types[i] == (int32_t)num(json_at(want_t, (size_t)i)));
+    free(docs);
+done:
+    candle_encoder_free(e);
+    json_free(d);
+}
+
+static void check_refusals(void) {
+    char dir[1024];
+    test_path("tests/data/encoders/bert-tiny", dir, sizeof dir);
+    candle_encoder *e = NULL;
+    CHECK(candle_encoder_load(&e, dir, NULL) == CANDLE_OK);
+    CHECK(candle_encoder_n_labels(e) == 0);
+    const char *t = "hello";
+    float p[4];
+    CHECK(candle_encoder_classify(e, &t, NULL, 1, p, 4) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "has no classifier head");
+    CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, &t, NULL, 1, p) == CANDLE_ERR_INVALID_ARG);
+    /* token types past the table are refused, not read out of bounds */
+    int32_t tok[3] = {2, 40, 3}, ty[3] = {0, 2, 0};
+    float h[64];
+    candle_forward_input in = {.tokens = tok, .n_seq = 1, .n_tokens = 3, .type_ids = ty};
+    CHECK(candle_model_forward(candle_encoder_model(e), &in, CANDLE_OUTPUT_POOLED_CLS, h, 64) ==
+          CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "token type 2 at index 1 out of range [0, 2)");
+    candle_encoder_free(e);
+}
+
+int main(void) {
+    check_classifier();
+    check_reranker("bert-tiny-reranker");
+    /* RoBERTa's classifier.dense / out_proj under roberta., Unigram, no token types */
+    check_reranker("xlm-roberta-tiny-reranker");
+    check_refusals();
+    return test_done("test_encoder_heads");
+}
