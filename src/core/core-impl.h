@@ -3,6 +3,8 @@
 #define CANDLE_CORE_IMPL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 
 #include "candle/candle.h"
 
@@ -25,6 +27,20 @@ candle_status candle_ctx_take_last_error(candle_ctx *ctx);
 void candle_log_msg(candle_log_level level, const char *fmt, ...) CANDLE_PRINTF(2, 3);
 /* "1.50 GiB" into buf. */
 const char *candle_format_bytes(size_t n, char *buf, size_t len);
+
+/* Replacing a file safely (file_out.c): open writes to a new temporary
+ * beside path (O_EXCL|O_NOFOLLOW, a unique name); commit closes it and
+ * renames it over path when ok, else removes it. An existing path that is not
+ * a regular file is refused. `what` prefixes the error messages. */
+typedef struct candle_out_file {
+    FILE *f;
+    char *tmp;
+    const char *path;
+} candle_out_file;
+candle_status candle_out_file_check(const char *path, const char *what);
+candle_status candle_out_file_open(candle_out_file *o, const char *path, const char *what);
+candle_status candle_out_file_commit(candle_out_file *o, bool ok, const char *what);
+void candle_out_file_abort(candle_out_file *o);
 
 /* Defensive checks of internal invariants (never of user input). */
 #define CANDLE_ALWAYS(x) (__builtin_expect(!!(x), 1))
