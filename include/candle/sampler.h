@@ -26,6 +26,12 @@ typedef struct candle_sampler_params {
 } candle_sampler_params;
 
 CANDLE_API candle_sampler_params candle_sampler_default_params(void);
+/* Refuse values outside the documented ranges (the CLI and the server share
+ * it): CANDLE_ERR_INVALID_ARG with a message naming the field, also the
+ * thread-local last error; NaN is out of every range. temp in [0, 10],
+ * top_k >= 0, top_p and min_p in [0, 1], repeat_penalty in (0, 10],
+ * presence/frequency penalties in [-2, 2], penalty_last_n >= 0. */
+CANDLE_API candle_status candle_sampler_params_check(const candle_sampler_params *p);
 
 typedef struct candle_sampler candle_sampler;
 

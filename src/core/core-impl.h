@@ -3,6 +3,8 @@
 #define CANDLE_CORE_IMPL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 
 #include "candle/candle.h"
 
@@ -39,6 +41,20 @@ typedef struct candle_name_ref {
 void candle_names_sort(candle_name_ref *refs, int64_t n);
 /* The idx of name in sorted[0..n), or -1. */
 int64_t candle_names_find(const candle_name_ref *sorted, int64_t n, const char *name);
+
+/* Replacing a file safely (file_out.c): open writes to a new temporary
+ * beside path (O_EXCL|O_NOFOLLOW, a unique name); commit closes it and
+ * renames it over path when ok, else removes it. An existing path that is not
+ * a regular file is refused. `what` prefixes the error messages. */
+typedef struct candle_out_file {
+    FILE *f;
+    char *tmp;
+    const char *path;
+} candle_out_file;
+candle_status candle_out_file_check(const char *path, const char *what);
+candle_status candle_out_file_open(candle_out_file *o, const char *path, const char *what);
+candle_status candle_out_file_commit(candle_out_file *o, bool ok, const char *what);
+void candle_out_file_abort(candle_out_file *o);
 
 /* Defensive checks of internal invariants (never of user input). */
 #define CANDLE_ALWAYS(x) (__builtin_expect(!!(x), 1))

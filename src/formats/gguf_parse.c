@@ -408,6 +408,40 @@ static candle_status place_tensor(const candle_gguf *g, gguf_tensor *t) {
     return CANDLE_OK;
 }
 
+typedef struct {
+    size_t off, size;
+    int64_t i;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Two tensors sharing bytes would read each other's data as their own: no
+ * writer makes such a file, so it is refused, naming both. */
+static candle_status check_overlaps(const candle_gguf *g) {
+    span *v = malloc((size_t)g->n_tensors * sizeof *v);
+    if (!v) return oom("tensor spans", (size_t)g->n_tensors * sizeof *v);
+    int64_t n = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].info.size)
+            v[n++] = (span){g->tensors[i].info.offset, g->tensors[i].info.size, i};
+    qsort(v, (size_t)n, sizeof *v, span_cmp);
+    candle_status s = CANDLE_OK;
+    for (int64_t k = 1; k < n && !s; k++) {
+        if (v[k - 1].off + v[k - 1].size <= v[k].off) continue;
+        const gguf_tensor *a = &g->tensors[v[k - 1].i], *b = &g->tensors[v[k].i];
+        char field[96];
+        snprintf(field, sizeof field, "tensor '%.64s' offset", b->info.name);
+        s = ferr(b->field_off, field,
+                 "data at %zu overlaps tensor '%.64s' (%zu bytes at %zu)", b->info.offset,
+                 a->info.name, a->info.size, a->info.offset);
+    }
+    free(v);
+    return s;
+}
+
 static candle_status parse_tensors(candle_gguf *g, rd *r, uint64_t n) {
     int64_t cap = 0;
     for (int64_t i = 0; i < (int64_t)n; i++) {
@@ -425,6 +459,8 @@ static candle_status parse_tensors(candle_gguf *g, rd *r, uint64_t n) {
         if (s) return s;
     }
     if (n == 0) return CANDLE_OK;
+    candle_status so = check_overlaps(g);
+    if (so) return so;
     g->tensor_sorted = malloc((size_t)n * sizeof *g->tensor_sorted);
     if (!g->tensor_sorted) return oom("tensor index", (size_t)n * sizeof *g->tensor_sorted);
     for (int64_t i = 0; i < g->n_tensors; i++)

@@ -374,43 +374,23 @@ static bool write_data(const candle_gguf_writer *w, FILE *f) {
     return true;
 }
 
-/* Written to PATH.tmp and renamed, so a failed write never leaves a
- * truncated file under the real name. */
+/* Written to a new temporary beside PATH and renamed (core/file_out.c), so
+ * a failed write never leaves a truncated file under the real name and a
+ * symlink planted in the directory is never written through. */
 candle_status candle_gguf_writer_write(candle_gguf_writer *w, const char *path) {
     if (!w || !path) return arg_err("gguf writer: %s", "NULL argument");
     bbuf b = {0};
     build_header(w, &b);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (b.oom || !tmp) {
+    if (b.oom) {
         free(b.p);
-        free(tmp);
         return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf header");
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    candle_status s = CANDLE_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = candle_set_error(NULL, CANDLE_ERR_IO, "gguf writer: %s: %s", tmp, strerror(errno));
-    } else {
-        bool ok = write_all(f, b.p, b.n) && write_data(w, f);
-        int saved = errno;
-        if (fclose(f) != 0 && ok) {
-            ok = false;
-            saved = errno;
-        }
-        if (ok && rename(tmp, path) != 0) {
-            ok = false;
-            saved = errno;
-        }
-        if (!ok) {
-            remove(tmp);
-            s = candle_set_error(NULL, CANDLE_ERR_IO, "gguf writer: %s: %s", path,
-                                 strerror(saved));
-        }
+    candle_out_file o;
+    candle_status s = candle_out_file_open(&o, path, "gguf writer");
+    if (!s) {
+        bool ok = write_all(o.f, b.p, b.n) && write_data(w, o.f);
+        s = candle_out_file_commit(&o, ok, "gguf writer");
     }
-    free(tmp);
     free(b.p);
     return s;
 }

@@ -171,26 +171,20 @@ static candle_status check_dir_writable(const char *out) {
     return s;
 }
 
-/* Refuse an output that is the input, or whose temporary file would be:
- * writing it would truncate the mapped input under us. */
+/* Refuse an output that is the input (writing it would truncate the mapped
+ * input under us), or that is not a regular file (the final rename would
+ * replace a device node or a FIFO), before any work is done. */
 static candle_status check_output(const char *in, const char *out) {
     struct stat si, so;
     if (stat(in, &si) != 0)
         return candle_set_error(NULL, CANDLE_ERR_IO, "quantize: %s: %s", in, strerror(errno));
-    size_t n = strlen(out);
-    char *tmp = malloc(n + 5);
-    if (!tmp) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize path");
-    memcpy(tmp, out, n);
-    memcpy(tmp + n, ".tmp", 5);
-    const char *paths[2] = {out, tmp};
     candle_status s = check_dir_writable(out);
-    for (int i = 0; i < 2 && !s; i++)
-        if (stat(paths[i], &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
-            s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                                 "quantize: output '%s' is the input file '%s' (same file, "
-                                 "link or symlink); refusing to overwrite the input",
-                                 paths[i], in);
-    free(tmp);
+    if (!s) s = candle_out_file_check(out, "quantize");
+    if (!s && stat(out, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
+        s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                             "quantize: output '%s' is the input file '%s' (same file, link or "
+                             "symlink); refusing to overwrite the input",
+                             out, in);
     return s;
 }
 

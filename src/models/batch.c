@@ -340,6 +340,15 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
         st = candle_tensor_to_f32(logits, out);
     }
     if (out) all = out;
+    /* as the session path (session.c check_finite): NaN or Inf logits are an
+     * error, not text */
+    int64_t bad = st || !n_out ? -1 : model_first_nonfinite(all, (int64_t)n_out * b->model->cfg.n_vocab);
+    if (bad >= 0)
+        st = candle_set_error(b->ctx, CANDLE_ERR_NUMERIC,
+                              "batch: non-finite logits (%g at output row %lld, index %lld): the "
+                              "model's weights or activations are NaN or Inf",
+                              all[bad], (long long)(bad / b->model->cfg.n_vocab),
+                              (long long)(bad % b->model->cfg.n_vocab));
     if (!st) {
         size_t nv = (size_t)b->model->cfg.n_vocab, k = 0;
         for (int i = 0; i < n_seqs; i++) {

@@ -1,7 +1,9 @@
 /* Hyperparameters from the weight source's metadata (`<arch>.<key>`, GGUF's
  * vocabulary), with llama.cpp's defaults for the optional ones. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model-impl.h"
@@ -103,6 +105,48 @@ static candle_status rope_scaling(const candle_weights *g, const char *arch,
                             "supported", (int)(len > 32 ? 32 : len), type, arch);
 }
 
+/* The highest N of a "blk.N." tensor, or -1: a block_count below it would
+ * run a truncated model without a word. */
+static int64_t highest_layer(const candle_weights *g) {
+    int64_t hi = -1;
+    for (int64_t i = 0, n = candle_weights_n_tensors(g); i < n; i++) {
+        const char *name = candle_weights_tensor(g, i)->name;
+        if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4])) continue;
+        char *end;
+        long long l = strtoll(name + 4, &end, 10);
+        if (*end == '.' && l > hi) hi = l;
+    }
+    return hi;
+}
+
+/* Layer count and attention shape against the tensors: what the metadata
+ * says must describe the whole file. */
+static candle_status check_layers(const candle_weights *g, const char *arch,
+                                  const candle_model_config *c) {
+    /* Every layer has tensors of its own: this bounds the layer table
+     * before anything is allocated for it. */
+    if (c->n_layer > candle_weights_n_tensors(g))
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.block_count is %lld but the file has %lld tensors", arch,
+                                (long long)c->n_layer, (long long)candle_weights_n_tensors(g));
+    int64_t hi = highest_layer(g);
+    if (hi >= c->n_layer)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.block_count is %lld but the file has layers up to "
+                                "blk.%lld (%lld layers)",
+                                arch, (long long)c->n_layer, (long long)hi, (long long)hi + 1);
+    int64_t v_len;
+    /* Every attention kernel here takes V rows as wide as K rows (MLA-style
+     * models with a distinct value width are not implemented). */
+    if (model_cfg_get_i64(g, arch, "attention.value_length", &v_len) && v_len != c->head_dim)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "model: %s.attention.value_length %lld differs from the key "
+                                "length %lld (%s.attention.key_length or embedding_length / "
+                                "head_count); not supported",
+                                arch, (long long)v_len, (long long)c->head_dim, arch);
+    return CANDLE_OK;
+}
+
 candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
                                     candle_model_config *c) {
     candle_status s;
@@ -133,13 +177,7 @@ candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
                                 "head dim %lld, rope dims %lld",
                                 (long long)c->n_head, (long long)c->n_head_kv,
                                 (long long)c->head_dim, (long long)c->n_rot);
-    /* Every layer has tensors of its own: this bounds the layer table
-     * before anything is allocated for it. */
-    if (c->n_layer > candle_weights_n_tensors(g))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
-                                "model: %s.block_count is %lld but the file has %lld tensors", arch,
-                                (long long)c->n_layer, (long long)candle_weights_n_tensors(g));
-    return CANDLE_OK;
+    return check_layers(g, arch, c);
 }
 
 candle_status model_cfg_check_values(const char *arch, const candle_model_config *c) {

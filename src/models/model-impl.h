@@ -170,6 +170,8 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
                                bool hidden);
 /* Evaluate as candle_session_eval does, writing hidden states instead of
  * logits when `hidden`. */
+/* Index of the first NaN or Inf of v[0..n), or -1 (session.c). */
+int64_t model_first_nonfinite(const float *v, int64_t n);
 candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t n, float *out,
                                bool all, bool hidden);
 

@@ -86,12 +86,32 @@ static candle_status check_tokens(candle_session *s, const int32_t *tokens, int6
     return CANDLE_OK;
 }
 
+int64_t model_first_nonfinite(const float *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return -1;
+}
+
+/* NaN or Inf logits (overflowing activations, bad weights) would be sampled
+ * as plausible text or nothing: an error instead. */
+static candle_status check_finite(candle_session *s, const float *out, int64_t rows, int64_t width,
+                                  bool hidden) {
+    int64_t at = model_first_nonfinite(out, rows * width);
+    if (at < 0) return CANDLE_OK;
+    return candle_set_error(s->ctx, CANDLE_ERR_NUMERIC,
+                            "eval: non-finite %s (%g at row %" PRId64 ", index %" PRId64
+                            "): the model's weights or activations are NaN or Inf",
+                            hidden ? "hidden states" : "logits", out[at], at / width, at % width);
+}
+
 static candle_status eval_ubatch(candle_session *s, const int32_t *tokens, int64_t n, float *out,
                                  bool all, bool hidden) {
     candle_tensor *logits = decoder_forward(s, tokens, n, all, hidden);
     candle_status st = logits ? candle_compute(s->ctx, logits) : candle_errcode(s->ctx);
     if (!st && !logits) st = candle_set_error(s->ctx, CANDLE_ERR_INTERNAL, "eval: no logits");
     if (!st && out) st = candle_tensor_to_f32(logits, out);
+    int64_t width = hidden ? s->model->cfg.n_embd : s->model->cfg.n_vocab;
+    if (!st && out) st = check_finite(s, out, all ? n : 1, width, hidden);
     candle_ctx_reset(s->ctx, s->mark);
     if (!st) s->pos += n;
     return st;

@@ -7,9 +7,7 @@
 #include "candle/tokenizer.h"
 #include "model-impl.h"
 
-candle_status candle_tokenizer_from_weights(candle_tokenizer **out, const candle_weights *w) {
-    if (!out || !w)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_weights: NULL argument");
+static candle_status from_weights(candle_tokenizer **out, const candle_weights *w) {
     const candle_gguf *g = candle_weights_gguf(w);
     if (g) return candle_tokenizer_from_gguf(out, g);
     char tok[4096], cfg[4096];
@@ -19,4 +17,33 @@ candle_status candle_tokenizer_from_weights(candle_tokenizer **out, const candle
     if (stat(tok, &st))
         return candle_set_error(NULL, CANDLE_ERR_IO, "%s: no tokenizer.json", candle_weights_path(w));
     return candle_tokenizer_from_hf_file(out, tok, stat(cfg, &st) ? NULL : cfg);
+}
+
+/* Token ids past the embedding's rows would index outside it: refused.
+ * Fewer tokens than rows is allowed: Hugging Face checkpoints pad the
+ * embedding (e.g. Qwen2's 151936 rows for 151665 tokens). */
+static candle_status check_rows(const candle_tokenizer *t, const candle_weights *w) {
+    int64_t i = candle_weights_find_tensor(w, "token_embd.weight");
+    if (i < 0) return CANDLE_OK;
+    const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
+    int64_t rows = ti->rank >= 1 ? ti->shape[0] : 0;
+    if (candle_tokenizer_n_vocab(t) <= rows) return CANDLE_OK;
+    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                            "tokenizer: the vocabulary has %d tokens but token_embd.weight has "
+                            "%lld rows; the model cannot embed the tokens past its rows",
+                            (int)candle_tokenizer_n_vocab(t), (long long)rows);
+}
+
+candle_status candle_tokenizer_from_weights(candle_tokenizer **out, const candle_weights *w) {
+    if (!out || !w)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_weights: NULL argument");
+    candle_tokenizer *t = NULL;
+    candle_status s = from_weights(&t, w);
+    if (!s) s = check_rows(t, w);
+    if (s) {
+        candle_tokenizer_free(t);
+        return s;
+    }
+    *out = t;
+    return CANDLE_OK;
 }

@@ -24,6 +24,30 @@ struct candle_sampler {
     uint64_t rng[4]; /* xoshiro256** state */
 };
 
+static bool in_range(float v, float lo, float hi) { return v >= lo && v <= hi; } /* NaN: false */
+
+static candle_status range_err(const char *field, double v, const char *want) {
+    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: %s %g is out of range (%s)",
+                            field, v, want);
+}
+
+candle_status candle_sampler_params_check(const candle_sampler_params *p) {
+    if (!p) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: NULL params");
+    if (!in_range(p->temp, 0, 10)) return range_err("temperature", p->temp, "0 to 10; 0 is greedy");
+    if (p->top_k < 0) return range_err("top_k", p->top_k, "0 or more; 0 is off");
+    if (!in_range(p->top_p, 0, 1)) return range_err("top_p", p->top_p, "0 to 1; 1 is off");
+    if (!in_range(p->min_p, 0, 1)) return range_err("min_p", p->min_p, "0 to 1; 0 is off");
+    if (!in_range(p->repeat_penalty, 1e-6f, 10) )
+        return range_err("repeat_penalty", p->repeat_penalty, "above 0, at most 10; 1 is off");
+    if (!in_range(p->presence_penalty, -2, 2))
+        return range_err("presence_penalty", p->presence_penalty, "-2 to 2; 0 is off");
+    if (!in_range(p->frequency_penalty, -2, 2))
+        return range_err("frequency_penalty", p->frequency_penalty, "-2 to 2; 0 is off");
+    if (p->penalty_last_n < 0)
+        return range_err("repeat_last_n", p->penalty_last_n, "0 or more; 0 is off");
+    return CANDLE_OK;
+}
+
 candle_sampler_params candle_sampler_default_params(void) {
     return (candle_sampler_params){.temp = 0.8f,
                                    .top_k = 40,

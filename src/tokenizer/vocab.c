@@ -79,14 +79,25 @@ static int32_t pick_id(int64_t given, int32_t dflt, int32_t n_vocab) {
     return (v >= 0 && v < n_vocab) ? (int32_t)v : -1;
 }
 
+/* A special token id the file gives outside the vocabulary: dropped for the
+ * default, with a warning, as llama.cpp does ("bad special token"). */
+static int64_t given_id(int64_t given, const char *what, int32_t n_vocab) {
+    if (given < 0 || given < n_vocab) return given;
+    candle_log_msg(CANDLE_LOG_WARN,
+                   "tokenizer: %s token id %lld is outside the vocabulary of %d tokens; "
+                   "ignored, using the default",
+                   what, (long long)given, (int)n_vocab);
+    return -2;
+}
+
 static void set_defaults(candle_tokenizer *t, const tok_source *s) {
     int32_t n = t->n_vocab;
     bool spm = t->kind == TOK_SPM, wpm = t->kind == TOK_WPM;
-    t->bos = pick_id(s->bos, spm ? 1 : -1, n);
-    t->eos = pick_id(s->eos, spm ? 2 : -1, n);
-    t->unk = pick_id(s->unk, spm ? 0 : -1, n);
-    t->pad = pick_id(s->pad, -1, n);
-    t->sep = pick_id(s->sep, -1, n);
+    t->bos = pick_id(given_id(s->bos, "BOS", n), spm ? 1 : -1, n);
+    t->eos = pick_id(given_id(s->eos, "EOS", n), spm ? 2 : -1, n);
+    t->unk = pick_id(given_id(s->unk, "UNK", n), spm ? 0 : -1, n);
+    t->pad = pick_id(given_id(s->pad, "PAD", n), -1, n);
+    t->sep = pick_id(given_id(s->sep, "SEP", n), -1, n);
     if (wpm) { /* BERT frames a sequence as [CLS] ... [SEP] */
         if (t->bos < 0) t->bos = pick_id(-2, tok_map_get(&t->vocab, "[CLS]", 5), n);
         if (t->sep < 0) t->sep = pick_id(-2, tok_map_get(&t->vocab, "[SEP]", 5), n);
@@ -107,8 +118,8 @@ static void set_eog(candle_tokenizer *t, const tok_source *s) {
     int32_t cand[3 + sizeof names / sizeof names[0]];
     int nc = 0;
     cand[nc++] = t->eos;
-    cand[nc++] = pick_id(s->eot, -1, t->n_vocab);
-    cand[nc++] = pick_id(s->eom, -1, t->n_vocab);
+    cand[nc++] = pick_id(given_id(s->eot, "EOT", t->n_vocab), -1, t->n_vocab);
+    cand[nc++] = pick_id(given_id(s->eom, "EOM", t->n_vocab), -1, t->n_vocab);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         int32_t id = tok_map_get(&t->vocab, names[i], strlen(names[i]));
         if (id >= 0 && t->tokens[id].type == TT_CONTROL) cand[nc++] = id;

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -387,6 +388,48 @@ static void check_built(void) {
     expect_format(b, 0, "magic", "empty");
 }
 
+/* The writer replaces a file through a new temporary of a unique name
+ * (O_EXCL|O_NOFOLLOW): a symlink planted at the old PATH.tmp is never written
+ * through, and an existing PATH that is not a regular file (a FIFO here,
+ * standing for a device node) is refused and kept. */
+static void check_writer_paths(void) {
+    char dir[] = "/tmp/test_gguf_XXXXXX", out[128], link_[128], victim[128], fifo[128];
+    if (!mkdtemp(dir)) {
+        CHECK(false);
+        return;
+    }
+    snprintf(out, sizeof out, "%s/o.gguf", dir);
+    snprintf(link_, sizeof link_, "%s/o.gguf.tmp", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    FILE *f = fopen(victim, "w");
+    CHECK(f && fputs("victim", f) >= 0);
+    if (f) fclose(f);
+    CHECK(symlink(victim, link_) == 0);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    candle_gguf_writer *w = NULL;
+    CHECK_OK(NULL, candle_gguf_writer_init(&w));
+    CHECK_OK(NULL, candle_gguf_writer_set_u32(w, "x", 1));
+    CHECK_OK(NULL, candle_gguf_writer_write(w, out));
+    struct stat st;
+    CHECK(stat(victim, &st) == 0 && st.st_size == 6);
+    CHECK(candle_gguf_writer_write(w, fifo) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "not a regular file");
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    candle_gguf_writer_free(w);
+    int left = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) left++;
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.' || left) remove(p);
+    }
+    if (d) closedir(d);
+    CHECK(left == 0); /* no temporary left */
+    rmdir(dir);
+}
+
 static void check_writer_errors(void) {
     candle_gguf_writer *w = NULL;
     CHECK_OK(NULL, candle_gguf_writer_init(&w));
@@ -578,6 +621,7 @@ int main(int argc, char **argv) {
     remove(path);
     check_built();
     check_writer_errors();
+    check_writer_paths();
     check_fuzz_corpus();
     check_stories();
     check_vocabs();

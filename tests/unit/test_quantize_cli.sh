@@ -111,6 +111,32 @@ set -e
 check "output is a directory: exit 1" test "$rc" = 1
 check "output is a directory: no temporary" test ! -e "$tmp/adir.tmp"
 
+# An existing output that is not a regular file is refused before any work
+# (the rename would replace it: as root, /dev/null became a regular file);
+# a FIFO made here stands for the device node.
+mkfifo "$tmp/fifo"
+set +e
+"$CANDLE" quantize "$tmp/in.gguf" "$tmp/fifo" q8_0 >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+check "output is a FIFO: exit 1" test "$rc" = 1
+check "output is a FIFO: message" contains "$tmp/err" "is not a regular file"
+check "output is a FIFO: still a FIFO" test -p "$tmp/fifo"
+ln -s fifo "$tmp/fifolink"
+set +e
+"$CANDLE" quantize "$tmp/in.gguf" "$tmp/fifolink" q8_0 >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+check "output is a symlink to a FIFO: exit 1" test "$rc" = 1
+check "symlink to a FIFO kept" test -L "$tmp/fifolink" -a -p "$tmp/fifo"
+# A symlink planted at the old temporary name (OUT.tmp) is never written
+# through: the temporary is a new file under a unique name.
+echo victim > "$tmp/victim"
+ln -s victim "$tmp/planted.gguf.tmp"
+check "planted symlink: quantize runs" "$CANDLE" quantize "$tmp/in.gguf" "$tmp/planted.gguf" q8_0 \
+    >/dev/null 2>"$tmp/err"
+check "planted symlink: target untouched" test "$(cat "$tmp/victim")" = victim
+check "planted symlink: output written" "$CANDLE" info "$tmp/planted.gguf" >/dev/null
+check "no temporary left" test -z "$(find "$tmp" -name '.planted.gguf.*')"
+
 "$CANDLE" quantize --help >"$tmp/out"
 check "help lists the types" contains "$tmp/out" "IQ4_XS"
 

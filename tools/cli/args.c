@@ -36,6 +36,9 @@ typedef struct opt {
     size_t off;
 } opt;
 
+/* -t bound: past any machine the project runs on; a typo like -t 1000 no
+ * longer starts a thousand threads. */
+#define CLI_MAX_THREADS 512
 #define OFF(f) offsetof(cli_args, f)
 static const opt opts[] = {
     {"-m", "--model", T_STR, OFF(model)},
@@ -161,6 +164,16 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
     }
     if (a->n_ctx < 0 || a->n_threads < 0 || a->top <= 0) {
         fprintf(stderr, "candle %s: -c, -t and --top must be positive\n", argv[0]);
+        return 2;
+    }
+    /* 1000 threads were started when asked: far past any machine here */
+    if (a->n_threads > CLI_MAX_THREADS) {
+        fprintf(stderr, "candle %s: -t %d: at most %d threads\n", argv[0], a->n_threads,
+                CLI_MAX_THREADS);
+        return 2;
+    }
+    if (candle_sampler_params_check(&a->sp)) {
+        fprintf(stderr, "candle %s: %s\n", argv[0], candle_last_errmsg());
         return 2;
     }
     return resolve_kv(argv[0], a);

@@ -4,12 +4,14 @@
  * bandwidth roofline that generation reaches. */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "bench_roofline.h"
@@ -256,6 +258,15 @@ static bool lat_dump_on(void) {
     return p && *p;
 }
 
+/* A debugging dump written in place: a symlink at the path is refused
+ * (O_NOFOLLOW) rather than written through. */
+static FILE *open_dump(const char *path) {
+    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) close(fd);
+    return f;
+}
+
 static lat_sample lat_sample_now(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru)) return (lat_sample){0, 0};
@@ -263,7 +274,7 @@ static lat_sample lat_sample_now(void) {
 }
 
 static void dump_latencies(const double *t, const lat_sample *d, int64_t n) {
-    FILE *f = d ? fopen(getenv("CANDLE_LATENCY_DUMP"), "w") : NULL;
+    FILE *f = d ? open_dump(getenv("CANDLE_LATENCY_DUMP")) : NULL;
     if (!f) return;
     fprintf(f, "ms ivcsw minflt\n");
     for (int64_t i = 0; i < n; i++) fprintf(f, "%.4f %ld %ld\n", t[i] * 1e3, d[i].ivcsw, d[i].minflt);

@@ -264,6 +264,9 @@ static const char *ppl_usage =
     "Splits the text into chunks of CTX tokens (default 512) and scores the second\n"
     "half of each; ends with a line PPL = <value>.\n";
 
+/* Text inputs are bounded: `-f /dev/zero` read without end. */
+#define MAX_TEXT_BYTES ((size_t)256 << 20)
+
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -272,6 +275,13 @@ static char *read_file(const char *path, size_t *len) {
     size_t got;
     while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
+        if (n > MAX_TEXT_BYTES) {
+            fprintf(stderr, "candle: %s: over the limit of %zu MiB of text\n", path,
+                    MAX_TEXT_BYTES >> 20);
+            free(buf);
+            buf = NULL;
+            break;
+        }
         if (n == cap) {
             char *nb = realloc(buf, 2 * cap + 1);
             if (!nb) {
@@ -335,6 +345,7 @@ static int ppl_chunks(gen *g, const int32_t *ids, int64_t n, int64_t n_ctx) {
         progress(c + 1, n_chunk, nll, count);
     }
     fputc('\n', stderr);
+    if (!r && !count) r = 1, fprintf(stderr, "candle perplexity: no token scored\n");
     if (!r) printf("PPL = %.4f\n", exp(nll / (double)count));
     free(logits);
     free(chunk);
@@ -347,6 +358,12 @@ int cmd_perplexity(int argc, char **argv) {
     if (r) return r < 0 ? 0 : r;
     if (!a.file) {
         fprintf(stderr, "candle perplexity: -f TEXT is required\n%s", ppl_usage);
+        return 2;
+    }
+    /* the second half of a chunk is scored, less its last token: fewer than
+     * 4 tokens score nothing (PPL = -nan) */
+    if (a.n_ctx && a.n_ctx < 4) {
+        fprintf(stderr, "candle perplexity: -c %lld: chunks need at least 4 tokens\n", (long long)a.n_ctx);
         return 2;
     }
     size_t len;

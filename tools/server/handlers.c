@@ -178,6 +178,11 @@ static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, boo
     r->sp.frequency_penalty = (float)freq;
     r->sp.repeat_penalty = (float)rep;
     r->sp.penalty_last_n = (int32_t)last_n;
+    /* the same ranges as the CLI's (candle_sampler_params_check) */
+    if (candle_sampler_params_check(&r->sp)) {
+        srv_reply_error(out, 400, NULL, "invalid_value", "%s", candle_last_errmsg());
+        return false;
+    }
     /* Unseeded requests still get distinct, reproducible-per-request draws. */
     r->sp.seed = seed >= 0 ? (uint64_t)seed
                            : (uint64_t)time(NULL) * 6364136223846793005ull +

@@ -107,7 +107,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         size_t n = r->len - st->sent;
         char *text = malloc(n + 1);
-        if (text) memcpy(text, r->text + st->sent, n);
+        /* An empty completion (EOS or a stop sequence first) never
+         * allocated r->text: copy nothing from it then. */
+        if (text && n) memcpy(text, r->text + st->sent, n);
+        if (text) text[n] = 0;
         bool done = r->done;
         pthread_mutex_unlock(&r->mu);
         if (!text) return MHD_CONTENT_READER_END_WITH_ERROR;

@@ -21,11 +21,13 @@
  * blocks shared, a partly filled one copied), and one admitted beside an
  * older prompt it shares rows with waits for them rather than computing them
  * again. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "candle/batch.h"
 #include "candle/kv_pool.h"
@@ -121,6 +123,15 @@ static int64_t blocks_for(int64_t positions) {
 static int64_t req_positions(const srv_sched *s, const srv_req *r) {
     int64_t n = r->n_prompt + r->max_tokens;
     return n < s->p.n_ctx ? n : s->p.n_ctx;
+}
+
+/* A debugging dump written in place: a symlink at the path is refused
+ * (O_NOFOLLOW) rather than written through. */
+static FILE *open_dump(const char *path) {
+    int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) close(fd);
+    return f;
 }
 
 /* --- output to the request ------------------------------------------------ */
@@ -758,7 +769,7 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     /* For tuning --itl-stretch: start time, decode rows, prompt rows, seconds and
      * the fitted fixed cost in rows of every step. */
     const char *trace = getenv("CANDLE_SERVE_STEPS");
-    if (!st && trace && *trace && !(s->trace = fopen(trace, "w")))
+    if (!st && trace && *trace && !(s->trace = open_dump(trace)))
         fprintf(stderr, "candle serve: CANDLE_SERVE_STEPS: cannot write %s\n", trace);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s)) st = CANDLE_ERR_OOM;
     if (st) {
