@@ -18,6 +18,7 @@ int cmd_bench_model(int argc, char **argv); /* cmd_bench_model.c: bench -m MODEL
 int cmd_bench_quant(int argc, char **argv); /* cmd_bench_quant.c: bench quant */
 int cmd_bench_attn(int argc, char **argv);  /* cmd_bench_attn.c: bench attn */
 int cmd_bench_load(int argc, char **argv);  /* cmd_bench_load.c: bench load */
+int cmd_bench_embed(int argc, char **argv); /* cmd_bench_embed.c: bench embed */
 int cmd_quantize(int argc, char **argv);   /* cmd_quantize.c */
 int cmd_serve(int argc, char **argv);      /* tools/server/serve.c */
 

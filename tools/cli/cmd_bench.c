@@ -490,6 +490,8 @@ static void usage(FILE *f) {
                "       candle bench attn [--json] [-t N] [--quick]    flash vs materialised attention\n"
                "       candle bench load -m PATH [-m PATH ...] [--reps N] [--no-mmap] [--cold] [--json]\n"
                "         loading time and peak RSS per weight format (safetensors, GGUF)\n"
+               "       candle bench embed -m ENCODER [--lengths L,..] [--batch B,..] [-t T,..] [--reps N] [--json]\n"
+               "         sentence-embedding latency (P50/P99) and throughput (inputs/s)\n"
                "       candle bench -m MODEL ...   model throughput\n");
 }
 
@@ -502,5 +504,6 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "quant")) return cmd_bench_quant(argc - 1, argv + 1);
     if (!strcmp(argv[1], "attn")) return cmd_bench_attn(argc - 1, argv + 1);
     if (!strcmp(argv[1], "load")) return cmd_bench_load(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "embed")) return cmd_bench_embed(argc - 1, argv + 1);
     return cmd_bench_model(argc, argv); /* model throughput: cmd_bench_model.c */
 }
