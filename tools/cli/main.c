@@ -18,6 +18,7 @@ static const command commands[] = {
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"embed", cmd_embed, "sentence embeddings: embed -m ENCODER (-p TEXT | -f FILE)"},
+    {"transcribe", cmd_transcribe, "speech to text with Whisper: transcribe -m WHISPER_DIR -f AUDIO"},
     {"info", cmd_info, "CPU features and kernels, or a model's (GGUF or directory) contents"},
     {"bench", cmd_bench, "benchmarks: bench ops|quant|attn|load | bench -m MODEL"},
     {"quantize", cmd_quantize, "quantize IN OUT.gguf TYPE (IN: GGUF or a Hugging Face directory)"},
