@@ -60,13 +60,18 @@ candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) 
 
 /* ---- loading ---- */
 
-/* A variable as an f32 leaf of the weight context (any stored float type;
- * the bytes of the image may sit at any alignment, hence the memcpy). */
-static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const char *name) {
+/* A float variable widened to f32 (malloc'ed; *v its description). The
+ * bytes of the image may sit at any alignment, hence the memcpy. */
+static float *read_f32(const candle_ct2 *m, const char *name, const candle_ct2_var_info **vout) {
     int64_t i = candle_ct2_find_var(m, name);
     const candle_ct2_var_info *v = i >= 0 ? candle_ct2_var(m, i) : NULL;
     if (!v || v->rank < 1) {
         candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin lacks %s", name);
+        return NULL;
+    }
+    if (v->ct2_dtype != CANDLE_CT2_F32 && v->ct2_dtype != CANDLE_CT2_F16 && v->ct2_dtype != CANDLE_CT2_BF16) {
+        candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s is %s (want a float type)", name,
+                         candle_ct2_dtype_name(v->ct2_dtype));
         return NULL;
     }
     int64_t n = 1;
@@ -79,21 +84,47 @@ static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const cha
     const unsigned char *p = v->data;
     for (int64_t k = 0; k < n; k++) {
         uint16_t h;
-        switch (v->ct2_dtype) {
-        case CANDLE_CT2_F32: memcpy(&buf[k], p + 4 * k, 4); break;
-        case CANDLE_CT2_F16: memcpy(&h, p + 2 * k, 2); buf[k] = candle_f16_to_f32(h); break;
-        case CANDLE_CT2_BF16: memcpy(&h, p + 2 * k, 2); buf[k] = candle_bf16_to_f32(h); break;
-        default:
-            free(buf);
-            candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s is %s (want a float type)", name,
-                             candle_ct2_dtype_name(v->ct2_dtype));
-            return NULL;
-        }
+        if (v->ct2_dtype == CANDLE_CT2_F32) memcpy(&buf[k], p + 4 * k, 4);
+        else if (memcpy(&h, p + 2 * k, 2), v->ct2_dtype == CANDLE_CT2_F16) buf[k] = candle_f16_to_f32(h);
+        else buf[k] = candle_bf16_to_f32(h);
     }
-    candle_tensor *t = candle_tensor_from_f32(w->wctx, CANDLE_DTYPE_F32, v->rank, v->shape, buf);
+    *vout = v;
+    return buf;
+}
+
+static candle_tensor *leaf(candle_whisper *w, const char *name, int rank, const int64_t *shape, float *buf) {
+    candle_tensor *t = buf ? candle_tensor_from_f32(w->wctx, CANDLE_DTYPE_F32, rank, shape, buf) : NULL;
     free(buf);
     if (t) candle_tensor_set_name(t, name);
     return t;
+}
+
+/* A variable as an f32 leaf of the weight context. */
+static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const char *name) {
+    const candle_ct2_var_info *v = NULL;
+    float *buf = read_f32(m, name, &v);
+    return buf ? leaf(w, name, v->rank, v->shape, buf) : NULL;
+}
+
+/* A conv weight [O, C, K] as the matrix [O, K*C] (column k*C + c) that
+ * multiplies the frames' im2col rows (conv_gelu). */
+static candle_tensor *load_conv(candle_whisper *w, const candle_ct2 *m, const char *name) {
+    const candle_ct2_var_info *v = NULL;
+    float *buf = read_f32(m, name, &v);
+    if (!buf) return NULL;
+    if (v->rank != 3 || v->shape[2] != 3) {
+        free(buf);
+        candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s is not a [O, C, 3] kernel", name);
+        return NULL;
+    }
+    int64_t O = v->shape[0], C = v->shape[1], K = 3, shape[2] = {O, K * C};
+    float *t = malloc((size_t)(O * C * K) * sizeof *t);
+    for (int64_t o = 0; t && o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t k = 0; k < K; k++) t[o * K * C + k * C + c] = buf[(o * C + c) * K + k];
+    free(buf);
+    if (!t) candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
+    return leaf(w, name, 2, shape, t);
 }
 
 /* A scalar attribute (num_heads) or -1. */
@@ -169,8 +200,8 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
                          (long long)d->n_audio_layer, (long long)d->n_text_layer, (long long)d->n_head);
         return false;
     }
-    bool ok = (w->conv1_w = load_f32(w, m, "encoder/conv1/weight")) && (w->conv1_b = load_f32(w, m, "encoder/conv1/bias")) &&
-              (w->conv2_w = load_f32(w, m, "encoder/conv2/weight")) && (w->conv2_b = load_f32(w, m, "encoder/conv2/bias")) &&
+    bool ok = (w->conv1_w = load_conv(w, m, "encoder/conv1/weight")) && (w->conv1_b = load_f32(w, m, "encoder/conv1/bias")) &&
+              (w->conv2_w = load_conv(w, m, "encoder/conv2/weight")) && (w->conv2_b = load_f32(w, m, "encoder/conv2/bias")) &&
               (w->enc_pos = load_f32(w, m, "encoder/position_encodings/encodings")) &&
               load_norm(w, m, "encoder/layer_norm", &w->enc_ln) && load_norm(w, m, "decoder/layer_norm", &w->dec_ln) &&
               (w->tok_embd = load_f32(w, m, "decoder/embeddings/weight")) &&
@@ -178,13 +209,13 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
     for (int64_t il = 0; ok && il < d->n_audio_layer; il++) ok = load_layer(w, m, "encoder", il, &w->enc[il]);
     for (int64_t il = 0; ok && il < d->n_text_layer; il++) ok = load_layer(w, m, "decoder", il, &w->dec[il]);
     if (!ok) return false;
-    d->n_mels = w->conv1_w->shape[1];
+    d->n_mels = w->conv1_w->shape[1] / 3;
     d->n_state = w->conv1_w->shape[0];
     d->n_audio_ctx = w->enc_pos->shape[0];
     d->n_vocab = w->tok_embd->shape[0];
     d->n_text_ctx = w->dec_pos->shape[0];
     /* conv2 halves 3000 frames to the 1500 positions the encodings cover */
-    if (d->n_state % d->n_head || w->enc_pos->shape[1] != d->n_state || w->tok_embd->shape[1] != d->n_state ||
+    if (d->n_state % d->n_head || w->conv2_w->shape[1] != 3 * d->n_state || w->enc_pos->shape[1] != d->n_state || w->tok_embd->shape[1] != d->n_state ||
         d->n_audio_ctx * 2 != CANDLE_WHISPER_CHUNK_FRAMES || w->enc[0].qkv.w->shape[0] != 3 * d->n_state) {
         candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: inconsistent shapes");
         return false;
@@ -327,14 +358,36 @@ static candle_tensor *enc_block(candle_ctx *ctx, const candle_whisper *w, const 
     return mlp(ctx, l, x);
 }
 
+/* A kernel-3, padding-1 convolution of frames x [L, C] as one product:
+ * rows t of [x[s t - 1], x[s t], x[s t + 1]] (zeros past the ends) times
+ * the [O, 3C] weight (load_conv), + bias, GELU: [L / s, O]. CTranslate2
+ * computes it as im2col + GEMM too; the direct conv op is far slower. */
+static candle_tensor *conv_gelu(candle_ctx *ctx, candle_tensor *x, candle_tensor *w, candle_tensor *b, int s) {
+    int64_t L = x->shape[0], C = x->shape[1], Lo = L / s, zs[2] = {1, C};
+    candle_tensor *z = candle_zeros(ctx, CANDLE_DTYPE_F32, 2, zs);
+    candle_tensor *parts[3] = {z, x, z};
+    candle_tensor *xp = candle_concat(ctx, parts, 3, 0); /* [L + 2, C] */
+    candle_tensor *k[3];
+    if (s == 1) {
+        for (int i = 0; i < 3; i++) k[i] = candle_narrow(ctx, xp, 0, i, Lo);
+    } else { /* s == 2, L even: padded row pairs [(L + 2) / 2, 2C] */
+        int64_t rs[2] = {(L + 2) / 2, 2 * C};
+        candle_tensor *r = candle_reshape_copy(ctx, xp, 2, rs);
+        k[0] = candle_narrow(ctx, candle_narrow(ctx, r, 0, 0, Lo), 1, 0, C);
+        k[1] = candle_narrow(ctx, candle_narrow(ctx, r, 0, 0, Lo), 1, C, C);
+        k[2] = candle_narrow(ctx, candle_narrow(ctx, r, 0, 1, Lo), 1, 0, C);
+    }
+    candle_tensor *col = candle_concat(ctx, k, 3, 1); /* [Lo, 3C] */
+    return candle_unary(ctx, CANDLE_OP_GELU_ERF, candle_linear(ctx, col, w, b));
+}
+
 /* mel [n_mels][3000] -> [n_audio_ctx, n_state] */
 static candle_tensor *encoder_graph(candle_ctx *ctx, const candle_whisper *w, const float *mel) {
-    int64_t shape[3] = {1, w->d.n_mels, CANDLE_WHISPER_CHUNK_FRAMES};
-    candle_tensor *x = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 3, shape, mel);
-    candle_conv_params c1 = {{1, 1}, {1, 0}, {1, 1}, 1}, c2 = {{2, 1}, {1, 0}, {1, 1}, 1};
-    x = candle_unary(ctx, CANDLE_OP_GELU_ERF, candle_conv1d(ctx, x, w->conv1_w, w->conv1_b, &c1));
-    x = candle_unary(ctx, CANDLE_OP_GELU_ERF, candle_conv1d(ctx, x, w->conv2_w, w->conv2_b, &c2));
-    x = candle_transpose(ctx, candle_squeeze(ctx, x, 0), 0, 1); /* [1500, n_state] */
+    int64_t shape[2] = {w->d.n_mels, CANDLE_WHISPER_CHUNK_FRAMES};
+    candle_tensor *x = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, shape, mel);
+    x = candle_contiguous(ctx, candle_transpose(ctx, x, 0, 1)); /* frames as rows */
+    x = conv_gelu(ctx, x, w->conv1_w, w->conv1_b, 1);
+    x = conv_gelu(ctx, x, w->conv2_w, w->conv2_b, 2); /* [1500, n_state] */
     x = candle_add(ctx, x, w->enc_pos);
     for (int64_t il = 0; il < w->d.n_audio_layer && x; il++) x = enc_block(ctx, w, &w->enc[il], x);
     return norm(ctx, x, &w->enc_ln);
