@@ -68,7 +68,10 @@ typedef struct candle_whisper_result {
  * English-only model: each 30 s window is decoded from
  * <|startoftranscript|><|notimestamps|>, config.json's suppress_ids
  * suppressed at every step and suppress_ids_begin at the first, up to
- * <|endoftext|>. */
+ * <|endoftext|>. Longer audio is cut into consecutive 30 s windows (the
+ * last padded with zeros), each decoded alone, as faster-whisper does with
+ * without_timestamps and condition_on_previous_text=False; no window is
+ * skipped as silence (its no_speech check is not done). */
 CANDLE_API candle_status candle_whisper_transcribe(const candle_whisper *w, const float *samples,
                                                    size_t n,
                                                    const candle_whisper_transcribe_params *p,

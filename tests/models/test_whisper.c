@@ -71,20 +71,24 @@ out:
     free(enc);
 }
 
-static void check_transcript(const candle_whisper *w, const json_value *g, const float *samples, size_t n) {
+static void check_transcript(const candle_whisper *w, const json_value *g, const char *key, const float *samples,
+                             size_t n) {
     candle_whisper_result r;
     CHECK_MSG(candle_whisper_transcribe(w, samples, n, NULL, &r) == CANDLE_OK, "%s", candle_last_errmsg());
-    const json_value *toks = json_get(g, "jfk_tokens");
+    char k[64];
+    snprintf(k, sizeof k, "%s_tokens", key);
+    const json_value *toks = json_get(g, k);
     const char *text = "";
-    json_as_str(json_get(g, "jfk_text"), &text, NULL);
+    snprintf(k, sizeof k, "%s_text", key);
+    json_as_str(json_get(g, k), &text, NULL);
     bool same = toks && (int64_t)toks->n == r.n_tokens;
     for (size_t i = 0; same && i < toks->n; i++) {
         int64_t v;
         same = json_as_i64(json_at(toks, i), &v) && v == r.tokens[i];
     }
-    CHECK_MSG(same, "token ids differ (%lld tokens, golden %zu)", (long long)r.n_tokens, toks ? toks->n : 0);
+    CHECK_MSG(same, "%s: token ids differ (%lld tokens, golden %zu)", key, (long long)r.n_tokens, toks ? toks->n : 0);
     CHECK_MSG(r.text && !strcmp(r.text, text), "text '%s' vs '%s'", r.text ? r.text : "(null)", text);
-    printf("whisper transcript: '%s'\n", r.text ? r.text : "");
+    printf("whisper transcript of %s: '%s'\n", key, r.text ? r.text : "");
     candle_whisper_result_free(&r);
 }
 
@@ -110,7 +114,12 @@ int main(void) {
     CHECK(gtext && json_parse(&doc, gtext, glen, gpath, NULL) == CANDLE_OK);
     if (w && samples && doc) {
         check_encoder(w, json_root(doc), samples, n);
-        check_transcript(w, json_root(doc), samples, n);
+        check_transcript(w, json_root(doc), "jfk", samples, n);
+        /* long-form: two windows, the second partly zeros */
+        float *three = malloc(3 * n * sizeof *three);
+        for (size_t i = 0; three && i < 3; i++) memcpy(three + i * n, samples, n * sizeof *three);
+        if (three) check_transcript(w, json_root(doc), "jfk3", three, 3 * n);
+        free(three);
     }
     json_free(doc);
     free(gtext);

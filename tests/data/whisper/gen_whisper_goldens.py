@@ -9,7 +9,8 @@ CTranslate2 converts float16 weights there):
     with zeros to 3000 frames, as its transcribe() makes a window): frames [0, 16) and [1000, 1016), all 384
     dims, as f32 little-endian in whisper_enc_jfk.bin (rows of 384);
   - the greedy transcript (beam_size=1, temperature 0, without_timestamps)
-    and its token ids, in whisper_goldens.json.
+    and its token ids, in whisper_goldens.json, of jfk.wav and of jfk.wav
+    three times over (33 s: two windows, condition_on_previous_text off).
 
 usage: /work/venv-ref/bin/python tests/data/whisper/gen_whisper_goldens.py
            [--model build-data/models/whisper-tiny-en] [--jfk PATH/jfk.wav]
@@ -51,11 +52,18 @@ def main():
     segs = list(segs)
     tokens = [t for s in segs for t in s.tokens]
     text = "".join(s.text for s in segs)
+    # long-form: jfk.wav three times (33 s: a full window, then the rest)
+    segs3, _ = model.transcribe(np.concatenate([audio] * 3), beam_size=1, temperature=0.0,
+                                without_timestamps=True, condition_on_previous_text=False,
+                                vad_filter=False)
+    segs3 = list(segs3)
     json.dump({"model": "whisper-tiny-en (CTranslate2 float16)",
                "ctranslate2": ctranslate2.__version__,
                "encoder_slices": SLICES, "encoder_dim": int(enc.shape[1]),
                "encoder_file": "whisper_enc_jfk.bin",
-               "jfk_tokens": tokens, "jfk_text": text},
+               "jfk_tokens": tokens, "jfk_text": text,
+               "jfk3_tokens": [t for s in segs3 for t in s.tokens],
+               "jfk3_text": "".join(s.text for s in segs3)},
               open(os.path.join(HERE, "whisper_goldens.json"), "w"), indent=1)
     with open(os.path.join(HERE, "jfk_transcript.txt"), "w") as f:
         f.write(text.strip() + "\n")
