@@ -5,6 +5,7 @@
  * transcript, whose token ids and text must be identical. Skips when the
  * model or the audio is absent, or the build cannot decode audio. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,35 @@ static void check_transcript(const candle_whisper *w, const json_value *g, const
     candle_whisper_result_free(&r);
 }
 
+typedef struct job {
+    const candle_whisper *w;
+    const float *samples;
+    size_t n;
+    candle_status s;
+    candle_whisper_result r;
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    j->s = candle_whisper_transcribe(j->w, j->samples, j->n, NULL, &j->r);
+    return NULL;
+}
+
+/* One model, two transcriptions at once: the same text as alone. */
+static void check_threads(const candle_whisper *w, const json_value *g, const float *samples, size_t n) {
+    job j[2] = {{w, samples, n, 0, {0}}, {w, samples, n, 0, {0}}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, run_job, &j[i]) == 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    const char *text = "";
+    json_as_str(json_get(g, "jfk_text"), &text, NULL);
+    for (int i = 0; i < 2; i++) {
+        CHECK_MSG(j[i].s == CANDLE_OK && j[i].r.text && !strcmp(j[i].r.text, text), "thread %d: '%s'", i,
+                  j[i].r.text ? j[i].r.text : candle_last_errmsg());
+        candle_whisper_result_free(&j[i].r);
+    }
+}
+
 int main(void) {
     char dir[4096], wav[4096], gpath[4096];
     model_dir(dir, sizeof dir);
@@ -120,6 +150,7 @@ int main(void) {
         for (size_t i = 0; three && i < 3; i++) memcpy(three + i * n, samples, n * sizeof *three);
         if (three) check_transcript(w, json_root(doc), "jfk3", three, 3 * n);
         free(three);
+        check_threads(w, json_root(doc), samples, n);
     }
     json_free(doc);
     free(gtext);
