@@ -20,6 +20,7 @@
 #include "tokenizer.h"
 #include "model.h"
 #include "encoder.h"
+#include "whisper.h"
 #include "sampler.h"
 #include "chat.h"
 #include "kv_pool.h"

@@ -9,6 +9,7 @@ int cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c */
 int cmd_embed(int argc, char **argv);      /* cmd_embed.c */
 int cmd_classify(int argc, char **argv);   /* cmd_classify.c */
 int cmd_rerank(int argc, char **argv);     /* cmd_classify.c */
+int cmd_transcribe(int argc, char **argv); /* cmd_transcribe.c */
 int cmd_run(int argc, char **argv);        /* cmd_run.c */
 int cmd_chat(int argc, char **argv);       /* cmd_run.c */
 int cmd_logits(int argc, char **argv);     /* cmd_run.c */

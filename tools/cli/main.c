@@ -20,6 +20,7 @@ static const command commands[] = {
     {"embed", cmd_embed, "sentence embeddings: embed -m ENCODER (-p TEXT | -f FILE)"},
     {"classify", cmd_classify, "text classification: classify -m MODEL (-p TEXT | -f FILE)"},
     {"rerank", cmd_rerank, "cross-encoder reranking: rerank -m MODEL -q QUERY -f DOCS [--top-n N]"},
+    {"transcribe", cmd_transcribe, "speech to text with Whisper: transcribe -m WHISPER_DIR -f AUDIO"},
     {"info", cmd_info, "CPU features and kernels, or a model's (GGUF or directory) contents"},
     {"bench", cmd_bench, "benchmarks: bench ops|quant|attn|load | bench -m MODEL"},
     {"quantize", cmd_quantize, "quantize IN OUT.gguf TYPE (IN: GGUF or a Hugging Face directory)"},

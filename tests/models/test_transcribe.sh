@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# candle transcribe on Whisper tiny.en (scripts/fetch-whisper.sh) and jfk.wav:
+# the text is faster-whisper's greedy transcript
+# (tests/data/whisper/jfk_transcript.txt, gen_whisper_goldens.py), -o json
+# carries the same text and token ids, and bad input fails with a message.
+set -u
+: "${CANDLE:?CANDLE must point at the candle binary}"
+: "${CANDLE_SOURCE_DIR:?}"
+model="${CANDLE_DATA_CACHE:-$CANDLE_SOURCE_DIR/build-data}/models/whisper-tiny-en"
+wav="${CANDLE_SHARED_DIR:-$CANDLE_SOURCE_DIR/../shared}/data/audio/jfk.wav"
+[ -r "$model/model.bin" ] || { echo "SKIP: test_transcribe: $model absent (scripts/fetch-whisper.sh)"; exit 77; }
+[ -r "$wav" ] || { echo "SKIP: test_transcribe: $wav absent"; exit 77; }
+gold="$CANDLE_SOURCE_DIR/tests/data/whisper"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" >"$tmp/out" 2>"$tmp/err"; then
+    fail "transcribe: $(cat "$tmp/err")"
+elif ! cmp -s "$tmp/out" "$gold/jfk_transcript.txt"; then
+    fail "text '$(cat "$tmp/out")' vs '$(cat "$gold/jfk_transcript.txt")'"
+fi
+grep -q "real-time factor" "$tmp/err" || fail "no timing on stderr"
+
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o json -t 2 >"$tmp/out.json" 2>"$tmp/err"; then
+    fail "transcribe -o json: $(cat "$tmp/err")"
+elif command -v python3 >/dev/null; then
+    python3 - "$tmp/out.json" "$gold/whisper_goldens.json" <<'PY' || fail "json output"
+import json, sys
+got = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+assert got["text"] == g["jfk_text"].strip(), got["text"]
+assert got["tokens"] == g["jfk_tokens"], got["tokens"]
+assert abs(got["duration"] - 11.0) < 0.01, got["duration"]
+PY
+fi
+
+"$CANDLE" transcribe -m "$model" -f "$tmp/missing.wav" >/dev/null 2>"$tmp/err" && fail "missing audio accepted"
+grep -q "cannot open\|missing.wav" "$tmp/err" || fail "missing audio message: $(cat "$tmp/err")"
+"$CANDLE" transcribe -m "$tmp" -f "$wav" >/dev/null 2>"$tmp/err" && fail "model dir without model.bin accepted"
+"$CANDLE" transcribe -f "$wav" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing -m not a usage error"
+
+[ $fails -eq 0 ] && echo "test_transcribe: passed"
+exit $((fails > 0))
