@@ -309,6 +309,10 @@ static void test_softmax_norm(candle_ctx *ctx) {
             candle_tensor *w = mt_input(ctx, CANDLE_DTYPE_F32, 1, wshape, MT_CONTIG, 50 + i, -2, 2);
             check_vs_ref(ctx, candle_rms_norm(ctx, x, w, 1e-5), cpu_ref_rms_norm, 1e-10, fast, what);
             check_vs_ref(ctx, candle_rms_norm(ctx, x, NULL, 1e-6), cpu_ref_rms_norm, 1e-10, fast, what);
+            snprintf(what, sizeof what, "layer_norm n %lld %s", (long long)sizes[i], mt_layout_names[lay]);
+            candle_tensor *bias = mt_input(ctx, CANDLE_DTYPE_F32, 1, wshape, MT_CONTIG, 60 + i, -1, 1);
+            check_vs_ref(ctx, candle_layer_norm(ctx, x, w, bias, 1e-12), cpu_ref_layer_norm, 1e-10, fast, what);
+            check_vs_ref(ctx, candle_layer_norm(ctx, x, NULL, NULL, 1e-5), cpu_ref_layer_norm, 1e-10, fast, what);
             candle_ctx_reset(ctx, mark);
         }
     /* masked entries (-inf) in a softmax row */

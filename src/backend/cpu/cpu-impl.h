@@ -220,6 +220,7 @@ extern const cpu_fast_kernel cpu_fast_unary;
 extern const cpu_fast_kernel cpu_fast_binary;
 extern const cpu_fast_kernel cpu_fast_softmax;
 extern const cpu_fast_kernel cpu_fast_rms_norm;
+extern const cpu_fast_kernel cpu_fast_layer_norm;
 extern const cpu_fast_kernel cpu_fast_rope;
 extern const cpu_fast_kernel cpu_fast_attention;
 extern const cpu_fast_kernel cpu_fast_index_select;

@@ -440,7 +440,7 @@ const char *candle_cpu_info(char *buf, size_t n) {
              !strcmp(simd->name, "avx512") ? " (avx512 gemm micro-kernel, avx2 elsewhere)" : "");
     static const cpu_fast_kernel *const fast[] = {
         &cpu_fast_matmul, &cpu_fast_matmul_quant, &cpu_fast_unary, &cpu_fast_binary,
-        &cpu_fast_softmax, &cpu_fast_rms_norm, &cpu_fast_rope, &cpu_fast_attention,
+        &cpu_fast_softmax, &cpu_fast_rms_norm, &cpu_fast_layer_norm, &cpu_fast_rope, &cpu_fast_attention,
         &cpu_fast_index_select, &cpu_fast_copy};
     for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++)
         info_add(buf, n, &len, "kernel: %s [%s]\n", fast[i]->name, simd->name);

@@ -84,6 +84,7 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     static const cpu_fast_kernel *const binary[] = {&cpu_fast_binary, NULL};
     static const cpu_fast_kernel *const softmax[] = {&cpu_fast_softmax, NULL};
     static const cpu_fast_kernel *const rms[] = {&cpu_fast_rms_norm, NULL};
+    static const cpu_fast_kernel *const ln[] = {&cpu_fast_layer_norm, NULL};
     static const cpu_fast_kernel *const rope[] = {&cpu_fast_rope, NULL};
     static const cpu_fast_kernel *const attn[] = {&cpu_fast_attention, NULL};
     static const cpu_fast_kernel *const index[] = {&cpu_fast_index_select, NULL};
@@ -96,6 +97,7 @@ static const cpu_fast_kernel *const *candidates(candle_op op) {
     case CANDLE_OP_SOFTMAX:
     case CANDLE_OP_LOG_SOFTMAX: return softmax;
     case CANDLE_OP_RMS_NORM: return rms;
+    case CANDLE_OP_LAYER_NORM: return ln;
     case CANDLE_OP_ROPE: return rope;
     case CANDLE_OP_ATTENTION: return attn;
     case CANDLE_OP_INDEX_SELECT: return index;

@@ -234,6 +234,46 @@ static candle_status run_rms(const cpu_task *t, candle_tensor *dst) {
 
 const cpu_fast_kernel cpu_fast_rms_norm = {"rms_norm f32", match_rms, plan_rows, run_rms};
 
+/* ---- layer_norm (encoders): rows split across threads ---- */
+
+static bool ln_param_ok(const candle_tensor *p, int64_t d) {
+    return !p || (p->dtype == CANDLE_DTYPE_F32 && p->rank == 1 && p->shape[0] == d && p->stride[0] == 4);
+}
+
+static bool match_ln(const candle_tensor *dst) {
+    if (dst->op != CANDLE_OP_LAYER_NORM || !f32_out(dst) || !f32_rows_in(dst->src[0], dst)) return false;
+    int64_t d = last_dim(dst);
+    return ln_param_ok(dst->n_src > 1 ? dst->src[1] : NULL, d) && ln_param_ok(dst->n_src > 2 ? dst->src[2] : NULL, d);
+}
+
+/* Mean and variance in double, as the reference kernel, so the two agree to
+ * f32 rounding; the per-element pass is f32. */
+static void ln_row(const float *x, const float *w, const float *b, float *y, int64_t d, double eps) {
+    double sum = 0, ss = 0;
+    for (int64_t k = 0; k < d; k++) sum += x[k];
+    double mean = sum / (double)d;
+    for (int64_t k = 0; k < d; k++) ss += ((double)x[k] - mean) * ((double)x[k] - mean);
+    float m = (float)mean, s = (float)(1.0 / sqrt(ss / (double)d + eps));
+    for (int64_t k = 0; k < d; k++) {
+        float v = (x[k] - m) * s;
+        y[k] = v * (w ? w[k] : 1.0f) + (b ? b[k] : 0.0f);
+    }
+}
+
+static candle_status run_ln(const cpu_task *t, candle_tensor *dst) {
+    const candle_tensor *x = dst->src[0];
+    const candle_tensor *w = dst->n_src > 1 ? dst->src[1] : NULL, *b = dst->n_src > 2 ? dst->src[2] : NULL;
+    const float *wp = w ? (const float *)tensor_ptr(w) : NULL, *bp = b ? (const float *)tensor_ptr(b) : NULL;
+    int64_t d = last_dim(dst), r0, r1;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++)
+        ln_row((const float *)(tensor_ptr(x) + row_offset(x, r)), wp, bp, (float *)tensor_ptr(dst) + r * d, d,
+               dst->fparams[0]);
+    return CANDLE_OK;
+}
+
+const cpu_fast_kernel cpu_fast_layer_norm = {"layer_norm f32", match_ln, plan_rows, run_ln};
+
 /* ---- copy of contiguous rows (KV cache writes, reshape copies) ---- */
 
 static int64_t last_stride_of(const candle_tensor *t) { return t->rank ? t->stride[t->rank - 1] : 0; }
