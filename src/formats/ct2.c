@@ -135,13 +135,17 @@ static candle_status read_shape(cur *c, candle_ct2_var_info *v, uint64_t *numel)
     if (rank > CANDLE_MAX_RANK) return ferr(c, "rank above Candle's limit of 6");
     v->rank = (int)rank;
     *numel = 1;
+    uint64_t nonzero = 1; /* product of the non-zero dimensions, saturated */
     for (int i = 0; i < v->rank; i++) {
         if ((r = take(c, 4, &d))) return r;
         v->shape[i] = (int64_t)d;
         /* the byte count is a u32, so a product past 2^32 cannot match it:
          * saturate there (unless a later dimension is 0) */
         *numel = !d ? 0 : *numel > UINT32_MAX ? *numel : *numel * d;
+        if (d) nonzero = nonzero > UINT32_MAX ? nonzero : nonzero * d;
     }
+    /* an empty tensor too: its strides are products of the other dimensions */
+    if (nonzero > UINT32_MAX) return ferr(c, "dimensions multiply past 2^32 elements");
     return CANDLE_OK;
 }
 
