@@ -219,9 +219,9 @@ static void test_malformed(void) {
     header(&f, 6, 1);
     put_var(&f, "w", 1, (uint32_t[]){2}, 0, 4, DATA, 4);
     expect_err(&f, "w: byte count does not match the shape and dtype");
-    header(&f, 6, 1); /* 2^16 x 2^16 x 1 f32 overflows u32 bytes: still a mismatch */
+    header(&f, 6, 1); /* 2^16 x 2^16 x 1 passes 2^32 elements: refused before the byte count */
     put_var(&f, "w", 3, (uint32_t[]){65536, 65536, 1}, 0, 0, NULL, 0);
-    expect_err(&f, "w: byte count does not match");
+    expect_err(&f, "w: dimensions multiply past 2^32 elements");
     header(&f, 6, 1);
     put_var(&f, "w", 1, (uint32_t[]){4}, 0, 16, DATA, 8);
     put(&f, 0, 4); /* 12 bytes after the header, fewer than 16 */
