@@ -52,6 +52,10 @@ typedef struct json_parse_params {
  * error messages (a file name). p may be NULL. */
 candle_status json_parse(json_doc **out, const char *text, size_t len, const char *what,
                          const json_parse_params *p);
+/* Read and parse the file at path, refusing one of more than max_bytes.
+ * `name` (NULL: path) names it in messages. */
+candle_status json_parse_file(json_doc **out, const char *path, const char *name,
+                              size_t max_bytes);
 void json_free(json_doc *d);
 const json_value *json_root(const json_doc *d);
 

@@ -8,7 +8,9 @@
 #endif
 #include "json-impl.h"
 
+#include <errno.h>
 #include <locale.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +356,45 @@ candle_status json_parse(json_doc **out, const char *text, size_t len, const cha
     }
     *out = d;
     return CANDLE_OK;
+}
+
+/* Read in doubling chunks: the size is not asked of the file, so pipes and
+ * files that change while read are bounded the same way. */
+candle_status json_parse_file(json_doc **out, const char *path, const char *name,
+                              size_t max_bytes) {
+    if (!name) name = path;
+    FILE *f = fopen(path, "rb");
+    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    candle_status s = CANDLE_OK;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max_bytes) {
+                s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: larger than %zu MiB", name,
+                                     max_bytes >> 20);
+                break;
+            }
+            cap = cap ? 2 * cap : 1 << 16;
+            if (cap > max_bytes) cap = max_bytes;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory reading %s", name);
+                break;
+            }
+            buf = b;
+        }
+        size_t r = fread(buf + len, 1, cap - len, f);
+        len += r;
+        if (r == 0) {
+            if (ferror(f)) s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: read error", name);
+            break;
+        }
+    }
+    fclose(f);
+    if (!s) s = json_parse(out, buf, len, name, NULL);
+    free(buf);
+    return s;
 }
 
 void json_free(json_doc *d) {

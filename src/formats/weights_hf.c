@@ -27,37 +27,7 @@ static bool file_exists(const char *path) {
 
 /* The bytes of a JSON file, parsed. `name` is how messages call it. */
 static candle_status read_json(const char *path, const char *name, json_doc **out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    candle_status s = CANDLE_OK;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= HF_JSON_MAX) {
-                s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: larger than %zu MiB", name,
-                                     HF_JSON_MAX >> 20);
-                break;
-            }
-            cap = cap ? 2 * cap : 1 << 16;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory reading %s", name);
-                break;
-            }
-            buf = b;
-        }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) {
-            if (ferror(f)) s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: read error", name);
-            break;
-        }
-    }
-    fclose(f);
-    if (!s) s = json_parse(out, buf, len, name, NULL);
-    free(buf);
-    return s;
+    return json_parse_file(out, path, name, HF_JSON_MAX);
 }
 
 static candle_status read_config(candle_weights *w, json_doc **cfg_doc) {

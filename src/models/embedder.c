@@ -28,18 +28,7 @@ static bool exists(const char *path) {
 }
 
 candle_status encoder_read_json(const char *path, json_doc **out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open", path);
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-    candle_status s = CANDLE_OK;
-    if (n < 0 || n > (16L << 20) || !(buf = malloc((size_t)n + 1)) || fseek(f, 0, SEEK_SET) ||
-        fread(buf, 1, (size_t)n, f) != (size_t)n)
-        s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot read (or larger than 16 MiB)", path);
-    fclose(f);
-    if (!s) s = json_parse(out, buf, (size_t)n, path, NULL);
-    free(buf);
-    return s;
+    return json_parse_file(out, path, NULL, (size_t)16 << 20);
 }
 
 bool encoder_type_is(const json_value *type, const char *x) {

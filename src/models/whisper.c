@@ -223,20 +223,6 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
     return true;
 }
 
-static candle_status read_json_file(const char *path, json_doc **out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open", path);
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-    candle_status s = CANDLE_OK;
-    if (n < 0 || n > (16L << 20) || !(buf = malloc((size_t)n + 1)) || fseek(f, 0, SEEK_SET) ||
-        fread(buf, 1, (size_t)n, f) != (size_t)n)
-        s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot read (or larger than 16 MiB)", path);
-    fclose(f);
-    if (!s) s = json_parse(out, buf, (size_t)n, path, NULL);
-    free(buf);
-    return s;
-}
 
 static int read_ids(const json_value *arr, int32_t *out, int64_t n_vocab) {
     int n = 0;
@@ -251,7 +237,7 @@ static candle_status load_config(candle_whisper *w, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_doc *doc;
-    candle_status s = read_json_file(path, &doc);
+    candle_status s = json_parse_file(&doc, path, NULL, (size_t)16 << 20);
     if (s) return s;
     const json_value *root = json_root(doc);
     w->n_suppress = read_ids(json_get(root, "suppress_ids"), w->suppress, w->d.n_vocab);
