@@ -170,8 +170,10 @@ static void activate(head_act a, float *x, int64_t n) {
     if (a == HEAD_SIGMOID)
         for (int64_t i = 0; i < n; i++) x[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
     if (a != HEAD_SOFTMAX) return;
-    double mx = x[0], sum = 0;
-    for (int64_t i = 1; i < n; i++) mx = fmax(mx, x[i]);
+    float mx = x[0];
+    double sum = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > mx) mx = x[i];
     for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - mx);
     for (int64_t i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - mx) / sum);
 }
