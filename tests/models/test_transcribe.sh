@@ -7,7 +7,7 @@ set -u
 : "${CANDLE:?CANDLE must point at the candle binary}"
 : "${CANDLE_SOURCE_DIR:?}"
 model="${CANDLE_DATA_CACHE:-$CANDLE_SOURCE_DIR/build-data}/models/whisper-tiny-en"
-wav="${CANDLE_SHARED_DIR:-$CANDLE_SOURCE_DIR/../shared}/data/audio/jfk.wav"
+wav="$CANDLE_SOURCE_DIR/tests/data/audio/jfk.wav"
 [ -r "$model/model.bin" ] || { echo "SKIP: test_transcribe: $model absent (scripts/fetch-whisper.sh)"; exit 77; }
 [ -r "$wav" ] || { echo "SKIP: test_transcribe: $wav absent"; exit 77; }
 gold="$CANDLE_SOURCE_DIR/tests/data/whisper"

@@ -125,7 +125,7 @@ static void check_threads(const candle_whisper *w, const json_value *g, const fl
 int main(void) {
     char dir[4096], wav[4096], gpath[4096];
     model_dir(dir, sizeof dir);
-    test_path("../shared/data/audio/jfk.wav", wav, sizeof wav);
+    test_path("tests/data/audio/jfk.wav", wav, sizeof wav); /* a copy of ../shared's, in the repository */
     if (!test_need_file("whisper tiny.en (scripts/fetch-whisper.sh)", dir) || !test_need_file("jfk.wav", wav))
         return test_done("test_whisper");
     if (!candle_audio_can_decode()) {
