@@ -58,7 +58,6 @@ struct candle_backend {
     const candle_backend_iface *iface;
     candle_device device;
     int n_threads;
-    char errmsg[256]; /* detail of the last failing compute_node */
     void *impl;
 };
 
@@ -131,7 +130,15 @@ CANDLE_API candle_backend *candle_backend_cpu_init(int n_threads);
  * never AUTO); false for another kind of backend. */
 CANDLE_API bool candle_backend_cpu_params(const candle_backend *be, candle_cpu_params *out);
 CANDLE_API void candle_backend_free(candle_backend *be);
-/* The detail of the backend's last failing call ("" if none). */
+/* A backend's failing call records its detail for the calling thread, so
+ * sessions sharing one backend on different threads never see each other's
+ * (the graph copies it into the context's error). candle_backend_errmsg:
+ * the detail of the last failing backend call on this thread ("" if none). */
+CANDLE_API void candle_backend_set_errmsg(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 CANDLE_API const char *candle_backend_errmsg(const candle_backend *be);
 CANDLE_API const char *candle_backend_name(const candle_backend *be);
 /* The backends of this build ("cpu", later "cuda"): the count, each one's

@@ -22,8 +22,6 @@ static const backend_reg kBackends[] = {
 };
 enum { N_BACKENDS = sizeof kBackends / sizeof kBackends[0] };
 
-const char *candle_backend_errmsg(const candle_backend *be) { return be ? be->errmsg : "backend is NULL"; }
-
 int candle_backend_count(void) { return N_BACKENDS; }
 
 const char *candle_backend_reg_name(int i) { return i >= 0 && i < N_BACKENDS ? kBackends[i].name : NULL; }

@@ -25,6 +25,10 @@ candle_status candle_ctx_take_last_error(candle_ctx *ctx);
 /* A message to the log callback (log.h), formatted as printf; one line,
  * without the newline. */
 void candle_log_msg(candle_log_level level, const char *fmt, ...) CANDLE_PRINTF(2, 3);
+/* The calling thread's buffer of candle_backend_set_errmsg, for kernels that
+ * format into it in place. */
+enum { CANDLE_BACKEND_ERRMSG_MAX = 256 };
+char *candle_backend_errmsg_buffer(void);
 /* "1.50 GiB" into buf. */
 const char *candle_format_bytes(size_t n, char *buf, size_t len);
 

@@ -7,6 +7,7 @@
 
 static _Thread_local candle_status tl_status;
 static _Thread_local char tl_msg[CANDLE_ERRMSG_MAX];
+static _Thread_local char tl_backend_msg[CANDLE_BACKEND_ERRMSG_MAX];
 
 const char *candle_status_name(candle_status s) {
     static const char *names[] = {
@@ -65,6 +66,17 @@ void candle_clear_last_error(void) {
     tl_status = CANDLE_OK;
     tl_msg[0] = 0;
 }
+
+void candle_backend_set_errmsg(const char *fmt, ...) {
+    char msg[sizeof tl_backend_msg]; /* apart first: fmt's arguments may quote the buffer */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memcpy(tl_backend_msg, msg, sizeof msg);
+}
+char *candle_backend_errmsg_buffer(void) { return tl_backend_msg; }
+const char *candle_backend_errmsg(const candle_backend *be) { return be ? tl_backend_msg : "backend is NULL"; }
 
 candle_status candle_errcode(const candle_ctx *ctx) { return ctx ? ctx->status : tl_status; }
 const char *candle_errmsg(const candle_ctx *ctx) {

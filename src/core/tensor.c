@@ -216,7 +216,7 @@ static candle_status host_shadow(const candle_tensor *t, candle_tensor *sh, cand
     if (s) {
         free(p);
         return candle_set_error(t->ctx, s, "reading a tensor from %s: %s", src->backend->iface->name,
-                                src->backend->errmsg);
+                                candle_backend_errmsg(src->backend));
     }
     *st = (candle_storage){.data = p, .size = src->size, .refcount = 1, .kind = CANDLE_STORAGE_HEAP};
     *sh = *t;

@@ -21,7 +21,7 @@ static candle_status check_range(const candle_tensor *t, size_t offset, size_t s
 
 static candle_status backend_failed(const candle_tensor *t, candle_status s, const char *what) {
     candle_backend *be = t->storage->backend;
-    return candle_set_error(t->ctx, s, "%s on %s: %s", what, be->iface->name, be->errmsg);
+    return candle_set_error(t->ctx, s, "%s on %s: %s", what, be->iface->name, candle_backend_errmsg(be));
 }
 
 candle_status candle_tensor_set_bytes(candle_tensor *t, size_t offset, const void *src, size_t size) {

@@ -398,7 +398,7 @@ static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
     if (s) return s;
     candle_backend *be = ctx->backend;
     if (candle_sched_needed(ctx, t)) s = candle_sched_compute(ctx, t);
-    else if ((s = be->iface->compute_node(be, t))) s = candle_set_error(ctx, s, "%s", be->errmsg);
+    else if ((s = be->iface->compute_node(be, t))) s = candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     if (s) return s;
     t->computed = true;
     return CANDLE_OK;
@@ -435,7 +435,7 @@ static candle_status compute_group(candle_ctx *ctx, candle_tensor *const *nodes,
     if (placed) return CANDLE_OK;
     candle_backend *be = ctx->backend;
     candle_status s = be->iface->compute_group(be, nodes, n);
-    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    if (s) return candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     for (int k = 0; k < n; k++) nodes[k]->computed = true;
     return CANDLE_OK;
 }
@@ -453,7 +453,7 @@ static candle_status compute_fused(candle_ctx *ctx, candle_tensor *u, candle_ten
         s = compute_node(ctx, u);
         return s ? s : compute_node(ctx, b);
     }
-    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    if (s) return candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     b->computed = true;
     return CANDLE_OK;
 }
@@ -498,7 +498,7 @@ static candle_status whole_graph(candle_ctx *ctx, candle_graph *g, bool plan, bo
     *handed = true;
     candle_backend *be = ctx->backend;
     candle_status s = be->iface->graph_compute(be, g->run, n);
-    if (s) return candle_set_error(ctx, s, "%s", be->errmsg);
+    if (s) return candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     for (int i = 0; i < n; i++) g->run[i]->computed = true;
     /* views took their sources' state before those ran: bound again, in order */
     for (int i = 0; i < g->n_nodes; i++)

@@ -146,7 +146,7 @@ candle_status candle_sched_compute(candle_ctx *ctx, candle_tensor *t) {
     }
     if (!st) {
         st = run->iface->compute_node(run, &node);
-        if (st) st = candle_set_error(ctx, st, "%s", run->errmsg);
+        if (st) st = candle_set_error(ctx, st, "%s", candle_backend_errmsg(run));
     }
     if (!st && out_copied) st = copy_back(ctx, t, &node);
     if (out_copied) candle_storage_release(node.storage);

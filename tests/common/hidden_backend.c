@@ -33,7 +33,7 @@ static candle_status h_alloc(candle_backend *be, size_t size, candle_storage **o
     void *p = s ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
     if (!p) {
         free(s);
-        snprintf(be->errmsg, sizeof be->errmsg, "hidden: out of memory (%zu bytes)", size);
+        candle_backend_set_errmsg("hidden: out of memory (%zu bytes)", size);
         return CANDLE_ERR_OOM;
     }
     *s = (candle_storage){.data = (void *)((uintptr_t)p + HIDE), .size = size, .refcount = 1,
@@ -92,7 +92,7 @@ static candle_status h_compute(candle_backend *be, candle_tensor *node) {
     candle_tensor n = *node, srcs[CANDLE_MAX_SRC];
     candle_storage st[CANDLE_MAX_SRC + 1];
     if (!shadow(be, node->storage, &st[CANDLE_MAX_SRC])) {
-        snprintf(be->errmsg, sizeof be->errmsg, "hidden: the output of %s is not in this backend's memory",
+        candle_backend_set_errmsg("hidden: the output of %s is not in this backend's memory",
                  candle_op_name((candle_op)node->op));
         return CANDLE_ERR_DEVICE;
     }
@@ -100,7 +100,7 @@ static candle_status h_compute(candle_backend *be, candle_tensor *node) {
     for (int i = 0; i < node->n_src; i++) {
         if (!node->src[i]) continue;
         if (!shadow(be, node->src[i]->storage, &st[i])) {
-            snprintf(be->errmsg, sizeof be->errmsg,
+            candle_backend_set_errmsg(
                      "hidden: input %d of %s is not in this backend's memory (the scheduler must copy it)", i,
                      candle_op_name((candle_op)node->op));
             return CANDLE_ERR_DEVICE;
@@ -109,9 +109,7 @@ static candle_status h_compute(candle_backend *be, candle_tensor *node) {
         srcs[i].storage = &st[i];
         n.src[i] = &srcs[i];
     }
-    candle_status s = h->cpu->iface->compute_node(h->cpu, &n);
-    if (s) snprintf(be->errmsg, sizeof be->errmsg, "%s", h->cpu->errmsg);
-    return s;
+    return h->cpu->iface->compute_node(h->cpu, &n); /* its error detail is this thread's */
 }
 
 /* Whole graph runs: node by node here, counted (a device would replay). */

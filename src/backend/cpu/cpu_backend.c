@@ -170,7 +170,7 @@ static void fast_job_run(void *arg, int task, int n_tasks, int thread) {
 }
 
 /* One pool job of nth tasks whose threads report into im->status; the
- * first error, with its message in be->errmsg. */
+ * first error, with its message as the calling thread's backend error. */
 static candle_status run_job(candle_backend *be, int nth, cpu_pool_fn fn, void *arg) {
     cpu_impl *im = be->impl;
     int n = cpu_pool_size(im->pool);
@@ -178,7 +178,7 @@ static candle_status run_job(candle_backend *be, int nth, cpu_pool_fn fn, void *
     cpu_pool_run(im->pool, nth, fn, arg);
     for (int i = 0; i < n; i++)
         if (im->status[i]) {
-            snprintf(be->errmsg, sizeof be->errmsg, "%s", im->errmsgs[i]);
+            candle_backend_set_errmsg("%s", im->errmsgs[i]);
             return im->status[i];
         }
     return CANDLE_OK;
@@ -233,7 +233,8 @@ static candle_status compute_node(candle_backend *be, candle_tensor *node) {
         pthread_mutex_unlock(&im->busy);
         if (ran) return s;
     }
-    cpu_task task = {.ith = 0, .nth = 1, .errmsg = be->errmsg, .errmsg_len = sizeof be->errmsg};
+    cpu_task task = {.ith = 0, .nth = 1, .errmsg = candle_backend_errmsg_buffer(),
+                     .errmsg_len = CANDLE_BACKEND_ERRMSG_MAX};
     return kernels[node->op](&task, node);
 }
 
