@@ -12,6 +12,8 @@
  *   hidden       tests/common/hidden_backend.c: memory the host cannot address
  *   hidden-fb    the same refusing exp and matmul, so those run on the
  *                scheduler's CPU fallback with their data copied over and back
+ *   (others)     every other backend the registry lists, with its defaults
+ *                (candle_backend_init_by_name): a CUDA build's runs here too
  *
  * The hidden backends run the CPU kernels with the process defaults, so their
  * results must be the cpu backend's bits (memcmp). Builders that refuse a
@@ -37,10 +39,16 @@
 #define MAX_OPND 6
 #define MIN_CASES 200
 
-enum { BE_CPU, BE_REF, BE_SCALAR, BE_HIDDEN, BE_HIDDEN_FB, N_BE };
-static const char *const kBeName[N_BE] = {"cpu", "cpu-ref", "cpu-scalar", "hidden", "hidden-fb"};
-static candle_backend *g_be[N_BE];
-static long g_run[N_BE], g_fail[N_BE], g_skip, g_cases, g_lazy_cases;
+/* The CPU from the registry and its test variants, then every other
+ * backend the registry lists (a GPU build's), each checked against the
+ * double-precision reference; the hidden ones also against the CPU's bits. */
+enum { BE_CPU, BE_REF, BE_SCALAR, BE_HIDDEN, BE_HIDDEN_FB, N_BE_FIXED, MAX_BE = N_BE_FIXED + 8 };
+static const char *kBeName[MAX_BE] = {"cpu", "cpu-ref", "cpu-scalar", "hidden", "hidden-fb"};
+static candle_backend *g_be[MAX_BE];
+static int N_BE = N_BE_FIXED;
+static long g_run[MAX_BE], g_fail[MAX_BE], g_skip, g_cases, g_lazy_cases;
+
+static bool is_hidden(int be) { return be == BE_HIDDEN || be == BE_HIDDEN_FB; }
 static bool g_verbose;
 
 /* ---- layouts: how an operand reaches the op ---- */
@@ -845,7 +853,7 @@ static void run_case(const tcase *c, uint64_t seed) {
             first = got;
             first_n = n;
             got = NULL;
-        } else if (be >= BE_HIDDEN && first && !fail) {
+        } else if (is_hidden(be) && first && !fail) {
             bool same = first_n == n && memcmp(first, got, (size_t)n * sizeof *got) == 0;
             int64_t at = 0;
             while (!same && at < n && at < first_n && memcmp(&first[at], &got[at], sizeof *got) == 0) at++;
@@ -854,7 +862,7 @@ static void run_case(const tcase *c, uint64_t seed) {
                       at < n ? got[at] : 0.0);
             fail = fail || !same;
         }
-        if (be >= BE_HIDDEN) {
+        if (is_hidden(be)) {
             uint64_t copies = 0, bytes = 0, fb = 0;
             candle_ctx_transfer_stats(ctx, &copies, &bytes, &fb);
             bool refused = c->op == CANDLE_OP_EXP || c->op2 == CANDLE_OP_EXP || c->kind == K_MATMUL;
@@ -1071,7 +1079,7 @@ int main(void) {
     g_verbose = v && v[0] && v[0] != '0';
     candle_cpu_params p = candle_cpu_get_defaults();
     p.n_threads = N_THREADS;
-    CHECK_OK(NULL, candle_backend_cpu_init_params(&g_be[BE_CPU], &p));
+    CHECK_OK(NULL, candle_backend_init_by_name(&g_be[BE_CPU], "cpu", &p));
     candle_cpu_params pr = p;
     pr.reference_only = true;
     CHECK_OK(NULL, candle_backend_cpu_init_params(&g_be[BE_REF], &pr));
@@ -1081,6 +1089,13 @@ int main(void) {
     g_be[BE_HIDDEN] = test_hidden_backend_init(N_THREADS, NULL);
     const candle_op refused[] = {CANDLE_OP_EXP, CANDLE_OP_MATMUL, CANDLE_OP_NONE};
     g_be[BE_HIDDEN_FB] = test_hidden_backend_init(N_THREADS, refused);
+    for (int r = 0; r < candle_backend_count() && N_BE < MAX_BE; r++) {
+        const char *name = candle_backend_reg_name(r);
+        if (!strcmp(name, "cpu")) continue;
+        kBeName[N_BE] = name;
+        CHECK_OK(NULL, candle_backend_init_by_name(&g_be[N_BE], name, NULL));
+        N_BE++;
+    }
     for (int i = 0; i < N_BE; i++) CHECK_MSG(g_be[i] != NULL, "backend %s not made", kBeName[i]);
     for (int i = 0; i < N_BE; i++)
         if (!g_be[i]) return test_done("test_backend_ops");
@@ -1110,7 +1125,7 @@ int main(void) {
     CHECK_MSG(g_cases >= MIN_CASES, "only %ld cases ran (want %d)", g_cases, MIN_CASES);
     CHECK_MSG(g_cases >= 4 * g_skip, "%ld cases skipped of %ld: most must run", g_skip, g_cases + g_skip);
     long live, allocs, graphs;
-    for (int i = BE_HIDDEN; i < N_BE; i++) {
+    for (int i = BE_HIDDEN; i <= BE_HIDDEN_FB; i++) {
         test_hidden_backend_counts(g_be[i], &allocs, &live, &graphs);
         CHECK_MSG(live == 0, "%s: %ld storages still live of %ld", kBeName[i], live, allocs);
     }
