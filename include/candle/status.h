@@ -7,6 +7,8 @@
 #ifndef CANDLE_STATUS_H
 #define CANDLE_STATUS_H
 
+#include <stddef.h>
+
 #include "api.h"
 
 #ifdef __cplusplus
@@ -35,6 +37,14 @@ CANDLE_API const char *candle_status_name(candle_status s);
 CANDLE_API candle_status candle_last_error(void);
 CANDLE_API const char *candle_last_errmsg(void);
 CANDLE_API void candle_clear_last_error(void);
+
+/* Text from a file or a request, made safe to print on a terminal: the len
+ * bytes of s (up to a NUL) into buf (n bytes, always NUL-terminated) with
+ * control characters written as escapes (\n, \t, \xNN; the C1 controls'
+ * UTF-8 encodings as \u00NN), so a crafted name cannot move the cursor or
+ * retitle the terminal; "..." ends a copy that did not fit. Returns buf.
+ * Error messages (candle_errmsg, candle_last_errmsg) come escaped already. */
+CANDLE_API const char *candle_escape_text(const char *s, size_t len, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

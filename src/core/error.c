@@ -34,8 +34,9 @@ candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fm
     if (ctx && ctx->status != CANDLE_OK) return s; /* first error sticks */
     /* formatted apart first: a message may quote the one it replaces
      * ("%s", candle_last_errmsg()) */
-    char msg[sizeof tl_msg];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char raw[sizeof tl_msg], msg[sizeof tl_msg];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    candle_escape_text(raw, sizeof raw, msg, sizeof msg);
     if (ctx) {
         ctx->status = s;
         snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", msg);
@@ -90,6 +91,33 @@ void candle_ctx_clear_error(candle_ctx *ctx) {
     }
     ctx->status = CANDLE_OK;
     ctx->errmsg[0] = 0;
+}
+
+const char *candle_escape_text(const char *s, size_t len, char *buf, size_t n) {
+    if (!buf || n == 0) return buf;
+    size_t o = 0, fit = 0; /* fit: the last escape boundary with room for "..." after it */
+    bool cut = false;
+    for (size_t i = 0; s && i < len && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        size_t k = 1;
+        esc[0] = (char)c;
+        if (c == '\n' || c == '\t' || c == '\r') k = (size_t)snprintf(esc, sizeof esc, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+        else if (c < 0x20 || c == 0x7f) k = (size_t)snprintf(esc, sizeof esc, "\\x%02x", c);
+        else if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9f)
+            k = (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned char)s[++i]);
+        if (o + k + 1 > n) {
+            cut = true;
+            break;
+        }
+        memcpy(buf + o, esc, k);
+        o += k;
+        if (o + 4 <= n) fit = o;
+    }
+    if (cut) o = fit;
+    buf[o] = 0;
+    if (cut && n >= 4) memcpy(buf + o, "...", 4);
+    return buf;
 }
 
 const char *candle_format_bytes(size_t n, char *buf, size_t len) {

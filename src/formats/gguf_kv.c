@@ -172,6 +172,7 @@ static void put_str(sbuf *b, const uint8_t *s, size_t len, size_t max) {
         if (c == '"' || c == '\\') put(b, "\\%c", c);
         else if (c == '\n') put(b, "\\n");
         else if (c < 0x20 || c == 0x7f) put(b, "\\x%02x", c);
+        else if (c == 0xc2 && i + 1 < len && s[i + 1] >= 0x80 && s[i + 1] <= 0x9f) put(b, "\\u%04x", s[++i]);
         else put(b, "%c", c);
     }
     if (len > max) put(b, "\"... (%zu bytes)", len);

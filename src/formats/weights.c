@@ -287,9 +287,12 @@ const char *candle_weights_kv_str(const candle_weights *w, int64_t i, char *buf,
     case CANDLE_GGUF_INT64: snprintf(buf, n, "%" PRId64, kv->i); break;
     case CANDLE_GGUF_FLOAT64: snprintf(buf, n, "%g", kv->f); break;
     case CANDLE_GGUF_BOOL: snprintf(buf, n, "%s", kv->b ? "true" : "false"); break;
-    default:
-        if (kv->len + 3 <= n) snprintf(buf, n, "\"%s\"", kv->s);
-        else snprintf(buf, n, "\"%.*s...\" (%zu bytes)", (int)(n > 40 ? 20 : 0), kv->s, kv->len);
+    default: {
+        char esc[128];
+        candle_escape_text(kv->s, kv->len, esc, sizeof esc);
+        if (kv->len + 3 <= n && strlen(esc) == kv->len) snprintf(buf, n, "\"%s\"", esc);
+        else snprintf(buf, n, "\"%.*s...\" (%zu bytes)", (int)(n > 40 ? 20 : 0), esc, kv->len);
+    }
     }
     return buf;
 }

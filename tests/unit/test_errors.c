@@ -203,7 +203,25 @@ static void test_status_names(void) {
     CHECK(strcmp(candle_status_name((candle_status)-1), "unknown status") == 0);
 }
 
+/* Untrusted text is escaped for the terminal, and so are error messages. */
+static void test_escape_text(void) {
+    char b[64];
+    CHECK(!strcmp(candle_escape_text("a\x1b[2Jb\x07\tc\n", SIZE_MAX, b, sizeof b), "a\\x1b[2Jb\\x07\\tc\\n"));
+    CHECK(!strcmp(candle_escape_text("\xc2\x9b" "1m \xc2\xa0 \xe2\x82\xac", SIZE_MAX, b, sizeof b),
+                  "\\u009b1m \xc2\xa0 \xe2\x82\xac")); /* CSI escaped; NBSP and the euro sign kept */
+    CHECK(!strcmp(candle_escape_text("abcdef", 3, b, sizeof b), "abc"));
+    CHECK(!strcmp(candle_escape_text("abcdefghij", SIZE_MAX, b, 8), "abcd..."));
+    CHECK(!strcmp(candle_escape_text("\x1b\x1b\x1b", SIZE_MAX, b, 10), "\\x1b..."));
+    CHECK(!strcmp(candle_escape_text(NULL, 4, b, sizeof b), ""));
+    candle_clear_last_error();
+    candle_backend *be = NULL;
+    CHECK(candle_backend_init_by_name(&be, "w\x1b]0;x\x07", NULL) != CANDLE_OK);
+    const char *m = candle_last_errmsg();
+    CHECK_MSG(strstr(m, "w\\x1b]0;x\\x07") && !strchr(m, 0x1b), "%s", m);
+}
+
 int main(void) {
+    test_escape_text();
     test_shape_dtype_dim_rank();
     test_oom();
     test_null_propagation();

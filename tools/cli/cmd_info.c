@@ -2,6 +2,7 @@
  * Hugging Face directory) summary, metadata and tensor table, or a
  * CTranslate2 model.bin's variables. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,12 +53,16 @@ static uint64_t numel(const candle_weights_tensor_info *ti) {
     return n;
 }
 
+/* Names and strings from the file, escaped for the terminal (issue 22). */
+#define SAFE(s, buf) candle_escape_text((s), SIZE_MAX, (buf), sizeof(buf))
+
 /* A metadata string printed as text, or nothing when absent. */
 static void print_str_key(const candle_weights *w, const char *label, const char *key) {
     const char *s;
     size_t len;
+    char esc[256];
     if (candle_weights_get_str(w, key, &s, &len))
-        printf("%-14s %.*s\n", label, len > 200 ? 200 : (int)len, s);
+        printf("%-14s %s\n", label, candle_escape_text(s, len > 200 ? 200 : len, esc, sizeof esc));
 }
 
 static void print_format(const candle_weights *w) {
@@ -104,27 +109,27 @@ static void print_summary(const candle_weights *w, const char *path) {
 }
 
 static void print_metadata(const candle_weights *w) {
-    char buf[512];
+    char buf[512], key[256];
     printf("metadata:\n");
     for (int64_t i = 0; i < candle_weights_n_kv(w); i++)
-        printf("  %-44s %-4s %s\n", candle_weights_key(w, i),
+        printf("  %-44s %-4s %s\n", SAFE(candle_weights_key(w, i), key),
                candle_gguf_type_name(candle_weights_kv_type(w, i)),
                candle_weights_kv_str(w, i, buf, sizeof buf));
 }
 
 /* GGUF: offsets in the file; a directory: each tensor's name and file there. */
 static void print_tensors(const candle_weights *w) {
-    char shape[128], size[32];
+    char shape[128], size[32], name[256], file[256], src[256];
     bool dir = !candle_weights_gguf(w);
     printf("tensors:\n  %5s %-40s %-7s %-22s %12s %12s%s\n", "#", "name", "dtype", "shape",
            "offset", "size", dir ? "  source" : "");
     for (int64_t i = 0; i < candle_weights_n_tensors(w); i++) {
         const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
-        printf("  %5" PRId64 " %-40s %-7s %-22s %12zu %12s", i, ti->name,
+        printf("  %5" PRId64 " %-40s %-7s %-22s %12zu %12s", i, SAFE(ti->name, name),
                ti->dtype < CANDLE_DTYPE_COUNT ? candle_dtype_name(ti->dtype) : "?",
                candle_shape_str(ti->rank, ti->shape, shape, sizeof shape), ti->offset,
                fmt_bytes(ti->size, size, sizeof size));
-        if (dir) printf("  %s:%s", ti->file, ti->src_name);
+        if (dir) printf("  %s:%s", SAFE(ti->file, file), SAFE(ti->src_name, src));
         printf("\n");
     }
 }
@@ -156,15 +161,15 @@ static int info_ct2(const char *path, bool no_mmap) {
         fprintf(stderr, "candle info: %s: %s\n", path, candle_last_errmsg());
         return 1;
     }
-    char b[32];
+    char b[32], e1[256], e2[256];
     printf("%-14s CTranslate2 model.bin v%" PRIu32 ", spec %s revision %" PRIu32 ", %" PRId64
            " variables, %" PRId64 " aliases\n",
-           "format:", candle_ct2_version(m), candle_ct2_spec(m), candle_ct2_revision(m),
+           "format:", candle_ct2_version(m), SAFE(candle_ct2_spec(m), e1), candle_ct2_revision(m),
            candle_ct2_n_vars(m), candle_ct2_n_aliases(m));
     printf("%-14s %s\n", "file size:", fmt_bytes(candle_ct2_file_size(m), b, sizeof b));
     for (int64_t i = 0; i < candle_ct2_n_vars(m); i++) {
         const candle_ct2_var_info *v = candle_ct2_var(m, i);
-        printf("%-50s %-8s ", v->name, candle_ct2_dtype_name(v->ct2_dtype));
+        printf("%-50s %-8s ", SAFE(v->name, e1), candle_ct2_dtype_name(v->ct2_dtype));
         print_shape(v);
         printf(" %zu\n", v->offset);
     }
@@ -172,7 +177,7 @@ static int info_ct2(const char *path, bool no_mmap) {
         const char *a, *t;
         int64_t v;
         candle_ct2_alias(m, i, &a, &t, &v);
-        printf("alias %s -> %s%s\n", a, t, v < 0 ? " (ignored: no such variable or name taken)" : "");
+        printf("alias %s -> %s%s\n", SAFE(a, e1), SAFE(t, e2), v < 0 ? " (ignored: no such variable or name taken)" : "");
     }
     candle_ct2_close(m);
     return 0;
