@@ -8,6 +8,7 @@ separated) runs only the named tests."""
 import os
 import http.client
 import json
+import re
 import socket
 import sys
 import threading
@@ -119,6 +120,13 @@ def test_basic():
     # token-id prompts
     r = client.completions.create(model=MODEL, prompt=[1, 20, 30], max_tokens=4, temperature=0)
     check(r.usage.prompt_tokens == 3, "token-id prompt")
+    # ids are unique and look random, as OpenAI's do; what the server does anyway passes
+    ids = [client.completions.create(model=MODEL, prompt="x", max_tokens=1, temperature=0,
+                                     logprobs=None, extra_body={"logit_bias": {}}).id for _ in range(3)]
+    check(len(set(ids)) == 3 and all(re.fullmatch(r"cmpl-[0-9a-f]{24}", i) for i in ids), f"ids {ids}")
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=1,
+                                       response_format={"type": "text"}, tool_choice="none")
+    check(re.fullmatch(r"chatcmpl-[0-9a-f]{24}", r.id) is not None, f"chat id {r.id}")
 
 
 def test_chat():
@@ -213,6 +221,16 @@ def bad_inputs():
         ("POST", "/v1/chat/completions", json.dumps({"messages": "hi"}).encode(), 400, "invalid_type"),
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user"}]}).encode(), 400, "invalid_type"),
         ("POST", "/v1/embeddings", json.dumps({"input": "hi"}).encode(), 400, "model_not_supported"),
+        # fields not implemented yet are refused, never ignored (issue 22, finding 13)
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
+         "response_format": {"type": "json_object"}}).encode(), 400, "unsupported_parameter"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
+         "tools": [{"type": "function", "function": {"name": "f"}}]}).encode(), 400, "unsupported_parameter"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
+         "logprobs": True, "top_logprobs": 2}).encode(), 400, "unsupported_parameter"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logprobs": 3}).encode(), 400, "unsupported_parameter"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logit_bias": {"5": 10}}).encode(), 400,
+         "unsupported_parameter"),
         ("GET", "/v1/nothing", None, 404, "not_found"),
         ("GET", "/v1/completions", None, 405, "method_not_allowed"),
     ]

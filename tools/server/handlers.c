@@ -7,9 +7,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server.h"
 #include "tokenizer/unicode-impl.h"
@@ -134,12 +137,64 @@ static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
     return true;
 }
 
+/* Fields of OpenAI's API this server does not implement yet are refused, so a
+ * client never takes unconstrained text for enforced JSON, or a reply
+ * without logprobs for one with (issue 22, finding 13). Absent, null, false,
+ * 0, an empty array or object, "none" tool choice and the "text" response
+ * format are what the server does anyway, and pass. */
+static bool refuse_unsupported(json_t *o, srv_reply *out) {
+    static const char *const fields[] = {"logprobs", "top_logprobs", "logit_bias", "tools", "tool_choice",
+                                         "response_format", "functions", "function_call"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const char *k = fields[i];
+        json_t *v = json_object_get(o, k);
+        if (!v || json_is_null(v) || json_is_false(v)) continue;
+        if (json_is_integer(v) && json_integer_value(v) == 0) continue;
+        if ((json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0))
+            continue;
+        if (!strcmp(k, "tool_choice") && json_is_string(v) && !strcmp(json_string_value(v), "none")) continue;
+        if (!strcmp(k, "response_format") && json_is_object(v)) {
+            json_t *t = json_object_get(v, "type");
+            if (json_is_string(t) && !strcmp(json_string_value(t), "text")) continue;
+            srv_reply_error(out, 400, k, "unsupported_parameter",
+                            "'response_format' of type '%s' is not supported by this server (only 'text')",
+                            json_is_string(t) ? json_string_value(t) : "?");
+            return false;
+        }
+        srv_reply_error(out, 400, k, "unsupported_parameter", "'%s' is not supported by this server", k);
+        return false;
+    }
+    return true;
+}
+
+/* Response ids as OpenAI's look: unique and not guessable from one another
+ * (a per-process random key through a 64-bit mix of the request count). */
+static uint64_t id_key;
+static void id_key_init(void) {
+    if (getrandom(&id_key, sizeof id_key, 0) != (ssize_t)sizeof id_key)
+        id_key = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+}
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+static void response_id(char *buf, size_t n, const char *prefix, long seq) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, id_key_init);
+    uint64_t a = mix64(id_key + (uint64_t)seq), b = mix64(a ^ id_key);
+    snprintf(buf, n, "%s-%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+}
+
 /* Sampling and length options shared by both generation endpoints. */
 static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, bool *stream,
                           bool *include_usage) {
     double temp = 1.0, top_p = 1.0, min_p = 0.0, pres = 0.0, freq = 0.0, rep = 1.0;
     json_int_t top_k = 0, seed = -1, n = 1, max_tokens = 0, last_n = 64;
     json_int_t lim = c->cfg.max_tokens_limit;
+    if (!refuse_unsupported(o, out)) return false;
     bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
               get_num(o, "min_p", 0, 1, &min_p, out) &&
               get_num(o, "presence_penalty", -2, 2, &pres, out) &&
@@ -346,7 +401,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     }
     bool stream = false, include_usage = false;
     long id = atomic_fetch_add(&c->next_id, 1);
-    snprintf(out->id, sizeof out->id, "%s-%ld", chat ? "chatcmpl" : "cmpl", id);
+    response_id(out->id, sizeof out->id, chat ? "chatcmpl" : "cmpl", id);
     out->chat = chat;
     bool ok = parse_options(c, o, r, out, &stream, &include_usage) &&
               (chat ? prompt_from_messages(c, json_object_get(o, "messages"), r, out)

@@ -156,6 +156,12 @@ static int load(srv_ctx *c, const serve_args *a, const char *path) {
     return 0;
 }
 
+/* 127.0.0.0/8, ::1 or localhost: reachable from this machine only. */
+static bool is_loopback(const char *host) {
+    return !strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]") ||
+           !strncmp(host, "127.", 4);
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_args a;
     int r = parse_args(argc, argv, &a);
@@ -164,6 +170,9 @@ int cmd_serve(int argc, char **argv) {
     char buf[4096];
     const char *path = cli_model_path(&ca, buf, sizeof buf);
     if (!path) return 1;
+    if (!a.api_key && !is_loopback(a.host))
+        fprintf(stderr, "candle serve: WARNING: listening on %s without an API key: anyone who can reach "
+                        "this address can use the model (--api-key KEY or CANDLE_API_KEY)\n", a.host);
 
     /* Signals are taken by sigwait below; every thread started after this
      * inherits the mask. Writes to a closed socket must not kill us. */
