@@ -108,6 +108,8 @@ int cmd_transcribe(int argc, char **argv) {
     double t1 = cli_now(), duration = (double)n / CANDLE_AUDIO_SAMPLE_RATE;
     candle_whisper_transcribe_params tp = candle_whisper_transcribe_default_params();
     tp.n_threads = a.n_threads;
+    tp.timestamps = false;
+    tp.condition_on_previous_text = false;
     if (candle_whisper_transcribe(w, samples, n, &tp, &r)) {
         fprintf(stderr, "candle transcribe: %s\n", candle_last_errmsg());
         rc = 1;
