@@ -77,6 +77,25 @@ typedef struct candle_whisper_transcribe_params {
                            window is one segment, decoded after <|notimestamps|> */
     bool condition_on_previous_text; /* prompt each window with the text so far (true) */
     float max_initial_timestamp;     /* seconds, the first timestamp at most (1.0) */
+    /* Temperature fallback: a window is decoded at each temperature in turn
+     * until its text's compression ratio is at most compression_ratio_threshold
+     * and its avg_logprob at least log_prob_threshold (or it is silence); if
+     * none passes, the decoding with the best avg_logprob (among those under
+     * the compression threshold, if any) is kept. Temperature 0 is greedy;
+     * above 0, best_of samples of which the one with the best sum of
+     * log-probabilities / length is kept. */
+    const float *temperatures; /* NULL: 0, 0.2, 0.4, 0.6, 0.8, 1.0 */
+    int n_temperatures;
+    int best_of;                       /* 5 */
+    uint64_t seed;                     /* of the sampler: the same seed, the same samples */
+    float compression_ratio_threshold; /* 2.4 (off where built without zlib) */
+    float log_prob_threshold;          /* -1.0 */
+    /* A window whose P(no speech) is above this and whose avg_logprob is
+     * below log_prob_threshold is silence: skipped, no segment. */
+    float no_speech_threshold;         /* 0.6 */
+    /* condition_on_previous_text: a window decoded above this temperature
+     * does not prompt the next one. */
+    float prompt_reset_on_temperature; /* 0.5 */
     candle_whisper_segment_fn on_segment;
     void *user;
 } candle_whisper_transcribe_params;
@@ -93,8 +112,8 @@ typedef struct candle_whisper_result {
 } candle_whisper_result;
 
 /* Transcription of 16 kHz mono samples by an English-only model as
- * faster-whisper's transcribe(beam_size=1, vad_filter=False) does it, greedy
- * at temperature 0:
+ * faster-whisper's transcribe(beam_size=1, vad_filter=False) does it (greedy
+ * at temperature 0, then the fallback above):
  *   - each 30 s window of the mel starts at `seek` and is decoded from
  *     [<|startofprev|> previous tokens] <|startoftranscript|>, config.json's
  *     suppress_ids suppressed at every step and suppress_ids_begin at the

@@ -18,6 +18,10 @@
 #include "core/json-impl.h"
 #include "model-impl.h"
 
+#ifdef CANDLE_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
 #define WHISPER_MAX_LAYERS 64
 #define WHISPER_LN_EPS 1e-5
 #define WHISPER_MAX_SUPPRESS 1024
@@ -59,7 +63,15 @@ candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) 
                                               .max_tokens = 0,
                                               .timestamps = true,
                                               .condition_on_previous_text = true,
-                                              .max_initial_timestamp = 1.0f};
+                                              .max_initial_timestamp = 1.0f,
+                                              .temperatures = NULL,
+                                              .n_temperatures = 0,
+                                              .best_of = 5,
+                                              .seed = 0,
+                                              .compression_ratio_threshold = 2.4f,
+                                              .log_prob_threshold = -1.0f,
+                                              .no_speech_threshold = 0.6f,
+                                              .prompt_reset_on_temperature = 0.5f};
 }
 
 /* ---- loading ---- */
@@ -534,11 +546,25 @@ static bool tokbuf_push(tokbuf *b, int32_t id) {
     return true;
 }
 
+#define WHISPER_MAX_TEMPS 32
+
 /* The options of one transcription, resolved. */
 typedef struct wopts {
     candle_whisper_transcribe_params p;
     int32_t ts_begin, ts_end, max_initial; /* timestamp tokens; the last allowed first */
+    float temps[WHISPER_MAX_TEMPS];
+    int n_temps;
+    uint64_t rng; /* splitmix64 state of the sampler */
 } wopts;
+
+/* A uniform double in [0, 1) (splitmix64). */
+static double uniform(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
 
 /* log(sum(exp(x[0..n)))) */
 static double logsumexp(const float *x, int64_t n) {
@@ -595,8 +621,8 @@ static void timestamp_rules(const candle_whisper *w, const wopts *o, float *logi
 /* One decoding of the current window after prompt: the tokens up to
  * <|endoftext|> (excluded) in out, the sum of their log-probabilities (and
  * <|endoftext|>'s) in *sum_lp, P(no speech) at the first step. */
-static candle_status generate(wdec *st, const wopts *o, const int32_t *prompt, int64_t n_prompt, float *logits,
-                              tokbuf *out, double *sum_lp, float *no_speech) {
+static candle_status generate(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
+                              float *logits, tokbuf *out, double *sum_lp, float *no_speech) {
     const candle_whisper *w = st->w;
     int64_t nv = w->d.n_vocab;
     st->pos = 0;
@@ -619,7 +645,19 @@ static candle_status generate(wdec *st, const wopts *o, const int32_t *prompt, i
         int32_t id = 0;
         for (int64_t i = 1; i < nv; i++)
             if (logits[i] > logits[id]) id = (int32_t)i;
-        *sum_lp += logits[id] - logsumexp(logits, nv);
+        double lse = logsumexp(logits, nv);
+        if (temp > 0) { /* a draw from softmax(logits / temp), as CTranslate2's RandomSampler */
+            double total = 0, m = logits[id];
+            for (int64_t i = 0; i < nv; i++) total += exp((logits[i] - m) / temp);
+            double u = uniform(&o->rng) * total, acc = 0;
+            for (int64_t i = 0; i < nv; i++) {
+                if (logits[i] == -INFINITY) continue;
+                id = (int32_t)i;
+                acc += exp((logits[i] - m) / temp);
+                if (acc > u) break;
+            }
+        }
+        *sum_lp += logits[id] - lse; /* the log-probability at temperature 1, as CTranslate2 scores */
         if (id == w->eot) break;
         if (!tokbuf_push(out, id)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         if (step + 1 < max_steps) s = dec_step(st, &id, 1, logits);
@@ -651,6 +689,100 @@ static candle_status decode_text(const candle_whisper *w, const int32_t *ids, in
     }
     *text = t;
     return s;
+}
+
+/* faster-whisper's get_compression_ratio: the UTF-8 bytes of the stripped
+ * text over their zlib-compressed bytes (zlib.compress, level 6); NAN
+ * without zlib. */
+static float compression_ratio(const char *text) {
+    while (*text == ' ' || (*text >= '\t' && *text <= '\r')) text++;
+    size_t n = strlen(text);
+    while (n && (text[n - 1] == ' ' || (text[n - 1] >= '\t' && text[n - 1] <= '\r'))) n--;
+#ifdef CANDLE_HAVE_ZLIB
+    uLongf len = compressBound((uLong)n);
+    unsigned char *buf = malloc(len);
+    if (!buf || compress2(buf, &len, (const Bytef *)text, (uLong)n, Z_DEFAULT_COMPRESSION) != Z_OK) len = 0;
+    free(buf);
+    return len ? (float)((double)n / (double)len) : NAN;
+#else
+    (void)n;
+    return NAN;
+#endif
+}
+
+/* A decoding of a window and its scores. */
+typedef struct wcand {
+    tokbuf toks;
+    double sum_lp;
+    float avg_lp, cr, nsp, temp;
+} wcand;
+
+static bool cand_copy(wcand *dst, const wcand *src) {
+    tokbuf t = dst->toks;
+    t.n = 0;
+    for (int64_t i = 0; i < src->toks.n; i++)
+        if (!tokbuf_push(&t, src->toks.ids[i])) return false;
+    *dst = *src;
+    dst->toks = t;
+    return true;
+}
+
+/* The window decoded at temp: greedy at 0, else the best of best_of draws
+ * by sum of log-probabilities / length (CTranslate2's score with
+ * length_penalty 1). */
+static candle_status decode_at(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
+                               float *logits, wcand *c, wcand *tmp) {
+    int n = temp > 0 && o->p.best_of > 1 ? o->p.best_of : 1;
+    double best = -INFINITY;
+    for (int k = 0; k < n; k++) {
+        wcand *d = k == 0 ? c : tmp;
+        candle_status s = generate(st, o, temp, prompt, n_prompt, logits, &d->toks, &d->sum_lp, &d->nsp);
+        if (s) return s;
+        double len = (double)d->toks.n, score = len > 0 ? d->sum_lp / len : -INFINITY;
+        if (k > 0 && score > best && !cand_copy(c, d)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (k == 0 || score > best) best = score;
+    }
+    c->temp = temp;
+    c->avg_lp = (float)(c->sum_lp / (double)(c->toks.n + 1));
+    char *text = NULL;
+    candle_status s = decode_text(st->w, c->toks.ids, c->toks.n, &text);
+    if (s) return s;
+    c->cr = compression_ratio(text);
+    free(text);
+    return CANDLE_OK;
+}
+
+/* faster-whisper's generate_with_fallback: the decoding kept in *out. */
+static candle_status decode_with_fallback(wdec *st, wopts *o, const int32_t *prompt, int64_t n_prompt, float *logits,
+                                          wcand *cur, wcand *tmp, wcand *best_all, wcand *best_low, wcand *out) {
+    const candle_whisper_transcribe_params *p = &o->p;
+    bool have_all = false, have_low = false;
+    for (int i = 0; i < o->n_temps; i++) {
+        candle_status s = decode_at(st, o, o->temps[i], prompt, n_prompt, logits, cur, tmp);
+        if (s) return s;
+        bool fallback = false, low = true;
+        if (!isnan(p->compression_ratio_threshold) && cur->cr > p->compression_ratio_threshold) {
+            fallback = true; /* too repetitive */
+            low = false;
+        }
+        if (!isnan(p->log_prob_threshold) && cur->avg_lp < p->log_prob_threshold) fallback = true;
+        if (!isnan(p->no_speech_threshold) && cur->nsp > p->no_speech_threshold && !isnan(p->log_prob_threshold) &&
+            cur->avg_lp < p->log_prob_threshold)
+            fallback = false; /* silence */
+        if (!fallback) return cand_copy(out, cur) ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if ((!have_all || cur->avg_lp > best_all->avg_lp) && !cand_copy(best_all, cur))
+            return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        have_all = true;
+        if (low && (!have_low || cur->avg_lp > best_low->avg_lp)) {
+            if (!cand_copy(best_low, cur)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            have_low = true;
+        }
+    }
+    /* none passed: the likeliest, reported at the last temperature (which
+     * prompt_reset_on_temperature then sees, as in the reference) */
+    if (!cand_copy(out, have_low ? best_low : best_all)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    out->temp = o->temps[o->n_temps - 1];
+    return CANDLE_OK;
 }
 
 /* faster-whisper's window at seek: frames [seek, seek + len) of mel
@@ -775,7 +907,8 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
     float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
     int32_t *prompt = malloc((size_t)(w->d.n_text_ctx + 4) * sizeof *prompt);
     if (!s && (!win || !logits || !prompt)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    tokbuf toks = {0};
+    wcand c[5] = {0}; /* the current decoding, a draw, the best two so far, the one kept */
+    wcand *res = &c[4];
     /* faster-whisper never feeds the last frame */
     size_t content = frames > 0 ? frames - 1 : 0;
     for (size_t seek = 0; !s && !R->stopped && seek < content;) {
@@ -783,17 +916,21 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
         window(mel, nm, frames, seek, segment_size, win);
         s = dec_window(&st, win);
         int64_t n_prompt = make_prompt(R, prompt);
-        double sum_lp = 0;
-        float nsp = 0, temp = 0;
-        if (!s) s = generate(&st, &R->o, prompt, n_prompt, logits, &toks, &sum_lp, &nsp);
+        if (!s) s = decode_with_fallback(&st, &R->o, prompt, n_prompt, logits, &c[0], &c[1], &c[2], &c[3], res);
         if (s) break;
-        float avg_lp = (float)(sum_lp / (double)(toks.n + 1)), cr = 0;
+        const candle_whisper_transcribe_params *p = &R->o.p;
+        if (!isnan(p->no_speech_threshold) && res->nsp > p->no_speech_threshold &&
+            !(!isnan(p->log_prob_threshold) && res->avg_lp > p->log_prob_threshold)) {
+            seek += segment_size; /* silence: on to the next window */
+            continue;
+        }
         size_t before = seek;
-        s = split_segments(R, toks.ids, toks.n, &seek, segment_size, temp, avg_lp, cr, nsp);
+        s = split_segments(R, res->toks.ids, res->toks.n, &seek, segment_size, res->temp, res->avg_lp, res->cr,
+                           res->nsp);
         if (seek <= before) seek = before + segment_size; /* always forward */
-        if (!R->o.p.condition_on_previous_text) R->reset_since = R->all.n;
+        if (!p->condition_on_previous_text || res->temp > p->prompt_reset_on_temperature) R->reset_since = R->all.n;
     }
-    free(toks.ids);
+    for (int i = 0; i < 5; i++) free(c[i].toks.ids);
     free(win);
     free(logits);
     free(prompt);
@@ -836,6 +973,21 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper_transcribe: n_threads %d, max_tokens %lld, max_initial_timestamp %g",
                                 R.o.p.n_threads, (long long)R.o.p.max_tokens, (double)R.o.p.max_initial_timestamp);
+    const candle_whisper_transcribe_params *q = &R.o.p;
+    if (q->n_temperatures < 0 || q->n_temperatures > WHISPER_MAX_TEMPS || (q->n_temperatures && !q->temperatures) ||
+        q->best_of < 0)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "whisper_transcribe: %d temperatures (at most %d), best_of %d", q->n_temperatures,
+                                WHISPER_MAX_TEMPS, q->best_of);
+    static const float def_temps[] = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
+    const float *temps = q->n_temperatures ? q->temperatures : def_temps;
+    R.o.n_temps = q->n_temperatures ? q->n_temperatures : 6;
+    for (int i = 0; i < R.o.n_temps; i++) {
+        if (!(temps[i] >= 0 && temps[i] <= 100))
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: temperature %g", (double)temps[i]);
+        R.o.temps[i] = temps[i];
+    }
+    R.o.rng = q->seed;
     R.o.ts_begin = w->no_timestamps + 1;
     R.o.ts_end = (int32_t)w->d.n_vocab - 1;
     if (R.o.p.timestamps && R.o.ts_begin > R.o.ts_end)

@@ -72,9 +72,13 @@ out:
     free(enc);
 }
 
-/* The goldens' settings: without_timestamps, condition_on_previous_text off. */
+/* The goldens' settings: without_timestamps, condition_on_previous_text off,
+ * temperature 0 alone. */
 static candle_whisper_transcribe_params no_ts(void) {
+    static const float t0[1] = {0.0f};
     candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
+    p.temperatures = t0;
+    p.n_temperatures = 1;
     p.timestamps = false;
     p.condition_on_previous_text = false;
     return p;

@@ -24,6 +24,13 @@ static void usage(FILE *f) {
             "  --timestamps      txt: each line as [start --> end] text\n"
             "  --no-timestamps   decode without timestamp tokens: one segment a 30 s window\n"
             "  --no-condition    do not prompt a window with the text before it\n"
+            "  --temperature T   the first temperature (0: greedy); a window that fails the\n"
+            "                    compression-ratio (2.4) or log-probability (-1.0) check is\n"
+            "                    decoded again 0.2 hotter, up to 1.0, as openai-whisper's\n"
+            "                    --temperature_increment_on_fallback 0.2\n"
+            "  --no-fallback     decode each window at the first temperature only\n"
+            "  --best-of N       samples per temperature above 0 (5)\n"
+            "  --seed N          the sampler's seed (0)\n"
             "  -t N              threads\n"
             "  --no-mmap         read model.bin into memory\n");
 }
@@ -33,8 +40,10 @@ typedef enum { OUT_TXT, OUT_SRT, OUT_VTT, OUT_JSON } out_fmt;
 typedef struct targs {
     const char *model, *audio;
     out_fmt fmt;
-    bool no_mmap, timestamps, no_timestamps, no_condition;
-    int n_threads;
+    bool no_mmap, timestamps, no_timestamps, no_condition, no_fallback;
+    int n_threads, best_of;
+    double temperature;
+    unsigned long long seed;
 } targs;
 
 /* Whitespace Whisper puts before the first word, and any after the last. */
@@ -149,8 +158,19 @@ static void print_json(const candle_whisper_result *r, double duration) {
     printf("], \"duration\": %.3f}\n", duration);
 }
 
+/* A number in [lo, hi], the whole of v. */
+static bool num_arg(const char *v, double lo, double hi, double *out) {
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || !(d >= lo && d <= hi)) return false;
+    *out = d;
+    return true;
+}
+
 /* 0: go on; -1: --help; 2: usage error. */
 static int parse(int argc, char **argv, targs *a) {
+    double d;
+    a->best_of = 5;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return usage(stdout), -1;
@@ -158,6 +178,7 @@ static int parse(int argc, char **argv, targs *a) {
                      : !strcmp(o, "--timestamps")    ? &a->timestamps
                      : !strcmp(o, "--no-timestamps") ? &a->no_timestamps
                      : !strcmp(o, "--no-condition")  ? &a->no_condition
+                     : !strcmp(o, "--no-fallback")   ? &a->no_fallback
                                                      : NULL;
         if (flag) {
             *flag = true;
@@ -171,6 +192,9 @@ static int parse(int argc, char **argv, targs *a) {
         if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "-f")) a->audio = v;
         else if (!strcmp(o, "-t")) a->n_threads = atoi(v);
+        else if (!strcmp(o, "--temperature") && num_arg(v, 0, 100, &a->temperature)) {
+        } else if (!strcmp(o, "--best-of") && num_arg(v, 1, 1000, &d)) a->best_of = (int)d;
+        else if (!strcmp(o, "--seed") && num_arg(v, 0, 1e18, &d)) a->seed = (unsigned long long)d;
         else if (!strcmp(o, "-o") && (!strcmp(v, "txt") || !strcmp(v, "text"))) a->fmt = OUT_TXT;
         else if (!strcmp(o, "-o") && !strcmp(v, "srt")) a->fmt = OUT_SRT;
         else if (!strcmp(o, "-o") && !strcmp(v, "vtt")) a->fmt = OUT_VTT;
@@ -208,6 +232,14 @@ int cmd_transcribe(int argc, char **argv) {
     tp.n_threads = a.n_threads;
     tp.timestamps = !a.no_timestamps;
     tp.condition_on_previous_text = !a.no_condition;
+    float temps[8];
+    int nt = 0;
+    for (double t = a.temperature; nt < 8 && (nt == 0 || (!a.no_fallback && t <= 1.0 + 1e-6)); t = a.temperature + 0.2 * nt)
+        temps[nt++] = (float)t;
+    tp.temperatures = temps;
+    tp.n_temperatures = nt;
+    tp.best_of = a.best_of;
+    tp.seed = a.seed;
     printer pr = {.a = &a, .duration = duration};
     tp.on_segment = on_segment;
     tp.user = &pr;
