@@ -177,6 +177,19 @@ static void check_silence(const candle_whisper *w, const json_value *run) {
     CHECK_MSG(segs && (int64_t)segs->n == r.n_segments, "silence: %lld segments ('%s')", (long long)r.n_segments,
               r.text ? r.text : "");
     candle_whisper_result_free(&r);
+    candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
+    static const float t0[1] = {0.0f};
+    p.temperatures = t0;
+    p.n_temperatures = 1;
+    p.no_speech_threshold = NAN;
+    CHECK(candle_whisper_transcribe(w, z, n, &p, &r) == CANDLE_OK);
+    double want = num(run, "no_speech_prob_first");
+    if (r.n_segments > 0) /* a blank decoding would leave no segment to read it from */
+        CHECK_MSG(fabs(r.segments[0].no_speech_prob - want) < 2e-3, "silence: P(no speech) %g vs %g",
+                  r.segments[0].no_speech_prob, want);
+    printf("silence, no-speech check off: %lld segments '%s', P(no speech) %g (reference %g)\n",
+           (long long)r.n_segments, r.text ? r.text : "", r.n_segments ? r.segments[0].no_speech_prob : NAN, want);
+    candle_whisper_result_free(&r);
     free(z);
 }
 
