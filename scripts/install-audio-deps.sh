@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Libraries the audio input links (src/audio: libsndfile decodes WAV, FLAC,
-# OGG and MP3; libsoxr resamples to 16 kHz): installed with apt-get when
+# OGG and MP3; libsoxr resamples to 16 kHz) and zlib (Whisper's
+# compression-ratio check of its temperature fallback): installed with apt-get when
 # missing and we are root. Never fails the build: without them CMake builds
 # the library without audio decoding (its calls say which library is
 # missing).
@@ -10,6 +11,7 @@ need=()
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 have sndfile || need+=(libsndfile1-dev)
 have soxr || need+=(libsoxr-dev)
+have zlib || need+=(zlib1g-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "deps: audio input needs ${need[*]} (not root or no apt-get: skipped)" >&2

@@ -49,29 +49,84 @@ CANDLE_API const candle_tokenizer *candle_whisper_tokenizer(const candle_whisper
 CANDLE_API candle_status candle_whisper_encode(const candle_whisper *w, const float *mel,
                                                int n_threads, float *out, size_t out_len);
 
+/* One segment of a transcript: the text between two timestamp tokens (or a
+ * whole window when timestamps are off). */
+typedef struct candle_whisper_segment {
+    double t0, t1;       /* start and end in seconds from the start of the audio */
+    char *text;          /* NUL-terminated, with Whisper's leading space */
+    int32_t *tokens;     /* its tokens, timestamp tokens included */
+    int64_t n_tokens;
+    int64_t seek;        /* the first mel frame of its window (100 frames a second) */
+    float temperature;   /* the temperature its window was decoded at */
+    float avg_logprob;   /* of its window: sum of log-probabilities / (tokens + 1) */
+    float compression_ratio; /* of its window's text: bytes / zlib-compressed bytes */
+    float no_speech_prob;    /* of its window: P(<|nospeech|>) at <|startoftranscript|> */
+} candle_whisper_segment;
+
+/* Called with each segment as soon as its window is decoded, in order. A
+ * non-zero return stops the transcription: the call then returns CANDLE_OK
+ * with the segments so far. The segment is valid during the call only. */
+typedef int (*candle_whisper_segment_fn)(const candle_whisper_segment *s, void *user);
+
+/* The defaults are faster-whisper's transcribe() defaults with beam_size=1.
+ * A NAN threshold is off. */
 typedef struct candle_whisper_transcribe_params {
     int n_threads;      /* 0: the default */
-    int64_t max_tokens; /* tokens generated per window, 0: up to the text context (448) */
+    int64_t max_tokens; /* tokens generated per window, 0: the reference's 224 */
+    bool timestamps;    /* timestamp tokens and segments (true); false: each 30 s
+                           window is one segment, decoded after <|notimestamps|> */
+    bool condition_on_previous_text; /* prompt each window with the text so far (true) */
+    float max_initial_timestamp;     /* seconds, the first timestamp at most (1.0) */
+    /* Temperature fallback: a window is decoded at each temperature in turn
+     * until its text's compression ratio is at most compression_ratio_threshold
+     * and its avg_logprob at least log_prob_threshold (or it is silence); if
+     * none passes, the decoding with the best avg_logprob (among those under
+     * the compression threshold, if any) is kept. Temperature 0 is greedy;
+     * above 0, best_of samples of which the one with the best sum of
+     * log-probabilities / length is kept. */
+    const float *temperatures; /* NULL: 0, 0.2, 0.4, 0.6, 0.8, 1.0 */
+    int n_temperatures;
+    int best_of;                       /* 5 */
+    uint64_t seed;                     /* of the sampler: the same seed, the same samples */
+    float compression_ratio_threshold; /* 2.4 (off where built without zlib) */
+    float log_prob_threshold;          /* -1.0 */
+    /* A window whose P(no speech) is above this and whose avg_logprob is
+     * below log_prob_threshold is silence: skipped, no segment. */
+    float no_speech_threshold;         /* 0.6 */
+    /* condition_on_previous_text: a window decoded above this temperature
+     * does not prompt the next one. */
+    float prompt_reset_on_temperature; /* 0.5 */
+    candle_whisper_segment_fn on_segment;
+    void *user;
 } candle_whisper_transcribe_params;
 
 CANDLE_API candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void);
 
 /* Free with candle_whisper_result_free. */
 typedef struct candle_whisper_result {
-    char *text;       /* the decoded text tokens, NUL-terminated */
-    int32_t *tokens;  /* the generated tokens, without the prompt and <|endoftext|> */
+    char *text;       /* the segments' texts concatenated, NUL-terminated */
+    int32_t *tokens;  /* the segments' tokens concatenated */
     int64_t n_tokens;
+    candle_whisper_segment *segments;
+    int64_t n_segments;
 } candle_whisper_result;
 
-/* Greedy transcription of 16 kHz mono samples as faster-whisper's
- * transcribe(beam_size=1, temperature=0, without_timestamps=True) for an
- * English-only model: each 30 s window is decoded from
- * <|startoftranscript|><|notimestamps|>, config.json's suppress_ids
- * suppressed at every step and suppress_ids_begin at the first, up to
- * <|endoftext|>. Longer audio is cut into consecutive 30 s windows (the
- * last padded with zeros), each decoded alone, as faster-whisper does with
- * without_timestamps and condition_on_previous_text=False; no window is
- * skipped as silence (its no_speech check is not done). */
+/* Transcription of 16 kHz mono samples by an English-only model as
+ * faster-whisper's transcribe(beam_size=1, vad_filter=False) does it (greedy
+ * at temperature 0, then the fallback above):
+ *   - each 30 s window of the mel starts at `seek` and is decoded from
+ *     [<|startofprev|> previous tokens] <|startoftranscript|>, config.json's
+ *     suppress_ids suppressed at every step and suppress_ids_begin at the
+ *     first, up to <|endoftext|>;
+ *   - with timestamps, the timestamp rules of CTranslate2 (ApplyTimestampRules):
+ *     the first token is a timestamp of at most max_initial_timestamp,
+ *     timestamps come in pairs and never decrease, and a timestamp is forced
+ *     when the timestamps' total probability exceeds every text token's;
+ *   - segments are cut at consecutive timestamps; the next window starts at
+ *     the last complete timestamp, or after the window when the text ends
+ *     with a single timestamp or has none;
+ *   - segments whose start equals their end or whose text is blank are
+ *     dropped, as the reference drops them. */
 CANDLE_API candle_status candle_whisper_transcribe(const candle_whisper *w, const float *samples,
                                                    size_t n,
                                                    const candle_whisper_transcribe_params *p,

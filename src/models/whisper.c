@@ -18,6 +18,10 @@
 #include "core/json-impl.h"
 #include "model-impl.h"
 
+#ifdef CANDLE_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
 #define WHISPER_MAX_LAYERS 64
 #define WHISPER_LN_EPS 1e-5
 #define WHISPER_MAX_SUPPRESS 1024
@@ -45,7 +49,7 @@ struct candle_whisper {
     wnorm enc_ln, dec_ln;
     wlayer enc[WHISPER_MAX_LAYERS], dec[WHISPER_MAX_LAYERS];
     candle_tensor *tok_embd, *dec_pos;
-    int32_t sot, no_timestamps, eot;
+    int32_t sot, no_timestamps, eot, sot_prev, no_speech; /* the last two -1 where absent */
     int32_t suppress[WHISPER_MAX_SUPPRESS], suppress_begin[WHISPER_MAX_SUPPRESS];
     int n_suppress, n_suppress_begin;
 };
@@ -55,7 +59,19 @@ candle_whisper_params candle_whisper_default_params(void) {
 }
 
 candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) {
-    return (candle_whisper_transcribe_params){.n_threads = 0, .max_tokens = 0};
+    return (candle_whisper_transcribe_params){.n_threads = 0,
+                                              .max_tokens = 0,
+                                              .timestamps = true,
+                                              .condition_on_previous_text = true,
+                                              .max_initial_timestamp = 1.0f,
+                                              .temperatures = NULL,
+                                              .n_temperatures = 0,
+                                              .best_of = 5,
+                                              .seed = 0,
+                                              .compression_ratio_threshold = 2.4f,
+                                              .log_prob_threshold = -1.0f,
+                                              .no_speech_threshold = 0.6f,
+                                              .prompt_reset_on_temperature = 0.5f};
 }
 
 /* ---- loading ---- */
@@ -254,6 +270,11 @@ static candle_status load_tokenizer(candle_whisper *w, const char *dir) {
     w->sot = candle_tokenizer_find(w->tok, "<|startoftranscript|>");
     w->no_timestamps = candle_tokenizer_find(w->tok, "<|notimestamps|>");
     w->eot = candle_tokenizer_find(w->tok, "<|endoftext|>");
+    w->sot_prev = candle_tokenizer_find(w->tok, "<|startofprev|>");
+    w->no_speech = candle_tokenizer_find(w->tok, "<|nospeech|>");
+    if (w->no_speech < 0) w->no_speech = candle_tokenizer_find(w->tok, "<|nocaptions|>");
+    if (w->sot_prev >= w->d.n_vocab) w->sot_prev = -1;
+    if (w->no_speech >= w->d.n_vocab) w->no_speech = -1;
     if (w->sot < 0 || w->no_timestamps < 0 || w->eot < 0 || w->sot >= w->d.n_vocab ||
         w->no_timestamps >= w->d.n_vocab || w->eot >= w->d.n_vocab)
         return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: lacks Whisper's special tokens", path);
@@ -404,25 +425,46 @@ candle_status candle_whisper_encode(const candle_whisper *w, const float *mel, i
 
 /* ---- decoding ---- */
 
-/* One window's decoder state: the cross-attention keys and values
- * ([1, H, 1500, D] per layer, computed once) and the self-attention cache. */
+#define WHISPER_TIME_PRECISION 0.02 /* seconds per timestamp token */
+#define WHISPER_INPUT_STRIDE 2      /* mel frames per timestamp token */
+#define WHISPER_FRAME_SECONDS 0.01  /* seconds per mel frame */
+
+/* The decoder state of a transcription: the cross-attention keys and values
+ * of the current window ([1, H, 1500, D] per layer, computed once per
+ * window) and the self-attention cache. */
 typedef struct wdec {
     candle_ctx *ctx;
     const candle_whisper *w;
     candle_tensor *ck[WHISPER_MAX_LAYERS], *cv[WHISPER_MAX_LAYERS];
     kv_cache kv;
-    candle_ctx_mark mark;
+    candle_ctx_mark base, mark;
     int64_t pos;
 } wdec;
 
-static candle_status dec_begin(wdec *st, const candle_whisper *w, const float *mel) {
-    candle_ctx *ctx = st->ctx;
+static candle_status dec_init(wdec *st, const candle_whisper *w, int n_threads) {
+    memset(st, 0, sizeof *st);
     st->w = w;
-    st->pos = 0;
-    const candle_whisper_dims *d = &w->d;
-    candle_status s = kv_cache_init(&st->kv, ctx, d->n_text_layer, d->n_head, d->n_text_ctx, d->n_state / d->n_head,
-                                    CANDLE_DTYPE_F32);
+    candle_status s = ctx_for(&st->ctx, n_threads);
     if (s) return s;
+    const candle_whisper_dims *d = &w->d;
+    s = kv_cache_init(&st->kv, st->ctx, d->n_text_layer, d->n_head, d->n_text_ctx, d->n_state / d->n_head,
+                      CANDLE_DTYPE_F32);
+    st->base = candle_ctx_get_mark(st->ctx);
+    return s;
+}
+
+static void dec_free(wdec *st) {
+    kv_cache_free(&st->kv);
+    candle_ctx_free(st->ctx);
+}
+
+/* The encoder on a window and the cross-attention keys and values of it. */
+static candle_status dec_window(wdec *st, const float *mel) {
+    candle_ctx *ctx = st->ctx;
+    const candle_whisper *w = st->w;
+    const candle_whisper_dims *d = &w->d;
+    candle_ctx_reset(ctx, st->base);
+    st->pos = 0;
     candle_tensor *enc = encoder_graph(ctx, w, mel);
     candle_tensor *outs[2 * WHISPER_MAX_LAYERS];
     int64_t ns = d->n_state;
@@ -435,7 +477,7 @@ static candle_status dec_begin(wdec *st, const candle_whisper *w, const float *m
     }
     if (candle_errcode(ctx)) return candle_errcode(ctx);
     candle_graph *g = candle_graph_build(ctx, outs, (int)(2 * d->n_text_layer));
-    s = g ? candle_graph_compute(ctx, g) : candle_errcode(ctx);
+    candle_status s = g ? candle_graph_compute(ctx, g) : candle_errcode(ctx);
     st->mark = candle_ctx_get_mark(ctx);
     return s;
 }
@@ -459,14 +501,21 @@ static candle_tensor *dec_block(wdec *st, const wlayer *l, int64_t il, candle_te
     return mlp(ctx, l, x);
 }
 
+#define WHISPER_STEP_MAX 64 /* tokens fed at once; a longer prompt goes in pieces */
+
 /* Feed n tokens at the next positions; logits [n_vocab] of the last. */
 static candle_status dec_step(wdec *st, const int32_t *tokens, int64_t n, float *logits) {
     candle_ctx *ctx = st->ctx;
     const candle_whisper *w = st->w;
+    int32_t pos[WHISPER_STEP_MAX];
+    if (st->pos + n > w->d.n_text_ctx)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper: %lld tokens past the text context of %lld",
+                                (long long)(st->pos + n), (long long)w->d.n_text_ctx);
+    for (; n > WHISPER_STEP_MAX; tokens += WHISPER_STEP_MAX, n -= WHISPER_STEP_MAX) {
+        candle_status s = dec_step(st, tokens, WHISPER_STEP_MAX, logits);
+        if (s) return s;
+    }
     candle_ctx_reset(ctx, st->mark);
-    int32_t pos[64];
-    if (n > 64 || st->pos + n > w->d.n_text_ctx)
-        return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "whisper: past the text context");
     for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(st->pos + i);
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens), *p = candle_tensor_from_i32(ctx, 1, &n, pos);
     candle_tensor *x = candle_add(ctx, candle_embedding(ctx, w->tok_embd, t), candle_embedding(ctx, w->dec_pos, p));
@@ -475,17 +524,9 @@ static candle_status dec_step(wdec *st, const int32_t *tokens, int64_t n, float 
     candle_tensor *lg = candle_contiguous(ctx, candle_linear(ctx, x, w->tok_embd, NULL));
     candle_status s = lg ? candle_compute(ctx, lg) : candle_errcode(ctx);
     if (!s) s = candle_tensor_to_f32(lg, logits);
-    if (!s) st->pos += n;
-    return s;
-}
-
-static int32_t pick(const candle_whisper *w, float *logits, bool first) {
-    for (int i = 0; i < w->n_suppress; i++) logits[w->suppress[i]] = -INFINITY;
-    for (int i = 0; first && i < w->n_suppress_begin; i++) logits[w->suppress_begin[i]] = -INFINITY;
-    int32_t best = 0;
-    for (int64_t i = 1; i < w->d.n_vocab; i++)
-        if (logits[i] > logits[best]) best = (int32_t)i;
-    return best;
+    if (s) return candle_set_error(NULL, s, "whisper: %s", candle_errmsg(ctx));
+    st->pos += n;
+    return CANDLE_OK;
 }
 
 typedef struct tokbuf {
@@ -505,56 +546,248 @@ static bool tokbuf_push(tokbuf *b, int32_t id) {
     return true;
 }
 
-/* Greedy decoding of one window's mel, the tokens appended to out. */
-static candle_status decode_window(const candle_whisper *w, const float *mel, const candle_whisper_transcribe_params *p,
-                                   tokbuf *out) {
-    wdec st = {0};
-    candle_status s = ctx_for(&st.ctx, p->n_threads);
-    if (s) return s;
-    float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
-    if (!logits) s = candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    if (!s) s = dec_begin(&st, w, mel);
-    int32_t prompt[2] = {w->sot, w->no_timestamps};
-    int64_t max_new = w->d.n_text_ctx - 2;
-    if (p->max_tokens > 0 && p->max_tokens < max_new) max_new = p->max_tokens;
-    if (!s) s = dec_step(&st, prompt, 2, logits);
-    for (int64_t i = 0; !s && i < max_new; i++) {
-        int32_t id = pick(w, logits, i == 0);
-        if (id == w->eot) break;
-        if (!tokbuf_push(out, id)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-        else if (i + 1 < max_new) s = dec_step(&st, &id, 1, logits);
+#define WHISPER_MAX_TEMPS 32
+
+/* The options of one transcription, resolved. */
+typedef struct wopts {
+    candle_whisper_transcribe_params p;
+    int32_t ts_begin, ts_end, max_initial; /* timestamp tokens; the last allowed first */
+    float temps[WHISPER_MAX_TEMPS];
+    int n_temps;
+    uint64_t rng; /* splitmix64 state of the sampler */
+} wopts;
+
+/* A uniform double in [0, 1) (splitmix64). */
+static double uniform(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* log(sum(exp(x[0..n)))) */
+static double logsumexp(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] > m) m = x[i];
+    if (m == -INFINITY) return -INFINITY;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - m);
+    return m + log(sum);
+}
+
+static void mask(float *logits, int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; i++) logits[i] = -INFINITY;
+}
+
+/* CTranslate2's ApplyTimestampRules at `step` after the generated seq. */
+static void timestamp_rules(const candle_whisper *w, const wopts *o, float *logits, const int32_t *seq, int64_t step) {
+    int64_t tb = o->ts_begin, te = o->ts_end;
+    logits[w->no_timestamps] = -INFINITY;
+    bool check = false;
+    if (step == 0) { /* a timestamp first, and not too late */
+        mask(logits, 0, tb);
+        mask(logits, o->max_initial + 1, te + 1);
+    } else {
+        int32_t last = seq[step - 1];
+        if (last >= tb) {
+            int32_t pen = step - 1 > 0 ? seq[step - 2] : last;
+            if (pen >= tb) { /* a pair just closed: text (or the end) next */
+                mask(logits, tb, te + 1);
+            } else { /* an open timestamp: another one, not earlier, or the end */
+                mask(logits, 0, w->eot);
+                mask(logits, tb, last);
+                check = true;
+            }
+        } else { /* after text, a timestamp is not earlier than the last one */
+            check = true;
+            for (int64_t t = step - 1; t >= 0; t--)
+                if (seq[t] >= tb) {
+                    mask(logits, tb, seq[t] + 1);
+                    break;
+                }
+        }
     }
-    if (s && candle_errcode(st.ctx)) candle_set_error(NULL, s, "whisper: %s", candle_errmsg(st.ctx));
-    free(logits);
-    kv_cache_free(&st.kv);
-    candle_ctx_free(st.ctx);
+    if (!check) return;
+    /* the timestamps' total probability against the likeliest text token */
+    double ts = logsumexp(logits + tb, te - tb + 1);
+    float mt = -INFINITY;
+    for (int64_t i = 0; i < tb; i++)
+        if (logits[i] > mt) mt = logits[i];
+    if (ts > mt) mask(logits, 0, tb);
+}
+
+/* One decoding of the current window after prompt: the tokens up to
+ * <|endoftext|> (excluded) in out, the sum of their log-probabilities (and
+ * <|endoftext|>'s) in *sum_lp, P(no speech) at the first step. */
+static candle_status generate(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
+                              float *logits, tokbuf *out, double *sum_lp, float *no_speech) {
+    const candle_whisper *w = st->w;
+    int64_t nv = w->d.n_vocab;
+    st->pos = 0;
+    out->n = 0;
+    *sum_lp = 0;
+    /* CTranslate2 decodes at most min(448 / 2, 448 - start) steps, start the
+     * position of the token the first step feeds */
+    int64_t max_steps = w->d.n_text_ctx / 2, room = w->d.n_text_ctx - (n_prompt - 1);
+    if (room < max_steps) max_steps = room;
+    if (o->p.max_tokens > 0 && o->p.max_tokens < max_steps) max_steps = o->p.max_tokens;
+    candle_status s = dec_step(st, prompt, n_prompt, logits);
+    for (int64_t step = 0; !s && step < max_steps; step++) {
+        if (step == 0) { /* from the raw logits, as GetNoSpeechProbs */
+            double lse = logsumexp(logits, nv);
+            *no_speech = w->no_speech >= 0 ? (float)exp(logits[w->no_speech] - lse) : 0.0f;
+        }
+        for (int i = 0; i < w->n_suppress; i++) logits[w->suppress[i]] = -INFINITY;
+        for (int i = 0; step == 0 && i < w->n_suppress_begin; i++) logits[w->suppress_begin[i]] = -INFINITY;
+        if (o->p.timestamps) timestamp_rules(w, o, logits, out->ids, step);
+        int32_t id = 0;
+        for (int64_t i = 1; i < nv; i++)
+            if (logits[i] > logits[id]) id = (int32_t)i;
+        double lse = logsumexp(logits, nv);
+        if (temp > 0) { /* a draw from softmax(logits / temp), as CTranslate2's RandomSampler */
+            double total = 0, m = logits[id];
+            for (int64_t i = 0; i < nv; i++) total += exp((logits[i] - m) / temp);
+            double u = uniform(&o->rng) * total, acc = 0;
+            for (int64_t i = 0; i < nv; i++) {
+                if (logits[i] == -INFINITY) continue;
+                id = (int32_t)i;
+                acc += exp((logits[i] - m) / temp);
+                if (acc > u) break;
+            }
+        }
+        *sum_lp += logits[id] - lse; /* the log-probability at temperature 1, as CTranslate2 scores */
+        if (id == w->eot) break;
+        if (!tokbuf_push(out, id)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (step + 1 < max_steps) s = dec_step(st, &id, 1, logits);
+    }
     return s;
 }
 
-static candle_status decode_text(const candle_whisper *w, const tokbuf *b, candle_whisper_result *out) {
+/* The text of tokens (text tokens only), malloc'ed. */
+static candle_status decode_text(const candle_whisper *w, const int32_t *ids, int64_t n, char **text) {
     int64_t n_text = 0;
-    int32_t *text_ids = malloc((size_t)(b->n + 1) * sizeof *text_ids);
+    int32_t *text_ids = malloc((size_t)(n + 1) * sizeof *text_ids);
     if (!text_ids) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    for (int64_t i = 0; i < b->n; i++)
-        if (b->ids[i] < w->eot) text_ids[n_text++] = b->ids[i]; /* specials and timestamps follow the text */
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < w->eot) text_ids[n_text++] = ids[i]; /* specials and timestamps follow the text */
     size_t cap = 64 + (size_t)n_text * 16, len = 0;
-    out->text = malloc(cap);
-    candle_status s = out->text ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, out->text, cap, &len)
-                                : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    char *t = malloc(cap);
+    candle_status s = t ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t, cap, &len)
+                        : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     if (s == CANDLE_ERR_INVALID_ARG && len + 1 > cap) {
-        char *t = realloc(out->text, len + 1);
-        s = t ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t, len + 1, &len) : CANDLE_ERR_OOM;
-        if (t) out->text = t;
+        char *t2 = realloc(t, len + 1);
+        s = t2 ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t2, len + 1, &len)
+               : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (t2) t = t2;
     }
     free(text_ids);
+    if (s) {
+        free(t);
+        t = NULL;
+    }
+    *text = t;
     return s;
 }
 
-/* faster-whisper's window at seek: frames [seek, min(seek + 3000, content))
- * of mel ([nm][frames]; content = frames - 1, the last frame is never fed)
- * then zeros. */
-static void window(const float *mel, size_t nm, size_t frames, size_t content, size_t seek, float *win) {
-    size_t len = content - seek < CANDLE_WHISPER_CHUNK_FRAMES ? content - seek : CANDLE_WHISPER_CHUNK_FRAMES;
+/* faster-whisper's get_compression_ratio: the UTF-8 bytes of the stripped
+ * text over their zlib-compressed bytes (zlib.compress, level 6); NAN
+ * without zlib. */
+static float compression_ratio(const char *text) {
+    while (*text == ' ' || (*text >= '\t' && *text <= '\r')) text++;
+    size_t n = strlen(text);
+    while (n && (text[n - 1] == ' ' || (text[n - 1] >= '\t' && text[n - 1] <= '\r'))) n--;
+#ifdef CANDLE_HAVE_ZLIB
+    uLongf len = compressBound((uLong)n);
+    unsigned char *buf = malloc(len);
+    if (!buf || compress2(buf, &len, (const Bytef *)text, (uLong)n, Z_DEFAULT_COMPRESSION) != Z_OK) len = 0;
+    free(buf);
+    return len ? (float)((double)n / (double)len) : NAN;
+#else
+    (void)n;
+    return NAN;
+#endif
+}
+
+/* A decoding of a window and its scores. */
+typedef struct wcand {
+    tokbuf toks;
+    double sum_lp;
+    float avg_lp, cr, nsp, temp;
+} wcand;
+
+static bool cand_copy(wcand *dst, const wcand *src) {
+    tokbuf t = dst->toks;
+    t.n = 0;
+    for (int64_t i = 0; i < src->toks.n; i++)
+        if (!tokbuf_push(&t, src->toks.ids[i])) return false;
+    *dst = *src;
+    dst->toks = t;
+    return true;
+}
+
+/* The window decoded at temp: greedy at 0, else the best of best_of draws
+ * by sum of log-probabilities / length (CTranslate2's score with
+ * length_penalty 1). */
+static candle_status decode_at(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
+                               float *logits, wcand *c, wcand *tmp) {
+    int n = temp > 0 && o->p.best_of > 1 ? o->p.best_of : 1;
+    double best = -INFINITY;
+    for (int k = 0; k < n; k++) {
+        wcand *d = k == 0 ? c : tmp;
+        candle_status s = generate(st, o, temp, prompt, n_prompt, logits, &d->toks, &d->sum_lp, &d->nsp);
+        if (s) return s;
+        double len = (double)d->toks.n, score = len > 0 ? d->sum_lp / len : -INFINITY;
+        if (k > 0 && score > best && !cand_copy(c, d)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (k == 0 || score > best) best = score;
+    }
+    c->temp = temp;
+    c->avg_lp = (float)(c->sum_lp / (double)(c->toks.n + 1));
+    char *text = NULL;
+    candle_status s = decode_text(st->w, c->toks.ids, c->toks.n, &text);
+    if (s) return s;
+    c->cr = compression_ratio(text);
+    free(text);
+    return CANDLE_OK;
+}
+
+/* faster-whisper's generate_with_fallback: the decoding kept in *out. */
+static candle_status decode_with_fallback(wdec *st, wopts *o, const int32_t *prompt, int64_t n_prompt, float *logits,
+                                          wcand *cur, wcand *tmp, wcand *best_all, wcand *best_low, wcand *out) {
+    const candle_whisper_transcribe_params *p = &o->p;
+    bool have_all = false, have_low = false;
+    for (int i = 0; i < o->n_temps; i++) {
+        candle_status s = decode_at(st, o, o->temps[i], prompt, n_prompt, logits, cur, tmp);
+        if (s) return s;
+        bool fallback = false, low = true;
+        if (!isnan(p->compression_ratio_threshold) && cur->cr > p->compression_ratio_threshold) {
+            fallback = true; /* too repetitive */
+            low = false;
+        }
+        if (!isnan(p->log_prob_threshold) && cur->avg_lp < p->log_prob_threshold) fallback = true;
+        if (!isnan(p->no_speech_threshold) && cur->nsp > p->no_speech_threshold && !isnan(p->log_prob_threshold) &&
+            cur->avg_lp < p->log_prob_threshold)
+            fallback = false; /* silence */
+        if (!fallback) return cand_copy(out, cur) ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if ((!have_all || cur->avg_lp > best_all->avg_lp) && !cand_copy(best_all, cur))
+            return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        have_all = true;
+        if (low && (!have_low || cur->avg_lp > best_low->avg_lp)) {
+            if (!cand_copy(best_low, cur)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            have_low = true;
+        }
+    }
+    /* none passed: the likeliest, reported at the last temperature (which
+     * prompt_reset_on_temperature then sees, as in the reference) */
+    if (!cand_copy(out, have_low ? best_low : best_all)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    out->temp = o->temps[o->n_temps - 1];
+    return CANDLE_OK;
+}
+
+/* faster-whisper's window at seek: frames [seek, seek + len) of mel
+ * ([nm][frames]) then zeros. */
+static void window(const float *mel, size_t nm, size_t frames, size_t seek, size_t len, float *win) {
     for (size_t r = 0; r < nm; r++) {
         float *row = win + r * CANDLE_WHISPER_CHUNK_FRAMES;
         memcpy(row, mel + r * frames + seek, len * sizeof *row);
@@ -562,30 +795,214 @@ static void window(const float *mel, size_t nm, size_t frames, size_t content, s
     }
 }
 
+/* A transcription in progress. */
+typedef struct wrun {
+    const candle_whisper *w;
+    wopts o;
+    candle_whisper_result *r;
+    int64_t cap_segments;
+    tokbuf all;           /* the tokens of every kept segment, the prompt's source */
+    int64_t reset_since;  /* the prompt uses all.ids[reset_since..] */
+    bool stopped;         /* the callback asked to stop */
+} wrun;
+
+/* A segment [t0, t1] of tokens kept (unless empty) and handed on. */
+static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, double t1, int64_t seek,
+                          float temp, float avg_lp, float cr, float nsp) {
+    char *text = NULL;
+    candle_status s = decode_text(R->w, toks, n, &text);
+    if (s) return s;
+    bool blank = true;
+    for (const char *c = text; *c && blank; c++) blank = *c == ' ' || *c == '\t' || *c == '\n' || *c == '\r';
+    if (t0 == t1 || blank) {
+        free(text);
+        return CANDLE_OK;
+    }
+    candle_whisper_result *r = R->r;
+    if (r->n_segments == R->cap_segments) {
+        int64_t cap = R->cap_segments ? 2 * R->cap_segments : 16;
+        candle_whisper_segment *g = realloc(r->segments, (size_t)cap * sizeof *g);
+        if (!g) {
+            free(text);
+            return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        }
+        r->segments = g;
+        R->cap_segments = cap;
+    }
+    candle_whisper_segment *g = &r->segments[r->n_segments];
+    *g = (candle_whisper_segment){.t0 = t0, .t1 = t1, .text = text, .n_tokens = n, .seek = seek,
+                                  .temperature = temp, .avg_logprob = avg_lp, .compression_ratio = cr,
+                                  .no_speech_prob = nsp};
+    g->tokens = malloc((size_t)(n ? n : 1) * sizeof *g->tokens);
+    if (!g->tokens) {
+        free(text);
+        return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    }
+    memcpy(g->tokens, toks, (size_t)n * sizeof *toks);
+    r->n_segments++;
+    for (int64_t i = 0; i < n; i++)
+        if (!tokbuf_push(&R->all, toks[i])) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (R->o.p.on_segment && R->o.p.on_segment(g, R->o.p.user)) R->stopped = true;
+    return CANDLE_OK;
+}
+
+/* faster-whisper's _split_segments_by_timestamps of a window's tokens:
+ * emits the segments and returns the next seek. */
+static candle_status split_segments(wrun *R, const int32_t *t, int64_t n, size_t *seek, size_t segment_size,
+                                    float temp, float avg_lp, float cr, float nsp) {
+    int32_t tb = R->o.ts_begin;
+    double time_offset = (double)*seek * WHISPER_FRAME_SECONDS;
+    int64_t s0 = (int64_t)*seek;
+    bool single_ending = n >= 2 && t[n - 2] < tb && t[n - 1] >= tb;
+    bool consecutive = false;
+    for (int64_t i = 1; i < n && !consecutive; i++) consecutive = t[i] >= tb && t[i - 1] >= tb;
+    candle_status s = CANDLE_OK;
+    if (consecutive) {
+        int64_t last = 0;
+        for (int64_t i = 1; i <= n && !s && !R->stopped; i++) {
+            bool cut = i < n ? t[i] >= tb && t[i - 1] >= tb : single_ending;
+            if (!cut) continue;
+            const int32_t *sl = t + last;
+            int64_t len = i - last;
+            double start = time_offset + (sl[0] - tb) * WHISPER_TIME_PRECISION;
+            double end = time_offset + (sl[len - 1] - tb) * WHISPER_TIME_PRECISION;
+            s = emit(R, sl, len, start, end, s0, temp, avg_lp, cr, nsp);
+            last = i;
+        }
+        if (single_ending) *seek += segment_size; /* no speech after the last timestamp */
+        else *seek += (size_t)(t[last - 1] - tb) * WHISPER_INPUT_STRIDE; /* the unfinished segment again */
+        return s;
+    }
+    double duration = (double)segment_size * WHISPER_FRAME_SECONDS;
+    int32_t last_ts = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (t[i] >= tb) last_ts = t[i];
+    if (R->o.p.timestamps && last_ts > tb) duration = (last_ts - tb) * WHISPER_TIME_PRECISION;
+    s = emit(R, t, n, time_offset, time_offset + duration, s0, temp, avg_lp, cr, nsp);
+    *seek += segment_size;
+    return s;
+}
+
+/* The prompt of the next window: [<|startofprev|> the last 223 tokens]
+ * <|startoftranscript|> [<|notimestamps|>]. */
+static int64_t make_prompt(const wrun *R, int32_t *prompt) {
+    const candle_whisper *w = R->w;
+    int64_t n = 0, n_prev = R->all.n - R->reset_since, keep = w->d.n_text_ctx / 2 - 1;
+    if (n_prev > 0 && w->sot_prev >= 0) {
+        if (n_prev > keep) n_prev = keep;
+        prompt[n++] = w->sot_prev;
+        memcpy(prompt + n, R->all.ids + R->all.n - n_prev, (size_t)n_prev * sizeof *prompt);
+        n += n_prev;
+    }
+    prompt[n++] = w->sot;
+    if (!R->o.p.timestamps) prompt[n++] = w->no_timestamps;
+    return n;
+}
+
+static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t frames) {
+    const candle_whisper *w = R->w;
+    wdec st;
+    candle_status s = dec_init(&st, w, R->o.p.n_threads);
+    float *win = malloc(nm * CANDLE_WHISPER_CHUNK_FRAMES * sizeof *win);
+    float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
+    int32_t *prompt = malloc((size_t)(w->d.n_text_ctx + 4) * sizeof *prompt);
+    if (!s && (!win || !logits || !prompt)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    wcand c[5] = {0}; /* the current decoding, a draw, the best two so far, the one kept */
+    wcand *res = &c[4];
+    /* faster-whisper never feeds the last frame */
+    size_t content = frames > 0 ? frames - 1 : 0;
+    for (size_t seek = 0; !s && !R->stopped && seek < content;) {
+        size_t segment_size = content - seek < CANDLE_WHISPER_CHUNK_FRAMES ? content - seek : CANDLE_WHISPER_CHUNK_FRAMES;
+        window(mel, nm, frames, seek, segment_size, win);
+        s = dec_window(&st, win);
+        int64_t n_prompt = make_prompt(R, prompt);
+        if (!s) s = decode_with_fallback(&st, &R->o, prompt, n_prompt, logits, &c[0], &c[1], &c[2], &c[3], res);
+        if (s) break;
+        const candle_whisper_transcribe_params *p = &R->o.p;
+        if (!isnan(p->no_speech_threshold) && res->nsp > p->no_speech_threshold &&
+            !(!isnan(p->log_prob_threshold) && res->avg_lp > p->log_prob_threshold)) {
+            seek += segment_size; /* silence: on to the next window */
+            continue;
+        }
+        size_t before = seek;
+        s = split_segments(R, res->toks.ids, res->toks.n, &seek, segment_size, res->temp, res->avg_lp, res->cr,
+                           res->nsp);
+        if (seek <= before) seek = before + segment_size; /* always forward */
+        if (!p->condition_on_previous_text || res->temp > p->prompt_reset_on_temperature) R->reset_since = R->all.n;
+    }
+    for (int i = 0; i < 5; i++) free(c[i].toks.ids);
+    free(win);
+    free(logits);
+    free(prompt);
+    dec_free(&st);
+    return s;
+}
+
+/* The segments' texts and tokens concatenated. */
+static candle_status join_result(candle_whisper_result *r) {
+    size_t len = 0;
+    int64_t nt = 0;
+    for (int64_t i = 0; i < r->n_segments; i++) {
+        len += strlen(r->segments[i].text);
+        nt += r->segments[i].n_tokens;
+    }
+    r->text = malloc(len + 1);
+    r->tokens = malloc((size_t)(nt ? nt : 1) * sizeof *r->tokens);
+    if (!r->text || !r->tokens) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    len = 0;
+    for (int64_t i = 0; i < r->n_segments; i++) {
+        const candle_whisper_segment *g = &r->segments[i];
+        size_t l = strlen(g->text);
+        memcpy(r->text + len, g->text, l);
+        len += l;
+        memcpy(r->tokens + r->n_tokens, g->tokens, (size_t)g->n_tokens * sizeof *g->tokens);
+        r->n_tokens += g->n_tokens;
+    }
+    r->text[len] = 0;
+    return CANDLE_OK;
+}
+
 candle_status candle_whisper_transcribe(const candle_whisper *w, const float *samples, size_t n,
                                         const candle_whisper_transcribe_params *p, candle_whisper_result *out) {
     if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: NULL out");
     memset(out, 0, sizeof *out);
     if (!w || !samples || !n) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: no audio");
-    candle_whisper_transcribe_params def = candle_whisper_transcribe_default_params();
-    if (!p) p = &def;
-    /* faster-whisper's features: 160 zeros after the audio, the last frame
-     * dropped, each 30 s window padded with zeros */
-    size_t frames = candle_whisper_mel_frames(n, CANDLE_WHISPER_HOP), nm = (size_t)w->d.n_mels;
-    float *mel = malloc(nm * frames * sizeof *mel), *win = malloc(nm * CANDLE_WHISPER_CHUNK_FRAMES * sizeof *win);
-    candle_status s = mel && win ? candle_whisper_log_mel(samples, n, (int)nm, CANDLE_WHISPER_HOP, mel, frames)
-                                 : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    size_t content = frames > 0 ? frames - 1 : 0;
-    tokbuf b = {0};
-    for (size_t seek = 0; !s && seek < content; seek += CANDLE_WHISPER_CHUNK_FRAMES) {
-        window(mel, nm, frames, content, seek, win);
-        s = decode_window(w, win, p, &b);
+    wrun R = {.w = w, .r = out};
+    R.o.p = p ? *p : candle_whisper_transcribe_default_params();
+    if (R.o.p.n_threads < 0 || R.o.p.max_tokens < 0 || !(R.o.p.max_initial_timestamp >= 0))
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "whisper_transcribe: n_threads %d, max_tokens %lld, max_initial_timestamp %g",
+                                R.o.p.n_threads, (long long)R.o.p.max_tokens, (double)R.o.p.max_initial_timestamp);
+    const candle_whisper_transcribe_params *q = &R.o.p;
+    if (q->n_temperatures < 0 || q->n_temperatures > WHISPER_MAX_TEMPS || (q->n_temperatures && !q->temperatures) ||
+        q->best_of < 0)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "whisper_transcribe: %d temperatures (at most %d), best_of %d", q->n_temperatures,
+                                WHISPER_MAX_TEMPS, q->best_of);
+    static const float def_temps[] = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
+    const float *temps = q->n_temperatures ? q->temperatures : def_temps;
+    R.o.n_temps = q->n_temperatures ? q->n_temperatures : 6;
+    for (int i = 0; i < R.o.n_temps; i++) {
+        if (!(temps[i] >= 0 && temps[i] <= 100))
+            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: temperature %g", (double)temps[i]);
+        R.o.temps[i] = temps[i];
     }
+    R.o.rng = q->seed;
+    R.o.ts_begin = w->no_timestamps + 1;
+    R.o.ts_end = (int32_t)w->d.n_vocab - 1;
+    if (R.o.p.timestamps && R.o.ts_begin > R.o.ts_end)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper_transcribe: the vocabulary has no timestamps");
+    double mi = round(R.o.p.max_initial_timestamp / WHISPER_TIME_PRECISION);
+    R.o.max_initial = mi > R.o.ts_end - R.o.ts_begin ? R.o.ts_end : R.o.ts_begin + (int32_t)mi;
+    /* faster-whisper's features: 160 zeros after the audio */
+    size_t frames = candle_whisper_mel_frames(n, CANDLE_WHISPER_HOP), nm = (size_t)w->d.n_mels;
+    float *mel = malloc(nm * frames * sizeof *mel);
+    candle_status s = mel ? candle_whisper_log_mel(samples, n, (int)nm, CANDLE_WHISPER_HOP, mel, frames)
+                          : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!s) s = run_windows(&R, mel, nm, frames);
     free(mel);
-    free(win);
-    if (!s) s = decode_text(w, &b, out);
-    out->tokens = b.ids;
-    out->n_tokens = b.n;
+    free(R.all.ids);
+    if (!s) s = join_result(out);
     if (s) candle_whisper_result_free(out);
     return s;
 }
@@ -594,5 +1011,10 @@ void candle_whisper_result_free(candle_whisper_result *r) {
     if (!r) return;
     free(r->text);
     free(r->tokens);
+    for (int64_t i = 0; i < r->n_segments; i++) {
+        free(r->segments[i].text);
+        free(r->segments[i].tokens);
+    }
+    free(r->segments);
     memset(r, 0, sizeof *r);
 }

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # candle transcribe on Whisper tiny.en (scripts/fetch-whisper.sh) and jfk.wav:
-# the text is faster-whisper's greedy transcript
-# (tests/data/whisper/jfk_transcript.txt, gen_whisper_goldens.py), -o json
-# carries the same text and token ids, and bad input fails with a message.
+# with --no-timestamps the text is faster-whisper's greedy transcript
+# without timestamps (tests/data/whisper/jfk_transcript.txt,
+# gen_whisper_goldens.py) and -o json carries the same text and token ids;
+# by default the segments' text (-o txt), SRT and WebVTT are faster-whisper's
+# segments as openai-whisper writes them (jfk_ts.txt, jfk.srt, jfk.vtt:
+# gen_whisper_subtitles.py); sampling with --seed repeats; bad input fails
+# with a message.
 set -u
 : "${CANDLE:?CANDLE must point at the candle binary}"
 : "${CANDLE_SOURCE_DIR:?}"
@@ -16,14 +20,14 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
-if ! "$CANDLE" transcribe -m "$model" -f "$wav" >"$tmp/out" 2>"$tmp/err"; then
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" --no-timestamps --no-condition --no-fallback >"$tmp/out" 2>"$tmp/err"; then
     fail "transcribe: $(cat "$tmp/err")"
 elif ! cmp -s "$tmp/out" "$gold/jfk_transcript.txt"; then
     fail "text '$(cat "$tmp/out")' vs '$(cat "$gold/jfk_transcript.txt")'"
 fi
 grep -q "real-time factor" "$tmp/err" || fail "no timing on stderr"
 
-if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o json -t 2 >"$tmp/out.json" 2>"$tmp/err"; then
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o json -t 2 --no-timestamps --no-fallback >"$tmp/out.json" 2>"$tmp/err"; then
     fail "transcribe -o json: $(cat "$tmp/err")"
 elif command -v python3 >/dev/null; then
     python3 - "$tmp/out.json" "$gold/whisper_goldens.json" <<'PY' || fail "json output"
@@ -34,6 +38,28 @@ assert got["tokens"] == g["jfk_tokens"], got["tokens"]
 assert abs(got["duration"] - 11.0) < 0.01, got["duration"]
 PY
 fi
+
+for fmt in txt srt vtt; do
+    want="$gold/jfk.$fmt"
+    [ "$fmt" = txt ] && want="$gold/jfk_ts.txt"
+    if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o $fmt >"$tmp/out.$fmt" 2>"$tmp/err"; then
+        fail "transcribe -o $fmt: $(cat "$tmp/err")"
+    elif ! cmp -s "$tmp/out.$fmt" "$want"; then
+        fail "-o $fmt differs from $want: $(diff "$tmp/out.$fmt" "$want")"
+    fi
+done
+"$CANDLE" transcribe -m "$model" -f "$wav" --timestamps >"$tmp/out.ts" 2>"$tmp/err" || fail "--timestamps: $(cat "$tmp/err")"
+[ "$(head -1 "$tmp/out.ts")" = "[00:00:00.000 --> 00:00:07.740]  And so my fellow Americans ask not what your country can do for you" ] ||
+    fail "--timestamps line: $(head -1 "$tmp/out.ts")"
+# sampling at temperature 1, seeded: the same draws twice
+for k in 1 2; do
+    "$CANDLE" transcribe -m "$model" -f "$wav" --temperature 1 --no-fallback --best-of 1 --seed 3 -o json \
+        >"$tmp/t1.$k" 2>"$tmp/err" || fail "--temperature 1: $(cat "$tmp/err")"
+done
+cmp -s "$tmp/t1.1" "$tmp/t1.2" || fail "--seed 3 twice: other samples"
+grep -q '"temperature": 1.0' "$tmp/t1.1" || fail "--temperature 1: $(head -c 300 "$tmp/t1.1")"
+"$CANDLE" transcribe -m "$model" -f "$wav" --temperature x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--temperature x not a usage error"
+"$CANDLE" transcribe -m "$model" -f "$wav" -o doc >/dev/null 2>&1; [ $? -eq 2 ] || fail "-o doc not a usage error"
 
 "$CANDLE" transcribe -m "$model" -f "$tmp/missing.wav" >/dev/null 2>"$tmp/err" && fail "missing audio accepted"
 grep -q "cannot open\|missing.wav" "$tmp/err" || fail "missing audio message: $(cat "$tmp/err")"

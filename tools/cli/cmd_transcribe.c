@@ -1,6 +1,9 @@
 /* candle transcribe: speech to text with a Whisper model (whisper.h):
- * greedy decoding as faster-whisper's transcribe(beam_size=1,
- * without_timestamps=True). The text goes to stdout, timings to stderr. */
+ * greedy decoding as faster-whisper's transcribe(beam_size=1), segments
+ * with timestamps. Output to stdout as text, SRT or WebVTT (as
+ * openai-whisper's writers write them) or JSON; timings to stderr. Text,
+ * SRT and VTT are printed segment by segment as the windows are decoded. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +14,37 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: candle transcribe -m MODEL -f AUDIO [options]\n"
-            "  -m MODEL        a CTranslate2 Whisper directory (model.bin, config.json,\n"
-            "                  tokenizer.json), e.g. scripts/fetch-whisper.sh's\n"
-            "  -f AUDIO        an audio file (WAV, FLAC, OGG, MP3: whatever libsndfile reads)\n"
-            "  -o text|json    output: the text (default) or one JSON object\n"
-            "                  {\"text\", \"tokens\", \"duration\"}\n"
-            "  -t N            threads\n"
-            "  --no-mmap       read model.bin into memory\n");
+            "  -m MODEL          a CTranslate2 Whisper directory (model.bin, config.json,\n"
+            "                    tokenizer.json), e.g. scripts/fetch-whisper.sh's\n"
+            "  -f AUDIO          an audio file (WAV, FLAC, OGG, MP3: whatever libsndfile reads)\n"
+            "  -o txt|srt|vtt|json\n"
+            "                    output: the segments' text one a line (txt, the default;\n"
+            "                    \"text\" too), SubRip or WebVTT subtitles, or one JSON object\n"
+            "                    {\"text\", \"segments\", \"tokens\", \"duration\"}\n"
+            "  --timestamps      txt: each line as [start --> end] text\n"
+            "  --no-timestamps   decode without timestamp tokens: one segment a 30 s window\n"
+            "  --no-condition    do not prompt a window with the text before it\n"
+            "  --temperature T   the first temperature (0: greedy); a window that fails the\n"
+            "                    compression-ratio (2.4) or log-probability (-1.0) check is\n"
+            "                    decoded again 0.2 hotter, up to 1.0, as openai-whisper's\n"
+            "                    --temperature_increment_on_fallback 0.2\n"
+            "  --no-fallback     decode each window at the first temperature only\n"
+            "  --best-of N       samples per temperature above 0 (5)\n"
+            "  --seed N          the sampler's seed (0)\n"
+            "  -t N              threads\n"
+            "  --no-mmap         read model.bin into memory\n");
 }
+
+typedef enum { OUT_TXT, OUT_SRT, OUT_VTT, OUT_JSON } out_fmt;
+
+typedef struct targs {
+    const char *model, *audio;
+    out_fmt fmt;
+    bool no_mmap, timestamps, no_timestamps, no_condition, no_fallback;
+    int n_threads, best_of;
+    double temperature;
+    unsigned long long seed;
+} targs;
 
 /* Whitespace Whisper puts before the first word, and any after the last. */
 static const char *trimmed(const char *s, size_t *len) {
@@ -41,43 +67,139 @@ static void print_json_str(const char *s, size_t n) {
     putchar('"');
 }
 
-static void print_result(const candle_whisper_result *r, double duration, bool json) {
+/* openai-whisper's format_timestamp: [hh:]mm:ss<marker>mmm, hours always
+ * (SRT) or when there are any (VTT). */
+static void print_time(double t, bool hours, char marker) {
+    long long ms = llround(t * 1000.0);
+    long long h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60;
+    if (hours || h > 0) printf("%02lld:", h);
+    printf("%02lld:%02lld%c%03lld", m, s, marker, ms % 1000);
+}
+
+/* The text of a subtitle: stripped, "-->" as "->" (openai-whisper). */
+static void print_cue_text(const char *text) {
+    size_t n;
+    const char *t = trimmed(text, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 3 <= n && !memcmp(t + i, "-->", 3)) {
+            fputs("->", stdout);
+            i += 2;
+        } else {
+            putchar(t[i]);
+        }
+    }
+    putchar('\n');
+}
+
+typedef struct printer {
+    const targs *a;
+    double duration;
+    int64_t n;
+} printer;
+
+static int on_segment(const candle_whisper_segment *s, void *user) {
+    printer *p = user;
+    p->n++;
+    switch (p->a->fmt) {
+    case OUT_TXT:
+        if (p->a->timestamps) { /* whisper.cpp's console lines */
+            putchar('[');
+            print_time(s->t0, true, '.');
+            fputs(" --> ", stdout);
+            print_time(s->t1, true, '.');
+            fputs("]  ", stdout);
+        }
+        print_cue_text(s->text);
+        break;
+    case OUT_SRT:
+        printf("%lld\n", (long long)p->n);
+        print_time(s->t0, true, ',');
+        fputs(" --> ", stdout);
+        print_time(s->t1, true, ',');
+        putchar('\n');
+        print_cue_text(s->text);
+        putchar('\n');
+        break;
+    case OUT_VTT:
+        if (p->n == 1) fputs("WEBVTT\n\n", stdout);
+        print_time(s->t0, false, '.');
+        fputs(" --> ", stdout);
+        print_time(s->t1, false, '.');
+        putchar('\n');
+        print_cue_text(s->text);
+        putchar('\n');
+        break;
+    case OUT_JSON:
+        break;
+    }
+    fflush(stdout);
+    if (p->duration > 30) fprintf(stderr, "progress: %.0f%%\n", fmin(100.0, 100.0 * s->t1 / p->duration));
+    return 0;
+}
+
+static void print_json(const candle_whisper_result *r, double duration) {
     size_t n;
     const char *t = trimmed(r->text, &n);
-    if (!json) {
-        printf("%.*s\n", (int)n, t);
-        return;
-    }
     printf("{\"text\": ");
     print_json_str(t, n);
-    printf(", \"tokens\": [");
+    printf(", \"segments\": [");
+    for (int64_t i = 0; i < r->n_segments; i++) {
+        const candle_whisper_segment *s = &r->segments[i];
+        printf("%s{\"id\": %lld, \"seek\": %lld, \"start\": %.2f, \"end\": %.2f, \"text\": ", i ? ", " : "",
+               (long long)i, (long long)s->seek, s->t0, s->t1);
+        print_json_str(s->text, strlen(s->text));
+        printf(", \"tokens\": [");
+        for (int64_t k = 0; k < s->n_tokens; k++) printf("%s%d", k ? ", " : "", (int)s->tokens[k]);
+        printf("], \"temperature\": %.1f, \"avg_logprob\": %.6f, \"compression_ratio\": %.6f, \"no_speech_prob\": %.6f}",
+               s->temperature, s->avg_logprob, s->compression_ratio, s->no_speech_prob);
+    }
+    printf("], \"tokens\": [");
     for (int64_t i = 0; i < r->n_tokens; i++) printf("%s%d", i ? ", " : "", (int)r->tokens[i]);
     printf("], \"duration\": %.3f}\n", duration);
 }
 
-typedef struct targs {
-    const char *model, *audio;
-    bool json, no_mmap;
-    int n_threads;
-} targs;
+/* A number in [lo, hi], the whole of v. */
+static bool num_arg(const char *v, double lo, double hi, double *out) {
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end || !(d >= lo && d <= hi)) return false;
+    *out = d;
+    return true;
+}
 
 /* 0: go on; -1: --help; 2: usage error. */
 static int parse(int argc, char **argv, targs *a) {
+    double d;
+    a->best_of = 5;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return usage(stdout), -1;
-        if (!strcmp(o, "--no-mmap")) {
-            a->no_mmap = true;
+        bool *flag = !strcmp(o, "--no-mmap")         ? &a->no_mmap
+                     : !strcmp(o, "--timestamps")    ? &a->timestamps
+                     : !strcmp(o, "--no-timestamps") ? &a->no_timestamps
+                     : !strcmp(o, "--no-condition")  ? &a->no_condition
+                     : !strcmp(o, "--no-fallback")   ? &a->no_fallback
+                                                     : NULL;
+        if (flag) {
+            *flag = true;
             continue;
         }
-        if (!v) break;
+        if (!v) {
+            fprintf(stderr, "candle transcribe: %s: unknown option or missing value\n", o);
+            return usage(stderr), 2;
+        }
         i++;
         if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "-f")) a->audio = v;
         else if (!strcmp(o, "-t")) a->n_threads = atoi(v);
-        else if (!strcmp(o, "-o") && (!strcmp(v, "json") || !strcmp(v, "text"))) a->json = !strcmp(v, "json");
-        else i = argc + 1; /* unknown option or value: a usage error below */
-        if (i > argc) {
+        else if (!strcmp(o, "--temperature") && num_arg(v, 0, 100, &a->temperature)) {
+        } else if (!strcmp(o, "--best-of") && num_arg(v, 1, 1000, &d)) a->best_of = (int)d;
+        else if (!strcmp(o, "--seed") && num_arg(v, 0, 1e18, &d)) a->seed = (unsigned long long)d;
+        else if (!strcmp(o, "-o") && (!strcmp(v, "txt") || !strcmp(v, "text"))) a->fmt = OUT_TXT;
+        else if (!strcmp(o, "-o") && !strcmp(v, "srt")) a->fmt = OUT_SRT;
+        else if (!strcmp(o, "-o") && !strcmp(v, "vtt")) a->fmt = OUT_VTT;
+        else if (!strcmp(o, "-o") && !strcmp(v, "json")) a->fmt = OUT_JSON;
+        else {
             fprintf(stderr, "candle transcribe: bad option %s %s\n", o, v);
             return usage(stderr), 2;
         }
@@ -108,15 +230,28 @@ int cmd_transcribe(int argc, char **argv) {
     double t1 = cli_now(), duration = (double)n / CANDLE_AUDIO_SAMPLE_RATE;
     candle_whisper_transcribe_params tp = candle_whisper_transcribe_default_params();
     tp.n_threads = a.n_threads;
+    tp.timestamps = !a.no_timestamps;
+    tp.condition_on_previous_text = !a.no_condition;
+    float temps[8];
+    int nt = 0;
+    for (double t = a.temperature; nt < 8 && (nt == 0 || (!a.no_fallback && t <= 1.0 + 1e-6)); t = a.temperature + 0.2 * nt)
+        temps[nt++] = (float)t;
+    tp.temperatures = temps;
+    tp.n_temperatures = nt;
+    tp.best_of = a.best_of;
+    tp.seed = a.seed;
+    printer pr = {.a = &a, .duration = duration};
+    tp.on_segment = on_segment;
+    tp.user = &pr;
     if (candle_whisper_transcribe(w, samples, n, &tp, &r)) {
         fprintf(stderr, "candle transcribe: %s\n", candle_last_errmsg());
         rc = 1;
         goto out;
     }
     double t2 = cli_now();
-    print_result(&r, duration, a.json);
-    fprintf(stderr, "load time: %.3f s\ntranscribe: %.2f s of audio in %.3f s (real-time factor %.3f), %lld tokens\n",
-            t1 - t0, duration, t2 - t1, (t2 - t1) / duration, (long long)r.n_tokens);
+    if (a.fmt == OUT_JSON) print_json(&r, duration);
+    fprintf(stderr, "load time: %.3f s\ntranscribe: %.2f s of audio in %.3f s (real-time factor %.3f), %lld segments, %lld tokens\n",
+            t1 - t0, duration, t2 - t1, (t2 - t1) / duration, (long long)r.n_segments, (long long)r.n_tokens);
 out:
     candle_whisper_result_free(&r);
     candle_free(samples);
