@@ -87,15 +87,23 @@ CANDLE_API int64_t candle_encoder_n_labels(const candle_encoder *e);
 /* Label i's name (config.json's id2label, else "LABEL_i"); NULL out of range. */
 CANDLE_API const char *candle_encoder_label(const candle_encoder *e, int64_t i);
 
+/* Options of classify and rerank; zero-initialised (or NULL) = the defaults. */
+typedef struct candle_head_params {
+    bool no_truncate;  /* refuse an input (a pair) longer than max_tokens instead of cutting it */
+    int64_t *n_tokens; /* optional out [n]: the tokens each input (pair) ran with, after any cut */
+} candle_head_params;
+
 /* Classify n texts (lens NULL: NUL-terminated) into probs_out [n, n_labels]
  * (cap floats), activated as transformers' text-classification pipeline
  * does: config.json's problem_type (single_label_classification: softmax,
  * multi_label_classification: sigmoid, regression: none); without one,
  * softmax over several labels and a single label as candle_encoder_rerank
  * scores it. Inputs longer than max_tokens are cut (sentence-transformers'
- * rule). CANDLE_ERR_INVALID_ARG: no head, a short buffer, an empty text. */
+ * rule) unless p->no_truncate. CANDLE_ERR_INVALID_ARG: no head, a short
+ * buffer, an empty text, a text too long with no_truncate. */
 CANDLE_API candle_status candle_encoder_classify(const candle_encoder *e, const char *const *texts,
-                                                 const size_t *lens, int64_t n, float *probs_out,
+                                                 const size_t *lens, int64_t n,
+                                                 const candle_head_params *p, float *probs_out,
                                                  size_t cap);
 
 /* Score n documents against a query (qlen SIZE_MAX: NUL-terminated; lens
@@ -104,10 +112,11 @@ CANDLE_API candle_status candle_encoder_classify(const candle_encoder *e, const 
  * types 1 for the document where the model has a token-type table), cut
  * longest-first to max_tokens, the one logit through activation_fn
  * (config_sentence_transformers.json; default sigmoid). Not sorted.
- * CANDLE_ERR_INVALID_ARG: no head, or a head with more than one label. */
+ * CANDLE_ERR_INVALID_ARG: no head, a head with more than one label, a pair
+ * too long with p->no_truncate. */
 CANDLE_API candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, size_t qlen,
                                                const char *const *docs, const size_t *lens, int64_t n,
-                                               float *scores_out);
+                                               const candle_head_params *p, float *scores_out);
 
 #ifdef __cplusplus
 }

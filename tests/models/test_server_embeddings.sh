@@ -3,7 +3,8 @@
 # checked with the official openai client (its default base64 encoding and
 # float) against sentence-transformers' goldens (tests/data/encoders/bert-tiny),
 # token-array inputs, dimensions, usage, too-long inputs (400 unless
-# "truncate": true), bad inputs, and generation endpoints refused.
+# "truncate": true), bad inputs, and generation, rerank and classify
+# endpoints refused.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -80,6 +81,13 @@ for bad in ({"input": []}, {"input": [""]}, {"input": 5}, {"input": [[1, 99999]]
             {"input": "a", "dimensions": 0}, {"input": "a", "encoding_format": "hex"}, {"input": ["x"] * 2049}):
     code, body = post(bad)
     check(code == 400 and body["error"]["type"] == "invalid_request_error", f"{str(bad)[:60]}: {code}")
+for url in ("/v1/rerank", "/v1/classify"):  # an embedding model has no classifier head
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{url}", data=b'{"query": "q", "documents": ["a"], "input": "a"}')
+    try:
+        urllib.request.urlopen(req, timeout=60)
+        check(False, f"{url} on an embedding model answered")
+    except urllib.error.HTTPError as e:
+        check(e.code == 400 and "no classifier head" in json.load(e)["error"]["message"], f"{url}: {e.code}")
 try:
     client.completions.create(model=model, prompt="hi", max_tokens=1)
     check(False, "completions on an encoder answered")

@@ -170,6 +170,10 @@ void srv_reply_error(srv_reply *out, int status, const char *param, const char *
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
 void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out);
+/* POST /v1/rerank, /rerank, /v1/classify, /classify, /predict
+ * (encoder_heads.c): the model's classifier head; a 400 without one. */
+bool srv_is_encoder_head_url(const char *url);
+void srv_encoder_head(srv_ctx *c, const char *url, json_t *req, srv_reply *out);
 /* SSE text for new output of a stream: chunk events, and when final, the
  * closing chunk and [DONE]. malloc'ed. */
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len,
