@@ -41,6 +41,12 @@ CANDLE_API int64_t candle_encoder_dim(const candle_encoder *e);
  * at most the model's positions). */
 CANDLE_API int64_t candle_encoder_max_tokens(const candle_encoder *e);
 
+/* config_sentence_transformers.json's prompts: the text of the prompt
+ * named name (NULL: the default_prompt_name's), NULL when there is none. */
+CANDLE_API const char *candle_encoder_prompt(const candle_encoder *e, const char *name);
+/* The name of prompt i (0-based, in the file's order); NULL out of range. */
+CANDLE_API const char *candle_encoder_prompt_name(const candle_encoder *e, int64_t i);
+
 typedef enum candle_pooling {
     CANDLE_POOLING_DEFAULT = 0, /* what modules.json says */
     CANDLE_POOLING_MEAN,
@@ -55,6 +61,13 @@ typedef struct candle_embed_params {
     int64_t dimensions; /* 0: all; else keep the first N (Matryoshka), normalised after if normalising */
     bool no_truncate;   /* refuse an input longer than max_tokens instead of cutting it */
     int64_t *n_tokens;  /* optional out [n]: the tokens each input ran with (after any cut) */
+    /* Text prepended to every text input, as sentence-transformers'
+     * encode(prompt=..., prompt_name=...) does: prompt when non-NULL ("" for
+     * none), else the prompt named prompt_name in
+     * config_sentence_transformers.json's prompts, else its
+     * default_prompt_name's (none when it has none). Token-id inputs get none. */
+    const char *prompt_name;
+    const char *prompt;
 } candle_embed_params;
 
 CANDLE_API candle_embed_params candle_embed_default_params(void);
@@ -62,7 +75,8 @@ CANDLE_API candle_embed_params candle_embed_default_params(void);
 /* Embed n texts (texts[i] of lens[i] bytes; lens NULL: NUL-terminated) into
  * out [n, dim] (dim: candle_encoder_dim, or p->dimensions), out_len floats.
  * CANDLE_ERR_INVALID_ARG: a short buffer, an empty text, a text too long
- * with no_truncate, dimensions out of range. */
+ * with no_truncate (the prompt's tokens count), dimensions out of range, a
+ * prompt_name the model does not have. */
 CANDLE_API candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts,
                                               const size_t *lens, int64_t n,
                                               const candle_embed_params *p, float *out,
