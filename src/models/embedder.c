@@ -258,9 +258,19 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
     mp.n_threads = p->n_threads;
     mp.no_mmap = p->no_mmap;
     candle_status s = candle_model_load(&e->model, path, &mp);
-    if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER)
-        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "encoder_load: %s is a %s model, not an encoder", path,
-                             candle_model_kind_name(e->model->cfg.kind));
+    /* A decoder embeds in a sentence-transformers folder (Qwen3-Embedding:
+     * causal attention, the last token's state pooled): its modules.json
+     * says how. */
+    char mods[4096];
+    snprintf(mods, sizeof mods, "%s/modules.json", path);
+    bool decoder = !s && e->model->cfg.kind == CANDLE_MODEL_DECODER_LM &&
+                   candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR && exists(mods);
+    if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER && !decoder)
+        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                             "encoder_load: %s is a %s model, not an encoder (a decoder embeds only in a "
+                             "sentence-transformers folder, whose modules.json names its pooling)",
+                             path, candle_model_kind_name(e->model->cfg.kind));
+    if (decoder) e->pool = CANDLE_OUTPUT_POOLED_LAST;
     if (!s) s = candle_tokenizer_from_weights(&e->tok, e->model->weights);
     bool hf = !s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR;
     e->default_prompt = -1;

@@ -3,8 +3,9 @@
 # checked with the official openai client (its default base64 encoding and
 # float) against sentence-transformers' goldens (tests/data/encoders/bert-tiny),
 # token-array inputs, dimensions, usage, too-long inputs (400 unless
-# "truncate": true), bad inputs, and generation, rerank and classify
-# endpoints refused.
+# "truncate": true), bad inputs, the prompt_name extension, and generation,
+# rerank and classify endpoints refused; then a decoder embedder
+# (qwen3-embedding-tiny: last-token pooling) with and without its prompt.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -26,12 +27,17 @@ fi
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LOG=$(mktemp)
 "$BIN" serve -m "$MODEL" --port "$PORT" 2>"$LOG" & S=$!
-trap 'kill $S 2>/dev/null; rm -f "$LOG"; rm -rf "$TMPD"' EXIT
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    python3 -c 'import time; time.sleep(0.1)'
+# a decoder embedder (Qwen3-Embedding's layout, scripts/gen_encoder_qwen3_goldens.py)
+QPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BIN" serve -m "$ENC/qwen3-embedding-tiny" --port "$QPORT" 2>>"$LOG" & SQ=$!
+trap 'kill $S $SQ 2>/dev/null; rm -f "$LOG"; rm -rf "$TMPD"' EXIT
+for p in "$PORT" "$QPORT"; do
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
+        python3 -c 'import time; time.sleep(0.1)'
+    done
 done
-python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" <<'PY'
+python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" "$QPORT" "$ENC/qwen3-embedding-tiny/golden.json" <<'PY'
 import base64, json, math, struct, sys, urllib.error, urllib.request
 import openai
 
@@ -118,6 +124,20 @@ try:
     check(False, "completions on an encoder answered")
 except openai.BadRequestError as e:
     check("encoder" in str(e), f"completions: {e}")
+# the decoder embedder: last-token pooling, its query prompt, generation refused
+qport, qg = sys.argv[4], json.load(open(sys.argv[5]))
+qc = openai.OpenAI(base_url=f"http://127.0.0.1:{qport}/v1", api_key="x", max_retries=0, timeout=60)
+for key, extra in (("embeddings", {}), ("embeddings_query", {"prompt_name": "query"})):
+    r = qc.embeddings.create(model="q", input=qg["sentences"], encoding_format="float", extra_body=extra)
+    got = [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+    worst = min(cos(a, row["embedding"]) for a, row in zip(got, qg[key]))
+    check(len(got) == len(qg[key]) and worst >= 0.9999, f"qwen3 {key}: worst cosine {worst}")
+    check(r.usage.prompt_tokens == sum(len(row["token_ids"]) for row in qg[key]), f"qwen3 {key}: usage {r.usage}")
+try:
+    qc.chat.completions.create(model="q", messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+    check(False, "chat on a decoder embedder answered")
+except openai.BadRequestError as e:
+    check("encoder" in str(e), f"qwen3 chat: {e}")
 print("test_server_embeddings:", "FAILED" if fails else "passed")
 sys.exit(1 if fails else 0)
 PY
