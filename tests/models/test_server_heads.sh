@@ -147,6 +147,10 @@ try:
     check(False, "GET /v1/rerank answered")
 except urllib.error.HTTPError as e:
     check(e.code == 405, f"GET /v1/rerank: {e.code}")
+for port, ep in ((p_rr, "rerank"), (p_cls, "classify")):  # counted under their own endpoint label
+    m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    ok200 = [l for l in m.splitlines() if l.startswith(f'candle_requests_total{{endpoint="{ep}",status="200"}}')]
+    check(ok200 and int(ok200[0].split()[-1]) > 0, f"/metrics {ep}: {ok200}")
 print("test_server_heads:", "FAILED" if fails else "passed")
 sys.exit(1 if fails else 0)
 PY

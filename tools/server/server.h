@@ -61,9 +61,12 @@ typedef struct srv_hist {
     uint64_t bucket[SRV_HIST_N]; /* cumulative counts at the bounds */
 } srv_hist;
 
+enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_RERANK, SRV_EP_CLASSIFY,
+       SRV_EP_OTHER, SRV_EP_COUNT };
+
 typedef struct srv_metrics {
     pthread_mutex_t mu;
-    uint64_t requests[5][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
+    uint64_t requests[SRV_EP_COUNT][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
     uint64_t prompt_tokens, gen_tokens, cached_tokens;
     srv_hist ttft, itl, e2e;
     /* per scheduler step: its forward's token rows, how many of them were
@@ -73,9 +76,6 @@ typedef struct srv_metrics {
     int64_t queue_depth, active, blocks_used, blocks_reserved, blocks_total;
     int64_t prefill_budget; /* prompt rows the last step beside decodes could take */
 } srv_metrics;
-
-enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_OTHER,
-       SRV_EP_COUNT };
 
 void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int endpoint, int status);
