@@ -118,7 +118,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
 }
 
 /* An encoder model is served through its sentence-embedding pipeline:
- * /v1/embeddings only, computed in the request's thread. */
+ * /v1/embeddings, and /v1/rerank or /v1/classify when it has a classifier
+ * head, computed in the request's thread. */
 static int load_encoder(srv_ctx *c, const serve_args *a, const char *path) {
     candle_model_free(c->model);
     c->model = NULL;

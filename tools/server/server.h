@@ -131,7 +131,7 @@ typedef struct srv_config {
 typedef struct srv_ctx {
     srv_config cfg;
     candle_model *model;     /* a decoder's, or the encoder's (owned by enc) */
-    candle_encoder *enc;     /* an encoder model: /v1/embeddings only */
+    candle_encoder *enc;     /* an encoder model: /v1/embeddings, rerank, classify */
     pthread_mutex_t enc_mu;  /* embeddings compute one request at a time */
     candle_tokenizer *tok;
     candle_chat_template chat;
