@@ -41,6 +41,12 @@ CANDLE_API int64_t candle_encoder_dim(const candle_encoder *e);
  * at most the model's positions). */
 CANDLE_API int64_t candle_encoder_max_tokens(const candle_encoder *e);
 
+/* config_sentence_transformers.json's prompts: the text of the prompt
+ * named name (NULL: the default_prompt_name's), NULL when there is none. */
+CANDLE_API const char *candle_encoder_prompt(const candle_encoder *e, const char *name);
+/* The name of prompt i (0-based, in the file's order); NULL out of range. */
+CANDLE_API const char *candle_encoder_prompt_name(const candle_encoder *e, int64_t i);
+
 typedef enum candle_pooling {
     CANDLE_POOLING_DEFAULT = 0, /* what modules.json says */
     CANDLE_POOLING_MEAN,
@@ -55,6 +61,13 @@ typedef struct candle_embed_params {
     int64_t dimensions; /* 0: all; else keep the first N (Matryoshka), normalised after if normalising */
     bool no_truncate;   /* refuse an input longer than max_tokens instead of cutting it */
     int64_t *n_tokens;  /* optional out [n]: the tokens each input ran with (after any cut) */
+    /* Text prepended to every text input, as sentence-transformers'
+     * encode(prompt=..., prompt_name=...) does: prompt when non-NULL ("" for
+     * none), else the prompt named prompt_name in
+     * config_sentence_transformers.json's prompts, else its
+     * default_prompt_name's (none when it has none). Token-id inputs get none. */
+    const char *prompt_name;
+    const char *prompt;
 } candle_embed_params;
 
 CANDLE_API candle_embed_params candle_embed_default_params(void);
@@ -62,7 +75,8 @@ CANDLE_API candle_embed_params candle_embed_default_params(void);
 /* Embed n texts (texts[i] of lens[i] bytes; lens NULL: NUL-terminated) into
  * out [n, dim] (dim: candle_encoder_dim, or p->dimensions), out_len floats.
  * CANDLE_ERR_INVALID_ARG: a short buffer, an empty text, a text too long
- * with no_truncate, dimensions out of range. */
+ * with no_truncate (the prompt's tokens count), dimensions out of range, a
+ * prompt_name the model does not have. */
 CANDLE_API candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts,
                                               const size_t *lens, int64_t n,
                                               const candle_embed_params *p, float *out,
@@ -87,15 +101,23 @@ CANDLE_API int64_t candle_encoder_n_labels(const candle_encoder *e);
 /* Label i's name (config.json's id2label, else "LABEL_i"); NULL out of range. */
 CANDLE_API const char *candle_encoder_label(const candle_encoder *e, int64_t i);
 
+/* Options of classify and rerank; zero-initialised (or NULL) = the defaults. */
+typedef struct candle_head_params {
+    bool no_truncate;  /* refuse an input (a pair) longer than max_tokens instead of cutting it */
+    int64_t *n_tokens; /* optional out [n]: the tokens each input (pair) ran with, after any cut */
+} candle_head_params;
+
 /* Classify n texts (lens NULL: NUL-terminated) into probs_out [n, n_labels]
  * (cap floats), activated as transformers' text-classification pipeline
  * does: config.json's problem_type (single_label_classification: softmax,
  * multi_label_classification: sigmoid, regression: none); without one,
  * softmax over several labels and a single label as candle_encoder_rerank
  * scores it. Inputs longer than max_tokens are cut (sentence-transformers'
- * rule). CANDLE_ERR_INVALID_ARG: no head, a short buffer, an empty text. */
+ * rule) unless p->no_truncate. CANDLE_ERR_INVALID_ARG: no head, a short
+ * buffer, an empty text, a text too long with no_truncate. */
 CANDLE_API candle_status candle_encoder_classify(const candle_encoder *e, const char *const *texts,
-                                                 const size_t *lens, int64_t n, float *probs_out,
+                                                 const size_t *lens, int64_t n,
+                                                 const candle_head_params *p, float *probs_out,
                                                  size_t cap);
 
 /* Score n documents against a query (qlen SIZE_MAX: NUL-terminated; lens
@@ -104,10 +126,11 @@ CANDLE_API candle_status candle_encoder_classify(const candle_encoder *e, const 
  * types 1 for the document where the model has a token-type table), cut
  * longest-first to max_tokens, the one logit through activation_fn
  * (config_sentence_transformers.json; default sigmoid). Not sorted.
- * CANDLE_ERR_INVALID_ARG: no head, or a head with more than one label. */
+ * CANDLE_ERR_INVALID_ARG: no head, a head with more than one label, a pair
+ * too long with p->no_truncate. */
 CANDLE_API candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, size_t qlen,
                                                const char *const *docs, const size_t *lens, int64_t n,
-                                               float *scores_out);
+                                               const candle_head_params *p, float *scores_out);
 
 #ifdef __cplusplus
 }

@@ -562,8 +562,22 @@ static bool split_layer(const char *name, const char *prefix, long *il, const ch
     return true;
 }
 
+static bool family_tensor(const hf_family *f, const char *src, char *buf, size_t n, weights_xform *xf);
+
 bool hf_family_tensor(const hf_family *f, const char *src, char *buf, size_t n,
                       weights_xform *xf) {
+    if (family_tensor(f, src, buf, n, xf)) return true;
+    /* a decoder's base model saved alone (Qwen3Model in a sentence-transformers
+     * folder such as Qwen3-Embedding's) lacks the "model." of its
+     * ...ForCausalLM checkpoint */
+    char full[256];
+    if (strncmp(f->layer_prefix, "model.", 6) || !strncmp(src, "model.", 6) || strlen(src) >= sizeof full - 6)
+        return false;
+    snprintf(full, sizeof full, "model.%s", src);
+    return family_tensor(f, full, buf, n, xf);
+}
+
+static bool family_tensor(const hf_family *f, const char *src, char *buf, size_t n, weights_xform *xf) {
     long il;
     const char *rest;
     /* a task model (BertForSequenceClassification, ...) holds the base

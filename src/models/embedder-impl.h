@@ -41,6 +41,11 @@ struct candle_encoder {
     int64_t dim;   /* after the Dense layers */
     int64_t width; /* the widest vector along the pipeline */
     encoder_head head; /* out.n_out 0: no classifier */
+    /* config_sentence_transformers.json's prompts */
+    char **prompt_names, **prompts;
+    int64_t n_prompts;
+    int64_t default_prompt; /* -1: none */
+    bool exclude_prompt;    /* Pooling's include_prompt false */
 };
 
 candle_status encoder_read_json(const char *path, json_doc **out);

@@ -67,6 +67,9 @@ static candle_status read_pooling(candle_encoder *e, const char *path) {
         bool on = false;
         if (json_as_bool(json_get(cfg, unsupported[i]), &on) && on) found = -1;
     }
+    bool include = true;
+    json_as_bool(json_get(cfg, "include_prompt"), &include);
+    e->exclude_prompt = !include;
     if (found != 1)
         s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                              "%s: pooling must be exactly one of mean, cls, max, lasttoken%s", path,
@@ -169,8 +172,70 @@ static void read_max_tokens(candle_encoder *e, const char *dir) {
         if (n > 0 && n < e->max_tokens) e->max_tokens = n;
 }
 
+/* config_sentence_transformers.json's prompts ({"query": "query: ", ...})
+ * and default_prompt_name (refused when it names no prompt, as
+ * sentence-transformers refuses it at load). */
+static candle_status read_prompts(candle_encoder *e, const char *dir) {
+    char path[4096];
+    json_doc *d;
+    e->default_prompt = -1;
+    snprintf(path, sizeof path, "%s/config_sentence_transformers.json", dir);
+    if (!exists(path)) return CANDLE_OK;
+    candle_status s = encoder_read_json(path, &d);
+    if (s) return s;
+    const json_value *pr = json_get(json_root(d), "prompts"), *def = json_get(json_root(d), "default_prompt_name");
+    if (pr && pr->type != JSON_OBJECT && pr->type != JSON_NULL)
+        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: prompts is %s, want an object", path,
+                             json_type_name(pr->type));
+    size_t n = pr && pr->type == JSON_OBJECT ? pr->n : 0;
+    if (!s && n) {
+        e->prompt_names = calloc(n, sizeof *e->prompt_names);
+        e->prompts = calloc(n, sizeof *e->prompts);
+        if (!e->prompt_names || !e->prompts) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompts");
+    }
+    for (size_t i = 0; !s && i < n; i++) {
+        const char *text;
+        size_t len;
+        const char *key = json_obj_key(pr, i)->u.str;
+        if (!json_as_str(json_obj_val(pr, i), &text, &len) || memchr(text, 0, len))
+            s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: prompts.%s is not a string", path, key);
+        else if (!(e->prompt_names[i] = strdup(key)) || !(e->prompts[i] = strdup(text)))
+            s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompts");
+        e->n_prompts = (int64_t)i + 1;
+    }
+    if (!s && def && def->type != JSON_NULL) {
+        for (int64_t i = 0; i < e->n_prompts; i++)
+            if (json_str_eq(def, e->prompt_names[i])) e->default_prompt = i;
+        if (e->default_prompt < 0)
+            s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: default_prompt_name %s%s%s is not one of the prompts",
+                                 path, def->type == JSON_STRING ? "'" : "",
+                                 def->type == JSON_STRING ? def->u.str : json_type_name(def->type),
+                                 def->type == JSON_STRING ? "'" : "");
+    }
+    json_free(d);
+    return s;
+}
+
+const char *candle_encoder_prompt(const candle_encoder *e, const char *name) {
+    if (!e) return NULL;
+    if (!name) return e->default_prompt >= 0 ? e->prompts[e->default_prompt] : NULL;
+    for (int64_t i = 0; i < e->n_prompts; i++)
+        if (!strcmp(e->prompt_names[i], name)) return e->prompts[i];
+    return NULL;
+}
+
+const char *candle_encoder_prompt_name(const candle_encoder *e, int64_t i) {
+    return e && i >= 0 && i < e->n_prompts ? e->prompt_names[i] : NULL;
+}
+
 void candle_encoder_free(candle_encoder *e) {
     if (!e) return;
+    for (int64_t i = 0; i < e->n_prompts; i++) {
+        free(e->prompt_names[i]);
+        free(e->prompts[i]);
+    }
+    free(e->prompt_names);
+    free(e->prompts);
     for (int i = 0; i < e->n_dense; i++) {
         free(e->dense[i].w);
         free(e->dense[i].b);
@@ -193,11 +258,24 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
     mp.n_threads = p->n_threads;
     mp.no_mmap = p->no_mmap;
     candle_status s = candle_model_load(&e->model, path, &mp);
-    if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER)
-        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "encoder_load: %s is a %s model, not an encoder", path,
-                             candle_model_kind_name(e->model->cfg.kind));
+    /* A decoder embeds in a sentence-transformers folder (Qwen3-Embedding:
+     * causal attention, the last token's state pooled): its modules.json
+     * says how. */
+    char mods[4096];
+    snprintf(mods, sizeof mods, "%s/modules.json", path);
+    bool decoder = !s && e->model->cfg.kind == CANDLE_MODEL_DECODER_LM &&
+                   candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR && exists(mods);
+    if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER && !decoder)
+        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                             "encoder_load: %s is a %s model, not an encoder (a decoder embeds only in a "
+                             "sentence-transformers folder, whose modules.json names its pooling)",
+                             path, candle_model_kind_name(e->model->cfg.kind));
+    if (decoder) e->pool = CANDLE_OUTPUT_POOLED_LAST;
     if (!s) s = candle_tokenizer_from_weights(&e->tok, e->model->weights);
-    if (!s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR) s = read_modules(e, path);
+    bool hf = !s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR;
+    e->default_prompt = -1;
+    if (hf) s = read_modules(e, path);
+    if (!s && hf) s = read_prompts(e, path);
     if (!s) s = encoder_head_load(e, path);
     if (!s) {
         read_max_tokens(e, path);
@@ -324,23 +402,59 @@ static candle_status input_error(int64_t i, candle_status s) {
     return candle_set_error(NULL, s, "embed: input %" PRId64 ": %s", i, candle_last_errmsg());
 }
 
+/* The prompt a request asks for (encoder.h's rule), "" for none. */
+static candle_status resolve_prompt(const candle_encoder *e, const candle_embed_params *p, const char **out) {
+    const char *pr = p->prompt;
+    if (!pr && p->prompt_name && !(pr = candle_encoder_prompt(e, p->prompt_name))) {
+        char names[512] = "";
+        for (int64_t i = 0; i < e->n_prompts && strlen(names) < 400; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "",
+                     e->prompt_names[i]);
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: prompt_name '%s' is not one of the model's "
+                                "prompts (%s)", p->prompt_name, e->n_prompts ? names : "it has none");
+    }
+    if (!pr && !(pr = candle_encoder_prompt(e, NULL))) pr = "";
+    if (*pr && e->exclude_prompt)
+        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "embed: the model's Pooling excludes the prompt's "
+                                "tokens (include_prompt false), which Candle does not implement");
+    *out = pr;
+    return CANDLE_OK;
+}
+
 candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts, const size_t *lens,
                                    int64_t n, const candle_embed_params *p, float *out, size_t out_len) {
     candle_embed_params def = candle_embed_default_params();
     if (!p) p = &def;
     int64_t dim;
     float *buf = NULL;
+    const char *prompt = "";
     candle_status s = embed_begin(e, texts, n, p, out, out_len, &dim, &buf);
+    if (!s) s = resolve_prompt(e, p, &prompt);
+    size_t plen = strlen(prompt), cap = 0;
+    char *joined = NULL; /* prompt + text: sentence-transformers tokenizes the concatenation */
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
+        size_t len = lens ? lens[i] : strlen(t);
+        if (plen && plen + len > cap) {
+            char *nj = realloc(joined, (cap = plen + len));
+            if (!nj) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompt");
+            else joined = nj;
+        }
+        if (!s && plen) {
+            memcpy(joined, prompt, plen);
+            memcpy(joined + plen, t, len);
+            t = joined;
+            len += plen;
+        }
         int32_t *ids = NULL;
         int64_t n_ids = 0;
-        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &ids, &n_ids);
+        if (!s) s = encoder_tokenize(e, t, len, p->no_truncate, &ids, &n_ids);
         if (!s) s = embed_ids(e, ids, n_ids, p, dim, buf, out + i * dim);
         if (!s && p->n_tokens) p->n_tokens[i] = n_ids;
         free(ids);
         if (s) s = input_error(i, s);
     }
+    free(joined);
     free(buf);
     return s;
 }

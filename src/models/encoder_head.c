@@ -208,7 +208,9 @@ static candle_status need_head(const candle_encoder *e, const char *who) {
 }
 
 candle_status candle_encoder_classify(const candle_encoder *e, const char *const *texts, const size_t *lens,
-                                      int64_t n, float *probs_out, size_t cap) {
+                                      int64_t n, const candle_head_params *p, float *probs_out, size_t cap) {
+    candle_head_params def = {0};
+    if (!p) p = &def;
     candle_status s = need_head(e, "classify");
     if (s) return s;
     int64_t L = e->head.out.n_out;
@@ -221,8 +223,9 @@ candle_status candle_encoder_classify(const candle_encoder *e, const char *const
         const char *t = texts[i] ? texts[i] : "";
         int32_t *ids = NULL;
         int64_t nt;
-        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), false, &ids, &nt);
+        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &ids, &nt);
         if (!s) s = head_logits(e, ids, NULL, nt, probs_out + i * L);
+        if (!s && p->n_tokens) p->n_tokens[i] = nt;
         free(ids);
         if (!s) activate(e->head.classify, probs_out + i * L, L);
         if (s) s = candle_set_error(NULL, s, "classify: input %" PRId64 ": %s", i, candle_last_errmsg());
@@ -277,9 +280,12 @@ static int64_t splice(int32_t *all, int32_t *types, int64_t n, int64_t oa, int64
  * types, cut longest-first to max tokens as a CrossEncoder's tokenizer call
  * (truncation=True) cuts it; the special tokens are kept. */
 static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_t alen, const char *b, size_t blen,
-                                   int32_t *all, int32_t *types, int64_t cap, int64_t *n) {
+                                   bool no_truncate, int32_t *all, int32_t *types, int64_t cap, int64_t *n) {
     candle_status s = candle_tokenizer_encode_pair(e->tok, a, alen, b, blen, true, all, cap, n, types);
     if (s || *n <= e->max_tokens) return s;
+    if (no_truncate)
+        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "the pair's %" PRId64 " tokens exceed the model's %" PRId64
+                                " (no_truncate)", *n, e->max_tokens);
     int32_t *pa = malloc((size_t)cap * 2 * sizeof *pa), *pb = pa ? pa + cap : NULL;
     int64_t na = 0, nb = 0, oa = 0, ob = 0, ka, kb;
     if (!pa) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
@@ -298,11 +304,12 @@ static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_
 
 /* One pair's score: the head's first logit, activated as a CrossEncoder. */
 static candle_status score_pair(const candle_encoder *e, const char *q, size_t qlen, const char *d, size_t dlen,
-                                float *score) {
+                                const candle_head_params *p, int64_t i, float *score) {
     int64_t cap = (int64_t)(qlen + dlen) + 32, n = 0;
     int32_t *ids = malloc((size_t)cap * 2 * sizeof *ids), *types = ids ? ids + cap : NULL;
     if (!ids) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
-    candle_status s = pair_tokenize(e, q, qlen, d, dlen, ids, types, cap, &n);
+    candle_status s = pair_tokenize(e, q, qlen, d, dlen, p->no_truncate, ids, types, cap, &n);
+    if (!s && p->n_tokens) p->n_tokens[i] = n;
     if (!s && n > cap) s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", n);
     if (!s) s = head_logits(e, ids, types, n, score);
     if (!s) activate(e->head.score, score, 1);
@@ -311,7 +318,10 @@ static candle_status score_pair(const candle_encoder *e, const char *q, size_t q
 }
 
 candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, size_t qlen,
-                                    const char *const *docs, const size_t *lens, int64_t n, float *scores_out) {
+                                    const char *const *docs, const size_t *lens, int64_t n,
+                                    const candle_head_params *p, float *scores_out) {
+    candle_head_params def = {0};
+    if (!p) p = &def;
     candle_status s = need_head(e, "rerank");
     if (s) return s;
     if (!query || !docs || !scores_out || n <= 0)
@@ -323,7 +333,7 @@ candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, 
     if (qlen == SIZE_MAX) qlen = strlen(query);
     for (int64_t i = 0; i < n && !s; i++) {
         const char *d = docs[i] ? docs[i] : "";
-        s = score_pair(e, query, qlen, d, lens ? lens[i] : strlen(d), &scores_out[i]);
+        s = score_pair(e, query, qlen, d, lens ? lens[i] : strlen(d), p, i, &scores_out[i]);
         if (s) s = candle_set_error(NULL, s, "rerank: document %" PRId64 ": %s", i, candle_last_errmsg());
     }
     return s;

@@ -58,5 +58,39 @@ long="$(python3 -c "print('word ' * 200)")"
 msg="$("$CANDLE" embed -m "$enc/bert-tiny" -p "$long" --no-truncate 2>&1)"
 case "$msg" in *"tokens exceed the model"*) ;; *) echo "FAIL --no-truncate: $msg" >&2; fail=1 ;; esac
 
+# prompts (scripts/gen_encoder_prompt_goldens.py): bert-tiny with the
+# golden's config_sentence_transformers.json; the default prompt, --prompt-name,
+# --prompt (over --prompt-name), --prompt "" and an unknown name
+mkdir "$tmp/prompts"
+for f in "$enc/bert-tiny"/*; do
+    case "$(basename "$f")" in golden.json | config_sentence_transformers.json) ;; *) cp -r "$f" "$tmp/prompts/" ;; esac
+done
+pg="$enc/bert-tiny-prompts.json"
+python3 -c "import json, sys; json.dump(json.load(open(sys.argv[1]))['config'], open(sys.argv[2], 'w'))" \
+    "$pg" "$tmp/prompts/config_sentence_transformers.json"
+for c in 0 1 2 4 5 6; do
+    args=()
+    while IFS= read -r -d '' a; do args+=("$a"); done < <(python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['cases'][int(sys.argv[2])]['args']
+for k, v in a.items():
+    sys.stdout.write(('--prompt-name' if k == 'prompt_name' else '--prompt') + '\0' + v + '\0')" "$pg" "$c")
+    "$CANDLE" embed -m "$tmp/prompts" -p "Hello world!" -p "What is the capital of France?" -o tsv "${args[@]}" \
+        > "$tmp/p.tsv" 2> "$tmp/err" || { echo "FAIL prompt case $c: $(cat "$tmp/err")" >&2; fail=1; continue; }
+    python3 - "$pg" "$c" "$tmp/p.tsv" <<'PY' || { echo "FAIL prompt case $c" >&2; fail=1; }
+import json, math, sys
+cs = json.load(open(sys.argv[1]))['cases'][int(sys.argv[2])]
+rows = [list(map(float, l.split('\t'))) for l in open(sys.argv[3]) if l.strip()]
+assert len(rows) == 2
+for a, r in zip(rows, cs['rows'][:2]):
+    b = r['embedding']
+    c = sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    assert c >= 0.9999, f"{cs['name']}: cosine {c}"
+PY
+done
+msg="$("$CANDLE" embed -m "$tmp/prompts" -p hi --prompt-name search 2>&1)"
+case "$msg" in *"prompt_name 'search' is not one of the model's prompts ('query', 'document'"*) ;;
+*) echo "FAIL --prompt-name search: $msg" >&2; fail=1 ;; esac
+"$CANDLE" embed --help | grep -q -- "--prompt-name" || { echo "FAIL --help lacks --prompt-name" >&2; fail=1; }
 [ $fail -eq 0 ] && echo "test_embed_cli: passed"
 exit $fail

@@ -59,7 +59,7 @@ static void check_classifier(void) {
     CHECK(!candle_encoder_label(e, L) && !candle_encoder_label(e, -1));
     const char **texts = strings(json_get(g, "sentences"));
     float *out = malloc((size_t)(n * L) * sizeof *out);
-    CHECK_MSG(candle_encoder_classify(e, texts, NULL, n, out, (size_t)(n * L)) == CANDLE_OK, "%s",
+    CHECK_MSG(candle_encoder_classify(e, texts, NULL, n, NULL, out, (size_t)(n * L)) == CANDLE_OK, "%s",
               candle_last_errmsg());
     double worst = 0;
     int top_ok = 0;
@@ -78,10 +78,17 @@ static void check_classifier(void) {
     CHECK_MSG(top_ok == n, "classifier: %d of %lld top labels agree", top_ok, (long long)n);
     printf("%-22s %lld sentences, %lld labels: max abs prob diff %.3g, top labels %d/%lld\n",
            "bert-tiny-classifier", (long long)n, (long long)L, worst, top_ok, (long long)n);
-    CHECK(candle_encoder_classify(e, texts, NULL, n, out, 5) == CANDLE_ERR_INVALID_ARG);
+    /* per-input token counts as transformers tokenizes */
+    int64_t *used = calloc((size_t)n, sizeof *used);
+    candle_head_params hp = {.no_truncate = true, .n_tokens = used};
+    CHECK(candle_encoder_classify(e, texts, NULL, n, &hp, out, (size_t)(n * L)) == CANDLE_OK);
+    for (int64_t i = 0; i < n; i++)
+        CHECK(used[i] == (int64_t)json_at(json_get(g, "token_ids"), (size_t)i)->n);
+    free(used);
+    CHECK(candle_encoder_classify(e, texts, NULL, n, NULL, out, 5) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_last_errmsg(), "too small, need 72");
     float s;
-    CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, texts, NULL, 1, &s) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, texts, NULL, 1, NULL, &s) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_last_errmsg(), "has 3 labels; a reranker has one score");
     free(out);
     free(texts);
@@ -120,7 +127,7 @@ static void check_reranker(const char *name) {
         const json_value *q = json_at(qs, qi), *want = json_get(q, "scores"), *order = json_get(q, "order");
         const char *query = NULL;
         json_as_str(json_get(q, "query"), &query, NULL);
-        CHECK_MSG(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, n, scores) == CANDLE_OK, "%s",
+        CHECK_MSG(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, n, NULL, scores) == CANDLE_OK, "%s",
                   candle_last_errmsg());
         for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(scores[i] - num(json_at(want, (size_t)i))));
         order_of(scores, n, idx);
@@ -143,6 +150,24 @@ static void check_reranker(const char *name) {
     const json_value *want_t = json_get(p0, "token_type_ids");
     CHECK(nt == (int64_t)want_t->n);
     for (int64_t i = 0; i < nt && i < 128; i++) CHECK(types[i] == (int32_t)num(json_at(want_t, (size_t)i)));
+    /* the tokens each pair ran with; no_truncate refuses the pair that was cut */
+    int64_t used[64];
+    candle_head_params hp = {.n_tokens = used};
+    const json_value *pairs = json_get(json_at(qs, 0), "pairs");
+    CHECK(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, n, &hp, scores) == CANDLE_OK);
+    int64_t cut = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const json_value *pi = json_at(pairs, (size_t)i);
+        CHECK(used[i] == (int64_t)json_get(pi, "token_ids")->n);
+        if (num(json_get(pi, "untruncated_length")) > (double)json_get(pi, "token_ids")->n) cut = i;
+    }
+    CHECK(cut >= 0);
+    hp.no_truncate = true;
+    if (cut >= 0) {
+        CHECK(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, cut, &hp, scores) == CANDLE_OK);
+        CHECK(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, cut + 1, &hp, scores) == CANDLE_ERR_INVALID_ARG);
+        CHECK_CONTAINS(candle_last_errmsg(), "(no_truncate)");
+    }
     free(docs);
 done:
     candle_encoder_free(e);
@@ -157,9 +182,9 @@ static void check_refusals(void) {
     CHECK(candle_encoder_n_labels(e) == 0);
     const char *t = "hello";
     float p[4];
-    CHECK(candle_encoder_classify(e, &t, NULL, 1, p, 4) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_encoder_classify(e, &t, NULL, 1, NULL, p, 4) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_last_errmsg(), "has no classifier head");
-    CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, &t, NULL, 1, p) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, &t, NULL, 1, NULL, p) == CANDLE_ERR_INVALID_ARG);
     /* token types past the table are refused, not read out of bounds */
     int32_t tok[3] = {2, 40, 3}, ty[3] = {0, 2, 0};
     float h[64];

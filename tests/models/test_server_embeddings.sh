@@ -3,11 +3,21 @@
 # checked with the official openai client (its default base64 encoding and
 # float) against sentence-transformers' goldens (tests/data/encoders/bert-tiny),
 # token-array inputs, dimensions, usage, too-long inputs (400 unless
-# "truncate": true), bad inputs, and generation endpoints refused.
+# "truncate": true), bad inputs, the prompt_name extension, and generation,
+# rerank and classify endpoints refused; then a decoder embedder
+# (qwen3-embedding-tiny: last-token pooling) with and without its prompt.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
-MODEL=$SRC/tests/data/encoders/bert-tiny
+ENC=$SRC/tests/data/encoders
+# bert-tiny with the prompts of bert-tiny-prompts.json and no default prompt,
+# so that requests without prompt_name get bert-tiny's goldens
+TMPD=$(mktemp -d)
+MODEL=$TMPD/bert-tiny
+mkdir "$MODEL" && cp -r "$ENC/bert-tiny"/* "$MODEL/" &&
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1]))['config']; c['default_prompt_name'] = None
+json.dump(c, open(sys.argv[2], 'w'))" "$ENC/bert-tiny-prompts.json" "$MODEL/config_sentence_transformers.json" ||
+    { echo "cannot build $MODEL"; exit 1; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
 if ! python3 -c "import openai" 2>/dev/null; then
     python3 -m pip install -q openai >/dev/null 2>&1 ||
@@ -17,16 +27,21 @@ fi
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LOG=$(mktemp)
 "$BIN" serve -m "$MODEL" --port "$PORT" 2>"$LOG" & S=$!
-trap 'kill $S 2>/dev/null; rm -f "$LOG"' EXIT
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    python3 -c 'import time; time.sleep(0.1)'
+# a decoder embedder (Qwen3-Embedding's layout, scripts/gen_encoder_qwen3_goldens.py)
+QPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BIN" serve -m "$ENC/qwen3-embedding-tiny" --port "$QPORT" 2>>"$LOG" & SQ=$!
+trap 'kill $S $SQ 2>/dev/null; rm -f "$LOG"; rm -rf "$TMPD"' EXIT
+for p in "$PORT" "$QPORT"; do
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
+        python3 -c 'import time; time.sleep(0.1)'
+    done
 done
-python3 - "$PORT" "$MODEL/golden.json" <<'PY'
+python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" "$QPORT" "$ENC/qwen3-embedding-tiny/golden.json" <<'PY'
 import base64, json, math, struct, sys, urllib.error, urllib.request
 import openai
 
-port, golden = sys.argv[1], json.load(open(sys.argv[2]))
+port, golden, pgold = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
 fails = []
 
@@ -76,15 +91,53 @@ check(code == 400 and "truncate" in body["error"]["message"], f"long input: {cod
 code, body = post({"input": long, "truncate": True})
 check(code == 200 and cos(body["data"][0]["embedding"], golden["truncated"]["embedding"]) >= 0.9999,
       f"truncate: {code}")
+# prompt_name (an extension field): sentence-transformers' encode(prompt_name=...)
+for case in pgold["cases"]:
+    if list(case["args"]) != ["prompt_name"]:
+        continue
+    rows = [row for s, row in zip(pgold["sentences"], case["rows"]) if s]  # OpenAI's API takes no ""
+    r = client.embeddings.create(model=model, input=[s for s in pgold["sentences"] if s], encoding_format="float",
+                                 extra_body={"prompt_name": case["args"]["prompt_name"]})
+    got = [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+    worst = min(cos(a, row["embedding"]) for a, row in zip(got, rows))
+    check(len(got) == len(rows) and worst >= 0.9999, f"prompt_name {case['args']['prompt_name']}: worst cosine {worst}")
+    check(r.usage.prompt_tokens == sum(len(row["token_ids"]) for row in rows),
+          f"prompt_name {case['args']['prompt_name']}: usage {r.usage}")
+code, body = post({"input": "a", "prompt_name": "search"})
+check(code == 400 and body["error"]["param"] == "prompt_name" and "'query', 'document'" in body["error"]["message"],
+      f"prompt_name search: {code} {body}")
+code, body = post({"input": [golden["token_ids"][0]], "prompt_name": "query"})
+check(code == 400 and body["error"]["param"] == "prompt_name", f"prompt_name with token ids: {code} {body}")
 for bad in ({"input": []}, {"input": [""]}, {"input": 5}, {"input": [[1, 99999]]}, {"input": ["a", 3]},
             {"input": "a", "dimensions": 0}, {"input": "a", "encoding_format": "hex"}, {"input": ["x"] * 2049}):
     code, body = post(bad)
     check(code == 400 and body["error"]["type"] == "invalid_request_error", f"{str(bad)[:60]}: {code}")
+for url in ("/v1/rerank", "/v1/classify"):  # an embedding model has no classifier head
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{url}", data=b'{"query": "q", "documents": ["a"], "input": "a"}')
+    try:
+        urllib.request.urlopen(req, timeout=60)
+        check(False, f"{url} on an embedding model answered")
+    except urllib.error.HTTPError as e:
+        check(e.code == 400 and "no classifier head" in json.load(e)["error"]["message"], f"{url}: {e.code}")
 try:
     client.completions.create(model=model, prompt="hi", max_tokens=1)
     check(False, "completions on an encoder answered")
 except openai.BadRequestError as e:
     check("encoder" in str(e), f"completions: {e}")
+# the decoder embedder: last-token pooling, its query prompt, generation refused
+qport, qg = sys.argv[4], json.load(open(sys.argv[5]))
+qc = openai.OpenAI(base_url=f"http://127.0.0.1:{qport}/v1", api_key="x", max_retries=0, timeout=60)
+for key, extra in (("embeddings", {}), ("embeddings_query", {"prompt_name": "query"})):
+    r = qc.embeddings.create(model="q", input=qg["sentences"], encoding_format="float", extra_body=extra)
+    got = [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+    worst = min(cos(a, row["embedding"]) for a, row in zip(got, qg[key]))
+    check(len(got) == len(qg[key]) and worst >= 0.9999, f"qwen3 {key}: worst cosine {worst}")
+    check(r.usage.prompt_tokens == sum(len(row["token_ids"]) for row in qg[key]), f"qwen3 {key}: usage {r.usage}")
+try:
+    qc.chat.completions.create(model="q", messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+    check(False, "chat on a decoder embedder answered")
+except openai.BadRequestError as e:
+    check("encoder" in str(e), f"qwen3 chat: {e}")
 print("test_server_embeddings:", "FAILED" if fails else "passed")
 sys.exit(1 if fails else 0)
 PY

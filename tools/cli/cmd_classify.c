@@ -105,7 +105,7 @@ int cmd_classify(int argc, char **argv) {
     float *p = L ? malloc((size_t)(a.t.n * L) * sizeof *p) : NULL;
     if (e && !L) fprintf(stderr, "candle classify: %s has no classifier head\n", a.model);
     else if (e && !p) fprintf(stderr, "candle classify: out of memory\n");
-    else if (e && candle_encoder_classify(e, (const char *const *)a.t.v, NULL, a.t.n, p, (size_t)(a.t.n * L)))
+    else if (e && candle_encoder_classify(e, (const char *const *)a.t.v, NULL, a.t.n, NULL, p, (size_t)(a.t.n * L)))
         fprintf(stderr, "candle classify: %s\n", candle_last_errmsg());
     else if (e) {
         for (int64_t i = 0; i < a.t.n; i++) print_class(e, i, p + i * L, L, a.all);
@@ -140,7 +140,7 @@ int cmd_rerank(int argc, char **argv) {
     float *s = malloc((size_t)a.t.n * sizeof *s);
     int64_t *idx = malloc((size_t)a.t.n * sizeof *idx);
     if (e && (!s || !idx)) fprintf(stderr, "candle rerank: out of memory\n");
-    else if (e && candle_encoder_rerank(e, a.query, SIZE_MAX, (const char *const *)a.t.v, NULL, a.t.n, s))
+    else if (e && candle_encoder_rerank(e, a.query, SIZE_MAX, (const char *const *)a.t.v, NULL, a.t.n, NULL, s))
         fprintf(stderr, "candle rerank: %s\n", candle_last_errmsg());
     else if (e) {
         for (int64_t i = 0; i < a.t.n; i++) idx[i] = i;

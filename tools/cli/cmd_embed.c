@@ -19,6 +19,9 @@ static void usage(FILE *f) {
             "  --no-normalize    do not normalise\n"
             "  --dimensions N    keep the first N dimensions (Matryoshka)\n"
             "  --no-truncate     refuse inputs longer than the model's max_seq_length\n"
+            "  --prompt-name N   prepend the prompt named N in config_sentence_transformers.json\n"
+            "                    (default: its default_prompt_name, if any)\n"
+            "  --prompt TEXT     prepend TEXT instead (\"\" for no prompt)\n"
             "  -o json|tsv       output: JSON lines {\"index\", \"embedding\"} (default) or TSV\n"
             "  -t N              threads\n");
 }
@@ -50,7 +53,8 @@ int cmd_embed(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = !strcmp(a, "-m") || !strcmp(a, "-p") || !strcmp(a, "-f") || !strcmp(a, "--pool") ||
-                     !strcmp(a, "--dimensions") || !strcmp(a, "-o") || !strcmp(a, "-t");
+                     !strcmp(a, "--dimensions") || !strcmp(a, "-o") || !strcmp(a, "-t") ||
+                     !strcmp(a, "--prompt-name") || !strcmp(a, "--prompt");
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             rc = 0;
@@ -66,6 +70,8 @@ int cmd_embed(int argc, char **argv) {
         else if (!strcmp(a, "-o")) fmt = v;
         else if (!strcmp(a, "-t")) lp.n_threads = atoi(v);
         else if (!strcmp(a, "--dimensions")) ep.dimensions = strtoll(v, NULL, 10);
+        else if (!strcmp(a, "--prompt-name")) ep.prompt_name = v;
+        else if (!strcmp(a, "--prompt")) ep.prompt = v;
         else if (!strcmp(a, "--pool") && !parse_pool(v, &ep.pooling)) {
             fprintf(stderr, "candle embed: --pool %s: want mean, cls, last or max\n", v);
             goto usage;

@@ -1,7 +1,9 @@
 /* POST /v1/embeddings for an encoder model, in OpenAI's shape: input as a
  * string, an array of strings, an array of token ids or an array of such
  * arrays; encoding_format float or base64 (little-endian f32); dimensions;
- * usage. An input longer than the model takes is a 400 unless the request
+ * usage; the extension "prompt_name" picks a prompt of the model's
+ * config_sentence_transformers.json (default: its default_prompt_name's;
+ * text inputs only, as sentence-transformers prepends it to the text). An input longer than the model takes is a 400 unless the request
  * says "truncate": true (as TEI's API does), never cut silently. */
 #include <jansson.h>
 #include <stdlib.h>
@@ -138,6 +140,18 @@ static bool read_options(srv_ctx *c, json_t *req, candle_embed_params *p, bool *
         srv_reply_error(out, 400, "truncate", "invalid_value", "truncate must be a boolean");
         return false;
     }
+    json_t *pn = json_object_get(req, "prompt_name");
+    if (pn && !json_is_null(pn) && (!json_is_string(pn) || !candle_encoder_prompt(c->enc, json_string_value(pn)))) {
+        char names[400] = "";
+        for (int64_t i = 0; candle_encoder_prompt_name(c->enc, i) && strlen(names) < 300; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "",
+                     candle_encoder_prompt_name(c->enc, i));
+        srv_reply_error(out, 400, "prompt_name", "invalid_value",
+                        "prompt_name must be one of the model's prompts (config_sentence_transformers.json): %s",
+                        names[0] ? names : "it has none");
+        return false;
+    }
+    p->prompt_name = json_is_string(pn) ? json_string_value(pn) : NULL;
     p->dimensions = dims && json_is_integer(dims) ? json_integer_value(dims) : 0;
     p->no_truncate = !(trunc && json_is_true(trunc));
     return true;
@@ -149,6 +163,12 @@ void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out) {
     emb_inputs in = {0};
     if (!read_options(c, req, &p, &base64, out) ||
         !read_inputs(json_object_get(req, "input"), candle_model_get_config(c->model)->n_vocab, &in, out)) {
+        inputs_free(&in);
+        return;
+    }
+    if (in.ids && p.prompt_name) {
+        srv_reply_error(out, 400, "prompt_name", "invalid_value",
+                        "prompt_name applies to text inputs; token-id inputs are used as given");
         inputs_free(&in);
         return;
     }

@@ -556,12 +556,13 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
                : !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")              ? 3
                : !strcmp(url, "/v1/models") || !strcmp(url, "/models")                      ? 4
                : !strcmp(url, "/health")                                                    ? 5
+               : srv_is_encoder_head_url(url)                                               ? 6
                                                                                             : 0;
     if (!kind) {
         srv_reply_error(out, 404, NULL, "not_found", "no endpoint %s %s", method, url);
         return;
     }
-    if (kind >= 4) {
+    if (kind == 4 || kind == 5) {
         if (!get) {
             srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
         } else if (kind == 4) {
@@ -586,6 +587,8 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
     }
     if (!json_is_object(o)) {
         srv_reply_error(out, 400, NULL, "invalid_json", "the request body must be a JSON object");
+    } else if (kind == 6) {
+        srv_encoder_head(c, url, o, out);
     } else if (kind == 3 && c->enc) {
         srv_embeddings(c, o, out);
     } else if (kind == 3) {

@@ -32,6 +32,8 @@ static int endpoint_of(const char *url) {
     if (strstr(url, "completions")) return SRV_EP_COMPLETIONS;
     if (strstr(url, "embeddings")) return SRV_EP_EMBEDDINGS;
     if (strstr(url, "models")) return SRV_EP_MODELS;
+    if (strstr(url, "rerank")) return SRV_EP_RERANK;
+    if (strstr(url, "classify") || !strcmp(url, "/predict")) return SRV_EP_CLASSIFY;
     return SRV_EP_OTHER;
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../cli/args.h"
 #include "../cli/cli.h"
@@ -117,7 +118,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
 }
 
 /* An encoder model is served through its sentence-embedding pipeline:
- * /v1/embeddings only, computed in the request's thread. */
+ * /v1/embeddings, and /v1/rerank or /v1/classify when it has a classifier
+ * head, computed in the request's thread. */
 static int load_encoder(srv_ctx *c, const serve_args *a, const char *path) {
     candle_model_free(c->model);
     c->model = NULL;
@@ -132,13 +134,22 @@ static int load_encoder(srv_ctx *c, const serve_args *a, const char *path) {
     return 0;
 }
 
+/* A sentence-transformers folder (modules.json) holding a decoder is an
+ * embedding model (Qwen3-Embedding): served as an encoder too. */
+static bool st_folder(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/modules.json", path);
+    return !access(p, R_OK);
+}
+
 static int load(srv_ctx *c, const serve_args *a, const char *path) {
     candle_model_params mp = {.n_threads = a->n_threads};
     if (candle_model_load(&c->model, path, &mp)) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
         return 1;
     }
-    if (candle_model_get_config(c->model)->kind == CANDLE_MODEL_ENCODER) return load_encoder(c, a, path);
+    if (candle_model_get_config(c->model)->kind == CANDLE_MODEL_ENCODER || st_folder(path))
+        return load_encoder(c, a, path);
     if (candle_tokenizer_from_weights(&c->tok, candle_model_weights(c->model))) {
         fprintf(stderr, "candle serve: %s: tokenizer: %s\n", path, candle_last_errmsg());
         return 1;

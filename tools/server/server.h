@@ -61,9 +61,12 @@ typedef struct srv_hist {
     uint64_t bucket[SRV_HIST_N]; /* cumulative counts at the bounds */
 } srv_hist;
 
+enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_RERANK, SRV_EP_CLASSIFY,
+       SRV_EP_OTHER, SRV_EP_COUNT };
+
 typedef struct srv_metrics {
     pthread_mutex_t mu;
-    uint64_t requests[5][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
+    uint64_t requests[SRV_EP_COUNT][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
     uint64_t prompt_tokens, gen_tokens, cached_tokens;
     srv_hist ttft, itl, e2e;
     /* per scheduler step: its forward's token rows, how many of them were
@@ -73,9 +76,6 @@ typedef struct srv_metrics {
     int64_t queue_depth, active, blocks_used, blocks_reserved, blocks_total;
     int64_t prefill_budget; /* prompt rows the last step beside decodes could take */
 } srv_metrics;
-
-enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_OTHER,
-       SRV_EP_COUNT };
 
 void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int endpoint, int status);
@@ -131,7 +131,7 @@ typedef struct srv_config {
 typedef struct srv_ctx {
     srv_config cfg;
     candle_model *model;     /* a decoder's, or the encoder's (owned by enc) */
-    candle_encoder *enc;     /* an encoder model: /v1/embeddings only */
+    candle_encoder *enc;     /* an encoder model: /v1/embeddings, rerank, classify */
     pthread_mutex_t enc_mu;  /* embeddings compute one request at a time */
     candle_tokenizer *tok;
     candle_chat_template chat;
@@ -170,6 +170,10 @@ void srv_reply_error(srv_reply *out, int status, const char *param, const char *
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
 void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out);
+/* POST /v1/rerank, /rerank, /v1/classify, /classify, /predict
+ * (encoder_heads.c): the model's classifier head; a 400 without one. */
+bool srv_is_encoder_head_url(const char *url);
+void srv_encoder_head(srv_ctx *c, const char *url, json_t *req, srv_reply *out);
 /* SSE text for new output of a stream: chunk events, and when final, the
  * closing chunk and [DONE]. malloc'ed. */
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len,

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# `candle serve -m RERANKER` answers POST /v1/rerank and /rerank (Jina's /
+# Cohere's shape, and TEI's with "texts"), `candle serve -m CLASSIFIER`
+# answers POST /v1/classify, /classify and TEI's /predict, checked against
+# the goldens of scripts/gen_encoder_head_goldens.py
+# (tests/data/encoders/bert-tiny-reranker, bert-tiny-classifier): scores
+# within 1e-4, the golden's order, top_n, return_documents, usage, the
+# cut document refused unless "truncate": true, bad requests 400 naming the
+# field, and each endpoint refused on the other kind of model.
+set -u
+SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${CANDLE:-$SRC/build/bin/candle}
+ENC=$SRC/tests/data/encoders
+if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+P1=$(free_port); P2=$(free_port)
+LOG1=$(mktemp); LOG2=$(mktemp)
+"$BIN" serve -m "$ENC/bert-tiny-reranker" --port "$P1" 2>"$LOG1" & S1=$!
+"$BIN" serve -m "$ENC/bert-tiny-classifier" --port "$P2" 2>"$LOG2" & S2=$!
+trap 'kill $S1 $S2 2>/dev/null; rm -f "$LOG1" "$LOG2"' EXIT
+for p in "$P1" "$P2"; do
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
+        python3 -c 'import time; time.sleep(0.1)'
+    done
+done
+python3 - "$P1" "$P2" "$ENC" <<'PY'
+import json, sys, urllib.error, urllib.request
+
+p_rr, p_cls, enc = sys.argv[1], sys.argv[2], sys.argv[3]
+rr = json.load(open(f"{enc}/bert-tiny-reranker/golden.json"))
+cl = json.load(open(f"{enc}/bert-tiny-classifier/golden.json"))
+fails = []
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+        print("FAIL:", what)
+
+def post(port, url, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{url}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        return 200, json.load(urllib.request.urlopen(req, timeout=60))
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+docs = rr["documents"]
+# the document cut longest-first with every query: refused unless truncate
+cut = [i for i, pr in enumerate(rr["queries"][0]["pairs"]) if pr["untruncated_length"] > len(pr["token_ids"])]
+check(cut == [len(docs) - 1], f"golden: the cut document is the last ({cut})")
+worst = 0.0
+for q in rr["queries"]:
+    for url in ("/v1/rerank", "/rerank"):
+        code, b = post(p_rr, url, {"model": "x", "query": q["query"], "documents": docs, "truncate": True})
+        check(code == 200, f"{url}: {code} {b}")
+        if code != 200:
+            continue
+        res = b["results"]
+        check([r["index"] for r in res] == q["order"], f"{url}: order {[r['index'] for r in res]} != {q['order']}")
+        for r in res:
+            worst = max(worst, abs(r["relevance_score"] - q["scores"][r["index"]]))
+        check(all("document" not in r for r in res), f"{url}: documents returned without return_documents")
+        want_tokens = sum(len(pr["token_ids"]) for pr in q["pairs"])
+        check(b["usage"]["prompt_tokens"] == want_tokens == b["usage"]["total_tokens"], f"{url}: usage {b['usage']}")
+        check(isinstance(b["model"], str) and b["model"], f"{url}: model {b.get('model')}")
+check(worst <= 1e-4, f"rerank: max abs score diff {worst}")
+print(f"rerank: {len(rr['queries'])} queries x {len(docs)} documents, max abs score diff {worst:.3g}")
+q = rr["queries"][1]
+code, b = post(p_rr, "/v1/rerank", {"query": q["query"], "documents": [{"text": d} for d in docs],
+                                     "top_n": 3, "return_documents": True, "truncate": True})
+check(code == 200 and [r["index"] for r in b["results"]] == q["order"][:3] and
+      all(r["document"] == {"text": docs[r["index"]]} for r in b["results"]), f"top_n 3, objects: {code} {b}")
+code, b = post(p_rr, "/v1/rerank", {"query": q["query"], "documents": docs, "top_n": 100, "truncate": True})
+check(code == 200 and len(b["results"]) == len(docs), f"top_n 100: {code}")
+# TEI's /rerank shape: texts in, a bare array out
+code, b = post(p_rr, "/rerank", {"query": q["query"], "texts": docs, "return_text": True, "truncate": True})
+check(code == 200 and isinstance(b, list) and [r["index"] for r in b] == q["order"] and
+      abs(b[0]["score"] - q["scores"][q["order"][0]]) <= 1e-4 and b[0]["text"] == docs[q["order"][0]],
+      f"TEI texts: {code} {str(b)[:200]}")
+code, b = post(p_rr, "/v1/rerank", {"query": q["query"], "documents": docs})
+check(code == 400 and b["error"]["param"] == "documents" and "truncate" in b["error"]["message"],
+      f"long pair without truncate: {code} {b}")
+code, b = post(p_rr, "/v1/rerank", {"query": q["query"], "documents": docs[:-1], "truncate": False})
+check(code == 200 and len(b["results"]) == len(docs) - 1, f"short pairs with truncate false: {code}")
+for bad, param in (({"documents": docs}, "query"), ({"query": "", "documents": docs}, "query"),
+                   ({"query": "q"}, "documents"), ({"query": "q", "documents": []}, "documents"),
+                   ({"query": "q", "documents": ["a", 3]}, "documents"), ({"query": "q", "documents": [""]}, "documents"),
+                   ({"query": "q", "documents": "a"}, "documents"),
+                   ({"query": "q", "documents": ["a"] * 2049}, "documents"),
+                   ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n"),
+                   ({"query": "q", "documents": ["a"], "top_n": "2"}, "top_n"),
+                   ({"query": "q", "documents": ["a"], "return_documents": 1}, "return_documents"),
+                   ({"query": "q", "documents": ["a"], "truncate": "yes"}, "truncate")):
+    code, b = post(p_rr, "/v1/rerank", bad)
+    check(code == 400 and b["error"]["type"] == "invalid_request_error" and b["error"]["param"] == param,
+          f"rerank {str(bad)[:60]}: {code} {b}")
+code, b = post(p_rr, "/v1/classify", {"input": "hello"})  # one label: a score, labels of one
+check(code == 200 and len(b["data"][0]["labels"]) == 1, f"classify on a reranker: {code}")
+
+# classification
+labels, sents = cl["labels"], cl["sentences"]
+texts = [s for s in sents if s]
+want = [p for s, p in zip(sents, cl["probs"]) if s]
+toks = [t for s, t in zip(sents, cl["token_ids"]) if s]
+worst = 0.0
+for url in ("/v1/classify", "/classify"):
+    code, b = post(p_cls, url, {"model": "x", "input": texts})
+    check(code == 200 and len(b.get("data", [])) == len(texts), f"{url}: {code} {str(b)[:200]}")
+    if code != 200:
+        continue
+    for d, w in zip(b["data"], want):
+        worst = max([worst] + [abs(a - x) for a, x in zip(d["probs"], w)])
+        best = max(range(len(w)), key=lambda k: w[k])
+        check(d["label"] == labels[best] and d["labels"][0]["label"] == labels[best], f"{url}: top label")
+        sc = [l["score"] for l in d["labels"]]
+        check(sc == sorted(sc, reverse=True) and sorted(l["label"] for l in d["labels"]) == sorted(labels),
+              f"{url}: labels sorted")
+    check(b["usage"]["prompt_tokens"] == sum(len(t) for t in toks), f"{url}: usage {b['usage']}")
+check(worst <= 1e-4, f"classify: max abs probability diff {worst}")
+print(f"classify: {len(texts)} inputs x {len(labels)} labels, max abs probability diff {worst:.3g}")
+code, b = post(p_cls, "/v1/classify", {"input": texts[0]})
+check(code == 200 and len(b["data"]) == 1 and b["data"][0]["index"] == 0, f"one string: {code}")
+code, b = post(p_cls, "/predict", {"inputs": texts[0]})
+check(code == 200 and isinstance(b, list) and isinstance(b[0], dict) and
+      abs(b[0]["score"] - max(want[0])) <= 1e-4 and len(b) == len(labels), f"/predict one: {code} {b}")
+code, b = post(p_cls, "/predict", {"inputs": texts[:3]})
+check(code == 200 and isinstance(b, list) and len(b) == 3 and isinstance(b[2], list), f"/predict batch: {code}")
+long = rr["documents"][-1] * 2
+code, b = post(p_cls, "/v1/classify", {"input": [texts[0], long]})
+check(code == 400 and b["error"]["param"] == "input" and "truncate" in b["error"]["message"], f"long: {code} {b}")
+code, b = post(p_cls, "/v1/classify", {"input": [texts[0], long], "truncate": True})
+check(code == 200 and b["usage"]["prompt_tokens"] == len(toks[0]) + 64, f"long, truncate: {code} {b.get('usage')}")
+for bad, param in (({}, "input"), ({"input": []}, "input"), ({"input": [""]}, "input"), ({"input": 5}, "input"),
+                   ({"input": ["a", None]}, "input"), ({"input": [["a", "b"]]}, "input"),
+                   ({"inputs": [3]}, "inputs"), ({"input": "a", "truncate": 1}, "truncate"),
+                   ({"input": ["x"] * 2049}, "input")):
+    code, b = post(p_cls, "/v1/classify", bad)
+    check(code == 400 and b["error"]["type"] == "invalid_request_error" and b["error"]["param"] == param,
+          f"classify {str(bad)[:60]}: {code} {b}")
+code, b = post(p_cls, "/v1/rerank", {"query": "q", "documents": ["a"]})
+check(code == 400 and b["error"]["param"] == "model" and "/v1/classify" in b["error"]["message"],
+      f"rerank on a classifier: {code} {b}")
+req = urllib.request.Request(f"http://127.0.0.1:{p_cls}/v1/rerank")
+try:
+    urllib.request.urlopen(req, timeout=10)
+    check(False, "GET /v1/rerank answered")
+except urllib.error.HTTPError as e:
+    check(e.code == 405, f"GET /v1/rerank: {e.code}")
+for port, ep in ((p_rr, "rerank"), (p_cls, "classify")):  # counted under their own endpoint label
+    m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    ok200 = [l for l in m.splitlines() if l.startswith(f'candle_requests_total{{endpoint="{ep}",status="200"}}')]
+    check(ok200 and int(ok200[0].split()[-1]) > 0, f"/metrics {ep}: {ok200}")
+print("test_server_heads:", "FAILED" if fails else "passed")
+sys.exit(1 if fails else 0)
+PY
+rc=$?
+[ $rc -eq 0 ] || { cat "$LOG1"; cat "$LOG2"; }
+exit $rc
