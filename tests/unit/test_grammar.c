@@ -1,0 +1,319 @@
+/* GBNF grammars: the parser (good grammars and each error), the matcher on
+ * byte strings, the token mask over a small vocabulary and the sampler hook. */
+#include <math.h>
+
+#include "candle/grammar.h"
+#include "candle/sampler.h"
+#include "test.h"
+
+static candle_grammar *parse(const char *text) {
+    candle_grammar *g = NULL;
+    if (candle_grammar_parse(&g, text, strlen(text))) {
+        printf("  parse failed: %s\n  grammar: %s\n", candle_last_errmsg(), text);
+        return NULL;
+    }
+    return g;
+}
+
+static bool match(const candle_grammar *g, const char *s) { return candle_grammar_match(g, s, strlen(s)); }
+
+/* Refused, with each of the wanted fragments in the message. */
+static void bad(const char *text, const char *want1, const char *want2) {
+    candle_grammar *g = NULL;
+    candle_status st = candle_grammar_parse(&g, text, strlen(text));
+    CHECK(st == CANDLE_ERR_INVALID_ARG && g == NULL);
+    const char *m = candle_last_errmsg();
+    bool ok = strstr(m, want1) && (!want2 || strstr(m, want2));
+    if (!ok) printf("  grammar %s\n  message '%s' lacks '%s' / '%s'\n", text, m, want1, want2 ? want2 : "");
+    CHECK(ok);
+    candle_grammar_free(g);
+}
+
+static char *read_file(const char *name, size_t *len) {
+    char path[1024];
+    const char *src = getenv("CANDLE_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/tests/data/grammars/%s", src ? src : ".", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(1 << 16);
+    *len = fread(buf, 1, (1 << 16) - 1, f);
+    buf[*len] = 0;
+    fclose(f);
+    return buf;
+}
+
+static candle_grammar *parse_file(const char *name) {
+    size_t len;
+    char *text = read_file(name, &len);
+    CHECK(text != NULL);
+    if (!text) return NULL;
+    candle_grammar *g = parse(text);
+    free(text);
+    CHECK(g != NULL);
+    return g;
+}
+
+static void test_features(void) {
+    candle_grammar *g = parse("root ::= \"a\" b* c+ d? (\"x\" | \"y\"){2,3} [0-9]{2} e{1,}\n"
+                              "b ::= \"b\"\nc ::= \"c\"\nd ::= \"d\"   # a comment\ne ::= \"e\"");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "acxy12e"));
+        CHECK(match(g, "abbbccdxyx00eee"));
+        CHECK(!match(g, "axy12e"));      /* c+ needs one */
+        CHECK(!match(g, "acx12e"));      /* {2,3} needs two */
+        CHECK(!match(g, "acxyxy12e"));   /* at most three */
+        CHECK(!match(g, "acxy1e"));      /* [0-9]{2} */
+        CHECK(!match(g, "acxy12"));      /* e{1,} */
+        CHECK(!match(g, "acdxy12e "));   /* nothing after */
+    }
+    candle_grammar_free(g);
+
+    g = parse("root ::= \"\\n\\t\\\\\\\"\\x41\\u00e9\\U0001F600\" [^a-z\\]] . [\\x00-\\x1f]");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "\n\t\\\"A\xC3\xA9\xF0\x9F\x98\x80" "B\xE2\x82\xAC\x01"));
+        CHECK(!match(g, "\n\t\\\"A\xC3\xA9\xF0\x9F\x98\x80" "b\xE2\x82\xAC\x01")); /* [^a-z] */
+        CHECK(!match(g, "\n\t\\\"A\xC3\xA9\xF0\x9F\x98\x80" "]xx"));
+        CHECK(!match(g, "\n\t\\\"A\xC3\xA9\xF0\x9F\x98\x80" "BB "));               /* [\x00-\x1f] */
+    }
+    candle_grammar_free(g);
+
+    /* multi-line rules inside parentheses and after '|', empty alternatives */
+    g = parse("root ::= (\n  \"a\"\n  | \"b\" ) x\nx ::= | \"z\"\n");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "a") && match(g, "bz") && !match(g, "c") && !match(g, "az z"));
+    }
+    candle_grammar_free(g);
+
+    /* right recursion does not deepen the stack: a long text matches */
+    g = parse("root ::= \"x\" root | \"\"");
+    CHECK(g);
+    if (g) {
+        char *s = malloc(20001);
+        memset(s, 'x', 20000);
+        s[20000] = 0;
+        CHECK(match(g, s));
+        free(s);
+    }
+    candle_grammar_free(g);
+
+    /* deep nesting is refused at the matcher's depth limit, not a crash */
+    g = parse("root ::= \"(\" root \")\" | \"x\"");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "((x))"));
+        char *s = malloc(6001);
+        memset(s, '(', 3000);
+        s[3000] = 'x';
+        memset(s + 3001, ')', 3000);
+        s[6001 - 1] = 0;
+        CHECK(!match(g, s));
+        free(s);
+    }
+    candle_grammar_free(g);
+
+    /* ambiguity: equal stacks are merged, so this stays small */
+    g = parse("root ::= (\"a\" | \"a\" | [a])*");
+    CHECK(g);
+    if (g) {
+        char s[3001];
+        memset(s, 'a', 3000);
+        s[3000] = 0;
+        CHECK(match(g, s) && !match(g, "ab"));
+    }
+    candle_grammar_free(g);
+}
+
+static void test_errors(void) {
+    bad("root ::= foo", "1:10", "undefined rule 'foo'");
+    bad("root ::= \"abc", "1:10", "unterminated string");
+    bad("root ::= [a-", "in rule 'root'", "unterminated");
+    bad("root ::= (\"a\"", "1:10", "unclosed '('");
+    bad("root ::= x\nx ::= x \"a\"", "left recursion", "'x'");
+    bad("root ::= y\ny ::= z? root \"a\"\nz ::= \"z\"", "left recursion", NULL);
+    bad("a ::= \"x\"", "no rule 'root'", NULL);
+    bad("root ::= \"\\q\"", "1:11", "unknown escape");
+    bad("root ::= \"\\x4\"", "hex digits", NULL);
+    bad("root ::= \"a\"{5,2}", "max below min", NULL);
+    bad("root ::= \"a\"{99999}", "repetition count", NULL);
+    bad("root ::= *", "'*' needs something", NULL);
+    bad("root ::= \"a\"\nroot ::= \"b\"", "2:1", "defined twice");
+    bad("root ::= [z-a]", "range", NULL);
+    bad("root ::= \"a\" )", "1:14", "unexpected ')'");
+    bad("root ::= \"a\"\nx ::= \"b\" | ( \"c\"", "2:13", "in rule 'x'");
+    bad("root ::= \"\xC3(\"", "invalid UTF-8", NULL);
+    bad("root = \"a\"", "expected '::='", NULL);
+    char deep[2000] = "root ::= ";
+    for (int i = 0; i < 300; i++) strcat(deep, "(");
+    bad(deep, "nested deeper", NULL);
+}
+
+static void test_files(void) {
+    candle_grammar *g = parse_file("json.gbnf");
+    if (g) {
+        CHECK(match(g, "{}"));
+        CHECK(match(g, "{\"a\": 1, \"b\": [true, false, null, \"x\\n\\u00e9\"], \"c\": {\"d\": -1.5e3}}"));
+        CHECK(match(g, "{\"k\": \"caf\xC3\xA9\"}"));
+        CHECK(!match(g, "{\"a\": 01}"));  /* leading zero: 0 then 1 is not allowed */
+        CHECK(!match(g, "{\"a\" 1}"));
+        CHECK(!match(g, "[1]"));          /* root is an object */
+        CHECK(!match(g, "{\"a\": tru}"));
+        CHECK(!match(g, "{\"a\": \"x\ty\"}")); /* control characters must be escaped */
+        CHECK(!match(g, "{\"a\": 1,}"));
+    }
+    candle_grammar_free(g);
+    g = parse_file("arithmetic.gbnf");
+    if (g) {
+        CHECK(match(g, "a+2= 3\n"));
+        CHECK(match(g, "(x1 )*y/4=z\nb=1\n"));
+        CHECK(!match(g, "a + 2 = 3\n")); /* no space before an operand after an operator */
+        CHECK(!match(g, "a+2=3"));
+        CHECK(!match(g, "=3\n"));
+    }
+    candle_grammar_free(g);
+    g = parse_file("list.gbnf");
+    if (g) {
+        CHECK(match(g, "- one\n- two \xE2\x82\xAC\n"));
+        CHECK(!match(g, "- one"));
+        CHECK(!match(g, "- \n"));
+        CHECK(!match(g, "- a\xE2\x80\xA8" "b\n")); /* U+2028 */
+        CHECK(!match(g, "* one\n"));
+    }
+    candle_grammar_free(g);
+}
+
+static void test_incremental(void) {
+    candle_grammar *g = parse("root ::= \"\xC3\xA9\"+ \"!\"");
+    candle_grammar_state *s = NULL;
+    CHECK(g && !candle_grammar_state_init(&s, g));
+    if (!s) {
+        candle_grammar_free(g);
+        return;
+    }
+    CHECK(candle_grammar_state_accept_bytes(s, "\xC3", 1)); /* half of é */
+    CHECK(!candle_grammar_state_can_end(s));
+    CHECK(!candle_grammar_state_accept_bytes(s, "!", 1));   /* refused, state kept */
+    CHECK(candle_grammar_state_accept_bytes(s, "\xA9\xC3", 2));
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xA8", 1)); /* è is not é */
+    CHECK(candle_grammar_state_accept_bytes(s, "\xA9!", 2));
+    CHECK(candle_grammar_state_can_end(s) && candle_grammar_state_done(s));
+    CHECK(!candle_grammar_state_accept_bytes(s, "!", 1));
+    candle_grammar_state_reset(s);
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xC3\x28", 2)); /* invalid UTF-8 */
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xC0\x80", 2)); /* overlong */
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xE9", 1));     /* a lead byte no é starts with */
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+}
+
+enum { T_YES, T_NO, T_DOT, T_Y, T_ES, T_YE, T_S, T_N, T_O, T_X, T_C3, T_A9, T_E_ACUTE, T_BYTE_Y, T_EOS, T_SPECIAL, N_TOK };
+
+static void test_mask(void) {
+    const char *pieces[N_TOK] = {"yes", "no", ".", "y", "es", "ye", "s", "n", "o", "x", "\xC3", "\xA9",
+                                 "\xC3\xA9", "y", "", NULL};
+    size_t lens[N_TOK];
+    for (int i = 0; i < N_TOK; i++) lens[i] = pieces[i] ? strlen(pieces[i]) : 0;
+    candle_grammar_vocab *v = NULL;
+    CHECK(!candle_grammar_vocab_from_pieces(&v, pieces, lens, N_TOK, T_EOS));
+    candle_grammar *g = parse("root ::= (\"yes\" | \"no\" | \"\xC3\xA9\") \".\"");
+    candle_grammar_state *s = NULL;
+    CHECK(g && v && !candle_grammar_state_init(&s, g));
+    if (!s) goto out;
+    float logits[N_TOK];
+    int32_t n_ok = 0;
+    for (int i = 0; i < N_TOK; i++) logits[i] = (float)i;
+    CHECK(!candle_grammar_mask(s, v, logits, &n_ok));
+    bool want0[N_TOK] = {[T_YES] = 1, [T_NO] = 1, [T_Y] = 1, [T_YE] = 1, [T_N] = 1, [T_C3] = 1,
+                         [T_E_ACUTE] = 1, [T_BYTE_Y] = 1};
+    int n_want = 0;
+    for (int i = 0; i < N_TOK; i++) {
+        n_want += want0[i];
+        CHECK(want0[i] ? logits[i] == (float)i : logits[i] == -INFINITY);
+        CHECK(candle_grammar_token_ok(s, v, i) == want0[i]);
+    }
+    CHECK(n_ok == n_want);
+    /* after the first byte of é only its second byte */
+    CHECK(!candle_grammar_accept_token(s, v, T_C3));
+    for (int i = 0; i < N_TOK; i++) logits[i] = 0;
+    CHECK(!candle_grammar_mask(s, v, logits, &n_ok));
+    CHECK(n_ok == 1 && logits[T_A9] == 0 && logits[T_DOT] == -INFINITY);
+    CHECK(!candle_grammar_accept_token(s, v, T_A9));
+    CHECK(candle_grammar_accept_token(s, v, T_EOS) == CANDLE_ERR_INVALID_ARG); /* not yet */
+    CHECK(!candle_grammar_accept_token(s, v, T_DOT));
+    for (int i = 0; i < N_TOK; i++) logits[i] = 0;
+    CHECK(!candle_grammar_mask(s, v, logits, &n_ok));
+    CHECK(n_ok == 1 && logits[T_EOS] == 0); /* only the end remains */
+    CHECK(!candle_grammar_accept_token(s, v, T_EOS));
+
+    /* the sampler never leaves the grammar, greedy or not */
+    for (int temp = 0; temp < 2; temp++) {
+        candle_sampler_params p = candle_sampler_default_params();
+        p.temp = temp ? 1.5f : 0.0f;
+        p.top_k = 0;
+        p.min_p = 0;
+        p.top_p = 1;
+        for (uint64_t seed = 0; seed < 20; seed++) {
+            p.seed = seed;
+            candle_sampler *smp = NULL;
+            CHECK(!candle_sampler_init(&smp, N_TOK, &p));
+            if (!smp) break;
+            candle_grammar_state_reset(s);
+            candle_sampler_set_grammar(smp, s, v);
+            char text[64] = "";
+            size_t tl = 0;
+            bool ok = true;
+            for (int step = 0; step < 10; step++) {
+                float lg[N_TOK];
+                for (int i = 0; i < N_TOK; i++) lg[i] = (float)((i * 7 + (int)seed * 3 + step) % 11);
+                lg[T_X] = 100; /* the model "wants" x, never allowed */
+                int32_t id = candle_sampler_sample(smp, lg);
+                if (id < 0 || candle_grammar_accept_token(s, v, id)) {
+                    ok = false;
+                    break;
+                }
+                if (id == T_EOS) break;
+                memcpy(text + tl, pieces[id], lens[id]);
+                tl += lens[id];
+                text[tl] = 0;
+            }
+            CHECK(ok);
+            CHECK(match(g, text));
+            candle_sampler_free(smp);
+        }
+    }
+out:
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+    candle_grammar_vocab_free(v);
+}
+
+/* A grammar the vocabulary cannot spell: the mask says so instead of
+ * removing every token. */
+static void test_mask_none(void) {
+    const char *pieces[2] = {"a", ""};
+    size_t lens[2] = {1, 0};
+    candle_grammar_vocab *v = NULL;
+    candle_grammar *g = parse("root ::= \"b\"");
+    candle_grammar_state *s = NULL;
+    CHECK(!candle_grammar_vocab_from_pieces(&v, pieces, lens, 2, 1) && g &&
+          !candle_grammar_state_init(&s, g));
+    float logits[2] = {1, 2};
+    CHECK(candle_grammar_mask(s, v, logits, NULL) == CANDLE_ERR_INVALID_ARG);
+    CHECK(strstr(candle_last_errmsg(), "no token can continue") != NULL);
+    CHECK(logits[0] == 1 && logits[1] == 2);
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+    candle_grammar_vocab_free(v);
+}
+
+int main(void) {
+    test_features();
+    test_errors();
+    test_files();
+    test_incremental();
+    test_mask();
+    test_mask_none();
+    return test_done("test_grammar");
+}
