@@ -46,6 +46,8 @@ static const opt opts[] = {
     {"-f", "--file", T_STR, OFF(file)},
     {"-s", "--system", T_STR, OFF(system)},
     {NULL, "--chat-template", T_STR, OFF(chat_template)},
+    {NULL, "--grammar", T_STR, OFF(grammar_file)},
+    {NULL, "--grammar-text", T_STR, OFF(grammar_text)},
     {"-n", "--n-predict", T_I64, OFF(n_predict)},
     {"-c", "--ctx-size", T_I64, OFF(n_ctx)},
     {"-t", "--threads", T_INT, OFF(n_threads)},
@@ -170,6 +172,10 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
     if (a->n_threads > CLI_MAX_THREADS) {
         fprintf(stderr, "candle %s: -t %d: at most %d threads\n", argv[0], a->n_threads,
                 CLI_MAX_THREADS);
+        return 2;
+    }
+    if (a->grammar_file && a->grammar_text) {
+        fprintf(stderr, "candle %s: --grammar and --grammar-text: give one of them\n", argv[0]);
         return 2;
     }
     if (candle_sampler_params_check(&a->sp)) {

@@ -21,6 +21,8 @@ static const char *run_usage =
     "  --top-k K --top-p P --min-p P   truncation (defaults 40, 0.95, 0.05)\n"
     "  --repeat-penalty R --presence-penalty P --frequency-penalty F --repeat-last-n N\n"
     "  --seed S        sampler seed (default 0)\n"
+    "  --grammar FILE  constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
+    "  --grammar-text G  the same from text: --grammar-text 'root ::= \"yes\" | \"no\"'\n"
     "  --ctx-shift     drop older context instead of stopping when it is full\n"
     "  -ctk, -ctv T    KV cache type: f32 (default), f16, q8_0 or q4_0 (head_dim a\n"
     "                  multiple of 32); K and V share one type (--kv-f16 = f16)\n"

@@ -5,6 +5,40 @@
 
 #include "gen.h"
 
+/* The grammar of --grammar FILE or --grammar-text: 0, or 1 after a message. */
+static int open_grammar(gen *g, const cli_args *a) {
+    const char *text = a->grammar_text, *what = "--grammar-text";
+    char *buf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    if (a->grammar_file) {
+        what = a->grammar_file;
+        FILE *f = fopen(a->grammar_file, "rb");
+        long n = -1;
+        if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+            (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+            len = (size_t)n;
+            text = buf;
+        }
+        if (f) fclose(f);
+        if (!text) {
+            fprintf(stderr, "candle %s: --grammar %s: cannot read it\n", g->cmd, a->grammar_file);
+            free(buf);
+            return 1;
+        }
+    }
+    int r = 0;
+    if (candle_grammar_parse(&g->grammar, text, len) ||
+        candle_grammar_vocab_from_tokenizer(&g->gvocab, g->tok) ||
+        candle_grammar_state_init(&g->gstate, g->grammar)) {
+        fprintf(stderr, "candle %s: %s: %s\n", g->cmd, what, candle_last_errmsg());
+        r = 1;
+    } else {
+        candle_sampler_set_grammar(g->smp, g->gstate, g->gvocab);
+    }
+    free(buf);
+    return r;
+}
+
 int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     memset(g, 0, sizeof *g);
     g->cmd = cmd;
@@ -38,6 +72,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
         fprintf(stderr, "candle %s: out of memory\n", cmd);
         return 1;
     }
+    if ((a->grammar_file || a->grammar_text) && open_grammar(g, a)) return 1;
     g->t_load = cli_now() - t0;
     return 0;
 }
@@ -45,6 +80,9 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
 void gen_close(gen *g) {
     free(g->logits);
     candle_sampler_free(g->smp);
+    candle_grammar_state_free(g->gstate);
+    candle_grammar_vocab_free(g->gvocab);
+    candle_grammar_free(g->grammar);
     candle_session_free(g->sess);
     candle_tokenizer_free(g->tok);
     candle_model_free(g->model);
@@ -98,9 +136,18 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
                char **text) {
     size_t text_len = 0;
     *n_out = 0;
+    if (g->gstate) candle_grammar_state_reset(g->gstate);
     while (n_predict < 0 || *n_out < n_predict) {
         int32_t id = candle_sampler_sample(g->smp, g->logits);
+        if (id < 0) { /* the grammar allows no token */
+            fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
+            return 1;
+        }
         if (candle_tokenizer_is_eog(g->tok, id)) break;
+        if (g->gstate && candle_grammar_accept_token(g->gstate, g->gvocab, id)) {
+            fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
+            return 1;
+        }
         candle_sampler_accept(g->smp, id);
         char buf[256];
         size_t len = 0;
@@ -110,7 +157,13 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             if (text) append(text, &text_len, buf, len);
         }
         ++*n_out;
-        if (n_predict >= 0 && *n_out == n_predict) break;
+        if (g->gstate && candle_grammar_state_done(g->gstate)) break; /* only the end can follow */
+        if (n_predict >= 0 && *n_out == n_predict) {
+            if (g->gstate && !candle_grammar_state_can_end(g->gstate))
+                fprintf(stderr, "\ncandle %s: stopped after -n %lld tokens, before the grammar "
+                                "was complete\n", g->cmd, (long long)n_predict);
+            break;
+        }
         bool full = candle_session_pos(g->sess) >= candle_session_n_ctx(g->sess);
         if (full && !a->ctx_shift) {
             if (n_predict < 0) { /* "until the end": the context's end counts */
