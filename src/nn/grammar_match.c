@@ -101,7 +101,8 @@ static void sset_add(sset *s, const uint32_t *st, uint32_t n, bool dedup) {
         j = h & (s->tab_cap - 1);
         for (; s->tab[j]; j = (j + 1) & (s->tab_cap - 1)) {
             uint32_t k = s->tab[j] - 1;
-            if (s->hash[k] == h && s->len[k] == n && !memcmp(s->data + s->off[k], st, n * sizeof *st))
+            if (s->hash[k] == h && s->len[k] == n &&
+                (n == 0 || !memcmp(s->data + s->off[k], st, n * sizeof *st)))
                 return;
         }
     }
@@ -172,9 +173,12 @@ static bool expand(candle_grammar_state *st, sset *out) {
     uint32_t steps = 0;
     while (w->n && !w->overflow && !out->overflow) {
         uint32_t k = --w->n, n = w->len[k];
-        memcpy(tmp, w->data + w->off[k], n * sizeof *tmp);
+        if (n) memcpy(tmp, w->data + w->off[k], n * sizeof *tmp);
         w->n_data = w->off[k];
-        if (++steps > GRAMMAR_MAX_WORK) return false;
+        if (++steps > GRAMMAR_MAX_WORK) {
+            w->overflow = true;
+            break;
+        }
         if (n == 0 || g->el[tmp[n - 1]].type != GE_REF) {
             sset_add(out, tmp, n, true);
             continue;
@@ -184,7 +188,10 @@ static bool expand(candle_grammar_state *st, sset *out) {
         /* the rest of this alternative; nothing when the reference is its
          * last element, so right recursion does not deepen the stack */
         if (!is_end(&g->el[top + 1])) tmp[n++] = top + 1;
-        if (n + 1 > GRAMMAR_MAX_DEPTH) return false;
+        if (n + 1 > GRAMMAR_MAX_DEPTH) {
+            w->overflow = true;
+            break;
+        }
         for (uint32_t a = g->alt_off[rule]; a < g->alt_off[rule + 1]; a++) {
             uint32_t start = g->alts[a];
             if (is_end(&g->el[start])) {

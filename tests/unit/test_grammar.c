@@ -87,6 +87,12 @@ static void test_features(void) {
     }
     candle_grammar_free(g);
 
+    /* fuzz_grammar: an empty root (only the empty stack) read a NULL stack buffer (UBSan) */
+    g = parse("root ::=");
+    CHECK(g);
+    if (g) CHECK(match(g, "") && !match(g, "a"));
+    candle_grammar_free(g);
+
     /* right recursion does not deepen the stack: a long text matches */
     g = parse("root ::= \"x\" root | \"\"");
     CHECK(g);
