@@ -16,7 +16,9 @@ typedef struct sset {
     uint32_t *data, n_data, cap_data;
     uint32_t *off, *len, *hash, n, cap;
     uint32_t *tab, tab_cap; /* slots hold index + 1 */
+    bool tab_live;          /* tab indexes the set (only past SSET_LINEAR stacks) */
     bool overflow;          /* a limit was hit: the set is incomplete */
+    uint64_t version;       /* stamped when its stacks are rewritten (step caches) */
 } sset;
 
 /* A position in the text: the open stacks and any partial UTF-8 sequence.
@@ -28,6 +30,13 @@ typedef struct gpos {
     uint8_t need;    /* continuation bytes still to come */
     uint32_t cp;     /* the bits so far */
     uint32_t min;    /* the least code point of this length (overlong forms are invalid) */
+    /* own holds the stacks after a code point from cache_src (at its
+     * version) that the stacks cache_sig (bit i: stack i) matched: siblings
+     * in the trie that match the same stacks reuse it (a string's body
+     * matches most bytes the same way) */
+    const sset *cache_src;
+    uint64_t cache_ver, cache_sig;
+    bool cache_ok;
 } gpos;
 
 struct candle_grammar_state {
@@ -40,6 +49,7 @@ struct candle_grammar_state {
     uint32_t n_lv;
     uint8_t *allowed;
     int32_t n_allowed_cap;
+    uint64_t version; /* the last stamp given to a stack set */
 };
 
 struct candle_grammar_vocab {
@@ -67,7 +77,7 @@ static void sset_free(sset *s) {
 static void sset_clear(sset *s) {
     s->n = s->n_data = 0;
     s->overflow = false;
-    if (s->tab) memset(s->tab, 0, s->tab_cap * sizeof *s->tab);
+    s->tab_live = false; /* rebuilt when the set grows past SSET_LINEAR */
 }
 
 static uint32_t stack_hash(const uint32_t *st, uint32_t n) {
@@ -76,34 +86,55 @@ static uint32_t stack_hash(const uint32_t *st, uint32_t n) {
     return h;
 }
 
-static bool sset_grow_tab(sset *s) {
-    uint32_t cap = s->tab_cap ? 2 * s->tab_cap : 64;
-    uint32_t *t = calloc(cap, sizeof *t);
-    if (!t) return false;
+/* Index the set's stacks in a table of at least `want` slots (a power of
+ * two), reusing the allocation. */
+static bool sset_build_tab(sset *s, uint32_t want) {
+    uint32_t cap = 64;
+    while (cap < want) cap *= 2;
+    if (cap > s->tab_cap) {
+        uint32_t *t = realloc(s->tab, cap * sizeof *t);
+        if (!t) return false;
+        s->tab = t;
+        s->tab_cap = cap;
+    }
+    cap = s->tab_cap;
+    memset(s->tab, 0, cap * sizeof *s->tab);
     for (uint32_t i = 0; i < s->n; i++) {
         uint32_t j = s->hash[i] & (cap - 1);
-        while (t[j]) j = (j + 1) & (cap - 1);
-        t[j] = i + 1;
+        while (s->tab[j]) j = (j + 1) & (cap - 1);
+        s->tab[j] = i + 1;
     }
-    free(s->tab);
-    s->tab = t;
-    s->tab_cap = cap;
+    s->tab_live = true;
     return true;
 }
 
-/* Add a stack; dedup: look for an equal one first (with a table). Beyond
- * the limits the set is marked overflowed and the stack dropped. */
+/* Small sets (the usual case) are searched linearly: cheaper than keeping
+ * a table, which is built once a set grows past this. */
+#define SSET_LINEAR 16
+
+/* Add a stack; dedup: unless an equal one is there. Beyond the limits the
+ * set is marked overflowed and the stack dropped. */
 static void sset_add(sset *s, const uint32_t *st, uint32_t n, bool dedup) {
     uint32_t h = 0, j = 0;
+    bool use_tab = false;
     if (dedup) {
-        if (2 * (s->n + 1) > s->tab_cap && !sset_grow_tab(s)) goto oom;
         h = stack_hash(st, n);
-        j = h & (s->tab_cap - 1);
-        for (; s->tab[j]; j = (j + 1) & (s->tab_cap - 1)) {
-            uint32_t k = s->tab[j] - 1;
-            if (s->hash[k] == h && s->len[k] == n &&
-                (n == 0 || !memcmp(s->data + s->off[k], st, n * sizeof *st)))
-                return;
+        if (s->n < SSET_LINEAR) {
+            for (uint32_t k = 0; k < s->n; k++)
+                if (s->hash[k] == h && s->len[k] == n &&
+                    (n == 0 || !memcmp(s->data + s->off[k], st, n * sizeof *st)))
+                    return;
+        } else {
+            if ((!s->tab_live || 2 * (s->n + 1) > s->tab_cap) && !sset_build_tab(s, 4 * (s->n + 1)))
+                goto oom;
+            use_tab = true;
+            j = h & (s->tab_cap - 1);
+            for (; s->tab[j]; j = (j + 1) & (s->tab_cap - 1)) {
+                uint32_t k = s->tab[j] - 1;
+                if (s->hash[k] == h && s->len[k] == n &&
+                    (n == 0 || !memcmp(s->data + s->off[k], st, n * sizeof *st)))
+                    return;
+            }
         }
     }
     if (s->n >= GRAMMAR_MAX_STACKS * 4) goto oom;
@@ -130,7 +161,7 @@ static void sset_add(sset *s, const uint32_t *st, uint32_t n, bool dedup) {
     s->hash[s->n] = h;
     if (n) memcpy(s->data + s->n_data, st, n * sizeof *st);
     s->n_data += n;
-    if (dedup) s->tab[j] = s->n + 1;
+    if (use_tab) s->tab[j] = s->n + 1;
     s->n++;
     return;
 oom:
@@ -237,6 +268,35 @@ static bool any_match_range(const candle_grammar *g, const sset *s, uint32_t lo,
     return false;
 }
 
+/* The position after a whole code point cp from the stacks src, into to. */
+static bool step_full(candle_grammar_state *st, const sset *src, uint32_t cp, gpos *to) {
+    const candle_grammar *g = st->g;
+    uint64_t sig = 0;
+    bool cacheable = src->n <= 64;
+    if (cacheable) {
+        for (uint32_t i = 0; i < src->n; i++)
+            if (src->len[i] && el_match(g, &g->el[src->data[src->off[i] + src->len[i] - 1]], cp))
+                sig |= 1ull << i;
+        if (!sig) return false;
+        if (to->cache_src == src && to->cache_ver == src->version && to->cache_sig == sig) {
+            if (!to->cache_ok) return false;
+            to->need = 0;
+            to->set = &to->own;
+            return true;
+        }
+    }
+    bool ok = step_cp(st, src, cp, &to->own);
+    to->own.version = ++st->version;
+    to->cache_src = cacheable ? src : NULL;
+    to->cache_ver = src->version;
+    to->cache_sig = sig;
+    to->cache_ok = ok;
+    if (!ok) return false;
+    to->need = 0;
+    to->set = &to->own;
+    return true;
+}
+
 /* One byte from `from` into `to`. to may be from itself, but to->own must
  * not hold the stacks from->set points at. */
 static bool step_byte(candle_grammar_state *st, const gpos *from, uint8_t b, gpos *to) {
@@ -244,12 +304,7 @@ static bool step_byte(candle_grammar_state *st, const gpos *from, uint8_t b, gpo
     uint8_t need = from->need;
     uint32_t cp = from->cp, min = from->min;
     if (need == 0) {
-        if (b < 0x80) {
-            if (!step_cp(st, src, b, &to->own)) return false;
-            to->need = 0;
-            to->set = &to->own;
-            return true;
-        }
+        if (b < 0x80) return step_full(st, src, b, to);
         if ((b & 0xE0) == 0xC0) need = 1, cp = b & 0x1F, min = 0x80;
         else if ((b & 0xF0) == 0xE0) need = 2, cp = b & 0x0F, min = 0x800;
         else if ((b & 0xF8) == 0xF0 && b <= 0xF4) need = 3, cp = b & 0x07, min = 0x10000;
@@ -260,10 +315,7 @@ static bool step_byte(candle_grammar_state *st, const gpos *from, uint8_t b, gpo
         need--;
         if (need == 0) {
             if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-            if (!step_cp(st, src, cp, &to->own)) return false;
-            to->need = 0;
-            to->set = &to->own;
-            return true;
+            return step_full(st, src, cp, to);
         }
     }
     /* still partial: the code points this prefix can become */
@@ -292,6 +344,7 @@ void candle_grammar_state_reset(candle_grammar_state *s) {
         else sset_add(&s->work, &start, 1, false);
     }
     if (!expand(s, &s->cur.own)) s->cur.own.overflow = true;
+    s->cur.own.version = ++s->version;
 }
 
 candle_status candle_grammar_state_init(candle_grammar_state **out, const candle_grammar *g) {

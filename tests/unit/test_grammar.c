@@ -314,6 +314,56 @@ static void test_mask_none(void) {
     candle_grammar_vocab_free(v);
 }
 
+/* The mask (a trie walk that reuses siblings' steps) agrees with checking
+ * each token alone, at several points of the JSON grammar, on every piece of
+ * one to three characters of an alphabet with JSON's delimiters and a
+ * two-byte character split across pieces. */
+static void test_mask_vs_token_ok(void) {
+    static const char alpha[] = "a\"\\{}: 1,u\xC3\xA9-.e";
+    int na = (int)strlen(alpha);
+    int n = na + na * na + na * na * na + 1;
+    char **pieces = malloc((size_t)n * sizeof *pieces);
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    int k = 0;
+    for (int len = 1; len <= 3; len++) {
+        int count = len == 1 ? na : len == 2 ? na * na : na * na * na;
+        for (int c = 0; c < count; c++, k++) {
+            pieces[k] = malloc(4);
+            int x = c;
+            for (int i = 0; i < len; i++, x /= na) pieces[k][i] = alpha[x % na];
+            lens[k] = (size_t)len;
+        }
+    }
+    pieces[k] = NULL; /* the end of generation */
+    lens[k] = 0;
+    candle_grammar_vocab *v = NULL;
+    CHECK(!candle_grammar_vocab_from_pieces(&v, (const char *const *)pieces, lens, n, n - 1));
+    candle_grammar *g = parse_file("json.gbnf");
+    candle_grammar_state *s = NULL;
+    CHECK(g && v && !candle_grammar_state_init(&s, g));
+    static const char *const at[] = {"", "{", "{\"a", "{\"a\\", "{\"a\": ", "{\"a\": 1",
+                                     "{\"a\": \"\xC3", "{\"a\": -1.5e", "{\"a\": {}}"};
+    float *logits = malloc((size_t)n * sizeof *logits);
+    for (size_t i = 0; s && i < sizeof at / sizeof at[0]; i++) {
+        candle_grammar_state_reset(s);
+        CHECK(candle_grammar_state_accept_bytes(s, at[i], strlen(at[i])));
+        for (int t = 0; t < n; t++) logits[t] = 0;
+        int32_t n_ok = 0;
+        CHECK(!candle_grammar_mask(s, v, logits, &n_ok) && n_ok > 0);
+        int agree = 0;
+        for (int t = 0; t < n; t++) agree += (logits[t] == 0) == candle_grammar_token_ok(s, v, t);
+        if (agree != n) printf("  at '%s': %d of %d tokens disagree\n", at[i], n - agree, n);
+        CHECK(agree == n);
+    }
+    free(logits);
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+    candle_grammar_vocab_free(v);
+    for (int i = 0; i < n - 1; i++) free(pieces[i]);
+    free(pieces);
+    free(lens);
+}
+
 int main(void) {
     test_features();
     test_errors();
@@ -321,5 +371,6 @@ int main(void) {
     test_incremental();
     test_mask();
     test_mask_none();
+    test_mask_vs_token_ok();
     return test_done("test_grammar");
 }
