@@ -81,6 +81,16 @@ CANDLE_API candle_status candle_grammar_mask(candle_grammar_state *s,
 CANDLE_API candle_status candle_grammar_accept_token(candle_grammar_state *s,
                                                      const candle_grammar_vocab *v, int32_t id);
 
+/* JSON Schema to GBNF text (malloc'ed NUL-terminated into *out; free with
+ * candle_free) for the basic subset: type (a name or a list), properties and
+ * required, enum, const, items with minItems/maxItems, minLength/maxLength,
+ * anyOf/oneOf (oneOf's exclusivity is not enforced). Objects are generated
+ * with their declared properties only, required ones first. A keyword that
+ * would constrain values but is not supported ($ref, pattern, minimum,
+ * format, ...) is CANDLE_ERR_INVALID_ARG naming it and its byte offset:
+ * never a silently looser grammar. */
+CANDLE_API candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -364,6 +364,70 @@ static void test_mask_vs_token_ok(void) {
     free(lens);
 }
 
+/* JSON Schema to GBNF: generated grammars accept what the schema allows
+ * (in the generated property order) and refuse the rest; unsupported
+ * keywords are refused by name. */
+static candle_grammar *schema(const char *json) {
+    char *gbnf = NULL;
+    if (candle_json_schema_to_gbnf(json, strlen(json), &gbnf)) {
+        printf("  schema refused: %s\n  %s\n", candle_last_errmsg(), json);
+        return NULL;
+    }
+    candle_grammar *g = parse(gbnf);
+    candle_free(gbnf);
+    return g;
+}
+
+static void schema_bad(const char *json, const char *want) {
+    char *gbnf = NULL;
+    CHECK(candle_json_schema_to_gbnf(json, strlen(json), &gbnf) == CANDLE_ERR_INVALID_ARG && !gbnf);
+    bool ok = strstr(candle_last_errmsg(), want) != NULL;
+    if (!ok) printf("  schema %s: message '%s' lacks '%s'\n", json, candle_last_errmsg(), want);
+    CHECK(ok);
+}
+
+static void test_json_schema(void) {
+    candle_grammar *g = schema(
+        "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 4},"
+        " \"n\": {\"type\": \"integer\"}, \"e\": {\"enum\": [\"a\", 2, null]},"
+        " \"t\": {\"type\": \"array\", \"items\": {\"type\": [\"number\", \"boolean\"]}, \"minItems\": 1, \"maxItems\": 2},"
+        " \"c\": {\"const\": \"q\\\"\"}}, \"required\": [\"n\", \"name\"], \"title\": \"x\"}");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "{\"name\": \"ab\", \"n\": 3}"));
+        CHECK(match(g, "{\"name\":\"\", \"n\":-7, \"e\": null, \"t\": [1.5, true], \"c\": \"q\\\"\"}"));
+        CHECK(match(g, "{\"name\": \"ab\", \"n\": 3, \"t\": [false]}"));
+        CHECK(!match(g, "{\"n\": 3}"));                               /* name is required */
+        CHECK(!match(g, "{\"name\": \"abcde\", \"n\": 3}"));       /* maxLength */
+        CHECK(!match(g, "{\"name\": \"ab\", \"n\": 3.5}"));        /* integer */
+        CHECK(!match(g, "{\"name\": \"ab\", \"n\": 3, \"e\": \"b\"}"));
+        CHECK(!match(g, "{\"name\": \"ab\", \"n\": 3, \"t\": []}"));  /* minItems */
+        CHECK(!match(g, "{\"name\": \"ab\", \"n\": 3, \"t\": [1, 2, 3]}"));
+        CHECK(!match(g, "{\"name\": \"ab\", \"n\": 3, \"z\": 1}"));  /* undeclared */
+    }
+    candle_grammar_free(g);
+    /* only optional properties: any subset in order, commas right */
+    g = schema("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"null\"}, \"b\": {\"type\": \"null\"},"
+               " \"c\": {\"type\": \"null\"}}}");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "{}") && match(g, "{\"b\": null}") && match(g, "{\"a\": null, \"c\": null}"));
+        CHECK(match(g, "{\"a\": null, \"b\": null, \"c\": null}"));
+        CHECK(!match(g, "{, \"b\": null}") && !match(g, "{\"a\": null \"b\": null}"));
+    }
+    candle_grammar_free(g);
+    g = schema("{\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"array\", \"items\": true}]}");
+    CHECK(g);
+    if (g) CHECK(match(g, "\"x\"") && match(g, "[1, {\"a\": []}]") && !match(g, "1"));
+    candle_grammar_free(g);
+    schema_bad("{\"type\": \"string\", \"pattern\": \"^a\"}", "keyword 'pattern' is not supported");
+    schema_bad("{\"$ref\": \"#/$defs/x\"}", "'$ref'");
+    schema_bad("{\"type\": \"integer\", \"minimum\": 0}", "'minimum'");
+    schema_bad("{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}", "required");
+    schema_bad("{\"type\": \"decimal\"}", "unknown type 'decimal'");
+    schema_bad("{\"type\": ", "json schema");
+}
+
 int main(void) {
     test_features();
     test_errors();
@@ -372,5 +436,6 @@ int main(void) {
     test_mask();
     test_mask_none();
     test_mask_vs_token_ok();
+    test_json_schema();
     return test_done("test_grammar");
 }

@@ -48,6 +48,7 @@ static const opt opts[] = {
     {NULL, "--chat-template", T_STR, OFF(chat_template)},
     {NULL, "--grammar", T_STR, OFF(grammar_file)},
     {NULL, "--grammar-text", T_STR, OFF(grammar_text)},
+    {NULL, "--json-schema", T_STR, OFF(json_schema)},
     {"-n", "--n-predict", T_I64, OFF(n_predict)},
     {"-c", "--ctx-size", T_I64, OFF(n_ctx)},
     {"-t", "--threads", T_INT, OFF(n_threads)},
@@ -174,8 +175,9 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
                 CLI_MAX_THREADS);
         return 2;
     }
-    if (a->grammar_file && a->grammar_text) {
-        fprintf(stderr, "candle %s: --grammar and --grammar-text: give one of them\n", argv[0]);
+    if (!!a->grammar_file + !!a->grammar_text + !!a->json_schema > 1) {
+        fprintf(stderr, "candle %s: --grammar, --grammar-text and --json-schema: give one of them\n",
+                argv[0]);
         return 2;
     }
     if (candle_sampler_params_check(&a->sp)) {

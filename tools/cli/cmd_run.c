@@ -23,6 +23,8 @@ static const char *run_usage =
     "  --seed S        sampler seed (default 0)\n"
     "  --grammar FILE  constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
     "  --grammar-text G  the same from text: --grammar-text 'root ::= \"yes\" | \"no\"'\n"
+    "  --json-schema FILE  constrain the output to JSON valid for a schema (types,\n"
+    "                  properties, required, enum, const, items, anyOf; others refused)\n"
     "  --ctx-shift     drop older context instead of stopping when it is full\n"
     "  -ctk, -ctv T    KV cache type: f32 (default), f16, q8_0 or q4_0 (head_dim a\n"
     "                  multiple of 32); K and V share one type (--kv-f16 = f16)\n"

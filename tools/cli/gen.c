@@ -5,28 +5,48 @@
 
 #include "gen.h"
 
-/* The grammar of --grammar FILE or --grammar-text: 0, or 1 after a message. */
+/* A whole file into a malloc'ed buffer (NUL-terminated); NULL if unreadable. */
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    if (f) fclose(f);
+    return buf;
+}
+
+/* The grammar of --grammar FILE, --grammar-text or --json-schema FILE: 0, or
+ * 1 after a message. */
 static int open_grammar(gen *g, const cli_args *a) {
     const char *text = a->grammar_text, *what = "--grammar-text";
-    char *buf = NULL;
+    char *buf = NULL, *gbnf = NULL;
     size_t len = text ? strlen(text) : 0;
-    if (a->grammar_file) {
-        what = a->grammar_file;
-        FILE *f = fopen(a->grammar_file, "rb");
-        long n = -1;
-        if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-            (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-            len = (size_t)n;
-            text = buf;
-        }
-        if (f) fclose(f);
-        if (!text) {
-            fprintf(stderr, "candle %s: --grammar %s: cannot read it\n", g->cmd, a->grammar_file);
-            free(buf);
+    const char *path = a->grammar_file ? a->grammar_file : a->json_schema;
+    if (path) {
+        what = path;
+        if (!(text = buf = slurp(path, &len))) {
+            fprintf(stderr, "candle %s: %s %s: cannot read it\n", g->cmd,
+                    a->grammar_file ? "--grammar" : "--json-schema", path);
             return 1;
         }
     }
     int r = 0;
+    if (a->json_schema) {
+        if (candle_json_schema_to_gbnf(text, len, &gbnf)) {
+            fprintf(stderr, "candle %s: %s: %s\n", g->cmd, what, candle_last_errmsg());
+            free(buf);
+            return 1;
+        }
+        text = gbnf;
+        len = strlen(gbnf);
+    }
     if (candle_grammar_parse(&g->grammar, text, len) ||
         candle_grammar_vocab_from_tokenizer(&g->gvocab, g->tok) ||
         candle_grammar_state_init(&g->gstate, g->grammar)) {
@@ -35,6 +55,7 @@ static int open_grammar(gen *g, const cli_args *a) {
     } else {
         candle_sampler_set_grammar(g->smp, g->gstate, g->gvocab);
     }
+    candle_free(gbnf);
     free(buf);
     return r;
 }
@@ -72,7 +93,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
         fprintf(stderr, "candle %s: out of memory\n", cmd);
         return 1;
     }
-    if ((a->grammar_file || a->grammar_text) && open_grammar(g, a)) return 1;
+    if ((a->grammar_file || a->grammar_text || a->json_schema) && open_grammar(g, a)) return 1;
     g->t_load = cli_now() - t0;
     return 0;
 }
