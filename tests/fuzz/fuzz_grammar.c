@@ -7,6 +7,8 @@
  * - the mask over a small fixed vocabulary agrees with token_ok for every
  *   token, never removes every token without saying so, and only tokens it
  *   kept are accepted.
+ * The grammar text is also read as a JSON Schema: when it converts, the
+ * GBNF it gives must parse.
  * Seeds: tests/fuzz/gen_grammar_corpus.py. Built with -DCANDLE_FUZZ=ON. */
 #include <math.h>
 #include <stddef.h>
@@ -39,6 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *feed = nul ? (const char *)nul + 1 : NULL;
     size_t flen = nul ? size - glen - 1 : 0;
     if (flen > MAX_FEED) flen = MAX_FEED;
+    char *gbnf = NULL;
+    if (!candle_json_schema_to_gbnf((const char *)data, glen, &gbnf)) {
+        candle_grammar *sg = NULL;
+        check(gbnf && !candle_grammar_parse(&sg, gbnf, strlen(gbnf)));
+        candle_grammar_free(sg);
+        candle_free(gbnf);
+    } else {
+        check(gbnf == NULL && !strncmp(candle_last_errmsg(), "json schema", 11));
+    }
     candle_grammar *g = NULL;
     if (candle_grammar_parse(&g, (const char *)data, glen)) {
         check(g == NULL && !strncmp(candle_last_errmsg(), "grammar: ", 9));

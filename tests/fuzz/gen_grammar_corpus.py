@@ -19,6 +19,10 @@ SMALL = [
     (b'root ::= x\nx ::= ( "a" x "b" )?', [b"aabb", b"aab"]),
     (b'root ::= a\na ::= b? a "x"\nb ::= "b"', [b"bx"]),  # left recursion: refused
     (b'root ::= "a" undefined', [b"a"]),
+    # JSON Schemas (the target converts the text as a schema too)
+    (b'{"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"enum": [1, "x", null]}}, "required": ["a"]}', [b'{"a": "x"}']),
+    (b'{"type": "array", "items": {"anyOf": [{"type": "integer"}, {"const": {"k": [true]}}]}, "minItems": 1, "maxItems": 2}', [b"[1]"]),
+    (b'{"type": ["string", "null"], "pattern": "a+"}', [b"null"]),
 ]
 
 
