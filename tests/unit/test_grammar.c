@@ -428,6 +428,56 @@ static void test_json_schema(void) {
     schema_bad("{\"type\": ", "json schema");
 }
 
+/* A real SentencePiece vocabulary with byte fallback: the <0xC3> piece is
+ * the raw byte, so "é" can be spelled as <0xC3><0xA9> or as a whole piece,
+ * and the mask agrees with token_ok on every token. */
+static void test_spm_vocab(void) {
+    char path[1024];
+    test_path("../shared/data/tokenizers/ggml-vocab-llama-spm.gguf", path, sizeof path);
+    if (!test_need_file("test_grammar spm vocabulary", path)) return;
+    candle_gguf *gg = NULL;
+    candle_tokenizer *tok = NULL;
+    CHECK(!candle_gguf_open(&gg, path, NULL) && !candle_tokenizer_from_gguf(&tok, gg));
+    candle_grammar_vocab *v = NULL;
+    CHECK(tok && !candle_grammar_vocab_from_tokenizer(&v, tok));
+    candle_grammar *g = parse("root ::= \"\xC3\xA9t\xC3\xA9\" \" \"?");
+    candle_grammar_state *s = NULL;
+    CHECK(g && v && !candle_grammar_state_init(&s, g));
+    if (s && v) {
+        int32_t n = candle_grammar_vocab_n(v), c3 = -1, a9 = -1;
+        int32_t lo = 3, hi = 3 + 256; /* llama's byte pieces <0x00>..<0xFF> */
+        for (int32_t id = lo; id < hi && id < n; id++) {
+            char b[8];
+            size_t len = 0;
+            if (!candle_tokenizer_token_bytes(tok, id, false, b, sizeof b, &len) && len == 1) {
+                if ((unsigned char)b[0] == 0xC3) c3 = id;
+                if ((unsigned char)b[0] == 0xA9) a9 = id;
+            }
+        }
+        CHECK(c3 >= 0 && a9 >= 0);
+        float *logits = calloc((size_t)n, sizeof *logits);
+        int32_t n_ok = 0;
+        CHECK(!candle_grammar_mask(s, v, logits, &n_ok) && n_ok >= 1);
+        CHECK(c3 >= 0 && logits[c3] == 0);                   /* the lead byte alone */
+        CHECK(a9 >= 0 && logits[a9] == -INFINITY);
+        CHECK(logits[candle_tokenizer_eos(tok)] == -INFINITY); /* not yet */
+        int agree = 0;
+        for (int32_t t = 0; t < n; t++) agree += (logits[t] == 0) == candle_grammar_token_ok(s, v, t);
+        CHECK(agree == n);
+        CHECK(!candle_grammar_accept_token(s, v, c3) && !candle_grammar_accept_token(s, v, a9));
+        CHECK(candle_grammar_state_accept_bytes(s, "t\xC3\xA9", 3));
+        for (int32_t t = 0; t < n; t++) logits[t] = 0;
+        CHECK(!candle_grammar_mask(s, v, logits, &n_ok));
+        CHECK(logits[candle_tokenizer_eos(tok)] == 0); /* the grammar can end: EOS allowed */
+        free(logits);
+    }
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+    candle_grammar_vocab_free(v);
+    candle_tokenizer_free(tok);
+    candle_gguf_close(gg);
+}
+
 int main(void) {
     test_features();
     test_errors();
@@ -437,5 +487,6 @@ int main(void) {
     test_mask_none();
     test_mask_vs_token_ok();
     test_json_schema();
+    test_spm_vocab();
     return test_done("test_grammar");
 }
