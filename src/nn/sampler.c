@@ -276,6 +276,28 @@ int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
         candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler grammar mask");
         return -1;
     }
+    /* top-k sampling without penalties depends only on the top_k best
+     * allowed tokens: when the 4 * top_k best tokens hold that many allowed
+     * ones, they are the top_k best allowed ones, and checking those few
+     * gives the distribution the full mask would (inside a JSON string,
+     * where nearly every token is allowed, the full mask walks the whole
+     * vocabulary). */
+    int32_t k = s->p.top_k, kk = 4 * k;
+    if (k > 0 && kk < s->n_vocab && !penalties_on(&s->p)) {
+        cand *c = s->cands;
+        for (int32_t i = 0; i < s->n_vocab; i++) c[i] = (cand){i, logits[i], 0};
+        select_top_k(c, s->n_vocab, kk);
+        int32_t found = 0;
+        for (int32_t i = 0; i < kk && found < k; i++)
+            if (c[i].id < nv && c[i].logit > -INFINITY &&
+                candle_grammar_token_ok(s->grammar, s->gvocab, c[i].id))
+                c[found++] = c[i];
+        if (found == k) {
+            for (int32_t i = 0; i < s->n_vocab; i++) s->masked[i] = -INFINITY;
+            for (int32_t i = 0; i < k; i++) s->masked[c[i].id] = c[i].logit;
+            return sample_logits(s, s->masked);
+        }
+    }
     memcpy(s->masked, logits, (size_t)s->n_vocab * sizeof *logits);
     for (int32_t i = nv; i < s->n_vocab; i++) s->masked[i] = -INFINITY;
     if (candle_grammar_mask(s->grammar, s->gvocab, s->masked, NULL)) return -1;

@@ -355,6 +355,41 @@ static void test_mask_vs_token_ok(void) {
         if (agree != n) printf("  at '%s': %d of %d tokens disagree\n", at[i], n - agree, n);
         CHECK(agree == n);
     }
+    /* top-k sampling checks only the best tokens when that settles it: the
+     * draws equal those of a plain sampler on fully masked logits */
+    candle_grammar_state *s2 = NULL;
+    CHECK(g && !candle_grammar_state_init(&s2, g));
+    for (int round = 0; s && s2 && round < 2; round++) {
+        candle_sampler_params p = candle_sampler_default_params();
+        p.top_k = round ? 3 : 40;
+        p.temp = 1.0f;
+        p.seed = 5 + (uint64_t)round;
+        candle_sampler *a = NULL, *b = NULL;
+        CHECK(!candle_sampler_init(&a, n, &p) && !candle_sampler_init(&b, n, &p));
+        candle_sampler_set_grammar(a, s, v);
+        candle_grammar_state_reset(s);
+        candle_grammar_state_reset(s2);
+        uint64_t x = 12345;
+        int same = 0, differ = 0, steps = 60;
+        for (int step = 0; step < steps; step++) {
+            for (int t = 0; t < n; t++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                logits[t] = (float)(x >> 40) / (float)(1 << 24) * 8.0f;
+            }
+            int32_t ta = candle_sampler_sample(a, logits);
+            CHECK(!candle_grammar_mask(s2, v, logits, NULL));
+            int32_t tb = candle_sampler_sample(b, logits);
+            same += ta == tb;
+            differ += ta != tb;
+            if (ta != tb || ta < 0 || ta == n - 1) break;
+            CHECK(!candle_grammar_accept_token(s, v, ta) && !candle_grammar_accept_token(s2, v, tb));
+        }
+        if (differ) printf("  top_k %d: draws differ after %d equal ones\n", (int)p.top_k, same);
+        CHECK(differ == 0 && same > 3); /* until the text ends */
+        candle_sampler_free(a);
+        candle_sampler_free(b);
+    }
+    candle_grammar_state_free(s2);
     free(logits);
     candle_grammar_state_free(s);
     candle_grammar_free(g);
