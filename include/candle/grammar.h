@@ -84,9 +84,11 @@ CANDLE_API candle_status candle_grammar_accept_token(candle_grammar_state *s,
 /* JSON Schema to GBNF text (malloc'ed NUL-terminated into *out; free with
  * candle_free) for the basic subset: type (a name or a list), properties and
  * required, enum, const, items with minItems/maxItems, minLength/maxLength,
- * anyOf/oneOf (oneOf's exclusivity is not enforced). Objects are generated
+ * anyOf/oneOf (oneOf's exclusivity is not enforced), $ref to "#",
+ * "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), string format
+ * date, time, date-time and uuid. Objects are generated
  * with their declared properties only, required ones first. A keyword that
- * would constrain values but is not supported ($ref, pattern, minimum,
+ * would constrain values but is not supported (pattern, minimum, another
  * format, ...) is CANDLE_ERR_INVALID_ARG naming it and its byte offset:
  * never a silently looser grammar. */
 CANDLE_API candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **out);

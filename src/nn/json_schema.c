@@ -1,6 +1,7 @@
 /* JSON Schema to GBNF for the basic subset: type (one or a list), properties
  * with required, enum, const, items with minItems/maxItems, minLength/
- * maxLength of strings, anyOf/oneOf. Objects carry only their declared
+ * maxLength of strings, anyOf/oneOf, $ref into the document's $defs or
+ * definitions, string formats date, time, date-time, uuid. Objects carry only their declared
  * properties (required ones first, in order, then the optional ones), which
  * satisfies the schema whatever additionalProperties says. A keyword that
  * would constrain the value but is not enforced here is refused by name, so
@@ -57,9 +58,16 @@ static void sb_fmt(sbuf *b, const char *fmt, ...) {
     if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+#define SCHEMA_MAX_DEFS 256
+
 typedef struct conv {
     sbuf rules; /* the generated rules, one a line */
     int n_rules;
+    const json_value *root;
+    /* $ref targets: rule dK is defs[K], generated after the schema that
+     * refers to it, so definitions may refer to each other recursively */
+    const json_value *defs[SCHEMA_MAX_DEFS];
+    int n_defs;
     char err[200];
     bool failed;
 } conv;
@@ -151,10 +159,11 @@ static void literal(sbuf *out, const json_value *v) {
 
 static const char *const annotations[] = {"title", "description", "$schema", "$id", "$comment",
                                           "default", "examples", "readOnly", "writeOnly",
-                                          "deprecated", "additionalProperties", "strict"};
+                                          "deprecated", "additionalProperties", "strict",
+                                          "$defs", "definitions"};
 static const char *const handled[] = {"type", "properties", "required", "enum", "const", "items",
                                       "minItems", "maxItems", "minLength", "maxLength", "anyOf",
-                                      "oneOf"};
+                                      "oneOf", "format", "$ref"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -187,7 +196,23 @@ static bool count_kw(conv *c, const json_value *s, const char *key, int64_t *out
 }
 
 static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, int depth) {
-    if (!strcmp(type, "string")) {
+    if (!strcmp(type, "string") && json_get(s, "format")) {
+        const json_value *f = json_get(s, "format");
+        static const char *const formats[][2] = {
+            {"date", "\"\\\"\" date \"\\\"\" ws"},
+            {"time", "\"\\\"\" time \"\\\"\" ws"},
+            {"date-time", "\"\\\"\" date \"T\" time \"\\\"\" ws"},
+            {"uuid", "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12} \"\\\"\" ws"}};
+        if (json_get(s, "minLength") || json_get(s, "maxLength"))
+            return refuse(c, f, "'format' with minLength/maxLength is not supported");
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+            if (json_str_eq(f, formats[i][0])) {
+                sb_str(b, formats[i][1]);
+                return true;
+            }
+        return refuse(c, f, "keyword 'format' is not supported for this value (date, time, "
+                            "date-time and uuid are)");
+    } else if (!strcmp(type, "string")) {
         int64_t lo = 0, hi = -1;
         if (!count_kw(c, s, "minLength", &lo) || !count_kw(c, s, "maxLength", &hi)) return false;
         if (hi >= 0 && hi < lo) return refuse(c, s, "maxLength below minLength");
@@ -330,7 +355,29 @@ static int gen(conv *c, const json_value *s, int depth) {
             return refuse(c, json_obj_val(s, i), "keyword '%s' is not supported (it cannot be enforced)", k), -1;
     }
     const json_value *v;
-    if ((v = json_get(s, "const"))) {
+    if ((v = json_get(s, "$ref"))) {
+        const char *r;
+        size_t rl;
+        const json_value *target = NULL;
+        if (!json_as_str(v, &r, &rl)) return refuse(c, v, "'$ref' must be a string"), -1;
+        for (size_t i = 0; i < s->n; i++) {
+            const char *k = json_obj_key(s, i)->u.str;
+            if (strcmp(k, "$ref") && in_list(k, handled, sizeof handled / sizeof handled[0]))
+                return refuse(c, v, "keyword '%s' beside '$ref' is not supported", k), -1;
+        }
+        if (!strcmp(r, "#")) target = c->root;
+        else if (!strncmp(r, "#/$defs/", 8)) target = json_get(json_get(c->root, "$defs"), r + 8);
+        else if (!strncmp(r, "#/definitions/", 14)) target = json_get(json_get(c->root, "definitions"), r + 14);
+        else return refuse(c, v, "'$ref' to '%.60s': only #, #/$defs/NAME and #/definitions/NAME are supported", r), -1;
+        if (!target) return refuse(c, v, "'$ref' to '%.60s': no such definition", r), -1;
+        int k = 0;
+        while (k < c->n_defs && c->defs[k] != target) k++;
+        if (k == c->n_defs) {
+            if (c->n_defs == SCHEMA_MAX_DEFS) return refuse(c, v, "more than %d definitions", SCHEMA_MAX_DEFS), -1;
+            c->defs[c->n_defs++] = target;
+        }
+        sb_fmt(&b, "d%d", k);
+    } else if ((v = json_get(s, "const"))) {
         literal(&b, v);
     } else if ((v = json_get(s, "enum"))) {
         if (v->type != JSON_ARRAY || v->n == 0) return refuse(c, v, "'enum' must be a non-empty array"), -1;
@@ -394,6 +441,8 @@ static const char basics[] =
     "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15}) ws\n"
     "boolean ::= (\"true\" | \"false\") ws\n"
     "null    ::= \"null\" ws\n"
+    "date    ::= [0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1])\n"
+    "time    ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n"
     "ws      ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
 
 candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
@@ -406,8 +455,13 @@ candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **
         json_free(d);
         return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", candle_last_errmsg());
     }
-    conv c = {0};
+    conv c = {.root = json_root(d)};
     int root = gen(&c, json_root(d), 0);
+    for (int k = 0; root >= 0 && k < c.n_defs; k++) { /* n_defs grows as bodies refer to more */
+        int id = gen(&c, c.defs[k], 1);
+        if (id < 0) root = -1;
+        else sb_fmt(&c.rules, "d%d ::= s%d\n", k, id);
+    }
     json_free(d);
     sbuf g = {0};
     if (root >= 0) {

@@ -23,6 +23,8 @@ SMALL = [
     (b'{"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"enum": [1, "x", null]}}, "required": ["a"]}', [b'{"a": "x"}']),
     (b'{"type": "array", "items": {"anyOf": [{"type": "integer"}, {"const": {"k": [true]}}]}, "minItems": 1, "maxItems": 2}', [b"[1]"]),
     (b'{"type": ["string", "null"], "pattern": "a+"}', [b"null"]),
+    (b'{"$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#/$defs/n"}, '
+     b'"d": {"type": "string", "format": "date-time"}}}}, "$ref": "#/$defs/n"}', [b'{"k": {}}']),
 ]
 
 

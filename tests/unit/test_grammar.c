@@ -455,8 +455,29 @@ static void test_json_schema(void) {
     CHECK(g);
     if (g) CHECK(match(g, "\"x\"") && match(g, "[1, {\"a\": []}]") && !match(g, "1"));
     candle_grammar_free(g);
+    /* $ref into $defs, recursive; string formats */
+    g = schema("{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"integer\"},"
+               " \"kids\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/node\"}}}, \"required\": [\"v\"]}},"
+               " \"$ref\": \"#/$defs/node\"}");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "{\"v\": 1, \"kids\": [{\"v\": 2}, {\"v\": 3, \"kids\": []}]}"));
+        CHECK(!match(g, "{\"v\": 1, \"kids\": [{\"w\": 2}]}"));
+    }
+    candle_grammar_free(g);
+    g = schema("{\"type\": \"array\", \"items\": {\"anyOf\": [{\"type\": \"string\", \"format\": \"date\"},"
+               " {\"type\": \"string\", \"format\": \"date-time\"}, {\"type\": \"string\", \"format\": \"uuid\"}]}}");
+    CHECK(g);
+    if (g) {
+        CHECK(match(g, "[\"2024-02-29\", \"2024-12-31T23:59:60Z\", \"123e4567-e89b-12d3-a456-426614174000\"]") == false);
+        CHECK(match(g, "[\"2024-02-29\", \"2024-12-31T23:59:59.5+01:00\", \"123e4567-e89b-12d3-a456-426614174000\"]"));
+        CHECK(!match(g, "[\"2024-13-01\"]") && !match(g, "[\"123e4567-e89b-12d3-a456\"]"));
+    }
+    candle_grammar_free(g);
     schema_bad("{\"type\": \"string\", \"pattern\": \"^a\"}", "keyword 'pattern' is not supported");
-    schema_bad("{\"$ref\": \"#/$defs/x\"}", "'$ref'");
+    schema_bad("{\"$ref\": \"#/$defs/x\"}", "no such definition");
+    schema_bad("{\"$ref\": \"other.json#/a\"}", "only #");
+    schema_bad("{\"type\": \"string\", \"format\": \"email\"}", "'format'");
     schema_bad("{\"type\": \"integer\", \"minimum\": 0}", "'minimum'");
     schema_bad("{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}", "required");
     schema_bad("{\"type\": \"decimal\"}", "unknown type 'decimal'");
