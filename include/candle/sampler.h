@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "grammar.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -38,8 +39,17 @@ typedef struct candle_sampler candle_sampler;
 CANDLE_API candle_status candle_sampler_init(candle_sampler **out, int32_t n_vocab,
                                              const candle_sampler_params *p);
 CANDLE_API void candle_sampler_free(candle_sampler *s);
-/* Pick a token from logits[n_vocab] (left unchanged). */
+/* Pick a token from logits[n_vocab] (left unchanged). With a grammar set,
+ * only tokens the grammar allows next; -1 when it allows none (the reason in
+ * candle_last_errmsg). */
 CANDLE_API int32_t candle_sampler_sample(candle_sampler *s, const float *logits);
+/* Constrain sampling by a grammar matcher over vocabulary v (NULL state:
+ * off). The sampler does not own them and does not advance the matcher:
+ * after each sampled token the caller calls candle_grammar_accept_token
+ * (the matcher is per stream state, while the params are plain values).
+ * Tokens at or beyond candle_grammar_vocab_n(v) are never allowed. */
+CANDLE_API void candle_sampler_set_grammar(candle_sampler *s, candle_grammar_state *g,
+                                           const candle_grammar_vocab *v);
 /* Record a token in the penalty history (prompt and generated tokens). */
 CANDLE_API void candle_sampler_accept(candle_sampler *s, int32_t token);
 /* Clear the history and reseed. */

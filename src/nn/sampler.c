@@ -22,6 +22,9 @@ struct candle_sampler {
     int32_t *history; /* ring of the last penalty_last_n accepted tokens */
     int32_t n_hist, hist_head;
     uint64_t rng[4]; /* xoshiro256** state */
+    candle_grammar_state *grammar; /* optional constraint, not owned */
+    const candle_grammar_vocab *gvocab;
+    float *masked; /* [n_vocab] logits with the grammar's mask, allocated on first use */
 };
 
 static bool in_range(float v, float lo, float hi) { return v >= lo && v <= hi; } /* NaN: false */
@@ -118,6 +121,7 @@ void candle_sampler_free(candle_sampler *s) {
     free(s->cands);
     free(s->counts);
     free(s->history);
+    free(s->masked);
     free(s);
 }
 
@@ -246,7 +250,61 @@ static int32_t argmax(const float *logits, int32_t n) {
     return best == INT32_MAX ? argmax_serial(logits, n) : best;
 }
 
+void candle_sampler_set_grammar(candle_sampler *s, candle_grammar_state *g,
+                                const candle_grammar_vocab *v) {
+    if (!s) return;
+    s->grammar = g && v ? g : NULL;
+    s->gvocab = g && v ? v : NULL;
+    free(s->masked); /* sized for the vocabulary on next use */
+    s->masked = NULL;
+}
+
+static int32_t sample_logits(candle_sampler *s, const float *logits);
+
 int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
+    if (!s->grammar) return sample_logits(s, logits);
+    /* Greedy: the best token is the masked argmax whenever the grammar
+     * allows it, and checking one token is much cheaper than the mask. */
+    if (s->p.temp <= 0 && !penalties_on(&s->p)) {
+        int32_t best = argmax(logits, s->n_vocab);
+        if (logits[best] > -INFINITY && candle_grammar_token_ok(s->grammar, s->gvocab, best))
+            return best;
+    }
+    int32_t nv = candle_grammar_vocab_n(s->gvocab);
+    size_t n_buf = (size_t)(nv > s->n_vocab ? nv : s->n_vocab); /* the mask writes nv entries */
+    if (!s->masked && !(s->masked = calloc(n_buf, sizeof *s->masked))) {
+        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler grammar mask");
+        return -1;
+    }
+    /* top-k sampling without penalties depends only on the top_k best
+     * allowed tokens: when the 4 * top_k best tokens hold that many allowed
+     * ones, they are the top_k best allowed ones, and checking those few
+     * gives the distribution the full mask would (inside a JSON string,
+     * where nearly every token is allowed, the full mask walks the whole
+     * vocabulary). */
+    int32_t k = s->p.top_k, kk = 4 * k;
+    if (k > 0 && kk < s->n_vocab && !penalties_on(&s->p)) {
+        cand *c = s->cands;
+        for (int32_t i = 0; i < s->n_vocab; i++) c[i] = (cand){i, logits[i], 0};
+        select_top_k(c, s->n_vocab, kk);
+        int32_t found = 0;
+        for (int32_t i = 0; i < kk && found < k; i++)
+            if (c[i].id < nv && c[i].logit > -INFINITY &&
+                candle_grammar_token_ok(s->grammar, s->gvocab, c[i].id))
+                c[found++] = c[i];
+        if (found == k) {
+            for (int32_t i = 0; i < s->n_vocab; i++) s->masked[i] = -INFINITY;
+            for (int32_t i = 0; i < k; i++) s->masked[c[i].id] = c[i].logit;
+            return sample_logits(s, s->masked);
+        }
+    }
+    memcpy(s->masked, logits, (size_t)s->n_vocab * sizeof *logits);
+    for (int32_t i = nv; i < s->n_vocab; i++) s->masked[i] = -INFINITY;
+    if (candle_grammar_mask(s->grammar, s->gvocab, s->masked, NULL)) return -1;
+    return sample_logits(s, s->masked);
+}
+
+static int32_t sample_logits(candle_sampler *s, const float *logits) {
     cand *c = s->cands;
     int32_t n = s->n_vocab;
     bool penalties = penalties_on(&s->p);
@@ -284,5 +342,6 @@ int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
         cum += c[i].p;
         if (u < cum) return c[i].id;
     }
+    while (n > 1 && c[n - 1].p == 0) n--; /* rounding: never a token of probability 0 (masked) */
     return c[n - 1].id;
 }

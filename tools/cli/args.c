@@ -46,6 +46,9 @@ static const opt opts[] = {
     {"-f", "--file", T_STR, OFF(file)},
     {"-s", "--system", T_STR, OFF(system)},
     {NULL, "--chat-template", T_STR, OFF(chat_template)},
+    {NULL, "--grammar", T_STR, OFF(grammar_file)},
+    {NULL, "--grammar-text", T_STR, OFF(grammar_text)},
+    {NULL, "--json-schema", T_STR, OFF(json_schema)},
     {"-n", "--n-predict", T_I64, OFF(n_predict)},
     {"-c", "--ctx-size", T_I64, OFF(n_ctx)},
     {"-t", "--threads", T_INT, OFF(n_threads)},
@@ -170,6 +173,11 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
     if (a->n_threads > CLI_MAX_THREADS) {
         fprintf(stderr, "candle %s: -t %d: at most %d threads\n", argv[0], a->n_threads,
                 CLI_MAX_THREADS);
+        return 2;
+    }
+    if (!!a->grammar_file + !!a->grammar_text + !!a->json_schema > 1) {
+        fprintf(stderr, "candle %s: --grammar, --grammar-text and --json-schema: give one of them\n",
+                argv[0]);
         return 2;
     }
     if (candle_sampler_params_check(&a->sp)) {

@@ -14,6 +14,9 @@ typedef struct cli_args {
     const char *file;   /* -f */
     const char *system; /* -s, chat system prompt */
     const char *chat_template; /* --chat-template NAME */
+    const char *grammar_file;  /* --grammar FILE (GBNF) */
+    const char *grammar_text;  /* --grammar-text 'root ::= ...' */
+    const char *json_schema;   /* --json-schema FILE */
     int64_t n_predict;  /* -n; -1 = until end of generation */
     int64_t n_ctx;      /* -c; 0 = the command's default */
     int n_threads;      /* -t */

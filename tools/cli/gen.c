@@ -5,6 +5,61 @@
 
 #include "gen.h"
 
+/* A whole file into a malloc'ed buffer (NUL-terminated); NULL if unreadable. */
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    if (f) fclose(f);
+    return buf;
+}
+
+/* The grammar of --grammar FILE, --grammar-text or --json-schema FILE: 0, or
+ * 1 after a message. */
+static int open_grammar(gen *g, const cli_args *a) {
+    const char *text = a->grammar_text, *what = "--grammar-text";
+    char *buf = NULL, *gbnf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    const char *path = a->grammar_file ? a->grammar_file : a->json_schema;
+    if (path) {
+        what = path;
+        if (!(text = buf = slurp(path, &len))) {
+            fprintf(stderr, "candle %s: %s %s: cannot read it\n", g->cmd,
+                    a->grammar_file ? "--grammar" : "--json-schema", path);
+            return 1;
+        }
+    }
+    int r = 0;
+    if (a->json_schema) {
+        if (candle_json_schema_to_gbnf(text, len, &gbnf)) {
+            fprintf(stderr, "candle %s: %s: %s\n", g->cmd, what, candle_last_errmsg());
+            free(buf);
+            return 1;
+        }
+        text = gbnf;
+        len = strlen(gbnf);
+    }
+    if (candle_grammar_parse(&g->grammar, text, len) ||
+        candle_grammar_vocab_from_tokenizer(&g->gvocab, g->tok) ||
+        candle_grammar_state_init(&g->gstate, g->grammar)) {
+        fprintf(stderr, "candle %s: %s: %s\n", g->cmd, what, candle_last_errmsg());
+        r = 1;
+    } else {
+        candle_sampler_set_grammar(g->smp, g->gstate, g->gvocab);
+    }
+    candle_free(gbnf);
+    free(buf);
+    return r;
+}
+
 int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     memset(g, 0, sizeof *g);
     g->cmd = cmd;
@@ -38,6 +93,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
         fprintf(stderr, "candle %s: out of memory\n", cmd);
         return 1;
     }
+    if ((a->grammar_file || a->grammar_text || a->json_schema) && open_grammar(g, a)) return 1;
     g->t_load = cli_now() - t0;
     return 0;
 }
@@ -45,6 +101,9 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
 void gen_close(gen *g) {
     free(g->logits);
     candle_sampler_free(g->smp);
+    candle_grammar_state_free(g->gstate);
+    candle_grammar_vocab_free(g->gvocab);
+    candle_grammar_free(g->grammar);
     candle_session_free(g->sess);
     candle_tokenizer_free(g->tok);
     candle_model_free(g->model);
@@ -98,9 +157,18 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
                char **text) {
     size_t text_len = 0;
     *n_out = 0;
+    if (g->gstate) candle_grammar_state_reset(g->gstate);
     while (n_predict < 0 || *n_out < n_predict) {
         int32_t id = candle_sampler_sample(g->smp, g->logits);
+        if (id < 0) { /* the grammar allows no token */
+            fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
+            return 1;
+        }
         if (candle_tokenizer_is_eog(g->tok, id)) break;
+        if (g->gstate && candle_grammar_accept_token(g->gstate, g->gvocab, id)) {
+            fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
+            return 1;
+        }
         candle_sampler_accept(g->smp, id);
         char buf[256];
         size_t len = 0;
@@ -110,7 +178,13 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             if (text) append(text, &text_len, buf, len);
         }
         ++*n_out;
-        if (n_predict >= 0 && *n_out == n_predict) break;
+        if (g->gstate && candle_grammar_state_done(g->gstate)) break; /* only the end can follow */
+        if (n_predict >= 0 && *n_out == n_predict) {
+            if (g->gstate && !candle_grammar_state_can_end(g->gstate))
+                fprintf(stderr, "\ncandle %s: stopped after -n %lld tokens, before the grammar "
+                                "was complete\n", g->cmd, (long long)n_predict);
+            break;
+        }
         bool full = candle_session_pos(g->sess) >= candle_session_n_ctx(g->sess);
         if (full && !a->ctx_shift) {
             if (n_predict < 0) { /* "until the end": the context's end counts */

@@ -12,6 +12,9 @@ typedef struct gen {
     candle_tokenizer *tok;
     candle_session *sess;
     candle_sampler *smp;
+    candle_grammar *grammar; /* --grammar / --grammar-text; NULL: none */
+    candle_grammar_vocab *gvocab;
+    candle_grammar_state *gstate;
     float *logits; /* [n_vocab] of the last evaluated token */
     int64_t n_vocab;
     double t_load; /* seconds */
@@ -29,7 +32,8 @@ int gen_fail(gen *g, const char *what);
  * half of the context (after n_keep positions). */
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep);
 /* Sample, stream and evaluate up to n_predict tokens (-1: until the end of
- * generation or a full context). *n_out gets the count; when text is not
+ * generation or a full context). With a grammar, each call starts it over
+ * and stops once the grammar admits nothing more. *n_out gets the count; when text is not
  * NULL the generated text is appended to a malloc'ed string there. */
 int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int64_t *n_out,
                char **text);
