@@ -64,6 +64,15 @@ typedef struct layer_weights {
     candle_tensor *w_up;           /* [n_embd, n_ff], or [n_embd, 2*n_ff] fused */
     candle_tensor *w_down;         /* [n_ff, n_embd] */
     candle_tensor *ffn_post_norm;  /* [n_embd] */
+    /* A mixture-of-experts FFN (ffn_gate_inp present): the router, and per
+     * expert the transposed view of its gate/up/down weights, whether the
+     * source stacks them ([n_expert, ...] ffn_*_exps, as llama.cpp writes)
+     * or lists one tensor per expert (ffn_gate.E.weight, the older GGUF and
+     * the Hugging Face layout). */
+    candle_tensor *router;         /* [n_embd, n_expert] */
+    candle_tensor **exp_gate, **exp_up, **exp_down; /* [n_expert] each */
+    candle_tensor *sh_gate, *sh_up, *sh_down; /* shared expert, or NULL */
+    candle_tensor *sh_gate_inp;    /* [n_embd, 1]: its sigmoid gate, or NULL */
 } layer_weights;
 
 typedef struct model_family {
@@ -77,6 +86,8 @@ typedef struct model_family {
 extern const model_family family_llama;  /* llama.c */
 extern const model_family family_qwen2;  /* qwen.c */
 extern const model_family family_qwen3;  /* qwen.c */
+extern const model_family family_qwen2moe; /* qwen.c */
+extern const model_family family_qwen3moe; /* qwen.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
