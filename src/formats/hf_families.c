@@ -676,6 +676,14 @@ bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, si
     if (!strncmp(gguf_name, "blk.", 4) && gguf_name[4] >= '0' && gguf_name[4] <= '9') {
         il = strtol(gguf_name + 4, &end, 10);
         if (*end != '.') return false;
+        /* stacked experts "ffn_gate_exps.weight": every expert's tensor */
+        for (const hf_name *t = f->experts; t && t->hf; t++) {
+            size_t ng = strlen(t->gguf);
+            if (!strncmp(end + 1, t->gguf, ng) && !strcmp(end + 1 + ng, "_exps.weight")) {
+                snprintf(buf, n, "%s%ld.%s*.%s", f->layer_prefix, il, f->expert_prefix, t->hf);
+                return true;
+            }
+        }
         /* an expert's "ffn_gate.E.weight" */
         for (const hf_name *t = f->experts; t && t->hf; t++) {
             size_t ng = strlen(t->gguf);

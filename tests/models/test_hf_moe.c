@@ -125,6 +125,15 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
              name, tname, (int)getpid());
     candle_status s = candle_quantize_file(dir, out, ft, NULL);
     CHECK_MSG(!s, "quantize %s %s: %s", dir, tname, candle_last_errmsg());
+    candle_weights *w = NULL;
+    if (!s) {
+        /* written stacked, as llama.cpp's converter writes experts */
+        CHECK(!candle_weights_open(&w, out, NULL));
+        int64_t i = w ? candle_weights_find_tensor(w, "blk.0.ffn_up_exps.weight") : -1;
+        CHECK_MSG(i >= 0 && candle_weights_tensor(w, i)->rank == 3, "%s %s: no stacked experts", name, tname);
+        CHECK_MSG(w && candle_weights_find_tensor(w, "blk.0.ffn_up.0.weight") < 0, "%s: per-expert tensors", name);
+        candle_weights_close(w);
+    }
     float *q = s ? NULL : run_path(out, g);
     if (q) {
         double e = nmse(q, hf, (size_t)(N_TOK * g->n_vocab));
@@ -150,6 +159,12 @@ static void check_model(const char *name) {
     const candle_model_config *c = candle_model_get_config(m);
     CHECK_MSG(c->n_expert == 4 && c->n_expert_used == 2, "%s: %lld experts, %lld used", name,
               (long long)c->n_expert, (long long)c->n_expert_used);
+    /* the directory's per-expert tensors are presented stacked */
+    const candle_weights *w = candle_model_weights(m);
+    int64_t ie = candle_weights_find_tensor(w, "blk.0.ffn_gate_exps.weight");
+    CHECK_MSG(ie >= 0 && candle_weights_tensor(w, ie)->rank == 3 &&
+                  candle_weights_tensor(w, ie)->shape[0] == 4,
+              "%s: no stacked blk.0.ffn_gate_exps.weight", name);
     size_t n = (size_t)(N_TOK * g.n_vocab);
     float *pre = run(m, &g, false), *dec = run(m, &g, true);
     if (pre && dec) {
