@@ -160,15 +160,18 @@ static candle_tensor *route(decoder_step *st, const layer_weights *w, candle_ten
     return c->expert_norm ? candle_div(ctx, wt, candle_sum(ctx, wt, 1, true)) : wt;
 }
 
-/* The mixture: every expert's output weighted by its routing weight (zero
- * for the experts a row did not choose), plus the shared expert scaled by
- * its sigmoid gate. Every expert is computed for every row here: correct,
- * but reading all experts' weights per step; an op that multiplies only the
- * chosen experts' rows is left to do (notes/issue-23.md). */
+/* The mixture: each row's chosen experts weighted by their routing
+ * weights, plus the shared expert scaled by its sigmoid gate. Stacked
+ * experts go to the moe_ffn op, which multiplies only the rows routed to
+ * each expert; one tensor per expert (older GGUF files) is computed for
+ * every row and weighted by zero where not chosen. */
 static candle_tensor *moe(decoder_step *st, const layer_weights *w, candle_tensor *h) {
     candle_ctx *ctx = st->ctx;
     candle_tensor *wt = route(st, w, h), *out = NULL;
-    for (int64_t e = 0; e < st->c->n_expert && wt; e++) {
+    if (w->gate_exps && wt)
+        out = candle_moe_ffn(ctx, h, wt, w->gate_exps, w->up_exps, w->down_exps,
+                             st->m->family->desc.ffn_act);
+    for (int64_t e = 0; !w->gate_exps && e < st->c->n_expert && wt; e++) {
         candle_tensor *y = glu(st, h, w->exp_gate[e], w->exp_up[e], w->exp_down[e]);
         y = candle_mul(ctx, y, candle_narrow(ctx, wt, 1, e, 1));
         out = out ? candle_add(ctx, out, y) : y;

@@ -130,7 +130,7 @@ static bool has(loader *L, int64_t il, const char *what) {
  * ffn_<what>_exps.weight [n_expert, n_out, n_in] when the source has it, else
  * its own tensor ffn_<what>.<e>.weight. */
 static bool load_experts(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in,
-                         candle_tensor **out) {
+                         candle_tensor **out, candle_tensor **stacked) {
     candle_model *m = L->m;
     int64_t ne = m->cfg.n_expert;
     char name[64];
@@ -148,6 +148,7 @@ static bool load_experts(loader *L, int64_t il, const char *what, int64_t n_out,
             return false;
         }
         if (!weight_dtype_ok(L, t)) return false;
+        *stacked = t;
         for (int64_t e = 0; e < ne; e++) {
             candle_tensor *v = candle_squeeze(m->ctx, candle_narrow(m->ctx, t, 0, e, 1), 0);
             if (!(out[e] = candle_transpose(m->ctx, v, 0, 1))) return false;
@@ -182,10 +183,12 @@ static bool load_moe(loader *L, layer_weights *w, int64_t il) {
     }
     w->exp_up = w->exp_gate + c->n_expert;
     w->exp_down = w->exp_up + c->n_expert;
-    if (!load_experts(L, il, "gate", c->n_ff_exp, c->n_embd, w->exp_gate) ||
-        !load_experts(L, il, "up", c->n_ff_exp, c->n_embd, w->exp_up) ||
-        !load_experts(L, il, "down", c->n_embd, c->n_ff_exp, w->exp_down))
+    if (!load_experts(L, il, "gate", c->n_ff_exp, c->n_embd, w->exp_gate, &w->gate_exps) ||
+        !load_experts(L, il, "up", c->n_ff_exp, c->n_embd, w->exp_up, &w->up_exps) ||
+        !load_experts(L, il, "down", c->n_embd, c->n_ff_exp, w->exp_down, &w->down_exps))
         return false;
+    /* the op takes the three stacked or none */
+    if (!w->gate_exps || !w->up_exps || !w->down_exps) w->gate_exps = w->up_exps = w->down_exps = NULL;
     if (!has(L, il, "ffn_up_shexp.weight") && !has(L, il, "ffn_gate_inp_shexp.weight")) return true;
     w->sh_gate = lin(L, il, "ffn_gate_shexp.weight", c->n_ff_shexp, c->n_embd);
     w->sh_up = lin(L, il, "ffn_up_shexp.weight", c->n_ff_shexp, c->n_embd);

@@ -71,6 +71,9 @@ typedef struct layer_weights {
      * the Hugging Face layout). */
     candle_tensor *router;         /* [n_embd, n_expert] */
     candle_tensor **exp_gate, **exp_up, **exp_down; /* [n_expert] each */
+    /* the stacked [n_expert, rows, cols] tensors when the source has them
+     * (the moe_ffn op reads only the chosen experts' rows of them) */
+    candle_tensor *gate_exps, *up_exps, *down_exps;
     candle_tensor *sh_gate, *sh_up, *sh_down; /* shared expert, or NULL */
     candle_tensor *sh_gate_inp;    /* [n_embd, 1]: its sigmoid gate, or NULL */
 } layer_weights;
