@@ -126,12 +126,35 @@ def build(name, out_root: Path, vers):
           f"size={size / 1e6:.2f}MB", flush=True)
 
 
+def bench_model(d: Path, top_k: int):
+    """A larger random Mixtral for timing (no golden): hidden 512, 8 experts of
+    width 1408, 4 layers; top_k experts per token (8: every expert, to time
+    what reading all experts costs against reading the chosen two)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+    d.mkdir(parents=True, exist_ok=True)
+    tinfo = base.make_bpe_tokenizer(d)
+    cfg = MixtralConfig(vocab_size=tinfo["n_vocab"], hidden_size=512, intermediate_size=1408,
+                        num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+                        num_local_experts=8, num_experts_per_tok=top_k, max_position_embeddings=512,
+                        tie_word_embeddings=False, bos_token_id=tinfo["bos"], eos_token_id=tinfo["eos"])
+    torch.manual_seed(40)
+    model = MixtralForCausalLM(cfg)
+    base.randomize_(model, 40)
+    model.save_pretrained(d, safe_serialization=True)
+    print(f"bench model in {d}: top-{top_k} of 8 experts")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("tests/data/hf"))
     ap.add_argument("--only", default="")
+    ap.add_argument("--bench", type=Path, help="write only the timing model (see bench_model) here")
+    ap.add_argument("--bench-top-k", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
+    if a.bench:
+        bench_model(a.bench, a.bench_top_k)
+        return
     import transformers
     vers = {"torch": torch.__version__, "transformers": transformers.__version__}
     for n in [n for n in a.only.split(",") if n] or list(MODELS):

@@ -220,6 +220,7 @@ static candle_status run_matvecs(cpu_impl *im, candle_tensor *const *mv, int n_m
 /* The fast kernel when its conditions hold (cpu_dispatch.c), else the
  * reference kernel on one thread. */
 static candle_status compute_node(candle_backend *be, candle_tensor *node);
+static candle_status compute_group(candle_backend *be, candle_tensor *const *nodes, int n);
 
 /* A host tensor over caller memory, for the products moe_ffn runs. */
 static void moe_plain(candle_tensor *t, candle_storage *st, float *data, int64_t rows, int64_t cols) {
@@ -253,14 +254,13 @@ static void moe_expert(candle_tensor *t, const candle_tensor *w, int64_t e) {
     t->computed = true;
 }
 
-/* dst = a x b as one MATMUL node through the usual kernels (matrix-vector,
+/* dst = a x b as a MATMUL node for the usual kernels (matrix-vector,
  * quantized, GEMM, threads). */
-static candle_status moe_product(candle_backend *be, candle_tensor *a, candle_tensor *b, candle_tensor *dst) {
+static void moe_product(candle_tensor *a, candle_tensor *b, candle_tensor *dst) {
     dst->op = CANDLE_OP_MATMUL;
     dst->src[0] = a;
     dst->src[1] = b;
     dst->n_src = 2;
-    return compute_node(be, dst);
 }
 
 /* MOE_FFN: per expert, the rows routed to it gathered into one activation,
@@ -294,15 +294,18 @@ static candle_status moe_ffn(candle_backend *be, candle_tensor *node) {
             m++;
         }
         if (!m) continue;
-        candle_tensor a, b, o;
-        candle_storage sa, so;
+        candle_tensor a, bg, bu, og, ou;
+        candle_storage sa, sg, su;
         moe_plain(&a, &sa, xs, m, d_in);
-        moe_expert(&b, g, e);
-        moe_plain(&o, &so, hg, m, d_ff);
-        if ((s = moe_product(be, &a, &b, &o))) break;
-        moe_expert(&b, u, e);
-        moe_plain(&o, &so, hu, m, d_ff);
-        if ((s = moe_product(be, &a, &b, &o))) break;
+        moe_expert(&bg, g, e);
+        moe_expert(&bu, u, e);
+        moe_plain(&og, &sg, hg, m, d_ff);
+        moe_plain(&ou, &su, hu, m, d_ff);
+        moe_product(&a, &bg, &og);
+        moe_product(&a, &bu, &ou);
+        /* gate and up share the activation: one job for a decode row */
+        candle_tensor *const pair[2] = {&og, &ou};
+        if ((s = compute_group(be, pair, 2))) break;
         for (int64_t i = 0; i < m * d_ff; i++) {
             float v = hg[i];
             v = act == CANDLE_OP_SILU ? v / (1.0f + expf(-v))
@@ -310,9 +313,10 @@ static candle_status moe_ffn(candle_backend *be, candle_tensor *node) {
             hg[i] = v * hu[i];
         }
         moe_plain(&a, &sa, hg, m, d_ff);
-        moe_expert(&b, d, e);
-        moe_plain(&o, &so, y, m, d_out);
-        if ((s = moe_product(be, &a, &b, &o))) break;
+        moe_expert(&bg, d, e);
+        moe_plain(&og, &sg, y, m, d_out);
+        moe_product(&a, &bg, &og);
+        if ((s = compute_node(be, &og))) break;
         for (int64_t i = 0; i < m; i++)
             for (int64_t k = 0; k < d_out; k++) acc[rows[i] * d_out + k] += rw[i] * y[i * d_out + k];
     }
