@@ -219,13 +219,14 @@ static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
         }
         return load_moe(L, w, il) && candle_errcode(L->m->ctx) == CANDLE_OK;
     }
-    if (c->n_expert > 0 && !has(L, il, "ffn_up.weight")) {
+    if (c->n_expert > 0 && (!o->moe_dense_layers || !has(L, il, "ffn_up.weight"))) {
         char src[160];
         candle_weights_src_name(L->m->weights, "blk.0.ffn_gate_inp.weight", src, sizeof src);
         candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT,
                          "model: %s: %s.expert_count is %" PRId64 " but layer %" PRId64
-                         " has no router (ffn_gate_inp.weight; '%s' for layer 0) and no dense FFN",
-                         candle_weights_path(L->m->weights), L->m->family->name, c->n_expert, il, src);
+                         " has no router (ffn_gate_inp.weight; '%s' for layer 0)%s",
+                         candle_weights_path(L->m->weights), L->m->family->name, c->n_expert, il, src,
+                         o->moe_dense_layers ? " and no dense FFN" : "");
         return false;
     }
     if (o->fused_gate_up) {

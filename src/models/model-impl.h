@@ -39,6 +39,7 @@ typedef struct model_desc {
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
     bool pos_table;     /* POS_RELATIVE with learned absolute embeddings as well (MPNet) */
     bool no_token_types; /* encoders without a token-type table (MPNet) */
+    bool moe_dense_layers; /* MoE models may have dense layers (Qwen-MoE's mlp_only_layers) */
 } model_desc;
 
 /* What every decoder LM family shares; the table entries add the rest. */

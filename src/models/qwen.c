@@ -34,13 +34,13 @@ static candle_status qwen2moe_config(const candle_weights *w, candle_model_confi
 const model_family family_qwen2moe = {
     .arch = CANDLE_ARCH_QWEN2MOE,
     .name = "qwen2moe",
-    .desc = {DECODER_LM, .qkv_bias = true, .ffn_act = CANDLE_OP_SILU},
+    .desc = {DECODER_LM, .qkv_bias = true, .ffn_act = CANDLE_OP_SILU, .moe_dense_layers = true},
     .config = qwen2moe_config,
 };
 
 const model_family family_qwen3moe = {
     .arch = CANDLE_ARCH_QWEN3MOE,
     .name = "qwen3moe",
-    .desc = {DECODER_LM, .qk_norm = true, .ffn_act = CANDLE_OP_SILU},
+    .desc = {DECODER_LM, .qk_norm = true, .ffn_act = CANDLE_OP_SILU, .moe_dense_layers = true},
     .config = qwen_config,
 };

@@ -195,12 +195,15 @@ static bool write_file(const char *path, const char *a, size_t na, const char *b
 
 /* A copy of the mixtral folder with config.json's `field` set to `value`
  * (field NULL: unchanged) and the tensor name `from` in the safetensors
- * header renamed to `to` (same length; NULL: none): loading it must fail
- * with a message containing `want`. */
-static void check_refused(const char *field, const char *value, const char *from, const char *to,
-                          const char *want) {
-    char src[1024], dir[512], path[1200];
+ * header renamed to `to` (same length; NULL: none), the safetensors taken
+ * from the folder weights_of: loading it must fail with a message
+ * containing `want`. */
+static void check_refused_with(const char *weights_of, const char *field, const char *value,
+                               const char *from, const char *to, const char *want) {
+    char src[1024], wsrc[1024], rel[128], dir[512], path[1200];
     test_path("tests/data/hf/mixtral", src, sizeof src);
+    snprintf(rel, sizeof rel, "tests/data/hf/%s", weights_of);
+    test_path(rel, wsrc, sizeof wsrc);
     snprintf(dir, sizeof dir, "%s/candle-moe-bad-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid());
     if (mkdir(dir, 0700) && errno != EEXIST) {
@@ -210,7 +213,7 @@ static void check_refused(const char *field, const char *value, const char *from
     size_t ncfg, nst;
     snprintf(path, sizeof path, "%s/config.json", src);
     char *cfg = test_read_file(path, &ncfg);
-    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    snprintf(path, sizeof path, "%s/model.safetensors", wsrc);
     char *st = test_read_file(path, &nst);
     CHECK(cfg && st);
     char key[64];
@@ -254,6 +257,11 @@ static void check_refused(const char *field, const char *value, const char *from
     rmdir(dir);
 }
 
+static void check_refused(const char *field, const char *value, const char *from, const char *to,
+                          const char *want) {
+    check_refused_with("mixtral", field, value, from, to, want);
+}
+
 int main(void) {
     static const char *const models[] = {"mixtral", "qwen3-moe", "qwen2-moe"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(models[i]);
@@ -264,5 +272,8 @@ int main(void) {
     /* expert 3's w1 of layer 1 stored under expert 9's name: missing */
     check_refused(NULL, NULL, "layers.1.block_sparse_moe.experts.3.w1", "layers.1.block_sparse_moe.experts.9.w1",
                   "missing tensor 'model.layers.1.block_sparse_moe.experts.3.w1.weight'");
+    /* Mixtral's config over a dense llama's weights (same attention shape):
+     * a llama with experts has a router in every layer */
+    check_refused_with("llama2", NULL, NULL, NULL, NULL, "layer 0 has no router");
     return test_done("test_hf_moe");
 }
