@@ -256,11 +256,13 @@ static candle_status stack_experts(candle_weights *w) {
                 char gguf[96], src[160];
                 snprintf(gguf, sizeof gguf, "blk.%ld.%s.%ld.weight", il, what, e);
                 if (!hf_family_src_name(w->hf, gguf, src, sizeof src)) snprintf(src, sizeof src, "%s", gguf);
+                candle_status s = candle_set_error(
+                    NULL, CANDLE_ERR_FORMAT,
+                    t->name ? "%s: tensor '%s' differs from expert 0's in dtype or shape"
+                            : "%s: missing tensor '%s' (experts 0..%ld of layer %ld)",
+                    w->path, t->name ? t->src_name : src, hi, il);
                 free(parts);
-                return candle_set_error(NULL, CANDLE_ERR_FORMAT,
-                                        t->name ? "%s: tensor '%s' differs from expert 0's in dtype or shape"
-                                                : "%s: missing tensor '%s' (experts 0..%ld of layer %ld)",
-                                        w->path, t->name ? t->src_name : src, hi, il);
+                return s;
             }
             if (!t0) t0 = t;
         }
