@@ -117,6 +117,54 @@ static void check_batch(const char *name, candle_model *m, const golden *g, cons
     free(lb);
 }
 
+/* The GGUF at `path` rewritten with each stacked ffn_*_exps.weight split
+ * into llama.cpp's older per-expert tensors (blk.N.ffn_gate.E.weight), the
+ * layout of early Mixtral GGUF files: it must give the stacked file's
+ * logits (`ref`) through the loader's per-expert path. */
+static void check_split(const char *name, const char *tname, const char *path, const golden *g,
+                        const float *ref) {
+    char out[600];
+    snprintf(out, sizeof out, "%s.split.gguf", path);
+    size_t n;
+    char *bytes = test_read_file(path, &n);
+    candle_gguf *src = NULL;
+    candle_gguf_writer *w = NULL;
+    bool ok = bytes && !candle_gguf_open(&src, path, NULL) && !candle_gguf_writer_init(&w) &&
+              !candle_gguf_writer_copy_kv(w, src);
+    int split = 0;
+    for (int64_t i = 0; ok && i < candle_gguf_n_tensors(src); i++) {
+        const candle_gguf_tensor_info *t = candle_gguf_tensor(src, i);
+        size_t nl = strlen(t->name);
+        const char *tail = "_exps.weight";
+        if (t->rank == 3 && nl > strlen(tail) && !strcmp(t->name + nl - strlen(tail), tail)) {
+            size_t part = t->size / (size_t)t->shape[0];
+            for (int64_t e = 0; ok && e < t->shape[0]; e++) {
+                char pn[128];
+                snprintf(pn, sizeof pn, "%.*s.%lld.weight", (int)(nl - strlen(tail)), t->name, (long long)e);
+                ok = !candle_gguf_writer_add_tensor(w, pn, t->dtype, 2, t->shape + 1,
+                                                    bytes + t->offset + (size_t)e * part);
+            }
+            split++;
+        } else {
+            ok = !candle_gguf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, bytes + t->offset);
+        }
+    }
+    ok = ok && split > 0 && !candle_gguf_writer_write(w, out);
+    CHECK_MSG(ok, "%s: splitting %s: %s", name, path, candle_last_errmsg());
+    candle_gguf_writer_free(w);
+    candle_gguf_close(src);
+    free(bytes);
+    float *q = ok ? run_path(out, g) : NULL;
+    if (q) {
+        double e = nmse(q, ref, (size_t)(N_TOK * g->n_vocab));
+        printf("%-10s %s, experts split into %d x n_expert tensors: NMSE vs stacked %.2e\n", name, tname,
+               split, e);
+        CHECK_MSG(e < 1e-6, "%s: split %s GGUF NMSE %.3g", name, tname, e);
+    }
+    free(q);
+    unlink(out);
+}
+
 /* candle quantize DIR -> GGUF, reloaded: the experts' tensors survive. */
 static void check_quantized(const char *name, const char *dir, const golden *g, const float *hf,
                             candle_ftype ft, const char *tname, double bound) {
@@ -139,6 +187,7 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
         double e = nmse(q, hf, (size_t)(N_TOK * g->n_vocab));
         printf("%-10s candle quantize DIR %s: NMSE vs directory %.2e\n", name, tname, e);
         CHECK_MSG(e < bound, "%s: %s GGUF NMSE %.3g", name, tname, e);
+        if (ft != CANDLE_FTYPE_MOSTLY_Q4_0) check_split(name, tname, out, g, q);
     }
     free(q);
     unlink(out);
