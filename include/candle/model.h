@@ -33,6 +33,8 @@ typedef enum candle_arch {
     CANDLE_ARCH_PHI3,
     CANDLE_ARCH_BERT, /* BERT encoders: MiniLM, BGE, E5, GTE; RoBERTa, XLM-RoBERTa */
     CANDLE_ARCH_MPNET, /* MPNet encoders: all-mpnet-base-v2 */
+    CANDLE_ARCH_QWEN2MOE, /* Qwen1.5/2-MoE: routed experts and a gated shared expert */
+    CANDLE_ARCH_QWEN3MOE, /* Qwen3-MoE */
     CANDLE_ARCH_COUNT
 } candle_arch;
 
@@ -81,6 +83,12 @@ typedef struct candle_model_config {
     double final_softcap; /* tanh soft-capping of logits, 0 = none */
     double embd_scale;    /* input embeddings multiplied by this (1 or sqrt(n_embd)) */
     candle_model_kind kind;
+    /* Mixture of experts (Mixtral is llama with experts); 0 experts: dense. */
+    int64_t n_expert;      /* expert_count */
+    int64_t n_expert_used; /* expert_used_count: experts per token */
+    int64_t n_ff_exp;      /* expert_feed_forward_length, else feed_forward_length */
+    int64_t n_ff_shexp;    /* expert_shared_feed_forward_length, else n_ff_exp */
+    bool expert_norm;      /* renormalise the chosen experts' weights to sum 1 */
 } candle_model_config;
 
 typedef struct candle_model candle_model;

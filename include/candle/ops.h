@@ -74,6 +74,7 @@ typedef enum candle_op {
     CANDLE_OP_CONV2D,       /* src: x [N, C, H, W], w [O, C/g, KH, KW], bias? */
     CANDLE_OP_ATTENTION,    /* src: q, k, v, mask?; see candle_attention */
     CANDLE_OP_PAGED_ATTENTION, /* src: q, k, v, k_cache, v_cache, table; see candle_paged_attention */
+    CANDLE_OP_MOE_FFN, /* src: x, weights, gate, up, down; iparams[0] = act; see candle_moe_ffn */
     CANDLE_OP_COUNT
 } candle_op;
 
@@ -173,6 +174,17 @@ CANDLE_API candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candl
 CANDLE_API candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
                                         candle_tensor *bias);
 /* Over the last dim; weight [D] optional (NULL). */
+/* Mixture-of-experts gated FFN: row r of the result [n, d_out] is
+ *   sum over experts e with weights[r, e] != 0 of
+ *   weights[r, e] * down_e (act(gate_e x_r) * (up_e x_r))
+ * x [n, d_in] f32; weights [n, n_expert] f32 (zero: expert not chosen);
+ * gate, up [n_expert, d_ff, d_in] and down [n_expert, d_out, d_ff], each
+ * expert's rows as a linear layer stores them (any float or quantized
+ * dtype). Only the chosen experts' weights are read, and each expert's rows
+ * are multiplied together. act: CANDLE_OP_SILU or CANDLE_OP_GELU_TANH. */
+CANDLE_API candle_tensor *candle_moe_ffn(candle_ctx *ctx, candle_tensor *x, candle_tensor *weights,
+                                         candle_tensor *gate, candle_tensor *up, candle_tensor *down,
+                                         candle_op act);
 CANDLE_API candle_tensor *candle_rms_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
                                           double eps);
 CANDLE_API candle_tensor *candle_layer_norm(candle_ctx *ctx, candle_tensor *x,

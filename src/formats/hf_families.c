@@ -22,7 +22,7 @@ typedef struct hf_name {
 typedef struct hf_key {
     const char *hf;   /* config.json field */
     const char *gguf; /* after "<arch>." */
-    char type;        /* 'i' integer, 'f' number */
+    char type;        /* 'i' integer, 'f' number, 'b' boolean */
 } hf_key;
 
 struct hf_family {
@@ -37,6 +37,11 @@ struct hf_family {
     const char *act;       /* the one the architecture computes */
     const char *task_prefix; /* a task model's base-model prefix ("roberta"); NULL: model_type */
     bool pos_after_pad;      /* RoBERTa: position ids start at pad_token_id + 1 */
+    /* Mixture of experts: "<layer>.<expert_prefix>E.<name>" is expert E's
+     * tensor, named "blk.N.<gguf>.E.weight" (llama.cpp's per-expert names,
+     * which the model loader reads beside the stacked ffn_*_exps). */
+    const char *expert_prefix;
+    const hf_name *experts;
 };
 
 static const hf_name decoder_global[] = {
@@ -74,6 +79,42 @@ static const hf_name gemma_layer[] = {
     {"post_attention_layernorm.weight", "post_attention_norm.weight", T_NORM},
     {"pre_feedforward_layernorm.weight", "ffn_norm.weight", T_NORM},
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", T_NORM},
+    {NULL, NULL, T_W},
+};
+
+/* Mixtral: llama with a router and eight (here any) SwiGLU experts. */
+static const hf_name mixtral_layer[] = {
+    ATTENTION_NAMES,
+    {"post_attention_layernorm.weight", "ffn_norm.weight", T_NORM},
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", T_W},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name mixtral_experts[] = {
+    {"w1.weight", "ffn_gate", T_W},
+    {"w3.weight", "ffn_up", T_W},
+    {"w2.weight", "ffn_down", T_W},
+    {NULL, NULL, T_W},
+};
+
+/* Qwen2-MoE / Qwen3-MoE: mlp.gate routes; Qwen2-MoE's shared expert and its
+ * gate as llama.cpp names them (a layer of mlp_only_layers keeps the dense
+ * mlp.*_proj names of ATTENTION_NAMES). */
+static const hf_name qwen_moe_layer[] = {
+    ATTENTION_NAMES,
+    {"post_attention_layernorm.weight", "ffn_norm.weight", T_NORM},
+    {"mlp.gate.weight", "ffn_gate_inp.weight", T_W},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", T_W},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", T_W},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", T_W},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", T_W},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name qwen_moe_experts[] = {
+    {"gate_proj.weight", "ffn_gate", T_W},
+    {"up_proj.weight", "ffn_up", T_W},
+    {"down_proj.weight", "ffn_down", T_W},
     {NULL, NULL, T_W},
 };
 
@@ -179,6 +220,25 @@ static const hf_key window_keys[] = {
     {NULL, NULL, 0},
 };
 
+static const hf_key mixtral_keys[] = {
+    {"sliding_window", "attention.sliding_window", 'i'},
+    {"num_local_experts", "expert_count", 'i'},
+    {"num_experts_per_tok", "expert_used_count", 'i'},
+    {NULL, NULL, 0},
+};
+
+/* Qwen configs spell the count num_experts (transformers 5 also saves
+ * num_local_experts); intermediate_size is the dense layers' width. */
+static const hf_key qwen_moe_keys[] = {
+    {"num_experts", "expert_count", 'i'},
+    {"num_local_experts", "expert_count", 'i'},
+    {"num_experts_per_tok", "expert_used_count", 'i'},
+    {"moe_intermediate_size", "expert_feed_forward_length", 'i'},
+    {"shared_expert_intermediate_size", "expert_shared_feed_forward_length", 'i'},
+    {"norm_topk_prob", "expert_weights_norm", 'b'},
+    {NULL, NULL, 0},
+};
+
 static const hf_key gemma2_keys[] = {
     {"sliding_window", "attention.sliding_window", 'i'},
     {"attn_logit_softcapping", "attn_logit_softcapping", 'f'},
@@ -199,26 +259,31 @@ static const hf_key gemma3_keys[] = {
 
 static const hf_family families[] = {
 #define DECODER decoder_global, "model.layers."
-    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false},
-    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false},
-    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false},
-    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false},
-    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false},
+    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
+    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
+    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
+    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
+    {"mixtral", "llama", DECODER, mixtral_layer, mixtral_keys, false, "hidden_act", "silu", NULL, false,
+     "block_sparse_moe.experts.", mixtral_experts},
+    {"qwen2_moe", "qwen2moe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL,
+     false, "mlp.experts.", qwen_moe_experts},
+    {"qwen3_moe", "qwen3moe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL,
+     false, "mlp.experts.", qwen_moe_experts},
+    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
     {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
-     "gelu_pytorch_tanh", NULL, false},
+     "gelu_pytorch_tanh", NULL, false, NULL, NULL},
     {"gemma3_text", "gemma3", DECODER, gemma_layer, gemma3_keys, true, "hidden_activation",
-     "gelu_pytorch_tanh", NULL, false},
-    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu", NULL, false},
+     "gelu_pytorch_tanh", NULL, false, NULL, NULL},
+    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu", NULL, false, NULL, NULL},
     /* llama.cpp converts both as bert, with the position rows before
      * pad_token_id + 1 dropped; here they stay and candle.position_offset
      * says where position 0 is */
     {"roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
-     "roberta", true},
+     "roberta", true, NULL, NULL},
     {"xlm-roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
-     "roberta", true},
+     "roberta", true, NULL, NULL},
     /* positions from MPNetEmbeddings' fixed padding_idx 1 + 1 */
-    {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL,
-     true},
+    {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL, true, NULL, NULL},
 #undef DECODER
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -233,7 +298,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
+    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -251,6 +316,11 @@ static candle_status map_key(candle_weights *w, const hf_family *f, const json_v
     snprintf(key, sizeof key, "%s.%s", f->arch, k->gguf);
     int64_t i;
     double d;
+    bool b;
+    if (k->type == 'b') {
+        if (!json_as_bool(v, &b)) return bad_field(file, k->hf, "a boolean", v);
+        return weights_add_bool(w, key, b);
+    }
     if (k->type == 'i') {
         if (!json_as_i64(v, &i) || i < 0) return bad_field(file, k->hf, "a non-negative integer", v);
         return weights_add_i64(w, key, i);
@@ -586,6 +656,17 @@ static bool family_tensor(const hf_family *f, const char *src, char *buf, size_t
     size_t na = strlen(pre);
     if (!strncmp(src, pre, na) && src[na] == '.') src += na + 1;
     if (split_layer(src, f->layer_prefix, &il, &rest)) {
+        long ie;
+        const char *er;
+        if (f->expert_prefix && split_layer(rest, f->expert_prefix, &ie, &er)) {
+            for (const hf_name *t = f->experts; t->hf; t++)
+                if (!strcmp(t->hf, er)) {
+                    snprintf(buf, n, "blk.%ld.%s.%ld.weight", il, t->gguf, ie);
+                    *xf = xform_of(f, t->kind);
+                    return true;
+                }
+            return false;
+        }
         for (const hf_name *t = f->layer; t->hf; t++)
             if (!strcmp(t->hf, rest)) {
                 snprintf(buf, n, "blk.%ld.%s", il, t->gguf);
@@ -609,6 +690,26 @@ bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, si
     if (!strncmp(gguf_name, "blk.", 4) && gguf_name[4] >= '0' && gguf_name[4] <= '9') {
         il = strtol(gguf_name + 4, &end, 10);
         if (*end != '.') return false;
+        /* stacked experts "ffn_gate_exps.weight": every expert's tensor */
+        for (const hf_name *t = f->experts; t && t->hf; t++) {
+            size_t ng = strlen(t->gguf);
+            if (!strncmp(end + 1, t->gguf, ng) && !strcmp(end + 1 + ng, "_exps.weight")) {
+                snprintf(buf, n, "%s%ld.%s*.%s", f->layer_prefix, il, f->expert_prefix, t->hf);
+                return true;
+            }
+        }
+        /* an expert's "ffn_gate.E.weight" */
+        for (const hf_name *t = f->experts; t && t->hf; t++) {
+            size_t ng = strlen(t->gguf);
+            char *e2;
+            if (strncmp(end + 1, t->gguf, ng) || end[1 + ng] != '.' || end[2 + ng] < '0' ||
+                end[2 + ng] > '9')
+                continue;
+            long ie = strtol(end + 2 + ng, &e2, 10);
+            if (strcmp(e2, ".weight")) continue;
+            snprintf(buf, n, "%s%ld.%s%ld.%s", f->layer_prefix, il, f->expert_prefix, ie, t->hf);
+            return true;
+        }
         /* fused and split projections share a GGUF name: the first listed
          * is the one the family's checkpoints have when neither exists */
         for (const hf_name *t = f->layer; t->hf; t++)

@@ -21,6 +21,11 @@ typedef struct weights_entry {
     int shard;        /* the directory's file holding it; -1 for GGUF or made */
     weights_xform xf;
     const float *made; /* f32 values an adapter made (w->made), or NULL */
+    /* A directory's experts stacked as one [n_parts, rows, cols] tensor
+     * (GGUF's ffn_*_exps): the per-expert entries in expert order, copied
+     * into one buffer at load. NULL otherwise. */
+    struct weights_entry *parts;
+    int64_t n_parts;
 } weights_entry;
 
 /* A tensor an adapter makes from the configuration where GGUF has one

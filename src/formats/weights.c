@@ -187,7 +187,12 @@ void candle_weights_close(candle_weights *w) {
     free(w->shards);
     free(w->shard_names);
     if (w->format == CANDLE_WEIGHTS_HF_DIR)
-        for (int64_t i = 0; i < w->n_entries; i++) free((char *)w->entries[i].info.name);
+        for (int64_t i = 0; i < w->n_entries; i++) {
+            free((char *)w->entries[i].info.name);
+            for (int64_t k = 0; k < w->entries[i].n_parts; k++)
+                free((char *)w->entries[i].parts[k].info.name);
+            free(w->entries[i].parts);
+        }
     free(w->entries);
     free(w->by_name);
     for (int64_t i = 0; i < w->n_kv; i++) {
@@ -364,6 +369,17 @@ candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *c
         return t;
     }
     if (w->gguf) return candle_gguf_load_tensor(w->gguf, ctx, name);
+    if (e->parts) {
+        candle_tensor *t = candle_tensor_new(ctx, e->info.dtype, e->info.rank, e->info.shape);
+        size_t part = e->info.size / (size_t)e->n_parts;
+        for (int64_t k = 0; t && k < e->n_parts; k++) {
+            const weights_entry *p = &e->parts[k];
+            candle_tensor *v = candle_safetensors_load_tensor(w->shards[p->shard], ctx, p->info.src_name);
+            if (!v || candle_tensor_copy_bytes(t, (size_t)k * part, v, 0, part)) t = NULL;
+        }
+        if (t) candle_tensor_set_name(t, name);
+        return t;
+    }
     candle_tensor *t = candle_safetensors_load_tensor(w->shards[e->shard], ctx, e->info.src_name);
     if (!t) return NULL;
     candle_tensor_set_name(t, name);

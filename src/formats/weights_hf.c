@@ -209,6 +209,99 @@ static candle_status list_tensors(candle_weights *w) {
     return weights_index(w);
 }
 
+/* "blk.N.<what>.E.weight" -> N, <what> (into buf) and E; false otherwise. */
+static bool expert_name(const char *name, long *il, char *what, size_t n, long *ie) {
+    char *end;
+    if (strncmp(name, "blk.", 4) || name[4] < '0' || name[4] > '9') return false;
+    *il = strtol(name + 4, &end, 10);
+    const char *a = end + 1, *dot = *end == '.' ? strchr(a, '.') : NULL;
+    if (!dot || dot[1] < '0' || dot[1] > '9' || (size_t)(dot - a) >= n) return false;
+    *ie = strtol(dot + 1, &end, 10);
+    if (strcmp(end, ".weight")) return false;
+    memcpy(what, a, (size_t)(dot - a));
+    what[dot - a] = 0;
+    return true;
+}
+
+/* The directory's experts (one tensor per expert: blk.N.ffn_gate.E.weight)
+ * as GGUF stacks them: one blk.N.ffn_gate_exps.weight [n_expert, rows, cols]
+ * per layer and projection, so that a directory and llama.cpp's GGUF files
+ * load through the same tensors and `candle quantize` writes the stacked
+ * form llama.cpp reads. Experts 0..n-1 must all be there, alike in dtype and
+ * shape; a gap is refused naming the missing expert's tensor. */
+static candle_status stack_experts(candle_weights *w) {
+    for (int64_t i = 0; i < w->n_entries; i++) {
+        long il, ie, jl, je;
+        char what[32], w2[32];
+        if (!expert_name(w->entries[i].info.name, &il, what, sizeof what, &ie)) continue;
+        /* gather this layer's <what> experts */
+        long hi = -1;
+        for (int64_t j = 0; j < w->n_entries; j++)
+            if (expert_name(w->entries[j].info.name, &jl, w2, sizeof w2, &je) && jl == il &&
+                !strcmp(w2, what) && je > hi)
+                hi = je;
+        weights_entry *parts = calloc((size_t)(hi + 1), sizeof *parts);
+        if (!parts) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: expert list");
+        for (int64_t j = 0; j < w->n_entries; j++)
+            if (expert_name(w->entries[j].info.name, &jl, w2, sizeof w2, &je) && jl == il &&
+                !strcmp(w2, what))
+                parts[je] = w->entries[j];
+        const candle_weights_tensor_info *t0 = NULL;
+        for (long e = 0; e <= hi; e++) {
+            const candle_weights_tensor_info *t = &parts[e].info;
+            bool bad = !t->name || (t0 && (t->dtype != t0->dtype || t->rank != 2 || t->size != t0->size ||
+                                           t->shape[0] != t0->shape[0] || t->shape[1] != t0->shape[1]));
+            if (!bad && !t0 && t->rank != 2) bad = true;
+            if (bad) {
+                char gguf[96], src[160];
+                snprintf(gguf, sizeof gguf, "blk.%ld.%s.%ld.weight", il, what, e);
+                if (!hf_family_src_name(w->hf, gguf, src, sizeof src)) snprintf(src, sizeof src, "%s", gguf);
+                candle_status s = candle_set_error(
+                    NULL, CANDLE_ERR_FORMAT,
+                    t->name ? "%s: tensor '%s' differs from expert 0's in dtype or shape"
+                            : "%s: missing tensor '%s' (experts 0..%ld of layer %ld)",
+                    w->path, t->name ? t->src_name : src, hi, il);
+                free(parts);
+                return s;
+            }
+            if (!t0) t0 = t;
+        }
+        weights_entry st = parts[0];
+        char name[96];
+        snprintf(name, sizeof name, "blk.%ld.%s_exps.weight", il, what);
+        if (!(st.info.name = weights_strdup(name))) {
+            free(parts);
+            return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+        }
+        st.info.rank = 3;
+        st.info.shape[0] = hi + 1;
+        st.info.shape[1] = t0->shape[0];
+        st.info.shape[2] = t0->shape[1];
+        st.info.size = t0->size * (size_t)(hi + 1);
+        st.parts = parts;
+        st.n_parts = hi + 1;
+        /* the stacked entry replaces the per-expert ones */
+        int64_t k = 0;
+        for (int64_t j = 0; j < w->n_entries; j++) {
+            if (expert_name(w->entries[j].info.name, &jl, w2, sizeof w2, &je) && jl == il &&
+                !strcmp(w2, what)) {
+                free((char *)w->entries[j].info.name); /* the parts get their own below */
+                continue;
+            }
+            w->entries[k++] = w->entries[j];
+        }
+        for (long e = 0; e <= hi; e++) {
+            char pn[96];
+            snprintf(pn, sizeof pn, "blk.%ld.%s.%ld.weight", il, what, e);
+            parts[e].info.name = weights_strdup(pn);
+        }
+        w->entries[k++] = st;
+        w->n_entries = k;
+        i = -1; /* entries moved: scan again */
+    }
+    return weights_index(w);
+}
+
 /* Untied models must have their output projection: tying it silently would
  * run a different model. */
 static candle_status check_tied(candle_weights *w, const json_value *cfg) {
@@ -231,6 +324,7 @@ candle_status weights_open_hf(candle_weights *w, const candle_weights_params *p)
     if (!s) s = read_chat_template(w);
     if (!s) s = open_weights(w, p);
     if (!s) s = list_tensors(w);
+    if (!s) s = stack_experts(w);
     if (!s) s = check_tied(w, json_root(cfg));
     json_free(cfg);
     return s;

@@ -147,6 +147,42 @@ static candle_status check_layers(const candle_weights *g, const char *arch,
     return CANDLE_OK;
 }
 
+/* expert_count experts of which expert_used_count run per token (as
+ * llama.cpp's converter writes them; Mixtral stays "llama"). The chosen
+ * weights are renormalised unless expert_weights_norm says false (the
+ * Qwen2-MoE family defaults it to false on its own). */
+static candle_status read_experts(const candle_weights *g, const char *arch, candle_model_config *c) {
+    c->n_expert = c->n_expert_used = 0;
+    c->expert_norm = true;
+    char k[128];
+    candle_weights_get_bool(g, key_of(k, sizeof k, arch, "expert_weights_norm"), &c->expert_norm);
+    bool has = model_cfg_get_i64(g, arch, "expert_count", &c->n_expert);
+    bool used = model_cfg_get_i64(g, arch, "expert_used_count", &c->n_expert_used);
+    if (!model_cfg_get_i64(g, arch, "expert_feed_forward_length", &c->n_ff_exp)) c->n_ff_exp = c->n_ff;
+    if (!model_cfg_get_i64(g, arch, "expert_shared_feed_forward_length", &c->n_ff_shexp))
+        c->n_ff_shexp = c->n_ff_exp;
+    if (!has && !used) return CANDLE_OK;
+    if (!has)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.expert_used_count is given but %s.expert_count is missing",
+                                arch, arch);
+    if (c->n_expert <= 0 || c->n_expert > 4096)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.expert_count is %lld, want 1..4096", arch,
+                                (long long)c->n_expert);
+    if (!used || c->n_expert_used <= 0 || c->n_expert_used > c->n_expert)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.expert_used_count (experts per token) is %s%lld, want "
+                                "1..%lld (%s.expert_count)", arch, used ? "" : "missing, ",
+                                (long long)c->n_expert_used, (long long)c->n_expert, arch);
+    if (c->n_ff_exp <= 0 || c->n_ff_shexp <= 0)
+        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: %s.expert_feed_forward_length %lld / "
+                                "expert_shared_feed_forward_length %lld, want positive", arch,
+                                (long long)c->n_ff_exp, (long long)c->n_ff_shexp);
+    return CANDLE_OK;
+}
+
 candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
                                     candle_model_config *c) {
     candle_status s;
@@ -165,7 +201,7 @@ candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
         c->norm_eps = 1e-5;
     if (!model_cfg_get_f64(g, arch, "rope.freq_base", &c->rope_base)) c->rope_base = 10000.0;
     c->rope_base_swa = c->rope_base;
-    if ((s = rope_scaling(g, arch, c))) return s;
+    if ((s = rope_scaling(g, arch, c)) || (s = read_experts(g, arch, c))) return s;
     bool interleaved = false;
     candle_weights_get_bool(g, "candle.rope.interleaved", &interleaved);
     c->rope_mode = interleaved ? CANDLE_ROPE_INTERLEAVED : CANDLE_ROPE_HALF;

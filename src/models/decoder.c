@@ -131,9 +131,63 @@ static candle_tensor *attention(decoder_step *st, const layer_weights *w, candle
     return w->attn_post_norm ? norm(st, o, w->attn_post_norm) : o;
 }
 
+/* act(h gate) * (h up), down: one expert's (or a dense) gated FFN. */
+static candle_tensor *glu(decoder_step *st, candle_tensor *h, candle_tensor *gate,
+                          candle_tensor *up, candle_tensor *down) {
+    candle_ctx *ctx = st->ctx;
+    candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->desc.ffn_act,
+                                                    candle_matmul(ctx, h, gate)),
+                                  candle_matmul(ctx, h, up));
+    return candle_matmul(ctx, f, down);
+}
+
+/* Each row's weights over the experts [n, n_expert]: the router's softmax
+ * over all experts, kept for the n_expert_used largest and zero elsewhere,
+ * then (expert_norm) divided by their sum -- Mixtral's and Qwen-MoE's order.
+ * The k-th largest is found by k-1 rounds of "mask the row's maximum", so a
+ * row's exact ties at the threshold would keep more than k experts. */
+static candle_tensor *route(decoder_step *st, const layer_weights *w, candle_tensor *h) {
+    candle_ctx *ctx = st->ctx;
+    const candle_model_config *c = st->c;
+    int64_t one = 1;
+    candle_tensor *p = candle_softmax(ctx, candle_matmul(ctx, h, w->router), 1);
+    candle_tensor *below = candle_full(ctx, CANDLE_DTYPE_F32, 1, &one, -1.0); /* under any prob */
+    candle_tensor *zero = candle_full(ctx, CANDLE_DTYPE_F32, 1, &one, 0.0);
+    candle_tensor *t = p;
+    for (int64_t j = 0; j + 1 < c->n_expert_used; j++)
+        t = candle_where(ctx, candle_ge(ctx, t, candle_max(ctx, t, 1, true)), below, t);
+    candle_tensor *wt = candle_where(ctx, candle_ge(ctx, p, candle_max(ctx, t, 1, true)), p, zero);
+    return c->expert_norm ? candle_div(ctx, wt, candle_sum(ctx, wt, 1, true)) : wt;
+}
+
+/* The mixture: each row's chosen experts weighted by their routing
+ * weights, plus the shared expert scaled by its sigmoid gate. Stacked
+ * experts go to the moe_ffn op, which multiplies only the rows routed to
+ * each expert; one tensor per expert (older GGUF files) is computed for
+ * every row and weighted by zero where not chosen. */
+static candle_tensor *moe(decoder_step *st, const layer_weights *w, candle_tensor *h) {
+    candle_ctx *ctx = st->ctx;
+    candle_tensor *wt = route(st, w, h), *out = NULL;
+    if (w->gate_exps && wt)
+        out = candle_moe_ffn(ctx, h, wt, w->gate_exps, w->up_exps, w->down_exps,
+                             st->m->family->desc.ffn_act);
+    for (int64_t e = 0; !w->gate_exps && e < st->c->n_expert && wt; e++) {
+        candle_tensor *y = glu(st, h, w->exp_gate[e], w->exp_up[e], w->exp_down[e]);
+        y = candle_mul(ctx, y, candle_narrow(ctx, wt, 1, e, 1));
+        out = out ? candle_add(ctx, out, y) : y;
+    }
+    if (w->sh_up && out) {
+        candle_tensor *y = glu(st, h, w->sh_gate, w->sh_up, w->sh_down);
+        if (w->sh_gate_inp) y = candle_mul(ctx, y, candle_sigmoid(ctx, candle_matmul(ctx, h, w->sh_gate_inp)));
+        out = candle_add(ctx, out, y);
+    }
+    return out;
+}
+
 static candle_tensor *ffn(decoder_step *st, const layer_weights *w, candle_tensor *x) {
     candle_ctx *ctx = st->ctx;
     candle_tensor *h = norm(st, x, w->ffn_norm), *gate, *up;
+    if (w->router) return moe(st, w, h);
     if (!w->w_gate) {
         candle_tensor *y = candle_matmul(ctx, h, w->w_up);
         gate = candle_narrow(ctx, y, 1, 0, st->c->n_ff);

@@ -3,6 +3,7 @@
  * the config implies. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "model-impl.h"
 
@@ -120,10 +121,114 @@ static bool load_attention(loader *L, layer_weights *w, int64_t il) {
     return candle_errcode(L->m->ctx) == CANDLE_OK;
 }
 
+static bool has(loader *L, int64_t il, const char *what) {
+    snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
+    return candle_weights_find_tensor(L->m->weights, L->name) >= 0;
+}
+
+/* Expert e's [n_out, n_in] weight, transposed: a view of the stacked
+ * ffn_<what>_exps.weight [n_expert, n_out, n_in] when the source has it, else
+ * its own tensor ffn_<what>.<e>.weight. */
+static bool load_experts(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in,
+                         candle_tensor **out, candle_tensor **stacked) {
+    candle_model *m = L->m;
+    int64_t ne = m->cfg.n_expert;
+    char name[64];
+    snprintf(name, sizeof name, "ffn_%s_exps.weight", what);
+    if (has(L, il, name)) {
+        candle_tensor *t = leaf(L, il, name, true);
+        char got[64], at[320];
+        if (!t) return false;
+        if (t->rank != 3 || t->shape[0] != ne || t->shape[1] != n_out || t->shape[2] != n_in) {
+            candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+                             "model: %s has shape %s, want [%" PRId64 ", %" PRId64 ", %" PRId64
+                             "] (expert_count, rows, columns)",
+                             where(L, at, sizeof at), candle_shape_str(t->rank, t->shape, got, sizeof got),
+                             ne, n_out, n_in);
+            return false;
+        }
+        if (!weight_dtype_ok(L, t)) return false;
+        *stacked = t;
+        for (int64_t e = 0; e < ne; e++) {
+            candle_tensor *v = candle_squeeze(m->ctx, candle_narrow(m->ctx, t, 0, e, 1), 0);
+            if (!(out[e] = candle_transpose(m->ctx, v, 0, 1))) return false;
+        }
+        return true;
+    }
+    for (int64_t e = 0; e < ne; e++) {
+        snprintf(name, sizeof name, "ffn_%s.%" PRId64 ".weight", what, e);
+        if (!(out[e] = lin(L, il, name, n_out, n_in))) return false;
+    }
+    return true;
+}
+
+/* A mixture-of-experts FFN: the router, every expert (stacked or one
+ * tensor each) and, where the source has one, the shared expert and its
+ * gate. A layer without a router is a dense FFN (Qwen-MoE's
+ * mlp_only_layers), so a model may mix both. */
+static bool load_moe(loader *L, layer_weights *w, int64_t il) {
+    candle_model *m = L->m;
+    const candle_model_config *c = &m->cfg;
+    if (c->n_expert <= 0) {
+        candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+                         "model: %s: layer %" PRId64 " has a router (ffn_gate_inp.weight) but the "
+                         "metadata has no %s.expert_count / expert_used_count",
+                         candle_weights_path(m->weights), il, m->family->name);
+        return false;
+    }
+    if (!(w->router = lin(L, il, "ffn_gate_inp.weight", c->n_expert, c->n_embd))) return false;
+    if (!(w->exp_gate = calloc((size_t)(3 * c->n_expert), sizeof *w->exp_gate))) {
+        candle_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: expert table");
+        return false;
+    }
+    w->exp_up = w->exp_gate + c->n_expert;
+    w->exp_down = w->exp_up + c->n_expert;
+    if (!load_experts(L, il, "gate", c->n_ff_exp, c->n_embd, w->exp_gate, &w->gate_exps) ||
+        !load_experts(L, il, "up", c->n_ff_exp, c->n_embd, w->exp_up, &w->up_exps) ||
+        !load_experts(L, il, "down", c->n_embd, c->n_ff_exp, w->exp_down, &w->down_exps))
+        return false;
+    /* the op takes the three stacked or none */
+    if (!w->gate_exps || !w->up_exps || !w->down_exps) w->gate_exps = w->up_exps = w->down_exps = NULL;
+    if (!has(L, il, "ffn_up_shexp.weight") && !has(L, il, "ffn_gate_inp_shexp.weight")) return true;
+    w->sh_gate = lin(L, il, "ffn_gate_shexp.weight", c->n_ff_shexp, c->n_embd);
+    w->sh_up = lin(L, il, "ffn_up_shexp.weight", c->n_ff_shexp, c->n_embd);
+    w->sh_down = lin(L, il, "ffn_down_shexp.weight", c->n_embd, c->n_ff_shexp);
+    if (!w->sh_gate || !w->sh_up || !w->sh_down) return false;
+    /* the gate is [1, n_embd] in the directory and [n_embd] in llama.cpp's GGUF */
+    if (!has(L, il, "ffn_gate_inp_shexp.weight")) return true;
+    candle_tensor *g = leaf(L, il, "ffn_gate_inp_shexp.weight", true);
+    if (g && g->rank == 1 && g->shape[0] == c->n_embd) {
+        int64_t shape[2] = {1, c->n_embd};
+        g = candle_reshape(m->ctx, g, 2, shape);
+    }
+    if (!shape_is(L, g, 1, c->n_embd) || !weight_dtype_ok(L, g)) return false;
+    w->sh_gate_inp = candle_transpose(m->ctx, g, 0, 1);
+    return w->sh_gate_inp != NULL;
+}
+
 static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
     const candle_model_config *c = &L->m->cfg;
     const model_desc *o = &L->m->family->desc;
     w->ffn_norm = vec(L, il, "ffn_norm.weight", c->n_embd, true);
+    if (has(L, il, "ffn_gate_inp.weight")) {
+        if (o->fused_gate_up || o->post_norms) {
+            candle_set_error(L->m->ctx, CANDLE_ERR_UNSUPPORTED,
+                             "model: %s: experts in a %s model are not supported",
+                             candle_weights_path(L->m->weights), L->m->family->name);
+            return false;
+        }
+        return load_moe(L, w, il) && candle_errcode(L->m->ctx) == CANDLE_OK;
+    }
+    if (c->n_expert > 0 && (!o->moe_dense_layers || !has(L, il, "ffn_up.weight"))) {
+        char src[160];
+        candle_weights_src_name(L->m->weights, "blk.0.ffn_gate_inp.weight", src, sizeof src);
+        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT,
+                         "model: %s: %s.expert_count is %" PRId64 " but layer %" PRId64
+                         " has no router (ffn_gate_inp.weight; '%s' for layer 0)%s",
+                         candle_weights_path(L->m->weights), L->m->family->name, c->n_expert, il, src,
+                         o->moe_dense_layers ? " and no dense FFN" : "");
+        return false;
+    }
     if (o->fused_gate_up) {
         w->w_up = lin(L, il, "ffn_up.weight", 2 * c->n_ff, c->n_embd);
     } else {

@@ -39,6 +39,7 @@ typedef struct model_desc {
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
     bool pos_table;     /* POS_RELATIVE with learned absolute embeddings as well (MPNet) */
     bool no_token_types; /* encoders without a token-type table (MPNet) */
+    bool moe_dense_layers; /* MoE models may have dense layers (Qwen-MoE's mlp_only_layers) */
 } model_desc;
 
 /* What every decoder LM family shares; the table entries add the rest. */
@@ -64,6 +65,18 @@ typedef struct layer_weights {
     candle_tensor *w_up;           /* [n_embd, n_ff], or [n_embd, 2*n_ff] fused */
     candle_tensor *w_down;         /* [n_ff, n_embd] */
     candle_tensor *ffn_post_norm;  /* [n_embd] */
+    /* A mixture-of-experts FFN (ffn_gate_inp present): the router, and per
+     * expert the transposed view of its gate/up/down weights, whether the
+     * source stacks them ([n_expert, ...] ffn_*_exps, as llama.cpp writes)
+     * or lists one tensor per expert (ffn_gate.E.weight, the older GGUF and
+     * the Hugging Face layout). */
+    candle_tensor *router;         /* [n_embd, n_expert] */
+    candle_tensor **exp_gate, **exp_up, **exp_down; /* [n_expert] each */
+    /* the stacked [n_expert, rows, cols] tensors when the source has them
+     * (the moe_ffn op reads only the chosen experts' rows of them) */
+    candle_tensor *gate_exps, *up_exps, *down_exps;
+    candle_tensor *sh_gate, *sh_up, *sh_down; /* shared expert, or NULL */
+    candle_tensor *sh_gate_inp;    /* [n_embd, 1]: its sigmoid gate, or NULL */
 } layer_weights;
 
 typedef struct model_family {
@@ -77,6 +90,8 @@ typedef struct model_family {
 extern const model_family family_llama;  /* llama.c */
 extern const model_family family_qwen2;  /* qwen.c */
 extern const model_family family_qwen3;  /* qwen.c */
+extern const model_family family_qwen2moe; /* qwen.c */
+extern const model_family family_qwen3moe; /* qwen.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */

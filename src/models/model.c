@@ -94,6 +94,7 @@ void candle_model_free(candle_model *m) {
     candle_ctx_free(m->ctx);
     if (m->owns_backend) candle_backend_free(m->backend);
     candle_weights_close(m->weights);
+    for (int64_t il = 0; m->layers && il < m->cfg.n_layer; il++) free(m->layers[il].exp_gate);
     free(m->layers);
     free(m->enc);
     free(m);

@@ -151,3 +151,69 @@ candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w
         bias = candle_cast(ctx, bias, y->dtype);
     return candle_add(ctx, y, bias);
 }
+
+/* One stacked expert weight [n_expert, rows, cols] of a float or quantized
+ * dtype whose rows the CPU can dequantize. */
+static bool moe_weight_ok(candle_ctx *ctx, const char *what, const candle_tensor *w, int64_t ne,
+                          int64_t rows, int64_t cols) {
+    char got[64];
+    const candle_dtype_traits *tr = candle_dtype_info(w->dtype);
+    if (w->rank != 3 || w->shape[0] != ne || w->shape[1] != rows || w->shape[2] != cols) {
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "moe_ffn: %s has shape %s, want [%" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                         what, candle_shape_str(w->rank, w->shape, got, sizeof got), ne, rows, cols);
+        return false;
+    }
+    if (!(tr->is_float || tr->is_quantized) || !tr->to_f32 || cols % tr->block_size ||
+        w->stride[2] != (int64_t)tr->type_size) {
+        candle_set_error(ctx, CANDLE_ERR_DTYPE,
+                         "moe_ffn: %s of dtype %s: want float or quantized rows of whole blocks, "
+                         "each row contiguous", what, tr->name);
+        return false;
+    }
+    return true;
+}
+
+candle_tensor *candle_moe_ffn(candle_ctx *ctx, candle_tensor *x, candle_tensor *weights,
+                              candle_tensor *gate, candle_tensor *up, candle_tensor *down,
+                              candle_op act) {
+    OP_CHECK_IN(x);
+    OP_CHECK_IN(weights);
+    OP_CHECK_IN(gate);
+    OP_CHECK_IN(up);
+    OP_CHECK_IN(down);
+    if (!op_check_device(ctx, "moe_ffn", x, weights) || !op_check_device(ctx, "moe_ffn", x, gate) ||
+        !op_check_device(ctx, "moe_ffn", x, up) || !op_check_device(ctx, "moe_ffn", x, down))
+        return NULL;
+    if (act != CANDLE_OP_SILU && act != CANDLE_OP_GELU_TANH) {
+        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "moe_ffn: activation %s (want silu or gelu_tanh)",
+                         candle_op_name(act));
+        return NULL;
+    }
+    if (x->dtype != CANDLE_DTYPE_F32 || weights->dtype != CANDLE_DTYPE_F32 || x->rank != 2 ||
+        weights->rank != 2 || weights->shape[0] != x->shape[0] || gate->rank != 3) {
+        char a[64], b[64];
+        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "moe_ffn: want x [n, d_in] f32 and weights [n, n_expert] f32, got x %s %s "
+                         "and weights %s %s", candle_shape_str(x->rank, x->shape, a, sizeof a),
+                         candle_dtype_name(x->dtype), candle_shape_str(weights->rank, weights->shape, b, sizeof b),
+                         candle_dtype_name(weights->dtype));
+        return NULL;
+    }
+    int64_t n = x->shape[0], d_in = x->shape[1], ne = weights->shape[1], d_ff = gate->shape[1];
+    int64_t d_out = down->rank == 3 ? down->shape[1] : 0;
+    if (!moe_weight_ok(ctx, "gate", gate, ne, d_ff, d_in) || !moe_weight_ok(ctx, "up", up, ne, d_ff, d_in) ||
+        !moe_weight_ok(ctx, "down", down, ne, d_out, d_ff))
+        return NULL;
+    int64_t shape[2] = {n, d_out};
+    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_MOE_FFN, CANDLE_DTYPE_F32, 2, shape);
+    if (!t) return NULL;
+    t->src[0] = x;
+    t->src[1] = weights;
+    t->src[2] = gate;
+    t->src[3] = up;
+    t->src[4] = down;
+    t->n_src = 5;
+    t->iparams[0] = act;
+    return candle_node_finish(ctx, t);
+}

@@ -71,7 +71,7 @@ enum { D_NORMAL, D_POS, D_GRID, D_NONZERO, D_BOOL, D_SMALL, D_INT };
 /* ---- op families ---- */
 enum {
     K_UNARY, K_BINARY, K_WHERE, K_REDUCE, K_SOFTMAX, K_RMS, K_LN, K_MATMUL, K_ROPE,
-    K_INDEX, K_EMBED, K_CONCAT, K_COPY, K_ATTN, K_CHAIN, K_COUNT
+    K_INDEX, K_EMBED, K_CONCAT, K_COPY, K_ATTN, K_CHAIN, K_MOE, K_COUNT
 };
 
 typedef struct tcase {
@@ -254,6 +254,23 @@ static candle_tensor *build(run *r) {
         if (c->kind == K_RMS) return candle_rms_norm(ctx, x, w, c->p0);
         candle_tensor *bias = c->flag ? mk(r, c->dt2, 1, d, L_CONT, D_NORMAL) : NULL;
         return candle_layer_norm(ctx, x, w, bias, c->p0);
+    }
+    case K_MOE: {
+        /* x [M, K]; routing weights [M, E] with zeros (expert E-1 chosen by
+         * no row); gate, up [E, N, K], down [E, K, N] of dtype dt2 */
+        const int64_t E = 4;
+        int64_t sx[2] = {M, K}, sw[2] = {M, E}, sg[3] = {E, N, K}, sd[3] = {E, K, N};
+        candle_tensor *x = mk(r, c->dt, 2, sx, c->layout == L_SLICE ? L_SLICE : L_CONT, D_NORMAL);
+        float *wv = malloc((size_t)(M * E) * sizeof *wv);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t e = 0; e < E; e++)
+                wv[i * E + e] = e == E - 1 || (i + e) % 3 == 0 ? 0.0f : (float)(0.25 + rnd());
+        candle_tensor *w = reg(r, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, sw, wv));
+        free(wv);
+        candle_tensor *g = reg(r, leaf(r, c->dt2, 3, sg, D_NORMAL));
+        candle_tensor *u = reg(r, leaf(r, c->dt2, 3, sg, D_NORMAL));
+        candle_tensor *d = reg(r, leaf(r, c->dt2, 3, sd, D_NORMAL));
+        return candle_moe_ffn(ctx, x, w, g, u, d, c->op2);
     }
     case K_MATMUL: {
         bool weight = c->dt2 != c->dt;
@@ -521,6 +538,36 @@ static bool reference(const tcase *c, const arr *x, int n_x, arr *o) {
         }
         return true;
     }
+    case K_MOE: {
+        const arr *xa = &x[0], *wa = &x[1], *ga = &x[2], *ua = &x[3], *da = &x[4];
+        int64_t M = xa->shape[0], K = xa->shape[1], E = wa->shape[1], N = ga->shape[1];
+        *o = (arr){.rank = 2, .shape = {M, K}};
+        alloc_out(o);
+        double *h = malloc((size_t)N * sizeof *h);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t e = 0; e < E; e++) {
+                double w = wa->v[i * E + e];
+                if (w == 0) continue;
+                for (int64_t j = 0; j < N; j++) {
+                    double sg = 0, su = 0;
+                    for (int64_t l = 0; l < K; l++) {
+                        sg += ga->v[(e * N + j) * K + l] * xa->v[i * K + l];
+                        su += ua->v[(e * N + j) * K + l] * xa->v[i * K + l];
+                    }
+                    double act = c->op2 == CANDLE_OP_SILU
+                                     ? sg / (1 + exp(-sg))
+                                     : 0.5 * sg * (1 + tanh(0.7978845608028654 * (sg + 0.044715 * sg * sg * sg)));
+                    h[j] = act * su;
+                }
+                for (int64_t l = 0; l < K; l++) {
+                    double s = 0;
+                    for (int64_t j = 0; j < N; j++) s += da->v[(e * K + l) * N + j] * h[j];
+                    o->v[i * K + l] += w * s;
+                }
+            }
+        free(h);
+        return true;
+    }
     case K_MATMUL: {
         const arr *a = &x[0], *b = &x[1];
         int64_t M = a->shape[a->rank - 2], K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
@@ -651,6 +698,10 @@ static bool reference(const tcase *c, const arr *x, int n_x, arr *o) {
 /* ---- tolerances (normalised MSE) ---- */
 static double tolerance(const tcase *c, candle_dtype out) {
     if (out == CANDLE_DTYPE_BOOL || out == CANDLE_DTYPE_I64 || out == CANDLE_DTYPE_I32) return 0;
+    if (c->kind == K_MOE) { /* two products in a row, the second of a rounded activation */
+        const candle_dtype_traits *tr = candle_dtype_info(c->dt2);
+        return tr->is_quantized ? 1e-3 : c->dt2 == CANDLE_DTYPE_F32 ? 1e-9 : 1e-4;
+    }
     if (c->kind == K_MATMUL && c->dt2 != c->dt) {
         const candle_dtype_traits *tr = candle_dtype_info(c->dt2);
         if (tr->is_quantized) return 2e-4; /* the activation is quantized for the integer dots */
@@ -669,7 +720,7 @@ static double tolerance(const tcase *c, candle_dtype out) {
 static double g_worst[K_COUNT][CANDLE_OP_COUNT][3];
 static const char *const kKindName[K_COUNT] = {"unary", "binary", "where", "reduce", "softmax", "rms_norm",
                                                "layer_norm", "matmul", "rope", "index_select", "embedding",
-                                               "concat", "copy", "attention", "chain"};
+                                               "concat", "copy", "attention", "chain", "moe_ffn"};
 
 static const char *case_str(const tcase *c, char *buf, size_t n) {
     const char *opn = c->kind == K_RMS ? "rms_norm" : c->kind == K_LN ? "layer_norm"
@@ -889,7 +940,8 @@ static uint64_t g_seed = 12345;
 static int g_case_no;
 
 static void add(tcase c) {
-    if (c.kind != K_MATMUL && c.kind != K_EMBED && c.kind != K_COPY && c.kind != K_RMS && c.kind != K_LN)
+    if (c.kind != K_MATMUL && c.kind != K_EMBED && c.kind != K_COPY && c.kind != K_RMS && c.kind != K_LN &&
+        c.kind != K_MOE)
         c.dt2 = c.dt;
     c.lazy = c.lazy || (g_case_no++ % 3 == 1); /* a third of the cases as lazy graphs */
     run_case(&c, g_seed++);
@@ -1018,6 +1070,22 @@ static void cases_matmul(void) {
             }
 }
 
+/* moe_ffn: one row (decode) and many (prefill), float and quantized experts */
+static void cases_moe(void) {
+    const candle_dtype wts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16, CANDLE_DTYPE_Q8_0,
+                                CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_K};
+    const int64_t ms[] = {1, 9};
+    for (size_t w = 0; w < sizeof wts / sizeof *wts; w++)
+        for (int m = 0; m < 2; m++)
+            for (int sl = 0; sl < 2; sl++) {
+                tcase c = {.kind = K_MOE, .op = CANDLE_OP_MOE_FFN, .op2 = sl ? CANDLE_OP_GELU_TANH : CANDLE_OP_SILU,
+                           .dt = CANDLE_DTYPE_F32, .dt2 = wts[w], .layout = sl ? L_SLICE : L_CONT, .m = ms[m],
+                           .k = 256, .n = wts[w] == CANDLE_DTYPE_Q4_K ? 256 : 32};
+                snprintf(c.desc, sizeof c.desc, "4 experts, %s", sl ? "gelu_tanh" : "silu");
+                add(c);
+            }
+}
+
 static void cases_misc(void) {
     /* rope: mode, n_dims, positions */
     const int layouts[] = {L_CONT, L_SLICE, L_TRANS};
@@ -1106,6 +1174,7 @@ int main(void) {
     cases_norm();
     cases_matmul();
     cases_misc();
+    cases_moe();
     cases_refused();
 
     if (g_verbose) {

@@ -1,7 +1,9 @@
 /* The CPU backend: memory from the heap, nodes run by the kernel table. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +77,7 @@ static cpu_kernel_fn kernels[CANDLE_OP_COUNT] = {
     [CANDLE_OP_CONV2D] = cpu_ref_conv2d,
     [CANDLE_OP_ATTENTION] = cpu_ref_attention,
     [CANDLE_OP_PAGED_ATTENTION] = cpu_ref_paged_attention,
+    [CANDLE_OP_MOE_FFN] = cpu_ref_moe_ffn,
 };
 
 candle_status cpu_error(const cpu_task *task, candle_status s, const char *fmt, ...) {
@@ -216,8 +219,118 @@ static candle_status run_matvecs(cpu_impl *im, candle_tensor *const *mv, int n_m
 
 /* The fast kernel when its conditions hold (cpu_dispatch.c), else the
  * reference kernel on one thread. */
+static candle_status compute_node(candle_backend *be, candle_tensor *node);
+static candle_status compute_group(candle_backend *be, candle_tensor *const *nodes, int n);
+
+/* A host tensor over caller memory, for the products moe_ffn runs. */
+static void moe_plain(candle_tensor *t, candle_storage *st, float *data, int64_t rows, int64_t cols) {
+    memset(t, 0, sizeof *t);
+    memset(st, 0, sizeof *st);
+    st->data = data;
+    st->size = (size_t)(rows * cols) * sizeof(float);
+    st->refcount = 1;
+    t->dtype = CANDLE_DTYPE_F32;
+    t->rank = 2;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->stride[1] = sizeof(float);
+    t->stride[0] = cols * (int64_t)sizeof(float);
+    t->storage = st;
+    t->computed = true;
+}
+
+/* Expert e of a stacked weight [n_expert, rows, cols] as the transposed
+ * [cols, rows] view a linear layer's matmul takes. */
+static void moe_expert(candle_tensor *t, const candle_tensor *w, int64_t e) {
+    memset(t, 0, sizeof *t);
+    t->dtype = w->dtype;
+    t->rank = 2;
+    t->shape[0] = w->shape[2];
+    t->shape[1] = w->shape[1];
+    t->stride[0] = w->stride[2];
+    t->stride[1] = w->stride[1];
+    t->storage = w->storage;
+    t->offset = w->offset + (size_t)(e * w->stride[0]);
+    t->computed = true;
+}
+
+/* dst = a x b as a MATMUL node for the usual kernels (matrix-vector,
+ * quantized, GEMM, threads). */
+static void moe_product(candle_tensor *a, candle_tensor *b, candle_tensor *dst) {
+    dst->op = CANDLE_OP_MATMUL;
+    dst->src[0] = a;
+    dst->src[1] = b;
+    dst->n_src = 2;
+}
+
+/* MOE_FFN: per expert, the rows routed to it gathered into one activation,
+ * then its gate, up and down products as matmuls of those rows alone, so a
+ * decode step reads only the chosen experts' weights and a prefill runs
+ * each expert once over all of its rows. */
+static candle_status moe_ffn(candle_backend *be, candle_tensor *node) {
+    const candle_tensor *x = node->src[0], *wt = node->src[1], *g = node->src[2], *u = node->src[3],
+                        *d = node->src[4];
+    int64_t n = x->shape[0], d_in = x->shape[1], ne = wt->shape[1], d_ff = g->shape[1], d_out = d->shape[1];
+    int act = (int)node->iparams[0];
+    float *xs = malloc((size_t)(n * d_in) * sizeof *xs), *hg = malloc((size_t)(n * d_ff) * sizeof *hg);
+    float *hu = malloc((size_t)(n * d_ff) * sizeof *hu), *y = malloc((size_t)(n * d_out) * sizeof *y);
+    float *acc = calloc((size_t)(n * d_out), sizeof *acc), *rw = malloc((size_t)n * sizeof *rw);
+    int64_t *rows = malloc((size_t)n * sizeof *rows);
+    candle_status s = CANDLE_OK;
+    if (!xs || !hg || !hu || !y || !acc || !rw || !rows) {
+        snprintf(be->errmsg, sizeof be->errmsg, "moe_ffn: out of memory");
+        s = CANDLE_ERR_OOM;
+    }
+    const char *px = tensor_ptr(x), *pw = tensor_ptr(wt);
+    for (int64_t e = 0; !s && e < ne; e++) {
+        int64_t m = 0;
+        for (int64_t r = 0; r < n; r++) {
+            float w = *(const float *)(pw + r * wt->stride[0] + e * wt->stride[1]);
+            if (w == 0) continue;
+            rows[m] = r;
+            rw[m] = w;
+            for (int64_t k = 0; k < d_in; k++)
+                xs[m * d_in + k] = *(const float *)(px + r * x->stride[0] + k * x->stride[1]);
+            m++;
+        }
+        if (!m) continue;
+        candle_tensor a, bg, bu, og, ou;
+        candle_storage sa, sg, su;
+        moe_plain(&a, &sa, xs, m, d_in);
+        moe_expert(&bg, g, e);
+        moe_expert(&bu, u, e);
+        moe_plain(&og, &sg, hg, m, d_ff);
+        moe_plain(&ou, &su, hu, m, d_ff);
+        moe_product(&a, &bg, &og);
+        moe_product(&a, &bu, &ou);
+        /* gate and up share the activation: one job for a decode row */
+        candle_tensor *const pair[2] = {&og, &ou};
+        if ((s = compute_group(be, pair, 2))) break;
+        for (int64_t i = 0; i < m * d_ff; i++) {
+            float v = hg[i];
+            v = act == CANDLE_OP_SILU ? v / (1.0f + expf(-v))
+                                      : 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+            hg[i] = v * hu[i];
+        }
+        moe_plain(&a, &sa, hg, m, d_ff);
+        moe_expert(&bg, d, e);
+        moe_plain(&og, &sg, y, m, d_out);
+        moe_product(&a, &bg, &og);
+        if ((s = compute_node(be, &og))) break;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < d_out; k++) acc[rows[i] * d_out + k] += rw[i] * y[i * d_out + k];
+    }
+    char *pd = tensor_ptr(node);
+    for (int64_t r = 0; !s && r < n; r++)
+        for (int64_t k = 0; k < d_out; k++)
+            *(float *)(pd + r * node->stride[0] + k * node->stride[1]) = acc[r * d_out + k];
+    free(xs), free(hg), free(hu), free(y), free(acc), free(rw), free(rows);
+    return s;
+}
+
 static candle_status compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
+    if (node->op == CANDLE_OP_MOE_FFN && !cpu_config_get()->reference_only) return moe_ffn(be, node);
     if (cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {

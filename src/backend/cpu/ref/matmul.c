@@ -5,6 +5,7 @@
  * is the transpose of a row-major [N, K] weight whose rows may be blocks: each
  * column of b is one weight row, dequantized whole with the dtype's to_f32.
  * Such b may have fewer batch dims than dst (aligned right) or size-1 ones. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "../cpu-impl.h"
@@ -76,5 +77,60 @@ candle_status cpu_ref_matmul(const cpu_task *task, candle_tensor *dst) {
         else mm_plain(&m, a, pa, b, pb, dst, pd);
     } while (nd_next(nb, dst->shape, idx));
     free(col);
+    return CANDLE_OK;
+}
+
+/* Expert e's row j of a stacked weight [n_expert, rows, cols], as f32. */
+static void moe_row(const candle_tensor *w, int64_t e, int64_t j, float *out) {
+    const char *p = tensor_ptr(w) + e * w->stride[0] + j * w->stride[1];
+    candle_dtype_info(w->dtype)->to_f32(p, out, w->shape[2]);
+}
+
+static double moe_act(int act, double g) {
+    if (act == CANDLE_OP_SILU) return g / (1.0 + exp(-g));
+    return 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+}
+
+/* MOE_FFN, row by row and expert by expert in double, every weight row
+ * dequantized whole. */
+candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst) {
+    const candle_tensor *x = dst->src[0], *wt = dst->src[1], *g = dst->src[2], *u = dst->src[3],
+                        *d = dst->src[4];
+    int64_t n = x->shape[0], d_in = x->shape[1], ne = wt->shape[1], d_ff = g->shape[1],
+            d_out = d->shape[1];
+    int act = (int)dst->iparams[0];
+    size_t nrow = (size_t)(d_in > d_ff ? d_in : d_ff);
+    float *row = malloc(nrow * sizeof *row), *xr = malloc((size_t)d_in * sizeof *xr);
+    double *h = malloc((size_t)d_ff * sizeof *h), *acc = malloc((size_t)d_out * sizeof *acc);
+    if (!row || !xr || !h || !acc) {
+        free(row), free(xr), free(h), free(acc);
+        return cpu_error(t, CANDLE_ERR_OOM, "moe_ffn: out of memory");
+    }
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t k = 0; k < d_in; k++)
+            xr[k] = (float)candle_load_f64(x->dtype, tensor_ptr(x) + r * x->stride[0] + k * x->stride[1]);
+        for (int64_t o = 0; o < d_out; o++) acc[o] = 0;
+        for (int64_t e = 0; e < ne; e++) {
+            double w = candle_load_f64(wt->dtype, tensor_ptr(wt) + r * wt->stride[0] + e * wt->stride[1]);
+            if (w == 0) continue;
+            for (int64_t j = 0; j < d_ff; j++) {
+                double sg = 0, su = 0;
+                moe_row(g, e, j, row);
+                for (int64_t k = 0; k < d_in; k++) sg += (double)row[k] * xr[k];
+                moe_row(u, e, j, row);
+                for (int64_t k = 0; k < d_in; k++) su += (double)row[k] * xr[k];
+                h[j] = moe_act(act, sg) * su;
+            }
+            for (int64_t o = 0; o < d_out; o++) {
+                double s = 0;
+                moe_row(d, e, o, row);
+                for (int64_t j = 0; j < d_ff; j++) s += (double)row[j] * h[j];
+                acc[o] += w * s;
+            }
+        }
+        for (int64_t o = 0; o < d_out; o++)
+            candle_store_f64(dst->dtype, tensor_ptr(dst) + r * dst->stride[0] + o * dst->stride[1], acc[o]);
+    }
+    free(row), free(xr), free(h), free(acc);
     return CANDLE_OK;
 }
