@@ -1,4 +1,5 @@
 /* The CPU backend: memory from the heap, nodes run by the kernel table. */
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -278,7 +279,7 @@ static candle_status moe_ffn(candle_backend *be, candle_tensor *node) {
     int64_t *rows = malloc((size_t)n * sizeof *rows);
     candle_status s = CANDLE_OK;
     if (!xs || !hg || !hu || !y || !acc || !rw || !rows) {
-        snprintf(be->errmsg, sizeof be->errmsg, "moe_ffn: out of memory");
+        candle_backend_set_errmsg("moe_ffn: out of memory (%" PRId64 " rows)", n);
         s = CANDLE_ERR_OOM;
     }
     const char *px = tensor_ptr(x), *pw = tensor_ptr(wt);
