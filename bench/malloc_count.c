@@ -63,7 +63,7 @@ EXPORT unsigned long long candle_malloc_count(void) {
     return __atomic_load_n(&n_allocs, __ATOMIC_RELAXED);
 }
 
-EXPORT unsigned long long candle_free_count(void) {
+EXPORT unsigned long long cdl_free_count(void) {
     return __atomic_load_n(&n_frees, __ATOMIC_RELAXED);
 }
 

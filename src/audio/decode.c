@@ -38,7 +38,7 @@ bool candle_audio_can_resample(void) {
 }
 
 static candle_status too_long(const char *name, double seconds) {
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                             "audio: %s: %.0f s of audio is more than the limit of %d s", name,
                             seconds, CANDLE_AUDIO_MAX_SECONDS);
 }
@@ -46,16 +46,16 @@ static candle_status too_long(const char *name, double seconds) {
 candle_status candle_audio_resample(const float *in, size_t n, double rate, float **samples,
                                     size_t *n_out) {
     if (!samples || !n_out || (n && !in))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: resample: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: resample: NULL argument");
     *samples = NULL;
     *n_out = 0;
     if (!(rate >= MIN_RATE && rate <= MAX_RATE))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: resample: rate %g Hz", rate);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: resample: rate %g Hz", rate);
     if ((double)n / rate > CANDLE_AUDIO_MAX_SECONDS) return too_long("resample", (double)n / rate);
 #ifdef CANDLE_HAVE_SOXR
     size_t cap = (size_t)((double)n * CANDLE_AUDIO_SAMPLE_RATE / rate) + 64;
     float *out = malloc(sizeof *out * cap);
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: resampling %zu samples", n);
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: resampling %zu samples", n);
     soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
     soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0); /* oneshot's default is LQ */
     size_t done = 0;
@@ -63,13 +63,13 @@ candle_status candle_audio_resample(const float *in, size_t n, double rate, floa
                                   &io, &q, NULL);
     if (e) {
         free(out);
-        return candle_set_error(NULL, CANDLE_ERR_INTERNAL, "audio: libsoxr: %s", e);
+        return cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "audio: libsoxr: %s", e);
     }
     *samples = out;
     *n_out = done;
     return CANDLE_OK;
 #else
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "audio: resampling from %g Hz needs libsoxr, which this build lacks "
                             "(scripts/install-audio-deps.sh, then reconfigure)",
                             rate);
@@ -78,7 +78,7 @@ candle_status candle_audio_resample(const float *in, size_t n, double rate, floa
 
 #ifndef CANDLE_HAVE_SNDFILE
 static candle_status unsupported(const char *name) {
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "audio: %s: decoding audio files needs libsndfile, which this build "
                             "lacks (scripts/install-audio-deps.sh, then reconfigure)",
                             name);
@@ -104,7 +104,7 @@ static candle_status read_all(SNDFILE *f, const SF_INFO *info, const char *name,
     int ch = info->channels;
     size_t limit = (size_t)info->samplerate * CANDLE_AUDIO_MAX_SECONDS, cap = 0, len = 0;
     float *buf = malloc(sizeof *buf * (size_t)CHUNK * (size_t)ch), *out = NULL;
-    candle_status r = buf ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: audio");
+    candle_status r = buf ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: audio");
     while (!r) {
         sf_count_t got = sf_readf_float(f, buf, CHUNK);
         if (got <= 0) break;
@@ -116,7 +116,7 @@ static candle_status read_all(SNDFILE *f, const SF_INFO *info, const char *name,
             cap = cap ? 2 * cap : CHUNK;
             float *p = realloc(out, sizeof *out * cap);
             if (!p) {
-                r = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: audio %s", name);
+                r = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: audio %s", name);
                 break;
             }
             out = p;
@@ -125,8 +125,8 @@ static candle_status read_all(SNDFILE *f, const SF_INFO *info, const char *name,
         len += (size_t)got;
     }
     if (!r && sf_error(f))
-        r = candle_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: %s", name, sf_strerror(f));
-    if (!r && !len) r = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: %s: no samples", name);
+        r = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: %s", name, sf_strerror(f));
+    if (!r && !len) r = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: %s: no samples", name);
     free(buf);
     if (r) free(out);
     else *mono = out, *n = len;
@@ -137,7 +137,7 @@ static candle_status read_all(SNDFILE *f, const SF_INFO *info, const char *name,
 static candle_status decode(SNDFILE *f, const SF_INFO *info, const char *name, float **samples,
                             size_t *n) {
     if (info->channels < 1 || info->samplerate < MIN_RATE || info->samplerate > MAX_RATE)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: %d channels at %d Hz", name,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: %d channels at %d Hz", name,
                                 info->channels, info->samplerate);
     if (info->frames > 0 && (double)info->frames / info->samplerate > CANDLE_AUDIO_MAX_SECONDS &&
         info->frames != SF_COUNT_MAX)
@@ -158,7 +158,7 @@ static candle_status decode(SNDFILE *f, const SF_INFO *info, const char *name, f
 static candle_status open_err(SNDFILE *f, const char *name) {
     int e = sf_error(f);
     const char *msg = sf_strerror(f);
-    return candle_set_error(NULL, e == SF_ERR_SYSTEM ? CANDLE_ERR_IO : CANDLE_ERR_FORMAT,
+    return cdl_set_error(NULL, e == SF_ERR_SYSTEM ? CANDLE_ERR_IO : CANDLE_ERR_FORMAT,
                             "audio: %s: %s", name, msg);
 }
 
@@ -194,7 +194,7 @@ candle_status candle_audio_load(const char *path, float **samples, size_t *n) {
     if (samples) *samples = NULL;
     if (n) *n = 0;
     if (!path || !samples || !n)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: load: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: load: NULL argument");
 #ifdef CANDLE_HAVE_SNDFILE
     SF_INFO info = {0};
     SNDFILE *f = sf_open(path, SFM_READ, &info);
@@ -213,9 +213,9 @@ candle_status candle_audio_from_memory(const void *data, size_t size, const char
     if (n) *n = 0;
     if (!name) name = "audio";
     if ((!data && size) || !samples || !n)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: from_memory: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: from_memory: NULL argument");
 #ifdef CANDLE_HAVE_SNDFILE
-    if (!size) return candle_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: empty file", name);
+    if (!size) return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: empty file", name);
     SF_VIRTUAL_IO io = {m_len, m_seek, m_read, m_write, m_tell};
     mem_io m = {data, (sf_count_t)size, 0};
     SF_INFO info = {0};

@@ -22,7 +22,7 @@ static int factorize(int n, int *f) {
 candle_status fft_plan_init(fft_plan *p, int n) {
     *p = (fft_plan){0};
     if (n < 1 || n > (1 << 24))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "fft: size %d out of range", n);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "fft: size %d out of range", n);
     p->n = n;
     int nf = factorize(n, p->factors), maxp = 1;
     for (int i = 0; i < nf; i++) maxp = p->factors[2 * i] > maxp ? p->factors[2 * i] : maxp;
@@ -30,7 +30,7 @@ candle_status fft_plan_init(fft_plan *p, int n) {
     p->scratch = malloc(sizeof *p->scratch * (size_t)maxp);
     if (!p->tw || !p->scratch) {
         fft_plan_free(p);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: fft plan of %d", n);
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: fft plan of %d", n);
     }
     for (int k = 0; k < n; k++) {
         /* the angle from k in double each time: no accumulated rotation error */

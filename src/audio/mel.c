@@ -42,7 +42,7 @@ static void mel_filters_f64(int n_mels, double *w /* [n_mels][N_BINS] */) {
 
 static candle_status check_mels(int n_mels) {
     if (n_mels != 80 && n_mels != 128)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper mel: n_mels %d (Whisper uses 80 or 128)", n_mels);
     return CANDLE_OK;
 }
@@ -50,9 +50,9 @@ static candle_status check_mels(int n_mels) {
 candle_status candle_whisper_mel_filters(int n_mels, float *out) {
     candle_status r = check_mels(n_mels);
     if (r) return r;
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper mel: NULL output");
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper mel: NULL output");
     double *w = malloc(sizeof *w * (size_t)n_mels * N_BINS);
-    if (!w) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: mel filters");
+    if (!w) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: mel filters");
     mel_filters_f64(n_mels, w);
     for (int i = 0; i < n_mels * N_BINS; i++) out[i] = (float)w[i];
     free(w);
@@ -110,7 +110,7 @@ static candle_status state_init(mel_state *s, int n_mels) {
     s->lo = malloc(sizeof *s->lo * (size_t)n_mels);
     s->hi = malloc(sizeof *s->hi * (size_t)n_mels);
     if (!s->w || !s->lo || !s->hi)
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: whisper mel");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: whisper mel");
     mel_filters_f64(n_mels, s->w);
     for (int m = 0; m < n_mels; m++) {
         int lo = 0, hi = N_BINS;
@@ -136,10 +136,10 @@ candle_status candle_whisper_log_mel(const float *samples, size_t n, int n_mels,
     if (r) return r;
     size_t frames = candle_whisper_mel_frames(n, padding);
     if (!out || (n && !samples) || n > SIZE_MAX - padding || n + padding == 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper mel: NULL argument or no samples");
     if (frames > out_frames)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper mel: %zu frames do not fit an output of %zu", frames,
                                 out_frames);
     mel_state s = {.x = samples, .len = n + padding, .n = n, .n_mels = n_mels};

@@ -38,16 +38,16 @@ static candle_status arena_oom(const candle_arena *a, size_t request, const char
     if (a->limit) {
         avail = a->limit > a->st.bytes_reserved ? a->limit - a->st.bytes_reserved : 0;
         if (a->cur) avail += a->cur->size - a->cur->used;
-        return candle_set_error(NULL, CANDLE_ERR_OOM,
+        return cdl_set_error(NULL, CANDLE_ERR_OOM,
                                 "out of memory: requested %s, available %s on cpu (arena limit %s)",
-                                candle_format_bytes(request, r, sizeof r),
-                                candle_format_bytes(avail, av, sizeof av),
-                                candle_format_bytes(a->limit, lim, sizeof lim));
+                                cdl_format_bytes(request, r, sizeof r),
+                                cdl_format_bytes(avail, av, sizeof av),
+                                cdl_format_bytes(a->limit, lim, sizeof lim));
     }
-    return candle_set_error(NULL, CANDLE_ERR_OOM,
+    return cdl_set_error(NULL, CANDLE_ERR_OOM,
                             "out of memory: requested %s, available %s on cpu (arena: %s)",
-                            candle_format_bytes(request, r, sizeof r),
-                            candle_format_bytes(candle_mem_sys_available(), av, sizeof av), why);
+                            cdl_format_bytes(request, r, sizeof r),
+                            cdl_format_bytes(cdl_mem_sys_available(), av, sizeof av), why);
 }
 
 /* A block of at least `size` usable bytes whose base is aligned to `align`. */
@@ -75,10 +75,10 @@ static void block_free(candle_arena *a, arena_block *b) {
 }
 
 candle_status candle_arena_init(candle_arena **out, size_t block_size, size_t limit) {
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "arena_init: out is NULL");
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "arena_init: out is NULL");
     *out = NULL;
     candle_arena *a = calloc(1, sizeof *a);
-    if (!a) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: arena descriptor");
+    if (!a) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: arena descriptor");
     a->block_size = block_size ? block_size : ARENA_DEFAULT_BLOCK;
     a->limit = limit;
     a->max_align = ARENA_BASE_ALIGN;
@@ -124,12 +124,12 @@ static arena_block *grow(candle_arena *a, size_t size, size_t align) {
 
 void *candle_arena_alloc(candle_arena *a, size_t size, size_t align) {
     if (!a) {
-        candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "arena_alloc: arena is NULL");
+        cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "arena_alloc: arena is NULL");
         return NULL;
     }
     if (align == 0) align = 64;
     if (align & (align - 1)) {
-        candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                          "arena_alloc: alignment %zu is not a power of two", align);
         return NULL;
     }
@@ -194,6 +194,6 @@ candle_mem_stats candle_arena_stats(const candle_arena *a) {
     candle_mem_stats st = {0};
     if (!a) return st;
     st = a->st;
-    candle_mem_stats_finish(&st);
+    cdl_mem_stats_finish(&st);
     return st;
 }

@@ -15,50 +15,50 @@
 #endif
 
 /* Record an error on ctx (or the thread-local last error when ctx is NULL).
- * Returns s so callers can `return candle_set_error(...)`. The first error on
+ * Returns s so callers can `return cdl_set_error(...)`. The first error on
  * a context sticks until candle_ctx_clear_error. */
-candle_status candle_set_error(candle_ctx *ctx, candle_status s, const char *fmt, ...)
+candle_status cdl_set_error(candle_ctx *ctx, candle_status s, const char *fmt, ...)
     CANDLE_PRINTF(3, 4);
-candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap);
+candle_status cdl_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap);
 /* Copy the thread-local last error onto ctx (after a context-less call). */
-candle_status candle_ctx_take_last_error(candle_ctx *ctx);
+candle_status cdl_ctx_take_last_error(candle_ctx *ctx);
 /* A message to the log callback (log.h), formatted as printf; one line,
  * without the newline. */
-void candle_log_msg(candle_log_level level, const char *fmt, ...) CANDLE_PRINTF(2, 3);
+void cdl_log_msg(candle_log_level level, const char *fmt, ...) CANDLE_PRINTF(2, 3);
 /* The calling thread's buffer of candle_backend_set_errmsg, for kernels that
  * format into it in place. */
 enum { CANDLE_BACKEND_ERRMSG_MAX = 256 };
-char *candle_backend_errmsg_buffer(void);
+char *cdl_backend_errmsg_buffer(void);
 /* "1.50 GiB" into buf. */
-const char *candle_format_bytes(size_t n, char *buf, size_t len);
+const char *cdl_format_bytes(size_t n, char *buf, size_t len);
 
 /* A host storage of one reference over data (freed by release). */
-candle_storage *candle_storage_new(void *data, size_t size, candle_storage_kind kind,
+candle_storage *cdl_storage_new(void *data, size_t size, candle_storage_kind kind,
                                    void (*release)(candle_storage *));
 
 /* A name and the index of its entry; sorted by name (ties in index order)
  * for binary search (names.c). */
-typedef struct candle_name_ref {
+typedef struct cdl_name_ref {
     const char *name;
     int64_t idx;
-} candle_name_ref;
-void candle_names_sort(candle_name_ref *refs, int64_t n);
+} cdl_name_ref;
+void cdl_names_sort(cdl_name_ref *refs, int64_t n);
 /* The idx of name in sorted[0..n), or -1. */
-int64_t candle_names_find(const candle_name_ref *sorted, int64_t n, const char *name);
+int64_t cdl_names_find(const cdl_name_ref *sorted, int64_t n, const char *name);
 
 /* Replacing a file safely (file_out.c): open writes to a new temporary
  * beside path (O_EXCL|O_NOFOLLOW, a unique name); commit closes it and
  * renames it over path when ok, else removes it. An existing path that is not
  * a regular file is refused. `what` prefixes the error messages. */
-typedef struct candle_out_file {
+typedef struct cdl_out_file {
     FILE *f;
     char *tmp;
     const char *path;
-} candle_out_file;
-candle_status candle_out_file_check(const char *path, const char *what);
-candle_status candle_out_file_open(candle_out_file *o, const char *path, const char *what);
-candle_status candle_out_file_commit(candle_out_file *o, bool ok, const char *what);
-void candle_out_file_abort(candle_out_file *o);
+} cdl_out_file;
+candle_status cdl_out_file_check(const char *path, const char *what);
+candle_status cdl_out_file_open(cdl_out_file *o, const char *path, const char *what);
+candle_status cdl_out_file_commit(cdl_out_file *o, bool ok, const char *what);
+void cdl_out_file_abort(cdl_out_file *o);
 
 /* Defensive checks of internal invariants (never of user input). */
 #define CANDLE_ALWAYS(x) (__builtin_expect(!!(x), 1))
@@ -68,30 +68,30 @@ void candle_out_file_abort(candle_out_file *o);
 
 /* A context computing on be (freed with it when owns_backend); the public
  * candle_ctx_init (backend/registry.c) picks the backend. */
-candle_status candle_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, candle_backend *be,
+candle_status cdl_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, candle_backend *be,
                                  bool owns_backend);
 
 /* A new descriptor owned by ctx, zeroed but for ctx and device. */
-candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx);
+candle_tensor *cdl_tensor_alloc_desc(candle_ctx *ctx);
 /* Give t fresh storage from the backend for its (contiguous) layout,
  * respecting the context's memory limit. */
-candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t);
+candle_status cdl_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t);
 /* Point a view at its source's storage (source must have storage). */
-void candle_tensor_bind_view(candle_tensor *t);
+void cdl_tensor_bind_view(candle_tensor *t);
 /* Descriptor for a new op node: contiguous layout for shape, no storage. */
-candle_tensor *candle_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
+candle_tensor *cdl_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
                                const int64_t *shape);
 /* Finish building a node: compute it at once in eager contexts. */
-candle_tensor *candle_node_finish(candle_ctx *ctx, candle_tensor *node);
+candle_tensor *cdl_node_finish(candle_ctx *ctx, candle_tensor *node);
 /* Normalise a possibly negative dim; records an error and returns -1 if out of range. */
-int candle_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank);
+int cdl_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank);
 /* Graphs are freed with the context (or a reset past them); -1 on OOM. */
-int candle_ctx_track_graph(candle_ctx *ctx, void *g);
-void candle_graph_free_internal(void *g);
+int cdl_ctx_track_graph(candle_ctx *ctx, void *g);
+void cdl_graph_free_internal(void *g);
 /* Tests: candle_ctx_default_params' no_plan from now on (the contexts that
  * sessions and batches make: the planner's results against none). */
-void candle_ctx_set_default_no_plan(bool on);
+void cdl_ctx_set_default_no_plan(bool on);
 /* Ctx stats hook for storage released through a context. */
-void candle_ctx_note_free(candle_ctx *ctx, size_t bytes);
+void cdl_ctx_note_free(candle_ctx *ctx, size_t bytes);
 
 #endif

@@ -13,7 +13,7 @@
 #define ACCT_CACHE_MAX_BYTES ((size_t)16 << 20)
 
 /* Freed by whichever goes last: the context or its last storage. */
-struct candle_ctx_acct {
+struct cdl_ctx_acct {
     size_t used;
     int refs;
     int lock;    /* guards the cache; a busy lock means "do not cache" */
@@ -22,16 +22,16 @@ struct candle_ctx_acct {
     size_t cache_size[ACCT_CACHE];
 };
 
-static void acct_release(struct candle_ctx_acct *a) {
+static void acct_release(struct cdl_ctx_acct *a) {
     if (__atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) == 0) free(a);
 }
 
-static bool acct_trylock(struct candle_ctx_acct *a) {
+static bool acct_trylock(struct cdl_ctx_acct *a) {
     return !__atomic_exchange_n(&a->lock, 1, __ATOMIC_ACQUIRE);
 }
-static void acct_unlock(struct candle_ctx_acct *a) { __atomic_store_n(&a->lock, 0, __ATOMIC_RELEASE); }
+static void acct_unlock(struct cdl_ctx_acct *a) { __atomic_store_n(&a->lock, 0, __ATOMIC_RELEASE); }
 
-static candle_storage *acct_cache_take(struct candle_ctx_acct *a, size_t size) {
+static candle_storage *acct_cache_take(struct cdl_ctx_acct *a, size_t size) {
     candle_storage *s = NULL;
     if (!acct_trylock(a)) return NULL;
     for (int i = 0; i < ACCT_CACHE && !s; i++)
@@ -43,7 +43,7 @@ static candle_storage *acct_cache_take(struct candle_ctx_acct *a, size_t size) {
     return s;
 }
 
-static bool acct_cache_put(struct candle_ctx_acct *a, candle_storage *s, size_t size) {
+static bool acct_cache_put(struct cdl_ctx_acct *a, candle_storage *s, size_t size) {
     bool put = false;
     if (size > ACCT_CACHE_MAX_BYTES || !acct_trylock(a)) return false;
     for (int i = 0; i < ACCT_CACHE && !put && !a->closed; i++)
@@ -58,7 +58,7 @@ static bool acct_cache_put(struct candle_ctx_acct *a, candle_storage *s, size_t 
 
 static void free_ctx_storage(candle_storage *s);
 
-static void acct_close(struct candle_ctx_acct *a) {
+static void acct_close(struct cdl_ctx_acct *a) {
     while (!acct_trylock(a)) {
     }
     a->closed = true;
@@ -71,22 +71,22 @@ static void acct_close(struct candle_ctx_acct *a) {
 
 static _Atomic bool g_default_no_plan;
 
-void candle_ctx_set_default_no_plan(bool on) { g_default_no_plan = on; }
+void cdl_ctx_set_default_no_plan(bool on) { g_default_no_plan = on; }
 
 candle_ctx_params candle_ctx_default_params(void) {
     return (candle_ctx_params){.backend = NULL, .eager = false, .mem_limit = 0, .n_threads = 0,
                                .no_plan = g_default_no_plan};
 }
 
-candle_status candle_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, candle_backend *be,
+candle_status cdl_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, candle_backend *be,
                                  bool owns_backend) {
     *out = NULL;
     candle_ctx *ctx = calloc(1, sizeof *ctx);
-    struct candle_ctx_acct *acct = calloc(1, sizeof *acct);
+    struct cdl_ctx_acct *acct = calloc(1, sizeof *acct);
     if (!ctx || !acct) {
         free(ctx);
         free(acct);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: context");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: context");
     }
     acct->refs = 1;
     ctx->acct = acct;
@@ -101,7 +101,7 @@ candle_status candle_ctx_init_on(candle_ctx **out, const candle_ctx_params *p, c
 }
 
 static candle_tensor *desc_at(candle_ctx *ctx, size_t i) {
-    candle_desc_chunk *c = ctx->first;
+    cdl_desc_chunk *c = ctx->first;
     while (i >= CANDLE_CTX_CHUNK) {
         c = c->next;
         i -= CANDLE_CTX_CHUNK;
@@ -117,7 +117,7 @@ void candle_ctx_reset(candle_ctx *ctx, candle_ctx_mark mark) {
     if (mark >= ctx->n_tensors) return;
     /* Start at the mark's chunk: a step's reset does not walk the weights. */
     size_t i = mark - mark % CANDLE_CTX_CHUNK;
-    candle_desc_chunk *c = ctx->first;
+    cdl_desc_chunk *c = ctx->first;
     for (size_t k = 0; k < mark / CANDLE_CTX_CHUNK; k++) c = c->next;
     for (; c && i < ctx->n_tensors; c = c->next) {
         for (size_t j = 0; j < CANDLE_CTX_CHUNK && i < ctx->n_tensors; j++, i++) {
@@ -134,13 +134,13 @@ candle_ctx_mark candle_ctx_get_mark(const candle_ctx *ctx) { return ctx->n_tenso
 void candle_ctx_free(candle_ctx *ctx) {
     if (!ctx) return;
     candle_ctx_reset(ctx, 0);
-    candle_memplan_drop_buffer(ctx);
-    candle_memplan_free_scratch(ctx);
-    candle_graph_free_scratch(ctx);
+    cdl_memplan_drop_buffer(ctx);
+    cdl_memplan_free_scratch(ctx);
+    cdl_graph_free_scratch(ctx);
     free(ctx->graphs);
     acct_close(ctx->acct);
     acct_release(ctx->acct);
-    for (candle_desc_chunk *c = ctx->first, *n; c; c = n) {
+    for (cdl_desc_chunk *c = ctx->first, *n; c; c = n) {
         n = c->next;
         free(c);
     }
@@ -149,11 +149,11 @@ void candle_ctx_free(candle_ctx *ctx) {
     free(ctx);
 }
 
-candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx) {
+candle_tensor *cdl_tensor_alloc_desc(candle_ctx *ctx) {
     if (ctx->n_tensors == ctx->n_chunks * CANDLE_CTX_CHUNK) {
-        candle_desc_chunk *c = malloc(sizeof *c);
+        cdl_desc_chunk *c = malloc(sizeof *c);
         if (!c) {
-            candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor descriptors");
+            cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor descriptors");
             return NULL;
         }
         c->next = NULL;
@@ -171,24 +171,24 @@ candle_tensor *candle_tensor_alloc_desc(candle_ctx *ctx) {
 
 /* Graph bookkeeping: each graph pointer is stored with the tensor count at
  * its creation, so a reset frees the graphs built after the mark. */
-int candle_ctx_track_graph(candle_ctx *ctx, void *g) {
+int cdl_ctx_track_graph(candle_ctx *ctx, void *g) {
     if (ctx->n_graphs == ctx->cap_graphs) {
         size_t cap = ctx->cap_graphs ? ctx->cap_graphs * 2 : 8;
-        candle_graph_slot *ng = realloc(ctx->graphs, cap * sizeof *ng);
+        cdl_graph_slot *ng = realloc(ctx->graphs, cap * sizeof *ng);
         if (!ng) return -1;
         ctx->graphs = ng;
         ctx->cap_graphs = cap;
     }
-    candle_graph_slot *slots = ctx->graphs;
-    slots[ctx->n_graphs++] = (candle_graph_slot){ctx->n_tensors, g};
+    cdl_graph_slot *slots = ctx->graphs;
+    slots[ctx->n_graphs++] = (cdl_graph_slot){ctx->n_tensors, g};
     return 0;
 }
 
 static void free_graphs_from(candle_ctx *ctx, size_t mark) {
-    candle_graph_slot *slots = ctx->graphs;
+    cdl_graph_slot *slots = ctx->graphs;
     size_t keep = 0;
     for (size_t i = 0; i < ctx->n_graphs; i++) {
-        if (slots[i].mark > mark || mark == 0) candle_graph_free_internal(slots[i].g);
+        if (slots[i].mark > mark || mark == 0) cdl_graph_free_internal(slots[i].g);
         else slots[keep++] = slots[i];
     }
     ctx->n_graphs = keep;
@@ -203,24 +203,24 @@ size_t candle_ctx_mem_used(const candle_ctx *ctx) {
 size_t candle_ctx_mem_peak(const candle_ctx *ctx) { return ctx->mem_peak; }
 uint64_t candle_ctx_alloc_count(const candle_ctx *ctx) { return ctx->n_allocs; }
 
-void candle_ctx_note_free(candle_ctx *ctx, size_t bytes) {
+void cdl_ctx_note_free(candle_ctx *ctx, size_t bytes) {
     __atomic_sub_fetch(&ctx->acct->used, bytes, __ATOMIC_RELAXED);
 }
 
-candle_status candle_ctx_sys_alloc(candle_ctx *ctx, size_t size, const char *what,
-                                   candle_storage **inner, struct candle_ctx_acct **acct) {
+candle_status cdl_ctx_sys_alloc(candle_ctx *ctx, size_t size, const char *what,
+                                   candle_storage **inner, struct cdl_ctx_acct **acct) {
     size_t used = candle_ctx_mem_used(ctx);
     if (ctx->mem_limit && (used > ctx->mem_limit || size > ctx->mem_limit - used)) {
         char a[32], b[32], d[16];
-        return candle_set_error(ctx, CANDLE_ERR_OOM,
+        return cdl_set_error(ctx, CANDLE_ERR_OOM,
                                 "out of memory: requested %s, available %s on %s (%s)",
-                                candle_format_bytes(size, a, sizeof a),
-                                candle_format_bytes(used > ctx->mem_limit ? 0 : ctx->mem_limit - used, b, sizeof b),
+                                cdl_format_bytes(size, a, sizeof a),
+                                cdl_format_bytes(used > ctx->mem_limit ? 0 : ctx->mem_limit - used, b, sizeof b),
                                 candle_device_str(ctx->backend->device, d, sizeof d), what);
     }
     if (!*inner) {
         candle_status st = ctx->backend->iface->buffer_alloc(ctx->backend, size, inner);
-        if (st != CANDLE_OK) return candle_ctx_take_last_error(ctx);
+        if (st != CANDLE_OK) return cdl_ctx_take_last_error(ctx);
         ctx->n_allocs++;
     }
     *acct = ctx->acct;
@@ -230,7 +230,7 @@ candle_status candle_ctx_sys_alloc(candle_ctx *ctx, size_t size, const char *wha
     return CANDLE_OK;
 }
 
-void candle_ctx_sys_free(struct candle_ctx_acct *acct, candle_storage *inner, size_t size) {
+void cdl_ctx_sys_free(struct cdl_ctx_acct *acct, candle_storage *inner, size_t size) {
     __atomic_sub_fetch(&acct->used, size, __ATOMIC_RELAXED);
     candle_storage_release(inner);
     acct_release(acct);
@@ -240,7 +240,7 @@ void candle_ctx_sys_free(struct candle_ctx_acct *acct, candle_storage *inner, si
 typedef struct ctx_storage {
     candle_storage base;
     candle_storage *inner;
-    struct candle_ctx_acct *acct;
+    struct cdl_ctx_acct *acct;
 } ctx_storage;
 
 static void free_ctx_storage(candle_storage *s) {
@@ -252,13 +252,13 @@ static void free_ctx_storage(candle_storage *s) {
 /* Back into the cache (storage and descriptor both) when there is room. */
 static void release_ctx_storage(candle_storage *s) {
     ctx_storage *cs = (ctx_storage *)s;
-    struct candle_ctx_acct *acct = cs->acct;
+    struct cdl_ctx_acct *acct = cs->acct;
     __atomic_sub_fetch(&acct->used, cs->base.size, __ATOMIC_RELAXED);
     if (!acct_cache_put(acct, s, cs->base.size)) free_ctx_storage(s);
     acct_release(acct);
 }
 
-candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
+candle_status cdl_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
     candle_contiguous_strides(t->dtype, t->rank, t->shape, t->stride);
     size_t size = candle_tensor_nbytes(t);
     if (size == 0) size = 1; /* empty tensors still get a valid pointer */
@@ -269,8 +269,8 @@ candle_status candle_tensor_alloc_storage(candle_ctx *ctx, candle_tensor *t) {
                                         : candle_op_name((candle_op)t->op));
     ctx_storage *cs = (ctx_storage *)acct_cache_take(ctx->acct, size);
     if (!cs) cs = calloc(1, sizeof *cs);
-    if (!cs) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: storage descriptor");
-    candle_status st = candle_ctx_sys_alloc(ctx, size, what, &cs->inner, &cs->acct);
+    if (!cs) return cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: storage descriptor");
+    candle_status st = cdl_ctx_sys_alloc(ctx, size, what, &cs->inner, &cs->acct);
     if (st != CANDLE_OK) {
         if (cs->inner) free_ctx_storage(&cs->base);
         else free(cs);

@@ -7,9 +7,9 @@
 
 /* Defined in quant/: registers to_f32/from_f32/vec_dot for the block types
  * and the plain float types. Called once, before the table is first read. */
-void candle_quant_register_traits(candle_dtype_traits *table);
+void cdl_quant_register_traits(candle_dtype_traits *table);
 
-static inline bool candle_dtype_is_quantized(candle_dtype t) {
+static inline bool cdl_dtype_is_quantized(candle_dtype t) {
     return t >= CANDLE_DTYPE_Q4_0 && t < CANDLE_DTYPE_COUNT;
 }
 

@@ -39,7 +39,7 @@ _Static_assert(sizeof(table) / sizeof(table[0]) == CANDLE_DTYPE_COUNT,
                "dtype traits table out of date");
 
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-static void table_init(void) { candle_quant_register_traits(table); }
+static void table_init(void) { cdl_quant_register_traits(table); }
 
 const candle_dtype_traits *candle_dtype_info(candle_dtype t) {
     if ((unsigned)t >= CANDLE_DTYPE_COUNT) return NULL;

@@ -29,7 +29,7 @@ const char *candle_status_name(candle_status s) {
     return names[s];
 }
 
-candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap) {
+candle_status cdl_set_errorv(candle_ctx *ctx, candle_status s, const char *fmt, va_list ap) {
     if (s == CANDLE_OK) return s; /* not an error: nothing to record */
     if (ctx && ctx->status != CANDLE_OK) return s; /* first error sticks */
     /* formatted apart first: a message may quote the one it replaces
@@ -47,17 +47,17 @@ candle_status candle_set_errorv(candle_ctx *ctx, candle_status s, const char *fm
     return s;
 }
 
-candle_status candle_set_error(candle_ctx *ctx, candle_status s, const char *fmt, ...) {
+candle_status cdl_set_error(candle_ctx *ctx, candle_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    candle_set_errorv(ctx, s, fmt, ap);
+    cdl_set_errorv(ctx, s, fmt, ap);
     va_end(ap);
     return s;
 }
 
-candle_status candle_ctx_take_last_error(candle_ctx *ctx) {
+candle_status cdl_ctx_take_last_error(candle_ctx *ctx) {
     candle_status s = tl_status;
-    if (s != CANDLE_OK) candle_set_error(ctx, s, "%s", tl_msg);
+    if (s != CANDLE_OK) cdl_set_error(ctx, s, "%s", tl_msg);
     return s;
 }
 
@@ -76,7 +76,7 @@ void candle_backend_set_errmsg(const char *fmt, ...) {
     va_end(ap);
     memcpy(tl_backend_msg, msg, sizeof msg);
 }
-char *candle_backend_errmsg_buffer(void) { return tl_backend_msg; }
+char *cdl_backend_errmsg_buffer(void) { return tl_backend_msg; }
 const char *candle_backend_errmsg(const candle_backend *be) { return be ? tl_backend_msg : "backend is NULL"; }
 
 candle_status candle_errcode(const candle_ctx *ctx) { return ctx ? ctx->status : tl_status; }
@@ -120,7 +120,7 @@ const char *candle_escape_text(const char *s, size_t len, char *buf, size_t n) {
     return buf;
 }
 
-const char *candle_format_bytes(size_t n, char *buf, size_t len) {
+const char *cdl_format_bytes(size_t n, char *buf, size_t len) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)n;
     int u = 0;

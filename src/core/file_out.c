@@ -16,11 +16,11 @@
 
 #include "core-impl.h"
 
-candle_status candle_out_file_check(const char *path, const char *what) {
+candle_status cdl_out_file_check(const char *path, const char *what) {
     struct stat st;
     /* stat follows a symlink: one to a device is refused like the device */
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "%s: output '%s' exists and is not a regular file; refusing to "
                                 "replace it",
                                 what, path);
@@ -42,9 +42,9 @@ static char *tmp_name(const char *path, uint64_t seed) {
     return t;
 }
 
-candle_status candle_out_file_open(candle_out_file *o, const char *path, const char *what) {
+candle_status cdl_out_file_open(cdl_out_file *o, const char *path, const char *what) {
     memset(o, 0, sizeof *o);
-    candle_status s = candle_out_file_check(path, what);
+    candle_status s = cdl_out_file_check(path, what);
     if (s) return s;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -52,7 +52,7 @@ candle_status candle_out_file_open(candle_out_file *o, const char *path, const c
                     (uint64_t)(uintptr_t)o;
     for (int tries = 0; tries < 100; tries++, seed = seed * 6364136223846793005u + 1442695040888963407u) {
         char *t = tmp_name(path, seed >> 16);
-        if (!t) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s path", what);
+        if (!t) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s path", what);
         int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd < 0 && errno == EEXIST) {
             free(t);
@@ -64,7 +64,7 @@ candle_status candle_out_file_open(candle_out_file *o, const char *path, const c
                 close(fd);
                 unlink(t);
             }
-            s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: %s: cannot create %s: %s", what, path,
+            s = cdl_set_error(NULL, CANDLE_ERR_IO, "%s: %s: cannot create %s: %s", what, path,
                                  t, strerror(e));
             free(t);
             return s;
@@ -73,18 +73,18 @@ candle_status candle_out_file_open(candle_out_file *o, const char *path, const c
         o->path = path;
         return CANDLE_OK;
     }
-    return candle_set_error(NULL, CANDLE_ERR_IO, "%s: no unique temporary name beside '%s'", what,
+    return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: no unique temporary name beside '%s'", what,
                             path);
 }
 
-void candle_out_file_abort(candle_out_file *o) {
+void cdl_out_file_abort(cdl_out_file *o) {
     if (o->f) fclose(o->f);
     if (o->tmp) unlink(o->tmp);
     free(o->tmp);
     memset(o, 0, sizeof *o);
 }
 
-candle_status candle_out_file_commit(candle_out_file *o, bool ok, const char *what) {
+candle_status cdl_out_file_commit(cdl_out_file *o, bool ok, const char *what) {
     int err = errno;
     if (fclose(o->f) != 0 && ok) {
         ok = false;
@@ -92,12 +92,12 @@ candle_status candle_out_file_commit(candle_out_file *o, bool ok, const char *wh
     }
     o->f = NULL;
     /* checked again: the target may have been replaced while we wrote */
-    candle_status s = ok ? candle_out_file_check(o->path, what) : CANDLE_OK;
+    candle_status s = ok ? cdl_out_file_check(o->path, what) : CANDLE_OK;
     if (ok && !s && rename(o->tmp, o->path) != 0) {
         ok = false;
         err = errno;
     }
-    if (!ok && !s) s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: %s: %s", what, o->path, strerror(err));
+    if (!ok && !s) s = cdl_set_error(NULL, CANDLE_ERR_IO, "%s: %s: %s", what, o->path, strerror(err));
     if (s) unlink(o->tmp);
     free(o->tmp);
     memset(o, 0, sizeof *o);

@@ -41,14 +41,14 @@ typedef struct parser {
 
 static bool fail(parser *p, const char *reason) {
     if (!p->failed)
-        candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: byte %zu: %s", p->what, p->pos, reason);
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: byte %zu: %s", p->what, p->pos, reason);
     p->failed = true;
     return false;
 }
 
 static bool oom(parser *p, size_t n) {
     if (!p->failed)
-        candle_set_error(NULL, CANDLE_ERR_OOM, "%s: out of memory (%zu bytes) reading JSON",
+        cdl_set_error(NULL, CANDLE_ERR_OOM, "%s: out of memory (%zu bytes) reading JSON",
                          p->what, n);
     p->failed = true;
     return false;
@@ -335,10 +335,10 @@ static bool value(parser *p, json_value *out, int depth) {
 candle_status json_parse(json_doc **out, const char *text, size_t len, const char *what,
                          const json_parse_params *pp) {
     if (!out || (!text && len))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "json_parse: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "json_parse: NULL argument");
     *out = NULL;
     json_doc *d = calloc(1, sizeof *d);
-    if (!d) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: JSON document");
+    if (!d) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: JSON document");
     parser p = {.s = (const unsigned char *)text,
                 .len = len,
                 .what = what ? what : "JSON",
@@ -364,14 +364,14 @@ candle_status json_parse_file(json_doc **out, const char *path, const char *name
                               size_t max_bytes) {
     if (!name) name = path;
     FILE *f = fopen(path, "rb");
-    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+    if (!f) return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
     char *buf = NULL;
     size_t len = 0, cap = 0;
     candle_status s = CANDLE_OK;
     for (;;) {
         if (len == cap) {
             if (cap >= max_bytes) {
-                s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: larger than %zu MiB", name,
+                s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: larger than %zu MiB", name,
                                      max_bytes >> 20);
                 break;
             }
@@ -379,7 +379,7 @@ candle_status json_parse_file(json_doc **out, const char *path, const char *name
             if (cap > max_bytes) cap = max_bytes;
             char *b = realloc(buf, cap);
             if (!b) {
-                s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory reading %s", name);
+                s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory reading %s", name);
                 break;
             }
             buf = b;
@@ -387,7 +387,7 @@ candle_status json_parse_file(json_doc **out, const char *path, const char *name
         size_t r = fread(buf + len, 1, cap - len, f);
         len += r;
         if (r == 0) {
-            if (ferror(f)) s = candle_set_error(NULL, CANDLE_ERR_IO, "%s: read error", name);
+            if (ferror(f)) s = cdl_set_error(NULL, CANDLE_ERR_IO, "%s: read error", name);
             break;
         }
     }

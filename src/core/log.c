@@ -23,7 +23,7 @@ const char *candle_log_level_name(candle_log_level level) {
     return (unsigned)level < CANDLE_LOG_LEVEL_COUNT ? names[level] : "invalid";
 }
 
-void candle_log_msg(candle_log_level level, const char *fmt, ...) {
+void cdl_log_msg(candle_log_level level, const char *fmt, ...) {
     /* Longer messages are cut: a log line is not the place for bulk data. */
     char msg[1024];
     va_list ap;

@@ -6,22 +6,22 @@
 #include "core-impl.h"
 
 /* Bytes the system reports as available (0 when it cannot tell). */
-size_t candle_mem_sys_available(void);
+size_t cdl_mem_sys_available(void);
 
-static inline void candle_mem_stats_finish(candle_mem_stats *st) {
+static inline void cdl_mem_stats_finish(candle_mem_stats *st) {
     st->fragmentation =
         st->bytes_reserved ? 1.0 - (double)st->bytes_live / (double)st->bytes_reserved : 0.0;
 }
 
 /* Where a pool gets its blocks: alloc returns NULL on failure. */
-typedef struct candle_pool_source {
+typedef struct cdl_pool_source {
     void *(*alloc)(void *user, size_t size);
     void (*free)(void *user, void *ptr);
     void *user;
-} candle_pool_source;
+} cdl_pool_source;
 
 /* A pool over a backend's memory (candle_pool_init uses the heap for cpu). */
-candle_status candle_pool_init_with(candle_pool **out, size_t limit, candle_device device,
-                                    const candle_pool_source *src);
+candle_status cdl_pool_init_with(candle_pool **out, size_t limit, candle_device device,
+                                    const cdl_pool_source *src);
 
 #endif

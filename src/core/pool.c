@@ -35,7 +35,7 @@ typedef struct live_map {
 struct candle_pool {
     pthread_mutex_t lock;
     candle_device device;
-    candle_pool_source src;
+    cdl_pool_source src;
     size_t limit; /* 0 = none */
     size_t cached; /* bytes sitting in free lists */
     ptr_stack free_list[POOL_N_CLASSES];
@@ -43,7 +43,7 @@ struct candle_pool {
     candle_mem_stats st;
 };
 
-size_t candle_mem_sys_available(void) {
+size_t cdl_mem_sys_available(void) {
     long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || psize <= 0) return 0;
     return (size_t)pages * (size_t)psize;
@@ -122,16 +122,16 @@ static bool stack_push(ptr_stack *s, void *p) {
 static void lock(const candle_pool *p) { pthread_mutex_lock((pthread_mutex_t *)&p->lock); }
 static void unlock(const candle_pool *p) { pthread_mutex_unlock((pthread_mutex_t *)&p->lock); }
 
-candle_status candle_pool_init_with(candle_pool **out, size_t limit, candle_device device,
-                                    const candle_pool_source *src) {
+candle_status cdl_pool_init_with(candle_pool **out, size_t limit, candle_device device,
+                                    const cdl_pool_source *src) {
     if (!out || !src || !src->alloc || !src->free)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "pool_init: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "pool_init: NULL argument");
     *out = NULL;
     candle_pool *p = calloc(1, sizeof *p);
-    if (!p) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: pool descriptor");
+    if (!p) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: pool descriptor");
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
-        return candle_set_error(NULL, CANDLE_ERR_INTERNAL, "pool_init: mutex init failed");
+        return cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "pool_init: mutex init failed");
     }
     p->device = device;
     p->src = *src;
@@ -144,13 +144,13 @@ candle_status candle_pool_init(candle_pool **out, size_t limit, candle_device de
     if (device.type != CANDLE_DEVICE_CPU) {
         char d[16];
         if (out) *out = NULL;
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "pool_init: no memory source for %s here; the device backend "
                                 "makes its own pool",
                                 candle_device_str(device, d, sizeof d));
     }
-    candle_pool_source heap = {heap_alloc, heap_free, NULL};
-    return candle_pool_init_with(out, limit, device, &heap);
+    cdl_pool_source heap = {heap_alloc, heap_free, NULL};
+    return cdl_pool_init_with(out, limit, device, &heap);
 }
 
 /* Free every cached block (lock held). */
@@ -179,18 +179,18 @@ void candle_pool_free(candle_pool *p) {
 static void pool_oom(const candle_pool *p, size_t size, const char *why) {
     char r[32], av[32], lim[32], d[16];
     candle_device_str(p->device, d, sizeof d);
-    candle_format_bytes(size, r, sizeof r);
+    cdl_format_bytes(size, r, sizeof r);
     if (p->limit) {
         size_t avail = p->limit > p->st.bytes_reserved ? p->limit - p->st.bytes_reserved : 0;
-        candle_set_error(NULL, CANDLE_ERR_OOM,
+        cdl_set_error(NULL, CANDLE_ERR_OOM,
                          "out of memory: requested %s, available %s on %s (pool limit %s)", r,
-                         candle_format_bytes(avail + p->cached, av, sizeof av), d,
-                         candle_format_bytes(p->limit, lim, sizeof lim));
+                         cdl_format_bytes(avail + p->cached, av, sizeof av), d,
+                         cdl_format_bytes(p->limit, lim, sizeof lim));
     } else {
-        size_t avail = p->device.type == CANDLE_DEVICE_CPU ? candle_mem_sys_available() : 0;
-        candle_set_error(NULL, CANDLE_ERR_OOM,
+        size_t avail = p->device.type == CANDLE_DEVICE_CPU ? cdl_mem_sys_available() : 0;
+        cdl_set_error(NULL, CANDLE_ERR_OOM,
                          "out of memory: requested %s, available %s on %s (pool: %s)", r,
-                         candle_format_bytes(avail, av, sizeof av), d, why);
+                         cdl_format_bytes(avail, av, sizeof av), d, why);
     }
 }
 
@@ -222,7 +222,7 @@ static void *sys_block(candle_pool *p, int c, size_t request) {
 
 void *candle_pool_alloc(candle_pool *p, size_t size) {
     if (!p) {
-        candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "pool_alloc: pool is NULL");
+        cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "pool_alloc: pool is NULL");
         return NULL;
     }
     lock(p);
@@ -258,7 +258,7 @@ void candle_pool_release(candle_pool *p, void *ptr) {
     size_t i = map_find(&p->live, (uintptr_t)ptr);
     if (i == SIZE_MAX) {
         unlock(p);
-        candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                          "pool_release: %p was not allocated by this pool or is already released",
                          ptr);
         return;
@@ -290,6 +290,6 @@ candle_mem_stats candle_pool_stats(const candle_pool *p) {
     lock(p);
     st = p->st;
     unlock(p);
-    candle_mem_stats_finish(&st);
+    cdl_mem_stats_finish(&st);
     return st;
 }

@@ -16,11 +16,11 @@ void candle_storage_release(candle_storage *s) {
 
 static void release_external(candle_storage *s) { free(s); }
 
-candle_storage *candle_storage_new(void *data, size_t size, candle_storage_kind kind,
+candle_storage *cdl_storage_new(void *data, size_t size, candle_storage_kind kind,
                                    void (*release)(candle_storage *)) {
     candle_storage *s = calloc(1, sizeof *s);
     if (!s) {
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: storage descriptor");
+        cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: storage descriptor");
         return NULL;
     }
     s->data = data;
@@ -33,7 +33,7 @@ candle_storage *candle_storage_new(void *data, size_t size, candle_storage_kind 
 }
 
 candle_storage *candle_storage_external(void *data, size_t size) {
-    return candle_storage_new(data, size, CANDLE_STORAGE_EXTERNAL, release_external);
+    return cdl_storage_new(data, size, CANDLE_STORAGE_EXTERNAL, release_external);
 }
 
 const char *candle_device_str(candle_device d, char *buf, size_t n) {

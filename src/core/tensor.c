@@ -93,11 +93,11 @@ static bool check_shape(candle_ctx *ctx, const char *what, candle_dtype dtype, i
                         const int64_t *shape) {
     char buf[128];
     if ((unsigned)dtype >= CANDLE_DTYPE_COUNT) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
         return false;
     }
     if (rank < 0 || rank > CANDLE_MAX_RANK || (rank > 0 && !shape)) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: rank %d out of range (max %d)", what, rank,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: rank %d out of range (max %d)", what, rank,
                          CANDLE_MAX_RANK);
         return false;
     }
@@ -105,32 +105,32 @@ static bool check_shape(candle_ctx *ctx, const char *what, candle_dtype dtype, i
     uint64_t n = 1;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0 || (shape[i] > 0 && n > (UINT64_MAX >> 2) / (uint64_t)shape[i])) {
-            candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: invalid shape %s", what,
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: invalid shape %s", what,
                              candle_shape_str(rank, shape, buf, sizeof buf));
             return false;
         }
         n *= (uint64_t)shape[i];
     }
     if (tr->block_size > 1 && (rank == 0 || shape[rank - 1] % tr->block_size)) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "%s: %s rows must be a multiple of %" PRId64 " elements, shape %s",
                          what, tr->name, tr->block_size,
                          candle_shape_str(rank, shape, buf, sizeof buf));
         return false;
     }
     if (n > (uint64_t)INT64_MAX / 8) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: shape %s too large", what,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: shape %s too large", what,
                          candle_shape_str(rank, shape, buf, sizeof buf));
         return false;
     }
     return true;
 }
 
-candle_tensor *candle_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
+candle_tensor *cdl_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, int rank,
                                const int64_t *shape) {
     const char *what = op == CANDLE_OP_NONE ? "tensor_new" : candle_op_name(op);
     if (!check_shape(ctx, what, dtype, rank, shape)) return NULL;
-    candle_tensor *t = candle_tensor_alloc_desc(ctx);
+    candle_tensor *t = cdl_tensor_alloc_desc(ctx);
     if (!t) return NULL;
     t->op = op;
     t->dtype = dtype;
@@ -143,9 +143,9 @@ candle_tensor *candle_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype
 candle_tensor *candle_tensor_new(candle_ctx *ctx, candle_dtype dtype, int rank,
                                  const int64_t *shape) {
     if (!ctx) return NULL;
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_NONE, dtype, rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_NONE, dtype, rank, shape);
     if (!t) return NULL;
-    if (candle_tensor_alloc_storage(ctx, t) != CANDLE_OK) return NULL;
+    if (cdl_tensor_alloc_storage(ctx, t) != CANDLE_OK) return NULL;
     t->computed = true;
     return t;
 }
@@ -154,11 +154,11 @@ candle_tensor *candle_tensor_from_storage(candle_ctx *ctx, candle_dtype dtype, i
                                           const int64_t *shape, candle_storage *s,
                                           size_t offset) {
     if (!ctx) return NULL;
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_NONE, dtype, rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_NONE, dtype, rank, shape);
     if (!t) return NULL;
     size_t need = candle_tensor_nbytes(t);
     if (!s || offset > s->size || need > s->size - offset) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "tensor_from_storage: %zu bytes at offset %zu exceed storage of %zu bytes",
                          need, offset, s ? s->size : 0);
         return NULL;
@@ -178,7 +178,7 @@ candle_tensor *candle_tensor_from_f32(candle_ctx *ctx, candle_dtype dtype, int r
     int64_t n = candle_tensor_numel(t);
     if (tr->is_quantized) {
         if (!tr->from_f32) {
-            candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "tensor_from_f32: no quantizer for %s",
+            cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "tensor_from_f32: no quantizer for %s",
                              tr->name);
             return NULL;
         }
@@ -187,12 +187,12 @@ candle_tensor *candle_tensor_from_f32(candle_ctx *ctx, candle_dtype dtype, int r
     size_t bytes = candle_tensor_nbytes(t);
     char *p = candle_tensor_is_host(t) ? candle_tensor_data(t) : malloc(bytes ? bytes : 1);
     if (!p) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor_from_f32 staging %zu bytes", bytes);
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: tensor_from_f32 staging %zu bytes", bytes);
         return NULL;
     }
     if (tr->is_quantized) tr->from_f32(data, p, n);
     else
-        for (int64_t i = 0; i < n; i++) candle_store_f64(dtype, p + i * (int64_t)tr->type_size, data[i]);
+        for (int64_t i = 0; i < n; i++) cdl_store_f64(dtype, p + i * (int64_t)tr->type_size, data[i]);
     if (p == candle_tensor_data(t)) return t;
     candle_status s = candle_tensor_set_bytes(t, 0, p, bytes);
     free(p);
@@ -210,12 +210,12 @@ candle_tensor *candle_tensor_from_i32(candle_ctx *ctx, int rank, const int64_t *
 static candle_status host_shadow(const candle_tensor *t, candle_tensor *sh, candle_storage *st) {
     const candle_storage *src = t->storage;
     void *p = malloc(src->size ? src->size : 1);
-    if (!p) return candle_set_error(t->ctx, CANDLE_ERR_OOM, "out of memory: reading %zu bytes from %s", src->size,
+    if (!p) return cdl_set_error(t->ctx, CANDLE_ERR_OOM, "out of memory: reading %zu bytes from %s", src->size,
                                     src->backend->iface->name);
     candle_status s = src->backend->iface->buffer_get(src->backend, src, 0, p, src->size);
     if (s) {
         free(p);
-        return candle_set_error(t->ctx, s, "reading a tensor from %s: %s", src->backend->iface->name,
+        return cdl_set_error(t->ctx, s, "reading a tensor from %s: %s", src->backend->iface->name,
                                 candle_backend_errmsg(src->backend));
     }
     *st = (candle_storage){.data = p, .size = src->size, .refcount = 1, .kind = CANDLE_STORAGE_HEAP};
@@ -225,9 +225,9 @@ static candle_status host_shadow(const candle_tensor *t, candle_tensor *sh, cand
 }
 
 static candle_status check_readable(const candle_tensor *t, const char *what) {
-    if (!t) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: tensor is NULL", what);
+    if (!t) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: tensor is NULL", what);
     if (!t->storage || !t->computed)
-        return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "%s: tensor not computed", what);
+        return cdl_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "%s: tensor not computed", what);
     return CANDLE_OK;
 }
 
@@ -263,7 +263,7 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
     int bd = blocked_dim(t, tr);
     for (int i = 0; i < t->rank; i++) {
         if (index[i] < 0 || index[i] >= t->shape[i])
-            return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(t->ctx, CANDLE_ERR_INVALID_ARG,
                                     "tensor_get: index %" PRId64 " out of range for dim %d of size %" PRId64,
                                     index[i], i, t->shape[i]);
         if (i == bd && tr->is_quantized) continue;
@@ -271,7 +271,7 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
     }
     const char *base = (const char *)t->storage->data;
     if (tr->is_quantized && !tr->to_f32)
-        return candle_set_error(t->ctx, CANDLE_ERR_UNSUPPORTED, "tensor_get: no dequantizer for %s",
+        return cdl_set_error(t->ctx, CANDLE_ERR_UNSUPPORTED, "tensor_get: no dequantizer for %s",
                                 tr->name);
     if (tr->is_quantized) {
         int64_t j = t->rank ? index[bd] : 0;
@@ -280,7 +280,7 @@ candle_status candle_tensor_get_f64(const candle_tensor *t, const int64_t *index
         *out = tmp[j % tr->block_size];
         return CANDLE_OK;
     }
-    *out = candle_load_f64(t->dtype, base + off);
+    *out = cdl_load_f64(t->dtype, base + off);
     return CANDLE_OK;
 }
 

@@ -9,11 +9,11 @@ bool candle_tensor_is_host(const candle_tensor *t) { return t && t->storage && !
 
 /* [t->offset + offset, + size) inside t's storage, else an error naming what. */
 static candle_status check_range(const candle_tensor *t, size_t offset, size_t size, const char *what) {
-    if (!t) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: tensor is NULL", what);
-    if (!t->storage) return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "%s: tensor has no storage", what);
+    if (!t) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: tensor is NULL", what);
+    if (!t->storage) return cdl_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "%s: tensor has no storage", what);
     size_t cap = t->storage->size, start = t->offset;
     if (start > cap || offset > cap - start || size > cap - start - offset)
-        return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(t->ctx, CANDLE_ERR_INVALID_ARG,
                                 "%s: %zu bytes at offset %zu exceed the %zu bytes of the storage after offset %zu",
                                 what, size, offset, cap, start);
     return CANDLE_OK;
@@ -21,13 +21,13 @@ static candle_status check_range(const candle_tensor *t, size_t offset, size_t s
 
 static candle_status backend_failed(const candle_tensor *t, candle_status s, const char *what) {
     candle_backend *be = t->storage->backend;
-    return candle_set_error(t->ctx, s, "%s on %s: %s", what, be->iface->name, candle_backend_errmsg(be));
+    return cdl_set_error(t->ctx, s, "%s on %s: %s", what, be->iface->name, candle_backend_errmsg(be));
 }
 
 candle_status candle_tensor_set_bytes(candle_tensor *t, size_t offset, const void *src, size_t size) {
     candle_status s = check_range(t, offset, size, "tensor_set_bytes");
     if (s || !size) return s;
-    if (!src) return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "tensor_set_bytes: src is NULL");
+    if (!src) return cdl_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "tensor_set_bytes: src is NULL");
     candle_backend *be = t->storage->backend;
     if (!be) {
         memcpy((char *)t->storage->data + t->offset + offset, src, size);
@@ -40,7 +40,7 @@ candle_status candle_tensor_set_bytes(candle_tensor *t, size_t offset, const voi
 candle_status candle_tensor_get_bytes(const candle_tensor *t, size_t offset, void *dst, size_t size) {
     candle_status s = check_range(t, offset, size, "tensor_get_bytes");
     if (s || !size) return s;
-    if (!dst) return candle_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "tensor_get_bytes: dst is NULL");
+    if (!dst) return cdl_set_error(t->ctx, CANDLE_ERR_INVALID_ARG, "tensor_get_bytes: dst is NULL");
     candle_backend *be = t->storage->backend;
     if (!be) {
         memcpy(dst, (const char *)t->storage->data + t->offset + offset, size);
@@ -77,7 +77,7 @@ candle_status candle_tensor_copy_bytes(candle_tensor *dst, size_t dst_offset, co
     }
     /* between two device backends: through the host */
     void *tmp = malloc(size);
-    if (!tmp) return candle_set_error(dst->ctx, CANDLE_ERR_OOM, "out of memory: tensor_copy_bytes staging %zu bytes", size);
+    if (!tmp) return cdl_set_error(dst->ctx, CANDLE_ERR_OOM, "out of memory: tensor_copy_bytes staging %zu bytes", size);
     s = candle_tensor_get_bytes(src, src_offset, tmp, size);
     if (!s) s = candle_tensor_set_bytes(dst, dst_offset, tmp, size);
     free(tmp);

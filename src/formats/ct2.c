@@ -51,7 +51,7 @@ typedef struct cur {
 } cur;
 
 static candle_status ferr(const cur *c, const char *problem) {
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s: %s (at byte %zu)", c->m->name,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s: %s (at byte %zu)", c->m->name,
                             c->where, problem, c->pos);
 }
 
@@ -174,7 +174,7 @@ static candle_status read_var(cur *c, candle_ct2_var_info *v, size_t *name_off) 
 }
 
 static candle_status oom(const char *what) {
-    return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: ct2 %s", what);
+    return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: ct2 %s", what);
 }
 
 /* Least bytes per entry: a 1-char name (2 + 2), rank, dtype, nbytes. */
@@ -324,13 +324,13 @@ static candle_status open_storage(candle_ct2 **out, candle_storage *s, const cha
 
 candle_status candle_ct2_open(candle_ct2 **out, const char *path, const candle_ct2_open_params *p) {
     if (!out || !path)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ct2: open: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ct2: open: NULL argument");
     *out = NULL;
     int fd = -1;
     size_t size = 0;
     candle_status r = cimage_open(FMT, path, &fd, &size);
     if (!r && size < 4) /* an empty file cannot be mapped */
-        r = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: version: truncated (file of %zu bytes)",
+        r = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: version: truncated (file of %zu bytes)",
                              path, size);
     if (!r) {
         candle_storage *s = cimage_map(FMT, fd, path, size);
@@ -357,7 +357,7 @@ candle_status candle_ct2_open(candle_ct2 **out, const char *path, const candle_c
 candle_status candle_ct2_open_memory(candle_ct2 **out, const void *data, size_t size,
                                      const char *name) {
     if (!out || (!data && size))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ct2: open_memory: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ct2: open_memory: NULL argument");
     *out = NULL;
     static const uint8_t empty[1];
     candle_storage *s = candle_storage_external((void *)(data ? data : empty), size);
@@ -416,7 +416,7 @@ static candle_tensor *load_copy(const candle_ct2 *m, candle_ctx *ctx, const cand
     bool host = candle_tensor_is_host(t);
     uint8_t *p = host ? candle_tensor_data(t) : malloc(bytes ? bytes : 1);
     if (!p) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: %s: variable '%s': staging %zu bytes",
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: %s: variable '%s': staging %zu bytes",
                          m->name, v->name, bytes);
         return NULL;
     }
@@ -437,12 +437,12 @@ static candle_tensor *load_copy(const candle_ct2 *m, candle_ctx *ctx, const cand
 candle_tensor *candle_ct2_load_tensor(const candle_ct2 *m, candle_ctx *ctx, const char *name) {
     if (!ctx) return NULL;
     if (!m || !name) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "ct2: load_tensor: NULL argument");
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "ct2: load_tensor: NULL argument");
         return NULL;
     }
     int64_t i = candle_ct2_find_var(m, name);
     if (i < 0) {
-        candle_set_error(ctx, CANDLE_ERR_FORMAT, "%s: variable '%s': not found", m->name, name);
+        cdl_set_error(ctx, CANDLE_ERR_FORMAT, "%s: variable '%s': not found", m->name, name);
         return NULL;
     }
     const candle_ct2_var_info *v = &m->vars[i];

@@ -37,7 +37,7 @@ typedef struct gguf_kv {
     void *aligned;
 } gguf_kv;
 
-typedef candle_name_ref gguf_name_ref;
+typedef cdl_name_ref gguf_name_ref;
 
 typedef struct gguf_tensor {
     candle_gguf_tensor_info info;

@@ -16,7 +16,7 @@ const char *candle_gguf_key(const candle_gguf *g, int64_t i) {
 
 int64_t candle_gguf_find_key(const candle_gguf *g, const char *key) {
     if (!g || !key) return -1;
-    return candle_names_find(g->kv_sorted, g->n_kv, key);
+    return cdl_names_find(g->kv_sorted, g->n_kv, key);
 }
 
 candle_gguf_type candle_gguf_kv_type(const candle_gguf *g, int64_t i) {

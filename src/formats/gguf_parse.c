@@ -27,12 +27,12 @@ static candle_status ferr(size_t off, const char *field, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(problem, sizeof problem, fmt, ap);
     va_end(ap);
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "gguf: %s: %s at offset %zu", field,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "gguf: %s: %s at offset %zu", field,
                             problem, off);
 }
 
 static candle_status oom(const char *what, size_t bytes) {
-    return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf %s (%zu bytes)", what,
+    return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf %s (%zu bytes)", what,
                             bytes);
 }
 
@@ -248,7 +248,7 @@ static candle_status parse_kv(rd *r, int64_t i, gguf_kv *kv) {
 
 /* Sort names for lookup; returns the index of a duplicated entry or -1. */
 static int64_t sort_names(gguf_name_ref *refs, int64_t n) {
-    candle_names_sort(refs, n);
+    cdl_names_sort(refs, n);
     int64_t dup = -1;
     for (int64_t i = 1; i < n; i++)
         if (!strcmp(refs[i - 1].name, refs[i].name)) {
@@ -296,7 +296,7 @@ static candle_status parse_kvs(candle_gguf *g, rd *r, uint64_t n) {
 
 static candle_status parse_alignment(candle_gguf *g) {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
-    int64_t i = candle_names_find(g->kv_sorted, g->n_kv, "general.alignment");
+    int64_t i = cdl_names_find(g->kv_sorted, g->n_kv, "general.alignment");
     if (i < 0) return CANDLE_OK;
     const gguf_kv *kv = &g->kv[i];
     size_t at = (size_t)(kv->raw - g->base);

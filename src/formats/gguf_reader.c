@@ -13,7 +13,7 @@ static candle_status open_storage(candle_gguf **out, candle_storage *s) {
     candle_gguf *g = calloc(1, sizeof *g);
     if (!g) {
         candle_storage_release(s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf handle");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf handle");
     }
     g->storage = s;
     g->base = s->data;
@@ -30,7 +30,7 @@ static candle_status open_storage(candle_gguf **out, candle_storage *s) {
 candle_status candle_gguf_open(candle_gguf **out, const char *path,
                                const candle_gguf_open_params *p) {
     if (!out || !path)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "gguf: open: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "gguf: open: NULL argument");
     *out = NULL;
     int fd = -1;
     size_t size = 0;
@@ -38,7 +38,7 @@ candle_status candle_gguf_open(candle_gguf **out, const char *path,
     if (os) return os;
     if (size < 4) { /* nothing to map; report it as the parser would */
         close(fd);
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "gguf: magic: truncated (needs 4 bytes, %zu left) at offset 0",
                                 size);
     }
@@ -62,7 +62,7 @@ candle_status candle_gguf_open(candle_gguf **out, const char *path,
 
 candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_t size) {
     if (!out || (!data && size))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "gguf: open_memory: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "gguf: open_memory: NULL argument");
     *out = NULL;
     static const uint8_t empty[1];
     candle_storage *s = candle_storage_external((void *)(data ? data : empty), size);
@@ -91,18 +91,18 @@ const candle_gguf_tensor_info *candle_gguf_tensor(const candle_gguf *g, int64_t 
 
 int64_t candle_gguf_find_tensor(const candle_gguf *g, const char *name) {
     if (!g || !name) return -1;
-    return candle_names_find(g->tensor_sorted, g->n_tensors, name);
+    return cdl_names_find(g->tensor_sorted, g->n_tensors, name);
 }
 
 candle_tensor *candle_gguf_load_tensor(const candle_gguf *g, candle_ctx *ctx, const char *name) {
     if (!ctx) return NULL;
     if (!g || !name) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "gguf: load_tensor: NULL argument");
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "gguf: load_tensor: NULL argument");
         return NULL;
     }
     int64_t i = candle_gguf_find_tensor(g, name);
     if (i < 0) {
-        candle_set_error(ctx, CANDLE_ERR_FORMAT, "gguf: tensor '%s': not found", name);
+        cdl_set_error(ctx, CANDLE_ERR_FORMAT, "gguf: tensor '%s': not found", name);
         return NULL;
     }
     const candle_gguf_tensor_info *ti = &g->tensors[i].info;

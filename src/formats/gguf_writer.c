@@ -73,13 +73,13 @@ static void bput_str(bbuf *b, const char *s, size_t len) {
 }
 
 static candle_status arg_err(const char *fmt, const char *what) {
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, fmt, what);
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, fmt, what);
 }
 
 candle_status candle_gguf_writer_init(candle_gguf_writer **out) {
     if (!out) return arg_err("gguf writer: %s", "NULL argument");
     *out = calloc(1, sizeof **out);
-    if (!*out) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf writer");
+    if (!*out) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf writer");
     (*out)->alignment = GGUF_DEFAULT_ALIGNMENT;
     return CANDLE_OK;
 }
@@ -105,7 +105,7 @@ static candle_status check_key(const char *key) {
 /* Store a finished value (type + payload) under key; takes b's memory. */
 static candle_status set_value(candle_gguf_writer *w, const char *key, bbuf *b) {
     candle_status s = check_key(key);
-    if (!s && b->oom) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf value");
+    if (!s && b->oom) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf value");
     if (s) {
         free(b->p);
         return s;
@@ -129,7 +129,7 @@ static candle_status set_value(candle_gguf_writer *w, const char *key, bbuf *b) 
     if (!k || w->n_kv == w->cap_kv) {
         free(k);
         free(b->p);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf key");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf key");
     }
     w->kv[w->n_kv++] = (wkv){k, b->p, b->n};
     return CANDLE_OK;
@@ -147,7 +147,7 @@ static candle_status set_scalar(candle_gguf_writer *w, const char *key, candle_g
 candle_status candle_gguf_writer_set_alignment(candle_gguf_writer *w, size_t alignment) {
     if (!w) return arg_err("gguf writer: %s", "NULL writer");
     if (alignment == 0 || (alignment & (alignment - 1)) || alignment > UINT32_MAX)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "gguf writer: alignment %zu is not a power of two", alignment);
     uint32_t a = (uint32_t)alignment;
     candle_status s = set_scalar(w, "general.alignment", CANDLE_GGUF_UINT32, &a);
@@ -197,7 +197,7 @@ candle_status candle_gguf_writer_set_arr(candle_gguf_writer *w, const char *key,
     if (is_alignment(key)) return alignment_type_err();
     size_t esz = cgguf_scalar_size(elem_type);
     if (!esz && elem_type != CANDLE_GGUF_STRING)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "gguf writer: arrays of %s are not supported",
                                 cgguf_type_name(elem_type));
     bbuf b = {0};
@@ -246,7 +246,7 @@ static candle_status check_tensor(const candle_gguf_writer *w, const char *name,
         if (!strcmp(w->t[i].name, name)) return arg_err("gguf writer: duplicate tensor '%s'", name);
     const candle_dtype_traits *tr = candle_dtype_info(dtype);
     if (!tr || tr->gguf_id < 0)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "gguf writer: tensor '%s': dtype %s has no GGUF type", name,
                                 candle_dtype_name(dtype));
     if (rank < 0 || rank > CANDLE_MAX_RANK || (rank > 0 && !shape))
@@ -254,7 +254,7 @@ static candle_status check_tensor(const candle_gguf_writer *w, const char *name,
     for (int d = 0; d < rank; d++)
         if (shape[d] < 0) return arg_err("gguf writer: tensor '%s': negative dimension", name);
     if (tr->block_size > 1 && (rank == 0 || shape[rank - 1] % tr->block_size))
-        return candle_set_error(NULL, CANDLE_ERR_SHAPE,
+        return cdl_set_error(NULL, CANDLE_ERR_SHAPE,
                                 "gguf writer: tensor '%s': innermost dimension not a multiple of "
                                 "the %s block size %" PRId64, name, tr->name, tr->block_size);
     return CANDLE_OK;
@@ -282,14 +282,14 @@ candle_status candle_gguf_writer_add_tensor(candle_gguf_writer *w, const char *n
     if (w->n_t == w->cap_t) {
         int64_t cap = w->cap_t ? w->cap_t * 2 : 16;
         wtensor *t = realloc(w->t, (size_t)cap * sizeof *t);
-        if (!t) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf tensor list");
+        if (!t) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf tensor list");
         w->t = t;
         w->cap_t = cap;
     }
     wtensor *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
     if (!(t->name = strdup(name)))
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf tensor name");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf tensor name");
     t->dtype = dtype;
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->shape[d] = shape[d];
@@ -351,7 +351,7 @@ candle_status candle_gguf_writer_write_memory(candle_gguf_writer *w, void **data
     }
     if (b.oom) {
         free(b.p);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf image");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf image");
     }
     *data = b.p;
     *size = b.n;
@@ -383,13 +383,13 @@ candle_status candle_gguf_writer_write(candle_gguf_writer *w, const char *path) 
     build_header(w, &b);
     if (b.oom) {
         free(b.p);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf header");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf header");
     }
-    candle_out_file o;
-    candle_status s = candle_out_file_open(&o, path, "gguf writer");
+    cdl_out_file o;
+    candle_status s = cdl_out_file_open(&o, path, "gguf writer");
     if (!s) {
         bool ok = write_all(o.f, b.p, b.n) && write_data(w, o.f);
-        s = candle_out_file_commit(&o, ok, "gguf writer");
+        s = cdl_out_file_commit(&o, ok, "gguf writer");
     }
     free(b.p);
     return s;

@@ -303,7 +303,7 @@ const char *hf_family_list(void) {
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
                                const json_value *v) {
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: field '%s' is %s, want %s", file, field,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: field '%s' is %s, want %s", file, field,
                             json_type_name(v->type), want);
 }
 
@@ -386,7 +386,7 @@ static candle_status rope_orig_key(const rope_ctx *r, double orig) {
     char k[128];
     snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", r->f->arch);
     if (!(orig >= 1 && orig <= 1e12 && orig == floor(orig)))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "%s: %s: original_max_position_embeddings %g is not a positive "
                                 "integer", r->file, r->field, orig);
     return weights_add_i64(r->w, k, (int64_t)orig);
@@ -401,7 +401,7 @@ static candle_status rope_llama3(const rope_ctx *r) {
     double hi = rope_num(r, "high_freq_factor", 4), orig = rope_num(r, "original_max_position_embeddings", 8192);
     float ff[512];
     if (r->dim <= 0 || r->dim / 2 > 512 || !(factor > 0) || !(orig > 0) || !(lo > 0) || !(hi > lo))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "%s: %s: llama3 scaling needs factor > 0, original_max_position_"
                                 "embeddings > 0 and 0 < low_freq_factor < high_freq_factor "
                                 "(rotary dims %lld)", r->file, r->field, (long long)r->dim);
@@ -428,7 +428,7 @@ static candle_status rope_yarn(const rope_ctx *r) {
     double ms = rope_num(r, "mscale", 0), ms_all = rope_num(r, "mscale_all_dim", 0);
     const json_value *trunc = json_get(r->rs, "truncate");
     if (trunc && trunc->type == JSON_FALSE)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "%s: %s: YaRN with truncate false is not supported", r->file, r->field);
     candle_status s = rope_key(r, "rope.scaling.factor", factor);
     if (!s) s = rope_orig_key(r, orig);
@@ -455,7 +455,7 @@ static candle_status rope_factor_list(const rope_ctx *r, const char *field, cons
         ff[i] = (float)d;
     }
     if (!ok)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "%s: %s.%s must be %lld positive numbers (half the rotary dims)",
                                 r->file, r->field, field, (long long)(r->dim / 2));
     return weights_add_made(r->w, name, ff, r->dim / 2);
@@ -497,7 +497,7 @@ static candle_status map_rope_object(candle_weights *w, const hf_family *f, cons
         s = add_arch_f64(w, f, sliding ? "rope.freq_base_swa" : "rope.freq_base", theta);
     if (s || (len == 7 && !memcmp(t, "default", 7))) return s;
     if (sliding)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "%s: %s: RoPE scaling '%.*s' of sliding-window layers is not supported",
                                 file, field, (int)(len > 32 ? 32 : len), t);
     char key[128];
@@ -541,13 +541,13 @@ static candle_status map_layer_types(candle_weights *w, const hf_family *f, cons
     for (size_t i = 0; i < lt->n; i++) {
         bool full = json_str_eq(json_at(lt, i), "full_attention");
         if (!full && !json_str_eq(json_at(lt, i), "sliding_attention"))
-            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                     "%s: layer_types[%zu] is not 'full_attention' or "
                                     "'sliding_attention'", file, i);
         if (full && !period) period = (int64_t)i + 1;
         bool want_full = period ? (int64_t)(i + 1) % period == 0 : false;
         if (period && full != want_full)
-            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                     "%s: layer_types is not one full-attention layer every %lld "
                                     "layers (layer %zu)", file, (long long)period, i);
     }
@@ -588,7 +588,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         if (!candle_weights_get_i64(w, key, &hd)) {
             if (!json_as_i64(json_get(cfg, "hidden_size"), &embd) ||
                 !json_as_i64(json_get(cfg, "num_attention_heads"), &heads) || heads <= 0)
-                return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                         "%s: partial_rotary_factor without hidden_size and "
                                         "num_attention_heads", file);
             hd = embd / heads;
@@ -599,7 +599,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
     if (f->pos_after_pad && (s = map_pos_offset(w, f, cfg, file))) return s;
     const json_value *pet = json_get(cfg, "position_embedding_type");
     if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "%s: position_embedding_type %s is not supported (only 'absolute')",
                                 file, pet->type == JSON_STRING ? pet->u.str : json_type_name(pet->type));
     const json_value *act = json_get(cfg, f->act_field);
@@ -607,7 +607,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         const char *a = "?";
         size_t len = 1;
         json_as_str(act, &a, &len);
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "%s: %s '%.*s' is not supported for %s (want '%s')", file,
                                 f->act_field, (int)(len > 64 ? 64 : len), a, f->model_type, f->act);
     }

@@ -21,7 +21,7 @@ static void release_heap(candle_storage *s) {
 }
 
 static candle_status io_err(const char *fmt, const char *path, const char *what) {
-    return candle_set_error(NULL, CANDLE_ERR_IO, "%s: %s: %s: %s", fmt, path, what,
+    return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: %s: %s: %s", fmt, path, what,
                             strerror(errno));
 }
 
@@ -38,8 +38,8 @@ candle_storage *cimage_read(const char *fmt, int fd, const char *path, size_t si
     void *buf = NULL;
     if (posix_memalign(&buf, size >= HUGE_ALIGN ? HUGE_ALIGN : 64, size)) {
         char b[32];
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s: loading %s (%s)", fmt, path,
-                         candle_format_bytes(size, b, sizeof b));
+        cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s: loading %s (%s)", fmt, path,
+                         cdl_format_bytes(size, b, sizeof b));
         return NULL;
     }
 #ifdef MADV_HUGEPAGE
@@ -59,7 +59,7 @@ candle_storage *cimage_read(const char *fmt, int fd, const char *path, size_t si
         }
         done += (size_t)n;
     }
-    candle_storage *s = candle_storage_new(buf, size, CANDLE_STORAGE_HEAP, release_heap);
+    candle_storage *s = cdl_storage_new(buf, size, CANDLE_STORAGE_HEAP, release_heap);
     if (!s) free(buf);
     return s;
 }
@@ -81,7 +81,7 @@ candle_storage *cimage_map(const char *fmt, int fd, const char *path, size_t siz
      * small folios stays as it is (the advice is a no-op there). */
     madvise(p, size, MADV_HUGEPAGE);
 #endif
-    candle_storage *s = candle_storage_new(p, size, CANDLE_STORAGE_MMAP, release_mmap);
+    candle_storage *s = cdl_storage_new(p, size, CANDLE_STORAGE_MMAP, release_mmap);
     if (!s) munmap(p, size);
     else s->owner = p;
     return s;
@@ -100,7 +100,7 @@ candle_status cimage_open(const char *fmt, const char *path, int *fd, size_t *si
     if (!S_ISREG(st.st_mode)) {
         close(*fd);
         *fd = -1;
-        return candle_set_error(NULL, CANDLE_ERR_IO, "%s: %s: not a regular file", fmt, path);
+        return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: %s: not a regular file", fmt, path);
     }
     *size = (size_t)st.st_size;
     return CANDLE_OK;

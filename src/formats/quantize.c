@@ -128,7 +128,7 @@ static candle_status convert_tensor(qrun *r, qtensor *q, int nth) {
     if (j.n_rows == 0) return CANDLE_OK;
 
     float *buf = malloc((size_t)ne0 * sizeof *buf);
-    if (!buf) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize row buffer");
+    if (!buf) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize row buffer");
     pthread_t tid[MAX_THREADS];
     int started = 0;
     if (nth > j.n_rows) nth = (int)j.n_rows;
@@ -143,7 +143,7 @@ static candle_status convert_tensor(qrun *r, qtensor *q, int nth) {
     free(buf);
     r->ev.bytes_done = base + t->size;
     if (atomic_load(&j.oom))
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize row buffer");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize row buffer");
     return CANDLE_OK;
 }
 
@@ -156,7 +156,7 @@ static candle_status check_dir_writable(const char *out) {
     const char *slash = strrchr(out, '/');
     size_t n = slash ? (size_t)(slash - out) : 1;
     char *d = malloc(n + 2);
-    if (!d) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize path");
+    if (!d) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize path");
     if (!slash) memcpy(d, ".", 2);
     else if (n == 0) memcpy(d, "/", 2);
     else {
@@ -165,7 +165,7 @@ static candle_status check_dir_writable(const char *out) {
     }
     candle_status s = CANDLE_OK;
     if (access(d, W_OK | X_OK) != 0)
-        s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot write '%s': %s: %s", out, d,
+        s = cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot write '%s': %s: %s", out, d,
                              strerror(errno));
     free(d);
     return s;
@@ -177,11 +177,11 @@ static candle_status check_dir_writable(const char *out) {
 static candle_status check_output(const char *in, const char *out) {
     struct stat si, so;
     if (stat(in, &si) != 0)
-        return candle_set_error(NULL, CANDLE_ERR_IO, "quantize: %s: %s", in, strerror(errno));
+        return cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: %s: %s", in, strerror(errno));
     candle_status s = check_dir_writable(out);
-    if (!s) s = candle_out_file_check(out, "quantize");
+    if (!s) s = cdl_out_file_check(out, "quantize");
     if (!s && stat(out, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
-        s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                              "quantize: output '%s' is the input file '%s' (same file, link or "
                              "symlink); refusing to overwrite the input",
                              out, in);
@@ -212,13 +212,13 @@ static candle_status permute_rows(qtensor *q, int64_t n_head) {
     const candle_weights_tensor_info *t = q->info;
     int64_t rows = t->rank == 2 ? t->shape[0] : 0;
     if (n_head <= 0 || rows % (2 * n_head))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "quantize: tensor '%s' has %lld rows, not a whole number of %lld "
                                 "heads of even size", t->name, (long long)rows, (long long)n_head);
     size_t row = t->size / (size_t)rows;
     int64_t hd = rows / n_head, half = hd / 2;
     uint8_t *out = malloc(t->size ? t->size : 1);
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize: %zu bytes", t->size);
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize: %zu bytes", t->size);
     for (int64_t h = 0; h < n_head; h++)
         for (int64_t i = 0; i < half; i++)
             for (int64_t j = 0; j < 2; j++)
@@ -232,7 +232,7 @@ static candle_status permute_rows(qtensor *q, int64_t n_head) {
 static candle_status load_source(const candle_weights *w, candle_ctx *ctx, int64_t i, qtensor *q) {
     const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
     candle_tensor *t = candle_weights_load_tensor(w, ctx, ti->name);
-    if (!t) return candle_set_error(NULL, candle_errcode(ctx), "quantize: %s", candle_errmsg(ctx));
+    if (!t) return cdl_set_error(NULL, candle_errcode(ctx), "quantize: %s", candle_errmsg(ctx));
     q->loaded = *ti;
     q->loaded.dtype = t->dtype;
     q->loaded.size = candle_tensor_nbytes(t);
@@ -258,13 +258,13 @@ static candle_status plan(const candle_weights *g, candle_ctx *ctx, candle_ftype
         if (q->dst == q->info->dtype) continue;
         const candle_dtype_traits *st = candle_dtype_info(q->info->dtype);
         if (st->is_quantized && !p->allow_requantize)
-            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                     "quantize: tensor '%s' is already %s; quantizing it again "
                                     "compounds the error: start from an f32/f16/bf16 file or "
                                     "allow requantizing (--allow-requantize)",
                                     q->info->name, st->name);
         if (!st->to_f32 || !candle_dtype_info(q->dst)->from_f32)
-            return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                     "quantize: tensor '%s': no conversion from %s to %s",
                                     q->info->name, st->name, candle_dtype_name(q->dst));
         if (st->is_quantized && p->stats) p->stats->n_requantized++;
@@ -308,7 +308,7 @@ static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
         }
         q->out_size = tensor_bytes(q->dst, q->info);
         if (!(q->out = malloc(q->out_size ? q->out_size : 1)))
-            return candle_set_error(NULL, CANDLE_ERR_OOM,
+            return cdl_set_error(NULL, CANDLE_ERR_OOM,
                                     "out of memory: quantize: %zu bytes for tensor '%s'",
                                     q->out_size, q->info->name);
         candle_status s = convert_tensor(r, q, nth);
@@ -318,7 +318,7 @@ static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
     }
     if (st) st->seconds_convert = now_s() - t0;
     if (r->cancelled)
-        return candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
+        return cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
     return CANDLE_OK;
 }
 
@@ -338,7 +338,7 @@ static candle_status write_source_kv(candle_gguf_writer *out, const candle_weigh
             candle_weights_get_i64(w, key, &v);
             s = v >= 0 && v <= UINT32_MAX ? candle_gguf_writer_set_u32(out, key, (uint32_t)v)
                 : v >= INT32_MIN && v < 0 ? candle_gguf_writer_set_i32(out, key, (int32_t)v)
-                                          : candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                          : cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                                              "quantize: %s = %lld does not fit 32 bits",
                                                              key, (long long)v);
             break;
@@ -371,7 +371,7 @@ static candle_status write_hf_tokenizer(candle_gguf_writer *out, const candle_we
     long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
     char *buf = n >= 0 && n < (64L << 20) ? malloc((size_t)n + 1) : NULL;
     if (!buf || fseek(f, 0, SEEK_SET) || fread(buf, 1, (size_t)n, f) != (size_t)n)
-        s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot read %s", path);
+        s = cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot read %s", path);
     fclose(f);
     if (!s) {
         buf[n] = 0;
@@ -399,7 +399,7 @@ static candle_status write_output(qrun *r, const candle_weights *g, const qtenso
         r->ev.writing = true;
         r->ev.note = NULL;
         if (!report(r))
-            s = candle_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
+            s = cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
     }
     if (!s) s = candle_gguf_writer_write(w, out);
     candle_gguf_writer_free(w);
@@ -435,10 +435,10 @@ candle_status candle_quantize_file(const char *in_path, const char *out_path, ca
     candle_quantize_params p = params ? *params : candle_quantize_default_params();
     if (p.stats) memset(p.stats, 0, sizeof *p.stats);
     if (!in_path || !out_path)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: NULL path");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: NULL path");
     candle_dtype base = candle_ftype_dtype(ftype);
     if (base == CANDLE_DTYPE_COUNT)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "quantize: %d is not a file type; valid types: %s", (int)ftype,
                                 candle_ftype_names());
     double t0 = now_s();
@@ -456,7 +456,7 @@ candle_status candle_quantize_file(const char *in_path, const char *out_path, ca
     if (!qt) {
         candle_ctx_free(ctx);
         candle_weights_close(g);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize tensor list");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: quantize tensor list");
     }
     qrun r = {.p = &p};
     r.ev.n_tensors = n;

@@ -77,7 +77,7 @@ const char *candle_ftype_names(void) {
 
 candle_status candle_ftype_from_name(const char *name, candle_ftype *out) {
     if (!name || !out)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: NULL type name");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: NULL type name");
     for (size_t i = 0; i < N_FTYPES + sizeof aliases / sizeof aliases[0]; i++) {
         const ftype_row *r = i < N_FTYPES ? &ftypes[i] : &aliases[i - N_FTYPES];
         if (!strcasecmp(name, r->name)) {
@@ -85,7 +85,7 @@ candle_status candle_ftype_from_name(const char *name, candle_ftype *out) {
             return CANDLE_OK;
         }
     }
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                             "quantize: unknown type '%.40s'; valid types: %s", name,
                             candle_ftype_names());
 }

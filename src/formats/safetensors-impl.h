@@ -12,7 +12,7 @@
 #include "core/json-impl.h"
 
 /* A name and the index of its entry, sorted by name for binary search. */
-typedef candle_name_ref st_name_ref;
+typedef cdl_name_ref st_name_ref;
 
 typedef struct st_meta {
     const char *key;

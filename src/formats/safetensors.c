@@ -20,7 +20,7 @@ static candle_status open_storage(candle_safetensors **out, candle_storage *s, c
     if (!st || !st->name) {
         free(st);
         candle_storage_release(s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: safetensors handle");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: safetensors handle");
     }
     st->storage = s;
     st->base = s->data;
@@ -37,7 +37,7 @@ static candle_status open_storage(candle_safetensors **out, candle_storage *s, c
 candle_status candle_safetensors_open(candle_safetensors **out, const char *path,
                                       const candle_safetensors_open_params *p) {
     if (!out || !path)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "safetensors: open: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "safetensors: open: NULL argument");
     *out = NULL;
     int fd = -1;
     size_t size = 0;
@@ -74,7 +74,7 @@ candle_status candle_safetensors_open(candle_safetensors **out, const char *path
 candle_status candle_safetensors_open_memory(candle_safetensors **out, const void *data,
                                              size_t size, const char *name) {
     if (!out || (!data && size))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "safetensors: open_memory: NULL argument");
     *out = NULL;
     static const uint8_t empty[1];
@@ -115,7 +115,7 @@ const candle_safetensors_tensor_info *candle_safetensors_tensor(const candle_saf
 
 int64_t candle_safetensors_find_tensor(const candle_safetensors *st, const char *name) {
     if (!st || !name) return -1;
-    return candle_names_find(st->tensor_sorted, st->n_tensors, name);
+    return cdl_names_find(st->tensor_sorted, st->n_tensors, name);
 }
 
 int64_t candle_safetensors_n_metadata(const candle_safetensors *st) { return st ? st->n_meta : 0; }
@@ -132,7 +132,7 @@ bool candle_safetensors_metadata_at(const candle_safetensors *st, int64_t i, con
 bool candle_safetensors_metadata(const candle_safetensors *st, const char *key, const char **val,
                                  size_t *len) {
     if (!st || !key) return false;
-    int64_t i = candle_names_find(st->meta_sorted, st->n_meta, key);
+    int64_t i = cdl_names_find(st->meta_sorted, st->n_meta, key);
     return i >= 0 && candle_safetensors_metadata_at(st, i, NULL, val, len);
 }
 
@@ -183,7 +183,7 @@ static candle_tensor *load_copy(const candle_safetensors *st, candle_ctx *ctx,
     bool host = candle_tensor_is_host(t);
     uint8_t *p = host ? candle_tensor_data(t) : malloc(bytes ? bytes : 1);
     if (!p) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: %s: tensor '%s': staging %zu bytes",
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: %s: tensor '%s': staging %zu bytes",
                          st->name, ti->name, bytes);
         return NULL;
     }
@@ -199,17 +199,17 @@ candle_tensor *candle_safetensors_load_tensor(const candle_safetensors *st, cand
                                               const char *name) {
     if (!ctx) return NULL;
     if (!st || !name) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "safetensors: load_tensor: NULL argument");
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "safetensors: load_tensor: NULL argument");
         return NULL;
     }
     int64_t i = candle_safetensors_find_tensor(st, name);
     if (i < 0) {
-        candle_set_error(ctx, CANDLE_ERR_FORMAT, "%s: tensor '%s': not found", st->name, name);
+        cdl_set_error(ctx, CANDLE_ERR_FORMAT, "%s: tensor '%s': not found", st->name, name);
         return NULL;
     }
     const candle_safetensors_tensor_info *ti = &st->tensors[i];
     if (ti->load_dtype == CANDLE_DTYPE_COUNT) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
                          "%s: tensor '%s': dtype %s cannot be loaded (Candle has no such type)",
                          st->name, name, ti->st_dtype);
         return NULL;

@@ -51,17 +51,17 @@ static candle_status ferr(const candle_safetensors *st, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(problem, sizeof problem, fmt, ap);
     va_end(ap);
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s", st->name, problem);
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s", st->name, problem);
 }
 
 static candle_status oom(const char *what, size_t bytes) {
-    return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: safetensors %s (%zu bytes)",
+    return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: safetensors %s (%zu bytes)",
                             what, bytes);
 }
 
 candle_status cst_check_size(const char *name, size_t size) {
     if (size < 8)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "%s: header length: file is %zu bytes, shorter than the "
                                 "8-byte header length",
                                 name, size);
@@ -228,7 +228,7 @@ static candle_status sort_names(candle_safetensors *st, st_name_ref **out, int64
     if (!refs) return oom("index", (size_t)n * sizeof *refs);
     *out = refs;
     for (int64_t i = 0; i < n; i++) refs[i] = (st_name_ref){name_of(st, i), i};
-    candle_names_sort(refs, n);
+    cdl_names_sort(refs, n);
     for (int64_t i = 1; i < n; i++)
         if (!strcmp(refs[i - 1].name, refs[i].name))
             return ferr(st, "%s '%s': given twice", what, refs[i].name);

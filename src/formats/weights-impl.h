@@ -58,7 +58,7 @@ struct candle_weights {
     int n_shards;
     weights_entry *entries;      /* [n_entries] */
     int64_t n_entries;
-    candle_name_ref *by_name;        /* [n_entries] sorted by name */
+    cdl_name_ref *by_name;        /* [n_entries] sorted by name */
     weights_kv *kv;              /* [n_kv] */
     int64_t n_kv, cap_kv;
     const struct hf_family *hf;  /* directory: the model_type's mapping */

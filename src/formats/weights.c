@@ -34,7 +34,7 @@ static weights_kv *add_kv(candle_weights *w, const char *key, candle_gguf_type t
 }
 
 static candle_status kv_oom(const char *key) {
-    return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: metadata '%s'", key);
+    return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: metadata '%s'", key);
 }
 
 candle_status weights_add_i64(candle_weights *w, const char *key, int64_t v) {
@@ -94,15 +94,15 @@ const weights_kv *weights_find_kv(const candle_weights *w, const char *key) {
 candle_status weights_index(candle_weights *w) {
     free(w->by_name);
     w->by_name = malloc((size_t)(w->n_entries ? w->n_entries : 1) * sizeof *w->by_name);
-    if (!w->by_name) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor index");
+    if (!w->by_name) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor index");
     for (int64_t i = 0; i < w->n_entries; i++)
-        w->by_name[i] = (candle_name_ref){w->entries[i].info.name, i};
-    candle_names_sort(w->by_name, w->n_entries);
+        w->by_name[i] = (cdl_name_ref){w->entries[i].info.name, i};
+    cdl_names_sort(w->by_name, w->n_entries);
     for (int64_t i = 1; i < w->n_entries; i++) {
         const weights_entry *a = &w->entries[w->by_name[i - 1].idx];
         const weights_entry *b = &w->entries[w->by_name[i].idx];
         if (!strcmp(a->info.name, b->info.name))
-            return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+            return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                     "%s: tensors '%s' (%s) and '%s' (%s) are both %s", w->path,
                                     a->info.src_name, a->info.file, b->info.src_name, b->info.file,
                                     a->info.name);
@@ -118,7 +118,7 @@ static candle_status open_gguf(candle_weights *w, const candle_weights_params *p
     if (s) return s;
     int64_t n = candle_gguf_n_tensors(w->gguf);
     w->entries = calloc((size_t)(n ? n : 1), sizeof *w->entries);
-    if (!w->entries) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+    if (!w->entries) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
     for (int64_t i = 0; i < n; i++) {
         const candle_gguf_tensor_info *t = candle_gguf_tensor(w->gguf, i);
         weights_entry *e = &w->entries[i];
@@ -154,12 +154,12 @@ bool candle_weights_path_is_dir(const char *path) {
 candle_status candle_weights_open(candle_weights **out, const char *path,
                                   const candle_weights_params *p) {
     if (!out || !path)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "weights_open: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "weights_open: NULL argument");
     *out = NULL;
     candle_weights *w = calloc(1, sizeof *w);
     if (!w || !(w->path = weights_strdup(path))) {
         free(w);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: weight source");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: weight source");
     }
     candle_status s;
     if (candle_weights_path_is_dir(path)) {
@@ -311,7 +311,7 @@ const candle_weights_tensor_info *candle_weights_tensor(const candle_weights *w,
 }
 
 int64_t candle_weights_find_tensor(const candle_weights *w, const char *name) {
-    return candle_names_find(w->by_name, w->n_entries, name);
+    return cdl_names_find(w->by_name, w->n_entries, name);
 }
 
 const char *candle_weights_src_name(const candle_weights *w, const char *name, char *buf,
@@ -326,7 +326,7 @@ static candle_tensor *to_f32(candle_ctx *ctx, candle_tensor *t, bool add_one, co
     const candle_dtype_traits *tr = candle_dtype_info(t->dtype);
     int64_t n = candle_tensor_numel(t);
     if (!tr->is_float || !tr->to_f32) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: tensor '%s' of dtype %s cannot be given as f32",
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: tensor '%s' of dtype %s cannot be given as f32",
                          file, t->name, tr->name);
         return NULL;
     }
@@ -335,7 +335,7 @@ static candle_tensor *to_f32(candle_ctx *ctx, candle_tensor *t, bool add_one, co
     float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
     candle_tensor *r = NULL;
     if (!raw || !f) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: %zu bytes converting '%s'", nb, t->name);
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: %zu bytes converting '%s'", nb, t->name);
     } else if (!candle_tensor_get_bytes(t, 0, raw, nb)) {
         tr->to_f32(raw, f, n);
         if (add_one)
@@ -356,10 +356,10 @@ candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *c
         char src[160];
         candle_weights_src_name(w, name ? name : "(null)", src, sizeof src);
         if (strcmp(src, name ? name : ""))
-            candle_set_error(ctx, CANDLE_ERR_FORMAT, "%s: missing tensor '%s' (%s)", w->path, src,
+            cdl_set_error(ctx, CANDLE_ERR_FORMAT, "%s: missing tensor '%s' (%s)", w->path, src,
                              name);
         else
-            candle_set_error(ctx, CANDLE_ERR_FORMAT, "%s: missing tensor '%s'", w->path, src);
+            cdl_set_error(ctx, CANDLE_ERR_FORMAT, "%s: missing tensor '%s'", w->path, src);
         return NULL;
     }
     const weights_entry *e = &w->entries[i];

@@ -34,20 +34,20 @@ static candle_status read_config(candle_weights *w, json_doc **cfg_doc) {
     char path[4096];
     join(path, sizeof path, w->path, "config.json");
     if (!file_exists(path))
-        return candle_set_error(NULL, CANDLE_ERR_IO,
+        return cdl_set_error(NULL, CANDLE_ERR_IO,
                                 "%s: not a model: no config.json (a Hugging Face directory needs "
                                 "config.json and model.safetensors)", w->path);
     candle_status s = read_json(path, "config.json", cfg_doc);
     if (s) return s;
     const json_value *cfg = json_root(*cfg_doc);
     if (cfg->type != JSON_OBJECT)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: not a JSON object");
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: not a JSON object");
     const char *mt;
     size_t len;
     if (!json_as_str(json_get(cfg, "model_type"), &mt, &len))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: no string field 'model_type'");
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: no string field 'model_type'");
     if (!(w->hf = hf_family_find(mt, len)))
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "config.json: model_type '%.*s' is not supported (supported: %s)",
                                 (int)(len > 64 ? 64 : len), mt, hf_family_list());
     return hf_family_config(w->hf, w, cfg, "config.json");
@@ -98,7 +98,7 @@ static candle_status open_shard(candle_weights *w, const char *name, size_t len,
     char *copy = malloc(len + 1);
     if (!names || !sh || !copy) {
         free(copy);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: shard list");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: shard list");
     }
     memcpy(copy, name, len);
     copy[len] = 0;
@@ -125,13 +125,13 @@ static candle_status open_index(candle_weights *w, const char *path, const candl
     if (s) return s;
     const json_value *map = json_get(json_root(d), "weight_map");
     if (!map || map->type != JSON_OBJECT || !map->n)
-        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: no weight_map object of tensor -> file", name);
+        s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: no weight_map object of tensor -> file", name);
     for (size_t i = 0; !s && map && i < map->n; i++) {
         const char *file, *tensor;
         size_t len, tlen;
         json_as_str(json_obj_key(map, i), &tensor, &tlen);
         if (!json_as_str(json_obj_val(map, i), &file, &len) || !shard_name_ok(file, len)) {
-            s = candle_set_error(NULL, CANDLE_ERR_FORMAT,
+            s = cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                  "%s: weight_map['%.*s'] is not a file name in the directory", name,
                                  (int)(tlen > 128 ? 128 : tlen), tensor);
             break;
@@ -142,7 +142,7 @@ static candle_status open_index(candle_weights *w, const char *path, const candl
             k = w->n_shards - 1;
         }
         if (candle_safetensors_find_tensor(w->shards[k], tensor) < 0)
-            s = candle_set_error(NULL, CANDLE_ERR_FORMAT,
+            s = cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                  "%s: tensor '%.*s' is mapped to %s, which does not hold it", name,
                                  (int)(tlen > 128 ? 128 : tlen), tensor, w->shard_names[k]);
     }
@@ -156,7 +156,7 @@ static candle_status open_weights(candle_weights *w, const candle_weights_params
     if (file_exists(path)) return open_index(w, path, p);
     join(path, sizeof path, w->path, "model.safetensors");
     if (file_exists(path)) return open_shard(w, "model.safetensors", 17, p);
-    return candle_set_error(NULL, CANDLE_ERR_IO,
+    return cdl_set_error(NULL, CANDLE_ERR_IO,
                             "%s: no model.safetensors or model.safetensors.index.json", w->path);
 }
 
@@ -165,7 +165,7 @@ static candle_status list_tensors(candle_weights *w) {
     int64_t total = w->n_made;
     for (int i = 0; i < w->n_shards; i++) total += candle_safetensors_n_tensors(w->shards[i]);
     w->entries = calloc((size_t)(total ? total : 1), sizeof *w->entries);
-    if (!w->entries) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+    if (!w->entries) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
     for (int k = 0; k < w->n_shards; k++) {
         candle_safetensors *st = w->shards[k];
         for (int64_t i = 0; i < candle_safetensors_n_tensors(st); i++) {
@@ -174,12 +174,12 @@ static candle_status list_tensors(candle_weights *w) {
             weights_xform xf;
             if (hf_family_ignored(t->name)) continue;
             if (!hf_family_tensor(w->hf, t->name, name, sizeof name, &xf))
-                return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+                return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                         "%s: tensor '%s' is not part of a %s model",
                                         w->shard_names[k], t->name, hf_family_model_type(w->hf));
             weights_entry *e = &w->entries[w->n_entries];
             if (!(e->info.name = weights_strdup(name)))
-                return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+                return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
             w->n_entries++;
             e->info.src_name = t->name;
             e->info.file = w->shard_names[k];
@@ -195,7 +195,7 @@ static candle_status list_tensors(candle_weights *w) {
     for (int k = 0; k < w->n_made; k++) {
         weights_entry *e = &w->entries[w->n_entries];
         if (!(e->info.name = weights_strdup(w->made[k].name)))
-            return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+            return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
         w->n_entries++;
         e->info.src_name = e->info.name;
         e->info.file = "config.json";
@@ -241,7 +241,7 @@ static candle_status stack_experts(candle_weights *w) {
                 !strcmp(w2, what) && je > hi)
                 hi = je;
         weights_entry *parts = calloc((size_t)(hi + 1), sizeof *parts);
-        if (!parts) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: expert list");
+        if (!parts) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: expert list");
         for (int64_t j = 0; j < w->n_entries; j++)
             if (expert_name(w->entries[j].info.name, &jl, w2, sizeof w2, &je) && jl == il &&
                 !strcmp(w2, what))
@@ -256,7 +256,7 @@ static candle_status stack_experts(candle_weights *w) {
                 char gguf[96], src[160];
                 snprintf(gguf, sizeof gguf, "blk.%ld.%s.%ld.weight", il, what, e);
                 if (!hf_family_src_name(w->hf, gguf, src, sizeof src)) snprintf(src, sizeof src, "%s", gguf);
-                candle_status s = candle_set_error(
+                candle_status s = cdl_set_error(
                     NULL, CANDLE_ERR_FORMAT,
                     t->name ? "%s: tensor '%s' differs from expert 0's in dtype or shape"
                             : "%s: missing tensor '%s' (experts 0..%ld of layer %ld)",
@@ -271,7 +271,7 @@ static candle_status stack_experts(candle_weights *w) {
         snprintf(name, sizeof name, "blk.%ld.%s_exps.weight", il, what);
         if (!(st.info.name = weights_strdup(name))) {
             free(parts);
-            return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+            return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
         }
         st.info.rank = 3;
         st.info.shape[0] = hi + 1;
@@ -308,10 +308,10 @@ static candle_status check_tied(candle_weights *w, const json_value *cfg) {
     bool tied = true;
     const json_value *t = json_get(cfg, "tie_word_embeddings");
     if (t && t->type != JSON_NULL && !json_as_bool(t, &tied))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: tie_word_embeddings is %s, want a boolean",
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "config.json: tie_word_embeddings is %s, want a boolean",
                                 json_type_name(t->type));
     if (!tied && candle_weights_find_tensor(w, "output.weight") < 0)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "%s: config.json has tie_word_embeddings false but no file holds "
                                 "lm_head.weight", w->path);
     return CANDLE_OK;

@@ -284,10 +284,10 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
         if (!outs[i]) {
             /* an earlier op failed and its error is recorded */
             if (!ctx->status)
-                candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_build: output %d is NULL", i);
+                cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_build: output %d is NULL", i);
             return NULL;
         }
-    candle_graph_scratch *gs = &ctx->gscratch;
+    cdl_graph_scratch *gs = &ctx->gscratch;
     candle_graph *g = track ? calloc(1, sizeof *g) : gs->graph;
     if (!g && !track) g = gs->graph = calloc(1, sizeof *g);
     visit_set vs = {0, 0, NULL};
@@ -330,9 +330,9 @@ static candle_graph *build(candle_ctx *ctx, candle_tensor *const *outs, int n_ou
     }
     if (ok && !track) group_products(g);
     if (ok && !track) fuse_elementwise(ctx, g);
-    if (!ok || (track && candle_ctx_track_graph(ctx, g) != 0)) {
-        if (track) candle_graph_free_internal(g);
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: building graph");
+    if (!ok || (track && cdl_ctx_track_graph(ctx, g) != 0)) {
+        if (track) cdl_graph_free_internal(g);
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: building graph");
         return NULL;
     }
     return g;
@@ -348,11 +348,11 @@ candle_tensor *candle_graph_node(const candle_graph *g, int i) {
     return g && i >= 0 && i < g->n_nodes ? g->nodes[i] : NULL;
 }
 
-bool candle_graph_fused(const candle_graph *g, int i) {
+bool cdl_graph_fused(const candle_graph *g, int i) {
     return g && g->any_fused && i >= 0 && i < g->n_nodes && g->fused[i];
 }
 
-void candle_graph_free_internal(void *p) {
+void cdl_graph_free_internal(void *p) {
     candle_graph *g = p;
     if (g) {
         free(g->nodes);
@@ -366,9 +366,9 @@ void candle_graph_free_internal(void *p) {
     free(g);
 }
 
-void candle_graph_free_scratch(candle_ctx *ctx) {
-    candle_graph_scratch *gs = &ctx->gscratch;
-    candle_graph_free_internal(gs->graph);
+void cdl_graph_free_scratch(candle_ctx *ctx) {
+    cdl_graph_scratch *gs = &ctx->gscratch;
+    cdl_graph_free_internal(gs->graph);
     free(gs->keys);
     free(gs->stack);
     memset(gs, 0, sizeof *gs);
@@ -377,12 +377,12 @@ void candle_graph_free_scratch(candle_ctx *ctx) {
 /* Storage bound and the op supported: t is ready for the backend. */
 static candle_status prepare_node(candle_ctx *ctx, candle_tensor *t) {
     if (t->op == CANDLE_OP_NONE)
-        return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                                 "compute: leaf tensor '%s' has no data", t->name);
     if (t->view_src) {
-        candle_tensor_bind_view(t); /* in-place writers: copy_into */
+        cdl_tensor_bind_view(t); /* in-place writers: copy_into */
     } else if (!t->storage) {
-        candle_status s = candle_tensor_alloc_storage(ctx, t);
+        candle_status s = cdl_tensor_alloc_storage(ctx, t);
         if (s) return s;
     }
     return CANDLE_OK;
@@ -391,14 +391,14 @@ static candle_status prepare_node(candle_ctx *ctx, candle_tensor *t) {
 static candle_status compute_node(candle_ctx *ctx, candle_tensor *t) {
     if (t->computed) return CANDLE_OK;
     if (t->op == CANDLE_OP_VIEW) {
-        candle_tensor_bind_view(t);
+        cdl_tensor_bind_view(t);
         return CANDLE_OK;
     }
     candle_status s = prepare_node(ctx, t);
     if (s) return s;
     candle_backend *be = ctx->backend;
-    if (candle_sched_needed(ctx, t)) s = candle_sched_compute(ctx, t);
-    else if ((s = be->iface->compute_node(be, t))) s = candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
+    if (cdl_sched_needed(ctx, t)) s = cdl_sched_compute(ctx, t);
+    else if ((s = be->iface->compute_node(be, t))) s = cdl_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     if (s) return s;
     t->computed = true;
     return CANDLE_OK;
@@ -415,7 +415,7 @@ static int group_at(const candle_ctx *ctx, const candle_graph *g, int i, bool pl
     if (!ctx->backend->iface->compute_group || !groupable(t)) return 1;
     int n = 1;
     while (i + n < g->n_nodes && n < GROUP_MAX && groupable(g->nodes[i + n]) &&
-           g->nodes[i + n]->src[0] == t->src[0] && (!plan || candle_memplan_needed(ctx, i + n)) &&
+           g->nodes[i + n]->src[0] == t->src[0] && (!plan || cdl_memplan_needed(ctx, i + n)) &&
            !reads_any(g->nodes[i + n], g->nodes, i, i + n))
         n++;
     return n;
@@ -426,7 +426,7 @@ static candle_status compute_group(candle_ctx *ctx, candle_tensor *const *nodes,
     for (int k = 0; k < n; k++) {
         candle_status s = prepare_node(ctx, nodes[k]);
         if (s) return s;
-        placed |= candle_sched_needed(ctx, nodes[k]);
+        placed |= cdl_sched_needed(ctx, nodes[k]);
     }
     for (int k = 0; placed && k < n; k++) {
         candle_status s = compute_node(ctx, nodes[k]);
@@ -435,7 +435,7 @@ static candle_status compute_group(candle_ctx *ctx, candle_tensor *const *nodes,
     if (placed) return CANDLE_OK;
     candle_backend *be = ctx->backend;
     candle_status s = be->iface->compute_group(be, nodes, n);
-    if (s) return candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
+    if (s) return cdl_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     for (int k = 0; k < n; k++) nodes[k]->computed = true;
     return CANDLE_OK;
 }
@@ -447,13 +447,13 @@ static candle_status compute_fused(candle_ctx *ctx, candle_tensor *u, candle_ten
     candle_status s = prepare_node(ctx, b);
     if (s) return s;
     candle_backend *be = ctx->backend;
-    s = candle_sched_needed(ctx, u) || candle_sched_needed(ctx, b) ? CANDLE_ERR_UNSUPPORTED
+    s = cdl_sched_needed(ctx, u) || cdl_sched_needed(ctx, b) ? CANDLE_ERR_UNSUPPORTED
                                                                    : be->iface->compute_fused(be, u, b);
     if (s == CANDLE_ERR_UNSUPPORTED) {
         s = compute_node(ctx, u);
         return s ? s : compute_node(ctx, b);
     }
-    if (s) return candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
+    if (s) return cdl_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     b->computed = true;
     return CANDLE_OK;
 }
@@ -462,7 +462,7 @@ static candle_status compute_fused(candle_ctx *ctx, candle_tensor *u, candle_ten
  * fused unary and its reader. */
 static candle_status compute_step(candle_ctx *ctx, candle_graph *g, int i, bool plan, int *n) {
     if (plan && g->any_fused && g->fused[i] && i + 1 < g->n_nodes &&
-        candle_memplan_needed(ctx, i + 1) && !g->nodes[i]->computed && !g->nodes[i + 1]->computed) {
+        cdl_memplan_needed(ctx, i + 1) && !g->nodes[i]->computed && !g->nodes[i + 1]->computed) {
         *n = 2;
         return compute_fused(ctx, g->nodes[i], g->nodes[i + 1]);
     }
@@ -485,68 +485,68 @@ static candle_status whole_graph(candle_ctx *ctx, candle_graph *g, bool plan, bo
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         candle_tensor *t = g->nodes[i];
-        if ((plan && !candle_memplan_needed(ctx, i)) || t->computed) continue;
+        if ((plan && !cdl_memplan_needed(ctx, i)) || t->computed) continue;
         if (t->op == CANDLE_OP_VIEW) {
-            candle_tensor_bind_view(t);
+            cdl_tensor_bind_view(t);
             continue;
         }
         candle_status s = prepare_node(ctx, t);
         if (s) return s;
-        if (candle_sched_needed(ctx, t)) return CANDLE_OK;
+        if (cdl_sched_needed(ctx, t)) return CANDLE_OK;
         g->run[n++] = t;
     }
     *handed = true;
     candle_backend *be = ctx->backend;
     candle_status s = be->iface->graph_compute(be, g->run, n);
-    if (s) return candle_set_error(ctx, s, "%s", candle_backend_errmsg(be));
+    if (s) return cdl_set_error(ctx, s, "%s", candle_backend_errmsg(be));
     for (int i = 0; i < n; i++) g->run[i]->computed = true;
     /* views took their sources' state before those ran: bound again, in order */
     for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == CANDLE_OP_VIEW && (!plan || candle_memplan_needed(ctx, i)))
-            candle_tensor_bind_view(g->nodes[i]);
+        if (g->nodes[i]->op == CANDLE_OP_VIEW && (!plan || cdl_memplan_needed(ctx, i)))
+            cdl_tensor_bind_view(g->nodes[i]);
     return CANDLE_OK;
 }
 
 candle_status candle_graph_compute(candle_ctx *ctx, candle_graph *g) {
-    if (!ctx) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "graph_compute: ctx is NULL");
+    if (!ctx) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "graph_compute: ctx is NULL");
     if (ctx->status) return ctx->status;
-    if (!g) return candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_compute: graph is NULL");
+    if (!g) return cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "graph_compute: graph is NULL");
     bool plan = plans(ctx);
-    candle_status s = plan ? candle_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs,
+    candle_status s = plan ? cdl_memplan_bind(ctx, g->nodes, g->n_nodes, g->outs, g->n_outs,
                                                  g->any_fused ? g->fused : NULL)
                            : CANDLE_OK;
-    bool prof = candle_profile_on(), handed = false;
-    if (prof) candle_profile_graph();
+    bool prof = cdl_profile_on(), handed = false;
+    if (prof) cdl_profile_graph();
     if (!s && !prof && ctx->backend->iface->graph_compute) s = whole_graph(ctx, g, plan, &handed);
     for (int i = 0, n = 1; !s && !handed && i < g->n_nodes; i += n) {
         n = 1;
-        if (plan && !candle_memplan_needed(ctx, i)) continue;
+        if (plan && !cdl_memplan_needed(ctx, i)) continue;
         candle_tensor *t = g->nodes[i];
         if (prof && !t->computed && t->op != CANDLE_OP_VIEW) {
-            int64_t t0 = candle_profile_now();
+            int64_t t0 = cdl_profile_now();
             s = compute_step(ctx, g, i, plan, &n);
             /* a fused pair counts as one node of the unary's op */
             bool pair = n == 2 && plan && g->any_fused && g->fused[i];
-            candle_profile_node(g->nodes + i, pair ? 1 : n, candle_profile_now() - t0);
+            cdl_profile_node(g->nodes + i, pair ? 1 : n, cdl_profile_now() - t0);
         } else {
             s = compute_step(ctx, g, i, plan, &n);
         }
     }
     if (!s) s = ctx->backend->iface->synchronize(ctx->backend);
-    if (plan) candle_memplan_finish(ctx, g->nodes, g->n_nodes);
+    if (plan) cdl_memplan_finish(ctx, g->nodes, g->n_nodes);
     return s;
 }
 
 candle_status candle_compute(candle_ctx *ctx, candle_tensor *t) {
-    if (!ctx) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "compute: ctx is NULL");
-    if (!t) return ctx->status ? ctx->status : candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "compute: tensor is NULL");
+    if (!ctx) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "compute: ctx is NULL");
+    if (!t) return ctx->status ? ctx->status : cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "compute: tensor is NULL");
     if (t->computed) return CANDLE_OK;
     candle_graph *g = build(ctx, &t, 1, false, true);
     if (!g) return ctx->status;
     return candle_graph_compute(ctx, g);
 }
 
-candle_tensor *candle_node_finish(candle_ctx *ctx, candle_tensor *node) {
+candle_tensor *cdl_node_finish(candle_ctx *ctx, candle_tensor *node) {
     if (!node || !ctx->eager) return node;
     /* Inputs of an eager node are usually computed, so only the node runs;
      * inputs built lazily (before set_eager, or in another context) are

@@ -20,7 +20,7 @@ typedef struct plan_buf {
     candle_storage *inner; /* backend memory */
     size_t size;
     int refs;
-    struct candle_ctx_acct *acct;
+    struct cdl_ctx_acct *acct;
     region *all, *free_regions; /* region descriptors, recycled */
 } plan_buf;
 
@@ -56,7 +56,7 @@ static void buf_unref(plan_buf *b) {
         n = r->next_all;
         free(r);
     }
-    candle_ctx_sys_free(b->acct, b->inner, b->size);
+    cdl_ctx_sys_free(b->acct, b->inner, b->size);
     free(b);
 }
 
@@ -69,13 +69,13 @@ static void region_release(candle_storage *s) {
     buf_unref(b);
 }
 
-void candle_memplan_drop_buffer(candle_ctx *ctx) {
+void cdl_memplan_drop_buffer(candle_ctx *ctx) {
     if (ctx->plan_buf) buf_unref(ctx->plan_buf);
     ctx->plan_buf = NULL;
 }
 
-void candle_memplan_free_scratch(candle_ctx *ctx) {
-    candle_plan_scratch *p = &ctx->plan;
+void cdl_memplan_free_scratch(candle_ctx *ctx) {
+    cdl_plan_scratch *p = &ctx->plan;
     free(p->nodes);
     free(p->map);
     free(p->blocks);
@@ -257,7 +257,7 @@ static bool lifetimes(candle_ctx *ctx, candle_tensor *const *nodes, int n,
 
 /* Offsets for the planned nodes around the pinned blocks (regions of the
  * buffer still held from earlier runs); returns the bytes needed. */
-static bool assign(candle_plan_scratch *ps, pnode *pn, int n, const blk *pins, size_t n_pins,
+static bool assign(cdl_plan_scratch *ps, pnode *pn, int n, const blk *pins, size_t n_pins,
                    size_t *need) {
     int *bucket = ps->bucket;
     size_t max_blocks = (size_t)n + n_pins + 2;
@@ -289,7 +289,7 @@ static int cmp_blk(const void *a, const void *b) {
 }
 
 /* Regions of the current buffer still held (earlier outputs), sorted. */
-static bool collect_pins(candle_plan_scratch *ps, const plan_buf *b, size_t *n_pins) {
+static bool collect_pins(cdl_plan_scratch *ps, const plan_buf *b, size_t *n_pins) {
     size_t k = 0;
     for (const region *r = b ? b->all : NULL; r; r = r->next_all) {
         if (!r->live) continue;
@@ -305,16 +305,16 @@ static bool collect_pins(candle_plan_scratch *ps, const plan_buf *b, size_t *n_p
  * growing plan (attention over a longer cache) reallocates rarely. */
 static candle_status new_buffer(candle_ctx *ctx, size_t need, int n_planned, const char *first) {
     size_t old = ctx->plan_buf ? ctx->plan_buf->size : 0;
-    candle_memplan_drop_buffer(ctx);
+    cdl_memplan_drop_buffer(ctx);
     size_t size = old + old / 2 > need ? old + old / 2 : need;
     size_t used = candle_ctx_mem_used(ctx);
     if (ctx->mem_limit && (used > ctx->mem_limit || size > ctx->mem_limit - used)) size = need;
     plan_buf *b = calloc(1, sizeof *b);
-    if (!b) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
+    if (!b) return cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
     char what[CANDLE_MAX_NAME + 48];
     if (n_planned == 1) snprintf(what, sizeof what, "tensor %s", first);
     else snprintf(what, sizeof what, "memory plan of %d tensors", n_planned);
-    candle_status st = candle_ctx_sys_alloc(ctx, size, what, &b->inner, &b->acct);
+    candle_status st = cdl_ctx_sys_alloc(ctx, size, what, &b->inner, &b->acct);
     if (st) {
         free(b);
         return st;
@@ -332,7 +332,7 @@ static candle_status bind(candle_ctx *ctx, candle_tensor *t, const pnode *p) {
         b->free_regions = r->next_free;
     } else {
         r = calloc(1, sizeof *r);
-        if (!r) return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
+        if (!r) return cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
         r->buf = b;
         r->next_all = b->all;
         b->all = r;
@@ -356,17 +356,17 @@ static const char *node_label(const candle_tensor *t) {
     return t->name[0] ? t->name : candle_op_name((candle_op)t->op);
 }
 
-candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, int n,
+candle_status cdl_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, int n,
                                   candle_tensor *const *outs, int n_outs,
                                   const unsigned char *fused) {
-    candle_plan_scratch *ps = &ctx->plan;
+    cdl_plan_scratch *ps = &ctx->plan;
     ps->n_nodes = 0;
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap *= 2;
     if (!grow(&ps->nodes, &ps->cap_nodes, (size_t)n + 1, sizeof(pnode)) ||
         !grow(&ps->bucket, &ps->cap_bucket, (size_t)n + 1, sizeof(int)) ||
         !grow(&ps->map, &ps->cap_map, cap, sizeof(map_ent)))
-        return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
+        return cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
     pnode *pn = ps->nodes;
     memset(ps->map, 0, cap * sizeof(map_ent));
     bool any = lifetimes(ctx, nodes, n, outs, n_outs, fused, pn, ps->map, cap);
@@ -390,7 +390,7 @@ candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, 
     }
     if (!ok) {
         ps->n_nodes = 0;
-        return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
+        return cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: memory plan");
     }
     for (int i = 0; i < n; i++)
         if (pn[i].planned) {
@@ -400,8 +400,8 @@ candle_status candle_memplan_bind(candle_ctx *ctx, candle_tensor *const *nodes, 
     return CANDLE_OK;
 }
 
-bool candle_memplan_needed(const candle_ctx *ctx, int i) {
-    const candle_plan_scratch *ps = &ctx->plan;
+bool cdl_memplan_needed(const candle_ctx *ctx, int i) {
+    const cdl_plan_scratch *ps = &ctx->plan;
     return i >= ps->n_nodes || ((const pnode *)ps->nodes)[i].needed;
 }
 
@@ -409,8 +409,8 @@ bool candle_memplan_needed(const candle_ctx *ctx, int i) {
  * drop their regions and read as not computed, so a later graph that needs
  * them computes them again rather than reading stale bytes. After a failed
  * run the outputs that did not finish go too. */
-void candle_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n) {
-    candle_plan_scratch *ps = &ctx->plan;
+void cdl_memplan_finish(candle_ctx *ctx, candle_tensor *const *nodes, int n) {
+    cdl_plan_scratch *ps = &ctx->plan;
     if (ps->n_nodes != n) return;
     pnode *pn = ps->nodes;
     for (int i = 0; i < n; i++) {

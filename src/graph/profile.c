@@ -39,7 +39,7 @@ static void report_shapes(void) {
         long long n = atomic_load(&g_shapes[i].n), ns = atomic_load(&g_shapes[i].ns);
         if (!key || !n) continue;
         if (!any)
-            candle_log_msg(CANDLE_LOG_INFO, "%-24s %10s %12s %10s %10s %8s",
+            cdl_log_msg(CANDLE_LOG_INFO, "%-24s %10s %12s %10s %10s %8s",
                            "matmul step (type NxK /prods)", "steps", "ms", "us/step", "KB/step",
                            "GB/s");
         any = true;
@@ -48,7 +48,7 @@ static void report_shapes(void) {
         snprintf(name, sizeof name, "%s %llux%llu /%llu",
                  candle_dtype_name((candle_dtype)(key >> 56)), (key >> 24) & 0xffffffull,
                  (key >> 4) & 0xfffffull, key & 0xfull);
-        candle_log_msg(CANDLE_LOG_INFO, "%-24s %10lld %12.3f %10.2f %10.1f %8.1f", name, n,
+        cdl_log_msg(CANDLE_LOG_INFO, "%-24s %10lld %12.3f %10.2f %10.1f %8.1f", name, n,
                        ns / 1e6, ns / 1e3 / (double)n, kb,
                        ns ? kb * 1024.0 * (double)n / (double)ns : 0.0);
     }
@@ -57,20 +57,20 @@ static void report_shapes(void) {
 /* The scheduler's copies between memories (schedule.c), all contexts. */
 static atomic_llong g_copies, g_copy_bytes, g_fallbacks;
 
-void candle_profile_copy(size_t bytes) {
+void cdl_profile_copy(size_t bytes) {
     atomic_fetch_add(&g_copies, 1);
     atomic_fetch_add(&g_copy_bytes, (long long)bytes);
 }
 
-void candle_profile_fallback(void) { atomic_fetch_add(&g_fallbacks, 1); }
+void cdl_profile_fallback(void) { atomic_fetch_add(&g_fallbacks, 1); }
 
 static void report(void) {
     long long total = 0;
     for (int i = 0; i < PROF_SLOTS; i++) total += atomic_load(&g_prof[i].ns);
     long long graphs = atomic_load(&g_graphs);
-    candle_log_msg(CANDLE_LOG_INFO, "candle profile: %lld graphs, %.3f ms of nodes", graphs,
+    cdl_log_msg(CANDLE_LOG_INFO, "candle profile: %lld graphs, %.3f ms of nodes", graphs,
                    total / 1e6);
-    candle_log_msg(CANDLE_LOG_INFO, "%-24s %10s %12s %10s %10s %6s", "op", "nodes", "ms",
+    cdl_log_msg(CANDLE_LOG_INFO, "%-24s %10s %12s %10s %10s %6s", "op", "nodes", "ms",
                    "us/node", "us/graph", "%");
     for (int i = 0; i < PROF_SLOTS; i++) {
         long long ns = atomic_load(&g_prof[i].ns), n = atomic_load(&g_prof[i].n);
@@ -78,12 +78,12 @@ static void report(void) {
         char name[64];
         if (i < CANDLE_OP_COUNT) snprintf(name, sizeof name, "%s", candle_op_name((candle_op)i));
         else snprintf(name, sizeof name, "matmul %s", candle_dtype_name((candle_dtype)(i - CANDLE_OP_COUNT)));
-        candle_log_msg(CANDLE_LOG_INFO, "%-24s %10lld %12.3f %10.2f %10.2f %6.1f", name, n,
+        cdl_log_msg(CANDLE_LOG_INFO, "%-24s %10lld %12.3f %10.2f %10.2f %6.1f", name, n,
                        ns / 1e6, ns / 1e3 / (double)n, graphs ? ns / 1e3 / (double)graphs : 0.0,
                        total ? 100.0 * (double)ns / (double)total : 0.0);
     }
     report_shapes();
-    candle_log_msg(CANDLE_LOG_INFO, "copies between memories: %lld (%lld bytes), nodes on the CPU fallback: %lld",
+    cdl_log_msg(CANDLE_LOG_INFO, "copies between memories: %lld (%lld bytes), nodes on the CPU fallback: %lld",
                    (long long)atomic_load(&g_copies), (long long)atomic_load(&g_copy_bytes),
                    (long long)atomic_load(&g_fallbacks));
 }
@@ -94,9 +94,9 @@ void candle_profile_enable(bool on) {
     atomic_store(&g_enabled, on);
 }
 
-bool candle_profile_on(void) { return atomic_load_explicit(&g_enabled, memory_order_relaxed); }
+bool cdl_profile_on(void) { return atomic_load_explicit(&g_enabled, memory_order_relaxed); }
 
-int64_t candle_profile_now(void) {
+int64_t cdl_profile_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -127,7 +127,7 @@ static void profile_shape(candle_tensor *const *nodes, int n, int64_t ns) {
     }
 }
 
-void candle_profile_node(candle_tensor *const *nodes, int n, int64_t ns) {
+void cdl_profile_node(candle_tensor *const *nodes, int n, int64_t ns) {
     const candle_tensor *t = nodes[0];
     if (t->op == CANDLE_OP_MATMUL && t->n_src > 1 && t->src[1]) profile_shape(nodes, n, ns);
     int slot = t->op;
@@ -138,4 +138,4 @@ void candle_profile_node(candle_tensor *const *nodes, int n, int64_t ns) {
     atomic_fetch_add_explicit(&g_prof[slot].n, n, memory_order_relaxed);
 }
 
-void candle_profile_graph(void) { atomic_fetch_add_explicit(&g_graphs, 1, memory_order_relaxed); }
+void cdl_profile_graph(void) { atomic_fetch_add_explicit(&g_graphs, 1, memory_order_relaxed); }

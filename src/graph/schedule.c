@@ -13,7 +13,7 @@ static bool reads(const candle_backend *be, const candle_storage *s) {
     return be->iface->host_visible ? s->backend == NULL : s->backend == be;
 }
 
-bool candle_sched_needed(const candle_ctx *ctx, const candle_tensor *t) {
+bool cdl_sched_needed(const candle_ctx *ctx, const candle_tensor *t) {
     const candle_backend *be = ctx->backend;
     if (!be->iface->supports_op((candle_backend *)be, t)) return true;
     for (int i = 0; i < t->n_src; i++)
@@ -73,7 +73,7 @@ static candle_status mirror(candle_ctx *ctx, const candle_tensor *t, candle_back
     size_t span = view_span(t, &lo);
     candle_storage *s = NULL;
     candle_status st = on->iface->buffer_alloc(on, span ? span : 1, &s);
-    if (st) return candle_set_error(ctx, st, "copying an input to %s: %s", on->iface->name, candle_last_errmsg());
+    if (st) return cdl_set_error(ctx, st, "copying an input to %s: %s", on->iface->name, candle_last_errmsg());
     candle_tensor dst = {.storage = s, .ctx = ctx}, src = *t;
     src.offset = (size_t)((int64_t)t->offset + lo);
     src.ctx = ctx; /* errors on this context, not the input's */
@@ -89,7 +89,7 @@ static candle_status mirror(candle_ctx *ctx, const candle_tensor *t, candle_back
     m->view_src = NULL;
     ctx->n_copies++;
     ctx->copy_bytes += span;
-    if (candle_profile_on()) candle_profile_copy(span);
+    if (cdl_profile_on()) cdl_profile_copy(span);
     return CANDLE_OK;
 }
 
@@ -105,7 +105,7 @@ static candle_status copy_back(candle_ctx *ctx, candle_tensor *t, const candle_t
     if (st) return st;
     ctx->n_copies++;
     ctx->copy_bytes += span;
-    if (candle_profile_on()) candle_profile_copy(span);
+    if (cdl_profile_on()) cdl_profile_copy(span);
     return CANDLE_OK;
 }
 
@@ -114,18 +114,18 @@ static candle_backend *fallback_backend(candle_ctx *ctx) {
     return ctx->fallback;
 }
 
-candle_status candle_sched_compute(candle_ctx *ctx, candle_tensor *t) {
+candle_status cdl_sched_compute(candle_ctx *ctx, candle_tensor *t) {
     candle_backend *be = ctx->backend, *run = be;
     if (!be->iface->supports_op(be, t)) {
         run = be->iface->host_visible ? NULL : fallback_backend(ctx);
         if (!run || !run->iface->supports_op(run, t)) {
             char b[128];
-            return candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: not supported on %s for %s %s",
+            return cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: not supported on %s for %s %s",
                                     candle_op_name((candle_op)t->op), be->iface->name,
                                     candle_dtype_name(t->dtype), candle_shape_str(t->rank, t->shape, b, sizeof b));
         }
         ctx->n_fallback++;
-        if (candle_profile_on()) candle_profile_fallback();
+        if (cdl_profile_on()) cdl_profile_fallback();
     }
     candle_tensor node = *t, srcs[CANDLE_MAX_SRC];
     bool copied[CANDLE_MAX_SRC] = {false}, out_copied = false;
@@ -146,7 +146,7 @@ candle_status candle_sched_compute(candle_ctx *ctx, candle_tensor *t) {
     }
     if (!st) {
         st = run->iface->compute_node(run, &node);
-        if (st) st = candle_set_error(ctx, st, "%s", candle_backend_errmsg(run));
+        if (st) st = cdl_set_error(ctx, st, "%s", candle_backend_errmsg(run));
     }
     if (!st && out_copied) st = copy_back(ctx, t, &node);
     if (out_copied) candle_storage_release(node.storage);

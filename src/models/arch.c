@@ -26,7 +26,7 @@ candle_status model_family_find(const char *arch, size_t len, const model_family
             *out = families[i];
             return CANDLE_OK;
         }
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "model: unknown architecture '%.*s' (supported: llama, qwen2, qwen3, "
                             "qwen2moe, qwen3moe, gemma2, gemma3, phi3, bert, mpnet)",
                             (int)(len > 64 ? 64 : len), arch);

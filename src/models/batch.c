@@ -30,7 +30,7 @@ candle_status candle_batch_init(candle_batch **out, const candle_model *m, int n
     *out = NULL;
     if (model_need_decoder(m, "batch_init")) return candle_last_error();
     candle_batch *b = calloc(1, sizeof *b);
-    if (!b) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: batch");
+    if (!b) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: batch");
     b->model = m;
     candle_ctx_params cp = candle_ctx_default_params();
     candle_status st = model_backend_for(m, n_threads, &b->backend, &b->owns_backend);
@@ -86,7 +86,7 @@ static candle_tensor *paged_update(decoder_step *st, const candle_batch_seq *sq,
     }
     int32_t *rows = malloc((size_t)total * sizeof *rows);
     if (!rows) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table rows");
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table rows");
         return NULL;
     }
     for (int64_t j = 0; j < total; j++)
@@ -140,7 +140,7 @@ static candle_tensor *batch_attend(decoder_step *st, candle_tensor *q, candle_te
     if (bs->table) return paged_attend(st, q, k, v, il);
     candle_tensor **outs = calloc((size_t)bs->n_seqs, sizeof *outs);
     if (!outs) {
-        candle_set_error(st->ctx, CANDLE_ERR_OOM, "out of memory: batch attention");
+        cdl_set_error(st->ctx, CANDLE_ERR_OOM, "out of memory: batch attention");
         return NULL;
     }
     candle_tensor *o = NULL;
@@ -168,7 +168,7 @@ static candle_tensor *forward(decoder_step *st, const int32_t *ids) {
     if (!x) return NULL;
     int32_t *last = malloc((size_t)bs->n_seqs * sizeof *last);
     if (!last) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: batch");
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: batch");
         return NULL;
     }
     int64_t off = 0, k = 0;
@@ -185,7 +185,7 @@ static bool valid_tokens(candle_batch *b, const candle_batch_seq *q, int i) {
     int64_t n_vocab = b->model->cfg.n_vocab;
     for (int64_t t = 0; t < q->n; t++)
         if (q->tokens[t] < 0 || q->tokens[t] >= n_vocab) {
-            candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+            cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                              "batch: sequence %d: token %d out of range [0, %lld)", i,
                              (int)q->tokens[t], (long long)n_vocab);
             return false;
@@ -198,35 +198,35 @@ static candle_status check(candle_batch *b, const candle_batch_seq *seqs, int n_
                            int64_t *total) {
     int64_t n = 0;
     if (n_seqs <= 0 || !seqs)
-        return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG, "batch: no sequences");
+        return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG, "batch: no sequences");
     for (int i = 0; i < n_seqs; i++) {
         const candle_batch_seq *q = &seqs[i];
         bool paged = q->paged != NULL;
         if (paged ? q->sess || !q->pool || q->pool->model != b->model
                   : !q->sess || q->sess->model != b->model)
-            return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                     "batch: sequence %d: needs a session, or a paged sequence "
                                     "and its pool, of this model", i);
         if (q->n <= 0 || !q->tokens)
-            return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                     "batch: sequence %d: no tokens", i);
         int64_t pos = paged ? q->paged->pos : q->sess->pos;
         int64_t n_ctx = paged ? q->paged->n_ctx : q->sess->kv.n_ctx;
         if (q->n > n_ctx - pos)
-            return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                     "batch: sequence %d: %lld tokens at position %lld do not fit "
                                     "in its context of %lld",
                                     i, (long long)q->n, (long long)pos, (long long)n_ctx);
         for (int j = 0; j < i; j++)
             if (paged ? seqs[j].paged == q->paged : seqs[j].sess == q->sess)
-                return candle_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+                return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                         "batch: sequences %d and %d share a session", j, i);
         if (!valid_tokens(b, q, i)) return candle_errcode(b->ctx);
         n += q->n;
     }
     for (int i = 0; i < n_seqs; i++)
         if (seqs[i].paged && candle_kv_seq_reserve(seqs[i].pool, seqs[i].paged, seqs[i].n))
-            return candle_set_error(b->ctx, candle_last_error(), "batch: sequence %d: %s", i,
+            return cdl_set_error(b->ctx, candle_last_error(), "batch: sequence %d: %s", i,
                                     candle_last_errmsg());
     *total = n;
     return CANDLE_OK;
@@ -234,11 +234,11 @@ static candle_status check(candle_batch *b, const candle_batch_seq *seqs, int n_
 
 static _Atomic bool g_gather;
 
-void candle_batch_set_gather(bool on) { g_gather = on; }
+void cdl_batch_set_gather(bool on) { g_gather = on; }
 
 /* The one-node path needs every sequence paged in one pool, and attention
  * without soft-capped scores (those take the explicit chain per sequence).
- * candle_batch_set_gather keeps the per-sequence gather (comparisons). */
+ * cdl_batch_set_gather keeps the per-sequence gather (comparisons). */
 static bool use_paged_op(const candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
     if (g_gather || b->model->cfg.attn_softcap > 0) return false;
     for (int i = 0; i < n_seqs; i++)
@@ -256,7 +256,7 @@ static candle_tensor *block_table(candle_ctx *ctx, const candle_batch_seq *seqs,
     int64_t shape[2] = {n, 1 + T};
     int32_t *tab = calloc((size_t)(n * (1 + T)), sizeof *tab);
     if (!tab) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table of %lld rows",
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: block table of %lld rows",
                          (long long)n);
         return NULL;
     }
@@ -281,7 +281,7 @@ static bool rope_factors(candle_batch *b, const candle_batch_seq *seqs, int n_se
         int64_t n_ctx = seqs[i].paged ? seqs[i].paged->n_ctx : seqs[i].sess->kv.n_ctx;
         candle_tensor *ff = model_rope_factors(b->model, n_ctx);
         if (i && ff != *out) {
-            candle_set_error(b->ctx, CANDLE_ERR_UNSUPPORTED,
+            cdl_set_error(b->ctx, CANDLE_ERR_UNSUPPORTED,
                              "batch: sequences 0 and %d use different RoPE factors (contexts on "
                              "both sides of the original context %lld)",
                              i, (long long)b->model->cfg.rope_n_ctx_orig);
@@ -302,7 +302,7 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     if (!ids || !pos) {
         free(ids);
         free(pos);
-        return candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: batch of %lld tokens",
+        return cdl_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: batch of %lld tokens",
                                 (long long)n);
     }
     int64_t off = 0;
@@ -324,7 +324,7 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     bool ok = ds.pos && (!use_paged_op(b, seqs, n_seqs) || (bq.table = block_table(b->ctx, seqs, n_seqs, n)));
     candle_tensor *logits = ok ? forward(&ds, ids) : NULL;
     st = logits ? candle_compute(b->ctx, logits) : candle_errcode(b->ctx);
-    if (!st && !logits) st = candle_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
+    if (!st && !logits) st = cdl_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
     int n_out = 0;
     for (int i = 0; i < n_seqs; i++) n_out += seqs[i].logits != NULL;
     /* plain f32 host logits go straight to each sequence (a copy of 16 x 196 KiB less per step) */
@@ -335,7 +335,7 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
                candle_tensor_is_host(logits)) {
         all = candle_tensor_data(logits);
     } else if (!(out = malloc((size_t)n_out * (size_t)b->model->cfg.n_vocab * sizeof *out))) {
-        st = candle_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_out);
+        st = cdl_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_out);
     } else {
         st = candle_tensor_to_f32(logits, out);
     }
@@ -344,7 +344,7 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
      * error, not text */
     int64_t bad = st || !n_out ? -1 : model_first_nonfinite(all, (int64_t)n_out * b->model->cfg.n_vocab);
     if (bad >= 0)
-        st = candle_set_error(b->ctx, CANDLE_ERR_NUMERIC,
+        st = cdl_set_error(b->ctx, CANDLE_ERR_NUMERIC,
                               "batch: non-finite logits (%g at output row %lld, index %lld): the "
                               "model's weights or activations are NaN or Inf",
                               all[bad], (long long)(bad / b->model->cfg.n_vocab),

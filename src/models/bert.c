@@ -10,7 +10,7 @@ static candle_status encoder_config(const char *arch, const candle_weights *w, c
     if (!model_cfg_get_f64(w, arch, "attention.layer_norm_epsilon", &c->norm_eps)) c->norm_eps = 1e-12;
     c->head_dim = c->n_embd / c->n_head;
     if (c->head_dim * c->n_head != c->n_embd || c->n_head_kv != c->n_head)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s: %lld heads (%lld kv) do not split an embedding of %lld",
                                 arch, (long long)c->n_head, (long long)c->n_head_kv, (long long)c->n_embd);
     return CANDLE_OK;

@@ -26,7 +26,7 @@ bool model_cfg_get_f64(const candle_weights *w, const char *arch, const char *ke
 static candle_status need_i64(const candle_weights *g, const char *arch, const char *key,
                               int64_t *out) {
     if (model_cfg_get_i64(g, arch, key, out) && *out > 0) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                             "model: metadata key '%s.%s' missing or not a positive integer", arch,
                             key);
 }
@@ -45,7 +45,7 @@ static candle_status rope_yarn(const candle_weights *g, const char *arch, double
                                candle_model_config *c) {
     double total = factor > 1 ? 0.1 * log(factor) + 1.0 : 1.0;
     if (!(factor > 0))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: YaRN RoPE scaling needs %s.rope.scaling.factor > 0 (got %g)",
                                 arch, factor);
     model_cfg_get_f64(g, arch, "rope.scaling.yarn_attn_factor", &total);
@@ -62,7 +62,7 @@ static candle_status rope_yarn(const candle_weights *g, const char *arch, double
 static candle_status need_tensor(const candle_weights *g, const char *arch, const char *type,
                                  const char *name) {
     if (candle_weights_find_tensor(g, name) >= 0) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                             "model: %s.rope.scaling.type '%s' needs tensor '%s', which %s lacks",
                             arch, type, name, candle_weights_path(g));
 }
@@ -100,7 +100,7 @@ static candle_status rope_scaling(const candle_weights *g, const char *arch,
         candle_status s = need_tensor(g, arch, "longrope", "rope_factors_short.weight");
         return s ? s : need_tensor(g, arch, "longrope", "rope_factors_long.weight");
     }
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "model: RoPE scaling type '%.*s' (%s.rope.scaling.type) is not "
                             "supported", (int)(len > 32 ? 32 : len), type, arch);
 }
@@ -126,12 +126,12 @@ static candle_status check_layers(const candle_weights *g, const char *arch,
     /* Every layer has tensors of its own: this bounds the layer table
      * before anything is allocated for it. */
     if (c->n_layer > candle_weights_n_tensors(g))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.block_count is %lld but the file has %lld tensors", arch,
                                 (long long)c->n_layer, (long long)candle_weights_n_tensors(g));
     int64_t hi = highest_layer(g);
     if (hi >= c->n_layer)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.block_count is %lld but the file has layers up to "
                                 "blk.%lld (%lld layers)",
                                 arch, (long long)c->n_layer, (long long)hi, (long long)hi + 1);
@@ -139,7 +139,7 @@ static candle_status check_layers(const candle_weights *g, const char *arch,
     /* Every attention kernel here takes V rows as wide as K rows (MLA-style
      * models with a distinct value width are not implemented). */
     if (model_cfg_get_i64(g, arch, "attention.value_length", &v_len) && v_len != c->head_dim)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "model: %s.attention.value_length %lld differs from the key "
                                 "length %lld (%s.attention.key_length or embedding_length / "
                                 "head_count); not supported",
@@ -163,20 +163,20 @@ static candle_status read_experts(const candle_weights *g, const char *arch, can
         c->n_ff_shexp = c->n_ff_exp;
     if (!has && !used) return CANDLE_OK;
     if (!has)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.expert_used_count is given but %s.expert_count is missing",
                                 arch, arch);
     if (c->n_expert <= 0 || c->n_expert > 4096)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.expert_count is %lld, want 1..4096", arch,
                                 (long long)c->n_expert);
     if (!used || c->n_expert_used <= 0 || c->n_expert_used > c->n_expert)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.expert_used_count (experts per token) is %s%lld, want "
                                 "1..%lld (%s.expert_count)", arch, used ? "" : "missing, ",
                                 (long long)c->n_expert_used, (long long)c->n_expert, arch);
     if (c->n_ff_exp <= 0 || c->n_ff_shexp <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s.expert_feed_forward_length %lld / "
                                 "expert_shared_feed_forward_length %lld, want positive", arch,
                                 (long long)c->n_ff_exp, (long long)c->n_ff_shexp);
@@ -208,7 +208,7 @@ candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
     c->embd_scale = 1.0;
     if (c->n_head_kv <= 0 || c->n_head % c->n_head_kv || c->head_dim <= 0 || c->n_rot <= 0 ||
         c->n_rot > c->head_dim || c->n_rot % 2)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: inconsistent attention shape: %lld heads, %lld kv heads, "
                                 "head dim %lld, rope dims %lld",
                                 (long long)c->n_head, (long long)c->n_head_kv,
@@ -225,13 +225,13 @@ candle_status model_cfg_check_values(const char *arch, const candle_model_config
         !isfinite(c->rope_ext_factor) || !(c->rope_beta_fast >= 0) || !(c->rope_beta_slow >= 0) ||
         !isfinite(c->rope_beta_fast) || !isfinite(c->rope_beta_slow) ||
         (c->rope_ext_factor != 0 && c->rope_n_ctx_orig <= 0))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: %s RoPE scaling out of range: attention factor %g (want "
                                 "positive), YaRN ext factor %g, betas %g / %g, original context %lld",
                                 arch, c->rope_attn_factor, c->rope_ext_factor, c->rope_beta_fast,
                                 c->rope_beta_slow, (long long)c->rope_n_ctx_orig);
     if (ok) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                             "model: %s metadata out of range: norm epsilon %g (want 0 < eps < 1), "
                             "rope base %g / %g and scale %g (want positive), embedding scale %g",
                             arch, c->norm_eps, c->rope_base, c->rope_base_swa, c->rope_scale,

@@ -71,7 +71,7 @@ static candle_status read_pooling(candle_encoder *e, const char *path) {
     json_as_bool(json_get(cfg, "include_prompt"), &include);
     e->exclude_prompt = !include;
     if (found != 1)
-        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                              "%s: pooling must be exactly one of mean, cls, max, lasttoken%s", path,
                              mode && mode->type == JSON_STRING ? " (pooling_mode is another)" : "");
     json_free(d);
@@ -90,11 +90,11 @@ static candle_status load_dense(dense_layer *L, const char *dir, const char *sub
     if (!json_as_i64(json_get(cfg, "in_features"), &L->n_in) ||
         !json_as_i64(json_get(cfg, "out_features"), &L->n_out) || L->n_in <= 0 || L->n_out <= 0 ||
         L->n_in > (1 << 20) || L->n_out > (1 << 20))
-        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: in_features/out_features missing or out of range", path);
+        s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: in_features/out_features missing or out of range", path);
     else if (encoder_type_is(act, "Tanh"))
         L->tanh = true;
     else if (act && !encoder_type_is(act, "Identity"))
-        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported",
+        s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: activation_function '%s' is not supported",
                              path, act->type == JSON_STRING ? act->u.str : "?");
     json_free(d);
     if (s) return s;
@@ -105,15 +105,15 @@ static candle_status load_dense(dense_layer *L, const char *dir, const char *sub
     s = candle_ctx_init(&ctx, NULL);
     candle_tensor *w = s ? NULL : candle_safetensors_load_tensor(st, ctx, "linear.weight");
     candle_tensor *b = s || !bias ? NULL : candle_safetensors_load_tensor(st, ctx, "linear.bias");
-    if (!s && (!w || (bias && !b))) s = candle_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
+    if (!s && (!w || (bias && !b))) s = cdl_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
     if (!s && (w->rank != 2 || w->shape[0] != L->n_out || w->shape[1] != L->n_in ||
                (b && (b->rank != 1 || b->shape[0] != L->n_out))))
-        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: linear.weight/bias shapes disagree with %lld -> %lld",
+        s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: linear.weight/bias shapes disagree with %lld -> %lld",
                              path, (long long)L->n_in, (long long)L->n_out);
     if (!s) {
         L->w = malloc((size_t)(L->n_in * L->n_out) * sizeof *L->w);
         L->b = b ? malloc((size_t)L->n_out * sizeof *L->b) : NULL;
-        if (!L->w || (b && !L->b)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", path);
+        if (!L->w || (b && !L->b)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", path);
         if (!s) s = candle_tensor_to_f32(w, L->w);
         if (!s && b) s = candle_tensor_to_f32(b, L->b);
     }
@@ -130,20 +130,20 @@ static candle_status read_modules(candle_encoder *e, const char *dir) {
     json_doc *d;
     candle_status s = encoder_read_json(path, &d);
     const json_value *mods = json_root(d);
-    if (!s && mods->type != JSON_ARRAY) s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: not an array", path);
+    if (!s && mods->type != JSON_ARRAY) s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: not an array", path);
     for (size_t i = 0; !s && i < mods->n; i++) {
         const json_value *type = json_get(json_at(mods, i), "type");
         const char *sub = "";
         json_as_str(json_get(json_at(mods, i), "path"), &sub, NULL);
         char mpath[4096];
         snprintf(mpath, sizeof mpath, "%s/%s/config.json", dir, sub);
-        if (strstr(sub, "..")) s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: module path '%s'", path, sub);
+        if (strstr(sub, "..")) s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: module path '%s'", path, sub);
         else if (encoder_type_is(type, "Transformer") && i == 0) continue;
         else if (encoder_type_is(type, "Pooling")) s = read_pooling(e, mpath);
         else if (encoder_type_is(type, "Normalize")) e->normalize = true;
         else if (encoder_type_is(type, "Dense") && e->n_dense < MAX_DENSE) s = load_dense(&e->dense[e->n_dense++], dir, sub);
         else
-            s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: module %zu (%s) is not supported", path, i,
+            s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: module %zu (%s) is not supported", path, i,
                                  type && type->type == JSON_STRING ? type->u.str : "no type");
     }
     json_free(d);
@@ -185,29 +185,29 @@ static candle_status read_prompts(candle_encoder *e, const char *dir) {
     if (s) return s;
     const json_value *pr = json_get(json_root(d), "prompts"), *def = json_get(json_root(d), "default_prompt_name");
     if (pr && pr->type != JSON_OBJECT && pr->type != JSON_NULL)
-        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: prompts is %s, want an object", path,
+        s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: prompts is %s, want an object", path,
                              json_type_name(pr->type));
     size_t n = pr && pr->type == JSON_OBJECT ? pr->n : 0;
     if (!s && n) {
         e->prompt_names = calloc(n, sizeof *e->prompt_names);
         e->prompts = calloc(n, sizeof *e->prompts);
-        if (!e->prompt_names || !e->prompts) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompts");
+        if (!e->prompt_names || !e->prompts) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompts");
     }
     for (size_t i = 0; !s && i < n; i++) {
         const char *text;
         size_t len;
         const char *key = json_obj_key(pr, i)->u.str;
         if (!json_as_str(json_obj_val(pr, i), &text, &len) || memchr(text, 0, len))
-            s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: prompts.%s is not a string", path, key);
+            s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: prompts.%s is not a string", path, key);
         else if (!(e->prompt_names[i] = strdup(key)) || !(e->prompts[i] = strdup(text)))
-            s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompts");
+            s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompts");
         e->n_prompts = (int64_t)i + 1;
     }
     if (!s && def && def->type != JSON_NULL) {
         for (int64_t i = 0; i < e->n_prompts; i++)
             if (json_str_eq(def, e->prompt_names[i])) e->default_prompt = i;
         if (e->default_prompt < 0)
-            s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: default_prompt_name %s%s%s is not one of the prompts",
+            s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: default_prompt_name %s%s%s is not one of the prompts",
                                  path, def->type == JSON_STRING ? "'" : "",
                                  def->type == JSON_STRING ? def->u.str : json_type_name(def->type),
                                  def->type == JSON_STRING ? "'" : "");
@@ -247,12 +247,12 @@ void candle_encoder_free(candle_encoder *e) {
 }
 
 candle_status candle_encoder_load(candle_encoder **out, const char *path, const candle_encoder_params *p) {
-    if (!out || !path) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "encoder_load: NULL argument");
+    if (!out || !path) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "encoder_load: NULL argument");
     *out = NULL;
     candle_encoder_params def = candle_encoder_default_params();
     if (!p) p = &def;
     candle_encoder *e = calloc(1, sizeof *e);
-    if (!e) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: encoder");
+    if (!e) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: encoder");
     e->pool = CANDLE_OUTPUT_POOLED_MEAN;
     candle_model_params mp = candle_model_default_params();
     mp.n_threads = p->n_threads;
@@ -266,7 +266,7 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
     bool decoder = !s && e->model->cfg.kind == CANDLE_MODEL_DECODER_LM &&
                    candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR && exists(mods);
     if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER && !decoder)
-        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                              "encoder_load: %s is a %s model, not an encoder (a decoder embeds only in a "
                              "sentence-transformers folder, whose modules.json names its pooling)",
                              path, candle_model_kind_name(e->model->cfg.kind));
@@ -283,7 +283,7 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
         for (int i = 0; i < e->n_dense && !s; i++) {
             if (e->dense[i].n_out > e->width) e->width = e->dense[i].n_out;
             if (e->dense[i].n_in != e->dim)
-                s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: Dense module %d takes %lld features, gets %lld",
+                s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: Dense module %d takes %lld features, gets %lld",
                                      path, i, (long long)e->dense[i].n_in, (long long)e->dim);
             e->dim = e->dense[i].n_out;
         }
@@ -308,10 +308,10 @@ candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t
                               int32_t **ids, int64_t *n) {
     int64_t cap = (int64_t)len + 16, n_plain;
     int32_t *all = malloc((size_t)cap * sizeof *all), *plain = malloc((size_t)cap * sizeof *plain);
-    candle_status s = all && plain ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
+    candle_status s = all && plain ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
     if (!s) s = candle_tokenizer_encode(e->tok, text, len, true, true, all, cap, n);
     if (!s && *n > e->max_tokens && no_truncate)
-        s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed the model's %" PRId64
+        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed the model's %" PRId64
                              " (no_truncate)", *n, e->max_tokens);
     if (!s && *n > e->max_tokens) {
         s = candle_tokenizer_encode(e->tok, text, len, false, true, plain, cap, &n_plain);
@@ -319,14 +319,14 @@ candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t
         while (!s && lead + n_plain <= *n && memcmp(all + lead, plain, (size_t)n_plain * sizeof *plain)) lead++;
         int64_t trail = *n - n_plain - lead;
         if (!s && (lead + n_plain > *n || lead + trail >= e->max_tokens))
-            s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "cannot truncate around the special tokens");
+            s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "cannot truncate around the special tokens");
         if (!s) {
             int64_t keep = e->max_tokens - lead - trail;
             memmove(all + lead + keep, all + *n - trail, (size_t)trail * sizeof *all);
             *n = e->max_tokens;
         }
     }
-    if (!s && *n == 0) s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
+    if (!s && *n == 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
     free(plain);
     if (s) {
         free(all);
@@ -385,21 +385,21 @@ static candle_status embed_begin(const candle_encoder *e, const void *inputs, in
                                  const candle_embed_params *p, const float *out, size_t out_len,
                                  int64_t *dim, float **buf) {
     if (!e || !inputs || !out || n <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument or no inputs");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument or no inputs");
     *dim = p->dimensions ? p->dimensions : e->dim;
     if (*dim <= 0 || *dim > e->dim)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: dimensions %" PRId64 " outside 1..%" PRId64,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: dimensions %" PRId64 " outside 1..%" PRId64,
                                 p->dimensions, e->dim);
     if (out_len / (size_t)*dim < (size_t)n)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: output of %zu floats too small, need %zu",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: output of %zu floats too small, need %zu",
                                 out_len, (size_t)n * (size_t)*dim);
     if (!(*buf = malloc((size_t)(2 * e->width) * sizeof **buf)))
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
     return CANDLE_OK;
 }
 
 static candle_status input_error(int64_t i, candle_status s) {
-    return candle_set_error(NULL, s, "embed: input %" PRId64 ": %s", i, candle_last_errmsg());
+    return cdl_set_error(NULL, s, "embed: input %" PRId64 ": %s", i, candle_last_errmsg());
 }
 
 /* The prompt a request asks for (encoder.h's rule), "" for none. */
@@ -410,12 +410,12 @@ static candle_status resolve_prompt(const candle_encoder *e, const candle_embed_
         for (int64_t i = 0; i < e->n_prompts && strlen(names) < 400; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "",
                      e->prompt_names[i]);
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: prompt_name '%s' is not one of the model's "
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: prompt_name '%s' is not one of the model's "
                                 "prompts (%s)", p->prompt_name, e->n_prompts ? names : "it has none");
     }
     if (!pr && !(pr = candle_encoder_prompt(e, NULL))) pr = "";
     if (*pr && e->exclude_prompt)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "embed: the model's Pooling excludes the prompt's "
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "embed: the model's Pooling excludes the prompt's "
                                 "tokens (include_prompt false), which Candle does not implement");
     *out = pr;
     return CANDLE_OK;
@@ -437,7 +437,7 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
         size_t len = lens ? lens[i] : strlen(t);
         if (plen && plen + len > cap) {
             char *nj = realloc(joined, (cap = plen + len));
-            if (!nj) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompt");
+            if (!nj) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompt");
             else joined = nj;
         }
         if (!s && plen) {
@@ -467,13 +467,13 @@ candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t
     int64_t dim;
     float *buf = NULL;
     candle_status s = n_ids ? embed_begin(e, ids, n, p, out, out_len, &dim, &buf)
-                            : candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument");
+                            : cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument");
     if (!n_ids) return s;
     for (int64_t i = 0; i < n && !s; i++) {
         int64_t m = n_ids[i];
-        if (!ids[i] || m <= 0) s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
+        if (!ids[i] || m <= 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
         else if (m > e->max_tokens && p->no_truncate)
-            s = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed %" PRId64 " (no_truncate)",
+            s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed %" PRId64 " (no_truncate)",
                                  m, e->max_tokens);
         if (m > e->max_tokens) m = e->max_tokens;
         if (!s) s = embed_ids(e, ids[i], m, p, dim, buf, out + i * dim);

@@ -44,7 +44,7 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
                             int64_t n) {
     int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
     if (!pos) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
         return NULL;
     }
     int32_t *types = pos + n;
@@ -79,7 +79,7 @@ static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int6
     int64_t nn = n * n, rows = m->rel_bias->shape[0];
     int32_t *idx = malloc((size_t)nn * sizeof *idx);
     if (!idx) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: position buckets");
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: position buckets");
         return NULL;
     }
     for (int64_t i = 0; i < n; i++)
@@ -99,7 +99,7 @@ static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int6
 candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
                               const int32_t *types, int64_t n) {
     if (n > m->cfg.n_ctx_train) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "encoder: %lld tokens exceed the %lld positions of the model (truncate the input)",
                          (long long)n, (long long)m->cfg.n_ctx_train);
         return NULL;

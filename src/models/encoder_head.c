@@ -29,10 +29,10 @@ static candle_status head_linear(const candle_weights *w, const char *name, int6
                                                                         : NULL;
     char src[160];
     candle_weights_src_name(w, wname, src, sizeof src);
-    if (!tw || candle_errcode(ctx)) s = candle_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
+    if (!tw || candle_errcode(ctx)) s = cdl_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
     else if (tw->rank != 2 || tw->shape[1] != n_in || tw->shape[0] <= 0 || tw->shape[0] > (1 << 20) ||
              (tb && (tb->rank != 1 || tb->shape[0] != tw->shape[0])))
-        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: tensor '%s' (or its bias) is not [labels, %" PRId64 "]",
+        s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: tensor '%s' (or its bias) is not [labels, %" PRId64 "]",
                              candle_weights_path(w), src, n_in);
     if (!s) {
         L->n_in = n_in;
@@ -40,7 +40,7 @@ static candle_status head_linear(const candle_weights *w, const char *name, int6
         L->tanh = tanh_after;
         L->w = malloc((size_t)(L->n_in * L->n_out) * sizeof *L->w);
         L->b = tb ? malloc((size_t)L->n_out * sizeof *L->b) : NULL;
-        if (!L->w || (tb && !L->b)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classifier");
+        if (!L->w || (tb && !L->b)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classifier");
         if (!s) s = candle_tensor_to_f32(tw, L->w);
         if (!s && tb) s = candle_tensor_to_f32(tb, L->b);
     }
@@ -59,13 +59,13 @@ static candle_status read_dir_json(const char *dir, const char *file, json_doc *
 static candle_status read_labels(encoder_head *h, const json_value *cfg, const char *path) {
     int64_t n = h->out.n_out;
     h->labels = calloc((size_t)n, sizeof *h->labels);
-    if (!h->labels) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: labels");
+    if (!h->labels) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: labels");
     const json_value *map = cfg ? json_get(cfg, "id2label") : NULL;
     if (map && map->type != JSON_OBJECT && map->type != JSON_NULL)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label is %s, want an object", path,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label is %s, want an object", path,
                                 json_type_name(map->type));
     if (map && map->type == JSON_OBJECT && map->n != (size_t)n)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label has %zu labels, the classifier %" PRId64,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label has %zu labels, the classifier %" PRId64,
                                 path, map->n, n);
     for (int64_t i = 0; i < n; i++) {
         char key[32], def[32];
@@ -73,8 +73,8 @@ static candle_status read_labels(encoder_head *h, const json_value *cfg, const c
         snprintf(def, sizeof def, "LABEL_%" PRId64, i);
         const char *s = def;
         if (map && map->type == JSON_OBJECT && !json_as_str(json_get(map, key), &s, NULL))
-            return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label has no string for id %s", path, key);
-        if (!(h->labels[i] = strdup(s))) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: labels");
+            return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label has no string for id %s", path, key);
+        if (!(h->labels[i] = strdup(s))) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: labels");
     }
     return CANDLE_OK;
 }
@@ -84,7 +84,7 @@ static candle_status parse_act(const json_value *v, const char *path, const char
     if (encoder_type_is(v, "Sigmoid")) *out = HEAD_SIGMOID;
     else if (encoder_type_is(v, "Identity")) *out = HEAD_IDENTITY;
     else
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s '%s' is not supported (Sigmoid or Identity)",
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s '%s' is not supported (Sigmoid or Identity)",
                                 path, field, v->type == JSON_STRING ? v->u.str : json_type_name(v->type));
     return CANDLE_OK;
 }
@@ -120,7 +120,7 @@ static candle_status read_problem_type(encoder_head *h, const json_value *cfg, c
     else if (json_str_eq(pt, "multi_label_classification")) h->classify = HEAD_SIGMOID;
     else if (json_str_eq(pt, "regression")) h->classify = HEAD_IDENTITY;
     else
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "%s: problem_type '%s' is not single_label_classification, "
                                 "multi_label_classification or regression",
                                 path, pt->type == JSON_STRING ? pt->u.str : json_type_name(pt->type));
@@ -135,7 +135,7 @@ candle_status encoder_head_load(candle_encoder *e, const char *dir) {
     candle_status s = CANDLE_OK;
     if (candle_weights_find_tensor(w, "cls.weight") >= 0) s = head_linear(w, "cls", n_embd, &h->pre, true);
     if (!s && h->pre.n_out && h->pre.n_out != n_embd)
-        s = candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: the classifier's dense layer has %" PRId64
+        s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: the classifier's dense layer has %" PRId64
                              " outputs, want %" PRId64, candle_weights_path(w), h->pre.n_out, n_embd);
     if (!s) s = head_linear(w, "cls.output", n_embd, &h->out, false);
     if (s) return s;
@@ -183,7 +183,7 @@ static candle_status head_logits(const candle_encoder *e, const int32_t *ids, co
                                  float *logits) {
     int64_t n_embd = e->model->cfg.n_embd;
     float *buf = malloc((size_t)(2 * n_embd) * sizeof *buf);
-    if (!buf) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
+    if (!buf) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
     /* a model with one token type (RoBERTa) takes no segments */
     bool typed = types && e->model->type_embd && e->model->type_embd->shape[0] > 1;
     candle_forward_input in = {.tokens = ids, .n_seq = 1, .n_tokens = n, .type_ids = typed ? types : NULL};
@@ -199,9 +199,9 @@ static candle_status head_logits(const candle_encoder *e, const int32_t *ids, co
 }
 
 static candle_status need_head(const candle_encoder *e, const char *who) {
-    if (!e) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: NULL encoder", who);
+    if (!e) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: NULL encoder", who);
     if (!e->head.out.n_out)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "%s: %s has no classifier head (classifier.* / cls.output.* tensors)", who,
                                 candle_weights_path(e->model->weights));
     return CANDLE_OK;
@@ -215,9 +215,9 @@ candle_status candle_encoder_classify(const candle_encoder *e, const char *const
     if (s) return s;
     int64_t L = e->head.out.n_out;
     if (!texts || !probs_out || n <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: NULL argument or no texts");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: NULL argument or no texts");
     if (cap / (size_t)L < (size_t)n)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: output of %zu floats too small, need %zu",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: output of %zu floats too small, need %zu",
                                 cap, (size_t)n * (size_t)L);
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
@@ -228,7 +228,7 @@ candle_status candle_encoder_classify(const candle_encoder *e, const char *const
         if (!s && p->n_tokens) p->n_tokens[i] = nt;
         free(ids);
         if (!s) activate(e->head.classify, probs_out + i * L, L);
-        if (s) s = candle_set_error(NULL, s, "classify: input %" PRId64 ": %s", i, candle_last_errmsg());
+        if (s) s = cdl_set_error(NULL, s, "classify: input %" PRId64 ": %s", i, candle_last_errmsg());
     }
     return s;
 }
@@ -284,16 +284,16 @@ static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_
     candle_status s = candle_tokenizer_encode_pair(e->tok, a, alen, b, blen, true, all, cap, n, types);
     if (s || *n <= e->max_tokens) return s;
     if (no_truncate)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "the pair's %" PRId64 " tokens exceed the model's %" PRId64
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "the pair's %" PRId64 " tokens exceed the model's %" PRId64
                                 " (no_truncate)", *n, e->max_tokens);
     int32_t *pa = malloc((size_t)cap * 2 * sizeof *pa), *pb = pa ? pa + cap : NULL;
     int64_t na = 0, nb = 0, oa = 0, ob = 0, ka, kb;
-    if (!pa) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
+    if (!pa) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
     s = candle_tokenizer_encode(e->tok, a, alen, false, true, pa, cap, &na);
     if (!s) s = candle_tokenizer_encode(e->tok, b, blen, false, true, pb, cap, &nb);
     int64_t budget = e->max_tokens - (*n - na - nb);
     if (!s && (budget < 0 || !locate(all, *n, pa, na, pb, nb, &oa, &ob)))
-        s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: cannot truncate the pair around its special tokens");
+        s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: cannot truncate the pair around its special tokens");
     if (!s) {
         longest_first(na, nb, budget, &ka, &kb);
         *n = splice(all, types, *n, oa, na, ka, ob, nb, kb);
@@ -307,10 +307,10 @@ static candle_status score_pair(const candle_encoder *e, const char *q, size_t q
                                 const candle_head_params *p, int64_t i, float *score) {
     int64_t cap = (int64_t)(qlen + dlen) + 32, n = 0;
     int32_t *ids = malloc((size_t)cap * 2 * sizeof *ids), *types = ids ? ids + cap : NULL;
-    if (!ids) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
+    if (!ids) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
     candle_status s = pair_tokenize(e, q, qlen, d, dlen, p->no_truncate, ids, types, cap, &n);
     if (!s && p->n_tokens) p->n_tokens[i] = n;
-    if (!s && n > cap) s = candle_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", n);
+    if (!s && n > cap) s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", n);
     if (!s) s = head_logits(e, ids, types, n, score);
     if (!s) activate(e->head.score, score, 1);
     free(ids);
@@ -325,16 +325,16 @@ candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, 
     candle_status s = need_head(e, "rerank");
     if (s) return s;
     if (!query || !docs || !scores_out || n <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "rerank: NULL argument or no documents");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "rerank: NULL argument or no documents");
     if (e->head.out.n_out != 1)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "rerank: the classifier has %" PRId64 " labels; a reranker has one score",
                                 e->head.out.n_out);
     if (qlen == SIZE_MAX) qlen = strlen(query);
     for (int64_t i = 0; i < n && !s; i++) {
         const char *d = docs[i] ? docs[i] : "";
         s = score_pair(e, query, qlen, d, lens ? lens[i] : strlen(d), p, i, &scores_out[i]);
-        if (s) s = candle_set_error(NULL, s, "rerank: document %" PRId64 ": %s", i, candle_last_errmsg());
+        if (s) s = cdl_set_error(NULL, s, "rerank: document %" PRId64 ": %s", i, candle_last_errmsg());
     }
     return s;
 }

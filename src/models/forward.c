@@ -31,30 +31,30 @@ static candle_status find_run(const candle_forward_input *in, int64_t i, int64_t
     while (*b < in->n_tokens && mask[*b]) (*b)++;
     for (int64_t j = *b; j < in->n_tokens; j++)
         if (mask[j])
-            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                     "forward: sequence %" PRId64 ": the mask has a gap at position %" PRId64
                                     " (its tokens must be one run, left or right padded)", i, *b);
     if (*a == *b)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: sequence %" PRId64 " has no tokens", i);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: sequence %" PRId64 " has no tokens", i);
     return CANDLE_OK;
 }
 
 static candle_status check_input(const candle_model *m, const candle_forward_input *in,
                                  candle_output_kind kind, const float *out, size_t out_len) {
     if (!m || !in || !in->tokens || !out)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: NULL argument");
     if (in->n_seq <= 0 || in->n_tokens <= 0 || in->n_tokens > INT64_MAX / in->n_seq)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "forward: %" PRId64 " sequences of %" PRId64 " tokens", in->n_seq,
                                 in->n_tokens);
     if ((unsigned)kind > CANDLE_OUTPUT_POOLED_MAX)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: unknown output kind %d", (int)kind);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: unknown output kind %d", (int)kind);
     if (kind == CANDLE_OUTPUT_LOGITS && m->cfg.kind != CANDLE_MODEL_DECODER_LM)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: an encoder (%s) has no logits",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: an encoder (%s) has no logits",
                                 m->family->name);
     size_t need = candle_model_output_size(m, in, kind);
     if (out_len < need)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "forward: output of %zu floats too small, need %zu", out_len, need);
     return CANDLE_OK;
 }
@@ -105,11 +105,11 @@ static candle_status check_ids(const candle_model *m, const int32_t *tokens, con
     int64_t n_types = m->type_embd ? m->type_embd->shape[0] : 1;
     for (int64_t i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= m->cfg.n_vocab)
-            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                     "token %d at index %" PRId64 " out of range [0, %" PRId64 ")",
                                     (int)tokens[i], i, m->cfg.n_vocab);
         if (types && (types[i] < 0 || types[i] >= n_types))
-            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                     "token type %d at index %" PRId64 " out of range [0, %" PRId64 ")",
                                     (int)types[i], i, n_types);
     }
@@ -122,14 +122,14 @@ static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *t
     if (r->s) {
         candle_session_reset(r->s);
         candle_status st = session_eval_out(r->s, tokens, n, dst, true, !logits);
-        return st ? candle_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
+        return st ? cdl_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
     }
     candle_status st = check_ids(r->m, tokens, types, n);
     if (st) return st;
     candle_tensor *h = encoder_hidden(r->ctx, r->m, tokens, types, n);
     st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
     if (!st) st = candle_tensor_to_f32(h, dst);
-    if (st) st = candle_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
+    if (st) st = cdl_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
     candle_ctx_clear_error(r->ctx);
     candle_ctx_reset(r->ctx, r->mark);
     return st;
@@ -146,7 +146,7 @@ static candle_status forward_seq(runner *r, const candle_forward_input *in, int6
     const int32_t *types = in->type_ids ? in->type_ids + i * in->n_tokens + a : NULL;
     st = run_rows(r, in->tokens + i * in->n_tokens + a, types, b - a, kind == CANDLE_OUTPUT_LOGITS,
                   rows ? dst + a * w : dst);
-    if (st) return candle_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
+    if (st) return cdl_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
     if (!rows) pool(scratch, b - a, w, kind, out + (size_t)i * (size_t)w);
     return CANDLE_OK;
 }
@@ -163,7 +163,7 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
     }
     if (kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
         scratch = malloc((size_t)(in->n_tokens * m->cfg.n_embd) * sizeof *scratch);
-        if (!scratch) st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");
+        if (!scratch) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");
     }
     for (int64_t i = 0; !st && i < in->n_seq; i++) st = forward_seq(&r, in, i, kind, out, scratch);
     free(scratch);

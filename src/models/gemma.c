@@ -40,7 +40,7 @@ static candle_status gemma3_config(const candle_weights *g, candle_model_config 
     int64_t pattern;
     if (!model_cfg_get_i64(g, "gemma3", "attention.sliding_window_pattern", &pattern)) pattern = 6;
     if (pattern <= 0 || pattern > INT32_MAX)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: gemma3.attention.sliding_window_pattern is %lld, want > 0",
                                 (long long)pattern);
     c->swa_pattern = (int)pattern;

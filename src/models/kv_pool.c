@@ -41,12 +41,12 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     *out = NULL;
     if (model_need_decoder(m, "kv pool")) return candle_last_error();
     if (n_blocks <= 0 || n_blocks > INT32_MAX / CANDLE_KV_BLOCK)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "kv pool: %lld blocks",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "kv pool: %lld blocks",
                                 (long long)n_blocks);
     candle_status checked = kv_check_type(NULL, "kv pool", kv_type, m->cfg.head_dim, true);
     if (checked) return checked;
     candle_kv_pool *p = calloc(1, sizeof *p);
-    if (!p) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool");
+    if (!p) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool");
     const candle_model_config *c = &m->cfg;
     p->model = m;
     p->n_blocks = n_blocks;
@@ -70,13 +70,13 @@ candle_status candle_kv_pool_init(candle_kv_pool **out, const candle_model *m, i
     cp.backend = m->backend;
     candle_status st = candle_ctx_init(&p->ctx, &cp);
     if (!st && !(p->refs && p->hash && p->fill && p->toks && p->bucket && p->chain && p->prev && p->next && p->in_free && p->k && p->v))
-        st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool tables");
+        st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: kv pool tables");
     int64_t shape[3] = {n_blocks * CANDLE_KV_BLOCK, c->n_head_kv, c->head_dim};
     for (int64_t il = 0; !st && il < c->n_layer; il++) {
         p->k[il] = candle_tensor_new(p->ctx, kv_type, 3, shape);
         p->v[il] = candle_tensor_new(p->ctx, kv_type, 3, shape);
         if (!p->k[il] || !p->v[il])
-            st = candle_set_error(NULL, candle_errcode(p->ctx), "kv pool: %s",
+            st = cdl_set_error(NULL, candle_errcode(p->ctx), "kv pool: %s",
                                   candle_errmsg(p->ctx));
         else if (!(st = candle_tensor_memset_bytes(p->k[il], 0, 0, candle_tensor_nbytes(p->k[il]))))
             st = candle_tensor_memset_bytes(p->v[il], 0, 0, candle_tensor_nbytes(p->v[il]));
@@ -117,7 +117,7 @@ candle_status candle_kv_seq_init(candle_kv_seq *s, int64_t n_ctx) {
     s->n_ctx = n_ctx;
     s->cap = (n_ctx + CANDLE_KV_BLOCK - 1) / CANDLE_KV_BLOCK;
     s->blocks = malloc((size_t)(s->cap > 0 ? s->cap : 1) * sizeof *s->blocks);
-    return s->blocks ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: block table");
+    return s->blocks ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: block table");
 }
 
 static void ref(candle_kv_pool *p, int32_t b) {
@@ -275,13 +275,13 @@ void candle_kv_seq_publish(candle_kv_pool *p, candle_kv_seq *s, const int32_t *t
 candle_status candle_kv_seq_reserve(candle_kv_pool *p, candle_kv_seq *s, int64_t n) {
     int64_t need_pos = s->pos + n;
     if (need_pos > s->n_ctx)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "kv: %lld positions past %lld exceed the sequence's %lld",
                                 (long long)n, (long long)s->pos, (long long)s->n_ctx);
     int64_t need = (need_pos + CANDLE_KV_BLOCK - 1) / CANDLE_KV_BLOCK - s->n_blocks;
     if (need <= 0) return CANDLE_OK;
     if (need > p->n_blocks - p->n_used)
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "kv pool: %lld blocks needed, %lld free",
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "kv pool: %lld blocks needed, %lld free",
                                 (long long)need, (long long)(p->n_blocks - p->n_used));
     for (int64_t i = 0; i < need; i++) {
         /* The block after the sequence's last one when it is free and holds

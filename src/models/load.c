@@ -22,7 +22,7 @@ static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool require
         if (required) {
             char src[160];
             candle_weights_src_name(w, L->name, src, sizeof src);
-            candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s: missing tensor '%s' (%s)",
+            cdl_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s: missing tensor '%s' (%s)",
                              candle_weights_path(w), src, L->m->family->name);
         }
         return NULL;
@@ -55,7 +55,7 @@ static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
     if (!ok) {
         char got[64], want[64], at[320];
         int64_t w[2] = {d0, d1};
-        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has shape %s, want %s",
+        cdl_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has shape %s, want %s",
                          where(L, at, sizeof at), candle_shape_str(t->rank, t->shape, got, sizeof got),
                          candle_shape_str(d1 ? 2 : 1, w, want, sizeof want));
     }
@@ -67,7 +67,7 @@ static bool shape_is(loader *L, candle_tensor *t, int64_t d0, int64_t d1) {
 static bool dtype_ok(loader *L, const candle_tensor *t, bool ok, const char *want) {
     char at[320];
     if (!ok)
-        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has dtype %s, want %s",
+        cdl_set_error(L->m->ctx, CANDLE_ERR_FORMAT, "model: %s has dtype %s, want %s",
                          where(L, at, sizeof at), candle_dtype_name(t->dtype), want);
     return ok;
 }
@@ -140,7 +140,7 @@ static bool load_experts(loader *L, int64_t il, const char *what, int64_t n_out,
         char got[64], at[320];
         if (!t) return false;
         if (t->rank != 3 || t->shape[0] != ne || t->shape[1] != n_out || t->shape[2] != n_in) {
-            candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+            cdl_set_error(m->ctx, CANDLE_ERR_FORMAT,
                              "model: %s has shape %s, want [%" PRId64 ", %" PRId64 ", %" PRId64
                              "] (expert_count, rows, columns)",
                              where(L, at, sizeof at), candle_shape_str(t->rank, t->shape, got, sizeof got),
@@ -170,7 +170,7 @@ static bool load_moe(loader *L, layer_weights *w, int64_t il) {
     candle_model *m = L->m;
     const candle_model_config *c = &m->cfg;
     if (c->n_expert <= 0) {
-        candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+        cdl_set_error(m->ctx, CANDLE_ERR_FORMAT,
                          "model: %s: layer %" PRId64 " has a router (ffn_gate_inp.weight) but the "
                          "metadata has no %s.expert_count / expert_used_count",
                          candle_weights_path(m->weights), il, m->family->name);
@@ -178,7 +178,7 @@ static bool load_moe(loader *L, layer_weights *w, int64_t il) {
     }
     if (!(w->router = lin(L, il, "ffn_gate_inp.weight", c->n_expert, c->n_embd))) return false;
     if (!(w->exp_gate = calloc((size_t)(3 * c->n_expert), sizeof *w->exp_gate))) {
-        candle_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: expert table");
+        cdl_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: expert table");
         return false;
     }
     w->exp_up = w->exp_gate + c->n_expert;
@@ -212,7 +212,7 @@ static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
     w->ffn_norm = vec(L, il, "ffn_norm.weight", c->n_embd, true);
     if (has(L, il, "ffn_gate_inp.weight")) {
         if (o->fused_gate_up || o->post_norms) {
-            candle_set_error(L->m->ctx, CANDLE_ERR_UNSUPPORTED,
+            cdl_set_error(L->m->ctx, CANDLE_ERR_UNSUPPORTED,
                              "model: %s: experts in a %s model are not supported",
                              candle_weights_path(L->m->weights), L->m->family->name);
             return false;
@@ -222,7 +222,7 @@ static bool load_ffn(loader *L, layer_weights *w, int64_t il) {
     if (c->n_expert > 0 && (!o->moe_dense_layers || !has(L, il, "ffn_up.weight"))) {
         char src[160];
         candle_weights_src_name(L->m->weights, "blk.0.ffn_gate_inp.weight", src, sizeof src);
-        candle_set_error(L->m->ctx, CANDLE_ERR_FORMAT,
+        cdl_set_error(L->m->ctx, CANDLE_ERR_FORMAT,
                          "model: %s: %s.expert_count is %" PRId64 " but layer %" PRId64
                          " has no router (ffn_gate_inp.weight; '%s' for layer 0)%s",
                          candle_weights_path(L->m->weights), L->m->family->name, c->n_expert, il, src,
@@ -249,7 +249,7 @@ candle_status decoder_check_desc(const model_family *f) {
                           : d->attention != ATTN_CAUSAL      ? "bidirectional attention"
                                                              : NULL;
     if (!missing) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "model: %s needs %s, which the decoder builder does not implement",
                             f->name, missing);
 }
@@ -264,7 +264,7 @@ static bool load_rope_factors(loader *L) {
     m->rope_long = vec(L, -1, "rope_factors_long.weight", half, false);
     if (candle_errcode(m->ctx)) return false;
     if (!m->rope_short != !m->rope_long || (m->rope_freqs && m->rope_long)) {
-        candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+        cdl_set_error(m->ctx, CANDLE_ERR_FORMAT,
                          "model: %s: RoPE factors need both rope_factors_short.weight and "
                          "rope_factors_long.weight, and not rope_freqs.weight beside them",
                          candle_weights_path(m->weights));
@@ -281,7 +281,7 @@ candle_status decoder_load_weights(candle_model *m) {
     if (!m->tok_embd) return candle_errcode(m->ctx);
     c->n_vocab = m->tok_embd->shape[0];
     if (c->n_vocab <= 0)
-        return candle_set_error(m->ctx, CANDLE_ERR_FORMAT, "model: token_embd.weight has no rows");
+        return cdl_set_error(m->ctx, CANDLE_ERR_FORMAT, "model: token_embd.weight has no rows");
     if (!shape_is(&L, m->tok_embd, c->n_vocab, c->n_embd) || !weight_dtype_ok(&L, m->tok_embd))
         return candle_errcode(m->ctx);
     m->out_norm = vec(&L, -1, "output_norm.weight", c->n_embd, true);
@@ -309,7 +309,7 @@ candle_status encoder_check_desc(const model_family *f) {
                           : d->attention != ATTN_BIDIRECTIONAL ? "causal attention"
                                                             : NULL;
     if (!missing) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "model: %s needs %s, which the encoder builder does not implement",
                             f->name, missing);
 }
@@ -369,7 +369,7 @@ candle_status encoder_load_weights(candle_model *m) {
     if (d->positions == POS_RELATIVE && !load_rel_bias(&L)) return candle_errcode(m->ctx);
     if (candle_weights_get_i64(m->weights, "candle.position_offset", &m->pos_offset) &&
         (m->pos_offset < 0 || m->pos_offset >= n_pos))
-        return candle_set_error(m->ctx, CANDLE_ERR_FORMAT,
+        return cdl_set_error(m->ctx, CANDLE_ERR_FORMAT,
                                 "model: %s: candle.position_offset %" PRId64 " leaves none of the %" PRId64
                                 " position rows (config.json pad_token_id)",
                                 candle_weights_path(m->weights), m->pos_offset, n_pos);

@@ -240,6 +240,6 @@ candle_tensor *decoder_head(decoder_step *st, candle_tensor *x);
 bool decoder_layer_is_swa(const candle_model_config *c, int64_t il);
 /* Tests: batched steps gather each sequence's KV rows for the flash kernel
  * instead of the paged attention op, from now on (the two agree). */
-void candle_batch_set_gather(bool on);
+void cdl_batch_set_gather(bool on);
 
 #endif

@@ -14,7 +14,7 @@ candle_status model_backend_for(const candle_model *m, int n_threads, candle_bac
     candle_cpu_params cpu;
     if (n_threads <= 0 || n_threads == m->backend->n_threads) return CANDLE_OK;
     if (!candle_backend_cpu_params(m->backend, &cpu))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "%d threads asked of a model on %s: its backend sets the threads", n_threads,
                                 candle_backend_name(m->backend));
     cpu.n_threads = n_threads;
@@ -25,7 +25,7 @@ candle_status model_backend_for(const candle_model *m, int n_threads, candle_bac
 
 candle_status model_need_decoder(const candle_model *m, const char *who) {
     if (m->cfg.kind == CANDLE_MODEL_DECODER_LM) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                             "%s: the %s model is of kind %s and generates nothing: use "
                             "candle_model_forward or candle_encoder", who, m->family->name,
                             candle_model_kind_name(m->cfg.kind));
@@ -33,14 +33,14 @@ candle_status model_need_decoder(const candle_model *m, const char *who) {
 
 /* Move an error recorded on ctx to the thread-local last error. */
 static candle_status to_last_error(candle_ctx *ctx) {
-    return candle_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
+    return cdl_set_error(NULL, candle_errcode(ctx), "%s", candle_errmsg(ctx));
 }
 
 static candle_status read_config(candle_model *m) {
     const char *arch;
     size_t len;
     if (!candle_weights_get_str(m->weights, "general.architecture", &arch, &len))
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "model: metadata key 'general.architecture' missing");
     candle_status s = model_family_find(arch, len, &m->family);
     if (!s) s = m->family->desc.kind == CANDLE_MODEL_ENCODER ? encoder_check_desc(m->family)
@@ -56,12 +56,12 @@ static candle_status read_config(candle_model *m) {
 candle_status candle_model_load(candle_model **out, const char *path,
                                  const candle_model_params *p) {
     if (!out || !path)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "model_load: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "model_load: NULL argument");
     *out = NULL;
     candle_model_params def = candle_model_default_params();
     if (!p) p = &def;
     candle_model *m = calloc(1, sizeof *m);
-    if (!m) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: model");
+    if (!m) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: model");
     m->backend = p->backend;
     candle_status s = CANDLE_OK;
     if (!m->backend) {
@@ -77,9 +77,9 @@ candle_status candle_model_load(candle_model **out, const char *path,
     if (!s) s = candle_ctx_init(&m->ctx, &cp);
     bool encoder = !s && m->cfg.kind == CANDLE_MODEL_ENCODER;
     if (!s && encoder && !(m->enc = calloc((size_t)m->cfg.n_layer, sizeof *m->enc)))
-        s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
+        s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
     if (!s && !encoder && !(m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers)))
-        s = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
+        s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
     if (!s && (encoder ? encoder_load_weights(m) : decoder_load_weights(m))) s = to_last_error(m->ctx);
     if (s) {
         candle_model_free(m);

@@ -19,7 +19,7 @@ candle_session_params candle_session_default_params(void) {
 candle_status candle_session_init(candle_session **out, const candle_model *m,
                                   const candle_session_params *p) {
     if (!out || !m)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "session_init: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "session_init: NULL argument");
     *out = NULL;
     if (model_need_decoder(m, "session_init")) return candle_last_error();
     candle_session_params def = candle_session_default_params();
@@ -27,10 +27,10 @@ candle_status candle_session_init(candle_session **out, const candle_model *m,
     const candle_model_config *c = &m->cfg;
     int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : c->n_ctx_train;
     if (p->n_ctx < 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "session_init: n_ctx %" PRId64 " < 0",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "session_init: n_ctx %" PRId64 " < 0",
                                 p->n_ctx);
     candle_session *s = calloc(1, sizeof *s);
-    if (!s) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: session");
+    if (!s) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: session");
     s->model = m;
     candle_ctx_params cp = candle_ctx_default_params();
     candle_status st = model_backend_for(m, p->n_threads, &s->backend, &s->owns_backend);
@@ -38,7 +38,7 @@ candle_status candle_session_init(candle_session **out, const candle_model *m,
     if (!st) st = candle_ctx_init(&s->ctx, &cp);
     if (!st &&
         kv_cache_init(&s->kv, s->ctx, c->n_layer, c->n_head_kv, n_ctx, c->head_dim, p->kv_type)) {
-        st = candle_set_error(NULL, candle_errcode(s->ctx), "%s", candle_errmsg(s->ctx));
+        st = cdl_set_error(NULL, candle_errcode(s->ctx), "%s", candle_errmsg(s->ctx));
     }
     if (st) {
         candle_session_free(s);
@@ -68,10 +68,10 @@ static void begin(candle_session *s) { candle_ctx_clear_error(s->ctx); }
 
 static candle_status check_tokens(candle_session *s, const int32_t *tokens, int64_t n) {
     if (n <= 0 || !tokens)
-        return candle_set_error(s->ctx, CANDLE_ERR_INVALID_ARG, "eval: no tokens (n = %" PRId64 ")",
+        return cdl_set_error(s->ctx, CANDLE_ERR_INVALID_ARG, "eval: no tokens (n = %" PRId64 ")",
                                 n);
     if (n > s->kv.n_ctx - s->pos)
-        return candle_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
                                 "eval: %" PRId64 " tokens at position %" PRId64
                                 " do not fit in the context of %" PRId64
                                 " (use a larger context or a context shift)",
@@ -79,7 +79,7 @@ static candle_status check_tokens(candle_session *s, const int32_t *tokens, int6
     int64_t n_vocab = s->model->cfg.n_vocab;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return candle_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
+            return cdl_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
                                     "eval: token %d at index %" PRId64 " out of range [0, %" PRId64
                                     ")",
                                     (int)tokens[i], i, n_vocab);
@@ -98,7 +98,7 @@ static candle_status check_finite(candle_session *s, const float *out, int64_t r
                                   bool hidden) {
     int64_t at = model_first_nonfinite(out, rows * width);
     if (at < 0) return CANDLE_OK;
-    return candle_set_error(s->ctx, CANDLE_ERR_NUMERIC,
+    return cdl_set_error(s->ctx, CANDLE_ERR_NUMERIC,
                             "eval: non-finite %s (%g at row %" PRId64 ", index %" PRId64
                             "): the model's weights or activations are NaN or Inf",
                             hidden ? "hidden states" : "logits", out[at], at / width, at % width);
@@ -108,7 +108,7 @@ static candle_status eval_ubatch(candle_session *s, const int32_t *tokens, int64
                                  bool all, bool hidden) {
     candle_tensor *logits = decoder_forward(s, tokens, n, all, hidden);
     candle_status st = logits ? candle_compute(s->ctx, logits) : candle_errcode(s->ctx);
-    if (!st && !logits) st = candle_set_error(s->ctx, CANDLE_ERR_INTERNAL, "eval: no logits");
+    if (!st && !logits) st = cdl_set_error(s->ctx, CANDLE_ERR_INTERNAL, "eval: no logits");
     if (!st && out) st = candle_tensor_to_f32(logits, out);
     int64_t width = hidden ? s->model->cfg.n_embd : s->model->cfg.n_vocab;
     if (!st && out) st = check_finite(s, out, all ? n : 1, width, hidden);
@@ -142,7 +142,7 @@ candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t
 candle_status candle_session_truncate(candle_session *s, int64_t n_keep) {
     begin(s);
     if (n_keep < 0 || n_keep > s->pos)
-        return candle_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
                                 "truncate: keep %" PRId64 " of %" PRId64 " positions", n_keep,
                                 s->pos);
     s->pos = n_keep;
@@ -176,20 +176,20 @@ static candle_tensor *move_rows(candle_session *s, candle_tensor *cache, int64_t
 candle_status candle_session_shift(candle_session *s, int64_t n_keep, int64_t n_discard) {
     begin(s);
     if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > s->pos)
-        return candle_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(s->ctx, CANDLE_ERR_INVALID_ARG,
                                 "shift: keep %" PRId64 ", discard %" PRId64 " of %" PRId64
                                 " positions",
                                 n_keep, n_discard, s->pos);
     const candle_model_config *c = &s->model->cfg;
     if (model_rope_per_layer(s->model))
-        return candle_set_error(s->ctx, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(s->ctx, CANDLE_ERR_UNSUPPORTED,
                                 "shift: not supported for %s (per-layer RoPE)",
                                 candle_arch_name(c->arch));
     int64_t len = s->pos - n_keep - n_discard;
     candle_status st = CANDLE_OK;
     if (len > 0) {
         int32_t *pos = malloc((size_t)len * sizeof *pos);
-        if (!pos) return candle_set_error(s->ctx, CANDLE_ERR_OOM, "out of memory: shift");
+        if (!pos) return cdl_set_error(s->ctx, CANDLE_ERR_OOM, "out of memory: shift");
         for (int64_t i = 0; i < len; i++) pos[i] = (int32_t)-n_discard;
         candle_tensor *delta = candle_tensor_from_i32(s->ctx, 1, &len, pos);
         free(pos);

@@ -15,7 +15,7 @@ static candle_status from_weights(candle_tokenizer **out, const candle_weights *
     snprintf(tok, sizeof tok, "%s/tokenizer.json", candle_weights_path(w));
     snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", candle_weights_path(w));
     if (stat(tok, &st))
-        return candle_set_error(NULL, CANDLE_ERR_IO, "%s: no tokenizer.json", candle_weights_path(w));
+        return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: no tokenizer.json", candle_weights_path(w));
     return candle_tokenizer_from_hf_file(out, tok, stat(cfg, &st) ? NULL : cfg);
 }
 
@@ -28,7 +28,7 @@ static candle_status check_rows(const candle_tokenizer *t, const candle_weights 
     const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
     int64_t rows = ti->rank >= 1 ? ti->shape[0] : 0;
     if (candle_tokenizer_n_vocab(t) <= rows) return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                             "tokenizer: the vocabulary has %d tokens but token_embd.weight has "
                             "%lld rows; the model cannot embed the tokens past its rows",
                             (int)candle_tokenizer_n_vocab(t), (long long)rows);
@@ -36,7 +36,7 @@ static candle_status check_rows(const candle_tokenizer *t, const candle_weights 
 
 candle_status candle_tokenizer_from_weights(candle_tokenizer **out, const candle_weights *w) {
     if (!out || !w)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_weights: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_weights: NULL argument");
     candle_tokenizer *t = NULL;
     candle_status s = from_weights(&t, w);
     if (!s) s = check_rows(t, w);

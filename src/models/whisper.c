@@ -82,11 +82,11 @@ static float *read_f32(const candle_ct2 *m, const char *name, const candle_ct2_v
     int64_t i = candle_ct2_find_var(m, name);
     const candle_ct2_var_info *v = i >= 0 ? candle_ct2_var(m, i) : NULL;
     if (!v || v->rank < 1) {
-        candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin lacks %s", name);
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin lacks %s", name);
         return NULL;
     }
     if (v->ct2_dtype != CANDLE_CT2_F32 && v->ct2_dtype != CANDLE_CT2_F16 && v->ct2_dtype != CANDLE_CT2_BF16) {
-        candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s is %s (want a float type)", name,
+        cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s is %s (want a float type)", name,
                          candle_ct2_dtype_name(v->ct2_dtype));
         return NULL;
     }
@@ -94,7 +94,7 @@ static float *read_f32(const candle_ct2 *m, const char *name, const candle_ct2_v
     for (int k = 0; k < v->rank; k++) n *= v->shape[k];
     float *buf = malloc((size_t)n * sizeof *buf);
     if (!buf) {
-        candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
+        cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
         return NULL;
     }
     const unsigned char *p = v->data;
@@ -130,7 +130,7 @@ static candle_tensor *load_conv(candle_whisper *w, const candle_ct2 *m, const ch
     if (!buf) return NULL;
     if (v->rank != 3 || v->shape[2] != 3) {
         free(buf);
-        candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s is not a [O, C, 3] kernel", name);
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s is not a [O, C, 3] kernel", name);
         return NULL;
     }
     int64_t O = v->shape[0], C = v->shape[1], K = 3, shape[2] = {O, K * C};
@@ -139,7 +139,7 @@ static candle_tensor *load_conv(candle_whisper *w, const candle_ct2 *m, const ch
         for (int64_t c = 0; c < C; c++)
             for (int64_t k = 0; k < K; k++) t[o * K * C + k * C + c] = buf[(o * C + c) * K + k];
     free(buf);
-    if (!t) candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
+    if (!t) cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
     return leaf(w, name, 2, shape, t);
 }
 
@@ -212,7 +212,7 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
     d->n_head = load_scalar(m, "encoder/num_heads");
     if (d->n_audio_layer < 1 || d->n_text_layer < 1 || d->n_audio_layer > WHISPER_MAX_LAYERS ||
         d->n_text_layer > WHISPER_MAX_LAYERS || d->n_head < 1 || load_scalar(m, "decoder/num_heads") != d->n_head) {
-        candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: %lld/%lld layers, %lld heads (unsupported)",
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: %lld/%lld layers, %lld heads (unsupported)",
                          (long long)d->n_audio_layer, (long long)d->n_text_layer, (long long)d->n_head);
         return false;
     }
@@ -233,7 +233,7 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
     /* conv2 halves 3000 frames to the 1500 positions the encodings cover */
     if (d->n_state % d->n_head || w->conv2_w->shape[1] != 3 * d->n_state || w->enc_pos->shape[1] != d->n_state || w->tok_embd->shape[1] != d->n_state ||
         d->n_audio_ctx * 2 != CANDLE_WHISPER_CHUNK_FRAMES || w->enc[0].qkv.w->shape[0] != 3 * d->n_state) {
-        candle_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: inconsistent shapes");
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: inconsistent shapes");
         return false;
     }
     return true;
@@ -277,12 +277,12 @@ static candle_status load_tokenizer(candle_whisper *w, const char *dir) {
     if (w->no_speech >= w->d.n_vocab) w->no_speech = -1;
     if (w->sot < 0 || w->no_timestamps < 0 || w->eot < 0 || w->sot >= w->d.n_vocab ||
         w->no_timestamps >= w->d.n_vocab || w->eot >= w->d.n_vocab)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: lacks Whisper's special tokens", path);
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: lacks Whisper's special tokens", path);
     return CANDLE_OK;
 }
 
 candle_status candle_whisper_load(candle_whisper **out, const char *dir, const candle_whisper_params *p) {
-    if (!out || !dir) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_load: NULL argument");
+    if (!out || !dir) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_load: NULL argument");
     *out = NULL;
     candle_whisper_params def = candle_whisper_default_params();
     if (!p) p = &def;
@@ -295,10 +295,10 @@ candle_status candle_whisper_load(candle_whisper **out, const char *dir, const c
     candle_whisper *w = calloc(1, sizeof *w);
     if (!w) {
         candle_ct2_close(m);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     }
     if (strcmp(candle_ct2_spec(m), "WhisperSpec"))
-        s = candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: spec %s, not WhisperSpec", path, candle_ct2_spec(m));
+        s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: spec %s, not WhisperSpec", path, candle_ct2_spec(m));
     if (!s) s = candle_ctx_init(&w->wctx, NULL);
     if (!s && !load_weights(w, m)) s = candle_last_error() ? candle_last_error() : CANDLE_ERR_FORMAT;
     candle_ct2_close(m); /* the weights were copied out */
@@ -408,17 +408,17 @@ static candle_status ctx_for(candle_ctx **ctx, int n_threads) {
 
 candle_status candle_whisper_encode(const candle_whisper *w, const float *mel, int n_threads, float *out,
                                     size_t out_len) {
-    if (!w || !mel || !out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_encode: NULL argument");
+    if (!w || !mel || !out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_encode: NULL argument");
     size_t need = (size_t)(w->d.n_audio_ctx * w->d.n_state);
     if (out_len < need)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_encode: out of %zu floats, need %zu", out_len, need);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_encode: out of %zu floats, need %zu", out_len, need);
     candle_ctx *ctx;
     candle_status s = ctx_for(&ctx, n_threads);
     if (s) return s;
     candle_tensor *e = candle_contiguous(ctx, encoder_graph(ctx, w, mel));
     s = e ? candle_compute(ctx, e) : candle_errcode(ctx);
     if (!s) s = candle_tensor_to_f32(e, out);
-    if (s) candle_set_error(NULL, s, "whisper_encode: %s", candle_errmsg(ctx));
+    if (s) cdl_set_error(NULL, s, "whisper_encode: %s", candle_errmsg(ctx));
     candle_ctx_free(ctx);
     return s;
 }
@@ -509,7 +509,7 @@ static candle_status dec_step(wdec *st, const int32_t *tokens, int64_t n, float 
     const candle_whisper *w = st->w;
     int32_t pos[WHISPER_STEP_MAX];
     if (st->pos + n > w->d.n_text_ctx)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper: %lld tokens past the text context of %lld",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper: %lld tokens past the text context of %lld",
                                 (long long)(st->pos + n), (long long)w->d.n_text_ctx);
     for (; n > WHISPER_STEP_MAX; tokens += WHISPER_STEP_MAX, n -= WHISPER_STEP_MAX) {
         candle_status s = dec_step(st, tokens, WHISPER_STEP_MAX, logits);
@@ -524,7 +524,7 @@ static candle_status dec_step(wdec *st, const int32_t *tokens, int64_t n, float 
     candle_tensor *lg = candle_contiguous(ctx, candle_linear(ctx, x, w->tok_embd, NULL));
     candle_status s = lg ? candle_compute(ctx, lg) : candle_errcode(ctx);
     if (!s) s = candle_tensor_to_f32(lg, logits);
-    if (s) return candle_set_error(NULL, s, "whisper: %s", candle_errmsg(ctx));
+    if (s) return cdl_set_error(NULL, s, "whisper: %s", candle_errmsg(ctx));
     st->pos += n;
     return CANDLE_OK;
 }
@@ -659,7 +659,7 @@ static candle_status generate(wdec *st, wopts *o, float temp, const int32_t *pro
         }
         *sum_lp += logits[id] - lse; /* the log-probability at temperature 1, as CTranslate2 scores */
         if (id == w->eot) break;
-        if (!tokbuf_push(out, id)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (!tokbuf_push(out, id)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         if (step + 1 < max_steps) s = dec_step(st, &id, 1, logits);
     }
     return s;
@@ -669,17 +669,17 @@ static candle_status generate(wdec *st, wopts *o, float temp, const int32_t *pro
 static candle_status decode_text(const candle_whisper *w, const int32_t *ids, int64_t n, char **text) {
     int64_t n_text = 0;
     int32_t *text_ids = malloc((size_t)(n + 1) * sizeof *text_ids);
-    if (!text_ids) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!text_ids) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < w->eot) text_ids[n_text++] = ids[i]; /* specials and timestamps follow the text */
     size_t cap = 64 + (size_t)n_text * 16, len = 0;
     char *t = malloc(cap);
     candle_status s = t ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t, cap, &len)
-                        : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                        : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     if (s == CANDLE_ERR_INVALID_ARG && len + 1 > cap) {
         char *t2 = realloc(t, len + 1);
         s = t2 ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t2, len + 1, &len)
-               : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+               : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         if (t2) t = t2;
     }
     free(text_ids);
@@ -739,7 +739,7 @@ static candle_status decode_at(wdec *st, wopts *o, float temp, const int32_t *pr
         candle_status s = generate(st, o, temp, prompt, n_prompt, logits, &d->toks, &d->sum_lp, &d->nsp);
         if (s) return s;
         double len = (double)d->toks.n, score = len > 0 ? d->sum_lp / len : -INFINITY;
-        if (k > 0 && score > best && !cand_copy(c, d)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (k > 0 && score > best && !cand_copy(c, d)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         if (k == 0 || score > best) best = score;
     }
     c->temp = temp;
@@ -769,18 +769,18 @@ static candle_status decode_with_fallback(wdec *st, wopts *o, const int32_t *pro
         if (!isnan(p->no_speech_threshold) && cur->nsp > p->no_speech_threshold && !isnan(p->log_prob_threshold) &&
             cur->avg_lp < p->log_prob_threshold)
             fallback = false; /* silence */
-        if (!fallback) return cand_copy(out, cur) ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (!fallback) return cand_copy(out, cur) ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         if ((!have_all || cur->avg_lp > best_all->avg_lp) && !cand_copy(best_all, cur))
-            return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         have_all = true;
         if (low && (!have_low || cur->avg_lp > best_low->avg_lp)) {
-            if (!cand_copy(best_low, cur)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            if (!cand_copy(best_low, cur)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
             have_low = true;
         }
     }
     /* none passed: the likeliest, reported at the last temperature (which
      * prompt_reset_on_temperature then sees, as in the reference) */
-    if (!cand_copy(out, have_low ? best_low : best_all)) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!cand_copy(out, have_low ? best_low : best_all)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     out->temp = o->temps[o->n_temps - 1];
     return CANDLE_OK;
 }
@@ -824,7 +824,7 @@ static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, do
         candle_whisper_segment *g = realloc(r->segments, (size_t)cap * sizeof *g);
         if (!g) {
             free(text);
-            return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         }
         r->segments = g;
         R->cap_segments = cap;
@@ -836,12 +836,12 @@ static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, do
     g->tokens = malloc((size_t)(n ? n : 1) * sizeof *g->tokens);
     if (!g->tokens) {
         free(text);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     }
     memcpy(g->tokens, toks, (size_t)n * sizeof *toks);
     r->n_segments++;
     for (int64_t i = 0; i < n; i++)
-        if (!tokbuf_push(&R->all, toks[i])) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (!tokbuf_push(&R->all, toks[i])) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     if (R->o.p.on_segment && R->o.p.on_segment(g, R->o.p.user)) R->stopped = true;
     return CANDLE_OK;
 }
@@ -906,7 +906,7 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
     float *win = malloc(nm * CANDLE_WHISPER_CHUNK_FRAMES * sizeof *win);
     float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
     int32_t *prompt = malloc((size_t)(w->d.n_text_ctx + 4) * sizeof *prompt);
-    if (!s && (!win || !logits || !prompt)) s = candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!s && (!win || !logits || !prompt)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     wcand c[5] = {0}; /* the current decoding, a draw, the best two so far, the one kept */
     wcand *res = &c[4];
     /* faster-whisper never feeds the last frame */
@@ -948,7 +948,7 @@ static candle_status join_result(candle_whisper_result *r) {
     }
     r->text = malloc(len + 1);
     r->tokens = malloc((size_t)(nt ? nt : 1) * sizeof *r->tokens);
-    if (!r->text || !r->tokens) return candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!r->text || !r->tokens) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     len = 0;
     for (int64_t i = 0; i < r->n_segments; i++) {
         const candle_whisper_segment *g = &r->segments[i];
@@ -964,19 +964,19 @@ static candle_status join_result(candle_whisper_result *r) {
 
 candle_status candle_whisper_transcribe(const candle_whisper *w, const float *samples, size_t n,
                                         const candle_whisper_transcribe_params *p, candle_whisper_result *out) {
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: NULL out");
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: NULL out");
     memset(out, 0, sizeof *out);
-    if (!w || !samples || !n) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: no audio");
+    if (!w || !samples || !n) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: no audio");
     wrun R = {.w = w, .r = out};
     R.o.p = p ? *p : candle_whisper_transcribe_default_params();
     if (R.o.p.n_threads < 0 || R.o.p.max_tokens < 0 || !(R.o.p.max_initial_timestamp >= 0))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper_transcribe: n_threads %d, max_tokens %lld, max_initial_timestamp %g",
                                 R.o.p.n_threads, (long long)R.o.p.max_tokens, (double)R.o.p.max_initial_timestamp);
     const candle_whisper_transcribe_params *q = &R.o.p;
     if (q->n_temperatures < 0 || q->n_temperatures > WHISPER_MAX_TEMPS || (q->n_temperatures && !q->temperatures) ||
         q->best_of < 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper_transcribe: %d temperatures (at most %d), best_of %d", q->n_temperatures,
                                 WHISPER_MAX_TEMPS, q->best_of);
     static const float def_temps[] = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
@@ -984,21 +984,21 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
     R.o.n_temps = q->n_temperatures ? q->n_temperatures : 6;
     for (int i = 0; i < R.o.n_temps; i++) {
         if (!(temps[i] >= 0 && temps[i] <= 100))
-            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: temperature %g", (double)temps[i]);
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: temperature %g", (double)temps[i]);
         R.o.temps[i] = temps[i];
     }
     R.o.rng = q->seed;
     R.o.ts_begin = w->no_timestamps + 1;
     R.o.ts_end = (int32_t)w->d.n_vocab - 1;
     if (R.o.p.timestamps && R.o.ts_begin > R.o.ts_end)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper_transcribe: the vocabulary has no timestamps");
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper_transcribe: the vocabulary has no timestamps");
     double mi = round(R.o.p.max_initial_timestamp / WHISPER_TIME_PRECISION);
     R.o.max_initial = mi > R.o.ts_end - R.o.ts_begin ? R.o.ts_end : R.o.ts_begin + (int32_t)mi;
     /* faster-whisper's features: 160 zeros after the audio */
     size_t frames = candle_whisper_mel_frames(n, CANDLE_WHISPER_HOP), nm = (size_t)w->d.n_mels;
     float *mel = malloc(nm * frames * sizeof *mel);
     candle_status s = mel ? candle_whisper_log_mel(samples, n, (int)nm, CANDLE_WHISPER_HOP, mel, frames)
-                          : candle_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                          : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     if (!s) s = run_windows(&R, mel, nm, frames);
     free(mel);
     free(R.all.ids);

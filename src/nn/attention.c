@@ -10,7 +10,7 @@ static candle_tensor *window_mask(candle_ctx *ctx, int64_t sq, int64_t skv, int6
                                   int64_t window) {
     float *m = malloc((size_t)(sq * skv) * sizeof *m);
     if (!m) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: attention mask [%lld, %lld]",
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: attention mask [%lld, %lld]",
                          (long long)sq, (long long)skv);
         return NULL;
     }

@@ -25,7 +25,7 @@ candle_status candle_chat_format_from_name(const char *name, candle_chat_format 
             return CANDLE_OK;
         }
     /* The name is cut short so that the list of known ones always fits. */
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                             "chat template: unknown format '%.40s' (known: %s)", name ? name : "",
                             known_names());
 }
@@ -40,7 +40,7 @@ static const char *find(const char *s, size_t len, const char *pat) {
 
 candle_status candle_chat_format_detect(const char *t, size_t len, candle_chat_format *out) {
     if (!t || !len)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "chat template: the model has no tokenizer.chat_template; "
                                 "name one (%s)",
                                 known_names());
@@ -57,7 +57,7 @@ candle_status candle_chat_format_detect(const char *t, size_t len, candle_chat_f
         head[n] = 0;
         for (size_t i = 0; i < n; i++)
             if (head[i] == '\n') head[i] = ' ';
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "chat template: not a known format (template starts \"%s...\"); "
                                 "name one (%s)",
                                 head, known_names());
@@ -207,12 +207,12 @@ candle_status candle_chat_apply(const candle_chat_template *t, const candle_chat
     case CANDLE_CHAT_PHI3: render_tagged(&b, msgs, n, gen, "<|end|>"); break;
     default:
         free(b.s);
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat template: bad format %d",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat template: bad format %d",
                                 (int)t->format);
     }
     if (b.oom) {
         free(b.s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
     }
     *out = b.s;
     return CANDLE_OK;

@@ -348,19 +348,19 @@ void candle_grammar_state_reset(candle_grammar_state *s) {
 }
 
 candle_status candle_grammar_state_init(candle_grammar_state **out, const candle_grammar *g) {
-    if (!out || !g) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: NULL argument");
+    if (!out || !g) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: NULL argument");
     *out = NULL;
     candle_grammar_state *s = calloc(1, sizeof *s);
     if (s) s->stk = malloc((GRAMMAR_MAX_DEPTH + 2) * sizeof *s->stk);
     if (!s || !s->stk) {
         free(s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar state");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar state");
     }
     s->g = g;
     candle_grammar_state_reset(s);
     if (s->cur.own.overflow) {
         candle_grammar_state_free(s);
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "grammar: the start rule expands beyond the matcher's limits "
                                 "(%d stacks of depth %d)", GRAMMAR_MAX_STACKS, GRAMMAR_MAX_DEPTH);
     }
@@ -446,7 +446,7 @@ int32_t candle_grammar_vocab_n(const candle_grammar_vocab *v) { return v ? v->n_
 
 static candle_status vocab_oom(candle_grammar_vocab *v) {
     candle_grammar_vocab_free(v);
-    return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar vocabulary");
+    return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar vocabulary");
 }
 
 /* The trie over the pieces already in v. */
@@ -500,7 +500,7 @@ candle_status candle_grammar_vocab_from_pieces(candle_grammar_vocab **out,
                                                const char *const *pieces, const size_t *lens,
                                                int32_t n_vocab, int32_t eog) {
     if (!out || !pieces || !lens || n_vocab <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar vocabulary: bad arguments");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar vocabulary: bad arguments");
     *out = NULL;
     size_t blob = 0;
     for (int32_t i = 0; i < n_vocab; i++) blob += pieces[i] ? lens[i] : 0;
@@ -519,10 +519,10 @@ candle_status candle_grammar_vocab_from_pieces(candle_grammar_vocab **out,
 
 candle_status candle_grammar_vocab_from_tokenizer(candle_grammar_vocab **out,
                                                   const candle_tokenizer *t) {
-    if (!out || !t) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar vocabulary: NULL argument");
+    if (!out || !t) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar vocabulary: NULL argument");
     *out = NULL;
     int32_t n = candle_tokenizer_n_vocab(t);
-    if (n <= 0) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar vocabulary: empty vocabulary");
+    if (n <= 0) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar vocabulary: empty vocabulary");
     size_t cap = 1 << 16, at = 0;
     candle_grammar_vocab *v = vocab_alloc(n, cap);
     if (!v) return vocab_oom(NULL);
@@ -574,17 +574,17 @@ static void mark(candle_grammar_state *s, const candle_grammar_vocab *v, uint32_
 
 candle_status candle_grammar_mask(candle_grammar_state *s, const candle_grammar_vocab *v,
                                   float *logits, int32_t *n_allowed) {
-    if (!s || !v || !logits) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: NULL argument");
+    if (!s || !v || !logits) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: NULL argument");
     if (s->n_lv < v->max_len + 1) {
         gpos *lv = realloc(s->lv, (v->max_len + 1) * sizeof *lv);
-        if (!lv) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar mask");
+        if (!lv) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar mask");
         memset(lv + s->n_lv, 0, (v->max_len + 1 - s->n_lv) * sizeof *lv);
         s->lv = lv;
         s->n_lv = v->max_len + 1;
     }
     if (s->n_allowed_cap < v->n_vocab) {
         uint8_t *a = realloc(s->allowed, (size_t)v->n_vocab);
-        if (!a) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar mask");
+        if (!a) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: grammar mask");
         s->allowed = a;
         s->n_allowed_cap = v->n_vocab;
     }
@@ -603,7 +603,7 @@ candle_status candle_grammar_mask(candle_grammar_state *s, const candle_grammar_
     }
     if (n_allowed) *n_allowed = n;
     if (n == 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "grammar: no token can continue the grammar here (the vocabulary "
                                 "cannot spell what it needs next)");
     for (int32_t i = 0; i < v->n_vocab; i++)
@@ -614,15 +614,15 @@ candle_status candle_grammar_mask(candle_grammar_state *s, const candle_grammar_
 candle_status candle_grammar_accept_token(candle_grammar_state *s, const candle_grammar_vocab *v,
                                           int32_t id) {
     if (!s || !v || id < 0 || id >= v->n_vocab)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: token %d out of range", (int)id);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: token %d out of range", (int)id);
     if (v->eog[id]) {
         if (pos_can_end(&s->cur)) return CANDLE_OK;
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "grammar: end of generation (token %d) before the grammar is complete",
                                 (int)id);
     }
     if (v->len[id] && candle_grammar_state_accept_bytes(s, v->blob + v->off[id], v->len[id]))
         return CANDLE_OK;
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                             "grammar: token %d does not continue the grammar", (int)id);
 }

@@ -578,7 +578,7 @@ int32_t candle_grammar_n_rules(const candle_grammar *g) { return g ? (int32_t)g-
 
 candle_status candle_grammar_parse(candle_grammar **out, const char *text, size_t len) {
     if (!out || (!text && len))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "grammar: NULL argument");
     *out = NULL;
     parser P = {.src = text, .p = text, .end = text + len};
     skip_space(&P, true);
@@ -637,7 +637,7 @@ candle_status candle_grammar_parse(candle_grammar **out, const char *text, size_
         }
     }
     parser_free(&P);
-    if (P.failed) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", P.msg);
+    if (P.failed) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", P.msg);
     *out = g;
     return CANDLE_OK;
 }

@@ -447,13 +447,13 @@ static const char basics[] =
 
 candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
     if (!out || (!schema && len))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "json schema: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "json schema: NULL argument");
     *out = NULL;
     json_doc *d = NULL;
     json_parse_params jp = {.max_depth = 2 * SCHEMA_MAX_DEPTH + 8};
     if (json_parse(&d, schema, len, "json schema", &jp)) {
         json_free(d);
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", candle_last_errmsg());
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", candle_last_errmsg());
     }
     conv c = {.root = json_root(d)};
     int root = gen(&c, json_root(d), 0);
@@ -473,7 +473,7 @@ candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **
     free(c.rules.s);
     if (c.failed) {
         free(g.s);
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", c.err);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s", c.err);
     }
     *out = g.s;
     return CANDLE_OK;

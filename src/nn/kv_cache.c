@@ -10,11 +10,11 @@
 candle_status kv_check_type(candle_ctx *ctx, const char *what, candle_dtype t, int64_t head_dim, bool bf16_ok) {
     bool blocks = t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_0;
     if (t != CANDLE_DTYPE_F32 && t != CANDLE_DTYPE_F16 && !(bf16_ok && t == CANDLE_DTYPE_BF16) && !blocks)
-        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype %s (want f32, f16, %sq8_0 or q4_0)", what,
+        return cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype %s (want f32, f16, %sq8_0 or q4_0)", what,
                                 candle_dtype_name(t), bf16_ok ? "bf16, " : "");
     int64_t bs = candle_dtype_info(t)->block_size;
     if (blocks && head_dim % bs)
-        return candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s rows are blocks of %lld, head_dim %lld is not a multiple",
+        return cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s rows are blocks of %lld, head_dim %lld is not a multiple",
                                 what, candle_dtype_name(t), (long long)bs, (long long)head_dim);
     return CANDLE_OK;
 }
@@ -29,7 +29,7 @@ candle_status kv_cache_init(kv_cache *kv, candle_ctx *ctx, int64_t n_layer, int6
     kv->v = calloc((size_t)n_layer, sizeof *kv->v);
     if (!kv->k || !kv->v) {
         kv_cache_free(kv);
-        return candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: kv cache table");
+        return cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: kv cache table");
     }
     int64_t shape[3] = {n_head_kv, n_ctx, head_dim};
     for (int64_t il = 0; il < n_layer; il++) {
@@ -59,7 +59,7 @@ void kv_cache_free(kv_cache *kv) {
 bool nn_add_dependency(candle_ctx *ctx, candle_tensor *view, candle_tensor *dep) {
     if (!view || !dep) return false;
     if (view->n_src >= CANDLE_MAX_SRC) {
-        candle_set_error(ctx, CANDLE_ERR_INTERNAL, "graph: too many inputs on a view");
+        cdl_set_error(ctx, CANDLE_ERR_INTERNAL, "graph: too many inputs on a view");
         return false;
     }
     view->src[view->n_src++] = dep;

@@ -30,12 +30,12 @@ struct candle_sampler {
 static bool in_range(float v, float lo, float hi) { return v >= lo && v <= hi; } /* NaN: false */
 
 static candle_status range_err(const char *field, double v, const char *want) {
-    return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: %s %g is out of range (%s)",
+    return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: %s %g is out of range (%s)",
                             field, v, want);
 }
 
 candle_status candle_sampler_params_check(const candle_sampler_params *p) {
-    if (!p) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: NULL params");
+    if (!p) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: NULL params");
     if (!in_range(p->temp, 0, 10)) return range_err("temperature", p->temp, "0 to 10; 0 is greedy");
     if (p->top_k < 0) return range_err("top_k", p->top_k, "0 or more; 0 is off");
     if (!in_range(p->top_p, 0, 1)) return range_err("top_p", p->top_p, "0 to 1; 1 is off");
@@ -96,11 +96,11 @@ void candle_sampler_reset(candle_sampler *s) {
 candle_status candle_sampler_init(candle_sampler **out, int32_t n_vocab,
                                   const candle_sampler_params *p) {
     if (!out || n_vocab <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: n_vocab %d must be > 0",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: n_vocab %d must be > 0",
                                 (int)n_vocab);
     *out = NULL;
     candle_sampler *s = calloc(1, sizeof *s);
-    if (!s) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler");
+    if (!s) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler");
     s->p = p ? *p : candle_sampler_default_params();
     if (s->p.penalty_last_n < 0) s->p.penalty_last_n = 0;
     s->n_vocab = n_vocab;
@@ -109,7 +109,7 @@ candle_status candle_sampler_init(candle_sampler **out, int32_t n_vocab,
     s->history = malloc((size_t)(s->p.penalty_last_n + 1) * sizeof *s->history);
     if (!s->cands || !s->counts || !s->history) {
         candle_sampler_free(s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler");
     }
     candle_sampler_reset(s);
     *out = s;
@@ -273,7 +273,7 @@ int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
     int32_t nv = candle_grammar_vocab_n(s->gvocab);
     size_t n_buf = (size_t)(nv > s->n_vocab ? nv : s->n_vocab); /* the mask writes nv entries */
     if (!s->masked && !(s->masked = calloc(n_buf, sizeof *s->masked))) {
-        candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler grammar mask");
+        cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler grammar mask");
         return -1;
     }
     /* top-k sampling without penalties depends only on the top_k best

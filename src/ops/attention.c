@@ -23,7 +23,7 @@ static bool qkv_shapes(candle_ctx *ctx, const candle_tensor *q, const candle_ten
     ok = ok && k->shape[3] == q->shape[3];
     ok = ok && k->shape[1] > 0 && q->shape[1] % k->shape[1] == 0;
     if (ok) return true;
-    candle_set_error(ctx, CANDLE_ERR_SHAPE,
+    cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                      "attention: shape mismatch: q %s k %s v %s (want q [B, Hq, Sq, D], k [B, Hkv, "
                      "Skv, D], v [B, Hkv, Skv, Dv], Hq a multiple of Hkv)",
                      candle_shape_str(q->rank, q->shape, a, sizeof a),
@@ -53,14 +53,14 @@ candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor
     if (!check_inputs(ctx, q, k, v, mask) || !qkv_shapes(ctx, q, k, v)) return NULL;
     int64_t sq = q->shape[2], skv = k->shape[2];
     if (causal && sq > skv) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "attention: causal needs Sq <= Skv, got Sq %" PRId64 " Skv %" PRId64
                          " (queries would see no key)",
                          sq, skv);
         return NULL;
     }
     if (!isfinite(scale)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "attention: invalid scale %g", scale);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "attention: invalid scale %g", scale);
         return NULL;
     }
     int64_t out[4] = {q->shape[0], q->shape[1], sq, v->shape[3]};
@@ -74,14 +74,14 @@ candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor
         }
         if (!ok) {
             char a[128], b[128];
-            candle_set_error(ctx, CANDLE_ERR_SHAPE, "attention: mask %s does not broadcast to %s",
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE, "attention: mask %s does not broadcast to %s",
                              candle_shape_str(mask->rank, mask->shape, a, sizeof a),
                              candle_shape_str(4, scores, b, sizeof b));
             return NULL;
         }
         if (!(m = candle_expand(ctx, mask, 4, scores))) return NULL;
     }
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_ATTENTION, q->dtype, 4, out);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_ATTENTION, q->dtype, 4, out);
     if (!t) return NULL;
     t->src[0] = q;
     t->src[1] = k;
@@ -90,5 +90,5 @@ candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor
     t->n_src = m ? 4 : 3;
     t->fparams[0] = scale != 0.0 ? scale : (q->shape[3] ? 1.0 / sqrt((double)q->shape[3]) : 1.0);
     t->iparams[0] = causal;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }

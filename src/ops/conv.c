@@ -23,7 +23,7 @@ static bool resolve_params(candle_ctx *ctx, const char *op, const candle_conv_pa
         cd->pad[s] = used ? p->padding[s] : 0;
         cd->dil[s] = used && p->dilation[s] ? p->dilation[s] : 1;
         if (cd->stride[s] < 1 || cd->pad[s] < 0 || cd->dil[s] < 1) {
-            candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+            cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                              "%s: invalid params: stride %d padding %d dilation %d", op,
                              p->stride[s], p->padding[s], p->dilation[s]);
             return false;
@@ -31,7 +31,7 @@ static bool resolve_params(candle_ctx *ctx, const char *op, const candle_conv_pa
     }
     cd->groups = p->groups ? p->groups : 1;
     if (cd->groups < 1) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: invalid groups %d", op, p->groups);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: invalid groups %d", op, p->groups);
         return false;
     }
     return true;
@@ -52,21 +52,21 @@ static bool conv_shape(candle_ctx *ctx, const char *op, const candle_tensor *x,
     char a[128], b[128];
     int r = ns + 2;
     if (x->rank != r || w->rank != r) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: expected rank %d input and weight, got x %s w %s",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: expected rank %d input and weight, got x %s w %s",
                          op, r, candle_shape_str(x->rank, x->shape, a, sizeof a),
                          candle_shape_str(w->rank, w->shape, b, sizeof b));
         return false;
     }
     int64_t c = x->shape[1], o = w->shape[0], g = cd->groups;
     if (c % g || o % g) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "%s: channels not divisible by groups: in %" PRId64 " out %" PRId64
                          " groups %" PRId64,
                          op, c, o, g);
         return false;
     }
     if (w->shape[1] != c / g) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "%s: shape mismatch: x %s w %s (weight has %" PRId64
                          " input channels, expected %" PRId64 " = %" PRId64 " / groups %" PRId64 ")",
                          op, candle_shape_str(x->rank, x->shape, a, sizeof a),
@@ -74,7 +74,7 @@ static bool conv_shape(candle_ctx *ctx, const char *op, const candle_tensor *x,
         return false;
     }
     if (bias && (bias->rank != 1 || bias->shape[0] != o)) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: bias %s does not match %" PRId64 " output channels",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: bias %s does not match %" PRId64 " output channels",
                          op, candle_shape_str(bias->rank, bias->shape, a, sizeof a), o);
         return false;
     }
@@ -84,7 +84,7 @@ static bool conv_shape(candle_ctx *ctx, const char *op, const candle_tensor *x,
         int64_t in = x->shape[2 + s] + 2 * cd->pad[s];
         int64_t span = cd->dil[s] * (w->shape[2 + s] - 1) + 1;
         if (w->shape[2 + s] < 1 || span > in) {
-            candle_set_error(ctx, CANDLE_ERR_SHAPE,
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                              "%s: kernel larger than padded input: x %s w %s: dilated kernel %" PRId64
                              " > padded input %" PRId64 " (dim %d)",
                              op, candle_shape_str(x->rank, x->shape, a, sizeof a),
@@ -104,7 +104,7 @@ static candle_tensor *conv_node(candle_ctx *ctx, candle_op op, candle_tensor *x,
     if (!check_dtypes(ctx, name, x, w, bias) || !resolve_params(ctx, name, p, ns, &cd) ||
         !conv_shape(ctx, name, x, w, bias, ns, &cd, shape))
         return NULL;
-    candle_tensor *t = candle_node_new(ctx, op, x->dtype, ns + 2, shape);
+    candle_tensor *t = cdl_node_new(ctx, op, x->dtype, ns + 2, shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = w;
@@ -116,7 +116,7 @@ static candle_tensor *conv_node(candle_ctx *ctx, candle_op op, candle_tensor *x,
         t->iparams[4 + s] = cd.dil[s];
     }
     t->iparams[6] = cd.groups;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_conv1d(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,

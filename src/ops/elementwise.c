@@ -10,7 +10,7 @@ bool op_check_device(candle_ctx *ctx, const char *op, const candle_tensor *a,
                      const candle_tensor *b) {
     if (a->device.type == b->device.type && a->device.index == b->device.index) return true;
     char da[16], db[16];
-    candle_set_error(ctx, CANDLE_ERR_DEVICE, "%s: device mismatch: lhs %s rhs %s", op,
+    cdl_set_error(ctx, CANDLE_ERR_DEVICE, "%s: device mismatch: lhs %s rhs %s", op,
                      candle_device_str(a->device, da, sizeof da),
                      candle_device_str(b->device, db, sizeof db));
     return false;
@@ -19,7 +19,7 @@ bool op_check_device(candle_ctx *ctx, const char *op, const candle_tensor *a,
 bool op_check_same_dtype(candle_ctx *ctx, const char *op, const candle_tensor *a,
                          const candle_tensor *b) {
     if (a->dtype == b->dtype) return true;
-    candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype mismatch: lhs %s rhs %s", op,
+    cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype mismatch: lhs %s rhs %s", op,
                      candle_dtype_name(a->dtype), candle_dtype_name(b->dtype));
     return false;
 }
@@ -27,7 +27,7 @@ bool op_check_same_dtype(candle_ctx *ctx, const char *op, const candle_tensor *a
 bool op_check_plain(candle_ctx *ctx, const char *op, const candle_tensor *a, bool float_only) {
     const candle_dtype_traits *tr = candle_dtype_info(a->dtype);
     if (!tr->is_quantized && (!float_only || tr->is_float)) return true;
-    candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype %s not supported (%s)", op, tr->name,
+    cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype %s not supported (%s)", op, tr->name,
                      float_only ? "needs f32, f16 or bf16" : "dequantize first");
     return false;
 }
@@ -40,7 +40,7 @@ bool op_check_block_rows(candle_ctx *ctx, const char *op, const char *what, cons
     if (tr->is_quantized && conv && t->rank && n % tr->block_size == 0 &&
         (n == 0 || t->stride[t->rank - 1] == (int64_t)tr->type_size))
         return true;
-    candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s %s need rows of whole %lld-element blocks, contiguous (row of %lld)",
+    cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: %s %s need rows of whole %lld-element blocks, contiguous (row of %lld)",
                      op, tr->name, what, (long long)tr->block_size, (long long)n);
     return false;
 }
@@ -63,7 +63,7 @@ bool op_broadcast_shape(candle_ctx *ctx, const char *op, candle_tensor *const *x
             if (v == s || v == 1) continue;
             if (s != 1) {
                 char a[128], b[128];
-                candle_set_error(ctx, CANDLE_ERR_SHAPE,
+                cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                                  "%s: shape mismatch: lhs %s rhs %s (cannot broadcast)", op,
                                  candle_shape_str(xs[0]->rank, xs[0]->shape, a, sizeof a),
                                  candle_shape_str(xs[i]->rank, xs[i]->shape, b, sizeof b));
@@ -94,20 +94,20 @@ static candle_tensor *unary_node(candle_ctx *ctx, candle_op op, candle_tensor *x
                                  double p1) {
     OP_CHECK_IN(x);
     if (!is_unary(op)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "unary: %s is not a unary op",
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "unary: %s is not a unary op",
                          candle_op_name(op));
         return NULL;
     }
     bool int_ok = op == CANDLE_OP_NEG || op == CANDLE_OP_ABS || op == CANDLE_OP_RELU ||
                   op == CANDLE_OP_AFFINE || op == CANDLE_OP_CLAMP;
     if (!op_check_plain(ctx, candle_op_name(op), x, !int_ok)) return NULL;
-    candle_tensor *t = candle_node_new(ctx, op, x->dtype, x->rank, x->shape);
+    candle_tensor *t = cdl_node_new(ctx, op, x->dtype, x->rank, x->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->n_src = 1;
     t->fparams[0] = p0;
     t->fparams[1] = p1;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_unary(candle_ctx *ctx, candle_op op, candle_tensor *x) {
@@ -139,7 +139,7 @@ candle_tensor *candle_scale(candle_ctx *ctx, candle_tensor *x, double s) {
 }
 candle_tensor *candle_clamp(candle_ctx *ctx, candle_tensor *x, double lo, double hi) {
     if (ctx && x && lo > hi) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "clamp: min %g > max %g", lo, hi);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "clamp: min %g > max %g", lo, hi);
         return NULL;
     }
     return unary_node(ctx, CANDLE_OP_CLAMP, x, lo, hi);
@@ -150,7 +150,7 @@ candle_tensor *candle_binary(candle_ctx *ctx, candle_op op, candle_tensor *a, ca
     OP_CHECK_IN(b);
     const char *name = candle_op_name(op);
     if (!(op >= CANDLE_OP_ADD && op <= CANDLE_OP_GE)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "binary: %s is not a binary op", name);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "binary: %s is not a binary op", name);
         return NULL;
     }
     if (!op_check_device(ctx, name, a, b) || !op_check_same_dtype(ctx, name, a, b) ||
@@ -163,12 +163,12 @@ candle_tensor *candle_binary(candle_ctx *ctx, candle_op op, candle_tensor *a, ca
     candle_tensor *ea = as_shape(ctx, a, rank, shape), *eb = as_shape(ctx, b, rank, shape);
     if (!ea || !eb) return NULL;
     candle_dtype out = is_compare(op) ? CANDLE_DTYPE_BOOL : a->dtype;
-    candle_tensor *t = candle_node_new(ctx, op, out, rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, op, out, rank, shape);
     if (!t) return NULL;
     t->src[0] = ea;
     t->src[1] = eb;
     t->n_src = 2;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 #define BINARY_FN(fn, OP)                                                           \
@@ -195,7 +195,7 @@ candle_tensor *candle_where(candle_ctx *ctx, candle_tensor *cond, candle_tensor 
     OP_CHECK_IN(a);
     OP_CHECK_IN(b);
     if (cond->dtype != CANDLE_DTYPE_BOOL) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "where: condition must be bool, got %s",
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "where: condition must be bool, got %s",
                          candle_dtype_name(cond->dtype));
         return NULL;
     }
@@ -206,37 +206,37 @@ candle_tensor *candle_where(candle_ctx *ctx, candle_tensor *cond, candle_tensor 
     int rank;
     int64_t shape[CANDLE_MAX_RANK];
     if (!op_broadcast_shape(ctx, "where", xs, 3, &rank, shape)) return NULL;
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_WHERE, a->dtype, rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_WHERE, a->dtype, rank, shape);
     if (!t) return NULL;
     for (int i = 0; i < 3; i++)
         if (!(t->src[i] = as_shape(ctx, xs[i], rank, shape))) return NULL;
     t->n_src = 3;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_cast(candle_ctx *ctx, candle_tensor *x, candle_dtype dtype) {
     OP_CHECK_IN(x);
     if ((unsigned)dtype >= CANDLE_DTYPE_COUNT) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "cast: invalid dtype %d", (int)dtype);
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "cast: invalid dtype %d", (int)dtype);
         return NULL;
     }
     const candle_dtype_traits *src = candle_dtype_info(x->dtype), *dst = candle_dtype_info(dtype);
     if ((src->is_quantized && !src->to_f32) || (dst->is_quantized && !dst->from_f32)) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "cast: %s -> %s not supported", src->name,
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "cast: %s -> %s not supported", src->name,
                          dst->name);
         return NULL;
     }
     if ((src->is_quantized || dst->is_quantized) && x->rank > 0 &&
         x->stride[x->rank - 1] != (int64_t)src->type_size) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
                          "cast: %s -> %s needs contiguous rows", src->name, dst->name);
         return NULL;
     }
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_COPY, dtype, x->rank, x->shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_COPY, dtype, x->rank, x->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->n_src = 1;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_contiguous(candle_ctx *ctx, candle_tensor *x) {
@@ -262,7 +262,7 @@ candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tens
     }
     if (!fits) {
         char a[128], b[128];
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "copy_into: shape mismatch: dst %s src %s (src must broadcast to dst)",
                          candle_shape_str(dst->rank, dst->shape, a, sizeof a),
                          candle_shape_str(src->rank, src->shape, b, sizeof b));
@@ -270,7 +270,7 @@ candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tens
     }
     candle_tensor *s = as_shape(ctx, src, dst->rank, dst->shape);
     if (!s) return NULL;
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_COPY, dst->dtype, dst->rank, dst->shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_COPY, dst->dtype, dst->rank, dst->shape);
     if (!t) return NULL;
     /* t writes through dst's layout into the storage dst views. */
     memcpy(t->stride, dst->stride, sizeof t->stride);
@@ -279,5 +279,5 @@ candle_tensor *candle_copy_into(candle_ctx *ctx, candle_tensor *dst, candle_tens
     t->src[0] = s;
     t->src[1] = dst; /* ordering: dst's producer runs first */
     t->n_src = 2;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }

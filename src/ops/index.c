@@ -14,7 +14,7 @@ static bool is_index_dtype(candle_dtype t) { return t == CANDLE_DTYPE_I32 || t =
 
 static bool check_index(candle_ctx *ctx, const char *op, const candle_tensor *idx) {
     if (is_index_dtype(idx->dtype)) return true;
-    candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: index dtype must be i32 or i64, got %s", op,
+    cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: index dtype must be i32 or i64, got %s", op,
                      candle_dtype_name(idx->dtype));
     return false;
 }
@@ -24,7 +24,7 @@ static bool check_packed_rows(candle_ctx *ctx, const char *op, const candle_tens
     const candle_dtype_traits *tr = candle_dtype_info(x->dtype);
     if (!tr->is_quantized || x->rank == 0 || x->stride[x->rank - 1] == (int64_t)tr->type_size)
         return true;
-    candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: %s input needs contiguous rows", op, tr->name);
+    cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: %s input needs contiguous rows", op, tr->name);
     return false;
 }
 
@@ -33,16 +33,16 @@ static candle_tensor *index_select_node(candle_ctx *ctx, const char *op, candle_
     if (!op_check_device(ctx, op, x, idx) || !check_index(ctx, op, idx) ||
         !check_packed_rows(ctx, op, x))
         return NULL;
-    int d = candle_norm_dim(ctx, op, dim, x->rank);
+    int d = cdl_norm_dim(ctx, op, dim, x->rank);
     if (d < 0) return NULL;
     if (idx->rank != 1) {
         char a[128];
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: index must be 1-D, got %s", op,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: index must be 1-D, got %s", op,
                          candle_shape_str(idx->rank, idx->shape, a, sizeof a));
         return NULL;
     }
     if (candle_dtype_info(x->dtype)->is_quantized && d == x->rank - 1) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
                          "%s: cannot select within %s rows (dim %d is the block dim)", op,
                          candle_dtype_name(x->dtype), dim);
         return NULL;
@@ -50,13 +50,13 @@ static candle_tensor *index_select_node(candle_ctx *ctx, const char *op, candle_
     int64_t shape[CANDLE_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);
     shape[d] = idx->shape[0];
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_INDEX_SELECT, out, x->rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_INDEX_SELECT, out, x->rank, shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = idx;
     t->n_src = 2;
     t->iparams[0] = d;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_index_select(candle_ctx *ctx, candle_tensor *x, int dim, candle_tensor *idx) {
@@ -71,24 +71,24 @@ candle_tensor *candle_embedding(candle_ctx *ctx, candle_tensor *table, candle_te
     const candle_dtype_traits *tr = candle_dtype_info(table->dtype);
     char a[128];
     if (table->rank != 2) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "embedding: table must be [V, D], got %s",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "embedding: table must be [V, D], got %s",
                          candle_shape_str(table->rank, table->shape, a, sizeof a));
         return NULL;
     }
     if (tr->is_int) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE,
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE,
                          "embedding: table dtype %s not supported (needs a float or quantized dtype)",
                          tr->name);
         return NULL;
     }
     if (!tr->to_f32) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "embedding: no dequantizer for %s tables",
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "embedding: no dequantizer for %s tables",
                          tr->name);
         return NULL;
     }
     if (!check_index(ctx, "embedding", ids)) return NULL;
     if (ids->rank + 1 > CANDLE_MAX_RANK) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "embedding: ids %s: output rank would exceed %d",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "embedding: ids %s: output rank would exceed %d",
                          candle_shape_str(ids->rank, ids->shape, a, sizeof a), CANDLE_MAX_RANK);
         return NULL;
     }
@@ -110,26 +110,26 @@ candle_tensor *candle_gather(candle_ctx *ctx, candle_tensor *x, int dim, candle_
     if (!op_check_device(ctx, "gather", x, idx) || !op_check_plain(ctx, "gather", x, false) ||
         !check_index(ctx, "gather", idx))
         return NULL;
-    int d = candle_norm_dim(ctx, "gather", dim, x->rank);
+    int d = cdl_norm_dim(ctx, "gather", dim, x->rank);
     if (d < 0) return NULL;
     char a[128], b[128];
     bool ok = idx->rank == x->rank;
     for (int i = 0; ok && i < x->rank; i++) ok = i == d || idx->shape[i] <= x->shape[i];
     if (!ok) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "gather: shape mismatch: x %s index %s (same rank, index no larger "
                          "outside dim %d)",
                          candle_shape_str(x->rank, x->shape, a, sizeof a),
                          candle_shape_str(idx->rank, idx->shape, b, sizeof b), dim);
         return NULL;
     }
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_GATHER, x->dtype, idx->rank, idx->shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_GATHER, x->dtype, idx->rank, idx->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = idx;
     t->n_src = 2;
     t->iparams[0] = d;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 /* Inputs agree in dtype, device, rank and every size but dim's. */
@@ -143,7 +143,7 @@ static bool check_concat(candle_ctx *ctx, const char *op, candle_tensor *const *
             ok = (k == dim && !same_dim) || xs[i]->shape[k] == xs[0]->shape[k];
         if (!ok) {
             char a[128], b[128];
-            candle_set_error(ctx, CANDLE_ERR_SHAPE,
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                              "%s: shape mismatch: input 0 %s input %d %s (dim %d)", op,
                              candle_shape_str(xs[0]->rank, xs[0]->shape, a, sizeof a), i,
                              candle_shape_str(xs[i]->rank, xs[i]->shape, b, sizeof b), dim);
@@ -160,22 +160,22 @@ static candle_tensor *concat_node(candle_ctx *ctx, candle_tensor *const *xs, int
     memcpy(shape, xs[0]->shape, sizeof shape);
     shape[d] = 0;
     for (int i = 0; i < n; i++) shape[d] += xs[i]->shape[d];
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_CONCAT, xs[0]->dtype, xs[0]->rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_CONCAT, xs[0]->dtype, xs[0]->rank, shape);
     if (!t) return NULL;
     for (int i = 0; i < n; i++) t->src[i] = xs[i];
     t->n_src = n;
     t->iparams[0] = d;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_concat(candle_ctx *ctx, candle_tensor *const *xs, int n, int dim) {
     if (!ctx) return NULL;
     if (n < 1 || !xs) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "concat: needs at least one input, got %d", n);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "concat: needs at least one input, got %d", n);
         return NULL;
     }
     for (int i = 0; i < n; i++) OP_CHECK_IN(xs[i]);
-    int d = candle_norm_dim(ctx, "concat", dim, xs[0]->rank);
+    int d = cdl_norm_dim(ctx, "concat", dim, xs[0]->rank);
     if (d < 0 || !check_concat(ctx, "concat", xs, n, d, false)) return NULL;
     /* A node holds CANDLE_MAX_SRC inputs; longer lists chain, each node
      * taking the previous result first. */
@@ -196,20 +196,20 @@ candle_tensor *candle_concat(candle_ctx *ctx, candle_tensor *const *xs, int n, i
 candle_tensor *candle_stack(candle_ctx *ctx, candle_tensor *const *xs, int n, int dim) {
     if (!ctx) return NULL;
     if (n < 1 || !xs) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "stack: needs at least one input, got %d", n);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "stack: needs at least one input, got %d", n);
         return NULL;
     }
     for (int i = 0; i < n; i++) OP_CHECK_IN(xs[i]);
-    int d = candle_norm_dim(ctx, "stack", dim, xs[0]->rank + 1);
+    int d = cdl_norm_dim(ctx, "stack", dim, xs[0]->rank + 1);
     if (d < 0 || !check_concat(ctx, "stack", xs, n, d, true)) return NULL;
     if (candle_dtype_info(xs[0]->dtype)->is_quantized && d == xs[0]->rank) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "stack: cannot stack inside %s rows",
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "stack: cannot stack inside %s rows",
                          candle_dtype_name(xs[0]->dtype));
         return NULL;
     }
     candle_tensor **u = malloc(sizeof *u * (size_t)n);
     if (!u) {
-        candle_set_error(ctx, CANDLE_ERR_OOM, "out of memory: stack of %d inputs", n);
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: stack of %d inputs", n);
         return NULL;
     }
     candle_tensor *t = NULL;

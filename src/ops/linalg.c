@@ -21,7 +21,7 @@
 static void shape_mismatch(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b,
                            const char *why) {
     char sa[128], sb[128];
-    candle_set_error(ctx, CANDLE_ERR_SHAPE, "matmul: shape mismatch: lhs %s rhs %s (%s)",
+    cdl_set_error(ctx, CANDLE_ERR_SHAPE, "matmul: shape mismatch: lhs %s rhs %s (%s)",
                      candle_shape_str(a->rank, a->shape, sa, sizeof sa),
                      candle_shape_str(b->rank, b->shape, sb, sizeof sb), why);
 }
@@ -30,13 +30,13 @@ static void shape_mismatch(candle_ctx *ctx, const candle_tensor *a, const candle
 static bool check_weight_rhs(candle_ctx *ctx, const candle_tensor *a, const candle_tensor *b) {
     const candle_dtype_traits *tb = candle_dtype_info(b->dtype);
     if (a->dtype != CANDLE_DTYPE_F32) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "matmul: %s rhs needs an f32 lhs, got %s",
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "matmul: %s rhs needs an f32 lhs, got %s",
                          tb->name, candle_dtype_name(a->dtype));
         return false;
     }
     if (b->rank < 2 || b->stride[b->rank - 2] != (int64_t)tb->type_size ||
         b->shape[b->rank - 2] % tb->block_size) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED,
                          "matmul: %s rhs must be the transpose of a row-major [N, K] weight "
                          "(use candle_linear, or cast it)",
                          tb->name);
@@ -114,12 +114,12 @@ candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b
     if (!a || !b) return NULL;
     shape[nb] = a->shape[a->rank - 2];
     shape[nb + 1] = b->shape[b->rank - 1];
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_MATMUL, a->dtype, nb + 2, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_MATMUL, a->dtype, nb + 2, shape);
     if (!t) return NULL;
     t->src[0] = a;
     t->src[1] = b;
     t->n_src = 2;
-    t = candle_node_finish(ctx, t);
+    t = cdl_node_finish(ctx, t);
     if (t && b0->rank == 1) t = candle_squeeze(ctx, t, -1);
     if (t && a0->rank == 1) t = candle_squeeze(ctx, t, -1 - (b0->rank != 1));
     return t;
@@ -131,7 +131,7 @@ candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w
     OP_CHECK_IN(w);
     char sx[128], sw[128];
     if (w->rank != 2 || x->rank < 1 || x->shape[x->rank - 1] != w->shape[1]) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "linear: shape mismatch: input %s weight %s (want weight [N, %" PRId64 "])",
                          candle_shape_str(x->rank, x->shape, sx, sizeof sx),
                          candle_shape_str(w->rank, w->shape, sw, sizeof sw),
@@ -141,7 +141,7 @@ candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w
     candle_tensor *y = candle_matmul(ctx, x, candle_transpose(ctx, w, 0, 1));
     if (!y || !bias) return y;
     if (bias->rank != 1 || bias->shape[0] != w->shape[0]) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "linear: bias %s does not match weight %s",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "linear: bias %s does not match weight %s",
                          candle_shape_str(bias->rank, bias->shape, sx, sizeof sx),
                          candle_shape_str(w->rank, w->shape, sw, sizeof sw));
         return NULL;
@@ -159,14 +159,14 @@ static bool moe_weight_ok(candle_ctx *ctx, const char *what, const candle_tensor
     char got[64];
     const candle_dtype_traits *tr = candle_dtype_info(w->dtype);
     if (w->rank != 3 || w->shape[0] != ne || w->shape[1] != rows || w->shape[2] != cols) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "moe_ffn: %s has shape %s, want [%" PRId64 ", %" PRId64 ", %" PRId64 "]",
                          what, candle_shape_str(w->rank, w->shape, got, sizeof got), ne, rows, cols);
         return false;
     }
     if (!(tr->is_float || tr->is_quantized) || !tr->to_f32 || cols % tr->block_size ||
         w->stride[2] != (int64_t)tr->type_size) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE,
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE,
                          "moe_ffn: %s of dtype %s: want float or quantized rows of whole blocks, "
                          "each row contiguous", what, tr->name);
         return false;
@@ -186,14 +186,14 @@ candle_tensor *candle_moe_ffn(candle_ctx *ctx, candle_tensor *x, candle_tensor *
         !op_check_device(ctx, "moe_ffn", x, up) || !op_check_device(ctx, "moe_ffn", x, down))
         return NULL;
     if (act != CANDLE_OP_SILU && act != CANDLE_OP_GELU_TANH) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "moe_ffn: activation %s (want silu or gelu_tanh)",
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "moe_ffn: activation %s (want silu or gelu_tanh)",
                          candle_op_name(act));
         return NULL;
     }
     if (x->dtype != CANDLE_DTYPE_F32 || weights->dtype != CANDLE_DTYPE_F32 || x->rank != 2 ||
         weights->rank != 2 || weights->shape[0] != x->shape[0] || gate->rank != 3) {
         char a[64], b[64];
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "moe_ffn: want x [n, d_in] f32 and weights [n, n_expert] f32, got x %s %s "
                          "and weights %s %s", candle_shape_str(x->rank, x->shape, a, sizeof a),
                          candle_dtype_name(x->dtype), candle_shape_str(weights->rank, weights->shape, b, sizeof b),
@@ -206,7 +206,7 @@ candle_tensor *candle_moe_ffn(candle_ctx *ctx, candle_tensor *x, candle_tensor *
         !moe_weight_ok(ctx, "down", down, ne, d_out, d_ff))
         return NULL;
     int64_t shape[2] = {n, d_out};
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_MOE_FFN, CANDLE_DTYPE_F32, 2, shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_MOE_FFN, CANDLE_DTYPE_F32, 2, shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = weights;
@@ -215,5 +215,5 @@ candle_tensor *candle_moe_ffn(candle_ctx *ctx, candle_tensor *x, candle_tensor *
     t->src[4] = down;
     t->n_src = 5;
     t->iparams[0] = act;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }

@@ -13,13 +13,13 @@ static bool check_affine(candle_ctx *ctx, const char *op, const char *what,
     char sx[128], sp[128];
     if (!op_check_device(ctx, op, x, p)) return false;
     if (p->dtype != x->dtype && p->dtype != CANDLE_DTYPE_F32) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype mismatch: input %s %s %s (want %s%s)", op,
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "%s: dtype mismatch: input %s %s %s (want %s%s)", op,
                          candle_dtype_name(x->dtype), what, candle_dtype_name(p->dtype),
                          candle_dtype_name(x->dtype), x->dtype == CANDLE_DTYPE_F32 ? "" : " or f32");
         return false;
     }
     if (p->rank != 1 || p->shape[0] != x->shape[x->rank - 1]) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: shape mismatch: input %s %s %s (want [%" PRId64 "])",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: shape mismatch: input %s %s %s (want [%" PRId64 "])",
                          op, candle_shape_str(x->rank, x->shape, sx, sizeof sx), what,
                          candle_shape_str(p->rank, p->shape, sp, sizeof sp), x->shape[x->rank - 1]);
         return false;
@@ -32,23 +32,23 @@ static candle_tensor *norm_node(candle_ctx *ctx, candle_op op, candle_tensor *x,
     const char *name = candle_op_name(op);
     if (!op_check_plain(ctx, name, x, true)) return NULL;
     if (x->rank < 1) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: input must be at least 1-D", name);
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: input must be at least 1-D", name);
         return NULL;
     }
     if (!(eps >= 0) || isinf(eps)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0", name, eps);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0", name, eps);
         return NULL;
     }
     if (!check_affine(ctx, name, "weight", x, weight) || !check_affine(ctx, name, "bias", x, bias))
         return NULL;
-    candle_tensor *t = candle_node_new(ctx, op, x->dtype, x->rank, x->shape);
+    candle_tensor *t = cdl_node_new(ctx, op, x->dtype, x->rank, x->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = weight; /* NULL slots are skipped by the graph */
     t->src[2] = bias;
     t->n_src = op == CANDLE_OP_LAYER_NORM ? 3 : 2;
     t->fparams[0] = eps;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_rms_norm(candle_ctx *ctx, candle_tensor *x, candle_tensor *weight,
@@ -67,21 +67,21 @@ static bool check_rope_params(candle_ctx *ctx, const candle_tensor *x, const can
                               int64_t *n_dims) {
     int64_t D = x->shape[x->rank - 1];
     if (!p) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: params are NULL");
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: params are NULL");
         return false;
     }
     if (p->mode != CANDLE_ROPE_INTERLEAVED && p->mode != CANDLE_ROPE_HALF) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: unknown mode %d", (int)p->mode);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: unknown mode %d", (int)p->mode);
         return false;
     }
     *n_dims = p->n_dims ? p->n_dims : D;
     if (*n_dims < 0 || *n_dims > D || *n_dims % 2) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "rope: n_dims %d must be even and at most head dim %" PRId64, p->n_dims, D);
         return false;
     }
     if (!(p->freq_base > 0) || isinf(p->freq_base) || !isfinite(p->freq_scale)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: freq_base %g / freq_scale %g invalid",
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: freq_base %g / freq_scale %g invalid",
                          p->freq_base, p->freq_scale);
         return false;
     }
@@ -93,13 +93,13 @@ static bool check_positions(candle_ctx *ctx, const candle_tensor *x, const candl
     char sx[128], sp[128];
     if (!op_check_device(ctx, "rope", x, pos)) return false;
     if (pos->dtype != CANDLE_DTYPE_I32 && pos->dtype != CANDLE_DTYPE_I64) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, "rope: positions must be i32 or i64, got %s",
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "rope: positions must be i32 or i64, got %s",
                          candle_dtype_name(pos->dtype));
         return false;
     }
     int64_t S = x->shape[x->rank - 3];
     if (pos->rank != 1 || pos->shape[0] != S) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "rope: shape mismatch: input %s positions %s (want [%" PRId64 "])",
                          candle_shape_str(x->rank, x->shape, sx, sizeof sx),
                          candle_shape_str(pos->rank, pos->shape, sp, sizeof sp), S);
@@ -116,7 +116,7 @@ static bool check_freq_factors(candle_ctx *ctx, const candle_tensor *x, const ca
     if (!op_check_device(ctx, "rope", x, ff)) return false;
     if (ff->dtype != CANDLE_DTYPE_F32 || ff->rank != 1 || ff->shape[0] != n_dims / 2 ||
         !candle_tensor_is_contiguous(ff)) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "rope: freq_factors must be contiguous f32 [%" PRId64 "], got %s %s",
                          n_dims / 2, candle_dtype_name(ff->dtype),
                          candle_shape_str(ff->rank, ff->shape, sf, sizeof sf));
@@ -138,7 +138,7 @@ static bool check_yarn(candle_ctx *ctx, const candle_rope_params *p, int64_t n_d
     out[2] = out[3] = 0;
     if (!isfinite(p->ext_factor) || !isfinite(attn) || !isfinite(p->beta_fast) ||
         !isfinite(p->beta_slow)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: ext_factor %g, attn_factor %g, "
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "rope: ext_factor %g, attn_factor %g, "
                          "beta_fast %g, beta_slow %g must be finite",
                          p->ext_factor, p->attn_factor, p->beta_fast, p->beta_slow);
         return false;
@@ -146,7 +146,7 @@ static bool check_yarn(candle_ctx *ctx, const candle_rope_params *p, int64_t n_d
     if (p->ext_factor == 0) return true;
     double fast = p->beta_fast != 0 ? p->beta_fast : 32, slow = p->beta_slow != 0 ? p->beta_slow : 1;
     if (p->n_ctx_orig <= 0 || !(fast > 0) || !(slow > 0) || !(p->freq_scale > 0)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "rope: YaRN needs n_ctx_orig > 0 (got %" PRId64 "), positive betas "
                          "(%g, %g) and freq_scale (%g)", p->n_ctx_orig, fast, slow, p->freq_scale);
         return false;
@@ -163,7 +163,7 @@ candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *pos
     if (!op_check_plain(ctx, "rope", x, true)) return NULL;
     if (x->rank < 3) {
         char sx[128];
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "rope: input %s must be [..., S, H, D]",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "rope: input %s must be [..., S, H, D]",
                          candle_shape_str(x->rank, x->shape, sx, sizeof sx));
         return NULL;
     }
@@ -172,7 +172,7 @@ candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *pos
     if (!check_rope_params(ctx, x, p, &n_dims) || !check_positions(ctx, x, positions) ||
         !check_freq_factors(ctx, x, p->freq_factors, n_dims) || !check_yarn(ctx, p, n_dims, yarn))
         return NULL;
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_ROPE, x->dtype, x->rank, x->shape);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_ROPE, x->dtype, x->rank, x->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->src[1] = positions;
@@ -186,5 +186,5 @@ candle_tensor *candle_rope(candle_ctx *ctx, candle_tensor *x, candle_tensor *pos
     /* resolved once here so every kernel reads the same numbers: ext_factor,
      * mscale (the magnitude, with YaRN's correction), the ramp's ends */
     memcpy(&t->fparams[2], yarn, sizeof yarn);
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }

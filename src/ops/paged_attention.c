@@ -27,7 +27,7 @@ static bool pa_dtypes(candle_ctx *ctx, candle_tensor *const *t, const candle_ten
             return false;
     if (!op_check_device(ctx, PA, t[0], table)) return false;
     if (table->dtype != CANDLE_DTYPE_I32) {
-        candle_set_error(ctx, CANDLE_ERR_DTYPE, PA ": table dtype %s (want i32)",
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, PA ": table dtype %s (want i32)",
                          candle_dtype_name(table->dtype));
         return false;
     }
@@ -48,7 +48,7 @@ static bool pa_shapes(candle_ctx *ctx, candle_tensor *const *t, const candle_ten
     char a[6][96];
     const candle_tensor *all[6] = {q, k, v, kc, vc, table};
     for (int i = 0; i < 6; i++) candle_shape_str(all[i]->rank, all[i]->shape, a[i], sizeof a[i]);
-    candle_set_error(ctx, CANDLE_ERR_SHAPE,
+    cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                      PA ": shape mismatch: q %s k %s v %s k_cache %s v_cache %s table %s (want q "
                      "[n, Hq, D], k [n, Hkv, D], v [n, Hkv, Dv], caches [P, Hkv, D|Dv], table [n, "
                      "1 + T], Hq a multiple of Hkv)",
@@ -69,18 +69,18 @@ candle_tensor *candle_paged_attention(candle_ctx *ctx, candle_tensor *q, candle_
     candle_tensor *t5[5] = {q, k, v, k_cache, v_cache};
     if (!pa_dtypes(ctx, t5, table) || !pa_shapes(ctx, t5, table)) return NULL;
     if (block <= 0 || k_cache->shape[0] % block || window < 0) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          PA ": block %" PRId64 " window %" PRId64 " (want block > 0 dividing the "
                          "cache's %" PRId64 " rows, window >= 0)",
                          block, window, k_cache->shape[0]);
         return NULL;
     }
     if (!isfinite(scale)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, PA ": invalid scale %g", scale);
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, PA ": invalid scale %g", scale);
         return NULL;
     }
     int64_t out[3] = {q->shape[0], q->shape[1], v->shape[2]};
-    candle_tensor *t = candle_node_new(ctx, CANDLE_OP_PAGED_ATTENTION, q->dtype, 3, out);
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_PAGED_ATTENTION, q->dtype, 3, out);
     if (!t) return NULL;
     for (int i = 0; i < 5; i++) t->src[i] = t5[i];
     t->src[5] = table;
@@ -88,5 +88,5 @@ candle_tensor *candle_paged_attention(candle_ctx *ctx, candle_tensor *q, candle_
     t->iparams[0] = block;
     t->iparams[1] = window;
     t->fparams[0] = scale != 0.0 ? scale : (q->shape[2] ? 1.0 / sqrt((double)q->shape[2]) : 1.0);
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }

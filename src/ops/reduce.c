@@ -18,30 +18,30 @@ candle_tensor *candle_reduce(candle_ctx *ctx, candle_op op, candle_tensor *x, in
                              bool keepdim) {
     OP_CHECK_IN(x);
     if (!is_reduce(op)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "reduce: %s is not a reduction",
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "reduce: %s is not a reduction",
                          candle_op_name(op));
         return NULL;
     }
     const char *name = candle_op_name(op);
     if (!op_check_plain(ctx, name, x, op == CANDLE_OP_MEAN)) return NULL;
-    int d = candle_norm_dim(ctx, name, dim, x->rank);
+    int d = cdl_norm_dim(ctx, name, dim, x->rank);
     if (d < 0) return NULL;
     /* Like PyTorch: an empty sum is 0 and an empty mean NaN, but there is no
      * max of nothing. */
     if (x->shape[d] == 0 && (op == CANDLE_OP_MAX || op == CANDLE_OP_MIN || op == CANDLE_OP_ARGMAX)) {
         char b[128];
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: cannot reduce empty dim %d of %s", name, dim,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: cannot reduce empty dim %d of %s", name, dim,
                          candle_shape_str(x->rank, x->shape, b, sizeof b));
         return NULL;
     }
     int64_t shape[CANDLE_MAX_RANK];
     for (int i = 0; i < x->rank; i++) shape[i] = i == d ? 1 : x->shape[i];
-    candle_tensor *t = candle_node_new(ctx, op, reduce_dtype(op, x->dtype), x->rank, shape);
+    candle_tensor *t = cdl_node_new(ctx, op, reduce_dtype(op, x->dtype), x->rank, shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->n_src = 1;
     t->iparams[0] = d;
-    t = candle_node_finish(ctx, t);
+    t = cdl_node_finish(ctx, t);
     if (!t || keepdim) return t;
     return candle_squeeze(ctx, t, d);
 }
@@ -66,14 +66,14 @@ static candle_tensor *softmax_node(candle_ctx *ctx, candle_op op, candle_tensor 
     OP_CHECK_IN(x);
     const char *name = candle_op_name(op);
     if (!op_check_plain(ctx, name, x, true)) return NULL;
-    int d = candle_norm_dim(ctx, name, dim, x->rank);
+    int d = cdl_norm_dim(ctx, name, dim, x->rank);
     if (d < 0) return NULL;
-    candle_tensor *t = candle_node_new(ctx, op, x->dtype, x->rank, x->shape);
+    candle_tensor *t = cdl_node_new(ctx, op, x->dtype, x->rank, x->shape);
     if (!t) return NULL;
     t->src[0] = x;
     t->n_src = 1;
     t->iparams[0] = d;
-    return candle_node_finish(ctx, t);
+    return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_softmax(candle_ctx *ctx, candle_tensor *x, int dim) {

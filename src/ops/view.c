@@ -9,7 +9,7 @@
 /* A view node of x; storage is bound now if x has it, else at compute. */
 static candle_tensor *view_new(candle_ctx *ctx, candle_tensor *x, int rank, const int64_t *shape,
                                const int64_t *stride, size_t view_offset) {
-    candle_tensor *t = candle_tensor_alloc_desc(ctx);
+    candle_tensor *t = cdl_tensor_alloc_desc(ctx);
     if (!t) return NULL;
     /* Views of views point at the tensor that owns the storage layout. */
     while (x->op == CANDLE_OP_VIEW && x->view_src) {
@@ -28,11 +28,11 @@ static candle_tensor *view_new(candle_ctx *ctx, candle_tensor *x, int rank, cons
     t->view_src = x;
     t->view_offset = view_offset;
     t->device = x->device;
-    if (x->storage) candle_tensor_bind_view(t);
+    if (x->storage) cdl_tensor_bind_view(t);
     return t;
 }
 
-void candle_tensor_bind_view(candle_tensor *t) {
+void cdl_tensor_bind_view(candle_tensor *t) {
     candle_tensor *src = t->view_src;
     if (t->storage != src->storage) {
         candle_storage_release(t->storage);
@@ -47,10 +47,10 @@ void candle_tensor_bind_view(candle_tensor *t) {
         if (!ctx || !(x)) return NULL; \
     } while (0)
 
-int candle_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank) {
+int cdl_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank) {
     int d = dim < 0 ? dim + rank : dim;
     if (d < 0 || d >= rank) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: dim %d out of range for rank %d", op,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "%s: dim %d out of range for rank %d", op,
                          dim, rank);
         return -1;
     }
@@ -64,7 +64,7 @@ static bool resolve_shape(candle_ctx *ctx, const char *op, const candle_tensor *
                           const int64_t *in, int64_t *out) {
     char a[128], b[128];
     if (rank < 0 || rank > CANDLE_MAX_RANK || (rank && !in)) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: rank %d out of range (max %d)", op, rank,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: rank %d out of range (max %d)", op, rank,
                          CANDLE_MAX_RANK);
         return false;
     }
@@ -74,7 +74,7 @@ static bool resolve_shape(candle_ctx *ctx, const char *op, const candle_tensor *
         out[i] = in[i];
         if (in[i] == -1 && infer < 0) infer = i;
         else if (in[i] < 0) {
-            candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: invalid target shape %s", op,
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: invalid target shape %s", op,
                              candle_shape_str(rank, in, a, sizeof a));
             return false;
         } else known *= in[i];
@@ -84,7 +84,7 @@ static bool resolve_shape(candle_ctx *ctx, const char *op, const candle_tensor *
     int64_t got = 1;
     for (int i = 0; i < rank; i++) got *= out[i];
     if (got != n) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "%s: cannot view %s (%" PRId64 " elements) as %s",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "%s: cannot view %s (%" PRId64 " elements) as %s",
                          op, candle_shape_str(x->rank, x->shape, a, sizeof a), n,
                          candle_shape_str(rank, in, b, sizeof b));
         return false;
@@ -98,14 +98,14 @@ candle_tensor *candle_reshape(candle_ctx *ctx, candle_tensor *x, int rank, const
     if (!resolve_shape(ctx, "reshape", x, rank, shape, s)) return NULL;
     if (!candle_tensor_is_contiguous(x)) {
         char a[128];
-        candle_set_error(ctx, CANDLE_ERR_SHAPE,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
                          "reshape: input %s is not contiguous; use candle_reshape_copy or "
                          "candle_contiguous first",
                          candle_shape_str(x->rank, x->shape, a, sizeof a));
         return NULL;
     }
     if (is_quant(x) && (rank == 0 || s[rank - 1] != x->shape[x->rank - 1])) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "reshape: %s tensors keep their row length",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "reshape: %s tensors keep their row length",
                          candle_dtype_name(x->dtype));
         return NULL;
     }
@@ -122,16 +122,16 @@ candle_tensor *candle_reshape_copy(candle_ctx *ctx, candle_tensor *x, int rank,
 candle_tensor *candle_permute(candle_ctx *ctx, candle_tensor *x, const int *perm) {
     CHECK_IN(x);
     if (!perm && x->rank) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "permute: perm is NULL");
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "permute: perm is NULL");
         return NULL;
     }
     int64_t s[CANDLE_MAX_RANK], st[CANDLE_MAX_RANK];
     bool seen[CANDLE_MAX_RANK] = {false};
     for (int i = 0; i < x->rank; i++) {
-        int d = candle_norm_dim(ctx, "permute", perm[i], x->rank);
+        int d = cdl_norm_dim(ctx, "permute", perm[i], x->rank);
         if (d < 0) return NULL;
         if (seen[d]) {
-            candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "permute: dim %d repeated", perm[i]);
+            cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "permute: dim %d repeated", perm[i]);
             return NULL;
         }
         seen[d] = true;
@@ -143,8 +143,8 @@ candle_tensor *candle_permute(candle_ctx *ctx, candle_tensor *x, const int *perm
 
 candle_tensor *candle_transpose(candle_ctx *ctx, candle_tensor *x, int d0, int d1) {
     CHECK_IN(x);
-    int a = candle_norm_dim(ctx, "transpose", d0, x->rank);
-    int b = candle_norm_dim(ctx, "transpose", d1, x->rank);
+    int a = cdl_norm_dim(ctx, "transpose", d0, x->rank);
+    int b = cdl_norm_dim(ctx, "transpose", d1, x->rank);
     if (a < 0 || b < 0) return NULL;
     int perm[CANDLE_MAX_RANK];
     for (int i = 0; i < x->rank; i++) perm[i] = i;
@@ -156,7 +156,7 @@ candle_tensor *candle_transpose(candle_ctx *ctx, candle_tensor *x, int d0, int d
 candle_tensor *candle_slice(candle_ctx *ctx, candle_tensor *x, int dim, int64_t start, int64_t end,
                             int64_t step) {
     CHECK_IN(x);
-    int d = candle_norm_dim(ctx, "slice", dim, x->rank);
+    int d = cdl_norm_dim(ctx, "slice", dim, x->rank);
     if (d < 0) return NULL;
     int64_t n = x->shape[d];
     /* Python slice bounds: negative counts from the end, then clamped, so an
@@ -166,14 +166,14 @@ candle_tensor *candle_slice(candle_ctx *ctx, candle_tensor *x, int dim, int64_t 
     start = start < 0 ? 0 : (start > n ? n : start);
     end = end < start ? start : (end > n ? n : end);
     if (step < 1) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "slice: range %" PRId64 "..%" PRId64 " step %" PRId64
                          " invalid for dim %d of size %" PRId64,
                          start, end, step, dim, n);
         return NULL;
     }
     if (is_quant(x) && d == x->rank - 1 && (start != 0 || end != n || step != 1)) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "slice: cannot slice within %s rows",
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "slice: cannot slice within %s rows",
                          candle_dtype_name(x->dtype));
         return NULL;
     }
@@ -188,10 +188,10 @@ candle_tensor *candle_slice(candle_ctx *ctx, candle_tensor *x, int dim, int64_t 
 candle_tensor *candle_narrow(candle_ctx *ctx, candle_tensor *x, int dim, int64_t start,
                              int64_t len) {
     CHECK_IN(x);
-    int d = candle_norm_dim(ctx, "narrow", dim, x->rank);
+    int d = cdl_norm_dim(ctx, "narrow", dim, x->rank);
     if (d < 0) return NULL;
     if (start < 0 || len < 0 || start > x->shape[d] || len > x->shape[d] - start) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "narrow: start %" PRId64 " length %" PRId64
                          " out of range for dim %d of size %" PRId64,
                          start, len, dim, x->shape[d]);
@@ -204,7 +204,7 @@ candle_tensor *candle_expand(candle_ctx *ctx, candle_tensor *x, int rank, const 
     CHECK_IN(x);
     char a[128], b[128];
     if (rank < x->rank || rank > CANDLE_MAX_RANK || is_quant(x) || (rank && !shape)) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "expand: cannot expand %s %s to rank %d",
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "expand: cannot expand %s %s to rank %d",
                          candle_dtype_name(x->dtype), candle_shape_str(x->rank, x->shape, a, sizeof a),
                          rank);
         return NULL;
@@ -223,7 +223,7 @@ candle_tensor *candle_expand(candle_ctx *ctx, candle_tensor *x, int rank, const 
             s[i] = want;
             st[i] = 0;
         } else {
-            candle_set_error(ctx, CANDLE_ERR_SHAPE, "expand: cannot broadcast %s to %s",
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE, "expand: cannot broadcast %s to %s",
                              candle_shape_str(x->rank, x->shape, a, sizeof a),
                              candle_shape_str(rank, shape, b, sizeof b));
             return NULL;
@@ -234,15 +234,15 @@ candle_tensor *candle_expand(candle_ctx *ctx, candle_tensor *x, int rank, const 
 
 candle_tensor *candle_squeeze(candle_ctx *ctx, candle_tensor *x, int dim) {
     CHECK_IN(x);
-    int d = candle_norm_dim(ctx, "squeeze", dim, x->rank);
+    int d = cdl_norm_dim(ctx, "squeeze", dim, x->rank);
     if (d < 0) return NULL;
     if (x->shape[d] != 1) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "squeeze: dim %d has size %" PRId64 ", not 1", dim,
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "squeeze: dim %d has size %" PRId64 ", not 1", dim,
                          x->shape[d]);
         return NULL;
     }
     if (is_quant(x) && d == x->rank - 1) {
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "squeeze: cannot squeeze %s rows",
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "squeeze: cannot squeeze %s rows",
                          candle_dtype_name(x->dtype));
         return NULL;
     }
@@ -258,14 +258,14 @@ candle_tensor *candle_squeeze(candle_ctx *ctx, candle_tensor *x, int dim) {
 candle_tensor *candle_unsqueeze(candle_ctx *ctx, candle_tensor *x, int dim) {
     CHECK_IN(x);
     if (x->rank == CANDLE_MAX_RANK) {
-        candle_set_error(ctx, CANDLE_ERR_SHAPE, "unsqueeze: rank would exceed %d", CANDLE_MAX_RANK);
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE, "unsqueeze: rank would exceed %d", CANDLE_MAX_RANK);
         return NULL;
     }
-    int d = candle_norm_dim(ctx, "unsqueeze", dim, x->rank + 1);
+    int d = cdl_norm_dim(ctx, "unsqueeze", dim, x->rank + 1);
     if (d < 0) return NULL;
     if (is_quant(x) && d == x->rank) {
         /* the block dim must stay innermost */
-        candle_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "unsqueeze: cannot add a dim after %s rows",
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "unsqueeze: cannot add a dim after %s rows",
                          candle_dtype_name(x->dtype));
         return NULL;
     }
@@ -286,12 +286,12 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank, co
                                  const int64_t *stride, size_t offset) {
     CHECK_IN(x);
     if (rank < 0 || rank > CANDLE_MAX_RANK || is_quant(x)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: invalid rank %d or dtype %s",
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: invalid rank %d or dtype %s",
                          rank, candle_dtype_name(x->dtype));
         return NULL;
     }
     if (rank && (!shape || !stride)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: shape or stride is NULL");
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: shape or stride is NULL");
         return NULL;
     }
     /* The bytes the view reaches, relative to the source's first element,
@@ -301,14 +301,14 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank, co
     bool empty = false, src_empty = false;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0) {
-            candle_set_error(ctx, CANDLE_ERR_SHAPE, "as_strided: negative size");
+            cdl_set_error(ctx, CANDLE_ERR_SHAPE, "as_strided: negative size");
             return NULL;
         }
         if (shape[i] == 0) empty = true;
         int64_t span;
         if (__builtin_mul_overflow(shape[i] ? shape[i] - 1 : 0, stride[i], &span) ||
             __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) {
-            candle_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: extent overflows");
+            cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "as_strided: extent overflows");
             return NULL;
         }
     }
@@ -322,7 +322,7 @@ candle_tensor *candle_as_strided(candle_ctx *ctx, candle_tensor *x, int rank, co
     bool off_ok = offset <= (size_t)INT64_MAX / 2;
     int64_t off = off_ok ? (int64_t)offset : 0;
     if (!empty && (!off_ok || src_empty || lo < src_lo - off || hi > src_hi - off)) {
-        candle_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
                          "as_strided: view at offset %zu spanning bytes %" PRId64 "..%" PRId64
                          " reaches outside its source's bytes %" PRId64 "..%" PRId64,
                          offset, lo, hi + esz, src_lo, src_empty ? src_lo : src_hi + esz);

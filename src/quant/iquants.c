@@ -12,7 +12,7 @@
 
 #include "quant-impl.h"
 
-const int8_t candle_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+const int8_t cdl_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
 
 static inline float h2f(uint16_t h) { return quant_f16_to_f32(h); }
@@ -20,15 +20,15 @@ static inline int nib(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0xF : 
 
 /* Index of the codebook entry nearest to v (the lower one on ties). */
 static int nearest_code(float v) {
-    if (v <= candle_iq4nl_values[0]) return 0;
-    if (v >= candle_iq4nl_values[15]) return 15;
+    if (v <= cdl_iq4nl_values[0]) return 0;
+    if (v >= cdl_iq4nl_values[15]) return 15;
     int lo = 0, hi = 15;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (v < candle_iq4nl_values[mid]) hi = mid;
+        if (v < cdl_iq4nl_values[mid]) hi = mid;
         else lo = mid;
     }
-    return v - candle_iq4nl_values[lo] <= candle_iq4nl_values[hi] - v ? lo : hi;
+    return v - cdl_iq4nl_values[lo] <= cdl_iq4nl_values[hi] - v ? lo : hi;
 }
 
 /* Assigns the nearest codes under inverse scale id; returns the weighted
@@ -37,7 +37,7 @@ static void fit_iq4(const float *x, float id, uint8_t *L, float *sum_qx, float *
     float qx = 0, q2 = 0;
     for (int j = 0; j < 32; j++) {
         L[j] = (uint8_t)nearest_code(id * x[j]);
-        float q = candle_iq4nl_values[L[j]], w = x[j] * x[j];
+        float q = cdl_iq4nl_values[L[j]], w = x[j] * x[j];
         qx += w * q * x[j];
         q2 += w * q * q;
     }
@@ -65,7 +65,7 @@ static float search_iq4(const float *x, uint8_t *L) {
     uint8_t aux[32];
     memset(L, 8, 32); /* kept if no candidate fits (non-finite input) */
     for (int k = -8; k <= 7; k++) {
-        float id = k < -7 ? -(float)candle_iq4nl_values[0] / max : ((float)candle_iq4nl_values[0] + (float)k) / max;
+        float id = k < -7 ? -(float)cdl_iq4nl_values[0] / max : ((float)cdl_iq4nl_values[0] + (float)k) / max;
         fit_iq4(x, id, aux, &qx, &q2);
         if (q2 > 0 && (best < 0 || qx * qx > best * q2)) {
             scale = qx / q2;
@@ -89,15 +89,15 @@ static void requantize(const float *x, float d, uint8_t *L) {
 
 /* ---- iq4_nl ---- */
 
-void candle_iq4_nl_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_iq4_nl_to_f32(const void *src, float *dst, int64_t n) {
     const block_iq4_nl *b = src;
     for (int64_t i = 0; i < n / QK4_NL; i++, dst += QK4_NL) {
         float d = h2f(b[i].d);
-        for (int j = 0; j < QK4_NL; j++) dst[j] = d * (float)candle_iq4nl_values[nib(b[i].qs, j)];
+        for (int j = 0; j < QK4_NL; j++) dst[j] = d * (float)cdl_iq4nl_values[nib(b[i].qs, j)];
     }
 }
 
-void candle_iq4_nl_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_iq4_nl_from_f32(const float *src, void *dst, int64_t n) {
     block_iq4_nl *b = dst;
     uint8_t L[32];
     for (int64_t i = 0; i < n / QK4_NL; i++, src += QK4_NL) {
@@ -107,13 +107,13 @@ void candle_iq4_nl_from_f32(const float *src, void *dst, int64_t n) {
     }
 }
 
-void candle_vec_dot_iq4_nl_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_iq4_nl_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
     const block_iq4_nl *x = vx;
     const block_q8_0 *y = vy;
     float acc = 0;
     for (int64_t i = 0; i < n / QK4_NL; i++) {
         int s = 0;
-        for (int j = 0; j < 32; j++) s += candle_iq4nl_values[nib(x[i].qs, j)] * y[i].qs[j];
+        for (int j = 0; j < 32; j++) s += cdl_iq4nl_values[nib(x[i].qs, j)] * y[i].qs[j];
         acc += (float)s * (h2f(x[i].d) * h2f(y[i].d));
     }
     *out = acc;
@@ -127,19 +127,19 @@ static inline int iq4xs_scale(const block_iq4_xs *b, int ib) {
     return (lo | (hi << 4)) - 32;
 }
 
-void candle_iq4_xs_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_iq4_xs_to_f32(const void *src, float *dst, int64_t n) {
     const block_iq4_xs *b = src;
     for (int64_t i = 0; i < n / QK_K; i++) {
         float d = h2f(b[i].d);
         for (int ib = 0; ib < 8; ib++, dst += 32) {
             float dl = d * (float)iq4xs_scale(&b[i], ib);
             const uint8_t *qs = b[i].qs + 16 * ib;
-            for (int j = 0; j < 32; j++) dst[j] = dl * (float)candle_iq4nl_values[nib(qs, j)];
+            for (int j = 0; j < 32; j++) dst[j] = dl * (float)cdl_iq4nl_values[nib(qs, j)];
         }
     }
 }
 
-void candle_iq4_xs_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_iq4_xs_from_f32(const float *src, void *dst, int64_t n) {
     block_iq4_xs *b = dst;
     uint8_t L[QK_K];
     float scales[8];
@@ -168,7 +168,7 @@ void candle_iq4_xs_from_f32(const float *src, void *dst, int64_t n) {
     }
 }
 
-void candle_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_iq4_xs *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -178,7 +178,7 @@ void candle_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *vx, const voi
             const uint8_t *qs = x[i].qs + 16 * ib;
             const int8_t *q8 = y[i].qs + 32 * ib;
             int p = 0;
-            for (int j = 0; j < 32; j++) p += candle_iq4nl_values[nib(qs, j)] * q8[j];
+            for (int j = 0; j < 32; j++) p += cdl_iq4nl_values[nib(qs, j)] * q8[j];
             sum += p * iq4xs_scale(&x[i], ib);
         }
         acc += y[i].d * h2f(x[i].d) * (float)sum;

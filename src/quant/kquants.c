@@ -68,7 +68,7 @@ static inline int dot_i8(const int8_t *q, const int8_t *y, int n) {
 
 /* ---- to_f32 ---- */
 
-void candle_q2_k_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q2_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q2_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
@@ -81,7 +81,7 @@ void candle_q2_k_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q3_k_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q3_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q3_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d);
@@ -94,7 +94,7 @@ void candle_q3_k_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q4_k_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q4_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q4_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
@@ -109,7 +109,7 @@ void candle_q4_k_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q5_k_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q5_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q5_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
@@ -124,7 +124,7 @@ void candle_q5_k_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q6_k_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q6_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q6_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = h2f(b[i].d);
@@ -137,7 +137,7 @@ void candle_q6_k_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q8_k_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q8_k_to_f32(const void *src, float *dst, int64_t n) {
     const block_q8_K *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K)
         for (int e = 0; e < QK_K; e++) dst[e] = b[i].d * (float)b[i].qs[e];
@@ -145,7 +145,7 @@ void candle_q8_k_to_f32(const void *src, float *dst, int64_t n) {
 
 /* ---- dots with q8_K ---- */
 
-void candle_vec_dot_q2_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q2_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q2_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -162,7 +162,7 @@ void candle_vec_dot_q2_k_q8_k(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q3_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q3_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q3_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -176,7 +176,7 @@ void candle_vec_dot_q3_k_q8_k(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q4_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q4_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -195,7 +195,7 @@ void candle_vec_dot_q4_k_q8_k(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -214,7 +214,7 @@ void candle_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -228,7 +228,7 @@ void candle_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q8_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;

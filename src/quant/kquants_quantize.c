@@ -154,7 +154,7 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
 
 /* ---- q2_K ---- */
 
-void candle_q2_k_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q2_k_from_f32(const float *src, void *dst, int64_t n) {
     block_q2_K *b = dst;
     uint8_t L[QK_K];
     float w[16], scales[16], mins[16];
@@ -188,7 +188,7 @@ void candle_q2_k_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- q3_K ---- */
 
-void candle_q3_k_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q3_k_from_f32(const float *src, void *dst, int64_t n) {
     block_q3_K *b = dst;
     int8_t L[QK_K];
     float scales[16];
@@ -287,7 +287,7 @@ static void quantize_k4_block(const float *x, int nmax, uint16_t *d16, uint16_t 
     }
 }
 
-void candle_q4_k_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q4_k_from_f32(const float *src, void *dst, int64_t n) {
     block_q4_K *b = dst;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
@@ -298,7 +298,7 @@ void candle_q4_k_from_f32(const float *src, void *dst, int64_t n) {
     }
 }
 
-void candle_q5_k_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q5_k_from_f32(const float *src, void *dst, int64_t n) {
     block_q5_K *b = dst;
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
@@ -314,7 +314,7 @@ void candle_q5_k_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- q6_K ---- */
 
-void candle_q6_k_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q6_k_from_f32(const float *src, void *dst, int64_t n) {
     block_q6_K *b = dst;
     int8_t L[QK_K];
     float scales[16];
@@ -355,7 +355,7 @@ void candle_q6_k_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- q8_K (activations) ---- */
 
-void candle_q8_k_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q8_k_from_f32(const float *src, void *dst, int64_t n) {
     block_q8_K *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
         float amax = 0, max = 0;

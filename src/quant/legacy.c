@@ -51,7 +51,7 @@ static void min_max(const float *x, int n, float *mn, float *mx) {
 
 /* ---- q4_0 ---- */
 
-void candle_q4_0_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q4_0_to_f32(const void *src, float *dst, int64_t n) {
     const block_q4_0 *b = src;
     for (int64_t i = 0; i < n / QK4_0; i++, dst += QK4_0) {
         float d = h2f(b[i].d);
@@ -59,7 +59,7 @@ void candle_q4_0_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q4_0_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q4_0_from_f32(const float *src, void *dst, int64_t n) {
     block_q4_0 *b = dst;
     for (int64_t i = 0; i < n / QK4_0; i++, src += QK4_0) {
         /* -8 maps the extreme value exactly; its opposite side loses one step */
@@ -76,7 +76,7 @@ void candle_q4_0_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- q4_1 ---- */
 
-void candle_q4_1_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q4_1_to_f32(const void *src, float *dst, int64_t n) {
     const block_q4_1 *b = src;
     for (int64_t i = 0; i < n / QK4_1; i++, dst += QK4_1) {
         float d = h2f(b[i].d), m = h2f(b[i].m);
@@ -84,7 +84,7 @@ void candle_q4_1_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q4_1_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q4_1_from_f32(const float *src, void *dst, int64_t n) {
     block_q4_1 *b = dst;
     for (int64_t i = 0; i < n / QK4_1; i++, src += QK4_1) {
         float mn, mx;
@@ -115,7 +115,7 @@ static void pack_q5(const int *q, uint8_t *qs, uint8_t *qh) {
     store_u32(qh, h);
 }
 
-void candle_q5_0_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q5_0_to_f32(const void *src, float *dst, int64_t n) {
     const block_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK5_0; i++, dst += QK5_0) {
         float d = h2f(b[i].d);
@@ -124,7 +124,7 @@ void candle_q5_0_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q5_0_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q5_0_from_f32(const float *src, void *dst, int64_t n) {
     block_q5_0 *b = dst;
     int q[QK5_0];
     for (int64_t i = 0; i < n / QK5_0; i++, src += QK5_0) {
@@ -141,7 +141,7 @@ void candle_q5_0_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- q5_1 ---- */
 
-void candle_q5_1_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q5_1_to_f32(const void *src, float *dst, int64_t n) {
     const block_q5_1 *b = src;
     for (int64_t i = 0; i < n / QK5_1; i++, dst += QK5_1) {
         float d = h2f(b[i].d), m = h2f(b[i].m);
@@ -150,7 +150,7 @@ void candle_q5_1_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q5_1_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q5_1_from_f32(const float *src, void *dst, int64_t n) {
     block_q5_1 *b = dst;
     int q[QK5_1];
     for (int64_t i = 0; i < n / QK5_1; i++, src += QK5_1) {
@@ -170,7 +170,7 @@ void candle_q5_1_from_f32(const float *src, void *dst, int64_t n) {
 
 /* ---- q8_0 / q8_1 ---- */
 
-void candle_q8_0_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q8_0_to_f32(const void *src, float *dst, int64_t n) {
     const block_q8_0 *b = src;
     for (int64_t i = 0; i < n / QK8_0; i++, dst += QK8_0) {
         float d = h2f(b[i].d);
@@ -196,13 +196,13 @@ static float quantize_q8_32(const float *x, int8_t *qs, int *sum) {
     return d;
 }
 
-void candle_q8_0_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q8_0_from_f32(const float *src, void *dst, int64_t n) {
     block_q8_0 *b = dst;
     int sum;
     for (int64_t i = 0; i < n / QK8_0; i++, src += QK8_0) b[i].d = f2h(quantize_q8_32(src, b[i].qs, &sum));
 }
 
-void candle_q8_1_to_f32(const void *src, float *dst, int64_t n) {
+void cdl_q8_1_to_f32(const void *src, float *dst, int64_t n) {
     const block_q8_1 *b = src;
     for (int64_t i = 0; i < n / QK8_1; i++, dst += QK8_1) {
         float d = h2f(b[i].d);
@@ -210,7 +210,7 @@ void candle_q8_1_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q8_1_from_f32(const float *src, void *dst, int64_t n) {
+void cdl_q8_1_from_f32(const float *src, void *dst, int64_t n) {
     block_q8_1 *b = dst;
     int sum;
     for (int64_t i = 0; i < n / QK8_1; i++, src += QK8_1) {
@@ -243,7 +243,7 @@ static inline int dot32(const int8_t *a, const int8_t *b) {
     return s;
 }
 
-void candle_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
     float acc = 0;
@@ -255,7 +255,7 @@ void candle_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q4_1_q8_1(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q4_1_q8_1(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
     float acc = 0;
@@ -267,7 +267,7 @@ void candle_vec_dot_q4_1_q8_1(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q5_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q5_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
     float acc = 0;
@@ -279,7 +279,7 @@ void candle_vec_dot_q5_0_q8_0(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q5_1_q8_1(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q5_1_q8_1(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
     float acc = 0;
@@ -291,7 +291,7 @@ void candle_vec_dot_q5_1_q8_1(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q8_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q8_0_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q8_0 *x = vx;
     const block_q8_0 *y = vy;
     float acc = 0;
@@ -301,7 +301,7 @@ void candle_vec_dot_q8_0_q8_0(int64_t n, float *out, const void *vx, const void 
     *out = acc;
 }
 
-void candle_vec_dot_q8_1_q8_1(int64_t n, float *out, const void *vx, const void *vy) {
+void cdl_vec_dot_q8_1_q8_1(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q8_1 *x = vx;
     const block_q8_1 *y = vy;
     float acc = 0;

@@ -136,7 +136,7 @@ _Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl layout");
 _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs layout");
 
 /* The non-linear 4-bit codebook of iq4_nl / iq4_xs. */
-extern const int8_t candle_iq4nl_values[16];
+extern const int8_t cdl_iq4nl_values[16];
 
 /* Exact f16 -> f32, inline for the dot kernels (subnormals scale exactly). */
 static inline float quant_f16_to_f32(uint16_t h) {
@@ -186,8 +186,8 @@ static inline int quant_q3k_scale(int j, const uint8_t *s) {
 }
 
 #define QUANT_DECLARE(t)                                            \
-    void candle_##t##_to_f32(const void *src, float *dst, int64_t n); \
-    void candle_##t##_from_f32(const float *src, void *dst, int64_t n)
+    void cdl_##t##_to_f32(const void *src, float *dst, int64_t n); \
+    void cdl_##t##_from_f32(const float *src, void *dst, int64_t n)
 
 QUANT_DECLARE(q4_0);
 QUANT_DECLARE(q4_1);
@@ -205,19 +205,19 @@ QUANT_DECLARE(iq4_nl);
 QUANT_DECLARE(iq4_xs);
 
 /* Scalar reference dots. */
-void candle_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_1_q8_1(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_nl_q8_0(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q2_k_q8_k(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q3_k_q8_k(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_1_q8_1(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_0_q8_0(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_1_q8_1(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q8_0_q8_0(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q8_1_q8_1(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_iq4_nl_q8_0(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q2_k_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q3_k_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_k_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *x, const void *y);
 
 #endif

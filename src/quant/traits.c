@@ -43,22 +43,22 @@ static void register_scalar(candle_dtype_traits *t) {
     set(t, CANDLE_DTYPE_F16, f16_to_f32_row, f32_to_f16_row, NULL, CANDLE_DTYPE_F16);
     set(t, CANDLE_DTYPE_BF16, bf16_to_f32_row, f32_to_bf16_row, NULL, CANDLE_DTYPE_BF16);
 #define Q(T, lower, dot, dt) \
-    set(t, CANDLE_DTYPE_##T, candle_##lower##_to_f32, candle_##lower##_from_f32, dot, CANDLE_DTYPE_##dt)
-    Q(Q4_0, q4_0, candle_vec_dot_q4_0_q8_0, Q8_0);
-    Q(Q4_1, q4_1, candle_vec_dot_q4_1_q8_1, Q8_1);
-    Q(Q5_0, q5_0, candle_vec_dot_q5_0_q8_0, Q8_0);
-    Q(Q5_1, q5_1, candle_vec_dot_q5_1_q8_1, Q8_1);
-    Q(Q8_0, q8_0, candle_vec_dot_q8_0_q8_0, Q8_0);
-    Q(Q8_1, q8_1, candle_vec_dot_q8_1_q8_1, Q8_1);
-    Q(Q2_K, q2_k, candle_vec_dot_q2_k_q8_k, Q8_K);
-    Q(Q3_K, q3_k, candle_vec_dot_q3_k_q8_k, Q8_K);
-    Q(Q4_K, q4_k, candle_vec_dot_q4_k_q8_k, Q8_K);
-    Q(Q5_K, q5_k, candle_vec_dot_q5_k_q8_k, Q8_K);
-    Q(Q6_K, q6_k, candle_vec_dot_q6_k_q8_k, Q8_K);
-    Q(Q8_K, q8_k, candle_vec_dot_q8_k_q8_k, Q8_K);
-    Q(IQ4_NL, iq4_nl, candle_vec_dot_iq4_nl_q8_0, Q8_0);
-    Q(IQ4_XS, iq4_xs, candle_vec_dot_iq4_xs_q8_k, Q8_K);
+    set(t, CANDLE_DTYPE_##T, cdl_##lower##_to_f32, cdl_##lower##_from_f32, dot, CANDLE_DTYPE_##dt)
+    Q(Q4_0, q4_0, cdl_vec_dot_q4_0_q8_0, Q8_0);
+    Q(Q4_1, q4_1, cdl_vec_dot_q4_1_q8_1, Q8_1);
+    Q(Q5_0, q5_0, cdl_vec_dot_q5_0_q8_0, Q8_0);
+    Q(Q5_1, q5_1, cdl_vec_dot_q5_1_q8_1, Q8_1);
+    Q(Q8_0, q8_0, cdl_vec_dot_q8_0_q8_0, Q8_0);
+    Q(Q8_1, q8_1, cdl_vec_dot_q8_1_q8_1, Q8_1);
+    Q(Q2_K, q2_k, cdl_vec_dot_q2_k_q8_k, Q8_K);
+    Q(Q3_K, q3_k, cdl_vec_dot_q3_k_q8_k, Q8_K);
+    Q(Q4_K, q4_k, cdl_vec_dot_q4_k_q8_k, Q8_K);
+    Q(Q5_K, q5_k, cdl_vec_dot_q5_k_q8_k, Q8_K);
+    Q(Q6_K, q6_k, cdl_vec_dot_q6_k_q8_k, Q8_K);
+    Q(Q8_K, q8_k, cdl_vec_dot_q8_k_q8_k, Q8_K);
+    Q(IQ4_NL, iq4_nl, cdl_vec_dot_iq4_nl_q8_0, Q8_0);
+    Q(IQ4_XS, iq4_xs, cdl_vec_dot_iq4_xs_q8_k, Q8_K);
 #undef Q
 }
 
-void candle_quant_register_traits(candle_dtype_traits *t) { register_scalar(t); }
+void cdl_quant_register_traits(candle_dtype_traits *t) { register_scalar(t); }

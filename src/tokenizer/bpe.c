@@ -174,5 +174,5 @@ candle_status tok_bpe_encode(const candle_tokenizer *t, const char *text, size_t
         ok = encode_word(t, &w, text + b0, b1 - b0, o);
     }
     work_free(&w);
-    return ok ? CANDLE_OK : candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
+    return ok ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
 }

@@ -28,7 +28,7 @@ static bool iv_reserve(ivec *a, int64_t more) {
     return true;
 }
 
-static candle_status oom(void) { return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing"); }
+static candle_status oom(void) { return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing"); }
 
 static candle_status model_into(const candle_tokenizer *t, const char *s, size_t n, ivec *a) {
     if (!iv_reserve(a, 16)) return oom();

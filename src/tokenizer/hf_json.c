@@ -8,15 +8,15 @@
 #include "unicode-impl.h"
 
 candle_status hf_ferr(const hf_ld *l, const char *path, const char *what) {
-    return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s: %s", l->file, path, what);
+    return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s: %s", l->file, path, what);
 }
 
 candle_status hf_unsup(const hf_ld *l, const char *path, const char *type) {
-    return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.type '%s' is not supported", l->file,
+    return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.type '%s' is not supported", l->file,
                             path, type);
 }
 
-candle_status hf_oom(void) { return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer.json"); }
+candle_status hf_oom(void) { return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer.json"); }
 
 char *hf_dup_n(const char *s, size_t n) {
     char *d = malloc(n + 1);
@@ -70,7 +70,7 @@ candle_status hf_load_pattern(const hf_ld *l, const json_value *o, const char *p
     if (hf_regex_compile(s, &p->re) != CANDLE_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", candle_last_errmsg());
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.Regex '%s': %s", l->file, sub, s, msg);
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: %s.Regex '%s': %s", l->file, sub, s, msg);
     }
     return CANDLE_OK;
 }

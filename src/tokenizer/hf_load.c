@@ -188,7 +188,7 @@ static candle_status load_model_params(const hf_ld *l, candle_tokenizer *t, cons
     const json_value *dropout = json_get(m, "dropout");
     double dp = 0;
     if (dropout && dropout->type != JSON_NULL && (!json_as_f64(dropout, &dp) || dp != 0.0))
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: model.dropout: BPE dropout is not supported",
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: model.dropout: BPE dropout is not supported",
                                 l->file);
     if ((st = hf_dup_member(l, m, "end_of_word_suffix", "model", false, &md->suffix, &md->suffix_len)) != CANDLE_OK)
         return st;
@@ -440,7 +440,7 @@ static candle_status check_ids(const hf_ld *l, const candle_tokenizer *t, const 
 candle_status candle_tokenizer_from_hf_memory(candle_tokenizer **out, const char *json, size_t len,
                                               const char *config, size_t config_len, const char *name) {
     if (!out || (!json && len))
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_hf_memory: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_hf_memory: NULL argument");
     *out = NULL;
     hf_ld l = {name ? name : "tokenizer.json", json, len};
     json_doc *doc = NULL, *cdoc = NULL;
@@ -469,7 +469,7 @@ candle_status candle_tokenizer_from_hf_memory(candle_tokenizer **out, const char
 
 static candle_status read_file(const char *path, char **buf, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) return candle_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open", path);
+    if (!f) return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: cannot open", path);
     hf_str s = {0};
     char chunk[65536];
     size_t n;
@@ -483,7 +483,7 @@ static candle_status read_file(const char *path, char **buf, size_t *len) {
     }
     if (err) {
         hf_str_free(&s);
-        return candle_set_error(NULL, CANDLE_ERR_IO, "%s: read error", path);
+        return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: read error", path);
     }
     *buf = s.p;
     *len = s.n;
@@ -491,7 +491,7 @@ static candle_status read_file(const char *path, char **buf, size_t *len) {
 }
 
 candle_status candle_tokenizer_from_hf_file(candle_tokenizer **out, const char *path, const char *config_path) {
-    if (!out || !path) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_hf_file: NULL argument");
+    if (!out || !path) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_hf_file: NULL argument");
     *out = NULL;
     char *json = NULL, *cfg = NULL;
     size_t len = 0, clen = 0;

@@ -10,7 +10,7 @@
 #include "hf-impl.h"
 #include "unicode-impl.h"
 
-static candle_status oom(void) { return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing"); }
+static candle_status oom(void) { return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing"); }
 
 static int32_t lookup(const candle_tokenizer *t, const char *s, size_t n) { return tok_map_get(&t->vocab, s, n); }
 
@@ -191,7 +191,7 @@ static candle_status wordpiece(const candle_tokenizer *t, const char *s, size_t 
     free(buf);
     if (bad) {
         if (m->unk < 0)
-            return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer: WordPiece has no unk_token");
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer: WordPiece has no unk_token");
         o->n = mark;
         tok_out_push(o, m->unk);
     }
@@ -275,7 +275,7 @@ static candle_status unigram(const candle_tokenizer *t, const char *s, size_t n,
             if (!done) o->n = mark;
         }
         if (!done) {
-            if (m->unk < 0) stt = candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer: Unigram has no unk_id");
+            if (m->unk < 0) stt = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer: Unigram has no unk_id");
             else tok_out_push(o, m->unk);
         }
     }

@@ -45,7 +45,7 @@ static size_t b64_decode(const char *s, size_t n, unsigned char *out, bool *ok) 
 candle_status hf_precompiled_load(hf_norm *n, const char *text, size_t len, const char *file,
                                   const char *path) {
     unsigned char *blob = malloc(len / 4 * 3 + 4);
-    if (!blob) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: precompiled_charsmap");
+    if (!blob) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: precompiled_charsmap");
     bool ok;
     size_t bl = b64_decode(text, len, blob, &ok);
     uint32_t trie_bytes = bl >= 4 ? (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 |
@@ -53,7 +53,7 @@ candle_status hf_precompiled_load(hf_norm *n, const char *text, size_t len, cons
                                   : 0;
     if (!ok || bl < 4 || trie_bytes % 4 || trie_bytes > bl - 4) {
         free(blob);
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s.precompiled_charsmap: %s", file, path,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s.precompiled_charsmap: %s", file, path,
                                 ok ? "bad trie size" : "invalid base64");
     }
     /* The units are little-endian u32s: converted once, so the lookups
@@ -61,7 +61,7 @@ candle_status hf_precompiled_load(hf_norm *n, const char *text, size_t len, cons
     uint32_t *units = malloc(trie_bytes ? trie_bytes : 4);
     if (!units) {
         free(blob);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: precompiled_charsmap");
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: precompiled_charsmap");
     }
     for (uint32_t i = 0; i < trie_bytes / 4; i++) {
         const unsigned char *u = blob + 4 + 4 * i;

@@ -590,7 +590,7 @@ candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), i
     if (!cps || !re) {
         free(cps);
         free(re);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: regex of %zu bytes", len);
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: regex of %zu bytes", len);
     }
     for (size_t i = 0; i < len;) i += tok_utf8_decode(pattern + i, len - i, &cps[ps.n++]);
     ps.p = cps;
@@ -605,7 +605,7 @@ candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), i
     free(cps);
     if (ps.err) {
         tok_regex_free(re);
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "regex: %s at offset %d in '%s'",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "regex: %s at offset %d in '%s'",
                                 ps.err, ps.i, pattern);
     }
     *out = re;

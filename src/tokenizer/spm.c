@@ -93,7 +93,7 @@ candle_status tok_spm_encode(const candle_tokenizer *t, const char *text, size_t
     for (int32_t i = 0; ns && i >= 0; i = sym[i].next) emit_piece(t, s + sym[i].off, sym[i].n, o);
     goto done;
 oom:
-    st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
+    st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
 done:
     free(s);
     free(sym);

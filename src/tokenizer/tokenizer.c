@@ -108,7 +108,7 @@ candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *tex
                                       bool add_special, bool parse_special, int32_t *ids,
                                       int64_t cap, int64_t *n_out) {
     if (!t || (!text && len) || (!ids && cap > 0) || !n_out)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode: NULL argument");
     tok_out o = {ids, cap < 0 ? 0 : cap, 0};
     if (t->kind == TOK_HF) {
         candle_status hs = hf_encode(t, text, len, NULL, 0, false, add_special, parse_special, &o, NULL);
@@ -119,7 +119,7 @@ candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *tex
     candle_status st = CANDLE_OK;
     if (add_special && t->add_bos && t->bos >= 0) tok_out_push(&o, t->bos);
     if (len && !partition(t, text, len, parse_special, &l))
-        st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
+        st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
     bool prev_special = true; /* SPM: a space prefix starts the text */
     for (size_t k = 0; st == CANDLE_OK && k < l.n; k++) {
         fragment f = l.v[k];
@@ -144,7 +144,7 @@ candle_status candle_tokenizer_encode_pair(const candle_tokenizer *t, const char
                                            const char *b, size_t blen, bool add_special, int32_t *ids,
                                            int64_t cap, int64_t *n_out, int32_t *type_ids) {
     if (!t || (!a && alen) || (!b && blen) || (!ids && cap > 0) || !n_out)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode_pair: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode_pair: NULL argument");
     if (cap < 0) cap = 0;
     if (t->kind == TOK_HF) {
         tok_out o = {ids, cap, 0};
@@ -210,7 +210,7 @@ static size_t piece_bytes(const candle_tokenizer *t, int32_t id, bool render_spe
 
 static candle_status check_id(const candle_tokenizer *t, int32_t id, const char *what) {
     if (id < 0 || id >= t->n_vocab)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: token id %d out of range [0, %d)",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: token id %d out of range [0, %d)",
                                 what, (int)id, (int)t->n_vocab);
     return CANDLE_OK;
 }
@@ -219,12 +219,12 @@ candle_status candle_tokenizer_token_bytes(const candle_tokenizer *t, int32_t id
                                            bool render_special, char *buf, size_t cap,
                                            size_t *len) {
     if (!t || (!buf && cap) || !len)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_token_bytes: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_token_bytes: NULL argument");
     candle_status st = check_id(t, id, "tokenizer_token_bytes");
     if (st != CANDLE_OK) return st;
     *len = piece_bytes(t, id, render_special, buf, cap);
     if (*len > cap)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "tokenizer_token_bytes: buffer of %zu bytes too small, need %zu", cap, *len);
     if (*len < cap) buf[*len] = 0;
     return CANDLE_OK;
@@ -245,7 +245,7 @@ static candle_status hf_decode_into(const candle_tokenizer *t, const int32_t *id
     hf_str s = {0};
     if (!hf_decode(t, ids, n, !render_special, &s)) {
         hf_str_free(&s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: decoding %lld ids", (long long)n);
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: decoding %lld ids", (long long)n);
     }
     *len = s.n;
     if (cap) {
@@ -255,7 +255,7 @@ static candle_status hf_decode_into(const candle_tokenizer *t, const int32_t *id
     }
     hf_str_free(&s);
     if (*len >= cap)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "tokenizer_decode: buffer of %zu bytes too small, need %zu", cap, *len + 1);
     return CANDLE_OK;
 }
@@ -263,7 +263,7 @@ static candle_status hf_decode_into(const candle_tokenizer *t, const int32_t *id
 candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *ids, int64_t n,
                                       bool render_special, char *buf, size_t cap, size_t *len) {
     if (!t || (!ids && n > 0) || (!buf && cap) || !len)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_decode: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_decode: NULL argument");
     if (t->kind == TOK_HF) return hf_decode_into(t, ids, n, render_special, buf, cap, len);
     size_t total = 0;
     bool strip = strips_prefix(t);
@@ -287,7 +287,7 @@ candle_status candle_tokenizer_decode(const candle_tokenizer *t, const int32_t *
     *len = total;
     if (cap) buf[total < cap ? total : cap - 1] = 0;
     if (total >= cap)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "tokenizer_decode: buffer of %zu bytes too small, need %zu", cap, total + 1);
     return CANDLE_OK;
 }
@@ -327,13 +327,13 @@ size_t candle_tokenizer_detok_bufsize(const candle_tokenizer *t) {
 candle_status candle_tokenizer_detok_push(const candle_tokenizer *t, candle_detok *d, int32_t id,
                                           bool render_special, char *buf, size_t cap, size_t *len) {
     if (!t || !d || !buf || !len)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_detok_push: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_detok_push: NULL argument");
     candle_status st = check_id(t, id, "tokenizer_detok_push");
     if (st != CANDLE_OK) return st;
     size_t pl = piece_bytes(t, id, render_special, NULL, 0);
     size_t have = d->n_pending + pl, need = 3 * have + 1;
     if (cap < need)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "tokenizer_detok_push: buffer of %zu bytes too small, need %zu", cap, need);
     /* Assemble pending + piece at the end of buf, sanitize to its start:
      * the output never overtakes the input it reads. */
@@ -363,9 +363,9 @@ candle_status candle_tokenizer_detok_flush(const candle_tokenizer *t, candle_det
                                            size_t cap, size_t *len) {
     (void)t;
     if (!d || !buf || !len)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_detok_flush: NULL argument");
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_detok_flush: NULL argument");
     if (cap < 3 * (size_t)d->n_pending + 1)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "tokenizer_detok_flush: buffer of %zu bytes too small", cap);
     *len = sanitize(d->pending, d->n_pending, buf);
     buf[*len] = 0;

@@ -26,7 +26,7 @@ candle_status tok_map_init(tok_map *m, int64_t n) {
     m->cap = cap;
     if (!m->keys || !m->lens || !m->vals) {
         tok_map_free(m);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer map of %llu slots",
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer map of %llu slots",
                                 (unsigned long long)cap);
     }
     return CANDLE_OK;
@@ -83,7 +83,7 @@ static int32_t pick_id(int64_t given, int32_t dflt, int32_t n_vocab) {
  * default, with a warning, as llama.cpp does ("bad special token"). */
 static int64_t given_id(int64_t given, const char *what, int32_t n_vocab) {
     if (given < 0 || given < n_vocab) return given;
-    candle_log_msg(CANDLE_LOG_WARN,
+    cdl_log_msg(CANDLE_LOG_WARN,
                    "tokenizer: %s token id %lld is outside the vocabulary of %d tokens; "
                    "ignored, using the default",
                    what, (long long)given, (int)n_vocab);
@@ -145,7 +145,7 @@ static candle_status collect_specials(candle_tokenizer *t) {
         n += (ty == TT_CONTROL || ty == TT_USER || ty == TT_UNKNOWN) && t->tokens[i].len;
     }
     t->specials = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    if (!t->specials) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: specials");
+    if (!t->specials) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: specials");
     for (int32_t i = 0; i < t->n_vocab; i++) {
         uint8_t ty = t->tokens[i].type;
         if ((ty == TT_CONTROL || ty == TT_USER || ty == TT_UNKNOWN) && t->tokens[i].len)
@@ -212,7 +212,7 @@ static candle_status copy_strings(candle_tokenizer *t, const tok_source *s) {
     t->pool = malloc(total ? total : 1);
     t->tokens = calloc((size_t)s->n_tokens, sizeof *t->tokens);
     if (!t->pool || !t->tokens)
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: vocabulary of %lld tokens",
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: vocabulary of %lld tokens",
                                 (long long)s->n_tokens);
     char *p = t->pool;
     candle_status st = tok_map_init(&t->vocab, s->n_tokens);
@@ -245,7 +245,7 @@ static candle_status compile_pre(candle_tokenizer *t, const char *pre) {
     const char *const *res = tok_pre_regexes(pre, &t->ignore_merges);
     for (int i = 0; res[i]; i++) {
         if (t->n_regex == TOK_MAX_REGEX)
-            return candle_set_error(NULL, CANDLE_ERR_INTERNAL, "tokenizer: too many pre-tokenizer regexes");
+            return cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "tokenizer: too many pre-tokenizer regexes");
         candle_status st = tok_regex_compile(res[i], &t->regex[t->n_regex]);
         if (st != CANDLE_OK) return st;
         t->n_regex++;
@@ -256,17 +256,17 @@ static candle_status compile_pre(candle_tokenizer *t, const char *pre) {
 candle_status tok_build(candle_tokenizer **out, const tok_source *s) {
     *out = NULL;
     tok_kind kind;
-    if (!s->model) return candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: no tokenizer.ggml.model");
+    if (!s->model) return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: no tokenizer.ggml.model");
     if (!strcmp(s->model, "llama")) kind = TOK_SPM;
     else if (!strcmp(s->model, "gpt2")) kind = TOK_BPE;
     else if (!strcmp(s->model, "bert")) kind = TOK_WPM;
-    else return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "tokenizer: model '%s' not supported", s->model);
+    else return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "tokenizer: model '%s' not supported", s->model);
     if (s->n_tokens <= 0 || s->n_tokens > INT32_MAX)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %lld tokens", (long long)s->n_tokens);
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %lld tokens", (long long)s->n_tokens);
     if (kind == TOK_BPE && s->n_merges <= 0)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: BPE vocabulary without merges");
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: BPE vocabulary without merges");
     candle_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer");
+    if (!t) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizer");
     t->kind = kind;
     t->n_vocab = (int32_t)s->n_tokens;
     candle_status st = copy_strings(t, s);
@@ -304,13 +304,13 @@ static candle_status get_strings(const candle_gguf *g, const char *key, int64_t 
     *n = 0;
     if (!candle_gguf_get_arr(g, key, &et, n)) return CANDLE_OK;
     if (et != CANDLE_GGUF_STRING || *n < 0)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %s is not a string array", key);
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %s is not a string array", key);
     *strs = malloc((size_t)(*n ? *n : 1) * sizeof **strs);
     *lens = malloc((size_t)(*n ? *n : 1) * sizeof **lens);
-    if (!*strs || !*lens) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", key);
+    if (!*strs || !*lens) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", key);
     for (int64_t i = 0; i < *n; i++)
         if (!candle_gguf_arr_str(g, key, i, &(*strs)[i], &(*lens)[i]))
-            return candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %s[%lld] unreadable", key,
+            return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %s[%lld] unreadable", key,
                                     (long long)i);
     return CANDLE_OK;
 }
@@ -325,12 +325,12 @@ static candle_status get_numbers(const candle_gguf *g, const char *key, candle_g
     *data = NULL;
     if (!candle_gguf_get_arr(g, key, &et, &m)) return CANDLE_OK;
     if (et != want || m != n)
-        return candle_set_error(NULL, CANDLE_ERR_FORMAT,
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "tokenizer: %s: expected %lld elements of type %d, got %lld of type %d",
                                 key, (long long)n, (int)want, (long long)m, (int)et);
     const void *src = candle_gguf_arr_data(g, key);
-    if (!src) return candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %s has no data", key);
-    if (!(*data = malloc((size_t)n * 4))) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", key);
+    if (!src) return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: %s has no data", key);
+    if (!(*data = malloc((size_t)n * 4))) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", key);
     memcpy(*data, src, (size_t)n * 4);
     return CANDLE_OK;
 }
@@ -348,7 +348,7 @@ static char *dup_str(const candle_gguf *g, const char *key) {
 }
 
 candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g) {
-    if (!out || !g) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_gguf: NULL argument");
+    if (!out || !g) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_gguf: NULL argument");
     *out = NULL;
     /* A file with a whole tokenizer.json in place of the tokenizer.ggml.*
      * keys (the GGUF spec allows it; candle quantize of a Hugging Face
@@ -366,7 +366,7 @@ candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gg
     void *scores = NULL, *types = NULL;
     candle_status st = get_strings(g, "tokenizer.ggml.tokens", &s.n_tokens, &toks, &tlens);
     if (st == CANDLE_OK && !s.n_tokens)
-        st = candle_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: no tokenizer.ggml.tokens");
+        st = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "tokenizer: no tokenizer.ggml.tokens");
     if (st == CANDLE_OK)
         st = get_strings(g, "tokenizer.ggml.merges", &s.n_merges, &merges, &mlens);
     if (st == CANDLE_OK)

@@ -72,7 +72,7 @@ candle_status tok_wpm_encode(const candle_tokenizer *t, const char *text, size_t
     w.offs = malloc((len + 1) * sizeof *w.offs);
     candle_status st = CANDLE_OK;
     if (!w.buf || !w.offs) {
-        st = candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
+        st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
         goto done;
     }
     memcpy(w.buf, "\xe2\x96\x81", 3);

@@ -158,7 +158,7 @@ static void test_block_pools(void) {
 }
 
 int main(void) {
-    candle_batch_set_gather(gather_pass());
+    cdl_batch_set_gather(gather_pass());
     char path[4096];
     test_path("../shared/data/models/stories260K.gguf", path, sizeof path);
     candle_model *m = NULL;

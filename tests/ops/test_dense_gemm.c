@@ -127,7 +127,7 @@ static void check_dot_rows(const char *isa, candle_dtype t, int64_t k, int64_t n
             char *p = w + (size_t)r * ws + (size_t)i * esz;
             /* padding holds large values: read by mistake, they show */
             store_elem(t, p, i < k ? (float)mt_uniform(rng, -1, 1) : 1000.0f);
-            if (i < k) acc += (double)candle_load_f32(t, p) * x[i], m += fabs((double)candle_load_f32(t, p) * x[i]);
+            if (i < k) acc += (double)cdl_load_f32(t, p) * x[i], m += fabs((double)cdl_load_f32(t, p) * x[i]);
         }
         want[r] = acc, mag[r] = m;
     }

@@ -35,7 +35,7 @@ static candle_tensor *iota(candle_ctx *ctx, candle_dtype t, int rank, const int6
 static double at(const candle_tensor *t, const int64_t *idx) {
     int64_t off = 0;
     for (int d = 0; d < t->rank; d++) off += idx[d] * t->stride[d];
-    return candle_load_f64(t->dtype, (const char *)candle_tensor_data(t) + off);
+    return cdl_load_f64(t->dtype, (const char *)candle_tensor_data(t) + off);
 }
 
 /* Every element of got equals want's (same shape, any layouts). */
@@ -110,7 +110,7 @@ static void check_convert(candle_ctx *ctx, candle_dtype from, candle_dtype to) {
     int64_t bad = -1;
     for (int64_t i = 0; i < n && bad < 0; i++) {
         char want[8];
-        candle_store_f64(to, want, candle_load_f64(from, in + i * fs));
+        cdl_store_f64(to, want, cdl_load_f64(from, in + i * fs));
         if (memcmp(got + i * es, want, es)) bad = i;
     }
     CHECK_MSG(bad < 0, "copy %s -> %s: element %lld differs from the reference", candle_dtype_name(from),

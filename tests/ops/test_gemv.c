@@ -1,5 +1,5 @@
 /* The matrix-vector kernels of the 32-element block types (q4_0, q4_1,
- * q5_0, q5_1, q8_0: src/quant/x86/gemv_avx2.c through candle_gemv_rows).
+ * q5_0, q5_1, q8_0: src/quant/x86/gemv_avx2.c through cdl_gemv_rows).
  *
  * Their float steps per row are a contract (see the kernel file's comment):
  * the packed multi-row kernels reproduce them, so a row's result does not
@@ -182,12 +182,12 @@ static float *rand_vals(int64_t n, uint64_t seed) {
 static void check_variants(candle_dtype t, int64_t N, int64_t K, const uint8_t *w, size_t ws, const void *xv,
                            const float *out) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (!candle_quant_uses_avx2()) return;
-    bool vnni = candle_quant_uses_vnni();
+    if (!cdl_quant_uses_avx2()) return;
+    bool vnni = cdl_quant_uses_vnni();
     float *a = malloc(sizeof(float) * (size_t)(N + 1)), *b = malloc(sizeof(float) * (size_t)(N + 1));
     a[N] = b[N] = -7.0f;
-    candle_gemv_rows_avx2(t, K, N, w, ws, xv, a);
-    if (vnni) candle_gemv_rows_vnni(t, K, N, w, ws, xv, b);
+    cdl_gemv_rows_avx2(t, K, N, w, ws, xv, a);
+    if (vnni) cdl_gemv_rows_vnni(t, K, N, w, ws, xv, b);
     CHECK_MSG(a[N] == -7.0f && b[N] == -7.0f, "%s N %lld K %lld: a variant wrote past the last row",
               candle_dtype_name(t), (long long)N, (long long)K);
     for (int64_t n = 0; n < N; n++) {
@@ -202,11 +202,11 @@ static void check_variants(candle_dtype t, int64_t N, int64_t K, const uint8_t *
 #endif
 }
 
-/* candle_gemv_rows over N rows `ws = row + pad` bytes apart from an
+/* cdl_gemv_rows over N rows `ws = row + pad` bytes apart from an
  * address `off` bytes past an aligned one. */
 static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad, size_t off) {
     const candle_dtype_traits *wt = cpu_dtype(t);
-    size_t xb = candle_gemv_x_bytes(t, K);
+    size_t xb = cdl_gemv_x_bytes(t, K);
     if (!xb) return; /* no kernel on this CPU: the vec_dot path serves */
 #ifndef CANDLE_QUANT_HAVE_X86
     /* the portable rows are traits vec_dots: block rows at their natural
@@ -222,10 +222,10 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad, size_t 
     uint8_t *wrows = (uint8_t *)buf + off;
     for (int64_t n = 0; n < N; n++) memcpy(wrows + (size_t)n * ws, w + (size_t)n * row, row);
     void *xv = aligned_alloc(64, xb);
-    candle_gemv_prep(t, K, xf, xv);
+    cdl_gemv_prep(t, K, xf, xv);
     float *out = malloc(sizeof(float) * (size_t)(N + 1));
     out[N] = -7.0f;
-    candle_gemv_rows(t, K, N, wrows, ws, xv, out);
+    cdl_gemv_rows(t, K, N, wrows, ws, xv, out);
     CHECK_MSG(out[N] == -7.0f, "%s N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
 #ifndef CANDLE_QUANT_HAVE_X86
     /* the portable rows (arm64): the activation is the vec_dot_type row
@@ -277,7 +277,7 @@ static void test_rows(void) {
             }
     /* a row past the prefetch distance many times over */
     for (int ti = 0; ti < 5; ti++) check_rows(types[ti], 6, 32 * 200, 5, 3);
-    CHECK(candle_gemv_x_bytes(CANDLE_DTYPE_Q4_0, 48) == 0); /* not whole blocks */
+    CHECK(cdl_gemv_x_bytes(CANDLE_DTYPE_Q4_0, 48) == 0); /* not whole blocks */
 }
 
 int main(void) { return vnni_run_passes(test_rows, "test_gemv"); }

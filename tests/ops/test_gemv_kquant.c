@@ -94,21 +94,21 @@ static bool check_out(const char *what, candle_dtype t, const float *out, int64_
 static void check_variants(candle_dtype t, int64_t N, int64_t K, const char *w, size_t ws, const void *xv,
                            const void *xq, const float *c) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (!candle_quant_uses_avx2()) return;
+    if (!cdl_quant_uses_avx2()) return;
     static const candle_vec_dot_fn dots[][2] = {
-        {candle_vec_dot_q2_k_q8_k_avx2, candle_vec_dot_q2_k_q8_k_vnni},
-        {candle_vec_dot_q3_k_q8_k_avx2, candle_vec_dot_q3_k_q8_k_vnni},
-        {candle_vec_dot_q4_k_q8_k_avx2, candle_vec_dot_q4_k_q8_k_vnni},
-        {candle_vec_dot_q5_k_q8_k_avx2, candle_vec_dot_q5_k_q8_k_vnni},
-        {candle_vec_dot_q6_k_q8_k_avx2, candle_vec_dot_q6_k_q8_k_vnni},
+        {cdl_vec_dot_q2_k_q8_k_avx2, cdl_vec_dot_q2_k_q8_k_vnni},
+        {cdl_vec_dot_q3_k_q8_k_avx2, cdl_vec_dot_q3_k_q8_k_vnni},
+        {cdl_vec_dot_q4_k_q8_k_avx2, cdl_vec_dot_q4_k_q8_k_vnni},
+        {cdl_vec_dot_q5_k_q8_k_avx2, cdl_vec_dot_q5_k_q8_k_vnni},
+        {cdl_vec_dot_q6_k_q8_k_avx2, cdl_vec_dot_q6_k_q8_k_vnni},
     };
     int ti = 0;
     while (k_types[ti] != t) ti++;
-    bool vnni = candle_quant_uses_vnni();
+    bool vnni = cdl_quant_uses_vnni();
     float *a = malloc(sizeof(float) * (size_t)(N + 1)), *b = malloc(sizeof(float) * (size_t)(N + 1));
     a[N] = b[N] = -7.0f;
-    candle_gemv_rows_avx2(t, K, N, w, ws, xv, a);
-    if (vnni) candle_gemv_rows_vnni(t, K, N, w, ws, xv, b);
+    cdl_gemv_rows_avx2(t, K, N, w, ws, xv, a);
+    if (vnni) cdl_gemv_rows_vnni(t, K, N, w, ws, xv, b);
     CHECK_MSG(a[N] == -7.0f && b[N] == -7.0f, "%s N %lld K %lld: a variant wrote past the last row",
               candle_dtype_name(t), (long long)N, (long long)K);
     for (int64_t n = 0; n < N; n++) {
@@ -127,10 +127,10 @@ static void check_variants(candle_dtype t, int64_t N, int64_t K, const char *w, 
 #endif
 }
 
-/* candle_gemv_rows on N rows `pad` bytes apart beyond the row size. */
+/* cdl_gemv_rows on N rows `pad` bytes apart beyond the row size. */
 static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     const candle_dtype_traits *wt = cpu_dtype(t);
-    size_t xb = candle_gemv_x_bytes(t, K);
+    size_t xb = cdl_gemv_x_bytes(t, K);
     CHECK_MSG(xb > 0, "%s K %lld: no gemv kernel", wt->name, (long long)K);
     if (!xb) return;
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
@@ -141,11 +141,11 @@ static void check_rows(candle_dtype t, int64_t N, int64_t K, size_t pad) {
     char *wide = malloc(ws * (size_t)N);
     for (int64_t n = 0; n < N; n++) memcpy(wide + (size_t)n * ws, w + (size_t)n * row, row);
     void *xv = aligned_alloc(64, xb);
-    candle_gemv_prep(t, K, xf, xv);
+    cdl_gemv_prep(t, K, xf, xv);
     CHECK_MSG(memcmp(xv, x, xs) == 0, "%s K %lld: prepared row differs from the q8_K row", wt->name, (long long)K);
     float *c = malloc(sizeof(float) * (size_t)(N + 1));
     c[N] = -7.0f;
-    candle_gemv_rows(t, K, N, wide, ws, xv, c);
+    cdl_gemv_rows(t, K, N, wide, ws, xv, c);
     CHECK_MSG(c[N] == -7.0f, "%s gemv N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
     check_out(pad ? "gemv wide" : "gemv", t, c, N, K, wide, ws, x, xf);
     check_variants(t, N, K, wide, ws, xv, x, c);
@@ -158,9 +158,9 @@ static void test_rows(void) {
     const int n_ns = (int)(sizeof Ns / sizeof Ns[0]);
     for (int i = 0; i < N_K_TYPES; i++) {
         candle_dtype t = k_types[i];
-        if (!candle_gemv_x_bytes(t, 256)) continue; /* no AVX2: the vec_dot path serves */
-        CHECK(candle_gemv_x_bytes(t, 256) % 64 == 0);
-        CHECK(candle_gemv_x_bytes(t, 288) == 0); /* not whole super-blocks */
+        if (!cdl_gemv_x_bytes(t, 256)) continue; /* no AVX2: the vec_dot path serves */
+        CHECK(cdl_gemv_x_bytes(t, 256) % 64 == 0);
+        CHECK(cdl_gemv_x_bytes(t, 288) == 0); /* not whole super-blocks */
         for (int64_t K = 256; K <= 1024; K += 256)
             for (int j = 0; j < n_ns; j++) {
                 check_rows(t, Ns[j], K, 0);

@@ -36,23 +36,23 @@ static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
     float *wf = rand_rows(N, K, (uint64_t)(N * 7 + K), wn), *xf = rand_rows(M, K, (uint64_t)(M * 3 + 1), xn);
     size_t ws, xs;
     char *w = mt_quantize_rows(t, wf, N, K, &ws), *x = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
-    size_t sb = candle_qgemm_scratch_bytes(t, K);
+    size_t sb = cdl_qgemm_scratch_bytes(t, K);
     void *scratch = sb ? aligned_alloc(64, (sb + 63) & ~(size_t)63) : NULL;
     int64_t ldc = N + 3; /* outputs inside a wider row */
     float *c = malloc(sizeof(float) * (size_t)(M * ldc));
     for (int64_t i = 0; i < M * ldc; i++) c[i] = -7.0f;
-    candle_qgemm_rows(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
+    cdl_qgemm_rows(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
     int bad = 0;
     for (int64_t m = 0; m < M && !bad; m++) {
         for (int64_t n = 0; n < ldc && !bad; n++) {
             float want = -7.0f;
             if (n < N) wt->vec_dot(K, &want, w + (size_t)n * ws, x + (size_t)m * xs);
             /* the per-output path gives vec_dot's bits */
-            double tol = n < N && !candle_qgemm_rows_exact(t) ? REL * wn[n] * xn[m] : 0;
+            double tol = n < N && !cdl_qgemm_rows_exact(t) ? REL * wn[n] * xn[m] : 0;
             if (fabs((double)c[m * ldc + n] - want) > tol) {
                 CHECK_MSG(0, "%s M %lld N %lld K %lld: c[%lld][%lld] = %.9g, vec_dot %.9g (fast %d)", wt->name,
                           (long long)M, (long long)N, (long long)K, (long long)m, (long long)n, c[m * ldc + n],
-                          want, candle_qgemm_has_fast(t));
+                          want, cdl_qgemm_has_fast(t));
                 bad = 1;
             }
         }
@@ -74,7 +74,7 @@ static void test_rows(void) {
         check_rows((candle_dtype)t, 4, 16, bs >= 256 ? 1536 : 1184);
         /* past the 256 rows whose q4_0 aux records fit the scratch: a
          * second turn of activation rows over repacked panels */
-        if (candle_qgemm_has_fast((candle_dtype)t)) check_rows((candle_dtype)t, 261, 9, bs >= 256 ? bs : 2 * bs);
+        if (cdl_qgemm_has_fast((candle_dtype)t)) check_rows((candle_dtype)t, 261, 9, bs >= 256 ? bs : 2 * bs);
     }
 }
 
@@ -83,7 +83,7 @@ static void test_rows(void) {
  * tail; rows ws apart inside a wider stride. */
 static void check_gemv(candle_dtype t, int64_t N, int64_t K) {
     const candle_dtype_traits *wt = cpu_dtype(t);
-    size_t xb = candle_gemv_x_bytes(t, K);
+    size_t xb = cdl_gemv_x_bytes(t, K);
     if (!xb) return;
     double *wn = malloc(sizeof(double) * (size_t)N), xn;
     float *wf = rand_rows(N, K, (uint64_t)(N * 5 + K), wn), *xf = rand_rows(1, K, (uint64_t)K, &xn);
@@ -93,10 +93,10 @@ static void check_gemv(candle_dtype t, int64_t N, int64_t K) {
     char *wide = malloc(ws * (size_t)N);
     for (int64_t n = 0; n < N; n++) memcpy(wide + (size_t)n * ws, w + (size_t)n * row, row);
     void *xv = aligned_alloc(64, xb);
-    candle_gemv_prep(t, K, xf, xv);
+    cdl_gemv_prep(t, K, xf, xv);
     float *c = malloc(sizeof(float) * (size_t)(N + 1));
     c[N] = -7.0f;
-    candle_gemv_rows(t, K, N, wide, ws, xv, c);
+    cdl_gemv_rows(t, K, N, wide, ws, xv, c);
     int bad = c[N] != -7.0f;
     CHECK_MSG(!bad, "%s gemv N %lld K %lld: wrote past the last row", wt->name, (long long)N, (long long)K);
     for (int64_t n = 0; n < N && !bad; n++) {
@@ -115,10 +115,10 @@ static void test_gemv(void) {
     static const int64_t Ks[] = {32, 96, 256, 288, 576, 2048 + 224};
     int with = 0;
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
-        if (!candle_gemv_x_bytes((candle_dtype)t, 256)) continue;
+        if (!cdl_gemv_x_bytes((candle_dtype)t, 256)) continue;
         with++;
-        CHECK(candle_gemv_x_bytes((candle_dtype)t, 256) % 64 == 0);
-        CHECK(candle_gemv_x_bytes((candle_dtype)t, 48) == 0); /* not whole blocks */
+        CHECK(cdl_gemv_x_bytes((candle_dtype)t, 256) % 64 == 0);
+        CHECK(cdl_gemv_x_bytes((candle_dtype)t, 48) == 0); /* not whole blocks */
         for (int i = 0; i < 6; i++) {
             check_gemv((candle_dtype)t, 1, Ks[i]);
             check_gemv((candle_dtype)t, 19, Ks[i]);
@@ -154,7 +154,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t B, int64_t M, 
                 float want;
                 wt->vec_dot(K, &want, tensor_ptr(w) + n * w->stride[0], xq + (size_t)r * xs);
                 /* the dequantizing GEMM keeps x in f32: q8 rounding of x only */
-                double tol = (quant ? candle_qgemm_rows_exact(t) ? 0 : REL : 2e-2) * wn[n] * xn[r];
+                double tol = (quant ? cdl_qgemm_rows_exact(t) ? 0 : REL : 2e-2) * wn[n] * xn[r];
                 if (fabs((double)got[r * N + n] - want) > tol) {
                     CHECK_MSG(0, "%s B %lld M %lld N %lld: y[%lld][%lld] = %.9g, vec_dot %.9g", wt->name,
                               (long long)B, (long long)M, (long long)N, (long long)r, (long long)n,

@@ -1,7 +1,7 @@
 /* A row's quantized product does not depend on how many rows share it: for
- * q4_0, q4_1, q5_0, q5_1 and q8_0 the packed multi-row kernels (candle_qgemm_rows, any
+ * q4_0, q4_1, q5_0, q5_1 and q8_0 the packed multi-row kernels (cdl_qgemm_rows, any
  * M, every 1-4 row tail) give the matrix-vector kernels' bits
- * (candle_gemv_rows, the batch-1 path), and through candle_matmul a row
+ * (cdl_gemv_rows, the batch-1 path), and through candle_matmul a row
  * alone (M = 1) equals the same row among others (1 and 2 threads). This is
  * what lets a server's concurrent greedy streams equal the same requests
  * run one at a time. Exact equality: the kernels promise the same float
@@ -39,23 +39,23 @@ static void fill_extreme(float *wf, int64_t nw, float *xf, int64_t M, int64_t K)
     for (int64_t i = 0; i < M * K; i++) xf[i] = (i / K) % 2 ? -1.0f : 1.0f;
 }
 
-/* candle_qgemm_rows over M rows against candle_gemv_rows row by row. */
+/* cdl_qgemm_rows over M rows against cdl_gemv_rows row by row. */
 static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
     const candle_dtype_traits *wt = cpu_dtype(t);
-    size_t xb = candle_gemv_x_bytes(t, K);
-    if (!xb || !candle_qgemm_has_fast(t)) return;
+    size_t xb = cdl_gemv_x_bytes(t, K);
+    if (!xb || !cdl_qgemm_has_fast(t)) return;
     float *wf = rand_rows(N, K, (uint64_t)(N * 13 + K)), *xf = rand_rows(M, K, (uint64_t)(M * 5 + K));
     if (extreme) fill_extreme(wf, N * K, xf, M, K);
     size_t ws, xs;
     char *w = mt_quantize_rows(t, wf, N, K, &ws), *x = mt_quantize_rows(wt->vec_dot_type, xf, M, K, &xs);
-    void *scratch = aligned_alloc(64, (candle_qgemm_scratch_bytes(t, K) + 63) & ~(size_t)63);
+    void *scratch = aligned_alloc(64, (cdl_qgemm_scratch_bytes(t, K) + 63) & ~(size_t)63);
     void *xv = aligned_alloc(64, xb);
     float *c = malloc(sizeof(float) * (size_t)(M * N)), *want = malloc(sizeof(float) * (size_t)N);
-    candle_qgemm_rows(t, K, M, N, w, ws, x, xs, c, N, scratch);
+    cdl_qgemm_rows(t, K, M, N, w, ws, x, xs, c, N, scratch);
     int bad = 0;
     for (int64_t m = 0; m < M && !bad; m++) {
-        candle_gemv_prep(t, K, xf + m * K, xv);
-        candle_gemv_rows(t, K, N, w, ws, xv, want);
+        cdl_gemv_prep(t, K, xf + m * K, xv);
+        cdl_gemv_rows(t, K, N, w, ws, xv, want);
         for (int64_t n = 0; n < N && !bad; n++)
             if (memcmp(&c[m * N + n], &want[n], sizeof(float)) != 0) {
                 CHECK_MSG(0, "%s M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name, (long long)M,
@@ -128,15 +128,15 @@ static void check_vnni(candle_dtype t, int64_t M, int nn, int64_t K, bool extrem
     qcase q = make_case(t, M, nn, K, extreme, (uint64_t)(nn * 17 + K), (uint64_t)(M * 7 + K + 1), 4);
     const char *w = q.w, *x = q.x;
     size_t ws = q.ws, xs = q.xs;
-    void *p = aligned_alloc(64, (candle_qgemm_panel_bytes_avx2(t, K) + 63) & ~(size_t)63);
-    size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+    void *p = aligned_alloc(64, (cdl_qgemm_panel_bytes_avx2(t, K) + 63) & ~(size_t)63);
+    size_t ab = cdl_qgemm_aux_bytes_avx2(t, K);
     void *aux = ab ? malloc(ab * (size_t)M) : NULL;
     float *a = malloc(sizeof(float) * (size_t)(M * 9)), *b = malloc(sizeof(float) * (size_t)(M * 9));
     for (int64_t i = 0; i < M * 9; i++) a[i] = b[i] = -7.0f;
-    candle_qgemm_pack_avx2(t, K, nn, w, ws, p);
-    candle_qgemm_prep_avx2(t, K, M, x + 4, xs, aux);
-    candle_qgemm_panel_rows_avx2(t, K, nn, p, x + 4, xs, aux, M, a, 9);
-    candle_qgemm_panel_rows_vnni(t, K, nn, p, x + 4, xs, aux, M, b, 9);
+    cdl_qgemm_pack_avx2(t, K, nn, w, ws, p);
+    cdl_qgemm_prep_avx2(t, K, M, x + 4, xs, aux);
+    cdl_qgemm_panel_rows_avx2(t, K, nn, p, x + 4, xs, aux, M, a, 9);
+    cdl_qgemm_panel_rows_vnni(t, K, nn, p, x + 4, xs, aux, M, b, 9);
     int bad = 0;
     for (int64_t i = 0; i < M * 9 && !bad; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0 || (i % 9 >= nn && a[i] != -7.0f)) {
@@ -157,18 +157,18 @@ static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extr
     qcase q = make_case(t, M, nn, K, extreme, (uint64_t)(nn * 19 + K), (uint64_t)(M * 11 + K + 3), 12);
     const char *w = q.w, *x = q.x;
     size_t ws = q.ws, xs = q.xs;
-    size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
+    size_t pb = cdl_qgemm_panel_bytes_avx2(t, K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
     char *p = aligned_alloc(64, (2 * pb + 63) & ~(size_t)63);
     void *aux = ab ? malloc(ab * (size_t)M) : NULL;
     const int64_t ldc = 17;
     float *a = malloc(sizeof(float) * (size_t)(M * ldc)), *b = malloc(sizeof(float) * (size_t)(M * ldc));
     for (int64_t i = 0; i < M * ldc; i++) a[i] = b[i] = -7.0f;
-    candle_qgemm_pack_avx2(t, K, 8, w, ws, p);
-    candle_qgemm_pack_avx2(t, K, nn2, w + 8 * ws, ws, p + pb);
-    candle_qgemm_prep_avx2(t, K, M, x + 4, xs, aux);
-    candle_qgemm_panel_rows_avx2(t, K, 8, p, x + 4, xs, aux, M, a, ldc);
-    candle_qgemm_panel_rows_avx2(t, K, nn2, p + pb, x + 4, xs, aux, M, a + 8, ldc);
-    candle_qgemm_pair_rows_vnni(t, K, nn, p, x + 4, xs, aux, M, b, ldc);
+    cdl_qgemm_pack_avx2(t, K, 8, w, ws, p);
+    cdl_qgemm_pack_avx2(t, K, nn2, w + 8 * ws, ws, p + pb);
+    cdl_qgemm_prep_avx2(t, K, M, x + 4, xs, aux);
+    cdl_qgemm_panel_rows_avx2(t, K, 8, p, x + 4, xs, aux, M, a, ldc);
+    cdl_qgemm_panel_rows_avx2(t, K, nn2, p + pb, x + 4, xs, aux, M, a + 8, ldc);
+    cdl_qgemm_pair_rows_vnni(t, K, nn, p, x + 4, xs, aux, M, b, ldc);
     int bad = 0;
     for (int64_t i = 0; i < M * ldc && !bad; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0 || (i % ldc >= nn && b[i] != -7.0f)) {
@@ -182,7 +182,7 @@ static void check_pairs(candle_dtype t, int64_t M, int nn2, int64_t K, bool extr
 }
 
 static void test_vnni(void) {
-    if (!candle_quant_uses_vnni()) {
+    if (!cdl_quant_uses_vnni()) {
         test_skip("test_qgemm_order", "no AVX512-VNNI kernels in use (none on this CPU, or the no-VNNI pass): VNNI checks");
         return;
     }
@@ -196,7 +196,7 @@ static void test_vnni(void) {
             for (int m = 0; m < 8; m++) check_vnni(t, Ms[m], nns[(m + k) % 3], Ks[k], false);
         check_vnni(t, 5, 8, kq ? 512 : 288, true);
         check_vnni(t, 4, 3, kq ? 256 : 64, true);
-        if (!candle_qgemm_has_pairs_vnni(t)) continue;
+        if (!cdl_qgemm_has_pairs_vnni(t)) continue;
         for (int k = 0; k < 3; k++)
             for (int m = 0; m < 8; m++) check_pairs(t, Ms[m], 1 + (m + 3 * k) % 8, Ks[k], false);
         check_pairs(t, 5, 8, kq ? 512 : 288, true);
@@ -205,7 +205,7 @@ static void test_vnni(void) {
 }
 
 /* The direct kernel (no panels: activation rows in the lanes, weight blocks
- * read in place) against candle_gemv_rows, called directly for every M
+ * read in place) against cdl_gemv_rows, called directly for every M
  * (partial 16-row tiles and several tiles), N not a multiple of its 6-row
  * pass, activation rows 4-byte aligned only; the output's other columns
  * untouched. */
@@ -215,17 +215,17 @@ static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool e
     const char *w = q.w, *x = q.x;
     const float *xf = q.xf;
     size_t ws = q.ws, xs = q.xs;
-    void *scratch = malloc(candle_qgemm_direct_bytes_vnni(t, K, M));
-    size_t xb = candle_gemv_x_bytes(t, K);
+    void *scratch = malloc(cdl_qgemm_direct_bytes_vnni(t, K, M));
+    size_t xb = cdl_gemv_x_bytes(t, K);
     void *xv = aligned_alloc(64, (xb + 63) & ~(size_t)63);
     const int64_t ldc = N + 3;
     float *c = malloc(sizeof(float) * (size_t)(M * ldc)), *want = malloc(sizeof(float) * (size_t)N);
     for (int64_t i = 0; i < M * ldc; i++) c[i] = -7.0f;
-    candle_qgemm_direct_vnni(t, K, M, N, w, ws, x + 4, xs, c, ldc, scratch);
+    cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x + 4, xs, c, ldc, scratch);
     int bad = 0;
     for (int64_t m = 0; m < M && !bad; m++) {
-        candle_gemv_prep(t, K, xf + m * K, xv);
-        candle_gemv_rows(t, K, N, w, ws, xv, want);
+        cdl_gemv_prep(t, K, xf + m * K, xv);
+        cdl_gemv_rows(t, K, N, w, ws, xv, want);
         for (int64_t n = 0; n < ldc && !bad; n++)
             if (n < N ? memcmp(&c[m * ldc + n], &want[n], sizeof(float)) != 0 : c[m * ldc + n] != -7.0f) {
                 CHECK_MSG(0, "%s direct M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name,
@@ -239,14 +239,14 @@ static void check_direct(candle_dtype t, int64_t M, int64_t N, int64_t K, bool e
 }
 
 static void test_direct(void) {
-    if (!candle_quant_uses_vnni()) {
+    if (!cdl_quant_uses_vnni()) {
         test_skip("test_qgemm_order", "no AVX512-VNNI kernels in use (none on this CPU, or the no-VNNI pass): direct checks");
         return;
     }
     static const candle_dtype dtypes[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0};
     static const int64_t Ks[] = {32, 224, 256, 576, 1536, 2048 + 224};
     for (int ti = 0; ti < 3; ti++) {
-        CHECK(candle_qgemm_has_direct_vnni(dtypes[ti]));
+        CHECK(cdl_qgemm_has_direct_vnni(dtypes[ti]));
         for (int64_t M = 1; M <= 20; M++) check_direct(dtypes[ti], M, 1 + (M * 7) % 17, Ks[M % 6], false);
         check_direct(dtypes[ti], 33, 13, 576, false);
         check_direct(dtypes[ti], 64, 12, 288, false);
@@ -254,7 +254,7 @@ static void test_direct(void) {
         check_direct(dtypes[ti], 16, 11, 288, true);
         check_direct(dtypes[ti], 7, 5, 64, true);
     }
-    CHECK(!candle_qgemm_has_direct_vnni(CANDLE_DTYPE_Q5_0) && !candle_qgemm_has_direct_vnni(CANDLE_DTYPE_Q4_K));
+    CHECK(!cdl_qgemm_has_direct_vnni(CANDLE_DTYPE_Q5_0) && !cdl_qgemm_has_direct_vnni(CANDLE_DTYPE_Q4_K));
 }
 #else
 static void test_vnni(void) {}
@@ -294,7 +294,7 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, 
 static void test_matmul(int threads) {
     candle_ctx *ctx = mt_ctx_threads(true, threads);
     for (int ti = 0; ti < N_TYPES; ti++) {
-        if (!candle_qgemm_has_fast(types[ti]) || !candle_gemv_x_bytes(types[ti], 576)) continue;
+        if (!cdl_qgemm_has_fast(types[ti]) || !cdl_gemv_x_bytes(types[ti], 576)) continue;
         check_matmul(ctx, types[ti], 2, 70, 576);
         check_matmul(ctx, types[ti], 7, 45, 576);
         check_matmul(ctx, types[ti], 16, 33, 1536);

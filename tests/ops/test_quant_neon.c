@@ -117,7 +117,7 @@ static void check_rows(const neon_case *c, int64_t nb, int64_t M, int64_t N, int
     float *out = malloc(sizeof(float) * (size_t)(M * ldc));
     for (int v = 0; v < 1 + dp; v++) {
         for (int64_t i = 0; i < M * ldc; i++) out[i] = -7.0f;
-        int ok = (v ? candle_qgemm_rows_dotprod : candle_qgemm_rows_neon)(c->t, K, M, N, w + 1, ws, x + 1, xs, out,
+        int ok = (v ? cdl_qgemm_rows_dotprod : cdl_qgemm_rows_neon)(c->t, K, M, N, w + 1, ws, x + 1, xs, out,
                                                                           ldc);
         CHECK_MSG(ok, "%s: no multi-row kernel", candle_dtype_name(c->t));
         int bad = 0;
@@ -172,9 +172,9 @@ static void check_quantizers(void) {
         size_t bs;
         qfn ref, neon;
     } qs[] = {
-        {CANDLE_DTYPE_Q8_0, 32, sizeof(block_q8_0), candle_q8_0_from_f32, candle_q8_0_from_f32_neon},
-        {CANDLE_DTYPE_Q8_1, 32, sizeof(block_q8_1), candle_q8_1_from_f32, candle_q8_1_from_f32_neon},
-        {CANDLE_DTYPE_Q8_K, 256, sizeof(block_q8_K), candle_q8_k_from_f32, candle_q8_k_from_f32_neon},
+        {CANDLE_DTYPE_Q8_0, 32, sizeof(block_q8_0), cdl_q8_0_from_f32, cdl_q8_0_from_f32_neon},
+        {CANDLE_DTYPE_Q8_1, 32, sizeof(block_q8_1), cdl_q8_1_from_f32, cdl_q8_1_from_f32_neon},
+        {CANDLE_DTYPE_Q8_K, 256, sizeof(block_q8_K), cdl_q8_k_from_f32, cdl_q8_k_from_f32_neon},
     };
     static const int64_t nbs[] = {1, 2, 3, 8, 9};
     for (size_t t = 0; t < sizeof qs / sizeof qs[0]; t++)
@@ -202,32 +202,32 @@ int main(void) {
     const char *sc = getenv("CANDLE_QUANT_SCALAR"), *nd = getenv("CANDLE_QUANT_NO_DOTPROD");
     int scalar = sc && *sc && *sc != '0', no_dp = nd && *nd && *nd != '0';
     /* the registration follows the CPU and the switches */
-    CHECK(candle_quant_uses_neon() == !scalar);
-    CHECK(candle_quant_uses_dotprod() == (!scalar && dp && !no_dp));
+    CHECK(cdl_quant_uses_neon() == !scalar);
+    CHECK(cdl_quant_uses_dotprod() == (!scalar && dp && !no_dp));
     CHECK(cpu_dtype(CANDLE_DTYPE_Q8_0)->vec_dot ==
-          (scalar ? candle_vec_dot_q8_0_q8_0
-                  : candle_quant_uses_dotprod() ? candle_vec_dot_q8_0_q8_0_dotprod : candle_vec_dot_q8_0_q8_0_neon));
-    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_0)->from_f32 == (scalar ? candle_q8_0_from_f32 : candle_q8_0_from_f32_neon));
-    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_K)->from_f32 == (scalar ? candle_q8_k_from_f32 : candle_q8_k_from_f32_neon));
+          (scalar ? cdl_vec_dot_q8_0_q8_0
+                  : cdl_quant_uses_dotprod() ? cdl_vec_dot_q8_0_q8_0_dotprod : cdl_vec_dot_q8_0_q8_0_neon));
+    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_0)->from_f32 == (scalar ? cdl_q8_0_from_f32 : cdl_q8_0_from_f32_neon));
+    CHECK(cpu_dtype(CANDLE_DTYPE_Q8_K)->from_f32 == (scalar ? cdl_q8_k_from_f32 : cdl_q8_k_from_f32_neon));
     check_quantizers();
     static const neon_case cases[] = {
-        {CANDLE_DTYPE_Q4_0, sizeof(block_q4_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q4_0_q8_0,
-         candle_vec_dot_q4_0_q8_0_neon, candle_vec_dot_q4_0_q8_0_dotprod, 32, -1, 1},
-        {CANDLE_DTYPE_Q4_1, sizeof(block_q4_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, candle_vec_dot_q4_1_q8_1,
-         candle_vec_dot_q4_1_q8_1_neon, candle_vec_dot_q4_1_q8_1_dotprod, 32, -1, 1},
-        {CANDLE_DTYPE_Q8_0, sizeof(block_q8_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q8_0_q8_0,
-         candle_vec_dot_q8_0_q8_0_neon, candle_vec_dot_q8_0_q8_0_dotprod, 32, -1, 1},
-        {CANDLE_DTYPE_Q5_0, sizeof(block_q5_0), sizeof(block_q8_0), {0}, 1, {0}, 1, candle_vec_dot_q5_0_q8_0,
-         candle_vec_dot_q5_0_q8_0_neon, candle_vec_dot_q5_0_q8_0_dotprod, 32, -1, 1},
-        {CANDLE_DTYPE_Q5_1, sizeof(block_q5_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, candle_vec_dot_q5_1_q8_1,
-         candle_vec_dot_q5_1_q8_1_neon, candle_vec_dot_q5_1_q8_1_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q4_0, sizeof(block_q4_0), sizeof(block_q8_0), {0}, 1, {0}, 1, cdl_vec_dot_q4_0_q8_0,
+         cdl_vec_dot_q4_0_q8_0_neon, cdl_vec_dot_q4_0_q8_0_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q4_1, sizeof(block_q4_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, cdl_vec_dot_q4_1_q8_1,
+         cdl_vec_dot_q4_1_q8_1_neon, cdl_vec_dot_q4_1_q8_1_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q8_0, sizeof(block_q8_0), sizeof(block_q8_0), {0}, 1, {0}, 1, cdl_vec_dot_q8_0_q8_0,
+         cdl_vec_dot_q8_0_q8_0_neon, cdl_vec_dot_q8_0_q8_0_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q5_0, sizeof(block_q5_0), sizeof(block_q8_0), {0}, 1, {0}, 1, cdl_vec_dot_q5_0_q8_0,
+         cdl_vec_dot_q5_0_q8_0_neon, cdl_vec_dot_q5_0_q8_0_dotprod, 32, -1, 1},
+        {CANDLE_DTYPE_Q5_1, sizeof(block_q5_1), sizeof(block_q8_1), {0, 2}, 2, {0, 2}, 2, cdl_vec_dot_q5_1_q8_1,
+         cdl_vec_dot_q5_1_q8_1_neon, cdl_vec_dot_q5_1_q8_1_dotprod, 32, -1, 1},
         /* K types: random bytes for the codes, scales, mins and q8_K's bsums */
-        {CANDLE_DTYPE_Q4_K, sizeof(block_q4_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q4_k_q8_k,
-         candle_vec_dot_q4_k_q8_k_neon, candle_vec_dot_q4_k_q8_k_dotprod, 256, 0, 2},
-        {CANDLE_DTYPE_Q5_K, sizeof(block_q5_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, candle_vec_dot_q5_k_q8_k,
-         candle_vec_dot_q5_k_q8_k_neon, candle_vec_dot_q5_k_q8_k_dotprod, 256, 0, 2},
-        {CANDLE_DTYPE_Q6_K, sizeof(block_q6_K), sizeof(block_q8_K), {(int)offsetof(block_q6_K, d)}, 1, {0}, 0, candle_vec_dot_q6_k_q8_k,
-         candle_vec_dot_q6_k_q8_k_neon, candle_vec_dot_q6_k_q8_k_dotprod, 256, 0, 2},
+        {CANDLE_DTYPE_Q4_K, sizeof(block_q4_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, cdl_vec_dot_q4_k_q8_k,
+         cdl_vec_dot_q4_k_q8_k_neon, cdl_vec_dot_q4_k_q8_k_dotprod, 256, 0, 2},
+        {CANDLE_DTYPE_Q5_K, sizeof(block_q5_K), sizeof(block_q8_K), {0, 2}, 2, {0}, 0, cdl_vec_dot_q5_k_q8_k,
+         cdl_vec_dot_q5_k_q8_k_neon, cdl_vec_dot_q5_k_q8_k_dotprod, 256, 0, 2},
+        {CANDLE_DTYPE_Q6_K, sizeof(block_q6_K), sizeof(block_q8_K), {(int)offsetof(block_q6_K, d)}, 1, {0}, 0, cdl_vec_dot_q6_k_q8_k,
+         cdl_vec_dot_q6_k_q8_k_neon, cdl_vec_dot_q6_k_q8_k_dotprod, 256, 0, 2},
     };
     static const int64_t nbs[] = {1, 2, 3, 4, 5, 7, 8, 9, 18, 33};
     static const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 5, 16, 17, 33};
@@ -243,7 +243,7 @@ int main(void) {
 }
 #else
 int main(void) {
-    CHECK(!candle_quant_uses_neon() && !candle_quant_uses_dotprod());
+    CHECK(!cdl_quant_uses_neon() && !cdl_quant_uses_dotprod());
     printf("not aarch64: no NEON kernels\n");
     return test_done("test_quant_neon");
 }

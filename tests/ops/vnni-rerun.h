@@ -20,8 +20,8 @@ static inline int vnni_run_passes(mt_pass_fn body, const char *name) {
     char label[160];
     const char *nv = getenv("CANDLE_QUANT_NO_VNNI");
     bool env_no_vnni = nv && *nv && *nv != '0';
-    if (env_no_vnni) CHECK_MSG(!candle_quant_uses_vnni(), "CANDLE_QUANT_NO_VNNI=1 left the VNNI kernels on");
-    if (!candle_quant_uses_vnni()) {
+    if (env_no_vnni) CHECK_MSG(!cdl_quant_uses_vnni(), "CANDLE_QUANT_NO_VNNI=1 left the VNNI kernels on");
+    if (!cdl_quant_uses_vnni()) {
         snprintf(label, sizeof label, env_no_vnni ? "%s (no VNNI)" : "%s", name);
         body();
         return test_done(label);
@@ -39,7 +39,7 @@ static inline int vnni_run_passes(mt_pass_fn body, const char *name) {
         return 1;
     }
     candle_cpu_params bp = {0};
-    CHECK_MSG(!candle_quant_uses_vnni() && mt_ctx_cpu_params(&bp) && bp.quant == CANDLE_CPU_QUANT_AVX2,
+    CHECK_MSG(!cdl_quant_uses_vnni() && mt_ctx_cpu_params(&bp) && bp.quant == CANDLE_CPU_QUANT_AVX2,
               "%s: the no-VNNI pass still runs the VNNI kernels", name);
     snprintf(label, sizeof label, "%s (no VNNI)", name);
     body();

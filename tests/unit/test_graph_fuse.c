@@ -106,10 +106,10 @@ static void check_chain(candle_op uop, candle_op bop, bool u_first, layout lay, 
     /* broadcast as the first operand: the binary's fast kernel does not
      * take it, so neither does the fusion */
     bool want = !ref_only() && !(lay == BCAST && !u_first && cols > 1);
-    CHECK_MSG(candle_graph_fused(g, p) == want && (!want || position(g, yl) == p + 1),
+    CHECK_MSG(cdl_graph_fused(g, p) == want && (!want || position(g, yl) == p + 1),
               "%s %s u_first %d layout %d %lldx%lld: fused %d at %d (reader at %d), want %d",
               candle_op_name(uop), candle_op_name(bop), u_first, (int)lay, (long long)rows,
-              (long long)cols, candle_graph_fused(g, p), p, position(g, yl), want);
+              (long long)cols, cdl_graph_fused(g, p), p, position(g, yl), want);
     if (want) CHECK(!ul->storage && !ul->computed); /* never stored */
     if (yl->computed && ye && ye->computed) {
         int bad = first_diff(yl, ye, rows * cols);
@@ -145,7 +145,7 @@ static void check_not_fused(int threads) {
         CHECK_OK(lazy, candle_compute(lazy, zl));
         const candle_graph *g = lazy->gscratch.graph;
         int p = position(g, ul);
-        CHECK_MSG(p >= 0 && !candle_graph_fused(g, p), "kind %d: unary at %d fused", kind, p);
+        CHECK_MSG(p >= 0 && !cdl_graph_fused(g, p), "kind %d: unary at %d fused", kind, p);
         CHECK(zl->computed && ze && ze->computed);
         if (zl->computed && ze && ze->computed)
             CHECK_MSG(first_diff(zl, ze, 3 * 577) < 0, "kind %d: values differ", kind);

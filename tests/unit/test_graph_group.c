@@ -97,7 +97,7 @@ static void check_group(const group_case *gc, int threads) {
     /* and the kernel called once over all rows (what the quantized matmul
      * kernel's own split computes) */
     for (int i = 0; i < gc->n; i++) {
-        size_t xb = candle_gemv_x_bytes(gc->t[i], K);
+        size_t xb = cdl_gemv_x_bytes(gc->t[i], K);
         bool plain = !candle_dtype_info(gc->t[i])->is_quantized;
         if ((!xb && !plain) || !yl[i]->computed) continue;
         const candle_tensor *w = yl[i]->src[1];
@@ -107,8 +107,8 @@ static void check_group(const group_case *gc, int threads) {
             cpu_simd_get()->dot_rows(gc->t[i], K, candle_tensor_data(w), (size_t)w->stride[1],
                                      gc->rows[i], xf, want, 1);
         } else {
-            candle_gemv_prep(gc->t[i], K, xf, xv);
-            candle_gemv_rows(gc->t[i], K, gc->rows[i], candle_tensor_data(w), (size_t)w->stride[1], xv,
+            cdl_gemv_prep(gc->t[i], K, xf, xv);
+            cdl_gemv_rows(gc->t[i], K, gc->rows[i], candle_tensor_data(w), (size_t)w->stride[1], xv,
                              want);
         }
         CHECK_MSG(!memcmp(want, candle_tensor_data(yl[i]), (size_t)gc->rows[i] * sizeof *want),

@@ -302,9 +302,9 @@ static void fake_free(void *user, void *ptr) {
 
 static void test_pool_source_failure(void) {
     fake_source f = {0, 2, 0, 0};
-    candle_pool_source src = {fake_alloc, fake_free, &f};
+    cdl_pool_source src = {fake_alloc, fake_free, &f};
     candle_pool *p;
-    CHECK(candle_pool_init_with(&p, 0, (candle_device){CANDLE_DEVICE_CUDA, 1}, &src) == CANDLE_OK);
+    CHECK(cdl_pool_init_with(&p, 0, (candle_device){CANDLE_DEVICE_CUDA, 1}, &src) == CANDLE_OK);
     void *a = candle_pool_alloc(p, 100), *b = candle_pool_alloc(p, 1000);
     CHECK(a && b && f.live == 2);
     candle_clear_last_error();

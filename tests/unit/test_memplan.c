@@ -276,10 +276,10 @@ enum { DECODE_STEPS = 48, WARM_STEPS = 8 };
 static int decode(const candle_model *m, bool plan, int32_t *toks, float *last_logits,
                   uint64_t *allocs) {
     const candle_model_config *c = candle_model_get_config(m);
-    candle_ctx_set_default_no_plan(!plan);
+    cdl_ctx_set_default_no_plan(!plan);
     candle_session *s = NULL;
     candle_status st = candle_session_init(&s, m, &(candle_session_params){.n_ctx = 128});
-    candle_ctx_set_default_no_plan(false);
+    cdl_ctx_set_default_no_plan(false);
     CHECK_OK(NULL, st);
     if (st) return 1;
     float *logits = malloc((size_t)c->n_vocab * sizeof *logits);

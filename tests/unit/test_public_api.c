@@ -82,17 +82,17 @@ static void record(candle_log_level level, const char *msg, void *user) {
 static void test_log(void) {
     seen s = {0};
     candle_log_set_callback(record, &s);
-    candle_log_msg(CANDLE_LOG_WARN, "%d tokens %s", 3, "dropped");
+    cdl_log_msg(CANDLE_LOG_WARN, "%d tokens %s", 3, "dropped");
     CHECK(s.n == 1 && s.level == CANDLE_LOG_WARN);
     CHECK(strcmp(s.msg, "3 tokens dropped") == 0);
     /* a message longer than the line buffer is cut, not overrun */
     char big[3000];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
-    candle_log_msg(CANDLE_LOG_DEBUG, "%s", big);
+    cdl_log_msg(CANDLE_LOG_DEBUG, "%s", big);
     CHECK(s.n == 2 && s.level == CANDLE_LOG_DEBUG && strlen(s.msg) > 0 && strlen(s.msg) < 1024);
     candle_log_set_callback(NULL, &s); /* back to stderr: nothing more arrives here */
-    candle_log_msg(CANDLE_LOG_INFO, "test_public_api: this line goes to stderr");
+    cdl_log_msg(CANDLE_LOG_INFO, "test_public_api: this line goes to stderr");
     CHECK(s.n == 2);
     CHECK(strcmp(candle_log_level_name(CANDLE_LOG_ERROR), "error") == 0);
     CHECK(strcmp(candle_log_level_name(CANDLE_LOG_DEBUG), "debug") == 0);

@@ -144,20 +144,20 @@ typedef struct {
 #endif
 
 static const dot_case dot_cases[] = {
-    DOTV(Q4_0, candle_vec_dot_q4_0_q8_0, candle_vec_dot_q4_0_q8_0_avx2, candle_vec_dot_q4_0_q8_0_vnni),
-    DOTV(Q4_1, candle_vec_dot_q4_1_q8_1, candle_vec_dot_q4_1_q8_1_avx2, candle_vec_dot_q4_1_q8_1_vnni),
-    DOTV(Q5_0, candle_vec_dot_q5_0_q8_0, candle_vec_dot_q5_0_q8_0_avx2, candle_vec_dot_q5_0_q8_0_vnni),
-    DOTV(Q5_1, candle_vec_dot_q5_1_q8_1, candle_vec_dot_q5_1_q8_1_avx2, candle_vec_dot_q5_1_q8_1_vnni),
-    DOTV(Q8_0, candle_vec_dot_q8_0_q8_0, candle_vec_dot_q8_0_q8_0_avx2, candle_vec_dot_q8_0_q8_0_vnni),
-    DOT(Q8_1, candle_vec_dot_q8_1_q8_1, NULL),
-    DOTV(IQ4_NL, candle_vec_dot_iq4_nl_q8_0, candle_vec_dot_iq4_nl_q8_0_avx2, candle_vec_dot_iq4_nl_q8_0_vnni),
-    DOTV(Q2_K, candle_vec_dot_q2_k_q8_k, candle_vec_dot_q2_k_q8_k_avx2, candle_vec_dot_q2_k_q8_k_vnni),
-    DOTV(Q3_K, candle_vec_dot_q3_k_q8_k, candle_vec_dot_q3_k_q8_k_avx2, candle_vec_dot_q3_k_q8_k_vnni),
-    DOTV(Q4_K, candle_vec_dot_q4_k_q8_k, candle_vec_dot_q4_k_q8_k_avx2, candle_vec_dot_q4_k_q8_k_vnni),
-    DOTV(Q5_K, candle_vec_dot_q5_k_q8_k, candle_vec_dot_q5_k_q8_k_avx2, candle_vec_dot_q5_k_q8_k_vnni),
-    DOTV(Q6_K, candle_vec_dot_q6_k_q8_k, candle_vec_dot_q6_k_q8_k_avx2, candle_vec_dot_q6_k_q8_k_vnni),
-    DOT(Q8_K, candle_vec_dot_q8_k_q8_k, NULL),
-    DOTV(IQ4_XS, candle_vec_dot_iq4_xs_q8_k, candle_vec_dot_iq4_xs_q8_k_avx2, candle_vec_dot_iq4_xs_q8_k_vnni),
+    DOTV(Q4_0, cdl_vec_dot_q4_0_q8_0, cdl_vec_dot_q4_0_q8_0_avx2, cdl_vec_dot_q4_0_q8_0_vnni),
+    DOTV(Q4_1, cdl_vec_dot_q4_1_q8_1, cdl_vec_dot_q4_1_q8_1_avx2, cdl_vec_dot_q4_1_q8_1_vnni),
+    DOTV(Q5_0, cdl_vec_dot_q5_0_q8_0, cdl_vec_dot_q5_0_q8_0_avx2, cdl_vec_dot_q5_0_q8_0_vnni),
+    DOTV(Q5_1, cdl_vec_dot_q5_1_q8_1, cdl_vec_dot_q5_1_q8_1_avx2, cdl_vec_dot_q5_1_q8_1_vnni),
+    DOTV(Q8_0, cdl_vec_dot_q8_0_q8_0, cdl_vec_dot_q8_0_q8_0_avx2, cdl_vec_dot_q8_0_q8_0_vnni),
+    DOT(Q8_1, cdl_vec_dot_q8_1_q8_1, NULL),
+    DOTV(IQ4_NL, cdl_vec_dot_iq4_nl_q8_0, cdl_vec_dot_iq4_nl_q8_0_avx2, cdl_vec_dot_iq4_nl_q8_0_vnni),
+    DOTV(Q2_K, cdl_vec_dot_q2_k_q8_k, cdl_vec_dot_q2_k_q8_k_avx2, cdl_vec_dot_q2_k_q8_k_vnni),
+    DOTV(Q3_K, cdl_vec_dot_q3_k_q8_k, cdl_vec_dot_q3_k_q8_k_avx2, cdl_vec_dot_q3_k_q8_k_vnni),
+    DOTV(Q4_K, cdl_vec_dot_q4_k_q8_k, cdl_vec_dot_q4_k_q8_k_avx2, cdl_vec_dot_q4_k_q8_k_vnni),
+    DOTV(Q5_K, cdl_vec_dot_q5_k_q8_k, cdl_vec_dot_q5_k_q8_k_avx2, cdl_vec_dot_q5_k_q8_k_vnni),
+    DOTV(Q6_K, cdl_vec_dot_q6_k_q8_k, cdl_vec_dot_q6_k_q8_k_avx2, cdl_vec_dot_q6_k_q8_k_vnni),
+    DOT(Q8_K, cdl_vec_dot_q8_k_q8_k, NULL),
+    DOTV(IQ4_XS, cdl_vec_dot_iq4_xs_q8_k, cdl_vec_dot_iq4_xs_q8_k_avx2, cdl_vec_dot_iq4_xs_q8_k_vnni),
 };
 
 /* The q*_1 dots take the minimum's contribution from q8_1's s = f16(d *
@@ -203,12 +203,12 @@ static void test_dot(const dot_case *c, long nb, int shifted) {
     tx->vec_dot(n, &via_traits, xq, yq);
     CHECK_MSG(fabs(via_traits - ref) <= tol, "%s traits dot nb=%ld: %.9g vs %.9g", tx->name, nb, via_traits, ref);
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (c->avx2 && candle_quant_uses_avx2()) {
+    if (c->avx2 && cdl_quant_uses_avx2()) {
         float fast = NAN;
         c->avx2(n, &fast, xq, yq);
         CHECK_MSG(fabs(fast - ref) <= tol, "%s avx2 dot nb=%ld: %.9g vs %.9g (tol %g)", tx->name, nb, fast, ref, tol);
     }
-    if (c->vnni && candle_quant_uses_vnni()) { /* only on CPUs with AVX-512 VNNI */
+    if (c->vnni && cdl_quant_uses_vnni()) { /* only on CPUs with AVX-512 VNNI */
         float fast = NAN;
         c->vnni(n, &fast, xq, yq);
         CHECK_MSG(fabs(fast - ref) <= tol, "%s vnni dot nb=%ld: %.9g vs %.9g (tol %g)", tx->name, nb, fast, ref, tol);
@@ -244,12 +244,12 @@ static void test_dot_extremes(const dot_case *c) {
     c->scalar(n, &got, xq, yq);
     CHECK_MSG(fabs(got - ref) <= tol, "%s scalar extreme dot: %.9g vs %.9g", tx->name, got, ref);
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (c->avx2 && candle_quant_uses_avx2()) {
+    if (c->avx2 && cdl_quant_uses_avx2()) {
         float fast = NAN;
         c->avx2(n, &fast, xq, yq);
         CHECK_MSG(fabs(fast - ref) <= tol, "%s avx2 extreme dot: %.9g vs %.9g", tx->name, fast, ref);
     }
-    if (c->vnni && candle_quant_uses_vnni()) {
+    if (c->vnni && cdl_quant_uses_vnni()) {
         float fast = NAN;
         c->vnni(n, &fast, xq, yq);
         CHECK_MSG(fabs(fast - ref) <= tol, "%s vnni extreme dot: %.9g vs %.9g", tx->name, fast, ref);
@@ -285,8 +285,8 @@ static void test_dot_random_blocks(const dot_case *c) {
     double tol = 1e-5 * mag + s_rounding_slack(c->type, buf, yq, nb);
     candle_vec_dot_fn fns[3] = {c->scalar, NULL, NULL};
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2()) fns[1] = c->avx2;
-    if (candle_quant_uses_vnni()) fns[2] = c->vnni;
+    if (cdl_quant_uses_avx2()) fns[1] = c->avx2;
+    if (cdl_quant_uses_vnni()) fns[2] = c->vnni;
 #endif
     for (int k = 0; k < 3; k++) {
         if (!fns[k]) continue;
@@ -301,15 +301,15 @@ static void test_dot_random_blocks(const dot_case *c) {
 
 static void test_avx2_quantizers(void) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (!candle_quant_uses_avx2()) return;
+    if (!cdl_quant_uses_avx2()) return;
     struct {
         const char *name;
         candle_from_f32_fn scalar, fast;
         size_t ts;
     } qs[] = {
-        {"q8_0", candle_q8_0_from_f32, candle_q8_0_from_f32_avx2, sizeof(block_q8_0)},
-        {"q8_1", candle_q8_1_from_f32, candle_q8_1_from_f32_avx2, sizeof(block_q8_1)},
-        {"q8_k", candle_q8_k_from_f32, candle_q8_k_from_f32_avx2, sizeof(block_q8_K)},
+        {"q8_0", cdl_q8_0_from_f32, cdl_q8_0_from_f32_avx2, sizeof(block_q8_0)},
+        {"q8_1", cdl_q8_1_from_f32, cdl_q8_1_from_f32_avx2, sizeof(block_q8_1)},
+        {"q8_k", cdl_q8_k_from_f32, cdl_q8_k_from_f32_avx2, sizeof(block_q8_K)},
     };
     long n = 5 * QK_K;
     float *x = malloc((size_t)n * sizeof(float));
@@ -335,18 +335,18 @@ static void test_avx2_quantizers(void) {
  * f16/bf16 bit pattern up, and floats around every rounding case down. */
 static void test_avx2_half_rows(void) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (!candle_quant_uses_avx2()) return;
+    if (!cdl_quant_uses_avx2()) return;
     enum { N = 65536 };
     uint16_t *h = malloc(N * sizeof(uint16_t)), *h2 = malloc(N * sizeof(uint16_t));
     float *f = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
     for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
     long bad = 0;
-    candle_f16_to_f32_row_avx2(h, f, N - 3); /* odd length: the scalar tail too */
+    cdl_f16_to_f32_row_avx2(h, f, N - 3); /* odd length: the scalar tail too */
     for (int i = 0; i < N - 3; i++) {
         float w = candle_f16_to_f32(h[i]);
         bad += memcmp(&f[i], &w, 4) != 0;
     }
-    candle_bf16_to_f32_row_avx2(h, g, N - 5);
+    cdl_bf16_to_f32_row_avx2(h, g, N - 5);
     for (int i = 0; i < N - 5; i++) {
         float w = candle_bf16_to_f32(h[i]);
         bad += memcmp(&g[i], &w, 4) != 0;
@@ -361,9 +361,9 @@ static void test_avx2_half_rows(void) {
             u += (uint32_t)((i * 2654435761u) % 9) * ((round ? 0x8000u : 0x1000u) / 4) - (round ? 0x8000u : 0x1000u);
             memcpy(&f[i], &u, 4);
         }
-        candle_f32_to_f16_row_avx2(f, h2, N - 7);
+        cdl_f32_to_f16_row_avx2(f, h2, N - 7);
         for (int i = 0; i < N - 7; i++) bad += h2[i] != candle_f32_to_f16(f[i]);
-        candle_f32_to_bf16_row_avx2(f, h2, N - 7);
+        cdl_f32_to_bf16_row_avx2(f, h2, N - 7);
         for (int i = 0; i < N - 7; i++) bad += h2[i] != candle_f32_to_bf16(f[i]);
     }
     CHECK_MSG(bad == 0, "avx2 f32 -> half rows: %ld mismatches", bad);
@@ -544,7 +544,7 @@ static void test_traits(void) {
 }
 
 int main(void) {
-    printf("quant kernels: %s\n", candle_quant_uses_vnni() ? "avx2 + avx512 vnni" : candle_quant_uses_avx2() ? "avx2" : "scalar");
+    printf("quant kernels: %s\n", cdl_quant_uses_vnni() ? "avx2 + avx512 vnni" : cdl_quant_uses_avx2() ? "avx2" : "scalar");
     test_traits();
     static const char *deq[] = {"f16",  "bf16", "q4_0", "q4_1", "q5_0", "q5_1",   "q8_0",
                                 "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"};
@@ -558,14 +558,14 @@ int main(void) {
         check_quant_golden(kq[k], cpu_dtype(candle_dtype_from_name(kq[k]))->from_f32, "traits");
     check_quant_golden_error("iq4_nl");
     check_quant_golden_error("iq4_xs");
-    check_quant_golden("q8_0", candle_q8_0_from_f32, "scalar");
-    check_quant_golden("q8_1", candle_q8_1_from_f32, "scalar");
-    check_quant_golden("q8_k", candle_q8_k_from_f32, "scalar");
+    check_quant_golden("q8_0", cdl_q8_0_from_f32, "scalar");
+    check_quant_golden("q8_1", cdl_q8_1_from_f32, "scalar");
+    check_quant_golden("q8_k", cdl_q8_k_from_f32, "scalar");
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2()) {
-        check_quant_golden("q8_0", candle_q8_0_from_f32_avx2, "avx2");
-        check_quant_golden("q8_1", candle_q8_1_from_f32_avx2, "avx2");
-        check_quant_golden("q8_k", candle_q8_k_from_f32_avx2, "avx2");
+    if (cdl_quant_uses_avx2()) {
+        check_quant_golden("q8_0", cdl_q8_0_from_f32_avx2, "avx2");
+        check_quant_golden("q8_1", cdl_q8_1_from_f32_avx2, "avx2");
+        check_quant_golden("q8_k", cdl_q8_k_from_f32_avx2, "avx2");
     }
 #endif
     static const long nbs[] = {1, 3, 7, 8, 13}; /* 8, 13: the four-block steps of the AVX2 dots, with and without a tail */

@@ -186,13 +186,13 @@ static void settle(void) {
     nanosleep(&ts, NULL);
 }
 
-typedef struct candle_call {
+typedef struct cdl_call {
     candle_backend *be;
     candle_tensor *y;
-} candle_call;
+} cdl_call;
 
 static void run_candle(void *p) {
-    candle_call *c = p;
+    cdl_call *c = p;
     c->be->iface->compute_node(c->be, c->y);
 }
 
@@ -220,7 +220,7 @@ typedef struct engine_run {
     int n;
     candle_backend *const *bes;
     const blas *b;
-    candle_call cc;
+    cdl_call cc;
     blas_call bc;
 } engine_run;
 

@@ -10,7 +10,7 @@ static void pack_kt_scalar(candle_dtype t, const char *k, int64_t sk, int64_t nk
     int64_t esz = t == CANDLE_DTYPE_F32 ? 4 : 2, nkp = (nk + ATTN_NR - 1) / ATTN_NR * ATTN_NR;
     for (int64_t j = 0; j < nkp; j++) {
         float *panel = kt + (j / ATTN_NR) * d * ATTN_NR + j % ATTN_NR;
-        for (int64_t p = 0; p < d; p++) panel[p * ATTN_NR] = j < nk ? candle_load_f32(t, k + j * sk + p * esz) : 0.0f;
+        for (int64_t p = 0; p < d; p++) panel[p * ATTN_NR] = j < nk ? cdl_load_f32(t, k + j * sk + p * esz) : 0.0f;
     }
 }
 
@@ -33,7 +33,7 @@ static void scores_rows_scalar(const float *q, int64_t lda, int64_t r, int64_t d
     for (int64_t j = 0; j < nk; j++)
         for (int64_t i = 0; i < r; i++) {
             float acc = 0;
-            for (int64_t p = 0; p < d; p++) acc += q[i * lda + p] * candle_load_f32(t, k + j * sk + p * esz);
+            for (int64_t p = 0; p < d; p++) acc += q[i * lda + p] * cdl_load_f32(t, k + j * sk + p * esz);
             s[i * lds + j] = acc;
         }
 }

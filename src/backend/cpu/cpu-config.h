@@ -11,7 +11,7 @@
 
 struct cpu_simd;
 
-/* Which quantized kernels the dtype table holds (candle_quant_register_kernels). */
+/* Which quantized kernels the dtype table holds (cdl_quant_register_kernels). */
 typedef enum cpu_quant_level {
     CPU_QUANT_SCALAR,
     CPU_QUANT_AVX2,

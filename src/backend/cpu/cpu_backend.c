@@ -103,9 +103,9 @@ static candle_status cpu_buffer_alloc(candle_backend *be, size_t size, candle_st
     if (!data) {
         char a[32];
         free(s);
-        return candle_set_error(NULL, CANDLE_ERR_OOM,
+        return cdl_set_error(NULL, CANDLE_ERR_OOM,
                                 "out of memory: requested %s on cpu (allocation failed)",
-                                candle_format_bytes(size, a, sizeof a));
+                                cdl_format_bytes(size, a, sizeof a));
     }
     s->data = data;
     s->size = size;
@@ -347,7 +347,7 @@ static candle_status compute_node(candle_backend *be, candle_tensor *node) {
         pthread_mutex_unlock(&im->busy);
         if (ran) return s;
     }
-    cpu_task task = {.ith = 0, .nth = 1, .errmsg = candle_backend_errmsg_buffer(),
+    cpu_task task = {.ith = 0, .nth = 1, .errmsg = cdl_backend_errmsg_buffer(),
                      .errmsg_len = CANDLE_BACKEND_ERRMSG_MAX};
     return kernels[node->op](&task, node);
 }
@@ -464,14 +464,14 @@ static void set_worker_config(void *arg, int task, int n_tasks, int thread) {
 }
 
 candle_status candle_backend_cpu_init_params(candle_backend **out, const candle_cpu_params *p) {
-    if (!out) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "backend_cpu_init: out is NULL");
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "backend_cpu_init: out is NULL");
     *out = NULL;
     candle_cpu_params def = candle_cpu_get_defaults();
     if (!p) p = &def;
     const cpu_config *cfg = cpu_config_for(p);
     if (!cfg) return candle_last_error();
     candle_backend *be = calloc(1, sizeof *be);
-    if (!be) return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend");
+    if (!be) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend");
     be->iface = &cpu_iface;
     be->device = (candle_device){CANDLE_DEVICE_CPU, 0};
     be->n_threads = p->n_threads > 0 ? p->n_threads : cpu_get_features()->n_physical;
@@ -488,7 +488,7 @@ candle_status candle_backend_cpu_init_params(candle_backend **out, const candle_
     if (!im || !im->pool || !im->errmsgs || !im->status) {
         int n = be->n_threads;
         cpu_free(be);
-        return candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend (%d threads)", n);
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu backend (%d threads)", n);
     }
     /* the workers belong to this backend alone: they keep its config */
     const cpu_config *prev = cpu_config_swap(cfg);
@@ -540,8 +540,8 @@ const char *candle_cpu_info(char *buf, size_t n) {
     info_add(buf, n, &len, "cpu features: neon %s, dotprod %s, fp16 %s\n", f->neon ? "yes" : "no",
              f->dotprod ? "yes" : "no", f->fp16 ? "yes" : "no");
     info_add(buf, n, &len, "quantized dots: %s\n",
-             candle_quant_uses_dotprod() ? "neon dotprod (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; others scalar)"
-             : candle_quant_uses_neon()  ? "neon (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; others scalar)"
+             cdl_quant_uses_dotprod() ? "neon dotprod (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; others scalar)"
+             : cdl_quant_uses_neon()  ? "neon (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; others scalar)"
                                          : "scalar");
 #else
     info_add(buf, n, &len, "cpu features: avx2 %s, fma %s, f16c %s, avx512f %s, avx512bw %s, "

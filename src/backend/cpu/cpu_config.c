@@ -60,12 +60,12 @@ static cpu_quant_level quant_level(candle_cpu_quant q) {
 static candle_status check_params(const candle_cpu_params *p) {
     if ((unsigned)p->isa >= CANDLE_CPU_ISA_COUNT || (unsigned)p->quant >= CANDLE_CPU_QUANT_COUNT ||
         (unsigned)p->prefetch >= CANDLE_CPU_PREFETCH_COUNT)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu params: isa %d, quant %d or prefetch %d out of range",
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu params: isa %d, quant %d or prefetch %d out of range",
                                 (int)p->isa, (int)p->quant, (int)p->prefetch);
     if (p->n_threads < 0 || p->n_threads > 4096)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu params: n_threads %d (0..4096)", p->n_threads);
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu params: n_threads %d (0..4096)", p->n_threads);
     if (p->qmm_max_m < -1 || p->qgemm_direct_max_m < -1 || p->qgemm_direct_max_m > CPU_QGEMM_DIRECT_MAX_M)
-        return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "cpu params: qmm_max_m %d (-1 or more), qgemm_direct_max_m %d (-1..%d)",
                                 p->qmm_max_m, p->qgemm_direct_max_m, CPU_QGEMM_DIRECT_MAX_M);
     return CANDLE_OK;
@@ -74,11 +74,11 @@ static candle_status check_params(const candle_cpu_params *p) {
 static candle_status build(cpu_config *c, const candle_cpu_params *p) {
     const cpu_simd *simd = cpu_simd_table(p->isa, p->bf16_exact);
     if (!simd)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "cpu params: isa %s: not available on this CPU",
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "cpu params: isa %s: not available on this CPU",
                                 candle_cpu_isa_name(p->isa));
     int level = (int)quant_level(p->quant);
     if (level < 0)
-        return candle_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "cpu params: quant %s: not available on this CPU",
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "cpu params: quant %s: not available on this CPU",
                                 candle_cpu_quant_name(p->quant));
     memset(c, 0, sizeof *c);
     c->simd = simd;
@@ -89,7 +89,7 @@ static candle_status build(cpu_config *c, const candle_cpu_params *p) {
     c->qmm_max_m = p->qmm_max_m;
     c->qgemm_direct_max_m = p->qgemm_direct_max_m < 0 ? CPU_QGEMM_DIRECT_MAX_M : p->qgemm_direct_max_m;
     for (int t = 0; t < CANDLE_DTYPE_COUNT; t++) c->dt[t] = *candle_dtype_info((candle_dtype)t);
-    candle_quant_register_kernels(c->dt, c->quant);
+    cdl_quant_register_kernels(c->dt, c->quant);
     c->params = *p;
     c->params.n_threads = 0;
     c->params.isa = (candle_cpu_isa)candle_cpu_isa_from_name(simd->name);
@@ -130,7 +130,7 @@ const cpu_config *cpu_config_for(const candle_cpu_params *p) {
     if (!n) {
         n = calloc(1, sizeof *n);
         if (!n) {
-            candle_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu config");
+            cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: cpu config");
         } else if (build(&n->cfg, p)) {
             free(n);
             n = NULL;
@@ -159,7 +159,7 @@ const cpu_config *cpu_config_default(void) {
 static _Atomic int g_default_threads;
 
 candle_status candle_cpu_set_defaults(const candle_cpu_params *p) {
-    if (!p) return candle_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu_set_defaults: params are NULL");
+    if (!p) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu_set_defaults: params are NULL");
     const cpu_config *c = cpu_config_for(p);
     if (!c) return candle_last_error();
     atomic_store(&g_default_threads, p->n_threads);

@@ -263,7 +263,7 @@ static void add_mask(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, in
             const float *mrow = (const float *)row;
             for (int64_t j = 0; j < nk; j++) s[j] += mrow[j] * ATTN_LOG2E;
         } else {
-            for (int64_t j = 0; j < nk; j++) s[j] += (float)(candle_load_f64(mk->dtype, row + j * sm) * ATTN_LOG2E);
+            for (int64_t j = 0; j < nk; j++) s[j] += (float)(cdl_load_f64(mk->dtype, row + j * sm) * ATTN_LOG2E);
         }
     }
 }

@@ -58,7 +58,7 @@ static void pack_a(const gemm_args *g, int64_t m0, int64_t mc, int64_t k0, int64
                 for (int64_t p = 0; p < kc; p++) d[p * CPU_GEMM_MR + i] = r[p];
             } else {
                 for (int64_t p = 0; p < kc; p++)
-                    d[p * CPU_GEMM_MR + i] = (float)candle_load_f64(g->at, row + p * g->sak);
+                    d[p * CPU_GEMM_MR + i] = (float)cdl_load_f64(g->at, row + p * g->sak);
             }
         }
     }

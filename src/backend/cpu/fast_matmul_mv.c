@@ -56,7 +56,7 @@ void cpu_mm_mv_run(const cpu_task *t, candle_tensor *dst, const mm_geom *g) {
                 const char *row = pa + m * sam;
                 if (sak == (int64_t)aesz) simd->to_f32(a->dtype, row, x, g->K);
                 else
-                    for (int64_t k = 0; k < g->K; k++) x[k] = (float)candle_load_f64(a->dtype, row + k * sak);
+                    for (int64_t k = 0; k < g->K; k++) x[k] = (float)cdl_load_f64(a->dtype, row + k * sak);
                 simd->dot_rows(b->dtype, g->K, pb + nb * sbn, (size_t)sbn, nn, x, pc + m * g->N + nb, 1);
             }
         }

@@ -5,7 +5,7 @@
  * Phase 1: the M activation rows of every batch are quantized once to the
  * weight type's vec_dot_type (threads split the rows). Barrier. Phase 2:
  * threads split N; each block of weight rows is multiplied with all the
- * activation rows by candle_qgemm_rows (src/quant/qgemm.c: packed multi-row
+ * activation rows by cdl_qgemm_rows (src/quant/qgemm.c: packed multi-row
  * integer kernels where the type has them, else one traits vec_dot per
  * output).
  *
@@ -23,7 +23,7 @@
 
 /* Weight rows per block in phase 2 for the per-output dots (the rows stay
  * in L1 over the activation rows). Types with packed panels take a task's
- * rows in one candle_qgemm_rows call instead, split on panel boundaries: it
+ * rows in one cdl_qgemm_rows call instead, split on panel boundaries: it
  * prepares the activation rows' aux records (q4_0, q5_0) once per call, and
  * per block of 16 rows that preparation cost as much as a third of the
  * products (SmolLM2-135M q4_0 prefill). */
@@ -47,8 +47,8 @@
 int64_t cpu_qmm_max_m(candle_dtype t) {
     int set = cpu_config_get()->qmm_max_m;
     if (set >= 0) return set;
-    if (!candle_qgemm_has_fast(t)) return QMM_MAX_M_DOT;
-    return candle_qgemm_uses_vnni() ? QMM_MAX_M_VNNI : QMM_MAX_M_TILE;
+    if (!cdl_qgemm_has_fast(t)) return QMM_MAX_M_DOT;
+    return cdl_qgemm_uses_vnni() ? QMM_MAX_M_VNNI : QMM_MAX_M_TILE;
 }
 
 static bool match_quant(const candle_tensor *dst) {
@@ -70,9 +70,9 @@ static size_t xq_row_bytes(const candle_tensor *dst, int64_t K) {
 }
 
 /* Per thread: the f32 copy of a strided activation row (phase 0), then the
- * packed weight panel of candle_qgemm_rows (phase 1). */
+ * packed weight panel of cdl_qgemm_rows (phase 1). */
 static size_t tmp_bytes(const candle_tensor *dst, int64_t K) {
-    size_t f = (size_t)K * sizeof(float), q = candle_qgemm_scratch_bytes(dst->src[1]->dtype, K);
+    size_t f = (size_t)K * sizeof(float), q = cdl_qgemm_scratch_bytes(dst->src[1]->dtype, K);
     return ((f > q ? f : q) + 63) & ~(size_t)63;
 }
 
@@ -80,7 +80,7 @@ static size_t tmp_bytes(const candle_tensor *dst, int64_t K) {
  * matrix-vector kernel, else 0. */
 static size_t gemv_bytes(const candle_tensor *dst, const mm_geom *g) {
     if (g->M != 1 || g->n_batch != 1) return 0;
-    return candle_gemv_x_bytes(dst->src[1]->dtype, g->K);
+    return cdl_gemv_x_bytes(dst->src[1]->dtype, g->K);
 }
 
 /* Guided chunks of a product's N rows: about half the rows left per thread
@@ -164,7 +164,7 @@ static candle_status run_gemv(const cpu_task *t, candle_tensor *dst, const mm_ge
             for (int64_t k = 0; k < g->K; k++) memcpy(tmp + k, row + k * sak, sizeof(float));
             src = tmp;
         }
-        candle_gemv_prep(b->dtype, g->K, src, xv);
+        cdl_gemv_prep(b->dtype, g->K, src, xv);
         return CANDLE_OK;
     }
     int64_t oa, ob, n0 = 0, n1 = g->N, sbn = b->stride[b->rank - 1];
@@ -175,7 +175,7 @@ static candle_status run_gemv(const cpu_task *t, candle_tensor *dst, const mm_ge
         n0 = bounds[t->ith], n1 = bounds[t->ith + 1];
     }
     if (n1 > n0)
-        candle_gemv_rows(b->dtype, g->K, n1 - n0, tensor_ptr(b) + ob + n0 * sbn, (size_t)sbn, xv,
+        cdl_gemv_rows(b->dtype, g->K, n1 - n0, tensor_ptr(b) + ob + n0 * sbn, (size_t)sbn, xv,
                          (float *)tensor_ptr(dst) + n0);
     return CANDLE_OK;
 }
@@ -196,7 +196,7 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
         return CANDLE_OK;
     }
     int64_t n0, n1, sbn = b->stride[b->rank - 1];
-    bool panels = candle_qgemm_has_fast(b->dtype);
+    bool panels = cdl_qgemm_has_fast(b->dtype);
     cpu_split(g.N, panels ? CANDLE_QGEMM_NR : QBLOCK_ROWS, t->ith, t->nth, &n0, &n1);
     int64_t step = panels ? (n1 > n0 ? n1 - n0 : 1) : QBLOCK_ROWS;
     for (int64_t bi = 0; bi < g.n_batch; bi++) {
@@ -206,7 +206,7 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
         float *pc = (float *)tensor_ptr(dst) + bi * g.M * g.N;
         for (int64_t nb = n0; nb < n1; nb += step) {
             int64_t ne = n1 - nb < step ? n1 : nb + step;
-            candle_qgemm_rows(b->dtype, g.K, g.M, ne - nb, pb + nb * sbn, (size_t)sbn,
+            cdl_qgemm_rows(b->dtype, g.K, g.M, ne - nb, pb + nb * sbn, (size_t)sbn,
                               xq + (size_t)(bi * g.M) * xrow, xrow, pc + nb, g.N, tmp);
         }
     }

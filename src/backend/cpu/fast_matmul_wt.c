@@ -164,7 +164,7 @@ static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int6
         for (int i = 0; i < WT_MR; i++)
             for (int64_t p = 0; p < kcp; p++)
                 dst[(i / 8) * 8 * kcp + (p / 2) * 16 + (i % 8) * 2 + p % 2] =
-                    i < rows && p < kc ? (float)candle_load_f64(g->at, a + i * g->sam + p * g->sak) : 0.0f;
+                    i < rows && p < kc ? (float)cdl_load_f64(g->at, a + i * g->sam + p * g->sak) : 0.0f;
         return;
     }
     if (wt_bf16(g)) {
@@ -177,7 +177,7 @@ static void wt_pack_a(const gemm_args *g, int64_t m0, int rows, int64_t k0, int6
     }
     for (int64_t p = 0; p < kc; p++)
         for (int i = 0; i < WT_MR; i++)
-            dst[p * WT_MR + i] = i < rows ? (float)candle_load_f64(g->at, a + i * g->sam + p * g->sak) : 0.0f;
+            dst[p * WT_MR + i] = i < rows ? (float)cdl_load_f64(g->at, a + i * g->sam + p * g->sak) : 0.0f;
 }
 
 /* Weight rows n0 .. n0+nw, K slice at pc, kc deep: nw rows of k from

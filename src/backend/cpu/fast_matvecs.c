@@ -16,7 +16,7 @@
  * standalone harness, 2 threads: 576 x 576 9.0 -> 6.5 us, q/k/v 13.5 ->
  * 10.3 us, gate/up 30.2 -> 25.2 us).
  *
- * Each row's dot product is the same candle_gemv_rows call as in
+ * Each row's dot product is the same cdl_gemv_rows call as in
  * fast_matmul_quant.c (quantized weights) or the same dot_rows call as in
  * fast_matmul.c's matrix-vector path (f32/f16/bf16, which read the f32
  * activation as it is), so results equal the one-by-one products bit for
@@ -80,7 +80,7 @@ bool cpu_matvec_ok(const candle_tensor *dst) {
     if (is_plain_float(b->dtype))
         return b->stride[b->rank - 2] == (int64_t)candle_dtype_info(b->dtype)->type_size &&
                cpu_fast_kernel_for(dst) == &cpu_fast_matmul;
-    if (candle_gemv_x_bytes(b->dtype, g.K) == 0) return false;
+    if (cdl_gemv_x_bytes(b->dtype, g.K) == 0) return false;
     return cpu_fast_kernel_for(dst) == &cpu_fast_matmul_quant;
 }
 
@@ -93,7 +93,7 @@ size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n) {
         for (int j = 0; j < i; j++) seen |= weight_of(nodes[j])->dtype == weight_of(nodes[i])->dtype;
         if (!seen && !is_plain_float(weight_of(nodes[i])->dtype)) {
             const candle_tensor *a = nodes[i]->src[0];
-            total += round64(candle_gemv_x_bytes(weight_of(nodes[i])->dtype, a->shape[a->rank - 1]));
+            total += round64(cdl_gemv_x_bytes(weight_of(nodes[i])->dtype, a->shape[a->rank - 1]));
         }
     }
     return total;
@@ -119,9 +119,9 @@ static void prepare(mv_job *j, candle_tensor *const *nodes, int n, void *work) {
         for (int k = 0; k < i && !it->xv; k++)
             if (j->items[k].wt == it->wt) it->xv = j->items[k].xv;
         if (!it->xv) {
-            candle_gemv_prep(it->wt, j->K, x, base);
+            cdl_gemv_prep(it->wt, j->K, x, base);
             it->xv = base;
-            base += round64(candle_gemv_x_bytes(it->wt, j->K));
+            base += round64(cdl_gemv_x_bytes(it->wt, j->K));
         }
     }
 }
@@ -206,7 +206,7 @@ static void run_rows(const mv_job *j, int64_t lo, int64_t hi) {
             j->simd->dot_rows(it->wt, j->K, it->w + r0 * (int64_t)it->ws, it->ws, r1 - r0, it->xv,
                               it->out + r0, 1);
         else
-            candle_gemv_rows(it->wt, j->K, r1 - r0, it->w + r0 * (int64_t)it->ws, it->ws, it->xv,
+            cdl_gemv_rows(it->wt, j->K, r1 - r0, it->w + r0 * (int64_t)it->ws, it->ws, it->xv,
                              it->out + r0);
     }
 }

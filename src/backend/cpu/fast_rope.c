@@ -47,7 +47,7 @@ static void plan_rope(const candle_tensor *dst, int n_threads, cpu_plan *p) {
 static int64_t position(const candle_tensor *dst, int64_t s) {
     const candle_tensor *pos = dst->src[1];
     if (!pos) return dst->iparams[2] + s;
-    return candle_load_i64(pos->dtype, tensor_ptr(pos) + s * pos->stride[0]);
+    return cdl_load_i64(pos->dtype, tensor_ptr(pos) + s * pos->stride[0]);
 }
 
 /* One frequency set's cached angles (pairs [0, n_pairs)). */

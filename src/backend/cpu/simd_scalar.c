@@ -25,7 +25,7 @@ static void to_f32_scalar(candle_dtype t, const void *src, float *dst, int64_t n
         return;
     }
     size_t esz = 2;
-    for (int64_t i = 0; i < n; i++) dst[i] = candle_load_f32(t, (const char *)src + (size_t)i * esz);
+    for (int64_t i = 0; i < n; i++) dst[i] = cdl_load_f32(t, (const char *)src + (size_t)i * esz);
 }
 
 static void gemm_dot_scalar(int64_t k, const float *a, int64_t lda, const char *w, int64_t ldw,
@@ -34,7 +34,7 @@ static void gemm_dot_scalar(int64_t k, const float *a, int64_t lda, const char *
     for (int j = 0; j < nr; j++)
         for (int i = 0; i < mr; i++) {
             float acc = 0;
-            for (int64_t p = 0; p < k; p++) acc += a[i * lda + p] * candle_load_f32(wt, w + j * ldw + (size_t)p * esz);
+            for (int64_t p = 0; p < k; p++) acc += a[i * lda + p] * cdl_load_f32(wt, w + j * ldw + (size_t)p * esz);
             c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc : acc;
         }
 }
@@ -47,8 +47,8 @@ static void dot_rows_scalar(candle_dtype wt, int64_t k, const void *w, size_t w_
         float acc[8] = {0};
         int64_t i = 0;
         for (; i + 8 <= k; i += 8)
-            for (int l = 0; l < 8; l++) acc[l] += candle_load_f32(wt, row + (size_t)(i + l) * esz) * x[i + l];
-        for (; i < k; i++) acc[0] += candle_load_f32(wt, row + (size_t)i * esz) * x[i];
+            for (int l = 0; l < 8; l++) acc[l] += cdl_load_f32(wt, row + (size_t)(i + l) * esz) * x[i + l];
+        for (; i < k; i++) acc[0] += cdl_load_f32(wt, row + (size_t)i * esz) * x[i];
         out[r * out_stride] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
     }
 }
@@ -63,7 +63,7 @@ void cpu_pack_b_generic(candle_dtype bt, const char *src, int64_t sk, int64_t sn
             memcpy(d, s, sizeof(float) * (size_t)nr);
             j = nr;
         }
-        for (; j < nr; j++) d[j] = candle_load_f32(bt, s + j * sn);
+        for (; j < nr; j++) d[j] = cdl_load_f32(bt, s + j * sn);
         for (; j < CPU_GEMM_NR; j++) d[j] = 0.0f;
     }
 }

@@ -54,7 +54,7 @@ static void pack_kt_neon(candle_dtype t, const char *k, int64_t sk, int64_t nk, 
             for (int i = 0; i < 4; i++) vst1q_f32(dst + (p0 + i) * ATTN_NR, r[i]);
         }
         for (; p0 < d; p0++)
-            for (int i = 0; i < 4; i++) dst[p0 * ATTN_NR + i] = i < nv ? candle_load_f32(t, rows + i * sk + p0 * esz) : 0.0f;
+            for (int i = 0; i < 4; i++) dst[p0 * ATTN_NR + i] = i < nv ? cdl_load_f32(t, rows + i * sk + p0 * esz) : 0.0f;
     }
 }
 
@@ -117,7 +117,7 @@ static ALWAYS_INLINE float32x4_t scores_row4(const float *q, int64_t d, const ca
         float tail[4];
         for (int j = 0; j < 4; j++) {
             float t = 0;
-            for (int64_t e = p; e < d; e++) t += q[e] * candle_load_f32(T, kr[j] + e * esz);
+            for (int64_t e = p; e < d; e++) t += q[e] * cdl_load_f32(T, kr[j] + e * esz);
             tail[j] = t;
         }
         out = vaddq_f32(out, vld1q_f32(tail));
@@ -294,5 +294,5 @@ const cpu_attn_ops cpu_attn_neon = {
     .sum = sum_neon,
 };
 #else
-typedef int candle_attention_neon_empty; /* ISO C: no empty translation unit */
+typedef int cdl_attention_neon_empty; /* ISO C: no empty translation unit */
 #endif

@@ -78,7 +78,7 @@ static void dot_rows_neon(candle_dtype wt, int64_t k, const void *w, size_t w_st
         }
         for (; i + 4 <= k; i += 4) s0 = vfmaq_f32(s0, neon_ld4(wt, row + (size_t)i * esz), vld1q_f32(x + i));
         float acc = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-        for (; i < k; i++) acc += candle_load_f32(wt, row + (size_t)i * esz) * x[i];
+        for (; i < k; i++) acc += cdl_load_f32(wt, row + (size_t)i * esz) * x[i];
         out[r * out_stride] = acc;
     }
 }
@@ -110,7 +110,7 @@ static void gemm_dot_neon(int64_t k, const float *a, int64_t lda, const char *w,
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float acc = vaddvq_f32(s[i][j]);
-            for (int64_t q = p; q < k; q++) acc += ar[i][q] * candle_load_f32(wt, wr[j] + (size_t)q * esz);
+            for (int64_t q = p; q < k; q++) acc += ar[i][q] * cdl_load_f32(wt, wr[j] + (size_t)q * esz);
             c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc : acc;
         }
 }
@@ -123,7 +123,7 @@ static void to_f32_neon(candle_dtype t, const void *src, float *dst, int64_t n) 
     const char *s = src;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, neon_ld4(t, s + (size_t)i * 2));
-    for (; i < n; i++) dst[i] = candle_load_f32(t, s + (size_t)i * 2);
+    for (; i < n; i++) dst[i] = cdl_load_f32(t, s + (size_t)i * 2);
 }
 
 static void binary_neon(candle_op op, const float *a, const float *b, int64_t b_step, float *y, int64_t n) {
@@ -311,5 +311,5 @@ const cpu_simd *cpu_simd_neon_table(void) {
     return &g_neon;
 }
 #else
-typedef int candle_simd_neon_empty; /* ISO C: no empty translation unit */
+typedef int cdl_simd_neon_empty; /* ISO C: no empty translation unit */
 #endif

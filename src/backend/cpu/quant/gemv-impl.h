@@ -17,13 +17,13 @@
 
 /* Bytes of the prepared activation for weight type t and K elements (a
  * multiple of 64), or 0 when t has no matrix-vector kernel on this CPU. */
-size_t candle_gemv_x_bytes(candle_dtype t, int64_t K);
-/* x: K floats; xv: candle_gemv_x_bytes(t, K) bytes, 32-byte aligned. */
-void candle_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv);
+size_t cdl_gemv_x_bytes(candle_dtype t, int64_t K);
+/* x: K floats; xv: cdl_gemv_x_bytes(t, K) bytes, 32-byte aligned. */
+void cdl_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv);
 /* out[r] = dot(weight row r, x) for r < n; rows ws bytes apart (the
  * portable rows of non-x86 CPUs are traits vec_dots: rows at the blocks'
  * natural alignment, 2 bytes). */
-void candle_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void cdl_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                       float *out);
 
 #endif

@@ -21,9 +21,9 @@ static size_t portable_x_bytes(candle_dtype t, int64_t K) {
 }
 #endif
 
-size_t candle_gemv_x_bytes(candle_dtype t, int64_t K) {
+size_t cdl_gemv_x_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2()) return candle_gemv_x_bytes_avx2(t, K);
+    if (cdl_quant_uses_avx2()) return cdl_gemv_x_bytes_avx2(t, K);
     (void)t;
     (void)K;
     return 0;
@@ -32,19 +32,19 @@ size_t candle_gemv_x_bytes(candle_dtype t, int64_t K) {
 #endif
 }
 
-void candle_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv) {
+void cdl_gemv_prep(candle_dtype t, int64_t K, const float *x, void *xv) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    candle_gemv_prep_avx2(t, K, x, xv);
+    cdl_gemv_prep_avx2(t, K, x, xv);
 #else
     cpu_dtype(cpu_dtype(t)->vec_dot_type)->from_f32(x, xv, K);
 #endif
 }
 
-void candle_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void cdl_gemv_rows(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                       float *out) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_vnni()) candle_gemv_rows_vnni(t, K, n, w, ws, xv, out);
-    else candle_gemv_rows_avx2(t, K, n, w, ws, xv, out);
+    if (cdl_quant_uses_vnni()) cdl_gemv_rows_vnni(t, K, n, w, ws, xv, out);
+    else cdl_gemv_rows_avx2(t, K, n, w, ws, xv, out);
 #else
     candle_vec_dot_fn dot = cpu_dtype(t)->vec_dot;
     for (int64_t r = 0; r < n; r++) dot(K, out + r, (const char *)w + (size_t)r * ws, xv);

@@ -1,6 +1,6 @@
 /* Internal: quantized weight rows times many quantized activation rows.
  *
- * candle_qgemm_rows computes c[m * ldc + n] = vec_dot(K, weight row n,
+ * cdl_qgemm_rows computes c[m * ldc + n] = vec_dot(K, weight row n,
  * activation row m) for m < M, n < N: weight rows at w + n * ws in the weight
  * dtype, activation rows at x + m * xs in its vec_dot_type, K a multiple of
  * both block sizes. Types with a multi-row kernel (AVX2: q4_0, q4_1, q5_0,
@@ -10,7 +10,7 @@
  * for all M activation rows; the others (and the scalar build) run one
  * traits vec_dot per output. Results equal the per-output vec_dot up to the
  * order of the float sums of block scales (the integer block sums are exact);
- * for q4_0, q4_1, q5_0, q5_1 and q8_0 they equal candle_gemv_rows bit for
+ * for q4_0, q4_1, q5_0, q5_1 and q8_0 they equal cdl_gemv_rows bit for
  * bit. */
 #ifndef CANDLE_QGEMM_IMPL_H
 #define CANDLE_QGEMM_IMPL_H
@@ -24,18 +24,18 @@
 
 /* True when t has a multi-row kernel on this CPU (without the AVX2 kernels:
  * every type with a vec_dot, on the exact per-output dots). */
-int candle_qgemm_has_fast(candle_dtype t);
-/* True when candle_qgemm_rows gives each output the traits vec_dot's bits
+int cdl_qgemm_has_fast(candle_dtype t);
+/* True when cdl_qgemm_rows gives each output the traits vec_dot's bits
  * (the path without the AVX2 kernels). */
-int candle_qgemm_rows_exact(candle_dtype t);
+int cdl_qgemm_rows_exact(candle_dtype t);
 /* True when the panels run on the AVX512-VNNI kernels (the CPU has them
  * and the config's quant cap is not avx2). */
-int candle_qgemm_uses_vnni(void);
-/* Scratch bytes candle_qgemm_rows needs for dtype t and K (0 for the
+int cdl_qgemm_uses_vnni(void);
+/* Scratch bytes cdl_qgemm_rows needs for dtype t and K (0 for the
  * per-output path). */
-size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K);
-/* scratch: candle_qgemm_scratch_bytes(t, K) bytes, 32-byte aligned. */
-void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K);
+/* scratch: cdl_qgemm_scratch_bytes(t, K) bytes, 32-byte aligned. */
+void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch);
 
 #endif

@@ -10,7 +10,7 @@
 #include "quant-kernels-impl.h"
 #include "x86/quant-x86-impl.h"
 
-/* Activation rows whose aux records (see candle_qgemm_prep_avx2) fit the
+/* Activation rows whose aux records (see cdl_qgemm_prep_avx2) fit the
  * scratch: the quantized matmul's largest M without VNNI (QMM_MAX_M_TILE),
  * so each weight panel is packed once; more rows (with VNNI up to 512) go
  * in turns, packing again. */
@@ -23,7 +23,7 @@
  * least 13 rows full (q8_0: 11). Figures: bench/RESULTS.md (issue 17). */
 #ifdef CANDLE_QUANT_HAVE_X86
 static bool use_direct(candle_dtype t, int64_t M) {
-    if (M > cpu_config_get()->qgemm_direct_max_m || !candle_quant_uses_vnni() || !candle_qgemm_has_direct_vnni(t)) return false;
+    if (M > cpu_config_get()->qgemm_direct_max_m || !cdl_quant_uses_vnni() || !cdl_qgemm_has_direct_vnni(t)) return false;
     int64_t tiles = (M + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 ? 11 : 13; /* rows per tile */
     return M >= fill * tiles;
 }
@@ -40,36 +40,36 @@ static int portable_rows(candle_dtype t) {
     return tt && tt->is_quantized && tt->vec_dot != NULL;
 }
 
-int candle_qgemm_has_fast(candle_dtype t) {
+int cdl_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2())
+    if (cdl_quant_uses_avx2())
         return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
                t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
 #endif
     return portable_rows(t);
 }
 
-int candle_qgemm_rows_exact(candle_dtype t) {
+int cdl_qgemm_rows_exact(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2()) return 0;
+    if (cdl_quant_uses_avx2()) return 0;
 #endif
     return portable_rows(t);
 }
 
-int candle_qgemm_uses_vnni(void) {
+int cdl_qgemm_uses_vnni(void) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    return candle_quant_uses_avx2() && candle_quant_uses_vnni();
+    return cdl_quant_uses_avx2() && cdl_quant_uses_vnni();
 #else
     return 0;
 #endif
 }
 
-size_t candle_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
+size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (candle_quant_uses_avx2() && candle_qgemm_has_fast(t)) {
-        size_t b = 2 * candle_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * candle_qgemm_aux_bytes_avx2(t, K);
-        if (candle_quant_uses_vnni() && candle_qgemm_has_direct_vnni(t)) {
-            size_t d = candle_qgemm_direct_bytes_vnni(t, K, CPU_QGEMM_DIRECT_MAX_M);
+    if (cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
+        size_t b = 2 * cdl_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * cdl_qgemm_aux_bytes_avx2(t, K);
+        if (cdl_quant_uses_vnni() && cdl_qgemm_has_direct_vnni(t)) {
+            size_t d = cdl_qgemm_direct_bytes_vnni(t, K, CPU_QGEMM_DIRECT_MAX_M);
             if (d > b) b = d;
         }
         return b;
@@ -105,35 +105,35 @@ static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const ch
     }
 }
 
-void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (M >= min_rows(t) && candle_quant_uses_avx2() && candle_qgemm_has_fast(t)) {
+    if (M >= min_rows(t) && cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
         if (use_direct(t, M)) {
-            candle_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
+            cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
             return;
         }
-        size_t pb = candle_qgemm_panel_bytes_avx2(t, K), ab = candle_qgemm_aux_bytes_avx2(t, K);
+        size_t pb = cdl_qgemm_panel_bytes_avx2(t, K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
         char *aux = (char *)scratch + 2 * pb;
-        bool vnni = candle_quant_uses_vnni(), pairs = vnni && candle_qgemm_has_pairs_vnni(t);
+        bool vnni = cdl_quant_uses_vnni(), pairs = vnni && cdl_qgemm_has_pairs_vnni(t);
         void (*panel_rows)(candle_dtype, int64_t, int, const void *, const void *, size_t, const void *, int64_t,
-                           float *, int64_t) = vnni ? candle_qgemm_panel_rows_vnni : candle_qgemm_panel_rows_avx2;
+                           float *, int64_t) = vnni ? cdl_qgemm_panel_rows_vnni : cdl_qgemm_panel_rows_avx2;
         int64_t step = pairs ? 2 * CANDLE_QGEMM_NR : CANDLE_QGEMM_NR;
         for (int64_t m = 0; m < M; m += AUX_ROWS) {
             int64_t mm = M - m < AUX_ROWS ? M - m : AUX_ROWS;
             const char *xm = (const char *)x + (size_t)m * xs;
-            candle_qgemm_prep_avx2(t, K, mm, xm, xs, aux);
+            cdl_qgemm_prep_avx2(t, K, mm, xm, xs, aux);
             for (int64_t n = 0; n < N; n += step) {
                 int nn = (int)(N - n < step ? N - n : step);
                 const char *wn = (const char *)w + (size_t)n * ws;
                 if (nn > CANDLE_QGEMM_NR) { /* two panels, 16 rows at once */
-                    candle_qgemm_pack_avx2(t, K, CANDLE_QGEMM_NR, wn, ws, scratch);
-                    candle_qgemm_pack_avx2(t, K, nn - CANDLE_QGEMM_NR, wn + CANDLE_QGEMM_NR * ws, ws,
+                    cdl_qgemm_pack_avx2(t, K, CANDLE_QGEMM_NR, wn, ws, scratch);
+                    cdl_qgemm_pack_avx2(t, K, nn - CANDLE_QGEMM_NR, wn + CANDLE_QGEMM_NR * ws, ws,
                                            (char *)scratch + pb);
-                    candle_qgemm_pair_rows_vnni(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
+                    cdl_qgemm_pair_rows_vnni(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
                     continue;
                 }
-                candle_qgemm_pack_avx2(t, K, nn, wn, ws, scratch);
+                cdl_qgemm_pack_avx2(t, K, nn, wn, ws, scratch);
                 panel_rows(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
             }
         }
@@ -144,8 +144,8 @@ void candle_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const vo
 #ifdef CANDLE_QUANT_HAVE_NEON
     /* the NEON multi-row dots: the traits vec_dot's bits, four activation
      * rows per weight block load */
-    if (candle_quant_uses_neon() &&
-        (candle_quant_uses_dotprod() ? candle_qgemm_rows_dotprod : candle_qgemm_rows_neon)(t, K, M, N, w, ws, x, xs,
+    if (cdl_quant_uses_neon() &&
+        (cdl_quant_uses_dotprod() ? cdl_qgemm_rows_dotprod : cdl_qgemm_rows_neon)(t, K, M, N, w, ws, x, xs,
                                                                                            c, ldc))
         return;
 #endif

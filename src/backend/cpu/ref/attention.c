@@ -22,7 +22,7 @@ typedef struct attn_args {
 } attn_args;
 
 static double load4(const candle_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
-    return candle_load_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] +
+    return cdl_load_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] +
                                          c * t->stride[2] + d * t->stride[3]);
 }
 
@@ -61,7 +61,7 @@ static void attend_row(const attn_args *a, candle_tensor *dst, int64_t b, int64_
     }
     char *out = tensor_ptr(dst) + b * dst->stride[0] + h * dst->stride[1] + i * dst->stride[2];
     for (int64_t e = 0; e < dv; e++)
-        candle_store_f64(dst->dtype, out + e * dst->stride[3], sum > 0 ? a->acc[e] / sum : 0.0);
+        cdl_store_f64(dst->dtype, out + e * dst->stride[3], sum > 0 ? a->acc[e] / sum : 0.0);
 }
 
 candle_status cpu_ref_attention(const cpu_task *task, candle_tensor *dst) {

@@ -21,7 +21,7 @@ static view4 as4(const candle_tensor *t) {
 }
 
 static double at4(const view4 *v, int64_t a, int64_t b, int64_t h, int64_t w) {
-    return candle_load_f64(v->dtype, v->p + a * v->stride[0] + b * v->stride[1] + h * v->stride[2] +
+    return cdl_load_f64(v->dtype, v->p + a * v->stride[0] + b * v->stride[1] + h * v->stride[2] +
                                          w * v->stride[3]);
 }
 
@@ -62,12 +62,12 @@ static candle_status conv_ref(candle_tensor *dst) {
     }
     for (int64_t n = 0; n < y.shape[0]; n++)
         for (int64_t o = 0; o < y.shape[1]; o++) {
-            double b = bias ? candle_load_f64(bias->dtype, tensor_ptr(bias) + o * bias->stride[0]) : 0.0;
+            double b = bias ? cdl_load_f64(bias->dtype, tensor_ptr(bias) + o * bias->stride[0]) : 0.0;
             for (int64_t oh = 0; oh < y.shape[2]; oh++)
                 for (int64_t ow = 0; ow < y.shape[3]; ow++) {
                     char *yp = (char *)y.p + n * y.stride[0] + o * y.stride[1] + oh * y.stride[2] +
                                ow * y.stride[3];
-                    candle_store_f64(dst->dtype, yp, b + conv_at(&x, &w, &c, n, o, oh, ow));
+                    cdl_store_f64(dst->dtype, yp, b + conv_at(&x, &w, &c, n, o, oh, ow));
                 }
         }
     return CANDLE_OK;

@@ -34,7 +34,7 @@ candle_status cpu_ref_arange(const cpu_task *task, candle_tensor *dst) {
     (void)task;
     char *p = tensor_ptr(dst);
     for (int64_t i = 0; i < dst->shape[0]; i++)
-        candle_store_f64(dst->dtype, p + i * dst->stride[0], dst->fparams[0] + (double)i * dst->fparams[1]);
+        cdl_store_f64(dst->dtype, p + i * dst->stride[0], dst->fparams[0] + (double)i * dst->fparams[1]);
     return CANDLE_OK;
 }
 
@@ -43,7 +43,7 @@ candle_status cpu_ref_fill(const cpu_task *task, candle_tensor *dst) {
     if (candle_tensor_numel(dst) == 0) return CANDLE_OK;
     char *p = tensor_ptr(dst);
     int64_t idx[CANDLE_MAX_RANK] = {0};
-    do candle_store_f64(dst->dtype, p + nd_offset(dst->rank, idx, dst->stride), dst->fparams[0]);
+    do cdl_store_f64(dst->dtype, p + nd_offset(dst->rank, idx, dst->stride), dst->fparams[0]);
     while (nd_next(dst->rank, dst->shape, idx));
     return CANDLE_OK;
 }
@@ -79,11 +79,11 @@ candle_status cpu_ref_rand(const cpu_task *task, candle_tensor *dst) {
     int64_t idx[CANDLE_MAX_RANK] = {0}, i = 0;
     do {
         char *q = p + nd_offset(dst->rank, idx, dst->stride);
-        candle_store_f64(dst->dtype, q, draw(key, i++, dist, a, b));
+        cdl_store_f64(dst->dtype, q, draw(key, i++, dist, a, b));
         /* Rounding to the dtype may leave [a, b); bounds that are not
          * representable are rounded inwards. */
-        if (dist == 0 && candle_load_f64(dst->dtype, q) >= b) step_ulp(dst->dtype, q, false);
-        if (dist == 0 && candle_load_f64(dst->dtype, q) < a) step_ulp(dst->dtype, q, true);
+        if (dist == 0 && cdl_load_f64(dst->dtype, q) >= b) step_ulp(dst->dtype, q, false);
+        if (dist == 0 && cdl_load_f64(dst->dtype, q) < a) step_ulp(dst->dtype, q, true);
     } while (nd_next(dst->rank, dst->shape, idx));
     return CANDLE_OK;
 }

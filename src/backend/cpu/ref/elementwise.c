@@ -25,11 +25,11 @@ candle_status cpu_ref_copy(const cpu_task *task, candle_tensor *dst) {
             if (ts->is_quantized) ts->to_f32(sp, buf, row);
             else
                 for (int64_t j = 0; j < row; j++)
-                    buf[j] = (float)candle_load_f64(src->dtype, sp + j * src->stride[r]);
+                    buf[j] = (float)cdl_load_f64(src->dtype, sp + j * src->stride[r]);
             if (td->is_quantized) td->from_f32(buf, dp, row);
             else
                 for (int64_t j = 0; j < row; j++)
-                    candle_store_f64(dst->dtype, dp + j * dst->stride[r], buf[j]);
+                    cdl_store_f64(dst->dtype, dp + j * dst->stride[r], buf[j]);
             nd_next(r, dst->shape, idx);
         }
         free(buf);
@@ -41,8 +41,8 @@ candle_status cpu_ref_copy(const cpu_task *task, candle_tensor *dst) {
     do {
         const char *sp = s + nd_offset(src->rank, idx, src->stride);
         char *dp = d + nd_offset(dst->rank, idx, dst->stride);
-        if (ints) candle_store_i64(dst->dtype, dp, candle_load_i64(src->dtype, sp));
-        else candle_store_f64(dst->dtype, dp, candle_load_f64(src->dtype, sp));
+        if (ints) cdl_store_i64(dst->dtype, dp, cdl_load_i64(src->dtype, sp));
+        else cdl_store_f64(dst->dtype, dp, cdl_load_f64(src->dtype, sp));
     } while (nd_next(dst->rank, dst->shape, idx));
     return CANDLE_OK;
 }
@@ -79,7 +79,7 @@ static int64_t unary_i64(candle_op op, int64_t x, const double *p) {
     case CANDLE_OP_NEG: return (int64_t)(0 - (uint64_t)x);
     case CANDLE_OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
     case CANDLE_OP_RELU: return x > 0 ? x : 0;
-    default: return candle_sat_i64(unary_f64(op, (double)x, p), -9.2e18, 9.2e18);
+    default: return cdl_sat_i64(unary_f64(op, (double)x, p), -9.2e18, 9.2e18);
     }
 }
 
@@ -95,8 +95,8 @@ candle_status cpu_ref_unary(const cpu_task *task, candle_tensor *dst) {
     do {
         const char *sp = s + nd_offset(src->rank, idx, src->stride);
         char *dp = d + nd_offset(dst->rank, idx, dst->stride);
-        if (ints) candle_store_i64(dst->dtype, dp, unary_i64(op, candle_load_i64(src->dtype, sp), dst->fparams));
-        else candle_store_f64(dst->dtype, dp, unary_f64(op, candle_load_f64(src->dtype, sp), dst->fparams));
+        if (ints) cdl_store_i64(dst->dtype, dp, unary_i64(op, cdl_load_i64(src->dtype, sp), dst->fparams));
+        else cdl_store_f64(dst->dtype, dp, unary_f64(op, cdl_load_f64(src->dtype, sp), dst->fparams));
     } while (nd_next(dst->rank, dst->shape, idx));
     return CANDLE_OK;
 }
@@ -154,11 +154,11 @@ candle_status cpu_ref_binary(const cpu_task *task, candle_tensor *dst) {
         const char *bp = pb + nd_offset(b->rank, idx, b->stride);
         char *dp = d + nd_offset(dst->rank, idx, dst->stride);
         if (ints)
-            candle_store_i64(dst->dtype, dp,
-                             binary_i64(op, candle_load_i64(a->dtype, ap), candle_load_i64(b->dtype, bp)));
+            cdl_store_i64(dst->dtype, dp,
+                             binary_i64(op, cdl_load_i64(a->dtype, ap), cdl_load_i64(b->dtype, bp)));
         else
-            candle_store_f64(dst->dtype, dp,
-                             binary_f64(op, candle_load_f64(a->dtype, ap), candle_load_f64(b->dtype, bp)));
+            cdl_store_f64(dst->dtype, dp,
+                             binary_f64(op, cdl_load_f64(a->dtype, ap), cdl_load_f64(b->dtype, bp)));
     } while (nd_next(dst->rank, dst->shape, idx));
     return CANDLE_OK;
 }

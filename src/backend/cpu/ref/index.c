@@ -24,7 +24,7 @@ static void put_unit(candle_dtype ts, const char *sp, candle_dtype td, char *dp,
     }
     float buf[256]; /* largest block: 256 elements (k-quants) */
     tr->to_f32(sp, buf, tr->block_size);
-    for (int64_t j = 0; j < tr->block_size; j++) candle_store_f64(td, dp + j * dst_step, buf[j]);
+    for (int64_t j = 0; j < tr->block_size; j++) cdl_store_f64(td, dp + j * dst_step, buf[j]);
 }
 
 static int64_t load_index(const candle_tensor *idx, const char *p) {

@@ -31,9 +31,9 @@ static void mm_plain(const mm_dims *m, const candle_tensor *a, const char *pa,
         for (int64_t j = 0; j < m->N; j++) {
             double acc = 0;
             for (int64_t k = 0; k < m->K; k++)
-                acc += candle_load_f64(a->dtype, pa + i * m->a_sm + k * m->a_sk) *
-                       candle_load_f64(b->dtype, pb + k * m->b_sk + j * m->b_sn);
-            candle_store_f64(dst->dtype, pd + i * m->d_sm + j * m->d_sn, acc);
+                acc += cdl_load_f64(a->dtype, pa + i * m->a_sm + k * m->a_sk) *
+                       cdl_load_f64(b->dtype, pb + k * m->b_sk + j * m->b_sn);
+            cdl_store_f64(dst->dtype, pd + i * m->d_sm + j * m->d_sn, acc);
         }
 }
 
@@ -47,8 +47,8 @@ static void mm_weight(const mm_dims *m, const candle_tensor *a, const char *pa,
         for (int64_t i = 0; i < m->M; i++) {
             double acc = 0;
             for (int64_t k = 0; k < m->K; k++)
-                acc += candle_load_f64(a->dtype, pa + i * m->a_sm + k * m->a_sk) * (double)col[k];
-            candle_store_f64(dst->dtype, pd + i * m->d_sm + j * m->d_sn, acc);
+                acc += cdl_load_f64(a->dtype, pa + i * m->a_sm + k * m->a_sk) * (double)col[k];
+            cdl_store_f64(dst->dtype, pd + i * m->d_sm + j * m->d_sn, acc);
         }
     }
 }
@@ -108,10 +108,10 @@ candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst) {
     }
     for (int64_t r = 0; r < n; r++) {
         for (int64_t k = 0; k < d_in; k++)
-            xr[k] = (float)candle_load_f64(x->dtype, tensor_ptr(x) + r * x->stride[0] + k * x->stride[1]);
+            xr[k] = (float)cdl_load_f64(x->dtype, tensor_ptr(x) + r * x->stride[0] + k * x->stride[1]);
         for (int64_t o = 0; o < d_out; o++) acc[o] = 0;
         for (int64_t e = 0; e < ne; e++) {
-            double w = candle_load_f64(wt->dtype, tensor_ptr(wt) + r * wt->stride[0] + e * wt->stride[1]);
+            double w = cdl_load_f64(wt->dtype, tensor_ptr(wt) + r * wt->stride[0] + e * wt->stride[1]);
             if (w == 0) continue;
             for (int64_t j = 0; j < d_ff; j++) {
                 double sg = 0, su = 0;
@@ -129,7 +129,7 @@ candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst) {
             }
         }
         for (int64_t o = 0; o < d_out; o++)
-            candle_store_f64(dst->dtype, tensor_ptr(dst) + r * dst->stride[0] + o * dst->stride[1], acc[o]);
+            cdl_store_f64(dst->dtype, tensor_ptr(dst) + r * dst->stride[0] + o * dst->stride[1], acc[o]);
     }
     free(row), free(xr), free(h), free(acc);
     return CANDLE_OK;

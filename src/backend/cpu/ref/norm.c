@@ -8,7 +8,7 @@
 /* Element k of an optional [D] parameter; `none` when it is absent. */
 static double param_at(const candle_tensor *p, int64_t k, double none) {
     if (!p) return none;
-    return candle_load_f64(p->dtype, tensor_ptr(p) + k * p->stride[0]);
+    return cdl_load_f64(p->dtype, tensor_ptr(p) + k * p->stride[0]);
 }
 
 typedef double (*row_fn)(const candle_tensor *dst, const char *xp, int64_t xs, int64_t D,
@@ -20,7 +20,7 @@ static double rms_scale(const candle_tensor *dst, const char *xp, int64_t xs, in
     const candle_tensor *x = dst->src[0];
     double ss = 0;
     for (int64_t k = 0; k < D; k++) {
-        double v = candle_load_f64(x->dtype, xp + k * xs);
+        double v = cdl_load_f64(x->dtype, xp + k * xs);
         ss += v * v;
     }
     *shift = 0;
@@ -32,10 +32,10 @@ static double ln_scale(const candle_tensor *dst, const char *xp, int64_t xs, int
                        double *shift) {
     const candle_tensor *x = dst->src[0];
     double sum = 0, ss = 0;
-    for (int64_t k = 0; k < D; k++) sum += candle_load_f64(x->dtype, xp + k * xs);
+    for (int64_t k = 0; k < D; k++) sum += cdl_load_f64(x->dtype, xp + k * xs);
     double mean = sum / (double)D;
     for (int64_t k = 0; k < D; k++) {
-        double v = candle_load_f64(x->dtype, xp + k * xs) - mean;
+        double v = cdl_load_f64(x->dtype, xp + k * xs) - mean;
         ss += v * v;
     }
     *shift = mean;
@@ -54,8 +54,8 @@ static candle_status norm_rows(candle_tensor *dst, row_fn scale_of) {
         char *dp = tensor_ptr(dst) + nd_offset(r - 1, idx, dst->stride);
         double shift, scale = scale_of(dst, xp, xs, D, &shift);
         for (int64_t k = 0; k < D; k++) {
-            double v = (candle_load_f64(x->dtype, xp + k * xs) - shift) * scale;
-            candle_store_f64(dst->dtype, dp + k * ds, v * param_at(w, k, 1.0) + param_at(b, k, 0.0));
+            double v = (cdl_load_f64(x->dtype, xp + k * xs) - shift) * scale;
+            cdl_store_f64(dst->dtype, dp + k * ds, v * param_at(w, k, 1.0) + param_at(b, k, 0.0));
         }
     } while (nd_next(r - 1, dst->shape, idx));
     return CANDLE_OK;

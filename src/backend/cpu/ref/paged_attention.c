@@ -11,7 +11,7 @@
 #include "../paged-impl.h"
 
 static double load3(const candle_tensor *t, int64_t a, int64_t b, int64_t c) {
-    return candle_load_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] + c * t->stride[2]);
+    return cdl_load_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] + c * t->stride[2]);
 }
 
 /* Row scratch: n elements in double, and in f32 for a block type's rows. */
@@ -27,7 +27,7 @@ static const double *load_row(const candle_tensor *t, int64_t a, int64_t b, int6
         candle_dtype_info(t->dtype)->to_f32(p, r->f, n);
         for (int64_t e = 0; e < n; e++) r->d[e] = r->f[e];
     } else {
-        for (int64_t e = 0; e < n; e++) r->d[e] = candle_load_f64(t->dtype, p + e * t->stride[2]);
+        for (int64_t e = 0; e < n; e++) r->d[e] = cdl_load_f64(t->dtype, p + e * t->stride[2]);
     }
     return r->d;
 }
@@ -39,12 +39,12 @@ static void store_row3(const candle_tensor *t, int64_t a, int64_t b, int64_t n, 
         for (int64_t e = 0; e < n; e++) r->f[e] = (float)r->d[e]; /* k, v: a float dtype, exact */
         candle_dtype_info(t->dtype)->from_f32(r->f, p, n);
     } else {
-        for (int64_t e = 0; e < n; e++) candle_store_f64(t->dtype, p + e * t->stride[2], r->d[e]);
+        for (int64_t e = 0; e < n; e++) cdl_store_f64(t->dtype, p + e * t->stride[2], r->d[e]);
     }
 }
 
 static void store3(const candle_tensor *t, int64_t a, int64_t b, int64_t c, double v) {
-    candle_store_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] + c * t->stride[2], v);
+    cdl_store_f64(t->dtype, tensor_ptr(t) + a * t->stride[0] + b * t->stride[1] + c * t->stride[2], v);
 }
 
 /* Row i's new k and v into the cache row of its position. */

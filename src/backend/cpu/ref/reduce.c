@@ -12,8 +12,8 @@ typedef struct line {
     candle_dtype dtype;
 } line;
 
-static double line_f64(const line *l, int64_t k) { return candle_load_f64(l->dtype, l->p + k * l->stride); }
-static int64_t line_i64(const line *l, int64_t k) { return candle_load_i64(l->dtype, l->p + k * l->stride); }
+static double line_f64(const line *l, int64_t k) { return cdl_load_f64(l->dtype, l->p + k * l->stride); }
+static int64_t line_i64(const line *l, int64_t k) { return cdl_load_i64(l->dtype, l->p + k * l->stride); }
 
 /* NaN compares as the largest value for max/argmax and the smallest for min,
  * so NaN propagates and argmax finds the first NaN, as in PyTorch. */
@@ -71,9 +71,9 @@ candle_status cpu_ref_reduce(const cpu_task *task, candle_tensor *dst) {
                   src->stride[d], src->dtype};
         char *dp = tensor_ptr(dst) + nd_offset(dst->rank, idx, dst->stride);
         if (ints || op == CANDLE_OP_ARGMAX)
-            candle_store_i64(dst->dtype, dp, ints ? reduce_i64(op, &l) : (int64_t)reduce_f64(op, &l));
+            cdl_store_i64(dst->dtype, dp, ints ? reduce_i64(op, &l) : (int64_t)reduce_f64(op, &l));
         else
-            candle_store_f64(dst->dtype, dp, reduce_f64(op, &l));
+            cdl_store_f64(dst->dtype, dp, reduce_f64(op, &l));
     } while (nd_next(dst->rank, dst->shape, idx));
     return CANDLE_OK;
 }
@@ -98,7 +98,7 @@ candle_status cpu_ref_softmax(const cpu_task *task, candle_tensor *dst) {
         double lse = log(sum);
         for (int64_t k = 0; k < l.n; k++) {
             double z = line_f64(&l, k) - mx;
-            candle_store_f64(dst->dtype, dp + k * dst->stride[d], log_out ? z - lse : exp(z) / sum);
+            cdl_store_f64(dst->dtype, dp + k * dst->stride[d], log_out ? z - lse : exp(z) / sum);
         }
     } while (nd_next(dst->rank, lines, idx));
     return CANDLE_OK;

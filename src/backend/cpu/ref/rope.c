@@ -16,7 +16,7 @@
 static double row_position(const candle_tensor *dst, int64_t s) {
     const candle_tensor *pos = dst->src[1];
     if (!pos) return (double)(dst->iparams[2] + s);
-    return (double)candle_load_i64(pos->dtype, tensor_ptr(pos) + s * pos->stride[0]);
+    return (double)cdl_load_i64(pos->dtype, tensor_ptr(pos) + s * pos->stride[0]);
 }
 
 void cpu_rope_pair(const candle_tensor *dst, int64_t i, double *w, double *sc) {
@@ -46,13 +46,13 @@ static void rope_row(const candle_tensor *dst, const char *xp, char *dp, double 
         double angle = pos * sc * w;
         double c = cos(angle) * m, s = sin(angle) * m;
         int64_t k0 = interleaved ? 2 * i : i, k1 = interleaved ? 2 * i + 1 : i + half;
-        double x0 = candle_load_f64(x->dtype, xp + k0 * xs);
-        double x1 = candle_load_f64(x->dtype, xp + k1 * xs);
-        candle_store_f64(dst->dtype, dp + k0 * ds, x0 * c - x1 * s);
-        candle_store_f64(dst->dtype, dp + k1 * ds, x0 * s + x1 * c);
+        double x0 = cdl_load_f64(x->dtype, xp + k0 * xs);
+        double x1 = cdl_load_f64(x->dtype, xp + k1 * xs);
+        cdl_store_f64(dst->dtype, dp + k0 * ds, x0 * c - x1 * s);
+        cdl_store_f64(dst->dtype, dp + k1 * ds, x0 * s + x1 * c);
     }
     for (int64_t k = n_dims; k < D; k++)
-        candle_store_f64(dst->dtype, dp + k * ds, candle_load_f64(x->dtype, xp + k * xs));
+        cdl_store_f64(dst->dtype, dp + k * ds, cdl_load_f64(x->dtype, xp + k * xs));
 }
 
 candle_status cpu_ref_rope(const cpu_task *task, candle_tensor *dst) {

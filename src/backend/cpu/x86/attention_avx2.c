@@ -36,7 +36,7 @@ static void pack_kt_avx2(candle_dtype t, const char *k, int64_t sk, int64_t nk, 
             for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (p0 + i) * ATTN_NR, r[i]);
         }
         for (; p0 < d; p0++)
-            for (int i = 0; i < 8; i++) dst[p0 * ATTN_NR + i] = i < nv ? candle_load_f32(t, rows + i * sk + p0 * esz) : 0.0f;
+            for (int i = 0; i < 8; i++) dst[p0 * ATTN_NR + i] = i < nv ? cdl_load_f32(t, rows + i * sk + p0 * esz) : 0.0f;
     }
 }
 
@@ -99,7 +99,7 @@ static ALWAYS_INLINE __m256 scores_row8(const float *q, int64_t d, const candle_
         float tail[8];
         for (int j = 0; j < 8; j++) {
             float t = 0;
-            for (int64_t e = p; e < d; e++) t += q[e] * candle_load_f32(T, kr[j] + e * esz);
+            for (int64_t e = p; e < d; e++) t += q[e] * cdl_load_f32(T, kr[j] + e * esz);
             tail[j] = t;
         }
         out = _mm256_add_ps(out, _mm256_loadu_ps(tail));

@@ -696,8 +696,8 @@ void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_
         for (int i = 0; i < MR; i++) {
             float lo = 0, hi = 0;
             if (i < rows) {
-                lo = (float)candle_load_f64(at, a + i * sam + 2 * t * sak);
-                hi = 2 * t + 1 < kc ? (float)candle_load_f64(at, a + i * sam + (2 * t + 1) * sak) : 0.0f;
+                lo = (float)cdl_load_f64(at, a + i * sam + 2 * t * sak);
+                hi = 2 * t + 1 < kc ? (float)cdl_load_f64(at, a + i * sam + (2 * t + 1) * sak) : 0.0f;
             }
             d[t * MR + i] = bf16_pair(lo, hi);
         }

@@ -432,10 +432,10 @@ void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float
             float s0 = hsum(_mm256_add_ps(a0, b0)), s1 = hsum(_mm256_add_ps(a1, b1));      \
             float s2 = hsum(_mm256_add_ps(a2, b2)), s3 = hsum(_mm256_add_ps(a3, b3));      \
             for (; i < k; i++) {                                                           \
-                s0 += candle_load_f32(WT, w0 + i * ESZ) * x[i];                                      \
-                s1 += candle_load_f32(WT, w1 + i * ESZ) * x[i];                                      \
-                s2 += candle_load_f32(WT, w2 + i * ESZ) * x[i];                                      \
-                s3 += candle_load_f32(WT, w3 + i * ESZ) * x[i];                                      \
+                s0 += cdl_load_f32(WT, w0 + i * ESZ) * x[i];                                      \
+                s1 += cdl_load_f32(WT, w1 + i * ESZ) * x[i];                                      \
+                s2 += cdl_load_f32(WT, w2 + i * ESZ) * x[i];                                      \
+                s3 += cdl_load_f32(WT, w3 + i * ESZ) * x[i];                                      \
             }                                                                              \
             out[r * os] = s0;                                                              \
             out[(r + 1) * os] = s1;                                                        \
@@ -453,7 +453,7 @@ void cpu_pack_at16_avx2(const float *a, int64_t lda, int rows, int64_t kc, float
             for (; i + 8 <= k; i += 8)                                                     \
                 a0 = _mm256_fmadd_ps(LOAD(w0 + i * ESZ), _mm256_loadu_ps(x + i), a0);      \
             float s0 = hsum(_mm256_add_ps(a0, b0));                                        \
-            for (; i < k; i++) s0 += candle_load_f32(WT, w0 + i * ESZ) * x[i];                       \
+            for (; i < k; i++) s0 += cdl_load_f32(WT, w0 + i * ESZ) * x[i];                       \
             out[r * os] = s0;                                                              \
         }                                                                                  \
     }
@@ -517,7 +517,7 @@ static int64_t dot_rows8_f32(int64_t k, const char *w, size_t ws, int64_t n_rows
             }                                                                             \
             for (; i + 8 <= k; i += 8) a0 = _mm256_fmadd_ps(LOAD(w0 + i * 2), _mm256_loadu_ps(x + i), a0); \
             float s0 = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
-            for (; i < k; i++) s0 += candle_load_f32(WT, w0 + i * 2) * x[i];              \
+            for (; i < k; i++) s0 += cdl_load_f32(WT, w0 + i * 2) * x[i];              \
             out[r * os] = s0;                                                             \
         }                                                                                 \
     }
@@ -578,7 +578,7 @@ static void dot_rows_avx2(candle_dtype wt, int64_t k, const void *w, size_t w_st
         const char *wr[3] = {w0, w1, w2};                                                  \
         for (; p < k; p++)                                                                 \
             for (int i = 0; i < 4; i++)                                                    \
-                for (int j = 0; j < 3; j++) r[i][j] += ar[i][p] * candle_load_f32(WT, wr[j] + p * ESZ); \
+                for (int j = 0; j < 3; j++) r[i][j] += ar[i][p] * cdl_load_f32(WT, wr[j] + p * ESZ); \
         for (int i = 0; i < mr; i++)                                                       \
             for (int j = 0; j < nr; j++)                                                   \
                 c[i * ldc + j] = accumulate ? c[i * ldc + j] + r[i][j] : r[i][j];          \
@@ -605,7 +605,7 @@ static void to_f32_avx2(candle_dtype t, const void *src, float *dst, int64_t n) 
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LOAD_F16(s + i * 2));
     else
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LOAD_BF16(s + i * 2));
-    for (; i < n; i++) dst[i] = candle_load_f32(t, s + i * 2);
+    for (; i < n; i++) dst[i] = cdl_load_f32(t, s + i * 2);
 }
 
 /* ---- elementwise ---- */

@@ -86,7 +86,7 @@ static inline float q6k_step(float acc, const block_q6_K *b, const int8x16_t *q,
     return acc + y->d * neon_f16_to_f32(b->d) * (float)sum;
 }
 
-void NEON_FN(candle_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
+void NEON_FN(cdl_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -100,7 +100,7 @@ void NEON_FN(candle_vec_dot_q4_k_q8_k_)(int64_t n, float *out, const void *vx, c
     *out = acc;
 }
 
-void NEON_FN(candle_vec_dot_q5_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
+void NEON_FN(cdl_vec_dot_q5_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -114,7 +114,7 @@ void NEON_FN(candle_vec_dot_q5_k_q8_k_)(int64_t n, float *out, const void *vx, c
     *out = acc;
 }
 
-void NEON_FN(candle_vec_dot_q6_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
+void NEON_FN(cdl_vec_dot_q6_k_q8_k_)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
     float acc = 0;
@@ -158,7 +158,7 @@ static void k_row4(candle_dtype t, int64_t nb, const char *w, const char *x, siz
 
 #define NEON_K_ROWS 8 /* weight rows per pass over the activation rows */
 
-int NEON_FN(candle_qgemm_rows_k_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+int NEON_FN(cdl_qgemm_rows_k_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                                   const void *x, size_t xs, float *c, int64_t ldc) {
     if (t != CANDLE_DTYPE_Q4_K && t != CANDLE_DTYPE_Q5_K && t != CANDLE_DTYPE_Q6_K) return 0;
     int64_t nb = K / QK_K;

@@ -5,5 +5,5 @@
 #define NEON_DOT16(acc, a, b) vdotq_s32((acc), (a), (b))
 #include "kquants-neon-impl.h"
 #else
-typedef int candle_kquants_dotprod_empty;
+typedef int cdl_kquants_dotprod_empty;
 #endif

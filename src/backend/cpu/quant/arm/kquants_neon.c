@@ -5,5 +5,5 @@
     vpadalq_s16(vpadalq_s16((acc), vmull_s8(vget_low_s8(a), vget_low_s8(b))), vmull_high_s8((a), (b)))
 #include "kquants-neon-impl.h"
 #else
-typedef int candle_kquants_neon_empty; /* ISO C: no empty translation unit */
+typedef int cdl_kquants_neon_empty; /* ISO C: no empty translation unit */
 #endif

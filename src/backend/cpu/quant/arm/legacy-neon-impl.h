@@ -1,6 +1,6 @@
 /* Internal template: the NEON dots of q4_0, q4_1, q5_0, q5_1 and q8_0 against their q8
  * activation blocks, the single-row vec_dot and the multi-row product of
- * candle_qgemm_rows, included by legacy_neon.c (plain armv8-a: vmull_s8 +
+ * cdl_qgemm_rows, included by legacy_neon.c (plain armv8-a: vmull_s8 +
  * vpadalq_s16) and legacy_dotprod.c (armv8.2-a dotprod: vdotq_s32) with
  * NEON_SFX naming the variant and NEON_DOT16(acc, a, b) adding the products
  * of 16 int8 pairs into four int32 lanes.
@@ -142,19 +142,19 @@ static inline float dot_row(neon_kind k, int64_t nb, const char *w, const char *
     return acc;
 }
 
-void NEON_FN(candle_vec_dot_q4_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
+void NEON_FN(cdl_vec_dot_q4_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q4_0, n / QK4_0, x, y);
 }
-void NEON_FN(candle_vec_dot_q4_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
+void NEON_FN(cdl_vec_dot_q4_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q4_1, n / QK4_1, x, y);
 }
-void NEON_FN(candle_vec_dot_q8_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
+void NEON_FN(cdl_vec_dot_q8_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q8_0, n / QK8_0, x, y);
 }
-void NEON_FN(candle_vec_dot_q5_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
+void NEON_FN(cdl_vec_dot_q5_0_q8_0_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q5_0, n / QK5_0, x, y);
 }
-void NEON_FN(candle_vec_dot_q5_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
+void NEON_FN(cdl_vec_dot_q5_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q5_1, n / QK5_1, x, y);
 }
 
@@ -180,7 +180,7 @@ static inline void dot_row4(neon_kind k, int64_t nb, const char *w, const char *
 
 #define NEON_ROWS 16 /* weight rows per pass over the activation rows (kept in L1) */
 
-int NEON_FN(candle_qgemm_rows_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+int NEON_FN(cdl_qgemm_rows_)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                                 const void *x, size_t xs, float *c, int64_t ldc) {
     neon_kind k;
     if (t == CANDLE_DTYPE_Q4_0) k = NK_Q4_0;
@@ -188,7 +188,7 @@ int NEON_FN(candle_qgemm_rows_)(candle_dtype t, int64_t K, int64_t M, int64_t N,
     else if (t == CANDLE_DTYPE_Q8_0) k = NK_Q8_0;
     else if (t == CANDLE_DTYPE_Q5_0) k = NK_Q5_0;
     else if (t == CANDLE_DTYPE_Q5_1) k = NK_Q5_1;
-    else return NEON_FN(candle_qgemm_rows_k_)(t, K, M, N, w, ws, x, xs, c, ldc);
+    else return NEON_FN(cdl_qgemm_rows_k_)(t, K, M, N, w, ws, x, xs, c, ldc);
     int64_t nb = K / 32;
     const char *wc = w, *xc = x;
     for (int64_t n0 = 0; n0 < N; n0 += NEON_ROWS) {

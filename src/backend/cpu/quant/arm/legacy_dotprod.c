@@ -6,5 +6,5 @@
 #define NEON_DOT16(acc, a, b) vdotq_s32((acc), (a), (b))
 #include "legacy-neon-impl.h"
 #else
-typedef int candle_legacy_dotprod_empty;
+typedef int cdl_legacy_dotprod_empty;
 #endif

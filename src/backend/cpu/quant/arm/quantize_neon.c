@@ -43,13 +43,13 @@ static inline float quantize32(const float *x, int8_t *qs, int *sum) {
     return d;
 }
 
-void candle_q8_0_from_f32_neon(const float *src, void *dst, int64_t n) {
+void cdl_q8_0_from_f32_neon(const float *src, void *dst, int64_t n) {
     block_q8_0 *b = dst;
     int sum;
     for (int64_t i = 0; i < n / QK8_0; i++, src += QK8_0) b[i].d = candle_f32_to_f16(quantize32(src, b[i].qs, &sum));
 }
 
-void candle_q8_1_from_f32_neon(const float *src, void *dst, int64_t n) {
+void cdl_q8_1_from_f32_neon(const float *src, void *dst, int64_t n) {
     block_q8_1 *b = dst;
     int sum;
     for (int64_t i = 0; i < n / QK8_1; i++, src += QK8_1) {
@@ -59,7 +59,7 @@ void candle_q8_1_from_f32_neon(const float *src, void *dst, int64_t n) {
     }
 }
 
-void candle_q8_k_from_f32_neon(const float *src, void *dst, int64_t n) {
+void cdl_q8_k_from_f32_neon(const float *src, void *dst, int64_t n) {
     block_q8_K *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
         float32x4_t a0 = vdupq_n_f32(0), a1 = a0;
@@ -92,5 +92,5 @@ void candle_q8_k_from_f32_neon(const float *src, void *dst, int64_t n) {
     }
 }
 #else
-typedef int candle_quantize_neon_empty; /* ISO C: no empty translation unit */
+typedef int cdl_quantize_neon_empty; /* ISO C: no empty translation unit */
 #endif

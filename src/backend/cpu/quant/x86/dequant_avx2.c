@@ -22,13 +22,13 @@ static inline void store_scaled_sub(__m256i q, __m256 d, __m256 m, float *dst) {
         _mm256_storeu_ps(dst + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k]))), m));
 }
 
-void candle_q4_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q4_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q4_0 *b = src;
     for (int64_t i = 0; i < n / QK4_0; i++, dst += QK4_0)
         store_scaled(_mm256_sub_epi8(unpack_nibbles(b[i].qs), _mm256_set1_epi8(8)), _mm256_set1_ps(h2f(b[i].d)), dst);
 }
 
-void candle_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q4_1 *b = src;
     for (int64_t i = 0; i < n / QK4_1; i++, dst += QK4_1) {
         /* d * q + m, as d * q - (-m): negation is exact */
@@ -36,7 +36,7 @@ void candle_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK5_0; i++, dst += QK5_0) {
         uint32_t qh;
@@ -46,7 +46,7 @@ void candle_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q8_0 *b = src;
     for (int64_t i = 0; i < n / QK8_0; i++, dst += QK8_0)
         store_scaled(load32(b[i].qs), _mm256_set1_ps(h2f(b[i].d)), dst);
@@ -57,7 +57,7 @@ static inline void k4_sub(__m256i q, float d, float dmin, uint8_t sc, uint8_t m,
     store_scaled_sub(q, _mm256_set1_ps(d * (float)sc), _mm256_set1_ps(dmin * (float)m), dst);
 }
 
-void candle_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q4_K *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
@@ -73,7 +73,7 @@ void candle_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q5_K *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
@@ -93,7 +93,7 @@ void candle_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
-void candle_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
+void cdl_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q6_K *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), off = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {

@@ -15,14 +15,14 @@ static inline __m256 f16x8_to_f32(__m128i h) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_castps_si256(_mm256_cvtph_ps(h)), nan_bits, is_nan));
 }
 
-void candle_f16_to_f32_row_avx2(const void *src, float *dst, int64_t n) {
+void cdl_f16_to_f32_row_avx2(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, f16x8_to_f32(_mm_loadu_si128((const __m128i *)(s + i))));
     for (; i < n; i++) dst[i] = candle_f16_to_f32(s[i]);
 }
 
-void candle_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n) {
+void cdl_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n) {
     uint16_t *d = dst;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -30,7 +30,7 @@ void candle_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n) {
     for (; i < n; i++) d[i] = candle_f32_to_f16(src[i]);
 }
 
-void candle_bf16_to_f32_row_avx2(const void *src, float *dst, int64_t n) {
+void cdl_bf16_to_f32_row_avx2(const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -51,7 +51,7 @@ static inline __m256i bf16_round(__m256 x) {
     return _mm256_and_si256(_mm256_blendv_epi8(r, quiet, nan), _mm256_set1_epi32(0xffff));
 }
 
-void candle_f32_to_bf16_row_avx2(const float *src, void *dst, int64_t n) {
+void cdl_f32_to_bf16_row_avx2(const float *src, void *dst, int64_t n) {
     uint16_t *d = dst;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {

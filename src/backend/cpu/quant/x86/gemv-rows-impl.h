@@ -335,10 +335,10 @@ static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(
 static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
                          offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
 
-void QUANT_KERNEL(candle_gemv_rows)(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void QUANT_KERNEL(cdl_gemv_rows)(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out) {
     if (k_type(t)) {
-        QUANT_KERNEL(candle_gemv_rows_k)(t, K, n, w, ws, xv, out);
+        QUANT_KERNEL(cdl_gemv_rows_k)(t, K, n, w, ws, xv, out);
         return;
     }
     int64_t nb = K / 32;

@@ -45,7 +45,7 @@
 #define QUANT_KERNEL(name) name##_avx2
 #include "gemv-rows-impl.h"
 
-size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
+size_t cdl_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
     /* the K types take their vec_dot activation, a q8_K row */
     if (k_type(t)) { /* q4_K and q5_K: then the bsums summed in pairs (8 int16 a block) */
         size_t nb = (size_t)(K / QK_K), pairs = t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K ? nb * 16 : 0;
@@ -70,9 +70,9 @@ static int8_t *block_codes(int8_t *qs, int64_t nb, int64_t b, candle_dtype t, in
     return qs + g * 256 + (i % 4) * 64 + (i / 4) * 16;
 }
 
-void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
+void cdl_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
     if (k_type(t)) {
-        candle_q8_k_from_f32_avx2(x, xv, K);
+        cdl_q8_k_from_f32_avx2(x, xv, K);
         if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K) {
             const block_q8_K *y = xv;
             int16_t *pairs = (int16_t *)(void *)(y + K / QK_K);

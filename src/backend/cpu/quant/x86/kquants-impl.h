@@ -201,11 +201,11 @@ static inline __attribute__((always_inline)) float k45_dot(const uint8_t *x, boo
     return k45_result(a);
 }
 
-void QUANT_KERNEL(candle_vec_dot_q4_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q4_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
     *out = k45_dot(vx, false, vy, n / QK_K);
 }
 
-void QUANT_KERNEL(candle_vec_dot_q5_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q5_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
     *out = k45_dot(vx, true, vy, n / QK_K);
 }
 
@@ -289,7 +289,7 @@ static inline __attribute__((always_inline)) __m256i q6k_block(const block_q6_K 
 
 /* q6_K codes are 0..63 (value + 32): the dot uses them unsigned and removes
  * 32 * sum(y) per 16 elements afterwards through bsums. */
-void QUANT_KERNEL(candle_vec_dot_q6_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q6_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
     __m256 acc = _mm256_setzero_ps();
@@ -390,7 +390,7 @@ static inline __attribute__((always_inline)) float q2k_row(const block_q2_K *x, 
     return hsum_ps(_mm256_sub_ps(acc, acc_m));
 }
 
-void QUANT_KERNEL(candle_vec_dot_q2_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q2_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
     *out = q2k_row(vx, vy, n / QK_K, 0);
 }
 
@@ -461,14 +461,14 @@ static inline __attribute__((always_inline)) float q3k_row(const block_q3_K *x, 
     return hsum_ps(acc);
 }
 
-void QUANT_KERNEL(candle_vec_dot_q3_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q3_k_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
     *out = q3k_row(vx, vy, n / QK_K, 0);
 }
 
-void QUANT_KERNEL(candle_vec_dot_iq4_xs_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_iq4_xs_q8_k)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_iq4_xs *x = vx;
     const block_q8_K *y = vy;
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)cdl_iq4nl_values));
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint8_t ls[8];
@@ -601,7 +601,7 @@ static void q5k_rows(const uint8_t *w, size_t ws, int64_t n, const block_q8_K *y
     k45_rows(true, w, ws, n, y, nb, out);
 }
 
-void QUANT_KERNEL(candle_gemv_rows_k)(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void QUANT_KERNEL(cdl_gemv_rows_k)(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out) {
     const uint8_t *row = w;
     const int64_t nb = K / QK_K;

@@ -10,7 +10,7 @@
 #include "../gemv-impl.h"
 #include "avx2-impl.h"
 
-void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
+void cdl_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n) {
     block_q8_K *b = dst;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {

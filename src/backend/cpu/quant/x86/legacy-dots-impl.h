@@ -59,7 +59,7 @@ static inline __m256i dot_q8_0(const block_q8_0 *x, const block_q8_0 *y) {
     return dot_i8_i8(load32(x->qs), load32(y->qs));
 }
 static inline __m256i dot_iq4_nl(const block_iq4_nl *x, const block_q8_0 *y) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)candle_iq4nl_values));
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)cdl_iq4nl_values));
     return dot_i8_i8(_mm256_shuffle_epi8(table, unpack_nibbles_bc(x->qs)), load32(y->qs));
 }
 
@@ -108,7 +108,7 @@ static inline __m128 h2f_x4(uint16_t a, uint16_t b, uint16_t c, uint16_t e) {
 #define Q1_MIN_TERM_X4(i) \
     acc_m = _mm_fmadd_ps(h2f_x4(x[i].m, x[i + 1].m, x[i + 2].m, x[i + 3].m), h2f_x4(y[i].s, y[i + 1].s, y[i + 2].s, y[i + 3].s), acc_m)
 
-void QUANT_KERNEL(candle_vec_dot_q4_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q4_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q4_0
@@ -121,7 +121,7 @@ void QUANT_KERNEL(candle_vec_dot_q4_0_q8_0)(int64_t n, float *out, const void *v
     *out = sum;
 }
 
-void QUANT_KERNEL(candle_vec_dot_q4_1_q8_1)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q4_1_q8_1)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
 #define BLOCK_DOT dot_q4_1
@@ -134,7 +134,7 @@ void QUANT_KERNEL(candle_vec_dot_q4_1_q8_1)(int64_t n, float *out, const void *v
     *out = sum;
 }
 
-void QUANT_KERNEL(candle_vec_dot_q5_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q5_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q5_0
@@ -147,7 +147,7 @@ void QUANT_KERNEL(candle_vec_dot_q5_0_q8_0)(int64_t n, float *out, const void *v
     *out = sum;
 }
 
-void QUANT_KERNEL(candle_vec_dot_q5_1_q8_1)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q5_1_q8_1)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
 #define BLOCK_DOT dot_q5_1
@@ -160,7 +160,7 @@ void QUANT_KERNEL(candle_vec_dot_q5_1_q8_1)(int64_t n, float *out, const void *v
     *out = sum;
 }
 
-void QUANT_KERNEL(candle_vec_dot_q8_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_q8_0_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_q8_0 *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_q8_0
@@ -173,7 +173,7 @@ void QUANT_KERNEL(candle_vec_dot_q8_0_q8_0)(int64_t n, float *out, const void *v
     *out = sum;
 }
 
-void QUANT_KERNEL(candle_vec_dot_iq4_nl_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
+void QUANT_KERNEL(cdl_vec_dot_iq4_nl_q8_0)(int64_t n, float *out, const void *vx, const void *vy) {
     const block_iq4_nl *x = vx;
     const block_q8_0 *y = vy;
 #define BLOCK_DOT dot_iq4_nl

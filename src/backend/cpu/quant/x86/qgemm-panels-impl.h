@@ -100,7 +100,7 @@ typedef struct rows4 {
  * then the scalar. Here each accumulator lane is a vector over the 8 panel
  * rows: the full groups run lane by lane (i outer, blocks 8g + i inner),
  * so R rows need 2R accumulators at a time. The test test_qgemm_order
- * checks the bits against candle_gemv_rows. */
+ * checks the bits against cdl_gemv_rows. */
 typedef struct lanes {
     __m256 a[8][4], m[8][4]; /* [lane][row]: vectors over the panel rows */
     float e[4][NR];          /* [row]: the tail blocks' offset terms */
@@ -426,10 +426,10 @@ static const panel_fn *panel_fns(candle_dtype t) {
     }
 }
 
-void QGEMM_KERNEL(candle_qgemm_panel_rows)(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+void QGEMM_KERNEL(cdl_qgemm_panel_rows)(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                   const void *aux, int64_t M, float *c, int64_t ldc) {
     const panel_fn *fns = panel_fns(t);
-    size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+    size_t ab = cdl_qgemm_aux_bytes_avx2(t, K);
     for (int64_t m = 0; m < M; m += 4) {
         int R = (int)(M - m < 4 ? M - m : 4);
         rows4 rw;

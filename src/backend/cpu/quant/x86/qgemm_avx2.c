@@ -17,7 +17,7 @@
 #define QGEMM_KERNEL(name) name##_avx2
 #include "qgemm-panels-impl.h"
 
-size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K) {
+size_t cdl_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K) {
     return (size_t)(K / (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K ? QK_K : 32)) * rec_bytes(t);
 }
 
@@ -391,7 +391,7 @@ static void pack_q6_k_full(int64_t K, const char *w, size_t ws, char *p) {
     }
 }
 
-void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
+void cdl_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p) {
     if (t == CANDLE_DTYPE_Q6_K && nn == NR) pack_q6_k_full(K, w, ws, p);
     else if (t == CANDLE_DTYPE_Q4_K && nn == NR) pack_q4_k_full(K, w, ws, p);
     else if (t == CANDLE_DTYPE_Q6_K) pack_q6_k(K, nn, w, ws, p);
@@ -404,7 +404,7 @@ void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, si
     else pack_q8_0_full(K, w, ws, p);
 }
 
-size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K) {
+size_t cdl_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K) {
     if (t == CANDLE_DTYPE_Q8_0) return (size_t)(K / 32) * sizeof(int32_t);
     return off_type(t) ? (size_t)(K / 32) * 2 * sizeof(float) : 0;
 }
@@ -431,7 +431,7 @@ static void prep_row(float off, const block_q8_0 *y, int64_t nb, float *d, float
     }
 }
 
-void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux) {
+void cdl_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux) {
     int64_t nb = K / 32;
     if (t == CANDLE_DTYPE_Q8_0) { /* the code sums (the VNNI kernels' w + 128 correction) */
         const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);

@@ -2,7 +2,7 @@
  * which packs the panels for both): the byte dots as vpdpbusd, on 256-bit
  * vectors (AVX512VL: one panel, the last odd one) and on 512-bit vectors
  * (two panels at once, below). Same bits as the AVX2 kernels. Chosen only
- * on CPUs with avx512vnni, avx512vl and avx512bw (candle_quant_uses_vnni). */
+ * on CPUs with avx512vnni, avx512vl and avx512bw (cdl_quant_uses_vnni). */
 #define CANDLE_QUANT_VNNI 1
 #define QGEMM_KERNEL(name) name##_vnni
 #include "qgemm-panels-impl.h"
@@ -254,12 +254,12 @@ PANEL16_INSTANCES(q8_0, CALL_Q8_0)
 PANEL16_INSTANCES(q4_k, CALL_Q4_K)
 PANEL16_INSTANCES(q6_k, CALL_Q6_K)
 
-int candle_qgemm_has_pairs_vnni(candle_dtype t) {
+int cdl_qgemm_has_pairs_vnni(candle_dtype t) {
     return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
            t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
 }
 
-void candle_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+void cdl_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                  const void *aux, int64_t M, float *c, int64_t ldc) {
     const panel16_fn *fns;
     switch (t) {
@@ -271,8 +271,8 @@ void candle_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *
     case CANDLE_DTYPE_Q6_K: fns = q6_k_16_fns; break;
     default: fns = q8_0_16_fns; break;
     }
-    const char *p0 = p, *p1 = p0 + candle_qgemm_panel_bytes_avx2(t, K);
-    size_t ab = candle_qgemm_aux_bytes_avx2(t, K);
+    const char *p0 = p, *p1 = p0 + cdl_qgemm_panel_bytes_avx2(t, K);
+    size_t ab = cdl_qgemm_aux_bytes_avx2(t, K);
     for (int64_t m = 0; m < M; m += 4) {
         int R = (int)(M - m < 4 ? M - m : 4);
         rows4 rw;

@@ -21,7 +21,7 @@
  * groups to accumulator lane i (q4_1's minimum term to a second set), each
  * block scale applied to its exact integer sum; the tail blocks' 8 group
  * sums to the lanes and their offset terms to a scalar; the lanes' tree
- * sum, then the scalar. So the bits equal candle_gemv_rows (tested by
+ * sum, then the scalar. So the bits equal cdl_gemv_rows (tested by
  * test_qgemm_order). */
 #include <string.h>
 
@@ -39,7 +39,7 @@
 #endif
 #define UNROLL _Pragma("GCC unroll 8")
 
-int candle_qgemm_has_direct_vnni(candle_dtype t) {
+int cdl_qgemm_has_direct_vnni(candle_dtype t) {
     return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0;
 }
 
@@ -49,9 +49,9 @@ static inline size_t blk_bytes(candle_dtype t) {
 
 static size_t tile_bytes(int64_t K) { return (size_t)(K / 32) * (8 * 64 + 2 * 64); }
 
-size_t candle_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M) {
+size_t cdl_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M) {
     int64_t tiles = (M + TILE_M - 1) / TILE_M;
-    return 64 + (size_t)tiles * tile_bytes(K) + (size_t)M * candle_qgemm_aux_bytes_avx2(t, K);
+    return 64 + (size_t)tiles * tile_bytes(K) + (size_t)M * cdl_qgemm_aux_bytes_avx2(t, K);
 }
 
 /* The tile of rows x[0..mm): codes X[b][k] (16 lanes x 4 bytes), then per
@@ -294,13 +294,13 @@ TILE_INSTANCES(q4_0, CANDLE_DTYPE_Q4_0)
 TILE_INSTANCES(q4_1, CANDLE_DTYPE_Q4_1)
 TILE_INSTANCES(q8_0, CANDLE_DTYPE_Q8_0)
 
-void candle_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+void cdl_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                               const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
     const tile_fn *fns = t == CANDLE_DTYPE_Q4_0 ? q4_0_tfns : t == CANDLE_DTYPE_Q4_1 ? q4_1_tfns : q8_0_tfns;
     int64_t tiles = (M + TILE_M - 1) / TILE_M;
-    size_t tb = tile_bytes(K), ab = candle_qgemm_aux_bytes_avx2(t, K);
+    size_t tb = tile_bytes(K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
     char *tile0 = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *aux = tile0 + (size_t)tiles * tb;
-    if (ab) candle_qgemm_prep_avx2(t, K, M, x, xs, aux);
+    if (ab) cdl_qgemm_prep_avx2(t, K, M, x, xs, aux);
     for (int64_t ti = 0; ti < tiles; ti++) {
         int mm = (int)(M - ti * TILE_M < TILE_M ? M - ti * TILE_M : TILE_M);
         build_tile(t, K, mm, (const char *)x + (size_t)(ti * TILE_M) * xs, xs, aux + (size_t)(ti * TILE_M) * ab, ab,

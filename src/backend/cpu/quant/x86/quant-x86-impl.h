@@ -8,101 +8,101 @@
 #include "../quant-kernels-impl.h"
 
 /* AVX2 + FMA + F16C versions (x86/, only on x86-64 builds; call only when
- * candle_quant_uses_avx2()). Results equal the scalar ones up to float summation
+ * cdl_quant_uses_avx2()). Results equal the scalar ones up to float summation
  * order; the quantizers are bit-identical to the scalar ones. */
 #if defined(__x86_64__) || defined(_M_X64)
 #define CANDLE_QUANT_HAVE_X86 1
-void candle_f16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
-void candle_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n);
-void candle_bf16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
-void candle_f32_to_bf16_row_avx2(const float *src, void *dst, int64_t n);
-void candle_q4_0_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n);
-void candle_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n);
-void candle_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n);
-void candle_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n);
-void candle_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_f16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
+void cdl_f32_to_f16_row_avx2(const float *src, void *dst, int64_t n);
+void cdl_bf16_to_f32_row_avx2(const void *src, float *dst, int64_t n);
+void cdl_f32_to_bf16_row_avx2(const float *src, void *dst, int64_t n);
+void cdl_q4_0_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n);
+void cdl_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n);
+void cdl_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n);
+void cdl_vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_1_q8_1_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q2_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q3_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_iq4_xs_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q6_k_q8_k_avx2(int64_t n, float *out, const void *x, const void *y);
 /* AVX-512 VNNI versions of the 32-element and K dots (same results as AVX2). */
-void candle_vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_nl_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q2_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q3_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_iq4_xs_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q4_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q5_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
-void candle_vec_dot_q6_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_1_q8_1_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_iq4_nl_q8_0_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q2_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q3_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_iq4_xs_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q5_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q6_k_q8_k_vnni(int64_t n, float *out, const void *x, const void *y);
 
 /* Matrix-vector rows (gemv_avx2.c, kquants_avx2.c; VNNI: gemv_avx512.c,
  * kquants_avx512.c), dispatched by ../gemv.c. */
-size_t candle_gemv_x_bytes_avx2(candle_dtype t, int64_t K);
-void candle_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv);
-void candle_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+size_t cdl_gemv_x_bytes_avx2(candle_dtype t, int64_t K);
+void cdl_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv);
+void cdl_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out);
 /* q2_K to q6_K (kquants-impl.h); xv: the q8_K row, for q4_K
  * and q5_K followed by each block's bsums summed in pairs (8 int16). */
-void candle_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void cdl_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
 /* AVX-512 VNNI rows (gemv_avx512.c, kquants_avx512.c), used
- * when candle_quant_uses_vnni(): the same activation, int32 lanes and float
+ * when cdl_quant_uses_vnni(): the same activation, int32 lanes and float
  * steps as the AVX2 rows, so the results are equal bit for bit. */
-void candle_gemv_rows_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void cdl_gemv_rows_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out);
-void candle_gemv_rows_k_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
+void cdl_gemv_rows_k_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
 
 /* Multi-row panels (qgemm_avx2.c, qgemm_avx512.c, qgemm_direct_avx512.c),
  * dispatched by ../qgemm.c. */
 /* Pack nn <= CANDLE_QGEMM_NR weight rows (missing rows as zeros) into p. */
-size_t candle_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
-void candle_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
+size_t cdl_qgemm_panel_bytes_avx2(candle_dtype t, int64_t K);
+void cdl_qgemm_pack_avx2(candle_dtype t, int64_t K, int nn, const void *w, size_t ws, void *p);
 /* Per activation row, what the panels of t need besides the row (q4_0,
  * q5_0: the block scales and offset terms; q8_0: the blocks' code sums, for
  * the 16-row VNNI kernel), aux_bytes(t, K) each (0: none), prepared once
  * for all panels by prep from M rows xs bytes apart. */
-size_t candle_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K);
-void candle_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux);
+size_t cdl_qgemm_aux_bytes_avx2(candle_dtype t, int64_t K);
+void cdl_qgemm_prep_avx2(candle_dtype t, int64_t K, int64_t M, const void *x, size_t xs, void *aux);
 /* The panel times M activation rows xs bytes apart (with their aux
  * records): c[m * ldc + j] for j < nn. */
-void candle_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+void cdl_qgemm_panel_rows_avx2(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                   const void *aux, int64_t M, float *c, int64_t ldc);
 /* The same with the byte dots as AVX512-VNNI vpdpbusd (qgemm_avx512.c), the
- * same bits; only where candle_quant_uses_vnni(). */
-void candle_qgemm_panel_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+ * same bits; only where cdl_quant_uses_vnni(). */
+void cdl_qgemm_panel_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                   const void *aux, int64_t M, float *c, int64_t ldc);
 /* With AVX512-VNNI, the types with panels also multiply two panels at once
  * (16 weight rows in 512-bit vectors, the same bits): p holds the
  * panel of rows 0..7 and after it (panel_bytes later) the panel of rows
  * 8..nn-1, 8 < nn <= 16. */
-int candle_qgemm_has_pairs_vnni(candle_dtype t);
-void candle_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
+int cdl_qgemm_has_pairs_vnni(candle_dtype t);
+void cdl_qgemm_pair_rows_vnni(candle_dtype t, int64_t K, int nn, const void *p, const void *x, size_t xs,
                                  const void *aux, int64_t M, float *c, int64_t ldc);
 /* Small M with AVX512-VNNI (qgemm_direct_avx512.c): the weight blocks read
  * in place (no panels), the activation rows in the vector lanes, 16 per
  * tile; q4_0, q4_1 and q8_0, the same bits as the panels. scratch:
- * candle_qgemm_direct_bytes_vnni(t, K, M) bytes. */
-int candle_qgemm_has_direct_vnni(candle_dtype t);
-size_t candle_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M);
-void candle_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+ * cdl_qgemm_direct_bytes_vnni(t, K, M) bytes. */
+int cdl_qgemm_has_direct_vnni(candle_dtype t);
+size_t cdl_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M);
+void cdl_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                               const void *x, size_t xs, float *c, int64_t ldc, void *scratch);
 #endif
 
