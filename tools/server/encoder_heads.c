@@ -62,18 +62,6 @@ static const char **read_texts(json_t *v, const char *field, bool objects, int64
     return t;
 }
 
-/* An optional boolean field into *v; false after an error reply. */
-static bool get_bool(json_t *req, const char *k, bool *v, srv_reply *out) {
-    json_t *j = json_object_get(req, k);
-    if (!j || json_is_null(j)) return true;
-    if (!json_is_boolean(j)) {
-        srv_reply_error(out, 400, k, "invalid_type", "'%s' must be a boolean", k);
-        return false;
-    }
-    *v = json_is_true(j);
-    return true;
-}
-
 /* The model must have a head (a reranker: one score). */
 static bool need_head(srv_ctx *c, const char *url, bool rerank, srv_reply *out) {
     int64_t L = c->enc ? candle_encoder_n_labels(c->enc) : 0;
@@ -135,8 +123,8 @@ static void rerank(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
         srv_reply_error(out, 400, "top_n", "invalid_value", "'top_n' must be a positive integer");
         return;
     }
-    if (!get_bool(req, tei ? "return_text" : "return_documents", &ret, out) || !get_bool(req, "truncate", &trunc, out) ||
-        !get_bool(req, "raw_scores", &raw, out))
+    if (!srv_get_bool(req, tei ? "return_text" : "return_documents", &ret, out) || !srv_get_bool(req, "truncate", &trunc, out) ||
+        !srv_get_bool(req, "raw_scores", &raw, out))
         return;
     if (raw) {
         srv_reply_error(out, 400, "raw_scores", "invalid_value", "raw_scores is not supported: scores are activated "
@@ -201,7 +189,7 @@ static void classify(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
                         "an array of strings", field);
         return;
     }
-    if (!get_bool(req, "truncate", &trunc, out) || !get_bool(req, "raw_scores", &raw, out)) return;
+    if (!srv_get_bool(req, "truncate", &trunc, out) || !srv_get_bool(req, "raw_scores", &raw, out)) return;
     if (raw) {
         srv_reply_error(out, 400, "raw_scores", "invalid_value", "raw_scores is not supported: scores are activated "
                         "as the model's problem_type says");

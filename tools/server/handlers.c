@@ -106,7 +106,7 @@ static bool get_int(json_t *o, const char *k, json_int_t lo, json_int_t hi, json
     return true;
 }
 
-static bool get_bool(json_t *o, const char *k, bool *v, srv_reply *out) {
+bool srv_get_bool(json_t *o, const char *k, bool *v, srv_reply *out) {
     json_t *j = json_object_get(o, k);
     if (!j || json_is_null(j)) return true;
     if (!json_is_boolean(j)) {
@@ -206,7 +206,7 @@ static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, boo
               get_int(o, "n", 1, 1, &n, out) &&
               get_int(o, "max_tokens", 1, lim, &max_tokens, out) &&
               get_int(o, "max_completion_tokens", 1, lim, &max_tokens, out) &&
-              get_bool(o, "stream", stream, out) && get_bool(o, "ignore_eos", &r->ignore_eos, out);
+              srv_get_bool(o, "stream", stream, out) && srv_get_bool(o, "ignore_eos", &r->ignore_eos, out);
     if (!ok) return false;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
@@ -215,7 +215,7 @@ static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, boo
                         "'stream_options' must be an object");
             return false;
         }
-        if (!get_bool(so, "include_usage", include_usage, out)) return false;
+        if (!srv_get_bool(so, "include_usage", include_usage, out)) return false;
     }
     json_t *stop = json_object_get(o, "stop");
     if (json_is_array(stop)) {

@@ -166,6 +166,9 @@ bool srv_peer_gone(int fd);
 char *srv_error_json(int status, const char *msg, const char *param, const char *code);
 /* out's status and body: a JSON value (taken), or an error in OpenAI's shape. */
 void srv_reply_json(srv_reply *out, int status, json_t *j);
+/* An optional boolean field of a request into *v (absent or null: kept);
+ * false after replying 400 for another type. */
+bool srv_get_bool(json_t *o, const char *k, bool *v, srv_reply *out);
 void srv_reply_error(srv_reply *out, int status, const char *param, const char *code,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
