@@ -138,13 +138,13 @@ static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
 }
 
 /* Fields of OpenAI's API this server does not implement yet are refused, so a
- * client never takes unconstrained text for enforced JSON, or a reply
- * without logprobs for one with (issue 22, finding 13). Absent, null, false,
- * 0, an empty array or object, "none" tool choice and the "text" response
- * format are what the server does anyway, and pass. */
+ * client never takes a reply without logprobs for one with, or text for a
+ * tool call (issue 22, finding 13). Absent, null, false, 0, an empty array
+ * or object and "none" tool choice are what the server does anyway, and
+ * pass. */
 static bool refuse_unsupported(json_t *o, srv_reply *out) {
     static const char *const fields[] = {"logprobs", "top_logprobs", "logit_bias", "tools", "tool_choice",
-                                         "response_format", "functions", "function_call"};
+                                         "functions", "function_call"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *k = fields[i];
         json_t *v = json_object_get(o, k);
@@ -153,15 +153,55 @@ static bool refuse_unsupported(json_t *o, srv_reply *out) {
         if ((json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0))
             continue;
         if (!strcmp(k, "tool_choice") && json_is_string(v) && !strcmp(json_string_value(v), "none")) continue;
-        if (!strcmp(k, "response_format") && json_is_object(v)) {
-            json_t *t = json_object_get(v, "type");
-            if (json_is_string(t) && !strcmp(json_string_value(t), "text")) continue;
-            srv_reply_error(out, 400, k, "unsupported_parameter",
-                            "'response_format' of type '%s' is not supported by this server (only 'text')",
-                            json_is_string(t) ? json_string_value(t) : "?");
+        srv_reply_error(out, 400, k, "unsupported_parameter", "'%s' is not supported by this server", k);
+        return false;
+    }
+    return true;
+}
+
+/* response_format, enforced: {"type": "json_object"} constrains the reply to
+ * a JSON object, {"type": "json_schema", "json_schema": {"schema": {...}}} to
+ * the schema (candle_json_schema_to_gbnf; a keyword it cannot enforce is a
+ * 400 naming it, never a looser grammar), "text" leaves it free. */
+static bool parse_response_format(json_t *o, srv_req *r, srv_reply *out) {
+    json_t *v = json_object_get(o, "response_format");
+    if (!v || json_is_null(v)) return true;
+    json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+    const char *type = json_is_string(t) ? json_string_value(t) : NULL;
+    if (!type) {
+        srv_reply_error(out, 400, "response_format", "invalid_type",
+                        "'response_format' must be an object with a string 'type'");
+        return false;
+    }
+    if (!strcmp(type, "text")) return true;
+    char *schema = NULL;
+    if (!strcmp(type, "json_object")) {
+        schema = strdup("{\"type\":\"object\"}");
+    } else if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(v, "json_schema");
+        json_t *sch = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+        if (!json_is_object(sch) && !json_is_boolean(sch)) {
+            srv_reply_error(out, 400, "response_format", "invalid_value",
+                            "'response_format' of type json_schema needs 'json_schema': {'schema': {...}}");
             return false;
         }
-        srv_reply_error(out, 400, k, "unsupported_parameter", "'%s' is not supported by this server", k);
+        schema = json_dumps(sch, JSON_COMPACT | JSON_ENCODE_ANY);
+    } else {
+        srv_reply_error(out, 400, "response_format", "invalid_value",
+                        "'response_format' type '%s' is not one of text, json_object, json_schema", type);
+        return false;
+    }
+    char *gbnf = NULL;
+    candle_status st = schema ? candle_json_schema_to_gbnf(schema, strlen(schema), &gbnf) : CANDLE_ERR_OOM;
+    free(schema);
+    if (!st) st = candle_grammar_parse(&r->grammar, gbnf, strlen(gbnf));
+    candle_free(gbnf);
+    if (st == CANDLE_ERR_OOM) {
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        return false;
+    }
+    if (st) {
+        srv_reply_error(out, 400, "response_format", "unsupported_parameter", "%s", candle_last_errmsg());
         return false;
     }
     return true;
@@ -194,7 +234,7 @@ static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, boo
     double temp = 1.0, top_p = 1.0, min_p = 0.0, pres = 0.0, freq = 0.0, rep = 1.0;
     json_int_t top_k = 0, seed = -1, n = 1, max_tokens = 0, last_n = 64;
     json_int_t lim = c->cfg.max_tokens_limit;
-    if (!refuse_unsupported(o, out)) return false;
+    if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out)) return false;
     bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
               get_num(o, "min_p", 0, 1, &min_p, out) &&
               get_num(o, "presence_penalty", -2, 2, &pres, out) &&

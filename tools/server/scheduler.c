@@ -38,6 +38,7 @@
 typedef struct srv_slot {
     candle_kv_seq kv; /* block table in the scheduler's pool */
     candle_sampler *smp;
+    candle_grammar_state *gstate; /* the request's grammar matcher, or NULL */
     int64_t n_toks; /* positions in kv */
     float *logits; /* [n_vocab] after the last evaluated token */
     srv_req *req;  /* NULL: free */
@@ -67,6 +68,7 @@ struct srv_sched {
     srv_sched_params p;
     srv_metrics *metrics;
     int64_t n_vocab;
+    candle_grammar_vocab *gvocab; /* the tokenizer's bytes for grammars, made at the first use */
     srv_slot *slots;
     int n_active;
     candle_batch *batch;      /* one forward over every running slot's tokens */
@@ -110,6 +112,7 @@ void srv_req_unref(srv_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
     free(r->prompt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    candle_grammar_free(r->grammar);
     free(r->text);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -235,6 +238,8 @@ static void slot_release(srv_sched *s, srv_slot *sl) {
     sl->n_toks = 0;
     candle_sampler_free(sl->smp);
     sl->smp = NULL;
+    candle_grammar_state_free(sl->gstate);
+    sl->gstate = NULL;
     srv_req_unref(sl->req);
     sl->req = NULL;
     sl->pend_len = 0;
@@ -297,6 +302,14 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
         slot_release(s, sl);
         return;
     }
+    if (r->grammar &&
+        ((!s->gvocab && candle_grammar_vocab_from_tokenizer(&s->gvocab, s->tok)) ||
+         candle_grammar_state_init(&sl->gstate, r->grammar))) {
+        req_finish(s, r, NULL, 500, candle_last_errmsg());
+        slot_release(s, sl);
+        return;
+    }
+    if (sl->gstate) candle_sampler_set_grammar(sl->smp, sl->gstate, s->gvocab);
     for (int64_t i = 0; i < r->n_prompt; i++) candle_sampler_accept(sl->smp, r->prompt[i]);
     pthread_mutex_lock(&s->metrics->mu);
     s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
@@ -348,6 +361,12 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
 static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
     int32_t id = candle_sampler_sample(sl->smp, sl->logits);
+    /* -1: the response format's grammar allows no token */
+    if (id < 0 || (sl->gstate && candle_grammar_accept_token(sl->gstate, s->gvocab, id))) {
+        req_finish(s, r, NULL, 500, candle_last_errmsg());
+        slot_release(s, sl);
+        return false;
+    }
     candle_sampler_accept(sl->smp, id);
     slot_note_token(s, r);
     if (!r->ignore_eos && candle_tokenizer_is_eog(s->tok, id)) {
@@ -364,6 +383,10 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     if (pend_flush(sl, false)) {
         req_finish(s, r, "stop", 0, NULL);
         slot_release(s, sl);
+        return false;
+    }
+    if (sl->gstate && candle_grammar_state_done(sl->gstate)) { /* the JSON is complete */
+        slot_end(s, sl, "stop");
         return false;
     }
     if (r->n_gen >= r->max_tokens || sl->n_toks >= s->p.n_ctx) {
@@ -700,10 +723,12 @@ static void sched_free(srv_sched *s) {
         srv_slot *sl = &s->slots[i];
         candle_kv_seq_free(s->pool, &sl->kv);
         candle_sampler_free(sl->smp);
+        candle_grammar_state_free(sl->gstate);
         free(sl->logits);
         free(sl->pend);
         free(sl->piece);
     }
+    candle_grammar_vocab_free(s->gvocab);
     candle_batch_free(s->batch);
     candle_kv_pool_free(s->pool);
     if (s->trace) fclose(s->trace);

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "candle/candle.h"
+#include "candle/grammar.h"
 
 #define SRV_MAX_STOP 4
 
@@ -30,6 +31,7 @@ typedef struct srv_req {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     bool ignore_eos;
+    candle_grammar *grammar; /* response_format's constraint, or NULL (owned) */
 
     /* Output, under mu; cv is signalled on every change. */
     pthread_mutex_t mu;
