@@ -44,7 +44,7 @@ trap 'kill $S1 $S2 $S3 2>/dev/null; rm -rf "$LOG"' EXIT
 # the first server keeps its paged KV pool in f16 (-ctk f16), the second in f32
 "$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml -ctk f16 \
     2>"$LOG/s1" & S1=$!
-"$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 2 --queue 1 --kv-mem "$KV_MEM" 2>"$LOG/s2" & S2=$!
+"$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 2 --queue 1 --kv-mem "$KV_MEM" --quiet 2>"$LOG/s2" & S2=$!
 for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$P1/health" >/dev/null 2>&1 && curl -sf "http://127.0.0.1:$P2/health" \
         >/dev/null 2>&1 && break
@@ -103,5 +103,12 @@ wait $C || { echo "FAIL: request in flight at SIGTERM did not complete"; fail=1;
 wait $S1 || { echo "FAIL: server exit status after SIGTERM"; cat "$LOG/s1"; fail=1; }
 grep -q "stopped" "$LOG/s1" || { echo "FAIL: no clean stop"; cat "$LOG/s1"; fail=1; }
 kill -TERM $S2; wait $S2
+# the access log (issue 22, finding 13): a line per request but /health, none with --quiet
+grep -qE '^candle serve: POST /v1/completions 200 [0-9]+ tokens [0-9.]+ s$' "$LOG/s1" &&
+    grep -qE '^candle serve: POST /v1/chat/completions 200 [0-9]+ tokens' "$LOG/s1" &&
+    grep -qE '^candle serve: (GET|POST) [^ ]+ 40[0-9] ' "$LOG/s1" || {
+    echo "FAIL: access log lines missing:"; head -50 "$LOG/s1"; fail=1; }
+! grep -q "GET /health" "$LOG/s1" || { echo "FAIL: /health probes in the access log"; fail=1; }
+! grep -qE '^candle serve: (GET|POST) ' "$LOG/s2" || { echo "FAIL: --quiet server logged requests:"; head "$LOG/s2"; fail=1; }
 [ $fail = 0 ] && echo "test_server: OK"
 exit $fail

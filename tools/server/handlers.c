@@ -472,6 +472,9 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         return;
     }
     wait_done(r, fd);
+    pthread_mutex_lock(&r->mu);
+    out->tokens = r->n_gen;
+    pthread_mutex_unlock(&r->mu);
     if (atomic_load(&r->cancelled)) {
         srv_reply_error(out, 499, NULL, NULL, "client disconnected");
     } else if (r->err_status) {
@@ -590,6 +593,7 @@ static void models(srv_ctx *c, srv_reply *out) {
 void srv_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
                 int fd, srv_reply *out) {
     memset(out, 0, sizeof *out);
+    out->tokens = -1;
     bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     int kind = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
                : !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions") ? 2

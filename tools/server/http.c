@@ -15,6 +15,12 @@ typedef struct conn_state {
     char *body;
     size_t len, cap;
     bool too_large;
+    /* the access log's line, printed when the response is done */
+    char method[16], path[128];
+    double t0;
+    int status;     /* 0: no response queued */
+    int64_t tokens; /* -1: not a generation */
+    srv_req *stream; /* a streamed request's (a reference): its tokens at the end */
 } conn_state;
 
 typedef struct stream_state {
@@ -37,8 +43,9 @@ static int endpoint_of(const char *url) {
     return SRV_EP_OTHER;
 }
 
-static enum MHD_Result send_text(srv_ctx *c, struct MHD_Connection *conn, const char *url,
-                                 int status, char *body, const char *type) {
+static enum MHD_Result send_text(srv_ctx *c, struct MHD_Connection *conn, conn_state *cs,
+                                 const char *url, int status, char *body, const char *type) {
+    cs->status = status;
     if (!body) {
         status = 500;
         body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
@@ -59,9 +66,9 @@ static enum MHD_Result send_text(srv_ctx *c, struct MHD_Connection *conn, const 
     return ok;
 }
 
-static enum MHD_Result send_error(srv_ctx *c, struct MHD_Connection *conn, const char *url,
-                                  int status, const char *msg, const char *code) {
-    return send_text(c, conn, url, status, srv_error_json(status, msg, NULL, code),
+static enum MHD_Result send_error(srv_ctx *c, struct MHD_Connection *conn, conn_state *cs,
+                                  const char *url, int status, const char *msg, const char *code) {
+    return send_text(c, conn, cs, url, status, srv_error_json(status, msg, NULL, code),
                      "application/json");
 }
 
@@ -138,13 +145,13 @@ static void stream_free(void *cls) {
 
 static int client_fd(struct MHD_Connection *conn);
 
-static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, const char *url,
-                                   srv_reply *rp) {
+static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, conn_state *cs,
+                                   const char *url, srv_reply *rp) {
     stream_state *st = calloc(1, sizeof *st);
     if (!st) {
         atomic_store(&rp->stream->cancelled, true);
         srv_req_unref(rp->stream);
-        return send_error(c, conn, url, 500, "out of memory", NULL);
+        return send_error(c, conn, cs, url, 500, "out of memory", NULL);
     }
     st->c = c;
     st->rp = *rp;
@@ -158,6 +165,9 @@ static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, cons
     }
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    cs->status = 200;
+    cs->stream = rp->stream;
+    atomic_fetch_add(&rp->stream->refs, 1);
     enum MHD_Result ok = MHD_queue_response(conn, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
     srv_metrics_request(&c->metrics, endpoint_of(url), 200);
@@ -180,15 +190,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* First call, headers only: refuse before reading any body. */
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
+        cs->t0 = srv_now();
+        cs->tokens = -1;
+        snprintf(cs->method, sizeof cs->method, "%s", method);
+        snprintf(cs->path, sizeof cs->path, "%s", url);
         if (strcmp(url, "/health") && !authorized(c, conn))
-            return send_error(c, conn, url, 401,
+            return send_error(c, conn, cs, url, 401,
                               "missing or invalid API key (Authorization: Bearer KEY)",
                               "invalid_api_key");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > c->cfg.max_body) {
             char msg[128];
             snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
-            return send_error(c, conn, url, 413, msg, "body_too_large");
+            return send_error(c, conn, cs, url, 413, msg, "body_too_large");
         }
         return MHD_YES;
     }
@@ -214,11 +228,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (cs->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
-        return send_error(c, conn, url, 413, msg, "body_too_large");
+        return send_error(c, conn, cs, url, 413, msg, "body_too_large");
     }
     if (!strcmp(url, "/metrics")) {
-        if (strcmp(method, "GET")) return send_error(c, conn, url, 405, "/metrics takes GET", NULL);
-        return send_text(c, conn, url, 200, srv_metrics_render(&c->metrics),
+        if (strcmp(method, "GET")) return send_error(c, conn, cs, url, 405, "/metrics takes GET", NULL);
+        return send_text(c, conn, cs, url, 200, srv_metrics_render(&c->metrics),
                          "text/plain; version=0.0.4");
     }
     /* A request may wait its turn in the queue longer than the idle timeout
@@ -226,17 +240,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)3600);
     srv_reply rp;
     srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
-    if (rp.stream) return send_stream(c, conn, url, &rp);
-    return send_text(c, conn, url, rp.status, rp.body, "application/json");
+    if (rp.stream) return send_stream(c, conn, cs, url, &rp);
+    cs->tokens = rp.tokens;
+    return send_text(c, conn, cs, url, rp.status, rp.body, "application/json");
+}
+
+/* One line per request, as llama-server's log has: method, path, status,
+ * generated tokens, duration (--quiet: none; /health probes are left out). */
+static void access_log(const srv_ctx *c, conn_state *cs, enum MHD_RequestTerminationCode toe) {
+    if (cs->stream) {
+        pthread_mutex_lock(&cs->stream->mu);
+        cs->tokens = cs->stream->n_gen;
+        pthread_mutex_unlock(&cs->stream->mu);
+    }
+    if (c->cfg.quiet || !cs->status || !strcmp(cs->path, "/health")) return;
+    char method[64], path[512], tokens[32] = "";
+    if (cs->tokens >= 0) snprintf(tokens, sizeof tokens, " %lld tokens", (long long)cs->tokens);
+    fprintf(stderr, "candle serve: %s %s %d%s %.3f s%s\n",
+            candle_escape_text(cs->method, sizeof cs->method, method, sizeof method),
+            candle_escape_text(cs->path, sizeof cs->path, path, sizeof path), cs->status, tokens,
+            srv_now() - cs->t0, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)");
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)conn;
-    (void)toe;
     conn_state *cs = *con_cls;
     if (cs) {
+        access_log(cls, cs, toe);
+        srv_req_unref(cs->stream);
         free(cs->body);
         free(cs);
         *con_cls = NULL;

@@ -31,11 +31,14 @@ static const char usage[] =
     "                       the decodes' own step time (estimated; default 1.5; 0: up to -b)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         model name reported by the API (default: the file name)\n"
-    "  -t N                 threads per evaluation\n";
+    "  -t N                 threads per evaluation\n"
+    "  --quiet              no access log (a line per request on stderr: method, path,\n"
+    "                       status, generated tokens, seconds)\n";
 
 typedef struct serve_args {
     const char *model, *host, *api_key, *chat_template, *alias;
     int port, parallel, queue, prefill_chunk, batch_size, n_threads;
+    bool quiet; /* no access log */
     double itl_stretch;
     int64_t n_ctx, kv_mem, max_body;
     candle_dtype kv_type; /* -ctk / -ctv */
@@ -74,6 +77,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             fputs(usage, stdout);
             return -1;
+        }
+        if (!strcmp(o, "--quiet")) {
+            a->quiet = true;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "candle serve: %s needs a value (or is unknown)\n%s", o, usage);
@@ -198,7 +205,7 @@ int cmd_serve(int argc, char **argv) {
     if (!c) return 1;
     srv_metrics_init(&c->metrics);
     const char *base = strrchr(path, '/');
-    c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key,
+    c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key, .quiet = a.quiet,
                           .max_body = (size_t)a.max_body,
                           .model_name = a.alias ? a.alias : base ? base + 1 : path};
     struct MHD_Daemon *d = NULL;

@@ -128,6 +128,7 @@ typedef struct srv_config {
     size_t max_body;
     int64_t max_tokens_limit;
     const char *model_name;
+    bool quiet; /* no access log line per request on stderr */
 } srv_config;
 
 typedef struct srv_ctx {
@@ -158,6 +159,7 @@ typedef struct srv_reply {
     bool chat;         /* shape of the stream's chunks */
     bool include_usage;
     char id[48];
+    int64_t tokens; /* generated tokens of a finished reply, for the access log; -1: none */
 } srv_reply;
 
 /* fd: the client socket, polled for a hang-up while waiting. */
