@@ -1,5 +1,6 @@
-/* Token samplers: penalties, then top-k, top-p, min-p, temperature and a
- * seeded draw (reproducible for a seed), or greedy when temp <= 0. */
+/* Token samplers: logit bias, penalties, an optional grammar, then top-k,
+ * top-p, min-p, temperature and a seeded draw (reproducible for a seed), or
+ * greedy when temp <= 0; optionally the log-probabilities of each step. */
 #ifndef CANDLE_SAMPLER_H
 #define CANDLE_SAMPLER_H
 
@@ -50,6 +51,47 @@ CANDLE_API int32_t candle_sampler_sample(candle_sampler *s, const float *logits)
  * Tokens at or beyond candle_grammar_vocab_n(v) are never allowed. */
 CANDLE_API void candle_sampler_set_grammar(candle_sampler *s, candle_grammar_state *g,
                                            const candle_grammar_vocab *v);
+/* logit_bias, as OpenAI's: bias[i] is added to the logit of tokens[i]
+ * before everything else (penalties, the grammar, truncation), so -100
+ * effectively bans a token and +100 all but forces it. Each token in
+ * [0, n_vocab), each bias finite in [-100, 100]; a token given twice gets
+ * both. The arrays are copied; n = 0 clears. Without a bias the sampler reads
+ * the logits in place as before (no extra pass); with one, each sample copies
+ * the logits once. */
+CANDLE_API candle_status candle_sampler_set_logit_bias(candle_sampler *s, const int32_t *tokens,
+                                                       const float *bias, int32_t n);
+
+/* The most alternatives candle_sampler_sample_logprobs reports (OpenAI's
+ * top_logprobs bound). */
+#define CANDLE_MAX_TOP_LOGPROBS 20
+
+typedef struct candle_token_logprob {
+    int32_t token;
+    float logprob; /* natural log; -INFINITY for a token the grammar or a bias removed */
+} candle_token_logprob;
+
+/* candle_sampler_sample, also reporting the sampled token's log-probability
+ * in *chosen and the n_top (0..CANDLE_MAX_TOP_LOGPROBS) most likely tokens,
+ * best first (ties to the lower id), in top[]; *n_top_out (may be NULL) gets
+ * how many: fewer than n_top when fewer tokens have a nonzero probability.
+ *
+ * Which distribution (OpenAI's choice, as its API reports logprobs): the
+ * log-softmax at temperature 1 over the whole vocabulary of the logits after
+ * logit_bias, the repetition penalties and the grammar's mask, before top-k,
+ * top-p and min-p truncation. So the numbers do not depend on temperature
+ * or truncation, and greedy's token is always the top-1. (llama-server's
+ * n_probs instead reports the raw logits' softmax by default, before bias and
+ * grammar, or with post_sampling_probs the truncated distribution at the
+ * request's temperature.)
+ *
+ * Cost: two passes over the logits beside sampling (max and top-n, then the
+ * sum of exponentials, in double); with a grammar the full mask every step,
+ * since the normaliser needs every allowed token (greedy and top-k sampling
+ * otherwise skip it). candle_sampler_sample pays none of this. Returns the
+ * token, or -1 as candle_sampler_sample does. */
+CANDLE_API int32_t candle_sampler_sample_logprobs(candle_sampler *s, const float *logits,
+                                                  int32_t n_top, candle_token_logprob *chosen,
+                                                  candle_token_logprob *top, int32_t *n_top_out);
 /* Record a token in the penalty history (prompt and generated tokens). */
 CANDLE_API void candle_sampler_accept(candle_sampler *s, int32_t token);
 /* Clear the history and reseed. */

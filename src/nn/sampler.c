@@ -25,7 +25,19 @@ struct candle_sampler {
     candle_grammar_state *grammar; /* optional constraint, not owned */
     const candle_grammar_vocab *gvocab;
     float *masked; /* [n_vocab] logits with the grammar's mask, allocated on first use */
+    int32_t *bias_tok; /* [n_bias] logit_bias tokens */
+    float *bias_val;   /* [n_bias] their biases */
+    int32_t n_bias;
+    float *biased; /* [n_vocab] logits plus the biases, allocated on first use */
 };
+
+/* What candle_sampler_sample_logprobs asks of one step. */
+typedef struct lp_req {
+    int32_t n_top;
+    candle_token_logprob *chosen, *top;
+    int32_t *n_out;
+    double lse; /* log of the normaliser, set by lp_prepare */
+} lp_req;
 
 static bool in_range(float v, float lo, float hi) { return v >= lo && v <= hi; } /* NaN: false */
 
@@ -122,6 +134,9 @@ void candle_sampler_free(candle_sampler *s) {
     free(s->counts);
     free(s->history);
     free(s->masked);
+    free(s->bias_tok);
+    free(s->bias_val);
+    free(s->biased);
     free(s);
 }
 
@@ -259,13 +274,102 @@ void candle_sampler_set_grammar(candle_sampler *s, candle_grammar_state *g,
     s->masked = NULL;
 }
 
-static int32_t sample_logits(candle_sampler *s, const float *logits);
+candle_status candle_sampler_set_logit_bias(candle_sampler *s, const int32_t *tokens,
+                                            const float *bias, int32_t n) {
+    if (!s || n < 0 || (n > 0 && (!tokens || !bias)))
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: logit_bias: NULL or negative count");
+    for (int32_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= s->n_vocab)
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                 "sampler: logit_bias token %d is not in [0, %d)", (int)tokens[i],
+                                 (int)s->n_vocab);
+        if (!in_range(bias[i], -100, 100))
+            return range_err("logit_bias", bias[i], "-100 to 100");
+    }
+    int32_t *t = n ? malloc((size_t)n * sizeof *t) : NULL;
+    float *b = n ? malloc((size_t)n * sizeof *b) : NULL;
+    if (n && (!t || !b)) {
+        free(t);
+        free(b);
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler logit_bias");
+    }
+    if (n) {
+        memcpy(t, tokens, (size_t)n * sizeof *t);
+        memcpy(b, bias, (size_t)n * sizeof *b);
+    }
+    free(s->bias_tok);
+    free(s->bias_val);
+    s->bias_tok = t;
+    s->bias_val = b;
+    s->n_bias = n;
+    return CANDLE_OK;
+}
 
-int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
-    if (!s->grammar) return sample_logits(s, logits);
+/* --- log-probabilities ------------------------------------------------------ */
+
+/* Logit i of the step's final distribution: the float row f, or else the
+ * candidates c (still in id order: before any selection or sort). */
+static inline float lp_logit(const float *f, const cand *c, int32_t i) {
+    return f ? f[i] : c[i].logit;
+}
+
+/* The top n_top tokens into lp->top and the log-normaliser into lp->lse:
+ * one pass for the maximum and the best few (insertion into a short sorted
+ * list: almost every logit fails the first compare), one for the sum of
+ * exponentials in double. NaN counts as -inf (never reported, never
+ * normalised over). */
+static void lp_prepare(lp_req *lp, const float *f, const cand *c, int32_t n) {
+    int32_t k = 0, want = lp->n_top;
+    float m = -INFINITY;
+    candle_token_logprob *top = lp->top;
+    for (int32_t i = 0; i < n; i++) {
+        float v = lp_logit(f, c, i);
+        if (!(v > -INFINITY)) continue;
+        if (v > m) m = v;
+        if (want == 0 || (k == want && !(v > top[k - 1].logprob))) continue;
+        int32_t j = k < want ? k++ : want - 1; /* the slot freed at the end */
+        while (j > 0 && top[j - 1].logprob < v) { /* equal ones stay first: lower ids */
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (candle_token_logprob){i, v};
+    }
+    double sum = 0;
+    if (m > -INFINITY)
+        for (int32_t i = 0; i < n; i++) {
+            float v = lp_logit(f, c, i);
+            if (v > -INFINITY) sum += exp((double)v - (double)m);
+        }
+    lp->lse = m > -INFINITY ? (double)m + log(sum) : INFINITY;
+    for (int32_t i = 0; i < k; i++) top[i].logprob = (float)((double)top[i].logprob - lp->lse);
+    if (lp->n_out) *lp->n_out = k;
+}
+
+static int32_t lp_finish(lp_req *lp, int32_t id, float logit) {
+    if (lp && lp->chosen)
+        *lp->chosen = (candle_token_logprob){
+            id, logit > -INFINITY && lp->lse < INFINITY ? (float)((double)logit - lp->lse) : -INFINITY};
+    return id;
+}
+
+static int32_t sample_logits(candle_sampler *s, const float *logits, lp_req *lp);
+
+/* The bias, then the grammar, then sample_logits. */
+static int32_t sample_impl(candle_sampler *s, const float *logits, lp_req *lp) {
+    if (s->n_bias) {
+        if (!s->biased && !(s->biased = malloc((size_t)s->n_vocab * sizeof *s->biased))) {
+            cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: sampler logit_bias");
+            return -1;
+        }
+        memcpy(s->biased, logits, (size_t)s->n_vocab * sizeof *logits);
+        for (int32_t i = 0; i < s->n_bias; i++) s->biased[s->bias_tok[i]] += s->bias_val[i];
+        logits = s->biased;
+    }
+    if (!s->grammar) return sample_logits(s, logits, lp);
     /* Greedy: the best token is the masked argmax whenever the grammar
-     * allows it, and checking one token is much cheaper than the mask. */
-    if (s->p.temp <= 0 && !penalties_on(&s->p)) {
+     * allows it, and checking one token is much cheaper than the mask (not
+     * with logprobs: their normaliser needs every allowed token). */
+    if (!lp && s->p.temp <= 0 && !penalties_on(&s->p)) {
         int32_t best = argmax(logits, s->n_vocab);
         if (logits[best] > -INFINITY && candle_grammar_token_ok(s->grammar, s->gvocab, best))
             return best;
@@ -283,7 +387,7 @@ int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
      * where nearly every token is allowed, the full mask walks the whole
      * vocabulary). */
     int32_t k = s->p.top_k, kk = 4 * k;
-    if (k > 0 && kk < s->n_vocab && !penalties_on(&s->p)) {
+    if (!lp && k > 0 && kk < s->n_vocab && !penalties_on(&s->p)) {
         cand *c = s->cands;
         for (int32_t i = 0; i < s->n_vocab; i++) c[i] = (cand){i, logits[i], 0};
         select_top_k(c, s->n_vocab, kk);
@@ -295,23 +399,47 @@ int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
         if (found == k) {
             for (int32_t i = 0; i < s->n_vocab; i++) s->masked[i] = -INFINITY;
             for (int32_t i = 0; i < k; i++) s->masked[c[i].id] = c[i].logit;
-            return sample_logits(s, s->masked);
+            return sample_logits(s, s->masked, NULL);
         }
     }
     memcpy(s->masked, logits, (size_t)s->n_vocab * sizeof *logits);
     for (int32_t i = nv; i < s->n_vocab; i++) s->masked[i] = -INFINITY;
     if (candle_grammar_mask(s->grammar, s->gvocab, s->masked, NULL)) return -1;
-    return sample_logits(s, s->masked);
+    return sample_logits(s, s->masked, lp);
 }
 
-static int32_t sample_logits(candle_sampler *s, const float *logits) {
+int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
+    return sample_impl(s, logits, NULL);
+}
+
+int32_t candle_sampler_sample_logprobs(candle_sampler *s, const float *logits, int32_t n_top,
+                                       candle_token_logprob *chosen, candle_token_logprob *top,
+                                       int32_t *n_top_out) {
+    if (n_top < 0 || n_top > CANDLE_MAX_TOP_LOGPROBS || (n_top > 0 && !top)) {
+        cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: top logprobs %d is not in [0, %d]",
+                      (int)n_top, CANDLE_MAX_TOP_LOGPROBS);
+        return -1;
+    }
+    lp_req lp = {n_top, chosen, top, n_top_out, 0};
+    return sample_impl(s, logits, &lp);
+}
+
+static int32_t sample_logits(candle_sampler *s, const float *logits, lp_req *lp) {
     cand *c = s->cands;
     int32_t n = s->n_vocab;
     bool penalties = penalties_on(&s->p);
-    if (s->p.temp <= 0 && !penalties) return argmax(logits, n);
+    if (s->p.temp <= 0 && !penalties) {
+        int32_t id = argmax(logits, n);
+        if (lp) lp_prepare(lp, logits, NULL, n);
+        return lp_finish(lp, id, logits[id]);
+    }
     for (int32_t i = 0; i < n; i++) c[i] = (cand){i, logits[i], 0};
     if (penalties) apply_penalties(s);
-    if (s->p.temp <= 0) return greedy(c, n);
+    if (lp) lp_prepare(lp, NULL, c, n); /* the final logits, before truncation */
+    if (s->p.temp <= 0) {
+        int32_t id = greedy(c, n);
+        return lp_finish(lp, id, c[id].logit);
+    }
     if (s->p.top_k > 0 && s->p.top_k < n) {
         select_top_k(c, n, s->p.top_k);
         n = s->p.top_k;
@@ -340,8 +468,8 @@ static int32_t sample_logits(candle_sampler *s, const float *logits) {
     double u = next_unit(s->rng), cum = 0;
     for (int32_t i = 0; i < n; i++) {
         cum += c[i].p;
-        if (u < cum) return c[i].id;
+        if (u < cum) return lp_finish(lp, c[i].id, c[i].logit);
     }
     while (n > 1 && c[n - 1].p == 0) n--; /* rounding: never a token of probability 0 (masked) */
-    return c[n - 1].id;
+    return lp_finish(lp, c[n - 1].id, c[n - 1].logit);
 }
