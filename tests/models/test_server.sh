@@ -81,7 +81,7 @@ sys.exit(0 if r["usage"]["completion_tokens"] == 24 and text.strip() else 1)
 PY
     kill -TERM $S3; wait $S3; S3=
 fi
-timeout 150 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P1" sekret \
+CANDLE_BIN="$BIN" CANDLE_MODEL="$MODEL" timeout 150 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P1" sekret \
     "http://127.0.0.1:$P2" || fail=1
 # graceful shutdown: a request in flight completes, then the process exits 0
 python3 - "$P1" "$DRAIN_TOKENS" <<'PY' & C=$!

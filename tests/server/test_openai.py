@@ -4,12 +4,16 @@ Usage: test_openai.py BASE_URL API_KEY [SMALL_BASE_URL]
 BASE_URL serves a model with --api-key API_KEY, a chat template and a
 256-token context; SMALL_BASE_URL (optional) a server with one slot and a
 one-request queue, for the 429 test. SERVER_TESTS (optional, comma
-separated) runs only the named tests."""
+separated) runs only the named tests. CANDLE_BIN and CANDLE_MODEL (optional:
+the binary and the served model) let test_logprobs compare with
+`candle logits`."""
 import os
 import http.client
 import json
+import math
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -160,6 +164,129 @@ def test_response_format():
         check(text.startswith("{"), f"json_object (cut at the limit): {text!r}")
 
 
+def logits_of(prompt):
+    """`candle logits` for the prompt's last position: every (id, logit) of the
+    vocabulary, best first; None without the binary."""
+    exe, model = os.environ.get("CANDLE_BIN"), os.environ.get("CANDLE_MODEL")
+    if not exe or not model:
+        return None
+    nv = client.models.list().data[0].model_extra["meta"]["n_vocab"]
+    out = subprocess.run([exe, "logits", "-m", model, "-p", prompt, "--top", str(nv)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.splitlines()
+    return [(int(i), float(v)) for i, v in json.loads(out[-1])["top"]], len(out)
+
+
+def test_logprobs():
+    """logprobs in both endpoints, streamed and not, against `candle logits`;
+    logit_bias banning and forcing."""
+    prompt, n = "Once upon a time", 12
+    kw = dict(model=MODEL, prompt=prompt, max_tokens=n, temperature=0, extra_body={"ignore_eos": True})
+    r = client.completions.create(logprobs=5, **kw)
+    c, lp = r.choices[0], r.choices[0].logprobs
+    check(len(lp.tokens) == n == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset),
+          f"completion logprobs: one entry per token ({len(lp.tokens)} of {n})")
+    check("".join(lp.tokens) == c.text, f"tokens {lp.tokens} spell the text {c.text!r}")
+    check(lp.text_offset == [len("".join(lp.tokens[:i])) for i in range(len(lp.tokens))],
+          f"text_offset {lp.text_offset}")
+    for i, (t, v, top) in enumerate(zip(lp.tokens, lp.token_logprobs, lp.top_logprobs)):
+        vals = list(top.values())
+        check(len(top) == 5 and vals == sorted(vals, reverse=True) and all(x <= 0 for x in vals) and v <= 0,
+              f"completion top_logprobs {i}: {top}")
+        # greedy: the sampled token is the top-1, with its logprob
+        check(next(iter(top)) == t and abs(top[t] - v) < 1e-6, f"greedy token {i} {t!r} {v} is the top-1 of {top}")
+        check(sum(math.exp(x) for x in vals) <= 1 + 1e-5, f"probabilities over 1 at {i}")
+    # streamed: the chunks' logprobs concatenate to the same
+    toks, vals, text = [], [], ""
+    for ch in client.completions.create(logprobs=5, stream=True, **kw):
+        if ch.choices:
+            text += ch.choices[0].text
+            if ch.choices[0].logprobs:
+                toks += ch.choices[0].logprobs.tokens
+                vals += ch.choices[0].logprobs.token_logprobs
+    check(text == c.text and toks == lp.tokens, f"streamed completion logprobs: {toks} != {lp.tokens}")
+    check(len(vals) == n and all(abs(a - b) < 1e-4 for a, b in zip(vals, lp.token_logprobs)),
+          f"streamed completion logprob values {vals} != {lp.token_logprobs}")
+    # the numbers are the log-softmax of the model's logits (candle logits, the same prompt)
+    ref = logits_of(prompt)
+    if ref is None:
+        print("test_logprobs: CANDLE_BIN/CANDLE_MODEL unset, no comparison with candle logits")
+    else:
+        ref, n_pos = ref
+        check(n_pos == r.usage.prompt_tokens, f"candle logits positions {n_pos} != prompt tokens {r.usage.prompt_tokens}")
+        m = max(v for _, v in ref)
+        lse = m + math.log(sum(math.exp(v - m) for _, v in ref))
+        want = [v - lse for _, v in ref[:5]]
+        # the f32 KV pool of the second server gives the CLI's numbers to float rounding; this
+        # server's f16 pool moves them by ~2e-3
+        for url, tol in ((SMALL, 1e-4), (BASE, 5e-3)):
+            if not url:
+                continue
+            cl = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+            one = cl.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0, logprobs=5)
+            got = list(one.choices[0].logprobs.top_logprobs[0].values())
+            check(len(got) == 5 and all(abs(a - b) < tol for a, b in zip(got, want)),
+                  f"{url}: first token's top logprobs {got} != log-softmax of candle logits {want}")
+        # logit_bias: -100 on the greedy token changes it; +100 on the 3rd likeliest forces it every step
+        best, third = ref[0][0], ref[2][0]
+        third_text = list(lp.top_logprobs[0])[2]
+        b = client.completions.create(logprobs=1, logit_bias={str(best): -100}, **kw).choices[0]
+        check(b.logprobs.tokens[0] != lp.tokens[0], f"logit_bias -100 on {best} ({lp.tokens[0]!r}): "
+              f"{b.logprobs.tokens[0]!r}")
+        # the reported numbers are after the bias: the runner-up's probability renormalised without the
+        # banned token's (e^-100 of it left)
+        p1, p2 = list(lp.top_logprobs[0].values())[:2]
+        want = p2 - math.log(-math.expm1(p1))
+        check(b.logprobs.tokens[0] == list(lp.top_logprobs[0])[1] and abs(b.logprobs.token_logprobs[0] - want) < 1e-3,
+              f"logit_bias -100: the runner-up {b.logprobs.tokens[0]!r} at {b.logprobs.token_logprobs[0]}, want {want}")
+        f = client.completions.create(logprobs=1, logit_bias={str(third): 100}, **kw).choices[0]
+        check(f.logprobs.tokens == [third_text] * n and all(v > -1e-3 for v in f.logprobs.token_logprobs),
+              f"logit_bias +100 on {third} ({third_text!r}): {f.logprobs.tokens} {f.logprobs.token_logprobs}")
+        fs = client.completions.create(logprobs=1, logit_bias={str(third): 100}, stream=True, **kw)
+        check("".join(ch.choices[0].text for ch in fs if ch.choices) == f.text, "logit_bias streamed")
+    # temperature does not move the numbers (temperature 1, before truncation): the first
+    # position's alternatives are the same when sampling
+    s = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0.3, seed=5, logprobs=5,
+                                  extra_body={"top_k": 3})
+    got = list(s.choices[0].logprobs.top_logprobs[0].values())
+    check(len(got) == 5 and all(abs(a - b) < 1e-4 for a, b in zip(got, lp.top_logprobs[0].values())),
+          f"sampled at temperature 0.3, top_k 3: top logprobs {got} equal greedy's")
+    check(s.choices[0].logprobs.tokens[0] in list(lp.top_logprobs[0])[:3], "top_k 3 sampled within the top 3")
+    # chat: logprobs.content, streamed and not
+    msgs = [{"role": "user", "content": "Tell me a story."}]
+    ck = dict(model=MODEL, messages=msgs, max_tokens=n, temperature=0)
+    r = client.chat.completions.create(logprobs=True, top_logprobs=3, **ck)
+    content = r.choices[0].logprobs.content
+    check(len(content) == r.usage.completion_tokens - (r.choices[0].finish_reason == "stop"),
+          f"chat logprobs: {len(content)} entries for {r.usage.completion_tokens} tokens")
+    check("".join(e.token for e in content) == r.choices[0].message.content, "chat logprobs tokens spell the reply")
+    for i, e in enumerate(content):
+        t = [x.logprob for x in e.top_logprobs]
+        check(len(t) == 3 and t == sorted(t, reverse=True) and e.logprob <= 0, f"chat top_logprobs {i}: {t}")
+        check(e.top_logprobs[0].token == e.token and e.top_logprobs[0].logprob == e.logprob,
+              f"chat greedy token {i} is the top-1")
+        check(bytes(e.bytes) == e.token.encode(), f"chat bytes {e.bytes} of {e.token!r}")
+    toks, vals = [], []
+    for ch in client.chat.completions.create(logprobs=True, top_logprobs=3, stream=True, **ck):
+        if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+            toks += [e.token for e in ch.choices[0].logprobs.content]
+            vals += [e.logprob for e in ch.choices[0].logprobs.content]
+    check(toks == [e.token for e in content] and all(abs(a - e.logprob) < 1e-4 for a, e in zip(vals, content)),
+          f"streamed chat logprobs {toks} != {[e.token for e in content]}")
+    r0 = client.chat.completions.create(logprobs=True, **ck).choices[0].logprobs.content
+    check(len(r0) == len(content) and all(e.top_logprobs == [] for e in r0), "top_logprobs 0: none listed")
+    check(client.chat.completions.create(**ck).choices[0].logprobs is None, "no logprobs unless asked")
+    # a stop sequence: the logprobs stop with the text
+    full = c.text
+    word = full.split()[2]
+    st = client.completions.create(model=MODEL, prompt=prompt, max_tokens=n, temperature=0, stop=[word],
+                                   logprobs=0).choices[0]
+    joined = "".join(st.logprobs.tokens)
+    # the tokens that begin within the text are listed, the stop sequence's own are not
+    check(st.finish_reason == "stop" and st.text and joined.startswith(st.text) and
+          len("".join(st.logprobs.tokens[:-1])) < len(st.text) and len(joined) <= len(st.text) + len(word),
+          f"stop {word!r}: text {st.text!r}, tokens {st.logprobs.tokens}")
+
+
 def test_chat():
     r = client.chat.completions.create(model=MODEL, messages=[
         {"role": "system", "content": "You are kind."}, {"role": "user", "content": "Hello"}],
@@ -260,17 +387,32 @@ def bad_inputs():
          "response_format": {"type": "xml"}}).encode(), 400, "invalid_value"),
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
          "tools": [{"type": "function", "function": {"name": "f"}}]}).encode(), 400, "unsupported_parameter"),
+        # logprobs and logit_bias out of range name their field
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
-         "logprobs": True, "top_logprobs": 2}).encode(), 400, "unsupported_parameter"),
-        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logprobs": 3}).encode(), 400, "unsupported_parameter"),
-        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logit_bias": {"5": 10}}).encode(), 400,
-         "unsupported_parameter"),
+         "logprobs": True, "top_logprobs": 21}).encode(), 400, "invalid_value", "top_logprobs"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
+         "top_logprobs": 2}).encode(), 400, "invalid_value", "top_logprobs"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
+         "logprobs": 3}).encode(), 400, "invalid_type", "logprobs"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logprobs": 6}).encode(), 400, "invalid_value",
+         "logprobs"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logprobs": True}).encode(), 400, "invalid_type",
+         "logprobs"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logit_bias": {"5": 101}}).encode(), 400,
+         "invalid_value", "logit_bias"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logit_bias": {"abc": 1}}).encode(), 400,
+         "invalid_value", "logit_bias"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "logit_bias": {"99999999": 1}}).encode(), 400,
+         "invalid_value", "logit_bias"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
+         "logit_bias": [5]}).encode(), 400, "invalid_type", "logit_bias"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 2}).encode(), 400, "invalid_value", "n"),
         ("GET", "/v1/nothing", None, 404, "not_found"),
         ("GET", "/v1/completions", None, 405, "method_not_allowed"),
     ]
-    for method, path, body, status, code in cases:
+    for method, path, body, status, code, *param in cases:
         st, e = error_of(*raw(method, path, body))
-        check(st == status and e is not None and e.get("code") == code,
+        check(st == status and e is not None and e.get("code") == code and (not param or e.get("param") == param[0]),
               f"{method} {path} {body[:40] if body else ''!r}: {st} {e}")
     # oversized bodies: refused from the Content-Length before reading, or
     # (chunked, no length) drained and refused once over the limit
@@ -401,7 +543,7 @@ def test_queue_full():
     check(st == 400 and e and "KV cache blocks" in e["message"], f"never fits: {st} {e}")
 
 
-ALL = (test_basic, test_response_format, test_chat, test_stream, test_concurrent, test_burst_shares, test_bad_inputs_under_load,
+ALL = (test_basic, test_response_format, test_logprobs, test_chat, test_stream, test_concurrent, test_burst_shares, test_bad_inputs_under_load,
        test_metrics, test_queue_full)
 ONLY = [x for x in os.environ.get("SERVER_TESTS", "").split(",") if x]
 for name in ONLY:

@@ -3,6 +3,7 @@
  * "code"}}. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,8 +144,7 @@ static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
  * or object and "none" tool choice are what the server does anyway, and
  * pass. */
 static bool refuse_unsupported(json_t *o, srv_reply *out) {
-    static const char *const fields[] = {"logprobs", "top_logprobs", "logit_bias", "tools", "tool_choice",
-                                         "functions", "function_call"};
+    static const char *const fields[] = {"tools", "tool_choice", "functions", "function_call"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *k = fields[i];
         json_t *v = json_object_get(o, k);
@@ -207,6 +207,86 @@ static bool parse_response_format(json_t *o, srv_req *r, srv_reply *out) {
     return true;
 }
 
+/* logprobs: chat takes "logprobs": bool and "top_logprobs": 0..20 (which
+ * needs logprobs true, as OpenAI says); the legacy completions take
+ * "logprobs": N, 0..5 alternatives. */
+static bool parse_logprobs(json_t *o, bool chat, srv_req *r, srv_reply *out) {
+    json_int_t n = -1;
+    if (chat) {
+        bool on = false;
+        json_int_t top = -1;
+        if (!srv_get_bool(o, "logprobs", &on, out) ||
+            !get_int(o, "top_logprobs", 0, CANDLE_MAX_TOP_LOGPROBS, &top, out))
+            return false;
+        if (top >= 0 && !on) {
+            srv_reply_error(out, 400, "top_logprobs", "invalid_value",
+                            "'top_logprobs' needs 'logprobs': true");
+            return false;
+        }
+        n = on ? (top >= 0 ? top : 0) : -1;
+    } else {
+        json_t *t = json_object_get(o, "top_logprobs");
+        if (t && !json_is_null(t)) {
+            srv_reply_error(out, 400, "top_logprobs", "invalid_value",
+                            "'top_logprobs' is a /v1/chat/completions field; /v1/completions takes "
+                            "'logprobs': 0 to 5");
+            return false;
+        }
+        if (!get_int(o, "logprobs", 0, 5, &n, out)) return false;
+    }
+    r->n_logprobs = (int)n;
+    return true;
+}
+
+/* logit_bias: {"token id": bias}, ids of this vocabulary, biases -100..100
+ * (candle_sampler_set_logit_bias adds them to the logits). */
+static bool parse_logit_bias(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out) {
+    json_t *b = json_object_get(o, "logit_bias");
+    if (!b || json_is_null(b)) return true;
+    if (!json_is_object(b)) {
+        srv_reply_error(out, 400, "logit_bias", "invalid_type",
+                        "'logit_bias' must be an object of token id strings to numbers");
+        return false;
+    }
+    size_t n = json_object_size(b);
+    if (!n) return true;
+    int32_t nv = candle_tokenizer_n_vocab(c->tok);
+    if (n > (size_t)nv) {
+        srv_reply_error(out, 400, "logit_bias", "invalid_value", "'logit_bias' has more entries than the "
+                        "vocabulary's %d tokens", (int)nv);
+        return false;
+    }
+    r->bias_tok = malloc(n * sizeof *r->bias_tok);
+    r->bias_val = malloc(n * sizeof *r->bias_val);
+    if (!r->bias_tok || !r->bias_val) {
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v) {
+        long long id = -1;
+        size_t len = strlen(k);
+        if (len && len <= 10 && strspn(k, "0123456789") == len) id = strtoll(k, NULL, 10);
+        if (id < 0 || id >= nv) {
+            char clean[64];
+            srv_reply_error(out, 400, "logit_bias", "invalid_value",
+                            "'logit_bias' key '%s' is not a token id in [0, %d)",
+                            utf8_clean(strlen(k) < 40 ? k : "(a long key)", clean, sizeof clean), (int)nv);
+            return false;
+        }
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(x >= -100 && x <= 100)) {
+            srv_reply_error(out, 400, "logit_bias", "invalid_value",
+                            "'logit_bias' value for token %lld must be a number from -100 to 100", id);
+            return false;
+        }
+        r->bias_tok[r->n_bias] = (int32_t)id;
+        r->bias_val[r->n_bias++] = (float)x;
+    }
+    return true;
+}
+
 /* Response ids as OpenAI's look: unique and not guessable from one another
  * (a per-process random key through a 64-bit mix of the request count). */
 static uint64_t id_key;
@@ -229,12 +309,20 @@ static void response_id(char *buf, size_t n, const char *prefix, long seq) {
 }
 
 /* Sampling and length options shared by both generation endpoints. */
-static bool parse_options(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out, bool *stream,
+static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_reply *out, bool *stream,
                           bool *include_usage) {
-    double temp = 1.0, top_p = 1.0, min_p = 0.0, pres = 0.0, freq = 0.0, rep = 1.0;
-    json_int_t top_k = 0, seed = -1, n = 1, max_tokens = 0, last_n = 64;
+    /* Omitted samplers are llama-server's defaults (common_params_sampling:
+     * temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties over the last
+     * 64 tokens), which candle_sampler_default_params holds too; OpenAI's
+     * own (temperature 1, no truncation) are a request away. */
+    const candle_sampler_params d = candle_sampler_default_params();
+    double temp = d.temp, top_p = d.top_p, min_p = d.min_p, pres = d.presence_penalty,
+           freq = d.frequency_penalty, rep = d.repeat_penalty;
+    json_int_t top_k = d.top_k, seed = -1, n = 1, max_tokens = 0, last_n = d.penalty_last_n;
     json_int_t lim = c->cfg.max_tokens_limit;
-    if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out)) return false;
+    if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out) ||
+        !parse_logprobs(o, chat, r, out) || !parse_logit_bias(c, o, r, out))
+        return false;
     bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
               get_num(o, "min_p", 0, 1, &min_p, out) &&
               get_num(o, "presence_penalty", -2, 2, &pres, out) &&
@@ -426,6 +514,83 @@ static void wait_done(srv_req *r, int fd) {
     pthread_mutex_unlock(&r->mu);
 }
 
+/* --- logprobs in OpenAI's shapes ------------------------------------------------ */
+
+/* A log-probability; -inf (a token the grammar or a bias removed) as -9999,
+ * OpenAI's number for "never". */
+static json_t *lp_num(float x) {
+    return json_real(isfinite(x) ? (double)x : -9999.0);
+}
+
+/* A token's text: its bytes when they are whole UTF-8, otherwise (part of a
+ * character) "bytes:\xNN..." as OpenAI writes those; *bytes (may be NULL)
+ * gets them as an array of numbers. */
+static json_t *token_text(srv_ctx *c, int32_t id, json_t **bytes) {
+    char buf[256];
+    size_t len = 0;
+    if (candle_tokenizer_token_bytes(c->tok, id, true, buf, sizeof buf, &len)) len = 0;
+    if (len > sizeof buf) len = sizeof buf;
+    bool whole = true;
+    for (size_t i = 0; i < len && whole;) {
+        uint32_t cp;
+        size_t k = tok_utf8_decode(buf + i, len - i, &cp);
+        whole = cp != 0xFFFD || (k == 3 && !memcmp(buf + i, "\xEF\xBF\xBD", 3));
+        i += k;
+    }
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t i = 0; i < len; i++) json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
+    }
+    if (whole) return json_stringn(buf, len);
+    char hex[6 + 4 * sizeof buf + 1];
+    size_t n = (size_t)sprintf(hex, "bytes:");
+    for (size_t i = 0; i < len; i++) n += (size_t)sprintf(hex + n, "\\x%02x", (unsigned char)buf[i]);
+    return json_stringn(hex, n);
+}
+
+static json_t *chat_token_json(srv_ctx *c, const candle_token_logprob *t) {
+    json_t *bytes;
+    json_t *text = token_text(c, t->token, &bytes);
+    return json_pack("{s:o,s:o,s:o}", "token", text, "logprob", lp_num(t->logprob), "bytes", bytes);
+}
+
+/* The logprobs of entries e[0..n) of a request's text: chat's
+ * {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}, or
+ * the completions' {tokens, token_logprobs, top_logprobs, text_offset};
+ * text_offset counts code points of the returned text (not of the prompt),
+ * from the cursor (*cur_b bytes, *cur_cp code points) on. */
+static json_t *logprobs_json(srv_ctx *c, bool chat, const srv_lp *e, size_t n, const char *text,
+                             size_t text_len, size_t *cur_b, size_t *cur_cp) {
+    if (chat) {
+        json_t *content = json_array();
+        for (size_t i = 0; i < n; i++) {
+            json_t *tok = chat_token_json(c, &e[i].tok), *top = json_array();
+            for (int32_t k = 0; k < e[i].n_top; k++) json_array_append_new(top, chat_token_json(c, &e[i].top[k]));
+            json_object_set_new(tok, "top_logprobs", top);
+            json_array_append_new(content, tok);
+        }
+        return json_pack("{s:o,s:n}", "content", content, "refusal");
+    }
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(toks, token_text(c, e[i].tok.token, NULL));
+        json_array_append_new(lps, lp_num(e[i].tok.logprob));
+        json_t *d = json_object();
+        for (int32_t k = 0; k < e[i].n_top; k++) {
+            json_t *t = token_text(c, e[i].top[k].token, NULL);
+            if (t && !json_object_get(d, json_string_value(t))) /* two ids of one text: the likelier */
+                json_object_set_new(d, json_string_value(t), lp_num(e[i].top[k].logprob));
+            json_decref(t);
+        }
+        json_array_append_new(tops, d);
+        size_t to = e[i].start < text_len ? e[i].start : text_len;
+        for (; *cur_b < to; (*cur_b)++) *cur_cp += ((unsigned char)text[*cur_b] & 0xC0) != 0x80;
+        json_array_append_new(offs, json_integer((json_int_t)*cur_cp));
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
 static json_t *usage_json(const srv_req *r) {
     return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)r->n_prompt,
                      "completion_tokens", (json_int_t)r->n_gen, "total_tokens",
@@ -443,7 +608,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     long id = atomic_fetch_add(&c->next_id, 1);
     response_id(out->id, sizeof out->id, chat ? "chatcmpl" : "cmpl", id);
     out->chat = chat;
-    bool ok = parse_options(c, o, r, out, &stream, &include_usage) &&
+    bool ok = parse_options(c, o, chat, r, out, &stream, &include_usage) &&
               (chat ? prompt_from_messages(c, json_object_get(o, "messages"), r, out)
                     : prompt_from_json(c, json_object_get(o, "prompt"), r, out));
     int64_t n_ctx = srv_sched_n_ctx(c->sched);
@@ -481,10 +646,14 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         srv_reply_error(out, r->err_status, NULL, NULL, "%s", r->errmsg);
     } else {
         json_t *text = json_stringn_nocheck(r->text ? r->text : "", r->len);
-        json_t *choice = chat ? json_pack("{s:i,s:{s:s,s:o},s:s}", "index", 0, "message", "role",
-                                          "assistant", "content", text, "finish_reason", r->finish)
-                              : json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text,
-                                          "logprobs", "finish_reason", r->finish);
+        size_t cb = 0, ccp = 0;
+        json_t *lp = r->n_logprobs >= 0 ? logprobs_json(c, chat, r->lp, r->n_lp, r->text, r->len, &cb, &ccp)
+                                        : json_null();
+        json_t *choice = chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
+                                          "assistant", "content", text, "logprobs", lp, "finish_reason",
+                                          r->finish)
+                              : json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", text,
+                                          "logprobs", lp, "finish_reason", r->finish);
         srv_reply_json(out, 200,
                    json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", out->id, "object",
                              chat ? "chat.completion" : "text_completion", "created",
@@ -521,16 +690,34 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
     char *buf = NULL;
     size_t n = 0;
     bool ok = true;
-    if (len || (first && rp->chat)) {
+    /* this chunk's logprobs: the entries that end within the text sent so far
+     * (the scheduler adds each with its text), and at the end all the rest */
+    srv_req *r = rp->stream;
+    json_t *lp = NULL;
+    size_t lp_from = r ? r->lp_sent : 0, lp_to = lp_from;
+    if (r && r->n_logprobs >= 0) {
+        r->text_sent += len;
+        pthread_mutex_lock(&r->mu);
+        while (lp_to < r->n_lp && (final || r->lp[lp_to].end <= r->text_sent)) lp_to++;
+        if (lp_to > lp_from || len)
+            lp = logprobs_json(c, rp->chat, r->lp + lp_from, lp_to - lp_from, r->text, r->len, &r->cp_bytes,
+                               &r->cp_count);
+        pthread_mutex_unlock(&r->mu);
+        r->lp_sent = lp_to;
+    }
+    if (len || (first && rp->chat) || lp_to > lp_from) {
         json_t *t = json_stringn_nocheck(text, len);
-        json_t *choice = rp->chat ? (first ? json_pack("{s:i,s:{s:s,s:o},s:n}", "index", 0,
+        if (!lp) lp = json_null();
+        json_t *choice = rp->chat ? (first ? json_pack("{s:i,s:{s:s,s:o},s:o,s:n}", "index", 0,
                                                        "delta", "role", "assistant", "content", t,
-                                                       "finish_reason")
-                                           : json_pack("{s:i,s:{s:o},s:n}", "index", 0, "delta",
-                                                       "content", t, "finish_reason"))
-                                  : json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "text", t,
-                                              "logprobs", "finish_reason");
+                                                       "logprobs", lp, "finish_reason")
+                                           : json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta",
+                                                       "content", t, "logprobs", lp, "finish_reason"))
+                                  : json_pack("{s:i,s:o,s:o,s:n}", "index", 0, "text", t,
+                                              "logprobs", lp, "finish_reason");
         ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+    } else {
+        json_decref(lp);
     }
     if (ok && final) {
         if (final->err_status) {

@@ -49,6 +49,9 @@ typedef struct srv_slot {
     size_t pend_len, pend_cap;
     char *piece; /* detokenizer output buffer */
     size_t piece_cap;
+    srv_lp *lpend; /* logprobs of generated tokens whose text is not emitted yet */
+    size_t n_lpend, lpend_cap;
+    size_t gen_off; /* bytes of text generated (emitted and held) */
     int32_t next;     /* the sampled token this step evaluates */
     int64_t step_n;   /* tokens this slot put in the step's batch */
     bool step_prefill;
@@ -105,6 +108,7 @@ srv_req *srv_req_new(void) {
     atomic_init(&r->refs, 1);
     atomic_init(&r->cancelled, false);
     r->sp = candle_sampler_default_params();
+    r->n_logprobs = -1;
     return r;
 }
 
@@ -113,6 +117,9 @@ void srv_req_unref(srv_req *r) {
     free(r->prompt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     candle_grammar_free(r->grammar);
+    free(r->bias_tok);
+    free(r->bias_val);
+    free(r->lp);
     free(r->text);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -139,7 +146,40 @@ static FILE *open_dump(const char *path) {
 
 /* --- output to the request ------------------------------------------------ */
 
-static void req_emit(srv_req *r, const char *text, size_t len) {
+/* Under r->mu: move the slot's held logprobs entries that end within the
+ * emitted text (all, with all) to the request; stopped: those that begin
+ * after it (a cut stop sequence's tokens) are dropped. */
+static void lp_release(srv_slot *sl, bool all, bool stopped) {
+    srv_req *r = sl->req;
+    size_t k = 0;
+    while (k < sl->n_lpend && (all || sl->lpend[k].end <= r->len)) k++;
+    size_t keep = k;
+    if (stopped)
+        for (keep = 0; keep < k && sl->lpend[keep].start < r->len; keep++) {
+        }
+    if (r->n_lp + keep > r->lp_cap) {
+        size_t cap = r->lp_cap ? r->lp_cap : 64;
+        while (cap < r->n_lp + keep) cap *= 2;
+        srv_lp *p = realloc(r->lp, cap * sizeof *p);
+        if (!p) {
+            r->err_status = 500;
+            snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
+            return;
+        }
+        r->lp = p;
+        r->lp_cap = cap;
+    }
+    for (size_t i = 0; i < keep; i++) {
+        r->lp[r->n_lp] = sl->lpend[i];
+        if (r->lp[r->n_lp].end > r->len) r->lp[r->n_lp].end = r->len;
+        r->n_lp++;
+    }
+    memmove(sl->lpend, sl->lpend + k, (sl->n_lpend - k) * sizeof *sl->lpend);
+    sl->n_lpend -= k;
+}
+
+static void req_emit(srv_slot *sl, const char *text, size_t len) {
+    srv_req *r = sl->req;
     pthread_mutex_lock(&r->mu);
     if (r->len + len + 1 > r->cap) {
         size_t cap = r->cap ? r->cap : 256;
@@ -157,6 +197,7 @@ static void req_emit(srv_req *r, const char *text, size_t len) {
     memcpy(r->text + r->len, text, len);
     r->len += len;
     r->text[r->len] = 0;
+    if (sl->n_lpend) lp_release(sl, false, false);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -199,7 +240,14 @@ static bool pend_flush(srv_slot *sl, bool final) {
     srv_req *r = sl->req;
     /* Nothing held (a token that completed no character): nothing to emit or
      * search, and pend may still be NULL. */
-    if (!sl->pend_len) return false;
+    if (!sl->pend_len) {
+        if (final && sl->n_lpend) {
+            pthread_mutex_lock(&r->mu);
+            lp_release(sl, true, false);
+            pthread_mutex_unlock(&r->mu);
+        }
+        return false;
+    }
     size_t cut = sl->pend_len, hold = 0;
     bool stopped = false;
     for (int i = 0; i < r->n_stop; i++) {
@@ -221,7 +269,12 @@ static bool pend_flush(srv_slot *sl, bool final) {
         }
         cut = sl->pend_len - hold;
     }
-    if (cut) req_emit(r, sl->pend, cut);
+    if (cut) req_emit(sl, sl->pend, cut);
+    if ((stopped || final) && sl->n_lpend) { /* before req_finish marks the request done */
+        pthread_mutex_lock(&r->mu);
+        lp_release(sl, true, stopped);
+        pthread_mutex_unlock(&r->mu);
+    }
     if (stopped || final) {
         sl->pend_len = 0;
     } else {
@@ -243,6 +296,7 @@ static void slot_release(srv_sched *s, srv_slot *sl) {
     srv_req_unref(sl->req);
     sl->req = NULL;
     sl->pend_len = 0;
+    sl->n_lpend = 0;
     pthread_mutex_lock(&s->mu);
     s->blocks_used -= sl->blocks;
     sl->blocks = 0;
@@ -297,7 +351,10 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     sl->n_toks = sl->n_prefilled = r->n_cached = 0;
     memset(&sl->dt, 0, sizeof sl->dt);
     sl->pend_len = 0;
-    if (candle_sampler_init(&sl->smp, (int32_t)s->n_vocab, &r->sp)) {
+    sl->n_lpend = 0;
+    sl->gen_off = 0;
+    if (candle_sampler_init(&sl->smp, (int32_t)s->n_vocab, &r->sp) ||
+        candle_sampler_set_logit_bias(sl->smp, r->bias_tok, r->bias_val, r->n_bias)) {
         req_finish(s, r, NULL, 400, candle_last_errmsg());
         slot_release(s, sl);
         return;
@@ -347,10 +404,39 @@ static void slot_note_token(srv_sched *s, srv_req *r) {
     pthread_mutex_unlock(&m->mu);
 }
 
+/* A sampled token's logprobs, held until its text is emitted. */
+static bool lp_hold(srv_slot *sl, const candle_token_logprob *tok, const candle_token_logprob *top,
+                    int32_t n_top) {
+    if (sl->n_lpend == sl->lpend_cap) {
+        size_t cap = sl->lpend_cap ? 2 * sl->lpend_cap : 16;
+        srv_lp *p = realloc(sl->lpend, cap * sizeof *p);
+        if (!p) return false;
+        sl->lpend = p;
+        sl->lpend_cap = cap;
+    }
+    srv_lp *e = &sl->lpend[sl->n_lpend++];
+    e->tok = *tok;
+    e->n_top = n_top;
+    memcpy(e->top, top, (size_t)n_top * sizeof *top);
+    e->start = sl->gen_off;
+    e->end = SIZE_MAX;
+    return true;
+}
+
+/* len more bytes of generated text: they end every held token whose text
+ * was not out yet (a character's first bytes end with its last). */
+static void lp_advance(srv_slot *sl, size_t len) {
+    if (!len) return;
+    sl->gen_off += len;
+    for (size_t i = sl->n_lpend; i > 0 && sl->lpend[i - 1].end == SIZE_MAX; i--)
+        sl->lpend[i - 1].end = sl->gen_off;
+}
+
 static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
     size_t len = 0;
-    if (!candle_tokenizer_detok_flush(s->tok, &sl->dt, sl->piece, sl->piece_cap, &len) && len)
-        pend_append(sl, sl->piece, len);
+    if (!candle_tokenizer_detok_flush(s->tok, &sl->dt, sl->piece, sl->piece_cap, &len) && len &&
+        pend_append(sl, sl->piece, len))
+        lp_advance(sl, len);
     if (pend_flush(sl, true)) finish = "stop";
     req_finish(s, sl->req, finish, 0, NULL);
     slot_release(s, sl);
@@ -360,7 +446,11 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
  * Returns whether q was filled. */
 static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     srv_req *r = sl->req;
-    int32_t id = candle_sampler_sample(sl->smp, sl->logits);
+    candle_token_logprob ch, top[CANDLE_MAX_TOP_LOGPROBS];
+    int32_t n_top = 0;
+    int32_t id = r->n_logprobs >= 0 ? candle_sampler_sample_logprobs(sl->smp, sl->logits, r->n_logprobs,
+                                                                    &ch, top, &n_top)
+                                    : candle_sampler_sample(sl->smp, sl->logits);
     /* -1: the response format's grammar allows no token */
     if (id < 0 || (sl->gstate && candle_grammar_accept_token(sl->gstate, s->gvocab, id))) {
         req_finish(s, r, NULL, 500, candle_last_errmsg());
@@ -374,12 +464,14 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
         return false;
     }
     size_t len = 0;
-    if (!candle_tokenizer_detok_push(s->tok, &sl->dt, id, false, sl->piece, sl->piece_cap, &len) &&
-        len && !pend_append(sl, sl->piece, len)) {
+    if (candle_tokenizer_detok_push(s->tok, &sl->dt, id, false, sl->piece, sl->piece_cap, &len))
+        len = 0;
+    if ((r->n_logprobs >= 0 && !lp_hold(sl, &ch, top, n_top)) || (len && !pend_append(sl, sl->piece, len))) {
         req_finish(s, r, NULL, 500, "out of memory");
         slot_release(s, sl);
         return false;
     }
+    lp_advance(sl, len);
     if (pend_flush(sl, false)) {
         req_finish(s, r, "stop", 0, NULL);
         slot_release(s, sl);
@@ -727,6 +819,7 @@ static void sched_free(srv_sched *s) {
         free(sl->logits);
         free(sl->pend);
         free(sl->piece);
+        free(sl->lpend);
     }
     candle_grammar_vocab_free(s->gvocab);
     candle_batch_free(s->batch);

@@ -20,6 +20,17 @@
 
 #define SRV_MAX_STOP 4
 
+/* One generated token's log-probabilities (requests with logprobs). */
+typedef struct srv_lp {
+    candle_token_logprob tok;
+    int32_t n_top;
+    /* bytes of the generated text before and after the token's text; end is
+     * SIZE_MAX while the token's text is not out yet (part of a character
+     * that later tokens complete) */
+    size_t start, end;
+    candle_token_logprob top[CANDLE_MAX_TOP_LOGPROBS];
+} srv_lp;
+
 /* One generation request, shared by its HTTP handler and the scheduler
  * (reference-counted: whichever lets go last frees it). */
 typedef struct srv_req {
@@ -32,6 +43,10 @@ typedef struct srv_req {
     int n_stop;
     bool ignore_eos;
     candle_grammar *grammar; /* response_format's constraint, or NULL (owned) */
+    int n_logprobs;          /* alternatives per token to report; -1: no logprobs */
+    int32_t *bias_tok;       /* [n_bias] logit_bias (owned) */
+    float *bias_val;         /* [n_bias] */
+    int n_bias;
 
     /* Output, under mu; cv is signalled on every change. */
     pthread_mutex_t mu;
@@ -44,6 +59,16 @@ typedef struct srv_req {
     bool done;
     int err_status; /* nonzero: the request failed with this HTTP status */
     char errmsg[256];
+    /* with n_logprobs >= 0: an entry per generated token (end of generation
+     * tokens and the tokens of a cut stop sequence left out), each added in
+     * the same critical section as the text that ends it, so a reader that
+     * has seen text up to byte L has every entry whose end <= L */
+    srv_lp *lp;
+    size_t n_lp, lp_cap;
+
+    /* The stream reader's own cursor (srv_stream_chunk; no lock): entries
+     * and text bytes sent, and the code points of those bytes. */
+    size_t lp_sent, text_sent, cp_bytes, cp_count;
 
     atomic_bool cancelled; /* client gone: the scheduler drops it */
     atomic_int refs;
