@@ -287,6 +287,36 @@ def test_logprobs():
           f"stop {word!r}: text {st.text!r}, tokens {st.logprobs.tokens}")
 
 
+def cached_total():
+    m = raw("GET", "/metrics")[1].decode()
+    return int(re.search(r"^candle_prompt_tokens_cached_total (\d+)", m, re.M).group(1))
+
+
+def test_n():
+    """n > 1: n choices, each the request alone with seed + index, the prompt
+    computed once and shared by the others (the prefix cache's counter)."""
+    prompt = "Tom and Lily went to the park and saw a big"
+    before = cached_total()
+    r = client.completions.create(model=MODEL, prompt=prompt, max_tokens=16, temperature=1.0, seed=77, n=3,
+                                  logprobs=1, extra_body={"ignore_eos": True})
+    shared = cached_total() - before
+    npr = r.usage.prompt_tokens
+    check([c.index for c in r.choices] == [0, 1, 2], f"n=3 indices {[c.index for c in r.choices]}")
+    check(r.usage.completion_tokens == 48 and r.usage.total_tokens == npr + 48, f"n=3 usage {r.usage}")
+    check(shared >= 2 * (npr - 1), f"n=3: {shared} prompt tokens shared, want >= {2 * (npr - 1)}")
+    texts = [c.text for c in r.choices]
+    check(len(set(texts)) > 1, f"n=3 sampled choices all alike: {texts}")
+    for k, c in enumerate(r.choices):
+        alone = client.completions.create(model=MODEL, prompt=prompt, max_tokens=16, temperature=1.0, seed=77 + k,
+                                          extra_body={"ignore_eos": True}).choices[0].text
+        check(c.text == alone, f"n=3 choice {k} {c.text!r} != the request alone with seed {77 + k} {alone!r}")
+        check(len(c.logprobs.tokens) == 16 and "".join(c.logprobs.tokens) == c.text, f"n=3 choice {k} logprobs")
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=8,
+                                       temperature=0, n=2, logprobs=True, top_logprobs=2)
+    check(len(r.choices) == 2 and r.choices[0].message.content == r.choices[1].message.content and
+          all(len(c.logprobs.content) > 0 for c in r.choices), "chat n=2 greedy: two equal choices with logprobs")
+
+
 def test_chat():
     r = client.chat.completions.create(model=MODEL, messages=[
         {"role": "system", "content": "You are kind."}, {"role": "user", "content": "Hello"}],
@@ -406,7 +436,10 @@ def bad_inputs():
          "invalid_value", "logit_bias"),
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
          "logit_bias": [5]}).encode(), 400, "invalid_type", "logit_bias"),
-        ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 2}).encode(), 400, "invalid_value", "n"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 9}).encode(), 400, "invalid_value", "n"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 0}).encode(), 400, "invalid_value", "n"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 2, "stream": True}).encode(), 400,
+         "unsupported_parameter", "n"),
         ("GET", "/v1/nothing", None, 404, "not_found"),
         ("GET", "/v1/completions", None, 405, "method_not_allowed"),
     ]
@@ -543,7 +576,7 @@ def test_queue_full():
     check(st == 400 and e and "KV cache blocks" in e["message"], f"never fits: {st} {e}")
 
 
-ALL = (test_basic, test_response_format, test_logprobs, test_chat, test_stream, test_concurrent, test_burst_shares, test_bad_inputs_under_load,
+ALL = (test_basic, test_response_format, test_logprobs, test_n, test_chat, test_stream, test_concurrent, test_burst_shares, test_bad_inputs_under_load,
        test_metrics, test_queue_full)
 ONLY = [x for x in os.environ.get("SERVER_TESTS", "").split(",") if x]
 for name in ONLY:

@@ -310,7 +310,7 @@ static void response_id(char *buf, size_t n, const char *prefix, long seq) {
 
 /* Sampling and length options shared by both generation endpoints. */
 static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_reply *out, bool *stream,
-                          bool *include_usage) {
+                          bool *include_usage, int *n_choices) {
     /* Omitted samplers are llama-server's defaults (common_params_sampling:
      * temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties over the last
      * 64 tokens), which candle_sampler_default_params holds too; OpenAI's
@@ -331,7 +331,7 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
               get_int(o, "top_k", 0, 1 << 30, &top_k, out) &&
               get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, out) &&
               get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, out) &&
-              get_int(o, "n", 1, 1, &n, out) &&
+              get_int(o, "n", 1, SRV_MAX_CHOICES, &n, out) &&
               get_int(o, "max_tokens", 1, lim, &max_tokens, out) &&
               get_int(o, "max_completion_tokens", 1, lim, &max_tokens, out) &&
               srv_get_bool(o, "stream", stream, out) && srv_get_bool(o, "ignore_eos", &r->ignore_eos, out);
@@ -371,6 +371,19 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
                            : (uint64_t)time(NULL) * 6364136223846793005ull +
                                  (uint64_t)atomic_load(&c->next_id);
     r->max_tokens = max_tokens;
+    /* n > 1: every choice in a slot of its own at once (they share the
+     * prompt's KV blocks); not streamed yet, since a stream follows one request */
+    int slots = srv_sched_n_slots(c->sched);
+    if (n > slots) {
+        srv_reply_error(out, 400, "n", "invalid_value", "'n' must be at most %d (the server's --parallel), got %lld",
+                        slots, (long long)n);
+        return false;
+    }
+    if (n > 1 && *stream) {
+        srv_reply_error(out, 400, "n", "unsupported_parameter", "'n' above 1 is not supported with 'stream' yet");
+        return false;
+    }
+    *n_choices = (int)n;
     return true;
 }
 
@@ -591,11 +604,17 @@ static json_t *logprobs_json(srv_ctx *c, bool chat, const srv_lp *e, size_t n, c
                      "text_offset", offs);
 }
 
-static json_t *usage_json(const srv_req *r) {
+/* The prompt counts once for all n choices (as OpenAI bills it), with the
+ * cached tokens of the first choice (the others share its blocks). */
+static json_t *usage_n_json(const srv_req *r, int64_t n_gen) {
     return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)r->n_prompt,
-                     "completion_tokens", (json_int_t)r->n_gen, "total_tokens",
-                     (json_int_t)(r->n_prompt + r->n_gen), "prompt_tokens_details",
+                     "completion_tokens", (json_int_t)n_gen, "total_tokens",
+                     (json_int_t)(r->n_prompt + n_gen), "prompt_tokens_details",
                      "cached_tokens", (json_int_t)r->n_cached);
+}
+
+static json_t *usage_json(const srv_req *r) {
+    return usage_n_json(r, r->n_gen);
 }
 
 static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
@@ -605,10 +624,11 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         return;
     }
     bool stream = false, include_usage = false;
+    int n = 1;
     long id = atomic_fetch_add(&c->next_id, 1);
     response_id(out->id, sizeof out->id, chat ? "chatcmpl" : "cmpl", id);
     out->chat = chat;
-    bool ok = parse_options(c, o, chat, r, out, &stream, &include_usage) &&
+    bool ok = parse_options(c, o, chat, r, out, &stream, &include_usage, &n) &&
               (chat ? prompt_from_messages(c, json_object_get(o, "messages"), r, out)
                     : prompt_from_json(c, json_object_get(o, "prompt"), r, out));
     int64_t n_ctx = srv_sched_n_ctx(c->sched);
@@ -624,10 +644,22 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         return;
     }
     if (!r->max_tokens || r->n_prompt + r->max_tokens > n_ctx) r->max_tokens = n_ctx - r->n_prompt;
-    int st = srv_sched_submit(c->sched, r);
+    /* n choices: requests of their own (seeds seed, seed + 1, ...), submitted
+     * together so the scheduler admits them together and the later ones share
+     * the first one's prompt rows (the prefix sharing of one burst) */
+    srv_req *rs[SRV_MAX_CHOICES] = {r};
+    int n_sub = 0, st = 0;
+    for (int k = 1; k < n; k++)
+        if (!(rs[k] = srv_req_choice(r, k))) st = 500;
+    for (; !st && n_sub < n; n_sub++)
+        if ((st = srv_sched_submit(c->sched, rs[n_sub]))) break;
     if (st) {
-        srv_reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", r->errmsg);
-        srv_req_unref(r);
+        const char *msg = rs[n_sub] ? rs[n_sub]->errmsg : "out of memory";
+        srv_reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", msg[0] ? msg : "out of memory");
+        for (int k = 0; k < n; k++) {
+            if (k < n_sub) atomic_store(&rs[k]->cancelled, true); /* the scheduler drops them */
+            srv_req_unref(rs[k]);
+        }
         return;
     }
     if (stream) {
@@ -636,31 +668,44 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         out->include_usage = include_usage;
         return;
     }
-    wait_done(r, fd);
-    pthread_mutex_lock(&r->mu);
-    out->tokens = r->n_gen;
-    pthread_mutex_unlock(&r->mu);
-    if (atomic_load(&r->cancelled)) {
+    bool gone = false;
+    int failed = -1;
+    int64_t n_gen = 0;
+    for (int k = 0; k < n; k++) {
+        if (gone) atomic_store(&rs[k]->cancelled, true);
+        wait_done(rs[k], fd);
+        pthread_mutex_lock(&rs[k]->mu);
+        n_gen += rs[k]->n_gen;
+        pthread_mutex_unlock(&rs[k]->mu);
+        gone |= atomic_load(&rs[k]->cancelled);
+        if (failed < 0 && rs[k]->err_status) failed = k;
+    }
+    out->tokens = n_gen;
+    if (gone) {
         srv_reply_error(out, 499, NULL, NULL, "client disconnected");
-    } else if (r->err_status) {
-        srv_reply_error(out, r->err_status, NULL, NULL, "%s", r->errmsg);
+    } else if (failed >= 0) {
+        srv_reply_error(out, rs[failed]->err_status, NULL, NULL, "%s", rs[failed]->errmsg);
     } else {
-        json_t *text = json_stringn_nocheck(r->text ? r->text : "", r->len);
-        size_t cb = 0, ccp = 0;
-        json_t *lp = r->n_logprobs >= 0 ? logprobs_json(c, chat, r->lp, r->n_lp, r->text, r->len, &cb, &ccp)
-                                        : json_null();
-        json_t *choice = chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
-                                          "assistant", "content", text, "logprobs", lp, "finish_reason",
-                                          r->finish)
-                              : json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", text,
-                                          "logprobs", lp, "finish_reason", r->finish);
+        json_t *choices = json_array();
+        for (int k = 0; k < n; k++) {
+            srv_req *q = rs[k];
+            json_t *text = json_stringn_nocheck(q->text ? q->text : "", q->len);
+            size_t cb = 0, ccp = 0;
+            json_t *lp = q->n_logprobs >= 0 ? logprobs_json(c, chat, q->lp, q->n_lp, q->text, q->len, &cb, &ccp)
+                                            : json_null();
+            json_array_append_new(
+                choices, chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", k, "message", "role", "assistant",
+                                          "content", text, "logprobs", lp, "finish_reason", q->finish)
+                              : json_pack("{s:i,s:o,s:o,s:s}", "index", k, "text", text, "logprobs", lp,
+                                          "finish_reason", q->finish));
+        }
         srv_reply_json(out, 200,
-                   json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", out->id, "object",
+                   json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", out->id, "object",
                              chat ? "chat.completion" : "text_completion", "created",
                              (json_int_t)time(NULL), "model", c->cfg.model_name, "choices",
-                             choice, "usage", usage_json(r)));
+                             choices, "usage", usage_n_json(r, n_gen)));
     }
-    srv_req_unref(r);
+    for (int k = n - 1; k >= 0; k--) srv_req_unref(rs[k]);
 }
 
 static json_t *chunk_json(srv_ctx *c, const srv_reply *rp, json_t *choice) {

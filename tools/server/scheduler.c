@@ -112,17 +112,41 @@ srv_req *srv_req_new(void) {
     return r;
 }
 
+srv_req *srv_req_choice(srv_req *r, int k) {
+    srv_req *c = srv_req_new();
+    if (!c) return NULL;
+    c->prompt = r->prompt;
+    c->n_prompt = r->n_prompt;
+    c->max_tokens = r->max_tokens;
+    c->sp = r->sp;
+    c->sp.seed = r->sp.seed + (uint64_t)k;
+    memcpy(c->stop, r->stop, sizeof c->stop);
+    c->n_stop = r->n_stop;
+    c->ignore_eos = r->ignore_eos;
+    c->grammar = r->grammar;
+    c->n_logprobs = r->n_logprobs;
+    c->bias_tok = r->bias_tok;
+    c->bias_val = r->bias_val;
+    c->n_bias = r->n_bias;
+    c->owner = r;
+    atomic_fetch_add(&r->refs, 1);
+    return c;
+}
+
 void srv_req_unref(srv_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
-    free(r->prompt);
-    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
-    candle_grammar_free(r->grammar);
-    free(r->bias_tok);
-    free(r->bias_val);
+    if (!r->owner) {
+        free(r->prompt);
+        for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+        candle_grammar_free(r->grammar);
+        free(r->bias_tok);
+        free(r->bias_val);
+    }
     free(r->lp);
     free(r->text);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
+    srv_req_unref(r->owner);
     free(r);
 }
 
@@ -791,6 +815,10 @@ int srv_sched_submit(srv_sched *s, srv_req *r) {
 
 int64_t srv_sched_n_ctx(const srv_sched *s) {
     return s->p.n_ctx;
+}
+
+int srv_sched_n_slots(const srv_sched *s) {
+    return s->p.n_slots;
 }
 
 void srv_sched_drain(srv_sched *s, double grace) {

@@ -19,6 +19,7 @@
 #include "candle/grammar.h"
 
 #define SRV_MAX_STOP 4
+#define SRV_MAX_CHOICES 16 /* n of a request at most (and at most --parallel) */
 
 /* One generated token's log-probabilities (requests with logprobs). */
 typedef struct srv_lp {
@@ -47,6 +48,10 @@ typedef struct srv_req {
     int32_t *bias_tok;       /* [n_bias] logit_bias (owned) */
     float *bias_val;         /* [n_bias] */
     int n_bias;
+    /* A choice of a request with n > 1, after the first: prompt, stop, grammar
+     * and bias are the owner's (borrowed, not freed), and this request holds a
+     * reference to it, so they outlive every choice. */
+    struct srv_req *owner;
 
     /* Output, under mu; cv is signalled on every change. */
     pthread_mutex_t mu;
@@ -76,6 +81,8 @@ typedef struct srv_req {
 } srv_req;
 
 srv_req *srv_req_new(void);
+/* Another choice of r (n > 1): r's input, borrowed (see owner), with seed + k. */
+srv_req *srv_req_choice(srv_req *r, int k);
 void srv_req_unref(srv_req *r);
 
 /* Prometheus metrics (metrics.c). */
@@ -144,6 +151,7 @@ int srv_sched_submit(srv_sched *s, srv_req *r);
 void srv_sched_drain(srv_sched *s, double grace);
 void srv_sched_stop(srv_sched *s);
 int64_t srv_sched_n_ctx(const srv_sched *s);
+int srv_sched_n_slots(const srv_sched *s);
 
 /* The server as a whole (http.c). */
 typedef struct srv_config {
