@@ -156,6 +156,8 @@ typedef struct asked {
     json_int_t max_tokens;   /* 0: none */
     json_int_t n_ids;        /* a token-id prompt's length, or -1 */
     json_t *stop;            /* array or string or NULL (borrowed) */
+    json_int_t n;            /* choices */
+    int n_logprobs;          /* alternatives asked per token, -1: no logprobs */
 } asked;
 
 static void read_asked(json_t *o, asked *a) {
@@ -168,6 +170,62 @@ static void read_asked(json_t *o, asked *a) {
                    ? (json_int_t)json_array_size(p)
                    : -1;
     a->stop = json_object_get(o, "stop");
+    json_t *n = json_object_get(o, "n"), *lp = json_object_get(o, "logprobs");
+    a->n = json_is_integer(n) ? json_integer_value(n) : 1;
+    json_t *top = json_object_get(o, "top_logprobs");
+    a->n_logprobs = json_is_integer(lp) ? (int)json_integer_value(lp)
+                    : json_is_true(lp) ? (json_is_integer(top) ? (int)json_integer_value(top) : 0)
+                                       : -1;
+}
+
+/* A logprob: a number <= 0 (-9999 for a removed token). */
+static void check_lp(json_t *v) {
+    check(json_is_number(v) && json_number_value(v) <= 0);
+}
+
+/* A choice's logprobs against the request and the choice's text (len bytes);
+ * entries at most tokens. */
+static void check_logprobs(json_t *lp, bool chat, const asked *a, size_t len, json_int_t tokens) {
+    if (a->n_logprobs < 0) {
+        check(!lp || json_is_null(lp));
+        return;
+    }
+    size_t i, k;
+    json_t *e, *t;
+    if (chat) {
+        json_t *content = json_object_get(lp, "content");
+        check(json_is_array(content) && (json_int_t)json_array_size(content) <= tokens);
+        json_array_foreach(content, i, e) {
+            check(json_is_string(json_object_get(e, "token")) && json_is_array(json_object_get(e, "bytes")));
+            check_lp(json_object_get(e, "logprob"));
+            json_t *top = json_object_get(e, "top_logprobs");
+            check(json_is_array(top) && json_array_size(top) <= (size_t)a->n_logprobs);
+            double prev = 0;
+            json_array_foreach(top, k, t) {
+                check_lp(json_object_get(t, "logprob"));
+                double v = json_number_value(json_object_get(t, "logprob"));
+                check(v <= prev); /* best first */
+                prev = v;
+            }
+        }
+        return;
+    }
+    json_t *toks = json_object_get(lp, "tokens"), *lps = json_object_get(lp, "token_logprobs");
+    json_t *tops = json_object_get(lp, "top_logprobs"), *offs = json_object_get(lp, "text_offset");
+    check(json_is_array(toks) && json_is_array(lps) && json_is_array(tops) && json_is_array(offs));
+    size_t n = json_array_size(toks);
+    check(json_array_size(lps) == n && json_array_size(tops) == n && json_array_size(offs) == n &&
+          (json_int_t)n <= tokens);
+    json_int_t prev = 0;
+    for (i = 0; i < n; i++) {
+        check(json_is_string(json_array_get(toks, i)));
+        check_lp(json_array_get(lps, i));
+        check(json_is_object(json_array_get(tops, i)) &&
+              json_object_size(json_array_get(tops, i)) <= (size_t)a->n_logprobs);
+        json_t *o = json_array_get(offs, i);
+        check(json_is_integer(o) && json_integer_value(o) >= prev && (size_t)json_integer_value(o) <= len);
+        prev = json_integer_value(o);
+    }
 }
 
 /* The usage object against the request and its text. */
@@ -184,9 +242,9 @@ static void check_usage(json_t *u, const asked *a, const char *finish) {
     check(k >= 0 && k < p);
     if (a->n_ids >= 0) check(p == a->n_ids);
     json_int_t eff = !a->max_tokens || p + a->max_tokens > N_CTX ? N_CTX - p : a->max_tokens;
-    check(n <= eff);
+    check(n <= eff * a->n);
     check(finish && (!strcmp(finish, "stop") || !strcmp(finish, "length")));
-    if (!strcmp(finish, "length")) check(n == eff);
+    if (!strcmp(finish, "length") && a->n == 1) check(n == eff);
 }
 
 static void check_no_stop(const char *text, size_t len, json_t *stop) {
@@ -209,21 +267,27 @@ static void check_completion(json_t *j, bool chat, const srv_reply *rp, const as
     json_t *model_name = json_object_get(j, "model");
     check(json_is_string(model_name) && !strcmp(json_string_value(model_name), MODEL_NAME));
     json_t *choices = json_object_get(j, "choices");
-    check(json_is_array(choices) && json_array_size(choices) == 1);
-    json_t *c = json_array_get(choices, 0), *text;
-    if (chat) {
-        json_t *msg = json_object_get(c, "message");
-        check(json_is_string(json_object_get(msg, "role")) &&
-              !strcmp(json_string_value(json_object_get(msg, "role")), "assistant"));
-        text = json_object_get(msg, "content");
-    } else {
-        text = json_object_get(c, "text");
+    check(json_is_array(choices) && (json_int_t)json_array_size(choices) == a->n);
+    json_t *u = json_object_get(j, "usage");
+    json_int_t tokens = json_integer_value(json_object_get(u, "completion_tokens"));
+    for (size_t i = 0; i < json_array_size(choices); i++) {
+        json_t *c = json_array_get(choices, i), *text;
+        check(json_integer_value(json_object_get(c, "index")) == (json_int_t)i);
+        if (chat) {
+            json_t *msg = json_object_get(c, "message");
+            check(json_is_string(json_object_get(msg, "role")) &&
+                  !strcmp(json_string_value(json_object_get(msg, "role")), "assistant"));
+            text = json_object_get(msg, "content");
+        } else {
+            text = json_object_get(c, "text");
+        }
+        check(json_is_string(text));
+        json_t *fin = json_object_get(c, "finish_reason");
+        check(json_is_string(fin));
+        check_usage(u, a, json_string_value(fin));
+        check_no_stop(json_string_value(text), json_string_length(text), a->stop);
+        check_logprobs(json_object_get(c, "logprobs"), chat, a, json_string_length(text), tokens);
     }
-    check(json_is_string(text));
-    json_t *fin = json_object_get(c, "finish_reason");
-    check(json_is_string(fin));
-    check_usage(json_object_get(j, "usage"), a, json_string_value(fin));
-    check_no_stop(json_string_value(text), json_string_length(text), a->stop);
 }
 
 /* A growing byte string. */
@@ -249,6 +313,8 @@ typedef struct stream_seen {
     bool done, error, have_usage;
     char finish[16];
     json_t *usage;      /* the usage chunk's (owned), or NULL */
+    asked a;            /* the request's fields */
+    size_t n_lp;        /* logprobs entries streamed */
 } stream_seen;
 
 static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) {
@@ -302,6 +368,10 @@ static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) 
                     check(!t || json_string_length(t) == 0);
                 } else {
                     check(json_is_null(fin) && json_is_string(t));
+                    /* each text chunk carries its own tokens' logprobs */
+                    json_t *lp = json_object_get(c, "logprobs");
+                    check_logprobs(lp, rp->chat, &st->a, SIZE_MAX, INT64_MAX);
+                    st->n_lp += json_array_size(json_object_get(lp, rp->chat ? "content" : "tokens"));
                 }
                 if (t) buf_add(&st->text, json_string_value(t), json_string_length(t));
                 st->n_chunks++;
@@ -318,6 +388,7 @@ static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) 
 static buf drain_stream(srv_ctx *c, srv_reply *rp, int leave_after, json_t *req) {
     srv_req *r = rp->stream;
     stream_seen st = {0};
+    read_asked(req, &st.a);
     size_t sent = 0;
     bool first = true, finished = false;
     for (int k = 0; !finished; k++) {
@@ -352,6 +423,8 @@ static buf drain_stream(srv_ctx *c, srv_reply *rp, int leave_after, json_t *req)
         if (st.usage) check_usage(st.usage, &a, st.finish);
         check_no_stop(r->text ? r->text : "", r->len, a.stop);
         check(r->n_gen >= 1);
+        /* every entry streamed once, none for tokens not generated */
+        check(st.n_lp == r->n_lp && (json_int_t)r->n_lp <= r->n_gen && (a.n_logprobs >= 0 || !r->n_lp));
     }
     atomic_store(&r->cancelled, true);
     srv_req_unref(r);

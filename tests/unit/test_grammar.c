@@ -357,18 +357,23 @@ static void test_mask_vs_token_ok(void) {
     }
     /* top-k sampling checks only the best tokens when that settles it: the
      * draws equal those of a plain sampler on fully masked logits */
-    candle_grammar_state *s2 = NULL;
-    CHECK(g && !candle_grammar_state_init(&s2, g));
-    for (int round = 0; s && s2 && round < 2; round++) {
+    candle_grammar_state *s2 = NULL, *s3 = NULL;
+    CHECK(g && !candle_grammar_state_init(&s2, g) && !candle_grammar_state_init(&s3, g));
+    double worst = 0;
+    for (int round = 0; s && s2 && s3 && round < 2; round++) {
         candle_sampler_params p = candle_sampler_default_params();
         p.top_k = round ? 3 : 40;
         p.temp = 1.0f;
         p.seed = 5 + (uint64_t)round;
-        candle_sampler *a = NULL, *b = NULL;
-        CHECK(!candle_sampler_init(&a, n, &p) && !candle_sampler_init(&b, n, &p));
+        candle_sampler *a = NULL, *b = NULL, *c = NULL;
+        CHECK(!candle_sampler_init(&a, n, &p) && !candle_sampler_init(&b, n, &p) &&
+              !candle_sampler_init(&c, n, &p));
         candle_sampler_set_grammar(a, s, v);
+        /* c also reports logprobs: the full mask (no top-k shortcut), the same draws */
+        candle_sampler_set_grammar(c, s3, v);
         candle_grammar_state_reset(s);
         candle_grammar_state_reset(s2);
+        candle_grammar_state_reset(s3);
         uint64_t x = 12345;
         int same = 0, differ = 0, steps = 60;
         for (int step = 0; step < steps; step++) {
@@ -377,19 +382,45 @@ static void test_mask_vs_token_ok(void) {
                 logits[t] = (float)(x >> 40) / (float)(1 << 24) * 8.0f;
             }
             int32_t ta = candle_sampler_sample(a, logits);
+            candle_token_logprob ch, top[5];
+            int32_t n_top = 0;
+            int32_t tc = candle_sampler_sample_logprobs(c, logits, 5, &ch, top, &n_top);
             CHECK(!candle_grammar_mask(s2, v, logits, NULL));
             int32_t tb = candle_sampler_sample(b, logits);
+            /* the reference: log-softmax of the masked logits in double, top 5 by scans */
+            double m = -INFINITY, z = 0;
+            for (int t = 0; t < n; t++) m = logits[t] > m ? logits[t] : m;
+            for (int t = 0; t < n; t++) z += exp((double)logits[t] - m);
+            int n_allowed = 0;
+            for (int t = 0; t < n; t++) n_allowed += logits[t] > -INFINITY;
+            CHECK(tc == ta && ch.token == tc && n_top == (n_allowed < 5 ? n_allowed : 5));
+            if (tc >= 0) worst = fmax(worst, fabs(ch.logprob - ((double)logits[tc] - m - log(z))));
+            for (int k = 0, prev = -1; k < n_top && k < 5; k++) {
+                int best = -1;
+                for (int t = 0; t < n; t++)
+                    if ((prev < 0 || logits[t] < logits[prev] || (logits[t] == logits[prev] && t > prev)) &&
+                        (best < 0 || logits[t] > logits[best]))
+                        best = t;
+                CHECK(top[k].token == best);
+                if (best >= 0) worst = fmax(worst, fabs(top[k].logprob - ((double)logits[best] - m - log(z))));
+                prev = best;
+            }
             same += ta == tb;
             differ += ta != tb;
             if (ta != tb || ta < 0 || ta == n - 1) break;
-            CHECK(!candle_grammar_accept_token(s, v, ta) && !candle_grammar_accept_token(s2, v, tb));
+            CHECK(!candle_grammar_accept_token(s, v, ta) && !candle_grammar_accept_token(s2, v, tb) &&
+                  !candle_grammar_accept_token(s3, v, tc));
         }
         if (differ) printf("  top_k %d: draws differ after %d equal ones\n", (int)p.top_k, same);
         CHECK(differ == 0 && same > 3); /* until the text ends */
         candle_sampler_free(a);
         candle_sampler_free(b);
+        candle_sampler_free(c);
     }
+    CHECK(worst < 1e-5); /* the logprobs are the masked distribution's */
+    if (worst >= 1e-5) printf("  logprobs under the grammar: worst difference %g\n", worst);
     candle_grammar_state_free(s2);
+    candle_grammar_state_free(s3);
     free(logits);
     candle_grammar_state_free(s);
     candle_grammar_free(g);
