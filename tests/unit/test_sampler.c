@@ -277,6 +277,11 @@ static void test_logprobs_reference(void) {
     double z = log(1 + exp(2.0) + exp(1.0));
     CHECK_NEAR(c.logprob, 2 - z, 1e-6);
     CHECK_NEAR(top[2].logprob, -z, 1e-6);
+    /* NaN counts as -inf: never listed, nothing in the normaliser */
+    const float nan6[V] = {1, NAN, 0, NAN, 2, -INFINITY};
+    CHECK(candle_sampler_sample_logprobs(s, nan6, 5, &c, top, &n_out) == 4);
+    CHECK(n_out == 3 && top[0].token == 4 && top[1].token == 0 && top[2].token == 2);
+    CHECK_NEAR(c.logprob, 2 - z, 1e-6);
     candle_sampler_free(s);
 }
 
