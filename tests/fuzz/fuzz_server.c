@@ -238,7 +238,7 @@ static void check_usage(json_t *u, const asked *a, const char *finish) {
           json_is_integer(cached));
     json_int_t p = json_integer_value(pt), n = json_integer_value(ct), k = json_integer_value(cached);
     check(json_integer_value(tt) == p + n);
-    check(p >= 1 && p < N_CTX && n >= 1 && p + n <= N_CTX);
+    check(p >= 1 && p < N_CTX && n >= a->n && n <= (N_CTX - p) * a->n); /* n choices: their tokens summed */
     check(k >= 0 && k < p);
     if (a->n_ids >= 0) check(p == a->n_ids);
     json_int_t eff = !a->max_tokens || p + a->max_tokens > N_CTX ? N_CTX - p : a->max_tokens;
