@@ -308,10 +308,12 @@ static void buf_add(buf *b, const char *s, size_t n) {
 /* One chunk of srv_stream_chunk output: whole events, each a JSON object or
  * [DONE] (after which nothing may come). */
 typedef struct stream_seen {
-    buf text;           /* the chunks' texts, concatenated */
-    int n_chunks;       /* choice-bearing chunks */
+    /* per choice index (n > 1 streams them interleaved) */
+    buf text[SRV_MAX_CHOICES];      /* the chunks' texts, concatenated */
+    int n_chunks[SRV_MAX_CHOICES];  /* choice-bearing chunks */
+    char finish[SRV_MAX_CHOICES][16];
+    int n_finished;
     bool done, error, have_usage;
-    char finish[16];
     json_t *usage;      /* the usage chunk's (owned), or NULL */
     asked a;            /* the request's fields */
     size_t n_lp;        /* logprobs entries streamed */
@@ -334,7 +336,7 @@ static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) 
         json_t *j = json_loadb(p, (size_t)(end - p), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
         if (!j) fprintf(stderr, "bad event JSON: %s: %.*s\n", err.text, (int)(end - p), p);
         check(j && json_is_object(j));
-        check(!st->finish[0] || json_object_get(j, "usage") || json_object_get(j, "error"));
+        check(st->n_finished < st->a.n || json_object_get(j, "usage") || json_object_get(j, "error"));
         if (json_object_get(j, "error")) {
             check_error(j, 500); /* the type only matters for the shape here */
             st->error = true;
@@ -348,23 +350,27 @@ static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) 
             check(json_is_array(choices));
             if (json_object_get(j, "usage")) {
                 check(rp->include_usage && !st->usage && json_array_size(choices) == 0);
-                check(st->finish[0]);
+                check(st->n_finished == st->a.n);
                 st->usage = json_incref(json_object_get(j, "usage"));
             } else {
                 check(json_array_size(choices) == 1);
                 json_t *c = json_array_get(choices, 0), *t;
+                json_int_t k = json_integer_value(json_object_get(c, "index"));
+                check(json_is_integer(json_object_get(c, "index")) && k >= 0 && k < st->a.n);
+                check(!st->finish[k][0]); /* nothing of a choice after its end */
                 if (rp->chat) {
                     json_t *d = json_object_get(c, "delta");
                     check(json_is_object(d));
                     json_t *role = json_object_get(d, "role");
-                    check(!role == (st->n_chunks > 0)); /* the role in the first chunk only */
+                    check(!role == (st->n_chunks[k] > 0)); /* the role in each choice's first chunk only */
                     t = json_object_get(d, "content");
                 } else {
                     t = json_object_get(c, "text");
                 }
                 json_t *fin = json_object_get(c, "finish_reason");
                 if (json_is_string(fin)) {
-                    snprintf(st->finish, sizeof st->finish, "%s", json_string_value(fin));
+                    snprintf(st->finish[k], sizeof st->finish[k], "%s", json_string_value(fin));
+                    st->n_finished++;
                     check(!t || json_string_length(t) == 0);
                 } else {
                     check(json_is_null(fin) && json_is_string(t));
@@ -373,8 +379,8 @@ static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) 
                     check_logprobs(lp, rp->chat, &st->a, SIZE_MAX, INT64_MAX);
                     st->n_lp += json_array_size(json_object_get(lp, rp->chat ? "content" : "tokens"));
                 }
-                if (t) buf_add(&st->text, json_string_value(t), json_string_length(t));
-                st->n_chunks++;
+                if (t) buf_add(&st->text[k], json_string_value(t), json_string_length(t));
+                st->n_chunks[k]++;
             }
         }
         json_decref(j);
@@ -414,27 +420,30 @@ static buf drain_stream(srv_ctx *c, srv_reply *rp, int leave_after, json_t *req)
     if (finished) {
         check(st.done);
         check(!r->err_status && !st.error); /* one request at a time, nobody left */
-        check(st.text.n == r->len && (!r->len || !memcmp(st.text.s, r->text, r->len)));
-        check(st.finish[0]);
-        check(!strcmp(st.finish, r->finish));
+        check(st.n_finished == st.a.n && (r->choices ? r->n_choices : 1) == st.a.n);
         check(!rp->include_usage == !st.usage);
-        asked a;
-        read_asked(req, &a);
-        if (st.usage) check_usage(st.usage, &a, st.finish);
-        check_no_stop(r->text ? r->text : "", r->len, a.stop);
-        check(r->n_gen >= 1);
+        size_t n_lp = 0;
+        for (int k = 0; k < st.a.n; k++) { /* each choice's chunks spell its text */
+            const srv_req *q = r->choices ? r->choices[k] : r;
+            check(st.text[k].n == q->len && (!q->len || !memcmp(st.text[k].s, q->text, q->len)));
+            check(!strcmp(st.finish[k], q->finish));
+            if (st.usage) check_usage(st.usage, &st.a, st.finish[k]);
+            check_no_stop(q->text ? q->text : "", q->len, st.a.stop);
+            check(q->n_gen >= 1 && (json_int_t)q->n_lp <= q->n_gen && (st.a.n_logprobs >= 0 || !q->n_lp));
+            n_lp += q->n_lp;
+        }
         /* every entry streamed once, none for tokens not generated */
-        check(st.n_lp == r->n_lp && (json_int_t)r->n_lp <= r->n_gen && (a.n_logprobs >= 0 || !r->n_lp));
+        check(st.n_lp == n_lp);
     }
     atomic_store(&r->cancelled, true);
     srv_req_unref(r);
     json_decref(st.usage);
-    if (finished) {
-        if (!st.text.s) buf_add(&st.text, "", 0);
-        return st.text;
+    buf all = {0}; /* the choices' texts one after the other */
+    for (int k = 0; k < SRV_MAX_CHOICES; k++) {
+        if (finished && k < st.a.n) buf_add(&all, st.text[k].s ? st.text[k].s : "", st.text[k].n);
+        free(st.text[k].s);
     }
-    free(st.text.s);
-    return (buf){0};
+    return all;
 }
 
 /* Greedy: the text does not depend on the sampler's draws. */

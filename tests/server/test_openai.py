@@ -311,6 +311,39 @@ def test_n():
                                           extra_body={"ignore_eos": True}).choices[0].text
         check(c.text == alone, f"n=3 choice {k} {c.text!r} != the request alone with seed {77 + k} {alone!r}")
         check(len(c.logprobs.tokens) == 16 and "".join(c.logprobs.tokens) == c.text, f"n=3 choice {k} logprobs")
+    # streamed: each index's chunks spell that choice, logprobs included
+    got, lps, fins = {}, {}, {}
+    for ch in client.completions.create(model=MODEL, prompt=prompt, max_tokens=16, temperature=1.0, seed=77, n=3,
+                                        logprobs=1, stream=True, extra_body={"ignore_eos": True}):
+        for c in ch.choices:
+            got[c.index] = got.get(c.index, "") + c.text
+            lps[c.index] = lps.get(c.index, []) + (c.logprobs.tokens if c.logprobs else [])
+            fins[c.index] = c.finish_reason or fins.get(c.index)
+    check(got == {k: t for k, t in enumerate(texts)} and all(lps[k] == r.choices[k].logprobs.tokens for k in lps)
+          and fins == {0: "length", 1: "length", 2: "length"}, f"n=3 streamed {got} {fins} != {texts}")
+    s = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=8,
+                                       temperature=0, n=2, stream=True, stream_options={"include_usage": True})
+    roles, usage = {}, None
+    for ch in s:
+        usage = ch.usage or usage
+        for c in ch.choices:
+            if c.delta.role:
+                roles[c.index] = roles.get(c.index, 0) + 1
+    check(roles == {0: 1, 1: 1} and usage and usage.completion_tokens <= 16, f"chat n=2 stream: roles {roles} {usage}")
+    # a client that leaves a stream of several choices frees all their slots
+    sock = socket.create_connection((U.hostname, U.port))
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 200, "stream": True, "n": 3,
+                       "ignore_eos": True}).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (KEY.encode(), len(body), body))
+    sock.recv(100)
+    sock.close()
+    for _ in range(50):
+        m = raw("GET", "/metrics")[1].decode()
+        if "candle_active_sequences 0" in m:
+            break
+        time.sleep(0.1)
+    check("candle_active_sequences 0" in m, "n=3 stream left: its sequences freed")
     r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=8,
                                        temperature=0, n=2, logprobs=True, top_logprobs=2)
     check(len(r.choices) == 2 and r.choices[0].message.content == r.choices[1].message.content and
@@ -438,8 +471,6 @@ def bad_inputs():
          "logit_bias": [5]}).encode(), 400, "invalid_type", "logit_bias"),
         ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 9}).encode(), 400, "invalid_value", "n"),
         ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 0}).encode(), 400, "invalid_value", "n"),
-        ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 2, "stream": True}).encode(), 400,
-         "unsupported_parameter", "n"),
         ("GET", "/v1/nothing", None, 404, "not_found"),
         ("GET", "/v1/completions", None, 405, "method_not_allowed"),
     ]

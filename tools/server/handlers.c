@@ -372,15 +372,11 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
                                  (uint64_t)atomic_load(&c->next_id);
     r->max_tokens = max_tokens;
     /* n > 1: every choice in a slot of its own at once (they share the
-     * prompt's KV blocks); not streamed yet, since a stream follows one request */
+     * prompt's KV blocks) */
     int slots = srv_sched_n_slots(c->sched);
     if (n > slots) {
         srv_reply_error(out, 400, "n", "invalid_value", "'n' must be at most %d (the server's --parallel), got %lld",
                         slots, (long long)n);
-        return false;
-    }
-    if (n > 1 && *stream) {
-        srv_reply_error(out, 400, "n", "unsupported_parameter", "'n' above 1 is not supported with 'stream' yet");
         return false;
     }
     *n_choices = (int)n;
@@ -613,9 +609,6 @@ static json_t *usage_n_json(const srv_req *r, int64_t n_gen) {
                      "cached_tokens", (json_int_t)r->n_cached);
 }
 
-static json_t *usage_json(const srv_req *r) {
-    return usage_n_json(r, r->n_gen);
-}
 
 static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     srv_req *r = srv_req_new();
@@ -651,20 +644,37 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     int n_sub = 0, st = 0;
     for (int k = 1; k < n; k++)
         if (!(rs[k] = srv_req_choice(r, k))) st = 500;
+    /* a stream of several choices: a group request that http.c streams, told
+     * of each choice's text and end (it takes the references to them) */
+    srv_req *g = !st && stream && n > 1 ? srv_req_new() : NULL;
+    if (g && !(g->choices = calloc((size_t)n, sizeof *g->choices))) st = 500;
+    if (!st && g) {
+        g->n_choices = n;
+        g->n_prompt = r->n_prompt;
+        for (int k = 0; k < n; k++) {
+            g->choices[k] = rs[k];
+            rs[k]->group = g;
+        }
+    } else if (stream && n > 1) {
+        st = 500;
+    }
     for (; !st && n_sub < n; n_sub++)
         if ((st = srv_sched_submit(c->sched, rs[n_sub]))) break;
     if (st) {
-        const char *msg = rs[n_sub] ? rs[n_sub]->errmsg : "out of memory";
+        const char *msg = n_sub < n && rs[n_sub] ? rs[n_sub]->errmsg : "";
         srv_reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", msg[0] ? msg : "out of memory");
-        for (int k = 0; k < n; k++) {
-            if (k < n_sub) atomic_store(&rs[k]->cancelled, true); /* the scheduler drops them */
-            srv_req_unref(rs[k]);
+        for (int k = 0; k < n_sub; k++) atomic_store(&rs[k]->cancelled, true); /* the scheduler drops them */
+        if (g && g->choices) {
+            srv_req_unref(g); /* and the choices */
+        } else {
+            srv_req_unref(g);
+            for (int k = 0; k < n; k++) srv_req_unref(rs[k]);
         }
         return;
     }
     if (stream) {
         out->status = 200;
-        out->stream = r;
+        out->stream = g ? g : r;
         out->include_usage = include_usage;
         return;
     }
@@ -730,39 +740,67 @@ static bool append_event(char **buf, size_t *len, json_t *j) {
     return true;
 }
 
+/* A content chunk of choice `index`: text t and logprobs lp (both taken;
+ * lp NULL: null), with the role when role (a chat stream's first chunk). */
+static bool content_event(srv_ctx *c, const srv_reply *rp, int index, json_t *t, json_t *lp, bool role,
+                          char **buf, size_t *n) {
+    if (!lp) lp = json_null();
+    json_t *choice = rp->chat ? (role ? json_pack("{s:i,s:{s:s,s:o},s:o,s:n}", "index", index, "delta", "role",
+                                                  "assistant", "content", t, "logprobs", lp, "finish_reason")
+                                      : json_pack("{s:i,s:{s:o},s:o,s:n}", "index", index, "delta", "content", t,
+                                                  "logprobs", lp, "finish_reason"))
+                              : json_pack("{s:i,s:o,s:o,s:n}", "index", index, "text", t, "logprobs", lp,
+                                          "finish_reason");
+    return append_event(buf, n, chunk_json(c, rp, choice));
+}
+
+/* Under q->mu: the logprobs JSON of q's entries not sent yet that end within
+ * the first `upto` bytes of its text (the scheduler adds each in the same
+ * critical section as the text that ends it), or with all every one left;
+ * NULL when there are none, unless always. */
+static json_t *stream_logprobs(srv_ctx *c, bool chat, srv_req *q, size_t upto, bool all, bool always) {
+    size_t from = q->lp_sent, to = from;
+    while (to < q->n_lp && (all || q->lp[to].end <= upto)) to++;
+    q->lp_sent = to;
+    if (to == from && !always) return NULL;
+    return logprobs_json(c, chat, q->lp + from, to - from, q->text, q->len, &q->cp_bytes, &q->cp_count);
+}
+
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len, bool first,
                        const srv_req *final) {
     char *buf = NULL;
     size_t n = 0;
     bool ok = true;
-    /* this chunk's logprobs: the entries that end within the text sent so far
-     * (the scheduler adds each with its text), and at the end all the rest */
     srv_req *r = rp->stream;
-    json_t *lp = NULL;
-    size_t lp_from = r ? r->lp_sent : 0, lp_to = lp_from;
-    if (r && r->n_logprobs >= 0) {
-        r->text_sent += len;
-        pthread_mutex_lock(&r->mu);
-        while (lp_to < r->n_lp && (final || r->lp[lp_to].end <= r->text_sent)) lp_to++;
-        if (lp_to > lp_from || len)
-            lp = logprobs_json(c, rp->chat, r->lp + lp_from, lp_to - lp_from, r->text, r->len, &r->cp_bytes,
-                               &r->cp_count);
-        pthread_mutex_unlock(&r->mu);
-        r->lp_sent = lp_to;
-    }
-    if (len || (first && rp->chat) || lp_to > lp_from) {
-        json_t *t = json_stringn_nocheck(text, len);
-        if (!lp) lp = json_null();
-        json_t *choice = rp->chat ? (first ? json_pack("{s:i,s:{s:s,s:o},s:o,s:n}", "index", 0,
-                                                       "delta", "role", "assistant", "content", t,
-                                                       "logprobs", lp, "finish_reason")
-                                           : json_pack("{s:i,s:{s:o},s:o,s:n}", "index", 0, "delta",
-                                                       "content", t, "logprobs", lp, "finish_reason"))
-                                  : json_pack("{s:i,s:o,s:o,s:n}", "index", 0, "text", t,
-                                              "logprobs", lp, "finish_reason");
-        ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+    if (r && r->choices) {
+        /* n > 1 choices: r only signals; each choice's new text and logprobs
+         * are read from it, a chunk per choice with any */
+        for (int k = 0; ok && k < r->n_choices; k++) {
+            srv_req *q = r->choices[k];
+            pthread_mutex_lock(&q->mu);
+            size_t from = q->text_sent, to = q->len;
+            json_t *t = json_stringn_nocheck(q->text ? q->text + from : "", to - from);
+            q->text_sent = to;
+            json_t *lp = q->n_logprobs >= 0 ? stream_logprobs(c, rp->chat, q, to, final != NULL, to > from) : NULL;
+            pthread_mutex_unlock(&q->mu);
+            bool role = rp->chat && !q->role_sent;
+            if (to > from || role || lp) {
+                ok = content_event(c, rp, k, t, lp, role, &buf, &n);
+                q->role_sent = true;
+            } else {
+                json_decref(t);
+            }
+        }
     } else {
-        json_decref(lp);
+        json_t *lp = NULL;
+        if (r && r->n_logprobs >= 0) {
+            r->text_sent += len;
+            pthread_mutex_lock(&r->mu);
+            lp = stream_logprobs(c, rp->chat, r, r->text_sent, final != NULL, len > 0);
+            pthread_mutex_unlock(&r->mu);
+        }
+        if (len || (first && rp->chat) || lp) ok = content_event(c, rp, 0, json_stringn_nocheck(text, len), lp,
+                                                                first && rp->chat, &buf, &n);
     }
     if (ok && final) {
         if (final->err_status) {
@@ -770,16 +808,22 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             ok = append_event(&buf, &n, es ? json_loads(es, 0, NULL) : NULL);
             free(es);
         } else {
-            json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", 0, "delta",
-                                                  "finish_reason", final->finish)
-                                      : json_pack("{s:i,s:s,s:n,s:s}", "index", 0, "text", "",
-                                                  "logprobs", "finish_reason", final->finish);
-            ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+            /* after the end the scheduler writes none of them: read unlocked */
+            int nc = final->choices ? final->n_choices : 1;
+            for (int k = 0; ok && k < nc; k++) {
+                const char *fin = final->choices ? final->choices[k]->finish : final->finish;
+                if (!fin) fin = "stop";
+                json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", k, "delta", "finish_reason", fin)
+                                          : json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
+                                                      "finish_reason", fin);
+                ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+            }
             if (ok && rp->include_usage) {
+                const srv_req *u0 = final->choices ? final->choices[0] : final;
                 json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", rp->id, "object",
                                       rp->chat ? "chat.completion.chunk" : "text_completion",
                                       "created", (json_int_t)time(NULL), "model",
-                                      c->cfg.model_name, "choices", "usage", usage_json(final));
+                                      c->cfg.model_name, "choices", "usage", usage_n_json(u0, final->n_gen));
                 ok = append_event(&buf, &n, u);
             }
         }

@@ -135,6 +135,15 @@ srv_req *srv_req_choice(srv_req *r, int k) {
 
 void srv_req_unref(srv_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    for (int k = 0; r->choices && k < r->n_choices; k++) { /* a group: its choices go with it */
+        srv_req *q = r->choices[k];
+        pthread_mutex_lock(&q->mu);
+        q->group = NULL;
+        pthread_mutex_unlock(&q->mu);
+        atomic_store(&q->cancelled, true); /* the client left before the end, or they are done */
+        srv_req_unref(q);
+    }
+    free(r->choices);
     if (!r->owner) {
         free(r->prompt);
         for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -169,6 +178,44 @@ static FILE *open_dump(const char *path) {
 }
 
 /* --- output to the request ------------------------------------------------ */
+
+/* Under q->mu: tell q's group (a stream of several choices) of q's new
+ * text, or that q is done. */
+static void group_note(srv_req *q, const char *text, size_t len, bool done) {
+    srv_req *g = q->group;
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    if (len && g->len + len + 1 > g->cap) {
+        size_t cap = g->cap ? g->cap : 256;
+        while (cap < g->len + len + 1) cap *= 2;
+        char *t = realloc(g->text, cap);
+        if (t) {
+            g->text = t;
+            g->cap = cap;
+        } else if (!g->err_status) {
+            g->err_status = 500;
+            snprintf(g->errmsg, sizeof g->errmsg, "out of memory");
+        }
+    }
+    if (len && g->len + len + 1 <= g->cap) {
+        memcpy(g->text + g->len, text, len);
+        g->len += len;
+        g->text[g->len] = 0;
+    }
+    if (done) {
+        g->n_gen += q->n_gen;
+        if (q->err_status && !g->err_status) {
+            g->err_status = q->err_status;
+            snprintf(g->errmsg, sizeof g->errmsg, "%s", q->errmsg);
+        }
+        if (++g->n_done == g->n_choices) {
+            g->finish = q->finish;
+            g->done = true;
+        }
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
 
 /* Under r->mu: move the slot's held logprobs entries that end within the
  * emitted text (all, with all) to the request; stopped: those that begin
@@ -222,6 +269,7 @@ static void req_emit(srv_slot *sl, const char *text, size_t len) {
     r->len += len;
     r->text[r->len] = 0;
     if (sl->n_lpend) lp_release(sl, false, false);
+    group_note(r, text, len, false);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -236,6 +284,7 @@ static void req_finish(srv_sched *s, srv_req *r, const char *finish, int status,
     r->finish = finish;
     r->done = true;
     r->t_last = now;
+    group_note(r, NULL, 0, true);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     if (!status) srv_metrics_observe(s->metrics, &s->metrics->e2e, now - r->t_submit);

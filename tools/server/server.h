@@ -52,6 +52,15 @@ typedef struct srv_req {
      * and bias are the owner's (borrowed, not freed), and this request holds a
      * reference to it, so they outlive every choice. */
     struct srv_req *owner;
+    /* A stream of n > 1 choices is a group request: choices[n_choices]
+     * (references held) do the work; the group's text gets every choice's
+     * text as it comes (so http.c's reader wakes and copies as for one), and
+     * it is done, with n_gen their sum, when all are (n_done). A choice's
+     * group is set before submission and cleared, under the choice's mu,
+     * when the group is freed; the scheduler tells it under that mu. */
+    struct srv_req **choices;
+    int n_choices, n_done;
+    struct srv_req *group;
 
     /* Output, under mu; cv is signalled on every change. */
     pthread_mutex_t mu;
@@ -74,6 +83,7 @@ typedef struct srv_req {
     /* The stream reader's own cursor (srv_stream_chunk; no lock): entries
      * and text bytes sent, and the code points of those bytes. */
     size_t lp_sent, text_sent, cp_bytes, cp_count;
+    bool role_sent; /* a group's choice: its first chat chunk (with the role) is out */
 
     atomic_bool cancelled; /* client gone: the scheduler drops it */
     atomic_int refs;
