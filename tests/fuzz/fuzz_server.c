@@ -376,7 +376,8 @@ static void check_events(const char *sse, const srv_reply *rp, stream_seen *st) 
                     check(json_is_null(fin) && json_is_string(t));
                     /* each text chunk carries its own tokens' logprobs */
                     json_t *lp = json_object_get(c, "logprobs");
-                    check_logprobs(lp, rp->chat, &st->a, SIZE_MAX, INT64_MAX);
+                    if (json_string_length(t) || !json_is_null(lp)) /* null: a chunk of no token */
+                        check_logprobs(lp, rp->chat, &st->a, SIZE_MAX, INT64_MAX);
                     st->n_lp += json_array_size(json_object_get(lp, rp->chat ? "content" : "tokens"));
                 }
                 if (t) buf_add(&st->text[k], json_string_value(t), json_string_length(t));

@@ -100,6 +100,10 @@ seeds = [
     seed(COMPL, {"prompt": "x", "logit_bias": {"99999999999": 1}}),
     seed(COMPL, {"prompt": "x", "logit_bias": [1]}),
     seed(COMPL, {"prompt": "x", "n": 2, "stream": True}),
+    seed(CHAT, {"messages": MSGS, "max_tokens": 10, "n": 2, "stream": True, "logprobs": True, "top_logprobs": 2,
+                "stream_options": {"include_usage": True}, "stop": ["e"]}),
+    seed(COMPL, {"prompt": LONG, "max_tokens": 8, "n": 2, "stream": True, "temperature": 0}, twice=True),
+    seed(COMPL, {"prompt": "Once", "max_tokens": 30, "n": 2, "stream": True, "ignore_eos": True}, leave=2),
     seed(COMPL, {"prompt": "x", "n": 3}),
     # chat, every template
     seed(CHAT, {"messages": MSGS, "max_tokens": 8, "temperature": 0}),
