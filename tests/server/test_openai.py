@@ -470,6 +470,8 @@ def bad_inputs():
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
          "logit_bias": [5]}).encode(), 400, "invalid_type", "logit_bias"),
         ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 9}).encode(), 400, "invalid_value", "n"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "echo": True, "logprobs": 1}).encode(), 400,
+         "unsupported_parameter", "echo"),
         ("POST", "/v1/completions", json.dumps({"prompt": "x", "n": 0}).encode(), 400, "invalid_value", "n"),
         ("GET", "/v1/nothing", None, 404, "not_found"),
         ("GET", "/v1/completions", None, 405, "method_not_allowed"),

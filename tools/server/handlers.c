@@ -144,7 +144,8 @@ static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
  * or object and "none" tool choice are what the server does anyway, and
  * pass. */
 static bool refuse_unsupported(json_t *o, srv_reply *out) {
-    static const char *const fields[] = {"tools", "tool_choice", "functions", "function_call"};
+    /* echo: the prompt (and its logprobs) in the reply, not implemented */
+    static const char *const fields[] = {"tools", "tool_choice", "functions", "function_call", "echo"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *k = fields[i];
         json_t *v = json_object_get(o, k);
