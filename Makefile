@@ -41,6 +41,7 @@ help:
 deps:
 	bash scripts/install-server-deps.sh
 	bash scripts/install-audio-deps.sh
+	bash scripts/install-cli-deps.sh
 
 # PyTorch + transformers for bench/compare's PyTorch peer, in build-bench/venv
 # (several GB from PyPI; not needed by build or test).
