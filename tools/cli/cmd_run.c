@@ -34,8 +34,8 @@ static const char *run_usage =
     "  -ctk, -ctv T    KV cache type: f32 (default), f16, q8_0 or q4_0 (head_dim a\n"
     "                  multiple of 32); K and V share one type (--kv-f16 = f16)\n"
     "  --no-mmap       read weights into memory instead of mapping the file\n"
-    "Writes only the generated text to stdout, ended with a newline when it does not\n"
-    "end with one; the seed and timings go to stderr.\n";
+    "Writes only the generated text to stdout, then a newline unless it ends with one\n"
+    "or a grammar or schema shaped it; the seed and timings go to stderr.\n";
 
 static char *read_file(const char *path, size_t *len);
 
@@ -100,8 +100,9 @@ int cmd_run(int argc, char **argv) {
     int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
     if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);
     double t2 = cli_now();
-    /* the text as a whole line: a shell prompt no longer starts after it */
-    if (g.line_open) fputc('\n', stdout);
+    /* the text as a whole line: a shell prompt no longer starts after it.
+     * Not under a grammar: there stdout is exactly a sentence of it. */
+    if (g.line_open && !g.gstate) fputc('\n', stdout);
     fflush(stdout);
     report(&g, n, t1 - t0, n_gen, t2 - t1);
     free(ids);
