@@ -37,10 +37,12 @@ all: build
 help:
 	@sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' $(firstword $(MAKEFILE_LIST))
 
-# Libraries of `candle serve` (apt-get when missing and root; optional).
+# Libraries of `candle serve`, audio input and chat's line editing (apt-get when
+# missing and root; optional).
 deps:
 	bash scripts/install-server-deps.sh
 	bash scripts/install-audio-deps.sh
+	bash scripts/install-cli-deps.sh
 
 # PyTorch + transformers for bench/compare's PyTorch peer, in build-bench/venv
 # (several GB from PyPI; not needed by build or test).

@@ -44,7 +44,7 @@ check "info: quantization_version" grep -qE "general.quantization_version +u32 +
 check "info: q8_0 tensors" grep -qE "^  q8_0 +32 tensors" "$tmp/info"
 check "info: norms stay f32" grep -qE "^  f32 +11 tensors" "$tmp/info"
 check "info: metadata copied" grep -qE "llama.attention.head_count_kv +u32 +4" "$tmp/info"
-"$CANDLE" run -m "$tmp/q8.gguf" -p "Once upon a time" -n 12 >"$tmp/gen" 2>/dev/null
+"$CANDLE" run -m "$tmp/q8.gguf" -p "Once upon a time" -n 12 --seed 0 >"$tmp/gen" 2>/dev/null
 check "q8_0 model generates the story" contains "$tmp/gen" "there was a little"
 
 # --- Q4_K_M: 64-column rows do not fit q4_k/q6_k blocks ---
@@ -54,7 +54,7 @@ check "info: file_type 15" grep -qE "general.file_type +u32 +15" "$tmp/info"
 check "info: q5_0 for q4_k rows of 64" grep -qE "^  q5_0 +29 tensors" "$tmp/info"
 check "info: q8_0 for output and lifted attn_v" grep -qE "^  q8_0 +3 tensors" "$tmp/info"
 check "info: f16 for ffn_down" grep -qE "^  f16 +5 tensors" "$tmp/info"
-"$CANDLE" run -m "$tmp/q4km.gguf" -p "Once upon a time" -n 12 >"$tmp/gen" 2>/dev/null
+"$CANDLE" run -m "$tmp/q4km.gguf" -p "Once upon a time" -n 12 --seed 0 >"$tmp/gen" 2>/dev/null
 check "q4_k_m model generates" contains "$tmp/gen" "there was a little"
 
 # --- the outputs through the gguf package's reader and dequantizers ---

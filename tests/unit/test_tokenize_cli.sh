@@ -54,10 +54,11 @@ else
     echo "SKIP: stories260K checks: $stories absent"
 fi
 
-# Usage errors exit 2 with a message; a missing model exits 1.
-"$CANDLE" tokenize -p "x" >/dev/null 2>"$tmp/err"
+# Usage errors exit 2 with a message; a missing model exits 1. Without -m
+# the default model is used, as run's (test_cli_llama.sh).
+"$CANDLE" tokenize -m "$spm" >/dev/null 2>"$tmp/err"
 expect usage-rc "$?" "2"
-grep -q "need -m MODEL" "$tmp/err" || { echo "FAIL usage message: $(cat "$tmp/err")" >&2; fail=1; }
+grep -q "need exactly one of -p TEXT, -f FILE" "$tmp/err" || { echo "FAIL usage message: $(cat "$tmp/err")" >&2; fail=1; }
 "$CANDLE" tokenize -m "$spm" -p "x" -f "$tmp/last.txt" >/dev/null 2>&1
 expect both-rc "$?" "2"
 "$CANDLE" tokenize -m "$tmp/missing.gguf" -p "x" >/dev/null 2>"$tmp/err"

@@ -28,46 +28,73 @@ static bool to_float(const char *s, float *out) {
     return true;
 }
 
-typedef enum { T_STR, T_I64, T_INT, T_FLOAT, T_U64, T_FLAG } opt_type;
+typedef enum { T_STR, T_I64, T_INT, T_FLOAT, T_SEED, T_FLAG } opt_type;
+
+/* The commands cli_parse serves, as bits of an option's `cmds`. */
+enum { C_RUN = 1, C_CHAT = 2, C_LOGITS = 4, C_PPL = 8, C_GEN = C_RUN | C_CHAT, C_ALL = 15 };
 
 typedef struct opt {
     const char *s, *l; /* short and long spellings */
     opt_type type;
     size_t off;
+    unsigned cmds; /* the commands that use it; others refuse it */
 } opt;
 
 /* -t bound: past any machine the project runs on; a typo like -t 1000 no
  * longer starts a thousand threads. */
 #define CLI_MAX_THREADS 512
 #define OFF(f) offsetof(cli_args, f)
+/* Spellings as llama.cpp's: -s is the seed, -sys the system prompt. */
 static const opt opts[] = {
-    {"-m", "--model", T_STR, OFF(model)},
-    {"-p", "--prompt", T_STR, OFF(prompt)},
-    {"-f", "--file", T_STR, OFF(file)},
-    {"-s", "--system", T_STR, OFF(system)},
-    {NULL, "--chat-template", T_STR, OFF(chat_template)},
-    {NULL, "--grammar", T_STR, OFF(grammar_file)},
-    {NULL, "--grammar-text", T_STR, OFF(grammar_text)},
-    {NULL, "--json-schema", T_STR, OFF(json_schema)},
-    {"-n", "--n-predict", T_I64, OFF(n_predict)},
-    {"-c", "--ctx-size", T_I64, OFF(n_ctx)},
-    {"-t", "--threads", T_INT, OFF(n_threads)},
-    {NULL, "--top", T_INT, OFF(top)},
-    {NULL, "--no-mmap", T_FLAG, OFF(no_mmap)},
-    {NULL, "--ctx-shift", T_FLAG, OFF(ctx_shift)},
-    {NULL, "--kv-f16", T_FLAG, OFF(kv_f16)},
-    {"-ctk", "--cache-type-k", T_STR, OFF(ctk)},
-    {"-ctv", "--cache-type-v", T_STR, OFF(ctv)},
-    {NULL, "--temp", T_FLOAT, OFF(sp.temp)},
-    {NULL, "--top-k", T_INT, OFF(sp.top_k)},
-    {NULL, "--top-p", T_FLOAT, OFF(sp.top_p)},
-    {NULL, "--min-p", T_FLOAT, OFF(sp.min_p)},
-    {NULL, "--repeat-penalty", T_FLOAT, OFF(sp.repeat_penalty)},
-    {NULL, "--presence-penalty", T_FLOAT, OFF(sp.presence_penalty)},
-    {NULL, "--frequency-penalty", T_FLOAT, OFF(sp.frequency_penalty)},
-    {NULL, "--repeat-last-n", T_INT, OFF(sp.penalty_last_n)},
-    {NULL, "--seed", T_U64, OFF(sp.seed)},
+    {"-m", "--model", T_STR, OFF(model), C_ALL},
+    {"-p", "--prompt", T_STR, OFF(prompt), C_RUN | C_LOGITS},
+    {"-f", "--file", T_STR, OFF(file), C_RUN | C_PPL},
+    {"-sys", "--system", T_STR, OFF(system), C_CHAT},
+    {NULL, "--chat-template", T_STR, OFF(chat_template), C_CHAT},
+    {NULL, "--grammar", T_STR, OFF(grammar_file), C_GEN},
+    {NULL, "--grammar-text", T_STR, OFF(grammar_text), C_GEN},
+    {NULL, "--json-schema", T_STR, OFF(json_schema), C_GEN},
+    {"-n", "--n-predict", T_I64, OFF(n_predict), C_GEN},
+    {"-c", "--ctx-size", T_I64, OFF(n_ctx), C_ALL},
+    {"-t", "--threads", T_INT, OFF(n_threads), C_ALL},
+    {NULL, "--top", T_INT, OFF(top), C_LOGITS},
+    {NULL, "--no-mmap", T_FLAG, OFF(no_mmap), C_ALL},
+    {NULL, "--ctx-shift", T_FLAG, OFF(ctx_shift), C_GEN},
+    {NULL, "--kv-f16", T_FLAG, OFF(kv_f16), C_ALL},
+    {"-ctk", "--cache-type-k", T_STR, OFF(ctk), C_ALL},
+    {"-ctv", "--cache-type-v", T_STR, OFF(ctv), C_ALL},
+    {NULL, "--temp", T_FLOAT, OFF(sp.temp), C_GEN},
+    {NULL, "--top-k", T_INT, OFF(sp.top_k), C_GEN},
+    {NULL, "--top-p", T_FLOAT, OFF(sp.top_p), C_GEN},
+    {NULL, "--min-p", T_FLOAT, OFF(sp.min_p), C_GEN},
+    {NULL, "--repeat-penalty", T_FLOAT, OFF(sp.repeat_penalty), C_GEN},
+    {NULL, "--presence-penalty", T_FLOAT, OFF(sp.presence_penalty), C_GEN},
+    {NULL, "--frequency-penalty", T_FLOAT, OFF(sp.frequency_penalty), C_GEN},
+    {NULL, "--repeat-last-n", T_INT, OFF(sp.penalty_last_n), C_GEN},
+    {"-s", "--seed", T_SEED, OFF(sp.seed), C_GEN},
 };
+
+static unsigned command_bit(const char *cmd) {
+    if (!strcmp(cmd, "run")) return C_RUN;
+    if (!strcmp(cmd, "chat")) return C_CHAT;
+    if (!strcmp(cmd, "logits")) return C_LOGITS;
+    if (!strcmp(cmd, "perplexity")) return C_PPL;
+    return C_ALL;
+}
+
+/* A seed nobody chose: the kernel's random bytes, else the clock and pid. */
+static uint64_t random_seed(void) {
+    uint64_t s = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&s, sizeof s, 1, f) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+    }
+    if (f) fclose(f);
+    /* printed and typed back as a decimal below 2^63 (-s takes an int64) */
+    return s & (((uint64_t)1 << 63) - 1);
+}
 
 static bool set(cli_args *a, const opt *o, const char *v) {
     char *p = (char *)a + o->off;
@@ -75,9 +102,10 @@ static bool set(cli_args *a, const opt *o, const char *v) {
     switch (o->type) {
     case T_STR: *(const char **)p = v; return true;
     case T_FLOAT: return to_float(v, (float *)p);
-    case T_U64:
-        if (!to_i64(v, &i) || i < 0) return false;
-        *(uint64_t *)p = (uint64_t)i;
+    case T_SEED: /* -1 asks for a random seed, as llama.cpp's */
+        if (!to_i64(v, &i) || i < -1) return false;
+        a->seed_given = i >= 0;
+        *(uint64_t *)p = i >= 0 ? (uint64_t)i : 0;
         return true;
     case T_INT:
         if (!to_i64(v, &i) || i < INT_MIN || i > INT_MAX) return false;
@@ -135,7 +163,8 @@ static int resolve_kv(const char *cmd, cli_args *a) {
 
 int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
     memset(a, 0, sizeof *a);
-    a->n_predict = -1;
+    unsigned cmd = command_bit(argv[0]);
+    a->n_predict = cmd == C_CHAT ? CLI_CHAT_N_PREDICT : -1;
     a->top = 10;
     a->sp = candle_sampler_default_params();
     for (int i = 1; i < argc; i++) {
@@ -149,6 +178,11 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
                 o = &opts[k];
         if (!o) {
             fprintf(stderr, "candle %s: unknown option '%s'\n%s", argv[0], argv[i], usage);
+            return 2;
+        }
+        if (!(o->cmds & cmd)) { /* accepted and ignored before: say so */
+            fprintf(stderr, "candle %s: %s is not an option of %s (see candle %s --help)\n", argv[0],
+                    argv[i], argv[0], argv[0]);
             return 2;
         }
         if (o->type == T_FLAG) {
@@ -184,6 +218,10 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
         fprintf(stderr, "candle %s: %s\n", argv[0], candle_last_errmsg());
         return 2;
     }
+    if (cmd & C_GEN) {
+        if (!a->seed_given) a->sp.seed = random_seed();
+        fprintf(stderr, "seed: %llu\n", (unsigned long long)a->sp.seed);
+    }
     return resolve_kv(argv[0], a);
 }
 
@@ -210,6 +248,11 @@ const char *cli_model_path(const cli_args *a, char *buf, size_t n) {
             "fetch it with `make run` or scripts/fetch-model.sh, or pass -m MODEL\n",
             CLI_DEFAULT_MODEL);
     return NULL;
+}
+
+void cli_error_file(const char *cmd, const char *path, const char *msg) {
+    if (path && *path && !strstr(msg, path)) fprintf(stderr, "candle %s: %s: %s\n", cmd, path, msg);
+    else fprintf(stderr, "candle %s: %s\n", cmd, msg);
 }
 
 double cli_now(void) {

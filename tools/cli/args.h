@@ -12,7 +12,7 @@ typedef struct cli_args {
     const char *model;  /* -m; NULL = the default model */
     const char *prompt; /* -p */
     const char *file;   /* -f */
-    const char *system; /* -s, chat system prompt */
+    const char *system; /* -sys / --system, chat's system prompt */
     const char *chat_template; /* --chat-template NAME */
     const char *grammar_file;  /* --grammar FILE (GBNF) */
     const char *grammar_text;  /* --grammar-text 'root ::= ...' */
@@ -27,10 +27,15 @@ typedef struct cli_args {
     const char *ctk, *ctv; /* -ctk / -ctv TYPE, as llama.cpp's --cache-type-k/-v */
     candle_dtype kv_type;  /* from the three above (cli_parse); f32 by default */
     candle_sampler_params sp;
+    bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
 } cli_args;
 
-/* Parse argv (argv[0] is the command). Returns 0 to go on, -1 after --help
- * (exit 0), or 2 on a usage error (a message is printed). */
+/* Parse argv (argv[0] is the command: run, chat, logits or perplexity; an
+ * option that command does not use is a usage error naming it). Returns 0
+ * to go on, -1 after --help (exit 0), or 2 on a usage error (a message is
+ * printed). run and chat get a random seed unless -s/--seed names one, and
+ * print it on stderr ("seed: N"), as llama.cpp does, so a run can be
+ * repeated. chat's -n defaults to CLI_CHAT_N_PREDICT. */
 int cli_parse(int argc, char **argv, cli_args *a, const char *usage);
 
 /* KV cache type names of -ctk/-ctv (f32, f16, bf16, q8_0, q4_0): false if
@@ -45,6 +50,14 @@ int cli_kv_pair(const char *cmd, const char *ctk, const char *ctv, candle_dtype 
 /* The model path: -m, else the default model beside the current directory or
  * the repository the binary was built in. NULL (with a message) if none. */
 const char *cli_model_path(const cli_args *a, char *buf, size_t n);
+
+/* chat's default reply limit (-n): a base or looping model would otherwise
+ * fill the whole context with one reply. */
+#define CLI_CHAT_N_PREDICT 512
+
+/* "candle CMD: PATH: MSG", leaving PATH out when MSG names it already (the
+ * library's open errors do: "gguf: PATH: open: ..."). */
+void cli_error_file(const char *cmd, const char *path, const char *msg);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);

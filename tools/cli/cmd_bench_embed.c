@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "args.h"
 #include "cli.h"
 
 #define MAX_LIST 16
@@ -231,7 +232,7 @@ int cmd_bench_embed(int argc, char **argv) {
         candle_encoder *e = NULL;
         double t0 = bench_now_s();
         if (candle_encoder_load(&e, model, &lp)) {
-            fprintf(stderr, "candle bench embed: %s: %s\n", model, candle_last_errmsg());
+            cli_error_file("bench embed", model, candle_last_errmsg());
             goto done;
         }
         if (ti == 0) {

@@ -28,6 +28,9 @@ static const char *usage =
     "  -n N            generated tokens, one at a time (default 128; 0 = skip)\n"
     "  -r N            repetitions (default 5)\n"
     "  -t N            threads (default 2)\n"
+    "                  -p, -n and -t take comma lists, as llama-bench's (-p 16,32,512\n"
+    "                  -n 32,128 -t 1,2): a pp row per -p value and a tg row per -n\n"
+    "                  value, for each -t value (at most 16 values each)\n"
     "  -o md|json      markdown table (default) or llama-bench's JSON\n"
     "  -d N            depth: the context holds N tokens before each test, so pp and\n"
     "                  tg run at positions N.. (as llama-bench's -d; default 0)\n"
@@ -49,16 +52,23 @@ static const char *usage =
     "preloaded (LD_PRELOAD), every malloc/calloc/realloc of the process.\n"
     "`candle bench ops` runs the kernel benchmarks.\n";
 
+#define MAX_LIST 16
+
 typedef struct bench_opts {
     const char *model;
-    int64_t n_prompt, n_gen, n_lat, n_depth;
-    int reps, n_threads;
+    int64_t n_lat, n_depth;
+    int64_t pp[MAX_LIST], tg[MAX_LIST]; /* -p and -n values */
+    int threads[MAX_LIST];              /* -t values */
+    int n_pp, n_tg, n_thr;
+    int64_t n_prompt, n_gen; /* the largest -p and -n (the context's size) */
+    int reps, n_threads;     /* n_threads: of the tests being run */
     candle_dtype kv_type; /* -ctk / -ctv */
     bool json, no_mmap, roofline, lat_fixed;
 } bench_opts;
 
 typedef struct test_result {
     int64_t n_prompt, n_gen;
+    int n_threads;
     double *ns; /* [reps] */
     int n;
 } test_result;
@@ -87,9 +97,27 @@ static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
     return true;
 }
 
+/* A comma list of values in [lo, hi], as llama-bench's -p 16,32,512. */
+static bool parse_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int *n) {
+    *n = 0;
+    char item[32];
+    while (*n < MAX_LIST) {
+        size_t len = strcspn(s, ",");
+        if (!len || len >= sizeof item) return false;
+        memcpy(item, s, len);
+        item[len] = 0;
+        if (!parse_i64(item, lo, &out[*n]) || out[*n] > hi) return false;
+        ++*n;
+        if (!s[len]) return true;
+        s += len + 1;
+    }
+    return false; /* more than MAX_LIST values */
+}
+
 /* 0 to go on, -1 after --help, 2 on a usage error. */
 static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 5, .n_threads = 2, .kv_type = CANDLE_DTYPE_F16};
+    *o = (bench_opts){.pp = {512}, .tg = {128}, .threads = {2}, .n_pp = 1, .n_tg = 1, .n_thr = 1,
+                      .reps = 5, .kv_type = CANDLE_DTYPE_F16};
     const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -108,8 +136,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
         int64_t x = 0;
         bool ok = true;
         if (!strcmp(a, "-m")) o->model = v;
-        else if (!strcmp(a, "-p")) ok = parse_i64(v, 0, &o->n_prompt);
-        else if (!strcmp(a, "-n")) ok = parse_i64(v, 0, &o->n_gen);
+        else if (!strcmp(a, "-p")) ok = parse_list(v, 0, INT32_MAX, o->pp, &o->n_pp);
+        else if (!strcmp(a, "-n")) ok = parse_list(v, 0, INT32_MAX, o->tg, &o->n_tg);
         else if (!strcmp(a, "-d")) ok = parse_i64(v, 0, &o->n_depth) && o->n_depth <= (1 << 20);
         else if (!strcmp(a, "--latency")) ok = parse_i64(v, 0, &o->n_lat);
         else if (!strcmp(a, "-ctk")) ctk = v;
@@ -118,8 +146,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
             ok = parse_i64(v, 1, &x) && x <= 1000;
             o->reps = (int)x;
         } else if (!strcmp(a, "-t")) {
-            ok = parse_i64(v, 1, &x) && x <= 256;
-            o->n_threads = (int)x;
+            int64_t t[MAX_LIST];
+            ok = parse_list(v, 1, 256, t, &o->n_thr);
+            for (int k = 0; ok && k < o->n_thr; k++) o->threads[k] = (int)t[k];
         } else if (!strcmp(a, "-mmp")) {
             ok = parse_i64(v, 0, &x) && x <= 1;
             o->no_mmap = x == 0;
@@ -135,6 +164,16 @@ static int parse(int argc, char **argv, bench_opts *o) {
             return 2;
         }
     }
+    if ((o->n_lat > 0 || o->roofline) && o->n_thr > 1) {
+        fprintf(stderr, "candle bench: --latency and --roofline take one -t value\n");
+        return 2;
+    }
+    o->n_prompt = o->n_gen = 0;
+    for (int k = 0; k < o->n_pp; k++)
+        if (o->pp[k] > o->n_prompt) o->n_prompt = o->pp[k];
+    for (int k = 0; k < o->n_tg; k++)
+        if (o->tg[k] > o->n_gen) o->n_gen = o->tg[k];
+    o->n_threads = o->threads[0];
     return cli_kv_pair("bench", ctk, ctv, &o->kv_type);
 }
 
@@ -474,7 +513,7 @@ static void print_json(const bench_opts *o, const model_info *mi, const test_res
         json_str(stdout, mi->type);
         printf(",\n    \"model_size\": %zu,\n    \"model_n_params\": %" PRIu64 ",\n", mi->weight_bytes,
                mi->n_params);
-        printf("    \"n_batch\": 512,\n    \"n_ubatch\": 512,\n    \"n_threads\": %d,\n", o->n_threads);
+        printf("    \"n_batch\": 512,\n    \"n_ubatch\": 512,\n    \"n_threads\": %d,\n", r->n_threads);
         printf("    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n    \"n_gpu_layers\": 0,\n",
                mi->kv_type, mi->kv_type);
         printf("    \"flash_attn\": true,\n    \"use_mmap\": %s,\n", o->no_mmap ? "false" : "true");
@@ -531,7 +570,7 @@ static void print_md(const bench_opts *o, const model_info *mi, const test_resul
         char depth[32] = "";
         if (o->n_depth > 0) snprintf(depth, sizeof depth, " @ d%" PRId64, o->n_depth);
         printf("| %s | %s | %.2f M | CPU | %d | %d | %s%" PRId64 "%s | %.2f ± %.2f |\n", mi->type,
-               mib(mi->weight_bytes, a, sizeof a), (double)mi->n_params / 1e6, o->n_threads,
+               mib(mi->weight_bytes, a, sizeof a), (double)mi->n_params / 1e6, r->n_threads,
                !o->no_mmap, r->n_prompt ? "pp" : "tg", r->n_prompt ? r->n_prompt : r->n_gen, depth,
                at, st);
     }
@@ -570,14 +609,30 @@ static void print_md(const bench_opts *o, const model_info *mi, const test_resul
 
 /* ---- the command ---- */
 
-static int bench(const bench_opts *o, candle_model *m, candle_session *s, const model_info *mi,
+/* A session of the -t value's threads (the first shares the model's). */
+static candle_session *open_session(candle_model *m, const bench_opts *o, int64_t n_ctx, int n_threads) {
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = n_ctx;
+    sp.n_threads = n_threads;
+    sp.kv_type = o->kv_type;
+    candle_session *s = NULL;
+    if (candle_session_init(&s, m, &sp)) {
+        fprintf(stderr, "candle bench: %s\n", candle_last_errmsg());
+        return NULL;
+    }
+    return s;
+}
+
+static int bench(bench_opts *o, candle_model *m, candle_session *s0, const model_info *mi,
                  size_t rss0) {
     int64_t n_vocab = candle_model_get_config(m)->n_vocab;
-    int64_t n_ids = candle_session_n_ctx(s);
+    int64_t n_ids = candle_session_n_ctx(s0);
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
-    double *ns = malloc(2 * (size_t)o->reps * sizeof *ns);
-    test_result tests[2];
+    int max_tests = (o->n_pp + o->n_tg) * o->n_thr;
+    double *ns = malloc(((size_t)max_tests * (size_t)o->reps + 1) * sizeof *ns);
+    test_result tests[(MAX_LIST + MAX_LIST) * MAX_LIST];
     int nt = 0, r = 0;
+    candle_session *s = s0;
     lat_result lat = {0};
     machine mc = {.rss0 = rss0};
     if (!ids || !ns) {
@@ -586,12 +641,31 @@ static int bench(const bench_opts *o, candle_model *m, candle_session *s, const 
         goto done;
     }
     random_tokens(ids, n_ids, n_vocab, 42);
-    if (o->n_prompt > 0) tests[nt++] = (test_result){.n_prompt = o->n_prompt, .ns = ns};
-    if (o->n_gen > 0) tests[nt++] = (test_result){.n_gen = o->n_gen, .ns = ns + o->reps};
-    for (int k = 0; k < nt && !r; k++) {
-        r = run_test(s, ids, o, &tests[k]);
-        if (!o->json) fprintf(stderr, ".");
+    /* as llama-bench: for each thread count, the pp tests, then the tg tests */
+    for (int h = 0; h < o->n_thr && !r; h++) {
+        int first = nt;
+        for (int k = 0; k < o->n_pp; k++)
+            if (o->pp[k] > 0)
+                tests[nt++] = (test_result){.n_prompt = o->pp[k], .n_threads = o->threads[h]};
+        for (int k = 0; k < o->n_tg; k++)
+            if (o->tg[k] > 0)
+                tests[nt++] = (test_result){.n_gen = o->tg[k], .n_threads = o->threads[h]};
+        if (h > 0) {
+            if (s != s0) candle_session_free(s);
+            if (!(s = open_session(m, o, n_ids, o->threads[h]))) {
+                r = 1;
+                break;
+            }
+        }
+        o->n_threads = o->threads[h];
+        for (int k = first; k < nt && !r; k++) {
+            tests[k].ns = ns + (size_t)k * (size_t)o->reps;
+            r = run_test(s, ids, o, &tests[k]);
+            if (!o->json) fprintf(stderr, ".");
+        }
     }
+    if (s != s0) candle_session_free(s);
+    s = s0;
     if (!r && o->n_lat > 0) r = run_latency(s, ids, o, &lat);
     mc.rss = peak_rss();
     if (!r && lat.n > 0) run_latency_floor(o, &lat);
@@ -609,7 +683,7 @@ done:
 }
 
 int cmd_bench_model(int argc, char **argv) {
-    bench_opts o;
+    static bench_opts o; /* its lists: kept off the stack */
     int r = parse(argc, argv, &o);
     if (r) return r < 0 ? 0 : r;
     char buf[4096];
@@ -627,13 +701,8 @@ int cmd_bench_model(int argc, char **argv) {
     int64_t n_ctx = o.n_depth + (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen);
     if (o.n_lat > 0 && LAT_WARMUP + o.n_lat > n_ctx) n_ctx = LAT_WARMUP + o.n_lat;
     if (n_ctx < LAT_WARMUP) n_ctx = LAT_WARMUP;
-    candle_session_params sp = candle_session_default_params();
-    sp.n_ctx = n_ctx;
-    sp.n_threads = o.n_threads;
-    sp.kv_type = o.kv_type;
-    candle_session *s = NULL;
-    if (candle_session_init(&s, m, &sp)) {
-        fprintf(stderr, "candle bench: %s\n", candle_last_errmsg());
+    candle_session *s = open_session(m, &o, n_ctx, o.n_threads);
+    if (!s) {
         candle_model_free(m);
         return 1;
     }

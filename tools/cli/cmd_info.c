@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "cli.h"
 
 static void usage(FILE *f) {
@@ -158,7 +159,7 @@ static int info_ct2(const char *path, bool no_mmap) {
     candle_ct2 *m = NULL;
     candle_ct2_open_params p = {.no_mmap = no_mmap};
     if (candle_ct2_open(&m, path, &p) != CANDLE_OK) {
-        fprintf(stderr, "candle info: %s: %s\n", path, candle_last_errmsg());
+        cli_error_file("info", path, candle_last_errmsg());
         return 1;
     }
     char b[32], e1[256], e2[256];
@@ -188,7 +189,7 @@ static int info_file(const char *path, bool no_mmap) {
     candle_weights *w = NULL;
     candle_weights_params p = {.no_mmap = no_mmap};
     if (candle_weights_open(&w, path, &p) != CANDLE_OK) {
-        fprintf(stderr, "candle info: %s: %s\n", path, candle_last_errmsg());
+        cli_error_file("info", path, candle_last_errmsg());
         return 1;
     }
     print_summary(w, path);

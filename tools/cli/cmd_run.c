@@ -1,5 +1,6 @@
 /* candle run / chat / logits / perplexity. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,20 +8,24 @@
 #include "candle/chat.h"
 #include "cli.h"
 #include "gen.h"
+#include "line_edit.h"
 
 #define DEFAULT_CTX 2048
 
 static const char *run_usage =
-    "usage: candle run [-m MODEL] -p PROMPT [-n N] [options]\n"
+    "usage: candle run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [options]\n"
     "  -m MODEL        GGUF file (default: " CLI_DEFAULT_MODEL ")\n"
     "  -p PROMPT       prompt text (special tokens like <|im_start|> are parsed)\n"
+    "  -f FILE         read the prompt from FILE (at most 256 MiB)\n"
     "  -n N            tokens to generate (-1: until end of generation; default -1)\n"
-    "  -c CTX          context size (default 2048, at most the model's)\n"
+    "  -c CTX          context size (default 2048; above the model's training context\n"
+    "                  it is lowered to that, with a warning)\n"
     "  -t THREADS      threads\n"
     "  --temp T        temperature (0 = greedy; default 0.8)\n"
     "  --top-k K --top-p P --min-p P   truncation (defaults 40, 0.95, 0.05)\n"
     "  --repeat-penalty R --presence-penalty P --frequency-penalty F --repeat-last-n N\n"
-    "  --seed S        sampler seed (default 0)\n"
+    "  -s, --seed S    sampler seed (default: random, printed on stderr as \"seed: S\";\n"
+    "                  -1: random)\n"
     "  --grammar FILE  constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
     "  --grammar-text G  the same from text: --grammar-text 'root ::= \"yes\" | \"no\"'\n"
     "  --json-schema FILE  constrain the output to JSON valid for a schema (types,\n"
@@ -29,7 +34,10 @@ static const char *run_usage =
     "  -ctk, -ctv T    KV cache type: f32 (default), f16, q8_0 or q4_0 (head_dim a\n"
     "                  multiple of 32); K and V share one type (--kv-f16 = f16)\n"
     "  --no-mmap       read weights into memory instead of mapping the file\n"
-    "Writes only the generated text to stdout; timings go to stderr.\n";
+    "Writes only the generated text to stdout, then a newline unless it ends with one\n"
+    "or a grammar or schema shaped it; the seed and timings go to stderr.\n";
+
+static char *read_file(const char *path, size_t *len);
 
 static void report(const gen *g, int64_t n_prompt, double t_prompt, int64_t n_gen, double t_gen) {
     fprintf(stderr, "\nload time: %.1f ms\n", g->t_load * 1e3);
@@ -59,19 +67,32 @@ int cmd_run(int argc, char **argv) {
     cli_args a;
     int r = cli_parse(argc, argv, &a, run_usage);
     if (r) return r < 0 ? 0 : r;
-    if (!a.prompt) {
-        fprintf(stderr, "candle run: -p PROMPT is required\n%s", run_usage);
+    if (!a.prompt == !a.file) {
+        fprintf(stderr, "candle run: give one of -p PROMPT and -f FILE\n%s", run_usage);
         return 2;
+    }
+    char *text = NULL;
+    size_t text_len = 0;
+    if (a.file && !(text = read_file(a.file, &text_len))) {
+        fprintf(stderr, "candle run: cannot read %s\n", a.file);
+        return 1;
+    }
+    if (text && strlen(text) != text_len) {
+        fprintf(stderr, "candle run: %s holds a NUL byte: not a text\n", a.file);
+        free(text);
+        return 1;
     }
     gen g;
     int32_t *ids = NULL;
     int64_t n = 0, n_gen = 0;
-    if ((r = gen_open(&g, "run", &a, DEFAULT_CTX)) || (r = gen_tokenize(&g, a.prompt, true, true, &ids, &n)) ||
-        (r = check_prompt(&g, n))) {
+    if ((r = gen_open(&g, "run", &a, DEFAULT_CTX)) ||
+        (r = gen_tokenize(&g, text ? text : a.prompt, true, true, &ids, &n)) || (r = check_prompt(&g, n))) {
         free(ids);
+        free(text);
         gen_close(&g);
         return r;
     }
+    free(text);
     for (int64_t i = 0; i < n; i++) candle_sampler_accept(g.smp, ids[i]);
     double t0 = cli_now();
     r = gen_eval(&g, ids, n, false, 0);
@@ -79,6 +100,10 @@ int cmd_run(int argc, char **argv) {
     int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
     if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);
     double t2 = cli_now();
+    /* the text as a whole line: a shell prompt no longer starts after it.
+     * Not under a grammar: there stdout is exactly a sentence of it. */
+    if (g.line_open && !g.gstate) fputc('\n', stdout);
+    fflush(stdout);
     report(&g, n, t1 - t0, n_gen, t2 - t1);
     free(ids);
     gen_close(&g);
@@ -87,11 +112,54 @@ int cmd_run(int argc, char **argv) {
 
 /* ---- chat ---- */
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define CHAT_N_STR STR(CLI_CHAT_N_PREDICT)
+#if defined(CANDLE_HAVE_LIBEDIT)
+#define LINE_EDIT_STR "on (libedit)"
+#elif defined(CANDLE_HAVE_READLINE)
+#define LINE_EDIT_STR "on (GNU readline)"
+#else
+#define LINE_EDIT_STR "off (built without libedit: scripts/install-cli-deps.sh)"
+#endif
+
+/* Ctrl-C during a reply stops it between two tokens (gen.stop); at the
+ * prompt it leaves, by the signal's default action, as llama.cpp's chat
+ * does (exit status 130 in a shell). The line-editing library restores the
+ * terminal before it passes the signal on. */
+static volatile sig_atomic_t chat_stop, chat_in_reply;
+
+static void chat_sigint(int sig) {
+    if (chat_in_reply) {
+        chat_stop = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void chat_catch_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = chat_sigint;
+    sigemptyset(&sa.sa_mask);
+    /* a write blocked on a full pipe or terminal resumes, then the loop
+     * sees the flag */
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+}
+
 static const char *chat_usage =
-    "usage: candle chat [-m MODEL] [-s SYSTEM] [--chat-template NAME] [options of run]\n"
+    "usage: candle chat [-m MODEL] [-sys SYSTEM] [--chat-template NAME] [-n N] [options of run]\n"
     "Reads one user message per line from stdin and streams the replies.\n"
-    "Templates: chatml, llama2, llama3, zephyr, gemma, phi3 (default: from the model).\n"
-    "Type /exit (or end the input) to leave, /reset to start over.\n";
+    "  -sys, --system S  system prompt\n"
+    "  -n N            reply limit in tokens (default " CHAT_N_STR "; -1: none)\n"
+    "  -s, --seed S    sampler seed (default: random, printed on stderr)\n"
+    "Templates: chatml, llama2, llama3, zephyr, gemma, phi3 (default: from the model;\n"
+    "a base model without one is refused: use candle run).\n"
+    "Type /exit (or end the input) to leave, /reset to start over. Ctrl-C stops the\n"
+    "reply being written and keeps the conversation; Ctrl-C at the prompt leaves.\n"
+    "Line editing and history: " LINE_EDIT_STR ".\n";
 
 typedef struct chat_state {
     candle_chat_msg *msgs;
@@ -142,12 +210,21 @@ static int chat_turn(gen *g, const candle_chat_template *t, chat_state *c, const
         fprintf(stderr, "candle chat: %s\n", candle_last_errmsg());
         return 1;
     }
+    chat_stop = 0;
+    chat_in_reply = 1;
     int r = gen_tokenize(g, prompt, true, true, &ids, &n);
     free(prompt);
     if (!r && (r = chat_eval(g, c, ids, n))) free(ids);
     if (!r) r = gen_stream(g, a, a->n_predict, 0, &n_gen, &reply);
+    chat_in_reply = 0;
     fputs("\n", stdout);
     fflush(stdout);
+    if (!r && g->why == GEN_STOPPED)
+        fprintf(stderr, "[reply stopped by Ctrl-C after %lld tokens; Ctrl-C at the prompt leaves]\n",
+                (long long)n_gen);
+    else if (!r && g->why == GEN_LIMIT && a->n_predict > 0)
+        fprintf(stderr, "[reply cut at the limit of -n %lld tokens]\n", (long long)a->n_predict);
+    /* an interrupted reply stays in the conversation as far as it went */
     if (!r && !chat_push(c, "assistant", reply ? reply : "")) r = 1;
     free(reply);
     return r;
@@ -158,20 +235,19 @@ static int chat_loop(gen *g, const candle_chat_template *t, const cli_args *a) {
     size_t base = 0;
     int r = 0;
     if (a->system && !(r = !chat_push(&c, "system", a->system))) base = 1;
-    char line[8192];
-    while (!r) {
-        fprintf(stderr, "> ");
-        fflush(stderr);
-        if (!fgets(line, sizeof line, stdin)) break;
+    char *line;
+    while (!r && (line = cli_read_line("> "))) {
         line[strcspn(line, "\r\n")] = 0;
-        if (!strcmp(line, "/exit")) break;
-        if (!strcmp(line, "/reset")) {
+        bool done = !strcmp(line, "/exit");
+        if (done) {
+        } else if (!strcmp(line, "/reset")) {
             chat_clear(&c, base);
-            continue;
+        } else if (line[0]) {
+            if (!chat_push(&c, "user", line)) r = 1;
+            else r = chat_turn(g, t, &c, a);
         }
-        if (!line[0]) continue;
-        if (!chat_push(&c, "user", line)) r = 1;
-        else r = chat_turn(g, t, &c, a);
+        free(line);
+        if (done) break;
     }
     chat_clear(&c, 0);
     free(c.msgs);
@@ -191,6 +267,19 @@ int cmd_chat(int argc, char **argv) {
     const char *tmpl = NULL;
     size_t len = 0;
     candle_weights_get_str(candle_model_weights(g.model), "tokenizer.chat_template", &tmpl, &len);
+    if (!tmpl && !a.chat_template) {
+        char buf[4096], esc[1024];
+        const char *path = cli_model_path(&a, buf, sizeof buf);
+        if (path) candle_escape_text(path, strlen(path), esc, sizeof esc);
+        fprintf(stderr,
+                "candle chat: %s has no chat template (no tokenizer.chat_template): it looks like "
+                "a base model, which continues a text rather than answering messages. Use "
+                "`candle run -p TEXT` with it, or, if it was tuned on a known format, name it "
+                "with --chat-template (chatml, llama2, llama3, zephyr, gemma, phi3).\n",
+                path ? esc : "the model");
+        gen_close(&g);
+        return 1;
+    }
     candle_chat_template t;
     if (candle_chat_template_init(&t, tmpl, len, a.chat_template)) {
         fprintf(stderr, "candle chat: %s\n", candle_last_errmsg());
@@ -198,7 +287,10 @@ int cmd_chat(int argc, char **argv) {
         return 1;
     }
     fprintf(stderr, "chat template: %s\n", candle_chat_format_name(t.format));
+    g.stop = &chat_stop;
+    chat_catch_sigint();
     r = chat_loop(&g, &t, &a);
+    signal(SIGINT, SIG_DFL);
     candle_chat_template_free(&t);
     gen_close(&g);
     return r;

@@ -69,17 +69,28 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     double t0 = cli_now();
     candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap};
     if (candle_model_load(&g->model, path, &mp)) {
-        fprintf(stderr, "candle %s: %s: %s\n", cmd, path, candle_last_errmsg());
+        cli_error_file(cmd, path, candle_last_errmsg());
         return 1;
     }
     const candle_model_config *c = candle_model_get_config(g->model);
     g->n_vocab = c->n_vocab;
     if (candle_tokenizer_from_weights(&g->tok, candle_model_weights(g->model))) {
-        fprintf(stderr, "candle %s: %s: tokenizer: %s\n", cmd, path, candle_last_errmsg());
+        char msg[1024];
+        snprintf(msg, sizeof msg, "tokenizer: %s", candle_last_errmsg());
+        cli_error_file(cmd, path, msg);
         return 1;
     }
     int64_t n_ctx = a->n_ctx ? a->n_ctx : default_ctx;
-    if (n_ctx > c->n_ctx_train) n_ctx = a->n_ctx ? n_ctx : c->n_ctx_train;
+    /* -c is at most the model's training context: past it the positions were
+     * never trained (Candle has no RoPE scaling options) and the KV cache
+     * would grow for nothing. Clamped with a warning, as the help says. */
+    if (c->n_ctx_train > 0 && n_ctx > c->n_ctx_train) {
+        if (a->n_ctx)
+            fprintf(stderr, "candle %s: warning: -c %lld is above the model's training context of "
+                            "%lld; using %lld\n", cmd, (long long)a->n_ctx, (long long)c->n_ctx_train,
+                    (long long)c->n_ctx_train);
+        n_ctx = c->n_ctx_train;
+    }
     candle_session_params sp = {.n_ctx = n_ctx,
                                 .kv_type = a->kv_type,
                                 .n_threads = a->n_threads};
@@ -157,14 +168,22 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
                char **text) {
     size_t text_len = 0;
     *n_out = 0;
+    g->why = GEN_LIMIT;
     if (g->gstate) candle_grammar_state_reset(g->gstate);
     while (n_predict < 0 || *n_out < n_predict) {
+        if (g->stop && *g->stop) {
+            g->why = GEN_STOPPED;
+            break;
+        }
         int32_t id = candle_sampler_sample(g->smp, g->logits);
         if (id < 0) { /* the grammar allows no token */
             fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
             return 1;
         }
-        if (candle_tokenizer_is_eog(g->tok, id)) break;
+        if (candle_tokenizer_is_eog(g->tok, id)) {
+            g->why = GEN_EOG;
+            break;
+        }
         if (g->gstate && candle_grammar_accept_token(g->gstate, g->gvocab, id)) {
             fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
             return 1;
@@ -175,10 +194,14 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
         if (!candle_tokenizer_token_bytes(g->tok, id, false, buf, sizeof buf, &len)) {
             fwrite(buf, 1, len, stdout);
             fflush(stdout);
+            if (len) g->line_open = buf[len - 1] != '\n';
             if (text) append(text, &text_len, buf, len);
         }
         ++*n_out;
-        if (g->gstate && candle_grammar_state_done(g->gstate)) break; /* only the end can follow */
+        if (g->gstate && candle_grammar_state_done(g->gstate)) { /* only the end can follow */
+            g->why = GEN_GRAMMAR;
+            break;
+        }
         if (n_predict >= 0 && *n_out == n_predict) {
             if (g->gstate && !candle_grammar_state_can_end(g->gstate))
                 fprintf(stderr, "\ncandle %s: stopped after -n %lld tokens, before the grammar "
@@ -190,6 +213,7 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             if (n_predict < 0) { /* "until the end": the context's end counts */
                 fprintf(stderr, "\ncandle %s: stopped: the context of %lld tokens is full\n",
                         g->cmd, (long long)candle_session_n_ctx(g->sess));
+                g->why = GEN_CTX_FULL;
                 break;
             }
             fprintf(stderr,

@@ -2,6 +2,8 @@
 #ifndef CANDLE_CLI_GEN_H
 #define CANDLE_CLI_GEN_H
 
+#include <signal.h>
+
 #include "args.h"
 #include "candle/candle.h"
 #include "candle/model.h"
@@ -18,6 +20,12 @@ typedef struct gen {
     float *logits; /* [n_vocab] of the last evaluated token */
     int64_t n_vocab;
     double t_load; /* seconds */
+    /* Set (by chat's SIGINT handler) to stop gen_stream between tokens; NULL:
+     * never. The library's evaluation has no abort hook, so a prompt being
+     * evaluated finishes first. */
+    volatile sig_atomic_t *stop;
+    enum { GEN_EOG, GEN_LIMIT, GEN_GRAMMAR, GEN_CTX_FULL, GEN_STOPPED } why; /* of the last gen_stream */
+    bool line_open; /* the last text written to stdout does not end in a newline */
 } gen;
 
 /* Load everything; on failure print "candle CMD: why" and return 1. */
