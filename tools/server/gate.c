@@ -11,7 +11,13 @@
  * - a deadline for the header block (408 after header_timeout seconds);
  * - connections per client address (429 beyond per_ip, counting both those
  *   held here and those the daemon serves);
- * - a bound on the connections held here (503 beyond max_pending).
+ * - a bound on the connections held here (503 beyond max_pending) and on
+ *   those in the daemon's service (503 beyond max_conns).
+ * These counts are the gate's own (the daemon's notifications): the daemon's
+ * per-address and total limits are released only when its polling thread
+ * cleans a closed connection up, later than the close, so with them a client
+ * that reconnects at once would be dropped without a reply. The daemon's
+ * limit is kept above max_conns, as a backstop only.
  * And it refuses, in OpenAI's JSON shape, the malformed requests whose
  * answers libmicrohttpd 0.9.75 would write itself as HTML (or, for an invalid
  * Content-Length, with its headers sent twice): a header block over
@@ -70,6 +76,7 @@ struct srv_gate {
     pthread_mutex_t mu; /* ips: the daemon's threads release theirs */
     ip_entry *ips;
     int n_ips;
+    int n_daemon; /* connections the daemon holds (notify: started, not closed) */
     char *buf; /* SRV_GATE_HEADER_MAX peeked bytes */
 };
 
@@ -139,10 +146,14 @@ void srv_gate_notify(void *cls, struct MHD_Connection *conn, void **socket_conte
         int i = -1;
         pthread_mutex_lock(&g->mu);
         if (ci && ci->client_addr && (i = ip_find(g, ci->client_addr, true)) >= 0) g->ips[i].held++;
+        g->n_daemon++;
         pthread_mutex_unlock(&g->mu);
         *socket_context = (void *)(intptr_t)(i + 1);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         ip_release(g, (int)(intptr_t)*socket_context - 1);
+        pthread_mutex_lock(&g->mu);
+        g->n_daemon--;
+        pthread_mutex_unlock(&g->mu);
         *socket_context = NULL;
     }
 }
@@ -382,6 +393,15 @@ static void pend_check(srv_gate *g, pend *p) {
     int st = srv_gate_check(g->buf, hl, &code, msg, sizeof msg);
     if (st) {
         pend_refuse(g, p, st, code, msg);
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    bool full = g->n_daemon >= g->p.max_conns;
+    pthread_mutex_unlock(&g->mu);
+    if (full) {
+        snprintf(msg, sizeof msg, "server busy: %d connections in service (--max-conns); retry later",
+                 g->p.max_conns);
+        pend_refuse(g, p, 503, "server_busy", msg);
         return;
     }
     /* Hand it on: the daemon owns (and closes) the socket from here, and

@@ -380,15 +380,15 @@ struct MHD_Daemon *srv_http_start(srv_ctx *c) {
         fprintf(stderr, "candle serve: out of memory\n");
         return NULL;
     }
-    /* No listening socket of its own: the gate adds each connection. The
-     * gate's bounds apply first; the daemon's are the same, as a backstop. */
+    /* No listening socket of its own: the gate adds each connection and
+     * bounds them, per address and in all (gate.c says why not the daemon's
+     * MHD_OPTION_PER_IP_CONNECTION_LIMIT). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, c, MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
         MHD_OPTION_NOTIFY_CONNECTION, srv_gate_notify, c->gate,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->cfg.max_conns,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->cfg.per_ip,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->cfg.max_conns + 64,
         /* the gate's header block and a read buffer */
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * SRV_GATE_HEADER_MAX + 16384),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
