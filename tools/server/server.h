@@ -17,6 +17,7 @@
 
 #include "candle/candle.h"
 #include "candle/grammar.h"
+#include "gate.h"
 
 #define SRV_MAX_STOP 4
 
@@ -166,8 +167,6 @@ void srv_http_stop(srv_ctx *c, struct MHD_Daemon *d);
 /* The gate (gate.c): accepts connections and hands each to the daemon once
  * its header block is complete and valid; refuses the rest in OpenAI's
  * shape. */
-#define SRV_GATE_HEADER_MAX 16384 /* bytes of a request's header block */
-#define SRV_GATE_URI_MAX 8192     /* bytes of its request target */
 typedef struct srv_gate srv_gate;
 typedef struct srv_gate_params {
     double header_timeout;
@@ -184,10 +183,7 @@ void srv_gate_free(srv_gate *g);
 void srv_gate_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                      enum MHD_ConnectionNotificationCode code);
 #endif
-/* The length of the header block in buf[0..n), 0 while incomplete; and its
- * check: 0, or the status that refuses it (code, msg). Pure: fuzzed. */
-size_t srv_gate_header_len(const char *buf, size_t n);
-int srv_gate_check(const char *buf, size_t n, const char **code, char *msg, size_t msg_cap);
+
 
 /* Request handlers (handlers.c): they return the HTTP status and a
  * malloc'ed JSON body, or for a stream hand back the request to stream. */
