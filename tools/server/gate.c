@@ -72,6 +72,8 @@ struct srv_gate {
     int lfd, efd, stopfd;
     pthread_t thread;
     bool running;
+    bool paused; /* out of descriptors: the listening socket unwatched until resume_at */
+    double resume_at;
     plist waiting, closing;
     pthread_mutex_t mu; /* ips: the daemon's threads release theirs */
     ip_entry *ips;
@@ -283,8 +285,15 @@ static void on_accept(srv_gate *g) {
         int fd = accept4(g->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno == EMFILE || errno == ENFILE)
-                fprintf(stderr, "candle serve: out of file descriptors: connections wait in the backlog\n");
+            if (errno == EMFILE || errno == ENFILE) {
+                /* The listening socket stays readable: stop watching it for
+                 * a while rather than spin (the connections wait in the
+                 * backlog). */
+                if (!g->paused) fprintf(stderr, "candle serve: out of file descriptors: not accepting for 0.1 s\n");
+                epoll_ctl(g->efd, EPOLL_CTL_DEL, g->lfd, NULL);
+                g->paused = true;
+                g->resume_at = srv_now() + 0.1;
+            }
             return;
         }
         int one = 1;
@@ -325,6 +334,7 @@ static void *gate_main(void *arg) {
         double now = srv_now(), next = -1;
         if (g->waiting.head) next = g->waiting.head->deadline;
         if (g->closing.head && (next < 0 || g->closing.head->deadline < next)) next = g->closing.head->deadline;
+        if (g->paused && (next < 0 || g->resume_at < next)) next = g->resume_at;
         int ms = next < 0 ? -1 : next <= now ? 0 : (int)((next - now) * 1000) + 1;
         int n = epoll_wait(g->efd, evs, 64, ms);
         for (int k = 0; k < n; k++) {
@@ -349,6 +359,11 @@ static void *gate_main(void *arg) {
             pend_refuse(g, g->waiting.head, 408, "request_timeout", msg);
         }
         while (g->closing.head && g->closing.head->deadline <= now) pend_close(g, g->closing.head);
+        if (g->paused && g->resume_at <= now) {
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &g->lfd};
+            g->paused = epoll_ctl(g->efd, EPOLL_CTL_ADD, g->lfd, &ev) != 0;
+            if (g->paused) g->resume_at = now + 0.1;
+        }
     }
 }
 
