@@ -15,7 +15,7 @@ and asserts: no unexpected status or malformed reply, RSS at the end within
 descriptors back to their idle counts (/proc/PID/status, /proc/PID/fd).
 
 Usage: soak.py [--bin build/bin/candle] [--model GGUF] [--requests 2000]
-               [--clients 16] [--storms 20]
+               [--clients 16] [--storms 20] [--server-log FILE]
 The model defaults to stories260K.gguf (../shared/data/models), else
 tests/data/tiny/qwen2.gguf, else SmolLM2-135M under models/ or build-data/;
 exits 77 (skip) without one or without the server. Prints the figures."""
@@ -271,6 +271,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--storms", type=int, default=20)
+    ap.add_argument("--server-log", default=os.devnull, help="the server's stderr (default: discarded)")
     a = ap.parse_args()
     model = a.model or pick_model()
     if not model:
@@ -287,7 +288,7 @@ def main():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    log = open(os.devnull, "w")
+    log = open(a.server_log, "w")
     srv = subprocess.Popen([a.bin, "serve", "-m", model, "--port", str(port), "-c", "512", "--parallel", "4",
                             "--chat-template", "chatml", "--quiet"], stderr=log)
     soak = Soak(port)
