@@ -11,6 +11,9 @@
 #   make install    build and install headers, libraries, the CLI, candle.pc
 #                   and the CMake package under PREFIX (default /usr/local)
 #   make test-arm64 cross-build for arm64 and run the tests under qemu-user
+#   make test-soak  the server's soak (scripts/soak.py; not part of make test):
+#                   2000 requests from 16 clients and 20 storms of bad inputs,
+#                   then RSS, threads and descriptors back near their idle level
 #   make test-data  fetch the reference vocabularies and tokenizer.json files
 #                   (scripts/fetch-test-data.sh) and all-MiniLM-L6-v2
 #                   (scripts/fetch-minilm.sh) into build-data/, unless
@@ -29,7 +32,7 @@ TEST_FUZZ_TIME ?= 30
 FUZZ_SEED ?= 1
 PREFIX ?= /usr/local
 
-.PHONY: all help deps bench-deps build install test test-data test-plain test-asan test-tsan test-arm64 fuzz run clean distclean
+.PHONY: all help deps bench-deps build install test test-soak test-data test-plain test-asan test-tsan test-arm64 fuzz run clean distclean
 
 all: build
 
@@ -71,6 +74,10 @@ test-data:
 
 test-plain: build
 	cd build && ctest --output-on-failure -j $(JOBS)
+
+# A few minutes; exits 77 (skip) without a small model or without the server.
+test-soak: build
+	python3 scripts/soak.py --bin build/bin/candle
 
 test-asan:
 	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCANDLE_SANITIZE=ON

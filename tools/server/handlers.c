@@ -386,15 +386,26 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
 
 /* --- prompts ----------------------------------------------------------------- */
 
+/* Prompts of more bytes than this are tokenized one at a time: the
+ * tokenizer's work is some 28 bytes per byte of text (issue 22, finding 3:
+ * 64 concurrent 1 MB prompts peaked at 1.8 GB). */
+#define SRV_BIG_PROMPT (64 << 10)
+
 static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_reply *out) {
     int64_t cap = (int64_t)len + 8, n = 0;
     r->prompt = malloc((size_t)cap * sizeof *r->prompt);
-    if (!r->prompt ||
-        candle_tokenizer_encode(c->tok, text, len, true, true, r->prompt, cap, &n) || n > cap) {
+    bool big = len > SRV_BIG_PROMPT;
+    if (big) pthread_mutex_lock(&c->big_prompt);
+    bool bad = !r->prompt || candle_tokenizer_encode(c->tok, text, len, true, true, r->prompt, cap, &n) || n > cap;
+    if (big) pthread_mutex_unlock(&c->big_prompt);
+    if (bad) {
         srv_reply_error(out, r->prompt ? 400 : 500, "prompt", NULL, "cannot tokenize the prompt: %s",
                     r->prompt ? candle_last_errmsg() : "out of memory");
         return false;
     }
+    /* held for the request's life: only its tokens */
+    int32_t *fit = realloc(r->prompt, (size_t)(n ? n : 1) * sizeof *r->prompt);
+    if (fit) r->prompt = fit;
     r->n_prompt = n;
     return true;
 }

@@ -1,9 +1,15 @@
 /* HTTP with libmicrohttpd: one thread per connection, so a handler may block
  * while its request generates and a stream's reader callback may wait for
- * the next token. Bodies are collected up to --max-body; the API key is
- * checked before any body is read. */
+ * the next token. Connections reach the daemon only through the gate
+ * (gate.c), once their headers are complete and valid, so idle or slow
+ * clients hold no thread; every response closes its connection, so the
+ * daemon never reads a second request's headers itself. Bodies are collected
+ * up to --max-body each and --max-body-mem all together, within
+ * --body-timeout; the API key is checked before any body is read. */
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +20,9 @@
 typedef struct conn_state {
     char *body;
     size_t len, cap;
-    bool too_large;
+    size_t reserved; /* bytes of c->body_mem this request holds */
+    bool too_large, busy;
+    double body_end; /* the body's deadline (srv_now) */
     /* the access log's line, printed when the response is done */
     char method[16], path[128];
     double t0;
@@ -58,6 +66,8 @@ static enum MHD_Result send_text(srv_ctx *c, struct MHD_Connection *conn, conn_s
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "Connection", "close");
+    if (status == 503) MHD_add_response_header(resp, "Retry-After", "1");
     if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
     /* 499 (client gone) is nginx's, not HTTP's: nobody reads it anyway. */
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)(status == 499 ? 400 : status), resp);
@@ -165,6 +175,7 @@ static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, conn
     }
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "Connection", "close");
     cs->status = 200;
     cs->stream = rp->stream;
     atomic_fetch_add(&rp->stream->refs, 1);
@@ -178,6 +189,32 @@ static int client_fd(struct MHD_Connection *conn) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci ? ci->connect_fd : -1;
+}
+
+/* --max-body-mem: request bodies in memory, all together. */
+static bool body_reserve(srv_ctx *c, conn_state *cs, size_t n) {
+    size_t before = atomic_fetch_add(&c->body_mem, n);
+    if (before + n > c->cfg.max_body_mem) {
+        atomic_fetch_sub(&c->body_mem, n);
+        return false;
+    }
+    cs->reserved += n;
+    return true;
+}
+
+static void body_release(srv_ctx *c, conn_state *cs) {
+    free(cs->body);
+    cs->body = NULL;
+    cs->len = cs->cap = 0;
+    atomic_fetch_sub(&c->body_mem, cs->reserved);
+    cs->reserved = 0;
+}
+
+static enum MHD_Result send_busy(srv_ctx *c, struct MHD_Connection *conn, conn_state *cs, const char *url) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "server busy: request bodies in memory at the limit of %zu bytes "
+             "(--max-body-mem); retry later", c->cfg.max_body_mem);
+    return send_error(c, conn, cs, url, 503, msg, "server_busy");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -199,23 +236,41 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                               "missing or invalid API key (Authorization: Bearer KEY)",
                               "invalid_api_key");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > c->cfg.max_body) {
+        unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0; /* digits: the gate checked */
+        if (want > c->cfg.max_body) {
             char msg[128];
             snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
             return send_error(c, conn, cs, url, 413, msg, "body_too_large");
         }
+        /* A known length is reserved whole and allocated once. */
+        if (want && !body_reserve(c, cs, (size_t)want + 1)) return send_busy(c, conn, cs, url);
+        if (want && !(cs->body = malloc(cs->reserved))) return send_error(c, conn, cs, url, 500, "out of memory", NULL);
+        cs->cap = cs->reserved;
+        /* The whole body within --body-timeout: the daemon's inactivity
+         * timeout is cut to what is left at every piece (below). */
+        cs->body_end = srv_now() + c->cfg.body_timeout;
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(c->cfg.body_timeout + 1));
         return MHD_YES;
     }
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cs->too_large || cs->len + n > c->cfg.max_body) {
-            cs->too_large = true; /* chunked bodies: drain, then answer 413 */
+        double left = cs->body_end - srv_now();
+        if (left <= 0) return MHD_NO; /* a body dribbled past its deadline: dropped */
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)left + 1);
+        if (cs->too_large || cs->busy || cs->len + n > c->cfg.max_body) {
+            cs->too_large |= !cs->busy; /* chunked bodies: drain, then answer 413 */
             return MHD_YES;
         }
         if (cs->len + n + 1 > cs->cap) {
             size_t cap = cs->cap ? cs->cap * 2 : 4096;
             while (cap < cs->len + n + 1) cap *= 2;
+            if (cap > c->cfg.max_body + 1) cap = c->cfg.max_body + 1;
+            if (!body_reserve(c, cs, cap - cs->cap)) {
+                cs->busy = true; /* drain, then answer 503 */
+                body_release(c, cs);
+                return MHD_YES;
+            }
             char *b = realloc(cs->body, cap);
             if (!b) return MHD_NO;
             cs->body = b;
@@ -225,6 +280,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->len += n;
         return MHD_YES;
     }
+    if (cs->busy) return send_busy(c, conn, cs, url);
     if (cs->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
@@ -240,6 +296,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)3600);
     srv_reply rp;
     srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
+    /* The prompt is tokens now: a stream does not keep its body. */
+    body_release(c, cs);
     if (rp.stream) return send_stream(c, conn, cs, url, &rp);
     cs->tokens = rp.tokens;
     return send_text(c, conn, cs, url, rp.status, rp.body, "application/json");
@@ -269,13 +327,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (cs) {
         access_log(cls, cs, toe);
         srv_req_unref(cs->stream);
-        free(cs->body);
+        body_release(cls, cs);
         free(cs);
         *con_cls = NULL;
     }
 }
 
-struct MHD_Daemon *srv_http_start(srv_ctx *c) {
+/* The listening socket, non-blocking (the gate accepts from it). */
+static int listen_on(srv_ctx *c) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
@@ -284,16 +343,68 @@ struct MHD_Daemon *srv_http_start(srv_ctx *c) {
     int e = getaddrinfo(c->cfg.host, port, &hints, &ai);
     if (e) {
         fprintf(stderr, "candle serve: --host %s: %s\n", c->cfg.host, gai_strerror(e));
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+                        bind(fd, a->ai_addr, a->ai_addrlen) || listen(fd, 1024))) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        fprintf(stderr, "candle serve: cannot listen on %s:%d: %s\n", c->cfg.host, c->cfg.port, strerror(err));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    c->bound_port = c->cfg.port;
+    if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+        c->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                       : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+struct MHD_Daemon *srv_http_start(srv_ctx *c) {
+    int lfd = listen_on(c);
+    if (lfd < 0) return NULL;
+    srv_gate_params gp = {.header_timeout = c->cfg.header_timeout, .per_ip = c->cfg.per_ip,
+                          .max_pending = c->cfg.max_pending, .max_conns = c->cfg.max_conns};
+    if (!(c->gate = srv_gate_start(c, lfd, &gp))) {
+        close(lfd);
+        fprintf(stderr, "candle serve: out of memory\n");
         return NULL;
     }
+    /* No listening socket of its own: the gate adds each connection and
+     * bounds them, per address and in all (gate.c says why not the daemon's
+     * MHD_OPTION_PER_IP_CONNECTION_LIMIT). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, (uint16_t)c->cfg.port, NULL, NULL, on_request, c, MHD_OPTION_SOCK_ADDR,
-        ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)30, MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!d) fprintf(stderr, "candle serve: cannot listen on %s:%d\n", c->cfg.host, c->cfg.port);
+        flags, 0, NULL, NULL, on_request, c, MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
+        MHD_OPTION_NOTIFY_CONNECTION, srv_gate_notify, c->gate,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->cfg.max_conns + 64,
+        /* the gate's header block and a read buffer */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * SRV_GATE_HEADER_MAX + 16384),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+    if (!d || srv_gate_run(c->gate, d)) {
+        fprintf(stderr, "candle serve: cannot start the HTTP daemon on %s:%d\n", c->cfg.host, c->cfg.port);
+        if (d) MHD_stop_daemon(d);
+        srv_gate_free(c->gate);
+        c->gate = NULL;
+        return NULL;
+    }
     return d;
+}
+
+void srv_http_stop(srv_ctx *c, struct MHD_Daemon *d) {
+    srv_gate_stop(c->gate);
+    if (d) MHD_stop_daemon(d);
+    srv_gate_free(c->gate);
+    c->gate = NULL;
 }

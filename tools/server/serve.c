@@ -1,7 +1,10 @@
 /* candle serve: load the model, start the scheduler and the HTTP daemon,
  * and shut both down in order on SIGINT/SIGTERM. */
+#include <malloc.h>
 #include <microhttpd.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,14 @@ static const char usage[] =
     "  --queue N            requests that may wait for a slot; 429 beyond (default 64)\n"
     "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
     "  --max-body BYTES     largest request body (default 1M)\n"
+    "  --max-body-mem BYTES request bodies held in memory at once, all together; 503 beyond\n"
+    "                       (default 64M)\n"
+    "  --header-timeout S   seconds a connection has to send its headers; 408 after (default 10)\n"
+    "  --body-timeout S     seconds it then has to send its whole body (default 60)\n"
+    "  --conn-per-ip N      connections one client address may hold; 429 beyond (default 64,\n"
+    "                       0: no bound)\n"
+    "  --max-conns N        connections with complete headers served at once (default 512; a\n"
+    "                       thread each); connections still sending headers hold no thread\n"
     "  --prefill-chunk N    prompt tokens a sequence evaluates per step (default 64)\n"
     "  -b N, --batch-size N token rows of one step (default and limit 256): every running\n"
     "                       request's token goes in, prompt chunks fill up the rest\n"
@@ -37,7 +48,9 @@ static const char usage[] =
 
 typedef struct serve_args {
     const char *model, *host, *api_key, *chat_template, *alias;
-    int port, parallel, queue, prefill_chunk, batch_size, n_threads;
+    int port, parallel, queue, prefill_chunk, batch_size, n_threads, per_ip, max_conns;
+    double header_timeout, body_timeout;
+    int64_t max_body_mem;
     bool quiet; /* no access log */
     double itl_stretch;
     int64_t n_ctx, kv_mem, max_body;
@@ -66,10 +79,20 @@ static bool parse_stretch(const char *s, double *out) {
     return true;
 }
 
+/* A timeout: more than 0, at most a day. */
+static bool parse_seconds(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v > 0 && v <= 86400)) return false;
+    *out = v;
+    return true;
+}
+
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
                       .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.5,
-                      .n_ctx = 2048, .max_body = 1 << 20,
+                      .n_ctx = 2048, .max_body = 1 << 20, .max_body_mem = 64 << 20,
+                      .header_timeout = 10, .body_timeout = 60, .per_ip = 64, .max_conns = 512,
                       .api_key = getenv("CANDLE_API_KEY")};
     const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
@@ -108,6 +131,11 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = num && n >= 8 && (a->n_ctx = n, true);
         else if (!strcmp(o, "--kv-mem")) ok = num && (a->kv_mem = n, true);
         else if (!strcmp(o, "--max-body")) ok = num && n >= 64 && (a->max_body = n, true);
+        else if (!strcmp(o, "--max-body-mem")) ok = num && n >= 64 && (a->max_body_mem = n, true);
+        else if (!strcmp(o, "--header-timeout")) ok = parse_seconds(v, &a->header_timeout);
+        else if (!strcmp(o, "--body-timeout")) ok = parse_seconds(v, &a->body_timeout);
+        else if (!strcmp(o, "--conn-per-ip")) ok = num && n <= 100000 && (a->per_ip = (int)n, true);
+        else if (!strcmp(o, "--max-conns")) ok = num && n >= 1 && n <= 10000 && (a->max_conns = (int)n, true);
         else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k")) ctk = v;
         else if (!strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) ctv = v;
         else {
@@ -120,6 +148,11 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
     }
     if (a->queue < 1) a->queue = 1;
+    if (a->max_body_mem < a->max_body) {
+        fprintf(stderr, "candle serve: --max-body-mem %lld is less than --max-body %lld\n",
+                (long long)a->max_body_mem, (long long)a->max_body);
+        return 2;
+    }
     if (cli_kv_pair("serve", ctk, ctv, &a->kv_type)) return 2;
     return 0;
 }
@@ -174,6 +207,43 @@ static int load(srv_ctx *c, const serve_args *a, const char *path) {
     return 0;
 }
 
+/* Wait for SIGINT/SIGTERM. Meanwhile, whenever the server is idle after
+ * some work, hand freed heap memory back to the system (issue 22, finding 5:
+ * RSS plateaus near its idle level instead of keeping each burst's peak). */
+static int wait_signal(srv_ctx *c, const sigset_t *set) {
+    uint64_t seen = 0;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        int sig = sigtimedwait(set, NULL, &ts);
+        if (sig > 0) return sig;
+        srv_metrics *m = &c->metrics;
+        pthread_mutex_lock(&m->mu);
+        uint64_t done = 0;
+        for (int e = 0; e < SRV_EP_COUNT; e++)
+            for (int k = 0; k < SRV_N_CODES; k++) done += m->requests[e][k];
+        bool idle = m->active == 0 && m->queue_depth == 0;
+        pthread_mutex_unlock(&m->mu);
+        if (idle && done != seen && atomic_load(&c->body_mem) == 0) {
+            malloc_trim(0);
+            seen = done;
+        }
+    }
+}
+
+/* Descriptors for the connections the gate holds: the soft limit raised to
+ * the hard one (at most 65536); returns it. */
+static int raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return 1024;
+    rlim_t want = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
+}
+
 /* 127.0.0.0/8, ::1 or localhost: reachable from this machine only. */
 static bool is_loopback(const char *host) {
     return !strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]") ||
@@ -201,12 +271,26 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Memory (issue 22, finding 5): glibc gives each thread that mallocs its
+     * own arena, and a thread per connection left one burst's temporaries in
+     * dozens of arenas; two arenas, and large blocks (bodies, a long prompt's
+     * tokenizer work) in their own mappings, returned when freed. */
+    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    int nofile = raise_nofile();
+
     srv_ctx *c = calloc(1, sizeof *c);
     if (!c) return 1;
     srv_metrics_init(&c->metrics);
+    pthread_mutex_init(&c->big_prompt, NULL);
+    /* the gate holds what the descriptors left by the daemon's allow */
+    int pending = nofile - a.max_conns - 64;
     const char *base = strrchr(path, '/');
     c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key, .quiet = a.quiet,
-                          .max_body = (size_t)a.max_body,
+                          .max_body = (size_t)a.max_body, .max_body_mem = (size_t)a.max_body_mem,
+                          .header_timeout = a.header_timeout, .body_timeout = a.body_timeout,
+                          .per_ip = a.per_ip, .max_conns = a.max_conns,
+                          .max_pending = pending < 64 ? 64 : pending > 4096 ? 4096 : pending,
                           .model_name = a.alias ? a.alias : base ? base + 1 : path};
     struct MHD_Daemon *d = NULL;
     r = load(c, &a, path);
@@ -214,12 +298,10 @@ int cmd_serve(int argc, char **argv) {
         if (!(d = srv_http_start(c))) {
             r = 1;
         } else {
-            const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-            fprintf(stderr, "candle serve: %s (encoder, %lld dimensions) on http://%s:%u%s\n",
+            fprintf(stderr, "candle serve: %s (encoder, %lld dimensions) on http://%s:%d%s\n",
                     c->cfg.model_name, (long long)candle_encoder_dim(c->enc), a.host,
-                    di ? di->port : (unsigned)a.port, a.api_key ? ", API key required" : "");
-            int sig = 0;
-            sigwait(&set, &sig);
+                    c->bound_port, a.api_key ? ", API key required" : "");
+            int sig = wait_signal(c, &set);
             fprintf(stderr, "candle serve: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
             atomic_store(&c->shutting_down, true);
         }
@@ -244,13 +326,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!(d = srv_http_start(c))) {
             r = 1;
         } else {
-            const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
             fprintf(stderr,
-                    "candle serve: %s on http://%s:%u (%d slots x %lld context, queue %d%s)\n",
-                    c->cfg.model_name, a.host, di ? di->port : (unsigned)a.port, a.parallel,
+                    "candle serve: %s on http://%s:%d (%d slots x %lld context, queue %d%s)\n",
+                    c->cfg.model_name, a.host, c->bound_port, a.parallel,
                     (long long)n_ctx, a.queue, a.api_key ? ", API key required" : "");
-            int sig = 0;
-            sigwait(&set, &sig);
+            int sig = wait_signal(c, &set);
             fprintf(stderr, "candle serve: %s: finishing running requests\n",
                     sig == SIGINT ? "SIGINT" : "SIGTERM");
             atomic_store(&c->shutting_down, true);
@@ -261,7 +341,7 @@ done:
     /* The scheduler fails what is left, so handlers blocked on a request
      * return and the daemon's connection threads can be joined. */
     srv_sched_stop(c->sched);
-    if (d) MHD_stop_daemon(d);
+    if (d) srv_http_stop(c, d);
     if (c->have_chat) candle_chat_template_free(&c->chat);
     candle_tokenizer_free(c->tok);
     if (c->enc) {
@@ -271,6 +351,7 @@ done:
         candle_model_free(c->model);
     }
     pthread_mutex_destroy(&c->metrics.mu);
+    pthread_mutex_destroy(&c->big_prompt);
     free(c);
     if (!r) fprintf(stderr, "candle serve: stopped\n");
     return r;

@@ -17,6 +17,7 @@
 
 #include "candle/candle.h"
 #include "candle/grammar.h"
+#include "gate.h"
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_CHOICES 16 /* n of a request at most (and at most --parallel) */
@@ -172,6 +173,13 @@ typedef struct srv_config {
     int64_t max_tokens_limit;
     const char *model_name;
     bool quiet; /* no access log line per request on stderr */
+    /* Bounds against slow or greedy clients (issue 22, findings 3 and 4). */
+    size_t max_body_mem;   /* request bodies held in memory at once, all together */
+    double header_timeout; /* seconds from accept to the end of the headers (the gate) */
+    double body_timeout;   /* seconds from the headers to the end of the body */
+    int per_ip;            /* connections per client address; 0: no bound */
+    int max_conns;         /* connections the daemon serves (past the gate) */
+    int max_pending;       /* connections the gate holds waiting for their headers */
 } srv_config;
 
 typedef struct srv_ctx {
@@ -186,12 +194,39 @@ typedef struct srv_ctx {
     srv_metrics metrics;
     atomic_bool shutting_down;
     atomic_long next_id;
+    atomic_size_t body_mem;      /* bytes of request bodies held now (max_body_mem) */
+    pthread_mutex_t big_prompt;  /* one long prompt tokenized at a time */
+    int bound_port;              /* the port listened on (--port 0 picks one) */
+    struct srv_gate *gate;
 } srv_ctx;
 
 double srv_now(void);
 
-/* Start the HTTP daemon; NULL on failure (message on stderr). */
+/* Start the HTTP daemon and its gate; NULL on failure (message on stderr). */
 struct MHD_Daemon *srv_http_start(srv_ctx *c);
+/* Stop accepting, then stop the daemon (its connections closed). */
+void srv_http_stop(srv_ctx *c, struct MHD_Daemon *d);
+
+/* The gate (gate.c): accepts connections and hands each to the daemon once
+ * its header block is complete and valid; refuses the rest in OpenAI's
+ * shape. */
+typedef struct srv_gate srv_gate;
+typedef struct srv_gate_params {
+    double header_timeout;
+    int per_ip, max_pending, max_conns;
+} srv_gate_params;
+/* lfd: the listening socket (non-blocking; the gate closes it). */
+srv_gate *srv_gate_start(srv_ctx *c, int lfd, const srv_gate_params *p);
+candle_status srv_gate_run(srv_gate *g, struct MHD_Daemon *d);
+void srv_gate_stop(srv_gate *g);
+void srv_gate_free(srv_gate *g);
+/* MHD_OPTION_NOTIFY_CONNECTION's callback: the daemon's connections count
+ * toward their address's bound until they close. */
+#ifdef MHD_VERSION
+void srv_gate_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                     enum MHD_ConnectionNotificationCode code);
+#endif
+
 
 /* Request handlers (handlers.c): they return the HTTP status and a
  * malloc'ed JSON body, or for a stream hand back the request to stream. */
