@@ -269,6 +269,9 @@ static const hf_family families[] = {
      false, "mlp.experts.", qwen_moe_experts},
     {"qwen3_moe", "qwen3moe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL,
      false, "mlp.experts.", qwen_moe_experts},
+    /* OLMoE names its tensors as Qwen-MoE does; q_norm/k_norm span the whole projection */
+    {"olmoe", "olmoe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL, false,
+     "mlp.experts.", qwen_moe_experts},
     {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
     {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
      "gelu_pytorch_tanh", NULL, false, NULL, NULL},
@@ -298,7 +301,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
+    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, olmoe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -597,6 +600,11 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         if ((s = weights_add_i64(w, key, (int64_t)(hd * factor)))) return s;
     }
     if (f->pos_after_pad && (s = map_pos_offset(w, f, cfg, file))) return s;
+    /* OLMoE's optional clamp of q, k and v (null in the released models) */
+    const json_value *clip = json_get(cfg, "clip_qkv");
+    if (clip && clip->type != JSON_NULL)
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: clip_qkv is not supported (want null)",
+                                file);
     const json_value *pet = json_get(cfg, "position_embedding_type");
     if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
         return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,

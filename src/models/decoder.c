@@ -94,10 +94,14 @@ static void qkv(decoder_step *st, const layer_weights *w, candle_tensor *h, cand
         tk = candle_add(ctx, tk, w->bk);
         tv = candle_add(ctx, tv, w->bv);
     }
+    if (st->m->family->desc.qk_norm_full) { /* OLMoE: over all heads at once */
+        tq = norm(st, tq, w->q_norm);
+        tk = norm(st, tk, w->k_norm);
+    }
     *q = heads(st, tq, c->n_head);
     *k = heads(st, tk, c->n_head_kv);
     *v = heads(st, tv, c->n_head_kv);
-    if (w->q_norm) {
+    if (w->q_norm && !st->m->family->desc.qk_norm_full) {
         *q = norm(st, *q, w->q_norm);
         *k = norm(st, *k, w->k_norm);
     }
