@@ -4,6 +4,8 @@
  * kept, not renormalised (norm_topk_prob false, as llama.cpp's olmoe runs
  * it; expert_weights_norm overrides). The experts' width is
  * feed_forward_length, as llama.cpp's olmoe reads it. */
+#include <math.h>
+
 #include "model-impl.h"
 
 static candle_status olmoe_config(const candle_weights *w, candle_model_config *c) {
@@ -19,4 +21,34 @@ const model_family family_olmoe = {
     .name = "olmoe",
     .desc = {DECODER_LM, .qk_norm_full = true, .ffn_act = CANDLE_OP_SILU},
     .config = olmoe_config,
+};
+
+/* GraniteMoE (ibm-granite/granite-3.x-*-a*m): llama with a routed SwiGLU
+ * mixture (top-k of the router's logits, softmaxed over the chosen: the
+ * renormalised softmax) and four multipliers, in llama.cpp's keys:
+ * embeddings times embedding_scale, attention and FFN outputs times
+ * residual_scale before the residual adds, scores times attention.scale
+ * (in place of 1/sqrt(head_dim)), logits divided by logit_scale. */
+static candle_status granitemoe_config(const candle_weights *w, candle_model_config *c) {
+    double v;
+    if (model_cfg_get_f64(w, "granitemoe", "embedding_scale", &v)) c->embd_scale = v;
+    if (model_cfg_get_f64(w, "granitemoe", "residual_scale", &v)) c->residual_scale = v;
+    if (model_cfg_get_f64(w, "granitemoe", "attention.scale", &v)) c->attn_scale = v;
+    if (model_cfg_get_f64(w, "granitemoe", "logit_scale", &v)) c->logit_scale = v;
+    if (!(c->residual_scale > 0 && isfinite(c->residual_scale)) || !(c->logit_scale > 0 && isfinite(c->logit_scale)) ||
+        !(c->attn_scale >= 0 && isfinite(c->attn_scale)))
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
+                                "model: granitemoe multipliers out of range: residual_scale %g, "
+                                "logit_scale %g, attention.scale %g (want positive)",
+                                c->residual_scale, c->logit_scale, c->attn_scale);
+    if (c->n_expert <= 0)
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "model: granitemoe.expert_count is missing");
+    return CANDLE_OK;
+}
+
+const model_family family_granitemoe = {
+    .arch = CANDLE_ARCH_GRANITEMOE,
+    .name = "granitemoe",
+    .desc = {DECODER_LM, .ffn_act = CANDLE_OP_SILU},
+    .config = granitemoe_config,
 };

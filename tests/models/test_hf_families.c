@@ -1,6 +1,8 @@
 /* The Mistral family (a sliding window in every layer; head_dim apart from
- * hidden / heads) and OLMoE (q/k RMSNorm over the whole projection, softmax
- * top-k routing without renormalisation) from Hugging Face directories
+ * hidden / heads), OLMoE (q/k RMSNorm over the whole projection, softmax
+ * top-k routing without renormalisation) and GraniteMoE (embedding,
+ * residual, attention and logit multipliers; experts stored stacked, gate
+ * and up in one tensor) from Hugging Face directories
  * against transformers: tiny random models in tests/data/hf made by
  * scripts/gen_hf_family_goldens.py. Checked per model:
  *   - the 24 prompt tokens' logits at every position, in one prefill and one
@@ -196,10 +198,22 @@ static void check_model(const expect *x) {
     }
     const candle_model_config *c = candle_model_get_config(m);
     CHECK_MSG(c->n_swa == x->n_swa && c->head_dim == x->head_dim && c->n_expert == x->n_expert &&
-                  c->n_expert_used == x->n_expert_used && (!c->n_expert || !c->expert_norm),
+                  c->n_expert_used == x->n_expert_used &&
+                  (!c->n_expert || c->expert_norm == !strcmp(x->name, "granitemoe")),
               "%s: window %lld, head_dim %lld, %lld experts, %lld used, norm %d", x->name,
               (long long)c->n_swa, (long long)c->head_dim, (long long)c->n_expert,
               (long long)c->n_expert_used, (int)c->expert_norm);
+    if (c->n_expert) {
+        /* GraniteMoE's input_linear [6, 64, 64] split into gate and up [6, 32, 64] */
+        const candle_weights *w = candle_model_weights(m);
+        int64_t ig = candle_weights_find_tensor(w, "blk.1.ffn_gate_exps.weight");
+        int64_t iu = candle_weights_find_tensor(w, "blk.1.ffn_up_exps.weight");
+        CHECK_MSG(ig >= 0 && iu >= 0 && candle_weights_tensor(w, ig)->rank == 3 &&
+                      candle_weights_tensor(w, ig)->shape[0] == x->n_expert &&
+                      candle_weights_tensor(w, iu)->shape[1] == c->n_ff_exp &&
+                      candle_weights_find_tensor(w, "blk.1.ffn_gate_up_exps.weight") < 0,
+                  "%s: no stacked gate / up experts", x->name);
+    }
     size_t n = (size_t)(N_TOK * g.n_vocab);
     float *pre = run(m, &g, false), *dec = run(m, &g, true);
     if (pre && dec) {
@@ -233,6 +247,7 @@ int main(void) {
         {"mistral", 8, 16, 0, 0},
         {"mistral-nemo", 0, 32, 0, 0},
         {"olmoe", 0, 16, 8, 3},
+        {"granitemoe", 0, 16, 6, 2},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
     return test_done("test_hf_families");
