@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "candle/batch.h"
@@ -242,6 +243,53 @@ static void check_model(const expect *x) {
     free(g.logits);
 }
 
+/* A copy of folder `name` with config.json's "field": value set to `value`
+ * must be refused with a message containing `want`. */
+static void check_refused(const char *name, const char *field, const char *value, const char *want) {
+    char rel[128], src[1024], dir[512], path[1200];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
+    test_path(rel, src, sizeof src);
+    snprintf(dir, sizeof dir, "%s/candle-fam-bad-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    CHECK_MSG(!mkdir(dir, 0700), "mkdir %s", dir);
+    size_t ncfg, nst;
+    snprintf(path, sizeof path, "%s/config.json", src);
+    char *cfg = test_read_file(path, &ncfg);
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    char *st = test_read_file(path, &nst);
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\":", field);
+    char *at = cfg ? strstr(cfg, key) : NULL;
+    CHECK_MSG(at && st, "%s: config.json has no %s", name, key);
+    bool ok = false;
+    if (at && st) {
+        char *end = strpbrk(at + strlen(key), ",\n}");
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        FILE *f = fopen(path, "wb");
+        ok = f && fwrite(st, 1, nst, f) == nst;
+        if (f) ok = fclose(f) == 0 && ok;
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        f = ok ? fopen(path, "wb") : NULL;
+        ok = f && fwrite(cfg, 1, (size_t)(at - cfg), f) == (size_t)(at - cfg) &&
+             fprintf(f, "%s %s", key, value) > 0 && fputs(end, f) >= 0;
+        if (f) ok = fclose(f) == 0 && ok;
+    }
+    free(cfg);
+    free(st);
+    candle_model *m = NULL;
+    candle_status s = ok ? candle_model_load(&m, dir, NULL) : CANDLE_OK;
+    CHECK_MSG(ok && s != CANDLE_OK, "%s with %s %s: loaded", name, field, value);
+    CHECK_MSG(s == CANDLE_OK || strstr(candle_last_errmsg(), want), "%s: message '%s' lacks '%s'", name,
+              candle_last_errmsg(), want);
+    if (s) printf("refused (%s, %s = %s): %s\n", name, field, value, candle_last_errmsg());
+    candle_model_free(m);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     static const expect models[] = {
         {"mistral", 8, 16, 0, 0},
@@ -250,5 +298,10 @@ int main(void) {
         {"granitemoe", 0, 16, 6, 2},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
+    check_refused("olmoe", "clip_qkv", "8.0", "clip_qkv");
+    check_refused("olmoe", "num_experts_per_tok", "9", "expert_used_count");
+    /* the experts' width against input_linear's halves */
+    check_refused("granitemoe", "intermediate_size", "16", "ffn_gate_exps");
+    check_refused("granitemoe", "logits_scaling", "0", "logit_scale");
     return test_done("test_hf_families");
 }
