@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for the Mistral family, OLMoE and GraniteMoE from Hugging Face directories (issue 23
+"""Goldens for the Mistral family, OLMoE, Granite and GraniteMoE from Hugging Face directories (issue 23
 parts 2 and 3).
 
 Tiny random models in tests/data/hf, from the real configs' shapes, made with the
@@ -15,6 +15,8 @@ reload and logits; imported, not edited):
   * olmoe: OlmoeForCausalLM as OLMoE-1B-7B (q/k RMSNorm over the whole projection,
     softmax routing, top-k not renormalised: norm_topk_prob false; 8 experts top-3
     instead of 64 top-8).
+  * granite: GraniteForCausalLM as granite-3.1-2b-instruct (the same four multipliers on
+    llama's block; logits_scaling 8, rope_theta 5e6).
   * granitemoe: GraniteMoeForCausalLM as granite-3.1-1b-a400m (embedding_multiplier,
     residual_multiplier, attention_multiplier, logits_scaling; experts stored stacked
     as input_linear / output_linear; 6 experts top-2 instead of 32 top-8).
@@ -72,6 +74,14 @@ MODELS = {
         "OLMoE-1B-7B (q/k RMSNorm over the whole projection, softmax top-k without "
         "renormalisation; 8 experts top-3 instead of 64 top-8)",
         {"norm_topk_prob": dict(norm_topk_prob=True), "top2": dict(num_experts_per_tok=2)}),
+    "granite": ("granite", 45, dict(
+        SMALL, intermediate_size=128, hidden_act="silu", rms_norm_eps=1e-5,
+        tie_word_embeddings=True, embedding_multiplier=12.0, residual_multiplier=0.22,
+        attention_multiplier=0.015625, logits_scaling=8.0, attention_bias=False, mlp_bias=False,
+        rope_parameters=base.rope(5000000.0)),
+        "granite-3.1-2b-instruct (embedding x12, residual x0.22, attention scale 1/64, logits / 8, "
+        "tied, rope_theta 5e6)",
+        {"residual_1": dict(residual_multiplier=1.0), "embedding_1": dict(embedding_multiplier=1.0)}),
     "granitemoe": ("granitemoe", 44, dict(
         SMALL, intermediate_size=32, num_local_experts=6, num_experts_per_tok=2, hidden_act="silu",
         rms_norm_eps=1e-6, tie_word_embeddings=True, embedding_multiplier=12.0,

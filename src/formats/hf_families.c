@@ -252,15 +252,24 @@ static const hf_key qwen_moe_keys[] = {
     {NULL, NULL, 0},
 };
 
+#define GRANITE_KEYS                                                                   \
+    {"embedding_multiplier", "embedding_scale", 'f'},                                           \
+        {"residual_multiplier", "residual_scale", 'f'},                                         \
+        {"attention_multiplier", "attention.scale", 'f'},                                       \
+        {"logits_scaling", "logit_scale", 'f'}
+
+static const hf_key granite_keys[] = {
+    GRANITE_KEYS,
+    {NULL, NULL, 0},
+};
+
 static const hf_key granitemoe_keys[] = {
     {"num_local_experts", "expert_count", 'i'},
     {"num_experts_per_tok", "expert_used_count", 'i'},
-    {"embedding_multiplier", "embedding_scale", 'f'},
-    {"residual_multiplier", "residual_scale", 'f'},
-    {"attention_multiplier", "attention.scale", 'f'},
-    {"logits_scaling", "logit_scale", 'f'},
+    GRANITE_KEYS,
     {NULL, NULL, 0},
 };
+#undef GRANITE_KEYS
 
 static const hf_key gemma2_keys[] = {
     {"sliding_window", "attention.sliding_window", 'i'},
@@ -295,6 +304,8 @@ static const hf_family families[] = {
     /* OLMoE names its tensors as Qwen-MoE does; q_norm/k_norm span the whole projection */
     {"olmoe", "olmoe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL, false,
      "mlp.experts.", qwen_moe_experts},
+    {"granite", "granite", DECODER, llama_layer, granite_keys, false, "hidden_act", "silu", NULL, false,
+     NULL, NULL},
     {"granitemoe", "granitemoe", DECODER, granitemoe_layer, granitemoe_keys, false, "hidden_act", "silu",
      NULL, false, NULL, NULL},
     {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
@@ -326,7 +337,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, olmoe, granitemoe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
+    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, olmoe, granite, granitemoe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,

@@ -95,6 +95,7 @@ extern const model_family family_qwen2moe; /* qwen.c */
 extern const model_family family_qwen3moe; /* qwen.c */
 extern const model_family family_olmoe;    /* olmoe.c */
 extern const model_family family_granitemoe; /* olmoe.c */
+extern const model_family family_granite;    /* olmoe.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */

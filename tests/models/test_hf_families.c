@@ -1,6 +1,6 @@
 /* The Mistral family (a sliding window in every layer; head_dim apart from
  * hidden / heads), OLMoE (q/k RMSNorm over the whole projection, softmax
- * top-k routing without renormalisation) and GraniteMoE (embedding,
+ * top-k routing without renormalisation), Granite and GraniteMoE (embedding,
  * residual, attention and logit multipliers; experts stored stacked, gate
  * and up in one tensor) from Hugging Face directories
  * against transformers: tiny random models in tests/data/hf made by
@@ -13,8 +13,9 @@
  *     prompt longer than the window in two chunks beside a short one, then
  *     the greedy continuation one token per step; each step's logits those
  *     of the session path (the window of 8 is passed many times over);
- *   - the GGUF `candle quantize` writes from the directory (f32) gives the
- *     directory's logits, and keeps the window key. */
+ *   - the GGUF `candle quantize` writes from the directory gives the
+ *     directory's logits (f32 within 1e-5, Q8_0 within 3e-2), and keeps the
+ *     window key. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,13 +151,13 @@ static void check_batch(const char *name, candle_model *m, const golden_prompt *
     free(eb);
 }
 
-/* candle quantize DIR -> f32 GGUF, reloaded. */
+/* candle quantize DIR -> GGUF of type ft, reloaded. */
 static void check_gguf(const char *name, const char *dir, const golden *g, const float *ref,
-                       int64_t n_swa) {
+                       int64_t n_swa, candle_ftype ft, const char *tname, double bound) {
     char out[512];
-    snprintf(out, sizeof out, "%s/candle-fam-%s-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             name, (int)getpid());
-    candle_status s = candle_quantize_file(dir, out, CANDLE_FTYPE_ALL_F32, NULL);
+    snprintf(out, sizeof out, "%s/candle-fam-%s-%s-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             name, tname, (int)getpid());
+    candle_status s = candle_quantize_file(dir, out, ft, NULL);
     CHECK_MSG(!s, "quantize %s: %s", dir, candle_last_errmsg());
     candle_model *m = NULL;
     if (!s && candle_model_load(&m, out, NULL)) CHECK_MSG(false, "%s: %s", out, candle_last_errmsg());
@@ -167,8 +168,8 @@ static void check_gguf(const char *name, const char *dir, const golden *g, const
         float *q = run(m, g, false);
         if (q) {
             double e = nmse(q, ref, (size_t)(N_TOK * g->n_vocab));
-            printf("%-12s candle quantize DIR f32: NMSE vs directory %.2e\n", name, e);
-            CHECK_MSG(e < MAX_NMSE, "%s: GGUF NMSE %.3g", name, e);
+            printf("%-12s candle quantize DIR %s: NMSE vs directory %.2e\n", name, tname, e);
+            CHECK_MSG(e < bound, "%s: %s GGUF NMSE %.3g", name, tname, e);
         }
         free(q);
         candle_model_free(m);
@@ -222,7 +223,10 @@ static void check_model(const expect *x) {
         printf("%-12s NMSE vs transformers: prefill %.2e, decode %.2e\n", x->name, e, ed);
         CHECK_MSG(e < MAX_NMSE, "%s: prefill NMSE %.3g", x->name, e);
         CHECK_MSG(ed < MAX_NMSE, "%s: decode NMSE %.3g", x->name, ed);
-        check_gguf(x->name, dir, &g, pre, x->n_swa);
+        check_gguf(x->name, dir, &g, pre, x->n_swa, CANDLE_FTYPE_ALL_F32, "f32", MAX_NMSE);
+        /* the tiny random models are sensitive: dense llama2 / qwen2 folders
+         * give 1e-3 / 2e-3 at Q8_0 (notes/issue-23.md) */
+        check_gguf(x->name, dir, &g, pre, x->n_swa, CANDLE_FTYPE_MOSTLY_Q8_0, "q8_0", 3e-2);
     }
     if (have_txt) {
         candle_session *s = NULL;
@@ -295,6 +299,7 @@ int main(void) {
         {"mistral", 8, 16, 0, 0},
         {"mistral-nemo", 0, 32, 0, 0},
         {"olmoe", 0, 16, 8, 3},
+        {"granite", 0, 16, 0, 0},
         {"granitemoe", 0, 16, 6, 2},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
