@@ -35,6 +35,9 @@ typedef enum candle_arch {
     CANDLE_ARCH_MPNET, /* MPNet encoders: all-mpnet-base-v2 */
     CANDLE_ARCH_QWEN2MOE, /* Qwen1.5/2-MoE: routed experts and a gated shared expert */
     CANDLE_ARCH_QWEN3MOE, /* Qwen3-MoE */
+    CANDLE_ARCH_OLMOE, /* OLMoE: q/k RMSNorm over the whole projection, routed experts */
+    CANDLE_ARCH_GRANITEMOE, /* GraniteMoE: llama with experts and Granite's four multipliers */
+    CANDLE_ARCH_GRANITE, /* Granite 3.x dense: llama with the four multipliers */
     CANDLE_ARCH_COUNT
 } candle_arch;
 
@@ -82,6 +85,9 @@ typedef struct candle_model_config {
     double attn_softcap;  /* tanh soft-capping of scores, 0 = none */
     double final_softcap; /* tanh soft-capping of logits, 0 = none */
     double embd_scale;    /* input embeddings multiplied by this (1 or sqrt(n_embd)) */
+    double residual_scale; /* attention and FFN outputs multiplied by this before the
+                              residual add (Granite's residual_multiplier), 1 = none */
+    double logit_scale;    /* logits divided by this (Granite's logits_scaling), 1 = none */
     candle_model_kind kind;
     /* Mixture of experts (Mixtral is llama with experts); 0 experts: dense. */
     int64_t n_expert;      /* expert_count */

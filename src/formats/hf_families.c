@@ -111,6 +111,19 @@ static const hf_name qwen_moe_layer[] = {
     {NULL, NULL, T_W},
 };
 
+/* GraniteMoE stores each layer's experts stacked: input_linear [n_expert,
+ * 2 * n_ff, n_embd] holds gate then up (weights_hf.c splits it into
+ * ffn_gate_exps and ffn_up_exps as llama.cpp's converter does),
+ * output_linear [n_expert, n_embd, n_ff] is ffn_down_exps as it is. */
+static const hf_name granitemoe_layer[] = {
+    ATTENTION_NAMES,
+    {"post_attention_layernorm.weight", "ffn_norm.weight", T_NORM},
+    {"block_sparse_moe.router.layer.weight", "ffn_gate_inp.weight", T_W},
+    {"block_sparse_moe.input_linear.weight", "ffn_gate_up_exps.weight", T_W},
+    {"block_sparse_moe.output_linear.weight", "ffn_down_exps.weight", T_W},
+    {NULL, NULL, T_W},
+};
+
 static const hf_name qwen_moe_experts[] = {
     {"gate_proj.weight", "ffn_gate", T_W},
     {"up_proj.weight", "ffn_up", T_W},
@@ -239,6 +252,25 @@ static const hf_key qwen_moe_keys[] = {
     {NULL, NULL, 0},
 };
 
+#define GRANITE_KEYS                                                                   \
+    {"embedding_multiplier", "embedding_scale", 'f'},                                           \
+        {"residual_multiplier", "residual_scale", 'f'},                                         \
+        {"attention_multiplier", "attention.scale", 'f'},                                       \
+        {"logits_scaling", "logit_scale", 'f'}
+
+static const hf_key granite_keys[] = {
+    GRANITE_KEYS,
+    {NULL, NULL, 0},
+};
+
+static const hf_key granitemoe_keys[] = {
+    {"num_local_experts", "expert_count", 'i'},
+    {"num_experts_per_tok", "expert_used_count", 'i'},
+    GRANITE_KEYS,
+    {NULL, NULL, 0},
+};
+#undef GRANITE_KEYS
+
 static const hf_key gemma2_keys[] = {
     {"sliding_window", "attention.sliding_window", 'i'},
     {"attn_logit_softcapping", "attn_logit_softcapping", 'f'},
@@ -269,6 +301,13 @@ static const hf_family families[] = {
      false, "mlp.experts.", qwen_moe_experts},
     {"qwen3_moe", "qwen3moe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL,
      false, "mlp.experts.", qwen_moe_experts},
+    /* OLMoE names its tensors as Qwen-MoE does; q_norm/k_norm span the whole projection */
+    {"olmoe", "olmoe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL, false,
+     "mlp.experts.", qwen_moe_experts},
+    {"granite", "granite", DECODER, llama_layer, granite_keys, false, "hidden_act", "silu", NULL, false,
+     NULL, NULL},
+    {"granitemoe", "granitemoe", DECODER, granitemoe_layer, granitemoe_keys, false, "hidden_act", "silu",
+     NULL, false, NULL, NULL},
     {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
     {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
      "gelu_pytorch_tanh", NULL, false, NULL, NULL},
@@ -298,7 +337,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
+    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, olmoe, granite, granitemoe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -597,6 +636,11 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
         if ((s = weights_add_i64(w, key, (int64_t)(hd * factor)))) return s;
     }
     if (f->pos_after_pad && (s = map_pos_offset(w, f, cfg, file))) return s;
+    /* OLMoE's optional clamp of q, k and v (null in the released models) */
+    const json_value *clip = json_get(cfg, "clip_qkv");
+    if (clip && clip->type != JSON_NULL)
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: clip_qkv is not supported (want null)",
+                                file);
     const json_value *pet = json_get(cfg, "position_embedding_type");
     if (pet && pet->type != JSON_NULL && !json_str_eq(pet, "absolute"))
         return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,

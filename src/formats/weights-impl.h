@@ -26,6 +26,7 @@ typedef struct weights_entry {
      * into one buffer at load. NULL otherwise. */
     struct weights_entry *parts;
     int64_t n_parts;
+    size_t part_off; /* as a part: where its bytes start in its source tensor */
 } weights_entry;
 
 /* A tensor an adapter makes from the configuration where GGUF has one

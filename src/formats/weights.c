@@ -375,7 +375,7 @@ candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *c
         for (int64_t k = 0; t && k < e->n_parts; k++) {
             const weights_entry *p = &e->parts[k];
             candle_tensor *v = candle_safetensors_load_tensor(w->shards[p->shard], ctx, p->info.src_name);
-            if (!v || candle_tensor_copy_bytes(t, (size_t)k * part, v, 0, part)) t = NULL;
+            if (!v || candle_tensor_copy_bytes(t, (size_t)k * part, v, p->part_off, part)) t = NULL;
         }
         if (t) candle_tensor_set_name(t, name);
         return t;

@@ -302,6 +302,64 @@ static candle_status stack_experts(candle_weights *w) {
     return weights_index(w);
 }
 
+/* GraniteMoE's blk.N.ffn_gate_up_exps.weight [n_expert, 2 * n_ff, n_embd]
+ * (input_linear: each expert's gate rows, then its up rows) as the two
+ * stacks GGUF has, ffn_gate_exps and ffn_up_exps [n_expert, n_ff, n_embd]:
+ * each expert's half a part of the stored tensor, copied out at load. */
+static candle_status split_gate_up(candle_weights *w) {
+    static const char tail[] = ".ffn_gate_up_exps.weight";
+    int64_t n0 = w->n_entries;
+    for (int64_t i = 0; i < n0; i++) {
+        weights_entry *e = &w->entries[i];
+        size_t nl = strlen(e->info.name);
+        if (nl < sizeof tail || strcmp(e->info.name + nl - (sizeof tail - 1), tail)) continue;
+        const candle_weights_tensor_info *t = &e->info;
+        if (t->rank != 3 || t->shape[0] <= 0 || t->shape[1] <= 0 || t->shape[1] % 2 || e->xf != XF_NONE)
+            return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
+                                    "%s: tensor '%s' is not [n_expert, 2 * n_ff, n_embd]", w->path,
+                                    t->src_name);
+        int64_t ne = t->shape[0];
+        size_t half = t->size / (size_t)ne / 2;
+        weights_entry src = *e, halves[2];
+        for (int h = 0; h < 2; h++) {
+            char name[96];
+            snprintf(name, sizeof name, "%.*s.%s_exps.weight", (int)(nl - (sizeof tail - 1)), t->name,
+                     h ? "ffn_up" : "ffn_gate");
+            weights_entry st = src;
+            st.info.name = weights_strdup(name);
+            st.info.shape[1] = t->shape[1] / 2;
+            st.info.size = half * (size_t)ne;
+            st.parts = calloc((size_t)ne, sizeof *st.parts);
+            st.n_parts = ne;
+            for (int64_t k = 0; st.parts && k < ne; k++) {
+                char pn[128];
+                snprintf(pn, sizeof pn, "%.96s#%lld", name, (long long)k);
+                st.parts[k] = src;
+                st.parts[k].info.name = weights_strdup(pn);
+                st.parts[k].part_off = (size_t)(2 * k + h) * half;
+            }
+            halves[h] = st;
+        }
+        bool ok = halves[0].info.name && halves[1].info.name && halves[0].parts && halves[1].parts;
+        for (int h = 0; h < 2; h++)
+            for (int64_t k = 0; ok && k < ne; k++) ok = halves[h].parts[k].info.name;
+        weights_entry *grown = ok ? realloc(w->entries, (size_t)(w->n_entries + 1) * sizeof *grown) : NULL;
+        if (!grown) {
+            for (int h = 0; h < 2; h++) {
+                for (int64_t k = 0; halves[h].parts && k < ne; k++) free((char *)halves[h].parts[k].info.name);
+                free(halves[h].parts);
+                free((char *)halves[h].info.name);
+            }
+            return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
+        }
+        w->entries = grown;
+        free((char *)w->entries[i].info.name);
+        w->entries[i] = halves[0];
+        w->entries[w->n_entries++] = halves[1];
+    }
+    return weights_index(w);
+}
+
 /* Untied models must have their output projection: tying it silently would
  * run a different model. */
 static candle_status check_tied(candle_weights *w, const json_value *cfg) {
@@ -325,6 +383,7 @@ candle_status weights_open_hf(candle_weights *w, const candle_weights_params *p)
     if (!s) s = open_weights(w, p);
     if (!s) s = list_tensors(w);
     if (!s) s = stack_experts(w);
+    if (!s) s = split_gate_up(w);
     if (!s) s = check_tied(w, json_root(cfg));
     json_free(cfg);
     return s;

@@ -206,6 +206,8 @@ candle_status model_cfg_read_common(const candle_weights *g, const char *arch,
     candle_weights_get_bool(g, "candle.rope.interleaved", &interleaved);
     c->rope_mode = interleaved ? CANDLE_ROPE_INTERLEAVED : CANDLE_ROPE_HALF;
     c->embd_scale = 1.0;
+    c->residual_scale = 1.0;
+    c->logit_scale = 1.0;
     /* the bounds keep n_head * head_dim and the row sizes far from int64 overflow */
     if (c->n_head_kv <= 0 || c->n_head > 65536 || c->n_head % c->n_head_kv || c->head_dim <= 0 ||
         c->head_dim > 65536 || c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2)

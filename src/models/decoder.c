@@ -94,10 +94,14 @@ static void qkv(decoder_step *st, const layer_weights *w, candle_tensor *h, cand
         tk = candle_add(ctx, tk, w->bk);
         tv = candle_add(ctx, tv, w->bv);
     }
+    if (st->m->family->desc.qk_norm_full) { /* OLMoE: over all heads at once */
+        tq = norm(st, tq, w->q_norm);
+        tk = norm(st, tk, w->k_norm);
+    }
     *q = heads(st, tq, c->n_head);
     *k = heads(st, tk, c->n_head_kv);
     *v = heads(st, tv, c->n_head_kv);
-    if (w->q_norm) {
+    if (w->q_norm && !st->m->family->desc.qk_norm_full) {
         *q = norm(st, *q, w->q_norm);
         *k = norm(st, *k, w->k_norm);
     }
@@ -203,9 +207,13 @@ static candle_tensor *ffn(decoder_step *st, const layer_weights *w, candle_tenso
 
 candle_tensor *decoder_layers(decoder_step *st, candle_tensor *x) {
     const layer_weights *lw = st->m->layers;
+    double r = st->c->residual_scale;
+    bool scaled = r != 1.0 && r != 0.0; /* Granite */
     for (int64_t il = 0; il < st->c->n_layer && x; il++) {
-        x = candle_add(st->ctx, x, attention(st, &lw[il], x, il));
-        x = candle_add(st->ctx, x, ffn(st, &lw[il], x));
+        candle_tensor *a = attention(st, &lw[il], x, il);
+        x = candle_add(st->ctx, x, scaled ? candle_scale(st->ctx, a, r) : a);
+        candle_tensor *f = ffn(st, &lw[il], x);
+        x = candle_add(st->ctx, x, scaled ? candle_scale(st->ctx, f, r) : f);
     }
     return x;
 }
@@ -213,7 +221,8 @@ candle_tensor *decoder_layers(decoder_step *st, candle_tensor *x) {
 candle_tensor *decoder_head(decoder_step *st, candle_tensor *x) {
     candle_ctx *ctx = st->ctx;
     candle_tensor *logits = candle_matmul(ctx, norm(st, x, st->m->out_norm), st->m->output);
-    double cap = st->c->final_softcap;
+    double cap = st->c->final_softcap, ls = st->c->logit_scale;
+    if (ls != 1.0 && ls != 0.0) logits = candle_scale(ctx, logits, 1.0 / ls);
     if (cap > 0)
         logits = candle_scale(ctx, candle_tanh(ctx, candle_scale(ctx, logits, 1.0 / cap)), cap);
     return logits;

@@ -116,6 +116,10 @@ static bool load_attention(loader *L, layer_weights *w, int64_t il) {
         w->q_norm = vec(L, il, "attn_q_norm.weight", c->head_dim, true);
         w->k_norm = vec(L, il, "attn_k_norm.weight", c->head_dim, true);
     }
+    if (o->qk_norm_full) {
+        w->q_norm = vec(L, il, "attn_q_norm.weight", nq, true);
+        w->k_norm = vec(L, il, "attn_k_norm.weight", nkv, true);
+    }
     w->wo = lin(L, il, "attn_output.weight", c->n_embd, nq);
     if (o->post_norms) w->attn_post_norm = vec(L, il, "post_attention_norm.weight", c->n_embd, true);
     return candle_errcode(L->m->ctx) == CANDLE_OK;

@@ -34,6 +34,7 @@ typedef struct model_desc {
     model_attention attention;
     bool qkv_bias;      /* qwen2: biases on q, k, v */
     bool qk_norm;       /* qwen3, gemma3: RMSNorm of each q/k head */
+    bool qk_norm_full;  /* olmoe: RMSNorm of the whole q / k projection, before the heads split */
     bool fused_qkv;     /* phi3: one attn_qkv weight */
     bool fused_gate_up; /* phi3: ffn_up holds gate then up */
     bool post_norms;    /* gemma2/3: norms after attention and FFN */
@@ -56,8 +57,8 @@ typedef struct layer_weights {
     candle_tensor *wv;             /* [n_embd, n_head_kv*head_dim] */
     candle_tensor *wqkv;           /* [n_embd, (n_head+2*n_head_kv)*head_dim], phi3 */
     candle_tensor *bq, *bk, *bv;   /* [n_head*head_dim], [n_head_kv*head_dim] x2 */
-    candle_tensor *q_norm;         /* [head_dim] */
-    candle_tensor *k_norm;         /* [head_dim] */
+    candle_tensor *q_norm;         /* [head_dim]; qk_norm_full: [n_head*head_dim] */
+    candle_tensor *k_norm;         /* [head_dim]; qk_norm_full: [n_head_kv*head_dim] */
     candle_tensor *wo;             /* [n_head*head_dim, n_embd] */
     candle_tensor *attn_post_norm; /* [n_embd] */
     candle_tensor *ffn_norm;       /* [n_embd] */
@@ -92,6 +93,9 @@ extern const model_family family_qwen2;  /* qwen.c */
 extern const model_family family_qwen3;  /* qwen.c */
 extern const model_family family_qwen2moe; /* qwen.c */
 extern const model_family family_qwen3moe; /* qwen.c */
+extern const model_family family_olmoe;    /* olmoe.c */
+extern const model_family family_granitemoe; /* olmoe.c */
+extern const model_family family_granite;    /* olmoe.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write the seed corpus for fuzz_model: tiny random-weight models of every
-family Candle runs (llama, qwen2, qwen3, gemma2, gemma3, phi3), with the
+family Candle runs (llama, qwen2, qwen3, gemma2, gemma3, phi3, olmoe, granite,
+granitemoe), with the
 metadata and tensor shapes each loader checks, in f32, f16 and q8_0, plus a
 few that must be refused. An input is [u8 flags][GGUF] (flags bit 0 f16 KV
 cache, bit 1 two tokens, bit 2 no mmap).
@@ -37,7 +38,7 @@ def data(tid, xs):
     return out
 
 
-def model(arch, wt=T_F16, tied=False, drop=None, kv_extra=()):
+def model(arch, wt=T_F16, tied=False, drop=None, kv_extra=(), experts=0):
     nq, nkv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
     kv = [("general.architecture", STR, arch), (arch + ".block_count", U32, LAYERS),
           (arch + ".embedding_length", U32, EMBD), (arch + ".feed_forward_length", U32, FF),
@@ -46,6 +47,8 @@ def model(arch, wt=T_F16, tied=False, drop=None, kv_extra=()):
           (arch + ".attention.key_length", U32, HEAD_DIM),
           (arch + ".context_length", U32, 64),
           (arch + ".attention.layer_norm_rms_epsilon", F32, 1e-6)] + list(kv_extra)
+    if experts:
+        kv += [(arch + ".expert_count", U32, experts), (arch + ".expert_used_count", U32, 2)]
     tensors = []
 
     def add(name, shape, t=wt):  # shape outermost-first, as Candle reads it
@@ -77,6 +80,9 @@ def model(arch, wt=T_F16, tied=False, drop=None, kv_extra=()):
         if arch in ("qwen3", "gemma3"):
             add(p + "attn_q_norm.weight", [HEAD_DIM])
             add(p + "attn_k_norm.weight", [HEAD_DIM])
+        if arch == "olmoe":  # over the whole projections
+            add(p + "attn_q_norm.weight", [nq])
+            add(p + "attn_k_norm.weight", [nkv])
         add(p + "attn_output.weight", [EMBD, nq])
         if arch.startswith("gemma"):
             add(p + "post_attention_norm.weight", [EMBD])
@@ -84,6 +90,12 @@ def model(arch, wt=T_F16, tied=False, drop=None, kv_extra=()):
         add(p + "ffn_norm.weight", [EMBD])
         if arch == "phi3":
             add(p + "ffn_up.weight", [2 * FF, EMBD])
+        elif experts:  # stacked, as llama.cpp's converter writes them
+            add(p + "ffn_gate_inp.weight", [experts, EMBD])
+            add(p + "ffn_gate_exps.weight", [experts, FF, EMBD])
+            add(p + "ffn_up_exps.weight", [experts, FF, EMBD])
+            add(p + "ffn_down_exps.weight", [experts, EMBD, FF])
+            continue
         else:
             add(p + "ffn_gate.weight", [FF, EMBD])
             add(p + "ffn_up.weight", [FF, EMBD])
@@ -101,6 +113,12 @@ def seeds():
     yield "gemma3", 3, model("gemma3", tied=True,
                              kv_extra=[("gemma3.attention.sliding_window", U32, 4)])
     yield "phi3", 0, model("phi3")
+    yield "mistral_window", 1, model("llama", kv_extra=[("llama.attention.sliding_window", U32, 1)])
+    yield "olmoe", 2, model("olmoe", T_Q8_0, experts=4)
+    yield "granitemoe", 1, model("granitemoe", tied=True, experts=3, kv_extra=[
+        ("granitemoe.embedding_scale", F32, 12.0), ("granitemoe.residual_scale", F32, 0.22),
+        ("granitemoe.attention.scale", F32, 0.015625), ("granitemoe.logit_scale", F32, 6.0)])
+    yield "granite", 0, model("granite", kv_extra=[("granite.logit_scale", F32, 8.0)])
     yield "missing_tensor", 0, model("llama", drop="blk.1.ffn_down.weight")
     yield "unknown_arch", 0, model("mamba")
     yield "rope_scaled", 2, model("llama", kv_extra=[
