@@ -209,6 +209,46 @@ static const hf_name mpnet_layer[] = {
     {NULL, NULL, T_W},
 };
 
+/* ModernBERT as transformers' ModernBertModel names it ("model." of a task
+ * model dropped first), in llama.cpp's modern-bert names; the biases exist
+ * only when config.json's attention_bias / mlp_bias / norm_bias say so. */
+static const hf_name modernbert_global[] = {
+    {"embeddings.tok_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.norm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.norm.bias", "token_embd_norm.bias", T_VEC},
+    {"final_norm.weight", "output_norm.weight", T_VEC},
+    {"final_norm.bias", "output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name modernbert_layer[] = {
+    {"attn_norm.weight", "attn_norm.weight", T_VEC},
+    {"attn_norm.bias", "attn_norm.bias", T_VEC},
+    {"attn.Wqkv.weight", "attn_qkv.weight", T_W},
+    {"attn.Wqkv.bias", "attn_qkv.bias", T_VEC},
+    {"attn.Wo.weight", "attn_output.weight", T_W},
+    {"attn.Wo.bias", "attn_output.bias", T_VEC},
+    {"mlp_norm.weight", "ffn_norm.weight", T_VEC},
+    {"mlp_norm.bias", "ffn_norm.bias", T_VEC},
+    {"mlp.Wi.weight", "ffn_up.weight", T_W},
+    {"mlp.Wi.bias", "ffn_up.bias", T_VEC},
+    {"mlp.Wo.weight", "ffn_down.weight", T_W},
+    {"mlp.Wo.bias", "ffn_down.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+/* The Hub's ModernBERT configs (answerdotai/ModernBERT-base) hold these;
+ * transformers 5 saves layer_types and rope_parameters instead, which
+ * map_layer_types and map_rope read. */
+static const hf_key modernbert_keys[] = {
+    {"norm_eps", "attention.layer_norm_epsilon", 'f'},
+    {"local_attention", "attention.sliding_window", 'i'},
+    {"global_attn_every_n_layers", "attention.sliding_window_pattern", 'i'},
+    {"global_rope_theta", "rope.freq_base", 'f'},
+    {"local_rope_theta", "rope.freq_base_swa", 'f'},
+    {NULL, NULL, 0},
+};
+
 static const hf_key bert_keys[] = {
     {"layer_norm_eps", "attention.layer_norm_epsilon", 'f'},
     {NULL, NULL, 0},
@@ -284,6 +324,9 @@ static const hf_family families[] = {
      "roberta", true, NULL, NULL},
     /* positions from MPNetEmbeddings' fixed padding_idx 1 + 1 */
     {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL, true, NULL, NULL},
+    /* hidden_activation "gelu" is transformers' GELUActivation: erf */
+    {"modernbert", "modern-bert", modernbert_global, "layers.", modernbert_layer, modernbert_keys, false,
+     "hidden_activation", "gelu", "model", false, NULL, NULL},
 #undef DECODER
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -298,7 +341,7 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
+    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet, modernbert";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -530,6 +573,31 @@ static candle_status map_rope(candle_weights *w, const hf_family *f, const json_
     return s;
 }
 
+/* ModernBERT's layer_types: full attention in layers 0, N, 2N, ... (the
+ * first full layer after 0 gives N; one layer: N = 1). */
+static candle_status map_layer_types_from_first(candle_weights *w, const hf_family *f, const json_value *lt,
+                                                const char *file) {
+    int64_t period = 0;
+    for (size_t i = 1; i < lt->n && !period; i++)
+        if (json_str_eq(json_at(lt, i), "full_attention")) period = (int64_t)i;
+    if (!period) period = (int64_t)lt->n + 1;
+    for (size_t i = 0; i < lt->n; i++) {
+        bool full = json_str_eq(json_at(lt, i), "full_attention");
+        if (!full && !json_str_eq(json_at(lt, i), "sliding_attention"))
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "%s: layer_types[%zu] is not 'full_attention' or 'sliding_attention'",
+                                    file, i);
+        if (full != ((int64_t)i % period == 0))
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "%s: layer_types is not full attention every %lld layers from layer 0 "
+                                    "(layer %zu)", file, (long long)period, i);
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", f->arch);
+    if (weights_find_kv(w, key)) return CANDLE_OK;
+    return weights_add_i64(w, key, period);
+}
+
 /* layer_types (newer transformers) as the period of its full-attention
  * layers; a pattern that is not periodic cannot be described that way. */
 static candle_status map_layer_types(candle_weights *w, const hf_family *f, const json_value *cfg,
@@ -537,6 +605,7 @@ static candle_status map_layer_types(candle_weights *w, const hf_family *f, cons
     const json_value *lt = json_get(cfg, "layer_types");
     if (!lt || lt->type == JSON_NULL || !strcmp(f->arch, "gemma2")) return CANDLE_OK;
     if (lt->type != JSON_ARRAY) return bad_field(file, "layer_types", "an array", lt);
+    if (!strcmp(f->arch, "modern-bert")) return map_layer_types_from_first(w, f, lt, file);
     int64_t period = 0;
     for (size_t i = 0; i < lt->n; i++) {
         bool full = json_str_eq(json_at(lt, i), "full_attention");
