@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference data for the RoPE encoders of issue 19 item 1: ModernBERT (and NomicBERT).
+"""Reference data for the RoPE encoders of issue 19 item 1: ModernBERT and NomicBERT.
 
     /work/venv-mistral/bin/python scripts/gen_encoder_arch_goldens.py [--out DIR]
 
@@ -21,6 +21,19 @@ Hub's key layout (global_rope_theta, local_rope_theta, global_attn_every_n_layer
 as answerdotai/ModernBERT-base has it) and the golden is computed from the folder
 reloaded from disk, which proves transformers reads it as meant.
 The tokenizer is bert-tiny's WordPiece (pad 0, cls 2, sep 3 in config.json).
+
+nomic-bert-tiny/: a random NomicBertModel (transformers 5's own port of
+nomic-embed-text's remote code: post-norm LayerNorm blocks, RoPE base 1000 over
+the whole head, SwiGLU silu(gate) * up, no projection biases, token types, an
+embedding LayerNorm) with hidden 64, 4 heads, 2 layers, intermediate 96, saved in
+the layout nomic-ai/nomic-embed-text-v1.5 ships for its remote code
+(encoder.layers.N.attn.Wqkv fused q|k|v, attn.out_proj, mlp.fc11 = up,
+mlp.fc12 = gate, mlp.fc2, norm1, norm2, emb_ln; config.json with n_embd, n_head,
+n_layer, n_inner, n_positions, rotary_emb_base, rotary_emb_fraction,
+activation_function swiglu, prenorm false, ...). The golden comes from the
+transformers-layout save; the script checks that transformers, given the
+Hub-layout weights (its conversion mapping renames and splits Wqkv), computes
+the same hidden states, which checks the renaming.
 """
 import argparse
 import json
@@ -87,7 +100,7 @@ def tokenize(tok, text, cut):
     return ids
 
 
-def write_golden(d, name, model_cls, extra_cfg):
+def write_golden(d, name, model_cls, extra_cfg, out_dir=None, extra=None):
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(d)
     m = model_cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
@@ -156,7 +169,8 @@ def write_golden(d, name, model_cls, extra_cfg):
         "truncated": {"text": LONG_TEXT, "token_ids": long_ids,
                       "embedding": f32list(lh / np.linalg.norm(lh))},
     }
-    with open(os.path.join(d, "golden.json"), "w") as f:
+    g.update(extra or {})
+    with open(os.path.join(out_dir or d, "golden.json"), "w") as f:
         json.dump(g, f, indent=1, ensure_ascii=False)
         f.write("\n")
     print(name, "ablations", effects)
@@ -201,14 +215,107 @@ def build_modernbert(out):
                                       "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})
 
 
+def nomic_hub_state(sd):
+    """transformers' NomicBertModel state dict -> the remote code's names."""
+    out = {}
+    n_layer = 1 + max(int(k.split(".")[1]) for k in sd if k.startswith("layers."))
+    ren = {"self_attn.o_proj": "attn.out_proj", "post_attention_layernorm": "norm1",
+           "post_mlp_layernorm": "norm2", "mlp.up_proj": "mlp.fc11", "mlp.gate_proj": "mlp.fc12",
+           "mlp.down_proj": "mlp.fc2"}
+    for k, v in sd.items():
+        if k.startswith("embeddings.LayerNorm."):
+            out["emb_ln." + k.split(".")[-1]] = v
+        elif k.startswith("layers."):
+            il, rest = k.split(".", 2)[1:]
+            if rest.startswith("self_attn.") and rest[10] in "qkv" and rest[11:18] == "_proj.w":
+                continue
+            for a, b in ren.items():
+                if rest.startswith(a + "."):
+                    rest = b + rest[len(a):]
+            out["encoder.layers.%s.%s" % (il, rest)] = v
+        else:
+            out[k] = v
+    for il in range(n_layer):
+        p = "layers.%d.self_attn." % il
+        out["encoder.layers.%d.attn.Wqkv.weight" % il] = torch.cat(
+            [sd[p + "q_proj.weight"], sd[p + "k_proj.weight"], sd[p + "v_proj.weight"]], 0)
+    return {k: v.contiguous() for k, v in sorted(out.items())}
+
+
+def build_nomic(out):
+    import tempfile
+    from safetensors.torch import save_file
+    from transformers import NomicBertConfig, NomicBertModel
+    torch.manual_seed(SEED + 1)
+    d = os.path.join(out, "nomic-bert-tiny")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    copy_st_files(d, 64)
+    cfg = NomicBertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=96, hidden_act="silu", max_position_embeddings=MAX_SEQ,
+                          type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
+                          architectures=["NomicBertModel"])
+    m = NomicBertModel(cfg).eval()
+    randomise(m)
+    tmp = tempfile.mkdtemp(prefix="nomic-tiny-")
+    m.save_pretrained(tmp, safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(d, f), os.path.join(tmp, f))
+    sd = {k: v for k, v in m.state_dict().items()}
+    hub = nomic_hub_state(sd)
+    save_file(hub, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    os.chmod(os.path.join(d, "model.safetensors"), 0o644)
+    # transformers given the Hub-layout weights (its own config): the same model
+    chk = tempfile.mkdtemp(prefix="nomic-hub-")
+    shutil.copy(os.path.join(tmp, "config.json"), os.path.join(chk, "config.json"))
+    shutil.copy(os.path.join(d, "model.safetensors"), os.path.join(chk, "model.safetensors"))
+    m = NomicBertModel.from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager").eval()
+    m2 = NomicBertModel.from_pretrained(chk, dtype=torch.float32, attn_implementation="eager").eval()
+    t = torch.tensor([list(range(2, 40))])
+    with torch.no_grad():
+        a = m(input_ids=t).last_hidden_state
+        b = m2(input_ids=t).last_hidden_state
+    layout_diff = float((a - b).abs().max())
+    assert layout_diff == 0.0, layout_diff
+    hub_cfg = {
+        "activation_function": "swiglu", "architectures": ["NomicBertModel"],
+        "auto_map": {"AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig",
+                     "AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel"},
+        "bos_token_id": None, "causal": False, "dense_seq_output": True, "embd_pdrop": 0.0,
+        "eos_token_id": None, "fused_bias_fc": True, "fused_dropout_add_ln": True,
+        "initializer_range": 0.02, "layer_norm_epsilon": 1e-12, "max_trained_positions": MAX_SEQ,
+        "mlp_fc1_bias": False, "mlp_fc2_bias": False, "model_type": "nomic_bert",
+        "n_embd": 64, "n_head": 4, "n_inner": 96, "n_layer": 2, "n_positions": MAX_SEQ,
+        "pad_vocab_size_multiple": 1, "parallel_block": False, "parallel_block_tied_norm": False,
+        "prenorm": False, "qkv_proj_bias": False, "reorder_and_upcast_attn": False, "resid_pdrop": 0.0,
+        "rotary_emb_base": 1000, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
+        "rotary_emb_scale_base": None, "rotary_scaling_factor": None, "scale_attn_by_inverse_layer_idx": False,
+        "scale_attn_weights": True, "summary_activation": None, "summary_first_dropout": 0.0,
+        "summary_proj_to_labels": True, "summary_type": "cls_index", "summary_use_proj": True,
+        "torch_dtype": "float32", "type_vocab_size": 2, "use_cache": True, "use_flash_attn": True,
+        "use_rms_norm": False, "use_xentropy": True, "vocab_size": 500,
+    }
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(hub_cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    write_golden(tmp, "nomic-bert-tiny", NomicBertModel, {}, out_dir=d,
+                 extra={"layout_check_max_abs_diff": layout_diff})
+    shutil.rmtree(tmp)
+    shutil.rmtree(chk)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "tests/data/encoders"))
-    ap.add_argument("--only", choices=["modernbert"], default=None)
+    ap.add_argument("--only", choices=["modernbert", "nomic"], default=None)
     a = ap.parse_args()
     load_inputs()
     torch.set_num_threads(1)
-    build_modernbert(a.out)
+    if a.only in (None, "modernbert"):
+        build_modernbert(a.out)
+    if a.only in (None, "nomic"):
+        build_nomic(a.out)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ typedef enum candle_arch {
     CANDLE_ARCH_QWEN2MOE, /* Qwen1.5/2-MoE: routed experts and a gated shared expert */
     CANDLE_ARCH_QWEN3MOE, /* Qwen3-MoE */
     CANDLE_ARCH_MODERNBERT, /* ModernBERT encoders: RoPE, GeGLU, global/local attention */
+    CANDLE_ARCH_NOMICBERT, /* NomicBERT encoders (nomic-embed-text): RoPE, SwiGLU, post-norm */
     CANDLE_ARCH_COUNT
 } candle_arch;
 

@@ -3,7 +3,9 @@
  * post-norm LayerNorm blocks with biased projections, GELU (erf) FFN,
  * bidirectional attention. MPNet: the same blocks without token types, with
  * T5-style relative position buckets (one bias table shared by all layers)
- * added to the attention scores beside the absolute positions. */
+ * added to the attention scores beside the absolute positions. NomicBERT:
+ * BERT's post-norm blocks with RoPE instead of a position table, SwiGLU and
+ * no projection biases. ModernBERT: below. */
 #include "model-impl.h"
 
 static candle_status encoder_config(const char *arch, const candle_weights *w, candle_model_config *c) {
@@ -88,4 +90,23 @@ const model_family family_modernbert = {
              .fused_gate_up = true,
              .pre_norm = true},
     .config = modernbert_config,
+};
+
+/* NomicBERT (nomic-embed-text v1/v1.5): RoPE base 1000 unless given. */
+static candle_status nomicbert_config(const candle_weights *w, candle_model_config *c) {
+    if (!model_cfg_get_f64(w, "nomic-bert", "rope.freq_base", &c->rope_base)) c->rope_base = 1000.0;
+    c->rope_base_swa = c->rope_base;
+    return encoder_config("nomic-bert", w, c);
+}
+
+const model_family family_nomicbert = {
+    .arch = CANDLE_ARCH_NOMICBERT,
+    .name = "nomic-bert",
+    .desc = {.kind = CANDLE_MODEL_ENCODER,
+             .norm = NORM_LAYER,
+             .mlp = MLP_GATED,
+             .ffn_act = CANDLE_OP_SILU,
+             .positions = POS_ROPE,
+             .attention = ATTN_BIDIRECTIONAL},
+    .config = nomicbert_config,
 };

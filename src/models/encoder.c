@@ -64,11 +64,13 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
     return linear(ctx, o, w->wo, w->bo);
 }
 
-/* Plain: act(up x) ; fused gated (ModernBERT's Wi): act(first half) * second half. */
+/* Plain: act(up x); fused gated (ModernBERT's Wi): act(first half) * second half. */
 static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_layer *w, candle_tensor *x) {
     candle_op act = m->family->desc.ffn_act;
     candle_tensor *h = linear(ctx, x, w->w_up, w->b_up);
-    if (m->family->desc.mlp == MLP_GATED) {
+    if (w->w_gate) { /* SwiGLU (NomicBERT): act(gate x) * up x */
+        h = candle_mul(ctx, candle_unary(ctx, act, candle_matmul(ctx, x, w->w_gate)), h);
+    } else if (m->family->desc.mlp == MLP_GATED) {
         int64_t f = m->cfg.n_ff;
         h = candle_mul(ctx, candle_unary(ctx, act, candle_narrow(ctx, h, 1, 0, f)), candle_narrow(ctx, h, 1, f, f));
     } else {
@@ -181,7 +183,8 @@ candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int3
     }
     candle_tensor *x = embed(ctx, m, tokens, types, n);
     if (m->family->desc.pre_norm) return prenorm_layers(ctx, m, x, n);
-    attn_args a = {m->rel_bias ? position_bias(ctx, m, n) : NULL, 0};
+    attn_args a = {m->rel_bias ? position_bias(ctx, m, n) : NULL,
+                   m->family->desc.positions == POS_ROPE ? m->cfg.rope_base : 0};
     for (int64_t il = 0; il < m->cfg.n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];
         x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, &a, n)), w->attn_norm,

@@ -303,7 +303,6 @@ candle_status encoder_check_desc(const model_family *f) {
     const model_desc *d = &f->desc;
     const char *missing = d->kind != CANDLE_MODEL_ENCODER   ? "a model kind other than encoder"
                           : d->norm != NORM_LAYER           ? "RMSNorm"
-                          : d->mlp != MLP_PLAIN && !d->fused_gate_up ? "a gated MLP with separate gate weights"
                           : d->positions != POS_LEARNED && d->positions != POS_ROPE &&
                                     !(d->positions == POS_RELATIVE && d->pos_table)
                               ? "positions other than learned ones, RoPE (or relative buckets beside learned ones)"
@@ -330,7 +329,8 @@ static bool load_encoder_layer(loader *L, encoder_layer *w, int64_t il) {
     const model_desc *d = &L->m->family->desc;
     int64_t e = c->n_embd;
     bool b = d->qkv_bias;
-    if (d->fused_qkv) {
+    /* NomicBERT: fused in the Hub's layout (Wqkv) and llama.cpp's, apart in transformers' */
+    if (d->fused_qkv || has(L, il, "attn_qkv.weight")) {
         w->wqkv = lin(L, il, "attn_qkv.weight", 3 * e, e);
         w->bqkv = vec(L, il, "attn_qkv.bias", 3 * e, false);
     } else {
@@ -358,6 +358,7 @@ static bool load_encoder_layer(loader *L, encoder_layer *w, int64_t il) {
         w->w_up = lin(L, il, "ffn_up.weight", 2 * c->n_ff, e);
         w->b_up = vec(L, il, "ffn_up.bias", 2 * c->n_ff, false);
     } else {
+        if (d->mlp == MLP_GATED) w->w_gate = lin(L, il, "ffn_gate.weight", c->n_ff, e);
         w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, e);
         w->b_up = vec(L, il, "ffn_up.bias", c->n_ff, b);
     }

@@ -99,6 +99,7 @@ extern const model_family family_phi3;   /* phi3.c */
 extern const model_family family_bert;   /* bert.c */
 extern const model_family family_mpnet;  /* bert.c */
 extern const model_family family_modernbert; /* bert.c */
+extern const model_family family_nomicbert; /* bert.c */
 
 /* The family of general.architecture, or an unsupported error naming it. */
 candle_status model_family_find(const char *arch, size_t len, const model_family **out);

@@ -1,7 +1,7 @@
 /* Sentence embeddings against sentence-transformers (goldens made by
  * scripts/gen_encoder_goldens.py): tiny random BERT sentence-transformers
  * directories (tests/data/encoders: mean pooling + Normalize; CLS pooling +
- * Dense(tanh); RoBERTa, MPNet and ModernBERT, mean + Normalize) and, when fetched (scripts/fetch-minilm.sh), the real
+ * Dense(tanh); RoBERTa, MPNet, ModernBERT and NomicBERT, mean + Normalize) and, when fetched (scripts/fetch-minilm.sh), the real
  * all-MiniLM-L6-v2. Token ids must be identical and every embedding's cosine
  * similarity at least 0.9999; an input longer than max_seq_length is cut as
  * sentence-transformers cuts it. */
@@ -145,9 +145,10 @@ int main(void) {
     /* roberta-tiny: byte-level BPE, positions from pad_token_id + 1, one token type;
      * mpnet-tiny: relative position buckets beside them, no token types */
     /* modernbert-tiny: RoPE (two bases), GeGLU, pre-norm, local window of +-4 tokens in
-     * layers 1-2 (scripts/gen_encoder_arch_goldens.py) */
+     * layers 1-2; nomic-bert-tiny: the Hub's remote-code layout (fused Wqkv, fc11/fc12/fc2),
+     * RoPE, SwiGLU, post-norm (scripts/gen_encoder_arch_goldens.py) */
     static const char *const tiny[] = {"bert-tiny", "bert-tiny-cls-dense", "roberta-tiny", "mpnet-tiny",
-                                       "modernbert-tiny"};
+                                       "modernbert-tiny", "nomic-bert-tiny"};
     for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
         char rel[128];
         snprintf(rel, sizeof rel, "tests/data/encoders/%s", tiny[i]);
