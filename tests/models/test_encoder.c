@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "candle/candle.h"
 #include "core/json-impl.h"
@@ -140,6 +141,42 @@ static void check_refusals(void) {
     candle_encoder_free(e);
 }
 
+/* A folder of src's weights (symlinked) with src's config.json where `from`
+ * is replaced by `to`: the load must fail with `want` in the message. */
+static void check_config_refused(const char *src_rel, const char *from, const char *to, const char *want) {
+    char src[1024], tmpl[] = "/tmp/candle-encarch-XXXXXX", a[1200], b[1200];
+    test_path(src_rel, src, sizeof src);
+    snprintf(a, sizeof a, "%s/config.json", src);
+    size_t n;
+    char *cfg = test_read_file(a, &n);
+    char *hit = cfg ? strstr(cfg, from) : NULL;
+    char *dir = mkdtemp(tmpl);
+    CHECK_MSG(hit && dir, "%s: no '%s' in config.json", src_rel, from);
+    if (!hit || !dir) {
+        free(cfg);
+        return;
+    }
+    snprintf(a, sizeof a, "%s/model.safetensors", src);
+    snprintf(b, sizeof b, "%s/model.safetensors", dir);
+    CHECK(symlink(a, b) == 0);
+    snprintf(b, sizeof b, "%s/config.json", dir);
+    FILE *f = fopen(b, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "%.*s%s%s", (int)(hit - cfg), cfg, to, hit + strlen(from));
+        fclose(f);
+    }
+    candle_model *m = NULL;
+    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_ERR_UNSUPPORTED && !m);
+    CHECK_CONTAINS(candle_last_errmsg(), want);
+    candle_model_free(m);
+    unlink(b);
+    snprintf(b, sizeof b, "%s/model.safetensors", dir);
+    unlink(b);
+    rmdir(dir);
+    free(cfg);
+}
+
 int main(void) {
     char dir[1024], golden[1200];
     /* roberta-tiny: byte-level BPE, positions from pad_token_id + 1, one token type;
@@ -157,6 +194,19 @@ int main(void) {
         check_model(tiny[i], dir, golden);
     }
     check_refusals();
+    /* what the builders do not compute is refused, not approximated */
+    check_config_refused("tests/data/encoders/nomic-bert-tiny", "\"prenorm\": false", "\"prenorm\": true",
+                         "nomic_bert with prenorm true is not supported");
+    check_config_refused("tests/data/encoders/nomic-bert-tiny", "\"rotary_scaling_factor\": null",
+                         "\"rotary_scaling_factor\": 2.0", "rotary_scaling_factor is not supported");
+    check_config_refused("tests/data/encoders/nomic-bert-tiny", "\"activation_function\": \"swiglu\"",
+                         "\"activation_function\": \"gelu\"", "activation_function other than 'swiglu'");
+    check_config_refused("tests/data/encoders/modernbert-tiny", "\"hidden_activation\": \"gelu\"",
+                         "\"hidden_activation\": \"silu\"", "hidden_activation 'silu' is not supported");
+    check_config_refused("tests/data/encoders/modernbert-tiny", "\"global_attn_every_n_layers\": 3,",
+                         "\"global_attn_every_n_layers\": 3, \"layer_types\": [\"full_attention\", "
+                         "\"sliding_attention\", \"full_attention\", \"full_attention\"],",
+                         "layer_types is not full attention every 2 layers from layer 0 (layer 3)");
     /* the real model, when fetched */
     const char *cache = getenv("CANDLE_DATA_CACHE");
     snprintf(dir, sizeof dir, "%s/models/all-minilm-l6-v2", cache ? cache : "build-data");
