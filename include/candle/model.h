@@ -38,6 +38,8 @@ typedef enum candle_arch {
     CANDLE_ARCH_OLMOE, /* OLMoE: q/k RMSNorm over the whole projection, routed experts */
     CANDLE_ARCH_GRANITEMOE, /* GraniteMoE: llama with experts and Granite's four multipliers */
     CANDLE_ARCH_GRANITE, /* Granite 3.x dense: llama with the four multipliers */
+    CANDLE_ARCH_MODERNBERT, /* ModernBERT encoders: RoPE, GeGLU, global/local attention */
+    CANDLE_ARCH_NOMICBERT, /* NomicBERT encoders (nomic-embed-text): RoPE, SwiGLU, post-norm */
     CANDLE_ARCH_COUNT
 } candle_arch;
 

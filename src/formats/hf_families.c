@@ -42,6 +42,9 @@ struct hf_family {
      * which the model loader reads beside the stacked ffn_*_exps). */
     const char *expert_prefix;
     const hf_name *experts;
+    /* a second layout's layer prefix (NomicBERT's remote code:
+     * "encoder.layers." where transformers has "layers.") */
+    const char *alt_layer_prefix;
 };
 
 static const hf_name decoder_global[] = {
@@ -222,6 +225,98 @@ static const hf_name mpnet_layer[] = {
     {NULL, NULL, T_W},
 };
 
+/* ModernBERT as transformers' ModernBertModel names it ("model." of a task
+ * model dropped first), in llama.cpp's modern-bert names; the biases exist
+ * only when config.json's attention_bias / mlp_bias / norm_bias say so. */
+static const hf_name modernbert_global[] = {
+    {"embeddings.tok_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.norm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.norm.bias", "token_embd_norm.bias", T_VEC},
+    {"final_norm.weight", "output_norm.weight", T_VEC},
+    {"final_norm.bias", "output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+static const hf_name modernbert_layer[] = {
+    {"attn_norm.weight", "attn_norm.weight", T_VEC},
+    {"attn_norm.bias", "attn_norm.bias", T_VEC},
+    {"attn.Wqkv.weight", "attn_qkv.weight", T_W},
+    {"attn.Wqkv.bias", "attn_qkv.bias", T_VEC},
+    {"attn.Wo.weight", "attn_output.weight", T_W},
+    {"attn.Wo.bias", "attn_output.bias", T_VEC},
+    {"mlp_norm.weight", "ffn_norm.weight", T_VEC},
+    {"mlp_norm.bias", "ffn_norm.bias", T_VEC},
+    {"mlp.Wi.weight", "ffn_up.weight", T_W},
+    {"mlp.Wi.bias", "ffn_up.bias", T_VEC},
+    {"mlp.Wo.weight", "ffn_down.weight", T_W},
+    {"mlp.Wo.bias", "ffn_down.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+/* The Hub's ModernBERT configs (answerdotai/ModernBERT-base) hold these;
+ * transformers 5 saves layer_types and rope_parameters instead, which
+ * map_layer_types and map_rope read. */
+static const hf_key modernbert_keys[] = {
+    {"norm_eps", "attention.layer_norm_epsilon", 'f'},
+    {"local_attention", "attention.sliding_window", 'i'},
+    {"global_attn_every_n_layers", "attention.sliding_window_pattern", 'i'},
+    {"global_rope_theta", "rope.freq_base", 'f'},
+    {"local_rope_theta", "rope.freq_base_swa", 'f'},
+    {NULL, NULL, 0},
+};
+
+/* NomicBERT in both layouts: transformers' NomicBertModel (layers.N.self_attn.*,
+ * mlp.*_proj) and the Hub's remote code that nomic-embed-text ships
+ * (encoder.layers.N.attn.Wqkv, mlp.fc11 = up, fc12 = gate, fc2, norm1/norm2,
+ * emb_ln), in llama.cpp's nomic-bert names. */
+static const hf_name nomicbert_global[] = {
+    {"embeddings.word_embeddings.weight", "token_embd.weight", T_W},
+    {"embeddings.token_type_embeddings.weight", "token_types.weight", T_W},
+    {"embeddings.LayerNorm.weight", "token_embd_norm.weight", T_VEC},
+    {"embeddings.LayerNorm.bias", "token_embd_norm.bias", T_VEC},
+    {"emb_ln.weight", "token_embd_norm.weight", T_VEC},
+    {"emb_ln.bias", "token_embd_norm.bias", T_VEC},
+    ENCODER_HEAD_NAMES,
+    {NULL, NULL, T_W},
+};
+
+static const hf_name nomicbert_layer[] = {
+    {"self_attn.q_proj.weight", "attn_q.weight", T_W},
+    {"self_attn.k_proj.weight", "attn_k.weight", T_W},
+    {"self_attn.v_proj.weight", "attn_v.weight", T_W},
+    {"self_attn.o_proj.weight", "attn_output.weight", T_W},
+    {"post_attention_layernorm.weight", "attn_output_norm.weight", T_VEC},
+    {"post_attention_layernorm.bias", "attn_output_norm.bias", T_VEC},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", T_W},
+    {"mlp.up_proj.weight", "ffn_up.weight", T_W},
+    {"mlp.down_proj.weight", "ffn_down.weight", T_W},
+    {"post_mlp_layernorm.weight", "layer_output_norm.weight", T_VEC},
+    {"post_mlp_layernorm.bias", "layer_output_norm.bias", T_VEC},
+    {"attn.Wqkv.weight", "attn_qkv.weight", T_W},
+    {"attn.out_proj.weight", "attn_output.weight", T_W},
+    {"norm1.weight", "attn_output_norm.weight", T_VEC},
+    {"norm1.bias", "attn_output_norm.bias", T_VEC},
+    {"mlp.fc11.weight", "ffn_up.weight", T_W},
+    {"mlp.fc12.weight", "ffn_gate.weight", T_W},
+    {"mlp.fc2.weight", "ffn_down.weight", T_W},
+    {"norm2.weight", "layer_output_norm.weight", T_VEC},
+    {"norm2.bias", "layer_output_norm.bias", T_VEC},
+    {NULL, NULL, T_W},
+};
+
+/* The remote code's GPT-2-style names beside transformers' (common_keys). */
+static const hf_key nomicbert_keys[] = {
+    {"layer_norm_eps", "attention.layer_norm_epsilon", 'f'},
+    {"layer_norm_epsilon", "attention.layer_norm_epsilon", 'f'},
+    {"n_layer", "block_count", 'i'},
+    {"n_embd", "embedding_length", 'i'},
+    {"n_inner", "feed_forward_length", 'i'},
+    {"n_head", "attention.head_count", 'i'},
+    {"n_positions", "context_length", 'i'},
+    {"rotary_emb_base", "rope.freq_base", 'f'},
+    {NULL, NULL, 0},
+};
+
 static const hf_key bert_keys[] = {
     {"layer_norm_eps", "attention.layer_norm_epsilon", 'f'},
     {NULL, NULL, 0},
@@ -291,38 +386,43 @@ static const hf_key gemma3_keys[] = {
 
 static const hf_family families[] = {
 #define DECODER decoder_global, "model.layers."
-    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
-    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
-    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
-    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
+    {"llama", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL, NULL},
+    {"mistral", "llama", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL, NULL},
+    {"qwen2", "qwen2", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL, NULL},
+    {"qwen3", "qwen3", DECODER, llama_layer, no_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL, NULL},
     {"mixtral", "llama", DECODER, mixtral_layer, mixtral_keys, false, "hidden_act", "silu", NULL, false,
-     "block_sparse_moe.experts.", mixtral_experts},
+     "block_sparse_moe.experts.", mixtral_experts, NULL},
     {"qwen2_moe", "qwen2moe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL,
-     false, "mlp.experts.", qwen_moe_experts},
+     false, "mlp.experts.", qwen_moe_experts, NULL},
     {"qwen3_moe", "qwen3moe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL,
-     false, "mlp.experts.", qwen_moe_experts},
+     false, "mlp.experts.", qwen_moe_experts, NULL},
     /* OLMoE names its tensors as Qwen-MoE does; q_norm/k_norm span the whole projection */
     {"olmoe", "olmoe", DECODER, qwen_moe_layer, qwen_moe_keys, false, "hidden_act", "silu", NULL, false,
-     "mlp.experts.", qwen_moe_experts},
+     "mlp.experts.", qwen_moe_experts, NULL},
     {"granite", "granite", DECODER, llama_layer, granite_keys, false, "hidden_act", "silu", NULL, false,
-     NULL, NULL},
+     NULL, NULL, NULL},
     {"granitemoe", "granitemoe", DECODER, granitemoe_layer, granitemoe_keys, false, "hidden_act", "silu",
-     NULL, false, NULL, NULL},
-    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL},
+     NULL, false, NULL, NULL, NULL},
+    {"phi3", "phi3", DECODER, llama_layer, window_keys, false, "hidden_act", "silu", NULL, false, NULL, NULL, NULL},
     {"gemma2", "gemma2", DECODER, gemma_layer, gemma2_keys, true, "hidden_activation",
-     "gelu_pytorch_tanh", NULL, false, NULL, NULL},
+     "gelu_pytorch_tanh", NULL, false, NULL, NULL, NULL},
     {"gemma3_text", "gemma3", DECODER, gemma_layer, gemma3_keys, true, "hidden_activation",
-     "gelu_pytorch_tanh", NULL, false, NULL, NULL},
-    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu", NULL, false, NULL, NULL},
+     "gelu_pytorch_tanh", NULL, false, NULL, NULL, NULL},
+    {"bert", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu", NULL, false, NULL, NULL, NULL},
     /* llama.cpp converts both as bert, with the position rows before
      * pad_token_id + 1 dropped; here they stay and candle.position_offset
      * says where position 0 is */
     {"roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
-     "roberta", true, NULL, NULL},
+     "roberta", true, NULL, NULL, NULL},
     {"xlm-roberta", "bert", bert_global, "encoder.layer.", bert_layer, bert_keys, false, "hidden_act", "gelu",
-     "roberta", true, NULL, NULL},
+     "roberta", true, NULL, NULL, NULL},
     /* positions from MPNetEmbeddings' fixed padding_idx 1 + 1 */
-    {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL, true, NULL, NULL},
+    {"mpnet", "mpnet", mpnet_global, "encoder.layer.", mpnet_layer, bert_keys, false, "hidden_act", "gelu", NULL, true, NULL, NULL, NULL},
+    {"nomic_bert", "nomic-bert", nomicbert_global, "layers.", nomicbert_layer, nomicbert_keys, false,
+     "hidden_act", "silu", "nomic_bert", false, NULL, NULL, "encoder.layers."},
+    /* hidden_activation "gelu" is transformers' GELUActivation: erf */
+    {"modernbert", "modern-bert", modernbert_global, "layers.", modernbert_layer, modernbert_keys, false,
+     "hidden_activation", "gelu", "model", false, NULL, NULL, NULL},
 #undef DECODER
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -337,7 +437,8 @@ const hf_family *hf_family_find(const char *model_type, size_t len) {
 const char *hf_family_model_type(const hf_family *f) { return f->model_type; }
 
 const char *hf_family_list(void) {
-    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, olmoe, granite, granitemoe, phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet";
+    return "llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, olmoe, granite, granitemoe, "
+           "phi3, gemma2, gemma3_text, bert, roberta, xlm-roberta, mpnet, modernbert, nomic_bert";
 }
 
 static candle_status bad_field(const char *file, const char *field, const char *want,
@@ -569,6 +670,31 @@ static candle_status map_rope(candle_weights *w, const hf_family *f, const json_
     return s;
 }
 
+/* ModernBERT's layer_types: full attention in layers 0, N, 2N, ... (the
+ * first full layer after 0 gives N; one layer: N = 1). */
+static candle_status map_layer_types_from_first(candle_weights *w, const hf_family *f, const json_value *lt,
+                                                const char *file) {
+    int64_t period = 0;
+    for (size_t i = 1; i < lt->n && !period; i++)
+        if (json_str_eq(json_at(lt, i), "full_attention")) period = (int64_t)i;
+    if (!period) period = (int64_t)lt->n + 1;
+    for (size_t i = 0; i < lt->n; i++) {
+        bool full = json_str_eq(json_at(lt, i), "full_attention");
+        if (!full && !json_str_eq(json_at(lt, i), "sliding_attention"))
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "%s: layer_types[%zu] is not 'full_attention' or 'sliding_attention'",
+                                    file, i);
+        if (full != ((int64_t)i % period == 0))
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                    "%s: layer_types is not full attention every %lld layers from layer 0 "
+                                    "(layer %zu)", file, (long long)period, i);
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", f->arch);
+    if (weights_find_kv(w, key)) return CANDLE_OK;
+    return weights_add_i64(w, key, period);
+}
+
 /* layer_types (newer transformers) as the period of its full-attention
  * layers; a pattern that is not periodic cannot be described that way. */
 static candle_status map_layer_types(candle_weights *w, const hf_family *f, const json_value *cfg,
@@ -576,6 +702,7 @@ static candle_status map_layer_types(candle_weights *w, const hf_family *f, cons
     const json_value *lt = json_get(cfg, "layer_types");
     if (!lt || lt->type == JSON_NULL || !strcmp(f->arch, "gemma2")) return CANDLE_OK;
     if (lt->type != JSON_ARRAY) return bad_field(file, "layer_types", "an array", lt);
+    if (!strcmp(f->arch, "modern-bert")) return map_layer_types_from_first(w, f, lt, file);
     int64_t period = 0;
     for (size_t i = 0; i < lt->n; i++) {
         bool full = json_str_eq(json_at(lt, i), "full_attention");
@@ -608,9 +735,51 @@ static candle_status map_pos_offset(candle_weights *w, const hf_family *f, const
     return weights_add_i64(w, "candle.position_offset", pad + 1);
 }
 
+/* NomicBERT's remote-code config: what this builder computes (post-norm,
+ * SwiGLU, unbiased projections, RoPE pairs (i, i + d/2)), and the rotated
+ * fraction as rope.dimension_count. */
+static candle_status map_nomic_remote(candle_weights *w, const json_value *cfg, const char *file) {
+    static const struct { const char *field; bool want; } flags[] = {
+        {"prenorm", false}, {"rotary_emb_interleaved", false}, {"qkv_proj_bias", false},
+        {"mlp_fc1_bias", false}, {"mlp_fc2_bias", false}, {"causal", false}, {"use_rms_norm", false},
+        {"parallel_block", false},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const json_value *v = json_get(cfg, flags[i].field);
+        bool b;
+        if (!v || v->type == JSON_NULL) continue;
+        if (!json_as_bool(v, &b)) return bad_field(file, flags[i].field, "a boolean", v);
+        if (b != flags[i].want)
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: nomic_bert with %s %s is not supported",
+                                    file, flags[i].field, b ? "true" : "false");
+    }
+    const json_value *act = json_get(cfg, "activation_function");
+    if (act && act->type != JSON_NULL && !json_str_eq(act, "swiglu"))
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
+                                "%s: nomic_bert activation_function other than 'swiglu' is not supported", file);
+    /* xPos (scale_base) and dynamic NTK past max_trained_positions (rotary_scaling_factor) */
+    static const char *const rope_extras[] = {"rotary_emb_scale_base", "rotary_scaling_factor"};
+    for (size_t i = 0; i < 2; i++) {
+        const json_value *v = json_get(cfg, rope_extras[i]);
+        if (v && v->type != JSON_NULL)
+            return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: nomic_bert %s is not supported", file,
+                                    rope_extras[i]);
+    }
+    const json_value *fr = json_get(cfg, "rotary_emb_fraction");
+    double frac;
+    int64_t embd, heads;
+    if (!fr || fr->type == JSON_NULL) return CANDLE_OK;
+    if (!json_as_f64(fr, &frac) || !(frac > 0 && frac <= 1))
+        return bad_field(file, "rotary_emb_fraction", "a number in (0, 1]", fr);
+    if (!json_as_i64(json_get(cfg, "n_embd"), &embd) || !json_as_i64(json_get(cfg, "n_head"), &heads) || heads <= 0)
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: rotary_emb_fraction without n_embd and n_head", file);
+    return weights_add_i64(w, "nomic-bert.rope.dimension_count", (int64_t)((double)(embd / heads) * frac));
+}
+
 candle_status hf_family_config(const hf_family *f, candle_weights *w, const json_value *cfg,
                                const char *file) {
     candle_status s = weights_add_str(w, "general.architecture", f->arch, strlen(f->arch));
+    if (!s && !strcmp(f->arch, "nomic-bert")) s = map_nomic_remote(w, cfg, file);
     for (const hf_key *k = common_keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
     for (const hf_key *k = f->keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
     if (!s) s = map_rope(w, f, cfg, file);
@@ -699,7 +868,8 @@ static bool family_tensor(const hf_family *f, const char *src, char *buf, size_t
     const char *pre = f->task_prefix ? f->task_prefix : f->model_type;
     size_t na = strlen(pre);
     if (!strncmp(src, pre, na) && src[na] == '.') src += na + 1;
-    if (split_layer(src, f->layer_prefix, &il, &rest)) {
+    if (split_layer(src, f->layer_prefix, &il, &rest) ||
+        (f->alt_layer_prefix && split_layer(src, f->alt_layer_prefix, &il, &rest))) {
         long ie;
         const char *er;
         if (f->expert_prefix && split_layer(rest, f->expert_prefix, &ie, &er)) {

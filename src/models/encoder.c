@@ -1,13 +1,15 @@
-/* The encoder block builder (BERT, MPNet): one sequence's graph, embeddings
- * to the last hidden states. Every token attends to every token of its sequence;
+/* The encoder block builder (BERT, MPNet, ModernBERT): one sequence's graph,
+ * embeddings to the last hidden states. Every token attends to every token of its sequence;
  * sequences are evaluated one by one, so no padding is ever computed. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "model-impl.h"
 
+/* b NULL: an unbiased projection (ModernBERT) */
 static candle_tensor *linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w, candle_tensor *b) {
-    return candle_add(ctx, candle_matmul(ctx, x, w), b);
+    candle_tensor *y = candle_matmul(ctx, x, w);
+    return b ? candle_add(ctx, y, b) : y;
 }
 
 static candle_tensor *layer_norm(const candle_model *m, candle_ctx *ctx, candle_tensor *x,
@@ -15,27 +17,65 @@ static candle_tensor *layer_norm(const candle_model *m, candle_ctx *ctx, candle_
     return candle_layer_norm(ctx, x, w, b, m->cfg.norm_eps);
 }
 
-/* [n, H*D] -> [1, H, n, D] */
-static candle_tensor *to_heads(candle_ctx *ctx, const candle_model_config *c, candle_tensor *x, int64_t n) {
+/* [n, H*D] -> [n, H, D] */
+static candle_tensor *split_heads(candle_ctx *ctx, const candle_model_config *c, candle_tensor *x, int64_t n) {
     int64_t shape[3] = {n, c->n_head, c->head_dim};
-    candle_tensor *h = candle_reshape_copy(ctx, x, 3, shape);
+    return candle_reshape_copy(ctx, x, 3, shape);
+}
+
+/* [n, H, D] -> [1, H, n, D] */
+static candle_tensor *heads_first(candle_ctx *ctx, candle_tensor *h) {
     return candle_unsqueeze(ctx, candle_transpose(ctx, h, 0, 1), 0);
 }
 
+/* One layer's attention context: its additive mask (relative-position bias
+ * or the local window), and for RoPE models the base of its rotation. */
+typedef struct attn_args {
+    candle_tensor *bias; /* broadcasts to [1, H, n, n], or NULL */
+    double rope_base;    /* 0: no RoPE */
+} attn_args;
+
 static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, const encoder_layer *w,
-                                     candle_tensor *x, candle_tensor *bias, int64_t n) {
+                                     candle_tensor *x, const attn_args *a, int64_t n) {
     const candle_model_config *c = &m->cfg;
-    candle_tensor *q = to_heads(ctx, c, linear(ctx, x, w->wq, w->bq), n);
-    candle_tensor *k = to_heads(ctx, c, linear(ctx, x, w->wk, w->bk), n);
-    candle_tensor *v = to_heads(ctx, c, linear(ctx, x, w->wv, w->bv), n);
-    candle_tensor *o = candle_attention(ctx, q, k, v, bias, 0, false); /* [1, H, n, D] */
+    candle_tensor *tq, *tk, *tv;
+    if (w->wqkv) {
+        candle_tensor *y = linear(ctx, x, w->wqkv, w->bqkv); /* [n, 3*n_embd]: q, k, v */
+        tq = candle_narrow(ctx, y, 1, 0, c->n_embd);
+        tk = candle_narrow(ctx, y, 1, c->n_embd, c->n_embd);
+        tv = candle_narrow(ctx, y, 1, 2 * c->n_embd, c->n_embd);
+    } else {
+        tq = linear(ctx, x, w->wq, w->bq);
+        tk = linear(ctx, x, w->wk, w->bk);
+        tv = linear(ctx, x, w->wv, w->bv);
+    }
+    candle_tensor *q = split_heads(ctx, c, tq, n), *k = split_heads(ctx, c, tk, n);
+    if (a->rope_base > 0) {
+        candle_rope_params p = {.mode = (candle_rope_mode)c->rope_mode, .n_dims = (int)c->n_rot,
+                                .freq_base = a->rope_base, .freq_scale = 1.0};
+        q = candle_rope(ctx, q, NULL, &p);
+        k = candle_rope(ctx, k, NULL, &p);
+    }
+    candle_tensor *o = candle_attention(ctx, heads_first(ctx, q), heads_first(ctx, k),
+                                        heads_first(ctx, split_heads(ctx, c, tv, n)), a->bias, 0,
+                                        false); /* [1, H, n, D] */
     int64_t flat[2] = {n, c->n_embd};
     o = candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
     return linear(ctx, o, w->wo, w->bo);
 }
 
+/* Plain: act(up x); fused gated (ModernBERT's Wi): act(first half) * second half. */
 static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_layer *w, candle_tensor *x) {
-    candle_tensor *h = candle_unary(ctx, m->family->desc.ffn_act, linear(ctx, x, w->w_up, w->b_up));
+    candle_op act = m->family->desc.ffn_act;
+    candle_tensor *h = linear(ctx, x, w->w_up, w->b_up);
+    if (w->w_gate) { /* SwiGLU (NomicBERT): act(gate x) * up x */
+        h = candle_mul(ctx, candle_unary(ctx, act, candle_matmul(ctx, x, w->w_gate)), h);
+    } else if (m->family->desc.mlp == MLP_GATED) {
+        int64_t f = m->cfg.n_ff;
+        h = candle_mul(ctx, candle_unary(ctx, act, candle_narrow(ctx, h, 1, 0, f)), candle_narrow(ctx, h, 1, f, f));
+    } else {
+        h = candle_unary(ctx, act, h);
+    }
     return linear(ctx, h, w->w_down, w->b_down);
 }
 
@@ -56,7 +96,8 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
     candle_tensor *p = candle_tensor_from_i32(ctx, 1, &n, pos);
     candle_tensor *ty = candle_tensor_from_i32(ctx, 1, &n, types);
     free(pos);
-    candle_tensor *x = candle_add(ctx, candle_embedding(ctx, m->tok_embd, t), candle_embedding(ctx, m->pos_embd, p));
+    candle_tensor *x = candle_embedding(ctx, m->tok_embd, t);
+    if (m->pos_embd) x = candle_add(ctx, x, candle_embedding(ctx, m->pos_embd, p));
     if (m->type_embd) x = candle_add(ctx, x, candle_embedding(ctx, m->type_embd, ty));
     return layer_norm(m, ctx, x, m->embd_norm, m->embd_norm_b);
 }
@@ -96,6 +137,42 @@ static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int6
     return candle_reshape_copy(ctx, b, 4, out);
 }
 
+/* ModernBERT's local attention: key j is seen from query i when
+ * |i - j| <= window / 2 ([1, 1, n, n], 0 or -inf); NULL when every key of
+ * an n-token sequence is in reach. */
+static candle_tensor *local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
+    int64_t half = window / 2;
+    if (n <= half + 1) return NULL;
+    float *v = malloc((size_t)(n * n) * sizeof *v);
+    if (!v) {
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: local attention mask");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) v[i * n + j] = (j - i > half || i - j > half) ? -INFINITY : 0.0f;
+    int64_t shape[4] = {1, 1, n, n};
+    candle_tensor *t = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 4, shape, v);
+    free(v);
+    return t;
+}
+
+/* Pre-norm blocks (ModernBERT): x + attn(LN(x)), x + ffn(LN(x)), a final
+ * LayerNorm; layer il attends globally when il % swa_pattern == 0. */
+static candle_tensor *prenorm_layers(candle_ctx *ctx, const candle_model *m, candle_tensor *x, int64_t n) {
+    const candle_model_config *c = &m->cfg;
+    candle_tensor *local = c->n_swa > 0 ? local_mask(ctx, c->n_swa, n) : NULL;
+    if (candle_errcode(ctx)) return NULL;
+    for (int64_t il = 0; il < c->n_layer && x; il++) {
+        const encoder_layer *w = &m->enc[il];
+        bool global = c->n_swa <= 0 || il % c->swa_pattern == 0;
+        attn_args a = {global ? NULL : local, global ? c->rope_base : c->rope_base_swa};
+        candle_tensor *h = w->attn_norm ? layer_norm(m, ctx, x, w->attn_norm, w->attn_norm_b) : x;
+        x = candle_add(ctx, x, self_attention(ctx, m, w, h, &a, n));
+        x = candle_add(ctx, x, ffn(ctx, m, w, layer_norm(m, ctx, x, w->out_norm, w->out_norm_b)));
+    }
+    return x ? layer_norm(m, ctx, x, m->out_norm, m->out_norm_b) : NULL;
+}
+
 candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
                               const int32_t *types, int64_t n) {
     if (n > m->cfg.n_ctx_train) {
@@ -105,10 +182,12 @@ candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int3
         return NULL;
     }
     candle_tensor *x = embed(ctx, m, tokens, types, n);
-    candle_tensor *bias = m->rel_bias ? position_bias(ctx, m, n) : NULL;
+    if (m->family->desc.pre_norm) return prenorm_layers(ctx, m, x, n);
+    attn_args a = {m->rel_bias ? position_bias(ctx, m, n) : NULL,
+                   m->family->desc.positions == POS_ROPE ? m->cfg.rope_base : 0};
     for (int64_t il = 0; il < m->cfg.n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];
-        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, bias, n)), w->attn_norm,
+        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, &a, n)), w->attn_norm,
                        w->attn_norm_b);
         x = layer_norm(m, ctx, candle_add(ctx, x, ffn(ctx, m, w, x)), w->out_norm, w->out_norm_b);
     }

@@ -307,9 +307,9 @@ candle_status encoder_check_desc(const model_family *f) {
     const model_desc *d = &f->desc;
     const char *missing = d->kind != CANDLE_MODEL_ENCODER   ? "a model kind other than encoder"
                           : d->norm != NORM_LAYER           ? "RMSNorm"
-                          : d->mlp != MLP_PLAIN             ? "a gated MLP"
-                          : d->positions != POS_LEARNED && !(d->positions == POS_RELATIVE && d->pos_table)
-                              ? "positions other than learned ones (or relative buckets beside them)"
+                          : d->positions != POS_LEARNED && d->positions != POS_ROPE &&
+                                    !(d->positions == POS_RELATIVE && d->pos_table)
+                              ? "positions other than learned ones, RoPE (or relative buckets beside learned ones)"
                           : d->attention != ATTN_BIDIRECTIONAL ? "causal attention"
                                                             : NULL;
     if (!missing) return CANDLE_OK;
@@ -326,25 +326,48 @@ static candle_tensor *table(loader *L, const char *what, int64_t *rows) {
     return *rows > 0 && shape_is(L, t, *rows, L->m->cfg.n_embd) && weight_dtype_ok(L, t) ? t : NULL;
 }
 
+/* BERT's projections and norms all have biases; ModernBERT's have none
+ * unless its config asks (attention_bias, mlp_bias, norm_bias): optional. */
 static bool load_encoder_layer(loader *L, encoder_layer *w, int64_t il) {
     const candle_model_config *c = &L->m->cfg;
+    const model_desc *d = &L->m->family->desc;
     int64_t e = c->n_embd;
-    w->wq = lin(L, il, "attn_q.weight", e, e);
-    w->bq = vec(L, il, "attn_q.bias", e, true);
-    w->wk = lin(L, il, "attn_k.weight", e, e);
-    w->bk = vec(L, il, "attn_k.bias", e, true);
-    w->wv = lin(L, il, "attn_v.weight", e, e);
-    w->bv = vec(L, il, "attn_v.bias", e, true);
+    bool b = d->qkv_bias;
+    /* NomicBERT: fused in the Hub's layout (Wqkv) and llama.cpp's, apart in transformers' */
+    if (d->fused_qkv || has(L, il, "attn_qkv.weight")) {
+        w->wqkv = lin(L, il, "attn_qkv.weight", 3 * e, e);
+        w->bqkv = vec(L, il, "attn_qkv.bias", 3 * e, false);
+    } else {
+        w->wq = lin(L, il, "attn_q.weight", e, e);
+        w->bq = vec(L, il, "attn_q.bias", e, b);
+        w->wk = lin(L, il, "attn_k.weight", e, e);
+        w->bk = vec(L, il, "attn_k.bias", e, b);
+        w->wv = lin(L, il, "attn_v.weight", e, e);
+        w->bv = vec(L, il, "attn_v.bias", e, b);
+    }
     w->wo = lin(L, il, "attn_output.weight", e, e);
-    w->bo = vec(L, il, "attn_output.bias", e, true);
-    w->attn_norm = vec(L, il, "attn_output_norm.weight", e, true);
-    w->attn_norm_b = vec(L, il, "attn_output_norm.bias", e, true);
-    w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, e);
-    w->b_up = vec(L, il, "ffn_up.bias", c->n_ff, true);
+    w->bo = vec(L, il, "attn_output.bias", e, b);
+    if (d->pre_norm) { /* ModernBERT: layer 0's attention sees the normalised embeddings as they are */
+        w->attn_norm = vec(L, il, "attn_norm.weight", e, il > 0);
+        w->attn_norm_b = vec(L, il, "attn_norm.bias", e, false);
+        w->out_norm = vec(L, il, "ffn_norm.weight", e, true);
+        w->out_norm_b = vec(L, il, "ffn_norm.bias", e, false);
+    } else {
+        w->attn_norm = vec(L, il, "attn_output_norm.weight", e, true);
+        w->attn_norm_b = vec(L, il, "attn_output_norm.bias", e, true);
+        w->out_norm = vec(L, il, "layer_output_norm.weight", e, true);
+        w->out_norm_b = vec(L, il, "layer_output_norm.bias", e, true);
+    }
+    if (d->mlp == MLP_GATED && d->fused_gate_up) {
+        w->w_up = lin(L, il, "ffn_up.weight", 2 * c->n_ff, e);
+        w->b_up = vec(L, il, "ffn_up.bias", 2 * c->n_ff, false);
+    } else {
+        if (d->mlp == MLP_GATED) w->w_gate = lin(L, il, "ffn_gate.weight", c->n_ff, e);
+        w->w_up = lin(L, il, "ffn_up.weight", c->n_ff, e);
+        w->b_up = vec(L, il, "ffn_up.bias", c->n_ff, b);
+    }
     w->w_down = lin(L, il, "ffn_down.weight", e, c->n_ff);
-    w->b_down = vec(L, il, "ffn_down.bias", e, true);
-    w->out_norm = vec(L, il, "layer_output_norm.weight", e, true);
-    w->out_norm_b = vec(L, il, "layer_output_norm.bias", e, true);
+    w->b_down = vec(L, il, "ffn_down.bias", e, b);
     return candle_errcode(L->m->ctx) == CANDLE_OK;
 }
 
@@ -366,10 +389,22 @@ candle_status encoder_load_weights(candle_model *m) {
     candle_model_config *c = &m->cfg;
     int64_t n_pos, n_types;
     const model_desc *d = &m->family->desc;
+    bool rope = d->positions == POS_ROPE;
     if (!(m->tok_embd = table(&L, "token_embd.weight", &c->n_vocab)) ||
-        !(m->pos_embd = table(&L, "position_embd.weight", &n_pos)) ||
+        (!rope && !(m->pos_embd = table(&L, "position_embd.weight", &n_pos))) ||
         (!d->no_token_types && !(m->type_embd = table(&L, "token_types.weight", &n_types))))
         return candle_errcode(m->ctx);
+    if (rope) { /* no position table: the context is context_length */
+        m->embd_norm = vec(&L, -1, "token_embd_norm.weight", c->n_embd, true);
+        m->embd_norm_b = vec(&L, -1, "token_embd_norm.bias", c->n_embd, false);
+        if (d->pre_norm) {
+            m->out_norm = vec(&L, -1, "output_norm.weight", c->n_embd, true);
+            m->out_norm_b = vec(&L, -1, "output_norm.bias", c->n_embd, false);
+        }
+        for (int64_t il = 0; il < c->n_layer && !candle_errcode(m->ctx); il++)
+            if (!load_encoder_layer(&L, &m->enc[il], il)) break;
+        return candle_errcode(m->ctx);
+    }
     if (d->positions == POS_RELATIVE && !load_rel_bias(&L)) return candle_errcode(m->ctx);
     if (candle_weights_get_i64(m->weights, "candle.position_offset", &m->pos_offset) &&
         (m->pos_offset < 0 || m->pos_offset >= n_pos))

@@ -41,6 +41,7 @@ typedef struct model_desc {
     bool pos_table;     /* POS_RELATIVE with learned absolute embeddings as well (MPNet) */
     bool no_token_types; /* encoders without a token-type table (MPNet) */
     bool moe_dense_layers; /* MoE models may have dense layers (Qwen-MoE's mlp_only_layers) */
+    bool pre_norm;      /* encoders: LayerNorm before attention and FFN, a final norm (ModernBERT) */
 } model_desc;
 
 /* What every decoder LM family shares; the table entries add the rest. */
@@ -101,20 +102,26 @@ extern const model_family family_gemma3; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
 extern const model_family family_bert;   /* bert.c */
 extern const model_family family_mpnet;  /* bert.c */
+extern const model_family family_modernbert; /* bert.c */
+extern const model_family family_nomicbert; /* bert.c */
 
 /* The family of general.architecture, or an unsupported error naming it. */
 candle_status model_family_find(const char *arch, size_t len, const model_family **out);
 
-/* One encoder block (BERT): post-norm attention and a plain GELU FFN, every
- * projection biased. Linear weights transposed as the decoder's. */
+/* One encoder block. BERT: post-norm attention and a plain GELU FFN, every
+ * projection biased. ModernBERT (pre_norm): the norms come before attention
+ * and FFN (layer 0 has no attention norm), fused QKV, a gated FFN, no biases
+ * (NULL). Linear weights transposed as the decoder's. */
 typedef struct encoder_layer {
     candle_tensor *wq, *wk, *wv;         /* [n_embd, n_embd] */
-    candle_tensor *bq, *bk, *bv;         /* [n_embd] */
+    candle_tensor *wqkv;                 /* [n_embd, 3*n_embd]: fused_qkv */
+    candle_tensor *bq, *bk, *bv, *bqkv;  /* [n_embd] x3, [3*n_embd], or NULL */
     candle_tensor *wo, *bo;              /* [n_embd, n_embd], [n_embd] */
-    candle_tensor *attn_norm, *attn_norm_b; /* [n_embd]: LayerNorm after attention */
-    candle_tensor *w_up, *b_up;          /* [n_embd, n_ff], [n_ff] */
+    candle_tensor *attn_norm, *attn_norm_b; /* [n_embd]: LayerNorm after (pre_norm: before) attention */
+    candle_tensor *w_gate;               /* [n_embd, n_ff]: a gated FFN with separate weights */
+    candle_tensor *w_up, *b_up;          /* [n_embd, n_ff] ([n_embd, 2*n_ff] fused_gate_up), [n_ff] */
     candle_tensor *w_down, *b_down;      /* [n_ff, n_embd], [n_embd] */
-    candle_tensor *out_norm, *out_norm_b; /* [n_embd]: LayerNorm after the FFN */
+    candle_tensor *out_norm, *out_norm_b; /* [n_embd]: LayerNorm after (pre_norm: before) the FFN */
 } encoder_layer;
 
 struct candle_model {
@@ -132,6 +139,7 @@ struct candle_model {
     candle_tensor *type_embd; /* [n_types, n_embd], token types (NULL: none) */
     candle_tensor *rel_bias;  /* [n_buckets, n_head]: relative-position bias shared by all layers */
     candle_tensor *embd_norm, *embd_norm_b; /* [n_embd]: LayerNorm of the embeddings */
+    candle_tensor *out_norm_b; /* [n_embd]: bias of the final LayerNorm (pre_norm encoders), or NULL */
     /* RoPE frequency divisors, f32 [n_rot / 2]: Llama 3.1's one set, or
      * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
     candle_tensor *rope_freqs, *rope_short, *rope_long;
