@@ -34,6 +34,7 @@ typedef struct stream_state {
 } stream_state;
 
 static int endpoint_of(const char *url) {
+    if (strstr(url, "/audio/")) return SRV_EP_AUDIO;
     if (strstr(url, "chat/completions")) return SRV_EP_CHAT;
     if (strstr(url, "completions")) return SRV_EP_COMPLETIONS;
     if (strstr(url, "embeddings")) return SRV_EP_EMBEDDINGS;
@@ -199,9 +200,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                               "missing or invalid API key (Authorization: Bearer KEY)",
                               "invalid_api_key");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > c->cfg.max_body) {
+        if (cl && strtoull(cl, NULL, 10) > srv_body_limit(c, url)) {
             char msg[128];
-            snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
+            snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
             return send_error(c, conn, cs, url, 413, msg, "body_too_large");
         }
         return MHD_YES;
@@ -209,7 +210,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cs->too_large || cs->len + n > c->cfg.max_body) {
+        if (cs->too_large || cs->len + n > srv_body_limit(c, url)) {
             cs->too_large = true; /* chunked bodies: drain, then answer 413 */
             return MHD_YES;
         }
@@ -227,7 +228,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (cs->too_large) {
         char msg[128];
-        snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
+        snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
         return send_error(c, conn, cs, url, 413, msg, "body_too_large");
     }
     if (!strcmp(url, "/metrics")) {
@@ -239,10 +240,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
      * meant for stalled uploads; the generation itself is bounded. */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)3600);
     srv_reply rp;
-    srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
+    if (srv_audio_routes(c, url))
+        srv_audio_handle(c, method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
+                         cs->body, cs->len, client_fd(conn), &rp);
+    else
+        srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
     if (rp.stream) return send_stream(c, conn, cs, url, &rp);
     cs->tokens = rp.tokens;
-    return send_text(c, conn, cs, url, rp.status, rp.body, "application/json");
+    return send_text(c, conn, cs, url, rp.status, rp.body,
+                     rp.content_type && rp.body ? rp.content_type : "application/json");
 }
 
 /* One line per request, as llama-server's log has: method, path, status,

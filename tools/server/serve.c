@@ -24,6 +24,8 @@ static const char usage[] =
     "  --queue N            requests that may wait for a slot; 429 beyond (default 64)\n"
     "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
     "  --max-body BYTES     largest request body (default 1M)\n"
+    "  --max-audio-bytes N  largest audio file of /v1/audio/* on a Whisper model (default 25M,\n"
+    "                       as OpenAI's; 413 above, from Content-Length before the upload)\n"
     "  --prefill-chunk N    prompt tokens a sequence evaluates per step (default 64)\n"
     "  -b N, --batch-size N token rows of one step (default and limit 256): every running\n"
     "                       request's token goes in, prompt chunks fill up the rest\n"
@@ -40,7 +42,7 @@ typedef struct serve_args {
     int port, parallel, queue, prefill_chunk, batch_size, n_threads;
     bool quiet; /* no access log */
     double itl_stretch;
-    int64_t n_ctx, kv_mem, max_body;
+    int64_t n_ctx, kv_mem, max_body, max_audio;
     candle_dtype kv_type; /* -ctk / -ctv */
 } serve_args;
 
@@ -69,7 +71,7 @@ static bool parse_stretch(const char *s, double *out) {
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
                       .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.5,
-                      .n_ctx = 2048, .max_body = 1 << 20,
+                      .n_ctx = 2048, .max_body = 1 << 20, .max_audio = 25 << 20,
                       .api_key = getenv("CANDLE_API_KEY")};
     const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
@@ -108,6 +110,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = num && n >= 8 && (a->n_ctx = n, true);
         else if (!strcmp(o, "--kv-mem")) ok = num && (a->kv_mem = n, true);
         else if (!strcmp(o, "--max-body")) ok = num && n >= 64 && (a->max_body = n, true);
+        else if (!strcmp(o, "--max-audio-bytes")) ok = num && n >= 1 && n <= (1ll << 32) && (a->max_audio = n, true);
         else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k")) ctk = v;
         else if (!strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) ctv = v;
         else {
@@ -149,7 +152,24 @@ static bool st_folder(const char *path) {
     return !access(p, R_OK);
 }
 
+/* A CTranslate2 Whisper directory (model.bin): served as speech,
+ * /v1/audio/transcriptions and translations (transcribe.c), each request
+ * in its own thread, --parallel of them at once and --queue waiting. */
+static bool whisper_dir(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.bin", path);
+    return !access(p, R_OK);
+}
+
 static int load(srv_ctx *c, const serve_args *a, const char *path) {
+    if (whisper_dir(path)) {
+        if (candle_whisper_load(&c->whisper, path, NULL) ||
+            srv_audio_init(c, a->parallel, a->queue, a->n_threads)) {
+            fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
+            return 1;
+        }
+        return 0;
+    }
     candle_model_params mp = {.n_threads = a->n_threads};
     if (candle_model_load(&c->model, path, &mp)) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
@@ -206,11 +226,27 @@ int cmd_serve(int argc, char **argv) {
     srv_metrics_init(&c->metrics);
     const char *base = strrchr(path, '/');
     c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key, .quiet = a.quiet,
-                          .max_body = (size_t)a.max_body,
+                          .max_body = (size_t)a.max_body, .max_audio_bytes = (size_t)a.max_audio,
                           .model_name = a.alias ? a.alias : base ? base + 1 : path};
     struct MHD_Daemon *d = NULL;
     r = load(c, &a, path);
-    if (!r && c->enc) {
+    if (!r && c->whisper) {
+        if (!(d = srv_http_start(c))) {
+            r = 1;
+        } else {
+            const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+            fprintf(stderr, "candle serve: %s (whisper, %d transcriptions at once) on http://%s:%u%s\n",
+                    c->cfg.model_name, a.parallel, a.host, di ? di->port : (unsigned)a.port,
+                    a.api_key ? ", API key required" : "");
+            int sig = 0;
+            sigwait(&set, &sig);
+            /* Waiting requests get 503; running ones finish (the daemon's
+             * stop joins their threads). */
+            fprintf(stderr, "candle serve: %s: finishing running transcriptions\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+            atomic_store(&c->shutting_down, true);
+        }
+    } else if (!r && c->enc) {
         if (!(d = srv_http_start(c))) {
             r = 1;
         } else {
@@ -264,6 +300,8 @@ done:
     if (d) MHD_stop_daemon(d);
     if (c->have_chat) candle_chat_template_free(&c->chat);
     candle_tokenizer_free(c->tok);
+    candle_whisper_free(c->whisper);
+    srv_audio_free(c);
     if (c->enc) {
         candle_encoder_free(c->enc);
         pthread_mutex_destroy(&c->enc_mu);
