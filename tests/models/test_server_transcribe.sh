@@ -5,7 +5,8 @@
 # `candle transcribe` on the same file (json/text: its text; srt, vtt: its
 # bytes; verbose_json: its segments), the 413s (Content-Length over the limit
 # before any body is sent; a file over --max-audio-bytes before decoding),
-# malformed multipart bodies and bad fields (400 in OpenAI's error shape),
+# malformed multipart bodies and bad fields (400 in OpenAI's error shape), uploads at once
+# over --parallel + --queue (429),
 # the API key, concurrent requests, the generation endpoints refused (and
 # the audio ones on a language model), metrics; and the official openai
 # client's audio.transcriptions/translations.create when it is installed.
@@ -131,21 +132,55 @@ with concurrent.futures.ThreadPoolExecutor(3) as ex:
     rs = list(ex.map(lambda _: post(form(fields("text"))), range(3)))
 check(all(r[0] == 200 and r[2] == text + "\n" for r in rs), f"concurrent: {[r[:2] for r in rs]}")
 
+def headers_only(length, keep=False):
+    """Send a request's headers, no body; the reply's head, or (keep) the open
+    socket once the server said 100 Continue: admitted, waiting for the body."""
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
+              b"Content-Type: multipart/form-data; boundary=b0undary\r\nContent-Length: %d\r\n%s\r\n" %
+              (length, b"Expect: 100-continue\r\n" if keep else b""))
+    resp = b""
+    try:
+        while b"\r\n\r\n" not in resp:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            resp += chunk
+    except socket.timeout:
+        pass
+    if keep:
+        if resp.startswith(b"HTTP/1.1 100"):
+            return s
+        s.close()
+        return None
+    s.close()
+    return resp
+
 # 413: Content-Length over the limit, refused before any body is sent
-s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-s.sendall(b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
-          b"Content-Type: multipart/form-data; boundary=b0undary\r\nContent-Length: 2000000\r\n\r\n")
-resp = b""
-try:
-    while b"\r\n\r\n" not in resp:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        resp += chunk
-except socket.timeout:
-    pass
-s.close()
+resp = headers_only(2000000)
 check(resp.startswith(b"HTTP/1.1 413"), f"Content-Length over the limit: {resp[:100]!r}")
+# uploads in progress: at most --parallel + --queue (6); the 7th is a 429 on its headers
+import time
+held = []
+for _ in range(50):  # the last replies' connections may take a moment to end
+    h = headers_only(1000, keep=True)
+    if h:
+        held.append(h)
+        if len(held) == 6:
+            break
+    else:
+        time.sleep(0.1)
+check(len(held) == 6, f"{len(held)} uploads held at once, not 6: a place not given back?")
+resp = headers_only(1000)
+check(resp.startswith(b"HTTP/1.1 429"), f"a 7th upload at once: {resp[:100]!r}")
+for h in held:
+    h.close()
+for _ in range(50):  # the server sees the closed uploads go
+    st, ct, body = post(form(fields("text")))
+    if st != 429:
+        break
+    time.sleep(0.1)
+check(st == 200 and body == text + "\n", f"after the held uploads left: {st} {body[:100]}")
 # a file over --max-audio-bytes (400000) whose body passes: 413 before decoding (it is no audio)
 st, ct, body = post(form([("file", os.urandom(400001), "big.wav")]))
 error_shape(st, body, 413, "file_too_large", "file over the limit")

@@ -21,6 +21,7 @@ typedef struct conn_state {
     int status;     /* 0: no response queued */
     int64_t tokens; /* -1: not a generation */
     srv_req *stream; /* a streamed request's (a reference): its tokens at the end */
+    bool audio_upload; /* holds one of the audio uploads' places (srv_audio_admit) */
 } conn_state;
 
 typedef struct stream_state {
@@ -205,6 +206,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
             return send_error(c, conn, cs, url, 413, msg, "body_too_large");
         }
+        if (c->whisper && srv_is_audio_url(url) && !(cs->audio_upload = srv_audio_admit(c)))
+            return send_error(c, conn, cs, url, 429, "too many audio uploads at once", "queue_full");
         return MHD_YES;
     }
     if (*upload_size) {
@@ -274,6 +277,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     conn_state *cs = *con_cls;
     if (cs) {
         access_log(cls, cs, toe);
+        if (cs->audio_upload) srv_audio_release(cls);
         srv_req_unref(cs->stream);
         free(cs->body);
         free(cs);

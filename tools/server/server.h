@@ -195,6 +195,11 @@ bool srv_audio_routes(const srv_ctx *c, const char *url);
 size_t srv_body_limit(const srv_ctx *c, const char *url);
 int srv_audio_init(srv_ctx *c, int parallel, int queue, int n_threads);
 void srv_audio_free(srv_ctx *c);
+/* An audio upload may start (its body is buffered whole): at most parallel +
+ * queue at once, so they hold at most that many times --max-audio-bytes.
+ * false: refuse it (429). Each true is paired with a release. */
+bool srv_audio_admit(srv_ctx *c);
+void srv_audio_release(srv_ctx *c);
 void srv_audio_handle(srv_ctx *c, const char *method, const char *url, const char *content_type,
                       const char *body, size_t len, int fd, srv_reply *out);
 /* SSE text for new output of a stream: chunk events, and when final, the

@@ -30,6 +30,7 @@ struct srv_audio {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int running, waiting, parallel, queue, n_threads;
+    int uploads; /* admitted requests, from their headers to their end */
 };
 
 int srv_audio_init(srv_ctx *c, int parallel, int queue, int n_threads) {
@@ -50,6 +51,21 @@ void srv_audio_free(srv_ctx *c) {
     pthread_cond_destroy(&c->audio->cv);
     free(c->audio);
     c->audio = NULL;
+}
+
+bool srv_audio_admit(srv_ctx *c) {
+    struct srv_audio *a = c->audio;
+    pthread_mutex_lock(&a->mu);
+    bool ok = a->uploads < a->parallel + a->queue;
+    if (ok) a->uploads++;
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+void srv_audio_release(srv_ctx *c) {
+    pthread_mutex_lock(&c->audio->mu);
+    c->audio->uploads--;
+    pthread_mutex_unlock(&c->audio->mu);
 }
 
 bool srv_is_audio_url(const char *url) {
