@@ -16,7 +16,7 @@ static const char usage[] =
     "usage: candle serve [-m MODEL] [options]\n"
     "  --host ADDR          address to bind (default 127.0.0.1: loopback only)\n"
     "  --port N             TCP port (default 8080; 0 picks a free one)\n"
-    "  --parallel N, -np N  sequences generated at once (default 4)\n"
+    "  --parallel N, -np N  sequences generated at once (default 4; Whisper: transcriptions)\n"
     "  -c N, --ctx-size N   context per sequence (default 2048, at most the model's)\n"
     "  --kv-mem BYTES       KV cache memory the running requests may reserve (K/M/G suffix)\n"
     "  -ctk, -ctv T         KV cache type, f32 (default), f16, bf16, q8_0 or q4_0 (K and V\n"

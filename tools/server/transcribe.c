@@ -78,7 +78,8 @@ bool srv_audio_routes(const srv_ctx *c, const char *url) {
 }
 
 size_t srv_body_limit(const srv_ctx *c, const char *url) {
-    if (!srv_is_audio_url(url)) return c->cfg.max_body;
+    /* not a Whisper model: the audio URLs are a 400, their bodies bounded as any */
+    if (!c->whisper || !srv_is_audio_url(url)) return c->cfg.max_body;
     size_t a = c->cfg.max_audio_bytes + SRV_AUDIO_FORM_SLACK;
     return a > c->cfg.max_body ? a : c->cfg.max_body;
 }
