@@ -29,6 +29,7 @@ typedef struct conn_state {
     int status;     /* 0: no response queued */
     int64_t tokens; /* -1: not a generation */
     srv_req *stream; /* a streamed request's (a reference): its tokens at the end */
+    bool audio_upload; /* holds one of the audio uploads' places (srv_audio_admit) */
 } conn_state;
 
 typedef struct stream_state {
@@ -42,6 +43,7 @@ typedef struct stream_state {
 } stream_state;
 
 static int endpoint_of(const char *url) {
+    if (strstr(url, "/audio/")) return SRV_EP_AUDIO;
     if (strstr(url, "chat/completions")) return SRV_EP_CHAT;
     if (strstr(url, "completions")) return SRV_EP_COMPLETIONS;
     if (strstr(url, "embeddings")) return SRV_EP_EMBEDDINGS;
@@ -237,11 +239,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                               "invalid_api_key");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0; /* digits: the gate checked */
-        if (want > c->cfg.max_body) {
+        if (want > srv_body_limit(c, url)) {
             char msg[128];
-            snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
+            snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
             return send_error(c, conn, cs, url, 413, msg, "body_too_large");
         }
+        if (c->whisper && srv_is_audio_url(url) && !(cs->audio_upload = srv_audio_admit(c)))
+            return send_error(c, conn, cs, url, 429, "too many audio uploads at once", "queue_full");
         /* A known length is reserved whole and allocated once. */
         if (want && !body_reserve(c, cs, (size_t)want + 1)) return send_busy(c, conn, cs, url);
         if (want && !(cs->body = malloc(cs->reserved))) return send_error(c, conn, cs, url, 500, "out of memory", NULL);
@@ -258,14 +262,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         double left = cs->body_end - srv_now();
         if (left <= 0) return MHD_NO; /* a body dribbled past its deadline: dropped */
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)left + 1);
-        if (cs->too_large || cs->busy || cs->len + n > c->cfg.max_body) {
+        if (cs->too_large || cs->busy || cs->len + n > srv_body_limit(c, url)) {
             cs->too_large |= !cs->busy; /* chunked bodies: drain, then answer 413 */
             return MHD_YES;
         }
         if (cs->len + n + 1 > cs->cap) {
             size_t cap = cs->cap ? cs->cap * 2 : 4096;
             while (cap < cs->len + n + 1) cap *= 2;
-            if (cap > c->cfg.max_body + 1) cap = c->cfg.max_body + 1;
+            if (cap > srv_body_limit(c, url) + 1) cap = srv_body_limit(c, url) + 1;
             if (!body_reserve(c, cs, cap - cs->cap)) {
                 cs->busy = true; /* drain, then answer 503 */
                 body_release(c, cs);
@@ -283,7 +287,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (cs->busy) return send_busy(c, conn, cs, url);
     if (cs->too_large) {
         char msg[128];
-        snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", c->cfg.max_body);
+        snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
         return send_error(c, conn, cs, url, 413, msg, "body_too_large");
     }
     if (!strcmp(url, "/metrics")) {
@@ -295,12 +299,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
      * meant for stalled uploads; the generation itself is bounded. */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)3600);
     srv_reply rp;
-    srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
+    if (srv_audio_routes(c, url))
+        srv_audio_handle(c, method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
+                         cs->body, cs->len, client_fd(conn), &rp);
+    else
+        srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
     /* The prompt is tokens now: a stream does not keep its body. */
     body_release(c, cs);
     if (rp.stream) return send_stream(c, conn, cs, url, &rp);
     cs->tokens = rp.tokens;
-    return send_text(c, conn, cs, url, rp.status, rp.body, "application/json");
+    return send_text(c, conn, cs, url, rp.status, rp.body,
+                     rp.content_type && rp.body ? rp.content_type : "application/json");
 }
 
 /* One line per request, as llama-server's log has: method, path, status,
@@ -326,6 +335,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     conn_state *cs = *con_cls;
     if (cs) {
         access_log(cls, cs, toe);
+        if (cs->audio_upload) srv_audio_release(cls);
         srv_req_unref(cs->stream);
         body_release(cls, cs);
         free(cs);

@@ -9,7 +9,7 @@
 /* Status codes the server answers with; the last slot counts any other. */
 static const int srv_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 413, 429, 500, 503, 0};
 static const char *const ep_names[SRV_EP_COUNT] = {"completions", "chat_completions", "embeddings",
-                                                   "models", "rerank", "classify", "other"};
+                                                   "models", "rerank", "classify", "audio", "other"};
 /* Seconds; wide enough for a token on a busy CPU and a long queued prefill. */
 static const double seconds_le[SRV_HIST_N] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                               0.25,  0.5,    1,     2.5,  5,     10,   30};

@@ -19,7 +19,7 @@ static const char usage[] =
     "usage: candle serve [-m MODEL] [options]\n"
     "  --host ADDR          address to bind (default 127.0.0.1: loopback only)\n"
     "  --port N             TCP port (default 8080; 0 picks a free one)\n"
-    "  --parallel N, -np N  sequences generated at once (default 4)\n"
+    "  --parallel N, -np N  sequences generated at once (default 4; Whisper: transcriptions)\n"
     "  -c N, --ctx-size N   context per sequence (default 2048, at most the model's)\n"
     "  --kv-mem BYTES       KV cache memory the running requests may reserve (K/M/G suffix)\n"
     "  -ctk, -ctv T         KV cache type, f32 (default), f16, bf16, q8_0 or q4_0 (K and V\n"
@@ -28,13 +28,16 @@ static const char usage[] =
     "  --api-key KEY        require Authorization: Bearer KEY (or env CANDLE_API_KEY)\n"
     "  --max-body BYTES     largest request body (default 1M)\n"
     "  --max-body-mem BYTES request bodies held in memory at once, all together; 503 beyond\n"
-    "                       (default 64M)\n"
+    "                       (default 64M; on a Whisper model enough for --parallel + 1\n"
+    "                       uploads of --max-audio-bytes)\n"
     "  --header-timeout S   seconds a connection has to send its headers; 408 after (default 10)\n"
     "  --body-timeout S     seconds it then has to send its whole body (default 60)\n"
     "  --conn-per-ip N      connections one client address may hold; 429 beyond (default 64,\n"
     "                       0: no bound)\n"
     "  --max-conns N        connections with complete headers served at once (default 512; a\n"
     "                       thread each); connections still sending headers hold no thread\n"
+    "  --max-audio-bytes N  largest audio file of /v1/audio/* on a Whisper model (default 25M,\n"
+    "                       as OpenAI's; 413 above, from Content-Length before the upload)\n"
     "  --prefill-chunk N    prompt tokens a sequence evaluates per step (default 64)\n"
     "  -b N, --batch-size N token rows of one step (default and limit 256): every running\n"
     "                       request's token goes in, prompt chunks fill up the rest\n"
@@ -53,7 +56,7 @@ typedef struct serve_args {
     int64_t max_body_mem;
     bool quiet; /* no access log */
     double itl_stretch;
-    int64_t n_ctx, kv_mem, max_body;
+    int64_t n_ctx, kv_mem, max_body, max_audio;
     candle_dtype kv_type; /* -ctk / -ctv */
 } serve_args;
 
@@ -91,7 +94,7 @@ static bool parse_seconds(const char *s, double *out) {
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.host = "127.0.0.1", .port = 8080, .parallel = 4, .queue = 64,
                       .prefill_chunk = 64, .batch_size = SRV_STEP_TOKENS, .itl_stretch = 1.5,
-                      .n_ctx = 2048, .max_body = 1 << 20, .max_body_mem = 64 << 20,
+                      .n_ctx = 2048, .max_body = 1 << 20, .max_audio = 25 << 20, .max_body_mem = -1,
                       .header_timeout = 10, .body_timeout = 60, .per_ip = 64, .max_conns = 512,
                       .api_key = getenv("CANDLE_API_KEY")};
     const char *ctk = NULL, *ctv = NULL;
@@ -136,6 +139,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--body-timeout")) ok = parse_seconds(v, &a->body_timeout);
         else if (!strcmp(o, "--conn-per-ip")) ok = num && n <= 100000 && (a->per_ip = (int)n, true);
         else if (!strcmp(o, "--max-conns")) ok = num && n >= 1 && n <= 10000 && (a->max_conns = (int)n, true);
+        else if (!strcmp(o, "--max-audio-bytes")) ok = num && n >= 1 && n <= (1ll << 32) && (a->max_audio = n, true);
         else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k")) ctk = v;
         else if (!strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) ctv = v;
         else {
@@ -148,7 +152,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
     }
     if (a->queue < 1) a->queue = 1;
-    if (a->max_body_mem < a->max_body) {
+    if (a->max_body_mem >= 0 && a->max_body_mem < a->max_body) {
         fprintf(stderr, "candle serve: --max-body-mem %lld is less than --max-body %lld\n",
                 (long long)a->max_body_mem, (long long)a->max_body);
         return 2;
@@ -182,7 +186,24 @@ static bool st_folder(const char *path) {
     return !access(p, R_OK);
 }
 
+/* A CTranslate2 Whisper directory (model.bin): served as speech,
+ * /v1/audio/transcriptions and translations (transcribe.c), each request
+ * in its own thread, --parallel of them at once and --queue waiting. */
+static bool whisper_dir(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.bin", path);
+    return !access(p, R_OK);
+}
+
 static int load(srv_ctx *c, const serve_args *a, const char *path) {
+    if (whisper_dir(path)) {
+        if (candle_whisper_load(&c->whisper, path, NULL) ||
+            srv_audio_init(c, a->parallel, a->queue, a->n_threads)) {
+            fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
+            return 1;
+        }
+        return 0;
+    }
     candle_model_params mp = {.n_threads = a->n_threads};
     if (candle_model_load(&c->model, path, &mp)) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
@@ -288,13 +309,35 @@ int cmd_serve(int argc, char **argv) {
     const char *base = strrchr(path, '/');
     c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key, .quiet = a.quiet,
                           .max_body = (size_t)a.max_body, .max_body_mem = (size_t)a.max_body_mem,
+                          .max_audio_bytes = (size_t)a.max_audio,
                           .header_timeout = a.header_timeout, .body_timeout = a.body_timeout,
                           .per_ip = a.per_ip, .max_conns = a.max_conns,
                           .max_pending = pending < 64 ? 64 : pending > 4096 ? 4096 : pending,
                           .model_name = a.alias ? a.alias : base ? base + 1 : path};
     struct MHD_Daemon *d = NULL;
     r = load(c, &a, path);
-    if (!r && c->enc) {
+    if (a.max_body_mem < 0) {
+        /* Several full-size uploads at once must fit, or 64M would turn a
+         * third 25 MB upload into a 503. */
+        size_t audio = (size_t)(a.parallel + 1) * srv_body_limit(c, "/v1/audio/transcriptions");
+        size_t mem = c->whisper && audio > (64u << 20) ? audio : 64u << 20;
+        c->cfg.max_body_mem = mem > (size_t)a.max_body ? mem : (size_t)a.max_body;
+    }
+    if (!r && c->whisper) {
+        if (!(d = srv_http_start(c))) {
+            r = 1;
+        } else {
+            fprintf(stderr, "candle serve: %s (whisper, %d transcriptions at once) on http://%s:%d%s\n",
+                    c->cfg.model_name, a.parallel, a.host, c->bound_port,
+                    a.api_key ? ", API key required" : "");
+            int sig = wait_signal(c, &set);
+            /* Waiting requests get 503; running ones finish (the daemon's
+             * stop joins their threads). */
+            fprintf(stderr, "candle serve: %s: finishing running transcriptions\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+            atomic_store(&c->shutting_down, true);
+        }
+    } else if (!r && c->enc) {
         if (!(d = srv_http_start(c))) {
             r = 1;
         } else {
@@ -344,6 +387,8 @@ done:
     if (d) srv_http_stop(c, d);
     if (c->have_chat) candle_chat_template_free(&c->chat);
     candle_tokenizer_free(c->tok);
+    candle_whisper_free(c->whisper);
+    srv_audio_free(c);
     if (c->enc) {
         candle_encoder_free(c->enc);
         pthread_mutex_destroy(&c->enc_mu);

@@ -107,7 +107,7 @@ typedef struct srv_hist {
 } srv_hist;
 
 enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_RERANK, SRV_EP_CLASSIFY,
-       SRV_EP_OTHER, SRV_EP_COUNT };
+       SRV_EP_AUDIO, SRV_EP_OTHER, SRV_EP_COUNT };
 
 typedef struct srv_metrics {
     pthread_mutex_t mu;
@@ -180,6 +180,7 @@ typedef struct srv_config {
     int per_ip;            /* connections per client address; 0: no bound */
     int max_conns;         /* connections the daemon serves (past the gate) */
     int max_pending;       /* connections the gate holds waiting for their headers */
+    size_t max_audio_bytes; /* largest audio file of /v1/audio/... (413 above) */
 } srv_config;
 
 typedef struct srv_ctx {
@@ -190,6 +191,8 @@ typedef struct srv_ctx {
     candle_tokenizer *tok;
     candle_chat_template chat;
     bool have_chat;
+    candle_whisper *whisper; /* a speech model: /v1/audio/... (transcribe.c) */
+    struct srv_audio *audio; /* its concurrency gate */
     srv_sched *sched;
     srv_metrics metrics;
     atomic_bool shutting_down;
@@ -238,6 +241,7 @@ typedef struct srv_reply {
     bool include_usage;
     char id[48];
     int64_t tokens; /* generated tokens of a finished reply, for the access log; -1: none */
+    const char *content_type; /* of body; NULL: application/json */
 } srv_reply;
 
 /* fd: the client socket, polled for a hang-up while waiting. */
@@ -259,6 +263,23 @@ void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out);
  * (encoder_heads.c): the model's classifier head; a 400 without one. */
 bool srv_is_encoder_head_url(const char *url);
 void srv_encoder_head(srv_ctx *c, const char *url, json_t *req, srv_reply *out);
+/* Speech (transcribe.c). Audio URLs, and every URL on a Whisper model, go
+ * to srv_audio_handle (it needs the Content-Type's boundary) instead of
+ * srv_handle. */
+bool srv_is_audio_url(const char *url);
+bool srv_audio_routes(const srv_ctx *c, const char *url);
+/* The largest body url takes: --max-body, or for audio the file's limit
+ * plus the form's other fields. */
+size_t srv_body_limit(const srv_ctx *c, const char *url);
+int srv_audio_init(srv_ctx *c, int parallel, int queue, int n_threads);
+void srv_audio_free(srv_ctx *c);
+/* An audio upload may start (its body is buffered whole): at most parallel +
+ * queue at once, so they hold at most that many times --max-audio-bytes.
+ * false: refuse it (429). Each true is paired with a release. */
+bool srv_audio_admit(srv_ctx *c);
+void srv_audio_release(srv_ctx *c);
+void srv_audio_handle(srv_ctx *c, const char *method, const char *url, const char *content_type,
+                      const char *body, size_t len, int fd, srv_reply *out);
 /* SSE text for new output of a stream: chunk events, and when final, the
  * closing chunk and [DONE]. malloc'ed. */
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len,

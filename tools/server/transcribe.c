@@ -1,0 +1,492 @@
+/* POST /v1/audio/transcriptions and /v1/audio/translations on a Whisper
+ * model (candle_whisper), in OpenAI's shape: a multipart/form-data body with
+ * file, model, language, prompt, response_format (json, text, srt, vtt,
+ * verbose_json), temperature and timestamp_granularities[]. The audio is
+ * decoded from the request's memory (candle_audio_from_memory). A Whisper
+ * model answers only these, /v1/models and /health; the others are a 400.
+ *
+ * The model is read-only and thread-shareable: each request transcribes in
+ * its own connection thread with its own state, at most `parallel` at once
+ * (the rest wait, up to `queue` of them; 429 beyond). */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "multipart.h"
+#include "server.h"
+
+/* Text fields (model, language, prompt, ...) are short; a larger one is a 400. */
+#define SRV_AUDIO_MAX_FIELD 65536
+/* What a form holds beside its file: the text fields, part headers and
+ * boundaries. A Content-Length above max_audio_bytes plus this is a 413
+ * before the body is read. */
+#define SRV_AUDIO_FORM_SLACK (SRV_MP_MAX_PARTS * (SRV_MP_MAX_HEADER + 80) + 8 * SRV_AUDIO_MAX_FIELD)
+
+struct srv_audio {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, waiting, parallel, queue, n_threads;
+    int uploads; /* admitted requests, from their headers to their end */
+};
+
+int srv_audio_init(srv_ctx *c, int parallel, int queue, int n_threads) {
+    struct srv_audio *a = calloc(1, sizeof *a);
+    if (!a) return 1;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->parallel = parallel < 1 ? 1 : parallel;
+    a->queue = queue;
+    a->n_threads = n_threads;
+    c->audio = a;
+    return 0;
+}
+
+void srv_audio_free(srv_ctx *c) {
+    if (!c->audio) return;
+    pthread_mutex_destroy(&c->audio->mu);
+    pthread_cond_destroy(&c->audio->cv);
+    free(c->audio);
+    c->audio = NULL;
+}
+
+bool srv_audio_admit(srv_ctx *c) {
+    struct srv_audio *a = c->audio;
+    pthread_mutex_lock(&a->mu);
+    bool ok = a->uploads < a->parallel + a->queue;
+    if (ok) a->uploads++;
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+void srv_audio_release(srv_ctx *c) {
+    pthread_mutex_lock(&c->audio->mu);
+    c->audio->uploads--;
+    pthread_mutex_unlock(&c->audio->mu);
+}
+
+bool srv_is_audio_url(const char *url) {
+    return !strcmp(url, "/v1/audio/transcriptions") || !strcmp(url, "/v1/audio/translations") ||
+           !strcmp(url, "/audio/transcriptions") || !strcmp(url, "/audio/translations");
+}
+
+bool srv_audio_routes(const srv_ctx *c, const char *url) {
+    return c->whisper || srv_is_audio_url(url);
+}
+
+size_t srv_body_limit(const srv_ctx *c, const char *url) {
+    /* not a Whisper model: the audio URLs are a 400, their bodies bounded as any */
+    if (!c->whisper || !srv_is_audio_url(url)) return c->cfg.max_body;
+    size_t a = c->cfg.max_audio_bytes + SRV_AUDIO_FORM_SLACK;
+    return a > c->cfg.max_body ? a : c->cfg.max_body;
+}
+
+/* --- the slot gate ------------------------------------------------------------ */
+
+/* 0 with a slot taken, or the HTTP status refusing the request. */
+static int gate_enter(srv_ctx *c, int fd) {
+    struct srv_audio *a = c->audio;
+    int st = 0;
+    pthread_mutex_lock(&a->mu);
+    if (a->running >= a->parallel && a->waiting >= a->queue) {
+        pthread_mutex_unlock(&a->mu);
+        return 429;
+    }
+    a->waiting++;
+    while (a->running >= a->parallel && !atomic_load(&c->shutting_down)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) && srv_peer_gone(fd)) {
+            st = 499;
+            break;
+        }
+    }
+    a->waiting--;
+    if (!st && atomic_load(&c->shutting_down)) st = 503;
+    if (!st) a->running++;
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+static void gate_leave(srv_ctx *c) {
+    pthread_mutex_lock(&c->audio->mu);
+    c->audio->running--;
+    pthread_cond_signal(&c->audio->cv);
+    pthread_mutex_unlock(&c->audio->mu);
+}
+
+/* --- output formats ----------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* Whitespace Whisper puts before the first word, and any after the last
+ * (as `candle transcribe` trims). */
+static const char *trimmed(const char *s, size_t *len) {
+    while (*s == ' ' || *s == '\n') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n')) n--;
+    *len = n;
+    return s;
+}
+
+/* openai-whisper's format_timestamp, as `candle transcribe -o srt|vtt`. */
+static void sb_time(sbuf *b, double t, bool hours, char marker) {
+    long long ms = llround(t * 1000.0);
+    long long h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60;
+    if (hours || h > 0) sb_printf(b, "%02lld:", h);
+    sb_printf(b, "%02lld:%02lld%c%03lld", m, s, marker, ms % 1000);
+}
+
+static void sb_cue_text(sbuf *b, const char *text) {
+    size_t n;
+    const char *t = trimmed(text, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 3 <= n && !memcmp(t + i, "-->", 3)) {
+            sb_put(b, "->", 2);
+            i += 2;
+        } else {
+            sb_put(b, t + i, 1);
+        }
+    }
+    sb_put(b, "\n", 1);
+}
+
+enum { FMT_JSON, FMT_TEXT, FMT_SRT, FMT_VTT, FMT_VERBOSE };
+
+static char *subtitles(const candle_whisper_result *r, int fmt) {
+    sbuf b = {0};
+    if (fmt == FMT_VTT) sb_put(&b, "WEBVTT\n\n", 8);
+    for (int64_t i = 0; i < r->n_segments; i++) {
+        const candle_whisper_segment *s = &r->segments[i];
+        if (fmt == FMT_SRT) sb_printf(&b, "%lld\n", (long long)(i + 1));
+        sb_time(&b, s->t0, fmt == FMT_SRT, fmt == FMT_SRT ? ',' : '.');
+        sb_put(&b, " --> ", 5);
+        sb_time(&b, s->t1, fmt == FMT_SRT, fmt == FMT_SRT ? ',' : '.');
+        sb_put(&b, "\n", 1);
+        sb_cue_text(&b, s->text);
+        sb_put(&b, "\n", 1);
+    }
+    if (!b.p && !b.oom) sb_put(&b, "", 0);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+static json_t *verbose_json(const candle_whisper_result *r, bool translate, double duration, const char *text,
+                            size_t text_len) {
+    json_t *segs = json_array();
+    for (int64_t i = 0; segs && i < r->n_segments; i++) {
+        const candle_whisper_segment *s = &r->segments[i];
+        json_t *toks = json_array();
+        for (int64_t k = 0; toks && k < s->n_tokens; k++) json_array_append_new(toks, json_integer(s->tokens[k]));
+        json_array_append_new(
+            segs, json_pack("{s:I,s:I,s:f,s:f,s:s,s:o,s:f,s:f,s:f,s:f}", "id", (json_int_t)i, "seek",
+                            (json_int_t)s->seek, "start", s->t0, "end", s->t1, "text", s->text, "tokens",
+                            toks ? toks : json_array(), "temperature", (double)s->temperature, "avg_logprob",
+                            (double)s->avg_logprob, "compression_ratio",
+                            isfinite(s->compression_ratio) ? (double)s->compression_ratio : 0.0,
+                            "no_speech_prob", (double)s->no_speech_prob));
+    }
+    return json_pack("{s:s,s:s,s:f,s:s%,s:o,s:{s:s,s:I}}", "task", translate ? "translate" : "transcribe",
+                     "language", "english", "duration", duration, "text", text, text_len, "segments",
+                     segs ? segs : json_array(), "usage", "type", "duration", "seconds",
+                     (json_int_t)ceil(duration));
+}
+
+/* --- the request -------------------------------------------------------------- */
+
+typedef struct audio_req {
+    const srv_mp_part *file;
+    int fmt;
+    double temperature; /* -1: absent */
+} audio_req;
+
+/* A text field's bytes equal s. */
+static bool field_is(const srv_mp_part *p, const char *s) {
+    return p->len == strlen(s) && !memcmp(p->data, s, p->len);
+}
+
+/* The form's fields into q; false after an error reply. */
+static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_reply *out) {
+    q->fmt = FMT_JSON;
+    q->temperature = -1;
+    for (int i = 0; i < m->n; i++) {
+        const srv_mp_part *p = &m->parts[i];
+        const char *k = p->name;
+        if (!strcmp(k, "file")) {
+            q->file = p;
+        } else if (!strcmp(k, "model")) {
+            /* One model is served: any name is taken, as for the other endpoints. */
+        } else if (!strcmp(k, "language")) {
+            /* Whisper .en models (the only kind candle_whisper loads) know English only. */
+            if (p->len && !field_is(p, "en") && !field_is(p, "english")) {
+                srv_reply_error(out, 400, "language", "unsupported_language",
+                                "model '%s' is English-only: language must be 'en'", c->cfg.model_name);
+                return false;
+            }
+        } else if (!strcmp(k, "prompt")) {
+            if (p->len) {
+                srv_reply_error(out, 400, "prompt", "unsupported_parameter",
+                                "'prompt' (an initial prompt) is not supported by this server yet");
+                return false;
+            }
+        } else if (!strcmp(k, "response_format")) {
+            static const char *const names[] = {"json", "text", "srt", "vtt", "verbose_json"};
+            int f = -1;
+            for (int j = 0; j < 5; j++)
+                if (field_is(p, names[j])) f = j;
+            if (f < 0) {
+                srv_reply_error(out, 400, "response_format", "invalid_value",
+                                "response_format must be one of json, text, srt, vtt, verbose_json");
+                return false;
+            }
+            q->fmt = f;
+        } else if (!strcmp(k, "temperature")) {
+            char v[64], *end;
+            size_t n = p->len < sizeof v - 1 ? p->len : sizeof v - 1;
+            memcpy(v, p->data, n);
+            v[n] = 0;
+            double t = strtod(v, &end);
+            if (!n || p->len >= sizeof v || *end || !(t >= 0 && t <= 1)) {
+                srv_reply_error(out, 400, "temperature", "invalid_value",
+                                "temperature must be a number between 0 and 1");
+                return false;
+            }
+            q->temperature = t;
+        } else if (!strcmp(k, "timestamp_granularities[]") || !strcmp(k, "timestamp_granularities")) {
+            if (field_is(p, "word")) {
+                srv_reply_error(out, 400, "timestamp_granularities", "unsupported_parameter",
+                                "word timestamps are not supported by this server yet; 'segment' is");
+                return false;
+            }
+            if (!field_is(p, "segment")) {
+                srv_reply_error(out, 400, "timestamp_granularities", "invalid_value",
+                                "timestamp_granularities takes 'segment' (or 'word', unsupported)");
+                return false;
+            }
+        } else if (!strcmp(k, "stream")) {
+            if (!field_is(p, "false")) {
+                srv_reply_error(out, 400, "stream", "unsupported_parameter",
+                                "streamed transcriptions are not supported by this server");
+                return false;
+            }
+        } else {
+            srv_reply_error(out, 400, k, "unsupported_parameter", "'%s' is not a field this server takes", k);
+            return false;
+        }
+    }
+    if (!q->file || !q->file->len) {
+        srv_reply_error(out, 400, "file", "invalid_value", "'file' (the audio, a non-empty file part) is required");
+        return false;
+    }
+    if (q->file->len > c->cfg.max_audio_bytes) {
+        srv_reply_error(out, 413, "file", "file_too_large", "the audio file is %zu bytes, over the limit of %zu",
+                        q->file->len, c->cfg.max_audio_bytes);
+        return false;
+    }
+    return true;
+}
+
+typedef struct seg_watch {
+    int fd;
+    bool gone;
+} seg_watch;
+
+/* After each window: stop when the client has left. */
+static int on_segment(const candle_whisper_segment *s, void *user) {
+    (void)s;
+    seg_watch *w = user;
+    w->gone = srv_peer_gone(w->fd);
+    return w->gone;
+}
+
+static void transcribe(srv_ctx *c, const char *url, const char *content_type, const char *body, size_t len,
+                       int fd, srv_reply *out) {
+    bool translate = strstr(url, "translations") != NULL;
+    srv_multipart *m = malloc(sizeof *m);
+    if (!m) {
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        return;
+    }
+    char err[256];
+    audio_req q = {0};
+    if (!srv_multipart_parse(content_type, body, len, SRV_AUDIO_MAX_FIELD, m, err, sizeof err)) {
+        srv_reply_error(out, 400, NULL, "invalid_multipart", "%s", err);
+        free(m);
+        return;
+    }
+    if (!read_form(c, m, &q, out)) {
+        free(m);
+        return;
+    }
+    int st = gate_enter(c, fd);
+    if (st) {
+        if (st == 429) srv_reply_error(out, 429, NULL, "queue_full", "too many transcriptions waiting");
+        else if (st == 503) srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
+        else srv_reply_error(out, 499, NULL, NULL, "client gone");
+        free(m);
+        return;
+    }
+    float *samples = NULL;
+    size_t n = 0;
+    candle_whisper_result r = {0};
+    seg_watch w = {.fd = fd};
+    candle_status s = candle_audio_from_memory(q.file->data, q.file->len,
+                                               q.file->filename[0] ? q.file->filename : "file", &samples, &n);
+    if (s) {
+        if (s == CANDLE_ERR_UNSUPPORTED || s == CANDLE_ERR_OOM)
+            srv_reply_error(out, 500, "file", NULL, "%s", candle_last_errmsg());
+        else
+            srv_reply_error(out, 400, "file", "invalid_audio", "cannot decode the audio: %s", candle_last_errmsg());
+        goto done;
+    }
+    candle_whisper_transcribe_params tp = candle_whisper_transcribe_default_params();
+    tp.n_threads = c->audio->n_threads;
+    /* OpenAI's temperature: 0 (the default) falls back to higher ones on the
+     * thresholds; T > 0 starts there and steps by 0.2 up to 1 (as
+     * openai-whisper's temperature_increment_on_fallback and `candle transcribe
+     * --temperature`). */
+    float temps[8];
+    int nt = 0;
+    double t0 = q.temperature > 0 ? q.temperature : 0;
+    for (double t = t0; nt < 8 && (nt == 0 || t <= 1.0 + 1e-6); t = t0 + 0.2 * nt) temps[nt++] = (float)t;
+    tp.temperatures = temps;
+    tp.n_temperatures = nt;
+    tp.seed = (uint64_t)atomic_fetch_add(&c->next_id, 1);
+    tp.on_segment = on_segment;
+    tp.user = &w;
+    s = candle_whisper_transcribe(c->whisper, samples, n, &tp, &r);
+    if (s) {
+        srv_reply_error(out, s == CANDLE_ERR_INVALID_ARG ? 400 : 500, NULL, NULL, "%s", candle_last_errmsg());
+        goto done;
+    }
+    if (w.gone) {
+        srv_reply_error(out, 499, NULL, NULL, "client gone");
+        goto done;
+    }
+    out->tokens = r.n_tokens;
+    double duration = (double)n / CANDLE_AUDIO_SAMPLE_RATE;
+    size_t tl;
+    const char *text = trimmed(r.text ? r.text : "", &tl);
+    if (q.fmt == FMT_JSON) {
+        srv_reply_json(out, 200,
+                       json_pack("{s:s%,s:{s:s,s:I}}", "text", text, tl, "usage", "type", "duration", "seconds",
+                                 (json_int_t)ceil(duration)));
+    } else if (q.fmt == FMT_VERBOSE) {
+        srv_reply_json(out, 200, verbose_json(&r, translate, duration, text, tl));
+    } else {
+        char *b = NULL;
+        if (q.fmt == FMT_TEXT) {
+            b = malloc(tl + 2);
+            if (b) {
+                memcpy(b, text, tl);
+                memcpy(b + tl, "\n", 2);
+            }
+        } else {
+            b = subtitles(&r, q.fmt);
+        }
+        if (!b) {
+            srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        } else {
+            out->status = 200;
+            out->body = b;
+            out->content_type = q.fmt == FMT_VTT ? "text/vtt; charset=utf-8" : "text/plain; charset=utf-8";
+        }
+    }
+done:
+    gate_leave(c);
+    candle_whisper_result_free(&r);
+    candle_free(samples);
+    free(m);
+}
+
+static void models(srv_ctx *c, srv_reply *out) {
+    candle_whisper_dims d = candle_whisper_get_dims(c->whisper);
+    srv_reply_json(out, 200,
+                   json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:I,s:I,s:I}}]}", "object", "list", "data", "id",
+                             c->cfg.model_name, "object", "model", "created", (json_int_t)time(NULL), "owned_by",
+                             "candle", "meta", "arch", "whisper", "kind", "speech", "n_mels", (json_int_t)d.n_mels,
+                             "n_vocab", (json_int_t)d.n_vocab, "n_text_ctx", (json_int_t)d.n_text_ctx));
+}
+
+static bool other_endpoint(const char *url) {
+    static const char *const urls[] = {"/v1/completions", "/completions", "/v1/chat/completions",
+                                       "/chat/completions", "/v1/embeddings", "/embeddings"};
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++)
+        if (!strcmp(url, urls[i])) return true;
+    return srv_is_encoder_head_url(url);
+}
+
+void srv_audio_handle(srv_ctx *c, const char *method, const char *url, const char *content_type, const char *body,
+                      size_t len, int fd, srv_reply *out) {
+    memset(out, 0, sizeof *out);
+    out->tokens = -1;
+    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!srv_is_audio_url(url)) { /* a Whisper model's other routes */
+        bool models_url = !strcmp(url, "/v1/models") || !strcmp(url, "/models"), health = !strcmp(url, "/health");
+        if (models_url || health) {
+            if (!get) srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
+            else if (models_url) models(c, out);
+            else if (atomic_load(&c->shutting_down))
+                srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
+            else srv_reply_json(out, 200, json_pack("{s:s}", "status", "ok"));
+        } else if (other_endpoint(url)) {
+            srv_reply_error(out, 400, "model", "model_not_supported",
+                            "model '%s' is a speech model (Whisper): it serves /v1/audio/transcriptions and "
+                            "/v1/audio/translations, not %s",
+                            c->cfg.model_name, url);
+        } else {
+            srv_reply_error(out, 404, NULL, "not_found", "no endpoint %s %s", method, url);
+        }
+        return;
+    }
+    if (!post) {
+        srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes POST", url);
+    } else if (!c->whisper) {
+        srv_reply_error(out, 400, "model", "model_not_supported",
+                        "model '%s' is not a speech model: %s needs a Whisper model (candle serve -m WHISPER_DIR)",
+                        c->cfg.model_name, url);
+    } else if (atomic_load(&c->shutting_down)) {
+        srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
+    } else {
+        transcribe(c, url, content_type, body, len, fd, out);
+    }
+}
