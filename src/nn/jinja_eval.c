@@ -1016,6 +1016,13 @@ static jv call_builtin(ev *e, const char *n, const args *a, const jx *x, bool *d
     return UNDEF;
 }
 
+static bool is_builtin(const char *n) {
+    static const char *const names[] = {"raise_exception", "namespace", "dict", "range", "strftime_now"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(n, names[i])) return true;
+    return false;
+}
+
 static jv eval_call(ev *e, const jx *x) {
     args a;
     const jx *fn = x->kid[0];
@@ -1079,6 +1086,7 @@ static jv eval(ev *e, const jx *x) {
         if (x->kid[0]->kind == JX_NAME && (!strcmp(x->name, "defined") || !strcmp(x->name, "undefined"))) {
             jv *p = lookup(e, x->kid[0]->name);
             v = p ? *p : UNDEF;
+            if (!p && is_builtin(x->kid[0]->name)) v = mkbool(true); /* globals are defined */
         } else v = eval(e, x->kid[0]);
         args a;
         eval_args(e, x, 1, &a);
@@ -1282,7 +1290,7 @@ static jv apply_filter(ev *e, const char *n, const jv *v, const args *a, const j
     }
     if (!strcmp(n, "selectattr") || !strcmp(n, "rejectattr") || !strcmp(n, "select") || !strcmp(n, "reject")) {
         bool attr = strlen(n) > 6, keep = n[0] == 's';
-        jlist *it = iter_items(e, v, x);
+        jlist *it = truthy(v) ? iter_items(e, v, x) : mklist(e, 0).u.l; /* jinja2: "if seq:" */
         const jv *an = attr ? arg(a, 0, NULL) : NULL;
         if (attr && !an) XFAIL(x, "%s needs an attribute name", n);
         const jv *tn = arg(a, attr ? 1 : 0, NULL);
@@ -1300,7 +1308,7 @@ static jv apply_filter(ev *e, const char *n, const jv *v, const args *a, const j
         return r;
     }
     if (!strcmp(n, "map")) {
-        jlist *it = iter_items(e, v, x);
+        jlist *it = truthy(v) ? iter_items(e, v, x) : mklist(e, 0).u.l;
         const jv *an = arg(a, -1, "attribute"), *df = arg(a, -1, "default");
         jv r = mklist(e, it->n);
         if (an) {
@@ -1357,6 +1365,40 @@ static jv apply_filter(ev *e, const char *n, const jv *v, const args *a, const j
         int64_t i = want_int(e, v, x, "abs");
         if (i == INT64_MIN) XFAIL(x, "integer overflow");
         return mkint(i < 0 ? -i : i);
+    }
+    if (!strcmp(n, "dictsort")) {
+        if (v->t != V_DICT) XFAIL(x, "dictsort: a %s is not a mapping", tname(v));
+        const jv *cs = arg(a, 0, "case_sensitive"), *by = arg(a, 1, "by"), *rev = arg(a, 2, "reverse");
+        bool byval = by && by->t == V_STR && by->n == 5 && !memcmp(by->u.s, "value", 5);
+        bool c_s = cs && truthy(cs), r_ = rev && truthy(rev);
+        jdict *d = v->u.d;
+        jv r = mklist(e, d->n);
+        for (size_t i = 0; i < d->n; i++) {
+            jv pr = mklist(e, 2);
+            pr.u.l->v[0] = d->k[i];
+            pr.u.l->v[1] = d->v[i];
+            r.u.l->v[i] = pr;
+        }
+        for (size_t i = 1; i < d->n; i++) /* stable insertion sort, as Python's sorted */
+            for (size_t j = i; j > 0; j--) {
+                jv ka = r.u.l->v[j - 1].u.l->v[byval], kb = r.u.l->v[j].u.l->v[byval];
+                if (!c_s && ka.t == V_STR) ka = str_case(e, &ka, 0);
+                if (!c_s && kb.t == V_STR) kb = str_case(e, &kb, 0);
+                bool gt = binop(e, r_ ? JOP_LT : JOP_GT, ka, kb, x).u.i != 0;
+                if (!gt) break;
+                jv t = r.u.l->v[j];
+                r.u.l->v[j] = r.u.l->v[j - 1];
+                r.u.l->v[j - 1] = t;
+            }
+        return r;
+    }
+    if (!strcmp(n, "min") || !strcmp(n, "max")) {
+        jlist *it = iter_items(e, v, x);
+        if (!it->n) return UNDEF;
+        jv best = it->v[0];
+        for (size_t i = 1; i < it->n; i++)
+            if (binop(e, n[1] == 'i' ? JOP_LT : JOP_GT, it->v[i], best, x).u.i) best = it->v[i];
+        return best;
     }
     if (!strcmp(n, "unique")) {
         jlist *it = iter_items(e, v, x);

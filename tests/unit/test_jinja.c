@@ -215,7 +215,7 @@ static void language(void) {
     same("a  {{- ' b ' -}}  c", c, "a b c");
     same("a\n{# comment #}\nb", c, "a\nb");
     same("x {%+ if true %}y{% endif %}", c, "x y");
-    same("{{ raise_exception is defined }}{{ messages[5] is defined }}", c, "FalseFalse");
+    same("{{ raise_exception is defined }}{{ messages[5] is defined }}{{ nope is defined }}", c, "TrueFalseFalse");
 }
 
 static void errors(void) {
