@@ -42,6 +42,10 @@ TOKENS = {
     "mistral-nemo": {"bos_token": "<s>", "eos_token": "</s>"},
     "phi-3.5": {"bos_token": "<s>", "eos_token": "<|endoftext|>"},
     "gemma-2": {"bos_token": "<bos>", "eos_token": "<eos>"},
+    "smollm3": {"bos_token": None, "eos_token": "<|im_end|>"},
+    "deepseek-r1-distill-qwen": {"bos_token": "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+                                 "eos_token": "<\uff5cend\u2581of\u2581sentence\uff5c>"},
+    "functionary-v3.2": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
 }
 
 WEATHER = {

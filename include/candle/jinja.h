@@ -23,7 +23,7 @@ typedef struct candle_jinja candle_jinja;
 
 /* Limits of one render; a zero field takes the default. */
 typedef struct candle_jinja_limits {
-    size_t max_output;       /* bytes of rendered text (0: 1 MiB) */
+    size_t max_output;       /* bytes of rendered text, captures (macro calls, set blocks) included (0: 1 MiB) */
     size_t max_memory;       /* bytes of values made while rendering (0: 64 MiB) */
     uint64_t max_iterations; /* loop iterations and macro calls in all (0: 1000000) */
     int max_depth;           /* macro calls nested (0: 64) */

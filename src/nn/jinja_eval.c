@@ -50,6 +50,7 @@ typedef struct ev {
     obuf *bufs[JJ_MAX_NEST * 2 + 8]; /* every buffer made, freed at the end */
     int nbufs;
     size_t max_out;
+    size_t live; /* bytes in all live buffers */
     uint64_t iters, max_iters;
     int depth, max_depth;
     var *vars;
@@ -193,7 +194,9 @@ static const char *tname(const jv *v) {
 
 static void ob_put(ev *e, obuf *b, const char *s, size_t n) {
     if (!n) return;
-    if (n > e->max_out || b->n > e->max_out - n)
+    /* every live buffer counts: captures (macro calls, set blocks, tojson)
+     * cannot hold more than the output may */
+    if (n > e->max_out || e->live > e->max_out - n)
         efail(e, CANDLE_ERR_INVALID_ARG, 0, 0, "output limit of %zu bytes reached", e->max_out);
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
@@ -205,6 +208,7 @@ static void ob_put(ev *e, obuf *b, const char *s, size_t n) {
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;
+    e->live += n;
     b->p[b->n] = 0;
 }
 static void ob_puts(ev *e, obuf *b, const char *s) { ob_put(e, b, s, strlen(s)); }
@@ -222,6 +226,7 @@ static jv ob_take(ev *e, obuf *b) {
     jv s = mkstr(e, b->p ? b->p : "", b->n);
     if (e->nbufs && e->bufs[e->nbufs - 1] == b) {
         e->nbufs--;
+        e->live -= b->n;
         free(b->p);
         free(b);
     }
