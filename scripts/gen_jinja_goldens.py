@@ -45,6 +45,7 @@ TOKENS = {
     "smollm3": {"bos_token": None, "eos_token": "<|im_end|>"},
     "deepseek-r1-distill-qwen": {"bos_token": "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
                                  "eos_token": "<\uff5cend\u2581of\u2581sentence\uff5c>"},
+    "functionary-v3.1": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
     "functionary-v3.2": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
 }
 

@@ -25,7 +25,8 @@ typedef struct jloop { jlist *items; size_t i; } jloop;
 
 struct jv {
     vt t;
-    size_t n; /* V_STR bytes */
+    bool safe; /* V_STR: markupsafe's Markup (the safe filter): + escapes a plain operand */
+    size_t n;  /* V_STR bytes */
     union {
         int64_t i; /* V_BOOL, V_INT */
         double f;
@@ -736,6 +737,22 @@ static jlist *iter_items(ev *e, const jv *v, const jx *at) {
     }
 }
 
+/* markupsafe.escape */
+static jv html_escape(ev *e, const jv *v) {
+    if (v->t == V_STR && v->safe) return *v;
+    jv s = to_str(e, v);
+    obuf *b = ob_new(e);
+    for (size_t i = 0; i < s.n; i++) {
+        char c = s.u.s[i];
+        const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+        if (r) ob_puts(e, b, r);
+        else ob_put(e, b, &c, 1);
+    }
+    jv r = ob_take(e, b);
+    r.safe = true;
+    return r;
+}
+
 static bool run_test(ev *e, const char *name, const jv *v, const args *a, const jx *at);
 static jv apply_filter(ev *e, const char *name, const jv *v, const args *a, const jx *at);
 
@@ -777,7 +794,16 @@ static jv binop(ev *e, int op, jv l, jv r, const jx *x) {
         } else XFAIL(x, "cannot compare %s with %s", tname(&l), tname(&r));
         return mkbool(op == JOP_LT ? c < 0 : op == JOP_LE ? c <= 0 : op == JOP_GT ? c > 0 : c >= 0);
     }
-    if (op == JOP_ADD && l.t == V_STR && r.t == V_STR) return binop(e, JOP_CONCAT, l, r, x);
+    if (op == JOP_ADD && l.t == V_STR && r.t == V_STR) {
+        bool safe = l.safe || r.safe; /* Markup + str escapes the str, both ways */
+        if (safe) {
+            l = html_escape(e, &l);
+            r = html_escape(e, &r);
+        }
+        jv c = binop(e, JOP_CONCAT, l, r, x);
+        c.safe = safe;
+        return c;
+    }
     if (op == JOP_ADD && l.t == V_LIST && r.t == V_LIST) {
         jv o = mklist(e, l.u.l->n + r.u.l->n);
         if (l.u.l->n) memcpy(o.u.l->v, l.u.l->v, l.u.l->n * sizeof(jv));
@@ -929,6 +955,43 @@ static jv call_method(ev *e, const jv *o, const jx *attr, const args *a, const j
                 } else i++;
             }
             return mkint(n[0] == 'f' ? -1 : cnt);
+        }
+        if (!strcmp(n, "format")) { /* {} {0} {name}, {{ }}; no format specs */
+            obuf *b = ob_new(e);
+            int auto_i = 0;
+            for (size_t i = 0; i < o->n; i++) {
+                char c = o->u.s[i];
+                if ((c == '{' || c == '}') && i + 1 < o->n && o->u.s[i + 1] == c) {
+                    ob_put(e, b, &c, 1);
+                    i++;
+                    continue;
+                }
+                if (c == '}') XFAIL(x, "format(): single '}'");
+                if (c != '{') {
+                    ob_put(e, b, &c, 1);
+                    continue;
+                }
+                size_t j = i + 1;
+                while (j < o->n && o->u.s[j] != '}' && o->u.s[j] != ':' && o->u.s[j] != '!') j++;
+                if (j >= o->n || o->u.s[j] != '}') XFAIL(x, "format(): only {}, {N} and {name} fields are supported");
+                const jv *val;
+                char key[64];
+                size_t kl = j - i - 1;
+                if (kl >= sizeof key) XFAIL(x, "format(): field name too long");
+                memcpy(key, o->u.s + i + 1, kl);
+                key[kl] = 0;
+                if (kl == 0) val = arg(a, auto_i++, NULL);
+                else if (key[0] >= '0' && key[0] <= '9') val = arg(a, atoi(key), NULL);
+                else {
+                    val = NULL;
+                    for (int k = 0; k < a->nkw; k++)
+                        if (!strcmp(a->kwn[k], key)) val = &a->kwv[k];
+                }
+                if (!val) XFAIL(x, "format(): no argument for field '{%s}'", key);
+                put_str(e, b, val);
+                i = j;
+            }
+            return ob_take(e, b);
         }
         if (!strcmp(n, "join")) {
             const jv *l = arg(a, 0, NULL);
@@ -1215,7 +1278,12 @@ static int64_t length_of(const jv *v) {
 
 static jv apply_filter(ev *e, const char *n, const jv *v, const args *a, const jx *x) {
     const jv *p0 = arg(a, 0, NULL);
-    if (!strcmp(n, "safe")) return *v;
+    if (!strcmp(n, "safe")) {
+        jv r = to_str(e, v);
+        r.safe = true;
+        return r;
+    }
+    if (!strcmp(n, "escape") || !strcmp(n, "e")) return html_escape(e, v);
     if (!strcmp(n, "trim")) {
         jv s = to_str(e, v);
         return strip(&s, arg(a, 0, "chars"), 3);

@@ -210,6 +210,8 @@ static void language(void) {
     same("{% set block %}in {{ n }}{% endset %}[{{ block }}]", c, "[in 3]");
     same("{{ {'a': 1, 'b': [1, 2]} }} {{ ('x', 'y')|join('-') }} {{ \"it's\" }}", c, "{'a': 1, 'b': [1, 2]} x-y it's");
     same("{{ 'abc'.startswith('a') }}{{ 'abc'.endswith(('x', 'c')) }}{{ 'a b'.title() }}", c, "TrueTrueA B");
+    same("{{ '<a \"q\">'|e }} {{ 'x'|safe + '<' }} {{ '<'|safe + '<' }} {{ '{} and {0} {n} {{}}'.format(1, n='z') }}", c,
+         "&lt;a &#34;q&#34;&gt; x&lt; <&lt; 1 and 1 z {}");
     /* whitespace: trim_blocks and lstrip_blocks as Hugging Face sets them */
     same("a\n  {% if true %}\n  b\n  {% endif %}\nc\n", c, "a\n  b\nc");
     same("a  {{- ' b ' -}}  c", c, "a b c");
