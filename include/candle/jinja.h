@@ -26,7 +26,7 @@ typedef struct candle_jinja_limits {
     size_t max_output;       /* bytes of rendered text, captures (macro calls, set blocks) included (0: 1 MiB) */
     size_t max_memory;       /* bytes of values made while rendering (0: 64 MiB) */
     uint64_t max_iterations; /* loop iterations and macro calls in all (0: 1000000) */
-    int max_depth;           /* macro calls nested (0: 64) */
+    int max_depth;           /* macro calls nested (0 and at most: 16) */
 } candle_jinja_limits;
 
 /* Compiles the len bytes of src. A syntax error is CANDLE_ERR_FORMAT

@@ -586,11 +586,13 @@ static jv str_split(ev *e, const jv *s, const jv *sep, int64_t maxsplit, const j
 static jv eval(ev *e, const jx *x);
 static void render_body(ev *e, const jbody *b);
 
+/* A call's arguments. Kept small: it sits on the C stack once per nested call. */
+#define JJ_MAX_ARGS 8
 typedef struct args {
-    jv pos[16];
+    jv pos[JJ_MAX_ARGS];
     int npos;
-    const char *kwn[16];
-    jv kwv[16];
+    const char *kwn[JJ_MAX_ARGS];
+    jv kwv[JJ_MAX_ARGS];
     int nkw;
 } args;
 
@@ -599,11 +601,11 @@ static void eval_args(ev *e, const jx *x, int from, args *a) {
     for (int i = from; i < x->nkid; i++) {
         jv v = eval(e, x->kid[i]);
         if (x->kw && x->kw[i]) {
-            if (a->nkw == 16) XFAIL(x, "too many keyword arguments");
+            if (a->nkw == JJ_MAX_ARGS) XFAIL(x, "more than %d keyword arguments", JJ_MAX_ARGS);
             a->kwn[a->nkw] = x->kw[i];
             a->kwv[a->nkw++] = v;
         } else {
-            if (a->npos == 16) XFAIL(x, "too many arguments");
+            if (a->npos == JJ_MAX_ARGS) XFAIL(x, "more than %d arguments", JJ_MAX_ARGS);
             a->pos[a->npos++] = v;
         }
     }
@@ -1091,7 +1093,7 @@ static bool is_builtin(const char *n) {
     return false;
 }
 
-static jv eval_call(ev *e, const jx *x) {
+__attribute__((noinline)) static jv eval_call(ev *e, const jx *x) {
     args a;
     const jx *fn = x->kid[0];
     if (fn->kind == JX_ATTR) {
@@ -1116,6 +1118,28 @@ static jv eval_call(ev *e, const jx *x) {
     eval_args(e, x, 1, &a);
     if (f.t == V_MACRO) return call_macro(e, f.u.mac, &a, x);
     XFAIL(x, "a %s is not callable", tname(&f));
+}
+
+/* Out of eval, so that eval's own frame (one per level of an expression)
+ * holds no argument lists. */
+__attribute__((noinline)) static jv eval_filter(ev *e, const jx *x) {
+    jv v = eval(e, x->kid[0]);
+    args a;
+    eval_args(e, x, 1, &a);
+    return apply_filter(e, x->name, &v, &a, x);
+}
+
+__attribute__((noinline)) static jv eval_test(ev *e, const jx *x) {
+    jv v;
+    if (x->kid[0]->kind == JX_NAME && (!strcmp(x->name, "defined") || !strcmp(x->name, "undefined"))) {
+        jv *p = lookup(e, x->kid[0]->name);
+        v = p ? *p : UNDEF;
+        if (!p && is_builtin(x->kid[0]->name)) v = mkbool(true); /* globals are defined */
+    } else v = eval(e, x->kid[0]);
+    args a;
+    eval_args(e, x, 1, &a);
+    bool r = run_test(e, x->name, &v, &a, x);
+    return mkbool(x->op ? !r : r);
 }
 
 static jv eval(ev *e, const jx *x) {
@@ -1143,24 +1167,8 @@ static jv eval(ev *e, const jx *x) {
         return slice(e, &o, x);
     }
     case JX_CALL: return eval_call(e, x);
-    case JX_FILTER: {
-        jv v = eval(e, x->kid[0]);
-        args a;
-        eval_args(e, x, 1, &a);
-        return apply_filter(e, x->name, &v, &a, x);
-    }
-    case JX_TEST: {
-        jv v;
-        if (x->kid[0]->kind == JX_NAME && (!strcmp(x->name, "defined") || !strcmp(x->name, "undefined"))) {
-            jv *p = lookup(e, x->kid[0]->name);
-            v = p ? *p : UNDEF;
-            if (!p && is_builtin(x->kid[0]->name)) v = mkbool(true); /* globals are defined */
-        } else v = eval(e, x->kid[0]);
-        args a;
-        eval_args(e, x, 1, &a);
-        bool r = run_test(e, x->name, &v, &a, x);
-        return mkbool(x->op ? !r : r);
-    }
+    case JX_FILTER: return eval_filter(e, x);
+    case JX_TEST: return eval_test(e, x);
     case JX_BIN: {
         jv l = eval(e, x->kid[0]), r = eval(e, x->kid[1]);
         return binop(e, x->op, l, r, x);
@@ -1651,8 +1659,10 @@ candle_status candle_jinja_render(const candle_jinja *t, const char *ctx, size_t
     e->max_out = lim && lim->max_output ? lim->max_output : (size_t)1 << 20;
     e->a.cap = lim && lim->max_memory ? lim->max_memory : (size_t)64 << 20;
     e->max_iters = lim && lim->max_iterations ? lim->max_iterations : 1000000;
-    e->max_depth = lim && lim->max_depth > 0 ? lim->max_depth : 64;
-    if (e->max_depth > 64) e->max_depth = 64; /* the C stack bounds it */
+    /* The C stack bounds it: each macro level may hold JJ_MAX_NEST statements
+     * and JJ_MAX_HEIGHT expression levels of frames. */
+    e->max_depth = lim && lim->max_depth > 0 ? lim->max_depth : 16;
+    if (e->max_depth > 16) e->max_depth = 16; /* worst case measured: 2-4 MB of stack at 32 (Release) */
     candle_status st = CANDLE_OK;
     if (setjmp(e->jb) == 0) {
         e->out = ob_new(e);
