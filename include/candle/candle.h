@@ -23,6 +23,7 @@
 #include "whisper.h"
 #include "sampler.h"
 #include "chat.h"
+#include "jinja.h"
 #include "kv_pool.h"
 #include "batch.h"
 
