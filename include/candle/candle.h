@@ -25,5 +25,6 @@
 #include "chat.h"
 #include "kv_pool.h"
 #include "batch.h"
+#include "kld.h"
 
 #endif
