@@ -26,5 +26,6 @@
 #include "jinja.h"
 #include "kv_pool.h"
 #include "batch.h"
+#include "kld.h"
 
 #endif

@@ -58,6 +58,8 @@ static const opt opts[] = {
     {"-c", "--ctx-size", T_I64, OFF(n_ctx), C_ALL},
     {"-t", "--threads", T_INT, OFF(n_threads), C_ALL},
     {NULL, "--top", T_INT, OFF(top), C_LOGITS},
+    {NULL, "--kl-divergence-base", T_STR, OFF(kld_base), C_PPL},
+    {NULL, "--kl-divergence", T_FLAG, OFF(kld), C_PPL},
     {NULL, "--no-mmap", T_FLAG, OFF(no_mmap), C_ALL},
     {NULL, "--ctx-shift", T_FLAG, OFF(ctx_shift), C_GEN},
     {NULL, "--kv-f16", T_FLAG, OFF(kv_f16), C_ALL},

@@ -17,6 +17,8 @@ typedef struct cli_args {
     const char *grammar_file;  /* --grammar FILE (GBNF) */
     const char *grammar_text;  /* --grammar-text 'root ::= ...' */
     const char *json_schema;   /* --json-schema FILE */
+    const char *kld_base;      /* --kl-divergence-base FILE (perplexity) */
+    bool kld;                  /* --kl-divergence: compare with kld_base */
     int64_t n_predict;  /* -n; -1 = until end of generation */
     int64_t n_ctx;      /* -c; 0 = the command's default */
     int n_threads;      /* -t */

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "gen.h"
 #include "line_edit.h"
+#include "ppl.h"
 
 #define DEFAULT_CTX 2048
 
@@ -357,8 +358,17 @@ int cmd_logits(int argc, char **argv) {
 
 static const char *ppl_usage =
     "usage: candle perplexity [-m MODEL] -f TEXT [-c CTX] [-t THREADS]\n"
+    "       candle perplexity [-m BASE] -f TEXT [-c CTX] --kl-divergence-base FILE\n"
+    "       candle perplexity -m MODEL [-f TEXT] --kl-divergence-base FILE --kl-divergence\n"
     "Splits the text into chunks of CTX tokens (default 512) and scores the second\n"
-    "half of each; ends with a line PPL = <value>.\n";
+    "half of each; ends with a line PPL = <value>.\n"
+    "  --kl-divergence-base FILE  alone: also save the model's distributions at the\n"
+    "                  scored positions to FILE (with the text's tokens, the context\n"
+    "                  and the vocabulary size); with --kl-divergence: read them and\n"
+    "                  compare this model with them (mean KL divergence, its\n"
+    "                  percentiles, top-1 agreement, both PPLs and their ratio, RMS\n"
+    "                  delta p). The text and -c come from FILE; a -f or -c given must\n"
+    "                  match it.\n";
 
 /* Text inputs are bounded: `-f /dev/zero` read without end. */
 #define MAX_TEXT_BYTES ((size_t)256 << 20)
@@ -413,8 +423,12 @@ static double nll_of(const float *row, int64_t n_vocab, int32_t next) {
     return log(sum) + mx - (double)row[next];
 }
 
-static int ppl_chunks(gen *g, const int32_t *ids, int64_t n, int64_t n_ctx) {
-    int64_t n_chunk = n >= n_ctx ? n / n_ctx : 1, len = n >= n_ctx ? n_ctx : n;
+void ppl_layout(int64_t n, int64_t n_ctx, int64_t *n_chunk, int64_t *len) {
+    *n_chunk = n >= n_ctx ? n / n_ctx : 1;
+    *len = n >= n_ctx ? n_ctx : n;
+}
+
+int ppl_eval(gen *g, const int32_t *ids, int64_t n_chunk, int64_t len, ppl_row_fn fn, void *ctx) {
     int32_t bos = candle_tokenizer_bos(g->tok);
     float *logits = malloc((size_t)(len * g->n_vocab) * sizeof *logits);
     int32_t *chunk = malloc((size_t)len * sizeof *chunk);
@@ -436,8 +450,12 @@ static int ppl_chunks(gen *g, const int32_t *ids, int64_t n, int64_t n_ctx) {
             r = gen_fail(g, "eval");
             break;
         }
-        for (int64_t j = len / 2; j < len - 1; j++, count++)
-            nll += nll_of(logits + j * g->n_vocab, g->n_vocab, chunk[j + 1]);
+        for (int64_t j = len / 2; j < len - 1 && !r; j++, count++) {
+            const float *row = logits + j * g->n_vocab;
+            double e = nll_of(row, g->n_vocab, chunk[j + 1]);
+            nll += e;
+            if (fn) r = fn(ctx, row, chunk[j + 1], e);
+        }
         progress(c + 1, n_chunk, nll, count);
     }
     fputc('\n', stderr);
@@ -452,6 +470,21 @@ int cmd_perplexity(int argc, char **argv) {
     cli_args a;
     int r = cli_parse(argc, argv, &a, ppl_usage);
     if (r) return r < 0 ? 0 : r;
+    if (a.kld && !a.kld_base) {
+        fprintf(stderr, "candle perplexity: --kl-divergence needs --kl-divergence-base FILE\n%s", ppl_usage);
+        return 2;
+    }
+    if (a.kld) {
+        size_t tlen = 0;
+        char *t = NULL;
+        if (a.file && !(t = read_file(a.file, &tlen))) {
+            fprintf(stderr, "candle perplexity: cannot read %s\n", a.file);
+            return 1;
+        }
+        r = kld_compare(&a, t);
+        free(t);
+        return r;
+    }
     if (!a.file) {
         fprintf(stderr, "candle perplexity: -f TEXT is required\n%s", ppl_usage);
         return 2;
@@ -470,11 +503,15 @@ int cmd_perplexity(int argc, char **argv) {
     }
     gen g;
     int32_t *ids = NULL;
-    int64_t n = 0;
+    int64_t n = 0, n_chunk, clen;
     if (!(r = gen_open(&g, "perplexity", &a, 512)) && !(r = gen_tokenize(&g, text, true, false, &ids, &n))) {
         if (n < 4) r = 1, fprintf(stderr, "candle perplexity: %s is too short (%lld tokens)\n",
                                   a.file, (long long)n);
-        else r = ppl_chunks(&g, ids, n, candle_session_n_ctx(g.sess));
+        else {
+            ppl_layout(n, candle_session_n_ctx(g.sess), &n_chunk, &clen);
+            r = a.kld_base ? kld_save(&g, a.kld_base, ids, n, n_chunk, clen)
+                           : ppl_eval(&g, ids, n_chunk, clen, NULL, NULL);
+        }
     }
     free(ids);
     free(text);
