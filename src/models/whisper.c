@@ -25,6 +25,7 @@
 #define WHISPER_MAX_LAYERS 64
 #define WHISPER_LN_EPS 1e-5
 #define WHISPER_MAX_SUPPRESS 1024
+#define WHISPER_MAX_LANGS 128
 
 typedef struct wlin {
     candle_tensor *w, *b; /* [out, in], [out] or NULL */
@@ -52,6 +53,11 @@ struct candle_whisper {
     int32_t sot, no_timestamps, eot, sot_prev, no_speech; /* the last two -1 where absent */
     int32_t suppress[WHISPER_MAX_SUPPRESS], suppress_begin[WHISPER_MAX_SUPPRESS];
     int n_suppress, n_suppress_begin;
+    /* multilingual models: config.json's lang_ids, their codes ("en" of
+     * <|en|>), the task tokens (-1 where absent) */
+    int32_t lang_ids[WHISPER_MAX_LANGS], transcribe_tok, translate_tok;
+    char lang_codes[WHISPER_MAX_LANGS][16];
+    int n_lang;
 };
 
 candle_whisper_params candle_whisper_default_params(void) {
@@ -263,6 +269,8 @@ static candle_status load_config(candle_whisper *w, const char *dir) {
     const json_value *root = json_root(doc);
     w->n_suppress = read_ids(json_get(root, "suppress_ids"), w->suppress, w->d.n_vocab);
     w->n_suppress_begin = read_ids(json_get(root, "suppress_ids_begin"), w->suppress_begin, w->d.n_vocab);
+    w->n_lang = read_ids(json_get(root, "lang_ids"), w->lang_ids, w->d.n_vocab);
+    if (w->n_lang > WHISPER_MAX_LANGS) w->n_lang = WHISPER_MAX_LANGS;
     json_free(doc);
     return CANDLE_OK;
 }
@@ -279,6 +287,24 @@ static candle_status load_tokenizer(candle_whisper *w, const char *dir) {
     w->no_speech = candle_tokenizer_find(w->tok, "<|nospeech|>");
     if (w->no_speech < 0) w->no_speech = candle_tokenizer_find(w->tok, "<|nocaptions|>");
     if (w->sot_prev >= w->d.n_vocab) w->sot_prev = -1;
+    w->transcribe_tok = candle_tokenizer_find(w->tok, "<|transcribe|>");
+    w->translate_tok = candle_tokenizer_find(w->tok, "<|translate|>");
+    if (w->transcribe_tok >= w->d.n_vocab || w->translate_tok >= w->d.n_vocab) w->transcribe_tok = w->translate_tok = -1;
+    /* a language token is <|xx|>: its code is xx */
+    int nl = 0;
+    for (int i = 0; i < w->n_lang; i++) {
+        char buf[64];
+        size_t len = 0;
+        if (candle_tokenizer_token_bytes(w->tok, w->lang_ids[i], true, buf, sizeof buf, &len) || len < 5 ||
+            len - 4 >= sizeof w->lang_codes[0] || memcmp(buf, "<|", 2) || memcmp(buf + len - 2, "|>", 2))
+            continue;
+        w->lang_ids[nl] = w->lang_ids[i];
+        memcpy(w->lang_codes[nl], buf + 2, len - 4);
+        w->lang_codes[nl++][len - 4] = 0;
+    }
+    /* CTranslate2's is_multilingual: a vocabulary of at least 51865 (the
+     * .en models' config.json lists the language ids too) */
+    w->n_lang = w->transcribe_tok >= 0 && w->d.n_vocab >= 51865 ? nl : 0;
     if (w->no_speech >= w->d.n_vocab) w->no_speech = -1;
     if (w->sot < 0 || w->no_timestamps < 0 || w->eot < 0 || w->sot >= w->d.n_vocab ||
         w->no_timestamps >= w->d.n_vocab || w->eot >= w->d.n_vocab)
@@ -621,6 +647,7 @@ typedef struct wopts {
     float temps[WHISPER_MAX_TEMPS];
     int n_temps;
     uint64_t rng; /* splitmix64 state of the sampler */
+    int32_t lang_tok; /* the language token after <|startoftranscript|>, -1: none */
 } wopts;
 
 /* A uniform double in [0, 1) (splitmix64). */
@@ -1191,6 +1218,10 @@ static int64_t make_prompt(const wrun *R, int32_t *prompt) {
         n += n_prev;
     }
     prompt[n++] = w->sot;
+    if (R->o.lang_tok >= 0) { /* faster-whisper's sot_sequence of a multilingual model */
+        prompt[n++] = R->o.lang_tok;
+        prompt[n++] = R->o.p.translate ? w->translate_tok : w->transcribe_tok;
+    }
     if (!R->o.p.timestamps) prompt[n++] = w->no_timestamps;
     return n;
 }
@@ -1264,6 +1295,51 @@ static candle_status join_result(candle_whisper_result *r) {
     return CANDLE_OK;
 }
 
+typedef struct wlang {
+    int idx;
+    float p;
+} wlang;
+
+static int wlang_cmp(const void *a, const void *b) {
+    const wlang *x = a, *y = b;
+    return x->p < y->p ? 1 : x->p > y->p ? -1 : x->idx - y->idx;
+}
+
+/* The languages of the first window, best first, into out[n_lang]. */
+static candle_status detect(const candle_whisper *w, const float *samples, size_t n, int n_threads, wlang *out) {
+    size_t n30 = n < (size_t)CANDLE_WHISPER_CHUNK_FRAMES * CANDLE_WHISPER_HOP ? n
+                                                                              : (size_t)CANDLE_WHISPER_CHUNK_FRAMES * CANDLE_WHISPER_HOP;
+    size_t frames = candle_whisper_mel_frames(n30, CANDLE_WHISPER_HOP), nm = (size_t)w->d.n_mels;
+    size_t len = frames < CANDLE_WHISPER_CHUNK_FRAMES ? frames : CANDLE_WHISPER_CHUNK_FRAMES;
+    float *mel = malloc(nm * frames * sizeof *mel), *win = malloc(nm * CANDLE_WHISPER_CHUNK_FRAMES * sizeof *win);
+    float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
+    wdec st;
+    candle_status s = dec_init(&st, w, n_threads, 1);
+    if (!s && (!mel || !win || !logits)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    /* as faster-whisper: every frame of the features (the last one too), the
+     * window padded with zeros (pad_or_trim) */
+    if (!s) s = candle_whisper_log_mel(samples, n30, (int)nm, CANDLE_WHISPER_HOP, mel, frames);
+    if (!s) {
+        window(mel, nm, frames, 0, len, win);
+        s = dec_window(&st, win);
+    }
+    if (!s) s = dec_step(&st, 0, &w->sot, 1, logits);
+    if (!s) { /* the softmax over the language tokens' logits alone */
+        float m = -INFINITY;
+        for (int i = 0; i < w->n_lang; i++) m = fmaxf(m, logits[w->lang_ids[i]]);
+        double sum = 0;
+        for (int i = 0; i < w->n_lang; i++) sum += exp((double)logits[w->lang_ids[i]] - m);
+        for (int i = 0; i < w->n_lang; i++)
+            out[i] = (wlang){i, (float)(exp((double)logits[w->lang_ids[i]] - m) / sum)};
+        qsort(out, (size_t)w->n_lang, sizeof *out, wlang_cmp);
+    }
+    dec_free(&st);
+    free(mel);
+    free(win);
+    free(logits);
+    return s;
+}
+
 candle_status candle_whisper_transcribe(const candle_whisper *w, const float *samples, size_t n,
                                         const candle_whisper_transcribe_params *p, candle_whisper_result *out) {
     if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: NULL out");
@@ -1294,6 +1370,31 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
         R.o.temps[i] = temps[i];
     }
     R.o.rng = q->seed;
+    R.o.lang_tok = -1;
+    snprintf(out->language, sizeof out->language, "en");
+    out->language_probability = 1;
+    if (w->n_lang) {
+        const char *lang = q->language;
+        if (!lang || !*lang || !strcmp(lang, "auto")) { /* faster-whisper's detect_language */
+            wlang L[WHISPER_MAX_LANGS];
+            candle_status ds = detect(w, samples, n, q->n_threads, L);
+            if (ds) return ds;
+            R.o.lang_tok = w->lang_ids[L[0].idx];
+            snprintf(out->language, sizeof out->language, "%s", w->lang_codes[L[0].idx]);
+            out->language_probability = L[0].p;
+        } else {
+            for (int i = 0; i < w->n_lang && R.o.lang_tok < 0; i++)
+                if (!strcmp(w->lang_codes[i], lang)) {
+                    R.o.lang_tok = w->lang_ids[i];
+                    snprintf(out->language, sizeof out->language, "%s", lang);
+                }
+            if (R.o.lang_tok < 0) {
+                char esc[64];
+                candle_escape_text(lang, strlen(lang), esc, sizeof esc);
+                return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: unknown language '%s'", esc);
+            }
+        }
+    }
     R.o.ts_begin = w->no_timestamps + 1;
     R.o.ts_end = (int32_t)w->d.n_vocab - 1;
     if (R.o.p.timestamps && R.o.ts_begin > R.o.ts_end)
@@ -1323,4 +1424,24 @@ void candle_whisper_result_free(candle_whisper_result *r) {
     }
     free(r->segments);
     memset(r, 0, sizeof *r);
+}
+
+bool candle_whisper_is_multilingual(const candle_whisper *w) { return w && w->n_lang > 0; }
+
+candle_status candle_whisper_detect_language(const candle_whisper *w, const float *samples, size_t n,
+                                             int n_threads, char (*codes)[16], float *probs, int n_out,
+                                             int *n_langs) {
+    if (!w || !samples || !n || n_out < 0 || (n_out > 0 && (!codes || !probs)) || n_threads < 0)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_detect_language: no audio or bad arguments");
+    if (!w->n_lang)
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper_detect_language: an English-only model");
+    wlang L[WHISPER_MAX_LANGS];
+    candle_status s = detect(w, samples, n, n_threads, L);
+    if (s) return s;
+    for (int i = 0; i < n_out && i < w->n_lang; i++) {
+        memcpy(codes[i], w->lang_codes[L[i].idx], sizeof codes[i]);
+        probs[i] = L[i].p;
+    }
+    if (n_langs) *n_langs = w->n_lang;
+    return CANDLE_OK;
 }
