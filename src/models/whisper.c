@@ -917,9 +917,10 @@ static candle_status beam_search(wdec *st, wopts *o, const int32_t *prompt, int6
     float nsp = 0;
     candle_status s = feed_prompt(st, prompt, n_prompt, logits, &nsp);
     if (s) return s;
-    wfin *fin = calloc((size_t)(max_cand + K), sizeof *fin);
+    /* at most K finish a step; with length_penalty 0 the count is not the bound */
+    int64_t n_fin = 0, cap_fin = max_cand + K;
+    wfin *fin = calloc((size_t)cap_fin, sizeof *fin);
     if (!fin) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    int64_t n_fin = 0;
     tokbuf *A[WHISPER_MAX_BATCH], *B[WHISPER_MAX_BATCH]; /* the alive beams' tokens, the next ones */
     for (int k = 0; k < K; k++) {
         A[k] = &pool[k].toks;
@@ -953,6 +954,15 @@ static candle_status beam_search(wdec *st, wopts *o, const int32_t *prompt, int6
             }
         }
         int sec = K;
+        if (n_fin + K > cap_fin) {
+            wfin *g = realloc(fin, (size_t)(2 * cap_fin) * sizeof *fin);
+            if (!g) {
+                s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                break;
+            }
+            fin = g;
+            cap_fin *= 2;
+        }
         for (int k = 0; k < K; k++) {
             int32_t id = k < nc ? (int32_t)(cflat[k] % nv) : w->eot;
             active[k] = k;

@@ -159,6 +159,13 @@ int main(void) {
         p.beam_size = 5;
         p.patience = 0;
         CHECK(candle_whisper_transcribe(wt, clips[0].x, clips[0].n, &p, &r) == CANDLE_ERR_INVALID_ARG);
+        /* length_penalty 0: the search ends when the top beam finishes */
+        p = candle_whisper_transcribe_default_params();
+        p.length_penalty = 0;
+        CHECK_MSG(candle_whisper_transcribe(wt, clips[0].x, clips[0].n, &p, &r) == CANDLE_OK && r.n_segments > 0,
+                  "%s", candle_last_errmsg());
+        if (r.text) printf("length_penalty 0: '%s'\n", r.text);
+        candle_whisper_result_free(&r);
         char codes[1][16];
         float pr[1];
         CHECK(!candle_whisper_is_multilingual(wt));
