@@ -68,7 +68,7 @@ typedef struct candle_whisper_segment {
  * with the segments so far. The segment is valid during the call only. */
 typedef int (*candle_whisper_segment_fn)(const candle_whisper_segment *s, void *user);
 
-/* The defaults are faster-whisper's transcribe() defaults with beam_size=1.
+/* The defaults are faster-whisper's transcribe() defaults (beam_size 5).
  * A NAN threshold is off. */
 typedef struct candle_whisper_transcribe_params {
     int n_threads;      /* 0: the default */
@@ -128,9 +128,10 @@ typedef struct candle_whisper_result {
     float language_probability; /* its detected probability; 1 when given or English-only */
 } candle_whisper_result;
 
-/* Transcription of 16 kHz mono samples by an English-only model as
- * faster-whisper's transcribe(beam_size=1, vad_filter=False) does it (greedy
- * at temperature 0, then the fallback above):
+/* Transcription of 16 kHz mono samples as faster-whisper's
+ * transcribe(vad_filter=False) does it (beam search or greedy at temperature
+ * 0, then the fallback above; a multilingual model's prompt carries the
+ * language, given or detected, and the task):
  *   - each 30 s window of the mel starts at `seek` and is decoded from
  *     [<|startofprev|> previous tokens] <|startoftranscript|>, config.json's
  *     suppress_ids suppressed at every step and suppress_ids_begin at the

@@ -1,7 +1,7 @@
 /* Whisper beam search and language detection against faster-whisper 1.2.1 /
  * CTranslate2 4.8.5 (tests/data/whisper/gen_whisper_beam_goldens.py):
  * transcribe(beam_size=5, patience=1, length_penalty=1, temperature=0) of
- * jfk.wav with tiny.en and base, timestamps on and off, and of de.wav
+ * jfk.wav with tiny.en (timestamps on and off) and base, and of de.wav
  * (German, espeak-ng) with base, the language detected and the translate
  * task: every segment's tokens, text and times identical, avg_logprob close,
  * the language and its probability as detect_language() gives them; then
@@ -142,7 +142,9 @@ int main(void) {
         const json_value *run = json_at(runs, i);
         const char *m = str(run, "model"), *cl = str(run, "clip");
         const candle_whisper *w = m && !strcmp(m, "base") ? wb : wt;
-        if (!w || !cl) continue;
+        bool ts = true;
+        json_as_bool(json_get(run, "timestamps"), &ts);
+        if (!w || !cl || (w == wb && !ts)) continue; /* base without timestamps: kept short, tiny.en checks it */
         check_run(w, run, &clips[!strcmp(cl, "de")]);
         n_runs++;
     }
