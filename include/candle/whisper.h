@@ -68,7 +68,7 @@ typedef struct candle_whisper_segment {
  * with the segments so far. The segment is valid during the call only. */
 typedef int (*candle_whisper_segment_fn)(const candle_whisper_segment *s, void *user);
 
-/* The defaults are faster-whisper's transcribe() defaults with beam_size=1.
+/* The defaults are faster-whisper's transcribe() defaults (beam_size 5).
  * A NAN threshold is off. */
 typedef struct candle_whisper_transcribe_params {
     int n_threads;      /* 0: the default */
@@ -98,6 +98,21 @@ typedef struct candle_whisper_transcribe_params {
     float prompt_reset_on_temperature; /* 0.5 */
     candle_whisper_segment_fn on_segment;
     void *user;
+    /* Beam search at temperature 0, as CTranslate2's (faster-whisper's
+     * defaults): beam_size beams decoded side by side (5; 1 is greedy, at
+     * most 16); the search ends when round(beam_size * patience) hypotheses
+     * are finished (patience 1.0, > 0); the finished hypothesis with the best
+     * sum of log-probabilities / length ^ length_penalty wins (1.0: the
+     * simple length normalization; 0: the first to finish). Above 0 the
+     * best_of draws are decoded side by side too. */
+    int beam_size;
+    float patience;
+    float length_penalty;
+    /* Multilingual models: the language code ("en", "de", ...; NULL or
+     * "auto": detected on the first 30 s as candle_whisper_detect_language)
+     * and the task. English-only models ignore both (no such tokens). */
+    const char *language;
+    bool translate; /* <|translate|>: English text from speech in any language */
 } candle_whisper_transcribe_params;
 
 CANDLE_API candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void);
@@ -109,11 +124,14 @@ typedef struct candle_whisper_result {
     int64_t n_tokens;
     candle_whisper_segment *segments;
     int64_t n_segments;
+    char language[16];          /* the language decoded ("en" for English-only models) */
+    float language_probability; /* its detected probability; 1 when given or English-only */
 } candle_whisper_result;
 
-/* Transcription of 16 kHz mono samples by an English-only model as
- * faster-whisper's transcribe(beam_size=1, vad_filter=False) does it (greedy
- * at temperature 0, then the fallback above):
+/* Transcription of 16 kHz mono samples as faster-whisper's
+ * transcribe(vad_filter=False) does it (beam search or greedy at temperature
+ * 0, then the fallback above; a multilingual model's prompt carries the
+ * language, given or detected, and the task):
  *   - each 30 s window of the mel starts at `seek` and is decoded from
  *     [<|startofprev|> previous tokens] <|startoftranscript|>, config.json's
  *     suppress_ids suppressed at every step and suppress_ids_begin at the
@@ -132,6 +150,20 @@ CANDLE_API candle_status candle_whisper_transcribe(const candle_whisper *w, cons
                                                    const candle_whisper_transcribe_params *p,
                                                    candle_whisper_result *out);
 CANDLE_API void candle_whisper_result_free(candle_whisper_result *r);
+
+/* True for a multilingual model (language tokens in its vocabulary). */
+CANDLE_API bool candle_whisper_is_multilingual(const candle_whisper *w);
+
+/* faster-whisper's detect_language(): the log-mel of the first 30 s of
+ * samples (all its frames, zero-padded to a window), the encoder, one
+ * decoder step on <|startoftranscript|>, and the softmax of the logits of
+ * the language tokens (config.json's lang_ids). The languages best first:
+ * codes[i] (up to 15 bytes, NUL-terminated) and probs[i] for i < min(n_out,
+ * languages), *n_langs (may be NULL) the number of languages. Errors:
+ * CANDLE_ERR_UNSUPPORTED for an English-only model. */
+CANDLE_API candle_status candle_whisper_detect_language(const candle_whisper *w, const float *samples, size_t n,
+                                                        int n_threads, char (*codes)[16], float *probs,
+                                                        int n_out, int *n_langs);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 #define WHISPER_MAX_LAYERS 64
 #define WHISPER_LN_EPS 1e-5
 #define WHISPER_MAX_SUPPRESS 1024
+#define WHISPER_MAX_LANGS 128
 
 typedef struct wlin {
     candle_tensor *w, *b; /* [out, in], [out] or NULL */
@@ -52,6 +53,11 @@ struct candle_whisper {
     int32_t sot, no_timestamps, eot, sot_prev, no_speech; /* the last two -1 where absent */
     int32_t suppress[WHISPER_MAX_SUPPRESS], suppress_begin[WHISPER_MAX_SUPPRESS];
     int n_suppress, n_suppress_begin;
+    /* multilingual models: config.json's lang_ids, their codes ("en" of
+     * <|en|>), the task tokens (-1 where absent) */
+    int32_t lang_ids[WHISPER_MAX_LANGS], transcribe_tok, translate_tok;
+    char lang_codes[WHISPER_MAX_LANGS][16];
+    int n_lang;
 };
 
 candle_whisper_params candle_whisper_default_params(void) {
@@ -71,7 +77,12 @@ candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) 
                                               .compression_ratio_threshold = 2.4f,
                                               .log_prob_threshold = -1.0f,
                                               .no_speech_threshold = 0.6f,
-                                              .prompt_reset_on_temperature = 0.5f};
+                                              .prompt_reset_on_temperature = 0.5f,
+                                              .beam_size = 5,
+                                              .patience = 1.0f,
+                                              .length_penalty = 1.0f,
+                                              .language = NULL,
+                                              .translate = false};
 }
 
 /* ---- loading ---- */
@@ -258,6 +269,8 @@ static candle_status load_config(candle_whisper *w, const char *dir) {
     const json_value *root = json_root(doc);
     w->n_suppress = read_ids(json_get(root, "suppress_ids"), w->suppress, w->d.n_vocab);
     w->n_suppress_begin = read_ids(json_get(root, "suppress_ids_begin"), w->suppress_begin, w->d.n_vocab);
+    w->n_lang = read_ids(json_get(root, "lang_ids"), w->lang_ids, w->d.n_vocab);
+    if (w->n_lang > WHISPER_MAX_LANGS) w->n_lang = WHISPER_MAX_LANGS;
     json_free(doc);
     return CANDLE_OK;
 }
@@ -274,6 +287,24 @@ static candle_status load_tokenizer(candle_whisper *w, const char *dir) {
     w->no_speech = candle_tokenizer_find(w->tok, "<|nospeech|>");
     if (w->no_speech < 0) w->no_speech = candle_tokenizer_find(w->tok, "<|nocaptions|>");
     if (w->sot_prev >= w->d.n_vocab) w->sot_prev = -1;
+    w->transcribe_tok = candle_tokenizer_find(w->tok, "<|transcribe|>");
+    w->translate_tok = candle_tokenizer_find(w->tok, "<|translate|>");
+    if (w->transcribe_tok >= w->d.n_vocab || w->translate_tok >= w->d.n_vocab) w->transcribe_tok = w->translate_tok = -1;
+    /* a language token is <|xx|>: its code is xx */
+    int nl = 0;
+    for (int i = 0; i < w->n_lang; i++) {
+        char buf[64];
+        size_t len = 0;
+        if (candle_tokenizer_token_bytes(w->tok, w->lang_ids[i], true, buf, sizeof buf, &len) || len < 5 ||
+            len - 4 >= sizeof w->lang_codes[0] || memcmp(buf, "<|", 2) || memcmp(buf + len - 2, "|>", 2))
+            continue;
+        w->lang_ids[nl] = w->lang_ids[i];
+        memcpy(w->lang_codes[nl], buf + 2, len - 4);
+        w->lang_codes[nl++][len - 4] = 0;
+    }
+    /* CTranslate2's is_multilingual: a vocabulary of at least 51865 (the
+     * .en models' config.json lists the language ids too) */
+    w->n_lang = w->transcribe_tok >= 0 && w->d.n_vocab >= 51865 ? nl : 0;
     if (w->no_speech >= w->d.n_vocab) w->no_speech = -1;
     if (w->sot < 0 || w->no_timestamps < 0 || w->eot < 0 || w->sot >= w->d.n_vocab ||
         w->no_timestamps >= w->d.n_vocab || w->eot >= w->d.n_vocab)
@@ -429,33 +460,55 @@ candle_status candle_whisper_encode(const candle_whisper *w, const float *mel, i
 #define WHISPER_INPUT_STRIDE 2      /* mel frames per timestamp token */
 #define WHISPER_FRAME_SECONDS 0.01  /* seconds per mel frame */
 
+/* Hypotheses decoded side by side in one decoder step: beam search's beams,
+ * the fallback's best_of draws (CTranslate2 batches both). */
+#define WHISPER_MAX_BATCH 16
+
 /* The decoder state of a transcription: the cross-attention keys and values
  * of the current window ([1, H, 1500, D] per layer, computed once per
- * window) and the self-attention cache. */
+ * window and shared by every hypothesis) and one self-attention cache per
+ * hypothesis slot (a hypothesis reads and writes its slot's cache only). */
 typedef struct wdec {
     candle_ctx *ctx;
     const candle_whisper *w;
     candle_tensor *ck[WHISPER_MAX_LAYERS], *cv[WHISPER_MAX_LAYERS];
-    kv_cache kv;
+    kv_cache kv[WHISPER_MAX_BATCH];
+    int n_slots;
     candle_ctx_mark base, mark;
-    int64_t pos;
+    int64_t pos; /* the next position, the same for every slot */
 } wdec;
 
-static candle_status dec_init(wdec *st, const candle_whisper *w, int n_threads) {
+static candle_status dec_init(wdec *st, const candle_whisper *w, int n_threads, int n_slots) {
     memset(st, 0, sizeof *st);
     st->w = w;
     candle_status s = ctx_for(&st->ctx, n_threads);
     if (s) return s;
     const candle_whisper_dims *d = &w->d;
-    s = kv_cache_init(&st->kv, st->ctx, d->n_text_layer, d->n_head, d->n_text_ctx, d->n_state / d->n_head,
-                      CANDLE_DTYPE_F32);
+    for (int i = 0; !s && i < n_slots; i++, st->n_slots++)
+        s = kv_cache_init(&st->kv[i], st->ctx, d->n_text_layer, d->n_head, d->n_text_ctx, d->n_state / d->n_head,
+                          CANDLE_DTYPE_F32);
     st->base = candle_ctx_get_mark(st->ctx);
     return s;
 }
 
 static void dec_free(wdec *st) {
-    kv_cache_free(&st->kv);
+    for (int i = 0; i < st->n_slots; i++) kv_cache_free(&st->kv[i]);
     candle_ctx_free(st->ctx);
+}
+
+/* Slot dst's cache = slot src's, positions [0, npos) (a hypothesis forked:
+ * the prompt's keys and values, or a beam's parent). */
+static void slot_copy(wdec *st, int dst, int src, int64_t npos) {
+    if (dst == src) return;
+    const kv_cache *a = &st->kv[src], *b = &st->kv[dst];
+    size_t row = (size_t)a->head_dim * sizeof(float), rows = (size_t)npos * row;
+    for (int64_t il = 0; il < a->n_layer; il++)
+        for (int kv = 0; kv < 2; kv++) {
+            const char *from = candle_tensor_data(kv ? a->v[il] : a->k[il]);
+            char *to = candle_tensor_data(kv ? b->v[il] : b->k[il]);
+            for (int64_t h = 0; h < a->n_head_kv; h++)
+                memcpy(to + (size_t)h * (size_t)a->n_ctx * row, from + (size_t)h * (size_t)a->n_ctx * row, rows);
+        }
 }
 
 /* The encoder on a window and the cross-attention keys and values of it. */
@@ -482,20 +535,30 @@ static candle_status dec_window(wdec *st, const float *mel) {
     return s;
 }
 
-static candle_tensor *dec_block(wdec *st, const wlayer *l, int64_t il, candle_tensor *x) {
+/* A decoder layer on x [n, n_state]: with nb == 1, n tokens of the
+ * hypothesis in slots[0] at positions pos..; with nb > 1, one token of each
+ * of nb hypotheses (row b in slots[b]) at position pos. The products run on
+ * all rows at once; self-attention per hypothesis on its own cache; the
+ * cross-attention queries of every row against the window's shared K/V. */
+static candle_tensor *dec_block(wdec *st, const wlayer *l, int64_t il, candle_tensor *x, int nb, const int *slots) {
     candle_ctx *ctx = st->ctx;
     const candle_whisper_dims *d = &st->w->d;
-    int64_t ns = d->n_state, n = x->shape[0];
+    int64_t ns = d->n_state, n = nb > 1 ? 1 : x->shape[0];
     int64_t hs[3] = {n, d->n_head, ns / d->n_head};
     candle_tensor *y = lin(ctx, norm(ctx, x, &l->attn_ln), &l->qkv);
-    candle_tensor *q = to_heads(ctx, d, candle_narrow(ctx, y, 1, 0, ns));
-    candle_tensor *k = candle_reshape_copy(ctx, candle_narrow(ctx, y, 1, ns, ns), 3, hs);
-    candle_tensor *v = candle_reshape_copy(ctx, candle_narrow(ctx, y, 1, 2 * ns, ns), 3, hs);
-    candle_tensor *ka, *va;
-    if (!kv_cache_update(ctx, &st->kv, il, k, v, st->pos, &ka, &va)) return NULL;
-    candle_tensor *o = candle_attention(ctx, q, ka, va, NULL, 0, true);
-    x = candle_add(ctx, x, lin(ctx, from_heads(ctx, d, o), &l->attn_out));
-    q = to_heads(ctx, d, lin(ctx, norm(ctx, x, &l->cross_ln), &l->cross_q));
+    candle_tensor *outs[WHISPER_MAX_BATCH], *o;
+    for (int b = 0; b < nb && y; b++) {
+        candle_tensor *yb = nb > 1 ? candle_narrow(ctx, y, 0, b, 1) : y;
+        candle_tensor *q = to_heads(ctx, d, candle_narrow(ctx, yb, 1, 0, ns));
+        candle_tensor *k = candle_reshape_copy(ctx, candle_narrow(ctx, yb, 1, ns, ns), 3, hs);
+        candle_tensor *v = candle_reshape_copy(ctx, candle_narrow(ctx, yb, 1, 2 * ns, ns), 3, hs);
+        candle_tensor *ka, *va;
+        if (!kv_cache_update(ctx, &st->kv[slots[b]], il, k, v, st->pos, &ka, &va)) return NULL;
+        outs[b] = from_heads(ctx, d, candle_attention(ctx, q, ka, va, NULL, 0, true));
+    }
+    o = nb > 1 ? candle_concat(ctx, outs, nb, 0) : outs[0];
+    x = candle_add(ctx, x, lin(ctx, o, &l->attn_out));
+    candle_tensor *q = to_heads(ctx, d, lin(ctx, norm(ctx, x, &l->cross_ln), &l->cross_q));
     o = candle_attention(ctx, q, st->ck[il], st->cv[il], NULL, 0, false);
     x = candle_add(ctx, x, lin(ctx, from_heads(ctx, d, o), &l->cross_out));
     return mlp(ctx, l, x);
@@ -503,8 +566,26 @@ static candle_tensor *dec_block(wdec *st, const wlayer *l, int64_t il, candle_te
 
 #define WHISPER_STEP_MAX 64 /* tokens fed at once; a longer prompt goes in pieces */
 
-/* Feed n tokens at the next positions; logits [n_vocab] of the last. */
-static candle_status dec_step(wdec *st, const int32_t *tokens, int64_t n, float *logits) {
+/* The graph from the rows x [r, n_state] to the logits of `rows` of them
+ * ([rows][n_vocab] into logits), then the positions move on by n. */
+static candle_status dec_run(wdec *st, candle_tensor *x, int nb, const int *slots, int64_t n, bool last_only,
+                             float *logits) {
+    candle_ctx *ctx = st->ctx;
+    const candle_whisper *w = st->w;
+    for (int64_t il = 0; il < w->d.n_text_layer && x; il++) x = dec_block(st, &w->dec[il], il, x, nb, slots);
+    if (x && last_only) x = candle_narrow(ctx, x, 0, x->shape[0] - 1, 1);
+    x = norm(ctx, x, &w->dec_ln);
+    candle_tensor *lg = candle_contiguous(ctx, candle_linear(ctx, x, w->tok_embd, NULL));
+    candle_status s = lg ? candle_compute(ctx, lg) : candle_errcode(ctx);
+    if (!s) s = candle_tensor_to_f32(lg, logits);
+    if (s) return cdl_set_error(NULL, s, "whisper: %s", candle_errmsg(ctx));
+    st->pos += n;
+    return CANDLE_OK;
+}
+
+/* Feed n tokens of the hypothesis in slot at the next positions; logits
+ * [n_vocab] of the last. */
+static candle_status dec_step(wdec *st, int slot, const int32_t *tokens, int64_t n, float *logits) {
     candle_ctx *ctx = st->ctx;
     const candle_whisper *w = st->w;
     int32_t pos[WHISPER_STEP_MAX];
@@ -512,21 +593,32 @@ static candle_status dec_step(wdec *st, const int32_t *tokens, int64_t n, float 
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper: %lld tokens past the text context of %lld",
                                 (long long)(st->pos + n), (long long)w->d.n_text_ctx);
     for (; n > WHISPER_STEP_MAX; tokens += WHISPER_STEP_MAX, n -= WHISPER_STEP_MAX) {
-        candle_status s = dec_step(st, tokens, WHISPER_STEP_MAX, logits);
+        candle_status s = dec_step(st, slot, tokens, WHISPER_STEP_MAX, logits);
         if (s) return s;
     }
     candle_ctx_reset(ctx, st->mark);
     for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(st->pos + i);
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens), *p = candle_tensor_from_i32(ctx, 1, &n, pos);
     candle_tensor *x = candle_add(ctx, candle_embedding(ctx, w->tok_embd, t), candle_embedding(ctx, w->dec_pos, p));
-    for (int64_t il = 0; il < w->d.n_text_layer && x; il++) x = dec_block(st, &w->dec[il], il, x);
-    x = norm(ctx, candle_narrow(ctx, x, 0, n - 1, 1), &w->dec_ln);
-    candle_tensor *lg = candle_contiguous(ctx, candle_linear(ctx, x, w->tok_embd, NULL));
-    candle_status s = lg ? candle_compute(ctx, lg) : candle_errcode(ctx);
-    if (!s) s = candle_tensor_to_f32(lg, logits);
-    if (s) return cdl_set_error(NULL, s, "whisper: %s", candle_errmsg(ctx));
-    st->pos += n;
-    return CANDLE_OK;
+    return dec_run(st, x, 1, &slot, n, true, logits);
+}
+
+/* One token of each of nb hypotheses (tokens[b] in slots[b]) at the next
+ * position in one decoder step: logits [nb][n_vocab]. */
+static candle_status dec_step_batch(wdec *st, int nb, const int *slots, const int32_t *tokens, float *logits) {
+    if (nb == 1) return dec_step(st, slots[0], tokens, 1, logits);
+    candle_ctx *ctx = st->ctx;
+    const candle_whisper *w = st->w;
+    if (st->pos + 1 > w->d.n_text_ctx)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper: %lld tokens past the text context of %lld",
+                                (long long)(st->pos + 1), (long long)w->d.n_text_ctx);
+    candle_ctx_reset(ctx, st->mark);
+    int32_t pos[WHISPER_MAX_BATCH];
+    for (int b = 0; b < nb; b++) pos[b] = (int32_t)st->pos;
+    int64_t n = nb;
+    candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens), *p = candle_tensor_from_i32(ctx, 1, &n, pos);
+    candle_tensor *x = candle_add(ctx, candle_embedding(ctx, w->tok_embd, t), candle_embedding(ctx, w->dec_pos, p));
+    return dec_run(st, x, nb, slots, 1, false, logits);
 }
 
 typedef struct tokbuf {
@@ -555,6 +647,7 @@ typedef struct wopts {
     float temps[WHISPER_MAX_TEMPS];
     int n_temps;
     uint64_t rng; /* splitmix64 state of the sampler */
+    int32_t lang_tok; /* the language token after <|startoftranscript|>, -1: none */
 } wopts;
 
 /* A uniform double in [0, 1) (splitmix64). */
@@ -616,53 +709,6 @@ static void timestamp_rules(const candle_whisper *w, const wopts *o, float *logi
     for (int64_t i = 0; i < tb; i++)
         if (logits[i] > mt) mt = logits[i];
     if (ts > mt) mask(logits, 0, tb);
-}
-
-/* One decoding of the current window after prompt: the tokens up to
- * <|endoftext|> (excluded) in out, the sum of their log-probabilities (and
- * <|endoftext|>'s) in *sum_lp, P(no speech) at the first step. */
-static candle_status generate(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
-                              float *logits, tokbuf *out, double *sum_lp, float *no_speech) {
-    const candle_whisper *w = st->w;
-    int64_t nv = w->d.n_vocab;
-    st->pos = 0;
-    out->n = 0;
-    *sum_lp = 0;
-    /* CTranslate2 decodes at most min(448 / 2, 448 - start) steps, start the
-     * position of the token the first step feeds */
-    int64_t max_steps = w->d.n_text_ctx / 2, room = w->d.n_text_ctx - (n_prompt - 1);
-    if (room < max_steps) max_steps = room;
-    if (o->p.max_tokens > 0 && o->p.max_tokens < max_steps) max_steps = o->p.max_tokens;
-    candle_status s = dec_step(st, prompt, n_prompt, logits);
-    for (int64_t step = 0; !s && step < max_steps; step++) {
-        if (step == 0) { /* from the raw logits, as GetNoSpeechProbs */
-            double lse = logsumexp(logits, nv);
-            *no_speech = w->no_speech >= 0 ? (float)exp(logits[w->no_speech] - lse) : 0.0f;
-        }
-        for (int i = 0; i < w->n_suppress; i++) logits[w->suppress[i]] = -INFINITY;
-        for (int i = 0; step == 0 && i < w->n_suppress_begin; i++) logits[w->suppress_begin[i]] = -INFINITY;
-        if (o->p.timestamps) timestamp_rules(w, o, logits, out->ids, step);
-        int32_t id = 0;
-        for (int64_t i = 1; i < nv; i++)
-            if (logits[i] > logits[id]) id = (int32_t)i;
-        double lse = logsumexp(logits, nv);
-        if (temp > 0) { /* a draw from softmax(logits / temp), as CTranslate2's RandomSampler */
-            double total = 0, m = logits[id];
-            for (int64_t i = 0; i < nv; i++) total += exp((logits[i] - m) / temp);
-            double u = uniform(&o->rng) * total, acc = 0;
-            for (int64_t i = 0; i < nv; i++) {
-                if (logits[i] == -INFINITY) continue;
-                id = (int32_t)i;
-                acc += exp((logits[i] - m) / temp);
-                if (acc > u) break;
-            }
-        }
-        *sum_lp += logits[id] - lse; /* the log-probability at temperature 1, as CTranslate2 scores */
-        if (id == w->eot) break;
-        if (!tokbuf_push(out, id)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-        if (step + 1 < max_steps) s = dec_step(st, &id, 1, logits);
-    }
-    return s;
 }
 
 /* The text of tokens (text tokens only), malloc'ed. */
@@ -727,25 +773,312 @@ static bool cand_copy(wcand *dst, const wcand *src) {
     return true;
 }
 
-/* The window decoded at temp: greedy at 0, else the best of best_of draws
- * by sum of log-probabilities / length (CTranslate2's score with
- * length_penalty 1). */
-static candle_status decode_at(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
-                               float *logits, wcand *c, wcand *tmp) {
-    int n = temp > 0 && o->p.best_of > 1 ? o->p.best_of : 1;
-    double best = -INFINITY;
-    for (int k = 0; k < n; k++) {
-        wcand *d = k == 0 ? c : tmp;
-        candle_status s = generate(st, o, temp, prompt, n_prompt, logits, &d->toks, &d->sum_lp, &d->nsp);
-        if (s) return s;
-        double len = (double)d->toks.n, score = len > 0 ? d->sum_lp / len : -INFINITY;
-        if (k > 0 && score > best && !cand_copy(c, d)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-        if (k == 0 || score > best) best = score;
+/* Suppression (config.json's suppress_ids; suppress_ids_begin at the first
+ * step) then the timestamp rules, on one hypothesis's logits at step after
+ * its tokens seq, in CTranslate2's order of processors. */
+static void process_logits(const candle_whisper *w, const wopts *o, float *lg, const int32_t *seq, int64_t step) {
+    for (int i = 0; i < w->n_suppress; i++) lg[w->suppress[i]] = -INFINITY;
+    for (int i = 0; step == 0 && i < w->n_suppress_begin; i++) lg[w->suppress_begin[i]] = -INFINITY;
+    if (o->p.timestamps) timestamp_rules(w, o, lg, seq, step);
+}
+
+/* CTranslate2 decodes at most min(448 / 2, 448 - start) steps, start the
+ * position of the token the first step feeds. */
+static int64_t max_steps_for(const candle_whisper *w, const wopts *o, int64_t n_prompt) {
+    int64_t max_steps = w->d.n_text_ctx / 2, room = w->d.n_text_ctx - (n_prompt - 1);
+    if (room < max_steps) max_steps = room;
+    if (o->p.max_tokens > 0 && o->p.max_tokens < max_steps) max_steps = o->p.max_tokens;
+    return max_steps;
+}
+
+/* The prompt into slot 0 from position 0: logits of its last token, and
+ * P(no speech) from the raw logits at <|startoftranscript|> (CTranslate2's
+ * GetNoSpeechProbs; a prompt that goes on after it, as a multilingual
+ * model's language and task tokens, is fed in two pieces). */
+static candle_status feed_prompt(wdec *st, const int32_t *prompt, int64_t n_prompt, float *logits, float *nsp) {
+    const candle_whisper *w = st->w;
+    st->pos = 0;
+    int64_t sot_at = n_prompt - 1;
+    for (int64_t i = 0; i < n_prompt; i++)
+        if (prompt[i] == w->sot) {
+            sot_at = i;
+            break;
+        }
+    candle_status s = dec_step(st, 0, prompt, sot_at + 1, logits);
+    if (s) return s;
+    double lse = logsumexp(logits, w->d.n_vocab);
+    *nsp = w->no_speech >= 0 ? (float)exp(logits[w->no_speech] - lse) : 0.0f;
+    if (sot_at + 1 < n_prompt) s = dec_step(st, 0, prompt + sot_at + 1, n_prompt - sot_at - 1, logits);
+    return s;
+}
+
+/* The next token from processed logits: the likeliest at temp 0, else a
+ * draw from softmax(logits / temp) as CTranslate2's RandomSampler. */
+static int32_t pick(const float *lg, int64_t nv, float temp, uint64_t *rng) {
+    int32_t id = 0;
+    for (int64_t i = 1; i < nv; i++)
+        if (lg[i] > lg[id]) id = (int32_t)i;
+    if (temp > 0) {
+        double total = 0, m = lg[id];
+        for (int64_t i = 0; i < nv; i++) total += exp((lg[i] - m) / temp);
+        double u = uniform(rng) * total, acc = 0;
+        for (int64_t i = 0; i < nv; i++) {
+            if (lg[i] == -INFINITY) continue;
+            id = (int32_t)i;
+            acc += exp((lg[i] - m) / temp);
+            if (acc > u) break;
+        }
     }
+    return id;
+}
+
+/* n (<= WHISPER_MAX_BATCH) decodings of the current window after prompt,
+ * side by side: greedy at temp 0 (n 1), else n draws at temp, as
+ * CTranslate2 decodes num_hypotheses samples as one batch. The prompt runs
+ * once and its cache is copied to the other slots; a hypothesis that reaches
+ * <|endoftext|> leaves the batch. c[b]: the tokens up to <|endoftext|>
+ * (excluded), the sum of their log-probabilities at temperature 1 (and
+ * <|endoftext|>'s, as CTranslate2 scores), P(no speech). */
+static candle_status sample_batch(wdec *st, wopts *o, float temp, int n, const int32_t *prompt, int64_t n_prompt,
+                                  float *logits, wcand *c) {
+    const candle_whisper *w = st->w;
+    int64_t nv = w->d.n_vocab, max_steps = max_steps_for(w, o, n_prompt);
+    float nsp = 0;
+    candle_status s = feed_prompt(st, prompt, n_prompt, logits, &nsp);
+    if (s) return s;
+    int slots[WHISPER_MAX_BATCH], act[WHISPER_MAX_BATCH], na = n;
+    int32_t next[WHISPER_MAX_BATCH];
+    for (int b = 0; b < n; b++) {
+        c[b].toks.n = 0;
+        c[b].sum_lp = 0;
+        c[b].nsp = nsp;
+        slots[b] = act[b] = b;
+        if (b) memcpy(logits + (size_t)b * (size_t)nv, logits, (size_t)nv * sizeof *logits);
+    }
+    for (int64_t step = 0; !s && step < max_steps && na > 0; step++) {
+        int nn = 0;
+        for (int r = 0; r < na; r++) {
+            wcand *h = &c[act[r]];
+            float *lg = logits + (size_t)r * (size_t)nv;
+            process_logits(w, o, lg, h->toks.ids, step);
+            int32_t id = pick(lg, nv, temp, &o->rng);
+            h->sum_lp += lg[id] - logsumexp(lg, nv);
+            if (id == w->eot) continue;
+            if (!tokbuf_push(&h->toks, id)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            act[nn] = act[r];
+            slots[nn] = slots[r];
+            next[nn++] = id;
+        }
+        na = nn;
+        if (na == 0 || step + 1 >= max_steps) break;
+        if (step == 0)
+            for (int b = 1; b < n; b++) slot_copy(st, b, 0, st->pos); /* the prompt's keys and values */
+        s = dec_step_batch(st, na, slots, next, logits);
+    }
+    return s;
+}
+
+/* A finished beam-search hypothesis. */
+typedef struct wfin {
+    int32_t *ids;
+    int64_t n;
+    float score; /* the sum of log-probabilities */
+} wfin;
+
+static bool tokbuf_set(tokbuf *dst, const tokbuf *src, int32_t extra) {
+    dst->n = 0;
+    for (int64_t i = 0; i < src->n; i++)
+        if (!tokbuf_push(dst, src->ids[i])) return false;
+    return extra < 0 || tokbuf_push(dst, extra);
+}
+
+/* CTranslate2's BeamSearch::search (decoding.cc) with Whisper's options:
+ *   - the first step expands the prompt's single hypothesis, later ones the
+ *     K beams, all in one batched decoder step;
+ *   - a beam's score is the sum of its log-probabilities (log_softmax of the
+ *     processed logits, in f32); the 2K best (beam, token) pairs are taken;
+ *   - of the first K, one ending with <|endoftext|> (or any at the last step)
+ *     is finished, and the next candidate of the 2K that does not end takes
+ *     its place;
+ *   - the search stops when round(K * patience) hypotheses are finished
+ *     (with length_penalty 0: when the best beam finishes);
+ *   - the result is the finished hypothesis with the best score / length ^
+ *     length_penalty, <|endoftext|> not counted.
+ * Each beam keeps its cache slot; a beam's slot goes to its first child,
+ * and only the other children of a parent copy its cache. */
+static candle_status beam_search(wdec *st, wopts *o, const int32_t *prompt, int64_t n_prompt, float *logits,
+                                 wcand *pool, wcand *c) {
+    const candle_whisper *w = st->w;
+    int64_t nv = w->d.n_vocab, max_steps = max_steps_for(w, o, n_prompt);
+    int K = o->p.beam_size, NC = 2 * K;
+    float pat = (float)K * o->p.patience;
+    int64_t max_cand = (int64_t)lroundf(pat) < 1 ? 1 : (int64_t)lroundf(pat);
+    bool early = o->p.length_penalty == 0;
+    float nsp = 0;
+    candle_status s = feed_prompt(st, prompt, n_prompt, logits, &nsp);
+    if (s) return s;
+    /* at most K finish a step; with length_penalty 0 the count is not the bound */
+    int64_t n_fin = 0, cap_fin = max_cand + K;
+    wfin *fin = calloc((size_t)cap_fin, sizeof *fin);
+    if (!fin) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    tokbuf *A[WHISPER_MAX_BATCH], *B[WHISPER_MAX_BATCH]; /* the alive beams' tokens, the next ones */
+    for (int k = 0; k < K; k++) {
+        A[k] = &pool[k].toks;
+        B[k] = &pool[K + k].toks;
+        A[k]->n = 0;
+    }
+    float score[WHISPER_MAX_BATCH] = {0}, cval[2 * WHISPER_MAX_BATCH];
+    int64_t cflat[2 * WHISPER_MAX_BATCH];
+    int slot[WHISPER_MAX_BATCH], nslot[WHISPER_MAX_BATCH], active[WHISPER_MAX_BATCH];
+    int32_t next[WHISPER_MAX_BATCH];
+    for (int k = 0; k < K; k++) slot[k] = k;
+    bool top_finished = false;
+    for (int64_t step = 0; !s && step < max_steps; step++) {
+        int rows = step == 0 ? 1 : K;
+        bool last = step + 1 == max_steps;
+        int nc = 0; /* the best NC (row, token) pairs, best first */
+        for (int r = 0; r < rows; r++) {
+            float *lg = logits + (size_t)r * (size_t)nv;
+            process_logits(w, o, lg, A[r]->ids, step);
+            float lse = (float)logsumexp(lg, nv);
+            for (int64_t i = 0; i < nv; i++) {
+                float v = lg[i] - lse + score[r];
+                if (nc == NC && !(v > cval[NC - 1])) continue;
+                int j = nc < NC ? nc++ : NC - 1;
+                for (; j > 0 && v > cval[j - 1]; j--) {
+                    cval[j] = cval[j - 1];
+                    cflat[j] = cflat[j - 1];
+                }
+                cval[j] = v;
+                cflat[j] = (int64_t)r * nv + i;
+            }
+        }
+        int sec = K;
+        if (n_fin + K > cap_fin) {
+            wfin *g = realloc(fin, (size_t)(2 * cap_fin) * sizeof *fin);
+            if (!g) {
+                s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                break;
+            }
+            fin = g;
+            cap_fin *= 2;
+        }
+        for (int k = 0; k < K; k++) {
+            int32_t id = k < nc ? (int32_t)(cflat[k] % nv) : w->eot;
+            active[k] = k;
+            if (k >= nc || !(id == w->eot || last)) continue;
+            if (k == 0) top_finished = true;
+            const tokbuf *from = A[cflat[k] / nv];
+            wfin *f = &fin[n_fin++];
+            f->n = from->n + (id != w->eot);
+            f->ids = malloc((size_t)(f->n ? f->n : 1) * sizeof *f->ids);
+            if (!f->ids) {
+                s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                break;
+            }
+            memcpy(f->ids, from->ids, (size_t)from->n * sizeof *f->ids);
+            if (id != w->eot) f->ids[from->n] = id;
+            f->score = cval[k];
+            for (int j = sec; j < nc; j++)
+                if (cflat[j] % nv != w->eot) {
+                    active[k] = j;
+                    sec = j + 1;
+                    break;
+                }
+        }
+        if (s || last || (early ? top_finished && n_fin >= 1 : n_fin >= max_cand)) break;
+        /* the next beams, their tokens and cache slots */
+        bool claimed[WHISPER_MAX_BATCH] = {false};
+        int parent_slot[WHISPER_MAX_BATCH];
+        for (int k = 0; k < K; k++) {
+            int j = active[k];
+            int par = j < nc ? (int)(cflat[j] / nv) : 0;
+            next[k] = j < nc ? (int32_t)(cflat[j] % nv) : w->eot;
+            if (!tokbuf_set(B[k], A[par], next[k])) {
+                s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                break;
+            }
+            score[k] = j < nc ? cval[j] : -INFINITY;
+            parent_slot[k] = slot[par];
+            nslot[k] = -1;
+            if (!claimed[slot[par]]) {
+                claimed[slot[par]] = true;
+                nslot[k] = slot[par];
+            }
+        }
+        for (int k = 0; !s && k < K; k++) {
+            if (nslot[k] >= 0) continue;
+            int f = 0;
+            while (claimed[f]) f++;
+            claimed[f] = true;
+            slot_copy(st, f, parent_slot[k], st->pos);
+            nslot[k] = f;
+        }
+        for (int k = 0; k < K; k++) {
+            tokbuf *t = A[k];
+            A[k] = B[k];
+            B[k] = t;
+            slot[k] = nslot[k];
+        }
+        if (!s) s = dec_step_batch(st, K, slot, next, logits);
+    }
+    /* the best finished hypothesis by score / length ^ length_penalty */
+    int64_t best = -1;
+    float best_v = 0;
+    for (int64_t i = 0; i < n_fin && !s; i++) {
+        float v = fin[i].score / powf((float)fin[i].n, o->p.length_penalty);
+        if (best < 0 || v > best_v) {
+            best = i;
+            best_v = v;
+        }
+    }
+    if (!s && best >= 0) {
+        c->toks.n = 0;
+        for (int64_t i = 0; i < fin[best].n && !s; i++)
+            if (!tokbuf_push(&c->toks, fin[best].ids[i])) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        c->sum_lp = fin[best].score;
+        c->nsp = nsp;
+    } else if (!s) {
+        s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "whisper: beam search finished nothing");
+    }
+    for (int64_t i = 0; i < n_fin; i++) free(fin[i].ids);
+    free(fin);
+    return s;
+}
+
+/* The window decoded at temp: at 0 beam search (beam_size > 1) or greedy;
+ * above 0 the best of best_of draws by sum of log-probabilities / length
+ * (CTranslate2's score with length_penalty 1), decoded WHISPER_MAX_BATCH at
+ * a time. pool: 2 WHISPER_MAX_BATCH scratch decodings. */
+static candle_status decode_at(wdec *st, wopts *o, float temp, const int32_t *prompt, int64_t n_prompt,
+                               float *logits, wcand *c, wcand *pool) {
+    candle_status s;
+    if (temp == 0 && o->p.beam_size > 1) {
+        s = beam_search(st, o, prompt, n_prompt, logits, pool, c);
+    } else {
+        int n = temp > 0 && o->p.best_of > 1 ? o->p.best_of : 1;
+        double best = -INFINITY;
+        bool have = false;
+        for (int k0 = 0; k0 < n; k0 += WHISPER_MAX_BATCH) {
+            int nb = n - k0 < WHISPER_MAX_BATCH ? n - k0 : WHISPER_MAX_BATCH;
+            s = sample_batch(st, o, temp, nb, prompt, n_prompt, logits, pool);
+            if (s) return s;
+            for (int b = 0; b < nb; b++) {
+                wcand *d = &pool[b];
+                double len = (double)d->toks.n, score = len > 0 ? d->sum_lp / len : -INFINITY;
+                if (have && !(score > best)) continue;
+                if (!cand_copy(c, d)) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+                best = score;
+                have = true;
+            }
+        }
+        s = CANDLE_OK;
+    }
+    if (s) return s;
     c->temp = temp;
     c->avg_lp = (float)(c->sum_lp / (double)(c->toks.n + 1));
     char *text = NULL;
-    candle_status s = decode_text(st->w, c->toks.ids, c->toks.n, &text);
+    s = decode_text(st->w, c->toks.ids, c->toks.n, &text);
     if (s) return s;
     c->cr = compression_ratio(text);
     free(text);
@@ -754,11 +1087,11 @@ static candle_status decode_at(wdec *st, wopts *o, float temp, const int32_t *pr
 
 /* faster-whisper's generate_with_fallback: the decoding kept in *out. */
 static candle_status decode_with_fallback(wdec *st, wopts *o, const int32_t *prompt, int64_t n_prompt, float *logits,
-                                          wcand *cur, wcand *tmp, wcand *best_all, wcand *best_low, wcand *out) {
+                                          wcand *cur, wcand *pool, wcand *best_all, wcand *best_low, wcand *out) {
     const candle_whisper_transcribe_params *p = &o->p;
     bool have_all = false, have_low = false;
     for (int i = 0; i < o->n_temps; i++) {
-        candle_status s = decode_at(st, o, o->temps[i], prompt, n_prompt, logits, cur, tmp);
+        candle_status s = decode_at(st, o, o->temps[i], prompt, n_prompt, logits, cur, pool);
         if (s) return s;
         bool fallback = false, low = true;
         if (!isnan(p->compression_ratio_threshold) && cur->cr > p->compression_ratio_threshold) {
@@ -895,6 +1228,10 @@ static int64_t make_prompt(const wrun *R, int32_t *prompt) {
         n += n_prev;
     }
     prompt[n++] = w->sot;
+    if (R->o.lang_tok >= 0) { /* faster-whisper's sot_sequence of a multilingual model */
+        prompt[n++] = R->o.lang_tok;
+        prompt[n++] = R->o.p.translate ? w->translate_tok : w->transcribe_tok;
+    }
     if (!R->o.p.timestamps) prompt[n++] = w->no_timestamps;
     return n;
 }
@@ -902,13 +1239,18 @@ static int64_t make_prompt(const wrun *R, int32_t *prompt) {
 static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t frames) {
     const candle_whisper *w = R->w;
     wdec st;
-    candle_status s = dec_init(&st, w, R->o.p.n_threads);
+    int n_slots = R->o.p.beam_size > 1 ? R->o.p.beam_size : 1;
+    for (int i = 0; i < R->o.n_temps; i++)
+        if (R->o.temps[i] > 0 && R->o.p.best_of > n_slots)
+            n_slots = R->o.p.best_of < WHISPER_MAX_BATCH ? R->o.p.best_of : WHISPER_MAX_BATCH;
+    candle_status s = dec_init(&st, w, R->o.p.n_threads, n_slots);
     float *win = malloc(nm * CANDLE_WHISPER_CHUNK_FRAMES * sizeof *win);
-    float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
+    float *logits = malloc((size_t)WHISPER_MAX_BATCH * (size_t)w->d.n_vocab * sizeof *logits);
     int32_t *prompt = malloc((size_t)(w->d.n_text_ctx + 4) * sizeof *prompt);
     if (!s && (!win || !logits || !prompt)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    wcand c[5] = {0}; /* the current decoding, a draw, the best two so far, the one kept */
-    wcand *res = &c[4];
+    wcand c[4] = {0}; /* the current decoding, the best two so far, the one kept */
+    wcand pool[2 * WHISPER_MAX_BATCH] = {0}; /* draws, beams */
+    wcand *res = &c[3];
     /* faster-whisper never feeds the last frame */
     size_t content = frames > 0 ? frames - 1 : 0;
     for (size_t seek = 0; !s && !R->stopped && seek < content;) {
@@ -916,7 +1258,7 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
         window(mel, nm, frames, seek, segment_size, win);
         s = dec_window(&st, win);
         int64_t n_prompt = make_prompt(R, prompt);
-        if (!s) s = decode_with_fallback(&st, &R->o, prompt, n_prompt, logits, &c[0], &c[1], &c[2], &c[3], res);
+        if (!s) s = decode_with_fallback(&st, &R->o, prompt, n_prompt, logits, &c[0], pool, &c[1], &c[2], res);
         if (s) break;
         const candle_whisper_transcribe_params *p = &R->o.p;
         if (!isnan(p->no_speech_threshold) && res->nsp > p->no_speech_threshold &&
@@ -930,7 +1272,8 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
         if (seek <= before) seek = before + segment_size; /* always forward */
         if (!p->condition_on_previous_text || res->temp > p->prompt_reset_on_temperature) R->reset_since = R->all.n;
     }
-    for (int i = 0; i < 5; i++) free(c[i].toks.ids);
+    for (int i = 0; i < 4; i++) free(c[i].toks.ids);
+    for (int i = 0; i < 2 * WHISPER_MAX_BATCH; i++) free(pool[i].toks.ids);
     free(win);
     free(logits);
     free(prompt);
@@ -962,6 +1305,51 @@ static candle_status join_result(candle_whisper_result *r) {
     return CANDLE_OK;
 }
 
+typedef struct wlang {
+    int idx;
+    float p;
+} wlang;
+
+static int wlang_cmp(const void *a, const void *b) {
+    const wlang *x = a, *y = b;
+    return x->p < y->p ? 1 : x->p > y->p ? -1 : x->idx - y->idx;
+}
+
+/* The languages of the first window, best first, into out[n_lang]. */
+static candle_status detect(const candle_whisper *w, const float *samples, size_t n, int n_threads, wlang *out) {
+    size_t n30 = n < (size_t)CANDLE_WHISPER_CHUNK_FRAMES * CANDLE_WHISPER_HOP ? n
+                                                                              : (size_t)CANDLE_WHISPER_CHUNK_FRAMES * CANDLE_WHISPER_HOP;
+    size_t frames = candle_whisper_mel_frames(n30, CANDLE_WHISPER_HOP), nm = (size_t)w->d.n_mels;
+    size_t len = frames < CANDLE_WHISPER_CHUNK_FRAMES ? frames : CANDLE_WHISPER_CHUNK_FRAMES;
+    float *mel = malloc(nm * frames * sizeof *mel), *win = malloc(nm * CANDLE_WHISPER_CHUNK_FRAMES * sizeof *win);
+    float *logits = malloc((size_t)w->d.n_vocab * sizeof *logits);
+    wdec st;
+    candle_status s = dec_init(&st, w, n_threads, 1);
+    if (!s && (!mel || !win || !logits)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    /* as faster-whisper: every frame of the features (the last one too), the
+     * window padded with zeros (pad_or_trim) */
+    if (!s) s = candle_whisper_log_mel(samples, n30, (int)nm, CANDLE_WHISPER_HOP, mel, frames);
+    if (!s) {
+        window(mel, nm, frames, 0, len, win);
+        s = dec_window(&st, win);
+    }
+    if (!s) s = dec_step(&st, 0, &w->sot, 1, logits);
+    if (!s) { /* the softmax over the language tokens' logits alone */
+        float m = -INFINITY;
+        for (int i = 0; i < w->n_lang; i++) m = fmaxf(m, logits[w->lang_ids[i]]);
+        double sum = 0;
+        for (int i = 0; i < w->n_lang; i++) sum += exp((double)logits[w->lang_ids[i]] - m);
+        for (int i = 0; i < w->n_lang; i++)
+            out[i] = (wlang){i, (float)(exp((double)logits[w->lang_ids[i]] - m) / sum)};
+        qsort(out, (size_t)w->n_lang, sizeof *out, wlang_cmp);
+    }
+    dec_free(&st);
+    free(mel);
+    free(win);
+    free(logits);
+    return s;
+}
+
 candle_status candle_whisper_transcribe(const candle_whisper *w, const float *samples, size_t n,
                                         const candle_whisper_transcribe_params *p, candle_whisper_result *out) {
     if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: NULL out");
@@ -979,6 +1367,10 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "whisper_transcribe: %d temperatures (at most %d), best_of %d", q->n_temperatures,
                                 WHISPER_MAX_TEMPS, q->best_of);
+    if (q->beam_size < 0 || q->beam_size > WHISPER_MAX_BATCH || !(q->patience > 0) || !(q->length_penalty >= 0))
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "whisper_transcribe: beam_size %d (0..%d), patience %g (> 0), length_penalty %g (>= 0)",
+                                q->beam_size, WHISPER_MAX_BATCH, (double)q->patience, (double)q->length_penalty);
     static const float def_temps[] = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
     const float *temps = q->n_temperatures ? q->temperatures : def_temps;
     R.o.n_temps = q->n_temperatures ? q->n_temperatures : 6;
@@ -988,6 +1380,31 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
         R.o.temps[i] = temps[i];
     }
     R.o.rng = q->seed;
+    R.o.lang_tok = -1;
+    snprintf(out->language, sizeof out->language, "en");
+    out->language_probability = 1;
+    if (w->n_lang) {
+        const char *lang = q->language;
+        if (!lang || !*lang || !strcmp(lang, "auto")) { /* faster-whisper's detect_language */
+            wlang L[WHISPER_MAX_LANGS];
+            candle_status ds = detect(w, samples, n, q->n_threads, L);
+            if (ds) return ds;
+            R.o.lang_tok = w->lang_ids[L[0].idx];
+            snprintf(out->language, sizeof out->language, "%s", w->lang_codes[L[0].idx]);
+            out->language_probability = L[0].p;
+        } else {
+            for (int i = 0; i < w->n_lang && R.o.lang_tok < 0; i++)
+                if (!strcmp(w->lang_codes[i], lang)) {
+                    R.o.lang_tok = w->lang_ids[i];
+                    snprintf(out->language, sizeof out->language, "%s", lang);
+                }
+            if (R.o.lang_tok < 0) {
+                char esc[64];
+                candle_escape_text(lang, strlen(lang), esc, sizeof esc);
+                return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: unknown language '%s'", esc);
+            }
+        }
+    }
     R.o.ts_begin = w->no_timestamps + 1;
     R.o.ts_end = (int32_t)w->d.n_vocab - 1;
     if (R.o.p.timestamps && R.o.ts_begin > R.o.ts_end)
@@ -1017,4 +1434,24 @@ void candle_whisper_result_free(candle_whisper_result *r) {
     }
     free(r->segments);
     memset(r, 0, sizeof *r);
+}
+
+bool candle_whisper_is_multilingual(const candle_whisper *w) { return w && w->n_lang > 0; }
+
+candle_status candle_whisper_detect_language(const candle_whisper *w, const float *samples, size_t n,
+                                             int n_threads, char (*codes)[16], float *probs, int n_out,
+                                             int *n_langs) {
+    if (!w || !samples || !n || n_out < 0 || (n_out > 0 && (!codes || !probs)) || n_threads < 0)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_detect_language: no audio or bad arguments");
+    if (!w->n_lang)
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper_detect_language: an English-only model");
+    wlang L[WHISPER_MAX_LANGS];
+    candle_status s = detect(w, samples, n, n_threads, L);
+    if (s) return s;
+    for (int i = 0; i < n_out && i < w->n_lang; i++) {
+        memcpy(codes[i], w->lang_codes[L[i].idx], sizeof codes[i]);
+        probs[i] = L[i].p;
+    }
+    if (n_langs) *n_langs = w->n_lang;
+    return CANDLE_OK;
 }

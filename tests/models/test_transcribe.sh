@@ -20,14 +20,14 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
-if ! "$CANDLE" transcribe -m "$model" -f "$wav" --no-timestamps --no-condition --no-fallback >"$tmp/out" 2>"$tmp/err"; then
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --no-timestamps --no-condition --no-fallback >"$tmp/out" 2>"$tmp/err"; then
     fail "transcribe: $(cat "$tmp/err")"
 elif ! cmp -s "$tmp/out" "$gold/jfk_transcript.txt"; then
     fail "text '$(cat "$tmp/out")' vs '$(cat "$gold/jfk_transcript.txt")'"
 fi
 grep -q "real-time factor" "$tmp/err" || fail "no timing on stderr"
 
-if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o json -t 2 --no-timestamps --no-fallback >"$tmp/out.json" 2>"$tmp/err"; then
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 -o json -t 2 --no-timestamps --no-fallback >"$tmp/out.json" 2>"$tmp/err"; then
     fail "transcribe -o json: $(cat "$tmp/err")"
 elif command -v python3 >/dev/null; then
     python3 - "$tmp/out.json" "$gold/whisper_goldens.json" <<'PY' || fail "json output"
@@ -42,29 +42,47 @@ fi
 for fmt in txt srt vtt; do
     want="$gold/jfk.$fmt"
     [ "$fmt" = txt ] && want="$gold/jfk_ts.txt"
-    if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o $fmt >"$tmp/out.$fmt" 2>"$tmp/err"; then
+    if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 -o $fmt >"$tmp/out.$fmt" 2>"$tmp/err"; then
         fail "transcribe -o $fmt: $(cat "$tmp/err")"
     elif ! cmp -s "$tmp/out.$fmt" "$want"; then
         fail "-o $fmt differs from $want: $(diff "$tmp/out.$fmt" "$want")"
     fi
 done
-"$CANDLE" transcribe -m "$model" -f "$wav" --timestamps >"$tmp/out.ts" 2>"$tmp/err" || fail "--timestamps: $(cat "$tmp/err")"
+"$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --timestamps >"$tmp/out.ts" 2>"$tmp/err" || fail "--timestamps: $(cat "$tmp/err")"
 [ "$(head -1 "$tmp/out.ts")" = "[00:00:00.000 --> 00:00:07.740]  And so my fellow Americans ask not what your country can do for you" ] ||
     fail "--timestamps line: $(head -1 "$tmp/out.ts")"
 # sampling at temperature 1, seeded: the same draws twice
 for k in 1 2; do
-    "$CANDLE" transcribe -m "$model" -f "$wav" --temperature 1 --no-fallback --best-of 1 --seed 3 -o json \
+    "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --temperature 1 --no-fallback --best-of 1 --seed 3 -o json \
         >"$tmp/t1.$k" 2>"$tmp/err" || fail "--temperature 1: $(cat "$tmp/err")"
 done
 cmp -s "$tmp/t1.1" "$tmp/t1.2" || fail "--seed 3 twice: other samples"
 grep -q '"temperature": 1.0' "$tmp/t1.1" || fail "--temperature 1: $(head -c 300 "$tmp/t1.1")"
-"$CANDLE" transcribe -m "$model" -f "$wav" --temperature x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--temperature x not a usage error"
+"$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --temperature x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--temperature x not a usage error"
 "$CANDLE" transcribe -m "$model" -f "$wav" -o doc >/dev/null 2>&1; [ $? -eq 2 ] || fail "-o doc not a usage error"
 
 "$CANDLE" transcribe -m "$model" -f "$tmp/missing.wav" >/dev/null 2>"$tmp/err" && fail "missing audio accepted"
 grep -q "cannot open\|missing.wav" "$tmp/err" || fail "missing audio message: $(cat "$tmp/err")"
 "$CANDLE" transcribe -m "$tmp" -f "$wav" >/dev/null 2>"$tmp/err" && fail "model dir without model.bin accepted"
 "$CANDLE" transcribe -f "$wav" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing -m not a usage error"
+
+# the default is beam search, 5 beams: faster-whisper's beam-5 tokens
+# (whisper_beam_goldens.json, gen_whisper_beam_goldens.py) and the language
+if ! "$CANDLE" transcribe -m "$model" -f "$wav" -o json >"$tmp/b5.json" 2>"$tmp/err"; then
+    fail "transcribe (beam 5): $(cat "$tmp/err")"
+elif command -v python3 >/dev/null; then
+    python3 - "$tmp/b5.json" "$gold/whisper_beam_goldens.json" <<'PY' || fail "beam-5 json output"
+import json, sys
+got = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))["runs"][0]
+assert g["model"] == "tiny.en" and g["timestamps"], g["model"]
+assert [s["tokens"] for s in got["segments"]] == [s["tokens"] for s in g["segments"]], got["segments"]
+assert got["language"] == "en" and got["language_probability"] == 1, got["language"]
+PY
+fi
+for bad in "--beam 0" "--beam 17" "--task summarize" "--patience 0"; do
+    # shellcheck disable=SC2086
+    "$CANDLE" transcribe -m "$model" -f "$wav" $bad >/dev/null 2>&1; [ $? -eq 2 ] || fail "$bad not a usage error"
+done
 
 [ $fails -eq 0 ] && echo "test_transcribe: passed"
 exit $((fails > 0))

@@ -77,6 +77,7 @@ out:
 static candle_whisper_transcribe_params no_ts(void) {
     static const float t0[1] = {0.0f};
     candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
+    p.beam_size = 1; /* the goldens are greedy (beam_size=1) */
     p.temperatures = t0;
     p.n_temperatures = 1;
     p.timestamps = false;

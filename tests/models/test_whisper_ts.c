@@ -48,6 +48,7 @@ static void check_run(const candle_whisper *w, const json_value *run, const floa
     bool cond = false;
     json_as_bool(json_get(run, "condition_on_previous_text"), &cond);
     candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
+    p.beam_size = 1; /* the goldens are greedy (beam_size=1) */
     p.condition_on_previous_text = cond;
     const json_value *temps = json_get(run, "temperatures");
     float t[8];
@@ -113,6 +114,7 @@ static bool same_tokens(const candle_whisper_result *a, const candle_whisper_res
 /* greedy: jfk's tokens at temperature 0 (a golden run). */
 static void check_fallback(const candle_whisper *w, const float *samples, size_t n, const json_value *greedy) {
     candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
+    p.beam_size = 1; /* the goldens are greedy (beam_size=1) */
     candle_whisper_result a, b;
     static const float temps[2] = {0.0f, 1.0f};
     /* every temperature fails the compression check: the likeliest is kept */
@@ -144,6 +146,7 @@ static void check_fallback(const candle_whisper *w, const float *samples, size_t
     /* temperature 1 alone: draws, seeded */
     static const float t1[1] = {1.0f};
     p = candle_whisper_transcribe_default_params();
+    p.beam_size = 1; /* the goldens are greedy (beam_size=1) */
     p.temperatures = t1;
     p.n_temperatures = 1;
     p.best_of = 1;
@@ -172,12 +175,15 @@ static void check_silence(const candle_whisper *w, const json_value *run) {
     CHECK(z != NULL);
     if (!z) return;
     candle_whisper_result r;
-    CHECK(candle_whisper_transcribe(w, z, n, NULL, &r) == CANDLE_OK);
+    candle_whisper_transcribe_params g = candle_whisper_transcribe_default_params();
+    g.beam_size = 1;
+    CHECK(candle_whisper_transcribe(w, z, n, &g, &r) == CANDLE_OK);
     const json_value *segs = json_get(run, "segments");
     CHECK_MSG(segs && (int64_t)segs->n == r.n_segments, "silence: %lld segments ('%s')", (long long)r.n_segments,
               r.text ? r.text : "");
     candle_whisper_result_free(&r);
     candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
+    p.beam_size = 1; /* the goldens are greedy (beam_size=1) */
     static const float t0[1] = {0.0f};
     p.temperatures = t0;
     p.n_temperatures = 1;

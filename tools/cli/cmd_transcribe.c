@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "  -o txt|srt|vtt|json\n"
             "                    output: the segments' text one a line (txt, the default;\n"
             "                    \"text\" too), SubRip or WebVTT subtitles, or one JSON object\n"
-            "                    {\"text\", \"segments\", \"tokens\", \"duration\"}\n"
+            "                    {\"text\", \"language\", \"segments\", \"tokens\", \"duration\"}\n"
             "  --timestamps      txt: each line as [start --> end] text\n"
             "  --no-timestamps   decode without timestamp tokens: one segment a 30 s window\n"
             "  --no-condition    do not prompt a window with the text before it\n"
@@ -30,6 +30,13 @@ static void usage(FILE *f) {
             "                    --temperature_increment_on_fallback 0.2\n"
             "  --no-fallback     decode each window at the first temperature only\n"
             "  --best-of N       samples per temperature above 0 (5)\n"
+            "  --beam N          beam search with N beams at temperature 0 (5, as\n"
+            "                    faster-whisper; 1: greedy; at most 16)\n"
+            "  --patience P      beam search: stop after round(N * P) finished hypotheses (1.0)\n"
+            "  --language xx|auto  the spoken language of a multilingual model (auto: detected\n"
+            "                    on the first 30 s, the default); English-only models: en\n"
+            "  --task transcribe|translate\n"
+            "                    translate: English text from speech in another language\n"
             "  --seed N          the sampler's seed (0)\n"
             "  -t N              threads\n"
             "  --no-mmap         read model.bin into memory\n");
@@ -41,8 +48,10 @@ typedef struct targs {
     const char *model, *audio;
     out_fmt fmt;
     bool no_mmap, timestamps, no_timestamps, no_condition, no_fallback;
-    int n_threads, best_of;
-    double temperature;
+    int n_threads, best_of, beam;
+    double temperature, patience;
+    const char *language;
+    bool translate;
     unsigned long long seed;
 } targs;
 
@@ -142,7 +151,9 @@ static void print_json(const candle_whisper_result *r, double duration) {
     const char *t = trimmed(r->text, &n);
     printf("{\"text\": ");
     print_json_str(t, n);
-    printf(", \"segments\": [");
+    printf(", \"language\": ");
+    print_json_str(r->language, strlen(r->language));
+    printf(", \"language_probability\": %.6f, \"segments\": [", r->language_probability);
     for (int64_t i = 0; i < r->n_segments; i++) {
         const candle_whisper_segment *s = &r->segments[i];
         printf("%s{\"id\": %lld, \"seek\": %lld, \"start\": %.2f, \"end\": %.2f, \"text\": ", i ? ", " : "",
@@ -171,6 +182,8 @@ static bool num_arg(const char *v, double lo, double hi, double *out) {
 static int parse(int argc, char **argv, targs *a) {
     double d;
     a->best_of = 5;
+    a->beam = 5;
+    a->patience = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return usage(stdout), -1;
@@ -194,6 +207,11 @@ static int parse(int argc, char **argv, targs *a) {
         else if (!strcmp(o, "-t")) a->n_threads = atoi(v);
         else if (!strcmp(o, "--temperature") && num_arg(v, 0, 100, &a->temperature)) {
         } else if (!strcmp(o, "--best-of") && num_arg(v, 1, 1000, &d)) a->best_of = (int)d;
+        else if (!strcmp(o, "--beam") && num_arg(v, 1, 16, &d)) a->beam = (int)d;
+        else if (!strcmp(o, "--patience") && num_arg(v, 0.01, 100, &a->patience)) {
+        } else if (!strcmp(o, "--language") && strlen(v) > 0 && strlen(v) < 16) a->language = v;
+        else if (!strcmp(o, "--task") && !strcmp(v, "transcribe")) a->translate = false;
+        else if (!strcmp(o, "--task") && !strcmp(v, "translate")) a->translate = true;
         else if (!strcmp(o, "--seed") && num_arg(v, 0, 1e18, &d)) a->seed = (unsigned long long)d;
         else if (!strcmp(o, "-o") && (!strcmp(v, "txt") || !strcmp(v, "text"))) a->fmt = OUT_TXT;
         else if (!strcmp(o, "-o") && !strcmp(v, "srt")) a->fmt = OUT_SRT;
@@ -240,6 +258,10 @@ int cmd_transcribe(int argc, char **argv) {
     tp.n_temperatures = nt;
     tp.best_of = a.best_of;
     tp.seed = a.seed;
+    tp.beam_size = a.beam;
+    tp.patience = (float)a.patience;
+    tp.language = a.language;
+    tp.translate = a.translate;
     printer pr = {.a = &a, .duration = duration};
     tp.on_segment = on_segment;
     tp.user = &pr;
