@@ -303,6 +303,30 @@ def legacy_config(d: Path):
     p.write_text(json.dumps(c, indent=2, sort_keys=True) + "\n")
 
 
+def save_random_bpe_model(d: Path, model_type: str, seed: int, kw: dict, name: str) -> int:
+    """A random-init model of model_type with the BPE test tokenizer, saved in d
+    (emptied first) with a legacy config.json; returns the vocabulary size."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    tinfo = make_bpe_tokenizer(d)
+    V = tinfo["n_vocab"]
+    kw = copy.deepcopy(kw)
+    kw.setdefault("bos_token_id", tinfo["bos"])
+    kw.setdefault("eos_token_id", tinfo["eos"])
+    cfg = AutoConfig.for_model(model_type, vocab_size=V, **kw)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="eager")
+    randomize_(model, seed)
+    model.save_pretrained(d, safe_serialization=True)
+    want = copy.deepcopy(AutoConfig.from_pretrained(d).rope_parameters)
+    legacy_config(d)
+    assert AutoConfig.from_pretrained(d).rope_parameters == want, f"{name}: legacy config"
+    return V
+
+
 def load(d: Path, dtype, **overrides):
     from transformers import AutoModelForCausalLM
     m = AutoModelForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation="eager", **overrides)

@@ -31,7 +31,6 @@ import argparse
 import copy
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -78,26 +77,9 @@ def load(d: Path, dtype, **overrides):
 
 
 def build(name, out_root: Path, vers):
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     model_type, seed, kw, imitates, variants = MODELS[name]
     d = out_root / name
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
-    tinfo = base.make_bpe_tokenizer(d)
-    V = tinfo["n_vocab"]
-    kw = copy.deepcopy(kw)
-    kw.setdefault("bos_token_id", tinfo["bos"])
-    kw.setdefault("eos_token_id", tinfo["eos"])
-    cfg = AutoConfig.for_model(model_type, vocab_size=V, **kw)
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="eager")
-    base.randomize_(model, seed)
-    model.save_pretrained(d, safe_serialization=True)
-    want = copy.deepcopy(AutoConfig.from_pretrained(d).rope_parameters)
-    base.legacy_config(d)
-    assert AutoConfig.from_pretrained(d).rope_parameters == want, f"{name}: legacy config"
+    V = base.save_random_bpe_model(d, model_type, seed, kw, name)
 
     rng = np.random.default_rng(1000 + seed)
     tokens = [int(x) for x in rng.integers(0, V, N_TOKENS)]
