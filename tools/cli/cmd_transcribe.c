@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "subtitles.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -55,15 +56,6 @@ typedef struct targs {
     unsigned long long seed;
 } targs;
 
-/* Whitespace Whisper puts before the first word, and any after the last. */
-static const char *trimmed(const char *s, size_t *len) {
-    while (*s == ' ' || *s == '\n') s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n')) n--;
-    *len = n;
-    return s;
-}
-
 static void print_json_str(const char *s, size_t n) {
     putchar('"');
     for (size_t i = 0; i < n; i++) {
@@ -76,30 +68,6 @@ static void print_json_str(const char *s, size_t n) {
     putchar('"');
 }
 
-/* openai-whisper's format_timestamp: [hh:]mm:ss<marker>mmm, hours always
- * (SRT) or when there are any (VTT). */
-static void print_time(double t, bool hours, char marker) {
-    long long ms = llround(t * 1000.0);
-    long long h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60;
-    if (hours || h > 0) printf("%02lld:", h);
-    printf("%02lld:%02lld%c%03lld", m, s, marker, ms % 1000);
-}
-
-/* The text of a subtitle: stripped, "-->" as "->" (openai-whisper). */
-static void print_cue_text(const char *text) {
-    size_t n;
-    const char *t = trimmed(text, &n);
-    for (size_t i = 0; i < n; i++) {
-        if (i + 3 <= n && !memcmp(t + i, "-->", 3)) {
-            fputs("->", stdout);
-            i += 2;
-        } else {
-            putchar(t[i]);
-        }
-    }
-    putchar('\n');
-}
-
 typedef struct printer {
     const targs *a;
     double duration;
@@ -110,36 +78,10 @@ static int on_segment(const candle_whisper_segment *s, void *user) {
     printer *p = user;
     p->n++;
     switch (p->a->fmt) {
-    case OUT_TXT:
-        if (p->a->timestamps) { /* whisper.cpp's console lines */
-            putchar('[');
-            print_time(s->t0, true, '.');
-            fputs(" --> ", stdout);
-            print_time(s->t1, true, '.');
-            fputs("]  ", stdout);
-        }
-        print_cue_text(s->text);
-        break;
-    case OUT_SRT:
-        printf("%lld\n", (long long)p->n);
-        print_time(s->t0, true, ',');
-        fputs(" --> ", stdout);
-        print_time(s->t1, true, ',');
-        putchar('\n');
-        print_cue_text(s->text);
-        putchar('\n');
-        break;
-    case OUT_VTT:
-        if (p->n == 1) fputs("WEBVTT\n\n", stdout);
-        print_time(s->t0, false, '.');
-        fputs(" --> ", stdout);
-        print_time(s->t1, false, '.');
-        putchar('\n');
-        print_cue_text(s->text);
-        putchar('\n');
-        break;
-    case OUT_JSON:
-        break;
+    case OUT_TXT: cue_write(stdout, s, p->n, p->a->timestamps ? CUE_TXT_TIMES : CUE_TXT); break;
+    case OUT_SRT: cue_write(stdout, s, p->n, CUE_SRT); break;
+    case OUT_VTT: cue_write(stdout, s, p->n, CUE_VTT); break;
+    case OUT_JSON: break;
     }
     fflush(stdout);
     if (p->duration > 30) fprintf(stderr, "progress: %.0f%%\n", fmin(100.0, 100.0 * s->t1 / p->duration));
@@ -148,7 +90,7 @@ static int on_segment(const candle_whisper_segment *s, void *user) {
 
 static void print_json(const candle_whisper_result *r, double duration) {
     size_t n;
-    const char *t = trimmed(r->text, &n);
+    const char *t = cue_trimmed(r->text, &n);
     printf("{\"text\": ");
     print_json_str(t, n);
     printf(", \"language\": ");

@@ -10,12 +10,12 @@
  * (the rest wait, up to `queue` of them; 429 beyond). */
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../cli/subtitles.h"
 #include "multipart.h"
 #include "server.h"
 
@@ -121,93 +121,23 @@ static void gate_leave(srv_ctx *c) {
 
 /* --- output formats ----------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* Whitespace Whisper puts before the first word, and any after the last
- * (as `candle transcribe` trims). */
-static const char *trimmed(const char *s, size_t *len) {
-    while (*s == ' ' || *s == '\n') s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n')) n--;
-    *len = n;
-    return s;
-}
-
-/* openai-whisper's format_timestamp, as `candle transcribe -o srt|vtt`. */
-static void sb_time(sbuf *b, double t, bool hours, char marker) {
-    long long ms = llround(t * 1000.0);
-    long long h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60;
-    if (hours || h > 0) sb_printf(b, "%02lld:", h);
-    sb_printf(b, "%02lld:%02lld%c%03lld", m, s, marker, ms % 1000);
-}
-
-static void sb_cue_text(sbuf *b, const char *text) {
-    size_t n;
-    const char *t = trimmed(text, &n);
-    for (size_t i = 0; i < n; i++) {
-        if (i + 3 <= n && !memcmp(t + i, "-->", 3)) {
-            sb_put(b, "->", 2);
-            i += 2;
-        } else {
-            sb_put(b, t + i, 1);
-        }
-    }
-    sb_put(b, "\n", 1);
-}
-
 enum { FMT_JSON, FMT_TEXT, FMT_SRT, FMT_VTT, FMT_VERBOSE };
 
+/* The cues `candle transcribe -o srt|vtt` prints; NULL when out of memory. */
 static char *subtitles(const candle_whisper_result *r, int fmt) {
-    sbuf b = {0};
-    if (fmt == FMT_VTT) sb_put(&b, "WEBVTT\n\n", 8);
-    for (int64_t i = 0; i < r->n_segments; i++) {
-        const candle_whisper_segment *s = &r->segments[i];
-        if (fmt == FMT_SRT) sb_printf(&b, "%lld\n", (long long)(i + 1));
-        sb_time(&b, s->t0, fmt == FMT_SRT, fmt == FMT_SRT ? ',' : '.');
-        sb_put(&b, " --> ", 5);
-        sb_time(&b, s->t1, fmt == FMT_SRT, fmt == FMT_SRT ? ',' : '.');
-        sb_put(&b, "\n", 1);
-        sb_cue_text(&b, s->text);
-        sb_put(&b, "\n", 1);
-    }
-    if (!b.p && !b.oom) sb_put(&b, "", 0);
-    if (b.oom) {
-        free(b.p);
+    char *p = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&p, &len);
+    if (!f) return NULL;
+    for (int64_t i = 0; i < r->n_segments; i++)
+        cue_write(f, &r->segments[i], i + 1, fmt == FMT_SRT ? CUE_SRT : CUE_VTT);
+    if (fmt == FMT_VTT && !r->n_segments) fputs("WEBVTT\n\n", f);
+    bool failed = ferror(f);
+    if (fclose(f) || failed) {
+        free(p);
         return NULL;
     }
-    return b.p;
+    return p;
 }
 
 static json_t *verbose_json(const candle_whisper_result *r, bool translate, double duration, const char *text,
@@ -405,7 +335,7 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
     out->tokens = r.n_tokens;
     double duration = (double)n / CANDLE_AUDIO_SAMPLE_RATE;
     size_t tl;
-    const char *text = trimmed(r.text ? r.text : "", &tl);
+    const char *text = cue_trimmed(r.text ? r.text : "", &tl);
     if (q.fmt == FMT_JSON) {
         srv_reply_json(out, 200,
                        json_pack("{s:s%,s:{s:s,s:I}}", "text", text, tl, "usage", "type", "duration", "seconds",
