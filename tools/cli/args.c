@@ -220,11 +220,12 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
         fprintf(stderr, "candle %s: %s\n", argv[0], candle_last_errmsg());
         return 2;
     }
-    if (cmd & C_GEN) {
-        if (!a->seed_given) a->sp.seed = random_seed();
-        fprintf(stderr, "seed: %llu\n", (unsigned long long)a->sp.seed);
-    }
     return resolve_kv(argv[0], a);
+}
+
+void cli_choose_seed(cli_args *a) {
+    if (!a->seed_given) a->sp.seed = random_seed();
+    fprintf(stderr, "seed: %llu\n", (unsigned long long)a->sp.seed);
 }
 
 static bool exists(const char *p) { return access(p, R_OK) == 0; }

@@ -35,10 +35,12 @@ typedef struct cli_args {
 /* Parse argv (argv[0] is the command: run, chat, logits or perplexity; an
  * option that command does not use is a usage error naming it). Returns 0
  * to go on, -1 after --help (exit 0), or 2 on a usage error (a message is
- * printed). run and chat get a random seed unless -s/--seed names one, and
- * print it on stderr ("seed: N"), as llama.cpp does, so a run can be
- * repeated. chat's -n defaults to CLI_CHAT_N_PREDICT. */
+ * printed). The same argv always parses the same. chat's -n defaults to
+ * CLI_CHAT_N_PREDICT. */
 int cli_parse(int argc, char **argv, cli_args *a, const char *usage);
+/* run and chat: a random seed unless -s/--seed named one, printed on stderr
+ * ("seed: N") as llama.cpp does, so a run can be repeated. */
+void cli_choose_seed(cli_args *a);
 
 /* KV cache type names of -ctk/-ctv (f32, f16, bf16, q8_0, q4_0): false if
  * unknown. */

@@ -68,6 +68,7 @@ int cmd_run(int argc, char **argv) {
     cli_args a;
     int r = cli_parse(argc, argv, &a, run_usage);
     if (r) return r < 0 ? 0 : r;
+    cli_choose_seed(&a);
     if (!a.prompt == !a.file) {
         fprintf(stderr, "candle run: give one of -p PROMPT and -f FILE\n%s", run_usage);
         return 2;
@@ -260,6 +261,7 @@ int cmd_chat(int argc, char **argv) {
     cli_args a;
     int r = cli_parse(argc, argv, &a, chat_usage);
     if (r) return r < 0 ? 0 : r;
+    cli_choose_seed(&a);
     gen g;
     if ((r = gen_open(&g, "chat", &a, DEFAULT_CTX))) {
         gen_close(&g);
