@@ -27,5 +27,6 @@
 #include "kv_pool.h"
 #include "batch.h"
 #include "kld.h"
+#include "speculative.h"
 
 #endif

@@ -92,6 +92,29 @@ typedef struct candle_token_logprob {
 CANDLE_API int32_t candle_sampler_sample_logprobs(candle_sampler *s, const float *logits,
                                                   int32_t n_top, candle_token_logprob *chosen,
                                                   candle_token_logprob *top, int32_t *n_top_out);
+/* ---- speculative decoding (speculative.h drives these) ----
+ * "The distribution" below is the one candle_sampler_sample draws from:
+ * after logit_bias, penalties, the grammar, top-k/top-p/min-p and the
+ * temperature; greedy's is the point mass at its token. */
+
+/* candle_sampler_sample, also writing the distribution it drew from into
+ * probs[n_vocab] (zero outside the kept tokens; probs NULL: none). A draft
+ * model's sampler calls it, for the q that candle_sampler_verify needs. */
+CANDLE_API int32_t candle_sampler_sample_probs(candle_sampler *s, const float *logits, float *probs);
+/* Speculative rejection sampling of one drafted token against the
+ * distribution p of logits: the draft is accepted with probability
+ * min(1, p(draft) / q(draft)); otherwise the token returned is drawn from
+ * max(0, p - q) normalised, so that it has distribution p whatever q was.
+ * q: the draft's distribution [n_vocab] (the draft must have been drawn
+ * from it), or NULL for a point mass at draft (prompt lookup: accepted with
+ * probability p(draft), else drawn from p without the draft). Greedy: the
+ * draft is accepted exactly when it is the greedy token, which is returned
+ * either way. *accepted (may be NULL) says which; returns the token, or -1
+ * (an invalid draft, or a grammar that allows nothing; candle_last_errmsg).
+ * Draws one or two numbers from the seeded generator when sampling, none
+ * when greedy. Does not record the token (candle_sampler_accept). */
+CANDLE_API int32_t candle_sampler_verify(candle_sampler *s, const float *logits, int32_t draft,
+                                         const float *q, bool *accepted);
 /* Record a token in the penalty history (prompt and generated tokens). */
 CANDLE_API void candle_sampler_accept(candle_sampler *s, int32_t token);
 /* Clear the history and reseed. */

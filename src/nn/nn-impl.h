@@ -4,6 +4,10 @@
 #define CANDLE_NN_IMPL_H
 
 #include "../core/core-impl.h"
+#include "candle/sampler.h"
+
+/* Whether a grammar constrains s (speculative decoding refuses one). */
+bool cdl_sampler_has_grammar(const candle_sampler *s);
 
 /* Keys and values of every layer, allocated once for n_ctx positions. Keys
  * are stored already rotated (RoPE applied at their position). */

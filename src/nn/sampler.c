@@ -6,13 +6,15 @@
 #include <string.h>
 
 #include "candle/sampler.h"
-#include "../core/core-impl.h"
+#include "nn-impl.h"
 
 typedef struct cand {
     int32_t id;
     float logit;
     double p;
 } cand;
+
+typedef struct spec_req spec_req;
 
 struct candle_sampler {
     candle_sampler_params p;
@@ -30,6 +32,7 @@ struct candle_sampler {
     int32_t n_bias;
     float *biased; /* [n_vocab] logits plus the biases, allocated on first use */
     float *lpbuf;  /* [n_vocab] penalised logits in id order for logprobs, allocated on first use */
+    spec_req *spec; /* set for the length of one speculative call, else NULL */
 };
 
 /* What candle_sampler_sample_logprobs asks of one step. */
@@ -39,6 +42,16 @@ typedef struct lp_req {
     int32_t *n_out;
     double lse; /* log of the normaliser, set by lp_prepare */
 } lp_req;
+
+/* What a speculative-decoding call asks of the final draw, in place of a
+ * plain draw: the distribution written out (a draft model's q), or a drafted
+ * token tested against it. */
+struct spec_req {
+    float *probs;    /* [n_vocab]: the distribution drawn from, written; NULL: verify */
+    int32_t draft;   /* verify: the drafted token */
+    const float *q;  /* verify: the draft's distribution [n_vocab]; NULL: a point mass */
+    bool accepted;
+};
 
 static bool in_range(float v, float lo, float hi) { return v >= lo && v <= hi; } /* NaN: false */
 
@@ -407,6 +420,66 @@ static int32_t lp_finish(lp_req *lp, int32_t id, float logit) {
 
 static int32_t sample_logits(candle_sampler *s, const float *logits, lp_req *lp);
 
+/* A deterministic (greedy) choice under a speculative call: its
+ * distribution is the point mass at id, so a draft is accepted exactly
+ * when it is id, and the residual max(0, p - q) is that point mass again. */
+static int32_t spec_point(candle_sampler *s, int32_t id) {
+    spec_req *q = s->spec;
+    if (!q) return id;
+    if (q->probs) {
+        memset(q->probs, 0, (size_t)s->n_vocab * sizeof *q->probs);
+        q->probs[id] = 1.0f;
+    } else {
+        q->accepted = id == q->draft;
+    }
+    return id;
+}
+
+/* p - q at candidate c (q a point mass at the draft when q->q is NULL). */
+static double residual(const spec_req *q, const cand *c) {
+    double qi = q->q ? (double)q->q[c->id] : (double)(c->id == q->draft);
+    return c->p - qi;
+}
+
+/* The speculative test of q->draft against the final distribution c[0..n)
+ * (Leviathan et al. 2023, Chen et al. 2023): accepted with probability
+ * min(1, p(d) / q(d)); otherwise a token drawn from max(0, p - q)
+ * normalised. Either way the token returned has distribution p, whatever q
+ * the draft was drawn from. q(d) = 0 (a draft that q could not draw) is
+ * accepted exactly when p(d) > 0. -1 means "draw from p as usual" (the
+ * distribution write-out, or a residual lost to rounding). */
+static int32_t spec_draw(candle_sampler *s, const cand *c, int32_t n, lp_req *lp) {
+    spec_req *q = s->spec;
+    if (q->probs) {
+        memset(q->probs, 0, (size_t)s->n_vocab * sizeof *q->probs);
+        for (int32_t i = 0; i < n; i++) q->probs[c[i].id] = (float)c[i].p;
+        return -1;
+    }
+    int32_t at = -1;
+    for (int32_t i = 0; i < n && at < 0; i++)
+        if (c[i].id == q->draft) at = i;
+    double pd = at >= 0 ? c[at].p : 0, qd = q->q ? (double)q->q[q->draft] : 1.0;
+    double u = next_unit(s->rng);
+    q->accepted = pd > 0 && (qd <= 0 || u * qd < pd);
+    if (q->accepted) return lp_finish(lp, q->draft, c[at].logit);
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double r = residual(q, &c[i]);
+        if (r > 0) sum += r;
+    }
+    if (!(sum > 0)) return -1;
+    double v = next_unit(s->rng) * sum, cum = 0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++) {
+        double r = residual(q, &c[i]);
+        if (r <= 0) continue;
+        last = i;
+        cum += r;
+        if (v < cum) break;
+    }
+    return lp_finish(lp, c[last].id, c[last].logit);
+}
+
 /* The bias, then the grammar, then sample_logits. */
 static int32_t sample_impl(candle_sampler *s, const float *logits, lp_req *lp) {
     if (s->n_bias) {
@@ -425,7 +498,7 @@ static int32_t sample_impl(candle_sampler *s, const float *logits, lp_req *lp) {
     if (!lp && s->p.temp <= 0 && !penalties_on(&s->p)) {
         int32_t best = argmax(logits, s->n_vocab);
         if (logits[best] > -INFINITY && candle_grammar_token_ok(s->grammar, s->gvocab, best))
-            return best;
+            return spec_point(s, best);
     }
     int32_t nv = candle_grammar_vocab_n(s->gvocab);
     size_t n_buf = (size_t)(nv > s->n_vocab ? nv : s->n_vocab); /* the mask writes nv entries */
@@ -465,6 +538,32 @@ int32_t candle_sampler_sample(candle_sampler *s, const float *logits) {
     return sample_impl(s, logits, NULL);
 }
 
+int32_t candle_sampler_sample_probs(candle_sampler *s, const float *logits, float *probs) {
+    spec_req q = {.probs = probs};
+    s->spec = probs ? &q : NULL;
+    int32_t id = sample_impl(s, logits, NULL);
+    s->spec = NULL;
+    return id;
+}
+
+int32_t candle_sampler_verify(candle_sampler *s, const float *logits, int32_t draft, const float *q,
+                              bool *accepted) {
+    if (accepted) *accepted = false;
+    if (draft < 0 || draft >= s->n_vocab) {
+        cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "sampler: draft token %d is not in [0, %d)",
+                      (int)draft, (int)s->n_vocab);
+        return -1;
+    }
+    spec_req r = {.draft = draft, .q = q};
+    s->spec = &r;
+    int32_t id = sample_impl(s, logits, NULL);
+    s->spec = NULL;
+    if (accepted) *accepted = id >= 0 && r.accepted;
+    return id;
+}
+
+bool cdl_sampler_has_grammar(const candle_sampler *s) { return s && s->grammar; }
+
 int32_t candle_sampler_sample_logprobs(candle_sampler *s, const float *logits, int32_t n_top,
                                        candle_token_logprob *chosen, candle_token_logprob *top,
                                        int32_t *n_top_out) {
@@ -482,7 +581,7 @@ static int32_t sample_logits(candle_sampler *s, const float *logits, lp_req *lp)
     int32_t n = s->n_vocab;
     bool penalties = penalties_on(&s->p);
     if (s->p.temp <= 0 && !penalties) {
-        int32_t id = argmax(logits, n);
+        int32_t id = spec_point(s, argmax(logits, n));
         if (lp) lp_prepare(lp, logits, NULL, NULL, n, id);
         return lp_finish(lp, id, logits[id]);
     }
@@ -496,7 +595,7 @@ static int32_t sample_logits(candle_sampler *s, const float *logits, lp_req *lp)
         lp_prepare(lp, NULL, c, s->lpbuf, n, -1);
     }
     if (s->p.temp <= 0) {
-        int32_t id = greedy(c, n);
+        int32_t id = spec_point(s, greedy(c, n));
         return lp_finish(lp, id, c[id].logit);
     }
     if (s->p.top_k > 0 && s->p.top_k < n) {
@@ -524,6 +623,10 @@ static int32_t sample_logits(candle_sampler *s, const float *logits, lp_req *lp)
         n = keep;
     }
     softmax_sorted(c, n, s->p.temp);
+    if (s->spec) {
+        int32_t id = spec_draw(s, c, n, lp);
+        if (id >= 0) return id;
+    }
     double u = next_unit(s->rng), cum = 0;
     for (int32_t i = 0; i < n; i++) {
         cum += c[i].p;

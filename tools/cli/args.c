@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "candle/speculative.h"
 #include "cli.h"
 
 static bool to_i64(const char *s, int64_t *out) {
@@ -74,6 +75,10 @@ static const opt opts[] = {
     {NULL, "--frequency-penalty", T_FLOAT, OFF(sp.frequency_penalty), C_GEN},
     {NULL, "--repeat-last-n", T_INT, OFF(sp.penalty_last_n), C_GEN},
     {"-s", "--seed", T_SEED, OFF(sp.seed), C_GEN},
+    {"-md", "--draft-model", T_STR, OFF(draft_model), C_RUN},
+    {NULL, "--draft-max", T_INT, OFF(draft_max), C_RUN},
+    {NULL, "--draft-p-min", T_FLOAT, OFF(draft_p_min), C_RUN},
+    {NULL, "--lookup", T_INT, OFF(lookup), C_RUN},
 };
 
 static unsigned command_bit(const char *cmd) {
@@ -214,6 +219,26 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
     if (!!a->grammar_file + !!a->grammar_text + !!a->json_schema > 1) {
         fprintf(stderr, "candle %s: --grammar, --grammar-text and --json-schema: give one of them\n",
                 argv[0]);
+        return 2;
+    }
+    if (a->draft_model && a->lookup) {
+        fprintf(stderr, "candle %s: --draft-model and --lookup: give one of them\n", argv[0]);
+        return 2;
+    }
+    bool spec = a->draft_model || a->lookup;
+    if (a->lookup < 0 || a->draft_max < 0 || a->draft_max > CANDLE_SPEC_MAX_DRAFT ||
+        !(a->draft_p_min >= 0 && a->draft_p_min <= 1)) {
+        fprintf(stderr, "candle %s: --lookup must be >= 1, --draft-max in 1..%d, --draft-p-min in [0, 1]\n",
+                argv[0], CANDLE_SPEC_MAX_DRAFT);
+        return 2;
+    }
+    if (!spec && (a->draft_max || a->draft_p_min > 0)) {
+        fprintf(stderr, "candle %s: --draft-max and --draft-p-min need --draft-model or --lookup\n", argv[0]);
+        return 2;
+    }
+    if (spec && (a->grammar_file || a->grammar_text || a->json_schema || a->ctx_shift)) {
+        fprintf(stderr, "candle %s: speculative decoding (--draft-model, --lookup) does not combine "
+                        "with a grammar, a JSON schema or --ctx-shift yet\n", argv[0]);
         return 2;
     }
     if (candle_sampler_params_check(&a->sp)) {

@@ -29,6 +29,10 @@ typedef struct cli_args {
     const char *ctk, *ctv; /* -ctk / -ctv TYPE, as llama.cpp's --cache-type-k/-v */
     candle_dtype kv_type;  /* from the three above (cli_parse); f32 by default */
     candle_sampler_params sp;
+    const char *draft_model; /* --draft-model FILE (run): speculative decoding's draft */
+    int draft_max;      /* --draft-max K: tokens drafted per step; 0 = the default */
+    int lookup;         /* --lookup N: prompt-lookup drafting with n-grams of N; 0 = off */
+    float draft_p_min;  /* --draft-p-min P: a draft model stops drafting below it */
     bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
 } cli_args;
 

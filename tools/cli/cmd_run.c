@@ -35,6 +35,13 @@ static const char *run_usage =
     "  -ctk, -ctv T    KV cache type: f32 (default), f16, q8_0 or q4_0 (head_dim a\n"
     "                  multiple of 32); K and V share one type (--kv-f16 = f16)\n"
     "  --no-mmap       read weights into memory instead of mapping the file\n"
+    "Speculative decoding (greedy output as without it; sampling keeps its distribution):\n"
+    "  --lookup N      draft by prompt lookup: the tokens that followed the latest earlier\n"
+    "                  occurrence of the last N tokens\n"
+    "  -md, --draft-model FILE  draft with a smaller model of the same vocabulary\n"
+    "  --draft-max K   tokens drafted per step (1..64; default 8)\n"
+    "  --draft-p-min P  the draft model stops drafting at a token it gives less than P\n"
+    "                  (default 0: never)\n"
     "Writes only the generated text to stdout, then a newline unless it ends with one\n"
     "or a grammar or schema shaped it; the seed and timings go to stderr.\n";
 
@@ -46,6 +53,13 @@ static void report(const gen *g, int64_t n_prompt, double t_prompt, int64_t n_ge
             t_prompt * 1e3, t_prompt > 0 ? (double)n_prompt / t_prompt : 0.0);
     fprintf(stderr, "generation: %lld tokens in %.1f ms, %.2f tokens/s\n", (long long)n_gen,
             t_gen * 1e3, t_gen > 0 ? (double)n_gen / t_gen : 0.0);
+    if (g->spec) {
+        candle_spec_stats st = candle_spec_get_stats(g->spec);
+        fprintf(stderr, "speculative: %lld steps, %lld drafted, %lld accepted (%.1f%%), %.2f tokens/step\n",
+                (long long)st.n_steps, (long long)st.n_drafted, (long long)st.n_accepted,
+                st.n_drafted ? 100.0 * (double)st.n_accepted / (double)st.n_drafted : 0.0,
+                st.n_steps ? (double)st.n_tokens / (double)st.n_steps : 0.0);
+    }
 }
 
 /* A prompt that cannot fit is an error before any work. */
@@ -98,6 +112,7 @@ int cmd_run(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) candle_sampler_accept(g.smp, ids[i]);
     double t0 = cli_now();
     r = gen_eval(&g, ids, n, false, 0);
+    if (!r) r = gen_spec_context(&g, ids, n);
     double t1 = cli_now();
     int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
     if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);

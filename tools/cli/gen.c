@@ -60,6 +60,37 @@ static int open_grammar(gen *g, const cli_args *a) {
     return r;
 }
 
+/* Speculative decoding of --draft-model FILE or --lookup N: 0, or 1 after
+ * a message. The draft model gets the target's context and threads. */
+static int open_spec(gen *g, const cli_args *a, const candle_session_params *sp) {
+    candle_spec_params p = candle_spec_default_params();
+    if (a->draft_max) p.n_draft = a->draft_max;
+    if (a->lookup) p.lookup_ngram = a->lookup;
+    p.draft_p_min = a->draft_p_min;
+    if (a->draft_model) {
+        candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap};
+        if (candle_model_load(&g->draft, a->draft_model, &mp)) {
+            cli_error_file(g->cmd, a->draft_model, candle_last_errmsg());
+            return 1;
+        }
+        p.draft_model = g->draft;
+        p.draft_session = *sp;
+        p.draft_sampling = a->sp;
+    }
+    if (candle_spec_init(&g->spec, g->model, g->tok, &p)) {
+        fprintf(stderr, "candle %s: %s%s%s\n", g->cmd, a->draft_model ? a->draft_model : "",
+                a->draft_model ? ": " : "", candle_last_errmsg());
+        return 1;
+    }
+    return 0;
+}
+
+int gen_spec_context(gen *g, const int32_t *ids, int64_t n) {
+    if (!g->spec || !candle_spec_set_context(g->spec, ids, n)) return 0;
+    fprintf(stderr, "candle %s: %s\n", g->cmd, candle_last_errmsg());
+    return 1;
+}
+
 int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     memset(g, 0, sizeof *g);
     g->cmd = cmd;
@@ -105,12 +136,15 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
         return 1;
     }
     if ((a->grammar_file || a->grammar_text || a->json_schema) && open_grammar(g, a)) return 1;
+    if ((a->draft_model || a->lookup) && open_spec(g, a, &sp)) return 1;
     g->t_load = cli_now() - t0;
     return 0;
 }
 
 void gen_close(gen *g) {
     free(g->logits);
+    candle_spec_free(g->spec);
+    candle_model_free(g->draft);
     candle_sampler_free(g->smp);
     candle_grammar_state_free(g->gstate);
     candle_grammar_vocab_free(g->gvocab);
@@ -164,22 +198,46 @@ static void append(char **text, size_t *len, const char *b, size_t n) {
     *text = t;
 }
 
+/* The next token: sampled from the logits of the last evaluated one, or
+ * the next of a speculative step's output (the step evaluates all of it
+ * but its last, the pending token). 0, or 1 after a message. */
+static int next_token(gen *g, int32_t *queue, int32_t *n_queue, int32_t *at, bool *pending,
+                      int32_t last, int32_t *id) {
+    if (*at < *n_queue) {
+        *id = queue[(*at)++];
+        return 0;
+    }
+    if (!*pending) {
+        if ((*id = candle_sampler_sample(g->smp, g->logits)) < 0) {
+            fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
+            return 1;
+        }
+        candle_sampler_accept(g->smp, *id);
+        return 0;
+    }
+    *at = 0;
+    if (candle_spec_step(g->spec, g->sess, g->smp, last, queue, n_queue)) {
+        fprintf(stderr, "\ncandle %s: speculative step: %s\n", g->cmd, candle_last_errmsg());
+        return 1;
+    }
+    *id = queue[(*at)++];
+    return 0;
+}
+
 int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int64_t *n_out,
                char **text) {
     size_t text_len = 0;
     *n_out = 0;
     g->why = GEN_LIMIT;
     if (g->gstate) candle_grammar_state_reset(g->gstate);
+    int32_t queue[CANDLE_SPEC_MAX_DRAFT + 1], n_queue = 0, at = 0, id = -1;
+    bool pending = false; /* speculative: id was chosen and is not evaluated yet */
     while (n_predict < 0 || *n_out < n_predict) {
         if (g->stop && *g->stop) {
             g->why = GEN_STOPPED;
             break;
         }
-        int32_t id = candle_sampler_sample(g->smp, g->logits);
-        if (id < 0) { /* the grammar allows no token */
-            fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
-            return 1;
-        }
+        if (next_token(g, queue, &n_queue, &at, &pending, id, &id)) return 1;
         if (candle_tokenizer_is_eog(g->tok, id)) {
             g->why = GEN_EOG;
             break;
@@ -188,7 +246,6 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
             return 1;
         }
-        candle_sampler_accept(g->smp, id);
         char buf[256];
         size_t len = 0;
         if (!candle_tokenizer_token_bytes(g->tok, id, false, buf, sizeof buf, &len)) {
@@ -208,6 +265,7 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
                                 "was complete\n", g->cmd, (long long)n_predict);
             break;
         }
+        if (g->spec && at < n_queue) continue; /* evaluated by the step already */
         bool full = candle_session_pos(g->sess) >= candle_session_n_ctx(g->sess);
         if (full && !a->ctx_shift) {
             if (n_predict < 0) { /* "until the end": the context's end counts */
@@ -222,7 +280,8 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
                     g->cmd, (long long)candle_session_n_ctx(g->sess), (long long)*n_out);
             return 1;
         }
-        if (gen_eval(g, &id, 1, a->ctx_shift, n_keep)) return 1;
+        if (g->spec) pending = true; /* the next step evaluates it with the drafts */
+        else if (gen_eval(g, &id, 1, a->ctx_shift, n_keep)) return 1;
     }
     return 0;
 }

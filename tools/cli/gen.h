@@ -7,6 +7,7 @@
 #include "args.h"
 #include "candle/candle.h"
 #include "candle/model.h"
+#include "candle/speculative.h"
 
 typedef struct gen {
     const char *cmd;
@@ -17,6 +18,8 @@ typedef struct gen {
     candle_grammar *grammar; /* --grammar / --grammar-text; NULL: none */
     candle_grammar_vocab *gvocab;
     candle_grammar_state *gstate;
+    candle_model *draft; /* --draft-model, or NULL */
+    candle_spec *spec;   /* speculative decoding (--draft-model, --lookup), or NULL */
     float *logits; /* [n_vocab] of the last evaluated token */
     int64_t n_vocab;
     double t_load; /* seconds */
@@ -39,6 +42,8 @@ int gen_fail(gen *g, const char *what);
 /* Evaluate tokens; with ctx_shift, make room first by dropping the older
  * half of the context (after n_keep positions). */
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep);
+/* With speculative decoding, the session now holds ids[0..n) (the prompt). */
+int gen_spec_context(gen *g, const int32_t *ids, int64_t n);
 /* Sample, stream and evaluate up to n_predict tokens (-1: until the end of
  * generation or a full context). With a grammar, each call starts it over
  * and stops once the grammar admits nothing more. *n_out gets the count; when text is not
