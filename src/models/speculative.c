@@ -154,6 +154,11 @@ static candle_status reserve(candle_spec *sp, int64_t n) {
     return CANDLE_OK;
 }
 
+static candle_status session_fail(candle_session *s, const char *what) {
+    return cdl_set_error(NULL, candle_session_errcode(s), "speculative: %s: %s", what,
+                         candle_session_errmsg(s));
+}
+
 candle_status candle_spec_set_context(candle_spec *sp, const int32_t *tokens, int64_t n) {
     if (!sp || n < 0 || (n > 0 && !tokens))
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "speculative: bad context");
@@ -163,12 +168,14 @@ candle_status candle_spec_set_context(candle_spec *sp, const int32_t *tokens, in
     if (sp->dsess && candle_session_pos(sp->dsess) > same) candle_session_truncate(sp->dsess, same);
     memcpy(sp->ctx, tokens, (size_t)n * sizeof *tokens);
     sp->n_ctx = n;
+    /* the draft model reads the prompt now, as the model did, rather than
+     * inside the first step */
+    candle_session *ds = sp->dsess;
+    int64_t dpos = ds ? candle_session_pos(ds) : 0;
+    if (ds && n > dpos && n <= candle_session_n_ctx(ds) &&
+        candle_session_eval(ds, sp->ctx + dpos, n - dpos, NULL, false))
+        return session_fail(ds, "draft model");
     return CANDLE_OK;
-}
-
-static candle_status session_fail(candle_session *s, const char *what) {
-    return cdl_set_error(NULL, candle_session_errcode(s), "speculative: %s: %s", what,
-                         candle_session_errmsg(s));
 }
 
 /* softmax(l)[id] at temperature 1: the draft's confidence in its token. */
@@ -213,6 +220,16 @@ static int32_t draft_model(candle_spec *sp, int32_t k, int32_t *draft) {
     return n;
 }
 
+/* A step that failed after its evaluation: s and the context as before it
+ * (the sampler keeps what it recorded). */
+static candle_status undo(candle_spec *sp, candle_session *s, int64_t pos) {
+    candle_status st = candle_last_error();
+    candle_session_truncate(s, pos);
+    sp->n_ctx = pos;
+    if (sp->dsess && candle_session_pos(sp->dsess) > pos) candle_session_truncate(sp->dsess, pos);
+    return st;
+}
+
 candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sampler *smp, int32_t pending,
                                int32_t *out, int32_t *n_out) {
     if (!sp || !s || !smp || !out || !n_out)
@@ -250,7 +267,7 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         bool ok = false;
         const float *q = sp->q ? sp->q + (size_t)i * (size_t)nv : NULL;
         int32_t id = candle_sampler_verify(smp, sp->rows + (size_t)i * (size_t)nv, draft[i], q, &ok);
-        if (id < 0) return candle_last_error();
+        if (id < 0) return undo(sp, s, pos);
         out[n++] = id;
         candle_sampler_accept(smp, id);
         acc += ok;
@@ -259,7 +276,7 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     }
     if (i == nd && !end) { /* every draft kept: the last row gives one more */
         int32_t id = candle_sampler_sample(smp, sp->rows + (size_t)nd * (size_t)nv);
-        if (id < 0) return candle_last_error();
+        if (id < 0) return undo(sp, s, pos);
         out[n++] = id;
         candle_sampler_accept(smp, id);
     }
