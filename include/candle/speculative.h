@@ -42,7 +42,12 @@ extern "C" {
 #define CANDLE_SPEC_MAX_DRAFT 64
 
 typedef struct candle_spec_params {
-    int32_t n_draft;      /* k: tokens drafted per step, 1..CANDLE_SPEC_MAX_DRAFT (default 8) */
+    /* k: the most tokens drafted per step, 1..CANDLE_SPEC_MAX_DRAFT
+     * (default 8). The length adapts as Hugging Face's "heuristic"
+     * schedule: +2 (up to k) after a step that kept every draft, -1 (down to
+     * 1) after one that did not; a draft of one token refused pauses the
+     * drafting for 1, 2, 4 ... 32 steps while no draft is kept. */
+    int32_t n_draft;
     int32_t lookup_ngram; /* prompt lookup: n-gram size to match (>= 1, default 3) */
     /* A draft model (NULL: prompt lookup) with its session's parameters
      * (n_ctx at least the target session's) and its sampler's: those of the

@@ -23,6 +23,8 @@ struct candle_spec {
     candle_sampler *dsmp;    /* its sampler */
     float *q;        /* [n_draft * n_vocab] the draft's distributions */
     float *dlogits;  /* [n_vocab] the draft's last logits */
+    int32_t k_cur; /* this step's draft length: n_draft, adapted to the acceptance */
+    int32_t skip, backoff; /* steps left without drafting, and the next such pause */
     candle_spec_stats st;
 };
 
@@ -107,6 +109,7 @@ candle_status candle_spec_init(candle_spec **out, const candle_model *target, co
     sp->target = target;
     sp->tok = tok;
     sp->p = *p;
+    sp->k_cur = p->n_draft;
     sp->n_vocab = candle_model_get_config(target)->n_vocab;
     size_t nv = (size_t)sp->n_vocab;
     sp->rows = malloc((size_t)(p->n_draft + 1) * nv * sizeof *sp->rows);
@@ -247,7 +250,11 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     if (reserve(sp, sp->n_ctx + CANDLE_SPEC_MAX_DRAFT + 2)) return candle_last_error();
     sp->ctx[sp->n_ctx++] = pending;
     int64_t room = candle_session_n_ctx(s) - pos - 1; /* positions after pending */
-    int32_t k = sp->p.n_draft < room ? sp->p.n_draft : (int32_t)(room > 0 ? room : 0), nd = 0;
+    int32_t k = sp->k_cur < room ? sp->k_cur : (int32_t)(room > 0 ? room : 0), nd = 0;
+    if (sp->skip > 0) {
+        sp->skip--;
+        k = 0;
+    }
     int32_t *draft = sp->batch + 1;
     if (k > 0 && sp->dsess) nd = draft_model(sp, k, draft);
     else if (k > 0) nd = candle_spec_lookup(sp->ctx, sp->n_ctx, sp->p.lookup_ngram, k, draft);
@@ -286,6 +293,21 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     sp->n_ctx += kept;
     if (sp->dsess && candle_session_pos(sp->dsess) > sp->n_ctx)
         candle_session_truncate(sp->dsess, sp->n_ctx);
+    /* Hugging Face's "heuristic" schedule: longer after a step that kept
+     * every draft, shorter after one that did not, since each drafted row
+     * costs a share of a step whether kept or not. Drafts of one token that
+     * keep failing (prompt lookup on text that does not repeat) pause the
+     * drafting for 1, 2, 4 ... 32 steps, until one is kept again. */
+    if (nd > 0 && acc == nd) {
+        sp->k_cur = sp->k_cur + 2 < sp->p.n_draft ? sp->k_cur + 2 : sp->p.n_draft;
+        sp->backoff = 0;
+    } else if (nd > 0 && (acc > 0 || sp->k_cur > 1)) {
+        sp->k_cur = sp->k_cur > 1 ? sp->k_cur - 1 : 1;
+        if (acc > 0) sp->backoff = 0;
+    } else if (nd > 0) {
+        sp->backoff = sp->backoff ? (sp->backoff < 32 ? 2 * sp->backoff : 32) : 1;
+        sp->skip = sp->backoff;
+    }
     sp->st.n_steps++;
     sp->st.n_drafted += nd;
     sp->st.n_accepted += acc;
