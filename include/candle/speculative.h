@@ -96,7 +96,11 @@ CANDLE_API candle_status candle_spec_set_context(candle_spec *sp, const int32_t 
  * the context, pending and the accepted drafts; the last token of out is
  * the new pending. An end-of-generation token ends the output (it is then
  * the last one). The drafts shrink to the room left in s; pending itself
- * must fit. A sampler with a grammar is refused (CANDLE_ERR_UNSUPPORTED). */
+ * must fit. With a grammar set on smp (candle_sampler_set_grammar), each
+ * token written also advances its matcher (the caller advances it for
+ * pending only, as after candle_sampler_sample), drafts the grammar refuses
+ * are rejected, and a token after which the grammar admits only the end
+ * ends the output, as an end of generation does. */
 CANDLE_API candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sampler *smp,
                                           int32_t pending, int32_t *out, int32_t *n_out);
 CANDLE_API candle_spec_stats candle_spec_get_stats(const candle_spec *sp);

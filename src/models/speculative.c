@@ -223,6 +223,19 @@ static int32_t draft_model(candle_spec *sp, int32_t k, int32_t *draft) {
     return n;
 }
 
+/* An output token into the sampler's history and its grammar's matcher;
+ * *end: nothing may follow it (an end of generation, or a grammar that
+ * admits only the end). */
+static candle_status record(candle_sampler *smp, candle_grammar_state *gs, const candle_grammar_vocab *gv,
+                            const candle_tokenizer *tok, int32_t id, bool *end) {
+    candle_sampler_accept(smp, id);
+    *end = candle_tokenizer_is_eog(tok, id);
+    if (!gs || *end) return CANDLE_OK;
+    if (candle_grammar_accept_token(gs, gv, id)) return candle_last_error();
+    *end = candle_grammar_state_done(gs);
+    return CANDLE_OK;
+}
+
 /* A step that failed after its evaluation: s and the context as before it
  * (the sampler keeps what it recorded). */
 static candle_status undo(candle_spec *sp, candle_session *s, int64_t pos) {
@@ -238,9 +251,8 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     if (!sp || !s || !smp || !out || !n_out)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "speculative: NULL argument");
     *n_out = 0;
-    if (cdl_sampler_has_grammar(smp))
-        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
-                             "speculative: decoding with a grammar is not supported");
+    const candle_grammar_vocab *gv = NULL;
+    candle_grammar_state *gs = cdl_sampler_grammar(smp, &gv);
     int64_t pos = candle_session_pos(s), nv = sp->n_vocab;
     if (pos != sp->n_ctx)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
@@ -276,16 +288,15 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         int32_t id = candle_sampler_verify(smp, sp->rows + (size_t)i * (size_t)nv, draft[i], q, &ok);
         if (id < 0) return undo(sp, s, pos);
         out[n++] = id;
-        candle_sampler_accept(smp, id);
+        if (record(smp, gs, gv, sp->tok, id, &end)) return undo(sp, s, pos);
         acc += ok;
-        end = candle_tokenizer_is_eog(sp->tok, id);
         if (!ok || end) break; /* an accepted end is the output's last: not kept in s */
     }
     if (i == nd && !end) { /* every draft kept: the last row gives one more */
         int32_t id = candle_sampler_sample(smp, sp->rows + (size_t)nd * (size_t)nv);
         if (id < 0) return undo(sp, s, pos);
         out[n++] = id;
-        candle_sampler_accept(smp, id);
+        if (record(smp, gs, gv, sp->tok, id, &end)) return undo(sp, s, pos);
     }
     int32_t kept = n - 1; /* drafts kept in s: all of out but its last */
     if (candle_session_truncate(s, pos + 1 + kept)) return session_fail(s, "truncate");

@@ -6,8 +6,9 @@
 #include "../core/core-impl.h"
 #include "candle/sampler.h"
 
-/* Whether a grammar constrains s (speculative decoding refuses one). */
-bool cdl_sampler_has_grammar(const candle_sampler *s);
+/* The grammar matcher and vocabulary set on s (NULL when none): speculative
+ * decoding advances the matcher by each token it outputs. */
+candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_grammar_vocab **v);
 
 /* Keys and values of every layer, allocated once for n_ctx positions. Keys
  * are stored already rotated (RoPE applied at their position). */

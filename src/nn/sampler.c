@@ -562,7 +562,10 @@ int32_t candle_sampler_verify(candle_sampler *s, const float *logits, int32_t dr
     return id;
 }
 
-bool cdl_sampler_has_grammar(const candle_sampler *s) { return s && s->grammar; }
+candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_grammar_vocab **v) {
+    if (v) *v = s ? s->gvocab : NULL;
+    return s ? s->grammar : NULL;
+}
 
 int32_t candle_sampler_sample_logprobs(candle_sampler *s, const float *logits, int32_t n_top,
                                        candle_token_logprob *chosen, candle_token_logprob *top,

@@ -3,7 +3,8 @@
 # plain greedy (prompt lookup, the model as its own draft with every draft
 # accepted, a tiny model of the same vocabulary as draft), the acceptance
 # line on stderr, seeded sampling reproducible, and the refusals (another
-# vocabulary, a grammar, options without a drafting mode).
+# vocabulary, --ctx-shift, options without a drafting mode); with a grammar,
+# the same text as plain greedy and sampled texts in the grammar.
 set -u
 src="${CANDLE_SOURCE_DIR:?}"
 candle="${CANDLE:?}"
@@ -54,9 +55,24 @@ if [ -r "$other" ]; then
 else
     echo "SKIP (part): no model of another vocabulary for the CLI refusal (the library test covers it)"
 fi
-"$candle" run -m "$model" -p "Once" -n 4 --lookup 2 --grammar-text 'root ::= "a"' >/dev/null 2>"$tmp/err"
+"$candle" run -m "$model" -p "Once" -n 4 --lookup 2 --ctx-shift >/dev/null 2>"$tmp/err"
 rc=$?
-check "lookup with a grammar refused: rc $rc" '[ $rc -eq 2 ] && grep -q "does not combine" "$tmp/err"'
+check "lookup with --ctx-shift refused: rc $rc" '[ $rc -eq 2 ] && grep -q "does not combine" "$tmp/err"'
+
+# a grammar: the step advances the matcher; greedy text equal to plain's
+g='root ::= ("Lily" | "Tom" | " had" | " a" | " red" | " ball" | ".")+ "!"'
+for opt in "--lookup 1" "--lookup 2 --draft-max 16" "--draft-model $model"; do
+    "$candle" run -m "$model" -p "${prompts[1]}" -n 60 --temp 0 -s 1 --grammar-text "$g" >"$tmp/gp" 2>/dev/null
+    "$candle" run -m "$model" -p "${prompts[1]}" -n 60 --temp 0 -s 1 --grammar-text "$g" $opt >"$tmp/gs" 2>"$tmp/err"
+    rc=$?
+    check "grammar $opt: rc $rc" '[ $rc -eq 0 ]'
+    check "grammar $opt: same text as plain" 'cmp -s "$tmp/gp" "$tmp/gs" && [ -s "$tmp/gp" ]'
+    check "grammar $opt: drafts accepted" '! grep -q " 0 accepted" "$tmp/err"'
+    for seed in 1 2 3; do
+        "$candle" run -m "$model" -p "${prompts[1]}" -n 40 --temp 1 -s $seed --grammar-text "$g" $opt >"$tmp/gr" 2>/dev/null
+        check "grammar $opt seed $seed: the text matches" 'python3 -c "import re,sys; sys.exit(0 if re.fullmatch(r\"(Lily|Tom| had| a| red| ball|\.)*(Lily|Tom| had| a| red| ball|\.)!?\", open(sys.argv[1]).read()) else 1)" "$tmp/gr"'
+    done
+done
 "$candle" run -m "$model" -p "Once" -n 4 --draft-max 4 >/dev/null 2>"$tmp/err"
 rc=$?
 check "--draft-max alone refused: rc $rc" '[ $rc -eq 2 ] && grep -q "need --draft-model or --lookup" "$tmp/err"'

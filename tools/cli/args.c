@@ -236,9 +236,9 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
         fprintf(stderr, "candle %s: --draft-max and --draft-p-min need --draft-model or --lookup\n", argv[0]);
         return 2;
     }
-    if (spec && (a->grammar_file || a->grammar_text || a->json_schema || a->ctx_shift)) {
+    if (spec && a->ctx_shift) {
         fprintf(stderr, "candle %s: speculative decoding (--draft-model, --lookup) does not combine "
-                        "with a grammar, a JSON schema or --ctx-shift yet\n", argv[0]);
+                        "with --ctx-shift yet\n", argv[0]);
         return 2;
     }
     if (candle_sampler_params_check(&a->sp)) {

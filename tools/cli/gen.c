@@ -203,7 +203,7 @@ static void append(char **text, size_t *len, const char *b, size_t n) {
  * but its last, the pending token). 0, or 1 after a message. */
 static int next_token(gen *g, int32_t *queue, int32_t *n_queue, int32_t *at, bool *pending,
                       int32_t last, int32_t *id) {
-    if (*at < *n_queue) {
+    if (*at < *n_queue) { /* recorded (history, grammar) by the step */
         *id = queue[(*at)++];
         return 0;
     }
@@ -237,12 +237,13 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             g->why = GEN_STOPPED;
             break;
         }
+        bool stepped = pending; /* the token comes from a step, which advanced the grammar */
         if (next_token(g, queue, &n_queue, &at, &pending, id, &id)) return 1;
         if (candle_tokenizer_is_eog(g->tok, id)) {
             g->why = GEN_EOG;
             break;
         }
-        if (g->gstate && candle_grammar_accept_token(g->gstate, g->gvocab, id)) {
+        if (g->gstate && !stepped && candle_grammar_accept_token(g->gstate, g->gvocab, id)) {
             fprintf(stderr, "\ncandle %s: %s\n", g->cmd, candle_last_errmsg());
             return 1;
         }
@@ -255,12 +256,15 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             if (text) append(text, &text_len, buf, len);
         }
         ++*n_out;
-        if (g->gstate && candle_grammar_state_done(g->gstate)) { /* only the end can follow */
+        /* a step advanced the matcher over its whole output, and only its
+         * last token can complete the grammar */
+        bool state_here = !g->spec || at == n_queue;
+        if (g->gstate && state_here && candle_grammar_state_done(g->gstate)) { /* only the end can follow */
             g->why = GEN_GRAMMAR;
             break;
         }
         if (n_predict >= 0 && *n_out == n_predict) {
-            if (g->gstate && !candle_grammar_state_can_end(g->gstate))
+            if (g->gstate && (!state_here || !candle_grammar_state_can_end(g->gstate)))
                 fprintf(stderr, "\ncandle %s: stopped after -n %lld tokens, before the grammar "
                                 "was complete\n", g->cmd, (long long)n_predict);
             break;
