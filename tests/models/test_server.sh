@@ -15,11 +15,8 @@ MODEL=${SERVER_TEST_MODEL:-${CANDLE_SHARED_DIR:-$SRC/../shared}/data/models/stor
 if [ ! -f "$MODEL" ]; then bash "$SRC/scripts/fetch-model.sh" >/dev/null 2>&1 || true; fi
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL absent"; exit 77; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
-if ! python3 -c "import openai" 2>/dev/null; then
-    python3 -m pip install -q openai >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
-        { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
-fi
+. "$SRC/tests/common/openai.sh"
+need_openai
 # the second server's --kv-mem holds 9 blocks of 16 positions (test_queue_full):
 # 20 KiB blocks for stories260K, 720 KiB for SmolLM2-135M (f32, 30 layers); the
 # request in flight at SIGTERM must finish within the server's 10 s drain, also
