@@ -598,6 +598,77 @@ static void check_phi3_specials(void) {
     candle_tokenizer_free(t);
 }
 
+/* ---- the length bound and the encoding limit (issue 22, finding 3) ---- */
+
+/* max_token_bytes is 0 exactly where text can vanish (WordPiece, Phi-3's
+ * blank-swallowing specials, falcon's missing bytes); elsewhere no text of
+ * more than n * bound bytes encodes to n ids or fewer, runs of blanks and
+ * byte soup included. encode_limit stops just past its limit with the full
+ * encoding's first ids. */
+static void check_length_bound(void) {
+    static const struct { const char *name; bool bounded; } cases[] = {
+        {"llama-spm", true}, {"gpt-2", true},  {"deepseek-coder", true},
+        {"phi-3", false},    {"falcon", false}, {"bert-bge", false},
+    };
+    static const char *const texts[] = {
+        "                                                                                ",
+        "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\t\t\t\t\t\t\t\t\t\t\t\t",
+        "the quick brown fox jumps over the lazy dog; the quick brown fox jumps again",
+        "\xc3\xa9\xe2\x82\xac\xf0\x9f\x9a\x80\x80\xbf\xff\xfe\x01\x02<s></s><|endoftext|>",
+        "================================================================================",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000",
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char rel[256], abs[1024];
+        snprintf(rel, sizeof rel, "../shared/data/tokenizers/ggml-vocab-%s.gguf", cases[c].name);
+        if (!test_need_file("test_tokenizer length bound", test_path(rel, abs, sizeof abs))) continue;
+        candle_tokenizer *t = load(rel);
+        CHECK(t != NULL);
+        if (!t) continue;
+        size_t per = candle_tokenizer_max_token_bytes(t);
+        CHECK_MSG((per > 0) == cases[c].bounded, "%s: max_token_bytes %zu", cases[c].name, per);
+        for (size_t k = 0; per && k < sizeof texts / sizeof texts[0]; k++) {
+            int64_t n;
+            int32_t *ids = encode(t, texts[k], strlen(texts[k]), true, &n);
+            CHECK_MSG((size_t)n * per >= strlen(texts[k]), "%s: %zu bytes in %lld ids of at most %zu",
+                      cases[c].name, strlen(texts[k]), (long long)n, per);
+            free(ids);
+        }
+        /* a long text, limited to 50 ids */
+        size_t len = 0;
+        char *big = malloc(200000);
+        while (len + 80 < 200000) {
+            memcpy(big + len, texts[2], 76);
+            len += 76;
+        }
+        int64_t n_all, n_lim = 0;
+        int32_t *all = encode(t, big, len, true, &n_all);
+        int32_t lim[256];
+        CHECK(candle_tokenizer_encode_limit(t, big, len, true, true, 50, lim, 256, &n_lim) == CANDLE_OK);
+        CHECK_MSG(n_lim > 50 && n_lim < 80 && n_all > 1000 && !memcmp(lim, all, 50 * sizeof *lim),
+                  "%s: limit 50 gave %lld ids (all %lld)", cases[c].name, (long long)n_lim, (long long)n_all);
+        CHECK(candle_tokenizer_encode_limit(t, big, len, true, true, -1, NULL, 0, &n_lim) == CANDLE_OK &&
+              n_lim == n_all);
+        free(all);
+        free(big);
+        candle_tokenizer_free(t);
+    }
+    /* SPM without byte tokens: only an unknown token makes it bounded */
+    const char *toks[] = {"<unk>", "a", "b", "ab"};
+    const size_t lens[] = {5, 1, 1, 2};
+    tok_source s = {.model = "llama", .n_tokens = 4, .tokens = toks, .token_lens = lens,
+                    .bos = -2, .eos = -2, .unk = -1, .pad = -2, .sep = -2, .eot = -2, .eom = -2,
+                    .add_bos = -1, .add_eos = -1, .add_space_prefix = 0};
+    for (int unk = 0; unk < 2; unk++) {
+        s.unk = unk ? 0 : -1;
+        candle_tokenizer *t = NULL;
+        CHECK(tok_build(&t, &s) == CANDLE_OK);
+        if (!t) continue;
+        CHECK(candle_tokenizer_max_token_bytes(t) == (unk ? 5u : 0u));
+        candle_tokenizer_free(t);
+    }
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) check_vocab(&vocabs[i]);
     check_stories();
@@ -608,5 +679,6 @@ int main(void) {
     check_splits();
     check_build_errors();
     check_byte_fallback_types();
+    check_length_bound();
     return test_done("test_tokenizer");
 }
