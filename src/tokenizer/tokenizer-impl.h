@@ -92,8 +92,9 @@ typedef struct tok_source {
 candle_status tok_build(candle_tokenizer **out, const tok_source *src);
 
 /* Pre-tokenizer regexes of a BPE family ("gpt-2", "llama-bpe", ...);
- * NULL-terminated. Unknown names get the default split. */
-const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges);
+ * NULL-terminated. Unknown names get the default split, with *known false
+ * (true for a known name or none). */
+const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges, bool *known);
 
 /* Output buffer of ids that counts past its capacity. stop > 0: the
  * encoders give up once n reaches it (the caller's limit + 1), so a text far

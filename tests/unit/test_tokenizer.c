@@ -428,7 +428,8 @@ static void check_regex_memo(void) {
  * matches and the gaps between them are pieces; returns them joined by |. */
 static void split_family(const char *pre, const char *text, char *out) {
     bool im;
-    const char *const *res = tok_pre_regexes(pre, &im);
+    bool known;
+    const char *const *res = tok_pre_regexes(pre, &im, &known);
     uint32_t cps[256];
     int64_t n = to_cps(text, cps), cuts[256], n_cuts = 0, next[256];
     tok_regex_stack st = {0};
@@ -669,6 +670,56 @@ static void check_length_bound(void) {
     }
 }
 
+/* ---- warnings at load (issue 22, finding 7) ---- */
+
+static char warned[2048];
+
+static void keep_warning(candle_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level == CANDLE_LOG_WARN && strlen(warned) + strlen(msg) + 2 < sizeof warned) {
+        strcat(warned, msg);
+        strcat(warned, "\n");
+    }
+}
+
+/* An unknown tokenizer.ggml.pre and merges that do not join two tokens into
+ * a token load (the default split; byte tokens where a merge's result is no
+ * token), but say so; known names and sound merges say nothing. */
+static void check_load_warnings(void) {
+    const char *toks[] = {"a", "b", "ab", "c", "\xc4\xa0"};
+    const size_t toklens[] = {1, 1, 2, 1, 2};
+    const char *merges[] = {"a b", "b c", "ab", "a zz"};
+    const size_t mlens[] = {3, 3, 2, 4};
+    tok_source s = {.model = "gpt2", .pre = "qwen2", .n_tokens = 5, .tokens = toks, .token_lens = toklens,
+                    .n_merges = 1, .merges = merges, .merge_lens = mlens,
+                    .bos = -2, .eos = -2, .unk = -2, .pad = -2, .sep = -2, .eot = -2, .eom = -2,
+                    .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
+    candle_log_set_callback(keep_warning, NULL);
+    candle_tokenizer *t = NULL;
+    warned[0] = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK && !warned[0]);
+    candle_tokenizer_free(t);
+    s.pre = "no-such-pre\x1b[2J";
+    warned[0] = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK);
+    CHECK_CONTAINS(warned, "tokenizer.ggml.pre 'no-such-pre\\x1b[2J' is not a pre-tokenizer Candle knows");
+    candle_tokenizer_free(t);
+    s.pre = NULL;
+    s.n_merges = 4;
+    warned[0] = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK);
+    CHECK_CONTAINS(warned, "3 of 4 tokenizer.ggml.merges are not 'LEFT RIGHT' of tokens");
+    CHECK_CONTAINS(warned, "(the first: 'b c')");
+    if (t) { /* "bc" is no token: b and c stay apart */
+        int32_t ids[8];
+        int64_t n = 0;
+        CHECK(candle_tokenizer_encode(t, "abc", 3, false, false, ids, 8, &n) == CANDLE_OK);
+        CHECK(n == 2 && ids[0] == 2 && ids[1] == 3);
+    }
+    candle_tokenizer_free(t);
+    candle_log_set_callback(NULL, NULL);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) check_vocab(&vocabs[i]);
     check_stories();
@@ -680,5 +731,6 @@ int main(void) {
     check_build_errors();
     check_byte_fallback_types();
     check_length_bound();
+    check_load_warnings();
     return test_done("test_tokenizer");
 }
