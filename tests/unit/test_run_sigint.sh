@@ -4,7 +4,8 @@
 # status is 130. A second SIGINT before the first took effect ends the
 # process at once, by the signal. Stories260K with a grammar that never ends;
 # stdout is a 4 KiB pipe read only after the signal, so the signal lands
-# inside the generation (its write blocks until then); under the grammar no
+# inside the generation (its write blocks until then: the test waits for
+# that); under the grammar no
 # newline is added. Every wait is bounded.
 set -u
 CANDLE="${CANDLE:-${CANDLE_BINARY_DIR:?}/bin/candle}"
@@ -34,16 +35,26 @@ def start():
     first = os.read(r, 1) if ready else b""
     if len(first) != 1:
         fail("no text before the signal")
-    # the pipe fills behind the byte read, then the writer blocks
-    end, have = time.time() + 30, array.array("i", [0])
+    # the pipe fills behind the byte read, then the writer blocks in its
+    # write(1, ...) (the main thread's syscall, twice 0.1 s apart; where
+    # /proc/PID/syscall cannot be read, a nearly full pipe)
+    def blocked():
+        try:
+            with open(f"/proc/{p.pid}/syscall") as f:
+                return f.read().startswith("1 0x1 ")
+        except OSError:
+            have = array.array("i", [0])
+            fcntl.ioctl(r, termios.FIONREAD, have)
+            return have[0] >= 4000
+    end = time.time() + 60
     while time.time() < end:
-        fcntl.ioctl(r, termios.FIONREAD, have)
-        if have[0] >= 4000:  # a page less the byte read: no room for a token
+        if blocked():
             time.sleep(0.1)
-            break
+            if blocked():
+                break
         time.sleep(0.01)
     else:
-        fail("the pipe did not fill")
+        fail("the generation did not block on its full stdout")
     return p, r, err, bytearray(first)
 
 def drain(p, r, out, secs=30):
