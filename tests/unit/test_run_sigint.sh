@@ -11,9 +11,12 @@ set -u
 CANDLE="${CANDLE:-${CANDLE_BINARY_DIR:?}/bin/candle}"
 MODEL="${CANDLE_SHARED_DIR:-${CANDLE_SOURCE_DIR:-.}/../shared}/data/models/stories260K.gguf"
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL absent"; exit 77; }
-python3 - "$CANDLE" "$MODEL" <<'PY'
-import array, fcntl, os, re, select, signal, subprocess, sys, termios, threading, time
-candle, model = sys.argv[1:3]
+SRC="${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+python3 - "$CANDLE" "$MODEL" "$SRC" <<'PY'
+import os, re, select, signal, subprocess, sys, time
+candle, model, src = sys.argv[1:4]
+sys.path.insert(0, os.path.join(src, "tests", "common"))
+import pipe_child
 # --ctx-shift: the text never ends, so it fills the pipe
 args = [candle, "run", "-m", model, "-p", "Once upon a time", "--temp", "0", "-n", "-1", "-c", "256",
         "--ctx-shift", "--seed", "1", "--grammar-text", "root ::= [a-z ] root"]
@@ -24,36 +27,13 @@ def fail(msg):
     print("FAIL:", msg)
 
 def start():
-    r, w = os.pipe()
-    fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
-    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=w, stderr=subprocess.PIPE)
-    os.close(w)
-    err = bytearray()
-    threading.Thread(target=lambda: [err.extend(b) for b in iter(lambda: p.stderr.read1(4096), b"")],
-                     daemon=True).start()
+    p, r, err = pipe_child.start(args)
     ready, _, _ = select.select([r], [], [], 30)
     first = os.read(r, 1) if ready else b""
     if len(first) != 1:
         fail("no text before the signal")
-    # the pipe fills behind the byte read, then the writer blocks in its
-    # write(1, ...) (the main thread's syscall, twice 0.1 s apart; where
-    # /proc/PID/syscall cannot be read, a nearly full pipe)
-    def blocked():
-        try:
-            with open(f"/proc/{p.pid}/syscall") as f:
-                return f.read().startswith("1 0x1 ")
-        except OSError:
-            have = array.array("i", [0])
-            fcntl.ioctl(r, termios.FIONREAD, have)
-            return have[0] >= 4000
-    end = time.time() + 60
-    while time.time() < end:
-        if blocked():
-            time.sleep(0.1)
-            if blocked():
-                break
-        time.sleep(0.01)
-    else:
+    # the pipe fills behind the byte read, then the writer blocks
+    if not pipe_child.wait_blocked(p, r):
         fail("the generation did not block on its full stdout")
     return p, r, err, bytearray(first)
 
