@@ -67,12 +67,11 @@ static int check_prompt(gen *g, int64_t n) {
 }
 
 /* Ctrl-C while generating (run's text, a chat reply) stops between two
- * tokens (gen.stop), so the text so far and its timings come out. A second
- * Ctrl-C before the first took effect (the library's evaluation has no abort
- * hook, so a long prompt finishes first), or one at chat's prompt, leaves by
- * the signal's default action (exit status 130 in a shell), as llama.cpp
- * does. The line-editing library restores the terminal before it passes the
- * signal on. */
+ * tokens, or a prompt's evaluation between two of its batches (gen_set_stop),
+ * so the text so far and its timings come out. A second Ctrl-C before the
+ * first took effect, or one at chat's prompt, leaves by the signal's default
+ * action (exit status 130 in a shell), as llama.cpp does. The line-editing
+ * library restores the terminal before it passes the signal on. */
 static volatile sig_atomic_t sigint_stop, sigint_soft;
 
 static void on_sigint(int sig) {
@@ -93,7 +92,7 @@ static void catch_sigint(gen *g) {
      * sees the flag */
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
-    g->stop = &sigint_stop;
+    gen_set_stop(g, &sigint_stop);
 }
 
 /* Exit status of a run stopped by SIGINT, as a shell reports one. */
@@ -147,10 +146,11 @@ int cmd_run(int argc, char **argv) {
     if (g.line_open && !g.gstate) fputc('\n', stdout);
     fflush(stdout);
     if (!r && sigint_stop) {
-        fprintf(stderr, "[generation stopped by Ctrl-C after %lld tokens]", (long long)n_gen);
+        if (g.prompt_cancelled) fprintf(stderr, "[stopped by Ctrl-C while evaluating the prompt]");
+        else fprintf(stderr, "[generation stopped by Ctrl-C after %lld tokens]", (long long)n_gen);
         r = EXIT_SIGINT;
     }
-    report(&g, n, t1 - t0, n_gen, t2 - t1);
+    report(&g, g.prompt_cancelled ? 0 : n, t1 - t0, n_gen, t2 - t1);
     free(ids);
     gen_close(&g);
     signal(SIGINT, SIG_DFL);
