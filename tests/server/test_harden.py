@@ -339,6 +339,11 @@ def test_prompt_bounds():
     e = j.get("error", {}) if j else {}
     check(st == 400 and e.get("code") == "context_length_exceeded" and
           "at least 256 tokens" in e.get("message", ""), f"a prompt past the context: {st} {e}")
+    # one long word: its ids come at once, far past the context and the
+    # buffer sized by it (within the byte bound of 256 x 9 bytes)
+    st, j = request("POST", "/v1/completions", {"prompt": "q" * 2000, "max_tokens": 1})
+    e = j.get("error", {}) if j else {}
+    check(st == 400 and e.get("code") == "context_length_exceeded", f"a long word: {st} {e}")
     # a prompt of 255 tokens still fits (one left to generate) and one of 256 does not
     st, j = request("POST", "/v1/completions", {"prompt": [1] * 255, "max_tokens": 4})
     check(st == 200, f"255 prompt tokens: {st} {j}")

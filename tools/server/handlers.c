@@ -411,9 +411,10 @@ static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_r
     bool big = len > SRV_BIG_PROMPT;
     if (big) pthread_mutex_lock(&c->big_prompt);
     bool bad = !r->prompt ||
-               candle_tokenizer_encode_limit(c->tok, text, len, true, true, n_ctx - 1, r->prompt, cap, &n) ||
-               n > cap;
+               candle_tokenizer_encode_limit(c->tok, text, len, true, true, n_ctx - 1, r->prompt, cap, &n);
     if (big) pthread_mutex_unlock(&c->big_prompt);
+    /* past the limit by more than cap: a long word's ids come at once */
+    bad = bad || (n > cap && n < n_ctx);
     if (bad) {
         srv_reply_error(out, r->prompt ? 400 : 500, field, NULL, "cannot tokenize the prompt: %s",
                     r->prompt ? candle_last_errmsg() : "out of memory");
