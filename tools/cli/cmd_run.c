@@ -135,6 +135,7 @@ int cmd_run(int argc, char **argv) {
     catch_sigint(&g);
     double t0 = cli_now();
     r = gen_eval(&g, ids, n, false, 0);
+    bool prompt_stopped = g.eval_cancelled; /* gen_stream's evals set it again */
     double t1 = cli_now();
     int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
     if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);
@@ -146,11 +147,11 @@ int cmd_run(int argc, char **argv) {
     if (g.line_open && !g.gstate) fputc('\n', stdout);
     fflush(stdout);
     if (!r && sigint_stop) {
-        if (g.prompt_cancelled) fprintf(stderr, "[stopped by Ctrl-C while evaluating the prompt]");
+        if (prompt_stopped) fprintf(stderr, "[stopped by Ctrl-C while evaluating the prompt]");
         else fprintf(stderr, "[generation stopped by Ctrl-C after %lld tokens]", (long long)n_gen);
         r = EXIT_SIGINT;
     }
-    report(&g, g.prompt_cancelled ? 0 : n, t1 - t0, n_gen, t2 - t1);
+    report(&g, prompt_stopped ? 0 : n, t1 - t0, n_gen, t2 - t1);
     free(ids);
     gen_close(&g);
     signal(SIGINT, SIG_DFL);

@@ -151,7 +151,7 @@ void gen_set_stop(gen *g, volatile sig_atomic_t *flag) {
 
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep) {
     candle_session *s = g->sess;
-    g->prompt_cancelled = false;
+    g->eval_cancelled = false;
     int64_t room = candle_session_n_ctx(s) - candle_session_pos(s);
     if (n > room && ctx_shift && n < candle_session_n_ctx(s) - n_keep) {
         int64_t n_discard = (candle_session_pos(s) - n_keep) / 2;
@@ -160,7 +160,7 @@ int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_ke
     }
     candle_status st = candle_session_eval(s, ids, n, g->logits, false);
     if (st == CANDLE_ERR_CANCELLED && g->stop && *g->stop) {
-        g->prompt_cancelled = true;
+        g->eval_cancelled = true;
         return 0;
     }
     if (st) return gen_fail(g, "eval");

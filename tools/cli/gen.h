@@ -24,7 +24,7 @@ typedef struct gen {
      * tokens and a prompt's evaluation between its batches; NULL: never.
      * gen_set_stop sets it. */
     volatile sig_atomic_t *stop;
-    bool prompt_cancelled; /* the last gen_eval was stopped by it */
+    bool eval_cancelled; /* the last gen_eval was stopped by it */
     enum { GEN_EOG, GEN_LIMIT, GEN_GRAMMAR, GEN_CTX_FULL, GEN_STOPPED } why; /* of the last gen_stream */
     bool line_open; /* the last text written to stdout does not end in a newline */
 } gen;
@@ -41,7 +41,7 @@ int gen_fail(gen *g, const char *what);
 void gen_set_stop(gen *g, volatile sig_atomic_t *flag);
 /* Evaluate tokens; with ctx_shift, make room first by dropping the older
  * half of the context (after n_keep positions). Stopped by g->stop, it
- * returns 0 with prompt_cancelled set and the session as before (the next
+ * returns 0 with eval_cancelled set and the session as before (the next
  * gen_stream stops at once). */
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep);
 /* Sample, stream and evaluate up to n_predict tokens (-1: until the end of
