@@ -142,15 +142,28 @@ int gen_tokenize(gen *g, const char *text, bool add_special, bool parse_special,
     return 1;
 }
 
+static bool stop_set(void *flag) { return *(volatile sig_atomic_t *)flag != 0; }
+
+void gen_set_stop(gen *g, volatile sig_atomic_t *flag) {
+    g->stop = flag;
+    candle_session_set_abort(g->sess, flag ? stop_set : NULL, (void *)flag);
+}
+
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep) {
     candle_session *s = g->sess;
+    g->eval_cancelled = false;
     int64_t room = candle_session_n_ctx(s) - candle_session_pos(s);
     if (n > room && ctx_shift && n < candle_session_n_ctx(s) - n_keep) {
         int64_t n_discard = (candle_session_pos(s) - n_keep) / 2;
         if (n_discard < n - room) n_discard = n - room;
         if (candle_session_shift(s, n_keep, n_discard)) return gen_fail(g, "context shift");
     }
-    if (candle_session_eval(s, ids, n, g->logits, false)) return gen_fail(g, "eval");
+    candle_status st = candle_session_eval(s, ids, n, g->logits, false);
+    if (st == CANDLE_ERR_CANCELLED && g->stop && *g->stop) {
+        g->eval_cancelled = true;
+        return 0;
+    }
+    if (st) return gen_fail(g, "eval");
     return 0;
 }
 
