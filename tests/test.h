@@ -122,6 +122,14 @@ static inline const char *test_path(const char *rel, char *buf, size_t n) {
     return buf;
 }
 
+/* True in the sanitizer build's run (CANDLE_TEST_SANITIZED=1, set by
+ * tests/CMakeLists.txt): the long end-to-end tests then run one case per code
+ * path, not every golden, and print what they left out. */
+static inline bool test_sanitized(void) {
+    const char *s = getenv("CANDLE_TEST_SANITIZED");
+    return s && s[0] == '1';
+}
+
 /* True when the data file at path is readable; otherwise notes a skip
  * ("SKIP: name: path absent") and returns false. For prerequisites that live
  * outside the repository (models, reference vocabularies): a file that is

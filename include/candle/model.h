@@ -188,6 +188,12 @@ CANDLE_API void candle_session_free(candle_session *s);
  * not fit in the cache is an invalid-argument error and changes nothing. */
 CANDLE_API candle_status candle_session_eval(candle_session *s, const int32_t *tokens, int64_t n,
                                              float *logits, bool all_logits);
+/* An eval runs in batches of at most 512 tokens; before each, fn(user) is
+ * asked whether to stop (a Ctrl-C during a long prompt). When it says true
+ * the eval returns CANDLE_ERR_CANCELLED and leaves the cache as before the
+ * call, like any failed eval. fn may be called from the eval's thread only;
+ * NULL removes it. */
+CANDLE_API void candle_session_set_abort(candle_session *s, bool (*fn)(void *user), void *user);
 CANDLE_API int64_t candle_session_pos(const candle_session *s);
 CANDLE_API int64_t candle_session_n_ctx(const candle_session *s);
 /* Forget the positions from n_keep on (n_keep <= pos). */

@@ -27,6 +27,7 @@ typedef enum candle_status {
     CANDLE_ERR_INVALID_ARG, /* argument out of range, NULL where not allowed */
     CANDLE_ERR_INTERNAL,    /* broken internal invariant (a bug) */
     CANDLE_ERR_NUMERIC,     /* non-finite values (NaN, Inf) where a result must be finite */
+    CANDLE_ERR_CANCELLED,   /* stopped by the caller's abort callback */
     CANDLE_STATUS_COUNT
 } candle_status;
 

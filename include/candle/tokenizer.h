@@ -54,6 +54,21 @@ CANDLE_API int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *
 CANDLE_API candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text,
                                                  size_t len, bool add_special, bool parse_special,
                                                  int32_t *ids, int64_t cap, int64_t *n_out);
+/* candle_tokenizer_encode that gives up once more than limit ids are made
+ * (BOS counted), so a text far longer than the caller can use costs about
+ * limit ids of work: then *n_out is above limit but not the full count.
+ * A negative limit is no limit. */
+CANDLE_API candle_status candle_tokenizer_encode_limit(const candle_tokenizer *t, const char *text,
+                                                       size_t len, bool add_special,
+                                                       bool parse_special, int64_t limit,
+                                                       int32_t *ids, int64_t cap, int64_t *n_out);
+/* The most input bytes one id can stand for, or 0 where there is no such
+ * bound (the encoder may drop text: WordPiece's whitespace, a character with
+ * neither a piece nor a byte or unknown token, a special token that swallows
+ * the blanks beside it, tokenizer.json pipelines). A text of more than
+ * n * this many bytes encodes to more than n ids, so it can be refused by
+ * its length without encoding it. */
+CANDLE_API size_t candle_tokenizer_max_token_bytes(const candle_tokenizer *t);
 /* A pair of texts (cross-encoders): the post-processor's pair template.
  * type_ids (may be NULL) gets each id's segment (0 or 1), up to cap.
  * A tokenizer not read from tokenizer.json joins the two encodings. */

@@ -22,6 +22,7 @@ const char *candle_status_name(candle_status s) {
         [CANDLE_ERR_INVALID_ARG] = "invalid argument",
         [CANDLE_ERR_INTERNAL] = "internal error",
         [CANDLE_ERR_NUMERIC] = "numeric error",
+        [CANDLE_ERR_CANCELLED] = "cancelled",
     };
     _Static_assert(sizeof(names) / sizeof(names[0]) == CANDLE_STATUS_COUNT,
                    "status name table out of date");

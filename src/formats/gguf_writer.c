@@ -27,11 +27,62 @@ typedef struct wtensor {
     size_t size;
 } wtensor;
 
+/* Names (keys, tensor names) to their positions, so that setting or adding
+ * one is not a scan of all before it: a file of 100k keys was quadratic. The
+ * names are the entries' own strings. */
+typedef struct islot {
+    const char *name; /* NULL: empty */
+    int64_t pos;
+} islot;
+
+typedef struct name_index {
+    islot *s;
+    uint64_t cap, n; /* cap a power of two, at most half full */
+} name_index;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int64_t index_get(const name_index *x, const char *name) {
+    for (uint64_t i = x->cap ? name_hash(name) & (x->cap - 1) : 0; x->cap; i = (i + 1) & (x->cap - 1)) {
+        if (!x->s[i].name) return -1;
+        if (!strcmp(x->s[i].name, name)) return x->s[i].pos;
+    }
+    return -1;
+}
+
+static void index_insert(islot *s, uint64_t cap, islot e) {
+    uint64_t i = name_hash(e.name) & (cap - 1);
+    while (s[i].name) i = (i + 1) & (cap - 1);
+    s[i] = e;
+}
+
+/* name (not yet in x) at pos; false when out of memory. */
+static bool index_put(name_index *x, const char *name, int64_t pos) {
+    if (2 * (x->n + 1) > x->cap) {
+        uint64_t cap = x->cap ? 2 * x->cap : 64;
+        islot *s = calloc(cap, sizeof *s);
+        if (!s) return false;
+        for (uint64_t i = 0; i < x->cap; i++)
+            if (x->s[i].name) index_insert(s, cap, x->s[i]);
+        free(x->s);
+        x->s = s;
+        x->cap = cap;
+    }
+    index_insert(x->s, x->cap, (islot){name, pos});
+    x->n++;
+    return true;
+}
+
 struct candle_gguf_writer {
     wkv *kv;
     int64_t n_kv, cap_kv;
     wtensor *t;
     int64_t n_t, cap_t;
+    name_index kv_index, t_index;
     size_t alignment;
 };
 
@@ -93,6 +144,8 @@ void candle_gguf_writer_free(candle_gguf_writer *w) {
     for (int64_t i = 0; i < w->n_t; i++) free(w->t[i].name);
     free(w->kv);
     free(w->t);
+    free(w->kv_index.s);
+    free(w->t_index.s);
     free(w);
 }
 
@@ -110,13 +163,13 @@ static candle_status set_value(candle_gguf_writer *w, const char *key, bbuf *b) 
         free(b->p);
         return s;
     }
-    for (int64_t i = 0; i < w->n_kv; i++)
-        if (!strcmp(w->kv[i].key, key)) {
-            free(w->kv[i].val);
-            w->kv[i].val = b->p;
-            w->kv[i].size = b->n;
-            return CANDLE_OK;
-        }
+    int64_t i = index_get(&w->kv_index, key);
+    if (i >= 0) {
+        free(w->kv[i].val);
+        w->kv[i].val = b->p;
+        w->kv[i].size = b->n;
+        return CANDLE_OK;
+    }
     char *k = strdup(key);
     if (w->n_kv == w->cap_kv) {
         int64_t cap = w->cap_kv ? w->cap_kv * 2 : 16;
@@ -126,7 +179,7 @@ static candle_status set_value(candle_gguf_writer *w, const char *key, bbuf *b) 
             w->cap_kv = cap;
         }
     }
-    if (!k || w->n_kv == w->cap_kv) {
+    if (!k || w->n_kv == w->cap_kv || !index_put(&w->kv_index, k, w->n_kv)) {
         free(k);
         free(b->p);
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf key");
@@ -242,8 +295,7 @@ static candle_status check_tensor(const candle_gguf_writer *w, const char *name,
     if (!name || !name[0] || strlen(name) > WRITER_MAX_NAME)
         return arg_err("gguf writer: tensor name '%.80s' empty or longer than 63 bytes",
                        name ? name : "(null)");
-    for (int64_t i = 0; i < w->n_t; i++)
-        if (!strcmp(w->t[i].name, name)) return arg_err("gguf writer: duplicate tensor '%s'", name);
+    if (index_get(&w->t_index, name) >= 0) return arg_err("gguf writer: duplicate tensor '%s'", name);
     const candle_dtype_traits *tr = candle_dtype_info(dtype);
     if (!tr || tr->gguf_id < 0)
         return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
@@ -288,8 +340,11 @@ candle_status candle_gguf_writer_add_tensor(candle_gguf_writer *w, const char *n
     }
     wtensor *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
-    if (!(t->name = strdup(name)))
+    if (!(t->name = strdup(name)) || !index_put(&w->t_index, t->name, w->n_t)) {
+        free(t->name);
+        t->name = NULL;
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: gguf tensor name");
+    }
     t->dtype = dtype;
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->shape[d] = shape[d];

@@ -157,6 +157,8 @@ struct candle_session {
     kv_cache kv;
     int64_t pos;           /* positions filled in the cache */
     float *host_mask;      /* scratch for sliding-window masks */
+    bool (*abort_fn)(void *user); /* candle_session_set_abort; NULL: none */
+    void *abort_user;
 };
 
 /* CANDLE_OK for a decoder LM, else an invalid-argument error naming what

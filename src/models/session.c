@@ -58,6 +58,12 @@ void candle_session_free(candle_session *s) {
 }
 
 int64_t candle_session_pos(const candle_session *s) { return s->pos; }
+
+void candle_session_set_abort(candle_session *s, bool (*fn)(void *user), void *user) {
+    if (!s) return;
+    s->abort_fn = fn;
+    s->abort_user = user;
+}
 int64_t candle_session_n_ctx(const candle_session *s) { return s->kv.n_ctx; }
 candle_status candle_session_errcode(const candle_session *s) { return candle_errcode(s->ctx); }
 const char *candle_session_errmsg(const candle_session *s) { return candle_errmsg(s->ctx); }
@@ -133,7 +139,9 @@ candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t
         float *out = NULL;
         if (logits && all_logits) out = logits + i * width;
         else if (logits && last) out = logits;
-        st = eval_ubatch(s, tokens + i, m, out, all_logits, hidden);
+        if (s->abort_fn && s->abort_fn(s->abort_user))
+            st = cdl_set_error(s->ctx, CANDLE_ERR_CANCELLED, "eval: cancelled after %" PRId64 " of %" PRId64 " tokens", i, n);
+        else st = eval_ubatch(s, tokens + i, m, out, all_logits, hidden);
     }
     if (st) s->pos = start; /* a failed batch leaves the cache as before */
     return st;

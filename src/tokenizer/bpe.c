@@ -169,7 +169,7 @@ candle_status tok_bpe_encode(const candle_tokenizer *t, const char *text, size_t
         w.n_pieces = w.n_cps > 0;
     }
     for (int i = 0; ok && i < t->n_regex; i++) ok = split_pieces(&w, t->regex[i]);
-    for (int64_t k = 0; ok && k < w.n_pieces; k++) {
+    for (int64_t k = 0; ok && k < w.n_pieces && !tok_out_done(o); k++) {
         size_t b0 = w.offs[w.pieces[k].start], b1 = w.offs[w.pieces[k].end];
         ok = encode_word(t, &w, text + b0, b1 - b0, o);
     }

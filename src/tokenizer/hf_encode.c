@@ -15,7 +15,10 @@
 typedef struct ivec {
     int32_t *v;
     int64_t n, cap;
+    int64_t stop; /* tok_out's: give up once n reaches it (0: never) */
 } ivec;
+
+static bool iv_done(const ivec *a) { return a->stop > 0 && a->n >= a->stop; }
 
 static bool iv_reserve(ivec *a, int64_t more) {
     if (a->n + more <= a->cap) return true;
@@ -33,7 +36,7 @@ static candle_status oom(void) { return cdl_set_error(NULL, CANDLE_ERR_OOM, "out
 static candle_status model_into(const candle_tokenizer *t, const char *s, size_t n, ivec *a) {
     if (!iv_reserve(a, 16)) return oom();
     for (;;) {
-        tok_out o = {a->v + a->n, a->cap - a->n, 0};
+        tok_out o = {a->v + a->n, a->cap - a->n, 0, 0};
         candle_status st = hf_model_encode(t, s, n, &o);
         if (st != CANDLE_OK) return st;
         if (o.n <= o.cap) {
@@ -78,7 +81,7 @@ static candle_status split_added(const candle_tokenizer *t, const char *s, size_
     const hf_tok *h = t->hf;
     size_t done = 0;
     candle_status st = CANDLE_OK;
-    for (size_t i = 0; st == CANDLE_OK && i < n;) {
+    for (size_t i = 0; st == CANDLE_OK && i < n && !iv_done(a);) {
         const hf_added *m = match_at(h, s, n, i, normalized, parse_special);
         if (!m) {
             i++;
@@ -110,14 +113,14 @@ static candle_status split_added(const candle_tokenizer *t, const char *s, size_
         if (st == CANDLE_OK) a->v[a->n++] = m->id;
         done = stop;
     }
-    if (st == CANDLE_OK && done < n) st = f(t, s + done, n - done, first0 && done == 0, a);
+    if (st == CANDLE_OK && done < n && !iv_done(a)) st = f(t, s + done, n - done, first0 && done == 0, a);
     return st;
 }
 
 static candle_status pieces(const candle_tokenizer *t, const char *s, size_t n, bool first0, ivec *a) {
     hf_list l = {0};
     candle_status st = hf_pretokenize(t->hf->pre, s, n, first0, &l) ? CANDLE_OK : oom();
-    for (size_t i = 0; st == CANDLE_OK && i < l.n; i++) st = model_into(t, hf_list_at(&l, i), l.len[i], a);
+    for (size_t i = 0; st == CANDLE_OK && i < l.n && !iv_done(a); i++) st = model_into(t, hf_list_at(&l, i), l.len[i], a);
     hf_list_free(&l);
     return st;
 }
@@ -149,7 +152,7 @@ static candle_status encode_one(const candle_tokenizer *t, const char *text, siz
 candle_status hf_encode(const candle_tokenizer *t, const char *text, size_t len, const char *text_b,
                         size_t len_b, bool pair, bool add_special, bool parse_special, tok_out *o,
                         int32_t *type_ids) {
-    ivec a = {0}, b = {0};
+    ivec a = {.stop = o->stop}, b = {.stop = o->stop};
     candle_status st = encode_one(t, text, len, parse_special, &a);
     if (st == CANDLE_OK && pair) st = encode_one(t, text_b, len_b, parse_special, &b);
     if (st == CANDLE_OK) st = hf_post_process(t, a.v, a.n, b.v, b.n, pair, add_special, o, type_ids);

@@ -94,8 +94,9 @@ static const pre_family families[] = {
     {" bloom poro-chat gpt3-finnish ", re_bloom, false},
 };
 
-const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges) {
+const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges, bool *known) {
     *ignore_merges = false;
+    *known = !pre || !*pre; /* none given: an older file, the default split */
     if (!pre || !*pre || strchr(pre, ' ')) return re_default;
     size_t n = strlen(pre);
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
@@ -103,6 +104,7 @@ const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges) {
         while ((hit = strstr(hit, pre)) != NULL) {
             if (hit[-1] == ' ' && hit[n] == ' ') {
                 *ignore_merges = families[i].ignore_merges;
+                *known = true;
                 return families[i].regexes;
             }
             hit += n;

@@ -90,7 +90,8 @@ candle_status tok_spm_encode(const candle_tokenizer *t, const char *text, size_t
         if (r->next >= 0) sym[r->next].prev = b.left;
         if (!try_pair(t, s, sym, l->prev, &h) || !try_pair(t, s, sym, b.left, &h)) goto oom;
     }
-    for (int32_t i = 0; ns && i >= 0; i = sym[i].next) emit_piece(t, s + sym[i].off, sym[i].n, o);
+    for (int32_t i = 0; ns && i >= 0 && !tok_out_done(o); i = sym[i].next)
+        emit_piece(t, s + sym[i].off, sym[i].n, o);
     goto done;
 oom:
     st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);

@@ -92,14 +92,20 @@ typedef struct tok_source {
 candle_status tok_build(candle_tokenizer **out, const tok_source *src);
 
 /* Pre-tokenizer regexes of a BPE family ("gpt-2", "llama-bpe", ...);
- * NULL-terminated. Unknown names get the default split. */
-const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges);
+ * NULL-terminated. Unknown names get the default split, with *known false
+ * (true for a known name or none). */
+const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges, bool *known);
 
-/* Output buffer of ids that counts past its capacity. */
+/* Output buffer of ids that counts past its capacity. stop > 0: the
+ * encoders give up once n reaches it (the caller's limit + 1), so a text far
+ * longer than the caller can use costs no more than that many ids. */
 typedef struct tok_out {
     int32_t *ids;
     int64_t cap, n;
+    int64_t stop;
 } tok_out;
+
+static inline bool tok_out_done(const tok_out *o) { return o->stop > 0 && o->n >= o->stop; }
 
 static inline void tok_out_push(tok_out *o, int32_t id) {
     if (o->n < o->cap) o->ids[o->n] = id;

@@ -1,5 +1,6 @@
 /* Public tokenizer API: special-token partition, BOS/EOS rules, dispatch
  * to the SPM/BPE/WordPiece encoders, and detokenization. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,9 +108,15 @@ static bool partition(const candle_tokenizer *t, const char *text, size_t len, b
 candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *text, size_t len,
                                       bool add_special, bool parse_special, int32_t *ids,
                                       int64_t cap, int64_t *n_out) {
+    return candle_tokenizer_encode_limit(t, text, len, add_special, parse_special, -1, ids, cap, n_out);
+}
+
+candle_status candle_tokenizer_encode_limit(const candle_tokenizer *t, const char *text, size_t len,
+                                            bool add_special, bool parse_special, int64_t limit,
+                                            int32_t *ids, int64_t cap, int64_t *n_out) {
     if (!t || (!text && len) || (!ids && cap > 0) || !n_out)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode: NULL argument");
-    tok_out o = {ids, cap < 0 ? 0 : cap, 0};
+    tok_out o = {ids, cap < 0 ? 0 : cap, 0, limit < 0 || limit == INT64_MAX ? 0 : limit + 1};
     if (t->kind == TOK_HF) {
         candle_status hs = hf_encode(t, text, len, NULL, 0, false, add_special, parse_special, &o, NULL);
         *n_out = o.n;
@@ -121,7 +128,7 @@ candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *tex
     if (len && !partition(t, text, len, parse_special, &l))
         st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
     bool prev_special = true; /* SPM: a space prefix starts the text */
-    for (size_t k = 0; st == CANDLE_OK && k < l.n; k++) {
+    for (size_t k = 0; st == CANDLE_OK && k < l.n && !tok_out_done(&o); k++) {
         fragment f = l.v[k];
         if (f.id >= 0) {
             tok_out_push(&o, f.id);
@@ -134,7 +141,8 @@ candle_status candle_tokenizer_encode(const candle_tokenizer *t, const char *tex
         else st = tok_wpm_encode(t, text + f.off, f.len, &o);
         prev_special = false;
     }
-    if (st == CANDLE_OK && add_special && t->add_eos && t->eos >= 0) tok_out_push(&o, t->eos);
+    if (st == CANDLE_OK && add_special && t->add_eos && t->eos >= 0 && !tok_out_done(&o))
+        tok_out_push(&o, t->eos);
     free(l.v);
     *n_out = o.n;
     return st;
@@ -147,7 +155,7 @@ candle_status candle_tokenizer_encode_pair(const candle_tokenizer *t, const char
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_encode_pair: NULL argument");
     if (cap < 0) cap = 0;
     if (t->kind == TOK_HF) {
-        tok_out o = {ids, cap, 0};
+        tok_out o = {ids, cap, 0, 0};
         candle_status st = hf_encode(t, a, alen, b, blen, true, add_special, true, &o, type_ids);
         *n_out = o.n;
         return st;
@@ -160,6 +168,25 @@ candle_status candle_tokenizer_encode_pair(const candle_tokenizer *t, const char
     for (int64_t i = 0; type_ids && i < na + nb && i < cap; i++) type_ids[i] = i >= na;
     *n_out = na + nb;
     return st;
+}
+
+size_t candle_tokenizer_max_token_bytes(const candle_tokenizer *t) {
+    /* WordPiece drops whitespace and control characters; a tokenizer.json
+     * pipeline may normalize text away (strip, replace). */
+    if (!t || (t->kind != TOK_SPM && t->kind != TOK_BPE)) return 0;
+    for (int32_t i = 0; i < t->n_specials; i++)
+        if (t->tokens[t->specials[i]].strip) return 0; /* it swallows any run of blanks */
+    if (t->unk < 0)
+        for (int b = 0; b < 256; b++)
+            if (t->byte_ids[b] < 0) return 0; /* a character with no piece is dropped */
+    /* Every input byte is now in some id: a piece's text (an SPM space is
+     * the 3-byte U+2581, a byte-level BPE byte 1 or 2 bytes of its
+     * alphabet), a byte id, a special token's text, or unk for one
+     * character of at most 4 bytes. */
+    size_t longest = 4;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->tokens[i].len > longest) longest = t->tokens[i].len;
+    return longest;
 }
 
 /* ---- detokenization ---- */

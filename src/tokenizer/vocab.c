@@ -203,6 +203,24 @@ static void find_byte_tokens(candle_tokenizer *t, const tok_source *s) {
     }
 }
 
+/* Whether merge m ("LEFT RIGHT") joins two tokens into a token; a token
+ * with a space of its own may make any space the separator. */
+static bool merge_names_tokens(const candle_tokenizer *t, const char *m, size_t n) {
+    char stack[256];
+    char *joined = n <= sizeof stack ? stack : malloc(n);
+    if (!joined) return true; /* out of memory: no verdict */
+    bool ok = false;
+    for (const char *sp = m; !ok && (sp = memchr(sp, ' ', n - (size_t)(sp - m))) != NULL; sp++) {
+        size_t l = (size_t)(sp - m), r = n - l - 1;
+        if (!l || !r || tok_map_get(&t->vocab, m, l) < 0 || tok_map_get(&t->vocab, sp + 1, r) < 0) continue;
+        memcpy(joined, m, l);
+        memcpy(joined + l, sp + 1, r);
+        ok = tok_map_get(&t->vocab, joined, n - 1) >= 0;
+    }
+    if (joined != stack) free(joined);
+    return ok;
+}
+
 /* Copies every token and merge string into one pool, so the tokenizer
  * does not depend on the GGUF handle staying open. */
 static candle_status copy_strings(candle_tokenizer *t, const tok_source *s) {
@@ -230,19 +248,42 @@ static candle_status copy_strings(candle_tokenizer *t, const tok_source *s) {
     }
     if (!s->n_merges) return CANDLE_OK;
     if ((st = tok_map_init(&t->merges, s->n_merges)) != CANDLE_OK) return st;
+    int64_t n_bad = 0, first_bad = -1;
     for (int64_t i = 0; i < s->n_merges; i++) {
         memcpy(p, s->merges[i], s->merge_lens[i]);
         p[s->merge_lens[i]] = 0;
         /* Keep the best (first) rank when a merge is listed twice. */
         if (tok_map_get(&t->merges, p, s->merge_lens[i]) < 0)
             tok_map_put(&t->merges, p, s->merge_lens[i], (int32_t)i);
+        if (!merge_names_tokens(t, p, s->merge_lens[i]) && !n_bad++) first_bad = i;
         p += s->merge_lens[i] + 1;
+    }
+    /* The encoder copes (a result that is no token falls back to byte
+     * tokens), but such a file was not made for this vocabulary: say so. */
+    if (n_bad) {
+        char esc[128];
+        candle_escape_text(s->merges[first_bad], s->merge_lens[first_bad], esc, sizeof esc);
+        cdl_log_msg(CANDLE_LOG_WARN,
+                    "tokenizer: %lld of %lld tokenizer.ggml.merges are not 'LEFT RIGHT' of tokens whose "
+                    "join is a token (the first: '%s'); a word they would merge is encoded as byte "
+                    "tokens there",
+                    (long long)n_bad, (long long)s->n_merges, esc);
     }
     return CANDLE_OK;
 }
 
 static candle_status compile_pre(candle_tokenizer *t, const char *pre) {
-    const char *const *res = tok_pre_regexes(pre, &t->ignore_merges);
+    bool known = true;
+    const char *const *res = tok_pre_regexes(pre, &t->ignore_merges, &known);
+    if (!known) {
+        char esc[128];
+        candle_escape_text(pre, strlen(pre), esc, sizeof esc);
+        cdl_log_msg(CANDLE_LOG_WARN,
+                    "tokenizer: tokenizer.ggml.pre '%s' is not a pre-tokenizer Candle knows; using "
+                    "the default split, so some texts may tokenize differently from the model's own "
+                    "tokenizer",
+                    esc);
+    }
     for (int i = 0; res[i]; i++) {
         if (t->n_regex == TOK_MAX_REGEX)
             return cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "tokenizer: too many pre-tokenizer regexes");

@@ -76,7 +76,7 @@ candle_status tok_wpm_encode(const candle_tokenizer *t, const char *text, size_t
         goto done;
     }
     memcpy(w.buf, "\xe2\x96\x81", 3);
-    for (size_t i = 0; i < len;) {
+    for (size_t i = 0; i < len && !tok_out_done(o);) {
         uint32_t cp;
         size_t cl = tok_utf8_decode(text + i, len - i, &cp);
         i += cl;

@@ -5,7 +5,8 @@
  * text (alone and as both halves of a pair), decodes and streams it back.
  * Beyond "no crash": load fails with an error message or gives a
  * tokenizer; encode gives the same ids whatever the capacity, writes none
- * past it, and every id is in the vocabulary; decode honours the buffer
+ * past it, and every id is in the vocabulary; encode_limit stops past its
+ * limit with the full encoding's first ids; decode honours the buffer
  * contract; the streaming detokenizer yields only valid UTF-8.
  * Seeds: tests/fuzz/gen_hf_tokenizer_corpus.py. Built with -DCANDLE_FUZZ=ON. */
 #include <stddef.h>
@@ -43,6 +44,14 @@ static void exercise(const candle_tokenizer *t, const char *text, size_t len, ui
     check(ids[n] == -12345);
     int32_t nv = candle_tokenizer_n_vocab(t);
     for (int64_t i = 0; i < n; i++) check(ids[i] >= 0 && ids[i] < nv);
+    /* a limit: past it the encoder stops, with the full encoding's first ids */
+    int64_t lim = n / 2, nl = -1;
+    int32_t *part = malloc((size_t)(n + 1) * sizeof *part);
+    if (part) {
+        check(candle_tokenizer_encode_limit(t, text, len, add, parse, lim, part, n + 1, &nl) == CANDLE_OK);
+        check(n <= lim ? nl == n : nl > lim && nl <= n && !memcmp(part, ids, (size_t)lim * sizeof *ids));
+        free(part);
+    }
     size_t dl = 0;
     candle_status st = candle_tokenizer_decode(t, ids, n, render, NULL, 0, &dl);
     check(st == CANDLE_ERR_INVALID_ARG || (st == CANDLE_OK && n == 0) || st == CANDLE_OK);

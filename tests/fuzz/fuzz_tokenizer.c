@@ -6,6 +6,9 @@
  * error); the text is encoded, decoded and streamed back. Beyond "no crash":
  * - encode gives the same ids whatever the capacity, writes none past it,
  *   and every id is in the vocabulary;
+ * - a text of len bytes never encodes to fewer than len / max_token_bytes
+ *   ids (where that is not 0), and encode_limit stops past its limit with
+ *   the full encoding's first ids;
  * - token_bytes and decode honour the buffer contract of tokenizer.h: a
  *   too-small buffer is CANDLE_ERR_INVALID_ARG, nothing is written past cap,
  *   *len is the full count, and decode is the token pieces concatenated;
@@ -117,6 +120,17 @@ static int32_t *encode(const candle_tokenizer *t, const char *text, size_t len, 
     }
     *n = n0;
     for (int64_t i = 0; i < n0; i++) check(ids[i] >= 0 && ids[i] < candle_tokenizer_n_vocab(t));
+    /* the length bound: more than n x max_token_bytes bytes never make n ids */
+    size_t per = candle_tokenizer_max_token_bytes(t);
+    check(!per || (size_t)n0 * per >= len);
+    /* a limit: past it the encoder stops, with the full encoding's first ids */
+    int64_t lim = n0 / 2, nl = -1;
+    int32_t *part = malloc((size_t)(n0 + 1) * sizeof *part);
+    if (part) {
+        check(candle_tokenizer_encode_limit(t, text, len, add, parse, lim, part, n0 + 1, &nl) == CANDLE_OK);
+        check(n0 <= lim ? nl == n0 : nl > lim && nl <= n0 && !memcmp(part, ids, (size_t)lim * sizeof *ids));
+        free(part);
+    }
     return ids;
 }
 

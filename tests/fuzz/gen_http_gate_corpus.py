@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write the seed corpus for fuzz_http_gate: request header blocks a client
-may send, valid ones (GET and POST, HTTP/1.0 and 1.1, chunked, bare LF line
-ends) and the malformed ones tests/server/test_harden.py refuses (versions,
-Content-Length forms, Transfer-Encoding, Host, folding, long targets).
+may send, valid ones (GET and POST, HTTP/1.0 and 1.1, bare LF line ends)
+and the malformed ones tests/server/test_harden.py refuses (versions,
+Content-Length forms, Transfer-Encoding, chunked bodies (411), Host,
+folding, long targets).
 An input is the bytes a client sent.
 
 usage: python3 tests/fuzz/gen_http_gate_corpus.py [OUT_DIR]   (default:
@@ -39,6 +40,8 @@ SEEDS = [
     b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
     b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip\r\n\r\n",
     b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+    b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\n" + H + b"transfer-encoding:  Chunked \r\n\r\nffffffffffffffffff\r\n",
     b"GET / HTTP/1.1\r\n\r\n",
     b"GET / HTTP/1.1\r\n" + H + H + b"\r\n",
     b"GET / HTTP/1.1\r\n" + H + b"Bad Header\r\n\r\n",

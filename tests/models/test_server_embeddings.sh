@@ -19,11 +19,8 @@ mkdir "$MODEL" && cp -r "$ENC/bert-tiny"/* "$MODEL/" &&
 json.dump(c, open(sys.argv[2], 'w'))" "$ENC/bert-tiny-prompts.json" "$MODEL/config_sentence_transformers.json" ||
     { echo "cannot build $MODEL"; exit 1; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
-if ! python3 -c "import openai" 2>/dev/null; then
-    python3 -m pip install -q openai >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
-        { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
-fi
+. "$SRC/tests/common/openai.sh"
+need_openai
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LOG=$(mktemp)
 "$BIN" serve -m "$MODEL" --port "$PORT" 2>"$LOG" & S=$!

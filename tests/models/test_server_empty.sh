@@ -12,11 +12,8 @@ MODEL=${SERVER_TEST_MODEL:-${CANDLE_SHARED_DIR:-$SRC/../shared}/data/models/stor
 [ -f "$MODEL" ] || MODEL=$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL absent"; exit 77; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server"; exit 77; fi
-if ! python3 -c "import openai" 2>/dev/null; then
-    python3 -m pip install -q openai >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
-        { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
-fi
+. "$SRC/tests/common/openai.sh"
+need_openai
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LOG=$(mktemp -d)
 S=

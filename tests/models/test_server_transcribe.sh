@@ -10,6 +10,8 @@
 # the API key, concurrent requests, the generation endpoints refused (and
 # the audio ones on a language model), metrics; and the official openai
 # client's audio.transcriptions/translations.create when it is installed.
+# The sanitizer run (CANDLE_TEST_SANITIZED=1) transcribes once per code path:
+# no text/vtt against the CLI, two uploads at once, one call of the client.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -19,12 +21,18 @@ WAV="$SRC/tests/data/audio/jfk.wav"
 [ -r "$MODEL/model.bin" ] || { echo "SKIP: $MODEL absent (scripts/fetch-whisper.sh)"; exit 77; }
 [ -r "$WAV" ] || { echo "SKIP: jfk.wav absent"; exit 77; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
+# the official client's part: installed when pip can, else that part is skipped
+. "$SRC/tests/common/openai.sh"
+(need_openai) >/dev/null
 TMPD=$(mktemp -d)
 LOG=$TMPD/log
 S= SL=
 trap 'kill $S $SL 2>/dev/null; rm -rf "$TMPD"' EXIT
 # The CLI's output on the same file, the reference of every format.
-for f in json srt vtt; do
+SAN=${CANDLE_TEST_SANITIZED:-0}
+fmts="json srt vtt"
+[ "$SAN" = 1 ] && { fmts="json srt"; echo "sanitizer run: a subset of the transcriptions"; }
+for f in $fmts; do
     if ! "$BIN" transcribe -m "$MODEL" -f "$WAV" -t 1 -o $f >"$TMPD/cli.$f" 2>"$TMPD/cli.err"; then
         if grep -qi "libsndfile\|libsoxr" "$TMPD/cli.err"; then echo "SKIP: $(cat "$TMPD/cli.err")"; exit 77; fi
         echo "FAIL: candle transcribe -o $f: $(cat "$TMPD/cli.err")"
@@ -45,13 +53,15 @@ for p in "$PORT" "$LPORT"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$PORT" "$LPORT" "$WAV" "$TMPD" <<'PY'
+SAN=$SAN python3 - "$PORT" "$LPORT" "$WAV" "$TMPD" <<'PY'
 import concurrent.futures, json, os, socket, sys, urllib.error, urllib.request
 
 port, lport, wav, tmpd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+san = os.environ.get("SAN") == "1"
 audio = open(wav, "rb").read()
 cli = json.load(open(f"{tmpd}/cli.json"))
-cli_srt, cli_vtt = open(f"{tmpd}/cli.srt").read(), open(f"{tmpd}/cli.vtt").read()
+cli_srt = open(f"{tmpd}/cli.srt").read()
+cli_vtt = None if san else open(f"{tmpd}/cli.vtt").read()
 fails = []
 KEY = {"Authorization": "Bearer sekret"}
 
@@ -79,7 +89,7 @@ def post(body, ctype="multipart/form-data; boundary=b0undary", url="/v1/audio/tr
         h["Content-Type"] = ctype
     req = urllib.request.Request(f"http://127.0.0.1:{p or port}{url}", data=body, headers=h, method=method)
     try:
-        r = urllib.request.urlopen(req, timeout=120)
+        r = urllib.request.urlopen(req, timeout=600 if san else 120)
         return r.status, r.headers.get("Content-Type"), r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type"), e.read().decode()
@@ -103,12 +113,14 @@ text = cli["text"]
 # every response_format against the CLI
 st, ct, body = post(form(fields()))
 check(st == 200 and ct.startswith("application/json") and json.loads(body)["text"] == text, f"json: {st} {body[:200]}")
-st, ct, body = post(form(fields("text")))
-check(st == 200 and ct.startswith("text/plain") and body == text + "\n", f"text: {st} {body!r}")
+if not san:  # the text reply is checked after the held uploads
+    st, ct, body = post(form(fields("text")))
+    check(st == 200 and ct.startswith("text/plain") and body == text + "\n", f"text: {st} {body!r}")
 st, ct, body = post(form(fields("srt")))
 check(st == 200 and body == cli_srt, f"srt: {st} {body!r} vs {cli_srt!r}")
 st, ct, body = post(form(fields("vtt")))
-check(st == 200 and ct.startswith("text/vtt") and body == cli_vtt, f"vtt: {st} {body!r} vs {cli_vtt!r}")
+check(st == 200 and ct.startswith("text/vtt") and (body == cli_vtt if cli_vtt else body.startswith("WEBVTT\n")),
+      f"vtt: {st} {body!r} vs {cli_vtt!r}")
 st, ct, body = post(form(fields("verbose_json", [("timestamp_granularities[]", "segment", None)])))
 v = json.loads(body) if st == 200 else {}
 check(st == 200 and v.get("task") == "transcribe" and v.get("language") == "english" and v.get("text") == text
@@ -124,12 +136,14 @@ check(len(segs) == len(cli["segments"]) and all(
 st, ct, body = post(form(fields("verbose_json")), url="/v1/audio/translations")
 check(st == 200 and json.loads(body).get("task") == "translate" and json.loads(body)["text"] == text,
       f"translations: {st} {body[:200]}")
-st, ct, body = post(form(fields(extra=[("language", "en", None), ("temperature", "0", None), ("prompt", "", None)])))
-check(st == 200 and json.loads(body)["text"] == text, f"language en, temperature 0: {st} {body[:200]}")
+if not san:
+    st, ct, body = post(form(fields(extra=[("language", "en", None), ("temperature", "0", None), ("prompt", "", None)])))
+    check(st == 200 and json.loads(body)["text"] == text, f"language en, temperature 0: {st} {body[:200]}")
 
 # concurrent requests (--parallel 2, a third waits): the same text each
-with concurrent.futures.ThreadPoolExecutor(3) as ex:
-    rs = list(ex.map(lambda _: post(form(fields("text"))), range(3)))
+n_at_once = 2 if san else 3
+with concurrent.futures.ThreadPoolExecutor(n_at_once) as ex:
+    rs = list(ex.map(lambda _: post(form(fields("text"))), range(n_at_once)))
 check(all(r[0] == 200 and r[2] == text + "\n" for r in rs), f"concurrent: {[r[:2] for r in rs]}")
 
 def headers_only(length, keep=False):
@@ -261,10 +275,12 @@ except ImportError:
     openai = None
     print("SKIP (part): the openai package is not installed")
 if openai:
-    c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sekret", max_retries=0, timeout=120)
+    c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sekret", max_retries=0,
+                      timeout=600 if san else 120)
     with open(wav, "rb") as f:
         r = c.audio.transcriptions.create(model="whisper-1", file=f)
     check(r.text == text, f"openai json: {r.text!r}")
+if openai and not san:
     with open(wav, "rb") as f:
         r = c.audio.transcriptions.create(model="whisper-1", file=f, response_format="verbose_json",
                                           timestamp_granularities=["segment"])
@@ -276,6 +292,7 @@ if openai:
     with open(wav, "rb") as f:
         r = c.audio.translations.create(model="whisper-1", file=f)
     check(r.text == text, f"openai translations: {r.text!r}")
+if openai:
     try:
         with open(wav, "rb") as f:
             c.audio.transcriptions.create(model="whisper-1", file=f, response_format="verbose_json",

@@ -39,7 +39,12 @@ assert abs(got["duration"] - 11.0) < 0.01, got["duration"]
 PY
 fi
 
-for fmt in txt srt vtt; do
+# The sanitizer run (CANDLE_TEST_SANITIZED=1) transcribes once per code path:
+# timestamped text comes from --timestamps below, the seeded draw runs once.
+san=${CANDLE_TEST_SANITIZED:-0}
+fmts="txt srt vtt"
+[ "$san" = 1 ] && { fmts="srt vtt"; echo "sanitizer run: no -o txt with timestamps, one seeded draw"; }
+for fmt in $fmts; do
     want="$gold/jfk.$fmt"
     [ "$fmt" = txt ] && want="$gold/jfk_ts.txt"
     if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 -o $fmt >"$tmp/out.$fmt" 2>"$tmp/err"; then
@@ -52,11 +57,13 @@ done
 [ "$(head -1 "$tmp/out.ts")" = "[00:00:00.000 --> 00:00:07.740]  And so my fellow Americans ask not what your country can do for you" ] ||
     fail "--timestamps line: $(head -1 "$tmp/out.ts")"
 # sampling at temperature 1, seeded: the same draws twice
-for k in 1 2; do
+draws="1 2"
+[ "$san" = 1 ] && draws=1
+for k in $draws; do
     "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --temperature 1 --no-fallback --best-of 1 --seed 3 -o json \
         >"$tmp/t1.$k" 2>"$tmp/err" || fail "--temperature 1: $(cat "$tmp/err")"
 done
-cmp -s "$tmp/t1.1" "$tmp/t1.2" || fail "--seed 3 twice: other samples"
+[ "$san" = 1 ] || cmp -s "$tmp/t1.1" "$tmp/t1.2" || fail "--seed 3 twice: other samples"
 grep -q '"temperature": 1.0' "$tmp/t1.1" || fail "--temperature 1: $(head -c 300 "$tmp/t1.1")"
 "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --temperature x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--temperature x not a usage error"
 "$CANDLE" transcribe -m "$model" -f "$wav" -o doc >/dev/null 2>&1; [ $? -eq 2 ] || fail "-o doc not a usage error"

@@ -130,6 +130,16 @@ def test_library_errors():
          b"0\r\n\r\n", 400, "invalid_content_length"),
         (b"POST /v1/completions HTTP/1.1\r\n" + H + b"Transfer-Encoding: gzip\r\n\r\n", 501,
          "unsupported_transfer_encoding"),
+        # chunked bodies, whose framing libmicrohttpd checks mid-body and
+        # answers in HTML when bad: refused before any of it is read
+        (b"POST /v1/completions HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+         b"5\r\nhello\r\nzz\r\n{}\r\n0\r\n\r\n", 411, "length_required"),
+        (b"POST /v1/completions HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+         b"ffffffffffffffffffff\r\nx\r\n", 411, "length_required"),
+        (b"POST /v1/completions HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+         b"2\r\n{}\r\n0\r\n\r\n", 411, "length_required"),
+        (b"POST /v1/completions HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+         b"2;" + b"e" * 20000 + b"\r\n{}\r\n0\r\n\r\n", 411, "length_required"),
         (b"GET /health HTTP/1.1\r\n\r\n", 400, "bad_request"),
         (b"GET /health HTTP/1.1\r\n" + H + H + b"\r\n", 400, "bad_request"),
         (b"GET /health HTTP/1.1\r\n" + H + b"Bad Header\r\n\r\n", 400, "bad_request"),
@@ -314,6 +324,33 @@ def test_long_prompts():
         check(grow < 300, f"32 concurrent 900 KB prompts raised the peak by {grow:.0f} MB")
 
 
+def test_prompt_bounds():
+    """Finding 3: a prompt that cannot fit is refused by its length in bytes,
+    before tokenizing (the vocabulary bounds the bytes of one token), and a
+    shorter one past the context once the encoder has made more tokens than
+    the context holds, not after all of them (the messages say which)."""
+    st, j = request("POST", "/v1/completions", {"prompt": "x" * 1000000, "max_tokens": 1})
+    e = j.get("error", {}) if j else {}
+    check(st == 400 and e.get("code") == "context_length_exceeded" and "bytes" in e.get("message", ""),
+          f"1 MB prompt: {st} {e}")
+    # about 3 tokens a word, within the byte bound of 256 tokens: it is
+    # encoded, up to the context only
+    st, j = request("POST", "/v1/completions", {"prompt": "once upon a time " * 60, "max_tokens": 1})
+    e = j.get("error", {}) if j else {}
+    check(st == 400 and e.get("code") == "context_length_exceeded" and
+          "at least 256 tokens" in e.get("message", ""), f"a prompt past the context: {st} {e}")
+    # one long word: its ids come at once, far past the context and the
+    # buffer sized by it (within the byte bound of 256 x 9 bytes)
+    st, j = request("POST", "/v1/completions", {"prompt": "q" * 2000, "max_tokens": 1})
+    e = j.get("error", {}) if j else {}
+    check(st == 400 and e.get("code") == "context_length_exceeded", f"a long word: {st} {e}")
+    # a prompt of 255 tokens still fits (one left to generate) and one of 256 does not
+    st, j = request("POST", "/v1/completions", {"prompt": [1] * 255, "max_tokens": 4})
+    check(st == 200, f"255 prompt tokens: {st} {j}")
+    st, j = request("POST", "/v1/completions", {"prompt": "x" * 200, "max_tokens": 2})
+    check(st == 200, f"a short prompt: {st} {j}")
+
+
 def test_rss_storms():
     """Finding 5: RSS after repeated storms of concurrent requests plateaus
     near the idle level (trimmed when idle)."""
@@ -346,7 +383,7 @@ def test_rss_storms():
 
 
 TESTS = [test_library_errors, test_header_deadline, test_body_deadline, test_per_ip, test_body_mem,
-         test_slow_clients, test_long_prompts, test_rss_storms]
+         test_slow_clients, test_long_prompts, test_prompt_bounds, test_rss_storms]
 only = [n for n in os.environ.get("SERVER_TESTS", "").split(",") if n]
 for fn in TESTS:
     if only and fn.__name__ not in only:

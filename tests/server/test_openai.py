@@ -480,15 +480,14 @@ def bad_inputs():
         st, e = error_of(*raw(method, path, body))
         check(st == status and e is not None and e.get("code") == code and (not param or e.get("param") == param[0]),
               f"{method} {path} {body[:40] if body else ''!r}: {st} {e}")
-    # oversized bodies: refused from the Content-Length before reading, or
-    # (chunked, no length) drained and refused once over the limit
+    # an oversized body is refused from its Content-Length before reading; a
+    # chunked one, whatever its size, is refused up front (411)
     for chunked in (False, True):
         s = socket.create_connection((U.hostname, U.port))
         size = 2 << 20
         head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n" % KEY.encode()
         if chunked:
-            s.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
-                      % (size, b" " * size))
+            s.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % size)
         else:
             s.sendall(head + b"Content-Length: %d\r\n\r\n" % size)
         resp = b""
@@ -498,7 +497,8 @@ def bad_inputs():
                 break
             resp += d
         s.close()
-        check(resp.startswith(b"HTTP/1.1 413") and b"body_too_large" in resp,
+        want = b"HTTP/1.1 411" if chunked else b"HTTP/1.1 413"
+        check(resp.startswith(want) and (b"length_required" if chunked else b"body_too_large") in resp,
               f"oversized body (chunked={chunked}): {resp[:80]!r}")
     # missing or wrong key: 401 (health stays open)
     st, e = error_of(*raw("GET", "/v1/models", key=None))

@@ -19,11 +19,8 @@ MODEL=${SERVER_SMOLLM2_MODEL:-$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ ! -f "$MODEL" ]; then bash "$SRC/scripts/fetch-model.sh" >/dev/null 2>&1 || true; fi
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL absent"; exit 77; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
-if ! python3 -c "import openai" 2>/dev/null; then
-    python3 -m pip install -q openai >/dev/null 2>&1 ||
-        python3 -m pip install -q --break-system-packages openai >/dev/null 2>&1 ||
-        { echo "SKIP: python3 cannot import openai and pip cannot install it"; exit 77; }
-fi
+. "$SRC/tests/common/openai.sh"
+need_openai
 # a stretch below 1 is refused before anything loads
 "$BIN" serve --itl-stretch 0.5 >/dev/null 2>&1; [ $? = 2 ] || { echo "FAIL: --itl-stretch 0.5 accepted"; exit 1; }
 P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -26,9 +26,12 @@ printf 'Hello\n' | timeout 60 "$CANDLE" chat -m "$MODEL" >"$T/out" 2>"$T/err"; r
 { [ $rc = 1 ] && grep -q "looks like a base model" "$T/err" && grep -q "candle run" "$T/err"; } ||
     { echo "FAIL: base model message: rc $rc"; cat "$T/err"; fail=1; }
 
-python3 - "$CANDLE" "$MODEL" "$ENDLESS" <<'PY' || fail=1
-import fcntl, os, re, select, signal, subprocess, sys, threading, time
-candle, model, endless = sys.argv[1:4]
+SRC="${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+python3 - "$CANDLE" "$MODEL" "$ENDLESS" "$SRC" <<'PY' || fail=1
+import os, re, select, signal, subprocess, sys, time
+candle, model, endless, src = sys.argv[1:5]
+sys.path.insert(0, os.path.join(src, "tests", "common"))
+import pipe_child
 args = [candle, "chat", "-m", model, "--chat-template", "zephyr", "--temp", "0", "-n", "-1",
         "-c", "2048", "--grammar-text", endless]
 ok = True
@@ -41,13 +44,7 @@ def fail(msg):
 # before the signal: an endless reply (about 4.7 KB before the context is
 # full) blocks in its write until the rest is read, after the signal, so the
 # signal always lands inside the reply.
-r, w = os.pipe()
-fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ
-p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=w, stderr=subprocess.PIPE)
-os.close(w)
-err = bytearray()
-threading.Thread(target=lambda: [err.extend(b) for b in iter(lambda: p.stderr.read1(4096), b"")],
-                 daemon=True).start()
+p, r, err = pipe_child.start(args, stdin=subprocess.PIPE)
 out = bytearray()
 def pump(pred, secs=30):  # read stdout until pred() holds
     end = time.time() + secs

@@ -194,7 +194,7 @@ static void test_status_names(void) {
     static const char *want[] = {"ok",           "shape error",      "dtype error",
                                  "device error", "out of memory",    "io error",
                                  "format error", "unsupported",      "invalid argument",
-                                 "internal error", "numeric error"};
+                                 "internal error", "numeric error",  "cancelled"};
     CHECK(sizeof want / sizeof *want == CANDLE_STATUS_COUNT);
     for (int s = 0; s < CANDLE_STATUS_COUNT; s++)
         CHECK_MSG(strcmp(candle_status_name((candle_status)s), want[s]) == 0, "%d: %s", s,

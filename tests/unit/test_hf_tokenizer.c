@@ -134,6 +134,15 @@ static void run_one(const char *name, const char *json, const char *config, cons
             }
             enc_bad++;
         }
+        /* limited to half the ids: stopped past it, with the same first ids */
+        int64_t lim = nw / 2, n_lim = 0;
+        if (st == CANDLE_OK && nw >= 4 &&
+            (candle_tokenizer_encode_limit(t, c->text[line], c->len[line], true, true, lim, got, cap, &n_lim) ||
+             n_lim <= lim || n_lim > nw || memcmp(got, want, (size_t)lim * sizeof *got))) {
+            if (shown++ < 4) printf("  %s: line %zu: encode_limit(%lld) gave %lld ids\n", name, line + 1,
+                                    (long long)lim, (long long)n_lim);
+            enc_bad++;
+        }
         /* The reference text for "=": the input as the reference saw it. */
         hf_str fixed = {0};
         hf_utf8_lossy(c->text[line], c->len[line], &fixed);

@@ -428,7 +428,8 @@ static void check_regex_memo(void) {
  * matches and the gaps between them are pieces; returns them joined by |. */
 static void split_family(const char *pre, const char *text, char *out) {
     bool im;
-    const char *const *res = tok_pre_regexes(pre, &im);
+    bool known;
+    const char *const *res = tok_pre_regexes(pre, &im, &known);
     uint32_t cps[256];
     int64_t n = to_cps(text, cps), cuts[256], n_cuts = 0, next[256];
     tok_regex_stack st = {0};
@@ -598,6 +599,127 @@ static void check_phi3_specials(void) {
     candle_tokenizer_free(t);
 }
 
+/* ---- the length bound and the encoding limit (issue 22, finding 3) ---- */
+
+/* max_token_bytes is 0 exactly where text can vanish (WordPiece, Phi-3's
+ * blank-swallowing specials, falcon's missing bytes); elsewhere no text of
+ * more than n * bound bytes encodes to n ids or fewer, runs of blanks and
+ * byte soup included. encode_limit stops just past its limit with the full
+ * encoding's first ids. */
+static void check_length_bound(void) {
+    static const struct { const char *name; bool bounded; } cases[] = {
+        {"llama-spm", true}, {"gpt-2", true},  {"deepseek-coder", true},
+        {"phi-3", false},    {"falcon", false}, {"bert-bge", false},
+    };
+    static const char *const texts[] = {
+        "                                                                                ",
+        "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\t\t\t\t\t\t\t\t\t\t\t\t",
+        "the quick brown fox jumps over the lazy dog; the quick brown fox jumps again",
+        "\xc3\xa9\xe2\x82\xac\xf0\x9f\x9a\x80\x80\xbf\xff\xfe\x01\x02<s></s><|endoftext|>",
+        "================================================================================",
+        "0000000000000000000000000000000000000000000000000000000000000000000000000000",
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char rel[256], abs[1024];
+        snprintf(rel, sizeof rel, "../shared/data/tokenizers/ggml-vocab-%s.gguf", cases[c].name);
+        if (!test_need_file("test_tokenizer length bound", test_path(rel, abs, sizeof abs))) continue;
+        candle_tokenizer *t = load(rel);
+        CHECK(t != NULL);
+        if (!t) continue;
+        size_t per = candle_tokenizer_max_token_bytes(t);
+        CHECK_MSG((per > 0) == cases[c].bounded, "%s: max_token_bytes %zu", cases[c].name, per);
+        for (size_t k = 0; per && k < sizeof texts / sizeof texts[0]; k++) {
+            int64_t n;
+            int32_t *ids = encode(t, texts[k], strlen(texts[k]), true, &n);
+            CHECK_MSG((size_t)n * per >= strlen(texts[k]), "%s: %zu bytes in %lld ids of at most %zu",
+                      cases[c].name, strlen(texts[k]), (long long)n, per);
+            free(ids);
+        }
+        /* a long text, limited to 50 ids */
+        size_t len = 0;
+        char *big = malloc(200000);
+        while (len + 80 < 200000) {
+            memcpy(big + len, texts[2], 76);
+            len += 76;
+        }
+        int64_t n_all, n_lim = 0;
+        int32_t *all = encode(t, big, len, true, &n_all);
+        int32_t lim[256];
+        CHECK(candle_tokenizer_encode_limit(t, big, len, true, true, 50, lim, 256, &n_lim) == CANDLE_OK);
+        CHECK_MSG(n_lim > 50 && n_lim < 80 && n_all > 1000 && !memcmp(lim, all, 50 * sizeof *lim),
+                  "%s: limit 50 gave %lld ids (all %lld)", cases[c].name, (long long)n_lim, (long long)n_all);
+        CHECK(candle_tokenizer_encode_limit(t, big, len, true, true, -1, NULL, 0, &n_lim) == CANDLE_OK &&
+              n_lim == n_all);
+        free(all);
+        free(big);
+        candle_tokenizer_free(t);
+    }
+    /* SPM without byte tokens: only an unknown token makes it bounded */
+    const char *toks[] = {"<unk>", "a", "b", "ab"};
+    const size_t lens[] = {5, 1, 1, 2};
+    tok_source s = {.model = "llama", .n_tokens = 4, .tokens = toks, .token_lens = lens,
+                    .bos = -2, .eos = -2, .unk = -1, .pad = -2, .sep = -2, .eot = -2, .eom = -2,
+                    .add_bos = -1, .add_eos = -1, .add_space_prefix = 0};
+    for (int unk = 0; unk < 2; unk++) {
+        s.unk = unk ? 0 : -1;
+        candle_tokenizer *t = NULL;
+        CHECK(tok_build(&t, &s) == CANDLE_OK);
+        if (!t) continue;
+        CHECK(candle_tokenizer_max_token_bytes(t) == (unk ? 5u : 0u));
+        candle_tokenizer_free(t);
+    }
+}
+
+/* ---- warnings at load (issue 22, finding 7) ---- */
+
+static char warned[2048];
+
+static void keep_warning(candle_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level == CANDLE_LOG_WARN && strlen(warned) + strlen(msg) + 2 < sizeof warned) {
+        strcat(warned, msg);
+        strcat(warned, "\n");
+    }
+}
+
+/* An unknown tokenizer.ggml.pre and merges that do not join two tokens into
+ * a token load (the default split; byte tokens where a merge's result is no
+ * token), but say so; known names and sound merges say nothing. */
+static void check_load_warnings(void) {
+    const char *toks[] = {"a", "b", "ab", "c", "\xc4\xa0"};
+    const size_t toklens[] = {1, 1, 2, 1, 2};
+    const char *merges[] = {"a b", "b c", "ab", "a zz"};
+    const size_t mlens[] = {3, 3, 2, 4};
+    tok_source s = {.model = "gpt2", .pre = "qwen2", .n_tokens = 5, .tokens = toks, .token_lens = toklens,
+                    .n_merges = 1, .merges = merges, .merge_lens = mlens,
+                    .bos = -2, .eos = -2, .unk = -2, .pad = -2, .sep = -2, .eot = -2, .eom = -2,
+                    .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
+    candle_log_set_callback(keep_warning, NULL);
+    candle_tokenizer *t = NULL;
+    warned[0] = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK && !warned[0]);
+    candle_tokenizer_free(t);
+    s.pre = "no-such-pre\x1b[2J";
+    warned[0] = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK);
+    CHECK_CONTAINS(warned, "tokenizer.ggml.pre 'no-such-pre\\x1b[2J' is not a pre-tokenizer Candle knows");
+    candle_tokenizer_free(t);
+    s.pre = NULL;
+    s.n_merges = 4;
+    warned[0] = 0;
+    CHECK(tok_build(&t, &s) == CANDLE_OK);
+    CHECK_CONTAINS(warned, "3 of 4 tokenizer.ggml.merges are not 'LEFT RIGHT' of tokens");
+    CHECK_CONTAINS(warned, "(the first: 'b c')");
+    if (t) { /* "bc" is no token: b and c stay apart */
+        int32_t ids[8];
+        int64_t n = 0;
+        CHECK(candle_tokenizer_encode(t, "abc", 3, false, false, ids, 8, &n) == CANDLE_OK);
+        CHECK(n == 2 && ids[0] == 2 && ids[1] == 3);
+    }
+    candle_tokenizer_free(t);
+    candle_log_set_callback(NULL, NULL);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) check_vocab(&vocabs[i]);
     check_stories();
@@ -608,5 +730,7 @@ int main(void) {
     check_splits();
     check_build_errors();
     check_byte_fallback_types();
+    check_length_bound();
+    check_load_warnings();
     return test_done("test_tokenizer");
 }

@@ -43,7 +43,9 @@ static const char *run_usage =
     "  --draft-p-min P  the draft model stops drafting at a token it gives less than P\n"
     "                  (default 0: never)\n"
     "Writes only the generated text to stdout, then a newline unless it ends with one\n"
-    "or a grammar or schema shaped it; the seed and timings go to stderr.\n";
+    "or a grammar or schema shaped it; the seed and timings go to stderr. Ctrl-C stops\n"
+    "the generation between two tokens (the text so far and the timings are written,\n"
+    "exit status 130); a second Ctrl-C ends it at once.\n";
 
 static char *read_file(const char *path, size_t *len);
 
@@ -78,6 +80,38 @@ static int check_prompt(gen *g, int64_t n) {
     return 0;
 }
 
+/* Ctrl-C while generating (run's text, a chat reply) stops between two
+ * tokens, or a prompt's evaluation between two of its batches (gen_set_stop),
+ * so the text so far and its timings come out. A second Ctrl-C before the
+ * first took effect, or one at chat's prompt, leaves by the signal's default
+ * action (exit status 130 in a shell), as llama.cpp does. The line-editing
+ * library restores the terminal before it passes the signal on. */
+static volatile sig_atomic_t sigint_stop, sigint_soft;
+
+static void on_sigint(int sig) {
+    if (sigint_soft && !sigint_stop) {
+        sigint_stop = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_sigint(gen *g) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    /* a write blocked on a full pipe or terminal resumes, then the loop
+     * sees the flag */
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    gen_set_stop(g, &sigint_stop);
+}
+
+/* Exit status of a run stopped by SIGINT, as a shell reports one. */
+#define EXIT_SIGINT 130
+
 int cmd_run(int argc, char **argv) {
     cli_args a;
     int r = cli_parse(argc, argv, &a, run_usage);
@@ -110,20 +144,32 @@ int cmd_run(int argc, char **argv) {
     }
     free(text);
     for (int64_t i = 0; i < n; i++) candle_sampler_accept(g.smp, ids[i]);
+    sigint_stop = 0;
+    sigint_soft = 1;
+    catch_sigint(&g);
     double t0 = cli_now();
     r = gen_eval(&g, ids, n, false, 0);
-    if (!r) r = gen_spec_context(&g, ids, n);
+    bool prompt_stopped = g.eval_cancelled; /* gen_stream's evals set it again */
+    if (!r && !prompt_stopped) r = gen_spec_context(&g, ids, n);
     double t1 = cli_now();
     int64_t n_keep = candle_tokenizer_bos(g.tok) >= 0 && ids[0] == candle_tokenizer_bos(g.tok);
     if (!r && a.n_predict != 0) r = gen_stream(&g, &a, a.n_predict, n_keep, &n_gen, NULL);
     double t2 = cli_now();
+    /* From here a Ctrl-C ends the process: the rest is quick. */
+    sigint_soft = 0;
     /* the text as a whole line: a shell prompt no longer starts after it.
      * Not under a grammar: there stdout is exactly a sentence of it. */
     if (g.line_open && !g.gstate) fputc('\n', stdout);
     fflush(stdout);
-    report(&g, n, t1 - t0, n_gen, t2 - t1);
+    if (!r && sigint_stop) {
+        if (prompt_stopped) fprintf(stderr, "[stopped by Ctrl-C while evaluating the prompt]");
+        else fprintf(stderr, "[generation stopped by Ctrl-C after %lld tokens]", (long long)n_gen);
+        r = EXIT_SIGINT;
+    }
+    report(&g, prompt_stopped ? 0 : n, t1 - t0, n_gen, t2 - t1);
     free(ids);
     gen_close(&g);
+    signal(SIGINT, SIG_DFL);
     return r;
 }
 
@@ -139,32 +185,6 @@ int cmd_run(int argc, char **argv) {
 #else
 #define LINE_EDIT_STR "off (built without libedit: scripts/install-cli-deps.sh)"
 #endif
-
-/* Ctrl-C during a reply stops it between two tokens (gen.stop); at the
- * prompt it leaves, by the signal's default action, as llama.cpp's chat
- * does (exit status 130 in a shell). The line-editing library restores the
- * terminal before it passes the signal on. */
-static volatile sig_atomic_t chat_stop, chat_in_reply;
-
-static void chat_sigint(int sig) {
-    if (chat_in_reply) {
-        chat_stop = 1;
-        return;
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void chat_catch_sigint(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = chat_sigint;
-    sigemptyset(&sa.sa_mask);
-    /* a write blocked on a full pipe or terminal resumes, then the loop
-     * sees the flag */
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, NULL);
-}
 
 static const char *chat_usage =
     "usage: candle chat [-m MODEL] [-sys SYSTEM] [--chat-template NAME] [-n N] [options of run]\n"
@@ -227,13 +247,13 @@ static int chat_turn(gen *g, const candle_chat_template *t, chat_state *c, const
         fprintf(stderr, "candle chat: %s\n", candle_last_errmsg());
         return 1;
     }
-    chat_stop = 0;
-    chat_in_reply = 1;
+    sigint_stop = 0;
+    sigint_soft = 1;
     int r = gen_tokenize(g, prompt, true, true, &ids, &n);
     free(prompt);
     if (!r && (r = chat_eval(g, c, ids, n))) free(ids);
     if (!r) r = gen_stream(g, a, a->n_predict, 0, &n_gen, &reply);
-    chat_in_reply = 0;
+    sigint_soft = 0;
     fputs("\n", stdout);
     fflush(stdout);
     if (!r && g->why == GEN_STOPPED)
@@ -305,8 +325,7 @@ int cmd_chat(int argc, char **argv) {
         return 1;
     }
     fprintf(stderr, "chat template: %s\n", candle_chat_format_name(t.format));
-    g.stop = &chat_stop;
-    chat_catch_sigint();
+    catch_sigint(&g);
     r = chat_loop(&g, &t, &a);
     signal(SIGINT, SIG_DFL);
     candle_chat_template_free(&t);

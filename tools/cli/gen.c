@@ -176,15 +176,28 @@ int gen_tokenize(gen *g, const char *text, bool add_special, bool parse_special,
     return 1;
 }
 
+static bool stop_set(void *flag) { return *(volatile sig_atomic_t *)flag != 0; }
+
+void gen_set_stop(gen *g, volatile sig_atomic_t *flag) {
+    g->stop = flag;
+    candle_session_set_abort(g->sess, flag ? stop_set : NULL, (void *)flag);
+}
+
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep) {
     candle_session *s = g->sess;
+    g->eval_cancelled = false;
     int64_t room = candle_session_n_ctx(s) - candle_session_pos(s);
     if (n > room && ctx_shift && n < candle_session_n_ctx(s) - n_keep) {
         int64_t n_discard = (candle_session_pos(s) - n_keep) / 2;
         if (n_discard < n - room) n_discard = n - room;
         if (candle_session_shift(s, n_keep, n_discard)) return gen_fail(g, "context shift");
     }
-    if (candle_session_eval(s, ids, n, g->logits, false)) return gen_fail(g, "eval");
+    candle_status st = candle_session_eval(s, ids, n, g->logits, false);
+    if (st == CANDLE_ERR_CANCELLED && g->stop && *g->stop) {
+        g->eval_cancelled = true;
+        return 0;
+    }
+    if (st) return gen_fail(g, "eval");
     return 0;
 }
 
@@ -200,7 +213,8 @@ static void append(char **text, size_t *len, const char *b, size_t n) {
 
 /* The next token: sampled from the logits of the last evaluated one, or
  * the next of a speculative step's output (the step evaluates all of it
- * but its last, the pending token). 0, or 1 after a message. */
+ * but its last, the pending token). 0, 1 after a message, or 2 when the
+ * stop flag cancelled a step's evaluation. */
 static int next_token(gen *g, int32_t *queue, int32_t *n_queue, int32_t *at, bool *pending,
                       int32_t last, int32_t *id) {
     if (*at < *n_queue) { /* recorded (history, grammar) by the step */
@@ -216,7 +230,12 @@ static int next_token(gen *g, int32_t *queue, int32_t *n_queue, int32_t *at, boo
         return 0;
     }
     *at = 0;
-    if (candle_spec_step(g->spec, g->sess, g->smp, last, queue, n_queue)) {
+    candle_status st = candle_spec_step(g->spec, g->sess, g->smp, last, queue, n_queue);
+    if (st == CANDLE_ERR_CANCELLED && g->stop && *g->stop) { /* Ctrl-C: the session as before */
+        *n_queue = 0;
+        return 2;
+    }
+    if (st) {
         fprintf(stderr, "\ncandle %s: speculative step: %s\n", g->cmd, candle_last_errmsg());
         return 1;
     }
@@ -238,7 +257,12 @@ int gen_stream(gen *g, const cli_args *a, int64_t n_predict, int64_t n_keep, int
             break;
         }
         bool stepped = pending; /* the token comes from a step, which advanced the grammar */
-        if (next_token(g, queue, &n_queue, &at, &pending, id, &id)) return 1;
+        int nt = next_token(g, queue, &n_queue, &at, &pending, id, &id);
+        if (nt == 2) {
+            g->why = GEN_STOPPED;
+            break;
+        }
+        if (nt) return 1;
         if (candle_tokenizer_is_eog(g->tok, id)) {
             g->why = GEN_EOG;
             break;

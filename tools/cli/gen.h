@@ -23,10 +23,11 @@ typedef struct gen {
     float *logits; /* [n_vocab] of the last evaluated token */
     int64_t n_vocab;
     double t_load; /* seconds */
-    /* Set (by chat's SIGINT handler) to stop gen_stream between tokens; NULL:
-     * never. The library's evaluation has no abort hook, so a prompt being
-     * evaluated finishes first. */
+    /* Set (by run's and chat's SIGINT handler) to stop gen_stream between
+     * tokens and a prompt's evaluation between its batches; NULL: never.
+     * gen_set_stop sets it. */
     volatile sig_atomic_t *stop;
+    bool eval_cancelled; /* the last gen_eval was stopped by it */
     enum { GEN_EOG, GEN_LIMIT, GEN_GRAMMAR, GEN_CTX_FULL, GEN_STOPPED } why; /* of the last gen_stream */
     bool line_open; /* the last text written to stdout does not end in a newline */
 } gen;
@@ -39,8 +40,12 @@ int gen_tokenize(gen *g, const char *text, bool add_special, bool parse_special,
                  int64_t *n);
 /* Print an error with the session's message and return 1. */
 int gen_fail(gen *g, const char *what);
+/* Stop generation and prompt evaluation once *flag is set. */
+void gen_set_stop(gen *g, volatile sig_atomic_t *flag);
 /* Evaluate tokens; with ctx_shift, make room first by dropping the older
- * half of the context (after n_keep positions). */
+ * half of the context (after n_keep positions). Stopped by g->stop, it
+ * returns 0 with eval_cancelled set and the session as before (the next
+ * gen_stream stops at once). */
 int gen_eval(gen *g, const int32_t *ids, int64_t n, bool ctx_shift, int64_t n_keep);
 /* With speculative decoding, the session now holds ids[0..n) (the prompt). */
 int gen_spec_context(gen *g, const int32_t *ids, int64_t n);

@@ -25,7 +25,8 @@
  * HTTP version other than 1.0/1.1 (505), a malformed request line or header
  * line, an invalid or conflicting Content-Length, Transfer-Encoding beside
  * Content-Length, a Transfer-Encoding other than chunked, HTTP/1.1 without
- * one Host (400/501). Every response carries Connection: close (http.c), so
+ * one Host (400/501), and chunked bodies altogether (411): their framing is
+ * only checked mid-body, by the daemon, in HTML. Every response carries Connection: close (http.c), so
  * the daemon never parses a second request's headers itself. */
 #include <errno.h>
 #include <microhttpd.h>
@@ -166,6 +167,7 @@ static const char *reason(int status) {
     switch (status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
+    case 411: return "Length Required";
     case 414: return "URI Too Long";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";

@@ -140,6 +140,13 @@ int srv_gate_check(const char *buf, size_t n, const char **code, char *msg, size
         snprintf(msg, msg_cap, "Content-Length and Transfer-Encoding together");
         return 400;
     }
+    /* A malformed chunk is found mid-body, past this check, where
+     * libmicrohttpd would answer in HTML: a body needs its length up front. */
+    if (te) {
+        *code = "length_required";
+        snprintf(msg, msg_cap, "chunked request bodies are not accepted: send the body with a Content-Length");
+        return 411;
+    }
     if (http11 && n_host != 1) {
         snprintf(msg, msg_cap, "an HTTP/1.1 request needs exactly one Host header");
         return 400;

@@ -391,16 +391,39 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
  * 64 concurrent 1 MB prompts peaked at 1.8 GB). */
 #define SRV_BIG_PROMPT (64 << 10)
 
-static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_reply *out) {
-    int64_t cap = (int64_t)len + 8, n = 0;
+/* A prompt is refused as soon as it certainly cannot fit: by its length
+ * where the vocabulary bounds the bytes one token stands for, else once the
+ * encoder has made more tokens than the context holds. Either way a request's
+ * tokenizer work is bounded by the context, not by the body. */
+static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_reply *out,
+                     const char *field) {
+    int64_t n_ctx = srv_sched_n_ctx(c->sched), n = 0;
+    size_t per = candle_tokenizer_max_token_bytes(c->tok);
+    if (per && len / per > (uint64_t)n_ctx) {
+        srv_reply_error(out, 400, field, "context_length_exceeded",
+                        "the prompt is %zu bytes, more than %lld tokens of at most %zu bytes each; this "
+                        "server's context is %lld tokens, and at least one must be left to generate",
+                        len, (long long)n_ctx, per, (long long)n_ctx);
+        return false;
+    }
+    int64_t cap = (int64_t)len + 8 < n_ctx + 8 ? (int64_t)len + 8 : n_ctx + 8;
     r->prompt = malloc((size_t)cap * sizeof *r->prompt);
     bool big = len > SRV_BIG_PROMPT;
     if (big) pthread_mutex_lock(&c->big_prompt);
-    bool bad = !r->prompt || candle_tokenizer_encode(c->tok, text, len, true, true, r->prompt, cap, &n) || n > cap;
+    bool bad = !r->prompt ||
+               candle_tokenizer_encode_limit(c->tok, text, len, true, true, n_ctx - 1, r->prompt, cap, &n);
     if (big) pthread_mutex_unlock(&c->big_prompt);
+    /* past the limit by more than cap: a long word's ids come at once */
+    bad = bad || (n > cap && n < n_ctx);
     if (bad) {
-        srv_reply_error(out, r->prompt ? 400 : 500, "prompt", NULL, "cannot tokenize the prompt: %s",
+        srv_reply_error(out, r->prompt ? 400 : 500, field, NULL, "cannot tokenize the prompt: %s",
                     r->prompt ? candle_last_errmsg() : "out of memory");
+        return false;
+    }
+    if (n >= n_ctx) { /* the encoder stopped there */
+        srv_reply_error(out, 400, field, "context_length_exceeded",
+                        "the prompt has at least %lld tokens; this server's context is %lld tokens, and "
+                        "at least one must be left to generate", (long long)n, (long long)n_ctx);
         return false;
     }
     /* held for the request's life: only its tokens */
@@ -413,7 +436,7 @@ static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_r
 static bool prompt_from_json(srv_ctx *c, json_t *p, srv_req *r, srv_reply *out) {
     if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
         p = json_array_get(p, 0);
-    if (json_is_string(p)) return tokenize(c, json_string_value(p), json_string_length(p), r, out);
+    if (json_is_string(p)) return tokenize(c, json_string_value(p), json_string_length(p), r, out, "prompt");
     if (json_is_array(p) && json_array_size(p) > 0) {
         size_t n = json_array_size(p), i;
         json_t *v;
@@ -497,7 +520,7 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply
         srv_reply_error(out, 400, "messages", NULL, "%s", candle_last_errmsg());
         ok = false;
     }
-    if (ok) ok = tokenize(c, text, strlen(text), r, out);
+    if (ok) ok = tokenize(c, text, strlen(text), r, out, "messages");
     free(text);
     for (size_t i = 0; texts && i < n; i++) free(texts[i]);
     free(texts);

@@ -21,7 +21,6 @@ typedef struct conn_state {
     char *body;
     size_t len, cap;
     size_t reserved; /* bytes of c->body_mem this request holds */
-    bool too_large, busy;
     double body_end; /* the body's deadline (srv_now) */
     /* the access log's line, printed when the response is done */
     char method[16], path[128];
@@ -262,33 +261,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         double left = cs->body_end - srv_now();
         if (left <= 0) return MHD_NO; /* a body dribbled past its deadline: dropped */
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)left + 1);
-        if (cs->too_large || cs->busy || cs->len + n > srv_body_limit(c, url)) {
-            cs->too_large |= !cs->busy; /* chunked bodies: drain, then answer 413 */
-            return MHD_YES;
-        }
-        if (cs->len + n + 1 > cs->cap) {
-            size_t cap = cs->cap ? cs->cap * 2 : 4096;
-            while (cap < cs->len + n + 1) cap *= 2;
-            if (cap > srv_body_limit(c, url) + 1) cap = srv_body_limit(c, url) + 1;
-            if (!body_reserve(c, cs, cap - cs->cap)) {
-                cs->busy = true; /* drain, then answer 503 */
-                body_release(c, cs);
-                return MHD_YES;
-            }
-            char *b = realloc(cs->body, cap);
-            if (!b) return MHD_NO;
-            cs->body = b;
-            cs->cap = cap;
-        }
+        /* The gate admits a body only with its Content-Length (chunked ones
+         * get 411 there), reserved and allocated whole above: the daemon
+         * delivers no more than that. */
+        if (cs->len + n + 1 > cs->cap) return MHD_NO;
         memcpy(cs->body + cs->len, upload_data, n);
         cs->len += n;
         return MHD_YES;
-    }
-    if (cs->busy) return send_busy(c, conn, cs, url);
-    if (cs->too_large) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
-        return send_error(c, conn, cs, url, 413, msg, "body_too_large");
     }
     if (!strcmp(url, "/metrics")) {
         if (strcmp(method, "GET")) return send_error(c, conn, cs, url, 405, "/metrics takes GET", NULL);
