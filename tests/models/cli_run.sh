@@ -3,18 +3,7 @@
 # (timings to stderr), greedy output matches llama.cpp, logits/perplexity/chat
 # work, and bad input (missing file, unknown architecture, prompt or
 # generation past the context) fails with a clear message.
-set -u
-src="${CANDLE_SOURCE_DIR:?}"
-candle="${CANDLE:?}"
-model="${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"
-[ -r "$model" ] || { echo "SKIP: cli_run: $model absent"; exit 77; }
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-check() { if eval "$2"; then ok; else fail "$1"; fi; }
+. "${CANDLE_SOURCE_DIR:?}/tests/common/stories_cli.sh" cli_run
 
 # run: greedy continuation (DESIGN.md), stdout is only the text
 "$candle" run -m "$model" -p "Once upon a time" -n 30 --temp 0 >"$tmp/out" 2>"$tmp/err"

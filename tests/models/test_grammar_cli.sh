@@ -2,18 +2,7 @@
 # candle run --grammar / --grammar-text on stories260K: greedy and sampled
 # output always matches the grammar, checked by an independent checker
 # (Python's re and json), and bad grammars fail with the rule and position.
-set -u
-src="${CANDLE_SOURCE_DIR:?}"
-candle="${CANDLE:?}"
-model="${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"
-[ -r "$model" ] || { echo "SKIP: test_grammar_cli: $model absent"; exit 77; }
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-check() { if eval "$2"; then ok; else fail "$1"; fi; }
+. "${CANDLE_SOURCE_DIR:?}/tests/common/stories_cli.sh" test_grammar_cli
 # fullmatch FILE REGEX: the whole output matches
 fullmatch() { python3 -c 'import re,sys; t=open(sys.argv[1],encoding="utf-8").read(); sys.exit(0 if re.fullmatch(sys.argv[2], t, re.S) else 1)' "$1" "$2"; }
 

@@ -5,18 +5,7 @@
 # line on stderr, seeded sampling reproducible, and the refusals (another
 # vocabulary, --ctx-shift, options without a drafting mode); with a grammar,
 # the same text as plain greedy and sampled texts in the grammar.
-set -u
-src="${CANDLE_SOURCE_DIR:?}"
-candle="${CANDLE:?}"
-model="${CANDLE_SHARED_DIR:-$src/../shared}/data/models/stories260K.gguf"
-[ -r "$model" ] || { echo "SKIP: test_speculative_cli: $model absent"; exit 77; }
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-check() { if eval "$2"; then ok; else fail "$1"; fi; }
+. "${CANDLE_SOURCE_DIR:?}/tests/common/stories_cli.sh" test_speculative_cli
 
 prompts=("Once upon a time" "Lily had a red ball. Tom had a red ball. Lily had a red ball. Tom had a")
 for i in 0 1; do
