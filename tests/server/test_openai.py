@@ -164,6 +164,13 @@ def test_response_format():
         check(text.startswith("{"), f"json_object (cut at the limit): {text!r}")
 
 
+def model_bits(model):
+    """Bits per weight of the model's tensor data, from `candle info`."""
+    out = subprocess.run([os.environ["CANDLE_BIN"], "info", model], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return float(re.search(r"bits/weight: +[0-9.]+ \(file\), ([0-9.]+) \(tensor data\)", out).group(1))
+
+
 def logits_of(prompt):
     """`candle logits` for the prompt's last position: every (id, logit) of the
     vocabulary, best first; None without the binary."""
@@ -217,14 +224,20 @@ def test_logprobs():
         lse = m + math.log(sum(math.exp(v - m) for _, v in ref))
         want = [v - lse for _, v in ref[:5]]
         # the f32 KV pool of the second server gives the CLI's numbers to float rounding; this
-        # server's f16 pool moves them by ~2e-3
+        # server's f16 pool moves them by ~2e-3. On a quantized model (SmolLM2, where the
+        # shared folder has no stories260K) the server's batched prompt and the CLI's take
+        # different kernels whose 8-bit activations round apart (notes/issue-23.md, 2026-12-03):
+        # there the top-5 probabilities are compared, within 0.02.
+        quantized = model_bits(os.environ["CANDLE_MODEL"]) < 15.9
         for url, tol in ((SMALL, 1e-4), (BASE, 5e-3)):
             if not url:
                 continue
             cl = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
             one = cl.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0, logprobs=5)
             got = list(one.choices[0].logprobs.top_logprobs[0].values())
-            check(len(got) == 5 and all(abs(a - b) < tol for a, b in zip(got, want)),
+            close = (lambda a, b: abs(math.exp(a) - math.exp(b)) < 0.02) if quantized else \
+                (lambda a, b, tol=tol: abs(a - b) < tol)
+            check(len(got) == 5 and all(close(a, b) for a, b in zip(got, want)),
                   f"{url}: first token's top logprobs {got} != log-softmax of candle logits {want}")
         # logit_bias: -100 on the greedy token changes it; +100 on the 3rd likeliest forces it every step
         best, third = ref[0][0], ref[2][0]
