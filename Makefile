@@ -28,7 +28,7 @@ CMAKE ?= cmake
 FUZZ_TIME ?= 60
 # make test fuzzes each target for TEST_FUZZ_TIME s (FUZZ_TIME=N on the command
 # line overrides it there too).
-TEST_FUZZ_TIME ?= 20
+TEST_FUZZ_TIME ?= 15
 FUZZ_SEED ?= 1
 PREFIX ?= /usr/local
 
