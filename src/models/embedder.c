@@ -361,23 +361,52 @@ static candle_output_kind pooling_of(const candle_encoder *e, candle_pooling p) 
     }
 }
 
-/* One input's ids: pooled states, Dense layers, dimensions, normalisation. */
-static candle_status embed_ids(const candle_encoder *e, const int32_t *ids, int64_t n,
-                               const candle_embed_params *p, int64_t dim, float *buf, float *out) {
-    candle_forward_input in = {.tokens = ids, .n_seq = 1, .n_tokens = n};
-    candle_status s = candle_model_forward(e->model, &in, pooling_of(e, p->pooling), buf,
-                                           (size_t)e->model->cfg.n_embd);
-    if (s) return s;
-    float *x = buf, *y = buf + e->width;
-    for (int i = 0; i < e->n_dense; i++) {
-        encoder_dense_apply(&e->dense[i], x, y);
-        float *t = x;
-        x = y;
-        y = t;
+/* Inputs embedded per call of candle_model_forward, at most: it packs their
+ * tokens into graphs of thousands of rows, and the padded id matrix stays
+ * small. */
+#define EMBED_CHUNK 256
+
+/* Inputs i0.. (ids[k], n_ids[k] for k < n): pooled states in one forward,
+ * then each one's Dense layers, dimensions and normalisation into out
+ * [n, dim]. buf holds 2 * e->width floats. */
+static candle_status embed_rows(const candle_encoder *e, int64_t i0, const int32_t *const *ids, const int64_t *n_ids,
+                                int64_t n, const candle_embed_params *p, int64_t dim, float *buf, float *out) {
+    const candle_model_config *c = &e->model->cfg;
+    int64_t len = 0;
+    for (int64_t k = 0; k < n; k++) {
+        len = n_ids[k] > len ? n_ids[k] : len;
+        for (int64_t j = 0; j < n_ids[k]; j++)
+            if (ids[k][j] < 0 || ids[k][j] >= c->n_vocab)
+                return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                     "embed: input %" PRId64 ": token %d at index %" PRId64
+                                     " out of range [0, %" PRId64 ")", i0 + k, (int)ids[k][j], j, c->n_vocab);
     }
-    memcpy(out, x, (size_t)dim * sizeof *out);
-    if (p->normalize == 1 || (p->normalize < 0 && e->normalize)) l2_normalize(out, dim);
-    return CANDLE_OK;
+    int32_t *tok = calloc((size_t)(n * len), sizeof *tok);
+    uint8_t *mask = calloc((size_t)(n * len), 1);
+    float *pooled = malloc((size_t)(n * c->n_embd) * sizeof *pooled);
+    candle_status s = tok && mask && pooled ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
+    for (int64_t k = 0; !s && k < n; k++) {
+        memcpy(tok + k * len, ids[k], (size_t)n_ids[k] * sizeof *tok);
+        memset(mask + k * len, 1, (size_t)n_ids[k]);
+    }
+    candle_forward_input in = {.tokens = tok, .mask = mask, .n_seq = n, .n_tokens = len};
+    if (!s) s = candle_model_forward(e->model, &in, pooling_of(e, p->pooling), pooled, (size_t)(n * c->n_embd));
+    for (int64_t k = 0; !s && k < n; k++) {
+        float *x = buf, *y = buf + e->width;
+        memcpy(x, pooled + k * c->n_embd, (size_t)c->n_embd * sizeof *x);
+        for (int i = 0; i < e->n_dense; i++) {
+            encoder_dense_apply(&e->dense[i], x, y);
+            float *t = x;
+            x = y;
+            y = t;
+        }
+        memcpy(out + k * dim, x, (size_t)dim * sizeof *out);
+        if (p->normalize == 1 || (p->normalize < 0 && e->normalize)) l2_normalize(out + k * dim, dim);
+    }
+    free(tok);
+    free(mask);
+    free(pooled);
+    return s;
 }
 
 /* What both entry points check; *dim and *buf for the run. */
@@ -421,6 +450,18 @@ static candle_status resolve_prompt(const candle_encoder *e, const candle_embed_
     return CANDLE_OK;
 }
 
+/* The ids of chunk inputs, freed after each chunk (candle_encoder_embed). */
+typedef struct id_chunk {
+    int32_t *ids[EMBED_CHUNK];
+    int64_t n_ids[EMBED_CHUNK];
+    int n;
+} id_chunk;
+
+static void chunk_clear(id_chunk *c) {
+    for (int k = 0; k < c->n; k++) free(c->ids[k]);
+    c->n = 0;
+}
+
 candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts, const size_t *lens,
                                    int64_t n, const candle_embed_params *p, float *out, size_t out_len) {
     candle_embed_params def = candle_embed_default_params();
@@ -432,6 +473,8 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
     if (!s) s = resolve_prompt(e, p, &prompt);
     size_t plen = strlen(prompt), cap = 0;
     char *joined = NULL; /* prompt + text: sentence-transformers tokenizes the concatenation */
+    id_chunk *ck = s ? NULL : calloc(1, sizeof *ck);
+    if (!s && !ck) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
         size_t len = lens ? lens[i] : strlen(t);
@@ -446,14 +489,20 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
             t = joined;
             len += plen;
         }
-        int32_t *ids = NULL;
-        int64_t n_ids = 0;
-        if (!s) s = encoder_tokenize(e, t, len, p->no_truncate, &ids, &n_ids);
-        if (!s) s = embed_ids(e, ids, n_ids, p, dim, buf, out + i * dim);
-        if (!s && p->n_tokens) p->n_tokens[i] = n_ids;
-        free(ids);
-        if (s) s = input_error(i, s);
+        if (!s) s = encoder_tokenize(e, t, len, p->no_truncate, &ck->ids[ck->n], &ck->n_ids[ck->n]);
+        if (s) {
+            s = input_error(i, s);
+            break;
+        }
+        if (p->n_tokens) p->n_tokens[i] = ck->n_ids[ck->n];
+        if (++ck->n == EMBED_CHUNK || i == n - 1) {
+            int64_t i0 = i + 1 - ck->n;
+            s = embed_rows(e, i0, (const int32_t *const *)ck->ids, ck->n_ids, ck->n, p, dim, buf, out + i0 * dim);
+            chunk_clear(ck);
+        }
     }
+    if (ck) chunk_clear(ck);
+    free(ck);
     free(joined);
     free(buf);
     return s;
@@ -469,16 +518,20 @@ candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t
     candle_status s = n_ids ? embed_begin(e, ids, n, p, out, out_len, &dim, &buf)
                             : cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument");
     if (!n_ids) return s;
-    for (int64_t i = 0; i < n && !s; i++) {
-        int64_t m = n_ids[i];
-        if (!ids[i] || m <= 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
-        else if (m > e->max_tokens && p->no_truncate)
-            s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed %" PRId64 " (no_truncate)",
-                                 m, e->max_tokens);
-        if (m > e->max_tokens) m = e->max_tokens;
-        if (!s) s = embed_ids(e, ids[i], m, p, dim, buf, out + i * dim);
-        if (!s && p->n_tokens) p->n_tokens[i] = m;
-        if (s) s = input_error(i, s);
+    int64_t cut[EMBED_CHUNK];
+    for (int64_t i0 = 0; i0 < n && !s; i0 += EMBED_CHUNK) {
+        int64_t m = n - i0 < EMBED_CHUNK ? n - i0 : EMBED_CHUNK;
+        for (int64_t k = 0; k < m && !s; k++) {
+            int64_t i = i0 + k, len = n_ids[i];
+            if (!ids[i] || len <= 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
+            else if (len > e->max_tokens && p->no_truncate)
+                s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed %" PRId64 " (no_truncate)",
+                                  len, e->max_tokens);
+            cut[k] = len > e->max_tokens ? e->max_tokens : len;
+            if (!s && p->n_tokens) p->n_tokens[i] = cut[k];
+            if (s) s = input_error(i, s);
+        }
+        if (!s) s = embed_rows(e, i0, ids + i0, cut, m, p, dim, buf, out + i0 * dim);
     }
     free(buf);
     return s;

@@ -1,6 +1,9 @@
-/* The encoder block builder (BERT, MPNet, ModernBERT): one sequence's graph,
- * embeddings to the last hidden states. Every token attends to every token of its sequence;
- * sequences are evaluated one by one, so no padding is ever computed. */
+/* The encoder block builder (BERT, MPNet, ModernBERT): the graph of a batch
+ * of sequences, embeddings to the last hidden states. The sequences' token
+ * rows are packed one after another, so no padding is ever computed: every
+ * row-wise step (projections, norms, activations) runs once over all of
+ * them, and attention runs per sequence, every token of a sequence
+ * attending to every token of it. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -28,15 +31,52 @@ static candle_tensor *heads_first(candle_ctx *ctx, candle_tensor *h) {
     return candle_unsqueeze(ctx, candle_transpose(ctx, h, 0, 1), 0);
 }
 
-/* One layer's attention context: its additive mask (relative-position bias
- * or the local window), and for RoPE models the base of its rotation. */
+/* The packed sequences: sequence s is rows [off[s], off[s] + len[s]) of
+ * the n rows. */
+typedef struct ragged {
+    int64_t n_seq, n;
+    const int64_t *len; /* [n_seq] */
+    int64_t *off;       /* [n_seq] */
+    int32_t *pos;       /* [n]: each row's position in its sequence */
+} ragged;
+
+/* One layer's attention context: each sequence's additive mask
+ * (relative-position bias or the local window), and for RoPE models the
+ * base of its rotation. */
 typedef struct attn_args {
-    candle_tensor *bias; /* broadcasts to [1, H, n, n], or NULL */
-    double rope_base;    /* 0: no RoPE */
+    candle_tensor **bias; /* [n_seq]: broadcasts to [1, H, len, len], or NULL */
+    double rope_base;     /* 0: no RoPE */
+    candle_tensor *pos;   /* i32 [n]: the rows' positions for RoPE; NULL: one sequence */
+    candle_tensor **out;  /* [n_seq] scratch: each sequence's attention rows */
 } attn_args;
 
+/* Attention of one sequence's q, k, v [len, H, D] -> [len, H*D]. */
+static candle_tensor *attend(candle_ctx *ctx, const candle_model_config *c, candle_tensor *q, candle_tensor *k,
+                             candle_tensor *v, candle_tensor *bias) {
+    int64_t len = q->shape[0];
+    candle_tensor *o = candle_attention(ctx, heads_first(ctx, q), heads_first(ctx, k), heads_first(ctx, v), bias, 0,
+                                        false); /* [1, H, len, D] */
+    int64_t flat[2] = {len, c->n_embd};
+    return candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
+}
+
+/* xs[0..n) stacked along dim 0, at most two copies of each row: a node
+ * takes CANDLE_MAX_SRC inputs, so groups of them first. Overwrites xs. */
+static candle_tensor *concat_rows(candle_ctx *ctx, candle_tensor **xs, int64_t n) {
+    while (n > 1) {
+        int64_t groups = 0;
+        for (int64_t i = 0; i < n; i += CANDLE_MAX_SRC) {
+            int64_t m = n - i < CANDLE_MAX_SRC ? n - i : CANDLE_MAX_SRC;
+            xs[groups++] = m == 1 ? xs[i] : candle_concat(ctx, xs + i, (int)m, 0);
+        }
+        n = groups;
+    }
+    return xs[0];
+}
+
 static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, const encoder_layer *w,
-                                     candle_tensor *x, const attn_args *a, int64_t n) {
+                                     candle_tensor *x, const attn_args *a, const ragged *rg) {
+    int64_t n = rg->n;
     const candle_model_config *c = &m->cfg;
     candle_tensor *tq, *tk, *tv;
     if (w->wqkv) {
@@ -53,14 +93,20 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
     if (a->rope_base > 0) {
         candle_rope_params p = {.mode = (candle_rope_mode)c->rope_mode, .n_dims = (int)c->n_rot,
                                 .freq_base = a->rope_base, .freq_scale = 1.0};
-        q = candle_rope(ctx, q, NULL, &p);
-        k = candle_rope(ctx, k, NULL, &p);
+        q = candle_rope(ctx, q, a->pos, &p);
+        k = candle_rope(ctx, k, a->pos, &p);
     }
-    candle_tensor *o = candle_attention(ctx, heads_first(ctx, q), heads_first(ctx, k),
-                                        heads_first(ctx, split_heads(ctx, c, tv, n)), a->bias, 0,
-                                        false); /* [1, H, n, D] */
-    int64_t flat[2] = {n, c->n_embd};
-    o = candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
+    candle_tensor *v = split_heads(ctx, c, tv, n), *o;
+    if (rg->n_seq == 1) {
+        o = attend(ctx, c, q, k, v, a->bias[0]);
+    } else {
+        for (int64_t s = 0; s < rg->n_seq; s++) {
+            int64_t off = rg->off[s], len = rg->len[s];
+            a->out[s] = attend(ctx, c, candle_narrow(ctx, q, 0, off, len), candle_narrow(ctx, k, 0, off, len),
+                               candle_narrow(ctx, v, 0, off, len), a->bias[s]);
+        }
+        o = concat_rows(ctx, a->out, rg->n_seq);
+    }
     return linear(ctx, o, w->wo, w->bo);
 }
 
@@ -81,7 +127,8 @@ static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_
 
 /* token + position + type embeddings (types NULL: all 0), normalised: [n, n_embd] */
 static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, const int32_t *types_in,
-                            int64_t n) {
+                            const ragged *rg) {
+    int64_t n = rg->n;
     int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
     if (!pos) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
@@ -89,7 +136,7 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
     }
     int32_t *types = pos + n;
     for (int64_t i = 0; i < n; i++) {
-        pos[i] = (int32_t)(m->pos_offset + i);
+        pos[i] = (int32_t)(m->pos_offset + rg->pos[i]);
         types[i] = types_in ? types_in[i] : 0;
     }
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens);
@@ -154,39 +201,84 @@ candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
 }
 
 /* Pre-norm blocks (ModernBERT): x + attn(LN(x)), x + ffn(LN(x)), a final
- * LayerNorm; layer il attends globally when il % swa_pattern == 0. */
-static candle_tensor *prenorm_layers(candle_ctx *ctx, const candle_model *m, candle_tensor *x, int64_t n) {
+ * LayerNorm; layer il attends globally when il % swa_pattern == 0, else
+ * within the local masks. */
+static candle_tensor *prenorm_layers(candle_ctx *ctx, const candle_model *m, candle_tensor *x, const ragged *rg,
+                                     attn_args *global, attn_args *local) {
     const candle_model_config *c = &m->cfg;
-    candle_tensor *local = c->n_swa > 0 ? model_local_mask(ctx, c->n_swa, n) : NULL;
-    if (candle_errcode(ctx)) return NULL;
     for (int64_t il = 0; il < c->n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];
-        bool global = c->n_swa <= 0 || il % c->swa_pattern == 0;
-        attn_args a = {global ? NULL : local, global ? c->rope_base : c->rope_base_swa};
+        attn_args *a = c->n_swa <= 0 || il % c->swa_pattern == 0 ? global : local;
         candle_tensor *h = w->attn_norm ? layer_norm(m, ctx, x, w->attn_norm, w->attn_norm_b) : x;
-        x = candle_add(ctx, x, self_attention(ctx, m, w, h, &a, n));
+        x = candle_add(ctx, x, self_attention(ctx, m, w, h, a, rg));
         x = candle_add(ctx, x, ffn(ctx, m, w, layer_norm(m, ctx, x, w->out_norm, w->out_norm_b)));
     }
     return x ? layer_norm(m, ctx, x, m->out_norm, m->out_norm_b) : NULL;
 }
 
-candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
-                              const int32_t *types, int64_t n) {
-    if (n > m->cfg.n_ctx_train) {
-        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
-                         "encoder: %lld tokens exceed the %lld positions of the model (truncate the input)",
-                         (long long)n, (long long)m->cfg.n_ctx_train);
-        return NULL;
-    }
-    candle_tensor *x = embed(ctx, m, tokens, types, n);
-    if (m->family->desc.pre_norm) return prenorm_layers(ctx, m, x, n);
-    attn_args a = {m->rel_bias ? position_bias(ctx, m, n) : NULL,
-                   m->family->desc.positions == POS_ROPE ? m->cfg.rope_base : 0};
+/* Post-norm blocks (BERT, MPNet, NomicBERT). */
+static candle_tensor *postnorm_layers(candle_ctx *ctx, const candle_model *m, candle_tensor *x, const ragged *rg,
+                                      attn_args *a) {
     for (int64_t il = 0; il < m->cfg.n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];
-        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, &a, n)), w->attn_norm,
+        x = layer_norm(m, ctx, candle_add(ctx, x, self_attention(ctx, m, w, x, a, rg)), w->attn_norm,
                        w->attn_norm_b);
         x = layer_norm(m, ctx, candle_add(ctx, x, ffn(ctx, m, w, x)), w->out_norm, w->out_norm_b);
     }
+    return x;
+}
+
+/* Each sequence's mask: MPNet's relative-position bias (rel) or the local
+ * window (ModernBERT); sequences of one length share it. */
+static void masks_of(candle_ctx *ctx, const candle_model *m, const ragged *rg, bool rel, candle_tensor **out) {
+    for (int64_t s = 0; s < rg->n_seq && !candle_errcode(ctx); s++) {
+        int64_t same = s - 1;
+        while (same >= 0 && rg->len[same] != rg->len[s]) same--;
+        out[s] = same >= 0 ? out[same]
+                 : rel     ? position_bias(ctx, m, rg->len[s])
+                           : model_local_mask(ctx, m->cfg.n_swa, rg->len[s]);
+    }
+}
+
+candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                                   const int32_t *types, const int64_t *lens, int64_t n_seq) {
+    ragged rg = {.n_seq = n_seq, .len = lens};
+    for (int64_t s = 0; s < n_seq; s++) {
+        if (lens[s] <= 0 || lens[s] > m->cfg.n_ctx_train) {
+            cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                          "encoder: sequence %lld: %lld tokens (the model takes 1 to %lld: truncate the input)",
+                          (long long)s, (long long)lens[s], (long long)m->cfg.n_ctx_train);
+            return NULL;
+        }
+        rg.n += lens[s];
+    }
+    const model_desc *d = &m->family->desc;
+    bool local = d->pre_norm && m->cfg.n_swa > 0;
+    rg.off = malloc((size_t)n_seq * sizeof *rg.off);
+    rg.pos = malloc((size_t)rg.n * sizeof *rg.pos);
+    /* [0, n_seq): masks of the global or post-norm layers, [n_seq, 2 n_seq):
+     * of the local layers, [2 n_seq, 3 n_seq): attention rows */
+    candle_tensor **tab = calloc((size_t)(3 * n_seq), sizeof *tab);
+    candle_tensor *x = NULL;
+    if (!rg.off || !rg.pos || !tab) {
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: a batch of %lld sequences", (long long)n_seq);
+        goto done;
+    }
+    for (int64_t s = 0, i = 0; s < n_seq; s++) {
+        rg.off[s] = i;
+        for (int64_t j = 0; j < lens[s]; j++) rg.pos[i++] = (int32_t)j;
+    }
+    attn_args a = {tab, d->positions == POS_ROPE || d->pre_norm ? m->cfg.rope_base : 0, NULL, tab + 2 * n_seq};
+    attn_args al = {tab + n_seq, m->cfg.rope_base_swa, NULL, tab + 2 * n_seq};
+    if (a.rope_base > 0 && n_seq > 1) a.pos = al.pos = candle_tensor_from_i32(ctx, 1, &rg.n, rg.pos);
+    if (m->rel_bias) masks_of(ctx, m, &rg, true, a.bias);
+    if (local) masks_of(ctx, m, &rg, false, al.bias);
+    if (candle_errcode(ctx)) goto done;
+    x = embed(ctx, m, tokens, types, &rg);
+    x = d->pre_norm ? prenorm_layers(ctx, m, x, &rg, &a, &al) : postnorm_layers(ctx, m, x, &rg, &a);
+done:
+    free(rg.off);
+    free(rg.pos);
+    free(tab);
     return x;
 }

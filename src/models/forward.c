@@ -1,7 +1,9 @@
-/* The generic forward (model.h): each sequence of a padded batch evaluated
- * on its own (a decoder over one scratch session, an encoder in one scratch
- * context), its run of tokens found from the mask; pooled outputs reduce the
- * hidden states of that run. */
+/* The generic forward (model.h): the sequences of a padded batch, each one's
+ * run of tokens found from the mask. A decoder evaluates each on its own
+ * (over one scratch session, or bidirectionally in a scratch context); an
+ * encoder packs the runs of consecutive sequences into one graph
+ * (encoder_hidden_rows), no padding computed. Pooled outputs reduce the
+ * hidden states of each run. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +118,7 @@ static candle_status check_ids(const candle_model *m, const int32_t *tokens, con
     return CANDLE_OK;
 }
 
-/* tokens[0..n)'s logits [n, n_vocab] or last hidden states [n, n_embd] into dst. */
+/* A decoder's tokens[0..n)'s logits [n, n_vocab] or last hidden states [n, n_embd] into dst. */
 static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *types, int64_t n, bool logits,
                               float *dst) {
     if (r->s) {
@@ -126,8 +128,7 @@ static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *t
     }
     candle_status st = check_ids(r->m, tokens, types, n);
     if (st) return st;
-    candle_tensor *h = r->m->cfg.kind == CANDLE_MODEL_DECODER_LM ? decoder_hidden_bidir(r->ctx, r->m, tokens, n)
-                                                                 : encoder_hidden(r->ctx, r->m, tokens, types, n);
+    candle_tensor *h = decoder_hidden_bidir(r->ctx, r->m, tokens, n); /* encoders: forward_packed */
     st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
     if (!st) st = candle_tensor_to_f32(h, dst);
     if (st) st = cdl_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
@@ -136,19 +137,101 @@ static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *t
     return st;
 }
 
-static candle_status forward_seq(runner *r, const candle_forward_input *in, int64_t i,
+static candle_status forward_seq(runner *r, const candle_forward_input *in, int64_t i, int64_t a, int64_t b,
                                  candle_output_kind kind, float *out, float *scratch) {
-    int64_t a, b, w = out_width(r->m, kind);
-    candle_status st = find_run(in, i, &a, &b);
-    if (st) return st;
+    int64_t w = out_width(r->m, kind);
     bool rows = kind == CANDLE_OUTPUT_LOGITS || kind == CANDLE_OUTPUT_HIDDEN;
     float *dst = rows ? out + (size_t)(i * in->n_tokens) * (size_t)w : scratch;
     if (rows) memset(dst, 0, (size_t)(in->n_tokens * w) * sizeof *dst);
     const int32_t *types = in->type_ids ? in->type_ids + i * in->n_tokens + a : NULL;
-    st = run_rows(r, in->tokens + i * in->n_tokens + a, types, b - a, kind == CANDLE_OUTPUT_LOGITS,
-                  rows ? dst + a * w : dst);
+    candle_status st = run_rows(r, in->tokens + i * in->n_tokens + a, types, b - a, kind == CANDLE_OUTPUT_LOGITS,
+                                rows ? dst + a * w : dst);
     if (st) return cdl_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
     if (!rows) pool(scratch, b - a, w, kind, out + (size_t)i * (size_t)w);
+    return CANDLE_OK;
+}
+
+/* An encoder's graph takes the runs of consecutive sequences up to this
+ * many tokens (or one longer run): their row-wise products then have
+ * enough rows to be efficient, which a batch of short inputs alone lacks. */
+#define FORWARD_PACK_TOKENS 8192
+
+/* What a packed encoder step needs: the runs [ra, rb) of every sequence,
+ * and room for one step's tokens, types, lengths and hidden states. */
+typedef struct packer {
+    int64_t *ra, *rb; /* [n_seq] */
+    int64_t *lens;    /* [n_seq] */
+    int32_t *ids, *types; /* [cap] */
+    float *h;         /* [cap, n_embd] */
+    int64_t cap;
+} packer;
+
+/* Sequences [i0, i1) (their runs at most pk->cap tokens) in one graph. */
+static candle_status forward_packed(runner *r, const candle_forward_input *in, packer *pk, int64_t i0, int64_t i1,
+                                    candle_output_kind kind, float *out) {
+    int64_t n = 0, w = r->m->cfg.n_embd;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t len = pk->rb[i] - pk->ra[i];
+        const int32_t *t = in->tokens + i * in->n_tokens + pk->ra[i];
+        const int32_t *ty = in->type_ids ? in->type_ids + i * in->n_tokens + pk->ra[i] : NULL;
+        candle_status st = check_ids(r->m, t, ty, len);
+        if (st) return cdl_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
+        memcpy(pk->ids + n, t, (size_t)len * sizeof *t);
+        if (ty) memcpy(pk->types + n, ty, (size_t)len * sizeof *ty);
+        pk->lens[i - i0] = len;
+        n += len;
+    }
+    candle_tensor *h = encoder_hidden_rows(r->ctx, r->m, pk->ids, in->type_ids ? pk->types : NULL, pk->lens, i1 - i0);
+    candle_status st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
+    if (!st) st = candle_tensor_to_f32(h, pk->h);
+    if (st) st = cdl_set_error(NULL, st, "forward: sequences %" PRId64 "..%" PRId64 ": %s", i0, i1 - 1,
+                               candle_errmsg(r->ctx));
+    candle_ctx_clear_error(r->ctx);
+    candle_ctx_reset(r->ctx, r->mark);
+    if (st) return st;
+    bool rows = kind == CANDLE_OUTPUT_HIDDEN;
+    for (int64_t i = i0, off = 0; i < i1; off += pk->lens[i - i0], i++) {
+        const float *hs = pk->h + (size_t)(off * w);
+        if (!rows) {
+            pool(hs, pk->lens[i - i0], w, kind, out + (size_t)i * (size_t)w);
+            continue;
+        }
+        float *dst = out + (size_t)(i * in->n_tokens) * (size_t)w;
+        memset(dst, 0, (size_t)(in->n_tokens * w) * sizeof *dst);
+        memcpy(dst + pk->ra[i] * w, hs, (size_t)(pk->lens[i - i0] * w) * sizeof *dst);
+    }
+    return CANDLE_OK;
+}
+
+static void packer_free(packer *pk) {
+    free(pk->ra);
+    free(pk->rb);
+    free(pk->lens);
+    free(pk->ids);
+    free(pk->types);
+    free(pk->h);
+}
+
+/* The runs of every sequence, and room for the largest packed step. */
+static candle_status packer_init(packer *pk, const candle_model *m, const candle_forward_input *in) {
+    size_t ns = (size_t)in->n_seq;
+    pk->ra = malloc(ns * sizeof *pk->ra);
+    pk->rb = malloc(ns * sizeof *pk->rb);
+    pk->lens = malloc(ns * sizeof *pk->lens);
+    if (!pk->ra || !pk->rb || !pk->lens) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward runs");
+    int64_t total = 0;
+    for (int64_t i = 0; i < in->n_seq; i++) {
+        candle_status st = find_run(in, i, &pk->ra[i], &pk->rb[i]);
+        if (st) return st;
+        total += pk->rb[i] - pk->ra[i];
+    }
+    int64_t most = in->n_tokens > FORWARD_PACK_TOKENS ? in->n_tokens : FORWARD_PACK_TOKENS;
+    pk->cap = total < most ? total : most;
+    pk->ids = malloc((size_t)pk->cap * sizeof *pk->ids);
+    pk->types = malloc((size_t)pk->cap * sizeof *pk->types);
+    pk->h = malloc((size_t)(pk->cap * m->cfg.n_embd) * sizeof *pk->h);
+    if (!pk->ids || !pk->types || !pk->h)
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states of %" PRId64 " tokens", pk->cap);
     return CANDLE_OK;
 }
 
@@ -157,17 +240,31 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
     candle_status st = check_input(m, in, kind, out, out_len);
     if (st) return st;
     runner r = {0};
+    packer pk = {0};
     float *scratch = NULL;
-    if ((st = runner_init(&r, m, in->n_tokens))) {
+    bool packs = m->cfg.kind != CANDLE_MODEL_DECODER_LM; /* an encoder */
+    if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in))) {
+        packer_free(&pk);
         runner_free(&r);
         return st;
     }
-    if (kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
+    if (!packs && kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
         scratch = malloc((size_t)(in->n_tokens * m->cfg.n_embd) * sizeof *scratch);
         if (!scratch) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");
     }
-    for (int64_t i = 0; !st && i < in->n_seq; i++) st = forward_seq(&r, in, i, kind, out, scratch);
+    for (int64_t i = 0; !st && i < in->n_seq;) {
+        if (!packs) {
+            st = forward_seq(&r, in, i, pk.ra[i], pk.rb[i], kind, out, scratch);
+            i++;
+            continue;
+        }
+        int64_t j = i, n = 0;
+        while (j < in->n_seq && (j == i || n + pk.rb[j] - pk.ra[j] <= pk.cap)) n += pk.rb[j] - pk.ra[j], j++;
+        st = forward_packed(&r, in, &pk, i, j, kind, out);
+        i = j;
+    }
     free(scratch);
+    packer_free(&pk);
     runner_free(&r);
     return st;
 }

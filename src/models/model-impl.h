@@ -196,10 +196,11 @@ candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n);
 candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n);
 /* Refuses a description the encoder builder does not implement. */
 candle_status encoder_check_desc(const model_family *f);
-/* The last hidden states [n, n_embd] of one sequence through an encoder;
- * types: its token types (NULL: all 0). */
-candle_tensor *encoder_hidden(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
-                              const int32_t *types, int64_t n);
+/* The last hidden states [sum(lens), n_embd] of n_seq sequences through an
+ * encoder, their tokens (and types, NULL: all 0) one after another:
+ * sequence s is lens[s] rows, after those of the sequences before it. */
+candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                                   const int32_t *types, const int64_t *lens, int64_t n_seq);
 /* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx; or
  * with `hidden` the last layer's states after the final norm [n or 1, n_embd]. */
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,

@@ -42,7 +42,8 @@ static bool ids_equal(const candle_encoder *e, const char *text, const json_valu
     return ok;
 }
 
-/* Embed every golden sentence one call at a time and all at once. */
+/* Embed the golden sentences all at once (one packed graph) and each in a
+ * call of its own: the same embeddings up to the products' summation order. */
 static void check_embeddings(const char *name, const candle_encoder *e, const json_value *g,
                              const char *key, int normalize, candle_pooling pool) {
     const json_value *sents = json_get(g, "sentences"), *embs = json_get(g, key);
@@ -65,6 +66,14 @@ static void check_embeddings(const char *name, const candle_encoder *e, const js
         if (!ids_equal(e, texts[i], json_at(json_get(g, "token_ids"), (size_t)i))) id_mismatch++;
     }
     CHECK_MSG(!id_mismatch, "%s: %d sentences tokenized differently", name, id_mismatch);
+    float *one = malloc((size_t)dim * sizeof *one);
+    double diff = 0;
+    for (int64_t i = 0; one && i < n; i++) {
+        CHECK(candle_encoder_embed(e, &texts[i], NULL, 1, &p, one, (size_t)dim) == CANDLE_OK);
+        for (int64_t k = 0; k < dim; k++) diff = fmax(diff, fabs((double)one[k] - out[i * dim + k]));
+    }
+    CHECK_MSG(one && diff < 1e-5, "%s %s: a sentence alone differs from the batch by %g", name, key, diff);
+    free(one);
     printf("%-22s %-18s %lld sentences, worst cosine %.7f\n", name, key, (long long)n, worst);
     free(texts);
     free(out);

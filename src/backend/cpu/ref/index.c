@@ -101,9 +101,13 @@ candle_status cpu_ref_concat(const cpu_task *task, candle_tensor *dst) {
         bool empty = false;
         for (int i = 0; i < r; i++) empty = empty || ushape[i] == 0;
         const char *xp = tensor_ptr(x);
+        /* units adjacent along the last dim in both: one copy per row */
+        int64_t run = r > 0 && x->stride[r - 1] == (int64_t)usz && dst->stride[r - 1] == (int64_t)usz
+                          ? ushape[r - 1] : 1;
+        if (run > 1) ushape[r - 1] = 1;
         if (!empty) do {
                 int64_t doff = nd_offset(r, at, dst->stride) + base * dst->stride[d];
-                memcpy(dp + doff, xp + nd_offset(r, at, x->stride), usz);
+                memcpy(dp + doff, xp + nd_offset(r, at, x->stride), usz * (size_t)run);
             } while (nd_next(r, ushape, at));
         base += d == r - 1 ? x->shape[d] / block : x->shape[d];
     }
