@@ -15,8 +15,9 @@
 #                   2000 requests from 16 clients and 20 storms of bad inputs,
 #                   then RSS, threads and descriptors back near their idle level
 #   make test-data  fetch the reference vocabularies and tokenizer.json files
-#                   (scripts/fetch-test-data.sh) and all-MiniLM-L6-v2
-#                   (scripts/fetch-minilm.sh) into build-data/, unless
+#                   (scripts/fetch-test-data.sh), all-MiniLM-L6-v2
+#                   (scripts/fetch-minilm.sh) and EmbeddingGemma-300M
+#                   (scripts/fetch-embeddinggemma.sh, 1.2 GB) into build-data/, unless
 #                   ../shared/data has them
 #   make clean      remove every build folder (distclean: and the fetched data)
 #   make help       this list
@@ -28,7 +29,7 @@ CMAKE ?= cmake
 FUZZ_TIME ?= 60
 # make test fuzzes each target for TEST_FUZZ_TIME s (FUZZ_TIME=N on the command
 # line overrides it there too).
-TEST_FUZZ_TIME ?= 20
+TEST_FUZZ_TIME ?= 15
 FUZZ_SEED ?= 1
 PREFIX ?= /usr/local
 
@@ -69,6 +70,7 @@ test: FUZZ_TIME = $(TEST_FUZZ_TIME)
 # Best effort: without the network the tests that need the data skip.
 test-data:
 	-bash scripts/fetch-minilm.sh >/dev/null
+	-bash scripts/fetch-embeddinggemma.sh >/dev/null
 	-bash scripts/fetch-whisper.sh >/dev/null
 	-bash scripts/fetch-whisper.sh base >/dev/null
 	-bash scripts/fetch-test-data.sh
