@@ -5,8 +5,8 @@
  *     on jfk.wav three times over (tiny.en greedy, conditioning on and off):
  *     every segment's tokens, text and times identical, avg_logprob and
  *     no_speech_prob close;
- *   - word_timestamps on jfk.wav (tiny.en and base beam 5, tiny.en greedy with
- *     the prompt) and on jfk three times over (tiny.en greedy): the same, and
+ *   - word_timestamps on jfk.wav (tiny.en and base beam 5, tiny.en greedy and
+ *     beam 5 with the prompt) and on jfk three times over (tiny.en greedy): the same, and
  *     every word's text identical, its start and end within WORD_TOL, its
  *     probability within 2e-3.
  * WORD_TOL: the reference rounds the times to 0.01 s, and they come from the

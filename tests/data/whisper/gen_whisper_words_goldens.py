@@ -10,7 +10,7 @@ vad_filter=False, temperature 0 alone: deterministic):
     window only);
   - word_timestamps=True on jfk.wav: tiny.en and base, beam 5; on jfk three
     times over with tiny.en greedy (the next window starts at the last word's
-    end).
+    end); with the initial prompt on jfk.wav, tiny.en greedy and beam 5.
 
 Each run: its options and the segments (seek, start, end, text, tokens,
 avg_logprob, no_speech_prob, words [start, end, word, probability]), into
@@ -79,6 +79,8 @@ def main():
     R.append(run(base, "base", "jfk", audio, beam_size=5, word_timestamps=True, language="en"))
     R.append(run(tiny, "tiny.en", "jfk3", jfk3, beam_size=1, word_timestamps=True))
     R.append(run(tiny, "tiny.en", "jfk", audio, beam_size=1, word_timestamps=True, initial_prompt=PROMPT))
+    # what `candle serve` decodes (beam 5) for a prompt with word granularity
+    R.append(run(tiny, "tiny.en", "jfk", audio, beam_size=5, word_timestamps=True, initial_prompt=PROMPT))
     with open(os.path.join(HERE, "whisper_words_goldens.json"), "w") as f:
         json.dump(out, f, indent=None, separators=(",", ":"), ensure_ascii=False)
         f.write("\n")
