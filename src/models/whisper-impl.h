@@ -62,6 +62,11 @@ candle_status cdl_whisper_place_words(cdl_wword *a, int64_t na, cdl_wsub *subs, 
 
 void cdl_whisper_words_free(cdl_wword *a, int64_t n);
 
+/* The text of ids (the ids from eot on, specials and timestamps, dropped),
+ * malloc'ed and NUL-terminated into *out, *len its bytes. */
+candle_status cdl_whisper_decode(const candle_tokenizer *tok, int32_t eot, const int32_t *ids, int64_t n, char **out,
+                                 size_t *len);
+
 /* Python's round(x, 2) (the decimal nearest the exact value). */
 double cdl_round2(double x);
 

@@ -748,28 +748,8 @@ static void timestamp_rules(const candle_whisper *w, const wopts *o, float *logi
 
 /* The text of tokens (text tokens only), malloc'ed. */
 static candle_status decode_text(const candle_whisper *w, const int32_t *ids, int64_t n, char **text) {
-    int64_t n_text = 0;
-    int32_t *text_ids = malloc((size_t)(n + 1) * sizeof *text_ids);
-    if (!text_ids) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < w->eot) text_ids[n_text++] = ids[i]; /* specials and timestamps follow the text */
-    size_t cap = 64 + (size_t)n_text * 16, len = 0;
-    char *t = malloc(cap);
-    candle_status s = t ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t, cap, &len)
-                        : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    if (s == CANDLE_ERR_INVALID_ARG && len + 1 > cap) {
-        char *t2 = realloc(t, len + 1);
-        s = t2 ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t2, len + 1, &len)
-               : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-        if (t2) t = t2;
-    }
-    free(text_ids);
-    if (s) {
-        free(t);
-        t = NULL;
-    }
-    *text = t;
-    return s;
+    size_t len;
+    return cdl_whisper_decode(w->tok, w->eot, ids, n, text, &len);
 }
 
 /* faster-whisper's get_compression_ratio: the UTF-8 bytes of the stripped

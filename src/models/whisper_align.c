@@ -163,9 +163,8 @@ static int64_t first_bad(const unsigned char *s, size_t n) {
     return -1;
 }
 
-/* The text of ids (specials dropped), malloc'ed, *len its bytes. */
-static candle_status decode(const candle_tokenizer *tok, int32_t eot, const int32_t *ids, int64_t n, char **out,
-                            size_t *len) {
+candle_status cdl_whisper_decode(const candle_tokenizer *tok, int32_t eot, const int32_t *ids, int64_t n, char **out,
+                                 size_t *len) {
     int32_t *t = malloc((size_t)(n ? n : 1) * sizeof *t);
     int64_t k = 0;
     if (!t) return oom();
@@ -231,14 +230,14 @@ candle_status cdl_whisper_split_words(const candle_tokenizer *tok, int32_t eot, 
     if (!s) {
         memcpy(ids, text, (size_t)T * sizeof *ids);
         ids[T] = eot;
-        s = decode(tok, eot, ids, n, &full, &full_len);
+        s = cdl_whisper_decode(tok, eot, ids, n, &full, &full_len);
     }
     /* split_tokens_on_unicode: a piece ends where its tokens decode whole */
     int64_t k = 0, from = 0;
     for (int64_t i = 0; !s && i < n; i++) {
         char *d = NULL;
         size_t len = 0;
-        s = decode(tok, eot, ids + from, i + 1 - from, &d, &len);
+        s = cdl_whisper_decode(tok, eot, ids + from, i + 1 - from, &d, &len);
         if (s) break;
         int64_t bad = first_bad((const unsigned char *)d, len);
         size_t at = off + (size_t)bad;
