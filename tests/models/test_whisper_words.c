@@ -28,6 +28,7 @@
 #include "candle/candle.h"
 #include "core/json-impl.h"
 #include "test.h"
+#include "whisper-test.h"
 
 #define WORD_TOL 0.0201
 
@@ -200,7 +201,7 @@ static void check_refusals(const candle_whisper *w, const float *x, size_t n) {
 }
 
 int main(void) {
-    char tiny[2048], base[2048], path[4096], wav[4096];
+    char tiny[2048], base[2048], wav[4096];
     const char *cache = getenv("CANDLE_DATA_CACHE");
     snprintf(tiny, sizeof tiny, "%s/models/whisper-tiny-en", cache && cache[0] ? cache : "build-data");
     snprintf(base, sizeof base, "%s/models/whisper-base", cache && cache[0] ? cache : "build-data");
@@ -216,22 +217,11 @@ int main(void) {
     CHECK_MSG(candle_audio_load(wav, &x, &n) == CANDLE_OK, "%s", candle_last_errmsg());
     if (x) three = malloc(3 * n * sizeof *three);
     for (size_t i = 0; three && i < 3; i++) memcpy(three + i * n, x, n * sizeof *three);
-    candle_whisper *wt = NULL, *wb = NULL;
+    candle_whisper *wt = NULL, *wb = wtest_load_optional(base);
     CHECK_MSG(candle_whisper_load(&wt, tiny, NULL) == CANDLE_OK, "%s", candle_last_errmsg());
-    snprintf(path, sizeof path, "%s/model.bin", base);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        fclose(f);
-        CHECK_MSG(candle_whisper_load(&wb, base, NULL) == CANDLE_OK, "%s", candle_last_errmsg());
-    } else {
-        printf("SKIP (part): whisper base absent at %s (scripts/fetch-whisper.sh base)\n", base);
-    }
-    test_path("tests/data/whisper/whisper_words_goldens.json", path, sizeof path);
-    size_t glen = 0;
-    char *gtext = test_read_file(path, &glen);
-    json_doc *doc = NULL;
-    CHECK_MSG(gtext && json_parse(&doc, gtext, glen, path, NULL) == CANDLE_OK,
-              "%s (make it with /work/venv-fw/bin/python tests/data/whisper/gen_whisper_words_goldens.py)", path);
+    char *gtext;
+    json_doc *doc;
+    wtest_goldens("whisper_words_goldens.json", "gen_whisper_words_goldens.py (/work/venv-fw)", &gtext, &doc);
     const json_value *runs = doc ? json_get(json_root(doc), "runs") : NULL;
     const char *prompt = doc ? str(json_root(doc), "prompt") : NULL;
     const bool sanitized = test_sanitized();
