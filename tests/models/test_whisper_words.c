@@ -6,7 +6,8 @@
  *     every segment's tokens, text and times identical, avg_logprob and
  *     no_speech_prob close;
  *   - word_timestamps on jfk.wav (tiny.en and base beam 5, tiny.en greedy and
- *     beam 5 with the prompt) and on jfk three times over (tiny.en greedy): the same, and
+ *     beam 5 with the prompt, greedy without timestamp tokens) and on jfk
+ *     three times over (tiny.en greedy): the same, and
  *     every word's text identical, its start and end within WORD_TOL, its
  *     probability within 2e-3.
  * WORD_TOL: the reference rounds the times to 0.01 s, and they come from the
@@ -18,8 +19,8 @@
  * tokens equal those of the same prompt given as its last 223 ids. Bad
  * initial_prompt_tokens are refused. Skips when tiny.en or the audio is
  * absent; the base runs are skipped (and said so) without whisper-base. The
- * sanitizer run (test_sanitized) checks the greedy runs with the prompt and
- * words on jfk.wav and the long prompt only. */
+ * sanitizer run (test_sanitized) checks the greedy runs on jfk.wav with the
+ * prompt or without timestamps and the long prompt only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,14 +71,15 @@ static void check_words(const char *tag, int64_t si, const candle_whisper_segmen
 
 static void check_run(const candle_whisper *w, const json_value *run, const float *x, size_t n) {
     const char *name = str(run, "model"), *cl = str(run, "clip"), *prompt = str(run, "initial_prompt");
-    bool cond = true, words = false;
+    bool cond = true, words = false, no_ts = false;
     int64_t beam = 5;
+    json_as_bool(json_get(run, "without_timestamps"), &no_ts);
     json_as_bool(json_get(run, "condition_on_previous_text"), &cond);
     json_as_bool(json_get(run, "word_timestamps"), &words);
     json_as_i64(json_get(run, "beam_size"), &beam);
     char tag[128];
-    snprintf(tag, sizeof tag, "%s %s beam %d cond %d prompt %d words %d", name, cl, (int)beam, cond, prompt != NULL,
-             words);
+    snprintf(tag, sizeof tag, "%s %s beam %d cond %d prompt %d words %d%s", name, cl, (int)beam, cond,
+             prompt != NULL, words, no_ts ? " no timestamps" : "");
     candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
     static const float t0[1] = {0.0f};
     p.temperatures = t0;
@@ -86,6 +88,7 @@ static void check_run(const candle_whisper *w, const json_value *run, const floa
     p.condition_on_previous_text = cond;
     p.initial_prompt = prompt;
     p.word_timestamps = words;
+    p.timestamps = !no_ts;
     if (name && !strcmp(name, "base")) p.language = "en";
     candle_whisper_result r;
     CHECK_MSG(candle_whisper_transcribe(w, x, n, &p, &r) == CANDLE_OK, "%s: %s", tag, candle_last_errmsg());
@@ -225,7 +228,8 @@ int main(void) {
     const json_value *runs = doc ? json_get(json_root(doc), "runs") : NULL;
     const char *prompt = doc ? str(json_root(doc), "prompt") : NULL;
     const bool sanitized = test_sanitized();
-    if (sanitized) printf("sanitizer run: the greedy runs on jfk.wav with the prompt, the long prompt\n");
+    if (sanitized)
+        printf("sanitizer run: the greedy runs on jfk.wav with the prompt or without timestamps, the long prompt\n");
     int n_runs = 0, n_word_runs = 0;
     for (size_t i = 0; wt && three && runs && i < runs->n; i++) {
         const json_value *run = json_at(runs, i);
@@ -237,12 +241,14 @@ int main(void) {
         json_as_bool(json_get(run, "word_timestamps"), &words);
         if (!w || !cl) continue;
         bool jfk3 = !strcmp(cl, "jfk3");
-        if (sanitized && (w != wt || jfk3 || beam != 1 || !str(run, "initial_prompt"))) continue;
+        bool no_ts = false;
+        json_as_bool(json_get(run, "without_timestamps"), &no_ts);
+        if (sanitized && (w != wt || jfk3 || beam != 1 || !(str(run, "initial_prompt") || no_ts))) continue;
         check_run(w, run, jfk3 ? three : x, jfk3 ? 3 * n : n);
         n_runs++;
         n_word_runs += words;
     }
-    CHECK_MSG(n_runs >= (sanitized ? 2 : 5) && n_word_runs >= 1, "%d runs, %d with words", n_runs, n_word_runs);
+    CHECK_MSG(n_runs >= (sanitized ? 3 : 5) && n_word_runs >= 1, "%d runs, %d with words", n_runs, n_word_runs);
     printf("%d runs (%d with words): %d words, worst |dt| %.3f s, worst |dp| %.2g\n", n_runs, n_word_runs,
            n_words_checked, worst_dt, worst_dp);
     if (wt && x && prompt) check_long_prompt(wt, x, n, prompt);

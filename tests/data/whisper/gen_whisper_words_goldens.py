@@ -10,7 +10,8 @@ vad_filter=False, temperature 0 alone: deterministic):
     window only);
   - word_timestamps=True on jfk.wav: tiny.en and base, beam 5; on jfk three
     times over with tiny.en greedy (the next window starts at the last word's
-    end); with the initial prompt on jfk.wav, tiny.en greedy and beam 5.
+    end); with the initial prompt on jfk.wav, tiny.en greedy and beam 5;
+    without timestamp tokens on jfk.wav, tiny.en greedy.
 
 Each run: its options and the segments (seek, start, end, text, tokens,
 avg_logprob, no_speech_prob, words [start, end, word, probability]), into
@@ -40,6 +41,8 @@ def run(model, name, clip, samples, **kw):
          "condition_on_previous_text": kw.get("condition_on_previous_text", True),
          "initial_prompt": kw.get("initial_prompt"), "word_timestamps": kw.get("word_timestamps", False),
          "segments": []}
+    if kw.get("without_timestamps"):
+        r["without_timestamps"] = True
     for s in segs:
         g = {"seek": s.seek, "start": s.start, "end": s.end, "text": s.text, "tokens": list(s.tokens),
              "avg_logprob": s.avg_logprob, "no_speech_prob": s.no_speech_prob}
@@ -81,6 +84,9 @@ def main():
     R.append(run(tiny, "tiny.en", "jfk", audio, beam_size=1, word_timestamps=True, initial_prompt=PROMPT))
     # what `candle serve` decodes (beam 5) for a prompt with word granularity
     R.append(run(tiny, "tiny.en", "jfk", audio, beam_size=5, word_timestamps=True, initial_prompt=PROMPT))
+    # without timestamp tokens: each window is one segment, and the next
+    # starts at its last word's end (here into the hallucinated tail)
+    R.append(run(tiny, "tiny.en", "jfk", audio, beam_size=1, word_timestamps=True, without_timestamps=True))
     with open(os.path.join(HERE, "whisper_words_goldens.json"), "w") as f:
         json.dump(out, f, indent=None, separators=(",", ":"), ensure_ascii=False)
         f.write("\n")
