@@ -49,6 +49,16 @@ CANDLE_API const candle_tokenizer *candle_whisper_tokenizer(const candle_whisper
 CANDLE_API candle_status candle_whisper_encode(const candle_whisper *w, const float *mel,
                                                int n_threads, float *out, size_t out_len);
 
+/* A word of a segment (word_timestamps), as faster-whisper's Word: its
+ * text with the space before it and the punctuation merged into it, start
+ * and end in seconds from the start of the audio (rounded to 0.01 s), and
+ * the mean probability of its tokens. */
+typedef struct candle_whisper_word {
+    double t0, t1;
+    char *word; /* NUL-terminated */
+    float probability;
+} candle_whisper_word;
+
 /* One segment of a transcript: the text between two timestamp tokens (or a
  * whole window when timestamps are off). */
 typedef struct candle_whisper_segment {
@@ -61,6 +71,9 @@ typedef struct candle_whisper_segment {
     float avg_logprob;   /* of its window: sum of log-probabilities / (tokens + 1) */
     float compression_ratio; /* of its window's text: bytes / zlib-compressed bytes */
     float no_speech_prob;    /* of its window: P(<|nospeech|>) at <|startoftranscript|> */
+    /* word_timestamps: its words in order (n_words of them), else NULL, 0 */
+    candle_whisper_word *words;
+    int64_t n_words;
 } candle_whisper_segment;
 
 /* Called with each segment as soon as its window is decoded, in order. A
@@ -113,6 +126,29 @@ typedef struct candle_whisper_transcribe_params {
      * and the task. English-only models ignore both (no such tokens). */
     const char *language;
     bool translate; /* <|translate|>: English text from speech in any language */
+    /* An initial prompt (faster-whisper's initial_prompt): " " + the text
+     * stripped, encoded, before the first window's tokens as if it had been
+     * transcribed: <|startofprev|> and the last n_text_ctx / 2 - 1 tokens of
+     * it and of the text so far come before <|startoftranscript|>. With
+     * condition_on_previous_text off it prompts the first window only. NULL:
+     * initial_prompt_tokens (n_initial_prompt_tokens of them, ids below
+     * n_vocab) if any, else none. */
+    const char *initial_prompt;
+    const int32_t *initial_prompt_tokens;
+    int64_t n_initial_prompt_tokens;
+    /* Word timestamps, as faster-whisper's word_timestamps=True: each
+     * window's text tokens aligned to its frames by a second decoder pass
+     * (the cross-attention of config.json's alignment_heads, else every head
+     * of the last half of the decoder layers: softmax over the window's
+     * frames, normalized over the tokens, a median filter of width 7, the
+     * mean over the heads, dynamic time warping), split into words (at
+     * spaces and punctuation; punctuation merged into the word before or
+     * after it), and the reference's adjustments of long words and of the
+     * segments' start and end to their words. The next window starts at the
+     * last word's end. prepend/append_punctuations: NULL for the reference's
+     * defaults ("'“¿([{- and "'.。,，!！?？:：”)]}、). */
+    bool word_timestamps;
+    const char *prepend_punctuations, *append_punctuations;
 } candle_whisper_transcribe_params;
 
 CANDLE_API candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void);

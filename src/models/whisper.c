@@ -17,6 +17,7 @@
 #include "candle/whisper.h"
 #include "core/json-impl.h"
 #include "model-impl.h"
+#include "whisper-impl.h"
 
 #ifdef CANDLE_HAVE_ZLIB
 #include <zlib.h>
@@ -26,6 +27,7 @@
 #define WHISPER_LN_EPS 1e-5
 #define WHISPER_MAX_SUPPRESS 1024
 #define WHISPER_MAX_LANGS 128
+#define WHISPER_MAX_ALIGN 1024 /* alignment heads */
 
 typedef struct wlin {
     candle_tensor *w, *b; /* [out, in], [out] or NULL */
@@ -58,6 +60,9 @@ struct candle_whisper {
     int32_t lang_ids[WHISPER_MAX_LANGS], transcribe_tok, translate_tok;
     char lang_codes[WHISPER_MAX_LANGS][16];
     int n_lang;
+    /* the cross-attention heads of the word alignment (layer, head), by layer */
+    int16_t align_l[WHISPER_MAX_ALIGN], align_h[WHISPER_MAX_ALIGN];
+    int n_align;
 };
 
 candle_whisper_params candle_whisper_default_params(void) {
@@ -82,7 +87,13 @@ candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) 
                                               .patience = 1.0f,
                                               .length_penalty = 1.0f,
                                               .language = NULL,
-                                              .translate = false};
+                                              .translate = false,
+                                              .initial_prompt = NULL,
+                                              .initial_prompt_tokens = NULL,
+                                              .n_initial_prompt_tokens = 0,
+                                              .word_timestamps = false,
+                                              .prepend_punctuations = NULL,
+                                              .append_punctuations = NULL};
 }
 
 /* ---- loading ---- */
@@ -271,6 +282,26 @@ static candle_status load_config(candle_whisper *w, const char *dir) {
     w->n_suppress_begin = read_ids(json_get(root, "suppress_ids_begin"), w->suppress_begin, w->d.n_vocab);
     w->n_lang = read_ids(json_get(root, "lang_ids"), w->lang_ids, w->d.n_vocab);
     if (w->n_lang > WHISPER_MAX_LANGS) w->n_lang = WHISPER_MAX_LANGS;
+    /* alignment_heads [[layer, head], ...] grouped by layer, as CTranslate2's
+     * set_alignment_heads orders them; without them openai-whisper's default,
+     * every head of the last half of the layers */
+    const json_value *ah = json_get(root, "alignment_heads");
+    int64_t nl = w->d.n_text_layer, nh = w->d.n_head;
+    for (int64_t l = 0; l < nl; l++)
+        for (size_t i = 0; ah && i < ah->n && w->n_align < WHISPER_MAX_ALIGN; i++) {
+            int64_t L, H;
+            const json_value *e = json_at(ah, i);
+            if (e && e->n == 2 && json_as_i64(json_at(e, 0), &L) && json_as_i64(json_at(e, 1), &H) && L == l && H >= 0 &&
+                H < nh) {
+                w->align_l[w->n_align] = (int16_t)L;
+                w->align_h[w->n_align++] = (int16_t)H;
+            }
+        }
+    for (int64_t l = nl / 2; !w->n_align && l < nl; l++)
+        for (int64_t h = 0; h < nh && w->n_align < WHISPER_MAX_ALIGN; h++) {
+            w->align_l[w->n_align] = (int16_t)l;
+            w->align_h[w->n_align++] = (int16_t)h;
+        }
     json_free(doc);
     return CANDLE_OK;
 }
@@ -476,6 +507,9 @@ typedef struct wdec {
     int n_slots;
     candle_ctx_mark base, mark;
     int64_t pos; /* the next position, the same for every slot */
+    /* the word alignment's pass: each layer's cross-attention queries kept */
+    bool capture;
+    candle_tensor *cq[WHISPER_MAX_LAYERS];
 } wdec;
 
 static candle_status dec_init(wdec *st, const candle_whisper *w, int n_threads, int n_slots) {
@@ -546,7 +580,7 @@ static candle_tensor *dec_block(wdec *st, const wlayer *l, int64_t il, candle_te
     int64_t ns = d->n_state, n = nb > 1 ? 1 : x->shape[0];
     int64_t hs[3] = {n, d->n_head, ns / d->n_head};
     candle_tensor *y = lin(ctx, norm(ctx, x, &l->attn_ln), &l->qkv);
-    candle_tensor *outs[WHISPER_MAX_BATCH], *o;
+    candle_tensor *outs[WHISPER_MAX_BATCH] = {0}, *o;
     for (int b = 0; b < nb && y; b++) {
         candle_tensor *yb = nb > 1 ? candle_narrow(ctx, y, 0, b, 1) : y;
         candle_tensor *q = to_heads(ctx, d, candle_narrow(ctx, yb, 1, 0, ns));
@@ -559,6 +593,7 @@ static candle_tensor *dec_block(wdec *st, const wlayer *l, int64_t il, candle_te
     o = nb > 1 ? candle_concat(ctx, outs, nb, 0) : outs[0];
     x = candle_add(ctx, x, lin(ctx, o, &l->attn_out));
     candle_tensor *q = to_heads(ctx, d, lin(ctx, norm(ctx, x, &l->cross_ln), &l->cross_q));
+    if (st->capture) st->cq[il] = candle_contiguous(ctx, q);
     o = candle_attention(ctx, q, st->ck[il], st->cv[il], NULL, 0, false);
     x = candle_add(ctx, x, lin(ctx, from_heads(ctx, d, o), &l->cross_out));
     return mlp(ctx, l, x);
@@ -713,28 +748,8 @@ static void timestamp_rules(const candle_whisper *w, const wopts *o, float *logi
 
 /* The text of tokens (text tokens only), malloc'ed. */
 static candle_status decode_text(const candle_whisper *w, const int32_t *ids, int64_t n, char **text) {
-    int64_t n_text = 0;
-    int32_t *text_ids = malloc((size_t)(n + 1) * sizeof *text_ids);
-    if (!text_ids) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < w->eot) text_ids[n_text++] = ids[i]; /* specials and timestamps follow the text */
-    size_t cap = 64 + (size_t)n_text * 16, len = 0;
-    char *t = malloc(cap);
-    candle_status s = t ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t, cap, &len)
-                        : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    if (s == CANDLE_ERR_INVALID_ARG && len + 1 > cap) {
-        char *t2 = realloc(t, len + 1);
-        s = t2 ? candle_tokenizer_decode(w->tok, text_ids, n_text, false, t2, len + 1, &len)
-               : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-        if (t2) t = t2;
-    }
-    free(text_ids);
-    if (s) {
-        free(t);
-        t = NULL;
-    }
-    *text = t;
-    return s;
+    size_t len;
+    return cdl_whisper_decode(w->tok, w->eot, ids, n, text, &len);
 }
 
 /* faster-whisper's get_compression_ratio: the UTF-8 bytes of the stripped
@@ -1134,21 +1149,34 @@ typedef struct wrun {
     wopts o;
     candle_whisper_result *r;
     int64_t cap_segments;
-    tokbuf all;           /* the tokens of every kept segment, the prompt's source */
+    tokbuf all;           /* the initial prompt's then every kept segment's tokens, the prompt's source */
     int64_t reset_since;  /* the prompt uses all.ids[reset_since..] */
     bool stopped;         /* the callback asked to stop */
+    double last_speech;   /* word timestamps: the end of the last segment with words */
 } wrun;
 
 /* A segment [t0, t1] of tokens kept (unless empty) and handed on. */
+static void words_free(candle_whisper_word *w, int64_t n) {
+    for (int64_t i = 0; w && i < n; i++) free(w[i].word);
+    free(w);
+}
+
+/* A segment [t0, t1] of tokens kept (unless empty) and handed on; it takes
+ * the words (freed when the segment is dropped). */
 static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, double t1, int64_t seek,
-                          float temp, float avg_lp, float cr, float nsp) {
+                          float temp, float avg_lp, float cr, float nsp, candle_whisper_word *words,
+                          int64_t n_words) {
     char *text = NULL;
     candle_status s = decode_text(R->w, toks, n, &text);
-    if (s) return s;
+    if (s) {
+        words_free(words, n_words);
+        return s;
+    }
     bool blank = true;
     for (const char *c = text; *c && blank; c++) blank = *c == ' ' || *c == '\t' || *c == '\n' || *c == '\r';
     if (t0 == t1 || blank) {
         free(text);
+        words_free(words, n_words);
         return CANDLE_OK;
     }
     candle_whisper_result *r = R->r;
@@ -1157,6 +1185,7 @@ static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, do
         candle_whisper_segment *g = realloc(r->segments, (size_t)cap * sizeof *g);
         if (!g) {
             free(text);
+            words_free(words, n_words);
             return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
         }
         r->segments = g;
@@ -1165,10 +1194,12 @@ static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, do
     candle_whisper_segment *g = &r->segments[r->n_segments];
     *g = (candle_whisper_segment){.t0 = t0, .t1 = t1, .text = text, .n_tokens = n, .seek = seek,
                                   .temperature = temp, .avg_logprob = avg_lp, .compression_ratio = cr,
-                                  .no_speech_prob = nsp};
+                                  .no_speech_prob = nsp, .words = words, .n_words = n_words};
     g->tokens = malloc((size_t)(n ? n : 1) * sizeof *g->tokens);
     if (!g->tokens) {
         free(text);
+        words_free(words, n_words);
+        g->words = NULL;
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     }
     memcpy(g->tokens, toks, (size_t)n * sizeof *toks);
@@ -1179,40 +1210,215 @@ static candle_status emit(wrun *R, const int32_t *toks, int64_t n, double t0, do
     return CANDLE_OK;
 }
 
-/* faster-whisper's _split_segments_by_timestamps of a window's tokens:
- * emits the segments and returns the next seek. */
-static candle_status split_segments(wrun *R, const int32_t *t, int64_t n, size_t *seek, size_t segment_size,
-                                    float temp, float avg_lp, float cr, float nsp) {
+/* A segment of a window's tokens: t[off, off + len). */
+typedef struct wseg {
+    int64_t off, len;
+    cdl_wsub sub; /* its start and end, its words */
+} wseg;
+
+/* faster-whisper's _split_segments_by_timestamps of a window's tokens t[n]:
+ * the segments into g (at most n), their count returned; the next seek and
+ * whether the text ended on a single timestamp. */
+static int64_t split_segments(const wrun *R, const int32_t *t, int64_t n, size_t *seek, size_t segment_size,
+                              wseg *g, bool *single_ending_out) {
     int32_t tb = R->o.ts_begin;
     double time_offset = (double)*seek * WHISPER_FRAME_SECONDS;
-    int64_t s0 = (int64_t)*seek;
     bool single_ending = n >= 2 && t[n - 2] < tb && t[n - 1] >= tb;
     bool consecutive = false;
     for (int64_t i = 1; i < n && !consecutive; i++) consecutive = t[i] >= tb && t[i - 1] >= tb;
-    candle_status s = CANDLE_OK;
+    *single_ending_out = single_ending;
+    int64_t ng = 0;
     if (consecutive) {
         int64_t last = 0;
-        for (int64_t i = 1; i <= n && !s && !R->stopped; i++) {
+        for (int64_t i = 1; i <= n; i++) {
             bool cut = i < n ? t[i] >= tb && t[i - 1] >= tb : single_ending;
             if (!cut) continue;
-            const int32_t *sl = t + last;
             int64_t len = i - last;
-            double start = time_offset + (sl[0] - tb) * WHISPER_TIME_PRECISION;
-            double end = time_offset + (sl[len - 1] - tb) * WHISPER_TIME_PRECISION;
-            s = emit(R, sl, len, start, end, s0, temp, avg_lp, cr, nsp);
+            g[ng++] = (wseg){.off = last, .len = len,
+                             .sub = {.start = time_offset + (t[last] - tb) * WHISPER_TIME_PRECISION,
+                                     .end = time_offset + (t[last + len - 1] - tb) * WHISPER_TIME_PRECISION}};
             last = i;
         }
         if (single_ending) *seek += segment_size; /* no speech after the last timestamp */
         else *seek += (size_t)(t[last - 1] - tb) * WHISPER_INPUT_STRIDE; /* the unfinished segment again */
-        return s;
+        return ng;
     }
     double duration = (double)segment_size * WHISPER_FRAME_SECONDS;
     int32_t last_ts = -1;
     for (int64_t i = 0; i < n; i++)
         if (t[i] >= tb) last_ts = t[i];
     if (R->o.p.timestamps && last_ts > tb) duration = (last_ts - tb) * WHISPER_TIME_PRECISION;
-    s = emit(R, t, n, time_offset, time_offset + duration, s0, temp, avg_lp, cr, nsp);
+    g[0] = (wseg){.off = 0, .len = n, .sub = {.start = time_offset, .end = time_offset + duration}};
     *seek += segment_size;
+    return 1;
+}
+
+/* The sot sequence of the window: <|startoftranscript|> [language, task]. */
+static int64_t sot_sequence(const wrun *R, int32_t *out) {
+    const candle_whisper *w = R->w;
+    int64_t n = 0;
+    out[n++] = w->sot;
+    if (R->o.lang_tok >= 0) { /* faster-whisper's sot_sequence of a multilingual model */
+        out[n++] = R->o.lang_tok;
+        out[n++] = R->o.p.translate ? w->translate_tok : w->transcribe_tok;
+    }
+    return n;
+}
+
+/* CTranslate2's WhisperReplica::align on the window in st: the decoder on
+ * sot sequence, <|notimestamps|>, the T text tokens and <|endoftext|> from
+ * position 0 (slot 0; the window's decoding is done); the raw scores of the
+ * alignment heads' queries against the first num_frames / 2 encoder frames
+ * (cdl_whisper_alignment: jump[T + 1]); probs[t] the probability of text[t]
+ * among the text tokens (a softmax over the ids below <|endoftext|>). */
+static candle_status align_window(wdec *st, const wrun *R, const int32_t *text, int64_t T, size_t num_frames,
+                                  double *jump, float *probs) {
+    const candle_whisper *w = st->w;
+    const candle_whisper_dims *d = &w->d;
+    candle_ctx *ctx = st->ctx;
+    int32_t seq_head[4];
+    int64_t off = sot_sequence(R, seq_head), N = off + 1 + T + 1, nv = d->n_vocab, D = d->n_state / d->n_head;
+    int64_t F = (int64_t)num_frames / 2, H = d->n_head, nh = w->n_align;
+    if (F < 1) F = 1;
+    if (F > d->n_audio_ctx) F = d->n_audio_ctx;
+    if (N > d->n_text_ctx)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper: %lld tokens to align, past the text context of %lld",
+                             (long long)N, (long long)d->n_text_ctx);
+    int32_t *seq = malloc((size_t)N * sizeof *seq), pos[WHISPER_STEP_MAX];
+    float *scores = malloc((size_t)(nh * N * F) * sizeof *scores);
+    float *lg = malloc((size_t)(WHISPER_STEP_MAX * nv) * sizeof *lg);
+    float *q = malloc((size_t)(H * WHISPER_STEP_MAX * D) * sizeof *q);
+    candle_status s = seq && scores && lg && q ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!s) {
+        memcpy(seq, seq_head, (size_t)off * sizeof *seq);
+        seq[off] = w->no_timestamps;
+        memcpy(seq + off + 1, text, (size_t)T * sizeof *seq);
+        seq[N - 1] = w->eot;
+    }
+    const float scale = 1.0f / sqrtf((float)D); /* CTranslate2 scales the queries */
+    st->pos = 0;
+    for (int64_t i0 = 0; !s && i0 < N; i0 += WHISPER_STEP_MAX) {
+        int64_t n = N - i0 < WHISPER_STEP_MAX ? N - i0 : WHISPER_STEP_MAX;
+        candle_ctx_reset(ctx, st->mark);
+        for (int64_t i = 0; i < n; i++) pos[i] = (int32_t)(i0 + i);
+        candle_tensor *tt = candle_tensor_from_i32(ctx, 1, &n, seq + i0), *pt = candle_tensor_from_i32(ctx, 1, &n, pos);
+        candle_tensor *x = candle_add(ctx, candle_embedding(ctx, w->tok_embd, tt), candle_embedding(ctx, w->dec_pos, pt));
+        int slot = 0;
+        st->capture = true;
+        for (int64_t il = 0; il < d->n_text_layer && x; il++) x = dec_block(st, &w->dec[il], il, x, 1, &slot);
+        st->capture = false;
+        candle_tensor *outs[1 + WHISPER_MAX_LAYERS];
+        int no = 0;
+        outs[no++] = candle_contiguous(ctx, candle_linear(ctx, norm(ctx, x, &w->dec_ln), w->tok_embd, NULL));
+        for (int64_t il = 0; il < d->n_text_layer; il++) outs[no++] = st->cq[il];
+        for (int k = 0; k < no && !candle_errcode(ctx); k++)
+            if (!outs[k]) cdl_set_error(ctx, CANDLE_ERR_INTERNAL, "whisper: alignment graph");
+        candle_graph *g = candle_errcode(ctx) ? NULL : candle_graph_build(ctx, outs, no);
+        s = g ? candle_graph_compute(ctx, g) : candle_errcode(ctx);
+        if (!s) s = candle_tensor_to_f32(outs[0], lg);
+        if (s) {
+            s = cdl_set_error(NULL, s, "whisper: %s", candle_errmsg(ctx));
+            break;
+        }
+        /* the probabilities of the text tokens: rows off .. off + T - 1 predict them */
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = i0 + i - off;
+            if (r < 0 || r >= T) continue;
+            const float *row = lg + i * nv;
+            float m = -INFINITY, sum = 0;
+            for (int64_t v = 0; v < w->eot; v++) m = fmaxf(m, row[v]);
+            for (int64_t v = 0; v < w->eot; v++) sum += expf(row[v] - m);
+            probs[r] = text[r] < w->eot ? expf(row[text[r]] - m) / sum : 0;
+        }
+        /* the alignment heads' scores: queries [H][n][D] against keys [H][1500][D] */
+        for (int a = 0; a < nh && !s; a++) {
+            int l = w->align_l[a], h = w->align_h[a];
+            if (a == 0 || l != w->align_l[a - 1]) s = candle_tensor_to_f32(st->cq[l], q);
+            const float *K = candle_tensor_data(st->ck[l]);
+            for (int64_t i = 0; i < n && !s; i++) {
+                float qs[256];
+                const float *qr = q + (h * n + i) * D;
+                for (int64_t e = 0; e < D && e < 256; e++) qs[e] = qr[e] * scale;
+                float *out = scores + ((size_t)a * (size_t)N + (size_t)(i0 + i)) * (size_t)F;
+                for (int64_t f = 0; f < F; f++) {
+                    const float *kr = K + ((size_t)h * (size_t)d->n_audio_ctx + (size_t)f) * (size_t)D;
+                    float acc = 0;
+                    for (int64_t e = 0; e < D; e++) acc += qs[e] * kr[e];
+                    out[f] = acc;
+                }
+            }
+        }
+        st->pos += n;
+    }
+    if (!s && D > 256) s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: head size %lld", (long long)D);
+    if (!s) s = cdl_whisper_alignment(scores, (int)nh, N, F, 7, off, T, jump);
+    free(seq);
+    free(scores);
+    free(lg);
+    free(q);
+    return s;
+}
+
+static const char *lang_by_char[] = {"zh", "ja", "th", "lo", "my", "yue"};
+
+/* faster-whisper's add_word_timestamps for one window (its segments g[ng]
+ * from the tokens t, after seek) and the alignment it calls. */
+static candle_status window_words(wdec *st, wrun *R, const int32_t *t, wseg *g, int64_t ng, size_t num_frames,
+                                  size_t seek) {
+    const candle_whisper *w = R->w;
+    int64_t T = 0;
+    for (int64_t k = 0; k < ng; k++) {
+        g[k].sub.n_text = 0;
+        for (int64_t i = 0; i < g[k].len; i++) g[k].sub.n_text += t[g[k].off + i] < w->eot;
+        T += g[k].sub.n_text;
+    }
+    int32_t *text = malloc((size_t)(T ? T : 1) * sizeof *text);
+    double *jump = malloc((size_t)(T + 1) * sizeof *jump);
+    float *probs = malloc((size_t)(T ? T : 1) * sizeof *probs);
+    candle_status s = text && jump && probs ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    int64_t k = 0;
+    for (int64_t j = 0; !s && j < ng; j++)
+        for (int64_t i = 0; i < g[j].len; i++)
+            if (t[g[j].off + i] < w->eot) text[k++] = t[g[j].off + i];
+    if (!s) s = align_window(st, R, text, T, num_frames, jump, probs);
+    cdl_wword *a = NULL;
+    int64_t na = 0;
+    bool by_char = false;
+    for (size_t i = 0; i < sizeof lang_by_char / sizeof *lang_by_char; i++)
+        by_char = by_char || !strcmp(R->r->language, lang_by_char[i]);
+    if (!s) s = cdl_whisper_split_words(w->tok, w->eot, text, T, by_char, &a, &na);
+    if (!s) {
+        /* find_alignment: the words but the last (<|endoftext|>), from the
+         * jump at their first token to the jump at the next word's */
+        if (na <= 1) na = 1;
+        int64_t b = 0;
+        for (int64_t i = 0; i + 1 < na; i++) {
+            int64_t e = b + a[i].ntok;
+            if (e > T) e = T;
+            a[i].start = jump[b];
+            a[i].end = jump[e];
+            double sum = 0;
+            for (int64_t j = b; j < e; j++) sum += probs[j];
+            a[i].prob = e > b ? sum / (double)(e - b) : NAN;
+            b = e;
+        }
+        cdl_wsub *subs = malloc((size_t)ng * sizeof *subs);
+        if (!subs) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        for (int64_t j = 0; !s && j < ng; j++) subs[j] = g[j].sub;
+        const candle_whisper_transcribe_params *p = &R->o.p;
+        if (!s)
+            s = cdl_whisper_place_words(a, na - 1, subs, ng, (double)seek / 100.0,
+                                        p->prepend_punctuations ? p->prepend_punctuations : "\"'\xe2\x80\x9c\xc2\xbf([{-",
+                                        p->append_punctuations ? p->append_punctuations
+                                                               : "\"'.\xe3\x80\x82,\xef\xbc\x8c!\xef\xbc\x81?\xef\xbc\x9f:\xef\xbc\x9a\xe2\x80\x9d)]}\xe3\x80\x81",
+                                        &R->last_speech);
+        for (int64_t j = 0; subs && j < ng; j++) g[j].sub = subs[j]; /* the words, freed by the caller on error */
+        free(subs);
+    }
+    cdl_whisper_words_free(a, na);
+    free(text);
+    free(jump);
+    free(probs);
     return s;
 }
 
@@ -1227,11 +1433,7 @@ static int64_t make_prompt(const wrun *R, int32_t *prompt) {
         memcpy(prompt + n, R->all.ids + R->all.n - n_prev, (size_t)n_prev * sizeof *prompt);
         n += n_prev;
     }
-    prompt[n++] = w->sot;
-    if (R->o.lang_tok >= 0) { /* faster-whisper's sot_sequence of a multilingual model */
-        prompt[n++] = R->o.lang_tok;
-        prompt[n++] = R->o.p.translate ? w->translate_tok : w->transcribe_tok;
-    }
+    n += sot_sequence(R, prompt + n);
     if (!R->o.p.timestamps) prompt[n++] = w->no_timestamps;
     return n;
 }
@@ -1267,8 +1469,33 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
             continue;
         }
         size_t before = seek;
-        s = split_segments(R, res->toks.ids, res->toks.n, &seek, segment_size, res->temp, res->avg_lp, res->cr,
-                           res->nsp);
+        bool single_ending = false;
+        wseg *g = malloc((size_t)(res->toks.n ? res->toks.n : 1) * sizeof *g);
+        if (!g) {
+            s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+            break;
+        }
+        int64_t ng = split_segments(R, res->toks.ids, res->toks.n, &seek, segment_size, g, &single_ending);
+        if (p->word_timestamps) {
+            s = window_words(&st, R, res->toks.ids, g, ng, segment_size, before);
+            /* faster-whisper: the next window from the last word's end */
+            double last_end = -1;
+            for (int64_t k = ng - 1; k >= 0 && last_end < 0; k--)
+                if (g[k].sub.n_words) last_end = g[k].sub.words[g[k].sub.n_words - 1].t1;
+            if (last_end < 0 && ng > 0) last_end = g[ng - 1].sub.end;
+            if (!single_ending && last_end > (double)before * WHISPER_FRAME_SECONDS)
+                seek = (size_t)nearbyint(last_end * 100.0);
+            if (last_end >= 0) R->last_speech = last_end;
+        }
+        for (int64_t k = 0; k < ng; k++) {
+            const int32_t *sl = res->toks.ids + g[k].off;
+            if (!s && !R->stopped)
+                s = emit(R, sl, g[k].len, g[k].sub.start, g[k].sub.end, (int64_t)before, res->temp, res->avg_lp,
+                         res->cr, res->nsp, g[k].sub.words, g[k].sub.n_words);
+            else
+                words_free(g[k].sub.words, g[k].sub.n_words);
+        }
+        free(g);
         if (seek <= before) seek = before + segment_size; /* always forward */
         if (!p->condition_on_previous_text || res->temp > p->prompt_reset_on_temperature) R->reset_since = R->all.n;
     }
@@ -1278,6 +1505,43 @@ static candle_status run_windows(wrun *R, const float *mel, size_t nm, size_t fr
     free(logits);
     free(prompt);
     dec_free(&st);
+    return s;
+}
+
+/* faster-whisper's initial_prompt: the tokens of " " + the text stripped
+ * (or the ids given) first in the prompt's source, as if transcribed. */
+static candle_status initial_prompt(wrun *R) {
+    const candle_whisper_transcribe_params *p = &R->o.p;
+    if (!p->initial_prompt) {
+        for (int64_t i = 0; i < p->n_initial_prompt_tokens; i++)
+            if (!tokbuf_push(&R->all, p->initial_prompt_tokens[i]))
+                return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        return CANDLE_OK;
+    }
+    const char *t = p->initial_prompt;
+    while (*t == ' ' || (*t >= '\t' && *t <= '\r')) t++;
+    size_t len = strlen(t);
+    while (len && (t[len - 1] == ' ' || (t[len - 1] >= '\t' && t[len - 1] <= '\r'))) len--;
+    char *text = malloc(len + 2);
+    if (!text) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    text[0] = ' ';
+    memcpy(text + 1, t, len);
+    text[len + 1] = 0;
+    int64_t cap = (int64_t)len + 8, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    /* HF's encode(add_special_tokens=False) still matches special tokens' text */
+    candle_status s = ids ? candle_tokenizer_encode(R->w->tok, text, len + 1, false, true, ids, cap, &n)
+                          : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!s && n > cap) {
+        int32_t *more = realloc(ids, (size_t)n * sizeof *ids);
+        s = more ? candle_tokenizer_encode(R->w->tok, text, len + 1, false, true, more, n, &n)
+                 : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+        if (more) ids = more;
+    }
+    for (int64_t i = 0; !s && i < n; i++)
+        if (!tokbuf_push(&R->all, ids[i])) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    free(text);
+    free(ids);
     return s;
 }
 
@@ -1379,6 +1643,13 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
             return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: temperature %g", (double)temps[i]);
         R.o.temps[i] = temps[i];
     }
+    if (q->n_initial_prompt_tokens < 0 || (q->n_initial_prompt_tokens && !q->initial_prompt_tokens))
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: %lld initial prompt tokens",
+                             (long long)q->n_initial_prompt_tokens);
+    for (int64_t i = 0; !q->initial_prompt && i < q->n_initial_prompt_tokens; i++)
+        if (q->initial_prompt_tokens[i] < 0 || q->initial_prompt_tokens[i] >= w->d.n_vocab)
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_transcribe: initial prompt token %d of %lld",
+                                 (int)q->initial_prompt_tokens[i], (long long)w->d.n_vocab);
     R.o.rng = q->seed;
     R.o.lang_tok = -1;
     snprintf(out->language, sizeof out->language, "en");
@@ -1411,11 +1682,16 @@ candle_status candle_whisper_transcribe(const candle_whisper *w, const float *sa
         return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper_transcribe: the vocabulary has no timestamps");
     double mi = round(R.o.p.max_initial_timestamp / WHISPER_TIME_PRECISION);
     R.o.max_initial = mi > R.o.ts_end - R.o.ts_begin ? R.o.ts_end : R.o.ts_begin + (int32_t)mi;
+    candle_status s = initial_prompt(&R);
+    if (s) {
+        free(R.all.ids);
+        return s;
+    }
     /* faster-whisper's features: 160 zeros after the audio */
     size_t frames = candle_whisper_mel_frames(n, CANDLE_WHISPER_HOP), nm = (size_t)w->d.n_mels;
     float *mel = malloc(nm * frames * sizeof *mel);
-    candle_status s = mel ? candle_whisper_log_mel(samples, n, (int)nm, CANDLE_WHISPER_HOP, mel, frames)
-                          : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    s = mel ? candle_whisper_log_mel(samples, n, (int)nm, CANDLE_WHISPER_HOP, mel, frames)
+            : cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
     if (!s) s = run_windows(&R, mel, nm, frames);
     free(mel);
     free(R.all.ids);
@@ -1431,6 +1707,7 @@ void candle_whisper_result_free(candle_whisper_result *r) {
     for (int64_t i = 0; i < r->n_segments; i++) {
         free(r->segments[i].text);
         free(r->segments[i].tokens);
+        words_free(r->segments[i].words, r->segments[i].n_words);
     }
     free(r->segments);
     memset(r, 0, sizeof *r);

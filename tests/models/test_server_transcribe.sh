@@ -10,6 +10,11 @@
 # the API key, concurrent requests, the generation endpoints refused (and
 # the audio ones on a language model), metrics; and the official openai
 # client's audio.transcriptions/translations.create when it is installed.
+# The prompt field and timestamp_granularities[]=word against faster-whisper's
+# beam-5 runs (whisper_words_goldens.json, gen_whisper_words_goldens.py):
+# the prompted tokens identical, verbose_json's top-level words with the same
+# texts and times within 0.02 s (as test_whisper_words); word granularity
+# outside verbose_json is a 400, as OpenAI's.
 # The sanitizer run (CANDLE_TEST_SANITIZED=1) transcribes once per code path:
 # no text/vtt against the CLI, two uploads at once, one call of the client.
 set -u
@@ -53,10 +58,11 @@ for p in "$PORT" "$LPORT"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-SAN=$SAN python3 - "$PORT" "$LPORT" "$WAV" "$TMPD" <<'PY'
+SAN=$SAN python3 - "$PORT" "$LPORT" "$WAV" "$TMPD" "$SRC/tests/data/whisper/whisper_words_goldens.json" <<'PY'
 import concurrent.futures, json, os, socket, sys, urllib.error, urllib.request
 
 port, lport, wav, tmpd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+wgold = json.load(open(sys.argv[5]))
 san = os.environ.get("SAN") == "1"
 audio = open(wav, "rb").read()
 cli = json.load(open(f"{tmpd}/cli.json"))
@@ -139,6 +145,43 @@ check(st == 200 and json.loads(body).get("task") == "translate" and json.loads(b
 if not san:
     st, ct, body = post(form(fields(extra=[("language", "en", None), ("temperature", "0", None), ("prompt", "", None)])))
     check(st == 200 and json.loads(body)["text"] == text, f"language en, temperature 0: {st} {body[:200]}")
+
+# the prompt and word timestamps, against faster-whisper's beam-5 runs on tiny.en
+PROMPT = wgold["prompt"]
+def golden(prompt, words):
+    for g in wgold["runs"]:
+        if (g["model"], g["clip"], g["beam_size"], g["condition_on_previous_text"]) == ("tiny.en", "jfk", 5, True) \
+                and g["initial_prompt"] == prompt and g["word_timestamps"] == words:
+            return g
+    raise KeyError((prompt, words))
+
+def same_words(got, g, what):
+    want = [w for s in g["segments"] for w in s["words"]]
+    check(len(got) == len(want) and all(
+        set(a) == {"word", "start", "end"} and a["word"] == b[2] and abs(a["start"] - b[0]) <= 0.0201 and
+        abs(a["end"] - b[1]) <= 0.0201 for a, b in zip(got, want)), f"{what}: words {got} vs {want}")
+
+def gtext(g):
+    return "".join(s["text"] for s in g["segments"]).strip()
+
+g_prompt, g_words, g_both = golden(PROMPT, False), golden(None, True), golden(PROMPT, True)
+st, ct, body = post(form(fields("verbose_json", [("prompt", PROMPT, None)])))
+v = json.loads(body) if st == 200 else {}
+check(st == 200 and [s["tokens"] for s in v.get("segments", [])] == [s["tokens"] for s in g_prompt["segments"]]
+      and "words" not in v, f"prompt: {st} {body[:300]}")
+if not san:
+    st, ct, body = post(form(fields("verbose_json", [("timestamp_granularities[]", "word", None)])))
+    v = json.loads(body) if st == 200 else {}
+    check(st == 200 and "segments" not in v and v.get("text") == gtext(g_words), f"word granularity: {st} {body[:300]}")
+    same_words(v.get("words", []), g_words, "word granularity")
+# both granularities: the segments (at their words' times) and the words
+st, ct, body = post(form(fields("verbose_json", [("timestamp_granularities[]", "segment", None),
+                                                 ("timestamp_granularities[]", "word", None),
+                                                 ("prompt", PROMPT, None)])))
+v = json.loads(body) if st == 200 else {}
+check(st == 200 and [s["tokens"] for s in v.get("segments", [])] == [s["tokens"] for s in g_both["segments"]],
+      f"word and segment granularity, prompt: {st} {body[:300]}")
+same_words(v.get("words", []), g_both, "word and segment granularity, prompt")
 
 # concurrent requests (--parallel 2, a third waits): the same text each
 n_at_once = 2 if san else 3
@@ -233,9 +276,13 @@ bad = [
     ("temperature 2", form(fields(extra=[("temperature", "2", None)])), None, "invalid_value"),
     ("temperature x", form(fields(extra=[("temperature", "x", None)])), None, "invalid_value"),
     ("language fr", form(fields(extra=[("language", "fr", None)])), None, "unsupported_language"),
-    ("word timestamps", form(fields("verbose_json", [("timestamp_granularities[]", "word", None)])), None,
-     "unsupported_parameter"),
-    ("prompt", form(fields(extra=[("prompt", "Kennedy", None)])), None, "unsupported_parameter"),
+    ("word timestamps in json", form(fields(extra=[("timestamp_granularities[]", "word", None)])), None,
+     "invalid_value"),
+    ("word timestamps in srt", form(fields("srt", [("timestamp_granularities[]", "word", None)])), None,
+     "invalid_value"),
+    ("timestamp_granularities char", form(fields("verbose_json", [("timestamp_granularities[]", "char", None)])),
+     None, "invalid_value"),
+    ("prompt with a NUL", form(fields(extra=[("prompt", "Ken\0nedy", None)])), None, "invalid_value"),
     ("stream", form(fields(extra=[("stream", "true", None)])), None, "unsupported_parameter"),
 ]
 for what, body, ctype, code in bad:
@@ -293,13 +340,19 @@ if openai and not san:
         r = c.audio.translations.create(model="whisper-1", file=f)
     check(r.text == text, f"openai translations: {r.text!r}")
 if openai:
+    with open(wav, "rb") as f:
+        r = c.audio.transcriptions.create(model="whisper-1", file=f, response_format="verbose_json",
+                                          timestamp_granularities=["word"], prompt=PROMPT)
+    want = gtext(g_both)
+    check(r.text == want and r.words, f"openai word timestamps with a prompt: {r.text!r} vs {want!r}")
+    same_words([w.model_dump() for w in (r.words or [])], g_both, "openai word timestamps with a prompt")
     try:
         with open(wav, "rb") as f:
-            c.audio.transcriptions.create(model="whisper-1", file=f, response_format="verbose_json",
+            c.audio.transcriptions.create(model="whisper-1", file=f, response_format="json",
                                           timestamp_granularities=["word"])
-        check(False, "openai word timestamps accepted")
+        check(False, "openai word timestamps in json accepted")
     except openai.BadRequestError as e:
-        check(e.status_code == 400, f"openai word timestamps: {e}")
+        check(e.status_code == 400, f"openai word timestamps in json: {e}")
 print("test_server_transcribe:", "FAILED" if fails else "passed")
 sys.exit(1 if fails else 0)
 PY

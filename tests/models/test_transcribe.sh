@@ -6,7 +6,9 @@
 # by default the segments' text (-o txt), SRT and WebVTT are faster-whisper's
 # segments as openai-whisper writes them (jfk_ts.txt, jfk.srt, jfk.vtt:
 # gen_whisper_subtitles.py); sampling with --seed repeats; bad input fails
-# with a message.
+# with a message. --prompt gives faster-whisper's initial_prompt tokens and
+# --word-timestamps its words in -o json (whisper_words_goldens.json,
+# gen_whisper_words_goldens.py; times within 0.02 s as test_whisper_words).
 set -u
 : "${CANDLE:?CANDLE must point at the candle binary}"
 : "${CANDLE_SOURCE_DIR:?}"
@@ -89,6 +91,38 @@ fi
 for bad in "--beam 0" "--beam 17" "--task summarize" "--patience 0"; do
     # shellcheck disable=SC2086
     "$CANDLE" transcribe -m "$model" -f "$wav" $bad >/dev/null 2>&1; [ $? -eq 2 ] || fail "$bad not a usage error"
+done
+
+# --prompt, then --prompt with --word-timestamps (greedy, temperature 0 alone,
+# as the goldens' runs 0 and 8); the sanitizer run does the second only
+prompt="President Kennedy's inaugural address, January 1961."
+wruns="0 8"
+[ "$san" = 1 ] && wruns=8
+for run in $wruns; do
+    extra=""
+    [ "$run" = 8 ] && extra="--word-timestamps"
+    # shellcheck disable=SC2086
+    if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --no-fallback --prompt "$prompt" $extra -o json \
+        >"$tmp/w$run.json" 2>"$tmp/err"; then
+        fail "transcribe --prompt $extra: $(cat "$tmp/err")"
+    elif command -v python3 >/dev/null; then
+        python3 - "$tmp/w$run.json" "$gold/whisper_words_goldens.json" "$run" <<'PY' || fail "--prompt $extra json output"
+import json, sys
+got = json.load(open(sys.argv[1])); d = json.load(open(sys.argv[2])); g = d["runs"][int(sys.argv[3])]
+assert g["model"] == "tiny.en" and g["clip"] == "jfk" and g["beam_size"] == 1 and g["initial_prompt"] == d["prompt"]
+gs = g["segments"]
+assert [s["tokens"] for s in got["segments"]] == [s["tokens"] for s in gs], got["segments"]
+for s, w in zip(got["segments"], gs):
+    if not g["word_timestamps"]:
+        assert "words" not in s, s
+        continue
+    assert [x["word"] for x in s["words"]] == [x[2] for x in w["words"]], s["words"]
+    for x, y in zip(s["words"], w["words"]):
+        assert abs(x["start"] - y[0]) <= 0.0201 and abs(x["end"] - y[1]) <= 0.0201, (x, y)
+        assert abs(x["probability"] - y[3]) < 2e-3, (x, y)
+    assert abs(s["start"] - w["start"]) <= 0.0201 and abs(s["end"] - w["end"]) <= 0.0201, (s["start"], w["start"])
+PY
+    fi
 done
 
 [ $fails -eq 0 ] && echo "test_transcribe: passed"

@@ -19,6 +19,7 @@
 #include "candle/candle.h"
 #include "core/json-impl.h"
 #include "test.h"
+#include "whisper-test.h"
 
 static double num(const json_value *o, const char *k) {
     double v = NAN;
@@ -122,21 +123,11 @@ int main(void) {
         test_path(path, full, sizeof full);
         CHECK_MSG(candle_audio_load(full, &clips[i].x, &clips[i].n) == CANDLE_OK, "%s", candle_last_errmsg());
     }
-    candle_whisper *wt = NULL, *wb = NULL;
+    candle_whisper *wt = NULL, *wb = wtest_load_optional(base);
     CHECK_MSG(candle_whisper_load(&wt, tiny, NULL) == CANDLE_OK, "%s", candle_last_errmsg());
-    snprintf(path, sizeof path, "%s/model.bin", base);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        fclose(f);
-        CHECK_MSG(candle_whisper_load(&wb, base, NULL) == CANDLE_OK, "%s", candle_last_errmsg());
-    } else {
-        printf("SKIP (part): whisper base absent at %s (scripts/fetch-whisper.sh base)\n", base);
-    }
-    test_path("tests/data/whisper/whisper_beam_goldens.json", path, sizeof path);
-    size_t glen = 0;
-    char *gtext = test_read_file(path, &glen);
-    json_doc *doc = NULL;
-    CHECK(gtext && json_parse(&doc, gtext, glen, path, NULL) == CANDLE_OK);
+    char *gtext;
+    json_doc *doc;
+    wtest_goldens("whisper_beam_goldens.json", "gen_whisper_beam_goldens.py", &gtext, &doc);
     const json_value *runs = doc ? json_get(json_root(doc), "runs") : NULL;
     const json_value *det = doc ? json_get(json_root(doc), "detect") : NULL;
     int n_runs = 0;

@@ -1,7 +1,8 @@
 /* candle transcribe: speech to text with a Whisper model (whisper.h):
  * greedy decoding as faster-whisper's transcribe(beam_size=1), segments
  * with timestamps. Output to stdout as text, SRT or WebVTT (as
- * openai-whisper's writers write them) or JSON; timings to stderr. Text,
+ * openai-whisper's writers write them) or JSON (with each segment's words
+ * under --word-timestamps); timings to stderr. Text,
  * SRT and VTT are printed segment by segment as the windows are decoded. */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +39,12 @@ static void usage(FILE *f) {
             "                    on the first 30 s, the default); English-only models: en\n"
             "  --task transcribe|translate\n"
             "                    translate: English text from speech in another language\n"
+            "  --prompt TEXT     an initial prompt (faster-whisper's initial_prompt): text\n"
+            "                    the first window is decoded after, as if already said\n"
+            "                    (names, spelling, style); its last 223 tokens are kept\n"
+            "  --word-timestamps words with their times (faster-whisper's word_timestamps):\n"
+            "                    -o json: each segment gets \"words\": [{\"word\", \"start\",\n"
+            "                    \"end\", \"probability\"}]; segments start and end at their words\n"
             "  --seed N          the sampler's seed (0)\n"
             "  -t N              threads\n"
             "  --no-mmap         read model.bin into memory\n");
@@ -48,7 +55,8 @@ typedef enum { OUT_TXT, OUT_SRT, OUT_VTT, OUT_JSON } out_fmt;
 typedef struct targs {
     const char *model, *audio;
     out_fmt fmt;
-    bool no_mmap, timestamps, no_timestamps, no_condition, no_fallback;
+    bool no_mmap, timestamps, no_timestamps, no_condition, no_fallback, word_timestamps;
+    const char *prompt;
     int n_threads, best_of, beam;
     double temperature, patience;
     const char *language;
@@ -103,8 +111,19 @@ static void print_json(const candle_whisper_result *r, double duration) {
         print_json_str(s->text, strlen(s->text));
         printf(", \"tokens\": [");
         for (int64_t k = 0; k < s->n_tokens; k++) printf("%s%d", k ? ", " : "", (int)s->tokens[k]);
-        printf("], \"temperature\": %.1f, \"avg_logprob\": %.6f, \"compression_ratio\": %.6f, \"no_speech_prob\": %.6f}",
+        printf("], \"temperature\": %.1f, \"avg_logprob\": %.6f, \"compression_ratio\": %.6f, \"no_speech_prob\": %.6f",
                s->temperature, s->avg_logprob, s->compression_ratio, s->no_speech_prob);
+        if (s->words) {
+            printf(", \"words\": [");
+            for (int64_t k = 0; k < s->n_words; k++) {
+                const candle_whisper_word *wd = &s->words[k];
+                printf("%s{\"word\": ", k ? ", " : "");
+                print_json_str(wd->word, strlen(wd->word));
+                printf(", \"start\": %.2f, \"end\": %.2f, \"probability\": %.6f}", wd->t0, wd->t1, wd->probability);
+            }
+            putchar(']');
+        }
+        putchar('}');
     }
     printf("], \"tokens\": [");
     for (int64_t i = 0; i < r->n_tokens; i++) printf("%s%d", i ? ", " : "", (int)r->tokens[i]);
@@ -129,12 +148,13 @@ static int parse(int argc, char **argv, targs *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return usage(stdout), -1;
-        bool *flag = !strcmp(o, "--no-mmap")         ? &a->no_mmap
-                     : !strcmp(o, "--timestamps")    ? &a->timestamps
-                     : !strcmp(o, "--no-timestamps") ? &a->no_timestamps
-                     : !strcmp(o, "--no-condition")  ? &a->no_condition
-                     : !strcmp(o, "--no-fallback")   ? &a->no_fallback
-                                                     : NULL;
+        bool *flag = !strcmp(o, "--no-mmap")           ? &a->no_mmap
+                     : !strcmp(o, "--timestamps")      ? &a->timestamps
+                     : !strcmp(o, "--no-timestamps")   ? &a->no_timestamps
+                     : !strcmp(o, "--no-condition")    ? &a->no_condition
+                     : !strcmp(o, "--no-fallback")     ? &a->no_fallback
+                     : !strcmp(o, "--word-timestamps") ? &a->word_timestamps
+                                                       : NULL;
         if (flag) {
             *flag = true;
             continue;
@@ -154,6 +174,7 @@ static int parse(int argc, char **argv, targs *a) {
         } else if (!strcmp(o, "--language") && strlen(v) > 0 && strlen(v) < 16) a->language = v;
         else if (!strcmp(o, "--task") && !strcmp(v, "transcribe")) a->translate = false;
         else if (!strcmp(o, "--task") && !strcmp(v, "translate")) a->translate = true;
+        else if (!strcmp(o, "--prompt")) a->prompt = v;
         else if (!strcmp(o, "--seed") && num_arg(v, 0, 1e18, &d)) a->seed = (unsigned long long)d;
         else if (!strcmp(o, "-o") && (!strcmp(v, "txt") || !strcmp(v, "text"))) a->fmt = OUT_TXT;
         else if (!strcmp(o, "-o") && !strcmp(v, "srt")) a->fmt = OUT_SRT;
@@ -204,6 +225,8 @@ int cmd_transcribe(int argc, char **argv) {
     tp.patience = (float)a.patience;
     tp.language = a.language;
     tp.translate = a.translate;
+    tp.initial_prompt = a.prompt;
+    tp.word_timestamps = a.word_timestamps;
     printer pr = {.a = &a, .duration = duration};
     tp.on_segment = on_segment;
     tp.user = &pr;

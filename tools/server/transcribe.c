@@ -1,7 +1,9 @@
 /* POST /v1/audio/transcriptions and /v1/audio/translations on a Whisper
  * model (candle_whisper), in OpenAI's shape: a multipart/form-data body with
- * file, model, language, prompt, response_format (json, text, srt, vtt,
- * verbose_json), temperature and timestamp_granularities[]. The audio is
+ * file, model, language, prompt (the initial prompt), response_format (json,
+ * text, srt, vtt, verbose_json), temperature and timestamp_granularities[]
+ * (segment, word: verbose_json's segments and its top-level words, word
+ * timestamps as faster-whisper's word_timestamps). The audio is
  * decoded from the request's memory (candle_audio_from_memory). A Whisper
  * model answers only these, /v1/models and /health; the others are a 400.
  *
@@ -140,9 +142,11 @@ static char *subtitles(const candle_whisper_result *r, int fmt) {
     return p;
 }
 
+/* OpenAI's verbose_json: the segments (segment granularity, the default)
+ * and a top-level "words" array of {word, start, end} (word granularity). */
 static json_t *verbose_json(const candle_whisper_result *r, bool translate, double duration, const char *text,
-                            size_t text_len) {
-    json_t *segs = json_array();
+                            size_t text_len, bool want_segments, bool want_words) {
+    json_t *segs = want_segments ? json_array() : NULL;
     for (int64_t i = 0; segs && i < r->n_segments; i++) {
         const candle_whisper_segment *s = &r->segments[i];
         json_t *toks = json_array();
@@ -155,10 +159,24 @@ static json_t *verbose_json(const candle_whisper_result *r, bool translate, doub
                             isfinite(s->compression_ratio) ? (double)s->compression_ratio : 0.0,
                             "no_speech_prob", (double)s->no_speech_prob));
     }
-    return json_pack("{s:s,s:s,s:f,s:s%,s:o,s:{s:s,s:I}}", "task", translate ? "translate" : "transcribe",
-                     "language", "english", "duration", duration, "text", text, text_len, "segments",
-                     segs ? segs : json_array(), "usage", "type", "duration", "seconds",
-                     (json_int_t)ceil(duration));
+    json_t *o = json_pack("{s:s,s:s,s:f,s:s%,s:{s:s,s:I}}", "task", translate ? "translate" : "transcribe",
+                          "language", "english", "duration", duration, "text", text, text_len, "usage", "type",
+                          "duration", "seconds", (json_int_t)ceil(duration));
+    if (!o) {
+        json_decref(segs);
+        return NULL;
+    }
+    if (want_segments) json_object_set_new(o, "segments", segs ? segs : json_array());
+    if (want_words) {
+        json_t *words = json_array();
+        for (int64_t i = 0; words && i < r->n_segments; i++)
+            for (int64_t k = 0; k < r->segments[i].n_words; k++) {
+                const candle_whisper_word *w = &r->segments[i].words[k];
+                json_array_append_new(words, json_pack("{s:s,s:f,s:f}", "word", w->word, "start", w->t0, "end", w->t1));
+            }
+        json_object_set_new(o, "words", words ? words : json_array());
+    }
+    return o;
 }
 
 /* --- the request -------------------------------------------------------------- */
@@ -167,6 +185,8 @@ typedef struct audio_req {
     const srv_mp_part *file;
     int fmt;
     double temperature; /* -1: absent */
+    char *prompt;       /* the initial prompt, NUL-terminated (malloc'd), or NULL */
+    bool seg_granularity, word_granularity; /* timestamp_granularities[] given */
 } audio_req;
 
 /* A text field's bytes equal s. */
@@ -193,10 +213,20 @@ static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_repl
                 return false;
             }
         } else if (!strcmp(k, "prompt")) {
-            if (p->len) {
-                srv_reply_error(out, 400, "prompt", "unsupported_parameter",
-                                "'prompt' (an initial prompt) is not supported by this server yet");
+            /* faster-whisper's initial_prompt; a C string, so no NUL in it */
+            if (memchr(p->data, 0, p->len)) {
+                srv_reply_error(out, 400, "prompt", "invalid_value", "'prompt' holds a NUL byte");
                 return false;
+            }
+            free(q->prompt);
+            q->prompt = p->len ? malloc(p->len + 1) : NULL;
+            if (p->len && !q->prompt) {
+                srv_reply_error(out, 500, NULL, NULL, "out of memory");
+                return false;
+            }
+            if (q->prompt) {
+                memcpy(q->prompt, p->data, p->len);
+                q->prompt[p->len] = 0;
             }
         } else if (!strcmp(k, "response_format")) {
             static const char *const names[] = {"json", "text", "srt", "vtt", "verbose_json"};
@@ -223,13 +253,12 @@ static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_repl
             q->temperature = t;
         } else if (!strcmp(k, "timestamp_granularities[]") || !strcmp(k, "timestamp_granularities")) {
             if (field_is(p, "word")) {
-                srv_reply_error(out, 400, "timestamp_granularities", "unsupported_parameter",
-                                "word timestamps are not supported by this server yet; 'segment' is");
-                return false;
-            }
-            if (!field_is(p, "segment")) {
+                q->word_granularity = true;
+            } else if (field_is(p, "segment")) {
+                q->seg_granularity = true;
+            } else {
                 srv_reply_error(out, 400, "timestamp_granularities", "invalid_value",
-                                "timestamp_granularities takes 'segment' (or 'word', unsupported)");
+                                "timestamp_granularities takes 'word' and/or 'segment'");
                 return false;
             }
         } else if (!strcmp(k, "stream")) {
@@ -242,6 +271,12 @@ static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_repl
             srv_reply_error(out, 400, k, "unsupported_parameter", "'%s' is not a field this server takes", k);
             return false;
         }
+    }
+    /* as OpenAI: word timestamps come in verbose_json only */
+    if (q->word_granularity && q->fmt != FMT_VERBOSE) {
+        srv_reply_error(out, 400, "timestamp_granularities", "invalid_value",
+                        "timestamp_granularities 'word' requires response_format=verbose_json");
+        return false;
     }
     if (!q->file || !q->file->len) {
         srv_reply_error(out, 400, "file", "invalid_value", "'file' (the audio, a non-empty file part) is required");
@@ -284,6 +319,7 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
         return;
     }
     if (!read_form(c, m, &q, out)) {
+        free(q.prompt);
         free(m);
         return;
     }
@@ -292,6 +328,7 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
         if (st == 429) srv_reply_error(out, 429, NULL, "queue_full", "too many transcriptions waiting");
         else if (st == 503) srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
         else srv_reply_error(out, 499, NULL, NULL, "client gone");
+        free(q.prompt);
         free(m);
         return;
     }
@@ -323,6 +360,8 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
     tp.seed = (uint64_t)atomic_fetch_add(&c->next_id, 1);
     tp.on_segment = on_segment;
     tp.user = &w;
+    tp.initial_prompt = q.prompt;
+    tp.word_timestamps = q.word_granularity;
     s = candle_whisper_transcribe(c->whisper, samples, n, &tp, &r);
     if (s) {
         srv_reply_error(out, s == CANDLE_ERR_INVALID_ARG ? 400 : 500, NULL, NULL, "%s", candle_last_errmsg());
@@ -341,7 +380,8 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
                        json_pack("{s:s%,s:{s:s,s:I}}", "text", text, tl, "usage", "type", "duration", "seconds",
                                  (json_int_t)ceil(duration)));
     } else if (q.fmt == FMT_VERBOSE) {
-        srv_reply_json(out, 200, verbose_json(&r, translate, duration, text, tl));
+        srv_reply_json(out, 200, verbose_json(&r, translate, duration, text, tl,
+                                               q.seg_granularity || !q.word_granularity, q.word_granularity));
     } else {
         char *b = NULL;
         if (q.fmt == FMT_TEXT) {
@@ -365,6 +405,7 @@ done:
     gate_leave(c);
     candle_whisper_result_free(&r);
     candle_free(samples);
+    free(q.prompt);
     free(m);
 }
 
