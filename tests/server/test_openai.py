@@ -229,15 +229,17 @@ def test_logprobs():
         # different kernels whose 8-bit activations round apart (notes/issue-23.md, 2026-12-03):
         # there the top-5 probabilities are compared, within 0.02.
         quantized = model_bits(os.environ["CANDLE_MODEL"]) < 15.9
+
+        def close(a, b, tol):
+            return abs(math.exp(a) - math.exp(b)) < 0.02 if quantized else abs(a - b) < tol
+
         for url, tol in ((SMALL, 1e-4), (BASE, 5e-3)):
             if not url:
                 continue
             cl = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=60)
             one = cl.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0, logprobs=5)
             got = list(one.choices[0].logprobs.top_logprobs[0].values())
-            close = (lambda a, b: abs(math.exp(a) - math.exp(b)) < 0.02) if quantized else \
-                (lambda a, b, tol=tol: abs(a - b) < tol)
-            check(len(got) == 5 and all(close(a, b) for a, b in zip(got, want)),
+            check(len(got) == 5 and all(close(a, b, tol) for a, b in zip(got, want)),
                   f"{url}: first token's top logprobs {got} != log-softmax of candle logits {want}")
         # logit_bias: -100 on the greedy token changes it; +100 on the 3rd likeliest forces it every step
         best, third = ref[0][0], ref[2][0]
