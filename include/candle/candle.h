@@ -24,6 +24,7 @@
 #include "sampler.h"
 #include "chat.h"
 #include "jinja.h"
+#include "tools.h"
 #include "kv_pool.h"
 #include "batch.h"
 #include "kld.h"

@@ -97,6 +97,12 @@ typedef struct candle_model_config {
     int64_t n_ff_exp;      /* expert_feed_forward_length, else feed_forward_length */
     int64_t n_ff_shexp;    /* expert_shared_feed_forward_length, else n_ff_exp */
     bool expert_norm;      /* renormalise the chosen experts' weights to sum 1 */
+    /* A decoder run without its causal mask (attention.causal false: Gemma 3
+     * as EmbeddingGemma runs it): every token sees the whole sequence, and on
+     * sliding-window layers the keys within n_swa / 2 of it on either side.
+     * Such a model embeds (candle_model_forward, candle_encoder) and
+     * generates nothing. */
+    bool bidirectional;
 } candle_model_config;
 
 typedef struct candle_model candle_model;

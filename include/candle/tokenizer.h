@@ -42,6 +42,9 @@ CANDLE_API int32_t candle_tokenizer_bos(const candle_tokenizer *t); /* -1 if non
 CANDLE_API int32_t candle_tokenizer_eos(const candle_tokenizer *t);
 /* End-of-generation tokens (eos, eot, im_end, ...). */
 CANDLE_API bool candle_tokenizer_is_eog(const candle_tokenizer *t, int32_t id);
+/* Is id an added token (a control or user-defined token of the vocabulary,
+ * found in raw text only as itself)? False out of range. */
+CANDLE_API bool candle_tokenizer_is_added(const candle_tokenizer *t, int32_t id);
 /* Special token id by its text ("<|im_end|>"), or -1. */
 CANDLE_API int32_t candle_tokenizer_find(const candle_tokenizer *t, const char *text);
 

@@ -776,6 +776,23 @@ static candle_status map_nomic_remote(candle_weights *w, const json_value *cfg, 
     return weights_add_i64(w, "nomic-bert.rope.dimension_count", (int64_t)((double)(embd / heads) * frac));
 }
 
+/* Gemma 3's use_bidirectional_attention (EmbeddingGemma) as llama.cpp's
+ * attention.causal false; no other family here computes it. */
+static candle_status map_bidirectional(candle_weights *w, const hf_family *f, const json_value *cfg,
+                                       const char *file) {
+    const json_value *v = json_get(cfg, "use_bidirectional_attention");
+    bool b;
+    if (!v || v->type == JSON_NULL) return CANDLE_OK;
+    if (!json_as_bool(v, &b)) return bad_field(file, "use_bidirectional_attention", "a boolean", v);
+    if (!b) return CANDLE_OK;
+    if (strcmp(f->arch, "gemma3"))
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: use_bidirectional_attention true is not "
+                                "supported for %s", file, f->model_type);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.causal", f->arch);
+    return weights_add_bool(w, key, false);
+}
+
 candle_status hf_family_config(const hf_family *f, candle_weights *w, const json_value *cfg,
                                const char *file) {
     candle_status s = weights_add_str(w, "general.architecture", f->arch, strlen(f->arch));
@@ -784,6 +801,7 @@ candle_status hf_family_config(const hf_family *f, candle_weights *w, const json
     for (const hf_key *k = f->keys; !s && k->hf; k++) s = map_key(w, f, cfg, k, file);
     if (!s) s = map_rope(w, f, cfg, file);
     if (!s) s = map_layer_types(w, f, cfg, file);
+    if (!s) s = map_bidirectional(w, f, cfg, file);
     if (s) return s;
     const json_value *prf = json_get(cfg, "partial_rotary_factor");
     double factor;

@@ -9,6 +9,14 @@
 #include "core/core-impl.h"
 #include "core/json-impl.h"
 
+/* A GPTQ / AWQ linear's packed tensors (weights_quant.c). */
+typedef struct weights_qlinear {
+    const candle_safetensors *st[4];
+    const candle_safetensors_tensor_info *t[4]; /* qweight, qzeros, scales, g_idx (or NULL) */
+    int64_t in, out, n_groups;
+    bool contiguous; /* every input's group is i / group_size */
+} weights_qlinear;
+
 /* What loading does to a tensor beyond viewing it. */
 typedef enum weights_xform {
     XF_NONE = 0,
@@ -27,6 +35,9 @@ typedef struct weights_entry {
     struct weights_entry *parts;
     int64_t n_parts;
     size_t part_off; /* as a part: where its bytes start in its source tensor */
+    /* A GPTQ / AWQ linear (weights_quant.c): its packed tensors, repacked
+     * into info.dtype at load. NULL otherwise. */
+    struct weights_qlinear *q;
 } weights_entry;
 
 /* A tensor an adapter makes from the configuration where GGUF has one
@@ -65,6 +76,7 @@ struct candle_weights {
     const struct hf_family *hf;  /* directory: the model_type's mapping */
     weights_made *made;          /* [n_made] */
     int n_made;
+    struct hf_quant *quant;      /* directory: config.json's quantization_config, or NULL */
 };
 
 /* ---- shared by the adapters (weights.c) ---- */
@@ -101,5 +113,23 @@ bool hf_family_src_name(const hf_family *f, const char *gguf_name, char *buf, si
 /* Tensors a checkpoint may hold that no model uses (buffers saved by old
  * versions of transformers). */
 bool hf_family_ignored(const char *hf_name);
+
+/* ---- GPTQ and AWQ checkpoints (weights_quant.c) ---- */
+/* config.json's quantization_config onto w->quant (none: nothing); refuses
+ * a method, bit width, group size or packing it does not implement, naming
+ * the field and value. */
+candle_status hf_quant_config(candle_weights *w, const json_value *cfg);
+/* Is src a packed linear's tensor (".qweight", ".qzeros", ".scales",
+ * ".g_idx") of a quantized directory? *is_weight for the qweight, which
+ * stands for the linear: its "<prefix>.weight" goes into buf. */
+bool hf_quant_part(const candle_weights *w, const char *src, bool *is_weight, char *buf, size_t n);
+/* Every linear's packed tensors found and checked (dtypes, shapes, zero
+ * points, g_idx) and its load dtype chosen; a packed tensor without its
+ * qweight is refused. */
+candle_status hf_quant_entries(candle_weights *w);
+/* The linear's weight [out, in] as info.dtype, in ctx. */
+candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, candle_ctx *ctx,
+                             const char *name);
+void hf_quant_free(candle_weights *w);
 
 #endif

@@ -186,6 +186,7 @@ void candle_weights_close(candle_weights *w) {
     }
     free(w->shards);
     free(w->shard_names);
+    hf_quant_free(w);
     if (w->format == CANDLE_WEIGHTS_HF_DIR)
         for (int64_t i = 0; i < w->n_entries; i++) {
             free((char *)w->entries[i].info.name);
@@ -374,12 +375,14 @@ candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *c
         size_t part = e->info.size / (size_t)e->n_parts;
         for (int64_t k = 0; t && k < e->n_parts; k++) {
             const weights_entry *p = &e->parts[k];
-            candle_tensor *v = candle_safetensors_load_tensor(w->shards[p->shard], ctx, p->info.src_name);
+            candle_tensor *v = p->q ? hf_quant_load(w, p, ctx, p->info.name)
+                                    : candle_safetensors_load_tensor(w->shards[p->shard], ctx, p->info.src_name);
             if (!v || candle_tensor_copy_bytes(t, (size_t)k * part, v, p->part_off, part)) t = NULL;
         }
         if (t) candle_tensor_set_name(t, name);
         return t;
     }
+    if (e->q) return hf_quant_load(w, e, ctx, name);
     candle_tensor *t = candle_safetensors_load_tensor(w->shards[e->shard], ctx, e->info.src_name);
     if (!t) return NULL;
     candle_tensor_set_name(t, name);

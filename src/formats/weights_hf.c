@@ -50,7 +50,8 @@ static candle_status read_config(candle_weights *w, json_doc **cfg_doc) {
         return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                                 "config.json: model_type '%.*s' is not supported (supported: %s)",
                                 (int)(len > 64 ? 64 : len), mt, hf_family_list());
-    return hf_family_config(w->hf, w, cfg, "config.json");
+    candle_status st = hf_family_config(w->hf, w, cfg, "config.json");
+    return st ? st : hf_quant_config(w, cfg);
 }
 
 /* chat_template: a string, or a list of {name, template} of which "default"
@@ -170,10 +171,18 @@ static candle_status list_tensors(candle_weights *w) {
         candle_safetensors *st = w->shards[k];
         for (int64_t i = 0; i < candle_safetensors_n_tensors(st); i++) {
             const candle_safetensors_tensor_info *t = candle_safetensors_tensor(st, i);
-            char name[160];
+            char name[160], lin[256];
             weights_xform xf;
+            bool is_qweight = false;
+            const char *src = t->name;
             if (hf_family_ignored(t->name)) continue;
-            if (!hf_family_tensor(w->hf, t->name, name, sizeof name, &xf))
+            /* a packed linear stands as its "<prefix>.weight"; its zeros,
+             * scales and g_idx are read beside the qweight (weights_quant.c) */
+            if (hf_quant_part(w, t->name, &is_qweight, lin, sizeof lin)) {
+                if (!is_qweight) continue;
+                src = lin;
+            }
+            if (!hf_family_tensor(w->hf, src, name, sizeof name, &xf))
                 return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                         "%s: tensor '%s' is not part of a %s model",
                                         w->shard_names[k], t->name, hf_family_model_type(w->hf));
@@ -190,6 +199,8 @@ static candle_status list_tensors(candle_weights *w) {
             e->info.size = t->size;
             e->shard = k;
             e->xf = xf;
+            if (is_qweight && !(e->q = calloc(1, sizeof *e->q)))
+                return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tensor list");
         }
     }
     for (int k = 0; k < w->n_made; k++) {
@@ -267,6 +278,7 @@ static candle_status stack_experts(candle_weights *w) {
             if (!t0) t0 = t;
         }
         weights_entry st = parts[0];
+        st.q = NULL; /* each part keeps its own packed linear */
         char name[96];
         snprintf(name, sizeof name, "blk.%ld.%s_exps.weight", il, what);
         if (!(st.info.name = weights_strdup(name))) {
@@ -314,7 +326,7 @@ static candle_status split_gate_up(candle_weights *w) {
         size_t nl = strlen(e->info.name);
         if (nl < sizeof tail || strcmp(e->info.name + nl - (sizeof tail - 1), tail)) continue;
         const candle_weights_tensor_info *t = &e->info;
-        if (t->rank != 3 || t->shape[0] <= 0 || t->shape[1] <= 0 || t->shape[1] % 2 || e->xf != XF_NONE)
+        if (t->rank != 3 || t->shape[0] <= 0 || t->shape[1] <= 0 || t->shape[1] % 2 || e->xf != XF_NONE || e->q)
             return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                     "%s: tensor '%s' is not [n_expert, 2 * n_ff, n_embd]", w->path,
                                     t->src_name);
@@ -382,6 +394,7 @@ candle_status weights_open_hf(candle_weights *w, const candle_weights_params *p)
     if (!s) s = read_chat_template(w);
     if (!s) s = open_weights(w, p);
     if (!s) s = list_tensors(w);
+    if (!s) s = hf_quant_entries(w);
     if (!s) s = stack_experts(w);
     if (!s) s = split_gate_up(w);
     if (!s) s = check_tied(w, json_root(cfg));

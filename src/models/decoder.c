@@ -246,3 +246,38 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
     if (!all && x) x = candle_narrow(s->ctx, x, 0, n - 1, 1);
     return hidden ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
 }
+
+/* Without a cache: every row of the step attends to every row, within
+ * the local mask (st->user) on sliding-window layers. */
+static candle_tensor *bidir_attend(decoder_step *st, candle_tensor *q, candle_tensor *k, candle_tensor *v,
+                                   int64_t il) {
+    candle_ctx *ctx = st->ctx;
+    const candle_model_config *c = st->c;
+    candle_tensor *mask = decoder_layer_is_swa(c, il) ? st->user : NULL;
+    candle_tensor *o = candle_attention(ctx, candle_unsqueeze(ctx, candle_transpose(ctx, q, 0, 1), 0),
+                                        candle_unsqueeze(ctx, candle_transpose(ctx, k, 0, 1), 0),
+                                        candle_unsqueeze(ctx, candle_transpose(ctx, v, 0, 1), 0), mask,
+                                        c->attn_scale, false); /* [1, n_head, n, head_dim] */
+    int64_t flat[2] = {st->n, c->n_head * c->head_dim};
+    return candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
+}
+
+candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+    const candle_model_config *c = &m->cfg;
+    if (n > c->n_ctx_train) {
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                         "%s: %lld tokens exceed the %lld positions of the model (truncate the input)",
+                         m->family->name, (long long)n, (long long)c->n_ctx_train);
+        return NULL;
+    }
+    if (c->attn_softcap > 0) {
+        cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: bidirectional attention with soft-capped scores",
+                         m->family->name);
+        return NULL;
+    }
+    candle_tensor *local = c->n_swa > 0 ? model_local_mask(ctx, c->n_swa, n) : NULL;
+    if (candle_errcode(ctx)) return NULL;
+    decoder_step st = {ctx, m, c, n, 0, NULL, "model", bidir_attend, local, model_rope_factors(m, c->n_ctx_train)};
+    candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens));
+    return norm(&st, x, m->out_norm);
+}

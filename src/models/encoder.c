@@ -137,10 +137,7 @@ static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int6
     return candle_reshape_copy(ctx, b, 4, out);
 }
 
-/* ModernBERT's local attention: key j is seen from query i when
- * |i - j| <= window / 2 ([1, 1, n, n], 0 or -inf); NULL when every key of
- * an n-token sequence is in reach. */
-static candle_tensor *local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
+candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
     int64_t half = window / 2;
     if (n <= half + 1) return NULL;
     float *v = malloc((size_t)(n * n) * sizeof *v);
@@ -160,7 +157,7 @@ static candle_tensor *local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
  * LayerNorm; layer il attends globally when il % swa_pattern == 0. */
 static candle_tensor *prenorm_layers(candle_ctx *ctx, const candle_model *m, candle_tensor *x, int64_t n) {
     const candle_model_config *c = &m->cfg;
-    candle_tensor *local = c->n_swa > 0 ? local_mask(ctx, c->n_swa, n) : NULL;
+    candle_tensor *local = c->n_swa > 0 ? model_local_mask(ctx, c->n_swa, n) : NULL;
     if (candle_errcode(ctx)) return NULL;
     for (int64_t il = 0; il < c->n_layer && x; il++) {
         const encoder_layer *w = &m->enc[il];

@@ -49,9 +49,9 @@ static candle_status check_input(const candle_model *m, const candle_forward_inp
                                 in->n_tokens);
     if ((unsigned)kind > CANDLE_OUTPUT_POOLED_MAX)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: unknown output kind %d", (int)kind);
-    if (kind == CANDLE_OUTPUT_LOGITS && m->cfg.kind != CANDLE_MODEL_DECODER_LM)
-        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: an encoder (%s) has no logits",
-                                m->family->name);
+    if (kind == CANDLE_OUTPUT_LOGITS && (m->cfg.kind != CANDLE_MODEL_DECODER_LM || m->cfg.bidirectional))
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "forward: %s (%s) has no logits",
+                                m->cfg.bidirectional ? "a bidirectional decoder" : "an encoder", m->family->name);
     size_t need = candle_model_output_size(m, in, kind);
     if (out_len < need)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
@@ -83,7 +83,7 @@ typedef struct runner {
 
 static candle_status runner_init(runner *r, const candle_model *m, int64_t n_tokens) {
     r->m = m;
-    if (m->cfg.kind == CANDLE_MODEL_DECODER_LM) {
+    if (m->cfg.kind == CANDLE_MODEL_DECODER_LM && !m->cfg.bidirectional) {
         candle_session_params sp = candle_session_default_params();
         sp.n_ctx = n_tokens;
         return candle_session_init(&r->s, m, &sp);
@@ -126,7 +126,8 @@ static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *t
     }
     candle_status st = check_ids(r->m, tokens, types, n);
     if (st) return st;
-    candle_tensor *h = encoder_hidden(r->ctx, r->m, tokens, types, n);
+    candle_tensor *h = r->m->cfg.kind == CANDLE_MODEL_DECODER_LM ? decoder_hidden_bidir(r->ctx, r->m, tokens, n)
+                                                                 : encoder_hidden(r->ctx, r->m, tokens, types, n);
     st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
     if (!st) st = candle_tensor_to_f32(h, dst);
     if (st) st = cdl_set_error(NULL, st, "%s", candle_errmsg(r->ctx));

@@ -44,6 +44,9 @@ static candle_status gemma3_config(const candle_weights *g, candle_model_config 
                                 "model: gemma3.attention.sliding_window_pattern is %lld, want > 0",
                                 (long long)pattern);
     c->swa_pattern = (int)pattern;
+    bool causal = true;
+    candle_weights_get_bool(g, "gemma3.attention.causal", &causal);
+    c->bidirectional = !causal;
     query_scale(g, "gemma3", c, 62);
     return CANDLE_OK;
 }

@@ -187,6 +187,13 @@ candle_status decoder_check_desc(const model_family *f);
 /* Load every tensor the family's blocks use; errors name a missing one. */
 candle_status decoder_load_weights(candle_model *m);
 candle_status encoder_load_weights(candle_model *m);
+/* Bidirectional local attention (ModernBERT's, EmbeddingGemma's): key j is
+ * seen from query i when |i - j| <= window / 2 ([1, 1, n, n], 0 or -inf);
+ * NULL when every key of an n-token sequence is in reach. */
+candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n);
+/* The last hidden states [n, n_embd] (after the final norm) of one sequence
+ * through a bidirectional decoder (cfg.bidirectional), without a KV cache. */
+candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n);
 /* Refuses a description the encoder builder does not implement. */
 candle_status encoder_check_desc(const model_family *f);
 /* The last hidden states [n, n_embd] of one sequence through an encoder;

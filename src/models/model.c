@@ -24,6 +24,11 @@ candle_status model_backend_for(const candle_model *m, int n_threads, candle_bac
 }
 
 candle_status model_need_decoder(const candle_model *m, const char *who) {
+    if (m->cfg.kind == CANDLE_MODEL_DECODER_LM && m->cfg.bidirectional)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                "%s: the %s model attends bidirectionally (attention.causal false) and "
+                                "generates nothing: use candle_model_forward or candle_encoder", who,
+                                m->family->name);
     if (m->cfg.kind == CANDLE_MODEL_DECODER_LM) return CANDLE_OK;
     return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                             "%s: the %s model is of kind %s and generates nothing: use "

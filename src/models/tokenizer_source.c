@@ -19,15 +19,20 @@ static candle_status from_weights(candle_tokenizer **out, const candle_weights *
     return candle_tokenizer_from_hf_file(out, tok, stat(cfg, &st) ? NULL : cfg);
 }
 
-/* Token ids past the embedding's rows would index outside it: refused.
- * Fewer tokens than rows is allowed: Hugging Face checkpoints pad the
- * embedding (e.g. Qwen2's 151936 rows for 151665 tokens). */
+/* Token ids past the embedding's rows would index outside it: refused,
+ * unless they are all added tokens that plain text never yields
+ * (EmbeddingGemma's <image_soft_token>, one past its 262144 rows; the
+ * forward refuses such an id by range). Fewer tokens than rows is allowed:
+ * Hugging Face checkpoints pad the embedding (e.g. Qwen2's 151936 rows for
+ * 151665 tokens). */
 static candle_status check_rows(const candle_tokenizer *t, const candle_weights *w) {
     int64_t i = candle_weights_find_tensor(w, "token_embd.weight");
     if (i < 0) return CANDLE_OK;
     const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
     int64_t rows = ti->rank >= 1 ? ti->shape[0] : 0;
-    if (candle_tokenizer_n_vocab(t) <= rows) return CANDLE_OK;
+    int32_t id = (int32_t)(rows < 0 ? 0 : rows);
+    while (id < candle_tokenizer_n_vocab(t) && candle_tokenizer_is_added(t, id) && id - rows < 64) id++;
+    if (candle_tokenizer_n_vocab(t) <= id) return CANDLE_OK;
     return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                             "tokenizer: the vocabulary has %d tokens but token_embd.weight has "
                             "%lld rows; the model cannot embed the tokens past its rows",

@@ -4,7 +4,10 @@
 #include <string.h>
 
 #include "candle/chat.h"
+#include "candle/jinja.h"
 #include "../core/core-impl.h"
+#include "../core/json-impl.h"
+#include "nn-impl.h"
 
 static const char *const format_names[CANDLE_CHAT_FORMAT_COUNT] = {
     [CANDLE_CHAT_CHATML] = "chatml", [CANDLE_CHAT_LLAMA2] = "llama2",
@@ -96,6 +99,18 @@ candle_status candle_chat_template_init(candle_chat_template *t, const char *tmp
                            : candle_chat_format_detect(tmpl, len, &t->format);
     if (s) return s;
     if (t->format == CANDLE_CHAT_CHATML && tmpl) t->default_system = literal_system(tmpl, len);
+    if (tmpl && len) {
+        /* A template this interpreter cannot compile still serves plain
+         * chats through the family formatter; tools then take the generic
+         * way. */
+        candle_status js = candle_jinja_parse(tmpl, len, &t->jinja);
+        if (js == CANDLE_ERR_OOM) {
+            candle_chat_template_free(t);
+            return js;
+        }
+        if (js) t->jinja = NULL;
+        t->tool_format = t->jinja ? candle_tool_format_detect(tmpl, len) : CANDLE_TOOL_GENERIC;
+    }
     return CANDLE_OK;
 }
 
@@ -103,6 +118,8 @@ void candle_chat_template_free(candle_chat_template *t) {
     if (!t) return;
     free(t->default_system);
     t->default_system = NULL;
+    candle_jinja_free(t->jinja);
+    t->jinja = NULL;
 }
 
 /* A growing string. */
@@ -112,8 +129,7 @@ typedef struct sbuf {
     bool oom;
 } sbuf;
 
-static void put(sbuf *b, const char *x) {
-    size_t m = strlen(x);
+static void put_n(sbuf *b, const char *x, size_t m) {
     if (b->oom) return;
     if (b->n + m + 1 > b->cap) {
         size_t cap = (b->n + m + 1) * 2;
@@ -125,8 +141,13 @@ static void put(sbuf *b, const char *x) {
         b->s = ns;
         b->cap = cap;
     }
-    memcpy(b->s + b->n, x, m + 1);
+    memcpy(b->s + b->n, x, m);
     b->n += m;
+    b->s[b->n] = 0;
+}
+
+static void put(sbuf *b, const char *x) {
+    if (x) put_n(b, x, strlen(x));
 }
 
 static void put3(sbuf *b, const char *x, const char *y, const char *z) {
@@ -216,4 +237,198 @@ candle_status candle_chat_apply(const candle_chat_template *t, const candle_chat
     }
     *out = b.s;
     return CANDLE_OK;
+}
+
+/* --- conversations with tools ------------------------------------------------- */
+
+/* s as a JSON string literal. */
+static void put_json_str(sbuf *b, const char *s) {
+    static const char hex[] = "0123456789abcdef";
+    put(b, "\"");
+    for (const char *p = s, *from = s;; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c && c != '"' && c != '\\' && c >= 0x20) continue;
+        put_n(b, from, (size_t)(p - from));
+        if (!c) break;
+        char e[8] = {'\\', (char)c, 0};
+        if (c < 0x20) {
+            if (c == '\n') e[1] = 'n';
+            else if (c == '\t') e[1] = 't';
+            else if (c == '\r') e[1] = 'r';
+            else e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 15], e[6] = 0;
+        }
+        put(b, e);
+        from = p + 1;
+    }
+    put(b, "\"");
+}
+
+static void put_json_opt(sbuf *b, const char *s) {
+    if (s) put_json_str(b, s);
+    else put(b, "null");
+}
+
+/* JSON text s is an object (arguments as the templates want them: they
+ * write `arguments | tojson`). */
+static bool json_is_object_text(const char *s) {
+    if (!s) return false;
+    json_doc *d = NULL;
+    bool ok = !json_parse(&d, s, strlen(s), "arguments", NULL) && json_root(d)->type == JSON_OBJECT;
+    json_free(d);
+    return ok;
+}
+
+static bool has_tool_parts(const candle_chat_msg *m, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (m[i].n_tool_calls || (m[i].role && !strcmp(m[i].role, "tool"))) return true;
+    return false;
+}
+
+static candle_status check_msgs(const candle_chat_msg *m, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!m[i].role)
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat: messages[%zu] has no role", i);
+        for (size_t k = 0; k < m[i].n_tool_calls; k++)
+            if (!m[i].tool_calls[k].name)
+                return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                     "chat: messages[%zu].tool_calls[%zu] has no function name", i, k);
+    }
+    return CANDLE_OK;
+}
+
+static candle_status render_jinja(const candle_chat_template *t, const candle_chat_msg *m, size_t n,
+                                  const candle_chat_options *o, char **out) {
+    sbuf b = {0};
+    put(&b, "{\"messages\": [");
+    for (size_t i = 0; i < n; i++) {
+        put(&b, i ? ", {\"role\": " : "{\"role\": ");
+        put_json_str(&b, m[i].role);
+        put(&b, ", \"content\": ");
+        put_json_opt(&b, m[i].content);
+        if (m[i].n_tool_calls) {
+            put(&b, ", \"tool_calls\": [");
+            for (size_t k = 0; k < m[i].n_tool_calls; k++) {
+                const candle_chat_tool_call *c = &m[i].tool_calls[k];
+                put(&b, k ? ", {\"id\": " : "{\"id\": ");
+                put_json_opt(&b, c->id);
+                put(&b, ", \"type\": \"function\", \"function\": {\"name\": ");
+                put_json_str(&b, c->name);
+                put(&b, ", \"arguments\": ");
+                if (json_is_object_text(c->arguments)) put(&b, c->arguments);
+                else put_json_str(&b, c->arguments ? c->arguments : "");
+                put(&b, "}}");
+            }
+            put(&b, "]");
+        }
+        if (m[i].tool_call_id) put(&b, ", \"tool_call_id\": "), put_json_str(&b, m[i].tool_call_id);
+        if (m[i].name) put(&b, ", \"name\": "), put_json_str(&b, m[i].name);
+        put(&b, "}");
+    }
+    put(&b, "], \"tools\": ");
+    put(&b, o->tools ? o->tools : "null");
+    put(&b, o->add_generation_prompt ? ", \"add_generation_prompt\": true" : ", \"add_generation_prompt\": false");
+    put(&b, ", \"bos_token\": ");
+    put_json_str(&b, o->bos_token ? o->bos_token : "");
+    put(&b, ", \"eos_token\": ");
+    put_json_str(&b, o->eos_token ? o->eos_token : "");
+    put(&b, "}");
+    if (b.oom) {
+        free(b.s);
+        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+    }
+    char *text = NULL;
+    size_t len = 0;
+    candle_status st = candle_jinja_render(t->jinja, b.s, b.n, NULL, &text, &len);
+    free(b.s);
+    if (st) return st;
+    size_t bl = o->strip_bos && o->bos_token ? strlen(o->bos_token) : 0;
+    if (bl && len >= bl && !memcmp(text, o->bos_token, bl)) memmove(text, text + bl, len - bl + 1);
+    *out = text;
+    return CANDLE_OK;
+}
+
+/* The generic way: the tools in a system message, calls and results as
+ * Hermes writes them, then the family formatter. */
+static candle_status render_generic(const candle_chat_template *t, const candle_chat_msg *m, size_t n,
+                                    const candle_chat_options *o, char **out) {
+    const size_t n0 = n;
+    candle_chat_msg *mm = calloc(n0 + 1, sizeof *mm);
+    char **owned = calloc(n0 + 1, sizeof *owned); /* [n0]: the system text */
+    candle_status st = mm && owned ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+    size_t k = 0;
+    if (!st && o->tools) {
+        json_doc *d = NULL;
+        size_t tl = strlen(o->tools);
+        if (json_parse(&d, o->tools, tl, "tools", NULL) || json_root(d)->type != JSON_ARRAY) {
+            st = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat: tools must be a JSON array");
+        } else if (json_root(d)->n) {
+            sbuf b = {0};
+            bool has_sys = n && !strcmp(m[0].role, "system");
+            if (has_sys && m[0].content) put(&b, m[0].content), put(&b, "\n\n");
+            put(&b, "You can call functions to answer. They are, as JSON:\n<tools>\n");
+            const json_value *r = json_root(d);
+            for (size_t i = 0; i < r->n; i++) {
+                const json_value *v = json_at(r, i);
+                size_t end = v->type == JSON_OBJECT ? cdl_json_span(o->tools + v->offset, tl - v->offset) : 0;
+                char *c = end ? cdl_json_compact(o->tools + v->offset, end) : NULL;
+                if (c) put(&b, c), put(&b, "\n");
+                free(c);
+            }
+            put(&b, "</tools>\nTo call one, answer with only:\n<tool_call>\n{\"name\": <the function's name>, "
+                    "\"arguments\": <its arguments as a JSON object>}\n</tool_call>");
+            owned[n0] = b.s;
+            if (b.oom) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+            mm[k].role = "system";
+            mm[k++].content = b.s;
+            if (has_sys) m++, n--;
+        }
+        json_free(d);
+    }
+    for (size_t i = 0; !st && i < n; i++, k++) {
+        mm[k] = m[i];
+        if (!strcmp(m[i].role, "tool")) {
+            sbuf b = {0};
+            put(&b, "<tool_response>\n");
+            put(&b, m[i].content);
+            put(&b, "\n</tool_response>");
+            mm[k].role = "user";
+            mm[k].content = owned[i] = b.s;
+            if (b.oom) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+        } else if (m[i].n_tool_calls) {
+            sbuf b = {0};
+            put(&b, m[i].content);
+            for (size_t c = 0; c < m[i].n_tool_calls; c++) {
+                if (b.n) put(&b, "\n");
+                put(&b, "<tool_call>\n{\"name\": ");
+                put_json_str(&b, m[i].tool_calls[c].name);
+                put(&b, ", \"arguments\": ");
+                const char *a = m[i].tool_calls[c].arguments;
+                put(&b, json_is_object_text(a) ? a : "{}");
+                put(&b, "}\n</tool_call>");
+            }
+            mm[k].content = owned[i] = b.s;
+            if (b.oom) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+        }
+    }
+    if (!st) st = candle_chat_apply(t, mm, k, o->add_generation_prompt, out);
+    for (size_t i = 0; owned && i <= n0; i++) free(owned[i]);
+    free(owned);
+    free(mm);
+    return st;
+}
+
+candle_status candle_chat_render(const candle_chat_template *t, const candle_chat_msg *msgs, size_t n,
+                                 const candle_chat_options *o, char **out) {
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat: NULL output");
+    *out = NULL;
+    if (!t || (!msgs && n)) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat: NULL argument");
+    candle_chat_options def = {.add_generation_prompt = true};
+    if (!o) o = &def;
+    candle_status st = check_msgs(msgs, n);
+    if (st) return st;
+    bool tools = (o->tools && strcmp(o->tools, "[]") && strcmp(o->tools, "null")) || has_tool_parts(msgs, n);
+    if (t->jinja && (o->jinja_always || (tools && t->tool_format != CANDLE_TOOL_GENERIC)))
+        return render_jinja(t, msgs, n, o, out);
+    if (tools) return render_generic(t, msgs, n, o, out);
+    return candle_chat_apply(t, msgs, n, o->add_generation_prompt, out);
 }

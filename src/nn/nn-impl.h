@@ -10,6 +10,13 @@
  * decoding advances the matcher by each token it outputs. */
 candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_grammar_vocab **v);
 
+/* JSON text (tools.c, also used by chat.c's tool rendering): the length of
+ * the object or array that opens s[0..n) (0 when it does not close), and a
+ * malloc'ed copy of valid JSON s[0..n) without whitespace outside strings
+ * (NULL on OOM). */
+size_t cdl_json_span(const char *s, size_t n);
+char *cdl_json_compact(const char *s, size_t n);
+
 /* Keys and values of every layer, allocated once for n_ctx positions. Keys
  * are stored already rotated (RoPE applied at their position). */
 typedef struct kv_cache {

@@ -12,6 +12,9 @@
 int32_t candle_tokenizer_n_vocab(const candle_tokenizer *t) { return t ? t->n_vocab : 0; }
 int32_t candle_tokenizer_bos(const candle_tokenizer *t) { return t ? t->bos : -1; }
 int32_t candle_tokenizer_eos(const candle_tokenizer *t) { return t ? t->eos : -1; }
+bool candle_tokenizer_is_added(const candle_tokenizer *t, int32_t id) {
+    return t && id >= 0 && id < t->n_vocab && (t->tokens[id].type == TT_CONTROL || t->tokens[id].type == TT_USER);
+}
 
 bool candle_tokenizer_is_eog(const candle_tokenizer *t, int32_t id) {
     if (!t || id < 0) return false;

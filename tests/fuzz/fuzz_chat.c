@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         candle_chat_msg msgs[MAX_MSGS];
         size_t n = 0;
-        for (size_t i = 2; i + 1 < n_field; i += 2) msgs[n++] = (candle_chat_msg){field[i], field[i + 1]};
+        for (size_t i = 2; i + 1 < n_field; i += 2) msgs[n++] = (candle_chat_msg){.role = field[i], .content = field[i + 1]};
         render(&t, msgs, n, flags & 1);
         candle_chat_template_free(&t);
         check(t.default_system == NULL);

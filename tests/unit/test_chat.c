@@ -58,9 +58,9 @@ static void test_detect(void) {
 }
 
 static void test_render(void) {
-    candle_chat_msg u[] = {{"user", "Hi"}};
-    candle_chat_msg conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"},
-                              {"user", "Bye"}};
+    candle_chat_msg u[] = {{.role = "user", .content = "Hi"}};
+    candle_chat_msg conv[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!"},
+                              {.role = "user", .content = "Bye"}};
     render(smollm2, NULL, u, 1,
            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");

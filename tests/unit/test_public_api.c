@@ -149,7 +149,7 @@ static void test_profile_through_log(void) {
 static void test_free(void) {
     candle_chat_template t;
     CHECK(candle_chat_template_init(&t, NULL, 0, "chatml") == CANDLE_OK);
-    candle_chat_msg m[] = {{"user", "hi"}};
+    candle_chat_msg m[] = {{.role = "user", .content = "hi"}};
     char *out = NULL;
     CHECK(candle_chat_apply(&t, m, 1, true, &out) == CANDLE_OK && out);
     if (out) CHECK_CONTAINS(out, "<|im_start|>user\nhi<|im_end|>");

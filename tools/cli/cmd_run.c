@@ -215,7 +215,7 @@ static bool chat_push(chat_state *c, const char *role, const char *content) {
     }
     char *copy = strdup(content);
     if (!copy) return false;
-    c->msgs[c->n++] = (candle_chat_msg){role, copy};
+    c->msgs[c->n++] = (candle_chat_msg){.role = role, .content = copy};
     return true;
 }
 

@@ -1,0 +1,90 @@
+/* Tool calling: the formats in which chat models write function calls, as
+ * their chat templates teach them, recognised from the template text;
+ * parsing a reply into calls; and a GBNF grammar that makes a model write a
+ * call whose arguments follow the function's JSON schema. */
+#ifndef CANDLE_TOOLS_H
+#define CANDLE_TOOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum candle_tool_format {
+    /* The template renders no tools: Candle describes them in a system
+     * message itself and asks for Hermes' wrapper (below). */
+    CANDLE_TOOL_GENERIC = 0,
+    /* <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>, one block
+     * per call: Hermes 2/3, Qwen 2.5, Qwen 3, SmolLM3 */
+    CANDLE_TOOL_HERMES,
+    /* {"name": N, "parameters": {...}} as the whole reply (several joined by
+     * ';' or newlines), optionally after <|python_tag|>: Llama 3.1/3.2/3.3 */
+    CANDLE_TOOL_LLAMA3,
+    /* [TOOL_CALLS][{"name": N, "arguments": {...}, "id": "..."}, ...]:
+     * Mistral (Nemo, Small); the [TOOL_CALLS] marker may be missing from a
+     * reply (a control token the detokenizer does not print) */
+    CANDLE_TOOL_MISTRAL,
+    CANDLE_TOOL_FORMAT_COUNT
+} candle_tool_format;
+
+/* "generic", "hermes", "llama3", "mistral". */
+CANDLE_API const char *candle_tool_format_name(candle_tool_format f);
+/* The format a chat template's text (Jinja source; may be NULL) teaches:
+ * Hermes when it writes <tool_call>, Mistral for [TOOL_CALLS], Llama 3 for
+ * <|python_tag|> or a header template that renders tools, else generic
+ * (functionary's <function=...> format included: not parsed). */
+CANDLE_API candle_tool_format candle_tool_format_detect(const char *tmpl, size_t len);
+
+typedef struct candle_tool_call {
+    char *id;        /* as the model wrote it (Mistral), or NULL */
+    char *name;      /* the function's name */
+    char *arguments; /* a JSON object, compact ("{}" when the model gave none) */
+} candle_tool_call;
+
+typedef struct candle_tool_calls {
+    candle_tool_call *calls;
+    size_t n;
+    /* The reply's text outside the calls, whitespace trimmed; NULL when
+     * there is none. */
+    char *content;
+} candle_tool_calls;
+
+/* Splits a model's reply (len bytes, UTF-8) into calls and other text. A
+ * reply without any call is CANDLE_OK with n == 0 and content the whole
+ * (trimmed) text. A call block that is not valid JSON, has no string
+ * "name" or has arguments that are not an object is not a call: its text
+ * stays in content. Also accepts "arguments" as a JSON string holding an
+ * object (some fine-tunes write that). CANDLE_ERR_OOM only on memory;
+ * every other input is a result. Free with candle_tool_calls_free. */
+CANDLE_API candle_status candle_tool_calls_parse(candle_tool_format f, const char *text, size_t len,
+                                                 candle_tool_calls *out);
+CANDLE_API void candle_tool_calls_free(candle_tool_calls *c);
+
+/* Where a call may start in text[0..len): the offset of the format's opening
+ * (a complete one, or a prefix of it at the very end of the text, so a
+ * stream holds those bytes back until it knows), or len when none. Llama
+ * 3's bare JSON counts only at the start of the reply (after whitespace). */
+CANDLE_API size_t candle_tool_call_start(candle_tool_format f, const char *text, size_t len);
+
+/* A GBNF grammar whose sentences are calls in format f of the functions of
+ * tools_json (an OpenAI "tools" array: [{"type": "function", "function":
+ * {"name", "description", "parameters"}}]), arguments constrained by each
+ * function's "parameters" schema (candle_json_schema_to_gbnf; a function
+ * without one takes any object). only (may be NULL) restricts it to the
+ * function of that name; parallel allows one or more calls, else exactly
+ * one. Mistral's grammar leaves out the [TOOL_CALLS] marker (a control
+ * token, which grammars do not see): the array alone. A schema keyword that cannot be enforced, a bad tools array or an
+ * unknown `only` is CANDLE_ERR_INVALID_ARG naming it. *out is freed with
+ * candle_free. */
+CANDLE_API candle_status candle_tool_grammar(candle_tool_format f, const char *tools_json, size_t len,
+                                             const char *only, bool parallel, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
