@@ -589,10 +589,10 @@ static double *step_values(candle_ctx *ctx, candle_tensor *q, candle_dtype t, in
         *kk = candle_transpose(ctx, *kk, 1, 2);
         *v = candle_transpose(ctx, *v, 1, 2);
     }
-    return mt_values(candle_attention(ctx, q, *kk, *v, NULL, 0, true));
+    return mt_values(cdl_attention_rows(ctx, q, *kk, *v, NULL, 0, true, true));
 }
 
-/* A step of k positions (decoding, verifying k - 1 drafted tokens) gives
+/* A row step of k positions (verifying k - 1 drafted tokens) gives
  * each row the bits of the one-position step at its position: the step
  * whose K/V end there; and the same bits whether the K/V rows are
  * head-major or position-major. Kv heads of up to 4 query heads (the
@@ -619,8 +619,8 @@ static void test_step_invariance(const char *isa) {
                     double *all = step_values(ctx, q, kvts[t], hkv, skv, d, pm, seed, &kk, &v);
                     bool same = all != NULL;
                     if (pm) { /* the same values head-major */
-                        double *hm = mt_values(candle_attention(ctx, q, candle_contiguous(ctx, kk),
-                                                                candle_contiguous(ctx, v), NULL, 0, true));
+                        double *hm = mt_values(cdl_attention_rows(ctx, q, candle_contiguous(ctx, kk),
+                                                                  candle_contiguous(ctx, v), NULL, 0, true, true));
                         same = same && hm && !memcmp(hm, all, sizeof(double) * (size_t)(hq * k * d));
                         free(hm);
                     }

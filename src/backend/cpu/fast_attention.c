@@ -43,14 +43,17 @@
 #define ATTN_BK 256       /* keys per tile */
 #define ATTN_BQ 128       /* query positions per block, at most */
 #define ATTN_MAX_ROWS 512 /* positions x heads of one task, at most */
-/* Steps of few positions (decoding, and the verification of drafted
- * tokens) whose kv heads serve at most ATTN_DIRECT_HEADS query heads take
- * their scores from the key rows: a transposed copy would cost as much as
- * the products it feeds. Each row's scores, key chunks and merge then
- * depend on its own position alone, never on the step's row count, so a
- * k-token step gives every row the bits of the one-token step at its
- * position (greedy speculative decoding with up to 16 drafted tokens is
- * exact). */
+/* Blocks of at most this many rows (decoding: the heads of one kv head)
+ * take their scores from the key rows: a transposed copy would cost as much
+ * as the products it feeds. */
+#define ATTN_ROWS_DIRECT 4
+/* Row steps (the verification of drafted tokens) of up to ATTN_DIRECT_POS
+ * positions whose kv heads serve at most ATTN_DIRECT_HEADS query heads take
+ * the direct scores too, though the packed ones are faster for them: each
+ * row's scores, key chunks and merge then depend on its own position
+ * alone, never on the step's row count, so every row gets the bits of the
+ * one-token step at its position (greedy speculative decoding with up to 16
+ * drafted tokens is exact). */
 #define ATTN_DIRECT_HEADS 4
 #define ATTN_DIRECT_POS 17
 /* The chunk states of a multi-position direct step, at most: past this
@@ -168,6 +171,7 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
     *g = (attn_geom){.B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Sq = q->shape[2],
                      .Skv = k->shape[2], .D = q->shape[3], .Dv = v->shape[3], .causal = dst->iparams[0] != 0};
+    bool row_steps = dst->iparams[1] != 0;
     g->G = g->Hq / g->Hkv;
     g->blocks = cpu_dtype(k->dtype)->is_quantized;
     g->gc = g->G < ATTN_MAX_ROWS ? g->G : ATTN_MAX_ROWS;
@@ -178,7 +182,8 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     g->n_blk = (g->Sq + g->bq - 1) / g->bq;
     g->dvp = round_up(g->Dv, ATTN_NR);
     /* set before split_positions, so the thread count changes no bit */
-    g->direct = g->gc <= ATTN_DIRECT_HEADS && g->Sq <= ATTN_DIRECT_POS;
+    g->direct = g->gc * g->bq <= ATTN_ROWS_DIRECT ||
+                (row_steps && g->gc <= ATTN_DIRECT_HEADS && g->Sq <= ATTN_DIRECT_POS);
     split_keys(g);
     if (g->Sq > 1 && partial_bytes(g) > ATTN_DIRECT_PARTIAL_MAX) {
         g->direct = false;
