@@ -83,6 +83,12 @@ candle_tensor *cdl_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, i
                                const int64_t *shape);
 /* Finish building a node: compute it at once in eager contexts. */
 candle_tensor *cdl_node_finish(candle_ctx *ctx, candle_tensor *node);
+/* candle_attention whose rows, when row_steps, each get the bits the
+ * one-position step at their position gets: the step that verifies drafted
+ * tokens must pick what decoding them one at a time would. Kernels may
+ * take a slower path for it (src/ops/attention.c). */
+candle_tensor *cdl_attention_rows(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,
+                                  candle_tensor *mask, double scale, bool causal, bool row_steps);
 /* Normalise a possibly negative dim; records an error and returns -1 if out of range. */
 int cdl_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank);
 /* Graphs are freed with the context (or a reset past them); -1 on OOM. */

@@ -314,7 +314,7 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     }
     bseqs bq = {seqs, n_seqs, NULL};
     decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq,
-                       NULL};
+                       NULL, false};
     if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff)) {
         free(ids);
         free(pos);

@@ -116,6 +116,7 @@ candle_tensor *decoder_attend_rows(decoder_step *st, candle_tensor *q, candle_te
         .softcap = c->attn_softcap,
         .window = decoder_layer_is_swa(c, il) ? c->n_swa : 0,
         .pos = pos,
+        .row_steps = st->row_steps,
     };
     candle_tensor *o = nn_attention(ctx, candle_unsqueeze(ctx, candle_transpose(ctx, q, 0, 1), 0),
                                     k_all, v_all, &ap); /* [1, n_head, m, head_dim] */
@@ -238,13 +239,13 @@ static candle_tensor *session_attend(decoder_step *st, candle_tensor *q, candle_
 }
 
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,
-                               bool hidden) {
+                               unsigned flags) {
     const candle_model *m = s->model;
     decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s,
-                       model_rope_factors(m, s->kv.n_ctx)};
+                       model_rope_factors(m, s->kv.n_ctx), (flags & SESSION_ROW_STEPS) != 0};
     candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens)); /* [n, n_embd] */
     if (!all && x) x = candle_narrow(s->ctx, x, 0, n - 1, 1);
-    return hidden ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
+    return flags & SESSION_HIDDEN ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
 }
 
 /* Without a cache: every row of the step attends to every row, within
@@ -277,7 +278,8 @@ candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, cons
     }
     candle_tensor *local = c->n_swa > 0 ? model_local_mask(ctx, c->n_swa, n) : NULL;
     if (candle_errcode(ctx)) return NULL;
-    decoder_step st = {ctx, m, c, n, 0, NULL, "model", bidir_attend, local, model_rope_factors(m, c->n_ctx_train)};
+    decoder_step st = {ctx, m, c, n, 0, NULL, "model", bidir_attend, local, model_rope_factors(m, c->n_ctx_train),
+                       false};
     candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens));
     return norm(&st, x, m->out_norm);
 }

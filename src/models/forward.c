@@ -123,7 +123,7 @@ static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *t
                               float *dst) {
     if (r->s) {
         candle_session_reset(r->s);
-        candle_status st = session_eval_out(r->s, tokens, n, dst, true, !logits);
+        candle_status st = session_eval_out(r->s, tokens, n, dst, true, logits ? 0 : SESSION_HIDDEN);
         return st ? cdl_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
     }
     candle_status st = check_ids(r->m, tokens, types, n);

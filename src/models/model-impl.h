@@ -201,16 +201,21 @@ candle_status encoder_check_desc(const model_family *f);
  * sequence s is lens[s] rows, after those of the sequences before it. */
 candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
                                    const int32_t *types, const int64_t *lens, int64_t n_seq);
+/* How a session step runs: SESSION_HIDDEN gives the last layer's states
+ * after the final norm instead of logits; SESSION_ROW_STEPS gives every
+ * row the bits the one-token step at its position would (speculative
+ * decoding: verifying drafted tokens, a draft model catching up on them;
+ * cdl_attention_rows). */
+enum { SESSION_HIDDEN = 1, SESSION_ROW_STEPS = 2 };
 /* Logits for tokens[0..n) at s->pos: [n or 1, n_vocab] f32, in s->ctx; or
- * with `hidden` the last layer's states after the final norm [n or 1, n_embd]. */
+ * hidden states [n or 1, n_embd] (flags). */
 candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t n, bool all,
-                               bool hidden);
-/* Evaluate as candle_session_eval does, writing hidden states instead of
- * logits when `hidden`. */
+                               unsigned flags);
 /* Index of the first NaN or Inf of v[0..n), or -1 (session.c). */
 int64_t model_first_nonfinite(const float *v, int64_t n);
+/* Evaluate as candle_session_eval does, as flags say. */
 candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t n, float *out,
-                               bool all, bool hidden);
+                               bool all, unsigned flags);
 
 /* One step's graph over n stacked token rows, shared by the session and
  * the batch paths; only the KV cache and attention differ, in `attend`. */
@@ -230,6 +235,7 @@ struct decoder_step {
     decoder_attend_fn attend;
     void *user;            /* the path's state for attend */
     candle_tensor *rope_ff; /* the RoPE factors of this step's sequences, or NULL */
+    bool row_steps;        /* every row's logits wanted: rows as one-row steps (nn_attn_params) */
 };
 
 /* The RoPE divisors a sequence of n_ctx positions uses: rope_freqs, or

@@ -111,8 +111,9 @@ static candle_status check_finite(candle_session *s, const float *out, int64_t r
 }
 
 static candle_status eval_ubatch(candle_session *s, const int32_t *tokens, int64_t n, float *out,
-                                 bool all, bool hidden) {
-    candle_tensor *logits = decoder_forward(s, tokens, n, all, hidden);
+                                 bool all, unsigned flags) {
+    bool hidden = flags & SESSION_HIDDEN;
+    candle_tensor *logits = decoder_forward(s, tokens, n, all, flags);
     candle_status st = logits ? candle_compute(s->ctx, logits) : candle_errcode(s->ctx);
     if (!st && !logits) st = cdl_set_error(s->ctx, CANDLE_ERR_INTERNAL, "eval: no logits");
     if (!st && out) st = candle_tensor_to_f32(logits, out);
@@ -125,11 +126,14 @@ static candle_status eval_ubatch(candle_session *s, const int32_t *tokens, int64
 
 candle_status candle_session_eval(candle_session *s, const int32_t *tokens, int64_t n,
                                   float *logits, bool all_logits) {
-    return session_eval_out(s, tokens, n, logits, all_logits, false);
+    /* every row's logits: the caller verifies drafted tokens or scores a
+     * text (where the rows' bits do not matter) */
+    return session_eval_out(s, tokens, n, logits, all_logits, all_logits ? SESSION_ROW_STEPS : 0);
 }
 
 candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t n, float *logits,
-                               bool all_logits, bool hidden) {
+                               bool all_logits, unsigned flags) {
+    bool hidden = flags & SESSION_HIDDEN;
     begin(s);
     candle_status st = check_tokens(s, tokens, n);
     int64_t width = hidden ? s->model->cfg.n_embd : s->model->cfg.n_vocab, start = s->pos;
@@ -141,7 +145,7 @@ candle_status session_eval_out(candle_session *s, const int32_t *tokens, int64_t
         else if (logits && last) out = logits;
         if (s->abort_fn && s->abort_fn(s->abort_user))
             st = cdl_set_error(s->ctx, CANDLE_ERR_CANCELLED, "eval: cancelled after %" PRId64 " of %" PRId64 " tokens", i, n);
-        else st = eval_ubatch(s, tokens + i, m, out, all_logits, hidden);
+        else st = eval_ubatch(s, tokens + i, m, out, all_logits, flags);
     }
     if (st) s->pos = start; /* a failed batch leaves the cache as before */
     return st;

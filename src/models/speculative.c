@@ -203,7 +203,8 @@ static int32_t draft_model(candle_spec *sp, int32_t k, int32_t *draft) {
     int64_t room = candle_session_n_ctx(ds) - sp->n_ctx;
     if (room < 0) return 0; /* the draft's context is full: no drafts */
     if (k > room + 1) k = (int32_t)(room + 1);
-    if (candle_session_eval(ds, sp->ctx + dpos, sp->n_ctx - dpos, sp->dlogits, false)) {
+    /* the rows the model verified in a row step: the same kind of step */
+    if (session_eval_out(ds, sp->ctx + dpos, sp->n_ctx - dpos, sp->dlogits, false, SESSION_ROW_STEPS)) {
         session_fail(ds, "draft model");
         return -1;
     }

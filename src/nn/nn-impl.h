@@ -52,6 +52,7 @@ typedef struct nn_attn_params {
     double softcap; /* tanh capping of scores, 0 = none */
     int64_t window; /* keys within this distance (query pos - key pos < window), 0 = all */
     int64_t pos;    /* absolute position of the first query */
+    bool row_steps; /* each row as its one-position step (cdl_attention_rows) */
 } nn_attn_params;
 
 /* Causal grouped-query attention. q [1, Hq, Sq, D], k/v [1, Hkv, Skv, D]

@@ -577,6 +577,72 @@ static void test_primitives_avx512(void) {}
 static void test_avx512_rows(void) {}
 #endif
 
+/* Attention of a step of k positions with K/V [1, hkv, skv, d] (a
+ * session's cache) or [1, skv, hkv, d] viewed as such (a pool's gathered
+ * rows); NULL when it fails. */
+static double *step_values(candle_ctx *ctx, candle_tensor *q, candle_dtype t, int64_t hkv, int64_t skv, int64_t d,
+                           bool pos_major, uint64_t seed, candle_tensor **kk, candle_tensor **v) {
+    int64_t ks[4] = {1, hkv, skv, d}, kp[4] = {1, skv, hkv, d};
+    *kk = mt_input(ctx, t, 4, pos_major ? kp : ks, MT_CONTIG, seed + 1, -2, 2);
+    *v = mt_input(ctx, t, 4, pos_major ? kp : ks, MT_CONTIG, seed + 2, -1, 1);
+    if (pos_major) {
+        *kk = candle_transpose(ctx, *kk, 1, 2);
+        *v = candle_transpose(ctx, *v, 1, 2);
+    }
+    return mt_values(cdl_attention_rows(ctx, q, *kk, *v, NULL, 0, true, true));
+}
+
+/* A row step of k positions (verifying k - 1 drafted tokens) gives
+ * each row the bits of the one-position step at its position: the step
+ * whose K/V end there; and the same bits whether the K/V rows are
+ * head-major or position-major. Kv heads of up to 4 query heads (the
+ * direct scores), caches shorter and longer than a key chunk,
+ * f32/f16/q8_0/q4_0 K/V, 1 and 2 threads; and a step that sees too many
+ * heads per kv head (the packed scores in both) also. */
+static void test_step_invariance(const char *isa) {
+    static const struct { int64_t hq, hkv, k, skv, d; } cs[] = {
+        {3, 1, 5, 60, 64},  {3, 1, 5, 130, 64},  {4, 2, 9, 300, 32},  {2, 2, 17, 260, 64},
+        {9, 3, 17, 400, 64}, {6, 1, 3, 140, 32}, {1, 1, 2, 129, 32},  {3, 1, 8, 2100, 64},
+        {9, 3, 2, 37, 64},
+    };
+    static const candle_dtype kvts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_0};
+    if (!cpu_simd_force(isa)) return;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (size_t t = 0; t < sizeof kvts / sizeof kvts[0]; t++)
+            for (int threads = 1; threads <= 2; threads++)
+                for (int pm = 0; pm < 2; pm++) {
+                    candle_ctx *ctx = ctx_threads(threads);
+                    int64_t hq = cs[i].hq, hkv = cs[i].hkv, k = cs[i].k, skv = cs[i].skv, d = cs[i].d;
+                    int64_t qs[4] = {1, hq, k, d};
+                    uint64_t seed = 900 + 10 * i + (uint64_t)t;
+                    candle_tensor *q = mt_input(ctx, CANDLE_DTYPE_F32, 4, qs, MT_CONTIG, seed, -2, 2), *kk, *v;
+                    double *all = step_values(ctx, q, kvts[t], hkv, skv, d, pm, seed, &kk, &v);
+                    bool same = all != NULL;
+                    if (pm) { /* the same values head-major */
+                        double *hm = mt_values(cdl_attention_rows(ctx, q, candle_contiguous(ctx, kk),
+                                                                  candle_contiguous(ctx, v), NULL, 0, true, true));
+                        same = same && hm && !memcmp(hm, all, sizeof(double) * (size_t)(hq * k * d));
+                        free(hm);
+                    }
+                    for (int64_t r = 0; r < k && same; r++) {
+                        int64_t n = skv - k + r + 1;
+                        double *one = mt_values(candle_attention(ctx, candle_narrow(ctx, q, 2, r, 1),
+                                                                 candle_narrow(ctx, kk, 2, 0, n),
+                                                                 candle_narrow(ctx, v, 2, 0, n), NULL, 0, true));
+                        for (int64_t h = 0; one && h < hq; h++)
+                            same = same && memcmp(one + h * d, all + (h * k + r) * d, sizeof(double) * (size_t)d) == 0;
+                        same = same && one;
+                        free(one);
+                    }
+                    CHECK_MSG(same, "%s: %lld heads over %lld, %lld positions at %lld keys, %s K/V %s x%d: a row "
+                              "differs from its one-position step or from the other layout", isa, (long long)hq,
+                              (long long)hkv, (long long)k, (long long)skv, candle_dtype_name(kvts[t]),
+                              pm ? "position-major" : "head-major", threads);
+                    free(all);
+                    candle_ctx_free(ctx);
+                }
+}
+
 int main(void) {
     cpu_set_always_parallel(true);
     test_cases("scalar");
@@ -587,6 +653,10 @@ int main(void) {
     test_primitives();
     test_primitives_avx512();
     test_avx512_rows();
+    test_step_invariance("scalar");
+    test_step_invariance("avx2");
+    test_step_invariance("avx512");
+    test_step_invariance("neon");
     cpu_simd_force("auto");
     return test_done("test_attention_blocked");
 }

@@ -21,10 +21,11 @@
  * groups that straddle the diagonal are masked element-wise. Threads claim
  * the blocks one at a time, the costliest (the last positions under a
  * causal mask) first; a short prefill is cut into smaller blocks so every
- * thread gets some, and a decoding block (a few rows) splits its keys into
+ * thread gets some, and a step of few positions (decoding, verifying drafted
+ * tokens) takes its scores from the key rows and splits its keys into
  * chunks whose softmax states a second phase merges (split_keys). Memory
- * is O(rows * (D + Dv) + tile * (D + Dv)) per thread (and at most 16
- * chunk states of a few rows per decoding block), whatever the sequence
+ * is O(rows * (D + Dv) + tile * (D + Dv)) per thread (and a chunk state of
+ * a few rows per ATTN_CHUNK keys of such a step), whatever the sequence
  * length; no [Sq, Skv] score matrix exists.
  * A row that sees no key outputs zeros, as the reference does. f16/bf16
  * inputs are converted a block or tile at a time into f32 scratch; keys
@@ -46,6 +47,18 @@
  * take their scores from the key rows: a transposed copy would cost as much
  * as the products it feeds. */
 #define ATTN_ROWS_DIRECT 4
+/* Row steps (the verification of drafted tokens) of up to ATTN_DIRECT_POS
+ * positions whose kv heads serve at most ATTN_DIRECT_HEADS query heads take
+ * the direct scores too, though the packed ones are faster for them: each
+ * row's scores, key chunks and merge then depend on its own position
+ * alone, never on the step's row count, so every row gets the bits of the
+ * one-token step at its position (greedy speculative decoding with up to 16
+ * drafted tokens is exact). */
+#define ATTN_DIRECT_HEADS 4
+#define ATTN_DIRECT_POS 17
+/* The chunk states of a multi-position direct step, at most: past this
+ * (very long contexts) the step takes the packed scores instead. */
+#define ATTN_DIRECT_PARTIAL_MAX ((size_t)64 << 20)
 /* Scores are kept in log2 units (q and the mask scaled by log2(e)), so the
  * softmax takes 2^x, cheaper than exp. */
 #define ATTN_LOG2E 1.44269504088896341f
@@ -124,27 +137,41 @@ static void split_positions(attn_geom *g, int n_threads) {
     g->n_blk = (g->Sq + bq - 1) / bq;
 }
 
-/* Decoding blocks (a few rows) split their keys into chunks of at least
- * ATTN_SPLIT_MIN keys, at most ATTN_SPLIT_MAX chunks, that threads take
- * apart; a second phase merges the chunks' softmax states. The chunks
- * depend on Skv alone, never on the thread count, so one thread computes
- * the same partial states and the same merge: the same bits. */
-#define ATTN_SPLIT_MIN 128
-#define ATTN_SPLIT_MAX 16
+/* Direct steps split their keys into chunks of ATTN_CHUNK keys, at fixed
+ * offsets (a row's chunks depend on its position only), that threads take
+ * apart; a second phase merges the chunks' softmax states. The chunks never
+ * depend on the thread count either: one thread computes the same partial
+ * states and the same merge, the same bits. */
+#define ATTN_CHUNK 128
 
 static void split_keys(attn_geom *g) {
     g->n_split = 1;
     g->ck = g->Skv;
-    if (!g->direct || g->Skv < 2 * ATTN_SPLIT_MIN) return;
-    int64_t ck = round_up((g->Skv + ATTN_SPLIT_MAX - 1) / ATTN_SPLIT_MAX, ATTN_NR);
-    g->ck = ck > ATTN_SPLIT_MIN ? ck : ATTN_SPLIT_MIN;
+    if (!g->direct || g->Skv <= ATTN_CHUNK) return;
+    g->ck = ATTN_CHUNK;
     g->n_split = (g->Skv + g->ck - 1) / g->ck;
+}
+
+/* A key chunk's softmax state, in shared scratch after the threads'
+ * parts: output rows [rows, dvp] (not yet divided by the sum), running
+ * max [rows] and sum [rows]. */
+static size_t partial_floats(const attn_geom *g) {
+    int64_t rows = g->gc * g->bq;
+    return (size_t)round_up(rows * (g->dvp + 2), 16);
+}
+
+/* All the chunk states of a split step (before split_positions, which
+ * only cuts the same rows into more blocks). */
+static size_t partial_bytes(const attn_geom *g) {
+    if (g->n_split <= 1) return 0;
+    return (size_t)(g->B * g->Hkv * g->n_gc * g->n_blk * g->n_split) * partial_floats(g) * sizeof(float);
 }
 
 static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) {
     const candle_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2];
     *g = (attn_geom){.B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Sq = q->shape[2],
                      .Skv = k->shape[2], .D = q->shape[3], .Dv = v->shape[3], .causal = dst->iparams[0] != 0};
+    bool row_steps = dst->iparams[1] != 0;
     g->G = g->Hq / g->Hkv;
     g->blocks = cpu_dtype(k->dtype)->is_quantized;
     g->gc = g->G < ATTN_MAX_ROWS ? g->G : ATTN_MAX_ROWS;
@@ -153,13 +180,18 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
     g->bq = bq < ATTN_BQ ? bq : ATTN_BQ;
     if (g->bq > g->Sq) g->bq = g->Sq > 0 ? g->Sq : 1;
     g->n_blk = (g->Sq + g->bq - 1) / g->bq;
+    g->dvp = round_up(g->Dv, ATTN_NR);
     /* set before split_positions, so the thread count changes no bit */
-    g->direct = g->gc * g->bq <= ATTN_ROWS_DIRECT;
-    g->block_direct = g->blocks && g->direct && attn_reads_rows(cpu_attn_ops_get(), k->dtype);
+    g->direct = g->gc * g->bq <= ATTN_ROWS_DIRECT ||
+                (row_steps && g->gc <= ATTN_DIRECT_HEADS && g->Sq <= ATTN_DIRECT_POS);
     split_keys(g);
+    if (g->Sq > 1 && partial_bytes(g) > ATTN_DIRECT_PARTIAL_MAX) {
+        g->direct = false;
+        split_keys(g);
+    }
+    g->block_direct = g->blocks && g->direct && attn_reads_rows(cpu_attn_ops_get(), k->dtype);
     split_positions(g, n_threads);
     g->n_units = g->B * g->Hkv * g->n_gc * g->n_blk;
-    g->dvp = round_up(g->Dv, ATTN_NR);
 }
 
 /* Per-thread scratch, in floats, each part a multiple of 16 (64 bytes):
@@ -192,13 +224,6 @@ static size_t attn_thread_bytes(const attn_geom *g) {
     return scratch_floats(g, &none) * sizeof(float);
 }
 
-/* A key chunk's softmax state, in shared scratch after the threads'
- * parts: output rows [rows, dvp] (not yet divided by the sum), running
- * max [rows] and sum [rows]. */
-static size_t partial_floats(const attn_geom *g) {
-    int64_t rows = g->gc * g->bq;
-    return (size_t)round_up(rows * (g->dvp + 2), 16);
-}
 
 static float *partial_at(const cpu_task *t, const attn_geom *g, int64_t u, int64_t s) {
     uintptr_t base = ((uintptr_t)t->wdata + 63) & ~(uintptr_t)63;
@@ -279,7 +304,7 @@ static void mask_causal(const attn_block *a, int64_t g0, int64_t mr, int64_t j0,
 }
 
 /* f32 value rows for the tile: in place when v is f32 with whole-float
- * strides; NULL for a decoding block (one row group) when the table reads
+ * strides; NULL for a direct block of one row group when the table reads
  * the stored rows itself (accum_rows, the same bits without the copy);
  * else converted into the scratch tile, once for all the row groups. */
 static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int64_t *ldv) {
@@ -288,7 +313,8 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
         *ldv = a->sv / (int64_t)sizeof(float);
         return (const float *)v;
     }
-    if (a->g->direct && a->ops->accum_rows && (!a->g->blocks || a->g->block_direct)) return NULL;
+    if (a->g->direct && a->nh * a->r <= ATTN_MR && a->ops->accum_rows && (!a->g->blocks || a->g->block_direct))
+        return NULL;
     attn_rows_f32(a->simd, a->kv_dtype, v, a->sv, nk, a->g->Dv, a->sc.vt);
     *ldv = a->g->Dv;
     return a->sc.vt;
