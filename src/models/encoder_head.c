@@ -178,22 +178,50 @@ static void activate(head_act a, float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - mx) / sum);
 }
 
-/* The head's logits [n_labels] of one tokenized input (types NULL: all 0). */
-static candle_status head_logits(const candle_encoder *e, const int32_t *ids, const int32_t *types, int64_t n,
-                                 float *logits) {
-    int64_t n_embd = e->model->cfg.n_embd;
-    float *buf = malloc((size_t)(2 * n_embd) * sizeof *buf);
-    if (!buf) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
+/* Tokenized inputs scored together: one candle_model_forward packs them. */
+#define HEAD_CHUNK 256
+typedef struct head_batch {
+    int32_t *ids[HEAD_CHUNK], *types[HEAD_CHUNK]; /* types NULL: all 0 (owned with ids) */
+    int64_t n_ids[HEAD_CHUNK];
+    int n;
+} head_batch;
+
+static void batch_clear(head_batch *hb) {
+    for (int k = 0; k < hb->n; k++) free(hb->ids[k]);
+    hb->n = 0;
+}
+
+/* The head's logits [hb->n, n_labels] of the batch's inputs. */
+static candle_status head_logits(const candle_encoder *e, const head_batch *hb, float *logits) {
+    const candle_model *m = e->model;
+    int64_t n_embd = m->cfg.n_embd, L = e->head.out.n_out, len = 0, n = hb->n;
     /* a model with one token type (RoBERTa) takes no segments */
-    bool typed = types && e->model->type_embd && e->model->type_embd->shape[0] > 1;
-    candle_forward_input in = {.tokens = ids, .n_seq = 1, .n_tokens = n, .type_ids = typed ? types : NULL};
-    candle_status s = candle_model_forward(e->model, &in, CANDLE_OUTPUT_POOLED_CLS, buf, (size_t)n_embd);
-    const float *x = buf;
-    if (!s && e->head.pre.n_out) {
-        encoder_dense_apply(&e->head.pre, buf, buf + n_embd);
-        x = buf + n_embd;
+    bool typed = m->type_embd && m->type_embd->shape[0] > 1;
+    for (int k = 0; k < n; k++) len = hb->n_ids[k] > len ? hb->n_ids[k] : len;
+    int32_t *tok = calloc((size_t)(n * len), sizeof *tok), *ty = calloc((size_t)(n * len), sizeof *ty);
+    uint8_t *mask = calloc((size_t)(n * len), 1);
+    float *pooled = malloc((size_t)(n * n_embd) * sizeof *pooled), *buf = malloc((size_t)n_embd * sizeof *buf);
+    candle_status s = tok && ty && mask && pooled && buf ? CANDLE_OK
+                                                        : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
+    for (int k = 0; !s && k < n; k++) {
+        memcpy(tok + k * len, hb->ids[k], (size_t)hb->n_ids[k] * sizeof *tok);
+        if (hb->types[k]) memcpy(ty + k * len, hb->types[k], (size_t)hb->n_ids[k] * sizeof *ty);
+        memset(mask + k * len, 1, (size_t)hb->n_ids[k]);
     }
-    if (!s) encoder_dense_apply(&e->head.out, x, logits);
+    candle_forward_input in = {.tokens = tok, .mask = mask, .n_seq = n, .n_tokens = len, .type_ids = typed ? ty : NULL};
+    if (!s) s = candle_model_forward(m, &in, CANDLE_OUTPUT_POOLED_CLS, pooled, (size_t)(n * n_embd));
+    for (int k = 0; !s && k < n; k++) {
+        const float *x = pooled + k * n_embd;
+        if (e->head.pre.n_out) {
+            encoder_dense_apply(&e->head.pre, x, buf);
+            x = buf;
+        }
+        encoder_dense_apply(&e->head.out, x, logits + k * L);
+    }
+    free(tok);
+    free(ty);
+    free(mask);
+    free(pooled);
     free(buf);
     return s;
 }
@@ -219,17 +247,26 @@ candle_status candle_encoder_classify(const candle_encoder *e, const char *const
     if (cap / (size_t)L < (size_t)n)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: output of %zu floats too small, need %zu",
                                 cap, (size_t)n * (size_t)L);
+    head_batch *hb = calloc(1, sizeof *hb);
+    if (!hb) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
-        int32_t *ids = NULL;
-        int64_t nt;
-        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &ids, &nt);
-        if (!s) s = head_logits(e, ids, NULL, nt, probs_out + i * L);
-        if (!s && p->n_tokens) p->n_tokens[i] = nt;
-        free(ids);
-        if (!s) activate(e->head.classify, probs_out + i * L, L);
-        if (s) s = cdl_set_error(NULL, s, "classify: input %" PRId64 ": %s", i, candle_last_errmsg());
+        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &hb->ids[hb->n], &hb->n_ids[hb->n]);
+        if (s) {
+            s = cdl_set_error(NULL, s, "classify: input %" PRId64 ": %s", i, candle_last_errmsg());
+            break;
+        }
+        if (p->n_tokens) p->n_tokens[i] = hb->n_ids[hb->n];
+        hb->types[hb->n] = NULL;
+        if (++hb->n < HEAD_CHUNK && i < n - 1) continue;
+        int64_t i0 = i + 1 - hb->n;
+        s = head_logits(e, hb, probs_out + i0 * L);
+        for (int64_t k = i0; !s && k <= i; k++) activate(e->head.classify, probs_out + k * L, L);
+        if (s) s = cdl_set_error(NULL, s, "classify: inputs %" PRId64 "..%" PRId64 ": %s", i0, i, candle_last_errmsg());
+        batch_clear(hb);
     }
+    batch_clear(hb);
+    free(hb);
     return s;
 }
 
@@ -302,19 +339,23 @@ static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_
     return s;
 }
 
-/* One pair's score: the head's first logit, activated as a CrossEncoder. */
-static candle_status score_pair(const candle_encoder *e, const char *q, size_t qlen, const char *d, size_t dlen,
-                                const candle_head_params *p, int64_t i, float *score) {
+/* One pair's ids and types into the batch's next slot. */
+static candle_status add_pair(const candle_encoder *e, const char *q, size_t qlen, const char *d, size_t dlen,
+                              const candle_head_params *p, int64_t i, head_batch *hb) {
     int64_t cap = (int64_t)(qlen + dlen) + 32, n = 0;
     int32_t *ids = malloc((size_t)cap * 2 * sizeof *ids), *types = ids ? ids + cap : NULL;
     if (!ids) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
     candle_status s = pair_tokenize(e, q, qlen, d, dlen, p->no_truncate, ids, types, cap, &n);
     if (!s && p->n_tokens) p->n_tokens[i] = n;
     if (!s && n > cap) s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", n);
-    if (!s) s = head_logits(e, ids, types, n, score);
-    if (!s) activate(e->head.score, score, 1);
-    free(ids);
-    return s;
+    if (s) {
+        free(ids);
+        return s;
+    }
+    hb->ids[hb->n] = ids;
+    hb->types[hb->n] = types;
+    hb->n_ids[hb->n++] = n;
+    return CANDLE_OK;
 }
 
 candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, size_t qlen,
@@ -331,10 +372,24 @@ candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, 
                                 "rerank: the classifier has %" PRId64 " labels; a reranker has one score",
                                 e->head.out.n_out);
     if (qlen == SIZE_MAX) qlen = strlen(query);
+    head_batch *hb = calloc(1, sizeof *hb);
+    if (!hb) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: rerank");
+    /* each pair's score: the head's one logit, activated as a CrossEncoder */
     for (int64_t i = 0; i < n && !s; i++) {
         const char *d = docs[i] ? docs[i] : "";
-        s = score_pair(e, query, qlen, d, lens ? lens[i] : strlen(d), p, i, &scores_out[i]);
-        if (s) s = cdl_set_error(NULL, s, "rerank: document %" PRId64 ": %s", i, candle_last_errmsg());
+        s = add_pair(e, query, qlen, d, lens ? lens[i] : strlen(d), p, i, hb);
+        if (s) {
+            s = cdl_set_error(NULL, s, "rerank: document %" PRId64 ": %s", i, candle_last_errmsg());
+            break;
+        }
+        if (hb->n < HEAD_CHUNK && i < n - 1) continue;
+        int64_t i0 = i + 1 - hb->n;
+        s = head_logits(e, hb, scores_out + i0);
+        for (int64_t k = i0; !s && k <= i; k++) activate(e->head.score, scores_out + k, 1);
+        if (s) s = cdl_set_error(NULL, s, "rerank: documents %" PRId64 "..%" PRId64 ": %s", i0, i, candle_last_errmsg());
+        batch_clear(hb);
     }
+    batch_clear(hb);
+    free(hb);
     return s;
 }
