@@ -44,7 +44,9 @@ bool srv_tools_parse(json_t *o, bool chat, srv_tools *t, srv_reply *out) {
     static const char *const old[] = {"functions", "function_call"};
     for (size_t i = 0; i < 2; i++) {
         json_t *v = json_object_get(o, old[i]);
-        if (v && !json_is_null(v)) {
+        /* what the server does anyway (none, an empty list) passes */
+        if (v && !json_is_null(v) && !json_is_false(v) && !(json_is_array(v) && !json_array_size(v)) &&
+            !(json_is_string(v) && !strcmp(json_string_value(v), "none"))) {
             srv_reply_error(out, 400, old[i], "unsupported_parameter",
                             "'%s' (deprecated by OpenAI) is not supported; send 'tools' and 'tool_choice'", old[i]);
             return false;
