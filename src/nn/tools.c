@@ -194,9 +194,10 @@ static bool add_call(calls *c, const char *text, size_t n) {
     candle_tool_call *k = &o->calls[o->n];
     k->name = dup_n(name->u.str, name->n);
     k->arguments = a.s;
-    k->id = id && id->type == JSON_STRING ? dup_n(id->u.str, id->n) : NULL;
+    bool has_id = id && id->type == JSON_STRING; /* read before d (which holds id) goes */
+    k->id = has_id ? dup_n(id->u.str, id->n) : NULL;
     json_free(d);
-    if (!k->name || (id && id->type == JSON_STRING && !k->id)) {
+    if (!k->name || (has_id && !k->id)) {
         free(k->name);
         free(k->arguments);
         free(k->id);

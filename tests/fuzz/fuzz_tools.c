@@ -5,7 +5,7 @@
  * crash":
  * - candle_tool_calls_parse never fails but on memory; every call has a
  *   name and arguments that are a JSON object, and content is NULL or
- *   trimmed, non-empty text;
+ *   trimmed, non-empty text (for a reply without NUL bytes);
  * - candle_tool_call_start is at most the reply's length;
  * - candle_tool_grammar either gives a GBNF that parses, or fails with a
  *   message and no output;
@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (st) break;
     }
     st = st == CANDLE_ERR_OOM ? st : CANDLE_OK;
-    if (!st && c.content) {
+    /* content is a C string: a reply holding NUL bytes ends it early */
+    if (!st && c.content && !memchr(reply, 0, rlen)) {
         size_t n = strlen(c.content);
         check(n > 0 && !is_space(c.content[0]) && !is_space(c.content[n - 1]));
     }
