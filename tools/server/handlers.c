@@ -301,11 +301,11 @@ static uint64_t mix64(uint64_t x) {
     x *= 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
-static void response_id(char *buf, size_t n, const char *prefix, long seq) {
+void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, id_key_init);
-    uint64_t a = mix64(id_key + (uint64_t)seq), b = mix64(a ^ id_key);
-    snprintf(buf, n, "%s-%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+    uint64_t a = mix64(id_key + seq), b = mix64(a ^ id_key);
+    snprintf(buf, n, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
 }
 
 /* Sampling and length options shared by both generation endpoints. */
@@ -721,7 +721,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     bool stream = false, include_usage = false;
     int n = 1;
     long id = atomic_fetch_add(&c->next_id, 1);
-    response_id(out->id, sizeof out->id, chat ? "chatcmpl" : "cmpl", id);
+    srv_unique_id(out->id, sizeof out->id, chat ? "chatcmpl-" : "cmpl-", (uint64_t)id);
     out->chat = chat;
     srv_tools tl = {0};
     bool ok = parse_options(c, o, chat, r, out, &stream, &include_usage, &n) &&

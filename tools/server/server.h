@@ -287,6 +287,10 @@ void srv_tools_msg_calls_free(candle_chat_tool_call *calls, size_t n);
  * (content: the text outside the calls), freed with candle_tool_calls_free. */
 json_t *srv_tool_calls_json(const char *text, size_t len, candle_tool_format f, bool parallel,
                             candle_tool_calls *calls);
+/* prefix and 24 hex digits into buf: unique per seq and not guessable from
+ * one another (a per-process random key through a 64-bit mix of seq), as
+ * OpenAI's ids are. */
+void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq);
 /* A unique, unguessable id "call_<24 hex>" into buf (>= 32 bytes). */
 void srv_tool_call_id(char *buf, size_t n);
 

@@ -3,14 +3,10 @@
  * for the chat template, and a reply's calls (candle_tool_calls_parse) in
  * OpenAI's message.tool_calls shape. */
 #include <jansson.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "server.h"
 
@@ -214,27 +210,12 @@ void srv_tools_msg_calls_free(candle_chat_tool_call *calls, size_t n) {
     free(calls);
 }
 
-/* ids as OpenAI's: unique and not guessable from one another (a random
- * per-process key through a 64-bit mix of a call counter) */
-static uint64_t call_key;
+/* tool call ids count apart from the request ids (the top bit set), so no
+ * call shares a request's id digits */
 static atomic_ullong call_seq;
-static void call_key_init(void) {
-    if (getrandom(&call_key, sizeof call_key, 0) != (ssize_t)sizeof call_key)
-        call_key = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-}
-static uint64_t mix(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 void srv_tool_call_id(char *buf, size_t n) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, call_key_init);
-    uint64_t a = mix(call_key + atomic_fetch_add(&call_seq, 1)), b = mix(a ^ call_key);
-    snprintf(buf, n, "call_%016llx%08llx", (unsigned long long)a, (unsigned long long)(b >> 32));
+    srv_unique_id(buf, n, "call_", atomic_fetch_add(&call_seq, 1) | 1ull << 63);
 }
 
 json_t *srv_tool_calls_json(const char *text, size_t len, candle_tool_format f, bool parallel,
