@@ -34,7 +34,8 @@ for MODEL in "$SMOL" "$QWEN"; do
     echo "== $(basename "$MODEL")"
     SERVER_TESTS=test_tools timeout 1200 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P" k ||
         { fail=1; tail -5 "$LOG/s"; }
-    kill -TERM $S; wait $S; S=
+    # a clean stop (under the sanitizers: no error or leak at exit)
+    kill -TERM $S; wait $S || { echo "FAIL: $(basename "$MODEL") server exit status"; tail -20 "$LOG/s"; fail=1; }; S=
     ran=1
 done
 [ $fail = 0 ] && [ $ran = 1 ] && echo "test_server_tools: OK"
