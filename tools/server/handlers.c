@@ -194,14 +194,18 @@ static bool parse_response_format(json_t *o, srv_req *r, srv_reply *out) {
     char *gbnf = NULL;
     candle_status st = schema ? candle_json_schema_to_gbnf(schema, strlen(schema), &gbnf) : CANDLE_ERR_OOM;
     free(schema);
-    if (!st) st = candle_grammar_parse(&r->grammar, gbnf, strlen(gbnf));
+    return srv_grammar_parse(st, gbnf, "response_format", &r->grammar, out);
+}
+
+bool srv_grammar_parse(candle_status st, char *gbnf, const char *param, candle_grammar **g, srv_reply *out) {
+    if (!st) st = candle_grammar_parse(g, gbnf, strlen(gbnf));
     candle_free(gbnf);
     if (st == CANDLE_ERR_OOM) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
         return false;
     }
     if (st) {
-        srv_reply_error(out, 400, "response_format", "unsupported_parameter", "%s", candle_last_errmsg());
+        srv_reply_error(out, 400, param, "unsupported_parameter", "%s", candle_last_errmsg());
         return false;
     }
     return true;

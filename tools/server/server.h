@@ -274,6 +274,10 @@ typedef struct srv_tools {
 /* false after replying 400 (OpenAI's shape) for a bad field; chat: the
  * endpoint takes tools (the legacy completions refuse them). */
 bool srv_tools_parse(json_t *o, bool chat, srv_tools *t, srv_reply *out);
+/* A constraint's GBNF (gbnf, taken; st: how making it went) parsed into *g;
+ * false after replying: 500 on memory, else a 400 unsupported_parameter
+ * naming param with the library's message. */
+bool srv_grammar_parse(candle_status st, char *gbnf, const char *param, candle_grammar **g, srv_reply *out);
 /* For required/named: the grammar of the calls in format f into *g. */
 bool srv_tools_grammar(const srv_tools *t, candle_tool_format f, candle_grammar **g, srv_reply *out);
 void srv_tools_free(srv_tools *t);

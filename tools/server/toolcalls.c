@@ -141,17 +141,7 @@ oom:
 bool srv_tools_grammar(const srv_tools *t, candle_tool_format f, candle_grammar **g, srv_reply *out) {
     char *gbnf = NULL;
     candle_status st = candle_tool_grammar(f, t->tools, strlen(t->tools), t->only, t->parallel, &gbnf);
-    if (!st) st = candle_grammar_parse(g, gbnf, strlen(gbnf));
-    candle_free(gbnf);
-    if (st == CANDLE_ERR_OOM) {
-        srv_reply_error(out, 500, NULL, NULL, "out of memory");
-        return false;
-    }
-    if (st) {
-        srv_reply_error(out, 400, "tools", "unsupported_parameter", "%s", candle_last_errmsg());
-        return false;
-    }
-    return true;
+    return srv_grammar_parse(st, gbnf, "tools", g, out);
 }
 
 void srv_tools_free(srv_tools *t) {
