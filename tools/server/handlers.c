@@ -492,7 +492,7 @@ static char *message_text(json_t *content) {
 /* The template's bos_token / eos_token texts, and whether the tokenizer adds
  * BOS itself (then a rendering's leading bos_token is dropped). */
 static void special_texts(srv_ctx *c, char *bos, char *eos, size_t cap, bool *adds_bos) {
-    int32_t ids[2] = {c ? candle_tokenizer_bos(c->tok) : -1, c ? candle_tokenizer_eos(c->tok) : -1};
+    int32_t ids[2] = {candle_tokenizer_bos(c->tok), candle_tokenizer_eos(c->tok)};
     char *dst[2] = {bos, eos};
     for (int k = 0; k < 2; k++) {
         size_t len = 0;
