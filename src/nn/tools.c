@@ -194,7 +194,7 @@ static bool add_call(calls *c, const char *text, size_t n) {
     candle_tool_call *k = &o->calls[o->n];
     k->name = dup_n(name->u.str, name->n);
     k->arguments = a.s;
-    bool has_id = id && id->type == JSON_STRING; /* id lives in d */
+    bool has_id = id && id->type == JSON_STRING; /* read before d (which holds id) goes */
     k->id = has_id ? dup_n(id->u.str, id->n) : NULL;
     json_free(d);
     if (!k->name || (has_id && !k->id)) {

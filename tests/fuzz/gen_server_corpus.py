@@ -38,6 +38,9 @@ def seed(url, body, method=POST, chat=0, leave=0, gone=False, twice=False):
 
 LONG = "Once upon a time there was a little girl named Lily who liked to play"
 USER = [{"role": "user", "content": "Hi"}]
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+    {"type": "function", "function": {"name": "now"}}]
 MSGS = [{"role": "system", "content": "You are kind."}, {"role": "user", "content": "Hello"}]
 
 seeds = [
@@ -123,6 +126,22 @@ seeds = [
                                                           {"type": "text", "text": "lo"}]}],
                 "max_tokens": 4}),
     seed(CHAT, {"messages": [{"role": "tool", "content": ""}], "max_tokens": 4}, chat=2),
+    # tool calling: required / named (the tool grammar), auto, the calls and results back
+    *[seed(CHAT, {"messages": USER, "tools": TOOLS, "max_tokens": 40, **kw}, chat=ch, leave=lv)
+      for kw, ch, lv in (({"tool_choice": "required"}, 0, 0), ({"tool_choice": "required", "stream": True}, 0, 0),
+                         ({"tool_choice": {"type": "function", "function": {"name": "add"}},
+                           "parallel_tool_calls": False, "stream": True}, 1, 2),
+                         ({"tool_choice": "auto", "stream": True, "seed": 3}, 0, 0), ({}, 3, 0),
+                         ({"tool_choice": "required", "n": 2}, 2, 0))],
+    seed(CHAT, {"messages": USER + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1, \"b\": 2}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "3"}], "tools": TOOLS, "max_tokens": 8}),
+    seed(CHAT, {"messages": USER, "tools": {"type": "function"}}),
+    seed(CHAT, {"messages": USER, "tools": [{"type": "function", "function": {"name": "bad name"}}]}),
+    seed(CHAT, {"messages": USER, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "g"}}}),
+    seed(CHAT, {"messages": USER, "functions": [{"name": "f"}]}),
+    seed(COMPL, {"prompt": "x", "tools": TOOLS}),
     # clients that leave
     seed(COMPL, {"prompt": "Once upon a time", "max_tokens": 30, "ignore_eos": True}, gone=True),
     seed(COMPL, {"prompt": "Once", "max_tokens": 30, "stream": True}, gone=True, leave=1),

@@ -164,6 +164,147 @@ def test_response_format():
         check(text.startswith("{"), f"json_object (cut at the limit): {text!r}")
 
 
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather of a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "the city's name"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"]}}},
+    {"type": "function", "function": {
+        "name": "add", "description": "Add two integers",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "required": ["a", "b"]}}},
+]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+try:
+    import jsonschema
+except ImportError:  # field checks instead
+    jsonschema = None
+
+
+def args_valid(name, arguments):
+    """Do a call's arguments (a JSON string) parse and follow its function's schema?"""
+    try:
+        v = json.loads(arguments)
+    except (TypeError, ValueError):
+        return False
+    sch = SCHEMAS.get(name)
+    if sch is None or not isinstance(v, dict):
+        return False
+    if jsonschema:
+        try:
+            jsonschema.validate(v, sch)
+            return True
+        except jsonschema.ValidationError:
+            return False
+    types = {"string": str, "integer": int}
+    for k, p in sch["properties"].items():
+        if k in v and (not isinstance(v[k], types[p["type"]]) or isinstance(v[k], bool) or
+                       ("enum" in p and v[k] not in p["enum"])):
+            return False
+    return set(sch["required"]) <= set(v) <= set(sch["properties"])
+
+
+def calls_of(message):
+    return [(c.function.name, c.function.arguments) for c in (message.tool_calls or [])]
+
+
+def stream_calls(**kw):
+    """A streamed request's calls reassembled from their deltas, and its finish."""
+    calls, finish, content = {}, None, []
+    for ch in client.chat.completions.create(stream=True, **kw):
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        finish = ch.choices[0].finish_reason or finish
+        content.append(d.content or "")
+        for tc in d.tool_calls or []:
+            if tc.index not in calls:
+                # the first delta of a call: index, id, type, name and empty arguments
+                check(tc.id and tc.type == "function" and tc.function.name and tc.function.arguments == "",
+                      f"first tool_calls delta {tc}")
+                calls[tc.index] = [tc.id, tc.function.name, ""]
+            else:
+                check(tc.id is None and tc.function.name is None, f"later tool_calls delta {tc}")
+            calls[tc.index][2] += tc.function.arguments or ""
+    return [(n, a) for _, (i, n, a) in sorted(calls.items())], [i for i, _, _ in calls.values()], finish, \
+        "".join(content)
+
+
+def test_tools():
+    """Tool calls: tool_choice required and named give calls whose arguments follow
+    the schema, streamed deltas reassemble to the same calls, and the calls and
+    their results go back into the conversation."""
+    user = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
+    named = {"type": "function", "function": {"name": "add"}}
+    for choice, want in (("required", None), ({"type": "function", "function": {"name": "get_weather"}},
+                                               "get_weather"), (named, "add")):
+        kw = dict(model=MODEL, messages=user if want != "add" else
+                  [{"role": "user", "content": "What is 2 plus 3?"}], tools=TOOLS, tool_choice=choice,
+                  temperature=0, max_tokens=120)
+        r = client.chat.completions.create(**kw)
+        c = r.choices[0]
+        calls = calls_of(c.message)
+        what = f"tool_choice {choice}: {c.finish_reason} {c.message}"
+        check(c.finish_reason == "tool_calls" and calls and c.message.content is None, what)
+        check(all(args_valid(n, a) for n, a in calls) and (want is None or all(n == want for n, _ in calls)),
+              "arguments follow the schema, " + what)
+        ids = [t.id for t in c.message.tool_calls or []]
+        check(len(set(ids)) == len(ids) and all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids) and
+              all(t.type == "function" for t in c.message.tool_calls or []), f"call ids {ids}")
+        s_calls, s_ids, s_fin, s_text = stream_calls(**kw)
+        check(s_calls == calls and s_fin == "tool_calls" and not s_text.strip(),
+              f"streamed calls {s_calls} {s_fin} {s_text!r} == {calls}")
+        check(not set(s_ids) & set(ids), "streamed call ids are new")
+        if not calls:
+            continue
+        # the calls and their results back in the conversation: accepted and answered
+        follow = kw["messages"] + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": t.id, "type": "function", "function": {"name": t.function.name,
+                                                              "arguments": t.function.arguments}}
+                for t in c.message.tool_calls]}] + [
+            {"role": "tool", "tool_call_id": t.id, "content": json.dumps({"result": 18 if want != "add" else 5})}
+            for t in c.message.tool_calls]
+        r2 = client.chat.completions.create(model=MODEL, messages=follow, tools=TOOLS, temperature=0,
+                                            max_tokens=40)
+        c2 = r2.choices[0]
+        check(c2.finish_reason in ("stop", "length", "tool_calls") and (c2.message.content or c2.message.tool_calls),
+              f"follow-up after the tool results: {c2.finish_reason} {c2.message}")
+        r3 = client.chat.completions.create(model=MODEL, messages=follow, tools=TOOLS, tool_choice="none",
+                                            temperature=0, max_tokens=20)
+        check(r3.choices[0].message.tool_calls is None and r3.choices[0].finish_reason in ("stop", "length"),
+              f"tool_choice none: {r3.choices[0]}")
+    # tool_choice auto: free text or calls, streamed as the whole reply
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "Say hello to Ann."}], tools=TOOLS,
+              temperature=0, max_tokens=30)
+    c = client.chat.completions.create(**kw).choices[0]
+    s_calls, _, s_fin, s_text = stream_calls(**kw)
+    if c.message.tool_calls:
+        check(s_calls == calls_of(c.message) and s_fin == "tool_calls", f"auto, streamed {s_calls} {calls_of(c.message)}")
+    else:
+        check(s_text == c.message.content and s_fin == c.finish_reason, f"auto, streamed {s_text!r} {c.message}")
+    # one call only when parallel_tool_calls is false
+    r = client.chat.completions.create(model=MODEL, messages=user, tools=TOOLS, tool_choice="required",
+                                       parallel_tool_calls=False, temperature=0, max_tokens=120)
+    check(len(r.choices[0].message.tool_calls or []) == 1, f"parallel_tool_calls false: {r.choices[0].message}")
+    # validity under sampling: every required call parses and follows its schema
+    n = int(os.environ.get("TOOL_REQUESTS", "12"))
+    prompts = ["Weather in Oslo?", "Add 40 and 2.", "Is it raining in Lima? Use fahrenheit.", "What is 7 + 8?",
+               "Tell me the weather of Tokyo.", "Sum 100 and -3."]
+    good = total = 0
+    for i in range(n):
+        r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompts[i % 6]}],
+                                           tools=TOOLS, tool_choice="required", temperature=0.8, seed=i,
+                                           max_tokens=120)
+        calls = calls_of(r.choices[0].message)
+        total += 1
+        good += bool(calls) and all(args_valid(nm, a) for nm, a in calls)
+    print(f"tool calls valid: {good}/{total} (tool_choice required, temperature 0.8)", flush=True)
+    check(good == total, f"tool-call validity {good}/{total}")
+
+
 def model_bits(model):
     """Bits per weight of the model's tensor data, from `candle info`."""
     out = subprocess.run([os.environ["CANDLE_BIN"], "info", model], capture_output=True, text=True,
@@ -463,8 +604,38 @@ def bad_inputs():
                              {"type": "string", "pattern": "^a"}}}}).encode(), 400, "unsupported_parameter"),
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
          "response_format": {"type": "xml"}}).encode(), 400, "invalid_value"),
-        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
-         "tools": [{"type": "function", "function": {"name": "f"}}]}).encode(), 400, "unsupported_parameter"),
+        # tools: a bad array, function or choice is refused naming its field
+        *[("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}], **b}).encode(),
+           400, code, param) for b, code, param in (
+            ({"tools": {"type": "function"}}, "invalid_type", "tools"),
+            ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "invalid_value", "tools"),
+            ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "invalid_value", "tools"),
+            ({"tools": [{"type": "retrieval"}]}, "invalid_value", "tools"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "object"}}]}, "invalid_value",
+             "tools"),
+            ({"tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "invalid_value", "tools"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}}}],
+              "tool_choice": "required"}, "unsupported_parameter", "tools"),
+            ({"tools": [{"type": "function", "function": {"name": "f"}}],
+              "tool_choice": {"type": "function", "function": {"name": "g"}}}, "invalid_value", "tool_choice"),
+            ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "always"}, "invalid_value",
+             "tool_choice"),
+            ({"tool_choice": "required"}, "invalid_value", "tool_choice"),
+            ({"tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": "yes"},
+             "invalid_type", "parallel_tool_calls"),
+            ({"tools": [{"type": "function", "function": {"name": "f"}}], "stream": True, "n": 2}, "unsupported_value",
+             "n"),
+            ({"functions": [{"name": "f"}]}, "unsupported_parameter", "functions"),
+            ({"function_call": "auto"}, "unsupported_parameter", "function_call"))],
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}, {
+         "role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                               "function": {"name": "f"}}]}]}).encode(),
+         400, "invalid_value", "messages"),
+        ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "tool", "content": "1",
+         "tool_call_id": 5}]}).encode(), 400, "invalid_type", "messages"),
+        ("POST", "/v1/completions", json.dumps({"prompt": "x", "tools": [{"type": "function", "function": {
+         "name": "f"}}]}).encode(), 400, "unsupported_parameter", "tools"),
         # logprobs and logit_bias out of range name their field
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}],
          "logprobs": True, "top_logprobs": 21}).encode(), 400, "invalid_value", "top_logprobs"),
@@ -624,6 +795,8 @@ def test_queue_full():
     check(st == 400 and e and "KV cache blocks" in e["message"], f"never fits: {st} {e}")
 
 
+# test_tools needs a model that follows instructions and a context for the
+# tools' prompt (tests/slow/test_server_tools.sh runs it): not in ALL
 ALL = (test_basic, test_response_format, test_logprobs, test_n, test_chat, test_stream, test_concurrent, test_burst_shares, test_bad_inputs_under_load,
        test_metrics, test_queue_full)
 ONLY = [x for x in os.environ.get("SERVER_TESTS", "").split(",") if x]

@@ -139,13 +139,13 @@ static bool add_stop(srv_req *r, json_t *j, srv_reply *out) {
 }
 
 /* Fields of OpenAI's API this server does not implement yet are refused, so a
- * client never takes a reply without logprobs for one with, or text for a
- * tool call (issue 22, finding 13). Absent, null, false, 0, an empty array
- * or object and "none" tool choice are what the server does anyway, and
- * pass. */
+ * client never takes a reply without what it asked for (issue 22, finding
+ * 13). Absent, null, false, 0, an empty array or object are what the server
+ * does anyway, and pass. tools, tool_choice and the deprecated functions
+ * are srv_tools_parse's. */
 static bool refuse_unsupported(json_t *o, srv_reply *out) {
     /* echo: the prompt (and its logprobs) in the reply, not implemented */
-    static const char *const fields[] = {"tools", "tool_choice", "functions", "function_call", "echo"};
+    static const char *const fields[] = {"echo"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *k = fields[i];
         json_t *v = json_object_get(o, k);
@@ -153,7 +153,6 @@ static bool refuse_unsupported(json_t *o, srv_reply *out) {
         if (json_is_integer(v) && json_integer_value(v) == 0) continue;
         if ((json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0))
             continue;
-        if (!strcmp(k, "tool_choice") && json_is_string(v) && !strcmp(json_string_value(v), "none")) continue;
         srv_reply_error(out, 400, k, "unsupported_parameter", "'%s' is not supported by this server", k);
         return false;
     }
@@ -195,14 +194,18 @@ static bool parse_response_format(json_t *o, srv_req *r, srv_reply *out) {
     char *gbnf = NULL;
     candle_status st = schema ? candle_json_schema_to_gbnf(schema, strlen(schema), &gbnf) : CANDLE_ERR_OOM;
     free(schema);
-    if (!st) st = candle_grammar_parse(&r->grammar, gbnf, strlen(gbnf));
+    return srv_grammar_parse(st, gbnf, "response_format", &r->grammar, out);
+}
+
+bool srv_grammar_parse(candle_status st, char *gbnf, const char *param, candle_grammar **g, srv_reply *out) {
+    if (!st) st = candle_grammar_parse(g, gbnf, strlen(gbnf));
     candle_free(gbnf);
     if (st == CANDLE_ERR_OOM) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
         return false;
     }
     if (st) {
-        srv_reply_error(out, 400, "response_format", "unsupported_parameter", "%s", candle_last_errmsg());
+        srv_reply_error(out, 400, param, "unsupported_parameter", "%s", candle_last_errmsg());
         return false;
     }
     return true;
@@ -302,11 +305,11 @@ static uint64_t mix64(uint64_t x) {
     x *= 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
-static void response_id(char *buf, size_t n, const char *prefix, long seq) {
+void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, id_key_init);
-    uint64_t a = mix64(id_key + (uint64_t)seq), b = mix64(a ^ id_key);
-    snprintf(buf, n, "%s-%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+    uint64_t a = mix64(id_key + seq), b = mix64(a ^ id_key);
+    snprintf(buf, n, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
 }
 
 /* Sampling and length options shared by both generation endpoints. */
@@ -486,7 +489,24 @@ static char *message_text(json_t *content) {
     return s;
 }
 
-static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply *out) {
+/* The template's bos_token / eos_token texts, and whether the tokenizer adds
+ * BOS itself (then a rendering's leading bos_token is dropped). */
+static void special_texts(srv_ctx *c, char *bos, char *eos, size_t cap, bool *adds_bos) {
+    int32_t ids[2] = {candle_tokenizer_bos(c->tok), candle_tokenizer_eos(c->tok)};
+    char *dst[2] = {bos, eos};
+    for (int k = 0; k < 2; k++) {
+        size_t len = 0;
+        if (ids[k] < 0 || candle_tokenizer_token_bytes(c->tok, ids[k], true, dst[k], cap - 1, &len) || len >= cap)
+            len = 0;
+        dst[k][len] = 0;
+    }
+    int32_t first[4];
+    int64_t n = 0;
+    *adds_bos = ids[0] >= 0 && !candle_tokenizer_encode(c->tok, "a", 1, true, false, first, 4, &n) && n > 0 &&
+                first[0] == ids[0];
+}
+
+static bool prompt_from_messages(srv_ctx *c, json_t *msgs, const srv_tools *tl, srv_req *r, srv_reply *out) {
     if (!c->have_chat) {
         srv_reply_error(out, 400, NULL, "no_chat_template",
                     "this model has no chat template Candle recognises; use /v1/completions");
@@ -500,12 +520,18 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply
     }
     candle_chat_msg *m = calloc(n, sizeof *m);
     char **texts = calloc(n, sizeof *texts);
-    bool ok = m && texts;
+    candle_chat_tool_call **calls = calloc(n, sizeof *calls);
+    bool ok = m && texts && calls;
+    if (!ok) srv_reply_error(out, 500, NULL, NULL, "out of memory");
     for (size_t i = 0; ok && i < n; i++) {
         json_t *msg = json_array_get(msgs, i);
-        json_t *role = json_object_get(msg, "role");
-        texts[i] = message_text(json_object_get(msg, "content"));
-        if (!json_is_string(role) || !texts[i]) {
+        json_t *role = json_object_get(msg, "role"), *content = json_object_get(msg, "content");
+        if (!(ok = srv_tools_msg_calls(msg, i, &calls[i], &m[i].n_tool_calls, out))) break;
+        m[i].tool_calls = calls[i];
+        texts[i] = message_text(content);
+        /* an assistant message that made calls may have no content */
+        bool bare = m[i].n_tool_calls && (!content || json_is_null(content));
+        if (!json_is_string(role) || (!texts[i] && !bare)) {
             srv_reply_error(out, 400, "messages", "invalid_type",
                         "messages[%zu] needs a string 'role' and a string (or text parts) "
                         "'content'", i);
@@ -514,15 +540,38 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, srv_req *r, srv_reply
         }
         m[i].role = json_string_value(role);
         m[i].content = texts[i];
+        if (!strcmp(m[i].role, "tool")) {
+            json_t *id = json_object_get(msg, "tool_call_id"), *nm = json_object_get(msg, "name");
+            if ((id && !json_is_null(id) && !json_is_string(id)) || (nm && !json_is_null(nm) && !json_is_string(nm))) {
+                srv_reply_error(out, 400, "messages", "invalid_type",
+                                "messages[%zu]: a tool message's 'tool_call_id' and 'name' are strings", i);
+                ok = false;
+                break;
+            }
+            m[i].tool_call_id = json_is_string(id) ? json_string_value(id) : NULL;
+            m[i].name = json_is_string(nm) ? json_string_value(nm) : NULL;
+        }
     }
     char *text = NULL;
-    if (ok && candle_chat_apply(&c->chat, m, n, true, &text)) {
-        srv_reply_error(out, 400, "messages", NULL, "%s", candle_last_errmsg());
-        ok = false;
+    if (ok) {
+        char bos[128], eos[128];
+        bool adds_bos = false;
+        special_texts(c, bos, eos, sizeof bos, &adds_bos);
+        candle_chat_options co = {.add_generation_prompt = true, .tools = tl ? tl->tools : NULL,
+                                  .bos_token = bos, .eos_token = eos, .strip_bos = adds_bos};
+        candle_status st = candle_chat_render(&c->chat, m, n, &co, &text);
+        if (st) {
+            srv_reply_error(out, st == CANDLE_ERR_OOM ? 500 : 400, "messages", NULL, "%s", candle_last_errmsg());
+            ok = false;
+        }
     }
     if (ok) ok = tokenize(c, text, strlen(text), r, out, "messages");
-    free(text);
-    for (size_t i = 0; texts && i < n; i++) free(texts[i]);
+    candle_free(text);
+    for (size_t i = 0; m && i < n; i++) {
+        if (texts) free(texts[i]);
+        if (calls) srv_tools_msg_calls_free(calls[i], m[i].n_tool_calls);
+    }
+    free(calls);
     free(texts);
     free(m);
     return ok;
@@ -645,6 +694,28 @@ static json_t *usage_n_json(const srv_req *r, int64_t n_gen) {
 }
 
 
+/* A request with tools: its reply is parsed for calls in the template's
+ * format, and with tool_choice required or named generation is held to the
+ * calls' grammar (as response_format's). */
+static bool tools_setup(srv_ctx *c, const srv_tools *tl, srv_req *r, bool stream, int n, srv_reply *out) {
+    if (!tl->tools) return true;
+    if (!c->have_chat) return true; /* prompt_from_messages refuses it */
+    if (stream && n > 1) {
+        srv_reply_error(out, 400, "n", "unsupported_value", "a stream with tools takes one choice ('n' 1)");
+        return false;
+    }
+    r->tools = true;
+    r->tool_parallel = tl->parallel;
+    r->tool_fmt = c->chat.tool_format;
+    if (!tl->required) return true;
+    if (r->grammar) {
+        srv_reply_error(out, 400, "response_format", "invalid_value",
+                        "'response_format' cannot constrain a reply that 'tool_choice' requires to be a call");
+        return false;
+    }
+    return srv_tools_grammar(tl, r->tool_fmt, &r->grammar, out);
+}
+
 static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     srv_req *r = srv_req_new();
     if (!r) {
@@ -654,11 +725,14 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     bool stream = false, include_usage = false;
     int n = 1;
     long id = atomic_fetch_add(&c->next_id, 1);
-    response_id(out->id, sizeof out->id, chat ? "chatcmpl" : "cmpl", id);
+    srv_unique_id(out->id, sizeof out->id, chat ? "chatcmpl-" : "cmpl-", (uint64_t)id);
     out->chat = chat;
+    srv_tools tl = {0};
     bool ok = parse_options(c, o, chat, r, out, &stream, &include_usage, &n) &&
-              (chat ? prompt_from_messages(c, json_object_get(o, "messages"), r, out)
+              srv_tools_parse(o, chat, &tl, out) && tools_setup(c, &tl, r, stream, n, out) &&
+              (chat ? prompt_from_messages(c, json_object_get(o, "messages"), &tl, r, out)
                     : prompt_from_json(c, json_object_get(o, "prompt"), r, out));
+    srv_tools_free(&tl);
     int64_t n_ctx = srv_sched_n_ctx(c->sched);
     if (ok && r->n_prompt >= n_ctx) {
         srv_reply_error(out, 400, chat ? "messages" : "prompt", "context_length_exceeded",
@@ -738,6 +812,20 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
             size_t cb = 0, ccp = 0;
             json_t *lp = q->n_logprobs >= 0 ? logprobs_json(c, chat, q->lp, q->n_lp, q->text, q->len, &cb, &ccp)
                                             : json_null();
+            candle_tool_calls tc = {0};
+            json_t *calls = chat && r->tools ? srv_tool_calls_json(q->text, q->len, r->tool_fmt, r->tool_parallel, &tc)
+                                             : NULL;
+            if (calls) {
+                /* the text outside the calls, if any, stays the content */
+                json_decref(text);
+                text = tc.content ? json_string(tc.content) : json_null();
+            }
+            candle_tool_calls_free(&tc);
+            if (calls)
+                json_array_append_new(choices, json_pack("{s:i,s:{s:s,s:o,s:o},s:o,s:s}", "index", k, "message",
+                                                         "role", "assistant", "content", text, "tool_calls", calls,
+                                                         "logprobs", lp, "finish_reason", "tool_calls"));
+            else
             json_array_append_new(
                 choices, chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", k, "message", "role", "assistant",
                                           "content", text, "logprobs", lp, "finish_reason", q->finish)
@@ -807,6 +895,8 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
     size_t n = 0;
     bool ok = true;
     srv_req *r = rp->stream;
+    json_t *calls = NULL; /* with tools, at the end: the reply's calls */
+    char *held = NULL;
     if (r && r->choices) {
         /* n > 1 choices: r only signals; each choice's new text and logprobs
          * are read from it, a chunk per choice with any */
@@ -834,8 +924,44 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             lp = stream_logprobs(c, rp->chat, r, r->text_sent, final != NULL, len > 0);
             pthread_mutex_unlock(&r->mu);
         }
-        if (len || (first && rp->chat) || lp) ok = content_event(c, rp, 0, json_stringn_nocheck(text, len), lp,
-                                                                first && rp->chat, &buf, &n);
+        const char *piece = text;
+        size_t plen = len;
+        if (r && r->tools) {
+            /* text from where a call may start is held back; at the end it
+             * is the calls, or content after all */
+            pthread_mutex_lock(&r->mu);
+            size_t from = r->tool_sent, upto = final ? r->len : candle_tool_call_start(r->tool_fmt, r->text, r->len);
+            if (final) {
+                candle_tool_calls tc = {0};
+                calls = srv_tool_calls_json(r->text, r->len, r->tool_fmt, r->tool_parallel, &tc);
+                candle_tool_calls_free(&tc);
+                if (calls) upto = from;
+            }
+            if (upto < from) upto = from;
+            held = upto > from ? malloc(upto - from) : NULL;
+            if (held) memcpy(held, r->text + from, upto - from);
+            plen = held ? upto - from : 0;
+            piece = held;
+            r->tool_sent = from + plen;
+            pthread_mutex_unlock(&r->mu);
+        }
+        if (plen || (first && rp->chat) || lp) ok = content_event(c, rp, 0, json_stringn_nocheck(piece ? piece : "", plen),
+                                                                  lp, first && rp->chat, &buf, &n);
+        free(held);
+        /* each call: its index, id, type and name with empty arguments, then
+         * the arguments */
+        for (size_t i = 0; ok && calls && i < json_array_size(calls); i++) {
+            json_t *call = json_array_get(calls, i), *fn = json_object_get(call, "function");
+            json_t *head = json_pack("{s:i,s:{s:[{s:i,s:O,s:s,s:{s:O,s:s}}]},s:n,s:n}", "index", 0, "delta",
+                                     "tool_calls", "index", (int)i, "id", json_object_get(call, "id"), "type",
+                                     "function", "function", "name", json_object_get(fn, "name"), "arguments", "",
+                                     "logprobs", "finish_reason");
+            ok = append_event(&buf, &n, head ? chunk_json(c, rp, head) : NULL);
+            json_t *args = json_pack("{s:i,s:{s:[{s:i,s:{s:O}}]},s:n,s:n}", "index", 0, "delta", "tool_calls",
+                                     "index", (int)i, "function", "arguments", json_object_get(fn, "arguments"),
+                                     "logprobs", "finish_reason");
+            if (ok) ok = append_event(&buf, &n, args ? chunk_json(c, rp, args) : NULL);
+        }
     }
     if (ok && final) {
         if (final->err_status) {
@@ -848,6 +974,7 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             for (int k = 0; ok && k < nc; k++) {
                 const char *fin = final->choices ? final->choices[k]->finish : final->finish;
                 if (!fin) fin = "stop";
+                if (calls) fin = "tool_calls";
                 json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", k, "delta", "finish_reason", fin)
                                           : json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
                                                       "finish_reason", fin);
@@ -870,6 +997,7 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             }
         }
     }
+    json_decref(calls);
     if (!ok) {
         free(buf);
         return NULL;

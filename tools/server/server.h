@@ -49,6 +49,11 @@ typedef struct srv_req {
     int32_t *bias_tok;       /* [n_bias] logit_bias (owned) */
     float *bias_val;         /* [n_bias] */
     int n_bias;
+    /* tools: the reply is parsed for calls in tool_fmt (a stream holds its
+     * text back from where a call may start); tool_parallel: several calls
+     * kept, else the first. */
+    bool tools, tool_parallel;
+    candle_tool_format tool_fmt;
     /* A choice of a request with n > 1, after the first: prompt, stop, grammar
      * and bias are the owner's (borrowed, not freed), and this request holds a
      * reference to it, so they outlive every choice. */
@@ -85,6 +90,7 @@ typedef struct srv_req {
      * and text bytes sent, and the code points of those bytes. */
     size_t lp_sent, text_sent, cp_bytes, cp_count;
     bool role_sent; /* a group's choice: its first chat chunk (with the role) is out */
+    size_t tool_sent; /* with tools: bytes of text streamed as content */
 
     atomic_bool cancelled; /* client gone: the scheduler drops it */
     atomic_int refs;
@@ -257,6 +263,41 @@ void srv_reply_json(srv_reply *out, int status, json_t *j);
 bool srv_get_bool(json_t *o, const char *k, bool *v, srv_reply *out);
 void srv_reply_error(srv_reply *out, int status, const char *param, const char *code,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Tool calling (toolcalls.c). A request's tools, tool_choice and
+ * parallel_tool_calls, checked. */
+typedef struct srv_tools {
+    char *tools;    /* compact JSON of the tools array; NULL: none, or tool_choice "none" */
+    char *only;     /* tool_choice naming a function: its name */
+    bool required;  /* "required" or named: generation is constrained to calls */
+    bool parallel;  /* parallel_tool_calls (default true) */
+} srv_tools;
+/* false after replying 400 (OpenAI's shape) for a bad field; chat: the
+ * endpoint takes tools (the legacy completions refuse them). */
+bool srv_tools_parse(json_t *o, bool chat, srv_tools *t, srv_reply *out);
+/* A constraint's GBNF (gbnf, taken; st: how making it went) parsed into *g;
+ * false after replying: 500 on memory, else a 400 unsupported_parameter
+ * naming param with the library's message. */
+bool srv_grammar_parse(candle_status st, char *gbnf, const char *param, candle_grammar **g, srv_reply *out);
+/* For required/named: the grammar of the calls in format f into *g. */
+bool srv_tools_grammar(const srv_tools *t, candle_tool_format f, candle_grammar **g, srv_reply *out);
+void srv_tools_free(srv_tools *t);
+/* messages[index]'s tool_calls (OpenAI's shape, arguments a string) into
+ * *calls (ids and names borrowed from msg, arguments owned; free with
+ * srv_tools_msg_calls_free); false after replying 400. */
+bool srv_tools_msg_calls(json_t *msg, size_t index, candle_chat_tool_call **calls, size_t *n, srv_reply *out);
+void srv_tools_msg_calls_free(candle_chat_tool_call *calls, size_t n);
+/* A reply's calls as OpenAI's message.tool_calls (ids "call_..."; the first
+ * only unless parallel), or NULL when it holds none; *calls gets the parse
+ * (content: the text outside the calls), freed with candle_tool_calls_free. */
+json_t *srv_tool_calls_json(const char *text, size_t len, candle_tool_format f, bool parallel,
+                            candle_tool_calls *calls);
+/* prefix and 24 hex digits into buf: unique per seq and not guessable from
+ * one another (a per-process random key through a 64-bit mix of seq), as
+ * OpenAI's ids are. */
+void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq);
+/* A unique, unguessable id "call_<24 hex>" into buf (>= 32 bytes). */
+void srv_tool_call_id(char *buf, size_t n);
+
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
 void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out);
 /* POST /v1/rerank, /rerank, /v1/classify, /classify, /predict

@@ -1,0 +1,104 @@
+/* libFuzzer target for tool calling (src/nn/tools.c): an input is
+ *   [flags byte] [tools JSON] \0 [a model's reply]
+ * (no \0: all tools JSON, no reply); the flags' low bits pick the format,
+ * bit 4 parallel calls, bit 5 `only` the first function's name. Beyond "no
+ * crash":
+ * - candle_tool_calls_parse never fails but on memory; every call has a
+ *   name and arguments that are a JSON object, and content is NULL or
+ *   trimmed, non-empty text (for a reply without NUL bytes);
+ * - candle_tool_call_start is at most the reply's length;
+ * - candle_tool_grammar either gives a GBNF that parses, or fails with a
+ *   message and no output;
+ * - a reply the grammar accepts parses back into one call or more (one
+ *   without parallel), each of a function of the tools.
+ * Seeds: tests/fuzz/gen_tools_corpus.py. Built with -DCANDLE_FUZZ=ON. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "candle/candle.h"
+#include "candle/grammar.h"
+#include "core/json-impl.h"
+#include "fuzz-check.h"
+
+#define MAX_REPLY 4096 /* longer replies cost time per input more than they find */
+
+static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+/* The first "name": "..." of the tools text, for `only` (NULL: none found). */
+static char *first_name(const char *t, size_t n) {
+    static const char key[] = "\"name\"";
+    for (size_t i = 0; i + sizeof key - 1 < n; i++) {
+        if (memcmp(t + i, key, sizeof key - 1)) continue;
+        size_t j = i + sizeof key - 1;
+        while (j < n && (is_space(t[j]) || t[j] == ':')) j++;
+        if (j >= n || t[j] != '"') return NULL;
+        size_t k = ++j;
+        while (k < n && t[k] != '"' && t[k] != '\\') k++;
+        if (k >= n || t[k] != '"') return NULL;
+        char *s = malloc(k - j + 1);
+        if (!s) return NULL;
+        memcpy(s, t + j, k - j);
+        s[k - j] = 0;
+        return s;
+    }
+    return NULL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    uint8_t flags = data[0];
+    candle_tool_format f = (candle_tool_format)((flags & 0x0f) % CANDLE_TOOL_FORMAT_COUNT);
+    bool parallel = flags & 0x10;
+    data++;
+    size--;
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t tlen = nul ? (size_t)(nul - data) : size;
+    const char *tools = (const char *)data;
+    const char *reply = nul ? (const char *)nul + 1 : "";
+    size_t rlen = nul ? size - tlen - 1 : 0;
+    if (rlen > MAX_REPLY) rlen = MAX_REPLY;
+
+    candle_tool_calls c = {0};
+    candle_status st = candle_tool_calls_parse(f, reply, rlen, &c);
+    check(st == CANDLE_OK || st == CANDLE_ERR_OOM);
+    for (size_t i = 0; !st && i < c.n; i++) {
+        check(c.calls[i].name && c.calls[i].arguments);
+        json_doc *d = NULL;
+        st = json_parse(&d, c.calls[i].arguments, strlen(c.calls[i].arguments), "arguments", NULL);
+        check(st == CANDLE_ERR_OOM || (!st && json_root(d)->type == JSON_OBJECT));
+        json_free(d);
+        if (st) break;
+    }
+    st = st == CANDLE_ERR_OOM ? st : CANDLE_OK;
+    /* content is a C string: a reply holding NUL bytes ends it early */
+    if (!st && c.content && !memchr(reply, 0, rlen)) {
+        size_t n = strlen(c.content);
+        check(n > 0 && !is_space(c.content[0]) && !is_space(c.content[n - 1]));
+    }
+    candle_tool_calls_free(&c);
+    check(candle_tool_call_start(f, reply, rlen) <= rlen);
+
+    char *only = flags & 0x20 ? first_name(tools, tlen) : NULL;
+    char *gbnf = NULL;
+    /* the builder takes a length: the tools text need not end in NUL */
+    st = candle_tool_grammar(f, tools, tlen, only, parallel, &gbnf);
+    if (st) {
+        check(gbnf == NULL && candle_last_errmsg()[0]);
+    } else {
+        candle_grammar *g = NULL;
+        check(gbnf && !candle_grammar_parse(&g, gbnf, strlen(gbnf)));
+        if (g && rlen && candle_grammar_match(g, reply, rlen)) {
+            candle_tool_calls back = {0};
+            if (!candle_tool_calls_parse(f, reply, rlen, &back)) {
+                check(back.n >= 1 && (parallel || back.n == 1));
+                for (size_t i = 0; only && i < back.n; i++) check(!strcmp(back.calls[i].name, only));
+            }
+            candle_tool_calls_free(&back);
+        }
+        candle_grammar_free(g);
+    }
+    candle_free(gbnf);
+    free(only);
+    return 0;
+}
