@@ -7,6 +7,7 @@
 #include "candle/jinja.h"
 #include "../core/core-impl.h"
 #include "../core/json-impl.h"
+#include "../core/strbuf-impl.h"
 #include "nn-impl.h"
 
 static const char *const format_names[CANDLE_CHAT_FORMAT_COUNT] = {
@@ -122,29 +123,9 @@ void candle_chat_template_free(candle_chat_template *t) {
     t->jinja = NULL;
 }
 
-/* A growing string. */
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} sbuf;
+typedef cdl_strbuf sbuf;
 
-static void put_n(sbuf *b, const char *x, size_t m) {
-    if (b->oom) return;
-    if (b->n + m + 1 > b->cap) {
-        size_t cap = (b->n + m + 1) * 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, x, m);
-    b->n += m;
-    b->s[b->n] = 0;
-}
+static void put_n(sbuf *b, const char *x, size_t m) { cdl_strbuf_put(b, x, m); }
 
 static void put(sbuf *b, const char *x) {
     if (x) put_n(b, x, strlen(x));
@@ -231,7 +212,7 @@ candle_status candle_chat_apply(const candle_chat_template *t, const candle_chat
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "chat template: bad format %d",
                                 (int)t->format);
     }
-    if (b.oom) {
+    if (b.failed) {
         free(b.s);
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
     }
@@ -332,7 +313,7 @@ static candle_status render_jinja(const candle_chat_template *t, const candle_ch
     put(&b, ", \"eos_token\": ");
     put_json_str(&b, o->eos_token ? o->eos_token : "");
     put(&b, "}");
-    if (b.oom) {
+    if (b.failed) {
         free(b.s);
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
     }
@@ -377,7 +358,7 @@ static candle_status render_generic(const candle_chat_template *t, const candle_
             put(&b, "</tools>\nTo call one, answer with only:\n<tool_call>\n{\"name\": <the function's name>, "
                     "\"arguments\": <its arguments as a JSON object>}\n</tool_call>");
             owned[n0] = b.s;
-            if (b.oom) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+            if (b.failed) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
             mm[k].role = "system";
             mm[k++].content = b.s;
             if (has_sys) m++, n--;
@@ -393,7 +374,7 @@ static candle_status render_generic(const candle_chat_template *t, const candle_
             put(&b, "\n</tool_response>");
             mm[k].role = "user";
             mm[k].content = owned[i] = b.s;
-            if (b.oom) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+            if (b.failed) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
         } else if (m[i].n_tool_calls) {
             sbuf b = {0};
             put(&b, m[i].content);
@@ -407,7 +388,7 @@ static candle_status render_generic(const candle_chat_template *t, const candle_
                 put(&b, "}\n</tool_call>");
             }
             mm[k].content = owned[i] = b.s;
-            if (b.oom) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
+            if (b.failed) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: chat prompt");
         }
     }
     if (!st) st = candle_chat_apply(t, mm, k, o->add_generation_prompt, out);

@@ -14,36 +14,17 @@
 #include "candle/grammar.h"
 #include "../core/core-impl.h"
 #include "../core/json-impl.h"
+#include "../core/strbuf-impl.h"
 
 #define SCHEMA_MAX_OUT (4u << 20) /* bytes of grammar text */
 #define SCHEMA_MAX_DEPTH 32
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool failed; /* out of memory or too large */
-} sbuf;
+typedef cdl_strbuf sbuf;
 
+/* failed: out of memory or past SCHEMA_MAX_OUT */
 static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->n + n + 1 > SCHEMA_MAX_OUT) {
-        b->failed = true;
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *t = realloc(b->s, cap);
-        if (!t) {
-            b->failed = true;
-            return;
-        }
-        b->s = t;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
+    if (b->n + n + 1 > SCHEMA_MAX_OUT) b->failed = true;
+    cdl_strbuf_put(b, s, n);
 }
 
 static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }

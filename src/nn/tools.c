@@ -8,6 +8,7 @@
 #include "candle/tools.h"
 #include "../core/core-impl.h"
 #include "../core/json-impl.h"
+#include "../core/strbuf-impl.h"
 #include "nn-impl.h"
 
 static const char *const tool_format_names[CANDLE_TOOL_FORMAT_COUNT] = {
@@ -41,31 +42,10 @@ candle_tool_format candle_tool_format_detect(const char *t, size_t len) {
 
 /* --- a growing string -------------------------------------------------------- */
 
-typedef struct tbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} tbuf;
+typedef cdl_strbuf tbuf;
 
-static void tb_put(tbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *t = realloc(b->s, cap);
-        if (!t) {
-            b->oom = true;
-            return;
-        }
-        b->s = t;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void tb_str(tbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
+static void tb_put(tbuf *b, const char *s, size_t n) { cdl_strbuf_put(b, s, n); }
+static void tb_str(tbuf *b, const char *s) { cdl_strbuf_str(b, s); }
 
 static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -116,7 +96,7 @@ char *cdl_json_compact(const char *s, size_t n) {
     tbuf b = {0};
     tb_put(&b, "", 0);
     put_compact(&b, s, n);
-    if (b.oom) {
+    if (b.failed) {
         free(b.s);
         return NULL;
     }
@@ -172,7 +152,7 @@ static bool add_call(calls *c, const char *text, size_t n) {
         json_free(inner);
         if (ok) put_compact(&a, args->u.str, args->n);
     }
-    if (!ok || a.oom) {
+    if (!ok || a.failed) {
         free(a.s);
         json_free(d);
         if (ok) c->oom = true;
@@ -329,7 +309,7 @@ candle_status candle_tool_calls_parse(candle_tool_format f, const char *text, si
         content.n = 0;
         if (content.s) content.s[0] = 0;
     }
-    if (c.oom || content.oom) {
+    if (c.oom || content.failed) {
         free(content.s);
         candle_tool_calls_free(out);
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tool calls");
@@ -525,7 +505,7 @@ candle_status candle_tool_grammar(candle_tool_format f, const char *tools_json, 
     }
     free(rules.s);
     free(alts.s);
-    if (!st && (g.oom || rules.oom || alts.oom)) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tool grammar");
+    if (!st && (g.failed || rules.failed || alts.failed)) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tool grammar");
     if (st) {
         free(g.s);
         return st;
