@@ -74,11 +74,8 @@ test: FETCH_BG = 1
 # waits for it before its tests.
 test-data:
 	-bash scripts/fetch-minilm.sh >/dev/null
-ifeq ($(FETCH_BG),1)
-	bash scripts/fetch-bg.sh start embeddinggemma scripts/fetch-embeddinggemma.sh
-else
-	-bash scripts/fetch-embeddinggemma.sh >/dev/null
-endif
+	-if [ "$(FETCH_BG)" = 1 ]; then bash scripts/fetch-bg.sh start embeddinggemma scripts/fetch-embeddinggemma.sh; \
+	else bash scripts/fetch-embeddinggemma.sh >/dev/null; fi
 	-bash scripts/fetch-whisper.sh >/dev/null
 	-bash scripts/fetch-whisper.sh base >/dev/null
 	-bash scripts/fetch-test-data.sh
