@@ -5,6 +5,7 @@
  * (decoder_forward) and the batch path (batch.c) build the same blocks and
  * differ only in the attention's KV cache, through decoder_step.attend. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model-impl.h"
@@ -248,38 +249,85 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
     return flags & SESSION_HIDDEN ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
 }
 
-/* Without a cache: every row of the step attends to every row, within
- * the local mask (st->user) on sliding-window layers. */
-static candle_tensor *bidir_attend(decoder_step *st, candle_tensor *q, candle_tensor *k, candle_tensor *v,
-                                   int64_t il) {
+/* The packed sequences of a bidirectional step (decoder_hidden_bidir):
+ * sequence s is rows [off[s], off[s] + len[s]). */
+typedef struct bidir_seqs {
+    int64_t n_seq;
+    const int64_t *len, *off;
+    candle_tensor **local; /* [n_seq]: each one's local mask, or NULL */
+    candle_tensor **out;   /* [n_seq] scratch: each one's attention rows */
+} bidir_seqs;
+
+/* Attention of one sequence's q [len, n_head, D], k, v [len, n_head_kv, D]
+ * -> [len, n_head*head_dim]. */
+static candle_tensor *bidir_one(decoder_step *st, candle_tensor *q, candle_tensor *k, candle_tensor *v,
+                                candle_tensor *mask) {
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
-    candle_tensor *mask = decoder_layer_is_swa(c, il) ? st->user : NULL;
     candle_tensor *o = candle_attention(ctx, candle_unsqueeze(ctx, candle_transpose(ctx, q, 0, 1), 0),
                                         candle_unsqueeze(ctx, candle_transpose(ctx, k, 0, 1), 0),
                                         candle_unsqueeze(ctx, candle_transpose(ctx, v, 0, 1), 0), mask,
-                                        c->attn_scale, false); /* [1, n_head, n, head_dim] */
-    int64_t flat[2] = {st->n, c->n_head * c->head_dim};
+                                        c->attn_scale, false); /* [1, n_head, len, head_dim] */
+    int64_t flat[2] = {q->shape[0], c->n_head * c->head_dim};
     return candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
 }
 
-candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n) {
+/* Without a cache: every row attends to every row of its sequence, within
+ * the local mask on sliding-window layers. */
+static candle_tensor *bidir_attend(decoder_step *st, candle_tensor *q, candle_tensor *k, candle_tensor *v,
+                                   int64_t il) {
+    const bidir_seqs *bs = st->user;
+    bool local = decoder_layer_is_swa(st->c, il);
+    if (bs->n_seq == 1) return bidir_one(st, q, k, v, local ? bs->local[0] : NULL);
+    for (int64_t s = 0; s < bs->n_seq; s++) {
+        int64_t off = bs->off[s], len = bs->len[s];
+        bs->out[s] = bidir_one(st, candle_narrow(st->ctx, q, 0, off, len), candle_narrow(st->ctx, k, 0, off, len),
+                               candle_narrow(st->ctx, v, 0, off, len), local ? bs->local[s] : NULL);
+    }
+    return model_concat_rows(st->ctx, bs->out, bs->n_seq);
+}
+
+candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                                    const int64_t *lens, int64_t n_seq) {
     const candle_model_config *c = &m->cfg;
-    if (n > c->n_ctx_train) {
-        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
-                         "%s: %lld tokens exceed the %lld positions of the model (truncate the input)",
-                         m->family->name, (long long)n, (long long)c->n_ctx_train);
-        return NULL;
+    int64_t n = 0;
+    for (int64_t s = 0; s < n_seq; s++) {
+        if (lens[s] <= 0 || lens[s] > c->n_ctx_train) {
+            cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG,
+                          "%s: sequence %lld: %lld tokens (the model takes 1 to %lld: truncate the input)",
+                          m->family->name, (long long)s, (long long)lens[s], (long long)c->n_ctx_train);
+            return NULL;
+        }
+        n += lens[s];
     }
     if (c->attn_softcap > 0) {
         cdl_set_error(ctx, CANDLE_ERR_UNSUPPORTED, "%s: bidirectional attention with soft-capped scores",
                          m->family->name);
         return NULL;
     }
-    candle_tensor *local = c->n_swa > 0 ? model_local_mask(ctx, c->n_swa, n) : NULL;
-    if (candle_errcode(ctx)) return NULL;
-    decoder_step st = {ctx, m, c, n, 0, NULL, "model", bidir_attend, local, model_rope_factors(m, c->n_ctx_train),
-                       false};
-    candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens));
-    return norm(&st, x, m->out_norm);
+    int64_t *off = malloc((size_t)n_seq * sizeof *off);
+    int32_t *pos = malloc((size_t)n * sizeof *pos);
+    candle_tensor **tab = calloc((size_t)(2 * n_seq), sizeof *tab), *x = NULL;
+    if (!off || !pos || !tab) {
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: a batch of %lld sequences", (long long)n_seq);
+        goto done;
+    }
+    for (int64_t s = 0, i = 0; s < n_seq; s++) {
+        off[s] = i;
+        for (int64_t j = 0; j < lens[s]; j++) pos[i++] = (int32_t)j;
+        int64_t same = s - 1; /* sequences of one length share a mask */
+        while (same >= 0 && lens[same] != lens[s]) same--;
+        if (c->n_swa > 0) tab[s] = same >= 0 ? tab[same] : model_local_mask(ctx, c->n_swa, lens[s]);
+    }
+    if (candle_errcode(ctx)) goto done;
+    bidir_seqs bs = {n_seq, lens, off, tab, tab + n_seq};
+    decoder_step st = {ctx, m, c, n, 0, n_seq > 1 ? candle_tensor_from_i32(ctx, 1, &n, pos) : NULL, "model",
+                       bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false};
+    x = decoder_layers(&st, decoder_embed(&st, tokens));
+    x = x ? norm(&st, x, m->out_norm) : NULL;
+done:
+    free(off);
+    free(pos);
+    free(tab);
+    return x;
 }

@@ -60,9 +60,7 @@ static candle_tensor *attend(candle_ctx *ctx, const candle_model_config *c, cand
     return candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
 }
 
-/* xs[0..n) stacked along dim 0, at most two copies of each row: a node
- * takes CANDLE_MAX_SRC inputs, so groups of them first. Overwrites xs. */
-static candle_tensor *concat_rows(candle_ctx *ctx, candle_tensor **xs, int64_t n) {
+candle_tensor *model_concat_rows(candle_ctx *ctx, candle_tensor **xs, int64_t n) {
     while (n > 1) {
         int64_t groups = 0;
         for (int64_t i = 0; i < n; i += CANDLE_MAX_SRC) {
@@ -105,7 +103,7 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
             a->out[s] = attend(ctx, c, candle_narrow(ctx, q, 0, off, len), candle_narrow(ctx, k, 0, off, len),
                                candle_narrow(ctx, v, 0, off, len), a->bias[s]);
         }
-        o = concat_rows(ctx, a->out, rg->n_seq);
+        o = model_concat_rows(ctx, a->out, rg->n_seq);
     }
     return linear(ctx, o, w->wo, w->bo);
 }

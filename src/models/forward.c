@@ -1,8 +1,8 @@
 /* The generic forward (model.h): the sequences of a padded batch, each one's
- * run of tokens found from the mask. A decoder evaluates each on its own
- * (over one scratch session, or bidirectionally in a scratch context); an
- * encoder packs the runs of consecutive sequences into one graph
- * (encoder_hidden_rows), no padding computed. Pooled outputs reduce the
+ * run of tokens found from the mask. A causal decoder evaluates each on its
+ * own over one scratch session; an encoder or a bidirectional decoder packs
+ * the runs of consecutive sequences into one graph (encoder_hidden_rows,
+ * decoder_hidden_bidir), no padding computed. Pooled outputs reduce the
  * hidden states of each run. */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -118,23 +118,12 @@ static candle_status check_ids(const candle_model *m, const int32_t *tokens, con
     return CANDLE_OK;
 }
 
-/* A decoder's tokens[0..n)'s logits [n, n_vocab] or last hidden states [n, n_embd] into dst. */
-static candle_status run_rows(runner *r, const int32_t *tokens, const int32_t *types, int64_t n, bool logits,
-                              float *dst) {
-    if (r->s) {
-        candle_session_reset(r->s);
-        candle_status st = session_eval_out(r->s, tokens, n, dst, true, logits ? 0 : SESSION_HIDDEN);
-        return st ? cdl_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
-    }
-    candle_status st = check_ids(r->m, tokens, types, n);
-    if (st) return st;
-    candle_tensor *h = decoder_hidden_bidir(r->ctx, r->m, tokens, n); /* encoders: forward_packed */
-    st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
-    if (!st) st = candle_tensor_to_f32(h, dst);
-    if (st) st = cdl_set_error(NULL, st, "%s", candle_errmsg(r->ctx));
-    candle_ctx_clear_error(r->ctx);
-    candle_ctx_reset(r->ctx, r->mark);
-    return st;
+/* A causal decoder's tokens[0..n)'s logits [n, n_vocab] or last hidden
+ * states [n, n_embd] into dst, through the scratch session. */
+static candle_status run_rows(runner *r, const int32_t *tokens, int64_t n, bool logits, float *dst) {
+    candle_session_reset(r->s);
+    candle_status st = session_eval_out(r->s, tokens, n, dst, true, logits ? 0 : SESSION_HIDDEN);
+    return st ? cdl_set_error(NULL, st, "%s", candle_session_errmsg(r->s)) : CANDLE_OK;
 }
 
 static candle_status forward_seq(runner *r, const candle_forward_input *in, int64_t i, int64_t a, int64_t b,
@@ -143,17 +132,17 @@ static candle_status forward_seq(runner *r, const candle_forward_input *in, int6
     bool rows = kind == CANDLE_OUTPUT_LOGITS || kind == CANDLE_OUTPUT_HIDDEN;
     float *dst = rows ? out + (size_t)(i * in->n_tokens) * (size_t)w : scratch;
     if (rows) memset(dst, 0, (size_t)(in->n_tokens * w) * sizeof *dst);
-    const int32_t *types = in->type_ids ? in->type_ids + i * in->n_tokens + a : NULL;
-    candle_status st = run_rows(r, in->tokens + i * in->n_tokens + a, types, b - a, kind == CANDLE_OUTPUT_LOGITS,
+    candle_status st = run_rows(r, in->tokens + i * in->n_tokens + a, b - a, kind == CANDLE_OUTPUT_LOGITS,
                                 rows ? dst + a * w : dst);
     if (st) return cdl_set_error(NULL, st, "forward: sequence %" PRId64 ": %s", i, candle_last_errmsg());
     if (!rows) pool(scratch, b - a, w, kind, out + (size_t)i * (size_t)w);
     return CANDLE_OK;
 }
 
-/* An encoder's graph takes the runs of consecutive sequences up to this
- * many tokens (or one longer run): their row-wise products then have
- * enough rows to be efficient, which a batch of short inputs alone lacks. */
+/* An encoder's (or a bidirectional decoder's) graph takes the runs of
+ * consecutive sequences up to this many tokens (or one longer run): their
+ * row-wise products then have enough rows to be efficient, which a batch
+ * of short inputs alone lacks. */
 #define FORWARD_PACK_TOKENS 8192
 
 /* What a packed encoder step needs: the runs [ra, rb) of every sequence,
@@ -181,7 +170,9 @@ static candle_status forward_packed(runner *r, const candle_forward_input *in, p
         pk->lens[i - i0] = len;
         n += len;
     }
-    candle_tensor *h = encoder_hidden_rows(r->ctx, r->m, pk->ids, in->type_ids ? pk->types : NULL, pk->lens, i1 - i0);
+    candle_tensor *h = r->m->cfg.kind == CANDLE_MODEL_DECODER_LM
+                           ? decoder_hidden_bidir(r->ctx, r->m, pk->ids, pk->lens, i1 - i0)
+                           : encoder_hidden_rows(r->ctx, r->m, pk->ids, in->type_ids ? pk->types : NULL, pk->lens, i1 - i0);
     candle_status st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
     if (!st) st = candle_tensor_to_f32(h, pk->h);
     if (st) st = cdl_set_error(NULL, st, "forward: sequences %" PRId64 "..%" PRId64 ": %s", i0, i1 - 1,
@@ -242,12 +233,12 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
     runner r = {0};
     packer pk = {0};
     float *scratch = NULL;
-    bool packs = m->cfg.kind != CANDLE_MODEL_DECODER_LM; /* an encoder */
     if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in))) {
         packer_free(&pk);
         runner_free(&r);
         return st;
     }
+    bool packs = !r.s; /* an encoder or a bidirectional decoder */
     if (!packs && kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
         scratch = malloc((size_t)(in->n_tokens * m->cfg.n_embd) * sizeof *scratch);
         if (!scratch) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");

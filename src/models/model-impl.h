@@ -191,9 +191,15 @@ candle_status encoder_load_weights(candle_model *m);
  * seen from query i when |i - j| <= window / 2 ([1, 1, n, n], 0 or -inf);
  * NULL when every key of an n-token sequence is in reach. */
 candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n);
-/* The last hidden states [n, n_embd] (after the final norm) of one sequence
- * through a bidirectional decoder (cfg.bidirectional), without a KV cache. */
-candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, int64_t n);
+/* The last hidden states [sum(lens), n_embd] (after the final norm) of
+ * n_seq sequences through a bidirectional decoder (cfg.bidirectional),
+ * without a KV cache, packed as encoder_hidden_rows packs them. */
+candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+                                    const int64_t *lens, int64_t n_seq);
+/* xs[0..n) stacked along dim 0 (a batch's per-sequence attention rows), at
+ * most two copies of each row: a node takes CANDLE_MAX_SRC inputs, so
+ * groups of them first. Overwrites xs. */
+candle_tensor *model_concat_rows(candle_ctx *ctx, candle_tensor **xs, int64_t n);
 /* Refuses a description the encoder builder does not implement. */
 candle_status encoder_check_desc(const model_family *f);
 /* The last hidden states [sum(lens), n_embd] of n_seq sequences through an
