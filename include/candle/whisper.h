@@ -190,6 +190,13 @@ CANDLE_API void candle_whisper_result_free(candle_whisper_result *r);
 /* True for a multilingual model (language tokens in its vocabulary). */
 CANDLE_API bool candle_whisper_is_multilingual(const candle_whisper *w);
 
+/* The English name of a Whisper language code ("de" -> "german"), or NULL
+ * for a code Whisper has no token for. */
+CANDLE_API const char *candle_whisper_language_name(const char *code);
+/* The code of a Whisper language given by its code or its English name
+ * ("german" or "de" -> "de", as openai-whisper accepts either), or NULL. */
+CANDLE_API const char *candle_whisper_language_code(const char *code_or_name);
+
 /* faster-whisper's detect_language(): the log-mel of the first 30 s of
  * samples (all its frames, zero-padded to a window), the encoder, one
  * decoder step on <|startoftranscript|>, and the softmax of the logits of

@@ -146,6 +146,7 @@ static char *subtitles(const candle_whisper_result *r, int fmt) {
  * and a top-level "words" array of {word, start, end} (word granularity). */
 static json_t *verbose_json(const candle_whisper_result *r, bool translate, double duration, const char *text,
                             size_t text_len, bool want_segments, bool want_words) {
+    const char *lang = candle_whisper_language_name(r->language);
     json_t *segs = want_segments ? json_array() : NULL;
     for (int64_t i = 0; segs && i < r->n_segments; i++) {
         const candle_whisper_segment *s = &r->segments[i];
@@ -160,7 +161,7 @@ static json_t *verbose_json(const candle_whisper_result *r, bool translate, doub
                             "no_speech_prob", (double)s->no_speech_prob));
     }
     json_t *o = json_pack("{s:s,s:s,s:f,s:s%,s:{s:s,s:I}}", "task", translate ? "translate" : "transcribe",
-                          "language", "english", "duration", duration, "text", text, text_len, "usage", "type",
+                          "language", lang ? lang : "english", "duration", duration, "text", text, text_len, "usage", "type",
                           "duration", "seconds", (json_int_t)ceil(duration));
     if (!o) {
         json_decref(segs);
@@ -186,6 +187,7 @@ typedef struct audio_req {
     int fmt;
     double temperature; /* -1: absent */
     char *prompt;       /* the initial prompt, NUL-terminated (malloc'd), or NULL */
+    const char *language; /* a multilingual model's language code, or NULL: detected */
     bool seg_granularity, word_granularity; /* timestamp_granularities[] given */
 } audio_req;
 
@@ -206,12 +208,23 @@ static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_repl
         } else if (!strcmp(k, "model")) {
             /* One model is served: any name is taken, as for the other endpoints. */
         } else if (!strcmp(k, "language")) {
-            /* Whisper .en models (the only kind candle_whisper loads) know English only. */
-            if (p->len && !field_is(p, "en") && !field_is(p, "english")) {
+            /* an ISO-639-1 code as OpenAI takes it (or Whisper's English name) */
+            char v[32] = "";
+            if (p->len < sizeof v) memcpy(v, p->data, p->len);
+            const char *code = p->len < sizeof v ? candle_whisper_language_code(v) : NULL;
+            bool multi = candle_whisper_is_multilingual(c->whisper);
+            if (p->len && !code) {
+                srv_reply_error(out, 400, "language", "unsupported_language",
+                                "'%.*s' is not a language Whisper knows (an ISO-639-1 code such as 'en' or 'de')",
+                                (int)(p->len < 64 ? p->len : 64), (const char *)p->data);
+                return false;
+            }
+            if (code && !multi && strcmp(code, "en")) {
                 srv_reply_error(out, 400, "language", "unsupported_language",
                                 "model '%s' is English-only: language must be 'en'", c->cfg.model_name);
                 return false;
             }
+            q->language = multi ? code : NULL;
         } else if (!strcmp(k, "prompt")) {
             /* faster-whisper's initial_prompt; a C string, so no NUL in it */
             if (memchr(p->data, 0, p->len)) {
@@ -361,6 +374,8 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
     tp.on_segment = on_segment;
     tp.user = &w;
     tp.initial_prompt = q.prompt;
+    tp.language = q.language;
+    tp.translate = translate;
     tp.word_timestamps = q.word_granularity;
     s = candle_whisper_transcribe(c->whisper, samples, n, &tp, &r);
     if (s) {
