@@ -203,8 +203,8 @@ static void packer_free(packer *pk) {
     free(pk->h);
 }
 
-/* The runs of every sequence, and room for the largest packed step. */
-static candle_status packer_init(packer *pk, const candle_model *m, const candle_forward_input *in) {
+/* The runs of every sequence, and (packs) room for the largest packed step. */
+static candle_status packer_init(packer *pk, const candle_model *m, const candle_forward_input *in, bool packs) {
     size_t ns = (size_t)in->n_seq;
     pk->ra = malloc(ns * sizeof *pk->ra);
     pk->rb = malloc(ns * sizeof *pk->rb);
@@ -216,6 +216,7 @@ static candle_status packer_init(packer *pk, const candle_model *m, const candle
         if (st) return st;
         total += pk->rb[i] - pk->ra[i];
     }
+    if (!packs) return CANDLE_OK;
     int64_t most = in->n_tokens > FORWARD_PACK_TOKENS ? in->n_tokens : FORWARD_PACK_TOKENS;
     pk->cap = total < most ? total : most;
     pk->ids = malloc((size_t)pk->cap * sizeof *pk->ids);
@@ -233,12 +234,13 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
     runner r = {0};
     packer pk = {0};
     float *scratch = NULL;
-    if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in))) {
+    /* an encoder or a bidirectional decoder: no session (runner_init) */
+    bool packs = m->cfg.kind != CANDLE_MODEL_DECODER_LM || m->cfg.bidirectional;
+    if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in, packs))) {
         packer_free(&pk);
         runner_free(&r);
         return st;
     }
-    bool packs = !r.s; /* an encoder or a bidirectional decoder */
     if (!packs && kind != CANDLE_OUTPUT_LOGITS && kind != CANDLE_OUTPUT_HIDDEN) {
         scratch = malloc((size_t)(in->n_tokens * m->cfg.n_embd) * sizeof *scratch);
         if (!scratch) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states");
