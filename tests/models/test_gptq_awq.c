@@ -179,6 +179,49 @@ static void check_model(const char *name) {
     free(g.logits);
 }
 
+/* `candle quantize` from the directory: to the type its linears already
+ * are exactly (Q4_0 for 4-bit symmetric GPTQ) the 14 linears are copied as
+ * they are; to another, converted or requantized. The embeddings and the
+ * output (f32 here) are quantized either way, so on the reference kernels
+ * the logits are within MAX_NMSE_INT of transformers' (measured: 1.4e-3 to
+ * Q4_0 from 4-bit, 2e-3 to Q8_0 from 4- or 8-bit), not the directory's. */
+static void check_quantize(const char *name, candle_ftype ft, bool exact) {
+    char rel[128], dir[1024], out[1200];
+    snprintf(rel, sizeof rel, "tests/data/gptq/%s", name);
+    test_path(rel, dir, sizeof dir);
+    golden g = {0};
+    if (!read_golden(dir, &g)) return;
+    snprintf(out, sizeof out, "/tmp/candle-gptq-%d-%s.gguf", (int)getpid(), name);
+    candle_quantize_params qp = candle_quantize_default_params();
+    qp.n_threads = 1;
+    qp.allow_requantize = true;
+    candle_quantize_stats st = {0};
+    qp.stats = &st;
+    CHECK_MSG(!candle_quantize_file(dir, out, ft, &qp), "%s -> %s: %s", name, candle_ftype_name(ft),
+              candle_last_errmsg());
+    candle_backend *b1 = NULL, *b2 = NULL;
+    candle_model *md = load_with(dir, true, &b1), *mq = load_with(out, true, &b2);
+    float *ld = md ? run(md, &g, false) : NULL, *lq = mq ? run(mq, &g, false) : NULL;
+    size_t n = (size_t)(N_TOK * g.n_vocab);
+    if (ld && lq) {
+        double e = nmse(lq, g.logits, n), ed = nmse(lq, ld, n);
+        printf("%-26s quantized to %s: %lld copied, %lld requantized; NMSE vs transformers %.2e, vs the "
+               "directory %.2e\n", name, candle_ftype_name(ft), (long long)st.n_copied,
+               (long long)st.n_requantized, e, ed);
+        CHECK_MSG(!exact || (st.n_requantized == 0 && st.n_copied >= 14), "%s -> %s: %lld copied, %lld requantized",
+                  name, candle_ftype_name(ft), (long long)st.n_copied, (long long)st.n_requantized);
+        CHECK_MSG(e < MAX_NMSE_INT, "%s -> %s: NMSE %.3g", name, candle_ftype_name(ft), e);
+    }
+    free(ld);
+    free(lq);
+    candle_model_free(md);
+    candle_model_free(mq);
+    candle_backend_free(b1);
+    candle_backend_free(b2);
+    free(g.logits);
+    unlink(out);
+}
+
 /* A copy of folder `name` with the text `from` of config.json replaced by
  * `to` must be refused with a message containing `want`. */
 static void check_refused(const char *name, const char *from, const char *to, const char *want) {
@@ -236,6 +279,9 @@ int main(void) {
         return 77;
     }
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) check_model(variants[i]);
+    check_quantize("gptq-4bit-g128-sym", CANDLE_FTYPE_MOSTLY_Q4_0, true);
+    check_quantize("gptq-8bit-g64-asym", CANDLE_FTYPE_MOSTLY_Q8_0, false);
+    check_quantize("awq-4bit-g128", CANDLE_FTYPE_MOSTLY_Q8_0, false);
     check_refused("gptq-4bit-g128-sym", "\"bits\": 4", "\"bits\": 3", "quantization_config.bits 3");
     check_refused("gptq-4bit-g128-sym", "\"bits\": 4", "\"bits\": \"4\"", "quantization_config.bits");
     check_refused("gptq-4bit-g128-sym", "\"quant_method\": \"gptq\"", "\"quant_method\": \"bitsandbytes\"",
