@@ -4,7 +4,8 @@
 # "language": "german") and /v1/audio/translations with language=de gives
 # English, both the text of faster-whisper's beam-5 runs
 # (tests/data/whisper/whisper_beam_goldens.json); language as Whisper's
-# English name works, an unknown language is a 400.
+# English name works, an unknown language is a 400. The sanitizer run
+# (CANDLE_TEST_SANITIZED=1) translates and refuses only.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -28,9 +29,11 @@ post() { # ENDPOINT OUT FIELDS...
     shift 2
     curl -s -o "$out" -w '%{http_code}' "$U/$ep" -F "file=@$WAV" -F model=whisper-1 "$@"
 }
-c1=$(post transcriptions "$TMPD/t.json" -F response_format=verbose_json)
+SAN=${CANDLE_TEST_SANITIZED:-0}
+c1=skip c3=skip
+[ "$SAN" = 1 ] || c1=$(post transcriptions "$TMPD/t.json" -F response_format=verbose_json)
 c2=$(post translations "$TMPD/tr.json" -F response_format=verbose_json -F language=de)
-c3=$(post transcriptions "$TMPD/n.json" -F language=german)
+[ "$SAN" = 1 ] || c3=$(post transcriptions "$TMPD/n.json" -F language=german)
 c4=$(post transcriptions "$TMPD/bad.json" -F language=klingon)
 python3 - "$GOLD" "$TMPD" "$c1" "$c2" "$c3" "$c4" <<'PY'
 import json, sys
@@ -41,16 +44,16 @@ fails = []
 def check(ok, what):
     if not ok: fails.append(what)
 t = json.load(open(f"{d}/t.json")) if c1 == "200" else {}
-check(c1 == "200" and t.get("language") == "german" and t.get("task") == "transcribe"
-      and t.get("text") == want["transcribe"], f"auto: {c1} {t}")
+check(c1 == "skip" or (c1 == "200" and t.get("language") == "german" and t.get("task") == "transcribe"
+      and t.get("text") == want["transcribe"]), f"auto: {c1} {t}")
 tr = json.load(open(f"{d}/tr.json")) if c2 == "200" else {}
 check(c2 == "200" and tr.get("task") == "translate" and tr.get("language") == "german"
       and tr.get("text") == want["translate"], f"translate: {c2} {tr}")
 n = json.load(open(f"{d}/n.json")) if c3 == "200" else {}
-check(c3 == "200" and n.get("text") == want["transcribe"], f"language german: {c3} {n}")
+check(c3 == "skip" or (c3 == "200" and n.get("text") == want["transcribe"]), f"language german: {c3} {n}")
 bad = json.load(open(f"{d}/bad.json"))
 check(c4 == "400" and bad.get("error", {}).get("param") == "language", f"language klingon: {c4} {bad}")
 for f in fails: print("FAIL:", f)
-print("test_server_multilingual:", "FAIL" if fails else "ok (4 checks)")
+print("test_server_multilingual:", "FAIL" if fails else f"ok ({4 - [c1, c3].count('skip')} checks)")
 sys.exit(1 if fails else 0)
 PY
