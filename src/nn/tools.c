@@ -254,12 +254,19 @@ static void parse_hermes(calls *c, tbuf *content, const char *text, size_t len) 
     while (i < len) {
         const char *p = find_n(text + i, len - i, open);
         if (!p) break;
-        size_t at = (size_t)(p - text), body = at + sizeof open - 1;
-        const char *q = find_n(text + body, len - body, close);
+        size_t at = (size_t)(p - text), body = at + sizeof open - 1, cl = sizeof close - 1;
+        /* the call's object ends where its braces do (a string in it may
+         * hold "</tool_call>"), then the closing tag; else at the tag */
+        size_t j = body, span = 0, k;
+        while (j < len && is_ws(text[j])) j++;
+        if (j < len && text[j] == '{') span = json_span(text + j, len - j);
+        for (k = j + span; span && k < len && is_ws(text[k]); k++) {}
+        bool whole = span && k + cl <= len && !memcmp(text + k, close, cl);
+        const char *q = whole ? text + k : find_n(text + body, len - body, close);
         size_t end = q ? (size_t)(q - text) : len;
-        size_t after = q ? end + sizeof close - 1 : len;
-        const char *b = text + body;
-        size_t bn = end - body;
+        size_t after = q ? end + cl : len;
+        const char *b = whole ? text + j : text + body;
+        size_t bn = whole ? span : end - body;
         trim(&b, &bn);
         if (bn && b[0] == '{' && json_span(b, bn) == bn && add_call(c, b, bn)) {
             add_content(content, text + i, at - i);
