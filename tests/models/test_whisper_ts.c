@@ -23,6 +23,7 @@
 #include "candle/candle.h"
 #include "core/json-impl.h"
 #include "test.h"
+#include "whisper-test.h"
 
 static double num(const json_value *o, const char *k) {
     double v = NAN;
@@ -73,11 +74,7 @@ static void check_run(const candle_whisper *w, const json_value *run, const floa
         json_as_str(json_get(g, "text"), &text, NULL);
         text_len += strlen(text);
         const json_value *toks = json_get(g, "tokens");
-        bool same = toks && (int64_t)toks->n == s->n_tokens;
-        for (size_t k = 0; same && k < toks->n; k++) {
-            int64_t v;
-            same = json_as_i64(json_at(toks, k), &v) && v == s->tokens[k];
-        }
+        bool same = wtest_tokens_equal(toks, s);
         CHECK_MSG(same, "%s cond %d segment %lld: tokens differ", clip, cond, (long long)i);
         CHECK_MSG(!strcmp(s->text, text), "%s segment %lld: '%s' vs '%s'", clip, (long long)i, s->text, text);
         CHECK_MSG(fabs(s->t0 - num(g, "start")) < 1e-6 && fabs(s->t1 - num(g, "end")) < 1e-6,

@@ -98,11 +98,7 @@ static void check_run(const candle_whisper *w, const json_value *run, const floa
     for (int64_t i = 0; segs && i < r.n_segments && i < (int64_t)segs->n; i++) {
         const json_value *g = json_at(segs, (size_t)i), *toks = json_get(g, "tokens");
         const candle_whisper_segment *s = &r.segments[i];
-        bool same = toks && (int64_t)toks->n == s->n_tokens;
-        for (size_t k = 0; same && k < toks->n; k++) {
-            int64_t v;
-            same = json_as_i64(json_at(toks, k), &v) && v == s->tokens[k];
-        }
+        bool same = wtest_tokens_equal(toks, s);
         const char *text = str(g, "text");
         CHECK_MSG(same, "%s segment %lld: tokens differ ('%s' vs '%s')", tag, (long long)i, s->text, text ? text : "");
         CHECK_MSG(text && !strcmp(s->text, text), "%s segment %lld: '%s' vs '%s'", tag, (long long)i, s->text,

@@ -35,4 +35,14 @@ static inline void wtest_goldens(const char *name, const char *gen, char **text,
               path, gen);
 }
 
+/* A segment's token ids equal the golden's "tokens" array (toks may be NULL). */
+static inline bool wtest_tokens_equal(const json_value *toks, const candle_whisper_segment *s) {
+    bool same = toks && (int64_t)toks->n == s->n_tokens;
+    for (size_t k = 0; same && k < toks->n; k++) {
+        int64_t v;
+        same = json_as_i64(json_at(toks, k), &v) && v == s->tokens[k];
+    }
+    return same;
+}
+
 #endif
