@@ -55,6 +55,10 @@ bool encoder_type_is(const json_value *type, const char *x);
 candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t len, bool no_truncate,
                                int32_t **ids, int64_t *n);
 void encoder_dense_apply(const dense_layer *L, const float *x, float *y);
+/* The pooled states [n, n_embd] of n tokenized inputs (ids[k], n_ids[k];
+ * types NULL or types[k] NULL: all 0) in one candle_model_forward. */
+candle_status encoder_forward_pooled(const candle_model *m, const int32_t *const *ids, const int32_t *const *types,
+                                     const int64_t *n_ids, int64_t n, candle_output_kind kind, float *pooled);
 /* The classifier head of the model's weights (cls.*), if any, with its labels
  * and activations from the directory's config files. */
 candle_status encoder_head_load(candle_encoder *e, const char *dir);

@@ -366,31 +366,43 @@ static candle_output_kind pooling_of(const candle_encoder *e, candle_pooling p) 
  * small. */
 #define EMBED_CHUNK 256
 
+candle_status encoder_forward_pooled(const candle_model *m, const int32_t *const *ids, const int32_t *const *types,
+                                     const int64_t *n_ids, int64_t n, candle_output_kind kind, float *pooled) {
+    int64_t len = 0;
+    for (int64_t k = 0; k < n; k++) len = n_ids[k] > len ? n_ids[k] : len;
+    int32_t *tok = calloc((size_t)(n * len), sizeof *tok), *ty = types ? calloc((size_t)(n * len), sizeof *ty) : NULL;
+    uint8_t *mask = calloc((size_t)(n * len), 1);
+    candle_status s = tok && mask && (ty || !types) ? CANDLE_OK
+                                                   : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward inputs");
+    for (int64_t k = 0; !s && k < n; k++) {
+        memcpy(tok + k * len, ids[k], (size_t)n_ids[k] * sizeof *tok);
+        if (types && types[k]) memcpy(ty + k * len, types[k], (size_t)n_ids[k] * sizeof *ty);
+        memset(mask + k * len, 1, (size_t)n_ids[k]);
+    }
+    candle_forward_input in = {.tokens = tok, .mask = mask, .n_seq = n, .n_tokens = len, .type_ids = ty};
+    if (!s) s = candle_model_forward(m, &in, kind, pooled, (size_t)(n * m->cfg.n_embd));
+    free(tok);
+    free(ty);
+    free(mask);
+    return s;
+}
+
 /* Inputs i0.. (ids[k], n_ids[k] for k < n): pooled states in one forward,
  * then each one's Dense layers, dimensions and normalisation into out
  * [n, dim]. buf holds 2 * e->width floats. */
 static candle_status embed_rows(const candle_encoder *e, int64_t i0, const int32_t *const *ids, const int64_t *n_ids,
                                 int64_t n, const candle_embed_params *p, int64_t dim, float *buf, float *out) {
     const candle_model_config *c = &e->model->cfg;
-    int64_t len = 0;
     for (int64_t k = 0; k < n; k++) {
-        len = n_ids[k] > len ? n_ids[k] : len;
         for (int64_t j = 0; j < n_ids[k]; j++)
             if (ids[k][j] < 0 || ids[k][j] >= c->n_vocab)
                 return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                      "embed: input %" PRId64 ": token %d at index %" PRId64
                                      " out of range [0, %" PRId64 ")", i0 + k, (int)ids[k][j], j, c->n_vocab);
     }
-    int32_t *tok = calloc((size_t)(n * len), sizeof *tok);
-    uint8_t *mask = calloc((size_t)(n * len), 1);
     float *pooled = malloc((size_t)(n * c->n_embd) * sizeof *pooled);
-    candle_status s = tok && mask && pooled ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
-    for (int64_t k = 0; !s && k < n; k++) {
-        memcpy(tok + k * len, ids[k], (size_t)n_ids[k] * sizeof *tok);
-        memset(mask + k * len, 1, (size_t)n_ids[k]);
-    }
-    candle_forward_input in = {.tokens = tok, .mask = mask, .n_seq = n, .n_tokens = len};
-    if (!s) s = candle_model_forward(e->model, &in, pooling_of(e, p->pooling), pooled, (size_t)(n * c->n_embd));
+    candle_status s = pooled ? encoder_forward_pooled(e->model, ids, NULL, n_ids, n, pooling_of(e, p->pooling), pooled)
+                             : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
     for (int64_t k = 0; !s && k < n; k++) {
         float *x = buf, *y = buf + e->width;
         memcpy(x, pooled + k * c->n_embd, (size_t)c->n_embd * sizeof *x);
@@ -403,8 +415,6 @@ static candle_status embed_rows(const candle_encoder *e, int64_t i0, const int32
         memcpy(out + k * dim, x, (size_t)dim * sizeof *out);
         if (p->normalize == 1 || (p->normalize < 0 && e->normalize)) l2_normalize(out + k * dim, dim);
     }
-    free(tok);
-    free(mask);
     free(pooled);
     return s;
 }

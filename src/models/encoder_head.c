@@ -194,22 +194,14 @@ static void batch_clear(head_batch *hb) {
 /* The head's logits [hb->n, n_labels] of the batch's inputs. */
 static candle_status head_logits(const candle_encoder *e, const head_batch *hb, float *logits) {
     const candle_model *m = e->model;
-    int64_t n_embd = m->cfg.n_embd, L = e->head.out.n_out, len = 0, n = hb->n;
+    int64_t n_embd = m->cfg.n_embd, L = e->head.out.n_out, n = hb->n;
     /* a model with one token type (RoBERTa) takes no segments */
     bool typed = m->type_embd && m->type_embd->shape[0] > 1;
-    for (int k = 0; k < n; k++) len = hb->n_ids[k] > len ? hb->n_ids[k] : len;
-    int32_t *tok = calloc((size_t)(n * len), sizeof *tok), *ty = calloc((size_t)(n * len), sizeof *ty);
-    uint8_t *mask = calloc((size_t)(n * len), 1);
     float *pooled = malloc((size_t)(n * n_embd) * sizeof *pooled), *buf = malloc((size_t)n_embd * sizeof *buf);
-    candle_status s = tok && ty && mask && pooled && buf ? CANDLE_OK
-                                                        : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
-    for (int k = 0; !s && k < n; k++) {
-        memcpy(tok + k * len, hb->ids[k], (size_t)hb->n_ids[k] * sizeof *tok);
-        if (hb->types[k]) memcpy(ty + k * len, hb->types[k], (size_t)hb->n_ids[k] * sizeof *ty);
-        memset(mask + k * len, 1, (size_t)hb->n_ids[k]);
-    }
-    candle_forward_input in = {.tokens = tok, .mask = mask, .n_seq = n, .n_tokens = len, .type_ids = typed ? ty : NULL};
-    if (!s) s = candle_model_forward(m, &in, CANDLE_OUTPUT_POOLED_CLS, pooled, (size_t)(n * n_embd));
+    candle_status s = pooled && buf ? encoder_forward_pooled(m, (const int32_t *const *)hb->ids,
+                                                             typed ? (const int32_t *const *)hb->types : NULL,
+                                                             hb->n_ids, n, CANDLE_OUTPUT_POOLED_CLS, pooled)
+                                    : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
     for (int k = 0; !s && k < n; k++) {
         const float *x = pooled + k * n_embd;
         if (e->head.pre.n_out) {
@@ -218,9 +210,6 @@ static candle_status head_logits(const candle_encoder *e, const head_batch *hb, 
         }
         encoder_dense_apply(&e->head.out, x, logits + k * L);
     }
-    free(tok);
-    free(ty);
-    free(mask);
     free(pooled);
     free(buf);
     return s;
