@@ -1,10 +1,15 @@
 #include "strbuf-impl.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 void cdl_strbuf_put(cdl_strbuf *b, const char *s, size_t n) {
     if (b->failed) return;
+    if (n > SIZE_MAX / 4 - b->n) { /* the doubling below would overflow */
+        b->failed = true;
+        return;
+    }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
