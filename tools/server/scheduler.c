@@ -60,6 +60,15 @@ typedef struct srv_slot {
      * one the token this step evaluates, then the step's drafted tokens;
      * logits has a row for each evaluated token of the step. */
     bool spec;
+    /* grammar_lazy requests: the reply's text until a call's grammar takes
+     * over, or cannot (lazy_off) */
+    char *lazy;
+    size_t lazy_len, lazy_cap;
+    bool lazy_off;
+    /* A Hermes call written as bare JSON (no <tool_call> around it): the
+     * object's nesting depth and string state, so the reply ends with it. */
+    bool bare, bare_str, bare_esc;
+    int bare_depth;
     int32_t *ctx;       /* [n_ctx + CANDLE_SPEC_MAX_DRAFT + 1] */
     int64_t n_ctx_toks; /* tokens of ctx up to and including the last chosen one */
     int32_t step_draft; /* tokens drafted into this step */
@@ -444,9 +453,11 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
         slot_release(s, sl);
         return;
     }
+    sl->lazy_len = 0;
+    sl->lazy_off = sl->bare = false;
     if (r->grammar &&
         ((!s->gvocab && candle_grammar_vocab_from_tokenizer(&s->gvocab, s->tok)) ||
-         candle_grammar_state_init(&sl->gstate, r->grammar))) {
+         (!r->grammar_lazy && candle_grammar_state_init(&sl->gstate, r->grammar)))) {
         req_finish(s, r, NULL, 500, candle_last_errmsg());
         slot_release(s, sl);
         return;
@@ -454,7 +465,7 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     if (sl->gstate) candle_sampler_set_grammar(sl->smp, sl->gstate, s->gvocab);
     for (int64_t i = 0; i < r->n_prompt; i++) candle_sampler_accept(sl->smp, r->prompt[i]);
     /* A grammar's matcher and logprobs follow the sampled tokens one at a time. */
-    sl->spec = sl->ctx && !sl->gstate && r->n_logprobs < 0;
+    sl->spec = sl->ctx && !r->grammar && r->n_logprobs < 0;
     if (sl->spec) memcpy(sl->ctx, r->prompt, (size_t)r->n_prompt * sizeof *sl->ctx);
     sl->n_ctx_toks = r->n_prompt;
     sl->preset = -1;
@@ -535,6 +546,65 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
     slot_release(s, sl);
 }
 
+/* A bare call object's next bytes: true once the object has closed. */
+static bool bare_feed(srv_slot *sl, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (sl->bare_esc) sl->bare_esc = false;
+        else if (sl->bare_str) sl->bare_esc = c == '\\', sl->bare_str = c != '"';
+        else if (c == '"') sl->bare_str = true;
+        else if (c == '{' || c == '[') sl->bare_depth++;
+        else if ((c == '}' || c == ']') && --sl->bare_depth == 0) return true;
+    }
+    return false;
+}
+
+/* A grammar_lazy request's new text (len bytes): once the reply holds a
+ * whole call opening (<tool_call>; Llama 3's <|python_tag|>; a reply that
+ * opens with a brace), the calls' grammar takes over from there, the text
+ * since the opening fed to its matcher. A Hermes reply that opens with a
+ * brace is the bare call object some models write (Qwen2.5-Coder): the
+ * matcher is fed the opening tag first, and the reply ends with the object
+ * (bare_feed). Text the grammar refuses leaves the reply unconstrained.
+ * false on memory. */
+static bool lazy_grammar(srv_sched *s, srv_slot *sl, const char *text, size_t len) {
+    srv_req *r = sl->req;
+    bool llama3 = r->tool_fmt == CANDLE_TOOL_LLAMA3;
+    const char *open = llama3 ? "<|python_tag|>" : "<tool_call>";
+    size_t m = strlen(open), from = sl->lazy_len >= m ? sl->lazy_len - m + 1 : 0, o = SIZE_MAX;
+    if (sl->lazy_len + len + 1 > sl->lazy_cap) {
+        size_t cap = 2 * (sl->lazy_len + len + 1) + 64;
+        char *p = realloc(sl->lazy, cap);
+        if (!p) return false;
+        sl->lazy = p;
+        sl->lazy_cap = cap;
+    }
+    memcpy(sl->lazy + sl->lazy_len, text, len);
+    sl->lazy_len += len;
+    size_t i = 0;
+    while (i < sl->lazy_len && strchr(" \t\r\n", sl->lazy[i])) i++;
+    bool bare = i < sl->lazy_len && sl->lazy[i] == '{';
+    if (bare) o = i;
+    for (size_t k = from; o == SIZE_MAX && k + m <= sl->lazy_len; k++)
+        if (!memcmp(sl->lazy + k, open, m)) o = k;
+    if (o == SIZE_MAX) return true;
+    bare = bare && !llama3;
+    if (candle_grammar_state_init(&sl->gstate, r->grammar)) return false;
+    if ((bare && !candle_grammar_state_accept_bytes(sl->gstate, "<tool_call>\n", m + 1)) ||
+        !candle_grammar_state_accept_bytes(sl->gstate, sl->lazy + o, sl->lazy_len - o)) {
+        candle_grammar_state_free(sl->gstate);
+        sl->gstate = NULL;
+        sl->lazy_off = true;
+        return true;
+    }
+    candle_sampler_set_grammar(sl->smp, sl->gstate, s->gvocab);
+    sl->bare = bare;
+    sl->bare_depth = 0;
+    sl->bare_str = sl->bare_esc = false;
+    if (bare) bare_feed(sl, sl->lazy + o, sl->lazy_len - o);
+    return true;
+}
+
 /* A chosen token, recorded and emitted; false when it ends the request (the
  * slot is then released). ch, top: its logprobs, when the request wants them. */
 static bool slot_take(srv_sched *s, srv_slot *sl, int32_t id, const candle_token_logprob *ch,
@@ -556,6 +626,22 @@ static bool slot_take(srv_sched *s, srv_slot *sl, int32_t id, const candle_token
         return false;
     }
     lp_advance(sl, len);
+    if (sl->bare && len && bare_feed(sl, sl->piece, len)) { /* the call object is whole */
+        slot_end(s, sl, "stop");
+        return false;
+    }
+    if (r->grammar_lazy && !sl->gstate && !sl->lazy_off) {
+        /* a control token's text too: Qwen's <tool_call> is one, not printed */
+        char special[64];
+        size_t n = 0;
+        bool ctl = candle_tokenizer_is_added(s->tok, id) &&
+                   !candle_tokenizer_token_bytes(s->tok, id, true, special, sizeof special, &n);
+        if (!lazy_grammar(s, sl, ctl ? special : sl->piece, ctl ? n : len)) {
+            req_finish(s, r, NULL, 500, "out of memory");
+            slot_release(s, sl);
+            return false;
+        }
+    }
     if (pend_flush(sl, false)) {
         req_finish(s, r, "stop", 0, NULL);
         slot_release(s, sl);
@@ -1015,6 +1101,7 @@ static void sched_free(srv_sched *s) {
         candle_grammar_state_free(sl->gstate);
         free(sl->logits);
         free(sl->ctx);
+        free(sl->lazy);
         free(sl->pend);
         free(sl->piece);
         free(sl->lpend);

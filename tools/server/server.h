@@ -45,6 +45,7 @@ typedef struct srv_req {
     int n_stop;
     bool ignore_eos;
     candle_grammar *grammar; /* response_format's constraint, or NULL (owned) */
+    bool grammar_lazy;       /* grammar applies from where the reply starts a tool call */
     int n_logprobs;          /* alternatives per token to report; -1: no logprobs */
     int32_t *bias_tok;       /* [n_bias] logit_bias (owned) */
     float *bias_val;         /* [n_bias] */
