@@ -70,12 +70,15 @@ def timed(fn, batch, reps):
 class Candle:
     name = "candle"
 
-    def __init__(self, exe, model):
+    def __init__(self, exe, model, dtype=None):
         self.exe, self.model = exe, model
+        self.opt = ["--dtype", dtype] if dtype else []
+        if dtype:
+            self.name = f"candle-{dtype}"
 
     def run(self, threads, L, batch, reps):
         cmd = [self.exe, "bench", "embed", "-m", self.model, "--lengths", str(L), "--batch", str(batch),
-               "-t", str(threads), "--reps", str(reps), "--batch-reps", str(reps), "--json"]
+               "-t", str(threads), "--reps", str(reps), "--batch-reps", str(reps), "--json", *self.opt]
         r = subprocess.run(cmd, capture_output=True, text=True, check=True)
         row = json.loads(r.stdout)["results"][0]
         return {k: row[k] for k in ("p50_ms", "p99_ms", "inputs_per_s")}
@@ -87,7 +90,7 @@ class Candle:
         return d["word"], d["max_tokens"]
 
     def embed(self, text):
-        r = subprocess.run([self.exe, "embed", "-m", self.model, "-p", text, "-t", "1"], capture_output=True,
+        r = subprocess.run([self.exe, "embed", "-m", self.model, "-p", text, "-t", "1", *self.opt], capture_output=True,
                            text=True, check=True)
         return np.array(json.loads(r.stdout.splitlines()[0])["embedding"], dtype=np.float32)
 
@@ -179,6 +182,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--candle", default="build/bin/candle")
+    ap.add_argument("--candle-dtype", help="candle's --dtype (bf16, f16): weight matrices converted at load")
     ap.add_argument("--onnx")
     ap.add_argument("--onnx-int8")
     ap.add_argument("--gguf")
@@ -191,7 +195,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
 
-    candle = Candle(a.candle, a.model)
+    candle = Candle(a.candle, a.model, a.candle_dtype)
     word, max_tokens = candle.word()
     for L in a.lengths:
         if L > max_tokens:

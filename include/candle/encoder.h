@@ -21,6 +21,7 @@ typedef struct candle_encoder candle_encoder;
 typedef struct candle_encoder_params {
     int n_threads; /* 0 = default */
     bool no_mmap;
+    candle_dtype weight_dtype; /* as candle_model_params.weight_dtype (0: as stored) */
 } candle_encoder_params;
 
 CANDLE_API candle_encoder_params candle_encoder_default_params(void);

@@ -116,6 +116,13 @@ typedef struct candle_model_params {
      * defaults (candle_cpu_set_defaults), made and freed by the model. A
      * backend the host cannot address gets a copy of the weights at load. */
     candle_backend *backend;
+    /* Float weight matrices (the linear layers' f32, f16 or bf16 weights;
+     * embedding tables, norms and quantized weights stay as stored)
+     * converted at load to this dtype: CANDLE_DTYPE_BF16 or CANDLE_DTYPE_F16
+     * (half the memory of f32; bf16 takes the CPU's bf16 dot products where
+     * it has them, AVX512_BF16), or 0 (f32's value): as stored. The copies
+     * live in memory, not in the file's mapping. As TEI's --dtype. */
+    candle_dtype weight_dtype;
 } candle_model_params;
 
 CANDLE_API candle_model_params candle_model_default_params(void);

@@ -15,7 +15,7 @@
 #include "embedder-impl.h"
 
 candle_encoder_params candle_encoder_default_params(void) {
-    return (candle_encoder_params){.n_threads = 0, .no_mmap = false};
+    return (candle_encoder_params){.n_threads = 0, .no_mmap = false, .weight_dtype = CANDLE_DTYPE_F32};
 }
 
 candle_embed_params candle_embed_default_params(void) {
@@ -257,6 +257,7 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
     candle_model_params mp = candle_model_default_params();
     mp.n_threads = p->n_threads;
     mp.no_mmap = p->no_mmap;
+    mp.weight_dtype = p->weight_dtype;
     candle_status s = candle_model_load(&e->model, path, &mp);
     /* A decoder embeds in a sentence-transformers folder (Qwen3-Embedding:
      * causal attention, the last token's state pooled): its modules.json

@@ -88,12 +88,41 @@ static bool weight_dtype_ok(loader *L, const candle_tensor *t) {
                     "a float or quantized type");
 }
 
+/* A float matrix in the model's weight_dtype (f16 or bf16): a copy in the
+ * model's memory, converted a row at a time (round to nearest even). */
+static candle_tensor *to_weight_dtype(loader *L, candle_tensor *t) {
+    candle_model *m = L->m;
+    candle_dtype want = m->weight_dtype;
+    if (!t || want == CANDLE_DTYPE_F32 || t->dtype == want || !candle_dtype_info(t->dtype)->is_float ||
+        !candle_tensor_is_host(t))
+        return t;
+    candle_tensor *d = candle_tensor_new(m->ctx, want, t->rank, t->shape);
+    float *row = malloc((size_t)t->shape[1] * sizeof *row);
+    const candle_dtype_traits *from = candle_dtype_info(t->dtype), *to = candle_dtype_info(want);
+    if (!d || !row || !from->to_f32 || !to->from_f32) {
+        free(row);
+        cdl_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: %s as %s", L->name, candle_dtype_name(want));
+        return NULL;
+    }
+    const char *src = candle_tensor_data(t);
+    char *dst = candle_tensor_data(d);
+    size_t in_row = candle_dtype_row_size(t->dtype, t->shape[1]), out_row = candle_dtype_row_size(want, t->shape[1]);
+    for (int64_t r = 0; r < t->shape[0]; r++) {
+        from->to_f32(src + (size_t)r * in_row, row, t->shape[1]);
+        to->from_f32(row, dst + (size_t)r * out_row, t->shape[1]);
+    }
+    free(row);
+    snprintf(d->name, sizeof d->name, "%s", t->name);
+    m->weight_bytes -= candle_tensor_nbytes(t);
+    m->weight_bytes += candle_tensor_nbytes(d);
+    return d;
+}
+
 /* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]. */
 static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in) {
     candle_tensor *t = leaf(L, il, what, true);
-    return shape_is(L, t, n_out, n_in) && weight_dtype_ok(L, t)
-               ? candle_transpose(L->m->ctx, t, 0, 1)
-               : NULL;
+    if (!shape_is(L, t, n_out, n_in) || !weight_dtype_ok(L, t) || !(t = to_weight_dtype(L, t))) return NULL;
+    return candle_transpose(L->m->ctx, t, 0, 1);
 }
 
 static bool load_attention(loader *L, layer_weights *w, int64_t il) {

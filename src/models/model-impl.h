@@ -144,6 +144,7 @@ struct candle_model {
      * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
     candle_tensor *rope_freqs, *rope_short, *rope_long;
     size_t weight_bytes;
+    candle_dtype weight_dtype; /* candle_model_params.weight_dtype: float matrices converted to it */
     candle_backend *backend; /* every context of the model computes on it */
     bool owns_backend;
 };

@@ -5,7 +5,8 @@
 #include "model-impl.h"
 
 candle_model_params candle_model_default_params(void) {
-    return (candle_model_params){.n_threads = 0, .no_mmap = false, .backend = NULL};
+    return (candle_model_params){.n_threads = 0, .no_mmap = false, .backend = NULL,
+                                 .weight_dtype = CANDLE_DTYPE_F32};
 }
 
 candle_status model_backend_for(const candle_model *m, int n_threads, candle_backend **out, bool *own) {
@@ -68,8 +69,14 @@ candle_status candle_model_load(candle_model **out, const char *path,
     candle_model *m = calloc(1, sizeof *m);
     if (!m) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: model");
     m->backend = p->backend;
+    m->weight_dtype = p->weight_dtype;
     candle_status s = CANDLE_OK;
-    if (!m->backend) {
+    if (m->weight_dtype != CANDLE_DTYPE_F32 && m->weight_dtype != CANDLE_DTYPE_F16 &&
+        m->weight_dtype != CANDLE_DTYPE_BF16)
+        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                          "model_load: weight_dtype %s (want f32 for as stored, f16 or bf16)",
+                          candle_dtype_name(m->weight_dtype));
+    if (!s && !m->backend) {
         m->backend = candle_backend_cpu_init(p->n_threads);
         m->owns_backend = m->backend != NULL;
         if (!m->backend) s = candle_last_error();

@@ -121,6 +121,39 @@ static void check_model(const char *name, const char *dir, const char *golden) {
     free(text);
 }
 
+/* The golden sentences with the weight matrices converted at load
+ * (candle_encoder_params.weight_dtype): the minimum cosine to the f32
+ * golden embeddings. */
+static double weight_dtype_min_cosine(const char *dir, const char *golden, candle_dtype t) {
+    size_t n;
+    char *text = test_read_file(golden, &n);
+    json_doc *d = NULL;
+    candle_encoder *e = NULL;
+    candle_encoder_params ep = candle_encoder_default_params();
+    ep.weight_dtype = t;
+    double worst = -1;
+    if (text && !json_parse(&d, text, n, golden, NULL) && candle_encoder_load(&e, dir, &ep) == CANDLE_OK) {
+        const json_value *sents = json_get(json_root(d), "sentences"), *embs = json_get(json_root(d), "embeddings");
+        int64_t dim = candle_encoder_dim(e), ns = (int64_t)sents->n;
+        const char **texts = calloc((size_t)ns, sizeof *texts);
+        float *out = malloc((size_t)(ns * dim) * sizeof *out);
+        for (int64_t i = 0; texts && i < ns; i++) json_as_str(json_at(sents, (size_t)i), &texts[i], NULL);
+        candle_embed_params p = candle_embed_default_params();
+        if (texts && out && candle_encoder_embed(e, texts, NULL, ns, &p, out, (size_t)(ns * dim)) == CANDLE_OK) {
+            worst = 2;
+            for (int64_t i = 0; i < ns; i++) worst = fmin(worst, cosine(out + i * dim, json_at(embs, (size_t)i), dim));
+        }
+        free(texts);
+        free(out);
+    } else {
+        CHECK_MSG(false, "%s as %s: %s", dir, candle_dtype_name(t), candle_last_errmsg());
+    }
+    candle_encoder_free(e);
+    json_free(d);
+    free(text);
+    return worst;
+}
+
 static void check_refusals(void) {
     char dir[1024];
     test_path("tests/data/hf/qwen2", dir, sizeof dir);
@@ -281,6 +314,20 @@ int main(void) {
     const char *cache = getenv("CANDLE_DATA_CACHE");
     snprintf(dir, sizeof dir, "%s/models/all-minilm-l6-v2", cache ? cache : "build-data");
     test_path("tests/data/encoders/all-minilm-l6-v2-golden.json", golden, sizeof golden);
-    if (test_need_file("all-MiniLM-L6-v2 (scripts/fetch-minilm.sh)", dir)) check_model("all-MiniLM-L6-v2", dir, golden);
+    if (test_need_file("all-MiniLM-L6-v2 (scripts/fetch-minilm.sh)", dir)) {
+        check_model("all-MiniLM-L6-v2", dir, golden);
+        /* --dtype: the weight matrices as bf16 (the bf16 dot products) and f16 */
+        double bf16 = weight_dtype_min_cosine(dir, golden, CANDLE_DTYPE_BF16);
+        double f16 = weight_dtype_min_cosine(dir, golden, CANDLE_DTYPE_F16);
+        printf("%-22s weights as bf16: min cosine %.7f, f16 %.7f\n", "all-MiniLM-L6-v2", bf16, f16);
+        CHECK_MSG(bf16 >= 0.999 && f16 >= 0.999, "weight_dtype: bf16 min cosine %.6f, f16 %.6f", bf16, f16);
+    }
+    /* a weight dtype that is not a float type for matrices is refused */
+    candle_model_params mp = candle_model_default_params();
+    mp.weight_dtype = CANDLE_DTYPE_Q8_0;
+    candle_model *bad = NULL;
+    test_path("tests/data/encoders/bert-tiny", dir, sizeof dir);
+    CHECK(candle_model_load(&bad, dir, &mp) == CANDLE_ERR_INVALID_ARG && !bad);
+    CHECK_CONTAINS(candle_last_errmsg(), "weight_dtype q8_0 (want f32 for as stored, f16 or bf16)");
     return test_done("test_encoder");
 }

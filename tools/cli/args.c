@@ -62,6 +62,7 @@ static const opt opts[] = {
     {NULL, "--kl-divergence-base", T_STR, OFF(kld_base), C_PPL},
     {NULL, "--kl-divergence", T_FLAG, OFF(kld), C_PPL},
     {NULL, "--no-mmap", T_FLAG, OFF(no_mmap), C_ALL},
+    {NULL, "--dtype", T_STR, OFF(dtype), C_ALL},
     {NULL, "--ctx-shift", T_FLAG, OFF(ctx_shift), C_GEN},
     {NULL, "--kv-f16", T_FLAG, OFF(kv_f16), C_ALL},
     {"-ctk", "--cache-type-k", T_STR, OFF(ctk), C_ALL},
@@ -138,6 +139,20 @@ bool cli_kv_type(const char *name, candle_dtype *out) {
     return false;
 }
 
+bool cli_weight_dtype(const char *name, candle_dtype *out) {
+    static const struct {
+        const char *a, *b;
+        candle_dtype t;
+    } names[] = {{"f32", "float32", CANDLE_DTYPE_F32}, {"f16", "float16", CANDLE_DTYPE_F16},
+                 {"bf16", "bfloat16", CANDLE_DTYPE_BF16}};
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].a) || !strcmp(name, names[i].b)) {
+            *out = names[i].t;
+            return true;
+        }
+    return false;
+}
+
 int cli_kv_pair(const char *cmd, const char *ctk, const char *ctv, candle_dtype *out) {
     const char *given[2] = {ctk, ctv}, *flag[2] = {"-ctk", "-ctv"};
     candle_dtype t[2] = {*out, *out};
@@ -160,6 +175,10 @@ static int resolve_kv(const char *cmd, cli_args *a) {
     a->kv_type = a->kv_f16 ? CANDLE_DTYPE_F16 : CANDLE_DTYPE_F32;
     candle_dtype t = a->kv_type;
     if (cli_kv_pair(cmd, a->ctk, a->ctv, &t)) return 2;
+    if (a->dtype && !cli_weight_dtype(a->dtype, &a->weight_dtype)) {
+        fprintf(stderr, "candle %s: --dtype %s: want f32, f16 or bf16\n", cmd, a->dtype);
+        return 2;
+    }
     if (a->kv_f16 && t != CANDLE_DTYPE_F16) {
         fprintf(stderr, "candle %s: --kv-f16 and -ctk/-ctv differ: K and V share one cache type\n", cmd);
         return 2;

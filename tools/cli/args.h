@@ -34,6 +34,8 @@ typedef struct cli_args {
     int lookup;         /* --lookup N: prompt-lookup drafting with n-grams of N; 0 = off */
     float draft_p_min;  /* --draft-p-min P: a draft model stops drafting below it */
     bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
+    const char *dtype;  /* --dtype f32|f16|bf16: float weight matrices converted at load */
+    candle_dtype weight_dtype; /* from dtype (cli_parse) */
 } cli_args;
 
 /* Parse argv (argv[0] is the command: run, chat, logits or perplexity; an
@@ -49,6 +51,10 @@ void cli_choose_seed(cli_args *a);
 /* KV cache type names of -ctk/-ctv (f32, f16, bf16, q8_0, q4_0): false if
  * unknown. */
 bool cli_kv_type(const char *name, candle_dtype *out);
+
+/* --dtype's names (f32/float32: weights as stored; f16/float16; bf16/bfloat16,
+ * as TEI spells them) into candle_model_params.weight_dtype: false if unknown. */
+bool cli_weight_dtype(const char *name, candle_dtype *out);
 
 /* The KV cache type of -ctk and -ctv (NULL when not given; neither: *out
  * stays): 0, or 2 after a message when a name is unknown or the two differ

@@ -65,6 +65,7 @@ static void usage(FILE *f) {
             "  --reps N          timed calls at batch 1 (default 20; 2 warm-up calls before)\n"
             "  --batch-reps M    timed calls at larger batches (default 3; 1 warm-up call)\n"
             "  --no-mmap         weights in anonymous memory\n"
+            "  --dtype T         f32 (weights as stored), f16 or bf16: weight matrices converted at load\n"
             "  --json            JSON instead of a markdown table\n");
 }
 
@@ -175,11 +176,12 @@ int cmd_bench_embed(int argc, char **argv) {
     int_list lengths = {{16, 128, 512}, 3}, batches = {{1, 32}, 2}, threads = {{1, 2}, 2};
     int reps = 20, batch_reps = 3;
     bool json = false, no_mmap = false;
+    candle_dtype wdtype = CANDLE_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = !strcmp(a, "-m") || !strcmp(a, "--lengths") || !strcmp(a, "--batch") ||
                      !strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--reps") ||
-                     !strcmp(a, "--batch-reps");
+                     !strcmp(a, "--batch-reps") || !strcmp(a, "--dtype");
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -199,6 +201,9 @@ int cmd_bench_embed(int argc, char **argv) {
             return 2;
         } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && !parse_list(v, &threads, 1, 256)) {
             fprintf(stderr, "candle bench embed: -t %s: want a list of 1..256 threads\n", v);
+            return 2;
+        } else if (!strcmp(a, "--dtype") && !cli_weight_dtype(v, &wdtype)) {
+            fprintf(stderr, "candle bench embed: --dtype %s: want f32, f16 or bf16\n", v);
             return 2;
         } else if (!strcmp(a, "--reps") && (reps = atoi(v)) < 1) {
             fprintf(stderr, "candle bench embed: --reps must be >= 1\n");
@@ -229,6 +234,7 @@ int cmd_bench_embed(int argc, char **argv) {
         candle_encoder_params lp = candle_encoder_default_params();
         lp.n_threads = threads.v[ti];
         lp.no_mmap = no_mmap;
+        lp.weight_dtype = wdtype;
         candle_encoder *e = NULL;
         double t0 = bench_now_s();
         if (candle_encoder_load(&e, model, &lp)) {

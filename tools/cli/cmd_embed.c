@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "cli.h"
 #include "texts.h"
 
@@ -19,6 +20,8 @@ static void usage(FILE *f) {
             "  --no-normalize    do not normalise\n"
             "  --dimensions N    keep the first N dimensions (Matryoshka)\n"
             "  --no-truncate     refuse inputs longer than the model's max_seq_length\n"
+            "  --dtype T         f32 (weights as stored), f16 or bf16 (bfloat16: the CPU's bf16 dot\n"
+            "                    products where it has them): weight matrices converted at load\n"
             "  --prompt-name N   prepend the prompt named N in config_sentence_transformers.json\n"
             "                    (default: its default_prompt_name, if any)\n"
             "  --prompt TEXT     prepend TEXT instead (\"\" for no prompt)\n"
@@ -54,7 +57,7 @@ int cmd_embed(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = !strcmp(a, "-m") || !strcmp(a, "-p") || !strcmp(a, "-f") || !strcmp(a, "--pool") ||
                      !strcmp(a, "--dimensions") || !strcmp(a, "-o") || !strcmp(a, "-t") ||
-                     !strcmp(a, "--prompt-name") || !strcmp(a, "--prompt");
+                     !strcmp(a, "--prompt-name") || !strcmp(a, "--prompt") || !strcmp(a, "--dtype");
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             rc = 0;
@@ -69,6 +72,10 @@ int cmd_embed(int argc, char **argv) {
         else if (!strcmp(a, "-f")) file = v;
         else if (!strcmp(a, "-o")) fmt = v;
         else if (!strcmp(a, "-t")) lp.n_threads = atoi(v);
+        else if (!strcmp(a, "--dtype") && !cli_weight_dtype(v, &lp.weight_dtype)) {
+            fprintf(stderr, "candle embed: --dtype %s: want f32, f16 or bf16\n", v);
+            goto usage;
+        }
         else if (!strcmp(a, "--dimensions")) ep.dimensions = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--prompt-name")) ep.prompt_name = v;
         else if (!strcmp(a, "--prompt")) ep.prompt = v;

@@ -68,7 +68,7 @@ static int open_spec(gen *g, const cli_args *a, const candle_session_params *sp)
     if (a->lookup) p.lookup_ngram = a->lookup;
     p.draft_p_min = a->draft_p_min;
     if (a->draft_model) {
-        candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap};
+        candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap, .weight_dtype = a->weight_dtype};
         if (candle_model_load(&g->draft, a->draft_model, &mp)) {
             cli_error_file(g->cmd, a->draft_model, candle_last_errmsg());
             return 1;
@@ -98,7 +98,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
     const char *path = cli_model_path(a, buf, sizeof buf);
     if (!path) return 1;
     double t0 = cli_now();
-    candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap};
+    candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap, .weight_dtype = a->weight_dtype};
     if (candle_model_load(&g->model, path, &mp)) {
         cli_error_file(cmd, path, candle_last_errmsg());
         return 1;

@@ -51,6 +51,8 @@ static const char usage[] =
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         model name reported by the API (default: the file name)\n"
     "  -t N                 threads per evaluation\n"
+    "  --dtype T            f32 (weights as stored), f16 or bf16 (bfloat16: the CPU's bf16 dot\n"
+    "                       products where it has them): weight matrices converted at load\n"
     "  --quiet              no access log (a line per request on stderr: method, path,\n"
     "                       status, generated tokens, seconds)\n";
 
@@ -64,6 +66,7 @@ typedef struct serve_args {
     double itl_stretch;
     int64_t n_ctx, kv_mem, max_body, max_audio;
     candle_dtype kv_type; /* -ctk / -ctv */
+    candle_dtype weight_dtype; /* --dtype */
 } serve_args;
 
 static bool parse_size(const char *s, int64_t *out) {
@@ -149,6 +152,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--conn-per-ip")) ok = num && n <= 100000 && (a->per_ip = (int)n, true);
         else if (!strcmp(o, "--max-conns")) ok = num && n >= 1 && n <= 10000 && (a->max_conns = (int)n, true);
         else if (!strcmp(o, "--max-audio-bytes")) ok = num && n >= 1 && n <= (1ll << 32) && (a->max_audio = n, true);
+        else if (!strcmp(o, "--dtype")) ok = cli_weight_dtype(v, &a->weight_dtype);
         else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k")) ctk = v;
         else if (!strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) ctv = v;
         else {
@@ -178,6 +182,7 @@ static int load_encoder(srv_ctx *c, const serve_args *a, const char *path) {
     c->model = NULL;
     candle_encoder_params ep = candle_encoder_default_params();
     ep.n_threads = a->n_threads;
+    ep.weight_dtype = a->weight_dtype;
     if (candle_encoder_load(&c->enc, path, &ep)) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
         return 1;
@@ -213,7 +218,7 @@ static int load(srv_ctx *c, const serve_args *a, const char *path) {
         }
         return 0;
     }
-    candle_model_params mp = {.n_threads = a->n_threads};
+    candle_model_params mp = {.n_threads = a->n_threads, .weight_dtype = a->weight_dtype};
     if (candle_model_load(&c->model, path, &mp)) {
         fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
         return 1;
