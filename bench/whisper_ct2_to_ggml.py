@@ -26,7 +26,6 @@ linear_1 = K|V); they are split here. Whisper's key projection has no bias:
 CTranslate2 stores zeros there, which is checked, since whisper.cpp has no key
 bias to put it in.
 """
-import json
 import math
 import os
 import struct
