@@ -23,6 +23,11 @@ typedef struct candle_whisper candle_whisper;
 
 typedef struct candle_whisper_params {
     bool no_mmap; /* read model.bin into memory instead of mapping it */
+    /* The linear layers' weights and the token embedding (also the output
+     * projection) as CANDLE_DTYPE_F16 or CANDLE_DTYPE_BF16 (half f32's bytes:
+     * decoding reads half as much; bf16 takes the CPU's bf16 dot products),
+     * or 0 (f32's value): widened to f32 as CTranslate2 on a CPU computes. */
+    candle_dtype weight_dtype;
 } candle_whisper_params;
 
 CANDLE_API candle_whisper_params candle_whisper_default_params(void);

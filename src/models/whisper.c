@@ -45,7 +45,8 @@ typedef struct wlayer {
 } wlayer;
 
 struct candle_whisper {
-    candle_ctx *wctx; /* owns the f32 weights */
+    candle_ctx *wctx; /* owns the weights */
+    candle_dtype wdtype; /* of the matrices (candle_whisper_params.weight_dtype) */
     candle_tokenizer *tok;
     candle_whisper_dims d;
     candle_tensor *conv1_w, *conv1_b, *conv2_w, *conv2_b, *enc_pos;
@@ -66,7 +67,7 @@ struct candle_whisper {
 };
 
 candle_whisper_params candle_whisper_default_params(void) {
-    return (candle_whisper_params){.no_mmap = false};
+    return (candle_whisper_params){.no_mmap = false, .weight_dtype = CANDLE_DTYPE_F32};
 }
 
 candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) {
@@ -130,18 +131,25 @@ static float *read_f32(const candle_ct2 *m, const char *name, const candle_ct2_v
     return buf;
 }
 
-static candle_tensor *leaf(candle_whisper *w, const char *name, int rank, const int64_t *shape, float *buf) {
-    candle_tensor *t = buf ? candle_tensor_from_f32(w->wctx, CANDLE_DTYPE_F32, rank, shape, buf) : NULL;
+static candle_tensor *leaf(candle_whisper *w, const char *name, int rank, const int64_t *shape, float *buf,
+                           candle_dtype dtype) {
+    candle_tensor *t = buf ? candle_tensor_from_f32(w->wctx, dtype, rank, shape, buf) : NULL;
     free(buf);
     if (t) candle_tensor_set_name(t, name);
     return t;
 }
 
-/* A variable as an f32 leaf of the weight context. */
-static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const char *name) {
+/* A variable as a leaf of the weight context: f32, or a matrix (matrix
+ * true) in the model's weight dtype. */
+static candle_tensor *load_var(candle_whisper *w, const candle_ct2 *m, const char *name, bool matrix) {
     const candle_ct2_var_info *v = NULL;
     float *buf = read_f32(m, name, &v);
-    return buf ? leaf(w, name, v->rank, v->shape, buf) : NULL;
+    return buf ? leaf(w, name, v->rank, v->shape, buf, matrix && v->rank == 2 ? w->wdtype : CANDLE_DTYPE_F32)
+               : NULL;
+}
+
+static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const char *name) {
+    return load_var(w, m, name, false);
 }
 
 /* A conv weight [O, C, K] as the matrix [O, K*C] (column k*C + c) that
@@ -162,7 +170,7 @@ static candle_tensor *load_conv(candle_whisper *w, const candle_ct2 *m, const ch
             for (int64_t k = 0; k < K; k++) t[o * K * C + k * C + c] = buf[(o * C + c) * K + k];
     free(buf);
     if (!t) cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
-    return leaf(w, name, 2, shape, t);
+    return leaf(w, name, 2, shape, t, CANDLE_DTYPE_F32);
 }
 
 /* A scalar attribute (num_heads) or -1. */
@@ -182,7 +190,7 @@ static bool has_var(const candle_ct2 *m, const char *name) { return candle_ct2_f
 static bool load_lin(candle_whisper *w, const candle_ct2 *m, const char *pre, wlin *l) {
     char name[320];
     snprintf(name, sizeof name, "%s/weight", pre);
-    l->w = load_f32(w, m, name);
+    l->w = load_var(w, m, name, true);
     snprintf(name, sizeof name, "%s/bias", pre);
     l->b = has_var(m, name) ? load_f32(w, m, name) : NULL;
     return l->w && (l->b || !has_var(m, name));
@@ -242,7 +250,7 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
               (w->conv2_w = load_conv(w, m, "encoder/conv2/weight")) && (w->conv2_b = load_f32(w, m, "encoder/conv2/bias")) &&
               (w->enc_pos = load_f32(w, m, "encoder/position_encodings/encodings")) &&
               load_norm(w, m, "encoder/layer_norm", &w->enc_ln) && load_norm(w, m, "decoder/layer_norm", &w->dec_ln) &&
-              (w->tok_embd = load_f32(w, m, "decoder/embeddings/weight")) &&
+              (w->tok_embd = load_var(w, m, "decoder/embeddings/weight", true)) &&
               (w->dec_pos = load_f32(w, m, "decoder/position_encodings/encodings"));
     for (int64_t il = 0; ok && il < d->n_audio_layer; il++) ok = load_layer(w, m, "encoder", il, &w->enc[il]);
     for (int64_t il = 0; ok && il < d->n_text_layer; il++) ok = load_layer(w, m, "decoder", il, &w->dec[il]);
@@ -361,6 +369,11 @@ candle_status candle_whisper_load(candle_whisper **out, const char *dir, const c
     }
     if (strcmp(candle_ct2_spec(m), "WhisperSpec"))
         s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: spec %s, not WhisperSpec", path, candle_ct2_spec(m));
+    w->wdtype = p->weight_dtype;
+    if (w->wdtype != CANDLE_DTYPE_F32 && w->wdtype != CANDLE_DTYPE_F16 && w->wdtype != CANDLE_DTYPE_BF16)
+        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                          "whisper_load: weight_dtype %s (want f32 for f32 weights, f16 or bf16)",
+                          candle_dtype_name(w->wdtype));
     if (!s) s = candle_ctx_init(&w->wctx, NULL);
     if (!s && !load_weights(w, m)) s = candle_last_error() ? candle_last_error() : CANDLE_ERR_FORMAT;
     candle_ct2_close(m); /* the weights were copied out */

@@ -28,6 +28,13 @@ elif ! cmp -s "$tmp/out" "$gold/jfk_transcript.txt"; then
     fail "text '$(cat "$tmp/out")' vs '$(cat "$gold/jfk_transcript.txt")'"
 fi
 grep -q "real-time factor" "$tmp/err" || fail "no timing on stderr"
+# weights kept as f16 or bf16 (--dtype): the same greedy text on this clip
+for d in f16 bf16; do
+    "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --no-timestamps --no-condition --no-fallback \
+        --dtype "$d" >"$tmp/out.$d" 2>"$tmp/err" || fail "--dtype $d: $(cat "$tmp/err")"
+    cmp -s "$tmp/out.$d" "$gold/jfk_transcript.txt" || fail "--dtype $d: text '$(cat "$tmp/out.$d")'"
+done
+"$CANDLE" transcribe -m "$model" -f "$wav" --dtype q8_0 >/dev/null 2>&1 && fail "--dtype q8_0 accepted"
 
 if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 -o json -t 2 --no-timestamps --no-fallback >"$tmp/out.json" 2>"$tmp/err"; then
     fail "transcribe -o json: $(cat "$tmp/err")"

@@ -47,7 +47,10 @@ static void usage(FILE *f) {
             "                    \"end\", \"probability\"}]; segments start and end at their words\n"
             "  --seed N          the sampler's seed (0)\n"
             "  -t N              threads\n"
-            "  --no-mmap         read model.bin into memory\n");
+            "  --no-mmap         read model.bin into memory\n"
+            "  --dtype T         f32 (weights widened to f32, as CTranslate2 on a CPU), f16 or\n"
+            "                    bf16 (whisper.cpp's f16 bytes; bf16 on the CPU's bf16 dot\n"
+            "                    products where it has them)\n");
 }
 
 typedef enum { OUT_TXT, OUT_SRT, OUT_VTT, OUT_JSON } out_fmt;
@@ -56,6 +59,7 @@ typedef struct targs {
     const char *model, *audio;
     out_fmt fmt;
     bool no_mmap, timestamps, no_timestamps, no_condition, no_fallback, word_timestamps;
+    candle_dtype weight_dtype; /* --dtype */
     const char *prompt;
     int n_threads, best_of, beam;
     double temperature, patience;
@@ -167,6 +171,8 @@ static int parse(int argc, char **argv, targs *a) {
         if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "-f")) a->audio = v;
         else if (!strcmp(o, "-t")) a->n_threads = atoi(v);
+        else if (!strcmp(o, "--dtype") && cli_weight_dtype(v, &a->weight_dtype)) {
+        }
         else if (!strcmp(o, "--temperature") && num_arg(v, 0, 100, &a->temperature)) {
         } else if (!strcmp(o, "--best-of") && num_arg(v, 1, 1000, &d)) a->best_of = (int)d;
         else if (!strcmp(o, "--beam") && num_arg(v, 1, 16, &d)) a->beam = (int)d;
@@ -199,6 +205,7 @@ int cmd_transcribe(int argc, char **argv) {
     double t0 = cli_now();
     candle_whisper_params wp = candle_whisper_default_params();
     wp.no_mmap = a.no_mmap;
+    wp.weight_dtype = a.weight_dtype;
     candle_whisper *w = NULL;
     float *samples = NULL;
     size_t n = 0;

@@ -211,7 +211,9 @@ static bool whisper_dir(const char *path) {
 
 static int load(srv_ctx *c, const serve_args *a, const char *path) {
     if (whisper_dir(path)) {
-        if (candle_whisper_load(&c->whisper, path, NULL) ||
+        candle_whisper_params wp = candle_whisper_default_params();
+        wp.weight_dtype = a->weight_dtype;
+        if (candle_whisper_load(&c->whisper, path, &wp) ||
             srv_audio_init(c, a->parallel, a->queue, a->n_threads)) {
             fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
             return 1;
