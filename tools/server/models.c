@@ -236,16 +236,18 @@ static void unload_objects(srv_model *e) {
     e->model = NULL;
 }
 
-/* Load e's objects (outside the registry's lock); false with e->error. */
-static bool load_objects(srv_ctx *c, srv_model *e) {
+/* Load e's objects (outside the registry's lock, so what others read under
+ * it, its kind and bytes, come back in *kind and *bytes); false with
+ * e->error. */
+static bool load_objects(srv_ctx *c, srv_model *e, srv_kind *kind, size_t *bytes) {
     const srv_load_params *a = &c->load;
     const char *path = e->path;
-    if (e->kind == SRV_KIND_SPEECH) {
+    if (*kind == SRV_KIND_SPEECH) {
         if (candle_whisper_load(&e->whisper, path, NULL)) {
             set_error(e, "%s: %s", path, candle_last_errmsg());
             return false;
         }
-        e->bytes = path_bytes(path);
+        *bytes = path_bytes(path);
         return true;
     }
     candle_model_params mp = {.n_threads = a->n_threads};
@@ -265,11 +267,11 @@ static bool load_objects(srv_ctx *c, srv_model *e) {
             return false;
         }
         e->model = (candle_model *)candle_encoder_model(e->enc);
-        e->kind = SRV_KIND_ENCODER;
-        e->bytes = candle_model_weight_bytes(e->model);
+        *kind = SRV_KIND_ENCODER;
+        *bytes = candle_model_weight_bytes(e->model);
         return true;
     }
-    e->kind = SRV_KIND_DECODER;
+    *kind = SRV_KIND_DECODER;
     if (candle_tokenizer_from_weights(&e->tok, candle_model_weights(e->model))) {
         set_error(e, "%s: tokenizer: %s", path, candle_last_errmsg());
         return false;
@@ -303,7 +305,7 @@ static bool load_objects(srv_ctx *c, srv_model *e) {
     /* the pool srv_sched_start made: every slot's context, or --kv-mem */
     int64_t blocks = (int64_t)a->parallel * ((n_ctx + CANDLE_KV_BLOCK - 1) / CANDLE_KV_BLOCK);
     if (a->kv_mem > 0 && a->kv_mem / (int64_t)bb < blocks) blocks = a->kv_mem / (int64_t)bb;
-    e->bytes = candle_model_weight_bytes(e->model) + (size_t)blocks * bb;
+    *bytes = candle_model_weight_bytes(e->model) + (size_t)blocks * bb;
     return true;
 }
 
@@ -374,9 +376,13 @@ static int load_locked(srv_ctx *c, srv_model *e, char *msg, size_t cap) {
     e->error[0] = 0;
     pthread_mutex_unlock(&c->models_mu);
     double t0 = srv_now();
-    bool ok = load_objects(c, e);
+    srv_kind kind = e->kind;
+    size_t bytes = e->bytes;
+    bool ok = load_objects(c, e, &kind, &bytes);
     if (!ok) unload_objects(e);
     pthread_mutex_lock(&c->models_mu);
+    e->kind = kind;
+    if (ok) e->bytes = bytes;
     int status = 0;
     if (ok && !make_room(c, e, msg, cap)) {
         /* its real size (the KV pool's too) is past what the others leave */
