@@ -16,6 +16,10 @@ BIN=${CANDLE:-$SRC/build/bin/candle}
 STORIES=${CANDLE_SHARED_DIR:-$SRC/../shared}/data/models/stories260K.gguf
 SMOL=$SRC/models/SmolLM2-135M-Instruct.Q4_1.gguf
 ENC=$SRC/tests/data/encoders/bert-tiny
+# a speech model joins server 1 where the data cache holds one
+WHISPER="${CANDLE_DATA_CACHE:-$SRC/build-data}/models/whisper-tiny-en"
+WAV="$SRC/tests/data/audio/jfk.wav"
+[ -r "$WAV" ] || WAV="${CANDLE_SHARED_DIR:-$SRC/../shared}/data/audio/jfk.wav"
 [ -f "$STORIES" ] || { echo "SKIP: $STORIES absent"; exit 77; }
 [ -d "$ENC" ] || { echo "FAIL: $ENC absent"; exit 1; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
@@ -34,6 +38,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 P1=$(free_port) P2=$(free_port) P3=$(free_port) P4=$(free_port)
 EXTRA=()
 [ -f "$SMOL" ] && EXTRA=(-m "$SMOL:smol")
+HAVE_WHISPER=
+[ -r "$WHISPER/model.bin" ] && [ -r "$WAV" ] && HAVE_WHISPER=1 && EXTRA+=(-m "$WHISPER")
 # 1: decoder + decoder (+ SmolLM2) + encoder + a bad file, no limits
 "$BIN" serve -m "$TMPD/dir/a.gguf" -m "$TMPD/dir/b.gguf:story-b" "${EXTRA[@]}" -m "$ENC" -m "$TMPD/bogus.gguf" \
     --port "$P1" -c 512 2>"$TMPD/s1.log" & S1=$!
@@ -48,10 +54,11 @@ for p in "$P1" "$P2" "$P4"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$P1" "$P2" "$P4" "$BIN" "$TMPD" "$([ -f "$SMOL" ] && echo 1)" <<'PY'
+python3 - "$P1" "$P2" "$P4" "$BIN" "$TMPD" "$([ -f "$SMOL" ] && echo 1)" "$HAVE_WHISPER" "$WAV" <<'PY'
 import json, os, socket, subprocess, sys, threading, time, urllib.error, urllib.request
 
 p1, p2, p4, binary, tmpd, have_smol = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] == "1"
+have_whisper, wav = sys.argv[7] == "1", sys.argv[8]
 fails = []
 checks = 0
 
@@ -99,7 +106,8 @@ def metric(port, name):
     return None
 
 # --- server 1: routing ------------------------------------------------------
-want_ids = ["a", "story-b"] + (["smol"] if have_smol else []) + ["bert-tiny", "bogus"]
+want_ids = (["a", "story-b"] + (["smol"] if have_smol else []) + (["whisper-tiny-en"] if have_whisper else [])
+            + ["bert-tiny", "bogus"])
 s = states(p1)
 check(list(s) == want_ids, f"ids {list(s)} != {want_ids}")
 check(all(v == "unloaded" for v in s.values()), f"before any request, all unloaded: {s}")
@@ -136,6 +144,30 @@ st, j = call(p1, "/v1/embeddings", {"model": "a", "input": "hello"})
 check(st == 400 and j["error"]["code"] == "model_not_supported", f"embeddings on a decoder: {st} {j}")
 st, j = complete(p1, "bert-tiny")
 check(st == 400 and j["error"]["code"] == "model_not_supported", f"completion on the encoder: {st} {j}")
+
+# speech: the form's model picks the Whisper model
+def transcribe(model):
+    b = "----candle-test-boundary"
+    parts = [f'--{b}\r\nContent-Disposition: form-data; name="model"\r\n\r\n{model}\r\n'.encode(),
+             f'--{b}\r\nContent-Disposition: form-data; name="file"; filename="jfk.wav"\r\n'
+             f'Content-Type: audio/wav\r\n\r\n'.encode() + open(wav, "rb").read() + b"\r\n",
+             f"--{b}--\r\n".encode()]
+    req = urllib.request.Request(f"http://127.0.0.1:{p1}/v1/audio/transcriptions", data=b"".join(parts),
+                                 headers={"Content-Type": f"multipart/form-data; boundary={b}"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+if have_whisper:
+    st, j = transcribe("whisper-tiny-en")
+    check(st == 200 and "country" in j.get("text", ""), f"transcription on whisper-tiny-en: {st} {j}")
+    st, j = transcribe("a")
+    check(st == 400 and j["error"]["code"] == "model_not_supported", f"transcription on a decoder: {st} {j}")
+    st, j = transcribe("gpt-17")
+    check(st == 404 and j["error"]["code"] == "model_not_found", f"transcription, unknown model: {st} {j}")
+    st, j = complete(p1, "whisper-tiny-en")
+    check(st == 400 and j["error"]["code"] == "model_not_supported", f"completion on whisper: {st} {j}")
 
 # unknown: 404 in OpenAI's shape
 for path, body in (("/v1/completions", {"model": "gpt-17", "prompt": "x"}),
