@@ -280,12 +280,13 @@ finally:
     s3.terminate()
     s3.wait(timeout=30)
 
-# tiny budget: nothing fits, 503 with the reason
+# tiny budget: nothing fits, 503 with the reason; a -m model inside
+# --models-dir keeps its -m name and place (first: the default)
 with socket.socket() as so:
     so.bind(("127.0.0.1", 0))
     p5 = str(so.getsockname()[1])
-s5 = subprocess.Popen([binary, "serve", "-m", os.path.join(tmpd, "dir", "a.gguf"), "-m", os.path.join(tmpd, "dir", "b.gguf"),
-                       "--port", p5, "--mem-budget", "1K"], stderr=log3)
+s5 = subprocess.Popen([binary, "serve", "-m", os.path.join(tmpd, "dir", "b.gguf") + ":bee", "--models-dir",
+                       os.path.join(tmpd, "dir") + "/", "--port", p5, "--mem-budget", "1K"], stderr=log3)
 try:
     for _ in range(100):
         try:
@@ -293,8 +294,10 @@ try:
         except OSError:
             pass
         time.sleep(0.1)
-    st, j = complete(p5, "b")
-    check(st == 503 and "--mem-budget" in j["error"]["message"], f"over the budget: {st} {j}")
+    check(list(states(p5)) == ["bee", "a", "bert-tiny"], f"-m inside --models-dir: {list(states(p5))}")
+    st, j = complete(p5, None)
+    check(st == 503 and "--mem-budget" in j["error"]["message"] and "'bee'" in j["error"]["message"],
+          f"over the budget: {st} {j}")
 finally:
     s5.terminate()
     s5.wait(timeout=30)

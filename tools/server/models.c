@@ -140,6 +140,39 @@ bool srv_models_add(srv_ctx *c, const char *path, const char *id) {
     return true;
 }
 
+/* path with its folder resolved (not its last part: two links to one file
+ * are two models), malloc'ed; NULL when the folder is not there. */
+static char *canonical(const char *full) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", full);
+    for (size_t n = strlen(path); n > 1 && path[n - 1] == '/'; n--) path[n - 1] = 0;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? (slash == path ? "/" : path) : ".");
+    char *d = realpath(dir, NULL);
+    if (!d) return NULL;
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(d) + strlen(base) + 2;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s/%s", d, base);
+    free(d);
+    return s;
+}
+
+/* Is path a registered model's already? A -m model inside --models-dir
+ * keeps its -m name and place rather than clashing. */
+static bool registered(const srv_ctx *c, const char *path) {
+    char *want = canonical(path);
+    bool found = false;
+    for (int i = 0; want && !found && i < c->n_models; i++) {
+        char *have = c->models[i]->path ? canonical(c->models[i]->path) : NULL;
+        found = have && !strcmp(have, want);
+        free(have);
+    }
+    free(want);
+    return found;
+}
+
 static int by_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -184,14 +217,16 @@ bool srv_models_add_dir(srv_ctx *c, const char *dir) {
     if (!ok) fprintf(stderr, "candle serve: out of memory\n");
     qsort(names, n, sizeof *names, by_name);
     size_t before = (size_t)c->n_models;
+    bool found = false; /* a model -m registered already */
     for (size_t i = 0; ok && i < n; i++) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        ok = srv_models_add(c, p, NULL);
+        if (registered(c, p)) found = true;
+        else ok = srv_models_add(c, p, NULL);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
-    if (ok && (size_t)c->n_models == before) {
+    if (ok && !found && (size_t)c->n_models == before) {
         fprintf(stderr, "candle serve: --models-dir %s holds no *.gguf file or model folder\n", dir);
         ok = false;
     }
