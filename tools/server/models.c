@@ -570,12 +570,18 @@ void srv_models_drain(srv_ctx *c, double grace) {
         }
         pthread_cond_timedwait(&c->models_cv, &c->models_mu, &ts);
     }
+    /* the loaded schedulers, drained outside the lock (their requests'
+     * streams release their models under it) */
+    srv_sched **scheds = calloc((size_t)c->n_models + 1, sizeof *scheds);
+    int n = 0;
+    for (int i = 0; scheds && i < c->n_models; i++)
+        if (c->models[i]->state == SRV_MODEL_LOADED && c->models[i]->sched) scheds[n++] = c->models[i]->sched;
     pthread_mutex_unlock(&c->models_mu);
-    for (int i = 0; i < c->n_models; i++) {
-        srv_model *e = c->models[i];
+    for (int i = 0; i < n; i++) {
         double left = end - srv_now();
-        if (e->state == SRV_MODEL_LOADED && e->sched) srv_sched_drain(e->sched, left > 0 ? left : 0);
+        srv_sched_drain(scheds[i], left > 0 ? left : 0);
     }
+    free(scheds);
 }
 
 void srv_models_stop(srv_ctx *c) {
