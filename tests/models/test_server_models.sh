@@ -6,7 +6,7 @@
 # and after its first use, a failed load (500, status.failed), concurrent
 # first requests sharing one load, LRU unloading with --models-max 1 (use a,
 # use b: a shows unloaded; a again works) and 503 while the only loaded model
-# is in use, --mem-budget, --models-dir, /metrics' model gauges, and one -m
+# is in use, POST /models/load and /models/unload, --mem-budget, --models-dir, /metrics' model gauges, and one -m
 # still answering whatever a request names. Two names for the tiny
 # stories260K are the two decoders (SmolLM2-135M joins, chatting, where
 # models/ holds it); bert-tiny (tests/data/encoders) is the encoder.
@@ -256,6 +256,21 @@ for t in ts: t.start()
 for t in ts: t.join()
 check(res == [200] * 4, f"4 concurrent first requests: {res}")
 check(metric(p2, "candle_model_loads_total") == loads + 1, "they shared one load")
+
+# llama-server's POST /models/load and /models/unload
+st, j = call(p2, "/models/load", {"model": "b"})
+check(st == 200 and j == {"success": True} and states(p2) == {"a": "unloaded", "b": "loaded", "bert-tiny": "unloaded"},
+      f"/models/load b: {st} {j} {states(p2)}")
+st, j = call(p2, "/models/unload", {"model": "b"})
+check(st == 200 and j == {"success": True} and set(states(p2).values()) == {"unloaded"},
+      f"/models/unload b: {st} {j} {states(p2)}")
+st, j = call(p2, "/models/unload", {"model": "b"})
+check(st == 400 and j["error"]["code"] == "model_not_loaded", f"/models/unload of an unloaded model: {st} {j}")
+st, j = call(p2, "/models/unload", {"model": "gpt-17"})
+check(st == 404 and j["error"]["code"] == "model_not_found", f"/models/unload unknown: {st} {j}")
+st, j = call(p2, "/models/load", {})
+check(st == 400 and j["error"]["param"] == "model", f"/models/load without a model: {st} {j}")
+check(complete(p2, "b")[0] == 200, "b after its unload")
 
 # --- server 3: --mem-budget room for one of a, b ----------------------------
 with socket.socket() as so:

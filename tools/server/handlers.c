@@ -1045,7 +1045,8 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
     memset(out, 0, sizeof *out);
     out->tokens = -1;
     bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
-    int kind = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
+    int kind = srv_is_models_admin_url(url) ? 7
+               : !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
                : !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions") ? 2
                : !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")              ? 3
                : srv_is_models_url(url)                                                     ? 4
@@ -1084,6 +1085,8 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
     json_t *mj = json_object_get(o, "model");
     if (!json_is_object(o)) {
         srv_reply_error(out, 400, NULL, "invalid_json", "the request body must be a JSON object");
+    } else if (kind == 7) {
+        srv_models_admin(c, url, o, out);
     } else if (c->router && mj && !json_is_null(mj) && !json_is_string(mj)) {
         srv_reply_error(out, 400, "model", "invalid_type", "'model' must be a string");
     } else {

@@ -356,9 +356,20 @@ static void usage(const srv_ctx *c, const srv_model *except, int *n, size_t *byt
     }
 }
 
+/* Under mu, m loaded and idle: unload it. Its scheduler's counters carry
+ * on in c->retired, so /metrics' totals never go down. */
+static void unload_locked(srv_ctx *c, srv_model *m, const char *why) {
+    unload_objects(m);
+    m->state = SRV_MODEL_UNLOADED;
+    m->error[0] = 0;
+    srv_metrics_add(&c->retired, &m->metrics, false);
+    srv_metrics_reset(&m->metrics);
+    c->n_unloads++;
+    if (!c->cfg.quiet) fprintf(stderr, "candle serve: unloaded %s (%s)\n", m->id, why);
+}
+
 /* Under mu: unload the least recently used idle loaded model other than
- * except; false when none is idle. Its scheduler's counters carry on in
- * c->retired, so /metrics' totals never go down. */
+ * except; false when none is idle. */
 static bool evict_one(srv_ctx *c, const srv_model *except) {
     srv_model *lru = NULL;
     for (int i = 0; i < c->n_models; i++) {
@@ -367,13 +378,7 @@ static bool evict_one(srv_ctx *c, const srv_model *except) {
         if (!lru || m->last_use < lru->last_use) lru = m;
     }
     if (!lru) return false;
-    unload_objects(lru);
-    lru->state = SRV_MODEL_UNLOADED;
-    lru->error[0] = 0;
-    srv_metrics_add(&c->retired, &lru->metrics, false);
-    srv_metrics_reset(&lru->metrics);
-    c->n_unloads++;
-    if (!c->cfg.quiet) fprintf(stderr, "candle serve: unloaded %s (least recently used)\n", lru->id);
+    unload_locked(c, lru, "least recently used");
     return true;
 }
 
@@ -672,6 +677,51 @@ void srv_models_list(srv_ctx *c, const char *url, srv_reply *out) {
     pthread_mutex_unlock(&c->models_mu);
     if (one && !j) reply_not_found(out, one);
     else srv_reply_json(out, 200, j);
+}
+
+/* --- POST /models/load, /models/unload (llama-server's router) ------------- */
+
+bool srv_is_models_admin_url(const char *url) {
+    return !strcmp(url, "/models/load") || !strcmp(url, "/models/unload");
+}
+
+void srv_models_admin(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
+    json_t *mj = json_object_get(req, "model");
+    if (!json_is_string(mj)) {
+        srv_reply_error(out, 400, "model", "invalid_type", "'model' is required: the name of a served model");
+        return;
+    }
+    const char *name = json_string_value(mj);
+    if (!strcmp(url, "/models/load")) {
+        /* as a request for it would: loaded now (room made), then let go */
+        srv_model *e = srv_model_acquire(c, name, out);
+        if (!e) return;
+        srv_model_release(c, e);
+        srv_reply_json(out, 200, json_pack("{s:b}", "success", 1));
+        return;
+    }
+    srv_model *e = resolve(c, name);
+    if (!e) {
+        reply_not_found(out, name);
+        return;
+    }
+    pthread_mutex_lock(&c->models_mu);
+    int status = 0;
+    char msg[384];
+    if (e->state != SRV_MODEL_LOADED || e->borrowed) {
+        status = 400;
+        snprintf(msg, sizeof msg, "model '%.200s' is not loaded", e->id);
+    } else if (e->refs > 0) {
+        status = 503;
+        snprintf(msg, sizeof msg, "model '%.200s' is in use by %d requests; retry later", e->id, e->refs);
+    } else {
+        unload_locked(c, e, "POST /models/unload");
+    }
+    pthread_mutex_unlock(&c->models_mu);
+    if (status)
+        srv_reply_error(out, status, "model", status == 400 ? "model_not_loaded" : "model_busy", "%s", msg);
+    else
+        srv_reply_json(out, 200, json_pack("{s:b}", "success", 1));
 }
 
 /* --- /metrics ------------------------------------------------------------- */

@@ -288,6 +288,11 @@ void srv_model_release(srv_ctx *c, srv_model *e);
 /* GET /v1/models and /v1/models/{id}. */
 void srv_models_list(srv_ctx *c, const char *url, srv_reply *out);
 bool srv_is_models_url(const char *url);
+/* POST /models/load and /models/unload {"model": NAME}, as llama-server's
+ * router: load it now (room made as for a request), or unload it now (400
+ * when not loaded, 503 while requests use it); {"success": true}. */
+bool srv_is_models_admin_url(const char *url);
+void srv_models_admin(srv_ctx *c, const char *url, json_t *req, srv_reply *out);
 /* /metrics: the server's metrics with every scheduler's summed, and the
  * registry's gauges and counters. malloc'ed. */
 char *srv_models_metrics(srv_ctx *c);
