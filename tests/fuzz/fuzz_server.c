@@ -99,19 +99,23 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     }
     for (int i = 0; i < 8; i++) {
         srv_ctx *c = &ctxs[i];
-        c->cfg = (srv_config){.host = "127.0.0.1", .max_body = 1 << 20,
-                              .max_tokens_limit = N_CTX, .model_name = MODEL_NAME};
-        c->model = model;
-        c->tok = tok;
-        c->sched = sched;
+        c->cfg = (srv_config){.host = "127.0.0.1", .max_body = 1 << 20};
+        /* one model, borrowed by every context's registry */
+        srv_models_init(c, &(srv_load_params){.parallel = 2});
+        srv_model *e = srv_model_adopt(c, MODEL_NAME, SRV_KIND_DECODER);
+        check(e);
+        e->model = model;
+        e->tok = tok;
+        e->sched = sched;
+        e->max_tokens_limit = N_CTX;
         atomic_init(&c->shutting_down, false);
         atomic_init(&c->next_id, 0);
         if (chats[i] && !*chats[i]) continue;
-        c->have_chat = !candle_chat_template_init(&c->chat, chats[i] ? NULL : qwen_tmpl,
+        e->have_chat = !candle_chat_template_init(&e->chat, chats[i] ? NULL : qwen_tmpl,
                                                   chats[i] ? 0 : strlen(qwen_tmpl), chats[i]);
-        check(c->have_chat);
+        check(e->have_chat);
     }
-    check(ctxs[0].chat.default_system != NULL);
+    check(ctxs[0].models[0]->chat.default_system != NULL);
     return 0;
 }
 
@@ -438,6 +442,7 @@ static buf drain_stream(srv_ctx *c, srv_reply *rp, int leave_after, json_t *req)
     }
     atomic_store(&r->cancelled, true);
     srv_req_unref(r);
+    srv_model_release(c, rp->model); /* as http.c does at a stream's end */
     json_decref(st.usage);
     buf all = {0}; /* the choices' texts one after the other */
     for (int k = 0; k < SRV_MAX_CHOICES; k++) {
@@ -549,7 +554,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else {
             if (rp.status == 499) check(fd >= 0);
             else check(rp.status == 200 || rp.status == 400);
-            if (chat && !c->have_chat) check(rp.status == 400);
+            if (chat && !c->models[0]->have_chat) check(rp.status == 400);
             if (rp.status == 200) {
                 asked a;
                 read_asked(req, &a);

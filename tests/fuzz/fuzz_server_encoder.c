@@ -47,14 +47,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         srv_ctx *c = &ctxs[i];
         candle_encoder_params ep = candle_encoder_default_params();
         ep.n_threads = 1;
-        if (candle_encoder_load(&c->enc, path, &ep)) {
+        srv_models_init(c, &(srv_load_params){0});
+        srv_model *e = srv_model_adopt(c, models[i], SRV_KIND_ENCODER);
+        if (!e || candle_encoder_load(&e->enc, path, &ep)) {
             fprintf(stderr, "fuzz_server_encoder: %s: %s\n", path, candle_last_errmsg());
             exit(1);
         }
-        c->cfg = (srv_config){.host = "127.0.0.1", .max_body = 1 << 20, .max_tokens_limit = 64,
-                              .model_name = models[i]};
-        c->model = (candle_model *)candle_encoder_model(c->enc);
-        pthread_mutex_init(&c->enc_mu, NULL);
+        c->cfg = (srv_config){.host = "127.0.0.1", .max_body = 1 << 20};
+        e->max_tokens_limit = 64;
+        e->model = (candle_model *)candle_encoder_model(e->enc);
         atomic_init(&c->shutting_down, false);
         atomic_init(&c->next_id, 0);
     }
@@ -126,7 +127,7 @@ static void check_embeddings(srv_ctx *c, json_t *req, json_t *j) {
     size_t n = json_is_string(in) || json_is_integer(json_array_get(in, 0)) ? 1 : json_array_size(in);
     check(json_is_array(data) && json_array_size(data) == n);
     json_t *dims = json_object_get(req, "dimensions"), *fmt = json_object_get(req, "encoding_format");
-    json_int_t dim = json_is_integer(dims) ? json_integer_value(dims) : candle_encoder_dim(c->enc);
+    json_int_t dim = json_is_integer(dims) ? json_integer_value(dims) : candle_encoder_dim(c->models[0]->enc);
     bool b64 = json_is_string(fmt) && !strcmp(json_string_value(fmt), "base64");
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_object_get(json_array_get(data, i), "embedding");
@@ -158,7 +159,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         check(req);
         bool tei = !strcmp(url, "/predict") || (!strcmp(url, "/rerank") && json_is_array(j));
         if (strstr(url, "rerank")) check_rerank(j, tei);
-        else if (strstr(url, "classify") || tei) check_classify(j, tei, (size_t)candle_encoder_n_labels(c->enc));
+        else if (strstr(url, "classify") || tei) check_classify(j, tei, (size_t)candle_encoder_n_labels(c->models[0]->enc));
         else if (!strcmp(url, "/v1/embeddings")) check_embeddings(c, req, j);
         json_decref(req);
     }

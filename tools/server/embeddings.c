@@ -105,7 +105,7 @@ static json_t *base64_floats(const float *v, int64_t n) {
     return j;
 }
 
-static json_t *response(srv_ctx *c, const float *v, int64_t n, int64_t dim, bool base64,
+static json_t *response(srv_model *md, const float *v, int64_t n, int64_t dim, bool base64,
                         const int64_t *n_tokens) {
     json_t *data = json_array();
     json_int_t total = 0;
@@ -117,11 +117,11 @@ static json_t *response(srv_ctx *c, const float *v, int64_t n, int64_t dim, bool
         total += n_tokens[i];
     }
     return json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data ? data : json_array(),
-                     "model", c->cfg.model_name, "usage", "prompt_tokens", total, "total_tokens", total);
+                     "model", md->id, "usage", "prompt_tokens", total, "total_tokens", total);
 }
 
 /* encoding_format, dimensions and truncate into p; false after an error reply. */
-static bool read_options(srv_ctx *c, json_t *req, candle_embed_params *p, bool *base64, srv_reply *out) {
+static bool read_options(srv_model *md, json_t *req, candle_embed_params *p, bool *base64, srv_reply *out) {
     json_t *fmt = json_object_get(req, "encoding_format"), *dims = json_object_get(req, "dimensions"),
            *trunc = json_object_get(req, "truncate");
     *base64 = fmt && json_is_string(fmt) && !strcmp(json_string_value(fmt), "base64");
@@ -129,7 +129,7 @@ static bool read_options(srv_ctx *c, json_t *req, candle_embed_params *p, bool *
         srv_reply_error(out, 400, "encoding_format", "invalid_value", "encoding_format must be 'float' or 'base64'");
         return false;
     }
-    int64_t max = candle_encoder_dim(c->enc);
+    int64_t max = candle_encoder_dim(md->enc);
     if (dims && !json_is_null(dims) &&
         (!json_is_integer(dims) || json_integer_value(dims) < 1 || json_integer_value(dims) > max)) {
         srv_reply_error(out, 400, "dimensions", "invalid_value", "dimensions must be an integer in 1..%lld",
@@ -141,11 +141,11 @@ static bool read_options(srv_ctx *c, json_t *req, candle_embed_params *p, bool *
         return false;
     }
     json_t *pn = json_object_get(req, "prompt_name");
-    if (pn && !json_is_null(pn) && (!json_is_string(pn) || !candle_encoder_prompt(c->enc, json_string_value(pn)))) {
+    if (pn && !json_is_null(pn) && (!json_is_string(pn) || !candle_encoder_prompt(md->enc, json_string_value(pn)))) {
         char names[400] = "";
-        for (int64_t i = 0; candle_encoder_prompt_name(c->enc, i) && strlen(names) < 300; i++)
+        for (int64_t i = 0; candle_encoder_prompt_name(md->enc, i) && strlen(names) < 300; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "",
-                     candle_encoder_prompt_name(c->enc, i));
+                     candle_encoder_prompt_name(md->enc, i));
         srv_reply_error(out, 400, "prompt_name", "invalid_value",
                         "prompt_name must be one of the model's prompts (config_sentence_transformers.json): %s",
                         names[0] ? names : "it has none");
@@ -157,12 +157,13 @@ static bool read_options(srv_ctx *c, json_t *req, candle_embed_params *p, bool *
     return true;
 }
 
-void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out) {
+void srv_embeddings(srv_ctx *c, srv_model *md, json_t *req, srv_reply *out) {
+    (void)c;
     candle_embed_params p = candle_embed_default_params();
     bool base64;
     emb_inputs in = {0};
-    if (!read_options(c, req, &p, &base64, out) ||
-        !read_inputs(json_object_get(req, "input"), candle_model_get_config(c->model)->n_vocab, &in, out)) {
+    if (!read_options(md, req, &p, &base64, out) ||
+        !read_inputs(json_object_get(req, "input"), candle_model_get_config(md->model)->n_vocab, &in, out)) {
         inputs_free(&in);
         return;
     }
@@ -172,17 +173,17 @@ void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out) {
         inputs_free(&in);
         return;
     }
-    int64_t dim = p.dimensions ? p.dimensions : candle_encoder_dim(c->enc);
+    int64_t dim = p.dimensions ? p.dimensions : candle_encoder_dim(md->enc);
     float *v = malloc((size_t)(in.n * dim) * sizeof *v);
     int64_t *n_tokens = calloc((size_t)in.n, sizeof *n_tokens);
     p.n_tokens = n_tokens;
     candle_status s = CANDLE_ERR_OOM;
     if (v && n_tokens) {
-        pthread_mutex_lock(&c->enc_mu);
-        s = in.texts ? candle_encoder_embed(c->enc, in.texts, NULL, in.n, &p, v, (size_t)(in.n * dim))
-                     : candle_encoder_embed_tokens(c->enc, (const int32_t *const *)in.ids, in.n_ids, in.n, &p, v,
+        pthread_mutex_lock(&md->enc_mu);
+        s = in.texts ? candle_encoder_embed(md->enc, in.texts, NULL, in.n, &p, v, (size_t)(in.n * dim))
+                     : candle_encoder_embed_tokens(md->enc, (const int32_t *const *)in.ids, in.n_ids, in.n, &p, v,
                                                    (size_t)(in.n * dim));
-        pthread_mutex_unlock(&c->enc_mu);
+        pthread_mutex_unlock(&md->enc_mu);
     }
     if (s == CANDLE_ERR_INVALID_ARG)
         srv_reply_error(out, 400, "input", "invalid_input", "%s%s", candle_last_errmsg(),
@@ -191,7 +192,7 @@ void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out) {
     else if (s)
         srv_reply_error(out, 500, NULL, NULL, "%s", v && n_tokens ? candle_last_errmsg() : "out of memory");
     else
-        srv_reply_json(out, 200, response(c, v, in.n, dim, base64, n_tokens));
+        srv_reply_json(out, 200, response(md, v, in.n, dim, base64, n_tokens));
     free(v);
     free(n_tokens);
     inputs_free(&in);

@@ -63,21 +63,21 @@ static const char **read_texts(json_t *v, const char *field, bool objects, int64
 }
 
 /* The model must have a head (a reranker: one score). */
-static bool need_head(srv_ctx *c, const char *url, bool rerank, srv_reply *out) {
-    int64_t L = c->enc ? candle_encoder_n_labels(c->enc) : 0;
-    if (!c->enc)
+static bool need_head(srv_model *md, const char *url, bool rerank, srv_reply *out) {
+    int64_t L = md->enc ? candle_encoder_n_labels(md->enc) : 0;
+    if (!md->enc)
         srv_reply_error(out, 400, "model", "model_not_supported",
                         "model '%s' is a decoder-only language model; %s needs an encoder with a %s head",
-                        c->cfg.model_name, url, rerank ? "reranker (cross-encoder)" : "classifier");
+                        md->id, url, rerank ? "reranker (cross-encoder)" : "classifier");
     else if (!L)
         srv_reply_error(out, 400, "model", "model_not_supported",
                         "model '%s' has no classifier head (an embedding model: it serves /v1/embeddings), "
-                        "so %s is not available", c->cfg.model_name, url);
+                        "so %s is not available", md->id, url);
     else if (rerank && L != 1)
         srv_reply_error(out, 400, "model", "model_not_supported",
                         "model '%s' is a classifier with %lld labels, not a reranker (one score): use "
-                        "/v1/classify", c->cfg.model_name, (long long)L);
-    return c->enc && L && (!rerank || L == 1);
+                        "/v1/classify", md->id, (long long)L);
+    return md->enc && L && (!rerank || L == 1);
 }
 
 /* The library's refusal of an input as a 400 naming the field, other
@@ -109,8 +109,8 @@ static void sort_desc(const float *v, int64_t *idx, int64_t n) {
         }
 }
 
-static void rerank(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
-    if (!need_head(c, url, true, out)) return;
+static void rerank(srv_model *md, const char *url, json_t *req, srv_reply *out) {
+    if (!need_head(md, url, true, out)) return;
     json_t *q = json_object_get(req, "query"), *docs = json_object_get(req, "documents"),
            *texts = json_object_get(req, "texts"), *top = json_object_get(req, "top_n");
     bool tei = !docs && texts, ret = false, trunc = false, raw = false;
@@ -139,9 +139,9 @@ static void rerank(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
     candle_head_params p = {.no_truncate = !trunc, .n_tokens = n_tokens};
     candle_status st = CANDLE_ERR_OOM;
     if (s && idx) {
-        pthread_mutex_lock(&c->enc_mu);
-        st = candle_encoder_rerank(c->enc, json_string_value(q), json_string_length(q), d, NULL, n, &p, s);
-        pthread_mutex_unlock(&c->enc_mu);
+        pthread_mutex_lock(&md->enc_mu);
+        st = candle_encoder_rerank(md->enc, json_string_value(q), json_string_length(q), d, NULL, n, &p, s);
+        pthread_mutex_unlock(&md->enc_mu);
     }
     if (!s || !idx) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
@@ -160,7 +160,7 @@ static void rerank(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
         }
         srv_reply_json(out, 200,
                        tei ? res
-                           : json_pack("{s:s,s:s,s:o,s:o}", "model", c->cfg.model_name, "object", "list", "results",
+                           : json_pack("{s:s,s:s,s:o,s:o}", "model", md->id, "object", "list", "results",
                                        res ? res : json_array(), "usage", usage(n_tokens, n)));
     }
     free(s);
@@ -169,17 +169,17 @@ static void rerank(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
 }
 
 /* [{"label", "score"}] of one input's probabilities, sorted. */
-static json_t *sorted_labels(srv_ctx *c, const float *pr, int64_t L, int64_t *idx) {
+static json_t *sorted_labels(srv_model *md, const float *pr, int64_t L, int64_t *idx) {
     sort_desc(pr, idx, L);
     json_t *a = json_array();
     for (int64_t k = 0; a && k < L; k++)
-        json_array_append_new(a, json_pack("{s:s,s:f}", "label", candle_encoder_label(c->enc, idx[k]), "score",
+        json_array_append_new(a, json_pack("{s:s,s:f}", "label", candle_encoder_label(md->enc, idx[k]), "score",
                                            (double)pr[idx[k]]));
     return a;
 }
 
-static void classify(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
-    if (!need_head(c, url, false, out)) return;
+static void classify(srv_model *md, const char *url, json_t *req, srv_reply *out) {
+    if (!need_head(md, url, false, out)) return;
     bool tei = !strcmp(url, "/predict"), trunc = false, raw = false;
     json_t *in = json_object_get(req, "input");
     const char *field = "input";
@@ -195,7 +195,7 @@ static void classify(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
                         "as the model's problem_type says");
         return;
     }
-    int64_t n = 0, L = candle_encoder_n_labels(c->enc);
+    int64_t n = 0, L = candle_encoder_n_labels(md->enc);
     const char **t = read_texts(in, field, false, &n, out);
     if (!t) return;
     float *pr = malloc((size_t)(n * L) * sizeof *pr);
@@ -203,9 +203,9 @@ static void classify(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
     candle_head_params p = {.no_truncate = !trunc, .n_tokens = n_tokens};
     candle_status st = CANDLE_ERR_OOM;
     if (pr && n_tokens) {
-        pthread_mutex_lock(&c->enc_mu);
-        st = candle_encoder_classify(c->enc, t, NULL, n, &p, pr, (size_t)(n * L));
-        pthread_mutex_unlock(&c->enc_mu);
+        pthread_mutex_lock(&md->enc_mu);
+        st = candle_encoder_classify(md->enc, t, NULL, n, &p, pr, (size_t)(n * L));
+        pthread_mutex_unlock(&md->enc_mu);
     }
     if (!pr || !n_tokens) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
@@ -214,11 +214,11 @@ static void classify(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
     } else {
         json_t *data = json_array();
         for (int64_t i = 0; data && i < n; i++) {
-            json_t *labels = sorted_labels(c, pr + i * L, L, idx), *probs = json_array();
+            json_t *labels = sorted_labels(md, pr + i * L, L, idx), *probs = json_array();
             for (int64_t k = 0; probs && k < L; k++) json_array_append_new(probs, json_real(pr[i * L + k]));
             json_t *r = tei ? labels
                             : json_pack("{s:I,s:s,s:f,s:o,s:o}", "index", (json_int_t)i, "label",
-                                        candle_encoder_label(c->enc, idx[0]), "score", (double)pr[i * L + idx[0]],
+                                        candle_encoder_label(md->enc, idx[0]), "score", (double)pr[i * L + idx[0]],
                                         "probs", probs ? probs : json_array(), "labels",
                                         labels ? labels : json_array());
             if (tei) json_decref(probs);
@@ -231,7 +231,7 @@ static void classify(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
         }
         srv_reply_json(out, 200,
                        tei ? data
-                           : json_pack("{s:s,s:s,s:o,s:o}", "model", c->cfg.model_name, "object", "list", "data",
+                           : json_pack("{s:s,s:s,s:o,s:o}", "model", md->id, "object", "list", "data",
                                        data ? data : json_array(), "usage", usage(n_tokens, n)));
     }
     free(pr);
@@ -246,7 +246,8 @@ bool srv_is_encoder_head_url(const char *url) {
     return false;
 }
 
-void srv_encoder_head(srv_ctx *c, const char *url, json_t *req, srv_reply *out) {
-    if (strstr(url, "rerank")) rerank(c, url, req, out);
-    else classify(c, url, req, out);
+void srv_encoder_head(srv_ctx *c, srv_model *md, const char *url, json_t *req, srv_reply *out) {
+    (void)c;
+    if (strstr(url, "rerank")) rerank(md, url, req, out);
+    else classify(md, url, req, out);
 }

@@ -244,7 +244,7 @@ static bool parse_logprobs(json_t *o, bool chat, srv_req *r, srv_reply *out) {
 
 /* logit_bias: {"token id": bias}, ids of this vocabulary, biases -100..100
  * (candle_sampler_set_logit_bias adds them to the logits). */
-static bool parse_logit_bias(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out) {
+static bool parse_logit_bias(const srv_model *md, json_t *o, srv_req *r, srv_reply *out) {
     json_t *b = json_object_get(o, "logit_bias");
     if (!b || json_is_null(b)) return true;
     if (!json_is_object(b)) {
@@ -254,7 +254,7 @@ static bool parse_logit_bias(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out) 
     }
     size_t n = json_object_size(b);
     if (!n) return true;
-    int32_t nv = candle_tokenizer_n_vocab(c->tok);
+    int32_t nv = candle_tokenizer_n_vocab(md->tok);
     if (n > (size_t)nv) {
         srv_reply_error(out, 400, "logit_bias", "invalid_value", "'logit_bias' has more entries than the "
                         "vocabulary's %d tokens", (int)nv);
@@ -313,7 +313,7 @@ void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq) {
 }
 
 /* Sampling and length options shared by both generation endpoints. */
-static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_reply *out, bool *stream,
+static bool parse_options(srv_ctx *c, const srv_model *md, json_t *o, bool chat, srv_req *r, srv_reply *out, bool *stream,
                           bool *include_usage, int *n_choices) {
     /* Omitted samplers are llama-server's defaults (common_params_sampling:
      * temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties over the last
@@ -323,9 +323,9 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
     double temp = d.temp, top_p = d.top_p, min_p = d.min_p, pres = d.presence_penalty,
            freq = d.frequency_penalty, rep = d.repeat_penalty;
     json_int_t top_k = d.top_k, seed = -1, n = 1, max_tokens = 0, last_n = d.penalty_last_n;
-    json_int_t lim = c->cfg.max_tokens_limit;
+    json_int_t lim = md->max_tokens_limit;
     if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out) ||
-        !parse_logprobs(o, chat, r, out) || !parse_logit_bias(c, o, r, out))
+        !parse_logprobs(o, chat, r, out) || !parse_logit_bias(md, o, r, out))
         return false;
     bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
               get_num(o, "min_p", 0, 1, &min_p, out) &&
@@ -377,7 +377,7 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
     r->max_tokens = max_tokens;
     /* n > 1: every choice in a slot of its own at once (they share the
      * prompt's KV blocks) */
-    int slots = srv_sched_n_slots(c->sched);
+    int slots = srv_sched_n_slots(md->sched);
     if (n > slots) {
         srv_reply_error(out, 400, "n", "invalid_value", "'n' must be at most %d (the server's --parallel), got %lld",
                         slots, (long long)n);
@@ -398,10 +398,10 @@ static bool parse_options(srv_ctx *c, json_t *o, bool chat, srv_req *r, srv_repl
  * where the vocabulary bounds the bytes one token stands for, else once the
  * encoder has made more tokens than the context holds. Either way a request's
  * tokenizer work is bounded by the context, not by the body. */
-static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_reply *out,
+static bool tokenize(srv_ctx *c, const srv_model *md, const char *text, size_t len, srv_req *r, srv_reply *out,
                      const char *field) {
-    int64_t n_ctx = srv_sched_n_ctx(c->sched), n = 0;
-    size_t per = candle_tokenizer_max_token_bytes(c->tok);
+    int64_t n_ctx = srv_sched_n_ctx(md->sched), n = 0;
+    size_t per = candle_tokenizer_max_token_bytes(md->tok);
     if (per && len / per > (uint64_t)n_ctx) {
         srv_reply_error(out, 400, field, "context_length_exceeded",
                         "the prompt is %zu bytes, more than %lld tokens of at most %zu bytes each; this "
@@ -414,7 +414,7 @@ static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_r
     bool big = len > SRV_BIG_PROMPT;
     if (big) pthread_mutex_lock(&c->big_prompt);
     bool bad = !r->prompt ||
-               candle_tokenizer_encode_limit(c->tok, text, len, true, true, n_ctx - 1, r->prompt, cap, &n);
+               candle_tokenizer_encode_limit(md->tok, text, len, true, true, n_ctx - 1, r->prompt, cap, &n);
     if (big) pthread_mutex_unlock(&c->big_prompt);
     /* past the limit by more than cap: a long word's ids come at once */
     bad = bad || (n > cap && n < n_ctx);
@@ -436,10 +436,10 @@ static bool tokenize(srv_ctx *c, const char *text, size_t len, srv_req *r, srv_r
     return true;
 }
 
-static bool prompt_from_json(srv_ctx *c, json_t *p, srv_req *r, srv_reply *out) {
+static bool prompt_from_json(srv_ctx *c, const srv_model *md, json_t *p, srv_req *r, srv_reply *out) {
     if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
         p = json_array_get(p, 0);
-    if (json_is_string(p)) return tokenize(c, json_string_value(p), json_string_length(p), r, out, "prompt");
+    if (json_is_string(p)) return tokenize(c, md, json_string_value(p), json_string_length(p), r, out, "prompt");
     if (json_is_array(p) && json_array_size(p) > 0) {
         size_t n = json_array_size(p), i;
         json_t *v;
@@ -450,10 +450,10 @@ static bool prompt_from_json(srv_ctx *c, json_t *p, srv_req *r, srv_reply *out) 
         }
         json_array_foreach(p, i, v) {
             json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
-            if (id < 0 || id >= candle_tokenizer_n_vocab(c->tok)) {
+            if (id < 0 || id >= candle_tokenizer_n_vocab(md->tok)) {
                 srv_reply_error(out, 400, "prompt", "invalid_value",
                             "'prompt' must be a string or an array of token ids in [0, %d)",
-                            candle_tokenizer_n_vocab(c->tok));
+                            candle_tokenizer_n_vocab(md->tok));
                 return false;
             }
             r->prompt[i] = (int32_t)id;
@@ -491,23 +491,23 @@ static char *message_text(json_t *content) {
 
 /* The template's bos_token / eos_token texts, and whether the tokenizer adds
  * BOS itself (then a rendering's leading bos_token is dropped). */
-static void special_texts(srv_ctx *c, char *bos, char *eos, size_t cap, bool *adds_bos) {
-    int32_t ids[2] = {candle_tokenizer_bos(c->tok), candle_tokenizer_eos(c->tok)};
+static void special_texts(const srv_model *md, char *bos, char *eos, size_t cap, bool *adds_bos) {
+    int32_t ids[2] = {candle_tokenizer_bos(md->tok), candle_tokenizer_eos(md->tok)};
     char *dst[2] = {bos, eos};
     for (int k = 0; k < 2; k++) {
         size_t len = 0;
-        if (ids[k] < 0 || candle_tokenizer_token_bytes(c->tok, ids[k], true, dst[k], cap - 1, &len) || len >= cap)
+        if (ids[k] < 0 || candle_tokenizer_token_bytes(md->tok, ids[k], true, dst[k], cap - 1, &len) || len >= cap)
             len = 0;
         dst[k][len] = 0;
     }
     int32_t first[4];
     int64_t n = 0;
-    *adds_bos = ids[0] >= 0 && !candle_tokenizer_encode(c->tok, "a", 1, true, false, first, 4, &n) && n > 0 &&
+    *adds_bos = ids[0] >= 0 && !candle_tokenizer_encode(md->tok, "a", 1, true, false, first, 4, &n) && n > 0 &&
                 first[0] == ids[0];
 }
 
-static bool prompt_from_messages(srv_ctx *c, json_t *msgs, const srv_tools *tl, srv_req *r, srv_reply *out) {
-    if (!c->have_chat) {
+static bool prompt_from_messages(srv_ctx *c, const srv_model *md, json_t *msgs, const srv_tools *tl, srv_req *r, srv_reply *out) {
+    if (!md->have_chat) {
         srv_reply_error(out, 400, NULL, "no_chat_template",
                     "this model has no chat template Candle recognises; use /v1/completions");
         return false;
@@ -556,16 +556,16 @@ static bool prompt_from_messages(srv_ctx *c, json_t *msgs, const srv_tools *tl, 
     if (ok) {
         char bos[128], eos[128];
         bool adds_bos = false;
-        special_texts(c, bos, eos, sizeof bos, &adds_bos);
+        special_texts(md, bos, eos, sizeof bos, &adds_bos);
         candle_chat_options co = {.add_generation_prompt = true, .tools = tl ? tl->tools : NULL,
                                   .bos_token = bos, .eos_token = eos, .strip_bos = adds_bos};
-        candle_status st = candle_chat_render(&c->chat, m, n, &co, &text);
+        candle_status st = candle_chat_render(&md->chat, m, n, &co, &text);
         if (st) {
             srv_reply_error(out, st == CANDLE_ERR_OOM ? 500 : 400, "messages", NULL, "%s", candle_last_errmsg());
             ok = false;
         }
     }
-    if (ok) ok = tokenize(c, text, strlen(text), r, out, "messages");
+    if (ok) ok = tokenize(c, md, text, strlen(text), r, out, "messages");
     candle_free(text);
     for (size_t i = 0; m && i < n; i++) {
         if (texts) free(texts[i]);
@@ -618,10 +618,10 @@ static json_t *lp_num(float x) {
 /* A token's text: its bytes when they are whole UTF-8, otherwise (part of a
  * character) "bytes:\xNN..." as OpenAI writes those; *bytes (may be NULL)
  * gets them as an array of numbers. */
-static json_t *token_text(srv_ctx *c, int32_t id, json_t **bytes) {
+static json_t *token_text(const srv_model *md, int32_t id, json_t **bytes) {
     char buf[256];
     size_t len = 0;
-    if (candle_tokenizer_token_bytes(c->tok, id, true, buf, sizeof buf, &len)) len = 0;
+    if (candle_tokenizer_token_bytes(md->tok, id, true, buf, sizeof buf, &len)) len = 0;
     if (len > sizeof buf) len = sizeof buf;
     bool whole = true;
     for (size_t i = 0; i < len && whole;) {
@@ -641,9 +641,9 @@ static json_t *token_text(srv_ctx *c, int32_t id, json_t **bytes) {
     return json_stringn(hex, n);
 }
 
-static json_t *chat_token_json(srv_ctx *c, const candle_token_logprob *t) {
+static json_t *chat_token_json(const srv_model *md, const candle_token_logprob *t) {
     json_t *bytes;
-    json_t *text = token_text(c, t->token, &bytes);
+    json_t *text = token_text(md, t->token, &bytes);
     return json_pack("{s:o,s:o,s:o}", "token", text, "logprob", lp_num(t->logprob), "bytes", bytes);
 }
 
@@ -652,13 +652,13 @@ static json_t *chat_token_json(srv_ctx *c, const candle_token_logprob *t) {
  * the completions' {tokens, token_logprobs, top_logprobs, text_offset};
  * text_offset counts code points of the returned text (not of the prompt),
  * from the cursor (*cur_b bytes, *cur_cp code points) on. */
-static json_t *logprobs_json(srv_ctx *c, bool chat, const srv_lp *e, size_t n, const char *text,
+static json_t *logprobs_json(const srv_model *md, bool chat, const srv_lp *e, size_t n, const char *text,
                              size_t text_len, size_t *cur_b, size_t *cur_cp) {
     if (chat) {
         json_t *content = json_array();
         for (size_t i = 0; i < n; i++) {
-            json_t *tok = chat_token_json(c, &e[i].tok), *top = json_array();
-            for (int32_t k = 0; k < e[i].n_top; k++) json_array_append_new(top, chat_token_json(c, &e[i].top[k]));
+            json_t *tok = chat_token_json(md, &e[i].tok), *top = json_array();
+            for (int32_t k = 0; k < e[i].n_top; k++) json_array_append_new(top, chat_token_json(md, &e[i].top[k]));
             json_object_set_new(tok, "top_logprobs", top);
             json_array_append_new(content, tok);
         }
@@ -666,11 +666,11 @@ static json_t *logprobs_json(srv_ctx *c, bool chat, const srv_lp *e, size_t n, c
     }
     json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (size_t i = 0; i < n; i++) {
-        json_array_append_new(toks, token_text(c, e[i].tok.token, NULL));
+        json_array_append_new(toks, token_text(md, e[i].tok.token, NULL));
         json_array_append_new(lps, lp_num(e[i].tok.logprob));
         json_t *d = json_object();
         for (int32_t k = 0; k < e[i].n_top; k++) {
-            json_t *t = token_text(c, e[i].top[k].token, NULL);
+            json_t *t = token_text(md, e[i].top[k].token, NULL);
             if (t && !json_object_get(d, json_string_value(t))) /* two ids of one text: the likelier */
                 json_object_set_new(d, json_string_value(t), lp_num(e[i].top[k].logprob));
             json_decref(t);
@@ -701,16 +701,16 @@ static json_t *usage_n_json(const srv_req *r, int64_t n_gen) {
  * call follow the function's schema there too: not for Mistral, whose
  * [TOOL_CALLS] marker is a control token the text does not show, nor beside
  * a response_format. */
-static bool tools_setup(srv_ctx *c, const srv_tools *tl, srv_req *r, bool stream, int n, srv_reply *out) {
+static bool tools_setup(const srv_model *md, const srv_tools *tl, srv_req *r, bool stream, int n, srv_reply *out) {
     if (!tl->tools) return true;
-    if (!c->have_chat) return true; /* prompt_from_messages refuses it */
+    if (!md->have_chat) return true; /* prompt_from_messages refuses it */
     if (stream && n > 1) {
         srv_reply_error(out, 400, "n", "unsupported_value", "a stream with tools takes one choice ('n' 1)");
         return false;
     }
     r->tools = true;
     r->tool_parallel = tl->parallel;
-    r->tool_fmt = c->chat.tool_format;
+    r->tool_fmt = md->chat.tool_format;
     if (!tl->required) {
         if (r->grammar || r->tool_fmt == CANDLE_TOOL_MISTRAL) return true;
         r->grammar_lazy = true;
@@ -724,7 +724,7 @@ static bool tools_setup(srv_ctx *c, const srv_tools *tl, srv_req *r, bool stream
     return srv_tools_grammar(tl, r->tool_fmt, &r->grammar, out);
 }
 
-static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
+static void generate(srv_ctx *c, srv_model *md, json_t *o, bool chat, int fd, srv_reply *out) {
     srv_req *r = srv_req_new();
     if (!r) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
@@ -736,12 +736,12 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
     srv_unique_id(out->id, sizeof out->id, chat ? "chatcmpl-" : "cmpl-", (uint64_t)id);
     out->chat = chat;
     srv_tools tl = {0};
-    bool ok = parse_options(c, o, chat, r, out, &stream, &include_usage, &n) &&
-              srv_tools_parse(o, chat, &tl, out) && tools_setup(c, &tl, r, stream, n, out) &&
-              (chat ? prompt_from_messages(c, json_object_get(o, "messages"), &tl, r, out)
-                    : prompt_from_json(c, json_object_get(o, "prompt"), r, out));
+    bool ok = parse_options(c, md, o, chat, r, out, &stream, &include_usage, &n) &&
+              srv_tools_parse(o, chat, &tl, out) && tools_setup(md, &tl, r, stream, n, out) &&
+              (chat ? prompt_from_messages(c, md, json_object_get(o, "messages"), &tl, r, out)
+                    : prompt_from_json(c, md, json_object_get(o, "prompt"), r, out));
     srv_tools_free(&tl);
-    int64_t n_ctx = srv_sched_n_ctx(c->sched);
+    int64_t n_ctx = srv_sched_n_ctx(md->sched);
     if (ok && r->n_prompt >= n_ctx) {
         srv_reply_error(out, 400, chat ? "messages" : "prompt", "context_length_exceeded",
                     "the prompt has %lld tokens; this server's context is %lld tokens, and at "
@@ -776,7 +776,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         st = 500;
     }
     for (; !st && n_sub < n; n_sub++)
-        if ((st = srv_sched_submit(c->sched, rs[n_sub]))) break;
+        if ((st = srv_sched_submit(md->sched, rs[n_sub]))) break;
     if (st) {
         const char *msg = n_sub < n && rs[n_sub] ? rs[n_sub]->errmsg : "";
         srv_reply_error(out, st, NULL, st == 429 ? "queue_full" : NULL, "%s", msg[0] ? msg : "out of memory");
@@ -818,7 +818,7 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
             srv_req *q = rs[k];
             json_t *text = json_stringn_nocheck(q->text ? q->text : "", q->len);
             size_t cb = 0, ccp = 0;
-            json_t *lp = q->n_logprobs >= 0 ? logprobs_json(c, chat, q->lp, q->n_lp, q->text, q->len, &cb, &ccp)
+            json_t *lp = q->n_logprobs >= 0 ? logprobs_json(md, chat, q->lp, q->n_lp, q->text, q->len, &cb, &ccp)
                                             : json_null();
             candle_tool_calls tc = {0};
             json_t *calls = chat && r->tools ? srv_tool_calls_json(q->text, q->len, r->tool_fmt, r->tool_parallel, &tc)
@@ -843,16 +843,16 @@ static void generate(srv_ctx *c, json_t *o, bool chat, int fd, srv_reply *out) {
         srv_reply_json(out, 200,
                    json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", out->id, "object",
                              chat ? "chat.completion" : "text_completion", "created",
-                             (json_int_t)time(NULL), "model", c->cfg.model_name, "choices",
+                             (json_int_t)time(NULL), "model", md->id, "choices",
                              choices, "usage", usage_n_json(r, n_gen)));
     }
     for (int k = n - 1; k >= 0; k--) srv_req_unref(rs[k]);
 }
 
-static json_t *chunk_json(srv_ctx *c, const srv_reply *rp, json_t *choice) {
+static json_t *chunk_json(const srv_reply *rp, json_t *choice) {
     return json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", rp->id, "object",
                      rp->chat ? "chat.completion.chunk" : "text_completion", "created",
-                     (json_int_t)time(NULL), "model", c->cfg.model_name, "choices", choice);
+                     (json_int_t)time(NULL), "model", rp->model->id, "choices", choice);
 }
 
 static bool append_event(char **buf, size_t *len, json_t *j) {
@@ -873,7 +873,7 @@ static bool append_event(char **buf, size_t *len, json_t *j) {
 
 /* A content chunk of choice `index`: text t and logprobs lp (both taken;
  * lp NULL: null), with the role when role (a chat stream's first chunk). */
-static bool content_event(srv_ctx *c, const srv_reply *rp, int index, json_t *t, json_t *lp, bool role,
+static bool content_event(const srv_reply *rp, int index, json_t *t, json_t *lp, bool role,
                           char **buf, size_t *n) {
     if (!lp) lp = json_null();
     json_t *choice = rp->chat ? (role ? json_pack("{s:i,s:{s:s,s:o},s:o,s:n}", "index", index, "delta", "role",
@@ -882,23 +882,24 @@ static bool content_event(srv_ctx *c, const srv_reply *rp, int index, json_t *t,
                                                   "logprobs", lp, "finish_reason"))
                               : json_pack("{s:i,s:o,s:o,s:n}", "index", index, "text", t, "logprobs", lp,
                                           "finish_reason");
-    return append_event(buf, n, chunk_json(c, rp, choice));
+    return append_event(buf, n, chunk_json(rp, choice));
 }
 
 /* Under q->mu: the logprobs JSON of q's entries not sent yet that end within
  * the first `upto` bytes of its text (the scheduler adds each in the same
  * critical section as the text that ends it), or with all every one left;
  * NULL when there are none, unless always. */
-static json_t *stream_logprobs(srv_ctx *c, bool chat, srv_req *q, size_t upto, bool all, bool always) {
+static json_t *stream_logprobs(const srv_model *md, bool chat, srv_req *q, size_t upto, bool all, bool always) {
     size_t from = q->lp_sent, to = from;
     while (to < q->n_lp && (all || q->lp[to].end <= upto)) to++;
     q->lp_sent = to;
     if (to == from && !always) return NULL;
-    return logprobs_json(c, chat, q->lp + from, to - from, q->text, q->len, &q->cp_bytes, &q->cp_count);
+    return logprobs_json(md, chat, q->lp + from, to - from, q->text, q->len, &q->cp_bytes, &q->cp_count);
 }
 
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len, bool first,
                        const srv_req *final) {
+    (void)c; /* the model's tokenizer and id are rp->model's */
     char *buf = NULL;
     size_t n = 0;
     bool ok = true;
@@ -914,11 +915,11 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             size_t from = q->text_sent, to = q->len;
             json_t *t = json_stringn_nocheck(q->text ? q->text + from : "", to - from);
             q->text_sent = to;
-            json_t *lp = q->n_logprobs >= 0 ? stream_logprobs(c, rp->chat, q, to, final != NULL, to > from) : NULL;
+            json_t *lp = q->n_logprobs >= 0 ? stream_logprobs(rp->model, rp->chat, q, to, final != NULL, to > from) : NULL;
             pthread_mutex_unlock(&q->mu);
             bool role = rp->chat && !q->role_sent;
             if (to > from || role || lp) {
-                ok = content_event(c, rp, k, t, lp, role, &buf, &n);
+                ok = content_event(rp, k, t, lp, role, &buf, &n);
                 q->role_sent = true;
             } else {
                 json_decref(t);
@@ -929,7 +930,7 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
         if (r && r->n_logprobs >= 0) {
             r->text_sent += len;
             pthread_mutex_lock(&r->mu);
-            lp = stream_logprobs(c, rp->chat, r, r->text_sent, final != NULL, len > 0);
+            lp = stream_logprobs(rp->model, rp->chat, r, r->text_sent, final != NULL, len > 0);
             pthread_mutex_unlock(&r->mu);
         }
         const char *piece = text;
@@ -953,7 +954,7 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             r->tool_sent = from + plen;
             pthread_mutex_unlock(&r->mu);
         }
-        if (plen || (first && rp->chat) || lp) ok = content_event(c, rp, 0, json_stringn_nocheck(piece ? piece : "", plen),
+        if (plen || (first && rp->chat) || lp) ok = content_event(rp, 0, json_stringn_nocheck(piece ? piece : "", plen),
                                                                   lp, first && rp->chat, &buf, &n);
         free(held);
         /* each call: its index, id, type and name with empty arguments, then
@@ -964,11 +965,11 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
                                      "tool_calls", "index", (int)i, "id", json_object_get(call, "id"), "type",
                                      "function", "function", "name", json_object_get(fn, "name"), "arguments", "",
                                      "logprobs", "finish_reason");
-            ok = append_event(&buf, &n, head ? chunk_json(c, rp, head) : NULL);
+            ok = append_event(&buf, &n, head ? chunk_json(rp, head) : NULL);
             json_t *args = json_pack("{s:i,s:{s:[{s:i,s:{s:O}}]},s:n,s:n}", "index", 0, "delta", "tool_calls",
                                      "index", (int)i, "function", "arguments", json_object_get(fn, "arguments"),
                                      "logprobs", "finish_reason");
-            if (ok) ok = append_event(&buf, &n, args ? chunk_json(c, rp, args) : NULL);
+            if (ok) ok = append_event(&buf, &n, args ? chunk_json(rp, args) : NULL);
         }
     }
     if (ok && final) {
@@ -986,14 +987,14 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
                 json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", k, "delta", "finish_reason", fin)
                                           : json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
                                                       "finish_reason", fin);
-                ok = append_event(&buf, &n, chunk_json(c, rp, choice));
+                ok = append_event(&buf, &n, chunk_json(rp, choice));
             }
             if (ok && rp->include_usage) {
                 const srv_req *u0 = final->choices ? final->choices[0] : final;
                 json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", rp->id, "object",
                                       rp->chat ? "chat.completion.chunk" : "text_completion",
                                       "created", (json_int_t)time(NULL), "model",
-                                      c->cfg.model_name, "choices", "usage", usage_n_json(u0, final->n_gen));
+                                      rp->model->id, "choices", "usage", usage_n_json(u0, final->n_gen));
                 ok = append_event(&buf, &n, u);
             }
         }
@@ -1016,25 +1017,27 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
 
 /* --- routing ------------------------------------------------------------------- */
 
-static void models(srv_ctx *c, srv_reply *out) {
-    const candle_model_config *mc = candle_model_get_config(c->model);
-    if (c->enc) {
-        srv_reply_json(out, 200,
-                       json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:I,s:I}}]}", "object", "list",
-                                 "data", "id", c->cfg.model_name, "object", "model", "created",
-                                 (json_int_t)time(NULL), "owned_by", "candle", "meta", "arch",
-                                 candle_arch_name(mc->arch), "kind", candle_model_kind_name(mc->kind),
-                                 "dimensions", (json_int_t)candle_encoder_dim(c->enc), "max_tokens",
-                                 (json_int_t)candle_encoder_max_tokens(c->enc)));
-        return;
+/* The endpoint on the request's model, which the caller holds. */
+static void route(srv_ctx *c, srv_model *md, int kind, const char *url, json_t *o, int fd, srv_reply *out) {
+    if (md->kind == SRV_KIND_SPEECH) {
+        srv_reply_error(out, 400, "model", "model_not_supported",
+                        "model '%s' is a speech model (Whisper): it serves /v1/audio/transcriptions and "
+                        "/v1/audio/translations, not %s", md->id, url);
+    } else if (kind == 6) {
+        srv_encoder_head(c, md, url, o, out);
+    } else if (kind == 3 && md->enc) {
+        srv_embeddings(c, md, o, out);
+    } else if (kind == 3) {
+        srv_reply_error(out, 400, "model", "model_not_supported",
+                    "model '%s' is a decoder-only language model without an embedding output; "
+                    "/v1/embeddings is not available for it", md->id);
+    } else if (md->enc) {
+        srv_reply_error(out, 400, "model", "model_not_supported",
+                    "model '%s' is an encoder (embeddings): it serves /v1/embeddings, not %s",
+                    md->id, url);
+    } else {
+        generate(c, md, o, kind == 2, fd, out);
     }
-    srv_reply_json(out, 200,
-               json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:I,s:I,s:I}}]}", "object", "list",
-                         "data", "id", c->cfg.model_name, "object", "model", "created",
-                         (json_int_t)time(NULL), "owned_by", "candle", "meta", "arch",
-                         candle_arch_name(mc->arch), "n_vocab", (json_int_t)mc->n_vocab,
-                         "n_ctx", (json_int_t)srv_sched_n_ctx(c->sched), "n_ctx_train",
-                         (json_int_t)mc->n_ctx_train));
 }
 
 void srv_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
@@ -1042,10 +1045,11 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
     memset(out, 0, sizeof *out);
     out->tokens = -1;
     bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
-    int kind = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
+    int kind = srv_is_models_admin_url(url) ? 7
+               : !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
                : !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions") ? 2
                : !strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")              ? 3
-               : !strcmp(url, "/v1/models") || !strcmp(url, "/models")                      ? 4
+               : srv_is_models_url(url)                                                     ? 4
                : !strcmp(url, "/health")                                                    ? 5
                : srv_is_encoder_head_url(url)                                               ? 6
                                                                                             : 0;
@@ -1057,7 +1061,7 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
         if (!get) {
             srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
         } else if (kind == 4) {
-            models(c, out);
+            srv_models_list(c, url, out);
         } else if (atomic_load(&c->shutting_down)) {
             srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
         } else {
@@ -1076,22 +1080,23 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
                     err.text, err.line, err.column);
         return;
     }
+    /* the request's model picks the entry; with one model (no router) it
+     * answers whatever the request names, as it always has */
+    json_t *mj = json_object_get(o, "model");
     if (!json_is_object(o)) {
         srv_reply_error(out, 400, NULL, "invalid_json", "the request body must be a JSON object");
-    } else if (kind == 6) {
-        srv_encoder_head(c, url, o, out);
-    } else if (kind == 3 && c->enc) {
-        srv_embeddings(c, o, out);
-    } else if (kind == 3) {
-        srv_reply_error(out, 400, "model", "model_not_supported",
-                    "model '%s' is a decoder-only language model without an embedding output; "
-                    "/v1/embeddings is not available for it", c->cfg.model_name);
-    } else if (c->enc) {
-        srv_reply_error(out, 400, "model", "model_not_supported",
-                    "model '%s' is an encoder (embeddings): it serves /v1/embeddings, not %s",
-                    c->cfg.model_name, url);
+    } else if (kind == 7) {
+        srv_models_admin(c, url, o, out);
+    } else if (c->router && mj && !json_is_null(mj) && !json_is_string(mj)) {
+        srv_reply_error(out, 400, "model", "invalid_type", "'model' must be a string");
     } else {
-        generate(c, o, kind == 2, fd, out);
+        srv_model *md = srv_model_acquire(c, json_is_string(mj) ? json_string_value(mj) : NULL, out);
+        if (md) {
+            route(c, md, kind, url, o, fd, out);
+            /* a stream holds its model until its end (http.c releases it) */
+            if (out->stream) out->model = md;
+            else srv_model_release(c, md);
+        }
     }
     json_decref(o);
 }

@@ -150,6 +150,8 @@ static void stream_free(void *cls) {
     /* A client that left early: the scheduler frees its slot next step. */
     atomic_store(&st->rp.stream->cancelled, true);
     srv_req_unref(st->rp.stream);
+    /* the stream's hold on its model (srv_handle's) */
+    srv_model_release(st->c, st->rp.model);
     free(st->out);
     free(st);
 }
@@ -162,6 +164,7 @@ static enum MHD_Result send_stream(srv_ctx *c, struct MHD_Connection *conn, conn
     if (!st) {
         atomic_store(&rp->stream->cancelled, true);
         srv_req_unref(rp->stream);
+        srv_model_release(c, rp->model);
         return send_error(c, conn, cs, url, 500, "out of memory", NULL);
     }
     st->c = c;
@@ -243,7 +246,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(msg, sizeof msg, "request body over the limit of %zu bytes", srv_body_limit(c, url));
             return send_error(c, conn, cs, url, 413, msg, "body_too_large");
         }
-        if (c->whisper && srv_is_audio_url(url) && !(cs->audio_upload = srv_audio_admit(c)))
+        if (c->audio && srv_is_audio_url(url) && !(cs->audio_upload = srv_audio_admit(c)))
             return send_error(c, conn, cs, url, 429, "too many audio uploads at once", "queue_full");
         /* A known length is reserved whole and allocated once. */
         if (want && !body_reserve(c, cs, (size_t)want + 1)) return send_busy(c, conn, cs, url);
@@ -271,7 +274,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (!strcmp(url, "/metrics")) {
         if (strcmp(method, "GET")) return send_error(c, conn, cs, url, 405, "/metrics takes GET", NULL);
-        return send_text(c, conn, cs, url, 200, srv_metrics_render(&c->metrics),
+        return send_text(c, conn, cs, url, 200, srv_models_metrics(c),
                          "text/plain; version=0.0.4");
     }
     /* A request may wait its turn in the queue longer than the idle timeout

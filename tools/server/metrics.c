@@ -55,6 +55,57 @@ void srv_metrics_step(srv_metrics *m, int64_t rows, int64_t prefill_rows, double
     pthread_mutex_unlock(&m->mu);
 }
 
+static void hist_sum(srv_hist *d, const srv_hist *s) {
+    d->sum += s->sum;
+    d->count += s->count;
+    for (int i = 0; i < SRV_HIST_N; i++) d->bucket[i] += s->bucket[i];
+}
+
+void srv_metrics_add(srv_metrics *dst, srv_metrics *src, bool gauges) {
+    pthread_mutex_lock(&src->mu);
+    srv_metrics s = *src;
+    pthread_mutex_unlock(&src->mu);
+    pthread_mutex_lock(&dst->mu);
+    for (int e = 0; e < SRV_EP_COUNT; e++)
+        for (int i = 0; i < SRV_N_CODES; i++) dst->requests[e][i] += s.requests[e][i];
+    dst->prompt_tokens += s.prompt_tokens;
+    dst->gen_tokens += s.gen_tokens;
+    dst->cached_tokens += s.cached_tokens;
+    dst->spec_drafted += s.spec_drafted;
+    dst->spec_accepted += s.spec_accepted;
+    hist_sum(&dst->ttft, &s.ttft);
+    hist_sum(&dst->itl, &s.itl);
+    hist_sum(&dst->e2e, &s.e2e);
+    hist_sum(&dst->step_rows, &s.step_rows);
+    hist_sum(&dst->step_prefill_rows, &s.step_prefill_rows);
+    hist_sum(&dst->step_time, &s.step_time);
+    if (gauges) {
+        dst->queue_depth += s.queue_depth;
+        dst->active += s.active;
+        dst->blocks_used += s.blocks_used;
+        dst->blocks_reserved += s.blocks_reserved;
+        dst->blocks_total += s.blocks_total;
+        dst->prefill_budget += s.prefill_budget;
+    }
+    pthread_mutex_unlock(&dst->mu);
+}
+
+static void hist_reset(srv_hist *h) {
+    const double *le = h->le;
+    memset(h, 0, sizeof *h);
+    h->le = le;
+}
+
+void srv_metrics_reset(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    memset(m->requests, 0, sizeof m->requests);
+    m->prompt_tokens = m->gen_tokens = m->cached_tokens = m->spec_drafted = m->spec_accepted = 0;
+    srv_hist *h[] = {&m->ttft, &m->itl, &m->e2e, &m->step_rows, &m->step_prefill_rows, &m->step_time};
+    for (size_t i = 0; i < sizeof h / sizeof *h; i++) hist_reset(h[i]);
+    m->queue_depth = m->active = m->blocks_used = m->blocks_reserved = m->blocks_total = m->prefill_budget = 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
 typedef struct sbuf {
     char *p;
     size_t len, cap;

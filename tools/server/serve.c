@@ -16,7 +16,16 @@
 #include "server.h"
 
 static const char usage[] =
-    "usage: candle serve [-m MODEL] [options]\n"
+    "usage: candle serve [-m MODEL[:ALIAS]]... [--models-dir DIR] [options]\n"
+    "  -m PATH[:ALIAS]      a model (GGUF file or model folder); repeat for several: a\n"
+    "                       request's \"model\" picks one (404 for an unknown name), the\n"
+    "                       first answers requests without one. ALIAS: the name clients\n"
+    "                       use (default: the file name without .gguf, or the folder's)\n"
+    "  --models-dir DIR     serve every *.gguf file and model folder in DIR too\n"
+    "  --models-max N       models loaded at once at most (default: all); with several,\n"
+    "                       each loads on its first request and the least recently used\n"
+    "                       idle one is unloaded to make room (503 when all are in use)\n"
+    "  --mem-budget BYTES   weights + KV pools of the loaded models at most (K/M/G suffix)\n"
     "  --host ADDR          address to bind (default 127.0.0.1: loopback only)\n"
     "  --port N             TCP port (default 8080; 0 picks a free one)\n"
     "  --parallel N, -np N  sequences generated at once (default 4; Whisper: transcriptions)\n"
@@ -49,15 +58,23 @@ static const char usage[] =
     "                       logprobs; output as without it; acceptance in /metrics)\n"
     "  --draft-max K        most tokens drafted per step (default 8, at most 64)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
-    "  --alias NAME         model name reported by the API (default: the file name)\n"
+    "  --alias NAME         the first -m model's name in the API (as -m PATH:ALIAS)\n"
     "  -t N                 threads per evaluation\n"
     "  --dtype T            f32 (weights as stored), f16 or bf16 (bfloat16: the CPU's bf16 dot\n"
     "                       products where it has them): weight matrices converted at load\n"
     "  --quiet              no access log (a line per request on stderr: method, path,\n"
     "                       status, generated tokens, seconds)\n";
 
+#define SERVE_MAX_MODELS 64
+
 typedef struct serve_args {
-    const char *model, *host, *api_key, *chat_template, *alias;
+    const char *models[SERVE_MAX_MODELS]; /* -m, in order */
+    int n_models;
+    const char *dirs[SERVE_MAX_MODELS]; /* --models-dir */
+    int n_dirs;
+    int models_max;
+    int64_t mem_budget;
+    const char *host, *api_key, *chat_template, *alias;
     int port, parallel, queue, prefill_chunk, batch_size, n_threads, per_ip, max_conns;
     int lookup, draft_max; /* prompt-lookup speculation: n-gram size (0: off), tokens per step */
     double header_timeout, body_timeout;
@@ -125,7 +142,11 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         int64_t n = 0;
         bool num = parse_size(v, &n);
         bool ok = true;
-        if (!strcmp(o, "-m") || !strcmp(o, "--model")) a->model = v;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model"))
+            ok = a->n_models < SERVE_MAX_MODELS && (a->models[a->n_models++] = v, true);
+        else if (!strcmp(o, "--models-dir")) ok = a->n_dirs < SERVE_MAX_MODELS && (a->dirs[a->n_dirs++] = v, true);
+        else if (!strcmp(o, "--models-max")) ok = num && n >= 1 && n <= 100000 && (a->models_max = (int)n, true);
+        else if (!strcmp(o, "--mem-budget")) ok = num && n >= 1 && (a->mem_budget = n, true);
         else if (!strcmp(o, "--host")) a->host = v;
         else if (!strcmp(o, "--api-key")) a->api_key = v;
         else if (!strcmp(o, "--chat-template")) a->chat_template = v;
@@ -174,74 +195,15 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     return 0;
 }
 
-/* An encoder model is served through its sentence-embedding pipeline:
- * /v1/embeddings, and /v1/rerank or /v1/classify when it has a classifier
- * head, computed in the request's thread. */
-static int load_encoder(srv_ctx *c, const serve_args *a, const char *path) {
-    candle_model_free(c->model);
-    c->model = NULL;
-    candle_encoder_params ep = candle_encoder_default_params();
-    ep.n_threads = a->n_threads;
-    ep.weight_dtype = a->weight_dtype;
-    if (candle_encoder_load(&c->enc, path, &ep)) {
-        fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
-        return 1;
-    }
-    c->model = (candle_model *)candle_encoder_model(c->enc);
-    pthread_mutex_init(&c->enc_mu, NULL);
-    return 0;
-}
-
-/* A sentence-transformers folder (modules.json) holding a decoder is an
- * embedding model (Qwen3-Embedding): served as an encoder too. */
-static bool st_folder(const char *path) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/modules.json", path);
-    return !access(p, R_OK);
-}
-
-/* A CTranslate2 Whisper directory (model.bin): served as speech,
- * /v1/audio/transcriptions and translations (transcribe.c), each request
- * in its own thread, --parallel of them at once and --queue waiting. */
-static bool whisper_dir(const char *path) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/model.bin", path);
-    return !access(p, R_OK);
-}
-
-static int load(srv_ctx *c, const serve_args *a, const char *path) {
-    if (whisper_dir(path)) {
-        candle_whisper_params wp = candle_whisper_default_params();
-        wp.weight_dtype = a->weight_dtype;
-        if (candle_whisper_load(&c->whisper, path, &wp) ||
-            srv_audio_init(c, a->parallel, a->queue, a->n_threads)) {
-            fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
-            return 1;
-        }
-        return 0;
-    }
-    candle_model_params mp = {.n_threads = a->n_threads, .weight_dtype = a->weight_dtype};
-    if (candle_model_load(&c->model, path, &mp)) {
-        fprintf(stderr, "candle serve: %s: %s\n", path, candle_last_errmsg());
-        return 1;
-    }
-    if (candle_model_get_config(c->model)->kind == CANDLE_MODEL_ENCODER || st_folder(path))
-        return load_encoder(c, a, path);
-    if (candle_tokenizer_from_weights(&c->tok, candle_model_weights(c->model))) {
-        fprintf(stderr, "candle serve: %s: tokenizer: %s\n", path, candle_last_errmsg());
-        return 1;
-    }
-    const char *tmpl = NULL;
-    size_t len = 0;
-    candle_weights_get_str(candle_model_weights(c->model), "tokenizer.chat_template", &tmpl, &len);
-    c->have_chat = !candle_chat_template_init(&c->chat, tmpl, len, a->chat_template);
-    if (!c->have_chat && a->chat_template) {
-        fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());
-        return 1;
-    }
-    if (!c->have_chat)
-        fprintf(stderr, "candle serve: no known chat template: /v1/chat/completions disabled\n");
-    return 0;
+/* -m PATH:ALIAS: the path and the alias, unless PATH:ALIAS is itself there
+ * (or the alias would hold a '/', a path's colon then). */
+static void split_alias(const char *v, char *path, size_t cap, const char **alias) {
+    snprintf(path, cap, "%s", v);
+    *alias = NULL;
+    char *colon = strrchr(path, ':');
+    if (!colon || !access(v, F_OK) || strchr(colon + 1, '/') || !colon[1] || colon == path) return;
+    *colon = 0;
+    *alias = v + (colon - path) + 1;
 }
 
 /* Wait for SIGINT/SIGTERM. Meanwhile, whenever the server is idle after
@@ -258,8 +220,8 @@ static int wait_signal(srv_ctx *c, const sigset_t *set) {
         uint64_t done = 0;
         for (int e = 0; e < SRV_EP_COUNT; e++)
             for (int k = 0; k < SRV_N_CODES; k++) done += m->requests[e][k];
-        bool idle = m->active == 0 && m->queue_depth == 0;
         pthread_mutex_unlock(&m->mu);
+        bool idle = !srv_models_busy(c);
         if (idle && done != seen && atomic_load(&c->body_mem) == 0) {
             malloc_trim(0);
             seen = done;
@@ -291,10 +253,13 @@ int cmd_serve(int argc, char **argv) {
     serve_args a;
     int r = parse_args(argc, argv, &a);
     if (r) return r < 0 ? 0 : r;
-    cli_args ca = {.model = a.model};
     char buf[4096];
-    const char *path = cli_model_path(&ca, buf, sizeof buf);
-    if (!path) return 1;
+    if (!a.n_models && !a.n_dirs) {
+        cli_args ca = {0};
+        const char *path = cli_model_path(&ca, buf, sizeof buf);
+        if (!path) return 1;
+        a.models[a.n_models++] = path;
+    }
     if (!a.api_key && !is_loopback(a.host))
         fprintf(stderr, "candle serve: WARNING: listening on %s without an API key: anyone who can reach "
                         "this address can use the model (--api-key KEY or CANDLE_API_KEY)\n", a.host);
@@ -320,98 +285,90 @@ int cmd_serve(int argc, char **argv) {
     if (!c) return 1;
     srv_metrics_init(&c->metrics);
     pthread_mutex_init(&c->big_prompt, NULL);
+    srv_load_params lp = {.n_threads = a.n_threads, .parallel = a.parallel, .queue = a.queue,
+                          .prefill_chunk = a.prefill_chunk, .batch_size = a.batch_size, .n_ctx = a.n_ctx,
+                          .kv_mem = a.kv_mem, .itl_stretch = a.itl_stretch, .kv_type = a.kv_type,
+                          .chat_template = a.chat_template, .lookup_ngram = a.lookup,
+                          .n_draft = a.draft_max ? a.draft_max : 8, .weight_dtype = a.weight_dtype};
+    srv_models_init(c, &lp);
     /* the gate holds what the descriptors left by the daemon's allow */
     int pending = nofile - a.max_conns - 64;
-    const char *base = strrchr(path, '/');
     c->cfg = (srv_config){.host = a.host, .port = a.port, .api_key = a.api_key, .quiet = a.quiet,
                           .max_body = (size_t)a.max_body, .max_body_mem = (size_t)a.max_body_mem,
                           .max_audio_bytes = (size_t)a.max_audio,
                           .header_timeout = a.header_timeout, .body_timeout = a.body_timeout,
                           .per_ip = a.per_ip, .max_conns = a.max_conns,
-                          .max_pending = pending < 64 ? 64 : pending > 4096 ? 4096 : pending,
-                          .model_name = a.alias ? a.alias : base ? base + 1 : path};
+                          .max_pending = pending < 64 ? 64 : pending > 4096 ? 4096 : pending};
     struct MHD_Daemon *d = NULL;
-    r = load(c, &a, path);
-    if (a.max_body_mem < 0) {
+    for (int i = 0; !r && i < a.n_models; i++) {
+        const char *alias;
+        split_alias(a.models[i], buf, sizeof buf, &alias);
+        if (!alias && i == 0) alias = a.alias;
+        if (!srv_models_add(c, buf, alias)) r = 1;
+    }
+    for (int i = 0; !r && i < a.n_dirs; i++)
+        if (!srv_models_add_dir(c, a.dirs[i])) r = 1;
+    /* one -m alone serves as it always has: loaded now, whatever a request
+     * names; several (or a folder) are a router */
+    c->router = c->n_models > 1 || a.n_dirs > 0;
+    c->models_max = a.models_max;
+    c->mem_budget = a.mem_budget;
+    if (!r && srv_models_have_speech(c) && srv_audio_init(c, a.parallel, a.queue, a.n_threads)) {
+        fprintf(stderr, "candle serve: out of memory\n");
+        r = 1;
+    }
+    if (!r && a.max_body_mem < 0) {
         /* Several full-size uploads at once must fit, or 64M would turn a
          * third 25 MB upload into a 503. */
         size_t audio = (size_t)(a.parallel + 1) * srv_body_limit(c, "/v1/audio/transcriptions");
-        size_t mem = c->whisper && audio > (64u << 20) ? audio : 64u << 20;
+        size_t mem = c->audio && audio > (64u << 20) ? audio : 64u << 20;
         c->cfg.max_body_mem = mem > (size_t)a.max_body ? mem : (size_t)a.max_body;
     }
-    if (!r && c->whisper) {
-        if (!(d = srv_http_start(c))) {
-            r = 1;
-        } else {
+    srv_model *e = !r && !c->router ? c->models[0] : NULL;
+    if (e && !srv_model_load_now(c, e)) {
+        fprintf(stderr, "candle serve: %s\n", e->error);
+        r = strstr(e->error, "--kv-mem") ? 2 : 1;
+    }
+    if (!r && !(d = srv_http_start(c))) r = 1;
+    if (!r) {
+        const char *key = a.api_key ? ", API key required" : "";
+        if (c->router) {
+            char lim[96] = "";
+            if (a.models_max) snprintf(lim, sizeof lim, ", at most %d loaded", a.models_max);
+            if (a.mem_budget)
+                snprintf(lim + strlen(lim), sizeof lim - strlen(lim), ", --mem-budget %lld",
+                         (long long)a.mem_budget);
+            fprintf(stderr, "candle serve: %d models, loaded on demand%s, on http://%s:%d%s\n", c->n_models, lim,
+                    a.host, c->bound_port, key);
+            for (int i = 0; i < c->n_models; i++)
+                fprintf(stderr, "candle serve:   %s%s: %s\n", c->models[i]->id, i == c->default_model ? " (default)" : "",
+                        c->models[i]->path);
+        } else if (e->whisper) {
             fprintf(stderr, "candle serve: %s (whisper, %d transcriptions at once) on http://%s:%d%s\n",
-                    c->cfg.model_name, a.parallel, a.host, c->bound_port,
-                    a.api_key ? ", API key required" : "");
-            int sig = wait_signal(c, &set);
-            /* Waiting requests get 503; running ones finish (the daemon's
-             * stop joins their threads). */
-            fprintf(stderr, "candle serve: %s: finishing running transcriptions\n",
-                    sig == SIGINT ? "SIGINT" : "SIGTERM");
-            atomic_store(&c->shutting_down, true);
-        }
-    } else if (!r && c->enc) {
-        if (!(d = srv_http_start(c))) {
-            r = 1;
-        } else {
+                    e->id, a.parallel, a.host, c->bound_port, key);
+        } else if (e->enc) {
             fprintf(stderr, "candle serve: %s (encoder, %lld dimensions) on http://%s:%d%s\n",
-                    c->cfg.model_name, (long long)candle_encoder_dim(c->enc), a.host,
-                    c->bound_port, a.api_key ? ", API key required" : "");
-            int sig = wait_signal(c, &set);
-            fprintf(stderr, "candle serve: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-            atomic_store(&c->shutting_down, true);
-        }
-    } else if (!r) {
-        const candle_model_config *mc = candle_model_get_config(c->model);
-        int64_t n_ctx = a.n_ctx < mc->n_ctx_train ? a.n_ctx : mc->n_ctx_train;
-        c->cfg.max_tokens_limit = n_ctx;
-        size_t bb = candle_kv_pool_block_bytes(c->model, a.kv_type);
-        if (a.kv_mem > 0 && (size_t)a.kv_mem < bb) {
-            fprintf(stderr, "candle serve: --kv-mem %lld is less than one KV block (%zu bytes)\n",
-                    (long long)a.kv_mem, bb);
-            r = 2;
-            goto done;
-        }
-        srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem, .kv_type = a.kv_type,
-                               .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
-                               .batch_size = a.batch_size, .itl_stretch = a.itl_stretch,
-                               .n_threads = a.n_threads, .lookup_ngram = a.lookup,
-                               .n_draft = a.draft_max ? a.draft_max : 8};
-        if (srv_sched_start(&c->sched, c->model, c->tok, &sp, &c->metrics)) {
-            fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());
-            r = 1;
-        } else if (!(d = srv_http_start(c))) {
-            r = 1;
+                    e->id, (long long)candle_encoder_dim(e->enc), a.host, c->bound_port, key);
         } else {
             fprintf(stderr,
                     "candle serve: %s on http://%s:%d (%d slots x %lld context, queue %d%s)\n",
-                    c->cfg.model_name, a.host, c->bound_port, a.parallel,
-                    (long long)n_ctx, a.queue, a.api_key ? ", API key required" : "");
-            int sig = wait_signal(c, &set);
-            fprintf(stderr, "candle serve: %s: finishing running requests\n",
-                    sig == SIGINT ? "SIGINT" : "SIGTERM");
-            atomic_store(&c->shutting_down, true);
-            srv_sched_drain(c->sched, 10.0);
+                    e->id, a.host, c->bound_port, a.parallel,
+                    (long long)e->max_tokens_limit, a.queue, key);
         }
+        int sig = wait_signal(c, &set);
+        /* Waiting requests get 503; running ones finish (transcriptions:
+         * the daemon's stop joins their threads). */
+        fprintf(stderr, "candle serve: %s: finishing running requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        atomic_store(&c->shutting_down, true);
+        srv_models_drain(c, 10.0);
     }
-done:
-    /* The scheduler fails what is left, so handlers blocked on a request
-     * return and the daemon's connection threads can be joined. */
-    srv_sched_stop(c->sched);
+    /* The schedulers fail what is left, so handlers blocked on a request
+     * return and the daemon's connection threads can be joined; the models
+     * go once no handler can reach them. */
+    srv_models_stop(c);
     if (d) srv_http_stop(c, d);
-    if (c->have_chat) candle_chat_template_free(&c->chat);
-    candle_tokenizer_free(c->tok);
-    candle_whisper_free(c->whisper);
+    srv_models_free(c);
     srv_audio_free(c);
-    if (c->enc) {
-        candle_encoder_free(c->enc);
-        pthread_mutex_destroy(&c->enc_mu);
-    } else {
-        candle_model_free(c->model);
-    }
     pthread_mutex_destroy(&c->metrics.mu);
     pthread_mutex_destroy(&c->big_prompt);
     free(c);

@@ -134,6 +134,10 @@ void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int endpoint, int status);
 void srv_metrics_observe(srv_metrics *m, srv_hist *h, double value);
 void srv_metrics_step(srv_metrics *m, int64_t rows, int64_t prefill_rows, double seconds);
+/* Add src's counters and histograms (and with gauges its gauges) to dst. */
+void srv_metrics_add(srv_metrics *dst, srv_metrics *src, bool gauges);
+/* Back to zero (an unloaded model's, its counts carried elsewhere). */
+void srv_metrics_reset(srv_metrics *m);
 /* Prometheus text exposition into a malloc'ed string. */
 char *srv_metrics_render(srv_metrics *m);
 
@@ -182,8 +186,6 @@ typedef struct srv_config {
     int port;
     const char *api_key; /* NULL: no authentication */
     size_t max_body;
-    int64_t max_tokens_limit;
-    const char *model_name;
     bool quiet; /* no access log line per request on stderr */
     /* Bounds against slow or greedy clients (issue 22, findings 3 and 4). */
     size_t max_body_mem;   /* request bodies held in memory at once, all together */
@@ -195,8 +197,28 @@ typedef struct srv_config {
     size_t max_audio_bytes; /* largest audio file of /v1/audio/... (413 above) */
 } srv_config;
 
-typedef struct srv_ctx {
-    srv_config cfg;
+typedef struct srv_reply srv_reply;
+
+/* Served models (models.c). A registry entry is one model clients name in
+ * a request's `model`: registered at startup (-m, --models-dir) without
+ * loading, loaded by the first request that names it, and unloaded, least
+ * recently used first, when another load needs its place (--models-max,
+ * --mem-budget). */
+typedef enum { SRV_KIND_UNKNOWN, SRV_KIND_DECODER, SRV_KIND_ENCODER, SRV_KIND_SPEECH } srv_kind;
+typedef enum { SRV_MODEL_UNLOADED, SRV_MODEL_LOADING, SRV_MODEL_LOADED, SRV_MODEL_FAILED } srv_model_state;
+
+typedef struct srv_model {
+    char *id;   /* what requests name: the file's name without .gguf, the folder's, or the alias */
+    char *path;
+    /* Under the registry's mu. */
+    srv_kind kind;         /* UNKNOWN until loaded, unless the path tells (Whisper, sentence-transformers) */
+    srv_model_state state;
+    char error[512];       /* FAILED: why the last load failed */
+    int refs;              /* requests using it (a stream until its end): never unloaded while > 0 */
+    double last_use;       /* srv_now() of the last acquire or release: the LRU order */
+    size_t bytes;          /* loaded: weights + KV pool; else the estimate a load is checked with */
+    /* The loaded objects: written by the loader before the state becomes
+     * LOADED, read-only while the entry is held, freed at unload. */
     candle_model *model;     /* a decoder's, or the encoder's (owned by enc) */
     candle_encoder *enc;     /* an encoder model: /v1/embeddings, rerank, classify */
     pthread_mutex_t enc_mu;  /* embeddings compute one request at a time */
@@ -204,8 +226,39 @@ typedef struct srv_ctx {
     candle_chat_template chat;
     bool have_chat;
     candle_whisper *whisper; /* a speech model: /v1/audio/... (transcribe.c) */
-    struct srv_audio *audio; /* its concurrency gate */
     srv_sched *sched;
+    int64_t max_tokens_limit; /* a decoder's context per request */
+    srv_metrics metrics;      /* its scheduler's counters and gauges (summed into /metrics) */
+    bool borrowed;            /* the objects are the caller's (srv_model_adopt): never freed */
+} srv_model;
+
+/* How entries load: the serve options every model shares. */
+typedef struct srv_load_params {
+    int n_threads, parallel, queue, prefill_chunk, batch_size;
+    int64_t n_ctx, kv_mem;
+    double itl_stretch;
+    candle_dtype kv_type;
+    const char *chat_template; /* forced for every decoder (--chat-template), or NULL */
+    int lookup_ngram, n_draft; /* prompt-lookup speculation (srv_sched_params) */
+    candle_dtype weight_dtype; /* --dtype: every model's weight matrices converted at load */
+} srv_load_params;
+
+typedef struct srv_ctx {
+    srv_config cfg;
+    /* The registry. router: several models, or --models-dir: a request's
+     * model must name one (404 otherwise); without it the one model answers
+     * whatever a request names, as before. */
+    srv_model **models;
+    int n_models, default_model;
+    bool router;
+    int models_max;      /* loaded (or loading) at once at most; 0: no bound */
+    int64_t mem_budget;  /* bytes the loaded models' weights and KV pools may take; 0: no bound */
+    srv_load_params load;
+    pthread_mutex_t models_mu;
+    pthread_cond_t models_cv; /* a load ended */
+    uint64_t n_loads, n_unloads, n_load_failures;
+    srv_metrics retired; /* counters of the schedulers of models since unloaded */
+    struct srv_audio *audio; /* the speech models' concurrency gate (one for all) */
     srv_metrics metrics;
     atomic_bool shutting_down;
     atomic_long next_id;
@@ -214,6 +267,47 @@ typedef struct srv_ctx {
     int bound_port;              /* the port listened on (--port 0 picks one) */
     struct srv_gate *gate;
 } srv_ctx;
+
+/* Set up c's registry (empty) with how its models load. */
+void srv_models_init(srv_ctx *c, const srv_load_params *lp);
+/* Register a model at path as id (NULL: from the path) without loading it;
+ * false with a message on stderr (a duplicate id, a path not there). */
+bool srv_models_add(srv_ctx *c, const char *path, const char *id);
+/* Every *.gguf file and model folder (config.json, model.bin or
+ * modules.json) in dir, in name order; false with a message on stderr. */
+bool srv_models_add_dir(srv_ctx *c, const char *dir);
+/* An entry for objects loaded elsewhere (white-box tests and fuzzers): LOADED,
+ * borrowed; the caller fills its fields. NULL on memory. */
+srv_model *srv_model_adopt(srv_ctx *c, const char *id, srv_kind kind);
+/* Load the entry now (startup of a single model); false with e->error. */
+bool srv_model_load_now(srv_ctx *c, srv_model *e);
+/* The entry a request's model names (NULL or "": the default), loaded and
+ * held; NULL after replying: 404 model_not_found, 503 when no room can be
+ * made or while shutting down, 500 when its load fails. */
+srv_model *srv_model_acquire(srv_ctx *c, const char *name, srv_reply *out);
+void srv_model_release(srv_ctx *c, srv_model *e);
+/* GET /v1/models and /v1/models/{id}. */
+void srv_models_list(srv_ctx *c, const char *url, srv_reply *out);
+bool srv_is_models_url(const char *url);
+/* POST /models/load and /models/unload {"model": NAME}, as llama-server's
+ * router: load it now (room made as for a request), or unload it now (400
+ * when not loaded, 503 while requests use it); {"success": true}. */
+bool srv_is_models_admin_url(const char *url);
+void srv_models_admin(srv_ctx *c, const char *url, json_t *req, srv_reply *out);
+/* /metrics: the server's metrics with every scheduler's summed, and the
+ * registry's gauges and counters. malloc'ed. */
+char *srv_models_metrics(srv_ctx *c);
+/* Requests are running on some model. */
+bool srv_models_busy(srv_ctx *c);
+/* Is any registered model a speech model (audio uploads are taken)? */
+bool srv_models_have_speech(const srv_ctx *c);
+/* Shutdown: refuse new work on every scheduler and wait (at most grace
+ * seconds in all) for running requests. */
+void srv_models_drain(srv_ctx *c, double grace);
+/* Stop every scheduler, failing what is left (handlers waiting on it return). */
+void srv_models_stop(srv_ctx *c);
+/* Free every entry and the registry (no handler left running). */
+void srv_models_free(srv_ctx *c);
 
 double srv_now(void);
 
@@ -245,7 +339,7 @@ void srv_gate_notify(void *cls, struct MHD_Connection *conn, void **socket_conte
 
 /* Request handlers (handlers.c): they return the HTTP status and a
  * malloc'ed JSON body, or for a stream hand back the request to stream. */
-typedef struct srv_reply {
+struct srv_reply {
     int status;
     char *body;        /* JSON, malloc'ed */
     srv_req *stream;   /* non-NULL: stream this request as SSE instead */
@@ -254,7 +348,11 @@ typedef struct srv_reply {
     char id[48];
     int64_t tokens; /* generated tokens of a finished reply, for the access log; -1: none */
     const char *content_type; /* of body; NULL: application/json */
-} srv_reply;
+    /* The entry the request ran on. With a stream: held (a reference) until
+     * the stream ends, when http.c releases it; srv_stream_chunk reads its
+     * tokenizer and id. */
+    srv_model *model;
+};
 
 /* fd: the client socket, polled for a hang-up while waiting. */
 void srv_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
@@ -305,11 +403,11 @@ void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq);
 void srv_tool_call_id(char *buf, size_t n);
 
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
-void srv_embeddings(srv_ctx *c, json_t *req, srv_reply *out);
+void srv_embeddings(srv_ctx *c, srv_model *e, json_t *req, srv_reply *out);
 /* POST /v1/rerank, /rerank, /v1/classify, /classify, /predict
  * (encoder_heads.c): the model's classifier head; a 400 without one. */
 bool srv_is_encoder_head_url(const char *url);
-void srv_encoder_head(srv_ctx *c, const char *url, json_t *req, srv_reply *out);
+void srv_encoder_head(srv_ctx *c, srv_model *e, const char *url, json_t *req, srv_reply *out);
 /* Speech (transcribe.c). Audio URLs, and every URL on a Whisper model, go
  * to srv_audio_handle (it needs the Content-Type's boundary) instead of
  * srv_handle. */

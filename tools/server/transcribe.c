@@ -75,13 +75,18 @@ bool srv_is_audio_url(const char *url) {
            !strcmp(url, "/audio/transcriptions") || !strcmp(url, "/audio/translations");
 }
 
+/* A single Whisper model takes every URL (the others answer what it serves). */
+static bool single_speech(const srv_ctx *c) {
+    return !c->router && c->n_models && c->models[c->default_model]->kind == SRV_KIND_SPEECH;
+}
+
 bool srv_audio_routes(const srv_ctx *c, const char *url) {
-    return c->whisper || srv_is_audio_url(url);
+    return single_speech(c) || srv_is_audio_url(url);
 }
 
 size_t srv_body_limit(const srv_ctx *c, const char *url) {
-    /* not a Whisper model: the audio URLs are a 400, their bodies bounded as any */
-    if (!c->whisper || !srv_is_audio_url(url)) return c->cfg.max_body;
+    /* no Whisper model: the audio URLs are a 400, their bodies bounded as any */
+    if (!c->audio || !srv_is_audio_url(url)) return c->cfg.max_body;
     size_t a = c->cfg.max_audio_bytes + SRV_AUDIO_FORM_SLACK;
     return a > c->cfg.max_body ? a : c->cfg.max_body;
 }
@@ -197,7 +202,7 @@ static bool field_is(const srv_mp_part *p, const char *s) {
 }
 
 /* The form's fields into q; false after an error reply. */
-static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_reply *out) {
+static bool read_form(srv_ctx *c, const srv_model *md, const srv_multipart *m, audio_req *q, srv_reply *out) {
     q->fmt = FMT_JSON;
     q->temperature = -1;
     for (int i = 0; i < m->n; i++) {
@@ -206,13 +211,13 @@ static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_repl
         if (!strcmp(k, "file")) {
             q->file = p;
         } else if (!strcmp(k, "model")) {
-            /* One model is served: any name is taken, as for the other endpoints. */
+            /* taken by transcribe (form_model) */
         } else if (!strcmp(k, "language")) {
             /* an ISO-639-1 code as OpenAI takes it (or Whisper's English name) */
             char v[32] = "";
             if (p->len < sizeof v) memcpy(v, p->data, p->len);
             const char *code = p->len < sizeof v ? candle_whisper_language_code(v) : NULL;
-            bool multi = candle_whisper_is_multilingual(c->whisper);
+            bool multi = candle_whisper_is_multilingual(md->whisper);
             if (p->len && !code) {
                 srv_reply_error(out, 400, "language", "unsupported_language",
                                 "'%.*s' is not a language Whisper knows (an ISO-639-1 code such as 'en' or 'de')",
@@ -221,7 +226,7 @@ static bool read_form(srv_ctx *c, const srv_multipart *m, audio_req *q, srv_repl
             }
             if (code && !multi && strcmp(code, "en")) {
                 srv_reply_error(out, 400, "language", "unsupported_language",
-                                "model '%s' is English-only: language must be 'en'", c->cfg.model_name);
+                                "model '%s' is English-only: language must be 'en'", md->id);
                 return false;
             }
             q->language = multi ? code : NULL;
@@ -316,6 +321,19 @@ static int on_segment(const candle_whisper_segment *s, void *user) {
     return w->gone;
 }
 
+/* The form's model field into buf (NUL-terminated); false when absent. */
+static bool form_model(const srv_multipart *m, char *buf, size_t cap) {
+    for (int i = 0; i < m->n; i++) {
+        const srv_mp_part *p = &m->parts[i];
+        if (strcmp(p->name, "model")) continue;
+        size_t n = p->len < cap - 1 ? p->len : cap - 1;
+        memcpy(buf, p->data, n);
+        buf[n] = 0;
+        return true;
+    }
+    return false;
+}
+
 static void transcribe(srv_ctx *c, const char *url, const char *content_type, const char *body, size_t len,
                        int fd, srv_reply *out) {
     bool translate = strstr(url, "translations") != NULL;
@@ -331,7 +349,22 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
         free(m);
         return;
     }
-    if (!read_form(c, m, &q, out)) {
+    char name[256];
+    srv_model *md = srv_model_acquire(c, form_model(m, name, sizeof name) ? name : NULL, out);
+    if (!md) {
+        free(m);
+        return;
+    }
+    if (md->kind != SRV_KIND_SPEECH) {
+        srv_reply_error(out, 400, "model", "model_not_supported",
+                        "model '%s' is not a speech model: %s needs a Whisper model (candle serve -m WHISPER_DIR)",
+                        md->id, url);
+        srv_model_release(c, md);
+        free(m);
+        return;
+    }
+    if (!read_form(c, md, m, &q, out)) {
+        srv_model_release(c, md);
         free(q.prompt);
         free(m);
         return;
@@ -341,6 +374,7 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
         if (st == 429) srv_reply_error(out, 429, NULL, "queue_full", "too many transcriptions waiting");
         else if (st == 503) srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
         else srv_reply_error(out, 499, NULL, NULL, "client gone");
+        srv_model_release(c, md);
         free(q.prompt);
         free(m);
         return;
@@ -377,7 +411,7 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
     tp.language = q.language;
     tp.translate = translate;
     tp.word_timestamps = q.word_granularity;
-    s = candle_whisper_transcribe(c->whisper, samples, n, &tp, &r);
+    s = candle_whisper_transcribe(md->whisper, samples, n, &tp, &r);
     if (s) {
         srv_reply_error(out, s == CANDLE_ERR_INVALID_ARG ? 400 : 500, NULL, NULL, "%s", candle_last_errmsg());
         goto done;
@@ -418,19 +452,11 @@ static void transcribe(srv_ctx *c, const char *url, const char *content_type, co
     }
 done:
     gate_leave(c);
+    srv_model_release(c, md);
     candle_whisper_result_free(&r);
     candle_free(samples);
     free(q.prompt);
     free(m);
-}
-
-static void models(srv_ctx *c, srv_reply *out) {
-    candle_whisper_dims d = candle_whisper_get_dims(c->whisper);
-    srv_reply_json(out, 200,
-                   json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:I,s:I,s:I}}]}", "object", "list", "data", "id",
-                             c->cfg.model_name, "object", "model", "created", (json_int_t)time(NULL), "owned_by",
-                             "candle", "meta", "arch", "whisper", "kind", "speech", "n_mels", (json_int_t)d.n_mels,
-                             "n_vocab", (json_int_t)d.n_vocab, "n_text_ctx", (json_int_t)d.n_text_ctx));
 }
 
 static bool other_endpoint(const char *url) {
@@ -447,10 +473,10 @@ void srv_audio_handle(srv_ctx *c, const char *method, const char *url, const cha
     out->tokens = -1;
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!srv_is_audio_url(url)) { /* a Whisper model's other routes */
-        bool models_url = !strcmp(url, "/v1/models") || !strcmp(url, "/models"), health = !strcmp(url, "/health");
+        bool models_url = srv_is_models_url(url), health = !strcmp(url, "/health");
         if (models_url || health) {
             if (!get) srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes GET", url);
-            else if (models_url) models(c, out);
+            else if (models_url) srv_models_list(c, url, out);
             else if (atomic_load(&c->shutting_down))
                 srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
             else srv_reply_json(out, 200, json_pack("{s:s}", "status", "ok"));
@@ -458,7 +484,7 @@ void srv_audio_handle(srv_ctx *c, const char *method, const char *url, const cha
             srv_reply_error(out, 400, "model", "model_not_supported",
                             "model '%s' is a speech model (Whisper): it serves /v1/audio/transcriptions and "
                             "/v1/audio/translations, not %s",
-                            c->cfg.model_name, url);
+                            c->models[c->default_model]->id, url);
         } else {
             srv_reply_error(out, 404, NULL, "not_found", "no endpoint %s %s", method, url);
         }
@@ -466,10 +492,11 @@ void srv_audio_handle(srv_ctx *c, const char *method, const char *url, const cha
     }
     if (!post) {
         srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes POST", url);
-    } else if (!c->whisper) {
+    } else if (!c->router && !single_speech(c)) {
+        /* the one model is not Whisper: refused before its form is read */
         srv_reply_error(out, 400, "model", "model_not_supported",
                         "model '%s' is not a speech model: %s needs a Whisper model (candle serve -m WHISPER_DIR)",
-                        c->cfg.model_name, url);
+                        c->n_models ? c->models[c->default_model]->id : "", url);
     } else if (atomic_load(&c->shutting_down)) {
         srv_reply_error(out, 503, NULL, "shutting_down", "server is shutting down");
     } else {
