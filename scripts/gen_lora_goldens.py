@@ -27,6 +27,12 @@ by alpha / r, so the GGUF written here carries alpha * sqrt(r) to mean the
 same; its tensors are f16 (the goldens stay the f32 adapter's: the rounding
 costs about 1e-7 NMSE).
 
+Also stories260k.lora.gguf: a random GGUF LoRA (r 4, alpha 4, f16) for
+../shared/data/models/stories260K.gguf (not committed here; skipped when
+absent), read with the gguf package for its shapes, for the server and CLI
+tests (tests/server/test_lora.sh): no goldens, the tests compare Candle's
+outputs with and without it and between the CLI and the server.
+
 Run from the repository root with the reference venv (torch, transformers,
 peft, and the gguf package of llama-cpp-python 0.3.36's vendor/llama.cpp/gguf-py):
 
@@ -164,6 +170,30 @@ def make(name: str):
     }
 
 
+STORIES = ROOT.parent / "shared" / "data" / "models" / "stories260K.gguf"
+
+
+def make_stories(path: Path = STORIES):
+    import gguf
+    if not path.exists():
+        print(f"skip stories260k: {path} absent")
+        return None
+    r = gguf.GGUFReader(str(path))
+    rng = np.random.default_rng(260)
+    pairs = []
+    for t in r.tensors:
+        parts = t.name.split(".")
+        if parts[0] != "blk" or parts[2] not in {v for v in GGUF_NAMES.values()}:
+            continue
+        n_in, n_out = (int(x) for x in t.shape)  # GGUF ne order: [in, out]
+        a = rng.standard_normal((4, n_in)) * 0.15
+        b = rng.standard_normal((n_out, 4)) * 0.15
+        pairs.append((t.name, a, b))
+    write_gguf(OUT / "stories260k.lora.gguf", "llama", None, 4.0, pairs, np.float16)
+    return {"file": "stories260k.lora.gguf", "base": "../shared/data/models/stories260K.gguf",
+            "r": 4, "adapter.lora.alpha": 4.0, "std": 0.15, "pairs": len(pairs), "dtype": "float16"}
+
+
 def main():
     import peft
     import transformers
@@ -173,6 +203,7 @@ def main():
     for name in ADAPTERS:
         info["adapters"][name] = make(name)
         print(name, json.dumps(info["adapters"][name]["scales"]))
+    info["stories260k"] = make_stories()
     (OUT / "lora.json").write_text(json.dumps(info, indent=1) + "\n")
 
 

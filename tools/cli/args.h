@@ -8,6 +8,9 @@
 #include "candle/dtype.h"
 #include "candle/sampler.h"
 
+/* --lora / --lora-scaled adapters one command takes. */
+#define CLI_MAX_LORA 16
+
 typedef struct cli_args {
     const char *model;  /* -m; NULL = the default model */
     const char *prompt; /* -p */
@@ -34,6 +37,13 @@ typedef struct cli_args {
     int lookup;         /* --lookup N: prompt-lookup drafting with n-grams of N; 0 = off */
     float draft_p_min;  /* --draft-p-min P: a draft model stops drafting below it */
     bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
+    /* --lora FILE (scale 1) and --lora-scaled FILE SCALE, as llama.cpp spells them:
+     * LoRA adapters (a GGUF LoRA or a PEFT directory) in the order given */
+    struct {
+        const char *path;
+        float scale;
+    } lora[CLI_MAX_LORA];
+    int n_lora;
 } cli_args;
 
 /* Parse argv (argv[0] is the command: run, chat, logits or perplexity; an
