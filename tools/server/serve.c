@@ -1,6 +1,7 @@
 /* candle serve: load the model, start the scheduler and the HTTP daemon,
  * and shut both down in order on SIGINT/SIGTERM. */
 #include <malloc.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -46,6 +47,10 @@ static const char usage[] =
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         model name reported by the API (default: the file name)\n"
     "  -t N                 threads per evaluation\n"
+    "  --lora PATH          a LoRA adapter (llama.cpp's GGUF LoRA or a PEFT directory) at scale 1;\n"
+    "                       repeatable, ids 0.. in order (GET/POST /lora-adapters, a request's\n"
+    "                       \"lora\": [{\"id\": 0, \"scale\": 0.5}])\n"
+    "  --lora-scaled PATH S the same at scale S\n"
     "  --quiet              no access log (a line per request on stderr: method, path,\n"
     "                       status, generated tokens, seconds)\n";
 
@@ -58,6 +63,9 @@ typedef struct serve_args {
     double itl_stretch;
     int64_t n_ctx, kv_mem, max_body, max_audio;
     candle_dtype kv_type; /* -ctk / -ctv */
+    const char *lora[SRV_MAX_LORA]; /* --lora / --lora-scaled, in order */
+    float lora_scale[SRV_MAX_LORA];
+    int n_lora;
 } serve_args;
 
 static bool parse_size(const char *s, int64_t *out) {
@@ -106,6 +114,24 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
         if (!strcmp(o, "--quiet")) {
             a->quiet = true;
+            continue;
+        }
+        if (!strcmp(o, "--lora") || !strcmp(o, "--lora-scaled")) {
+            bool scaled = o[6] == '-';
+            char *end = NULL;
+            if (i + 1 + scaled >= argc || a->n_lora == SRV_MAX_LORA) {
+                fprintf(stderr, "candle serve: %s needs %s (at most %d adapters)\n", o,
+                        scaled ? "PATH SCALE" : "PATH", SRV_MAX_LORA);
+                return 2;
+            }
+            float sc = scaled ? strtof(argv[i + 2], &end) : 1.0f;
+            if (scaled && (!*argv[i + 2] || *end || !isfinite(sc))) {
+                fprintf(stderr, "candle serve: bad scale for --lora-scaled: '%s'\n", argv[i + 2]);
+                return 2;
+            }
+            a->lora[a->n_lora] = argv[i + 1];
+            a->lora_scale[a->n_lora++] = sc;
+            i += 1 + scaled;
             continue;
         }
         if (i + 1 >= argc) {
@@ -316,6 +342,10 @@ int cmd_serve(int argc, char **argv) {
                           .model_name = a.alias ? a.alias : base ? base + 1 : path};
     struct MHD_Daemon *d = NULL;
     r = load(c, &a, path);
+    if (!r && a.n_lora && (c->enc || c->whisper)) {
+        fprintf(stderr, "candle serve: --lora: %s is not a decoder language model\n", path);
+        r = 2;
+    }
     if (a.max_body_mem < 0) {
         /* Several full-size uploads at once must fit, or 64M would turn a
          * third 25 MB upload into a 503. */
@@ -359,6 +389,10 @@ int cmd_serve(int argc, char **argv) {
             r = 2;
             goto done;
         }
+        if (srv_lora_open(c, a.lora, a.lora_scale, a.n_lora)) {
+            r = 1;
+            goto done;
+        }
         srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem, .kv_type = a.kv_type,
                                .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
                                .batch_size = a.batch_size, .itl_stretch = a.itl_stretch,
@@ -385,6 +419,7 @@ done:
      * return and the daemon's connection threads can be joined. */
     srv_sched_stop(c->sched);
     if (d) srv_http_stop(c, d);
+    srv_lora_free(c); /* after every request that could use them */
     if (c->have_chat) candle_chat_template_free(&c->chat);
     candle_tokenizer_free(c->tok);
     candle_whisper_free(c->whisper);

@@ -1,0 +1,156 @@
+/* LoRA adapters of `candle serve`, as llama-server has them: --lora PATH
+ * (repeatable) and --lora-scaled PATH SCALE load adapters at start, ids
+ * 0..n-1 in load order; GET /lora-adapters lists [{"id", "path", "scale"}];
+ * POST /lora-adapters with [{"id", "scale"}] sets the global scales (ids it
+ * does not list go to 0, as llama-server's parse_lora_request); a request's
+ * own "lora": [{"id", "scale"}] replaces the global scales for that request
+ * only. The adapters never change the model: each request carries its set
+ * (srv_req.lora), and the scheduler runs one forward per distinct set in a
+ * step (scheduler.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+struct srv_loras {
+    pthread_mutex_t mu; /* the global scales */
+    int n;
+    candle_lora *ad[SRV_MAX_LORA];
+    char *path[SRV_MAX_LORA];
+    float scale[SRV_MAX_LORA];
+};
+
+int srv_lora_open(srv_ctx *c, const char *const *paths, const float *scales, int n) {
+    if (n <= 0) return 0;
+    srv_loras *l = calloc(1, sizeof *l);
+    if (!l) return 1;
+    pthread_mutex_init(&l->mu, NULL);
+    c->loras = l;
+    for (int i = 0; i < n && i < SRV_MAX_LORA; i++) {
+        if (candle_lora_load(&l->ad[i], c->model, paths[i])) {
+            fprintf(stderr, "candle serve: --lora %s: %s\n", paths[i], candle_last_errmsg());
+            return 1;
+        }
+        l->path[i] = strdup(paths[i]);
+        l->scale[i] = scales[i];
+        l->n = i + 1;
+        fprintf(stderr, "candle serve: LoRA adapter %d: %s (%lld pairs, rank %lld, scale %g)\n", i, paths[i],
+                (long long)candle_lora_n_pairs(l->ad[i]), (long long)candle_lora_rank(l->ad[i]), (double)scales[i]);
+    }
+    return 0;
+}
+
+void srv_lora_free(srv_ctx *c) {
+    srv_loras *l = c->loras;
+    if (!l) return;
+    for (int i = 0; i < l->n; i++) {
+        candle_lora_free(l->ad[i]);
+        free(l->path[i]);
+    }
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+    c->loras = NULL;
+}
+
+bool srv_is_lora_url(const char *url) { return !strcmp(url, "/lora-adapters"); }
+
+/* A [{"id", "scale"}] list onto scale[n] (unlisted ids 0); false after a 400. */
+static bool parse_list(const srv_loras *l, json_t *list, const char *param, float *scale, srv_reply *out) {
+    int n = l ? l->n : 0;
+    if (!json_is_array(list)) {
+        srv_reply_error(out, 400, param, "invalid_type", "'%s' must be an array of {\"id\", \"scale\"}", param);
+        return false;
+    }
+    for (int i = 0; i < SRV_MAX_LORA; i++) scale[i] = 0;
+    size_t k;
+    json_t *e;
+    json_array_foreach(list, k, e) {
+        json_t *id = json_object_get(e, "id"), *sc = json_object_get(e, "scale");
+        if (!json_is_object(e) || !json_is_integer(id) || (sc && !json_is_number(sc))) {
+            srv_reply_error(out, 400, param, "invalid_type", "'%s'[%zu] must be {\"id\": integer, \"scale\": number}",
+                            param, k);
+            return false;
+        }
+        json_int_t v = json_integer_value(id);
+        double s = sc ? json_number_value(sc) : 0.0; /* llama-server: a missing scale is 0 */
+        if (v < 0 || v >= n) {
+            srv_reply_error(out, 400, param, "invalid_value", "'%s'[%zu]: no LoRA adapter %lld (the server has %d)",
+                            param, k, (long long)v, n);
+            return false;
+        }
+        if (!isfinite(s) || fabs(s) > 1e6) {
+            srv_reply_error(out, 400, param, "invalid_value", "'%s'[%zu]: scale %g", param, k, s);
+            return false;
+        }
+        scale[v] = (float)s;
+    }
+    return true;
+}
+
+/* The set of scales as a request's adapters: the non-zero ones, in id order. */
+static void to_set(const srv_loras *l, const float *scale, srv_req *r) {
+    r->n_lora = 0;
+    for (int i = 0; l && i < l->n; i++)
+        if (scale[i] != 0) r->lora[r->n_lora++] = (candle_lora_use){l->ad[i], scale[i]};
+}
+
+bool srv_lora_request(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out) {
+    srv_loras *l = c->loras;
+    float scale[SRV_MAX_LORA];
+    json_t *list = json_object_get(o, "lora");
+    if (list && !json_is_null(list)) {
+        if (!parse_list(l, list, "lora", scale, out)) return false;
+        to_set(l, scale, r);
+        return true;
+    }
+    if (!l) {
+        r->n_lora = 0;
+        return true;
+    }
+    pthread_mutex_lock(&l->mu);
+    memcpy(scale, l->scale, sizeof scale);
+    pthread_mutex_unlock(&l->mu);
+    to_set(l, scale, r);
+    return true;
+}
+
+static json_t *list_json(srv_loras *l) {
+    json_t *a = json_array();
+    if (!l) return a;
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->n; i++)
+        json_array_append_new(a, json_pack("{s:i,s:s,s:f}", "id", i, "path", l->path[i], "scale", (double)l->scale[i]));
+    pthread_mutex_unlock(&l->mu);
+    return a;
+}
+
+void srv_lora_handle(srv_ctx *c, const char *method, const char *body, size_t len, srv_reply *out) {
+    srv_loras *l = c->loras;
+    if (!strcmp(method, "GET")) {
+        srv_reply_json(out, 200, list_json(l));
+        return;
+    }
+    if (strcmp(method, "POST")) {
+        srv_reply_error(out, 405, NULL, "method_not_allowed", "/lora-adapters takes GET or POST");
+        return;
+    }
+    json_error_t err;
+    json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &err);
+    if (!o) {
+        srv_reply_error(out, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)", err.text,
+                        err.line, err.column);
+        return;
+    }
+    float scale[SRV_MAX_LORA];
+    if (parse_list(l, o, "body", scale, out)) {
+        if (l) {
+            pthread_mutex_lock(&l->mu);
+            memcpy(l->scale, scale, sizeof scale);
+            pthread_mutex_unlock(&l->mu);
+        }
+        srv_reply_json(out, 200, json_pack("{s:b}", "success", 1));
+    }
+    json_decref(o);
+}
