@@ -4,7 +4,9 @@
 # GET/POST /lora-adapters, a request's "lora" applied to it alone, greedy
 # text equal to `candle run` with the same --lora-scaled adapter, and eight
 # concurrent requests of three different adapter sets (scheduled as one
-# forward per set in a step) each equal to its own set's text.
+# forward per set in a step) each equal to its own set's text; with
+# --lora-admin an adapter loaded while serving (POST /lora-adapters/load),
+# without it a 403.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -28,7 +30,7 @@ cmp -s "$LOG/cli_none" "$LOG/cli_1" && { echo "FAIL: --lora changes nothing in c
 [ $rc = 1 ] && grep -q "do not fit" "$LOG/bad" || { echo "FAIL: a llama adapter on stories260K: rc $rc"; cat "$LOG/bad"; fail=1; }
 # adapter 0 at global scale 1, adapter 1 (the same file) at 0
 "$BIN" serve -m "$MODEL" --port "$PORT" -c 256 --parallel 8 --lora "$LORA" --lora-scaled "$LORA" 0 \
-    2>"$LOG/s" & S=$!
+    --lora-admin 2>"$LOG/s" & S=$!
 for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
     python3 -c 'import time; time.sleep(0.1)'
@@ -96,8 +98,32 @@ for t in th: t.join()
 for i, s in enumerate(sets):
     key = None if s is None else ("[]" if s == [] else "half")
     check(f"concurrent {i} ({json.dumps(s)})", out[i] or "", want[key])
+
+# loading while serving: the next id, scale 0 by default
+st, r = call("/lora-adapters/load", {"path": lora})
+check("POST /lora-adapters/load", json.dumps(r), json.dumps({"id": 2, "path": lora, "scale": 0.0}))
+check("a loaded adapter at 0 changes nothing", complete(), cli["1"])
+check("the loaded adapter at 0.5 alone", complete([{"id": 2, "scale": 0.5}]), cli["05"])
+st, r = call("/lora-adapters/load", {"path": "/nonexistent/adapter.gguf"})
+check("loading a missing file: 400", str(st), "400")
+st, r = call("/lora-adapters/load", {"path": log + "/cli_1"})
+check("loading a text file: 400 invalid_adapter", f"{st} {r['error']['code']}", "400 invalid_adapter")
+st, lst = call("/lora-adapters")
+check("3 adapters listed", str(len(lst)), "3")
 sys.exit(bad)
 PY
+# without --lora-admin nothing is loaded at run time
+P2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BIN" serve -m "$MODEL" --port "$P2" -c 64 --parallel 1 --quiet 2>"$LOG/s2" & S2=$!
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$P2/health" >/dev/null 2>&1 && break
+    python3 -c 'import time; time.sleep(0.1)'
+done
+code=$(curl -s -o "$LOG/r2" -w '%{http_code}' "http://127.0.0.1:$P2/lora-adapters/load" -d "{\"path\": \"$LORA\"}")
+list=$(curl -s "http://127.0.0.1:$P2/lora-adapters")
+kill $S2 2>/dev/null
+wait $S2 2>/dev/null
+[ "$code" = 403 ] && [ "$list" = "[]" ] || { echo "FAIL: no --lora-admin: load $code, list $list"; fail=1; }
 kill $S 2>/dev/null
 wait $S 2>/dev/null
 [ $fail = 0 ] || { cat "$LOG/s"; exit 1; }

@@ -1035,7 +1035,7 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
     out->tokens = -1;
     bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     if (srv_is_lora_url(url)) {
-        srv_lora_handle(c, method, body, len, out);
+        srv_lora_handle(c, method, url, body, len, out);
         return;
     }
     int kind = !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1

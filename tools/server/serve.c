@@ -51,6 +51,8 @@ static const char usage[] =
     "                       repeatable, ids 0.. in order (GET/POST /lora-adapters, a request's\n"
     "                       \"lora\": [{\"id\": 0, \"scale\": 0.5}])\n"
     "  --lora-scaled PATH S the same at scale S\n"
+    "  --lora-admin         allow POST /lora-adapters/load {\"path\", \"scale\"}: load another adapter\n"
+    "                       from a path on this machine while serving (any client with the API key)\n"
     "  --quiet              no access log (a line per request on stderr: method, path,\n"
     "                       status, generated tokens, seconds)\n";
 
@@ -66,6 +68,7 @@ typedef struct serve_args {
     const char *lora[SRV_MAX_LORA]; /* --lora / --lora-scaled, in order */
     float lora_scale[SRV_MAX_LORA];
     int n_lora;
+    bool lora_admin; /* POST /lora-adapters/load */
 } serve_args;
 
 static bool parse_size(const char *s, int64_t *out) {
@@ -114,6 +117,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
         if (!strcmp(o, "--quiet")) {
             a->quiet = true;
+            continue;
+        }
+        if (!strcmp(o, "--lora-admin")) {
+            a->lora_admin = true;
             continue;
         }
         if (!strcmp(o, "--lora") || !strcmp(o, "--lora-scaled")) {
@@ -389,7 +396,7 @@ int cmd_serve(int argc, char **argv) {
             r = 2;
             goto done;
         }
-        if (srv_lora_open(c, a.lora, a.lora_scale, a.n_lora)) {
+        if (srv_lora_open(c, a.lora, a.lora_scale, a.n_lora, a.lora_admin)) {
             r = 1;
             goto done;
         }

@@ -306,13 +306,15 @@ void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq);
 void srv_tool_call_id(char *buf, size_t n);
 
 /* LoRA adapters (lora.c). Load paths[n] for c->model at start (0, or 1
- * after a message); free them after the scheduler stopped. */
+ * after a message); admin: POST /lora-adapters/load may add more. Free
+ * them after the scheduler stopped. */
 typedef struct srv_loras srv_loras;
-int srv_lora_open(srv_ctx *c, const char *const *paths, const float *scales, int n);
+int srv_lora_open(srv_ctx *c, const char *const *paths, const float *scales, int n, bool admin);
 void srv_lora_free(srv_ctx *c);
-/* GET /lora-adapters and POST /lora-adapters. */
+/* GET /lora-adapters, POST /lora-adapters and POST /lora-adapters/load. */
 bool srv_is_lora_url(const char *url);
-void srv_lora_handle(srv_ctx *c, const char *method, const char *body, size_t len, srv_reply *out);
+void srv_lora_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
+                     srv_reply *out);
 /* The request's adapter set into r (its "lora" field, else the global
  * scales); false after replying 400. */
 bool srv_lora_request(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out);
