@@ -21,7 +21,9 @@ so no base weights are duplicated here. For each, this script
     Llama the q/k lora_b rows permuted per head as its converter permutes
     the base q/k weights (LlamaModel.permute).
 
-llama: r 4, alpha 8, f32 GGUF tensors. qwen2: r 8, alpha 4, use_rslora (PEFT
+llama: r 4, alpha 8, f32 GGUF tensors. phi3 (tests/data/hf/phi3): r 4, alpha
+8 on the fused qkv_proj and gate_up_proj (llama.cpp's attn_qkv, ffn_up), o and
+down. qwen2: r 8, alpha 4, use_rslora (PEFT
 scale alpha / sqrt(r)); llama.cpp's converter ignores use_rslora and scales
 by alpha / r, so the GGUF written here carries alpha * sqrt(r) to mean the
 same; its tensors are f16 (the goldens stay the f32 adapter's: the rounding
@@ -52,18 +54,22 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "lora"
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# Phi-3 keeps q/k/v and gate/up fused (qkv_proj, gate_up_proj): the adapter
+# adapts the fused products, as llama.cpp's attn_qkv / ffn_up
+PHI3_TARGETS = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
 LORA_STD = 0.15
 
 # name -> (base folder, seed, r, alpha, use_rslora, GGUF dtype)
 ADAPTERS = {
     "llama": ("llama", 21, 4, 8.0, False, np.float32),
     "qwen2": ("qwen2", 22, 8, 4.0, True, np.float16),
+    "phi3": ("phi3", 23, 4, 8.0, False, np.float32),
 }
 
 GGUF_NAMES = {
     "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
     "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
+    "mlp.down_proj": "ffn_down", "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",
 }
 
 
@@ -117,7 +123,8 @@ def make(name: str):
     base_err = float(np.mean((base_logits - ref) ** 2) / np.mean(ref ** 2))
     assert base_err < 1e-10, f"{name}: base model does not reproduce its golden ({base_err})"
 
-    lc = LoraConfig(r=r, lora_alpha=alpha, target_modules=TARGETS, lora_dropout=0.0,
+    targets = PHI3_TARGETS if cfg.model_type == "phi3" else TARGETS
+    lc = LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0,
                     bias="none", use_rslora=rslora, task_type="CAUSAL_LM")
     model = get_peft_model(base, lc)
     torch.manual_seed(seed)
@@ -152,6 +159,8 @@ def make(name: str):
     for il in range(cfg.num_hidden_layers):
         for hf, gg in GGUF_NAMES.items():
             pre = f"base_model.model.model.layers.{il}.{hf}"
+            if pre + ".lora_A.weight" not in st:
+                continue
             a = st[pre + ".lora_A.weight"]
             b = st[pre + ".lora_B.weight"]
             if cfg.model_type == "llama" and gg in ("attn_q", "attn_k"):
@@ -163,7 +172,7 @@ def make(name: str):
     return {
         "base": f"tests/data/hf/{base_dir}", "tokens": tokens, "n_vocab": int(base_logits.shape[1]),
         "shape": list(base_logits.shape), "r": r, "lora_alpha": alpha, "use_rslora": rslora,
-        "target_modules": TARGETS, "lora_std": LORA_STD, "seed": seed,
+        "target_modules": targets, "lora_std": LORA_STD, "seed": seed,
         "gguf": {"file": f"{name}.lora.gguf", "adapter.lora.alpha": g_alpha,
                  "dtype": np.dtype(gdt).name},
         "scales": files,

@@ -1,5 +1,6 @@
 /* LoRA adapters (lora.h) against transformers + peft: tests/data/lora, made
  * by scripts/gen_lora_goldens.py over the tiny models of tests/data/hf.
+ * llama, qwen2 (rsLoRA) and phi3 (fused qkv and gate-up projections).
  * Each adapter, as a PEFT directory and as llama.cpp's GGUF LoRA, on the
  * model's Hugging Face directory and on llama.cpp's GGUF of it (Llama's q/k
  * rows permuted), at scale 1.0 and 0.5, must give transformers' logits at
@@ -99,13 +100,13 @@ static void check_logits(const char *what, const float *got, const float *ref, s
 }
 
 /* One adapter file on one base model at both scales, and with no adapter. */
-static void check_adapter(const char *label, candle_model *m, const char *path, const golden *g) {
+static void check_adapter(const char *label, candle_model *m, const char *path, const golden *g, int per_layer) {
     candle_lora *l = NULL;
     if (candle_lora_load(&l, m, path)) {
         CHECK_MSG(false, "%s: %s", path, candle_last_errmsg());
         return;
     }
-    CHECK(candle_lora_n_pairs(l) == 7 * candle_model_get_config(m)->n_layer);
+    CHECK(candle_lora_n_pairs(l) == per_layer * candle_model_get_config(m)->n_layer);
     CHECK(candle_lora_model(l) == m && !strcmp(candle_lora_path(l), path));
     size_t nf = (size_t)(N_TOK * g->n_vocab);
     char what[160];
@@ -192,7 +193,8 @@ static void check_forward_batch(candle_model *m, candle_lora *l, const golden *g
     free(lg);
 }
 
-static void check_model(const char *name, const char *base_rel, bool shared_checks) {
+/* per_layer: the adapted linears of a layer (7, or Phi-3's fused 4). */
+static void check_model(const char *name, const char *base_rel, bool shared_checks, int per_layer) {
     char dir[1024], base_dir[1024], gguf[1200], peft[1200], lgguf[1200], rel[128];
     test_path("tests/data/lora", dir, sizeof dir);
     test_path(base_rel, base_dir, sizeof base_dir);
@@ -216,9 +218,9 @@ static void check_model(const char *name, const char *base_rel, bool shared_chec
         snprintf(rel, sizeof rel, "%s, no adapter", bn);
         check_logits(rel, plain, g.base, nf);
         snprintf(rel, sizeof rel, "%s, PEFT dir", bn);
-        check_adapter(rel, m, peft, &g);
+        check_adapter(rel, m, peft, &g, per_layer);
         snprintf(rel, sizeof rel, "%s, GGUF LoRA", bn);
-        check_adapter(rel, m, lgguf, &g);
+        check_adapter(rel, m, lgguf, &g, per_layer);
         candle_lora *l = NULL;
         if (shared_checks && plain && !candle_lora_load(&l, m, peft)) {
             /* an adapter loaded and unused changes nothing, bit for bit */
@@ -385,8 +387,9 @@ static void check_malformed(void) {
 }
 
 int main(void) {
-    check_model("llama", "tests/data/hf/llama", true);
-    check_model("qwen2", "tests/data/hf/qwen2", false);
+    check_model("llama", "tests/data/hf/llama", true, 7);
+    check_model("qwen2", "tests/data/hf/qwen2", false, 7);
+    check_model("phi3", "tests/data/hf/phi3", false, 4); /* fused qkv and gate-up */
     check_malformed();
     return test_done("test_lora");
 }
