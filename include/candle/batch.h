@@ -21,12 +21,19 @@ typedef struct candle_batch_seq {
     candle_session *sess;  /* of the batch's model; each at most once per call */
     const int32_t *tokens; /* n tokens at the session's current position */
     int64_t n;
-    float *logits;         /* n_vocab floats for the last token, or NULL */
+    float *logits;         /* n_vocab floats for each of the last n_logits tokens, or NULL */
     /* Or, with sess NULL: a sequence of a paged pool. Its blocks for the new
      * positions are taken from the pool; attention gathers its keys and
      * values through the block table. */
     candle_kv_pool *pool;
     candle_kv_seq *paged;
+    /* With logits: the rows whose logits are wanted, the sequence's last
+     * n_logits (0 counts as 1; at most n), written to logits row after row
+     * ([n_logits, n_vocab]): speculative decoding verifies drafted tokens
+     * from them. On a paged sequence every row's logits have the bits a
+     * one-token step would give (paged attention and the quantized
+     * products up to 256 rows compute each row alone). */
+    int64_t n_logits;
 } candle_batch_seq;
 
 CANDLE_API candle_status candle_batch_init(candle_batch **out, const candle_model *m,

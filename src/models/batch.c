@@ -157,24 +157,31 @@ static candle_tensor *batch_attend(decoder_step *st, candle_tensor *q, candle_te
     return o;
 }
 
-/* Logits [k, n_vocab] of the last rows of the k sequences that want them
- * (the output product costs a row more than a layer: a prompt chunk that
- * is not its prompt's last skips it); with k = 0, the last layer's rows,
- * computed for the keys and values they write. */
+/* Rows of logits a sequence wants (0: none). */
+static int64_t n_out_rows(const candle_batch_seq *q) {
+    return !q->logits ? 0 : q->n_logits > 1 ? q->n_logits : 1;
+}
+
+/* Logits [k, n_vocab] of the rows the sequences want, each one's last
+ * n_out_rows (the output product costs a row more than a layer: a prompt
+ * chunk that is not its prompt's last skips it); with k = 0, the last
+ * layer's rows, computed for the keys and values they write. */
 static candle_tensor *forward(decoder_step *st, const int32_t *ids) {
     candle_ctx *ctx = st->ctx;
     const bseqs *bs = st->user;
     candle_tensor *x = decoder_layers(st, decoder_embed(st, ids)); /* [n, n_embd] */
     if (!x) return NULL;
-    int32_t *last = malloc((size_t)bs->n_seqs * sizeof *last);
+    int64_t off = 0, k = 0;
+    for (int i = 0; i < bs->n_seqs; i++) k += n_out_rows(&bs->seqs[i]);
+    int32_t *last = malloc((size_t)(k ? k : 1) * sizeof *last);
     if (!last) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: batch");
         return NULL;
     }
-    int64_t off = 0, k = 0;
+    k = 0;
     for (int i = 0; i < bs->n_seqs; i++) {
         off += bs->seqs[i].n;
-        if (bs->seqs[i].logits) last[k++] = (int32_t)(off - 1);
+        for (int64_t r = n_out_rows(&bs->seqs[i]); r > 0; r--) last[k++] = (int32_t)(off - r);
     }
     candle_tensor *idx = k ? candle_tensor_from_i32(ctx, 1, &k, last) : NULL;
     free(last);
@@ -210,6 +217,10 @@ static candle_status check(candle_batch *b, const candle_batch_seq *seqs, int n_
         if (q->n <= 0 || !q->tokens)
             return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
                                     "batch: sequence %d: no tokens", i);
+        if (q->n_logits < 0 || q->n_logits > q->n)
+            return cdl_set_error(b->ctx, CANDLE_ERR_INVALID_ARG,
+                                    "batch: sequence %d: logits of %lld rows wanted, it has %lld", i,
+                                    (long long)q->n_logits, (long long)q->n);
         int64_t pos = paged ? q->paged->pos : q->sess->pos;
         int64_t n_ctx = paged ? q->paged->n_ctx : q->sess->kv.n_ctx;
         if (q->n > n_ctx - pos)
@@ -331,8 +342,8 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
     candle_tensor *logits = ok ? forward(&ds, ids) : NULL;
     st = logits ? candle_compute(b->ctx, logits) : candle_errcode(b->ctx);
     if (!st && !logits) st = cdl_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
-    int n_out = 0;
-    for (int i = 0; i < n_seqs; i++) n_out += seqs[i].logits != NULL;
+    int64_t n_out = 0;
+    for (int i = 0; i < n_seqs; i++) n_out += n_out_rows(&seqs[i]);
     /* plain f32 host logits go straight to each sequence (a copy of 16 x 196 KiB less per step) */
     const float *all = out;
     if (st || !n_out) {
@@ -341,7 +352,7 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
                candle_tensor_is_host(logits)) {
         all = candle_tensor_data(logits);
     } else if (!(out = malloc((size_t)n_out * (size_t)b->model->cfg.n_vocab * sizeof *out))) {
-        st = cdl_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %d sequences", n_out);
+        st = cdl_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: logits of %lld rows", (long long)n_out);
     } else {
         st = candle_tensor_to_f32(logits, out);
     }
@@ -358,7 +369,9 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
     if (!st) {
         size_t nv = (size_t)b->model->cfg.n_vocab, k = 0;
         for (int i = 0; i < n_seqs; i++) {
-            if (seqs[i].logits) memcpy(seqs[i].logits, all + k++ * nv, nv * sizeof *all);
+            size_t r = (size_t)n_out_rows(&seqs[i]);
+            if (r) memcpy(seqs[i].logits, all + k * nv, r * nv * sizeof *all);
+            k += r;
             if (seqs[i].paged) seqs[i].paged->pos += seqs[i].n;
             else seqs[i].sess->pos += seqs[i].n;
         }

@@ -47,7 +47,7 @@ int main(void) {
         int n = 0;
         for (int i = 0; i < NS; i++)
             if (plan[stp][i]) {
-                q[n] = (candle_batch_seq){s[i], toks[i] + done[i], plan[stp][i], got + n * nv, NULL, NULL};
+                q[n] = (candle_batch_seq){s[i], toks[i] + done[i], plan[stp][i], got + n * nv, NULL, NULL, 0};
                 n++;
             }
         CHECK(!candle_batch_eval(b, q, n));
@@ -64,14 +64,14 @@ int main(void) {
         }
     }
     /* errors change nothing */
-    candle_batch_seq dup[2] = {{s[0], toks[0], 1, NULL, NULL, NULL}, {s[0], toks[0], 1, NULL, NULL, NULL}};
+    candle_batch_seq dup[2] = {{s[0], toks[0], 1, NULL, NULL, NULL, 0}, {s[0], toks[0], 1, NULL, NULL, NULL, 0}};
     CHECK(candle_batch_eval(b, dup, 2) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_batch_errmsg(b), "share a session");
-    candle_batch_seq big = {s[1], toks[1], 60, NULL, NULL, NULL};
+    candle_batch_seq big = {s[1], toks[1], 60, NULL, NULL, NULL, 0};
     CHECK(candle_batch_eval(b, &big, 1) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_batch_errmsg(b), "do not fit");
     const int32_t bad = (int32_t)nv;
-    candle_batch_seq badq = {s[2], &bad, 1, NULL, NULL, NULL};
+    candle_batch_seq badq = {s[2], &bad, 1, NULL, NULL, NULL, 0};
     CHECK(candle_batch_eval(b, &badq, 1) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_batch_errmsg(b), "out of range");
     CHECK(candle_batch_errcode(b) == CANDLE_ERR_INVALID_ARG);

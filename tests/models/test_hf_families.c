@@ -66,8 +66,8 @@ static void check_batch(const char *name, candle_model *m, const golden_prompt *
     while (ok && at < n_ctx - 1) {
         int64_t na = at == 0 ? 10 : at == 10 ? N_TOK - 10 : 1;
         int64_t nb = bt_at == 0 ? 3 : 1;
-        candle_batch_seq q[2] = {{a, seq + at, na, la, pool, paged ? &pa : NULL},
-                                 {b, seq + bt_at, nb, lb, pool, paged ? &pb : NULL}};
+        candle_batch_seq q[2] = {{a, seq + at, na, la, pool, paged ? &pa : NULL, 0},
+                                 {b, seq + bt_at, nb, lb, pool, paged ? &pb : NULL, 0}};
         ok = !candle_batch_eval(bt, q, 2);
         CHECK_MSG(ok, "%s: batch step %lld: %s", name, (long long)steps, candle_batch_errmsg(bt));
         ok = ok && !candle_session_eval(ra, seq + at, na, ea, false) &&

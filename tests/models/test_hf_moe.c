@@ -45,10 +45,10 @@ static void check_batch(const char *name, candle_model *m, const golden *g, cons
     float *la = malloc((size_t)nv * sizeof *la), *lb = malloc((size_t)nv * sizeof *lb);
     bool ok = !candle_session_init(&a, m, &sp) && !candle_session_init(&b, m, &sp) &&
               !candle_batch_init(&bt, m, 0);
-    candle_batch_seq q[2] = {{a, g->tokens, 5, la, NULL, NULL}, {b, g->tokens, 3, lb, NULL, NULL}};
+    candle_batch_seq q[2] = {{a, g->tokens, 5, la, NULL, NULL, 0}, {b, g->tokens, 3, lb, NULL, NULL, 0}};
     ok = ok && !candle_batch_eval(bt, q, 2);
-    q[0] = (candle_batch_seq){a, g->tokens + 5, 1, la, NULL, NULL};
-    q[1] = (candle_batch_seq){b, g->tokens + 3, 1, lb, NULL, NULL};
+    q[0] = (candle_batch_seq){a, g->tokens + 5, 1, la, NULL, NULL, 0};
+    q[1] = (candle_batch_seq){b, g->tokens + 3, 1, lb, NULL, NULL, 0};
     ok = ok && !candle_batch_eval(bt, q, 2);
     CHECK_MSG(ok, "%s: batch: %s", name, bt ? candle_batch_errmsg(bt) : candle_last_errmsg());
     if (ok) {

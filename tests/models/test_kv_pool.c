@@ -132,6 +132,48 @@ static bool gather_pass(void) {
     return gather && *gather && strcmp(gather, "0");
 }
 
+/* Speculative verification's rows (candle_batch_seq.n_logits): k tokens in
+ * one step give every row the bits of k one-token steps, on the paged op
+ * (attention per row; the quantized products, up to 256 rows, too). */
+static void check_rows_as_steps(candle_model *m) {
+    enum { P = 20, K = 6 };
+    int64_t nv = candle_model_get_config(m)->n_vocab;
+    int32_t t[P + K];
+    for (int i = 0; i < P + K; i++) t[i] = (int32_t)(3 + (i * 53) % 900);
+    candle_batch *b = NULL;
+    candle_kv_pool *pool = NULL;
+    CHECK(!candle_batch_init(&b, m, 2));
+    CHECK(!candle_kv_pool_init(&pool, m, 8, CANDLE_DTYPE_F32));
+    candle_kv_seq one, many;
+    CHECK(!candle_kv_seq_init(&one, 64) && !candle_kv_seq_init(&many, 64));
+    float *a = malloc((size_t)(K * nv) * sizeof *a), *r = malloc((size_t)(K * nv) * sizeof *r);
+    if (!b || !pool || !a || !r) goto done;
+    candle_batch_seq q = {.pool = pool, .paged = &one, .tokens = t, .n = P};
+    CHECK(!candle_batch_eval(b, &q, 1));
+    q.paged = &many;
+    CHECK(!candle_batch_eval(b, &q, 1));
+    for (int i = 0; i < K; i++) {
+        q = (candle_batch_seq){.pool = pool, .paged = &one, .tokens = t + P + i, .n = 1, .logits = a + i * nv};
+        CHECK(!candle_batch_eval(b, &q, 1));
+    }
+    q = (candle_batch_seq){.pool = pool, .paged = &many, .tokens = t + P, .n = K, .logits = r, .n_logits = K};
+    CHECK(!candle_batch_eval(b, &q, 1));
+    for (int i = 0; i < K; i++)
+        CHECK_MSG(!memcmp(a + i * nv, r + i * nv, (size_t)nv * sizeof *a),
+                  "row %d of a %d-token step differs from its one-token step", i, K);
+    CHECK(one.pos == P + K && many.pos == P + K);
+    q.n_logits = K + 1;
+    CHECK(candle_batch_eval(b, &q, 1) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_batch_errmsg(b), "logits of 7 rows wanted, it has 6");
+done:
+    free(a);
+    free(r);
+    candle_kv_seq_free(pool, &one);
+    candle_kv_seq_free(pool, &many);
+    candle_kv_pool_free(pool);
+    candle_batch_free(b);
+}
+
 static void test_block_pools(void) {
     candle_model *m = pkg_model_load("test_kv_pool", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!m) return;
@@ -154,6 +196,7 @@ static void test_block_pools(void) {
     bool gathered = gather_pass();
     check_block_pool(m, CANDLE_DTYPE_Q8_0, gathered ? 1e-12 : 1e-2);
     check_block_pool(m, CANDLE_DTYPE_Q4_0, gathered ? 1e-12 : 1.0);
+    if (!gathered) check_rows_as_steps(m);
     candle_model_free(m);
 }
 

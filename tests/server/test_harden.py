@@ -233,7 +233,7 @@ def test_slow_clients():
     st = connect(timeout=30)
     st.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    stream = {"bytes": 0, "stamps": []}
+    stream = {"bytes": 0, "stamps": [], "tail": b""}
 
     def read_stream():
         try:
@@ -243,8 +243,9 @@ def test_slow_clients():
                     break
                 stream["bytes"] += len(d)
                 stream["stamps"].append(time.time())
-        except OSError:
-            pass
+                stream["tail"] = (stream["tail"] + d)[-300:]
+        except OSError as e:
+            stream["error"] = repr(e)
     t = threading.Thread(target=read_stream)
     t.start()
     line = b"GET /health HTTP/1.1\r\nHost: x\r\n"
@@ -268,7 +269,11 @@ def test_slow_clients():
     st.close()
     stamps = stream["stamps"]
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    check(stream["bytes"] > 2000, f"stream beside slow clients: {stream['bytes']} bytes")
+    # All 200 tokens came (the bytes depend on how many tokens each chunk
+    # carries, which a loaded machine raises).
+    check(b'"finish_reason":"length"' in stream["tail"] and b"data: [DONE]" in stream["tail"],
+          f"stream beside slow clients: {stream['bytes']} bytes, {stream.get('error', 'closed')}, "
+          f"ending {stream['tail']!r}")
     check(not gaps or max(gaps) < 2.0, f"stream stalled {max(gaps) if gaps else 0:.2f} s beside slow clients")
     for s in socks:
         s.close()

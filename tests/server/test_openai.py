@@ -285,6 +285,18 @@ def test_tools():
         check(s_calls == calls_of(c.message) and s_fin == "tool_calls", f"auto, streamed {s_calls} {calls_of(c.message)}")
     else:
         check(s_text == c.message.content and s_fin == c.finish_reason, f"auto, streamed {s_text!r} {c.message}")
+    # tool_choice auto under sampling: the grammar holds a call from its opening on,
+    # so every call the model chooses to make follows its schema
+    made = 0
+    for i in range(int(os.environ.get("TOOL_REQUESTS", "12")) // 2):
+        c = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": [
+            "What is the weather in Oslo?", "Add 40 and 2 with the tool.", "Weather in Lima, fahrenheit?"][i % 3]}],
+            tools=TOOLS, temperature=0.8, seed=100 + i, max_tokens=120).choices[0]
+        calls = calls_of(c.message)
+        made += len(calls)
+        check(all(args_valid(n, a) for n, a in calls) and (not calls or c.finish_reason == "tool_calls"),
+              f"auto, sampled, seed {100 + i}: {c.finish_reason} {c.message}")
+    print(f"tool_choice auto: {made} calls made, all valid")
     # one call only when parallel_tool_calls is false
     r = client.chat.completions.create(model=MODEL, messages=user, tools=TOOLS, tool_choice="required",
                                        parallel_tool_calls=False, temperature=0, max_tokens=120)

@@ -696,7 +696,11 @@ static json_t *usage_n_json(const srv_req *r, int64_t n_gen) {
 
 /* A request with tools: its reply is parsed for calls in the template's
  * format, and with tool_choice required or named generation is held to the
- * calls' grammar (as response_format's). */
+ * calls' grammar (as response_format's). With auto the same grammar holds
+ * from where the reply starts a call (grammar_lazy), so the arguments of a
+ * call follow the function's schema there too: not for Mistral, whose
+ * [TOOL_CALLS] marker is a control token the text does not show, nor beside
+ * a response_format. */
 static bool tools_setup(srv_ctx *c, const srv_tools *tl, srv_req *r, bool stream, int n, srv_reply *out) {
     if (!tl->tools) return true;
     if (!c->have_chat) return true; /* prompt_from_messages refuses it */
@@ -707,7 +711,11 @@ static bool tools_setup(srv_ctx *c, const srv_tools *tl, srv_req *r, bool stream
     r->tools = true;
     r->tool_parallel = tl->parallel;
     r->tool_fmt = c->chat.tool_format;
-    if (!tl->required) return true;
+    if (!tl->required) {
+        if (r->grammar || r->tool_fmt == CANDLE_TOOL_MISTRAL) return true;
+        r->grammar_lazy = true;
+        return srv_tools_grammar(tl, r->tool_fmt, &r->grammar, out);
+    }
     if (r->grammar) {
         srv_reply_error(out, 400, "response_format", "invalid_value",
                         "'response_format' cannot constrain a reply that 'tool_choice' requires to be a call");

@@ -123,6 +123,12 @@ char *srv_metrics_render(srv_metrics *m) {
                  "Prompt tokens reused from the prefix cache.", (long long)s.cached_tokens);
     render_gauge(&b, "candle_generated_tokens_total", "counter", "Tokens generated.",
                  (long long)s.gen_tokens);
+    render_gauge(&b, "candle_spec_drafted_tokens_total", "counter",
+                 "Tokens drafted by speculative decoding (--lookup) and verified.",
+                 (long long)s.spec_drafted);
+    render_gauge(&b, "candle_spec_accepted_tokens_total", "counter",
+                 "Drafted tokens the model kept (acceptance = accepted / drafted).",
+                 (long long)s.spec_accepted);
     render_gauge(&b, "candle_queue_depth", "gauge", "Requests waiting for a slot.",
                  (long long)s.queue_depth);
     render_gauge(&b, "candle_active_sequences", "gauge", "Requests being generated.",

@@ -31,6 +31,7 @@
 
 #include "candle/batch.h"
 #include "candle/kv_pool.h"
+#include "candle/speculative.h"
 #include "server.h"
 
 #define SRV_BLOCK CANDLE_KV_BLOCK
@@ -54,6 +55,26 @@ typedef struct srv_slot {
     size_t gen_off; /* bytes of text generated (emitted and held) */
     int32_t next;     /* the sampled token this step evaluates */
     int64_t step_n;   /* tokens this slot put in the step's batch */
+    /* Prompt-lookup speculation (--lookup; requests without a grammar or
+     * logprobs): ctx holds the prompt and the generated tokens, the last
+     * one the token this step evaluates, then the step's drafted tokens;
+     * logits has a row for each evaluated token of the step. */
+    bool spec;
+    /* grammar_lazy requests: the reply's text until a call's grammar takes
+     * over, or cannot (lazy_off) */
+    char *lazy;
+    size_t lazy_len, lazy_cap;
+    bool lazy_off;
+    /* A Hermes call written as bare JSON (no <tool_call> around it): the
+     * object's nesting depth and string state, so the reply ends with it. */
+    bool bare, bare_str, bare_esc;
+    int bare_depth;
+    int32_t *ctx;       /* [n_ctx + CANDLE_SPEC_MAX_DRAFT + 1] */
+    int64_t n_ctx_toks; /* tokens of ctx up to and including the last chosen one */
+    int32_t step_draft; /* tokens drafted into this step */
+    int32_t preset;     /* the next token, chosen by the verification (a refused draft's
+                           correction), or -1: sample it from logits */
+    int32_t draft_len, pause, backoff; /* the draft length's schedule (candle_spec's) */
     bool step_prefill;
     uint64_t admitted; /* admission number: prompts are evaluated oldest first */
 } srv_slot;
@@ -437,15 +458,25 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
         slot_release(s, sl);
         return;
     }
+    sl->lazy_len = 0;
+    sl->lazy_off = sl->bare = false;
     if (r->grammar &&
         ((!s->gvocab && candle_grammar_vocab_from_tokenizer(&s->gvocab, s->tok)) ||
-         candle_grammar_state_init(&sl->gstate, r->grammar))) {
+         (!r->grammar_lazy && candle_grammar_state_init(&sl->gstate, r->grammar)))) {
         req_finish(s, r, NULL, 500, candle_last_errmsg());
         slot_release(s, sl);
         return;
     }
     if (sl->gstate) candle_sampler_set_grammar(sl->smp, sl->gstate, s->gvocab);
     for (int64_t i = 0; i < r->n_prompt; i++) candle_sampler_accept(sl->smp, r->prompt[i]);
+    /* A grammar's matcher and logprobs follow the sampled tokens one at a time. */
+    sl->spec = sl->ctx && !r->grammar && r->n_logprobs < 0;
+    if (sl->spec) memcpy(sl->ctx, r->prompt, (size_t)r->n_prompt * sizeof *sl->ctx);
+    sl->n_ctx_toks = r->n_prompt;
+    sl->preset = -1;
+    sl->step_draft = 0;
+    sl->draft_len = s->p.n_draft;
+    sl->pause = sl->backoff = 0;
     pthread_mutex_lock(&s->metrics->mu);
     s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
     pthread_mutex_unlock(&s->metrics->mu);
@@ -460,7 +491,7 @@ static void slot_prefill(srv_sched *s, srv_slot *sl, candle_batch_seq *q, int64_
     if (n > room) n = room;
     /* logits only after the prompt's last token: the output product is skipped for the rest */
     float *logits = sl->n_prefilled + n == r->n_prompt ? sl->logits : NULL;
-    *q = (candle_batch_seq){NULL, r->prompt + sl->n_prefilled, n, logits, s->pool, &sl->kv};
+    *q = (candle_batch_seq){NULL, r->prompt + sl->n_prefilled, n, logits, s->pool, &sl->kv, 0};
     sl->step_n = n;
     sl->step_prefill = true;
 }
@@ -520,22 +551,72 @@ static void slot_end(srv_sched *s, srv_slot *sl, const char *finish) {
     slot_release(s, sl);
 }
 
-/* Sample a token; unless that ends the request, queue it for the batch.
- * Returns whether q was filled. */
-static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
-    srv_req *r = sl->req;
-    candle_token_logprob ch, top[CANDLE_MAX_TOP_LOGPROBS];
-    int32_t n_top = 0;
-    int32_t id = r->n_logprobs >= 0 ? candle_sampler_sample_logprobs(sl->smp, sl->logits, r->n_logprobs,
-                                                                    &ch, top, &n_top)
-                                    : candle_sampler_sample(sl->smp, sl->logits);
-    /* -1: the response format's grammar allows no token */
-    if (id < 0 || (sl->gstate && candle_grammar_accept_token(sl->gstate, s->gvocab, id))) {
-        req_finish(s, r, NULL, 500, candle_last_errmsg());
-        slot_release(s, sl);
-        return false;
+/* A bare call object's next bytes: true once the object has closed. */
+static bool bare_feed(srv_slot *sl, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (sl->bare_esc) sl->bare_esc = false;
+        else if (sl->bare_str) sl->bare_esc = c == '\\', sl->bare_str = c != '"';
+        else if (c == '"') sl->bare_str = true;
+        else if (c == '{' || c == '[') sl->bare_depth++;
+        else if ((c == '}' || c == ']') && --sl->bare_depth == 0) return true;
     }
+    return false;
+}
+
+/* A grammar_lazy request's new text (len bytes): once the reply holds a
+ * whole call opening (<tool_call>; Llama 3's <|python_tag|>; a reply that
+ * opens with a brace), the calls' grammar takes over from there, the text
+ * since the opening fed to its matcher. A Hermes reply that opens with a
+ * brace is the bare call object some models write (Qwen2.5-Coder): the
+ * matcher is fed the opening tag first, and the reply ends with the object
+ * (bare_feed). Text the grammar refuses leaves the reply unconstrained.
+ * false on memory. */
+static bool lazy_grammar(srv_sched *s, srv_slot *sl, const char *text, size_t len) {
+    srv_req *r = sl->req;
+    bool llama3 = r->tool_fmt == CANDLE_TOOL_LLAMA3;
+    const char *open = llama3 ? "<|python_tag|>" : "<tool_call>";
+    size_t m = strlen(open), from = sl->lazy_len >= m ? sl->lazy_len - m + 1 : 0, o = SIZE_MAX;
+    if (sl->lazy_len + len + 1 > sl->lazy_cap) {
+        size_t cap = 2 * (sl->lazy_len + len + 1) + 64;
+        char *p = realloc(sl->lazy, cap);
+        if (!p) return false;
+        sl->lazy = p;
+        sl->lazy_cap = cap;
+    }
+    memcpy(sl->lazy + sl->lazy_len, text, len);
+    sl->lazy_len += len;
+    size_t i = 0;
+    while (i < sl->lazy_len && strchr(" \t\r\n", sl->lazy[i])) i++;
+    bool bare = i < sl->lazy_len && sl->lazy[i] == '{';
+    if (bare) o = i;
+    for (size_t k = from; o == SIZE_MAX && k + m <= sl->lazy_len; k++)
+        if (!memcmp(sl->lazy + k, open, m)) o = k;
+    if (o == SIZE_MAX) return true;
+    bare = bare && !llama3;
+    if (candle_grammar_state_init(&sl->gstate, r->grammar)) return false;
+    if ((bare && !candle_grammar_state_accept_bytes(sl->gstate, "<tool_call>\n", m + 1)) ||
+        !candle_grammar_state_accept_bytes(sl->gstate, sl->lazy + o, sl->lazy_len - o)) {
+        candle_grammar_state_free(sl->gstate);
+        sl->gstate = NULL;
+        sl->lazy_off = true;
+        return true;
+    }
+    candle_sampler_set_grammar(sl->smp, sl->gstate, s->gvocab);
+    sl->bare = bare;
+    sl->bare_depth = 0;
+    sl->bare_str = sl->bare_esc = false;
+    if (bare) bare_feed(sl, sl->lazy + o, sl->lazy_len - o);
+    return true;
+}
+
+/* A chosen token, recorded and emitted; false when it ends the request (the
+ * slot is then released). ch, top: its logprobs, when the request wants them. */
+static bool slot_take(srv_sched *s, srv_slot *sl, int32_t id, const candle_token_logprob *ch,
+                      const candle_token_logprob *top, int32_t n_top) {
+    srv_req *r = sl->req;
     candle_sampler_accept(sl->smp, id);
+    if (sl->spec) sl->ctx[sl->n_ctx_toks++] = id;
     slot_note_token(s, r);
     if (!r->ignore_eos && candle_tokenizer_is_eog(s->tok, id)) {
         slot_end(s, sl, "stop");
@@ -544,12 +625,28 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
     size_t len = 0;
     if (candle_tokenizer_detok_push(s->tok, &sl->dt, id, false, sl->piece, sl->piece_cap, &len))
         len = 0;
-    if ((r->n_logprobs >= 0 && !lp_hold(sl, &ch, top, n_top)) || (len && !pend_append(sl, sl->piece, len))) {
+    if ((r->n_logprobs >= 0 && !lp_hold(sl, ch, top, n_top)) || (len && !pend_append(sl, sl->piece, len))) {
         req_finish(s, r, NULL, 500, "out of memory");
         slot_release(s, sl);
         return false;
     }
     lp_advance(sl, len);
+    if (sl->bare && len && bare_feed(sl, sl->piece, len)) { /* the call object is whole */
+        slot_end(s, sl, "stop");
+        return false;
+    }
+    if (r->grammar_lazy && !sl->gstate && !sl->lazy_off) {
+        /* a control token's text too: Qwen's <tool_call> is one, not printed */
+        char special[64];
+        size_t n = 0;
+        bool ctl = candle_tokenizer_is_added(s->tok, id) &&
+                   !candle_tokenizer_token_bytes(s->tok, id, true, special, sizeof special, &n);
+        if (!lazy_grammar(s, sl, ctl ? special : sl->piece, ctl ? n : len)) {
+            req_finish(s, r, NULL, 500, "out of memory");
+            slot_release(s, sl);
+            return false;
+        }
+    }
     if (pend_flush(sl, false)) {
         req_finish(s, r, "stop", 0, NULL);
         slot_release(s, sl);
@@ -563,11 +660,108 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q) {
         slot_end(s, sl, "length");
         return false;
     }
+    return true;
+}
+
+/* The tokens drafted after the slot's last chosen one into ctx (prompt
+ * lookup), within the request's tokens and context left; returns how many. */
+static int32_t slot_draft(srv_sched *s, srv_slot *sl, int64_t max) {
+    if (!sl->spec || max <= 0) return 0;
+    if (sl->pause > 0) {
+        sl->pause--;
+        return 0;
+    }
+    int64_t room = sl->req->max_tokens - sl->req->n_gen - 1, ctx_room = s->p.n_ctx - sl->n_toks - 1;
+    if (ctx_room < room) room = ctx_room;
+    if (room > sl->draft_len) room = sl->draft_len;
+    if (room > max) room = max;
+    if (room <= 0) return 0;
+    return candle_spec_lookup(sl->ctx, sl->n_ctx_toks, s->p.lookup_ngram, (int32_t)room,
+                              sl->ctx + sl->n_ctx_toks);
+}
+
+/* Sample a token (or take the one the last verification chose); unless that
+ * ends the request, queue it, and at most max_draft tokens drafted after it,
+ * for the batch. Returns whether q was filled. */
+static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q, int64_t max_draft) {
+    srv_req *r = sl->req;
+    candle_token_logprob ch, top[CANDLE_MAX_TOP_LOGPROBS];
+    int32_t n_top = 0, id = sl->preset;
+    sl->preset = -1;
+    if (id < 0)
+        id = r->n_logprobs >= 0
+                 ? candle_sampler_sample_logprobs(sl->smp, sl->logits, r->n_logprobs, &ch, top, &n_top)
+                 : candle_sampler_sample(sl->smp, sl->logits);
+    /* -1: the response format's grammar allows no token */
+    if (id < 0 || (sl->gstate && candle_grammar_accept_token(sl->gstate, s->gvocab, id))) {
+        req_finish(s, r, NULL, 500, candle_last_errmsg());
+        slot_release(s, sl);
+        return false;
+    }
+    if (!slot_take(s, sl, id, &ch, top, n_top)) return false;
     sl->next = id;
-    *q = (candle_batch_seq){NULL, &sl->next, 1, sl->logits, s->pool, &sl->kv};
-    sl->step_n = 1;
+    sl->step_draft = slot_draft(s, sl, max_draft);
+    const int32_t *toks = sl->spec ? sl->ctx + sl->n_ctx_toks - 1 : &sl->next;
+    *q = (candle_batch_seq){NULL, toks, 1 + sl->step_draft, sl->logits, s->pool, &sl->kv,
+                            1 + sl->step_draft};
+    sl->step_n = 1 + sl->step_draft;
     sl->step_prefill = false;
     return true;
+}
+
+/* After the step: the drafted tokens verified in order against the logits
+ * of the rows before them (candle_sampler_verify: greedy keeps exactly
+ * greedy's tokens, sampling keeps the sampler's distribution), the kept
+ * ones emitted, and the cache rolled back over the refused ones. The
+ * refused draft's correction becomes the next token; with every draft kept,
+ * the last row's logits give it. */
+static void slot_verify(srv_sched *s, srv_slot *sl) {
+    int32_t nd = sl->step_draft, kept = 0;
+    int64_t base = sl->n_toks - nd; /* positions through this step's first token */
+    size_t nv = (size_t)s->n_vocab;
+    bool alive = true;
+    sl->step_draft = 0;
+    for (; kept < nd; kept++) {
+        int32_t draft = sl->ctx[sl->n_ctx_toks], tok;
+        bool ok = false;
+        tok = candle_sampler_verify(sl->smp, sl->logits + (size_t)kept * nv, draft, NULL, &ok);
+        if (tok < 0) {
+            slot_fail(s, sl, "verification", candle_last_errmsg());
+            alive = false;
+            break;
+        }
+        if (!ok) {
+            sl->preset = tok;
+            break;
+        }
+        sl->n_toks = base + kept; /* the positions before the draft's, as for a sampled token */
+        if (!slot_take(s, sl, tok, NULL, NULL, 0)) {
+            alive = false;
+            kept++;
+            break;
+        }
+    }
+    pthread_mutex_lock(&s->metrics->mu);
+    s->metrics->spec_drafted += (uint64_t)nd;
+    s->metrics->spec_accepted += (uint64_t)kept;
+    pthread_mutex_unlock(&s->metrics->mu);
+    if (!alive) return;
+    sl->n_toks = base + kept;
+    sl->kv.pos = sl->n_toks;
+    if (kept == nd) memmove(sl->logits, sl->logits + (size_t)nd * nv, nv * sizeof *sl->logits);
+    /* candle_spec's schedule: longer after a draft kept whole, shorter after
+     * one refused; a refused one-token draft pauses drafting 1, 2, 4 .. 32
+     * steps while none is kept. */
+    if (kept == nd) {
+        sl->draft_len = sl->draft_len + 2 < s->p.n_draft ? sl->draft_len + 2 : s->p.n_draft;
+    } else if (sl->draft_len > 1) {
+        sl->draft_len--;
+    }
+    if (kept > 0) sl->backoff = 0;
+    else if (nd == 1) {
+        sl->backoff = sl->backoff ? (sl->backoff < 32 ? 2 * sl->backoff : 32) : 1;
+        sl->pause = sl->backoff;
+    }
 }
 
 /* --- step cost and the prompt budget ----------------------------------------- */
@@ -707,6 +901,7 @@ static void step_done(srv_sched *s, int i, bool alone, const candle_lora_use *se
         return;
     }
     sl->n_toks += sl->step_n;
+    if (!sl->step_prefill && sl->step_draft) slot_verify(s, sl);
     if (sl->step_prefill) {
         /* published at once: prompts waiting for these rows share them next
          * step (a LoRA request's rows are its adapters': kept to itself) */
@@ -717,7 +912,8 @@ static void step_done(srv_sched *s, int i, bool alone, const candle_lora_use *se
 
 /* One step: every running slot contributes its sampled token, or a chunk
  * of its prompt within the step's budget, and a single batched forward
- * evaluates them all (one per LoRA adapter set among them). Decoding slots go first: they never wait. */
+ * evaluates them all (one per LoRA adapter set among them). Decoding slots
+ * go first: they never wait. */
 static void step_all(srv_sched *s) {
     double t0 = srv_now();
     int nb = 0, n_pre = 0;
@@ -738,12 +934,23 @@ static void step_all(srv_sched *s) {
      * token while others' prompts remain: a burst of arrivals is prefilled at
      * full steps rather than a budget's share of steps beside the first ones. */
     bool hold = !streaming && n_pre > 0;
+    int n_ready = 0;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        const srv_slot *sl = &s->slots[i];
+        n_ready += sl->req && sl->n_prefilled >= sl->req->n_prompt && !hold;
+    }
+    /* decode rows: a token each, and the drafts after it while the step has
+     * room for a token of every decoding slot */
+    int64_t n_dec = 0, n_prompt = 0;
     for (int i = 0; i < s->p.n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         if (!sl->req || sl->n_prefilled < sl->req->n_prompt || hold) continue;
-        if (slot_decode(s, sl, &s->seqs[nb])) s->seq_slot[nb++] = sl;
+        n_ready--;
+        if (slot_decode(s, sl, &s->seqs[nb], s->p.batch_size - n_dec - 1 - n_ready)) {
+            n_dec += s->seqs[nb].n;
+            s->seq_slot[nb++] = sl;
+        }
     }
-    int64_t n_dec = nb, n_prompt = 0;
     int64_t room = prefill_budget(s, n_dec, n_pre);
     if (n_dec) s->budget = room;
     nb = add_prefills(s, nb, n_pre, room, &n_prompt);
@@ -942,6 +1149,8 @@ static void sched_free(srv_sched *s) {
         candle_sampler_free(sl->smp);
         candle_grammar_state_free(sl->gstate);
         free(sl->logits);
+        free(sl->ctx);
+        free(sl->lazy);
         free(sl->pend);
         free(sl->piece);
         free(sl->lpend);
@@ -997,6 +1206,8 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->prefilling = calloc((size_t)p->n_slots, sizeof *s->prefilling);
     s->group_end = calloc((size_t)p->n_slots, sizeof *s->group_end);
     if (s->p.batch_size < 1 || s->p.batch_size > SRV_STEP_TOKENS) s->p.batch_size = SRV_STEP_TOKENS;
+    if (s->p.lookup_ngram <= 0) s->p.lookup_ngram = s->p.n_draft = 0;
+    else if (s->p.n_draft < 1 || s->p.n_draft > CANDLE_SPEC_MAX_DRAFT) s->p.n_draft = 8;
     candle_status st = s->slots && s->queue && s->seqs && s->seq_slot && s->prefilling && s->group_end
                            ? CANDLE_OK
                            : CANDLE_ERR_OOM;
@@ -1006,9 +1217,13 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     size_t piece_cap = candle_tokenizer_detok_bufsize(tok);
     for (int i = 0; !st && i < p->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
-        sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
+        size_t rows = s->p.lookup_ngram > 0 ? 1 + (size_t)s->p.n_draft : 1;
+        sl->logits = malloc(rows * (size_t)s->n_vocab * sizeof *sl->logits);
         sl->piece = malloc(piece_cap);
         sl->piece_cap = piece_cap;
+        if (s->p.lookup_ngram > 0 &&
+            !(sl->ctx = malloc(((size_t)s->p.n_ctx + CANDLE_SPEC_MAX_DRAFT + 1) * sizeof *sl->ctx)))
+            st = CANDLE_ERR_OOM;
         if (!sl->logits || !sl->piece) st = CANDLE_ERR_OOM;
     }
     /* For tuning --itl-stretch: start time, decode rows, prompt rows, seconds and

@@ -44,6 +44,11 @@ static const char usage[] =
     "                       request's token goes in, prompt chunks fill up the rest\n"
     "  --itl-stretch X      while requests decode, a step adds prompt rows only up to X times\n"
     "                       the decodes' own step time (estimated; default 1.5; 0: up to -b)\n"
+    "  --lookup N           speculative decoding by prompt lookup: draft the tokens that\n"
+    "                       followed the latest earlier match of the context's last N tokens\n"
+    "                       and verify them in the step (requests without a grammar or\n"
+    "                       logprobs; output as without it; acceptance in /metrics)\n"
+    "  --draft-max K        most tokens drafted per step (default 8, at most 64)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         model name reported by the API (default: the file name)\n"
     "  -t N                 threads per evaluation\n"
@@ -59,6 +64,7 @@ static const char usage[] =
 typedef struct serve_args {
     const char *model, *host, *api_key, *chat_template, *alias;
     int port, parallel, queue, prefill_chunk, batch_size, n_threads, per_ip, max_conns;
+    int lookup, draft_max; /* prompt-lookup speculation: n-gram size (0: off), tokens per step */
     double header_timeout, body_timeout;
     int64_t max_body_mem;
     bool quiet; /* no access log */
@@ -158,6 +164,9 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--parallel") || !strcmp(o, "-np"))
             ok = num && n >= 1 && n <= 256 && (a->parallel = (int)n, true);
         else if (!strcmp(o, "--queue")) ok = num && n <= 100000 && (a->queue = (int)n, true);
+        else if (!strcmp(o, "--lookup")) ok = num && n >= 1 && n <= 64 && (a->lookup = (int)n, true);
+        else if (!strcmp(o, "--draft-max"))
+            ok = num && n >= 1 && n <= CANDLE_SPEC_MAX_DRAFT && (a->draft_max = (int)n, true);
         else if (!strcmp(o, "--prefill-chunk"))
             ok = num && n >= 1 && n <= 4096 && (a->prefill_chunk = (int)n, true);
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size"))
@@ -403,7 +412,8 @@ int cmd_serve(int argc, char **argv) {
         srv_sched_params sp = {.n_slots = a.parallel, .n_ctx = n_ctx, .kv_mem = a.kv_mem, .kv_type = a.kv_type,
                                .queue_cap = a.queue, .prefill_chunk = a.prefill_chunk,
                                .batch_size = a.batch_size, .itl_stretch = a.itl_stretch,
-                               .n_threads = a.n_threads};
+                               .n_threads = a.n_threads, .lookup_ngram = a.lookup,
+                               .n_draft = a.draft_max ? a.draft_max : 8};
         if (srv_sched_start(&c->sched, c->model, c->tok, &sp, &c->metrics)) {
             fprintf(stderr, "candle serve: %s\n", candle_last_errmsg());
             r = 1;

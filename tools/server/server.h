@@ -46,6 +46,7 @@ typedef struct srv_req {
     int n_stop;
     bool ignore_eos;
     candle_grammar *grammar; /* response_format's constraint, or NULL (owned) */
+    bool grammar_lazy;       /* grammar applies from where the reply starts a tool call */
     int n_logprobs;          /* alternatives per token to report; -1: no logprobs */
     int32_t *bias_tok;       /* [n_bias] logit_bias (owned) */
     float *bias_val;         /* [n_bias] */
@@ -125,6 +126,7 @@ typedef struct srv_metrics {
     pthread_mutex_t mu;
     uint64_t requests[SRV_EP_COUNT][SRV_N_CODES]; /* [endpoint][index of the status in srv_codes] */
     uint64_t prompt_tokens, gen_tokens, cached_tokens;
+    uint64_t spec_drafted, spec_accepted; /* speculative tokens verified, and kept */
     srv_hist ttft, itl, e2e;
     /* per scheduler step: its forward's token rows, how many of them were
      * prompt rows, and its seconds (sampling included) */
@@ -163,6 +165,10 @@ typedef struct srv_sched_params {
     double itl_stretch;
     int n_threads;
     candle_dtype kv_type; /* of the paged KV pool: f32 (0), f16, bf16, q8_0 or q4_0 */
+    /* Prompt-lookup speculative decoding (--lookup N): the n-gram size
+     * matched against the request's context, 0: off; n_draft: the most
+     * tokens drafted per step (1..CANDLE_SPEC_MAX_DRAFT). */
+    int lookup_ngram, n_draft;
 } srv_sched_params;
 
 candle_status srv_sched_start(srv_sched **out, const candle_model *m, const candle_tokenizer *tok,
