@@ -21,7 +21,7 @@
  * sources' "candle.rope.interleaved" says (weights.h).
  *
  * Which adapters a computation uses is a parameter of that computation
- * (candle_session_set_lora, candle_forward_input.lora, candle_batch_seq.lora),
+ * (candle_session_set_lora, candle_forward_input.lora, candle_batch_eval_lora),
  * never state of the model. An adapter must outlive every use of it and
  * belongs to the model it was loaded for. */
 #ifndef CANDLE_LORA_H
