@@ -43,6 +43,12 @@ CANDLE_API void candle_batch_free(candle_batch *b);
  * message is on the batch). */
 CANDLE_API candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs,
                                            int n_seqs);
+/* candle_batch_eval with LoRA adapters (lora.h) applied to every sequence
+ * of the call (n_lora of them; NULL/0: none, as candle_batch_eval). One
+ * graph applies one set: sequences with different sets take separate calls. */
+struct candle_lora_use;
+CANDLE_API candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *seqs, int n_seqs,
+                                                const struct candle_lora_use *lora, int n_lora);
 /* The status of the last candle_batch_eval (each call starts clean) and its message. */
 CANDLE_API candle_status candle_batch_errcode(const candle_batch *b);
 CANDLE_API const char *candle_batch_errmsg(const candle_batch *b);

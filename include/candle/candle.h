@@ -19,6 +19,7 @@
 #include "quantize.h"
 #include "tokenizer.h"
 #include "model.h"
+#include "lora.h"
 #include "encoder.h"
 #include "whisper.h"
 #include "sampler.h"

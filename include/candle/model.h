@@ -167,6 +167,10 @@ typedef struct candle_forward_input {
     int64_t n_seq, n_tokens;
     const int32_t *type_ids; /* [n_seq, n_tokens] token types (segments) of an encoder with a
                               * token-type table, 0..rows-1; NULL: all 0. Decoders ignore it. */
+    /* LoRA adapters (lora.h) applied to every sequence, n_lora of them; NULL/0: none.
+     * Causal decoders only. */
+    const struct candle_lora_use *lora;
+    int n_lora;
 } candle_forward_input;
 
 /* Floats candle_model_forward writes for in and kind. */

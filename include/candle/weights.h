@@ -103,6 +103,15 @@ CANDLE_API candle_tensor *candle_weights_load_tensor(const candle_weights *w, ca
 CANDLE_API const char *candle_weights_src_name(const candle_weights *w, const char *name,
                                                char *buf, size_t n);
 
+/* The GGUF name of a Hugging Face tensor name ("model.layers.0.self_attn.q_proj.weight"
+ * -> "blk.0.attn_q.weight") for this source's architecture: a directory's
+ * model_type table, or for a GGUF file the table of the model_type spelled
+ * as its general.architecture. False when the family has no such tensor
+ * (or no table). Used to place adapters (lora.h) saved in Hugging Face
+ * names on a model from either source. */
+CANDLE_API bool candle_weights_map_hf_name(const candle_weights *w, const char *hf_name, char *buf,
+                                           size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -401,3 +401,13 @@ candle_status weights_open_hf(candle_weights *w, const candle_weights_params *p)
     json_free(cfg);
     return s;
 }
+
+bool candle_weights_map_hf_name(const candle_weights *w, const char *hf_name, char *buf, size_t n) {
+    if (!w || !hf_name || !buf || !n) return false;
+    const hf_family *f = w->hf;
+    const char *arch;
+    size_t len;
+    if (!f && candle_weights_get_str(w, "general.architecture", &arch, &len)) f = hf_family_find(arch, len);
+    weights_xform xf;
+    return f && hf_family_tensor(f, hf_name, buf, n, &xf);
+}

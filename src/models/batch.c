@@ -304,8 +304,14 @@ static bool rope_factors(candle_batch *b, const candle_batch_seq *seqs, int n_se
 }
 
 candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
+    return candle_batch_eval_lora(b, seqs, n_seqs, NULL, 0);
+}
+
+candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *seqs, int n_seqs,
+                                     const candle_lora_use *lora, int n_lora) {
     candle_ctx_clear_error(b->ctx);
     int64_t n = 0;
+    if (lora_check_use(b->ctx, b->model, lora, n_lora, "batch")) return candle_errcode(b->ctx);
     candle_status st = check(b, seqs, n_seqs, &n);
     if (st) return st;
     int32_t *ids = malloc((size_t)n * sizeof *ids), *pos = malloc((size_t)n * sizeof *pos);
@@ -325,7 +331,7 @@ candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, i
     }
     bseqs bq = {seqs, n_seqs, NULL};
     decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq,
-                       NULL, false};
+                       NULL, false, n_lora ? lora : NULL, n_lora};
     if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff)) {
         free(ids);
         free(pos);

@@ -73,22 +73,30 @@ static candle_tensor *rope(decoder_step *st, candle_tensor *x, int64_t il) {
     return candle_rope(st->ctx, x, st->pos, &p);
 }
 
+/* h w, plus the active LoRA adapters' products for layer il's slot; no
+ * extra node without adapters. */
+static candle_tensor *proj(decoder_step *st, candle_tensor *h, candle_tensor *w, int64_t il,
+                           lora_slot slot) {
+    candle_tensor *y = candle_matmul(st->ctx, h, w);
+    return st->n_lora ? lora_add(st->ctx, st->lora, st->n_lora, il, slot, h, y) : y;
+}
+
 /* q, k, v as [n, heads, head_dim], biased and normalised as the family needs. */
-static void qkv(decoder_step *st, const layer_weights *w, candle_tensor *h, candle_tensor **q,
-                candle_tensor **k, candle_tensor **v) {
+static void qkv(decoder_step *st, const layer_weights *w, candle_tensor *h, int64_t il,
+                candle_tensor **q, candle_tensor **k, candle_tensor **v) {
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
     int64_t nq = c->n_head * c->head_dim, nkv = c->n_head_kv * c->head_dim;
     candle_tensor *tq, *tk, *tv;
     if (w->wqkv) {
-        candle_tensor *y = candle_matmul(ctx, h, w->wqkv);
+        candle_tensor *y = proj(st, h, w->wqkv, il, LORA_QKV);
         tq = candle_narrow(ctx, y, 1, 0, nq);
         tk = candle_narrow(ctx, y, 1, nq, nkv);
         tv = candle_narrow(ctx, y, 1, nq + nkv, nkv);
     } else {
-        tq = candle_matmul(ctx, h, w->wq);
-        tk = candle_matmul(ctx, h, w->wk);
-        tv = candle_matmul(ctx, h, w->wv);
+        tq = proj(st, h, w->wq, il, LORA_Q);
+        tk = proj(st, h, w->wk, il, LORA_K);
+        tv = proj(st, h, w->wv, il, LORA_V);
     }
     if (w->bq) {
         tq = candle_add(ctx, tq, w->bq);
@@ -129,11 +137,11 @@ candle_tensor *decoder_attend_rows(decoder_step *st, candle_tensor *q, candle_te
 static candle_tensor *attention(decoder_step *st, const layer_weights *w, candle_tensor *x,
                                 int64_t il) {
     candle_tensor *q, *k, *v;
-    qkv(st, w, norm(st, x, w->attn_norm), &q, &k, &v);
+    qkv(st, w, norm(st, x, w->attn_norm), il, &q, &k, &v);
     q = rope(st, q, il);
     k = rope(st, k, il);
     candle_tensor *o = q && k && v ? st->attend(st, q, k, v, il) : NULL;
-    o = candle_matmul(st->ctx, o, w->wo);
+    o = proj(st, o, w->wo, il, LORA_O);
     return w->attn_post_norm ? norm(st, o, w->attn_post_norm) : o;
 }
 
@@ -190,20 +198,20 @@ static candle_tensor *moe(decoder_step *st, const layer_weights *w, candle_tenso
     return out;
 }
 
-static candle_tensor *ffn(decoder_step *st, const layer_weights *w, candle_tensor *x) {
+static candle_tensor *ffn(decoder_step *st, const layer_weights *w, candle_tensor *x, int64_t il) {
     candle_ctx *ctx = st->ctx;
     candle_tensor *h = norm(st, x, w->ffn_norm), *gate, *up;
     if (w->router) return moe(st, w, h);
     if (!w->w_gate) {
-        candle_tensor *y = candle_matmul(ctx, h, w->w_up);
+        candle_tensor *y = proj(st, h, w->w_up, il, LORA_UP);
         gate = candle_narrow(ctx, y, 1, 0, st->c->n_ff);
         up = candle_narrow(ctx, y, 1, st->c->n_ff, st->c->n_ff);
     } else {
-        gate = candle_matmul(ctx, h, w->w_gate);
-        up = candle_matmul(ctx, h, w->w_up);
+        gate = proj(st, h, w->w_gate, il, LORA_GATE);
+        up = proj(st, h, w->w_up, il, LORA_UP);
     }
     candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->desc.ffn_act, gate), up);
-    f = candle_matmul(ctx, f, w->w_down);
+    f = proj(st, f, w->w_down, il, LORA_DOWN);
     return w->ffn_post_norm ? norm(st, f, w->ffn_post_norm) : f;
 }
 
@@ -214,7 +222,7 @@ candle_tensor *decoder_layers(decoder_step *st, candle_tensor *x) {
     for (int64_t il = 0; il < st->c->n_layer && x; il++) {
         candle_tensor *a = attention(st, &lw[il], x, il);
         x = candle_add(st->ctx, x, scaled ? candle_scale(st->ctx, a, r) : a);
-        candle_tensor *f = ffn(st, &lw[il], x);
+        candle_tensor *f = ffn(st, &lw[il], x, il);
         x = candle_add(st->ctx, x, scaled ? candle_scale(st->ctx, f, r) : f);
     }
     return x;
@@ -222,7 +230,7 @@ candle_tensor *decoder_layers(decoder_step *st, candle_tensor *x) {
 
 candle_tensor *decoder_head(decoder_step *st, candle_tensor *x) {
     candle_ctx *ctx = st->ctx;
-    candle_tensor *logits = candle_matmul(ctx, norm(st, x, st->m->out_norm), st->m->output);
+    candle_tensor *logits = proj(st, norm(st, x, st->m->out_norm), st->m->output, -1, LORA_Q);
     double cap = st->c->final_softcap, ls = st->c->logit_scale;
     if (ls != 1.0 && ls != 0.0) logits = candle_scale(ctx, logits, 1.0 / ls);
     if (cap > 0)
@@ -243,7 +251,8 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
                                unsigned flags) {
     const candle_model *m = s->model;
     decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s,
-                       model_rope_factors(m, s->kv.n_ctx), (flags & SESSION_ROW_STEPS) != 0};
+                       model_rope_factors(m, s->kv.n_ctx), (flags & SESSION_ROW_STEPS) != 0,
+                       s->lora, s->n_lora};
     candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens)); /* [n, n_embd] */
     if (!all && x) x = candle_narrow(s->ctx, x, 0, n - 1, 1);
     return flags & SESSION_HIDDEN ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
@@ -322,7 +331,7 @@ candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, cons
     if (candle_errcode(ctx)) goto done;
     bidir_seqs bs = {n_seq, lens, off, tab, tab + n_seq};
     decoder_step st = {ctx, m, c, n, 0, n_seq > 1 ? candle_tensor_from_i32(ctx, 1, &n, pos) : NULL, "model",
-                       bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false};
+                       bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false, NULL, 0};
     x = decoder_layers(&st, decoder_embed(&st, tokens));
     x = x ? norm(&st, x, m->out_norm) : NULL;
 done:

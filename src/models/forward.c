@@ -236,7 +236,12 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
     float *scratch = NULL;
     /* an encoder or a bidirectional decoder: no session (runner_init) */
     bool packs = m->cfg.kind != CANDLE_MODEL_DECODER_LM || m->cfg.bidirectional;
-    if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in, packs))) {
+    if (in->n_lora && packs)
+        return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "forward: LoRA adapters on %s (%s): causal decoders only",
+                             m->cfg.bidirectional ? "a bidirectional decoder" : "an encoder", m->family->name);
+    if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in, packs)) ||
+        (r.s && (st = candle_session_set_lora(r.s, in->lora, in->n_lora)) &&
+         cdl_set_error(NULL, st, "forward: %s", candle_session_errmsg(r.s)))) {
         packer_free(&pk);
         runner_free(&r);
         return st;

@@ -4,6 +4,7 @@
 #define CANDLE_MODEL_IMPL_H
 
 #include "candle/model.h"
+#include "candle/lora.h"
 #include "candle/weights.h"
 #include "../core/core-impl.h"
 #include "../nn/nn-impl.h"
@@ -160,6 +161,8 @@ struct candle_session {
     float *host_mask;      /* scratch for sliding-window masks */
     bool (*abort_fn)(void *user); /* candle_session_set_abort; NULL: none */
     void *abort_user;
+    candle_lora_use *lora; /* [n_lora]: candle_session_set_lora's adapters */
+    int n_lora;
 };
 
 /* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
@@ -243,7 +246,23 @@ struct decoder_step {
     void *user;            /* the path's state for attend */
     candle_tensor *rope_ff; /* the RoPE factors of this step's sequences, or NULL */
     bool row_steps;        /* every row's logits wanted: rows as one-row steps (nn_attn_params) */
+    const candle_lora_use *lora; /* [n_lora] adapters added to the linears, or NULL */
+    int n_lora;
 };
+
+/* ---- LoRA (lora.c) ---- */
+
+/* The linears of a decoder layer an adapter may hold a pair for. */
+typedef enum lora_slot {
+    LORA_Q = 0, LORA_K, LORA_V, LORA_QKV, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_SLOTS
+} lora_slot;
+/* y + sum over the active adapters of s * ((h A^T) B^T) for layer il's
+ * slot (il -1: the output head); y itself when none adapts it. */
+candle_tensor *lora_add(candle_ctx *ctx, const candle_lora_use *use, int n, int64_t il, lora_slot slot,
+                        candle_tensor *h, candle_tensor *y);
+/* An invalid-argument error on ctx unless every adapter of use is m's. */
+candle_status lora_check_use(candle_ctx *ctx, const candle_model *m, const candle_lora_use *use, int n,
+                             const char *who);
 
 /* The RoPE divisors a sequence of n_ctx positions uses: rope_freqs, or
  * Phi-3's long set when n_ctx exceeds the original context and its short

@@ -52,6 +52,7 @@ candle_status candle_session_init(candle_session **out, const candle_model *m,
 void candle_session_free(candle_session *s) {
     if (!s) return;
     kv_cache_free(&s->kv);
+    free(s->lora);
     candle_ctx_free(s->ctx);
     if (s->owns_backend) candle_backend_free(s->backend);
     free(s);

@@ -1,6 +1,7 @@
 /* Option parsing for the generation commands. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,27 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("%s", usage);
             return -1;
+        }
+        bool scaled = !strcmp(argv[i], "--lora-scaled");
+        if (scaled || !strcmp(argv[i], "--lora")) {
+            int need = scaled ? 2 : 1;
+            float scale = 1.0f;
+            if (i + need >= argc) {
+                fprintf(stderr, "candle %s: %s needs %s\n", argv[0], argv[i], scaled ? "FILE SCALE" : "FILE");
+                return 2;
+            }
+            if (scaled && (!to_float(argv[i + 2], &scale) || !isfinite(scale))) {
+                fprintf(stderr, "candle %s: bad scale '%s' for --lora-scaled\n", argv[0], argv[i + 2]);
+                return 2;
+            }
+            if (a->n_lora == CLI_MAX_LORA) {
+                fprintf(stderr, "candle %s: at most %d LoRA adapters\n", argv[0], CLI_MAX_LORA);
+                return 2;
+            }
+            a->lora[a->n_lora].path = argv[i + 1];
+            a->lora[a->n_lora++].scale = scale;
+            i += need;
+            continue;
         }
         const opt *o = NULL;
         for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !o; k++)

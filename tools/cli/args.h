@@ -8,6 +8,9 @@
 #include "candle/dtype.h"
 #include "candle/sampler.h"
 
+/* --lora / --lora-scaled adapters one command takes. */
+#define CLI_MAX_LORA 16
+
 typedef struct cli_args {
     const char *model;  /* -m; NULL = the default model */
     const char *prompt; /* -p */
@@ -36,6 +39,13 @@ typedef struct cli_args {
     bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
     const char *dtype;  /* --dtype f32|f16|bf16: float weight matrices converted at load */
     candle_dtype weight_dtype; /* from dtype (cli_parse) */
+    /* --lora FILE (scale 1) and --lora-scaled FILE SCALE, as llama.cpp spells them:
+     * LoRA adapters (a GGUF LoRA or a PEFT directory) in the order given */
+    struct {
+        const char *path;
+        float scale;
+    } lora[CLI_MAX_LORA];
+    int n_lora;
 } cli_args;
 
 /* Parse argv (argv[0] is the command: run, chat, logits or perplexity; an

@@ -62,6 +62,21 @@ static int open_grammar(gen *g, const cli_args *a) {
 
 /* Speculative decoding of --draft-model FILE or --lookup N: 0, or 1 after
  * a message. The draft model gets the target's context and threads. */
+/* --lora / --lora-scaled: every adapter loaded for the model and set on the session. */
+static int open_lora(gen *g, const cli_args *a) {
+    candle_lora_use use[CLI_MAX_LORA];
+    for (int i = 0; i < a->n_lora; i++) {
+        if (candle_lora_load(&g->lora[i], g->model, a->lora[i].path)) {
+            cli_error_file(g->cmd, a->lora[i].path, candle_last_errmsg());
+            return 1;
+        }
+        g->n_lora = i + 1;
+        use[i] = (candle_lora_use){g->lora[i], a->lora[i].scale};
+    }
+    if (candle_session_set_lora(g->sess, use, a->n_lora)) return gen_fail(g, "lora");
+    return 0;
+}
+
 static int open_spec(gen *g, const cli_args *a, const candle_session_params *sp) {
     candle_spec_params p = candle_spec_default_params();
     if (a->draft_max) p.n_draft = a->draft_max;
@@ -130,6 +145,7 @@ int gen_open(gen *g, const char *cmd, const cli_args *a, int64_t default_ctx) {
         fprintf(stderr, "candle %s: %s\n", cmd, candle_last_errmsg());
         return 1;
     }
+    if (a->n_lora && open_lora(g, a)) return 1;
     g->logits = malloc((size_t)g->n_vocab * sizeof *g->logits);
     if (!g->logits) {
         fprintf(stderr, "candle %s: out of memory\n", cmd);
@@ -150,6 +166,7 @@ void gen_close(gen *g) {
     candle_grammar_vocab_free(g->gvocab);
     candle_grammar_free(g->grammar);
     candle_session_free(g->sess);
+    for (int i = 0; i < g->n_lora; i++) candle_lora_free(g->lora[i]);
     candle_tokenizer_free(g->tok);
     candle_model_free(g->model);
     memset(g, 0, sizeof *g);

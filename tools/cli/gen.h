@@ -20,6 +20,8 @@ typedef struct gen {
     candle_grammar_state *gstate;
     candle_model *draft; /* --draft-model, or NULL */
     candle_spec *spec;   /* speculative decoding (--draft-model, --lookup), or NULL */
+    candle_lora *lora[CLI_MAX_LORA]; /* --lora / --lora-scaled adapters, [n_lora] */
+    int n_lora;
     float *logits; /* [n_vocab] of the last evaluated token */
     int64_t n_vocab;
     double t_load; /* seconds */

@@ -325,7 +325,7 @@ static bool parse_options(srv_ctx *c, const srv_model *md, json_t *o, bool chat,
     json_int_t top_k = d.top_k, seed = -1, n = 1, max_tokens = 0, last_n = d.penalty_last_n;
     json_int_t lim = md->max_tokens_limit;
     if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out) ||
-        !parse_logprobs(o, chat, r, out) || !parse_logit_bias(md, o, r, out))
+        !parse_logprobs(o, chat, r, out) || !parse_logit_bias(md, o, r, out) || !srv_lora_request(c, o, r, out))
         return false;
     bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
               get_num(o, "min_p", 0, 1, &min_p, out) &&
@@ -1045,6 +1045,10 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
     memset(out, 0, sizeof *out);
     out->tokens = -1;
     bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+    if (srv_is_lora_url(url)) {
+        srv_lora_handle(c, method, url, body, len, out);
+        return;
+    }
     int kind = srv_is_models_admin_url(url) ? 7
                : !strcmp(url, "/v1/completions") || !strcmp(url, "/completions") ? 1
                : !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions") ? 2

@@ -100,6 +100,7 @@ struct srv_sched {
     candle_batch_seq *seqs;   /* [n_slots] */
     srv_slot **seq_slot;      /* [n_slots] the slot of each seqs entry */
     srv_slot **prefilling;    /* [n_slots] scratch: slots with prompt left, by admission */
+    int *group_end;           /* [n_slots] scratch: the step's runs of one LoRA set (group_by_lora) */
     step_cost cost;
     int64_t budget;           /* prompt rows the last step with decodes could take */
     uint64_t n_admitted;
@@ -149,6 +150,8 @@ srv_req *srv_req_choice(srv_req *r, int k) {
     c->bias_tok = r->bias_tok;
     c->bias_val = r->bias_val;
     c->n_bias = r->n_bias;
+    memcpy(c->lora, r->lora, sizeof c->lora);
+    c->n_lora = r->n_lora;
     c->owner = r;
     atomic_fetch_add(&r->refs, 1);
     return c;
@@ -413,9 +416,11 @@ static srv_slot *free_slot(srv_sched *s) {
 }
 
 /* Whether the slot may still take published rows: it has computed none of
- * its own and holds whole blocks only. */
+ * its own and holds whole blocks only. A request with LoRA adapters never
+ * does: the published rows are the base model's keys and values (and its
+ * own are not published). */
 static bool slot_can_share(const srv_slot *sl) {
-    return sl->n_prefilled == sl->req->n_cached &&
+    return sl->req->n_lora == 0 && sl->n_prefilled == sl->req->n_cached &&
            sl->kv.pos == sl->kv.n_blocks * SRV_BLOCK;
 }
 
@@ -832,6 +837,7 @@ static bool slot_waits(const srv_slot *sl, srv_slot *const *older, int n_older) 
     if (!slot_can_share(sl)) return false;
     for (int j = 0; j < n_older; j++) {
         const srv_req *o = older[j]->req;
+        if (o->n_lora) continue; /* publishes nothing */
         int64_t max = r->n_prompt - 1 < o->n_prompt ? r->n_prompt - 1 : o->n_prompt, L = 0;
         while (L < max && r->prompt[L] == o->prompt[L]) L++;
         if (L > sl->n_prefilled && older[j]->n_prefilled < L) return true;
@@ -858,9 +864,56 @@ static int add_prefills(srv_sched *s, int nb, int n_pre, int64_t room, int64_t *
     return nb;
 }
 
+/* Requests with different LoRA adapter sets cannot share a forward (one
+ * graph applies one set): the step's sequences are reordered so that each
+ * set's are together, in the order their sets first appear, and each run
+ * is one forward. Returns the runs; run g ends at s->group_end[g]. Without
+ * adapters (or with one set) it is one run, as before. */
+static int group_by_lora(srv_sched *s, int nb) {
+    int n_groups = 0;
+    for (int i = 0; i < nb;) {
+        const srv_req *r = s->seq_slot[i]->req;
+        int j = i + 1;
+        for (int k = i + 1; k < nb; k++) {
+            const srv_req *q = s->seq_slot[k]->req;
+            if (!candle_lora_set_equal(q->lora, q->n_lora, r->lora, r->n_lora)) continue;
+            candle_batch_seq tq = s->seqs[j];
+            srv_slot *ts = s->seq_slot[j];
+            s->seqs[j] = s->seqs[k];
+            s->seq_slot[j] = s->seq_slot[k];
+            s->seqs[k] = tq;
+            s->seq_slot[k] = ts;
+            j++;
+        }
+        s->group_end[n_groups++] = j;
+        i = j;
+    }
+    return n_groups;
+}
+
+/* Sequence i of the step after its run's forward (alone: that forward
+ * failed, so it is evaluated by itself: only a faulty one fails). */
+static void step_done(srv_sched *s, int i, bool alone, const candle_lora_use *set, int n_set) {
+    srv_slot *sl = s->seq_slot[i];
+    const candle_batch_seq *q = &s->seqs[i];
+    if (alone && candle_batch_eval_lora(s->batch, q, 1, set, n_set)) {
+        slot_fail(s, sl, "evaluation", candle_batch_errmsg(s->batch));
+        return;
+    }
+    sl->n_toks += sl->step_n;
+    if (!sl->step_prefill && sl->step_draft) slot_verify(s, sl);
+    if (sl->step_prefill) {
+        /* published at once: prompts waiting for these rows share them next
+         * step (a LoRA request's rows are its adapters': kept to itself) */
+        sl->n_prefilled += sl->step_n;
+        if (!sl->req->n_lora) candle_kv_seq_publish(s->pool, &sl->kv, sl->req->prompt, sl->n_prefilled);
+    }
+}
+
 /* One step: every running slot contributes its sampled token, or a chunk
  * of its prompt within the step's budget, and a single batched forward
- * evaluates them all. Decoding slots go first: they never wait. */
+ * evaluates them all (one per LoRA adapter set among them). Decoding slots
+ * go first: they never wait. */
 static void step_all(srv_sched *s) {
     double t0 = srv_now();
     int nb = 0, n_pre = 0;
@@ -902,25 +955,21 @@ static void step_all(srv_sched *s) {
     if (n_dec) s->budget = room;
     nb = add_prefills(s, nb, n_pre, room, &n_prompt);
     if (!nb) return;
-    /* Should the batch fail, each sequence alone: only a faulty one fails. */
-    bool alone = candle_batch_eval(s->batch, s->seqs, nb) != CANDLE_OK;
-    for (int i = 0; i < nb; i++) {
-        srv_slot *sl = s->seq_slot[i];
-        const candle_batch_seq *q = &s->seqs[i];
-        if (alone && candle_batch_eval(s->batch, q, 1)) {
-            slot_fail(s, sl, "evaluation", candle_batch_errmsg(s->batch));
-            continue;
-        }
-        sl->n_toks += sl->step_n;
-        if (!sl->step_prefill && sl->step_draft) slot_verify(s, sl);
-        if (sl->step_prefill) {
-            /* published at once: prompts waiting for these rows share them next step */
-            sl->n_prefilled += sl->step_n;
-            candle_kv_seq_publish(s->pool, &sl->kv, sl->req->prompt, sl->n_prefilled);
-        }
+    int n_groups = group_by_lora(s, nb);
+    bool any_alone = false;
+    for (int g = 0, i0 = 0; g < n_groups; i0 = s->group_end[g++]) {
+        /* the set, copied: a failing slot releases its request */
+        candle_lora_use set[SRV_MAX_LORA];
+        int n_set = s->seq_slot[i0]->req->n_lora, n = s->group_end[g] - i0;
+        memcpy(set, s->seq_slot[i0]->req->lora, sizeof set);
+        /* Should the batch fail, each sequence alone: only a faulty one fails. */
+        bool alone = candle_batch_eval_lora(s->batch, s->seqs + i0, n, set, n_set) != CANDLE_OK;
+        any_alone |= alone;
+        for (int i = i0; i < i0 + n; i++) step_done(s, i, alone, set, n_set);
     }
     double dt = srv_now() - t0;
-    if (!alone) cost_add(&s->cost, (double)(n_dec + n_prompt), dt);
+    /* the cost model fits one forward per step */
+    if (!any_alone && n_groups == 1) cost_add(&s->cost, (double)(n_dec + n_prompt), dt);
     srv_metrics_step(s->metrics, n_dec + n_prompt, n_prompt, dt);
     if (s->trace)
         fprintf(s->trace, "%.6f %lld %lld %.6f %.2f\n", t0, (long long)n_dec, (long long)n_prompt,
@@ -1112,6 +1161,7 @@ static void sched_free(srv_sched *s) {
     if (s->trace) fclose(s->trace);
     free(s->seqs);
     free(s->seq_slot);
+    free(s->group_end);
     free(s->prefilling);
     free(s->slots);
     free(s->queue);
@@ -1154,10 +1204,11 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->seqs = calloc((size_t)p->n_slots, sizeof *s->seqs);
     s->seq_slot = calloc((size_t)p->n_slots, sizeof *s->seq_slot);
     s->prefilling = calloc((size_t)p->n_slots, sizeof *s->prefilling);
+    s->group_end = calloc((size_t)p->n_slots, sizeof *s->group_end);
     if (s->p.batch_size < 1 || s->p.batch_size > SRV_STEP_TOKENS) s->p.batch_size = SRV_STEP_TOKENS;
     if (s->p.lookup_ngram <= 0) s->p.lookup_ngram = s->p.n_draft = 0;
     else if (s->p.n_draft < 1 || s->p.n_draft > CANDLE_SPEC_MAX_DRAFT) s->p.n_draft = 8;
-    candle_status st = s->slots && s->queue && s->seqs && s->seq_slot && s->prefilling
+    candle_status st = s->slots && s->queue && s->seqs && s->seq_slot && s->prefilling && s->group_end
                            ? CANDLE_OK
                            : CANDLE_ERR_OOM;
     if (!st && s->blocks_total < 1) st = CANDLE_ERR_INVALID_ARG; /* serve.c checks first */

@@ -1,6 +1,7 @@
 /* candle serve: load the model, start the scheduler and the HTTP daemon,
  * and shut both down in order on SIGINT/SIGTERM. */
 #include <malloc.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -62,6 +63,12 @@ static const char usage[] =
     "  -t N                 threads per evaluation\n"
     "  --dtype T            f32 (weights as stored), f16 or bf16 (bfloat16: the CPU's bf16 dot\n"
     "                       products where it has them): weight matrices converted at load\n"
+    "  --lora PATH          a LoRA adapter (llama.cpp's GGUF LoRA or a PEFT directory) at scale 1;\n"
+    "                       repeatable, ids 0.. in order (GET/POST /lora-adapters, a request's\n"
+    "                       \"lora\": [{\"id\": 0, \"scale\": 0.5}])\n"
+    "  --lora-scaled PATH S the same at scale S\n"
+    "  --lora-admin         allow POST /lora-adapters/load {\"path\", \"scale\"}: load another adapter\n"
+    "                       from a path on this machine while serving (any client with the API key)\n"
     "  --quiet              no access log (a line per request on stderr: method, path,\n"
     "                       status, generated tokens, seconds)\n";
 
@@ -84,6 +91,10 @@ typedef struct serve_args {
     int64_t n_ctx, kv_mem, max_body, max_audio;
     candle_dtype kv_type; /* -ctk / -ctv */
     candle_dtype weight_dtype; /* --dtype */
+    const char *lora[SRV_MAX_LORA]; /* --lora / --lora-scaled, in order */
+    float lora_scale[SRV_MAX_LORA];
+    int n_lora;
+    bool lora_admin; /* POST /lora-adapters/load */
 } serve_args;
 
 static bool parse_size(const char *s, int64_t *out) {
@@ -132,6 +143,28 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
         if (!strcmp(o, "--quiet")) {
             a->quiet = true;
+            continue;
+        }
+        if (!strcmp(o, "--lora-admin")) {
+            a->lora_admin = true;
+            continue;
+        }
+        if (!strcmp(o, "--lora") || !strcmp(o, "--lora-scaled")) {
+            bool scaled = o[6] == '-';
+            char *end = NULL;
+            if (i + 1 + scaled >= argc || a->n_lora == SRV_MAX_LORA) {
+                fprintf(stderr, "candle serve: %s needs %s (at most %d adapters)\n", o,
+                        scaled ? "PATH SCALE" : "PATH", SRV_MAX_LORA);
+                return 2;
+            }
+            float sc = scaled ? strtof(argv[i + 2], &end) : 1.0f;
+            if (scaled && (!*argv[i + 2] || *end || !isfinite(sc))) {
+                fprintf(stderr, "candle serve: bad scale for --lora-scaled: '%s'\n", argv[i + 2]);
+                return 2;
+            }
+            a->lora[a->n_lora] = argv[i + 1];
+            a->lora_scale[a->n_lora++] = sc;
+            i += 1 + scaled;
             continue;
         }
         if (i + 1 >= argc) {
@@ -329,6 +362,16 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "candle serve: %s\n", e->error);
         r = strstr(e->error, "--kv-mem") ? 2 : 1;
     }
+    if (!r && (a.n_lora || a.lora_admin)) {
+        if (!e || e->enc || e->whisper) {
+            fprintf(stderr, "candle serve: --lora: %s\n",
+                    !e ? "adapters need a single -m model (not several, nor --models-dir)"
+                       : "the model is not a decoder language model");
+            r = 2;
+        } else if (srv_lora_open(c, e->model, a.lora, a.lora_scale, a.n_lora, a.lora_admin)) {
+            r = 1;
+        }
+    }
     if (!r && !(d = srv_http_start(c))) r = 1;
     if (!r) {
         const char *key = a.api_key ? ", API key required" : "";
@@ -367,6 +410,7 @@ int cmd_serve(int argc, char **argv) {
      * go once no handler can reach them. */
     srv_models_stop(c);
     if (d) srv_http_stop(c, d);
+    srv_lora_free(c); /* after every request that could use them */
     srv_models_free(c);
     srv_audio_free(c);
     pthread_mutex_destroy(&c->metrics.mu);

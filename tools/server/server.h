@@ -21,6 +21,7 @@
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_CHOICES 16 /* n of a request at most (and at most --parallel) */
+#define SRV_MAX_LORA 16    /* --lora adapters at most */
 
 /* One generated token's log-probabilities (requests with logprobs). */
 typedef struct srv_lp {
@@ -55,6 +56,11 @@ typedef struct srv_req {
      * kept, else the first. */
     bool tools, tool_parallel;
     candle_tool_format tool_fmt;
+    /* The LoRA adapters this request applies (lora.c: its "lora" field, else
+     * the global scales), non-zero scales only; requests of one set share a
+     * forward, others take their own (scheduler.c). */
+    candle_lora_use lora[SRV_MAX_LORA];
+    int n_lora;
     /* A choice of a request with n > 1, after the first: prompt, stop, grammar
      * and bias are the owner's (borrowed, not freed), and this request holds a
      * reference to it, so they outlive every choice. */
@@ -266,6 +272,7 @@ typedef struct srv_ctx {
     pthread_mutex_t big_prompt;  /* one long prompt tokenized at a time */
     int bound_port;              /* the port listened on (--port 0 picks one) */
     struct srv_gate *gate;
+    struct srv_loras *loras;     /* --lora adapters (lora.c), or NULL */
 } srv_ctx;
 
 /* Set up c's registry (empty) with how its models load. */
@@ -401,6 +408,22 @@ json_t *srv_tool_calls_json(const char *text, size_t len, candle_tool_format f, 
 void srv_unique_id(char *buf, size_t n, const char *prefix, uint64_t seq);
 /* A unique, unguessable id "call_<24 hex>" into buf (>= 32 bytes). */
 void srv_tool_call_id(char *buf, size_t n);
+
+/* LoRA adapters (lora.c). Load paths[n] for c->model at start (0, or 1
+ * after a message); admin: POST /lora-adapters/load may add more. Free
+ * them after the scheduler stopped. */
+typedef struct srv_loras srv_loras;
+/* The adapters onto m, the one model served (--lora needs a single -m). */
+int srv_lora_open(srv_ctx *c, const candle_model *m, const char *const *paths, const float *scales, int n,
+                  bool admin);
+void srv_lora_free(srv_ctx *c);
+/* GET /lora-adapters, POST /lora-adapters and POST /lora-adapters/load. */
+bool srv_is_lora_url(const char *url);
+void srv_lora_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
+                     srv_reply *out);
+/* The request's adapter set into r (its "lora" field, else the global
+ * scales); false after replying 400. */
+bool srv_lora_request(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out);
 
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
 void srv_embeddings(srv_ctx *c, srv_model *e, json_t *req, srv_reply *out);
