@@ -25,13 +25,15 @@
 # Env: MODELS ("tiny-en base"), THREADS ("1 2"), BEAMS ("1 5"),
 #      MODEL_ROOT (/work/ci10/build-data/models: whisper-tiny-en, whisper-base),
 #      PY (python with faster-whisper: /work/venv-fw/bin/python), REPS (5),
-#      TABLE_ONLY=1: print the table of an earlier run in OUTDIR again.
+#      TABLE_ONLY=1: print the table of an earlier run in OUTDIR again,
+#      CANDLE_OPTS: more options of candle transcribe (e.g. "--dtype f16", whisper.cpp's
+#      precision; the encoder timer stays f32).
 set -u
 build="$1" wcli="$2" audio="$3" out="$4"
 here="$(cd "$(dirname "$0")" && pwd)"
 models="${MODELS:-tiny-en base}" threads="${THREADS:-1 2}" beams="${BEAMS:-1 5}"
 root="${MODEL_ROOT:-/work/ci10/build-data/models}" py="${PY:-/work/venv-fw/bin/python}" reps="${REPS:-5}"
-candle="$build/bin/candle" enc="$build/bin/bench_whisper_encode"
+candle="$build/bin/candle" enc="$build/bin/bench_whisper_encode" candle_opts="${CANDLE_OPTS:-}"
 mkdir -p "$out/text" "$out/log"
 res="$out/results.tsv"
 dur=$(soxi -D "$audio" 2>/dev/null || "$py" -c "import wave,sys; w=wave.open(sys.argv[1]); print(w.getnframes()/w.getframerate())" "$audio")
@@ -52,7 +54,8 @@ rtf() { awk -v s="$1" -v d="$dur" 'BEGIN {printf "%.4f", s/d}'; }
             tag="$m-t$t-b$b"
             echo "== $tag (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 
-            /usr/bin/time -v "$candle" transcribe -m "$dir" -f "$audio" -t "$t" --beam "$b" --language en \
+            # shellcheck disable=SC2086
+            /usr/bin/time -v "$candle" transcribe -m "$dir" -f "$audio" -t "$t" --beam "$b" --language en $candle_opts \
                 >"$out/text/$tag-candle.txt" 2>"$out/log/$tag-candle.err"
             s=$(sed -n 's/^transcribe: .* in \([0-9.]*\) s .*/\1/p' "$out/log/$tag-candle.err")
             row "$m" "$t" "$b" candle "$s" "$(rtf "$s")" "$e" "$(rss "$out/log/$tag-candle.err")" "$(wall "$out/log/$tag-candle.err")"
