@@ -23,7 +23,8 @@
 #   make help       this list
 #   make fuzz       build the libFuzzer targets (clang) and run each FUZZ_TIME s
 #                   from FUZZ_SEED (fixed, so a run repeats the same inputs:
-#                   FUZZ_SEED=0 draws a new seed to explore further)
+#                   FUZZ_SEED=0 draws a new seed to explore further), JOBS at a
+#                   time (scripts/fuzz-all.sh; logs in build-fuzz/log/)
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_TIME ?= 60
@@ -141,14 +142,7 @@ fuzz:
 	$(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 		-DCANDLE_FUZZ=ON; \
 	$(CMAKE) --build build-fuzz -j $(JOBS) --target fuzzers; \
-	for f in build-fuzz/bin/fuzz_*; do \
-		n=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus/$$n; \
-		dict=; if [ -f tests/fuzz/$$n.dict ]; then dict=-dict=tests/fuzz/$$n.dict; fi; \
-		echo "fuzzing $$n for $(FUZZ_TIME) s from seed $(FUZZ_SEED)"; \
-		$$f -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-			-artifact_prefix=build-fuzz/ -print_final_stats=1 $$dict \
-			build-fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
-	done
+	bash scripts/fuzz-all.sh $(FUZZ_TIME) $(FUZZ_SEED) $(JOBS)
 
 # Every build folder; distclean also drops the fetched test data and models.
 clean:
