@@ -168,4 +168,15 @@ static inline double test_nmse(const float *got, const double *ref, long n) {
     return num / den;
 }
 
+/* The same against an f32 reference (golden logits read as floats). */
+static inline double test_nmse_f32(const float *got, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
 #endif

@@ -44,16 +44,6 @@ static bool read_golden(const char *dir, golden *g) {
     return ok;
 }
 
-static double nmse(const float *got, const float *ref, size_t n) {
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        e += d * d;
-        s += (double)ref[i] * ref[i];
-    }
-    return s > 0 ? e / s : e;
-}
-
 /* All positions' logits of the golden tokens: in one prefill, or fed one
  * token per evaluation (decode steps). */
 static float *run(candle_model *m, const golden *g, bool one_by_one) {

@@ -24,15 +24,6 @@ static float *slurp_f32(const char *path, size_t want) {
     return buf;
 }
 
-static double nmse(const float *got, const float *ref, size_t n) {
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        e += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        s += (double)ref[i] * ref[i];
-    }
-    return s > 0 ? e / s : e;
-}
-
 static bool all_zero(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (x[i] != 0) return false;
@@ -74,9 +65,9 @@ int main(void) {
     float *logits = malloc(n_logits * sizeof *logits);
     CHECK(candle_model_forward(m, &in, CANDLE_OUTPUT_LOGITS, logits, n_logits) == CANDLE_OK);
     if (gold) {
-        double e0 = nmse(logits, gold, (size_t)(N * V));
-        double e1 = nmse(logits + N * V, gold, (size_t)(10 * V));
-        double e2 = nmse(logits + 2 * N * V + 6 * V, gold, (size_t)(10 * V));
+        double e0 = test_nmse_f32(logits, gold, (size_t)(N * V));
+        double e1 = test_nmse_f32(logits + N * V, gold, (size_t)(10 * V));
+        double e2 = test_nmse_f32(logits + 2 * N * V + 6 * V, gold, (size_t)(10 * V));
         printf("forward logits NMSE vs transformers: full %.2e, right padded %.2e, left padded %.2e\n",
                e0, e1, e2);
         CHECK(e0 < 1e-5 && e1 < 1e-5 && e2 < 1e-5);
@@ -101,7 +92,7 @@ int main(void) {
         worst = fmax(worst, fabs(s / 10 - mean[E + k]));
     }
     CHECK_MSG(worst < 1e-5, "mean pool off by %g", worst);
-    CHECK(nmse(hidden + N * E, hidden, (size_t)(10 * E)) < 1e-10); /* a prefix's states are its own */
+    CHECK(test_nmse_f32(hidden + N * E, hidden, (size_t)(10 * E)) < 1e-10); /* a prefix's states are its own */
 
     /* refusals */
     uint8_t gap[N];

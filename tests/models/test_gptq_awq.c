@@ -151,7 +151,7 @@ static void check_model(const char *name) {
         }
         float *pre = run(m, &g, false), *dec = run(m, &g, true);
         if (pre && dec) {
-            double e = nmse(pre, g.logits, n), ed = nmse(dec, g.logits, n), bound = ref ? MAX_NMSE : MAX_NMSE_INT;
+            double e = test_nmse_f32(pre, g.logits, n), ed = test_nmse_f32(dec, g.logits, n), bound = ref ? MAX_NMSE : MAX_NMSE_INT;
             printf("%-26s %s kernels: NMSE vs transformers prefill %.2e, decode %.2e\n", name,
                    ref ? "reference" : "default", e, ed);
             CHECK_MSG(e < bound && ed < bound, "%s (%s kernels): NMSE %.3g / %.3g", name, ref ? "reference" : "default",
@@ -204,7 +204,7 @@ static void check_quantize(const char *name, candle_ftype ft, bool exact) {
     float *ld = md ? run(md, &g, false) : NULL, *lq = mq ? run(mq, &g, false) : NULL;
     size_t n = (size_t)(N_TOK * g.n_vocab);
     if (ld && lq) {
-        double e = nmse(lq, g.logits, n), ed = nmse(lq, ld, n);
+        double e = test_nmse_f32(lq, g.logits, n), ed = test_nmse_f32(lq, ld, n);
         printf("%-26s quantized to %s: %lld copied, %lld requantized; NMSE vs transformers %.2e, vs the "
                "directory %.2e\n", name, candle_ftype_name(ft), (long long)st.n_copied,
                (long long)st.n_requantized, e, ed);

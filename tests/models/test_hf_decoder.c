@@ -52,16 +52,6 @@ static bool read_golden(const char *dir, const char *stem, golden *g) {
     return ok;
 }
 
-static double nmse(const float *got, const float *ref, size_t n) {
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        e += d * d;
-        s += (double)ref[i] * ref[i];
-    }
-    return s > 0 ? e / s : e;
-}
-
 /* The logits of the golden tokens at every position, or NULL. */
 static float *run(const char *path, const golden *g) {
     candle_model *m = NULL;
@@ -94,7 +84,7 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
     CHECK_MSG(!s, "quantize %s: %s", dir, candle_last_errmsg());
     float *q = s ? NULL : run(out, g);
     if (q) {
-        double e = nmse(q, hf, (size_t)(g->n_tok * g->n_vocab));
+        double e = test_nmse_f32(q, hf, (size_t)(g->n_tok * g->n_vocab));
         printf("%-10s candle quantize DIR f32: NMSE vs directory %.2e\n", name, e);
         CHECK_MSG(e < MAX_NMSE, "%s: quantized GGUF NMSE %.3g", name, e);
     }
@@ -112,7 +102,7 @@ static void check_golden(const char *name, const char *stem) {
     size_t n = (size_t)(g.n_tok * g.n_vocab);
     float *hf = run(dir, &g), *gg = run(gguf, &g);
     if (hf && gg) {
-        double e_hf = nmse(hf, g.logits, n), e_gg = nmse(gg, g.logits, n), e_x = nmse(gg, hf, n);
+        double e_hf = test_nmse_f32(hf, g.logits, n), e_gg = test_nmse_f32(gg, g.logits, n), e_x = test_nmse_f32(gg, hf, n);
         printf("%-14s %2lld tokens: NMSE vs transformers: directory %.2e, GGUF %.2e; GGUF vs "
                "directory %.2e\n", name, (long long)g.n_tok, e_hf, e_gg, e_x);
         CHECK_MSG(e_hf < MAX_NMSE, "%s: directory NMSE %.3g", name, e_hf);
@@ -157,7 +147,7 @@ static void check_shift(const char *name) {
               !candle_session_eval(b, kept, 9, lb, false);
     CHECK_MSG(ok, "%s: shift: %s", name, a ? candle_session_errmsg(a) : candle_last_errmsg());
     if (ok) {
-        double e = nmse(la, lb, (size_t)g.n_vocab);
+        double e = test_nmse_f32(la, lb, (size_t)g.n_vocab);
         printf("%-14s shift: NMSE vs the kept tokens afresh %.2e\n", name, e);
         CHECK_MSG(e < 1e-9, "%s: shift NMSE %.3g", name, e);
     }

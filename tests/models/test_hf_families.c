@@ -73,7 +73,7 @@ static void check_batch(const char *name, candle_model *m, const golden_prompt *
         ok = ok && !candle_session_eval(ra, seq + at, na, ea, false) &&
              !candle_session_eval(rb, seq + bt_at, nb, eb, false);
         if (!ok) break;
-        double e1 = nmse(la, ea, (size_t)nv), e2 = nmse(lb, eb, (size_t)nv);
+        double e1 = test_nmse_f32(la, ea, (size_t)nv), e2 = test_nmse_f32(lb, eb, (size_t)nv);
         if (e1 > worst) worst = e1;
         if (e2 > worst) worst = e2;
         at += na;
@@ -115,7 +115,7 @@ static void check_gguf(const char *name, const char *dir, const golden *g, const
                   (long long)n_swa);
         float *q = run(m, g, false);
         if (q) {
-            double e = nmse(q, ref, (size_t)(N_TOK * g->n_vocab));
+            double e = test_nmse_f32(q, ref, (size_t)(N_TOK * g->n_vocab));
             printf("%-12s candle quantize DIR %s: NMSE vs directory %.2e\n", name, tname, e);
             CHECK_MSG(e < bound, "%s: %s GGUF NMSE %.3g", name, tname, e);
         }
@@ -167,7 +167,7 @@ static void check_model(const expect *x) {
     size_t n = (size_t)(N_TOK * g.n_vocab);
     float *pre = run(m, &g, false), *dec = run(m, &g, true);
     if (pre && dec) {
-        double e = nmse(pre, g.logits, n), ed = nmse(dec, g.logits, n);
+        double e = test_nmse_f32(pre, g.logits, n), ed = test_nmse_f32(dec, g.logits, n);
         printf("%-12s NMSE vs transformers: prefill %.2e, decode %.2e\n", x->name, e, ed);
         CHECK_MSG(e < MAX_NMSE, "%s: prefill NMSE %.3g", x->name, e);
         CHECK_MSG(ed < MAX_NMSE, "%s: decode NMSE %.3g", x->name, ed);

@@ -52,7 +52,7 @@ static void check_batch(const char *name, candle_model *m, const golden *g, cons
     ok = ok && !candle_batch_eval(bt, q, 2);
     CHECK_MSG(ok, "%s: batch: %s", name, bt ? candle_batch_errmsg(bt) : candle_last_errmsg());
     if (ok) {
-        double ea = nmse(la, hf + 5 * nv, (size_t)nv), eb = nmse(lb, hf + 3 * nv, (size_t)nv);
+        double ea = test_nmse_f32(la, hf + 5 * nv, (size_t)nv), eb = test_nmse_f32(lb, hf + 3 * nv, (size_t)nv);
         printf("%-10s batched step: NMSE vs session %.2e / %.2e\n", name, ea, eb);
         CHECK_MSG(ea < 1e-9 && eb < 1e-9, "%s: batch NMSE %.3g / %.3g", name, ea, eb);
     }
@@ -102,7 +102,7 @@ static void check_split(const char *name, const char *tname, const char *path, c
     free(bytes);
     float *q = ok ? run_path(out, g) : NULL;
     if (q) {
-        double e = nmse(q, ref, (size_t)(N_TOK * g->n_vocab));
+        double e = test_nmse_f32(q, ref, (size_t)(N_TOK * g->n_vocab));
         printf("%-10s %s, experts split into %d x n_expert tensors: NMSE vs stacked %.2e\n", name, tname,
                split, e);
         CHECK_MSG(e < 1e-6, "%s: split %s GGUF NMSE %.3g", name, tname, e);
@@ -130,7 +130,7 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
     }
     float *q = s ? NULL : run_path(out, g);
     if (q) {
-        double e = nmse(q, hf, (size_t)(N_TOK * g->n_vocab));
+        double e = test_nmse_f32(q, hf, (size_t)(N_TOK * g->n_vocab));
         printf("%-10s candle quantize DIR %s: NMSE vs directory %.2e\n", name, tname, e);
         CHECK_MSG(e < bound, "%s: %s GGUF NMSE %.3g", name, tname, e);
         if (ft != CANDLE_FTYPE_MOSTLY_Q4_0) check_split(name, tname, out, g, q);
@@ -163,7 +163,7 @@ static void check_model(const char *name) {
     size_t n = (size_t)(N_TOK * g.n_vocab);
     float *pre = run(m, &g, false), *dec = run(m, &g, true);
     if (pre && dec) {
-        double e = nmse(pre, g.logits, n), ed = nmse(dec, g.logits, n);
+        double e = test_nmse_f32(pre, g.logits, n), ed = test_nmse_f32(dec, g.logits, n);
         printf("%-10s NMSE vs transformers: prefill %.2e, decode %.2e\n", name, e, ed);
         CHECK_MSG(e < MAX_NMSE, "%s: prefill NMSE %.3g", name, e);
         CHECK_MSG(ed < MAX_NMSE, "%s: decode NMSE %.3g", name, ed);

@@ -28,16 +28,6 @@ typedef struct golden {
     float *base;     /* the base model's golden */
 } golden;
 
-static double nmse(const float *got, const float *ref, size_t n) {
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        e += d * d;
-        s += (double)ref[i] * ref[i];
-    }
-    return s > 0 ? e / s : e;
-}
-
 static float *read_floats(const char *path, size_t want) {
     size_t n;
     float *v = (float *)test_read_file(path, &n);
@@ -94,7 +84,7 @@ static float *run(const candle_model *m, const golden *g, const candle_lora_use 
 
 static void check_logits(const char *what, const float *got, const float *ref, size_t n) {
     if (!got) return;
-    double e = nmse(got, ref, n);
+    double e = test_nmse_f32(got, ref, n);
     printf("  %-44s NMSE %.2e\n", what, e);
     CHECK_MSG(e < MAX_NMSE, "%s: NMSE %.3g", what, e);
 }
@@ -143,7 +133,7 @@ static void check_shared(candle_model *m, candle_lora *l, const golden *g, const
     double ea = 0, eb = 0;
     for (int t = 0; ok && t < N_TOK; t++) {
         ok = !candle_session_eval(a, g->tokens + t, 1, la, false) && !candle_session_eval(b, g->tokens + t, 1, lb, false);
-        double x = nmse(la, g->s1 + t * nv, nv), y = nmse(lb, plain + t * nv, nv);
+        double x = test_nmse_f32(la, g->s1 + t * nv, nv), y = test_nmse_f32(lb, plain + t * nv, nv);
         ea = x > ea ? x : ea;
         eb = y > eb ? y : eb;
     }
@@ -179,7 +169,7 @@ static void check_forward_batch(candle_model *m, candle_lora *l, const golden *g
     ok = ok && !candle_batch_eval_lora(b, q, 2, &u, 1);
     CHECK_MSG(ok, "batch: %s", b ? candle_batch_errmsg(b) : candle_last_errmsg());
     if (ok) {
-        double e0 = nmse(lg, g->s05 + 9 * nv, nv), e1 = nmse(lg + nv, g->s05 + 15 * nv, nv);
+        double e0 = test_nmse_f32(lg, g->s05 + 9 * nv, nv), e1 = test_nmse_f32(lg + nv, g->s05 + 15 * nv, nv);
         printf("  batch of 2 scale 0.5: NMSE %.2e, %.2e\n", e0, e1);
         CHECK(e0 < MAX_NMSE && e1 < MAX_NMSE);
     }

@@ -591,14 +591,7 @@ bool srv_peer_gone(int fd) {
 static void wait_done(srv_req *r, int fd) {
     pthread_mutex_lock(&r->mu);
     while (!r->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        srv_timedwait_ms(&r->cv, &r->mu, 100);
         if (!r->done && srv_peer_gone(fd)) {
             atomic_store(&r->cancelled, true);
             break;

@@ -569,14 +569,7 @@ void srv_models_drain(srv_ctx *c, double grace) {
         bool loading = false;
         for (int i = 0; i < c->n_models; i++) loading |= c->models[i]->state == SRV_MODEL_LOADING;
         if (!loading || srv_now() >= end) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&c->models_cv, &c->models_mu, &ts);
+        srv_timedwait_ms(&c->models_cv, &c->models_mu, 100);
     }
     /* the loaded schedulers, drained outside the lock (their requests'
      * streams release their models under it) */

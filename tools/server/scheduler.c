@@ -122,6 +122,18 @@ double srv_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void srv_timedwait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
 srv_req *srv_req_new(void) {
     srv_req *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -1130,14 +1142,7 @@ void srv_sched_drain(srv_sched *s, double grace) {
     s->draining = true;
     double end = srv_now() + grace;
     while ((s->n_active > 0 || s->q_len > 0) && srv_now() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
+        srv_timedwait_ms(&s->idle_cv, &s->mu, 100);
     }
     pthread_mutex_unlock(&s->mu);
 }

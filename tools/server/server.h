@@ -317,6 +317,8 @@ void srv_models_stop(srv_ctx *c);
 void srv_models_free(srv_ctx *c);
 
 double srv_now(void);
+/* Wait on cv (mu held) at most ms milliseconds. */
+void srv_timedwait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
 
 /* Start the HTTP daemon and its gate; NULL on failure (message on stderr). */
 struct MHD_Daemon *srv_http_start(srv_ctx *c);
