@@ -185,6 +185,15 @@ def main():
         if np.any(b.astype(np.float32) != 0):
             raise SystemExit(f"{src}: {what} has a non-zero key bias; whisper.cpp has none")
 
+    def self_attn(s, d):
+        qkv_w, qkv_b = v[s + "/self_attention/linear_0/weight"], v[s + "/self_attention/linear_0/bias"]
+        no_key_bias(qkv_b[n_state:2 * n_state], s)
+        norm(d + ".attn_ln", s + "/self_attention/layer_norm")
+        lin(d + ".attn.query", qkv_w[:n_state], qkv_b[:n_state])
+        lin(d + ".attn.key", qkv_w[n_state:2 * n_state], None)
+        lin(d + ".attn.value", qkv_w[2 * n_state:], qkv_b[2 * n_state:])
+        lin(d + ".attn.out", v[s + "/self_attention/linear_1/weight"], v[s + "/self_attention/linear_1/bias"])
+
     put("encoder.positional_embedding", v["encoder/position_encodings/encodings"], False)
     put("encoder.conv1.weight", v["encoder/conv1/weight"], True)
     put("encoder.conv1.bias", v["encoder/conv1/bias"].reshape(-1, 1), False)
@@ -193,13 +202,7 @@ def main():
     norm("encoder.ln_post", "encoder/layer_norm")
     for i in range(n_audio_layer):
         s, d = f"encoder/layer_{i}", f"encoder.blocks.{i}"
-        qkv_w, qkv_b = v[s + "/self_attention/linear_0/weight"], v[s + "/self_attention/linear_0/bias"]
-        no_key_bias(qkv_b[n_state:2 * n_state], s)
-        norm(d + ".attn_ln", s + "/self_attention/layer_norm")
-        lin(d + ".attn.query", qkv_w[:n_state], qkv_b[:n_state])
-        lin(d + ".attn.key", qkv_w[n_state:2 * n_state], None)
-        lin(d + ".attn.value", qkv_w[2 * n_state:], qkv_b[2 * n_state:])
-        lin(d + ".attn.out", v[s + "/self_attention/linear_1/weight"], v[s + "/self_attention/linear_1/bias"])
+        self_attn(s, d)
         norm(d + ".mlp_ln", s + "/ffn/layer_norm")
         lin(d + ".mlp.0", v[s + "/ffn/linear_0/weight"], v[s + "/ffn/linear_0/bias"])
         lin(d + ".mlp.2", v[s + "/ffn/linear_1/weight"], v[s + "/ffn/linear_1/bias"])
@@ -209,13 +212,7 @@ def main():
     norm("decoder.ln", "decoder/layer_norm")
     for i in range(n_text_layer):
         s, d = f"decoder/layer_{i}", f"decoder.blocks.{i}"
-        qkv_w, qkv_b = v[s + "/self_attention/linear_0/weight"], v[s + "/self_attention/linear_0/bias"]
-        no_key_bias(qkv_b[n_state:2 * n_state], s)
-        norm(d + ".attn_ln", s + "/self_attention/layer_norm")
-        lin(d + ".attn.query", qkv_w[:n_state], qkv_b[:n_state])
-        lin(d + ".attn.key", qkv_w[n_state:2 * n_state], None)
-        lin(d + ".attn.value", qkv_w[2 * n_state:], qkv_b[2 * n_state:])
-        lin(d + ".attn.out", v[s + "/self_attention/linear_1/weight"], v[s + "/self_attention/linear_1/bias"])
+        self_attn(s, d)
         kv_w, kv_b = v[s + "/attention/linear_1/weight"], v[s + "/attention/linear_1/bias"]
         no_key_bias(kv_b[:n_state], s + " cross")
         norm(d + ".cross_attn_ln", s + "/attention/layer_norm")
