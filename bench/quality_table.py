@@ -69,14 +69,18 @@ def main():
     name = a.name or os.path.basename(a.base).replace(".gguf", "")
     common = ["-f", a.text, "-c", str(a.ctx), "-t", str(a.threads)]
     lcommon = ["-f", a.text, "-c", str(a.ctx), "-t", str(a.threads)]
+    # The base's distributions are saved once per --work folder (delete the
+    # files to redo them; both tools refuse a base of another text or -c).
     base_kld = os.path.join(a.work, f"{name}.base.ckld")
-    run([a.candle, "perplexity", "-m", a.base, *common, "--kl-divergence-base", base_kld],
-        os.path.join(a.work, f"{name}.base.candle.log"))
+    if not os.path.exists(base_kld):
+        run([a.candle, "perplexity", "-m", a.base, *common, "--kl-divergence-base", base_kld],
+            os.path.join(a.work, f"{name}.base.candle.log"))
     llama_ppl = None
     if a.llama_bin:
         lbase = os.path.join(a.work, f"{name}.base.lkld")
-        run([os.path.join(a.llama_bin, "llama-perplexity"), "-m", a.base, *lcommon,
-             "--kl-divergence-base", lbase], os.path.join(a.work, f"{name}.base.llama.log"))
+        if not os.path.exists(lbase):
+            run([os.path.join(a.llama_bin, "llama-perplexity"), "-m", a.base, *lcommon,
+                 "--kl-divergence-base", lbase], os.path.join(a.work, f"{name}.base.llama.log"))
         llama_ppl = os.path.join(a.llama_bin, "llama-perplexity")
 
     rows = []
