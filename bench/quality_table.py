@@ -47,6 +47,16 @@ def kld_stats(out):
     }
 
 
+def measured(cmd, log):
+    """kld_stats of cmd's run, or of an earlier run's complete log (a rerun in the
+    same --work folder measures only what is missing)."""
+    if os.path.exists(log):
+        st = kld_stats(open(log).read())
+        if st["kld"] is not None and st["top1"] is not None:
+            return st
+    return kld_stats(run(cmd, log))
+
+
 def n_params(candle, path, work):
     out = run([candle, "info", path], os.path.join(work, "info.log"))
     m = re.search(r"parameters:\s+\S+ \((\d+)\)", out)
@@ -88,12 +98,12 @@ def main():
         q = os.path.join(a.work, f"{name}.{t}.gguf")
         if not os.path.exists(q):
             run([a.candle, "quantize", a.base, q, t], os.path.join(a.work, f"{name}.{t}.quantize.log"))
-        c = kld_stats(run([a.candle, "perplexity", "-m", q, *common, "--kl-divergence-base", base_kld,
-                           "--kl-divergence"], os.path.join(a.work, f"{name}.{t}.candle.log")))
+        c = measured([a.candle, "perplexity", "-m", q, *common, "--kl-divergence-base", base_kld,
+                      "--kl-divergence"], os.path.join(a.work, f"{name}.{t}.candle.log"))
         l = None
         if llama_ppl:
-            l = kld_stats(run([llama_ppl, "-m", q, *lcommon, "--kl-divergence-base", lbase,
-                               "--kl-divergence"], os.path.join(a.work, f"{name}.{t}.llama.log")))
+            l = measured([llama_ppl, "-m", q, *lcommon, "--kl-divergence-base", lbase, "--kl-divergence"],
+                         os.path.join(a.work, f"{name}.{t}.llama.log"))
         rows.append((t, os.path.getsize(q), c, l))
         print(f"{t}: candle {c}  llama {l}", file=sys.stderr, flush=True)
 
