@@ -66,7 +66,7 @@ prompts = [
     "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\n\ndef fib2(n):\n",
 ]
 
-def complete(port, p, n=96, **kw):
+def complete(port, p, n=64, **kw):
     r = post(port, "/v1/completions", {"prompt": p, "max_tokens": n, "temperature": 0, **kw})
     return r["choices"][0]["text"], r["choices"][0]["finish_reason"]
 
