@@ -123,6 +123,21 @@ if not (drafted > 0 and 0 < accepted <= drafted):
 if metric(pa, "candle_spec_drafted_tokens_total") != 0:
     fail = 1
     print("FAIL: drafts without --draft-model")
+# A logit bias the draft does not see makes the target refuse drafts even
+# where the two are one model: the refusals' roll back (the draft's KV
+# seq included) keeps the output greedy's.
+bias = {str(i): -4 for i in range(200, 3000, 3)}
+d0, a0 = metric(pb, "candle_spec_drafted_tokens_total"), metric(pb, "candle_spec_accepted_tokens_total")
+for i, p in enumerate(prompts[:2]):
+    x, y = complete(pa, p, logit_bias=bias), complete(pb, p, logit_bias=bias)
+    if x != y:
+        differs(f"prompt {i} with a logit bias: {y!r} != {x!r}")
+d1, a1 = metric(pb, "candle_spec_drafted_tokens_total"), metric(pb, "candle_spec_accepted_tokens_total")
+print(f"with a logit bias: drafted {d1 - d0:.0f}, accepted {a1 - a0:.0f}")
+if not (d1 - d0 > a1 - a0 > 0):
+    fail = 1
+    print("FAIL: the biased requests refused no draft, or kept none")
+drafted = d1
 t, f = complete(pb, prompts[1 % len(prompts)], 24, temperature=0.8, seed=7)
 if not t or f not in ("stop", "length"):
     fail = 1
