@@ -503,6 +503,9 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
          * need the draft's history rolled back with every refused draft */
         candle_sampler_params dp = r->sp;
         dp.penalty_last_n = 0;
+        /* its own draws: the verification's acceptance draws must not be
+         * the numbers the drafts were drawn with */
+        dp.seed = r->sp.seed ^ 0x9e3779b97f4a7c15ull;
         if (candle_kv_seq_init(&sl->dkv, s->p.n_ctx) || candle_sampler_init(&sl->dsmp, (int32_t)s->n_vocab, &dp)) {
             req_finish(s, r, NULL, 500, "out of memory");
             slot_release(s, sl);
