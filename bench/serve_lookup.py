@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """`candle serve --lookup` against plain serving, interleaved in one run.
 
-  bench/serve_lookup.py CANDLE MODEL [--lookup 3] [--draft-max 8] [--tokens 256]
-      [--reps 3] [--clients 1,4] [--threads 2] [PROMPT_FILE ...]
+  bench/serve_lookup.py CANDLE MODEL [--lookup 3 | --draft-model PATH] [--draft-max 8]
+      [--tokens 256] [--reps 3] [--clients 1,4] [--threads 2] [PROMPT_FILE ...]
 
-Two servers on the same model (one with --lookup): for each prompt file and
+Two servers on the same model (one with --lookup, or with --draft-model
+PATH: a draft model's drafts instead): for each prompt file and
 client count, greedy streamed completions go to each in turn; the rate is
 the generated tokens after the first over the time after the first (the
 decode rate a client sees), summed over the clients. Prints the median rate
@@ -96,6 +97,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("prompts", nargs="*")
     ap.add_argument("--lookup", type=int, default=3)
+    ap.add_argument("--draft-model", help="the second server drafts with this model instead of --lookup")
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
@@ -104,11 +106,14 @@ def main():
     a = ap.parse_args()
     prompts = a.prompts or [os.path.join(HERE, "prompts", f) for f in ("code_edit.txt", "story.txt")]
     sp, pport = start(a.candle, a.model, a.threads, [])
-    sl, lport = start(a.candle, a.model, a.threads, ["--lookup", str(a.lookup), "--draft-max", str(a.draft_max)])
+    spec = ["--draft-model", a.draft_model] if a.draft_model else ["--lookup", str(a.lookup)]
+    kind = "draft" if a.draft_model else "lookup"
+    sl, lport = start(a.candle, a.model, a.threads, [*spec, "--draft-max", str(a.draft_max)])
     try:
-        print(f"{os.path.basename(a.model)}, {a.tokens} tokens, greedy, -t {a.threads}, --lookup {a.lookup} "
+        what = f"--draft-model {os.path.basename(a.draft_model)}" if a.draft_model else f"--lookup {a.lookup}"
+        print(f"{os.path.basename(a.model)}, {a.tokens} tokens, greedy, -t {a.threads}, {what} "
               f"--draft-max {a.draft_max}, median of {a.reps}")
-        print("| prompt | clients | plain tok/s | lookup tok/s | ratio | acceptance | same text |")
+        print(f"| prompt | clients | plain tok/s | {kind} tok/s | ratio | acceptance | same text |")
         print("|---|---:|---:|---:|---:|---:|---|")
         for path in prompts:
             prompt = open(path).read()

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "candle/kv_pool.h"
+#include "candle/speculative.h"
 #include "server.h"
 
 static const char *const state_names[] = {"unloaded", "loading", "loaded", "unloaded"};
@@ -322,6 +323,19 @@ static bool load_objects(srv_ctx *c, srv_model *e, srv_kind *kind, size_t *bytes
         set_error(e, "%s: %s", path, candle_last_errmsg());
         return false;
     }
+    if (a->draft_model) {
+        /* candle_spec_init checks the draft's vocabulary as `candle run
+         * --draft-model` does (a small session: only the check is wanted) */
+        candle_spec_params cp = candle_spec_default_params();
+        cp.draft_model = a->draft_model;
+        cp.draft_session.n_ctx = 16;
+        candle_spec *chk = NULL;
+        if (candle_spec_init(&chk, e->model, e->tok, &cp)) {
+            set_error(e, "--draft-model: %s", candle_last_errmsg());
+            return false;
+        }
+        candle_spec_free(chk);
+    }
     if (!e->have_chat)
         fprintf(stderr, "candle serve: %s: no known chat template: /v1/chat/completions disabled for it\n", e->id);
     const candle_model_config *mc = candle_model_get_config(e->model);
@@ -335,7 +349,8 @@ static bool load_objects(srv_ctx *c, srv_model *e, srv_kind *kind, size_t *bytes
     srv_sched_params sp = {.n_slots = a->parallel, .n_ctx = n_ctx, .kv_mem = a->kv_mem, .kv_type = a->kv_type,
                            .queue_cap = a->queue, .prefill_chunk = a->prefill_chunk,
                            .batch_size = a->batch_size, .itl_stretch = a->itl_stretch,
-                           .n_threads = a->n_threads, .lookup_ngram = a->lookup_ngram, .n_draft = a->n_draft};
+                           .n_threads = a->n_threads, .lookup_ngram = a->lookup_ngram, .n_draft = a->n_draft,
+                           .draft_model = a->draft_model, .draft_p_min = a->draft_p_min};
     if (srv_sched_start(&e->sched, e->model, e->tok, &sp, &e->metrics)) {
         set_error(e, "%s: %s", e->id, candle_last_errmsg());
         return false;

@@ -75,6 +75,16 @@ typedef struct srv_slot {
     int32_t preset;     /* the next token, chosen by the verification (a refused draft's
                            correction), or -1: sample it from logits */
     int32_t draft_len, pause, backoff; /* the draft length's schedule (candle_spec's) */
+    /* A draft model's drafting (--draft-model): dkv holds the context's
+     * first dkv.pos tokens in the draft model's pool (it catches up at the
+     * next draft); dsmp samples the drafts from dlogits, the draft's logits
+     * after its last token, and q keeps each one's distribution for the
+     * verification. */
+    candle_kv_seq dkv;
+    candle_sampler *dsmp;
+    float *dlogits; /* [n_vocab] */
+    float *q;       /* [n_draft, n_vocab] */
+    int64_t draft_room; /* the most tokens this step may draft (slot_draft's room) */
     bool step_prefill;
     uint64_t admitted; /* admission number: prompts are evaluated oldest first */
 } srv_slot;
@@ -105,6 +115,12 @@ struct srv_sched {
     int64_t budget;           /* prompt rows the last step with decodes could take */
     uint64_t n_admitted;
     FILE *trace;              /* CANDLE_SERVE_STEPS: a line per step, or NULL */
+    /* --draft-model: its forward and pool (as many blocks as the model's:
+     * a request's draft positions are at most its reserved ones) */
+    candle_batch *dbatch;
+    candle_kv_pool *dpool;
+    candle_batch_seq *dseqs;  /* [n_slots] */
+    srv_slot **drafting;      /* [n_slots] scratch: the step's drafting slots */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* new work or stop */
@@ -400,6 +416,9 @@ static void slot_release(srv_sched *s, srv_slot *sl) {
     sl->n_toks = 0;
     candle_sampler_free(sl->smp);
     sl->smp = NULL;
+    if (s->dpool) candle_kv_seq_free(s->dpool, &sl->dkv);
+    candle_sampler_free(sl->dsmp);
+    sl->dsmp = NULL;
     candle_grammar_state_free(sl->gstate);
     sl->gstate = NULL;
     srv_req_unref(sl->req);
@@ -489,6 +508,22 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     sl->step_draft = 0;
     sl->draft_len = s->p.n_draft;
     sl->pause = sl->backoff = 0;
+    sl->draft_room = 0;
+    if (sl->spec && s->dpool) {
+        /* the request's sampling without penalties (candle_spec's rule):
+         * any draft distribution keeps the output's, and penalties would
+         * need the draft's history rolled back with every refused draft */
+        candle_sampler_params dp = r->sp;
+        dp.penalty_last_n = 0;
+        /* its own draws: the verification's acceptance draws must not be
+         * the numbers the drafts were drawn with */
+        dp.seed = r->sp.seed ^ 0x9e3779b97f4a7c15ull;
+        if (candle_kv_seq_init(&sl->dkv, s->p.n_ctx) || candle_sampler_init(&sl->dsmp, (int32_t)s->n_vocab, &dp)) {
+            req_finish(s, r, NULL, 500, "out of memory");
+            slot_release(s, sl);
+            return;
+        }
+    }
     pthread_mutex_lock(&s->metrics->mu);
     s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
     pthread_mutex_unlock(&s->metrics->mu);
@@ -688,6 +723,10 @@ static int32_t slot_draft(srv_sched *s, srv_slot *sl, int64_t max) {
     if (room > sl->draft_len) room = sl->draft_len;
     if (room > max) room = max;
     if (room <= 0) return 0;
+    if (s->dpool) { /* the draft model drafts for every slot at once (draft_all) */
+        sl->draft_room = room;
+        return 0;
+    }
     return candle_spec_lookup(sl->ctx, sl->n_ctx_toks, s->p.lookup_ngram, (int32_t)room,
                               sl->ctx + sl->n_ctx_toks);
 }
@@ -736,7 +775,8 @@ static void slot_verify(srv_sched *s, srv_slot *sl) {
     for (; kept < nd; kept++) {
         int32_t draft = sl->ctx[sl->n_ctx_toks], tok;
         bool ok = false;
-        tok = candle_sampler_verify(sl->smp, sl->logits + (size_t)kept * nv, draft, NULL, &ok);
+        const float *q = sl->dsmp ? sl->q + (size_t)kept * nv : NULL; /* lookup: a point mass */
+        tok = candle_sampler_verify(sl->smp, sl->logits + (size_t)kept * nv, draft, q, &ok);
         if (tok < 0) {
             slot_fail(s, sl, "verification", candle_last_errmsg());
             alive = false;
@@ -760,6 +800,9 @@ static void slot_verify(srv_sched *s, srv_slot *sl) {
     if (!alive) return;
     sl->n_toks = base + kept;
     sl->kv.pos = sl->n_toks;
+    /* the draft model evaluated pending and every draft but the last: it
+     * keeps those of them that were kept */
+    if (sl->dsmp) sl->dkv.pos = base + (kept < nd - 1 ? kept : nd - 1);
     if (kept == nd) memmove(sl->logits, sl->logits + (size_t)nd * nv, nv * sizeof *sl->logits);
     /* candle_spec's schedule: longer after a draft kept whole, shorter after
      * one refused; a refused one-token draft pauses drafting 1, 2, 4 .. 32
@@ -773,6 +816,93 @@ static void slot_verify(srv_sched *s, srv_slot *sl) {
     else if (nd == 1) {
         sl->backoff = sl->backoff ? (sl->backoff < 32 ? 2 * sl->backoff : 32) : 1;
         sl->pause = sl->backoff;
+    }
+}
+
+/* --- draft-model drafts ------------------------------------------------------- */
+
+/* softmax(l)[id] at temperature 1: the draft's confidence in its token (as
+ * candle_spec's draft_p_min). */
+static float top_prob(const float *l, int64_t n, int32_t id) {
+    float mx = l[id];
+    for (int64_t i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)(l[i] - mx));
+    return (float)(exp((double)(l[id] - mx)) / sum);
+}
+
+/* The slot's next draft from dlogits into ctx (its distribution into q);
+ * false when it drafts no more: at draft_p_min, an end of generation or
+ * its room. */
+static bool draft_next(srv_sched *s, srv_slot *sl) {
+    size_t nv = (size_t)s->n_vocab;
+    int32_t n = sl->step_draft;
+    int32_t id = candle_sampler_sample_probs(sl->dsmp, sl->dlogits, sl->q + (size_t)n * nv);
+    if (id < 0 || (s->p.draft_p_min > 0 && top_prob(sl->dlogits, s->n_vocab, id) < s->p.draft_p_min))
+        return false;
+    sl->ctx[sl->n_ctx_toks + n] = id;
+    sl->step_draft++;
+    return sl->step_draft < sl->draft_room && !candle_tokenizer_is_eog(s->tok, id);
+}
+
+/* Every decoding slot with draft room gets its draft model's drafts before
+ * the step: round 0 evaluates the context the draft holds not yet (the
+ * prompt at first, then the tokens kept since) through the pending token,
+ * in forwards of at most SRV_STEP_TOKENS rows; each later round evaluates
+ * the last draft of each slot still drafting, all in one forward. A
+ * failed forward ends the drafting with the drafts made. */
+static void draft_all(srv_sched *s, int nb) {
+    int n_d = 0;
+    for (int i = 0; i < nb; i++) {
+        srv_slot *sl = s->seq_slot[i];
+        if (sl->draft_room <= 0) continue;
+        /* at least the pending token to evaluate: its logits draft */
+        if (sl->dkv.pos >= sl->n_ctx_toks) sl->dkv.pos = sl->n_ctx_toks - 1;
+        s->drafting[n_d++] = sl;
+    }
+    bool left = n_d > 0;
+    while (left) { /* round 0 */
+        int n = 0;
+        int64_t rows = 0;
+        left = false;
+        for (int k = 0; k < n_d; k++) {
+            srv_slot *sl = s->drafting[k];
+            int64_t m = sl->n_ctx_toks - sl->dkv.pos;
+            if (m <= 0) continue;
+            if (m > SRV_STEP_TOKENS - rows) m = SRV_STEP_TOKENS - rows, left = true;
+            if (m <= 0) break;
+            float *lg = sl->dkv.pos + m == sl->n_ctx_toks ? sl->dlogits : NULL;
+            s->dseqs[n++] = (candle_batch_seq){NULL, sl->ctx + sl->dkv.pos, m, lg, s->dpool, &sl->dkv, 0};
+            rows += m;
+        }
+        if (n && candle_batch_eval(s->dbatch, s->dseqs, n)) {
+            fprintf(stderr, "candle serve: draft model: %s\n", candle_batch_errmsg(s->dbatch));
+            n_d = 0;
+            left = false;
+        }
+    }
+    int n_left = 0;
+    for (int k = 0; k < n_d; k++)
+        if (draft_next(s, s->drafting[k])) s->drafting[n_left++] = s->drafting[k];
+    while (n_left > 0) { /* rounds 1.. */
+        for (int k = 0; k < n_left; k++) {
+            srv_slot *sl = s->drafting[k];
+            s->dseqs[k] = (candle_batch_seq){NULL, sl->ctx + sl->n_ctx_toks + sl->step_draft - 1, 1,
+                                             sl->dlogits, s->dpool, &sl->dkv, 0};
+        }
+        if (candle_batch_eval(s->dbatch, s->dseqs, n_left)) {
+            fprintf(stderr, "candle serve: draft model: %s\n", candle_batch_errmsg(s->dbatch));
+            break;
+        }
+        int n = 0;
+        for (int k = 0; k < n_left; k++)
+            if (draft_next(s, s->drafting[k])) s->drafting[n++] = s->drafting[k];
+        n_left = n;
+    }
+    for (int i = 0; i < nb; i++) { /* the drafts into the step's sequences */
+        srv_slot *sl = s->seq_slot[i];
+        sl->draft_room = 0;
+        s->seqs[i].n = s->seqs[i].n_logits = sl->step_n = 1 + sl->step_draft;
     }
 }
 
@@ -959,9 +1089,14 @@ static void step_all(srv_sched *s) {
         if (!sl->req || sl->n_prefilled < sl->req->n_prompt || hold) continue;
         n_ready--;
         if (slot_decode(s, sl, &s->seqs[nb], s->p.batch_size - n_dec - 1 - n_ready)) {
-            n_dec += s->seqs[nb].n;
+            n_dec += s->seqs[nb].n + sl->draft_room; /* a draft model's room, held for its drafts */
             s->seq_slot[nb++] = sl;
         }
+    }
+    if (s->dpool && nb) {
+        draft_all(s, nb);
+        n_dec = 0;
+        for (int i = 0; i < nb; i++) n_dec += s->seqs[i].n;
     }
     int64_t room = prefill_budget(s, n_dec, n_pre);
     if (n_dec) s->budget = room;
@@ -1160,9 +1295,20 @@ static void sched_free(srv_sched *s) {
         free(sl->piece);
         free(sl->lpend);
     }
+    for (int i = 0; s->slots && i < s->p.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (s->dpool) candle_kv_seq_free(s->dpool, &sl->dkv);
+        candle_sampler_free(sl->dsmp);
+        free(sl->dlogits);
+        free(sl->q);
+    }
     candle_grammar_vocab_free(s->gvocab);
     candle_batch_free(s->batch);
     candle_kv_pool_free(s->pool);
+    candle_batch_free(s->dbatch);
+    candle_kv_pool_free(s->dpool);
+    free(s->dseqs);
+    free(s->drafting);
     if (s->trace) fclose(s->trace);
     free(s->seqs);
     free(s->seq_slot);
@@ -1211,7 +1357,9 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     s->prefilling = calloc((size_t)p->n_slots, sizeof *s->prefilling);
     s->group_end = calloc((size_t)p->n_slots, sizeof *s->group_end);
     if (s->p.batch_size < 1 || s->p.batch_size > SRV_STEP_TOKENS) s->p.batch_size = SRV_STEP_TOKENS;
-    if (s->p.lookup_ngram <= 0) s->p.lookup_ngram = s->p.n_draft = 0;
+    bool spec = s->p.lookup_ngram > 0 || s->p.draft_model;
+    if (s->p.lookup_ngram < 0) s->p.lookup_ngram = 0;
+    if (!spec) s->p.n_draft = 0;
     else if (s->p.n_draft < 1 || s->p.n_draft > CANDLE_SPEC_MAX_DRAFT) s->p.n_draft = 8;
     candle_status st = s->slots && s->queue && s->seqs && s->seq_slot && s->prefilling && s->group_end
                            ? CANDLE_OK
@@ -1219,15 +1367,24 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     if (!st && s->blocks_total < 1) st = CANDLE_ERR_INVALID_ARG; /* serve.c checks first */
     if (!st) st = candle_batch_init(&s->batch, m, p->n_threads);
     if (!st) st = candle_kv_pool_init(&s->pool, m, s->blocks_total, p->kv_type);
+    if (!st && p->draft_model) {
+        s->dseqs = calloc((size_t)p->n_slots, sizeof *s->dseqs);
+        s->drafting = calloc((size_t)p->n_slots, sizeof *s->drafting);
+        st = s->dseqs && s->drafting ? CANDLE_OK : CANDLE_ERR_OOM;
+        if (!st) st = candle_batch_init(&s->dbatch, p->draft_model, p->n_threads);
+        if (!st) st = candle_kv_pool_init(&s->dpool, p->draft_model, s->blocks_total, p->kv_type);
+    }
     size_t piece_cap = candle_tokenizer_detok_bufsize(tok);
     for (int i = 0; !st && i < p->n_slots; i++) {
         srv_slot *sl = &s->slots[i];
-        size_t rows = s->p.lookup_ngram > 0 ? 1 + (size_t)s->p.n_draft : 1;
+        size_t rows = spec ? 1 + (size_t)s->p.n_draft : 1;
         sl->logits = malloc(rows * (size_t)s->n_vocab * sizeof *sl->logits);
         sl->piece = malloc(piece_cap);
         sl->piece_cap = piece_cap;
-        if (s->p.lookup_ngram > 0 &&
-            !(sl->ctx = malloc(((size_t)s->p.n_ctx + CANDLE_SPEC_MAX_DRAFT + 1) * sizeof *sl->ctx)))
+        if (spec && !(sl->ctx = malloc(((size_t)s->p.n_ctx + CANDLE_SPEC_MAX_DRAFT + 1) * sizeof *sl->ctx)))
+            st = CANDLE_ERR_OOM;
+        if (s->dpool && (!(sl->dlogits = malloc((size_t)s->n_vocab * sizeof *sl->dlogits)) ||
+                         !(sl->q = malloc((size_t)s->p.n_draft * (size_t)s->n_vocab * sizeof *sl->q))))
             st = CANDLE_ERR_OOM;
         if (!sl->logits || !sl->piece) st = CANDLE_ERR_OOM;
     }

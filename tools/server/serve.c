@@ -14,6 +14,7 @@
 #include "../cli/args.h"
 #include "../cli/cli.h"
 #include "candle/kv_pool.h"
+#include "candle/speculative.h"
 #include "server.h"
 
 static const char usage[] =
@@ -57,7 +58,12 @@ static const char usage[] =
     "                       followed the latest earlier match of the context's last N tokens\n"
     "                       and verify them in the step (requests without a grammar or\n"
     "                       logprobs; output as without it; acceptance in /metrics)\n"
+    "  --draft-model PATH   speculative decoding with a draft model: a smaller decoder of the\n"
+    "                       same vocabulary drafts the tokens (requests without a grammar or\n"
+    "                       logprobs; output as without it; a single -m; not with --lookup)\n"
     "  --draft-max K        most tokens drafted per step (default 8, at most 64)\n"
+    "  --draft-p-min P      a draft model's drafting stops at a token it gives less than\n"
+    "                       probability P (default 0: never)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         the first -m model's name in the API (as -m PATH:ALIAS)\n"
     "  -t N                 threads per evaluation\n"
@@ -84,6 +90,8 @@ typedef struct serve_args {
     const char *host, *api_key, *chat_template, *alias;
     int port, parallel, queue, prefill_chunk, batch_size, n_threads, per_ip, max_conns;
     int lookup, draft_max; /* prompt-lookup speculation: n-gram size (0: off), tokens per step */
+    const char *draft_model; /* --draft-model, or NULL */
+    double draft_p_min;
     double header_timeout, body_timeout;
     int64_t max_body_mem;
     bool quiet; /* no access log */
@@ -189,7 +197,12 @@ static int parse_args(int argc, char **argv, serve_args *a) {
             ok = num && n >= 1 && n <= 256 && (a->parallel = (int)n, true);
         else if (!strcmp(o, "--queue")) ok = num && n <= 100000 && (a->queue = (int)n, true);
         else if (!strcmp(o, "--lookup")) ok = num && n >= 1 && n <= 64 && (a->lookup = (int)n, true);
-        else if (!strcmp(o, "--draft-max"))
+        else if (!strcmp(o, "--draft-model")) a->draft_model = v;
+        else if (!strcmp(o, "--draft-p-min")) {
+            char *end;
+            a->draft_p_min = strtod(v, &end);
+            ok = end != v && !*end && a->draft_p_min >= 0 && a->draft_p_min <= 1;
+        } else if (!strcmp(o, "--draft-max"))
             ok = num && n >= 1 && n <= CANDLE_SPEC_MAX_DRAFT && (a->draft_max = (int)n, true);
         else if (!strcmp(o, "--prefill-chunk"))
             ok = num && n >= 1 && n <= 4096 && (a->prefill_chunk = (int)n, true);
@@ -225,6 +238,14 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         return 2;
     }
     if (cli_kv_pair("serve", ctk, ctv, &a->kv_type)) return 2;
+    if (a->draft_model && a->lookup) {
+        fprintf(stderr, "candle serve: --draft-model and --lookup are exclusive: one kind of drafts\n");
+        return 2;
+    }
+    if (a->draft_model && (a->n_models > 1 || a->n_dirs > 0)) {
+        fprintf(stderr, "candle serve: --draft-model needs a single -m model (not several, nor --models-dir)\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -318,11 +339,25 @@ int cmd_serve(int argc, char **argv) {
     if (!c) return 1;
     srv_metrics_init(&c->metrics);
     pthread_mutex_init(&c->big_prompt, NULL);
+    candle_model *draft = NULL;
+    if (a.draft_model) {
+        candle_model_params mp = {.n_threads = a.n_threads, .weight_dtype = a.weight_dtype};
+        if (candle_model_load(&draft, a.draft_model, &mp)) {
+            fprintf(stderr, "candle serve: --draft-model %s: %s\n", a.draft_model, candle_last_errmsg());
+            return 2;
+        }
+        if (candle_model_get_config(draft)->kind != CANDLE_MODEL_DECODER_LM) {
+            fprintf(stderr, "candle serve: --draft-model %s: not a decoder language model\n", a.draft_model);
+            candle_model_free(draft);
+            return 2;
+        }
+    }
     srv_load_params lp = {.n_threads = a.n_threads, .parallel = a.parallel, .queue = a.queue,
                           .prefill_chunk = a.prefill_chunk, .batch_size = a.batch_size, .n_ctx = a.n_ctx,
                           .kv_mem = a.kv_mem, .itl_stretch = a.itl_stretch, .kv_type = a.kv_type,
                           .chat_template = a.chat_template, .lookup_ngram = a.lookup,
-                          .n_draft = a.draft_max ? a.draft_max : 8, .weight_dtype = a.weight_dtype};
+                          .n_draft = a.draft_max ? a.draft_max : 8, .weight_dtype = a.weight_dtype,
+                          .draft_model = draft, .draft_p_min = (float)a.draft_p_min};
     srv_models_init(c, &lp);
     /* the gate holds what the descriptors left by the daemon's allow */
     int pending = nofile - a.max_conns - 64;
@@ -360,7 +395,11 @@ int cmd_serve(int argc, char **argv) {
     srv_model *e = !r && !c->router ? c->models[0] : NULL;
     if (e && !srv_model_load_now(c, e)) {
         fprintf(stderr, "candle serve: %s\n", e->error);
-        r = strstr(e->error, "--kv-mem") ? 2 : 1;
+        r = strstr(e->error, "--kv-mem") || strstr(e->error, "--draft-model") ? 2 : 1;
+    }
+    if (!r && draft && (e->enc || e->whisper)) {
+        fprintf(stderr, "candle serve: --draft-model: the model is not a decoder language model\n");
+        r = 2;
     }
     if (!r && (a.n_lora || a.lora_admin)) {
         if (!e || e->enc || e->whisper) {
@@ -412,6 +451,7 @@ int cmd_serve(int argc, char **argv) {
     if (d) srv_http_stop(c, d);
     srv_lora_free(c); /* after every request that could use them */
     srv_models_free(c);
+    candle_model_free(draft); /* after the scheduler that drafted with it */
     srv_audio_free(c);
     pthread_mutex_destroy(&c->metrics.mu);
     pthread_mutex_destroy(&c->big_prompt);

@@ -173,6 +173,12 @@ typedef struct srv_sched_params {
      * matched against the request's context, 0: off; n_draft: the most
      * tokens drafted per step (1..CANDLE_SPEC_MAX_DRAFT). */
     int lookup_ngram, n_draft;
+    /* Or a draft model's drafts (--draft-model; its vocabulary the model's,
+     * checked by the caller): it reads each drafting request's context in
+     * its own pool and drafts n_draft tokens at most, stopping at one it
+     * gives less than draft_p_min (0: never). */
+    const candle_model *draft_model;
+    float draft_p_min;
 } srv_sched_params;
 
 candle_status srv_sched_start(srv_sched **out, const candle_model *m, const candle_tokenizer *tok,
@@ -246,6 +252,8 @@ typedef struct srv_load_params {
     candle_dtype kv_type;
     const char *chat_template; /* forced for every decoder (--chat-template), or NULL */
     int lookup_ngram, n_draft; /* prompt-lookup speculation (srv_sched_params) */
+    const candle_model *draft_model; /* --draft-model (srv_sched_params), or NULL */
+    float draft_p_min;
     candle_dtype weight_dtype; /* --dtype: every model's weight matrices converted at load */
 } srv_load_params;
 
