@@ -30,9 +30,13 @@ typedef struct candle_batch_seq {
     /* With logits: the rows whose logits are wanted, the sequence's last
      * n_logits (0 counts as 1; at most n), written to logits row after row
      * ([n_logits, n_vocab]): speculative decoding verifies drafted tokens
-     * from them. On a paged sequence every row's logits have the bits a
-     * one-token step would give (paged attention and the quantized
-     * products up to 256 rows compute each row alone). */
+     * from them. On a paged sequence paged attention computes each row
+     * alone, and so do the products of the legacy block types (q4_0 .. q8_0)
+     * up to 256 rows: there every row's logits have the bits a one-token
+     * step would give. The K types' multi-row kernels (q4_K, q6_K, ...) sum
+     * their scales in another order than the one-row kernel, so on those
+     * models a row may differ in its last bits (greedy text then parts from
+     * one-token steps at near ties). */
     int64_t n_logits;
 } candle_batch_seq;
 
