@@ -56,7 +56,8 @@ typedef struct candle_spec_params {
      * rolled back with every refused draft). */
     const candle_model *draft_model;
     candle_session_params draft_session;
-    candle_sampler_params draft_sampling;
+    candle_sampler_params draft_sampling; /* its seed is mixed with a constant: draws independent
+                                             of a target sampler seeded alike */
     /* The draft model's drafting stops early at a token it gives less than
      * this probability (0: never; llama.cpp's --draft-p-min) */
     float draft_p_min;

@@ -117,6 +117,10 @@ candle_status candle_spec_init(candle_spec **out, const candle_model *target, co
     if (!st && p->draft_model) {
         candle_sampler_params dp = p->draft_sampling;
         dp.penalty_last_n = 0;
+        /* The draft's draws must not repeat the target sampler's (given the
+         * same params, as candle run does, they would: the acceptance test's
+         * uniforms would then track the draws they judge). */
+        dp.seed ^= 0x9e3779b97f4a7c15ull;
         sp->q = malloc((size_t)p->n_draft * nv * sizeof *sp->q);
         sp->dlogits = malloc(nv * sizeof *sp->dlogits);
         if (!sp->q || !sp->dlogits) st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: speculative");
