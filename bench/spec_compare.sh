@@ -9,7 +9,8 @@
 # speculative run right after a plain one, greedy (--temp 0), -t ${THREADS:-2}.
 # Prints each engine's median decode rates, their ratio, acceptance, and whether
 # the speculative text equals the plain one. Set OMP_WAIT_POLICY=PASSIVE in the
-# environment to stop llama.cpp's OpenMP threads spinning between kernels.
+# environment to stop llama.cpp's OpenMP threads spinning between kernels;
+# LLAMA_ONLY=1 skips the Candle runs.
 set -u
 candle="$1" lbin="$2" target="$3" draft="$4" prompt="$5" n="$6" reps="$7" lmodel="${8:-$3}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -21,12 +22,14 @@ lrate() { sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1
 lacc() { sed -n 's/^.*accept *= *\([0-9.]*\)%.*/\1%/p' "$1" | tail -1; }
 common=(-f "$prompt" -n "$n" --temp 0 -t "$t" -tb "$t" -c 4096 --seed 1)
 
+if [ -z "${LLAMA_ONLY:-}" ]; then
 echo "### Candle ($(basename "$target"), $(basename "$prompt"), -n $n, $reps reps; load $(cut -d' ' -f1-3 /proc/loadavg))"
 THREADS="$t" "$here/speculative.sh" "$candle" "$target" "$prompt" "$n" "$reps" "--draft-model $draft --draft-max 8"
 if [ "$lmodel" != "$target" ]; then
     echo "(lookup on $(basename "$lmodel"))"
 fi
 THREADS="$t" "$here/speculative.sh" "$candle" "$lmodel" "$prompt" "$n" "$reps" "--lookup 3"
+fi
 
 echo
 echo "### llama.cpp ($(basename "$target"), $(basename "$prompt"), -n $n, $reps reps; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; load $(cut -d' ' -f1-3 /proc/loadavg))"
