@@ -120,8 +120,10 @@ typedef struct candle_model_params {
      * embedding tables, norms and quantized weights stay as stored)
      * converted at load to this dtype: CANDLE_DTYPE_BF16 or CANDLE_DTYPE_F16
      * (half the memory of f32; bf16 takes the CPU's bf16 dot products where
-     * it has them, AVX512_BF16), or 0 (f32's value): as stored. The copies
-     * live in memory, not in the file's mapping. As TEI's --dtype. */
+     * it has them, AVX512_BF16), CANDLE_DTYPE_Q8_0 (quantized: the integer
+     * dot products; rows that are no whole number of blocks stay), or 0
+     * (f32's value): as stored. The copies live in memory, not in the file's
+     * mapping. As TEI's --dtype. */
     candle_dtype weight_dtype;
 } candle_model_params;
 

@@ -26,7 +26,9 @@ typedef struct candle_whisper_params {
     /* The linear layers' weights and the token embedding (also the output
      * projection) as CANDLE_DTYPE_F16 or CANDLE_DTYPE_BF16 (half f32's bytes:
      * decoding reads half as much; bf16 takes the CPU's bf16 dot products),
-     * or 0 (f32's value): widened to f32 as CTranslate2 on a CPU computes. */
+     * CANDLE_DTYPE_Q8_0 (quantized at load: the integer dot products, as
+     * CTranslate2's int8), or 0 (f32's value): widened to f32 as CTranslate2
+     * on a CPU computes. */
     candle_dtype weight_dtype;
 } candle_whisper_params;
 

@@ -88,13 +88,14 @@ static bool weight_dtype_ok(loader *L, const candle_tensor *t) {
                     "a float or quantized type");
 }
 
-/* A float matrix in the model's weight_dtype (f16 or bf16): a copy in the
- * model's memory, converted a row at a time (round to nearest even). */
+/* A float matrix in the model's weight_dtype (f16, bf16: rounded to nearest
+ * even; q8_0: quantized, rows whose length is no whole number of its blocks
+ * stay as stored): a copy in the model's memory, converted a row at a time. */
 static candle_tensor *to_weight_dtype(loader *L, candle_tensor *t) {
     candle_model *m = L->m;
     candle_dtype want = m->weight_dtype;
     if (!t || want == CANDLE_DTYPE_F32 || t->dtype == want || !candle_dtype_info(t->dtype)->is_float ||
-        !candle_tensor_is_host(t))
+        !candle_tensor_is_host(t) || t->shape[1] % candle_dtype_info(want)->block_size)
         return t;
     candle_tensor *d = candle_tensor_new(m->ctx, want, t->rank, t->shape);
     float *row = malloc((size_t)t->shape[1] * sizeof *row);

@@ -72,9 +72,9 @@ candle_status candle_model_load(candle_model **out, const char *path,
     m->weight_dtype = p->weight_dtype;
     candle_status s = CANDLE_OK;
     if (m->weight_dtype != CANDLE_DTYPE_F32 && m->weight_dtype != CANDLE_DTYPE_F16 &&
-        m->weight_dtype != CANDLE_DTYPE_BF16)
+        m->weight_dtype != CANDLE_DTYPE_BF16 && m->weight_dtype != CANDLE_DTYPE_Q8_0)
         s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                          "model_load: weight_dtype %s (want f32 for as stored, f16 or bf16)",
+                          "model_load: weight_dtype %s (want f32 for as stored, f16, bf16 or q8_0)",
                           candle_dtype_name(m->weight_dtype));
     if (!s && !m->backend) {
         m->backend = candle_backend_cpu_init(p->n_threads);

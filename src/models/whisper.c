@@ -144,8 +144,8 @@ static candle_tensor *leaf(candle_whisper *w, const char *name, int rank, const 
 static candle_tensor *load_var(candle_whisper *w, const candle_ct2 *m, const char *name, bool matrix) {
     const candle_ct2_var_info *v = NULL;
     float *buf = read_f32(m, name, &v);
-    return buf ? leaf(w, name, v->rank, v->shape, buf, matrix && v->rank == 2 ? w->wdtype : CANDLE_DTYPE_F32)
-               : NULL;
+    bool conv = matrix && v && v->rank == 2 && v->shape[1] % candle_dtype_info(w->wdtype)->block_size == 0;
+    return buf ? leaf(w, name, v->rank, v->shape, buf, conv ? w->wdtype : CANDLE_DTYPE_F32) : NULL;
 }
 
 static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const char *name) {
@@ -370,9 +370,10 @@ candle_status candle_whisper_load(candle_whisper **out, const char *dir, const c
     if (strcmp(candle_ct2_spec(m), "WhisperSpec"))
         s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: spec %s, not WhisperSpec", path, candle_ct2_spec(m));
     w->wdtype = p->weight_dtype;
-    if (w->wdtype != CANDLE_DTYPE_F32 && w->wdtype != CANDLE_DTYPE_F16 && w->wdtype != CANDLE_DTYPE_BF16)
+    if (w->wdtype != CANDLE_DTYPE_F32 && w->wdtype != CANDLE_DTYPE_F16 && w->wdtype != CANDLE_DTYPE_BF16 &&
+        w->wdtype != CANDLE_DTYPE_Q8_0)
         s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                          "whisper_load: weight_dtype %s (want f32 for f32 weights, f16 or bf16)",
+                          "whisper_load: weight_dtype %s (want f32 for f32 weights, f16, bf16 or q8_0)",
                           candle_dtype_name(w->wdtype));
     if (!s) s = candle_ctx_init(&w->wctx, NULL);
     if (!s && !load_weights(w, m)) s = candle_last_error() ? candle_last_error() : CANDLE_ERR_FORMAT;

@@ -28,16 +28,16 @@ elif ! cmp -s "$tmp/out" "$gold/jfk_transcript.txt"; then
     fail "text '$(cat "$tmp/out")' vs '$(cat "$gold/jfk_transcript.txt")'"
 fi
 grep -q "real-time factor" "$tmp/err" || fail "no timing on stderr"
-# weights kept as f16 or bf16 (--dtype): the same greedy text on this clip
+# weights kept as f16, bf16 or q8_0 (--dtype): the same greedy text on this clip
 # (the sanitizer run: bf16 only, one code path)
-dtypes="f16 bf16"
+dtypes="f16 bf16 q8_0"
 [ "${CANDLE_TEST_SANITIZED:-0}" = 1 ] && dtypes=bf16
 for d in $dtypes; do
     "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 --no-timestamps --no-condition --no-fallback \
         --dtype "$d" >"$tmp/out.$d" 2>"$tmp/err" || fail "--dtype $d: $(cat "$tmp/err")"
     cmp -s "$tmp/out.$d" "$gold/jfk_transcript.txt" || fail "--dtype $d: text '$(cat "$tmp/out.$d")'"
 done
-"$CANDLE" transcribe -m "$model" -f "$wav" --dtype q8_0 >/dev/null 2>&1 && fail "--dtype q8_0 accepted"
+"$CANDLE" transcribe -m "$model" -f "$wav" --dtype q4_k >/dev/null 2>&1 && fail "--dtype q4_k accepted"
 
 if ! "$CANDLE" transcribe -m "$model" -f "$wav" --beam 1 -o json -t 2 --no-timestamps --no-fallback >"$tmp/out.json" 2>"$tmp/err"; then
     fail "transcribe -o json: $(cat "$tmp/err")"

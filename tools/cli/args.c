@@ -145,7 +145,7 @@ bool cli_weight_dtype(const char *name, candle_dtype *out) {
         const char *a, *b;
         candle_dtype t;
     } names[] = {{"f32", "float32", CANDLE_DTYPE_F32}, {"f16", "float16", CANDLE_DTYPE_F16},
-                 {"bf16", "bfloat16", CANDLE_DTYPE_BF16}};
+                 {"bf16", "bfloat16", CANDLE_DTYPE_BF16}, {"q8_0", "int8", CANDLE_DTYPE_Q8_0}};
     for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i].a) || !strcmp(name, names[i].b)) {
             *out = names[i].t;
@@ -177,7 +177,7 @@ static int resolve_kv(const char *cmd, cli_args *a) {
     candle_dtype t = a->kv_type;
     if (cli_kv_pair(cmd, a->ctk, a->ctv, &t)) return 2;
     if (a->dtype && !cli_weight_dtype(a->dtype, &a->weight_dtype)) {
-        fprintf(stderr, "candle %s: --dtype %s: want f32, f16 or bf16\n", cmd, a->dtype);
+        fprintf(stderr, "candle %s: --dtype %s: want f32, f16, bf16 or q8_0\n", cmd, a->dtype);
         return 2;
     }
     if (a->kv_f16 && t != CANDLE_DTYPE_F16) {

@@ -37,7 +37,7 @@ typedef struct cli_args {
     int lookup;         /* --lookup N: prompt-lookup drafting with n-grams of N; 0 = off */
     float draft_p_min;  /* --draft-p-min P: a draft model stops drafting below it */
     bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
-    const char *dtype;  /* --dtype f32|f16|bf16: float weight matrices converted at load */
+    const char *dtype;  /* --dtype f32|f16|bf16|q8_0: float weight matrices converted at load */
     candle_dtype weight_dtype; /* from dtype (cli_parse) */
     /* --lora FILE (scale 1) and --lora-scaled FILE SCALE, as llama.cpp spells them:
      * LoRA adapters (a GGUF LoRA or a PEFT directory) in the order given */

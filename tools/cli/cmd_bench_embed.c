@@ -65,7 +65,7 @@ static void usage(FILE *f) {
             "  --reps N          timed calls at batch 1 (default 20; 2 warm-up calls before)\n"
             "  --batch-reps M    timed calls at larger batches (default 3; 1 warm-up call)\n"
             "  --no-mmap         weights in anonymous memory\n"
-            "  --dtype T         f32 (weights as stored), f16 or bf16: weight matrices converted at load\n"
+            "  --dtype T         f32 (weights as stored), f16, bf16 or q8_0: weight matrices converted at load\n"
             "  --json            JSON instead of a markdown table\n");
 }
 
@@ -203,7 +203,7 @@ int cmd_bench_embed(int argc, char **argv) {
             fprintf(stderr, "candle bench embed: -t %s: want a list of 1..256 threads\n", v);
             return 2;
         } else if (!strcmp(a, "--dtype") && !cli_weight_dtype(v, &wdtype)) {
-            fprintf(stderr, "candle bench embed: --dtype %s: want f32, f16 or bf16\n", v);
+            fprintf(stderr, "candle bench embed: --dtype %s: want f32, f16, bf16 or q8_0\n", v);
             return 2;
         } else if (!strcmp(a, "--reps") && (reps = atoi(v)) < 1) {
             fprintf(stderr, "candle bench embed: --reps must be >= 1\n");

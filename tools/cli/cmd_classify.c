@@ -19,7 +19,7 @@ static void usage_classify(FILE *f) {
             "  -f FILE      one text per line (empty lines skipped)\n"
             "  --all        every label's probability, not only the best\n"
             "  -t N         threads\n"
-            "  --dtype T    f32 (weights as stored), f16 or bf16: weight matrices converted at load\n"
+            "  --dtype T    f32 (weights as stored), f16, bf16 or q8_0: weight matrices converted at load\n"
             "output: one JSON line per input {\"index\", \"label\", \"score\"[, \"scores\"]}\n");
 }
 
@@ -32,7 +32,7 @@ static void usage_rerank(FILE *f) {
             "  -p DOC       one document (may be repeated)\n"
             "  --top-n N    print only the N best\n"
             "  -t N         threads\n"
-            "  --dtype T    f32 (weights as stored), f16 or bf16: weight matrices converted at load\n"
+            "  --dtype T    f32 (weights as stored), f16, bf16 or q8_0: weight matrices converted at load\n"
             "output: one JSON line per document, best first {\"index\", \"score\", \"document\"}\n");
 }
 
@@ -59,7 +59,7 @@ static bool parse(const char *cmd, int argc, char **argv, enc_args *a) {
         else if (!strcmp(o, "-q")) a->query = v;
         else if (!strcmp(o, "-t")) a->lp.n_threads = atoi(v);
         else if (!strcmp(o, "--dtype") && !cli_weight_dtype(v, &a->lp.weight_dtype))
-            return fprintf(stderr, "candle %s: --dtype %s: want f32, f16 or bf16\n", cmd, v), false;
+            return fprintf(stderr, "candle %s: --dtype %s: want f32, f16, bf16 or q8_0\n", cmd, v), false;
         else if (!strcmp(o, "--top-n")) a->top_n = strtoll(v, NULL, 10);
         else if (!strcmp(o, "--all")) a->all = true;
         else if (!takes) return fprintf(stderr, "candle %s: unexpected argument '%s'\n", cmd, o), false;

@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "  --no-normalize    do not normalise\n"
             "  --dimensions N    keep the first N dimensions (Matryoshka)\n"
             "  --no-truncate     refuse inputs longer than the model's max_seq_length\n"
-            "  --dtype T         f32 (weights as stored), f16 or bf16 (bfloat16: the CPU's bf16 dot\n"
+            "  --dtype T         f32 (weights as stored), f16, bf16 or q8_0 (bfloat16: the CPU's bf16 dot\n"
             "                    products where it has them): weight matrices converted at load\n"
             "  --prompt-name N   prepend the prompt named N in config_sentence_transformers.json\n"
             "                    (default: its default_prompt_name, if any)\n"
@@ -73,7 +73,7 @@ int cmd_embed(int argc, char **argv) {
         else if (!strcmp(a, "-o")) fmt = v;
         else if (!strcmp(a, "-t")) lp.n_threads = atoi(v);
         else if (!strcmp(a, "--dtype") && !cli_weight_dtype(v, &lp.weight_dtype)) {
-            fprintf(stderr, "candle embed: --dtype %s: want f32, f16 or bf16\n", v);
+            fprintf(stderr, "candle embed: --dtype %s: want f32, f16, bf16 or q8_0\n", v);
             goto usage;
         }
         else if (!strcmp(a, "--dimensions")) ep.dimensions = strtoll(v, NULL, 10);

@@ -48,9 +48,10 @@ static void usage(FILE *f) {
             "  --seed N          the sampler's seed (0)\n"
             "  -t N              threads\n"
             "  --no-mmap         read model.bin into memory\n"
-            "  --dtype T         f32 (weights widened to f32, as CTranslate2 on a CPU), f16 or\n"
+            "  --dtype T         f32 (weights widened to f32, as CTranslate2 on a CPU), f16,\n"
             "                    bf16 (whisper.cpp's f16 bytes; bf16 on the CPU's bf16 dot\n"
-            "                    products where it has them)\n");
+            "                    products where it has them) or q8_0 (int8, as faster-whisper's\n"
+            "                    int8: quantized at load, the integer dot products)\n");
 }
 
 typedef enum { OUT_TXT, OUT_SRT, OUT_VTT, OUT_JSON } out_fmt;

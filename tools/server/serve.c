@@ -67,7 +67,7 @@ static const char usage[] =
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         the first -m model's name in the API (as -m PATH:ALIAS)\n"
     "  -t N                 threads per evaluation\n"
-    "  --dtype T            f32 (weights as stored), f16 or bf16 (bfloat16: the CPU's bf16 dot\n"
+    "  --dtype T            f32 (weights as stored), f16, bf16 or q8_0 (bfloat16: the CPU's bf16 dot\n"
     "                       products where it has them): weight matrices converted at load\n"
     "  --lora PATH          a LoRA adapter (llama.cpp's GGUF LoRA or a PEFT directory) at scale 1;\n"
     "                       repeatable, ids 0.. in order (GET/POST /lora-adapters, a request's\n"
