@@ -22,25 +22,18 @@ validates against the schema (jsonschema).
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 
+from serve_util import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = ("Write a JSON record for a fictional user of a web service: id, names, email, age, height, "
           "weight, flags, role, status, location, score, login count, plan, a short bio, newsletter "
           "choice, postal address and a few tags.")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(cmd, port, env=None):

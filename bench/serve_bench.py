@@ -19,12 +19,13 @@ import json
 import os
 import random
 import shlex
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
+
+from serve_util import free_port
 
 PROMPTS = ["Write a short story about a robot who learns to paint.",
            "Explain how rain forms, in simple words.",
@@ -130,14 +131,6 @@ def metrics(url, key):
         if len(f) == 2 and f[0] in METRICS:
             out[METRICS[f[0]]] = int(float(f[1]))
     return out
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start_server(a):

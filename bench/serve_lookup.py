@@ -15,7 +15,6 @@ are equal. Default prompts: bench/prompts/code_edit.txt and story.txt.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,15 +22,9 @@ import threading
 import time
 import urllib.request
 
+from serve_util import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(candle, model, threads, extra):

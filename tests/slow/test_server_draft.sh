@@ -61,8 +61,10 @@ pair() {
             python3 -c 'import time; time.sleep(0.1)'
         done
     done
-    timeout 1200 python3 - "$PA" "$PB" "$3" "$4" "$5" <<'PY' || { tail -n 5 "$LA" "$LB"; exit 1; }
+    PYTHONPATH="$SRC/tests/common" timeout 1200 python3 - "$PA" "$PB" "$3" "$4" "$5" <<'PY' || { tail -n 5 "$LA" "$LB"; exit 1; }
 import json, sys, threading, urllib.request
+
+from srv_client import metric, post
 
 pa, pb, ntok, nprompts, strict = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 fail = 0
@@ -74,19 +76,6 @@ def differs(what):
         print(f"FAIL: {what}")
     else:
         print(f"note: {what}")
-
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=900) as r:
-        return json.loads(r.read())
-
-def metric(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise SystemExit(f"FAIL: {name} not in /metrics")
 
 code = "def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n"
 prompts = [

@@ -35,23 +35,12 @@ for p in "$PA" "$PB"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-timeout 600 python3 - "$PA" "$PB" <<'EOF' || { tail -5 "$LA" "$LB"; exit 1; }
+PYTHONPATH="$SRC/tests/common" timeout 600 python3 - "$PA" "$PB" <<'EOF' || { tail -5 "$LA" "$LB"; exit 1; }
 import json, sys, threading, urllib.request
 
+from srv_client import metric, post
+
 pa, pb = sys.argv[1], sys.argv[2]
-
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        return json.loads(r.read())
-
-def metric(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise SystemExit(f"FAIL: {name} not in /metrics")
 
 code = ("def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n\n"
         "def volume(w, h, d):\n    return w * h * d\n")
