@@ -157,7 +157,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     } else if (!(route & 32)) {
         json_t *req = json_loadb(body, len, 0, NULL);
         check(req);
-        bool tei = !strcmp(url, "/predict") || (!strcmp(url, "/rerank") && json_is_array(j));
+        /* a rerank request with TEI's "texts" gets TEI's bare array on either URL */
+        bool tei = !strcmp(url, "/predict") || (strstr(url, "rerank") && json_is_array(j));
         if (strstr(url, "rerank")) check_rerank(j, tei);
         else if (strstr(url, "classify") || tei) check_classify(j, tei, (size_t)candle_encoder_n_labels(c->models[0]->enc));
         else if (!strcmp(url, "/v1/embeddings")) check_embeddings(c, req, j);
