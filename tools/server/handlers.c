@@ -887,7 +887,9 @@ static json_t *stream_logprobs(const srv_model *md, bool chat, srv_req *q, size_
     while (to < q->n_lp && (all || q->lp[to].end <= upto)) to++;
     q->lp_sent = to;
     if (to == from && !always) return NULL;
-    return logprobs_json(md, chat, q->lp + from, to - from, q->text, q->len, &q->cp_bytes, &q->cp_count);
+    /* no entries yet: lp is still NULL, and NULL + 0 is undefined in C */
+    return logprobs_json(md, chat, q->lp ? q->lp + from : NULL, to - from, q->text, q->len, &q->cp_bytes,
+                         &q->cp_count);
 }
 
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len, bool first,
