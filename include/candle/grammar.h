@@ -86,11 +86,13 @@ CANDLE_API candle_status candle_grammar_accept_token(candle_grammar_state *s,
  * required, enum, const, items with minItems/maxItems, minLength/maxLength,
  * anyOf/oneOf (oneOf's exclusivity is not enforced), $ref to "#",
  * "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), string format
- * date, time, date-time and uuid. Objects are generated
- * with their declared properties only, required ones first. A keyword that
- * would constrain values but is not supported (pattern, minimum, another
- * format, ...) is CANDLE_ERR_INVALID_ARG naming it and its byte offset:
- * never a silently looser grammar. */
+ * date, time, date-time and uuid, string pattern (the regular part of
+ * ECMA-262: classes, groups, alternation, quantifiers, ^ and $ at the ends
+ * of the alternatives; backreferences, lookaround and \b refused).
+ * Objects are generated with their declared properties only, required ones
+ * first. A keyword that would constrain values but is not supported
+ * (minimum, another format, ...) is CANDLE_ERR_INVALID_ARG naming it and
+ * its byte offset: never a silently looser grammar. */
 CANDLE_API candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **out);
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /* JSON Schema to GBNF for the basic subset: type (one or a list), properties
  * with required, enum, const, items with minItems/maxItems, minLength/
- * maxLength of strings, anyOf/oneOf, $ref into the document's $defs or
+ * maxLength of strings, pattern (json_regex.c), anyOf/oneOf, $ref into the document's $defs or
  * definitions, string formats date, time, date-time, uuid. Objects carry only their declared
  * properties (required ones first, in order, then the optional ones), which
  * satisfies the schema whatever additionalProperties says. A keyword that
@@ -15,6 +15,7 @@
 #include "../core/core-impl.h"
 #include "../core/json-impl.h"
 #include "../core/strbuf-impl.h"
+#include "nn-impl.h"
 
 #define SCHEMA_MAX_OUT (4u << 20) /* bytes of grammar text */
 #define SCHEMA_MAX_DEPTH 32
@@ -144,7 +145,7 @@ static const char *const annotations[] = {"title", "description", "$schema", "$i
                                           "$defs", "definitions"};
 static const char *const handled[] = {"type", "properties", "required", "enum", "const", "items",
                                       "minItems", "maxItems", "minLength", "maxLength", "anyOf",
-                                      "oneOf", "format", "$ref"};
+                                      "oneOf", "format", "$ref", "pattern"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -184,8 +185,8 @@ static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, in
             {"time", "\"\\\"\" time \"\\\"\" ws"},
             {"date-time", "\"\\\"\" date \"T\" time \"\\\"\" ws"},
             {"uuid", "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12} \"\\\"\" ws"}};
-        if (json_get(s, "minLength") || json_get(s, "maxLength"))
-            return refuse(c, f, "'format' with minLength/maxLength is not supported");
+        if (json_get(s, "minLength") || json_get(s, "maxLength") || json_get(s, "pattern"))
+            return refuse(c, f, "'format' with minLength/maxLength/pattern is not supported");
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
             if (json_str_eq(f, formats[i][0])) {
                 sb_str(b, formats[i][1]);
@@ -193,6 +194,15 @@ static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, in
             }
         return refuse(c, f, "keyword 'format' is not supported for this value (date, time, "
                             "date-time and uuid are)");
+    } else if (!strcmp(type, "string") && json_get(s, "pattern")) {
+        const json_value *pat = json_get(s, "pattern");
+        const char *ps;
+        size_t pn;
+        char err[160];
+        if (!json_as_str(pat, &ps, &pn)) return refuse(c, pat, "'pattern' must be a string");
+        if (json_get(s, "minLength") || json_get(s, "maxLength"))
+            return refuse(c, pat, "'pattern' with minLength/maxLength is not supported");
+        if (!cdl_json_pattern_gbnf(ps, pn, b, err, sizeof err)) return refuse(c, pat, "%s", err);
     } else if (!strcmp(type, "string")) {
         int64_t lo = 0, hi = -1;
         if (!count_kw(c, s, "minLength", &lo) || !count_kw(c, s, "maxLength", &hi)) return false;
@@ -399,6 +409,8 @@ static int gen(conv *c, const json_value *s, int depth) {
         } else {
             refuse(c, v, "'type' must be a string or a non-empty array of strings");
         }
+    } else if ((v = json_get(s, "pattern"))) {
+        refuse(c, v, "'pattern' needs \"type\": \"string\" beside it");
     } else {
         sb_str(&b, "value");
     }

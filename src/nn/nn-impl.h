@@ -60,4 +60,10 @@ typedef struct nn_attn_params {
 candle_tensor *nn_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,
                             const nn_attn_params *p);
 
+/* A JSON Schema "pattern" (n bytes) as a GBNF expression of the JSON string
+ * values matching it, appended to out (json_regex.c; uses json_schema.c's
+ * rules char and ws); false with err set for what it does not translate. */
+struct cdl_strbuf;
+bool cdl_json_pattern_gbnf(const char *pattern, size_t n, struct cdl_strbuf *out, char *err, size_t errn);
+
 #endif

@@ -25,6 +25,8 @@ SMALL = [
     (b'{"type": ["string", "null"], "pattern": "a+"}', [b"null"]),
     (b'{"$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#/$defs/n"}, '
      b'"d": {"type": "string", "format": "date-time"}}}}, "$ref": "#/$defs/n"}', [b'{"k": {}}']),
+    (b'{"type": "string", "pattern": "^[\\\\w.-]+@(a|b){1,3}\\\\.c[^\\"\\\\\\\\]?$"}', [b'"x.y@ab.c"']),
+    (b'{"type": "string", "pattern": "x(?:y|\\\\d)*?\\\\u00e9[\\\\s\\\\]-]|^$"}', [b'"zxy1\\u00e9 "', b'""']),
 ]
 
 

@@ -66,8 +66,10 @@ cat >"$tmp/schema.json" <<'J'
  "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"},
                 "pet": {"enum": ["cat", "dog", null]},
                 "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
-                "ok": {"type": "boolean"}, "k": {"const": {"a": [1, "x\"y"]}}},
- "required": ["name", "age", "tags"], "additionalProperties": false}
+                "ok": {"type": "boolean"}, "k": {"const": {"a": [1, "x\"y"]}},
+                "code": {"type": "string", "pattern": "^[A-Z]{2}-(\\d{2,4}|x[^0-9\"]?)$"},
+                "note": {"type": "string", "pattern": "^b[a-z]{1,6}$"}},
+ "required": ["name", "age", "tags", "code"], "additionalProperties": false}
 J
 for seed in 0 1 2 3 4 5; do
     temp=1.0; [ $seed = 0 ] && temp=0
@@ -88,12 +90,15 @@ for f in sys.argv[2:]:
     if jsonschema:
         jsonschema.validate(doc, schema)
         continue
-    assert set(doc) <= set(schema["properties"]) and {"name", "age", "tags"} <= set(doc)
+    assert set(doc) <= set(schema["properties"]) and {"name", "age", "tags", "code"} <= set(doc)
     assert isinstance(doc["name"], str) and len(doc["name"]) <= 10
     assert isinstance(doc["age"], int) and not isinstance(doc["age"], bool)
     assert 1 <= len(doc["tags"]) <= 3 and all(isinstance(t, str) and len(t) <= 5 for t in doc["tags"])
     assert doc.get("pet", "cat") in ("cat", "dog", None) and doc.get("k", {"a": [1, "x\"y"]}) == {"a": [1, "x\"y"]}
     assert isinstance(doc.get("ok", True), bool)
+    import re
+    assert re.search(schema["properties"]["code"]["pattern"], doc["code"])
+    assert re.search(schema["properties"]["note"]["pattern"], doc.get("note", "bx"))
 PY'
 echo '{"type": "string", "format": "email"}' >"$tmp/bad.json"
 "$candle" run -m "$model" -p "x" --json-schema "$tmp/bad.json" >/dev/null 2>"$tmp/err"

@@ -505,7 +505,6 @@ static void test_json_schema(void) {
         CHECK(!match(g, "[\"2024-13-01\"]") && !match(g, "[\"123e4567-e89b-12d3-a456\"]"));
     }
     candle_grammar_free(g);
-    schema_bad("{\"type\": \"string\", \"pattern\": \"^a\"}", "keyword 'pattern' is not supported");
     schema_bad("{\"$ref\": \"#/$defs/x\"}", "no such definition");
     schema_bad("{\"$ref\": \"other.json#/a\"}", "only #");
     schema_bad("{\"type\": \"string\", \"format\": \"email\"}", "'format'");
@@ -513,6 +512,63 @@ static void test_json_schema(void) {
     schema_bad("{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}", "required");
     schema_bad("{\"type\": \"decimal\"}", "unknown type 'decimal'");
     schema_bad("{\"type\": ", "json schema");
+}
+
+/* {"type": "string", "pattern": P} (P raw, escaped into the JSON here). */
+static candle_grammar *pattern_schema(const char *pat) {
+    char json[512];
+    size_t n = (size_t)snprintf(json, sizeof json, "{\"type\": \"string\", \"pattern\": \"");
+    for (const char *p = pat; *p && n + 8 < sizeof json; p++) {
+        if (*p == '"' || *p == '\\') json[n++] = '\\';
+        json[n++] = *p;
+    }
+    snprintf(json + n, sizeof json - n, "\"}");
+    return schema(json);
+}
+
+/* The pattern's grammar accepts each JSON text of yes and none of no. */
+static void pattern_case(const char *pat, const char *const *yes, const char *const *no) {
+    candle_grammar *g = pattern_schema(pat);
+    CHECK_MSG(g != NULL, "pattern %s refused", pat);
+    for (int i = 0; g && yes[i]; i++) CHECK_MSG(match(g, yes[i]), "pattern %s: %s refused", pat, yes[i]);
+    for (int i = 0; g && no[i]; i++) CHECK_MSG(!match(g, no[i]), "pattern %s: %s accepted", pat, no[i]);
+    candle_grammar_free(g);
+}
+
+/* "pattern": the regular subset of ECMA-262 as JSON string text. */
+static void test_json_schema_pattern(void) {
+    pattern_case("^[a-z]{2,3}-\\d+$", (const char *[]){"\"ab-12\"", "\"abc-0\"", NULL},
+                 (const char *[]){"\"abcd-1\"", "\"ab-\"", "\"1ab-1\"", "\"AB-1\"", NULL});
+    pattern_case("abc", (const char *[]){"\"abc\"", "\"xxabcyy\"", "\"a\\\"abc\"", NULL},
+                 (const char *[]){"\"abd\"", "\"ab\"", NULL});
+    pattern_case("^(foo|ba[rz])$", (const char *[]){"\"foo\"", "\"baz\"", "\"bar\"", NULL},
+                 (const char *[]){"\"bar2\"", "\"ba\"", "\"foobar\"", NULL});
+    /* a quote and a backslash in the pattern come out as JSON escapes */
+    pattern_case("^a\"b\\\\c$", (const char *[]){"\"a\\\"b\\\\c\"", NULL},
+                 (const char *[]){"\"a\"b\\\\c\"", "\"a\\\"bc\"", NULL});
+    /* a negated class: no raw quote, backslash or control character, the quote escaped */
+    pattern_case("^[^0-9]+$", (const char *[]){"\"ab\"", "\"a\\\"\"", "\"\\\\\"", NULL},
+                 (const char *[]){"\"a1\"", "\"\"", "\"a\nb\"", NULL});
+    pattern_case("^\\s?x.$", (const char *[]){"\"\\tx!\"", "\"xz\"", "\" x\\\"\"", NULL},
+                 (const char *[]){"\"x\"", "\"\\nx\"", "\"  xy\"", NULL});
+    pattern_case("^(?:ab)*$|^z$", (const char *[]){"\"\"", "\"abab\"", "\"z\"", NULL},
+                 (const char *[]){"\"aba\"", "\"zz\"", NULL});
+    pattern_case("^a+?b{2,}$", (const char *[]){"\"abb\"", "\"aabbb\"", NULL}, (const char *[]){"\"ab\"", NULL});
+    pattern_case("^[\\w.-]+@[a-z]+\\.(com|org)$", (const char *[]){"\"j.doe-1@ex.org\"", NULL},
+                 (const char *[]){"\"j doe@ex.org\"", "\"j@ex.net\"", NULL});
+    pattern_case("^\xc3\xa9+\\u0041$", (const char *[]){"\"\xc3\xa9\xc3\xa9" "A\"", NULL}, (const char *[]){"\"A\"", NULL});
+    /* not regular or not translated: refused by name */
+    schema_bad("{\"type\": \"string\", \"pattern\": \"(a)\\\\1\"}", "backreferences");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"(?=a)b\"}", "lookaround");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a^b\"}", "^ and $");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a{2\"}", "{m,n}");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"\\\\bfoo\"}", "word boundaries");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"(ab\"}", "unclosed group");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"[ab\"}", "unterminated class");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a**\"}", "a quantifier after a quantifier");
+    schema_bad("{\"pattern\": \"a\"}", "needs \"type\": \"string\"");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a\", \"maxLength\": 3}", "minLength/maxLength");
+    schema_bad("{\"type\": \"string\", \"pattern\": 3}", "must be a string");
 }
 
 /* A real SentencePiece vocabulary with byte fallback: the <0xC3> piece is
@@ -574,6 +630,7 @@ int main(void) {
     test_mask_none();
     test_mask_vs_token_ok();
     test_json_schema();
+    test_json_schema_pattern();
     test_spm_vocab();
     return test_done("test_grammar");
 }
