@@ -91,7 +91,8 @@ CANDLE_API candle_status candle_grammar_accept_token(candle_grammar_state *s,
  * of the alternatives; backreferences, lookaround and \b refused).
  * Objects are generated with their declared properties only, required ones
  * first. A keyword that would constrain values but is not supported
- * (minimum, another format, ...) is CANDLE_ERR_INVALID_ARG naming it and
+ * (multipleOf, bounds on non-integer numbers, another format, ...) is
+ * CANDLE_ERR_INVALID_ARG naming it and
  * its byte offset: never a silently looser grammar. */
 CANDLE_API candle_status candle_json_schema_to_gbnf(const char *schema, size_t len, char **out);
 

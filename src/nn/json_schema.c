@@ -1,11 +1,13 @@
 /* JSON Schema to GBNF for the basic subset: type (one or a list), properties
  * with required, enum, const, items with minItems/maxItems, minLength/
- * maxLength of strings, pattern (json_regex.c), anyOf/oneOf, $ref into the document's $defs or
+ * maxLength of strings, pattern (json_regex.c), minimum/maximum and the
+ * exclusive forms on integers (json_range.c), anyOf/oneOf, $ref into the document's $defs or
  * definitions, string formats date, time, date-time, uuid. Objects carry only their declared
  * properties (required ones first, in order, then the optional ones), which
  * satisfies the schema whatever additionalProperties says. A keyword that
  * would constrain the value but is not enforced here is refused by name, so
  * a schema is never silently loosened. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +147,9 @@ static const char *const annotations[] = {"title", "description", "$schema", "$i
                                           "$defs", "definitions"};
 static const char *const handled[] = {"type", "properties", "required", "enum", "const", "items",
                                       "minItems", "maxItems", "minLength", "maxLength", "anyOf",
-                                      "oneOf", "format", "$ref", "pattern"};
+                                      "oneOf", "format", "$ref", "pattern", "minimum", "maximum",
+                                      "exclusiveMinimum", "exclusiveMaximum"};
+static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -154,6 +158,12 @@ static bool in_list(const char *k, const char *const *list, size_t n) {
 }
 
 static int gen(conv *c, const json_value *s, int depth);
+
+static bool has_bounds(const json_value *s) {
+    for (int i = 0; i < 4; i++)
+        if (json_get(s, bounds[i])) return true;
+    return false;
+}
 
 static bool str_eq(const json_value *a, const json_value *b) {
     return a && b && a->type == JSON_STRING && b->type == JSON_STRING && a->n == b->n &&
@@ -210,6 +220,25 @@ static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, in
         if (lo == 0 && hi < 0) sb_str(b, "string");
         else if (hi < 0) sb_fmt(b, "\"\\\"\" char{%lld,} \"\\\"\" ws", (long long)lo);
         else sb_fmt(b, "\"\\\"\" char{%lld,%lld} \"\\\"\" ws", (long long)lo, (long long)hi);
+    } else if (!strcmp(type, "integer") && has_bounds(s)) {
+        bool has_lo = false, has_hi = false;
+        int64_t lo = 0, hi = 0;
+        for (int i = 0; i < 4; i++) {
+            const json_value *v = json_get(s, bounds[i]);
+            double x;
+            if (!v) continue;
+            if (!json_as_f64(v, &x) || x != x || x < -9.0e15 || x > 9.0e15)
+                return refuse(c, v, "'%s' must be a number within +-9e15", bounds[i]);
+            /* the integers the bound allows: minimum ceil, exclusive the next one */
+            int64_t k = i == 0 ? (int64_t)ceil(x) : i == 1 ? (int64_t)floor(x) : i == 2 ? (int64_t)floor(x) + 1
+                                                                                      : (int64_t)ceil(x) - 1;
+            if (i == 0 || i == 2) lo = has_lo && lo > k ? lo : k, has_lo = true;
+            else hi = has_hi && hi < k ? hi : k, has_hi = true;
+        }
+        if (has_lo && has_hi && lo > hi) return refuse(c, s, "no integer between the bounds");
+        cdl_json_int_range_gbnf(has_lo, lo, has_hi, hi, b);
+    } else if (!strcmp(type, "number") && has_bounds(s)) {
+        return refuse(c, s, "minimum/maximum on type 'number' are not supported (on 'integer' they are)");
     } else if (!strcmp(type, "integer") || !strcmp(type, "number") || !strcmp(type, "boolean") ||
                !strcmp(type, "null")) {
         sb_str(b, type);
@@ -411,6 +440,8 @@ static int gen(conv *c, const json_value *s, int depth) {
         }
     } else if ((v = json_get(s, "pattern"))) {
         refuse(c, v, "'pattern' needs \"type\": \"string\" beside it");
+    } else if (has_bounds(s)) {
+        refuse(c, s, "minimum/maximum need \"type\": \"integer\" beside them");
     } else {
         sb_str(&b, "value");
     }

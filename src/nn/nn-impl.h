@@ -65,5 +65,8 @@ candle_tensor *nn_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
  * rules char and ws); false with err set for what it does not translate. */
 struct cdl_strbuf;
 bool cdl_json_pattern_gbnf(const char *pattern, size_t n, struct cdl_strbuf *out, char *err, size_t errn);
+/* The JSON integers in [lo, hi] (has_lo/has_hi false: that side open; lo <=
+ * hi) as a GBNF expression then ws, appended to out (json_range.c). */
+void cdl_json_int_range_gbnf(bool has_lo, int64_t lo, bool has_hi, int64_t hi, struct cdl_strbuf *out);
 
 #endif

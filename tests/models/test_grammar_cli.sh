@@ -63,7 +63,7 @@ check "list.gbnf: rc $rc, '$(cat "$tmp/list")'" '[ $rc -eq 0 ] && fullmatch "$tm
 # jsonschema package when python3 has it, else a check of the same rules)
 cat >"$tmp/schema.json" <<'J'
 {"type": "object",
- "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"},
+ "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer", "minimum": 1, "exclusiveMaximum": 130},
                 "pet": {"enum": ["cat", "dog", null]},
                 "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
                 "ok": {"type": "boolean"}, "k": {"const": {"a": [1, "x\"y"]}},
@@ -92,7 +92,7 @@ for f in sys.argv[2:]:
         continue
     assert set(doc) <= set(schema["properties"]) and {"name", "age", "tags", "code"} <= set(doc)
     assert isinstance(doc["name"], str) and len(doc["name"]) <= 10
-    assert isinstance(doc["age"], int) and not isinstance(doc["age"], bool)
+    assert isinstance(doc["age"], int) and not isinstance(doc["age"], bool) and 1 <= doc["age"] < 130
     assert 1 <= len(doc["tags"]) <= 3 and all(isinstance(t, str) and len(t) <= 5 for t in doc["tags"])
     assert doc.get("pet", "cat") in ("cat", "dog", None) and doc.get("k", {"a": [1, "x\"y"]}) == {"a": [1, "x\"y"]}
     assert isinstance(doc.get("ok", True), bool)

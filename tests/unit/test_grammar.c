@@ -1,5 +1,6 @@
 /* GBNF grammars: the parser (good grammars and each error), the matcher on
  * byte strings, the token mask over a small vocabulary and the sampler hook. */
+#include <limits.h>
 #include <math.h>
 
 #include "candle/grammar.h"
@@ -508,7 +509,7 @@ static void test_json_schema(void) {
     schema_bad("{\"$ref\": \"#/$defs/x\"}", "no such definition");
     schema_bad("{\"$ref\": \"other.json#/a\"}", "only #");
     schema_bad("{\"type\": \"string\", \"format\": \"email\"}", "'format'");
-    schema_bad("{\"type\": \"integer\", \"minimum\": 0}", "'minimum'");
+    schema_bad("{\"type\": \"integer\", \"multipleOf\": 2}", "'multipleOf'");
     schema_bad("{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}", "required");
     schema_bad("{\"type\": \"decimal\"}", "unknown type 'decimal'");
     schema_bad("{\"type\": ", "json schema");
@@ -571,6 +572,53 @@ static void test_json_schema_pattern(void) {
     schema_bad("{\"type\": \"string\", \"pattern\": 3}", "must be a string");
 }
 
+/* minimum/maximum (and the exclusive forms) on integers: every integer in
+ * [-1300, 1300] (and around large bounds) is accepted exactly when the
+ * bounds allow it. */
+static void test_json_schema_bounds(void) {
+    static const struct {
+        const char *kw;
+        long long lo, hi; /* what the keywords allow; LLONG_MIN / MAX: open */
+    } cases[] = {
+        {"\"minimum\": 0, \"maximum\": 0", 0, 0},
+        {"\"minimum\": 1, \"maximum\": 9", 1, 9},
+        {"\"minimum\": -5, \"maximum\": 5", -5, 5},
+        {"\"minimum\": 7, \"maximum\": 123", 7, 123},
+        {"\"minimum\": -123, \"maximum\": -7", -123, -7},
+        {"\"minimum\": 0", 0, LLONG_MAX},
+        {"\"minimum\": 15", 15, LLONG_MAX},
+        {"\"maximum\": -3", LLONG_MIN, -3},
+        {"\"maximum\": 250", LLONG_MIN, 250},
+        {"\"exclusiveMinimum\": 0.5, \"exclusiveMaximum\": 1000", 1, 999},
+        {"\"minimum\": -1000.5, \"exclusiveMaximum\": -999", -1000, -1000},
+        {"\"minimum\": 100, \"exclusiveMinimum\": 200, \"maximum\": 1201", 201, 1201},
+        {"\"minimum\": 99990, \"maximum\": 100010", 99990, 100010},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[256], v[32];
+        snprintf(json, sizeof json, "{\"type\": \"integer\", %s}", cases[i].kw);
+        candle_grammar *g = schema(json);
+        CHECK_MSG(g != NULL, "%s refused", json);
+        if (!g) continue;
+        int bad = 0;
+        long long probes[] = {99989, 99990, 99991, 100009, 100010, 100011, 1000000, -1000000, 10000000000LL};
+        for (long long x = -1300; x <= 1300 + (long long)(sizeof probes / sizeof probes[0]); x++) {
+            long long y = x <= 1300 ? x : probes[x - 1301];
+            snprintf(v, sizeof v, "%lld", y);
+            bool want = y >= cases[i].lo && y <= cases[i].hi;
+            if (match(g, v) != want && bad++ < 3) printf("  %s: %s %s\n", json, v, want ? "refused" : "accepted");
+        }
+        CHECK_MSG(!bad, "%s: %d integers misjudged", json, bad);
+        CHECK(!match(g, "01") && !match(g, "1.0") && !match(g, "-0"));
+        candle_grammar_free(g);
+    }
+    schema_bad("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4.5}", "no integer between");
+    schema_bad("{\"type\": \"number\", \"minimum\": 0}", "on type 'number'");
+    schema_bad("{\"minimum\": 0}", "need \"type\": \"integer\"");
+    schema_bad("{\"type\": \"integer\", \"maximum\": \"7\"}", "must be a number");
+    schema_bad("{\"type\": \"integer\", \"exclusiveMinimum\": true}", "must be a number");
+}
+
 /* A real SentencePiece vocabulary with byte fallback: the <0xC3> piece is
  * the raw byte, so "é" can be spelled as <0xC3><0xA9> or as a whole piece,
  * and the mask agrees with token_ok on every token. */
@@ -631,6 +679,7 @@ int main(void) {
     test_mask_vs_token_ok();
     test_json_schema();
     test_json_schema_pattern();
+    test_json_schema_bounds();
     test_spm_vocab();
     return test_done("test_grammar");
 }
