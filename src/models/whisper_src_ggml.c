@@ -26,6 +26,7 @@ typedef struct gsrc {
     candle_ggml_whisper_hparams hp;
     int32_t eot, sot, n_lang; /* translate = sot + 1 + n_lang, then the other specials */
     bool multilingual;
+    char rank_byte[256]; /* the byte of each single-byte rank (bytes_to_unicode's order) */
 } gsrc;
 
 static candle_status gerr(const whisper_src *s, const char *fmt, const char *a, long long b) {
@@ -241,6 +242,19 @@ static candle_status validate(const whisper_src *s) {
 
 /* ---- the tokenizer ---- */
 
+/* Token i's bytes. whisper.cpp's early converters wrote the vocabulary
+ * decoded as UTF-8 with errors='replace', so the models they made (still
+ * the ones most users have) hold U+FFFD for every token that is not whole
+ * UTF-8; the 256 single bytes come back from their ranks, the others stay
+ * as stored (they decode to U+FFFD, as in whisper.cpp, and repeat). */
+static void tok_at(const gsrc *g, int32_t i, const char **p, size_t *n) {
+    candle_ggml_whisper_token(g->g, i, p, n);
+    if (i < 256 && *n == 3 && !memcmp(*p, "\xef\xbf\xbd", 3)) {
+        *p = &g->rank_byte[i];
+        *n = 1;
+    }
+}
+
 /* GPT-2's bytes_to_unicode: the code point byte b is written as. */
 static uint32_t byte_cp(uint8_t b) {
     if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) return b;
@@ -283,7 +297,7 @@ static void put_bytes(cdl_strbuf *o, const cps *c, const char *p, size_t n) {
 typedef struct rank_map {
     int32_t *slot; /* rank + 1, 0 empty */
     size_t cap;
-    const candle_ggml_whisper *g;
+    const gsrc *g;
 } rank_map;
 
 static uint64_t hash_bytes(const char *p, size_t n) {
@@ -302,7 +316,7 @@ static int32_t rank_get(rank_map *m, const char *p, size_t n, int32_t insert) {
         }
         const char *q;
         size_t qn;
-        candle_ggml_whisper_token(m->g, m->slot[i] - 1, &q, &qn);
+        tok_at(m->g, m->slot[i] - 1, &q, &qn);
         if (qn == n && !memcmp(p, q, n)) return m->slot[i] - 1;
     }
 }
@@ -315,21 +329,17 @@ static candle_status build_json(const whisper_src *s, cdl_strbuf *o) {
     const gsrc *g = s->impl;
     cps c;
     cps_init(&c);
-    rank_map m = {NULL, 64, g->g};
+    rank_map m = {NULL, 64, g};
     while (m.cap < (size_t)g->eot * 2) m.cap *= 2;
     m.slot = calloc(m.cap, sizeof *m.slot);
     if (!m.slot) return cdl_set_error(NULL, CANDLE_ERR_OOM, "%s: out of memory (vocabulary)", s->path);
     candle_status r = CANDLE_OK;
-    for (int32_t i = 0; i < g->eot && !r; i++) {
+    /* a repeated token (a lossy vocabulary) keeps the first id for encoding */
+    for (int32_t i = 0; i < g->eot; i++) {
         const char *p;
         size_t n;
-        candle_ggml_whisper_token(g->g, i, &p, &n);
-        int32_t prev = rank_get(&m, p, n, i);
-        if (prev >= 0) {
-            char msg[64];
-            snprintf(msg, sizeof msg, "vocabulary: token %d repeats token %d", (int)i, (int)prev);
-            r = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s", s->path, msg);
-        }
+        tok_at(g, i, &p, &n);
+        rank_get(&m, p, n, i);
     }
     cdl_strbuf_str(o, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
     static const char *const after[] = {"<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
@@ -357,7 +367,7 @@ static candle_status build_json(const whisper_src *s, cdl_strbuf *o) {
         const char *p;
         size_t n;
         char id[24];
-        candle_ggml_whisper_token(g->g, i, &p, &n);
+        tok_at(g, i, &p, &n);
         cdl_strbuf_str(o, i ? ",\"" : "\"");
         put_bytes(o, &c, p, n);
         snprintf(id, sizeof id, "\":%d", (int)i);
@@ -372,8 +382,8 @@ static candle_status build_json(const whisper_src *s, cdl_strbuf *o) {
     for (int32_t i = 0; i < g->eot && !r; i++) {
         const char *p;
         size_t n, k = 0;
-        candle_ggml_whisper_token(g->g, i, &p, &n);
-        if (n < 2) continue;
+        tok_at(g, i, &p, &n);
+        if (n < 2 || rank_get(&m, p, n, -1) != i) continue; /* a repeat merges as its first */
         if (cap < n) {
             merge *nl = realloc(local, n * sizeof *nl);
             if (!nl) {
@@ -399,8 +409,8 @@ static candle_status build_json(const whisper_src *s, cdl_strbuf *o) {
         for (size_t x = 0; x < k; x++) {
             const char *lp, *rp;
             size_t ln, rn;
-            candle_ggml_whisper_token(g->g, local[x].l, &lp, &ln);
-            candle_ggml_whisper_token(g->g, local[x].r, &rp, &rn);
+            tok_at(g, local[x].l, &lp, &ln);
+            tok_at(g, local[x].r, &rp, &rn);
             cdl_strbuf_str(o, first ? "\"" : ",\"");
             first = false;
             put_bytes(o, &c, lp, ln);
@@ -510,6 +520,10 @@ static candle_status setup(whisper_src *s, gsrc *g) {
     if (g->n_lang < 1 || g->n_lang > n_known)
         return gerr(s, "%sn_vocab %lld is not a Whisper vocabulary (51765 + the languages)", "", h->n_vocab);
     g->eot = g->multilingual ? 50257 : 50256;
+    for (int b = 0, k = 0; b < 256; b++) /* the printable bytes first, then the rest */
+        if (byte_cp((uint8_t)b) < 256) g->rank_byte[k++] = (char)b;
+    for (int b = 0, k = 0; b < 256; b++)
+        if (byte_cp((uint8_t)b) >= 256) g->rank_byte[188 + k++] = (char)b;
     g->sot = g->eot + 1;
     if (candle_ggml_whisper_n_tokens(g->g) < g->eot)
         return gerr(s, "%svocabulary of %lld tokens ends before <|endoftext|>", "",

@@ -46,6 +46,32 @@ static void tensor(fbuf *f, const char *name, int nd, const int32_t *ne, const c
     }
 }
 
+/* The length of the whole UTF-8 sequence at p (n bytes left), or 0. */
+static size_t utf8_seq(const uint8_t *p, size_t n) {
+    size_t k = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 && p[0] >= 0xC2 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
+                                 : (p[0] & 0xF8) == 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return k;
+}
+
+/* What whisper.cpp's early converters stored: the token decoded as UTF-8
+ * with errors='replace' (here one U+FFFD per bad byte, close enough). */
+static size_t lossy(char *b, size_t len) {
+    char out[1024];
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq((const uint8_t *)b + i, len - i);
+        if (k) memcpy(out + o, b + i, k), o += k, i += k;
+        else memcpy(out + o, "\xef\xbf\xbd", 3), o += 3, i++;
+    }
+    memcpy(b, out, o);
+    return o;
+}
+
+static bool g_lossy;
+
 /* A 1-layer model with n_state S; skip: a tensor left out; bad: mlp.0 of
  * the wrong width. */
 static void model(fbuf *f, const candle_tokenizer *ref, int32_t n_vocab, int32_t eot, int32_t n_tok,
@@ -58,9 +84,10 @@ static void model(fbuf *f, const candle_tokenizer *ref, int32_t n_vocab, int32_t
     put32(f, 0), put32(f, 0); /* no filters */
     put32(f, n_tok);
     for (int32_t i = 0; i < n_tok; i++) {
-        char b[256];
+        char b[1024];
         size_t len = 0;
-        if (i < eot) candle_tokenizer_token_bytes(ref, i, false, b, sizeof b, &len);
+        if (i < eot) candle_tokenizer_token_bytes(ref, i, false, b, 256, &len);
+        if (g_lossy) len = lossy(b, len);
         put32(f, (int32_t)len);
         put(f, b, len);
     }
@@ -262,8 +289,69 @@ out:
     candle_tokenizer_free(ref);
 }
 
+/* A lossy vocabulary: it opens; the whole-UTF-8 tokens keep their ids and
+ * bytes, the single bytes come back, and text of whole tokens encodes as
+ * the reference does. */
+static void check_lossy(const char *dir_name, bool multilingual) {
+    char p[1200];
+    const char *cache = getenv("CANDLE_DATA_CACHE");
+    snprintf(p, sizeof p, "%s/models/%s/tokenizer.json", cache ? cache : "build-data", dir_name);
+    if (access(p, R_OK)) {
+        test_skip(dir_name, "%s absent (scripts/fetch-whisper.sh)", p);
+        return;
+    }
+    candle_tokenizer *ref = NULL;
+    CHECK_OK(NULL, candle_tokenizer_from_hf_file(&ref, p, NULL));
+    if (!ref) return;
+    int32_t eot = multilingual ? 50257 : 50256;
+    fbuf f = {0};
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/candle_test_wsrc_lossy_%d.bin", (int)getpid());
+    g_lossy = true;
+    model(&f, ref, multilingual ? 51865 : 51864, eot, eot, NULL, false);
+    g_lossy = false;
+    CHECK(write_file(path, &f));
+    whisper_src s;
+    candle_tokenizer *tok = NULL;
+    CHECK_OK(NULL, whisper_src_open_ggml(&s, path, false));
+    if (s.impl) CHECK_OK(NULL, s.tokenizer(&s, &tok));
+    if (tok) {
+        int same = 0, whole = 0;
+        for (int32_t id = 0; id < eot; id++) {
+            char a[256], b[256];
+            size_t la = 0, lb = 0;
+            candle_tokenizer_token_bytes(tok, id, false, a, sizeof a, &la);
+            candle_tokenizer_token_bytes(ref, id, false, b, sizeof b, &lb);
+            bool w = id < 256;
+            for (size_t i = 0; i < lb && !w;) {
+                size_t k = utf8_seq((const uint8_t *)b + i, lb - i);
+                if (!k) break;
+                i += k;
+                w = i == lb;
+            }
+            whole += w;
+            same += w && la == lb && !memcmp(a, b, la);
+        }
+        CHECK_MSG(same == whole && whole > eot * 9 / 10, "%d of %d whole tokens kept", same, whole);
+        for (size_t i = 0; i < 2; i++) {
+            int32_t x[256], y[256];
+            int64_t nx = 0, ny = 0;
+            CHECK_OK(NULL, candle_tokenizer_encode(tok, TEXTS[i], strlen(TEXTS[i]), false, true, x, 256, &nx));
+            CHECK_OK(NULL, candle_tokenizer_encode(ref, TEXTS[i], strlen(TEXTS[i]), false, true, y, 256, &ny));
+            CHECK_MSG(nx == ny && !memcmp(x, y, (size_t)nx * 4), "lossy text %zu differs", i);
+        }
+        candle_tokenizer_free(tok);
+    }
+    if (s.impl) s.close(&s);
+    unlink(path);
+    free(f.b);
+    candle_tokenizer_free(ref);
+}
+
 int main(void) {
     check_model("whisper-tiny-en", false);
     check_model("whisper-base", true);
+    check_lossy("whisper-tiny-en", false);
+    check_lossy("whisper-base", true);
     return test_done("test_whisper_src_ggml");
 }
