@@ -34,6 +34,7 @@
 #define CANDLE_GGML_WHISPER_H
 
 #include "api.h"
+#include "quantize.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -117,6 +118,32 @@ CANDLE_API int64_t candle_ggml_whisper_find_tensor(const candle_ggml_whisper *m,
  * lacks it. */
 CANDLE_API candle_tensor *candle_ggml_whisper_load_tensor(const candle_ggml_whisper *m,
                                                           candle_ctx *ctx, const char *name);
+
+/* ---- writing: `candle quantize` for Whisper (src/models/whisper_quantize.c) ---- */
+typedef struct candle_ggml_whisper_write_params {
+    bool no_mmap;                         /* read the source into memory */
+    candle_quantize_progress_fn progress; /* once per tensor (bytes_* count tensors); NULL: none */
+    void *progress_user;
+    candle_quantize_stats *stats; /* filled when not NULL */
+} candle_ggml_whisper_write_params;
+
+/* Whether path is a Whisper model Candle reads: a whisper.cpp ggml file, a
+ * CTranslate2 directory of a WhisperSpec model.bin, or a Hugging Face
+ * directory whose config.json says model_type "whisper". */
+CANDLE_API bool candle_whisper_source_probe(const char *path);
+/* The types candle_whisper_write_ggml writes, for usage text. */
+CANDLE_API const char *candle_whisper_ggml_types(void);
+/* Write the Whisper model at `model` (any of the above) as a whisper.cpp
+ * file of `type` at `out` (through out.tmp, renamed when complete): the
+ * linear weights and the token embedding in type, the conv kernels in f16
+ * (f32 when type is f32), the rest f32, as whisper.cpp's converter and
+ * quantize tool lay it out, so whisper.cpp loads it. Types: f32, f16,
+ * q8_0, q5_0, q5_1, q4_0, q4_1, q2_k..q6_k; a type whose block does not
+ * divide the model's width is refused (CANDLE_ERR_UNSUPPORTED), since
+ * whisper.cpp keeps every matrix in the file type. */
+CANDLE_API candle_status candle_whisper_write_ggml(const char *model, const char *out,
+                                                   candle_dtype type,
+                                                   const candle_ggml_whisper_write_params *p);
 
 #ifdef __cplusplus
 }
