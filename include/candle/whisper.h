@@ -34,12 +34,23 @@ typedef struct candle_whisper_params {
 
 CANDLE_API candle_whisper_params candle_whisper_default_params(void);
 
-/* dir: model.bin, config.json (suppress_ids, suppress_ids_begin) and
- * tokenizer.json. Errors: CANDLE_ERR_IO, CANDLE_ERR_FORMAT (a variable
- * missing or of the wrong shape), CANDLE_ERR_UNSUPPORTED (not a WhisperSpec
- * model). NULL p: the defaults. */
-CANDLE_API candle_status candle_whisper_load(candle_whisper **out, const char *dir,
+/* path, in one of the formats Whisper models come in:
+ * - a CTranslate2 directory (faster-whisper's): model.bin, config.json
+ *   (suppress_ids, suppress_ids_begin, lang_ids, alignment_heads) and
+ *   tokenizer.json;
+ * - a Hugging Face directory as transformers saves Whisper: config.json
+ *   (model_type "whisper"), model.safetensors (or sharded with
+ *   model.safetensors.index.json), generation_config.json (suppress_tokens,
+ *   begin_suppress_tokens, lang_to_id, alignment_heads) and tokenizer.json;
+ * - a whisper.cpp ggml file (ggml-base.en.bin), F32, F16 or quantized: the
+ *   quantized matrices are used as stored.
+ * Errors: CANDLE_ERR_IO, CANDLE_ERR_FORMAT (a tensor missing or of the wrong
+ * shape), CANDLE_ERR_UNSUPPORTED (not a Whisper model, or a variant Candle
+ * does not implement, named). NULL p: the defaults. */
+CANDLE_API candle_status candle_whisper_load(candle_whisper **out, const char *path,
                                              const candle_whisper_params *p);
+/* Is path a Whisper model in one of those formats (read without loading)? */
+CANDLE_API bool candle_whisper_probe(const char *path);
 CANDLE_API void candle_whisper_free(candle_whisper *w);
 
 typedef struct candle_whisper_dims {
@@ -55,6 +66,12 @@ CANDLE_API const candle_tokenizer *candle_whisper_tokenizer(const candle_whisper
  * floats. n_threads 0: the default. */
 CANDLE_API candle_status candle_whisper_encode(const candle_whisper *w, const float *mel,
                                                int n_threads, float *out, size_t out_len);
+
+/* The decoder's logits of every position of tokens (a prompt such as
+ * <|startoftranscript|><|en|>..., n at most n_text_ctx) against the window
+ * mel [n_mels][3000]: out [n][n_vocab], out_len floats. */
+CANDLE_API candle_status candle_whisper_logits(const candle_whisper *w, const float *mel, const int32_t *tokens,
+                                               int64_t n, int n_threads, float *out, size_t out_len);
 
 /* A word of a segment (word_timestamps), as faster-whisper's Word: its
  * text with the space before it and the punctuation merged into it, start

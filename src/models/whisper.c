@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "candle/ct2.h"
 #include "candle/whisper.h"
 #include "core/json-impl.h"
 #include "model-impl.h"
 #include "whisper-impl.h"
+#include "whisper-src-impl.h"
 
 #ifdef CANDLE_HAVE_ZLIB
 #include <zlib.h>
@@ -25,9 +25,6 @@
 
 #define WHISPER_MAX_LAYERS 64
 #define WHISPER_LN_EPS 1e-5
-#define WHISPER_MAX_SUPPRESS 1024
-#define WHISPER_MAX_LANGS 128
-#define WHISPER_MAX_ALIGN 1024 /* alignment heads */
 
 typedef struct wlin {
     candle_tensor *w, *b; /* [out, in], [out] or NULL */
@@ -99,35 +96,44 @@ candle_whisper_transcribe_params candle_whisper_transcribe_default_params(void) 
 
 /* ---- loading ---- */
 
-/* A float variable widened to f32 (malloc'ed; *v its description). The
- * bytes of the image may sit at any alignment, hence the memcpy. */
-static float *read_f32(const candle_ct2 *m, const char *name, const candle_ct2_var_info **vout) {
-    int64_t i = candle_ct2_find_var(m, name);
-    const candle_ct2_var_info *v = i >= 0 ? candle_ct2_var(m, i) : NULL;
-    if (!v || v->rank < 1) {
-        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin lacks %s", name);
+/* A tensor of the source widened to f32 (malloc'ed; *t its description).
+ * The bytes may sit at any alignment, hence the memcpy. */
+static float *read_f32(const whisper_src *src, const char *name, wsrc_tensor *t) {
+    if (!src->find(src, name, t)) {
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s: %s lacks %s", src->path, src->file, name);
         return NULL;
     }
-    if (v->ct2_dtype != CANDLE_CT2_F32 && v->ct2_dtype != CANDLE_CT2_F16 && v->ct2_dtype != CANDLE_CT2_BF16) {
-        cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s is %s (want a float type)", name,
-                         candle_ct2_dtype_name(v->ct2_dtype));
-        return NULL;
-    }
-    int64_t n = 1;
-    for (int k = 0; k < v->rank; k++) n *= v->shape[k];
-    float *buf = malloc((size_t)n * sizeof *buf);
+    int64_t cols = 1;
+    for (int k = 1; k < t->rank; k++) cols *= t->shape[k];
+    float *buf = malloc((size_t)(t->shape[0] * cols) * sizeof *buf), *o = buf;
     if (!buf) {
         cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
         return NULL;
     }
-    const unsigned char *p = v->data;
-    for (int64_t k = 0; k < n; k++) {
-        uint16_t h;
-        if (v->ct2_dtype == CANDLE_CT2_F32) memcpy(&buf[k], p + 4 * k, 4);
-        else if (memcpy(&h, p + 2 * k, 2), v->ct2_dtype == CANDLE_CT2_F16) buf[k] = candle_f16_to_f32(h);
-        else buf[k] = candle_bf16_to_f32(h);
+    for (int i = 0; i < t->n_parts; i++) {
+        const wsrc_part *p = &t->part[i];
+        const candle_dtype_traits *di = p->dtype < CANDLE_DTYPE_COUNT ? candle_dtype_info(p->dtype) : NULL;
+        int64_t n = p->rows * cols;
+        const unsigned char *b = p->data;
+        if (!b) memset(o, 0, (size_t)n * sizeof *o);
+        else if (p->dtype == CANDLE_DTYPE_F32) memcpy(o, b, (size_t)n * sizeof *o);
+        else if (p->dtype == CANDLE_DTYPE_F16 || p->dtype == CANDLE_DTYPE_BF16)
+            for (int64_t k = 0; k < n; k++) {
+                uint16_t h;
+                memcpy(&h, b + 2 * k, 2);
+                o[k] = p->dtype == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
+            }
+        else if (di && di->is_quantized && di->to_f32 && cols % di->block_size == 0)
+            for (int64_t r = 0; r < p->rows; r++) /* row by row: the blocks need not be aligned */
+                di->to_f32(b + (size_t)r * candle_dtype_row_size(p->dtype, cols), o + r * cols, cols);
+        else {
+            free(buf);
+            cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s: %s is of a type Candle's Whisper does not read (%s)",
+                          src->path, name, di ? di->name : "unknown");
+            return NULL;
+        }
+        o += n;
     }
-    *vout = v;
     return buf;
 }
 
@@ -139,31 +145,54 @@ static candle_tensor *leaf(candle_whisper *w, const char *name, int rank, const 
     return t;
 }
 
-/* A variable as a leaf of the weight context: f32, or a matrix (matrix
- * true) in the model's weight dtype. */
-static candle_tensor *load_var(candle_whisper *w, const candle_ct2 *m, const char *name, bool matrix) {
-    const candle_ct2_var_info *v = NULL;
-    float *buf = read_f32(m, name, &v);
-    bool conv = matrix && v && v->rank == 2 && v->shape[1] % candle_dtype_info(w->wdtype)->block_size == 0;
-    return buf ? leaf(w, name, v->rank, v->shape, buf, conv ? w->wdtype : CANDLE_DTYPE_F32) : NULL;
+/* A matrix stored in a block type (a quantized ggml file) as it is: its
+ * parts' rows, one after another, into *out (NULL: out of memory). False
+ * when it is not one. */
+static bool load_blocks(candle_whisper *w, const wsrc_tensor *t, const char *name, candle_tensor **out) {
+    candle_dtype dt = t->part[0].dtype;
+    if (t->rank != 2 || dt >= CANDLE_DTYPE_COUNT || !candle_dtype_info(dt)->is_quantized ||
+        t->shape[1] % candle_dtype_info(dt)->block_size)
+        return false;
+    for (int i = 0; i < t->n_parts; i++)
+        if (t->part[i].dtype != dt || !t->part[i].data) return false;
+    candle_tensor *m = candle_tensor_new(w->wctx, dt, 2, t->shape);
+    char *o = m ? candle_tensor_data(m) : NULL;
+    size_t row = candle_dtype_row_size(dt, t->shape[1]);
+    for (int i = 0; o && i < t->n_parts; o += (size_t)t->part[i].rows * row, i++)
+        memcpy(o, t->part[i].data, (size_t)t->part[i].rows * row);
+    if (o) candle_tensor_set_name(m, name);
+    else cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory loading %s", name);
+    *out = o ? m : NULL;
+    return true;
 }
 
-static candle_tensor *load_f32(candle_whisper *w, const candle_ct2 *m, const char *name) {
-    return load_var(w, m, name, false);
+/* A tensor as a leaf of the weight context: f32, or a matrix (matrix
+ * true) in the model's weight dtype, or its stored block type. */
+static candle_tensor *load_var(candle_whisper *w, const whisper_src *src, const char *name, bool matrix) {
+    wsrc_tensor t;
+    candle_tensor *m;
+    if (matrix && src->find(src, name, &t) && load_blocks(w, &t, name, &m)) return m;
+    float *buf = read_f32(src, name, &t);
+    bool conv = matrix && buf && t.rank == 2 && t.shape[1] % candle_dtype_info(w->wdtype)->block_size == 0;
+    return buf ? leaf(w, name, t.rank, t.shape, buf, conv ? w->wdtype : CANDLE_DTYPE_F32) : NULL;
+}
+
+static candle_tensor *load_f32(candle_whisper *w, const whisper_src *src, const char *name) {
+    return load_var(w, src, name, false);
 }
 
 /* A conv weight [O, C, K] as the matrix [O, K*C] (column k*C + c) that
  * multiplies the frames' im2col rows (conv_gelu). */
-static candle_tensor *load_conv(candle_whisper *w, const candle_ct2 *m, const char *name) {
-    const candle_ct2_var_info *v = NULL;
-    float *buf = read_f32(m, name, &v);
+static candle_tensor *load_conv(candle_whisper *w, const whisper_src *src, const char *name) {
+    wsrc_tensor v;
+    float *buf = read_f32(src, name, &v);
     if (!buf) return NULL;
-    if (v->rank != 3 || v->shape[2] != 3) {
+    if (v.rank != 3 || v.shape[2] != 3) {
         free(buf);
         cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s is not a [O, C, 3] kernel", name);
         return NULL;
     }
-    int64_t O = v->shape[0], C = v->shape[1], K = 3, shape[2] = {O, K * C};
+    int64_t O = v.shape[0], C = v.shape[1], K = 3, shape[2] = {O, K * C};
     float *t = malloc((size_t)(O * C * K) * sizeof *t);
     for (int64_t o = 0; t && o < O; o++)
         for (int64_t c = 0; c < C; c++)
@@ -173,21 +202,12 @@ static candle_tensor *load_conv(candle_whisper *w, const candle_ct2 *m, const ch
     return leaf(w, name, 2, shape, t, CANDLE_DTYPE_F32);
 }
 
-/* A scalar attribute (num_heads) or -1. */
-static int64_t load_scalar(const candle_ct2 *m, const char *name) {
-    int64_t i = candle_ct2_find_var(m, name);
-    const candle_ct2_var_info *v = i >= 0 ? candle_ct2_var(m, i) : NULL;
-    if (!v || v->rank != 0) return -1;
-    int16_t s16;
-    int32_t s32;
-    if (v->ct2_dtype == CANDLE_CT2_I16 && v->size == 2) return memcpy(&s16, v->data, 2), s16;
-    if (v->ct2_dtype == CANDLE_CT2_I32 && v->size == 4) return memcpy(&s32, v->data, 4), s32;
-    return -1;
+static bool has_var(const whisper_src *src, const char *name) {
+    wsrc_tensor t;
+    return src->find(src, name, &t);
 }
 
-static bool has_var(const candle_ct2 *m, const char *name) { return candle_ct2_find_var(m, name) >= 0; }
-
-static bool load_lin(candle_whisper *w, const candle_ct2 *m, const char *pre, wlin *l) {
+static bool load_lin(candle_whisper *w, const whisper_src *m, const char *pre, wlin *l) {
     char name[320];
     snprintf(name, sizeof name, "%s/weight", pre);
     l->w = load_var(w, m, name, true);
@@ -196,7 +216,7 @@ static bool load_lin(candle_whisper *w, const candle_ct2 *m, const char *pre, wl
     return l->w && (l->b || !has_var(m, name));
 }
 
-static bool load_norm(candle_whisper *w, const candle_ct2 *m, const char *pre, wnorm *n) {
+static bool load_norm(candle_whisper *w, const whisper_src *m, const char *pre, wnorm *n) {
     char name[320];
     snprintf(name, sizeof name, "%s/gamma", pre);
     n->g = load_f32(w, m, name);
@@ -205,7 +225,7 @@ static bool load_norm(candle_whisper *w, const candle_ct2 *m, const char *pre, w
     return n->g && n->b;
 }
 
-static bool load_layer(candle_whisper *w, const candle_ct2 *m, const char *side, int64_t il, wlayer *l) {
+static bool load_layer(candle_whisper *w, const whisper_src *m, const char *side, int64_t il, wlayer *l) {
     char p[192], q[256];
     snprintf(p, sizeof p, "%s/layer_%lld", side, (long long)il);
     bool ok = true;
@@ -226,7 +246,7 @@ static bool load_layer(candle_whisper *w, const candle_ct2 *m, const char *side,
     return ok;
 }
 
-static int64_t count_layers(const candle_ct2 *m, const char *side) {
+static int64_t count_layers(const whisper_src *m, const char *side) {
     int64_t n = 0;
     char name[192];
     for (;; n++) {
@@ -235,14 +255,14 @@ static int64_t count_layers(const candle_ct2 *m, const char *side) {
     }
 }
 
-static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
+static bool load_weights(candle_whisper *w, const whisper_src *m) {
     candle_whisper_dims *d = &w->d;
     d->n_audio_layer = count_layers(m, "encoder");
     d->n_text_layer = count_layers(m, "decoder");
-    d->n_head = load_scalar(m, "encoder/num_heads");
+    d->n_head = m->n_head;
     if (d->n_audio_layer < 1 || d->n_text_layer < 1 || d->n_audio_layer > WHISPER_MAX_LAYERS ||
-        d->n_text_layer > WHISPER_MAX_LAYERS || d->n_head < 1 || load_scalar(m, "decoder/num_heads") != d->n_head) {
-        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: %lld/%lld layers, %lld heads (unsupported)",
+        d->n_text_layer > WHISPER_MAX_LAYERS || d->n_head < 1) {
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s: %lld/%lld layers, %lld heads (unsupported)", m->file,
                          (long long)d->n_audio_layer, (long long)d->n_text_layer, (long long)d->n_head);
         return false;
     }
@@ -263,62 +283,54 @@ static bool load_weights(candle_whisper *w, const candle_ct2 *m) {
     /* conv2 halves 3000 frames to the 1500 positions the encodings cover */
     if (d->n_state % d->n_head || w->conv2_w->shape[1] != 3 * d->n_state || w->enc_pos->shape[1] != d->n_state || w->tok_embd->shape[1] != d->n_state ||
         d->n_audio_ctx * 2 != CANDLE_WHISPER_CHUNK_FRAMES || w->enc[0].qkv.w->shape[0] != 3 * d->n_state) {
-        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: model.bin: inconsistent shapes");
+        cdl_set_error(NULL, CANDLE_ERR_FORMAT, "whisper: %s: inconsistent shapes", m->file);
         return false;
     }
     return true;
 }
 
 
-static int read_ids(const json_value *arr, int32_t *out, int64_t n_vocab) {
-    int n = 0;
-    for (size_t i = 0; arr && i < arr->n && n < WHISPER_MAX_SUPPRESS; i++) {
-        int64_t v;
-        if (json_as_i64(json_at(arr, i), &v) && v >= 0 && v < n_vocab) out[n++] = (int32_t)v;
-    }
-    return n;
+/* Ids of the source's configuration inside the vocabulary. */
+static int keep_ids(const int32_t *ids, int n, int32_t *out, int64_t n_vocab) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < n_vocab) out[k++] = ids[i];
+    return k;
 }
 
-static candle_status load_config(candle_whisper *w, const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    json_doc *doc;
-    candle_status s = json_parse_file(&doc, path, NULL, (size_t)16 << 20);
-    if (s) return s;
-    const json_value *root = json_root(doc);
-    w->n_suppress = read_ids(json_get(root, "suppress_ids"), w->suppress, w->d.n_vocab);
-    w->n_suppress_begin = read_ids(json_get(root, "suppress_ids_begin"), w->suppress_begin, w->d.n_vocab);
-    w->n_lang = read_ids(json_get(root, "lang_ids"), w->lang_ids, w->d.n_vocab);
-    if (w->n_lang > WHISPER_MAX_LANGS) w->n_lang = WHISPER_MAX_LANGS;
-    /* alignment_heads [[layer, head], ...] grouped by layer, as CTranslate2's
-     * set_alignment_heads orders them; without them openai-whisper's default,
-     * every head of the last half of the layers */
-    const json_value *ah = json_get(root, "alignment_heads");
+static candle_status load_config(candle_whisper *w, const whisper_src *src) {
+    whisper_cfg *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    candle_status s = src->config(src, w->tok, cfg);
+    if (s) {
+        free(cfg);
+        return s;
+    }
+    int64_t nv = w->d.n_vocab;
+    w->n_suppress = keep_ids(cfg->suppress, cfg->n_suppress, w->suppress, nv);
+    w->n_suppress_begin = keep_ids(cfg->suppress_begin, cfg->n_suppress_begin, w->suppress_begin, nv);
+    w->n_lang = keep_ids(cfg->lang_ids, cfg->n_lang, w->lang_ids, nv);
+    /* alignment heads grouped by layer, as CTranslate2's set_alignment_heads
+     * orders them; without them openai-whisper's default, every head of the
+     * last half of the layers */
     int64_t nl = w->d.n_text_layer, nh = w->d.n_head;
     for (int64_t l = 0; l < nl; l++)
-        for (size_t i = 0; ah && i < ah->n && w->n_align < WHISPER_MAX_ALIGN; i++) {
-            int64_t L, H;
-            const json_value *e = json_at(ah, i);
-            if (e && e->n == 2 && json_as_i64(json_at(e, 0), &L) && json_as_i64(json_at(e, 1), &H) && L == l && H >= 0 &&
-                H < nh) {
-                w->align_l[w->n_align] = (int16_t)L;
-                w->align_h[w->n_align++] = (int16_t)H;
+        for (int i = 0; i < cfg->n_align && w->n_align < WHISPER_MAX_ALIGN; i++)
+            if (cfg->align_l[i] == l && cfg->align_h[i] < nh) {
+                w->align_l[w->n_align] = cfg->align_l[i];
+                w->align_h[w->n_align++] = cfg->align_h[i];
             }
-        }
     for (int64_t l = nl / 2; !w->n_align && l < nl; l++)
         for (int64_t h = 0; h < nh && w->n_align < WHISPER_MAX_ALIGN; h++) {
             w->align_l[w->n_align] = (int16_t)l;
             w->align_h[w->n_align++] = (int16_t)h;
         }
-    json_free(doc);
+    free(cfg);
     return CANDLE_OK;
 }
 
-static candle_status load_tokenizer(candle_whisper *w, const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    candle_status s = candle_tokenizer_from_hf_file(&w->tok, path, NULL);
-    if (s) return s;
+/* The special tokens of the tokenizer (w->tok) and the languages' codes. */
+static candle_status find_specials(candle_whisper *w, const whisper_src *src) {
     w->sot = candle_tokenizer_find(w->tok, "<|startoftranscript|>");
     w->no_timestamps = candle_tokenizer_find(w->tok, "<|notimestamps|>");
     w->eot = candle_tokenizer_find(w->tok, "<|endoftext|>");
@@ -347,39 +359,32 @@ static candle_status load_tokenizer(candle_whisper *w, const char *dir) {
     if (w->no_speech >= w->d.n_vocab) w->no_speech = -1;
     if (w->sot < 0 || w->no_timestamps < 0 || w->eot < 0 || w->sot >= w->d.n_vocab ||
         w->no_timestamps >= w->d.n_vocab || w->eot >= w->d.n_vocab)
-        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: lacks Whisper's special tokens", path);
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: the tokenizer lacks Whisper's special tokens", src->path);
     return CANDLE_OK;
 }
 
-candle_status candle_whisper_load(candle_whisper **out, const char *dir, const candle_whisper_params *p) {
-    if (!out || !dir) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_load: NULL argument");
+candle_status candle_whisper_load(candle_whisper **out, const char *path, const candle_whisper_params *p) {
+    if (!out || !path) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_load: NULL argument");
     *out = NULL;
     candle_whisper_params def = candle_whisper_default_params();
     if (!p) p = &def;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.bin", dir);
-    candle_ct2_open_params op = {.no_mmap = p->no_mmap};
-    candle_ct2 *m = NULL;
-    candle_status s = candle_ct2_open(&m, path, &op);
+    if (p->weight_dtype != CANDLE_DTYPE_F32 && p->weight_dtype != CANDLE_DTYPE_F16 &&
+        p->weight_dtype != CANDLE_DTYPE_BF16 && p->weight_dtype != CANDLE_DTYPE_Q8_0)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                             "whisper_load: weight_dtype %s (want f32 for f32 weights, f16, bf16 or q8_0)",
+                             candle_dtype_name(p->weight_dtype));
+    whisper_src src;
+    candle_status s = whisper_src_open(&src, path, p->no_mmap);
     if (s) return s;
     candle_whisper *w = calloc(1, sizeof *w);
-    if (!w) {
-        candle_ct2_close(m);
-        return cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
-    }
-    if (strcmp(candle_ct2_spec(m), "WhisperSpec"))
-        s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "%s: spec %s, not WhisperSpec", path, candle_ct2_spec(m));
-    w->wdtype = p->weight_dtype;
-    if (w->wdtype != CANDLE_DTYPE_F32 && w->wdtype != CANDLE_DTYPE_F16 && w->wdtype != CANDLE_DTYPE_BF16 &&
-        w->wdtype != CANDLE_DTYPE_Q8_0)
-        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                          "whisper_load: weight_dtype %s (want f32 for f32 weights, f16, bf16 or q8_0)",
-                          candle_dtype_name(w->wdtype));
+    if (!w) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory");
+    if (!s) w->wdtype = p->weight_dtype;
     if (!s) s = candle_ctx_init(&w->wctx, NULL);
-    if (!s && !load_weights(w, m)) s = candle_last_error() ? candle_last_error() : CANDLE_ERR_FORMAT;
-    candle_ct2_close(m); /* the weights were copied out */
-    if (!s) s = load_config(w, dir);
-    if (!s) s = load_tokenizer(w, dir);
+    if (!s && !load_weights(w, &src)) s = candle_last_error() ? candle_last_error() : CANDLE_ERR_FORMAT;
+    if (!s) s = src.tokenizer(&src, &w->tok);
+    if (!s) s = load_config(w, &src);
+    if (!s) s = find_specials(w, &src);
+    src.close(&src); /* the weights were copied out */
     if (s) {
         candle_whisper_free(w);
         return s;
@@ -387,6 +392,8 @@ candle_status candle_whisper_load(candle_whisper **out, const char *dir, const c
     *out = w;
     return CANDLE_OK;
 }
+
+bool candle_whisper_probe(const char *path) { return path && whisper_src_probe(path); }
 
 void candle_whisper_free(candle_whisper *w) {
     if (!w) return;
@@ -668,6 +675,35 @@ static candle_status dec_step_batch(wdec *st, int nb, const int *slots, const in
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens), *p = candle_tensor_from_i32(ctx, 1, &n, pos);
     candle_tensor *x = candle_add(ctx, candle_embedding(ctx, w->tok_embd, t), candle_embedding(ctx, w->dec_pos, p));
     return dec_run(st, x, nb, slots, 1, false, logits);
+}
+
+candle_status candle_whisper_logits(const candle_whisper *w, const float *mel, const int32_t *tokens, int64_t n,
+                                    int n_threads, float *out, size_t out_len) {
+    if (!w || !mel || !tokens || !out || n < 1)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_logits: NULL argument or no tokens");
+    if (n > w->d.n_text_ctx || out_len < (size_t)(n * w->d.n_vocab))
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                             "whisper_logits: %lld tokens (at most %lld) into %zu floats (need %lld)", (long long)n,
+                             (long long)w->d.n_text_ctx, out_len, (long long)(n * w->d.n_vocab));
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= w->d.n_vocab)
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "whisper_logits: token %lld is %d, outside [0, %lld)",
+                                 (long long)i, tokens[i], (long long)w->d.n_vocab);
+    wdec st;
+    candle_status s = dec_init(&st, w, n_threads, 1);
+    if (!s) s = dec_window(&st, mel);
+    int slot = 0;
+    for (int64_t i = 0; !s && i < n; i += WHISPER_STEP_MAX) {
+        int64_t k = n - i < WHISPER_STEP_MAX ? n - i : WHISPER_STEP_MAX;
+        int32_t pos[WHISPER_STEP_MAX];
+        for (int64_t j = 0; j < k; j++) pos[j] = (int32_t)(i + j);
+        candle_ctx_reset(st.ctx, st.mark);
+        candle_tensor *t = candle_tensor_from_i32(st.ctx, 1, &k, tokens + i), *p = candle_tensor_from_i32(st.ctx, 1, &k, pos);
+        candle_tensor *x = candle_add(st.ctx, candle_embedding(st.ctx, w->tok_embd, t), candle_embedding(st.ctx, w->dec_pos, p));
+        s = dec_run(&st, x, 1, &slot, k, false, out + i * w->d.n_vocab);
+    }
+    dec_free(&st);
+    return s;
 }
 
 typedef struct tokbuf {

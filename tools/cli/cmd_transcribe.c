@@ -16,8 +16,10 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: candle transcribe -m MODEL -f AUDIO [options]\n"
-            "  -m MODEL          a CTranslate2 Whisper directory (model.bin, config.json,\n"
-            "                    tokenizer.json), e.g. scripts/fetch-whisper.sh's\n"
+            "  -m MODEL          a Whisper model: a CTranslate2 directory (model.bin,\n"
+            "                    config.json, tokenizer.json; scripts/fetch-whisper.sh's),\n"
+            "                    a Hugging Face directory (config.json, model.safetensors,\n"
+            "                    tokenizer.json) or a whisper.cpp ggml file\n"
             "  -f AUDIO          an audio file (WAV, FLAC, OGG, MP3: whatever libsndfile reads)\n"
             "  -o txt|srt|vtt|json\n"
             "                    output: the segments' text one a line (txt, the default;\n"
@@ -47,7 +49,7 @@ static void usage(FILE *f) {
             "                    \"end\", \"probability\"}]; segments start and end at their words\n"
             "  --seed N          the sampler's seed (0)\n"
             "  -t N              threads\n"
-            "  --no-mmap         read model.bin into memory\n"
+            "  --no-mmap         read the weights into memory instead of mapping them\n"
             "  --dtype T         f32 (weights widened to f32, as CTranslate2 on a CPU), f16,\n"
             "                    bf16 (whisper.cpp's f16 bytes; bf16 on the CPU's bf16 dot\n"
             "                    products where it has them) or q8_0 (int8, as faster-whisper's\n"

@@ -44,10 +44,6 @@ static bool file_exists(const char *dir, const char *name) {
     return k > 0 && (size_t)k < sizeof p && !access(p, R_OK);
 }
 
-/* A CTranslate2 Whisper directory (model.bin): served as speech. */
-static bool whisper_dir(const char *path) {
-    return file_exists(path, "model.bin");
-}
 
 /* A sentence-transformers folder (modules.json) holding a decoder is an
  * embedding model (Qwen3-Embedding): served as an encoder too. */
@@ -136,7 +132,7 @@ bool srv_models_add(srv_ctx *c, const char *path, const char *id) {
     free(own);
     if (!e) return false;
     bool dir = S_ISDIR(st.st_mode);
-    e->kind = dir && whisper_dir(path) ? SRV_KIND_SPEECH : dir && st_folder(path) ? SRV_KIND_ENCODER : SRV_KIND_UNKNOWN;
+    e->kind = candle_whisper_probe(path) ? SRV_KIND_SPEECH : dir && st_folder(path) ? SRV_KIND_ENCODER : SRV_KIND_UNKNOWN;
     e->bytes = path_bytes(path);
     return true;
 }
@@ -197,11 +193,11 @@ bool srv_models_add_dir(srv_ctx *c, const char *dir) {
         if (stat(p, &st)) continue;
         size_t len = strlen(nm);
         bool gguf = S_ISREG(st.st_mode) && len > 5 && !strcmp(nm + len - 5, ".gguf");
-        /* a Hugging Face folder (config.json), CTranslate2 (model.bin), or
-         * sentence-transformers (modules.json) */
+        /* a Hugging Face folder (config.json), CTranslate2 (model.bin),
+         * sentence-transformers (modules.json), or a whisper.cpp file */
         bool folder = S_ISDIR(st.st_mode) &&
                       (file_exists(p, "config.json") || file_exists(p, "model.bin") || file_exists(p, "modules.json"));
-        if (!gguf && !folder) continue;
+        if (!gguf && !folder && !candle_whisper_probe(p)) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             char **g = realloc(names, cap * sizeof *g);
