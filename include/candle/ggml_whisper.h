@@ -127,13 +127,9 @@ typedef struct candle_ggml_whisper_write_params {
     candle_quantize_stats *stats; /* filled when not NULL */
 } candle_ggml_whisper_write_params;
 
-/* Whether path is a Whisper model Candle reads: a whisper.cpp ggml file, a
- * CTranslate2 directory of a WhisperSpec model.bin, or a Hugging Face
- * directory whose config.json says model_type "whisper". */
-CANDLE_API bool candle_whisper_source_probe(const char *path);
 /* The types candle_whisper_write_ggml writes, for usage text. */
 CANDLE_API const char *candle_whisper_ggml_types(void);
-/* Write the Whisper model at `model` (any of the above) as a whisper.cpp
+/* Write the Whisper model at `model` (any candle_whisper_load reads) as a whisper.cpp
  * file of `type` at `out` (through out.tmp, renamed when complete): the
  * linear weights and the token embedding in type, the conv kernels in f16
  * (f32 when type is f32), the rest f32, as whisper.cpp's converter and

@@ -17,10 +17,8 @@
 #include <unistd.h>
 
 #include "candle/audio.h"
-#include "candle/ct2.h"
 #include "candle/ggml_whisper.h"
 #include "core/core-impl.h"
-#include "core/json-impl.h"
 #include "whisper-src-impl.h"
 
 /* ggml's file type of a weight dtype (GGML_FTYPE_*), or -1. */
@@ -45,30 +43,6 @@ static int ggml_ftype(candle_dtype t) {
 const char *candle_whisper_ggml_types(void) {
     return "f32, f16, q8_0, q5_0, q5_1, q4_0, q4_1, q2_k, q3_k, q4_k, q5_k, q6_k (k types: widths of a "
            "multiple of 256, so not tiny)";
-}
-
-bool candle_whisper_source_probe(const char *path) {
-    struct stat st;
-    if (!path || stat(path, &st)) return false;
-    if (!S_ISDIR(st.st_mode)) return whisper_src_ggml_probe(path);
-    char p[4200];
-    snprintf(p, sizeof p, "%s/model.bin", path);
-    FILE *f = fopen(p, "rb");
-    if (f) {
-        unsigned char head[64];
-        size_t n = fread(head, 1, sizeof head, f);
-        fclose(f);
-        return candle_ct2_probe(head, n) && n >= 17 && !memcmp(head + 6, "WhisperSpec", 12);
-    }
-    snprintf(p, sizeof p, "%s/config.json", path);
-    json_doc *doc = NULL;
-    if (json_parse_file(&doc, p, NULL, (size_t)1 << 20)) {
-        candle_clear_last_error();
-        return false;
-    }
-    bool w = json_str_eq(json_get(json_root(doc), "model_type"), "whisper");
-    json_free(doc);
-    return w;
 }
 
 typedef struct wq {

@@ -219,7 +219,7 @@ int cmd_quantize(int argc, char **argv) {
     qargs a = {0};
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
-    if (candle_whisper_source_probe(a.pos[0])) return quantize_whisper(&a);
+    if (candle_whisper_probe(a.pos[0])) return quantize_whisper(&a);
     candle_ftype ft;
     if (candle_ftype_from_name(a.pos[2], &ft)) {
         fprintf(stderr, "candle %s\n", candle_last_errmsg());
