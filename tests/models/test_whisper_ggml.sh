@@ -83,5 +83,24 @@ fi
 "$CANDLE" quantize -q "$model" "$tmp/x.bin" q4_2 >/dev/null 2>"$tmp/err"
 [ $? = 2 ] || fail "unknown type: not a usage error"
 grep -q "q4_2 is not a type" "$tmp/err" || fail "unknown type: '$(cat "$tmp/err")'"
+# multilingual (when base is fetched): its f16 ggml file detects German on
+# de.wav and decodes the tokens of the package itself (the same f16 weights)
+base="${CANDLE_DATA_CACHE:-$CANDLE_SOURCE_DIR/build-data}/models/whisper-base"
+de="$CANDLE_SOURCE_DIR/tests/data/audio/de.wav"
+if [ -r "$base/model.bin" ] && [ -r "$de" ] && [ "${CANDLE_TEST_SANITIZED:-0}" != 1 ]; then
+    "$CANDLE" quantize -q "$base" "$tmp/base-f16.bin" f16 >/dev/null 2>"$tmp/err" || fail "quantize base: $(cat "$tmp/err")"
+    for m in "$base" "$tmp/base-f16.bin"; do
+        "$CANDLE" transcribe -m "$m" -f "$de" --beam 1 --no-timestamps --no-fallback -t 2 -o json \
+            >"$tmp/de.$(basename "$m").json" 2>"$tmp/err" || fail "transcribe de.wav from $m: $(cat "$tmp/err")"
+    done
+    grep -q '"language": *"de"' "$tmp/de.base-f16.bin.json" || fail "base ggml: language not de"
+    python3 - "$tmp/de.whisper-base.json" "$tmp/de.base-f16.bin.json" <<'PY' || fail "base ggml: other tokens than the package's"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["tokens"] == b["tokens"] and a["language"] == b["language"], (a["text"], b["text"])
+PY
+else
+    echo "whisper-base or de.wav absent (or the sanitizer run): no multilingual case"
+fi
 [ "$fails" = 0 ] && echo "test_whisper_ggml: ok"
 exit "$fails"
