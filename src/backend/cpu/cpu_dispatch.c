@@ -28,6 +28,7 @@ static void avx512_init(void) {
     g_avx512.wt_half_to_f32 = cpu_half_to_f32_avx512;
     g_avx512.dot_rows = cpu_dot_rows_avx512;
     g_avx512.gemm_dot = cpu_gemm_dot_avx512;
+    g_avx512.unary = cpu_unary_avx512;
     g_avx512_bf16 = g_avx512;
     if (cpu_get_features()->avx512bf16) {
         g_avx512_bf16.wt_bf16_ukr = cpu_wt_bf16_ukr_avx512;

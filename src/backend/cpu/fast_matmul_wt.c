@@ -47,6 +47,11 @@
 #define WT_PAIR_MAX_M WT_MAX_M
 #endif
 #define WT_PAIR_PANELS 4
+/* bf16 weights leave the dot tiles (which widen them to f32) for the bf16
+ * dot products at smaller products than f32 ones leave them for panels. */
+#ifndef WT_BF16_MIN_FLOPS
+#define WT_BF16_MIN_FLOPS 1e6
+#endif
 #ifndef WT_MAX_M
 #define WT_MAX_M GEMM_MC
 #endif
@@ -97,10 +102,11 @@ bool cpu_mm_wt_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
     int64_t esz = (int64_t)cpu_dtype(b->dtype)->type_size;
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    bool m_ok = g->M >= WT_MIN_M ||
+    bool bf = wt_bf16_for(a->dtype, a->stride[a->rank - 2], a->stride[a->rank - 1], b->dtype);
+    bool m_ok = g->M >= WT_MIN_M || (bf && g->M > MV_MAX_M) ||
                 wt_pair_for(a->dtype, a->stride[a->rank - 2], a->stride[a->rank - 1], b->dtype, g->M);
     return mm_plain_float(b->dtype) && b->stride[b->rank - 2] == esz && b->stride[b->rank - 1] % esz == 0 &&
-           m_ok && g->M <= WT_MAX_M && g->n_batch == 1 && g->K > 0 && flops >= PANEL_MIN_FLOPS;
+           m_ok && g->M <= WT_MAX_M && g->n_batch == 1 && g->K > 0 && flops >= (bf ? WT_BF16_MIN_FLOPS : PANEL_MIN_FLOPS);
 }
 
 /* guided (see guided_range) in whole groups of rows */

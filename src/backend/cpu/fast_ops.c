@@ -247,12 +247,22 @@ static bool match_ln(const candle_tensor *dst) {
 }
 
 /* Mean and variance in double, as the reference kernel, so the two agree to
- * f32 rounding; the per-element pass is f32. */
+ * f32 rounding; the per-element pass is f32. The sums run in LN_LANES
+ * partial sums, which the compiler keeps in vector registers: one serial
+ * double sum is a chain of dependent adds, most of the op's time. */
+#define LN_LANES 16
 static void ln_row(const float *x, const float *w, const float *b, float *y, int64_t d, double eps) {
-    double sum = 0, ss = 0;
-    for (int64_t k = 0; k < d; k++) sum += x[k];
+    double ps[LN_LANES] = {0}, pq[LN_LANES] = {0}, sum = 0, ss = 0;
+    int64_t kv = d / LN_LANES * LN_LANES;
+    for (int64_t k = 0; k < kv; k += LN_LANES)
+        for (int j = 0; j < LN_LANES; j++) ps[j] += x[k + j];
+    for (int j = 0; j < LN_LANES; j++) sum += ps[j];
+    for (int64_t k = kv; k < d; k++) sum += x[k];
     double mean = sum / (double)d;
-    for (int64_t k = 0; k < d; k++) ss += ((double)x[k] - mean) * ((double)x[k] - mean);
+    for (int64_t k = 0; k < kv; k += LN_LANES)
+        for (int j = 0; j < LN_LANES; j++) pq[j] += ((double)x[k + j] - mean) * ((double)x[k + j] - mean);
+    for (int j = 0; j < LN_LANES; j++) ss += pq[j];
+    for (int64_t k = kv; k < d; k++) ss += ((double)x[k] - mean) * ((double)x[k] - mean);
     float m = (float)mean, s = (float)(1.0 / sqrt(ss / (double)d + eps));
     for (int64_t k = 0; k < d; k++) {
         float v = (x[k] - m) * s;

@@ -44,6 +44,8 @@ void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const 
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                          int64_t pf_bytes);
 void cpu_half_to_f32_avx512(bool f16, const void *src, float *dst, int64_t n);
+/* unary_avx512.c: GELU (erf) on zmm, the other unary ops through the AVX2 table */
+void cpu_unary_avx512(candle_op op, const float *x, float *y, int64_t n, const double *p);
 /* its AVX512_BF16 kernels (the bf16 table): the wt tiles on bf16 weights
  * and the packed GEMM's bf16 panels */
 void cpu_pack_at16_bf16_avx512(const float *a, int64_t lda, int rows, int64_t kc, uint32_t *dst, float *tmp);
