@@ -15,6 +15,7 @@
 #include "gguf.h"
 #include "safetensors.h"
 #include "ct2.h"
+#include "ggml_whisper.h"
 #include "audio.h"
 #include "quantize.h"
 #include "tokenizer.h"

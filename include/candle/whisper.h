@@ -220,6 +220,9 @@ CANDLE_API const char *candle_whisper_language_name(const char *code);
 /* The code of a Whisper language given by its code or its English name
  * ("german" or "de" -> "de", as openai-whisper accepts either), or NULL. */
 CANDLE_API const char *candle_whisper_language_code(const char *code_or_name);
+/* The code of language i in the order of Whisper's language tokens ("en",
+ * "zh", ..., "yue"), or NULL past the last. */
+CANDLE_API const char *candle_whisper_language_at(int i);
 
 /* faster-whisper's detect_language(): the log-mel of the first 30 s of
  * samples (all its frames, zero-padded to a window), the encoder, one

@@ -41,3 +41,7 @@ const char *candle_whisper_language_code(const char *code_or_name) {
             return languages[i].code;
     return NULL;
 }
+
+const char *candle_whisper_language_at(int i) {
+    return i >= 0 && (size_t)i < sizeof languages / sizeof languages[0] ? languages[i].code : NULL;
+}

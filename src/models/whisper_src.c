@@ -389,7 +389,8 @@ candle_status whisper_src_open(whisper_src *s, const char *path, bool no_mmap) {
     struct stat sb;
     if (stat(path, &sb)) return cdl_set_error(NULL, CANDLE_ERR_IO, "%s: cannot be read", path);
     candle_status st;
-    if (!S_ISDIR(sb.st_mode))
+    if (!S_ISDIR(sb.st_mode) && whisper_src_ggml_probe(path)) st = whisper_src_open_ggml(s, path, no_mmap);
+    else if (!S_ISDIR(sb.st_mode))
         st = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                            "%s: a file; a Whisper model is a CTranslate2 or Hugging Face directory", path);
     else if (file_in(path, "model.bin")) st = open_ct2(s, no_mmap);
@@ -405,7 +406,7 @@ candle_status whisper_src_open(whisper_src *s, const char *path, bool no_mmap) {
 bool whisper_src_probe(const char *path) {
     struct stat sb;
     if (stat(path, &sb)) return false;
-    if (!S_ISDIR(sb.st_mode)) return false;
+    if (!S_ISDIR(sb.st_mode)) return whisper_src_ggml_probe(path);
     if (file_in(path, "model.bin")) return true;
     char p[4200];
     snprintf(p, sizeof p, "%s/config.json", path);

@@ -184,8 +184,48 @@ static int info_ct2(const char *path, bool no_mmap) {
     return 0;
 }
 
+/* Whether the file starts as whisper.cpp's ggml files do. */
+static bool is_ggml_whisper(const char *path) {
+    unsigned char head[64];
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return candle_ggml_whisper_probe(head, n);
+}
+
+/* A whisper.cpp ggml file: the hparams, then each tensor. */
+static int info_ggml_whisper(const char *path, bool no_mmap) {
+    candle_ggml_whisper *m = NULL;
+    candle_ggml_whisper_open_params p = {.no_mmap = no_mmap};
+    if (candle_ggml_whisper_open(&m, path, &p) != CANDLE_OK) {
+        cli_error_file("info", path, candle_last_errmsg());
+        return 1;
+    }
+    const candle_ggml_whisper_hparams *h = candle_ggml_whisper_get_hparams(m);
+    char b[32], e1[256], shape[128];
+    int32_t nm, nf;
+    candle_ggml_whisper_mel_filters(m, &nm, &nf);
+    printf("%-14s whisper.cpp ggml, %" PRId64 " tensors, %" PRId64 " tokens, mel filters %d x %d\n", "format:",
+           candle_ggml_whisper_n_tensors(m), candle_ggml_whisper_n_tokens(m), (int)nm, (int)nf);
+    printf("%-14s %s\n", "file size:", fmt_bytes(candle_ggml_whisper_file_size(m), b, sizeof b));
+    printf("%-14s n_vocab %d, audio ctx %d state %d heads %d layers %d, text ctx %d state %d heads %d "
+           "layers %d, n_mels %d, ftype %d (quantization version %d)\n",
+           "hparams:", h->n_vocab, h->n_audio_ctx, h->n_audio_state, h->n_audio_head, h->n_audio_layer,
+           h->n_text_ctx, h->n_text_state, h->n_text_head, h->n_text_layer, h->n_mels, h->ftype % 1000,
+           h->ftype / 1000);
+    for (int64_t i = 0; i < candle_ggml_whisper_n_tensors(m); i++) {
+        const candle_ggml_whisper_tensor_info *v = candle_ggml_whisper_tensor(m, i);
+        printf("%-50s %-8s %-22s %zu\n", SAFE(v->name, e1), candle_dtype_name(v->dtype),
+               candle_shape_str(v->rank, v->shape, shape, sizeof shape), v->offset);
+    }
+    candle_ggml_whisper_close(m);
+    return 0;
+}
+
 static int info_file(const char *path, bool no_mmap) {
     if (is_ct2(path)) return info_ct2(path, no_mmap);
+    if (is_ggml_whisper(path)) return info_ggml_whisper(path, no_mmap);
     candle_weights *w = NULL;
     candle_weights_params p = {.no_mmap = no_mmap};
     if (candle_weights_open(&w, path, &p) != CANDLE_OK) {

@@ -1,5 +1,7 @@
-/* candle quantize IN OUT.gguf TYPE (IN: GGUF or a Hugging Face directory): a progress bar (or, when stderr is
- * not a terminal, a line per tenth) on stderr and a summary on stdout.
+/* candle quantize IN OUT.gguf TYPE (IN: GGUF or a Hugging Face directory), or IN OUT.bin TYPE for a
+ * Whisper model (IN: a CTranslate2 or Hugging Face directory or a whisper.cpp file; OUT: a whisper.cpp
+ * ggml file): a progress bar (or, when stderr is not a terminal, a line per tenth) on stderr and a
+ * summary on stdout.
  *
  * Ctrl-C while converting cancels through the progress callback (nothing has
  * been written yet); while writing, the handler removes the writer's
@@ -17,7 +19,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: candle quantize [options] IN OUT.gguf TYPE\n\n"
+            "usage: candle quantize [options] IN OUT.gguf TYPE\n"
+            "       candle quantize [options] WHISPER_MODEL OUT.bin TYPE\n\n"
             "Converts an f32/f16/bf16 GGUF file or Hugging Face directory (config.json +\n"
             "safetensors; written with llama.cpp's conventions, its tokenizer.json kept as\n"
             "tokenizer.huggingface.json) to TYPE, a llama.cpp file type: its base dtype\n"
@@ -30,8 +33,15 @@ static void usage(FILE *f) {
             "  --pure              every weight matrix in TYPE's base dtype (no mixture rules)\n"
             "  --allow-requantize  accept already quantized tensors: dequantize, quantize again\n"
             "  -q, --quiet         no progress output\n\n"
-            "TYPE: %s\n",
-            candle_ftype_names());
+            "TYPE: %s\n\n"
+            "A Whisper model (a CTranslate2 directory, a Hugging Face directory or a\n"
+            "whisper.cpp ggml file) is written as a whisper.cpp ggml file that whisper.cpp\n"
+            "and Candle both load: the linear weights and the token embedding in TYPE, the\n"
+            "conv kernels f16, norms, biases and positional embeddings f32, as whisper.cpp's\n"
+            "quantize tool does (--pure and --allow-requantize do not apply; a quantized\n"
+            "input is dequantized first).\n"
+            "Whisper TYPE: %s\n",
+            candle_ftype_names(), candle_whisper_ggml_types());
 }
 
 static volatile sig_atomic_t interrupted;
@@ -167,10 +177,49 @@ static int parse(int argc, char **argv, qargs *a) {
     return 0;
 }
 
+/* A Whisper model to a whisper.cpp file (candle_whisper_write_ggml). */
+static int quantize_whisper(const qargs *a) {
+    candle_dtype t = candle_dtype_from_name(a->pos[2]);
+    if (t == CANDLE_DTYPE_COUNT) {
+        fprintf(stderr, "candle quantize: %s is not a type; a Whisper model takes %s\n", a->pos[2],
+                candle_whisper_ggml_types());
+        return 2;
+    }
+    if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp", a->pos[1]) >= sizeof tmp_path) {
+        fprintf(stderr, "candle quantize: output path too long\n");
+        return 2;
+    }
+    progress_state ps = {.tty = isatty(2), .quiet = a->quiet, .last_tenth = 0};
+    candle_quantize_stats st;
+    candle_ggml_whisper_write_params p = {.progress = on_progress, .progress_user = &ps, .stats = &st};
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    writing = 1; /* the file is written as the tensors are converted */
+    candle_status s = candle_whisper_write_ggml(a->pos[0], a->pos[1], t, &p);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (ps.tty && !a->quiet) fprintf(stderr, "\r\033[K");
+    if (s) {
+        fprintf(stderr, "candle %s\n", candle_last_errmsg());
+        return interrupted ? 130 : s == CANDLE_ERR_INVALID_ARG ? 2 : 1;
+    }
+    printf("quantize: %s -> %s as whisper.cpp %s\n", a->pos[0], a->pos[1], candle_dtype_name(t));
+    printf("tensors:  %" PRId64 " (%" PRId64 " converted, %" PRId64 " copied)\n", st.n_tensors,
+           st.n_converted, st.n_copied);
+    for (int d = 0; d < CANDLE_DTYPE_COUNT; d++)
+        if (st.n_by_dtype[d])
+            printf("  %-8s %" PRId64 "\n", candle_dtype_name((candle_dtype)d), st.n_by_dtype[d]);
+    printf("size:     tensors %.2f MiB -> %.2f MiB, file %.2f MiB\n", mib(st.bytes_in),
+           mib(st.bytes_out), mib(st.file_out));
+    printf("time:     %.3f s\n", st.seconds_total);
+    return 0;
+}
+
 int cmd_quantize(int argc, char **argv) {
     qargs a = {0};
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    if (candle_whisper_probe(a.pos[0])) return quantize_whisper(&a);
     candle_ftype ft;
     if (candle_ftype_from_name(a.pos[2], &ft)) {
         fprintf(stderr, "candle %s\n", candle_last_errmsg());
