@@ -1,11 +1,11 @@
 /* Whisper beam search and language detection against faster-whisper 1.2.1 /
  * CTranslate2 4.8.5 (tests/data/whisper/gen_whisper_beam_goldens.py):
  * transcribe(beam_size=5, patience=1, length_penalty=1, temperature=0) of
- * jfk.wav with tiny.en (timestamps on and off) and base, and of de.wav
- * (German, espeak-ng) with base, the language detected and the translate
+ * jfk.wav with tiny.en (timestamps on and off) and base, and of de.wav,
+ * fr.wav and es.wav (espeak-ng) with base, the language detected, and de.wav's translate
  * task: every segment's tokens, text and times identical, avg_logprob close,
  * the language and its probability as detect_language() gives them; then
- * detect_language's top five on jfk.wav and de.wav. Bad beam settings, an
+ * detect_language's top five on the four clips. Bad beam settings, an
  * unknown language and detection on an English-only model are refused.
  * Skips when tiny.en or the audio is absent; the base runs are skipped (and
  * said so) when scripts/fetch-whisper.sh base has not fetched it. The
@@ -37,6 +37,16 @@ typedef struct clip {
     float *x;
     size_t n;
 } clip;
+
+/* tests/data/audio's clips: jfk.wav, then espeak-ng's German, French and Spanish */
+#define N_CLIPS 4
+static const char *const clip_names[N_CLIPS] = {"jfk", "de", "fr", "es"};
+
+static int clip_index(const char *name) {
+    for (int i = 0; i < N_CLIPS; i++)
+        if (!strcmp(name, clip_names[i])) return i;
+    return 0;
+}
 
 static void check_run(const candle_whisper *w, const json_value *run, const clip *c) {
     const char *name = str(run, "model"), *cl = str(run, "clip"), *lang = str(run, "language");
@@ -102,7 +112,7 @@ static void check_detect(const candle_whisper *w, const json_value *d, const cli
 }
 
 int main(void) {
-    char tiny[2048], base[2048], path[4096];
+    char tiny[2048], base[2048];
     const char *cache = getenv("CANDLE_DATA_CACHE");
     snprintf(tiny, sizeof tiny, "%s/models/whisper-tiny-en", cache && cache[0] ? cache : "build-data");
     snprintf(base, sizeof base, "%s/models/whisper-base", cache && cache[0] ? cache : "build-data");
@@ -111,12 +121,11 @@ int main(void) {
         test_skip("whisper_beam", "built without libsndfile");
         return test_done("test_whisper_beam");
     }
-    clip clips[2] = {{0}};
-    const char *names[2] = {"jfk", "de"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "tests/data/audio/%s.wav", names[i]);
-        char full[4096];
-        test_path(path, full, sizeof full);
+    clip clips[N_CLIPS] = {{0}};
+    for (int i = 0; i < N_CLIPS; i++) {
+        char rel[64], full[4096];
+        snprintf(rel, sizeof rel, "tests/data/audio/%s.wav", clip_names[i]);
+        test_path(rel, full, sizeof full);
         CHECK_MSG(candle_audio_load(full, &clips[i].x, &clips[i].n) == CANDLE_OK, "%s", candle_last_errmsg());
     }
     candle_whisper *wt = NULL, *wb = wtest_load_optional(base);
@@ -129,7 +138,9 @@ int main(void) {
     int n_runs = 0;
     const bool sanitized = test_sanitized();
     if (sanitized) printf("sanitizer run: one beam search per model, detection on de.wav, no length_penalty 0\n");
-    for (size_t i = 0; wt && clips[0].x && clips[1].x && runs && i < runs->n; i++) {
+    bool have_all = true;
+    for (int i = 0; i < N_CLIPS; i++) have_all = have_all && clips[i].x;
+    for (size_t i = 0; wt && have_all && runs && i < runs->n; i++) {
         const json_value *run = json_at(runs, i);
         const char *m = str(run, "model"), *cl = str(run, "clip"), *task = str(run, "task");
         const candle_whisper *w = m && !strcmp(m, "base") ? wb : wt;
@@ -138,13 +149,13 @@ int main(void) {
         if (!w || !cl || (w == wb && !ts)) continue; /* base without timestamps: kept short, tiny.en checks it */
         /* sanitized: beam search once per model, the multilingual one on translate */
         if (sanitized && (w == wt ? !ts : !(task && !strcmp(task, "translate")))) continue;
-        check_run(w, run, &clips[!strcmp(cl, "de")]);
+        check_run(w, run, &clips[clip_index(cl)]);
         n_runs++;
     }
     CHECK(n_runs >= (sanitized && !wb ? 1 : 2));
     for (size_t i = 0; wb && det && i < det->n; i++) {
         const char *cl = str(json_at(det, i), "clip");
-        if (cl && (!sanitized || !strcmp(cl, "de"))) check_detect(wb, json_at(det, i), &clips[!strcmp(cl, "de")]);
+        if (cl && have_all && (!sanitized || !strcmp(cl, "de"))) check_detect(wb, json_at(det, i), &clips[clip_index(cl)]);
     }
     if (wt && clips[0].x) {
         candle_whisper_transcribe_params p = candle_whisper_transcribe_default_params();
