@@ -123,10 +123,22 @@ static float *read_f32(const whisper_src *src, const char *name, wsrc_tensor *t)
                 memcpy(&h, b + 2 * k, 2);
                 o[k] = p->dtype == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
             }
-        else if (di && di->is_quantized && di->to_f32 && cols % di->block_size == 0)
-            for (int64_t r = 0; r < p->rows; r++) /* row by row: the blocks need not be aligned */
-                di->to_f32(b + (size_t)r * candle_dtype_row_size(p->dtype, cols), o + r * cols, cols);
-        else {
+        else if (di && di->is_quantized && di->to_f32 && cols % di->block_size == 0) {
+            /* row by row through an aligned copy: a ggml file's blocks need
+             * not be aligned for their 16-bit scales */
+            size_t rs = candle_dtype_row_size(p->dtype, cols);
+            void *row = malloc(rs);
+            for (int64_t r = 0; row && r < p->rows; r++) {
+                memcpy(row, b + (size_t)r * rs, rs);
+                di->to_f32(row, o + r * cols, cols);
+            }
+            if (!row) {
+                free(buf);
+                cdl_set_error(NULL, CANDLE_ERR_OOM, "whisper: out of memory reading %s", name);
+                return NULL;
+            }
+            free(row);
+        } else {
             free(buf);
             cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "whisper: %s: %s is of a type Candle's Whisper does not read (%s)",
                           src->path, name, di ? di->name : "unknown");

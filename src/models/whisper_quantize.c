@@ -96,8 +96,12 @@ static candle_status rows_f32(wq *q, const char *name, const wsrc_tensor *t, int
             if (!dt || !dt->to_f32 || cols % dt->block_size)
                 return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "quantize: %s: %s: dtype %s cannot be read",
                                      q->s->path, name, candle_dtype_name(pt->dtype));
+            /* through q->dst (malloc'ed, aligned): the file's rows need not
+             * be aligned for the type's 16-bit loads */
             size_t rs = candle_dtype_row_size(pt->dtype, cols);
-            dt->to_f32((const uint8_t *)pt->data + (size_t)(row - base) * rs, o, cols);
+            if ((r = grow(&q->dst, &q->cap_dst, rs))) return r;
+            memcpy(q->dst, (const uint8_t *)pt->data + (size_t)(row - base) * rs, rs);
+            dt->to_f32(q->dst, o, cols);
         }
         base += pt->rows;
     }
