@@ -188,7 +188,7 @@ int main(void) {
     }
     json_free(doc);
     free(gtext);
-    for (int i = 0; i < 2; i++) candle_free(clips[i].x);
+    for (int i = 0; i < N_CLIPS; i++) candle_free(clips[i].x);
     candle_whisper_free(wt);
     candle_whisper_free(wb);
     return test_done("test_whisper_beam");
