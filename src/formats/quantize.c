@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/core-impl.h"
+#include "core/json-impl.h"
 #include "quantize-impl.h"
 
 #define MAX_THREADS 64
@@ -381,12 +382,44 @@ static candle_status write_hf_tokenizer(candle_gguf_writer *out, const candle_we
     return s;
 }
 
+/* A classifier's config.json id2label as <arch>.classifier.output_labels,
+ * where llama.cpp's converter writes them (the weight view keeps no string
+ * arrays). Nothing for other models or without id2label. */
+static candle_status write_hf_labels(candle_gguf_writer *out, const candle_weights *w) {
+    char path[4096], key[160];
+    const char *arch = NULL;
+    size_t alen = 0;
+    if (!candle_weights_get_str(w, "general.architecture", &arch, &alen) ||
+        candle_weights_find_tensor(w, "cls.output.weight") < 0) /* not a classifier */
+        return CANDLE_OK;
+    snprintf(path, sizeof path, "%s/config.json", candle_weights_path(w));
+    json_doc *d = NULL;
+    if (access(path, R_OK) || json_parse_file(&d, path, NULL, (size_t)16 << 20)) {
+        candle_clear_last_error();
+        return CANDLE_OK; /* the weights' open read it already: nothing to add */
+    }
+    const json_value *map = json_get(json_root(d), "id2label");
+    size_t n = map && map->type == JSON_OBJECT ? map->n : 0;
+    const char **labels = n ? calloc(n, sizeof *labels) : NULL;
+    bool ok = labels != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "%zu", i);
+        ok = json_as_str(json_get(map, k), &labels[i], NULL);
+    }
+    snprintf(key, sizeof key, "%.*s.classifier.output_labels", (int)(alen < 64 ? alen : 64), arch);
+    candle_status s = ok ? candle_gguf_writer_set_arr(out, key, CANDLE_GGUF_STRING, labels, (int64_t)n) : CANDLE_OK;
+    free(labels);
+    json_free(d);
+    return s;
+}
+
 static candle_status write_output(qrun *r, const candle_weights *g, const qtensor *qt, int64_t n,
                                   candle_ftype ftype, const char *out) {
     candle_gguf_writer *w = NULL;
     candle_status s = candle_gguf_writer_init(&w);
     if (!s && candle_weights_gguf(g)) s = candle_gguf_writer_copy_kv(w, candle_weights_gguf(g));
-    else if (!s && !(s = write_source_kv(w, g))) s = write_hf_tokenizer(w, g);
+    else if (!s && !(s = write_source_kv(w, g)) && !(s = write_hf_tokenizer(w, g))) s = write_hf_labels(w, g);
     if (!s) s = candle_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
     /* the block layouts' version, stamped as llama.cpp does (float types too) */
     if (!s) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);

@@ -55,11 +55,42 @@ static candle_status read_dir_json(const char *dir, const char *file, json_doc *
     return stat(path, &st) ? CANDLE_OK : encoder_read_json(path, d);
 }
 
-/* config.json's id2label ({"0": "negative", ...}); LABEL_i where absent. */
-static candle_status read_labels(encoder_head *h, const json_value *cfg, const char *path) {
+/* A GGUF's <arch>.classifier.output_labels (llama.cpp's converter writes
+ * config.json's id2label there): true when it held the labels. */
+static candle_status read_gguf_labels(encoder_head *h, const candle_weights *w, bool *found) {
+    const candle_gguf *g = candle_weights_gguf(w);
+    const char *arch = NULL;
+    char key[160];
+    candle_gguf_type et;
+    int64_t n = 0;
+    size_t alen = 0;
+    *found = false;
+    if (!g || !candle_gguf_get_str(g, "general.architecture", &arch, &alen)) return CANDLE_OK;
+    snprintf(key, sizeof key, "%.*s.classifier.output_labels", (int)(alen < 64 ? alen : 64), arch);
+    if (!candle_gguf_get_arr(g, key, &et, &n)) return CANDLE_OK;
+    if (et != CANDLE_GGUF_STRING || n != h->out.n_out)
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s holds %" PRId64 " %s, the classifier %" PRId64 " labels",
+                             candle_weights_path(w), key, n, et == CANDLE_GGUF_STRING ? "strings" : "non-strings",
+                             h->out.n_out);
+    for (int64_t i = 0; i < n; i++) {
+        const char *sv;
+        size_t len;
+        if (!candle_gguf_arr_str(g, key, i, &sv, &len) || !(h->labels[i] = strndup(sv, len)))
+            return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: labels");
+    }
+    *found = true;
+    return CANDLE_OK;
+}
+
+/* config.json's id2label ({"0": "negative", ...}), a GGUF's output_labels;
+ * LABEL_i where absent. */
+static candle_status read_labels(encoder_head *h, const candle_weights *w, const json_value *cfg, const char *path) {
     int64_t n = h->out.n_out;
     h->labels = calloc((size_t)n, sizeof *h->labels);
     if (!h->labels) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: labels");
+    bool found = false;
+    candle_status st = read_gguf_labels(h, w, &found);
+    if (st || found) return st;
     const json_value *map = cfg ? json_get(cfg, "id2label") : NULL;
     if (map && map->type != JSON_OBJECT && map->type != JSON_NULL)
         return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: id2label is %s, want an object", path,
@@ -144,7 +175,7 @@ candle_status encoder_head_load(candle_encoder *e, const char *dir) {
     json_doc *cfg = NULL;
     if (hf) s = read_dir_json(dir, "config.json", &cfg, path, sizeof path);
     const json_value *root = cfg ? json_root(cfg) : NULL;
-    if (!s) s = read_labels(h, root, path);
+    if (!s) s = read_labels(h, w, root, path);
     if (!s && hf) s = read_score_act(h, dir, root, path);
     if (!s) s = read_problem_type(h, root, path);
     json_free(cfg);

@@ -45,6 +45,38 @@ static const char **strings(const json_value *a) {
     return v;
 }
 
+/* The classifier written as a GGUF by candle quantize keeps id2label as
+ * bert.classifier.output_labels (llama.cpp's key) and classifies alike. */
+static void check_classifier_gguf(const char *dir, const json_value *labels,
+                                  const char **texts, int64_t n, const float *want) {
+    char tmpl[] = "/tmp/candle-cls-XXXXXX", out[1200];
+    char *d = mkdtemp(tmpl);
+    CHECK(d != NULL);
+    if (!d) return;
+    snprintf(out, sizeof out, "%s/model.gguf", d);
+    candle_quantize_params qp = candle_quantize_default_params();
+    qp.n_threads = 1;
+    candle_encoder *e = NULL;
+    CHECK_MSG(candle_quantize_file(dir, out, CANDLE_FTYPE_ALL_F32, &qp) == CANDLE_OK &&
+                  candle_encoder_load(&e, out, NULL) == CANDLE_OK,
+              "%s as GGUF: %s", dir, candle_last_errmsg());
+    int64_t L = e ? candle_encoder_n_labels(e) : 0;
+    CHECK(L == (int64_t)labels->n);
+    for (int64_t k = 0; e && k < L; k++)
+        CHECK_MSG(json_str_eq(json_at(labels, (size_t)k), candle_encoder_label(e, k)), "GGUF label %lld: %s",
+                  (long long)k, candle_encoder_label(e, k));
+    float *p = malloc((size_t)(n * (L ? L : 1)) * sizeof *p);
+    CHECK(e && p && candle_encoder_classify(e, texts, NULL, n, NULL, p, (size_t)(n * L)) == CANDLE_OK);
+    double worst = 0;
+    for (int64_t i = 0; e && p && i < n * L; i++) worst = fmax(worst, fabs(p[i] - want[i]));
+    CHECK_MSG(worst < 1e-5, "GGUF classifier: max abs diff %.3g from the directory's", worst);
+    printf("%-22s as GGUF F32: labels kept, max abs prob diff %.3g\n", "bert-tiny-classifier", worst);
+    free(p);
+    candle_encoder_free(e);
+    unlink(out);
+    rmdir(d);
+}
+
 static void check_classifier(void) {
     char dir[1024];
     test_path("tests/data/encoders/bert-tiny-classifier", dir, sizeof dir);
@@ -90,6 +122,7 @@ static void check_classifier(void) {
     float s;
     CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, texts, NULL, 1, NULL, &s) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_last_errmsg(), "has 3 labels; a reranker has one score");
+    check_classifier_gguf(dir, labels, texts, n, out);
     free(out);
     free(texts);
 done:
