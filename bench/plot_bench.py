@@ -52,7 +52,8 @@ def whisper(path, out, plt):
         rows = list(csv.DictReader(f, delimiter="\t"))
     engines = list(dict.fromkeys(r["engine"] for r in rows))
     keys = list(dict.fromkeys((r["model"], r["beam"]) for r in rows))
-    groups = [(k, "%s beam %s" % k) for k in keys]
+    label = "beam" if all(k[1].isdigit() for k in keys) else "file"
+    groups = [(k, "%s %s %s" % (k[0], label, k[1])) for k in keys]
     val = {(r["model"], r["beam"], r["engine"]): float(r["transcribe_s"]) for r in rows}
     fig, ax = plt.subplots(figsize=(11, 4.5))
     bars(ax, groups, engines, lambda g, e: val.get(g[0] + (e,)), "seconds (lower is better)",
