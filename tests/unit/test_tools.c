@@ -95,6 +95,12 @@ static void test_parse(void) {
     /* the bare JSON of a call */
     parse(H, " {\"name\": \"a\", \"arguments\": {\"q\": true}} ", "a {\"q\":true}", NULL);
     parse(CANDLE_TOOL_GENERIC, "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>", "a {}", NULL);
+    /* in a ```json fence (Qwen2.5-Coder): one call, an array of two; other fences stay text */
+    parse(H, "```json\n{\"name\": \"a\", \"arguments\": {\"q\": \"x```\"}}\n```\n", "a {\"q\":\"x```\"}", NULL);
+    parse(H, " ```json\n[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]\n```", "a {}|b {}", NULL);
+    parse(H, "```python\nprint(1)\n```", "", "```python\nprint(1)\n```");
+    parse(H, "```json\n{\"city\": \"Paris\"}\n```", "", "```json\n{\"city\": \"Paris\"}\n```");
+    parse(H, "Here:\n```json\n{\"name\": \"a\"}\n```", "", "Here:\n```json\n{\"name\": \"a\"}\n```");
 
     parse(L, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"celsius\"}}",
           "get_weather {\"city\":\"Oslo\",\"unit\":\"celsius\"}", NULL);
@@ -136,6 +142,10 @@ static void test_start(void) {
     t = "ok [TOOL_CALLS][";
     CHECK(candle_tool_call_start(CANDLE_TOOL_MISTRAL, t, strlen(t)) == 3);
     CHECK(candle_tool_call_start(CANDLE_TOOL_HERMES, "", 0) == 0);
+    t = "\n```js"; /* the start of a ```json fence is held back */
+    CHECK(candle_tool_call_start(CANDLE_TOOL_HERMES, t, strlen(t)) == 0);
+    t = "```python\n";
+    CHECK(candle_tool_call_start(CANDLE_TOOL_HERMES, t, strlen(t)) == strlen(t));
 }
 
 static const char *weather_tools =
