@@ -243,14 +243,16 @@ static bool array_calls(calls *c, const char *text, size_t n) {
 
 /* The whole of text[0..n) (trimmed) as one Markdown ```json fence holding
  * calls (objects, or an array of them), as Qwen2.5-Coder answers a tool
- * call about 3 times in 10; all or none are added. */
+ * call about 3 times in 10; the closing fence may be missing (the server
+ * ends such a reply with the object). All or none are added. */
 static const char json_fence[] = "```json";
 static bool fenced_calls(calls *c, const char *text, size_t n) {
     size_t m = sizeof json_fence - 1;
     trim(&text, &n);
-    if (n < 2 * 3 + m || memcmp(text, json_fence, m) || memcmp(text + n - 3, "```", 3)) return false;
+    if (n <= m || memcmp(text, json_fence, m)) return false;
+    bool closed = n >= m + 3 && !memcmp(text + n - 3, "```", 3);
     const char *b = text + m;
-    size_t bn = n - m - 3;
+    size_t bn = n - m - (closed ? 3 : 0);
     trim(&b, &bn);
     return bn && (b[0] == '[' ? array_calls(c, b, bn) : bare_calls(c, b, bn));
 }

@@ -98,6 +98,7 @@ static void test_parse(void) {
     /* in a ```json fence (Qwen2.5-Coder): one call, an array of two; other fences stay text */
     parse(H, "```json\n{\"name\": \"a\", \"arguments\": {\"q\": \"x```\"}}\n```\n", "a {\"q\":\"x```\"}", NULL);
     parse(H, " ```json\n[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]\n```", "a {}|b {}", NULL);
+    parse(H, "```json\n{\"name\": \"a\", \"arguments\": {\"n\": 1}}", "a {\"n\":1}", NULL); /* ended at the object */
     parse(H, "```python\nprint(1)\n```", "", "```python\nprint(1)\n```");
     parse(H, "```json\n{\"city\": \"Paris\"}\n```", "", "```json\n{\"city\": \"Paris\"}\n```");
     parse(H, "Here:\n```json\n{\"name\": \"a\"}\n```", "", "Here:\n```json\n{\"name\": \"a\"}\n```");

@@ -615,9 +615,9 @@ static bool bare_feed(srv_slot *sl, const char *p, size_t n) {
  * whole call opening (<tool_call>; Llama 3's <|python_tag|>; a reply that
  * opens with a brace), the calls' grammar takes over from there, the text
  * since the opening fed to its matcher. A Hermes reply that opens with a
- * brace is the bare call object some models write (Qwen2.5-Coder): the
- * matcher is fed the opening tag first, and the reply ends with the object
- * (bare_feed). Text the grammar refuses leaves the reply unconstrained.
+ * brace, or with a ```json fence and a brace, is the bare call object some
+ * models write (Qwen2.5-Coder): the matcher is fed the opening tag first,
+ * and the reply ends with the object (bare_feed), the fence left open. Text the grammar refuses leaves the reply unconstrained.
  * false on memory. */
 static bool lazy_grammar(srv_sched *s, srv_slot *sl, const char *text, size_t len) {
     srv_req *r = sl->req;
@@ -635,6 +635,15 @@ static bool lazy_grammar(srv_sched *s, srv_slot *sl, const char *text, size_t le
     sl->lazy_len += len;
     size_t i = 0;
     while (i < sl->lazy_len && strchr(" \t\r\n", sl->lazy[i])) i++;
+    /* a reply that opens a ```json fence: its object is a bare call too */
+    static const char fence[] = "```json";
+    size_t fm = sizeof fence - 1, have = sl->lazy_len - i;
+    if (!llama3 && have && !memcmp(sl->lazy + i, fence, have < fm ? have : fm)) {
+        size_t j = i + fm;
+        while (j < sl->lazy_len && strchr(" \t\r\n", sl->lazy[j])) j++;
+        if (have <= fm || j == sl->lazy_len) return true; /* not yet known */
+        if (sl->lazy[j] == '{') i = j;
+    }
     bool bare = i < sl->lazy_len && sl->lazy[i] == '{';
     if (bare) o = i;
     for (size_t k = from; o == SIZE_MAX && k + m <= sl->lazy_len; k++)
