@@ -38,7 +38,8 @@ A = '{"name": "add", "arguments": {"a": 2, "b": 3.5}}'
 REPLIES = {
     1: [f"<tool_call>\n{W}\n</tool_call>", f"Let me look.\n<tool_call>\n{W}\n</tool_call>\n<tool_call>\n{A}\n</tool_call>",
         '<tool_call>\n{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}\n</tool_call>',
-        "<tool_call>\n{broken\n</tool_call> text", "<tool_c"],
+        "<tool_call>\n{broken\n</tool_call> text", "<tool_c",
+        f"```json\n{W}\n```", f"```json\n[{W}, {A}]", "```json\n{\"city\": 1}\n```"],
     0: [f"<tool_call>\n{W}\n</tool_call>", "no call here"],
     2: ['{"name": "get_weather", "parameters": {"city": "Oslo"}}',
         '<|python_tag|>{"name": "add", "parameters": {"a": 1, "b": 2}}; {"name": "now", "parameters": {}}',
