@@ -3,7 +3,8 @@
 #   bench/moe_compare.sh CANDLE LLAMA_BIN_DIR MODEL.gguf [MODEL.gguf ...]
 # Env: THREADS (2), ROUNDS (3), REPS (2, repetitions per run), TG (64),
 # PP (128,512: comma list), OUT (a directory to keep the JSON in), PY (a
-# python with the gguf package, default /work/venv-ref/bin/python).
+# python with the gguf package, default /work/venv-ref/bin/python),
+# NO_MMAP=1 (weights read into memory: candle --no-mmap, llama-bench -mmp 0).
 #
 # Per model, ROUNDS rounds of `candle bench --roofline -o json` and
 # `llama-bench -o json` (OMP_WAIT_POLICY=PASSIVE unless set), same -t, -p,
@@ -17,7 +18,8 @@
 # expert_used_count / expert_count of their bytes (the chosen experts), and
 # the token embedding at one row when the model has a separate output
 # matrix. Prints a table per model: t/s min / median / max over all samples,
-# the median ratio, and % of that roofline.
+# the ratios of the medians and of the maxima (the least disturbed runs on
+# a shared machine), and % of that roofline (medians).
 set -u
 candle="$1" lbin="$2"
 shift 2
@@ -25,11 +27,14 @@ t="${THREADS:-2}" rounds="${ROUNDS:-3}" reps="${REPS:-2}" tg="${TG:-64}" pp="${P
 py="${PY:-/work/venv-ref/bin/python}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 out="${OUT:-}"
+cmm=() lmm=()
+[ -n "${NO_MMAP:-}" ] && cmm=(--no-mmap) lmm=(-mmp 0)
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 [ -n "$out" ] && mkdir -p "$out"
 
 echo "# MoE: Candle vs llama.cpp, -t $t -p $pp -n $tg, $rounds rounds x $reps reps; $(date -u '+%F %H:%M UTC')"
+echo "mode: ${NO_MMAP:+weights in memory (candle --no-mmap, llama-bench -mmp 0)}${NO_MMAP:-mmap}"
 echo "cpu: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) cores; OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 for model in "$@"; do
     name="$(basename "$model" .gguf)"
@@ -39,8 +44,8 @@ for model in "$@"; do
     echo
     echo "## $name (load before $(cut -d' ' -f1-3 /proc/loadavg))"
     for r in $(seq "$rounds"); do
-        c=("$candle" bench -m "$model" -t "$t" -p "$pp" -n "$tg" -r "$reps" --roofline -o json)
-        l=("$lbin/llama-bench" -m "$model" -t "$t" -p "$pp" -n "$tg" -r "$reps" -o json)
+        c=("$candle" bench -m "$model" -t "$t" -p "$pp" -n "$tg" -r "$reps" --roofline -o json "${cmm[@]}")
+        l=("$lbin/llama-bench" -m "$model" -t "$t" -p "$pp" -n "$tg" -r "$reps" -o json "${lmm[@]}")
         if [ $((r % 2)) = 1 ]; then
             "${c[@]}" >"$d/candle.$r.json" 2>"$d/candle.$r.err" || echo "candle failed (round $r): $(tail -1 "$d/candle.$r.err")"
             "${l[@]}" >"$d/llama.$r.json" 2>"$d/llama.$r.err" || echo "llama-bench failed (round $r): $(tail -1 "$d/llama.$r.err")"
@@ -88,8 +93,8 @@ bwm = st.median(bw) * 1e9 if bw else 0
 print(f"weights read per generated token: {per_tok / 2**20:.1f} MiB (experts {experts / 2**20:.1f} MiB, "
       f"{n_used} of {n_exp}); read bandwidth {', '.join(f'{b:.1f}' for b in bw)} GB/s "
       f"(median {bwm / 1e9:.1f}): roofline {bwm / per_tok if per_tok else 0:.1f} t/s")
-print("| test | Candle t/s min / med / max | llama.cpp t/s min / med / max | ratio (med) | Candle % roofline | llama.cpp % roofline |")
-print("|---|---|---|---:|---:|---:|")
+print("| test | Candle t/s min / med / max | llama.cpp t/s min / med / max | ratio (med) | ratio (max) | Candle % roofline | llama.cpp % roofline |")
+print("|---|---|---|---:|---:|---:|---:|")
 tests = sorted({(x["n_prompt"], x["n_gen"]) for x in cand + lcpp}, key=lambda p: (p[1] > 0, p))
 for np_, ng in tests:
     def samples(rows):
@@ -97,9 +102,10 @@ for np_, ng in tests:
     c, l = samples(cand), samples(lcpp)
     fmt = lambda s: f"{s[0]:.2f} / {st.median(s):.2f} / {s[-1]:.2f}" if s else "-"
     ratio = f"{st.median(c) / st.median(l):.2f}x" if c and l else "-"
+    rmax = f"{c[-1] / l[-1]:.2f}x" if c and l else "-"
     roof = lambda s: f"{100 * st.median(s) * per_tok / bwm:.0f}%" if s and ng and bwm else ""
     name = f"pp{np_}" if np_ else f"tg{ng}"
-    print(f"| {name} | {fmt(c)} | {fmt(l)} | {ratio} | {roof(c)} | {roof(l)} |")
+    print(f"| {name} | {fmt(c)} | {fmt(l)} | {ratio} | {rmax} | {roof(c)} | {roof(l)} |")
 EOF
 done
 echo
