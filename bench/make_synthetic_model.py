@@ -42,14 +42,15 @@ def tensors():
     yield "output.weight", (N_VOCAB, N_EMBD), np.float16
 
 
-def vocab():
+def vocab(n_vocab=N_VOCAB):
+    """SentencePiece-style: <unk> <s> </s>, 256 byte tokens, placeholder pieces."""
     toks, scores, types = [b"<unk>", b"<s>", b"</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
     for b in range(256):
         toks.append(b"<0x%02X>" % b)
         scores.append(0.0)
         types.append(6)
     i = 0
-    while len(toks) < N_VOCAB:
+    while len(toks) < n_vocab:
         toks.append(("\u2581t%d" % i).encode())
         scores.append(-float(i))
         types.append(1)
@@ -58,6 +59,7 @@ def vocab():
 
 
 def data(shape, dtype, rng, pool):
+    """Ones for the f32 norm weights, else POOL's f16 values from random offsets."""
     n = int(np.prod(shape))
     if dtype == np.float32:  # norm weights: ones keep activations in range
         return np.ones(shape, dtype=np.float32)

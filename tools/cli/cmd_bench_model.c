@@ -395,7 +395,7 @@ typedef struct model_info {
     char cpu[128];
     uint64_t n_params;
     size_t file_size, weight_bytes;
-    size_t bytes_per_token; /* weights read for one generated token */
+    size_t bytes_per_token; /* weights read for one generated token (the chosen experts') */
     const char *kv_type;
 } model_info;
 
@@ -458,6 +458,14 @@ static void describe(const candle_model *m, model_info *mi) {
     mi->bytes_per_token = mi->weight_bytes;
     if (emb >= 0 && candle_weights_find_tensor(w, "output.weight") >= 0)
         mi->bytes_per_token -= candle_weights_tensor(w, emb)->size;
+    /* Of stacked experts (ffn_*_exps), a token reads the chosen ones. */
+    const candle_model_config *c = candle_model_get_config(m);
+    for (int64_t i = 0; c->n_expert > 0 && i < candle_weights_n_tensors(w); i++) {
+        const candle_weights_tensor_info *ti = candle_weights_tensor(w, i);
+        if (strstr(ti->name, "_exps."))
+            mi->bytes_per_token -= ti->size - (size_t)((double)ti->size * (double)c->n_expert_used /
+                                                       (double)c->n_expert);
+    }
     cpu_model(mi->cpu, sizeof mi->cpu);
 }
 

@@ -38,11 +38,11 @@ extern const cpu_fast_kernel cpu_fast_copy;
 int cpu_gemv_chunks(int64_t N, int64_t row_bytes, int n_threads, int64_t *bounds, int max_chunks);
 
 /* Batch-1 products with quantized weights as one job (fast_matvecs.c). */
-#define CPU_MATVECS_MAX 8
+#define CPU_MATVECS_MAX 32
 /* dst is a 1-row product that the quantized matrix-vector kernel takes. */
 bool cpu_matvec_ok(const candle_tensor *dst);
-/* Scratch bytes for n such products (at most CPU_MATVECS_MAX) sharing their
- * activation. */
+/* Scratch bytes for n such products (at most CPU_MATVECS_MAX) whose
+ * activations have one length (K); they may be different rows. */
 size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n);
 /* Run them on the pool; work: cpu_matvecs_scratch bytes. */
 void cpu_matvecs_run(cpu_pool *pool, candle_tensor *const *nodes, int n, void *work);

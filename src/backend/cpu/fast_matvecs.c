@@ -1,6 +1,8 @@
 /* Batch-1 products run as one job: a layer's q, k, v (or gate and up) read
  * the same activation row, so it is prepared once per weight type on the
- * calling thread and the rows of all the weights are streamed in a single
+ * calling thread (products of other rows of the same length -- the down
+ * products of a decode step's chosen experts -- may join: each distinct row
+ * is prepared once) and the rows of all the weights are streamed in a single
  * pool dispatch, one wake-up and one wait instead of one per product.
  *
  * Rows of all the weights, taken as one list, are split into one
@@ -36,6 +38,7 @@ typedef struct mv_item {
     size_t ws;           /* bytes between rows */
     float *out;          /* [N] */
     const void *xv;      /* the activation prepared for wt (plain: the f32 row) */
+    const float *x;      /* [K] the f32 activation row */
 } mv_item;
 
 /* A thread's range of global rows, [front, back) packed in one word
@@ -90,7 +93,9 @@ size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n) {
     size_t total = 64;
     for (int i = 0; i < n; i++) {
         bool seen = false;
-        for (int j = 0; j < i; j++) seen |= weight_of(nodes[j])->dtype == weight_of(nodes[i])->dtype;
+        for (int j = 0; j < i; j++)
+            seen |= weight_of(nodes[j])->dtype == weight_of(nodes[i])->dtype &&
+                    tensor_ptr(nodes[j]->src[0]) == tensor_ptr(nodes[i]->src[0]);
         if (!seen && !is_plain_float(weight_of(nodes[i])->dtype)) {
             const candle_tensor *a = nodes[i]->src[0];
             total += round64(cdl_gemv_x_bytes(weight_of(nodes[i])->dtype, a->shape[a->rank - 1]));
@@ -99,15 +104,15 @@ size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n) {
     return total;
 }
 
-/* Prepare the activation once per weight type (the caller's thread). */
+/* Prepare each activation once per weight type (the caller's thread). */
 static void prepare(mv_job *j, candle_tensor *const *nodes, int n, void *work) {
     char *base = (char *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     const candle_tensor *a = nodes[0]->src[0];
-    const float *x = (const float *)tensor_ptr(a);
     j->simd = cpu_simd_get();
     j->n_items = n;
     j->K = a->shape[a->rank - 1];
     for (int i = 0; i < n; i++) {
+        const float *x = (const float *)tensor_ptr(nodes[i]->src[0]);
         const candle_tensor *b = weight_of(nodes[i]);
         mv_item *it = &j->items[i];
         int64_t oa, ob;
@@ -115,9 +120,9 @@ static void prepare(mv_job *j, candle_tensor *const *nodes, int n, void *work) {
         bool plain = is_plain_float(b->dtype);
         *it = (mv_item){b->dtype, plain, b->shape[b->rank - 1], tensor_ptr(b) + ob,
                         (size_t)b->stride[b->rank - 1], (float *)tensor_ptr(nodes[i]),
-                        plain ? (const void *)x : NULL};
+                        plain ? (const void *)x : NULL, x};
         for (int k = 0; k < i && !it->xv; k++)
-            if (j->items[k].wt == it->wt) it->xv = j->items[k].xv;
+            if (j->items[k].wt == it->wt && j->items[k].x == x) it->xv = j->items[k].xv;
         if (!it->xv) {
             cdl_gemv_prep(it->wt, j->K, x, base);
             it->xv = base;
