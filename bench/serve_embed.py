@@ -11,8 +11,9 @@
 Inputs: short natural sentences (8-40 tokens with the model's special
 tokens; the table below), one per request, as a client would send them
 (`{"input": "...", "model": ...}`); each client sends its requests one after
-the other on a new connection each (neither server then gains from
-keep-alive). A level runs `level` clients at once until --requests requests
+the other on one keep-alive connection (candle serve runs with
+--conn-per-ip 1024: its default 64 per address would refuse a 64-client
+level's reconnects). A level runs `level` clients at once until --requests requests
 are done in all (at least 4 per client). Reported per level: inputs/s over the
 level's wall time, P50/P99 of request latency (send to full reply), P99/P50.
 
@@ -79,22 +80,42 @@ SENTENCES = [
 ]
 
 
-def post(port, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    t0 = time.perf_counter()
-    c.request("POST", "/v1/embeddings", body=body, headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    t1 = time.perf_counter()
-    c.close()
-    if r.status != 200:
-        print(f"HTTP {r.status}: {data[:200]!r}", file=sys.stderr)
-        return None, data
-    return t1 - t0, data
+class Client:
+    """One client's keep-alive connection (reopened when the server closes
+    it or a request fails)."""
+
+    def __init__(self, port):
+        self.port, self.c = port, None
+
+    def post(self, body):
+        """(seconds, reply body), or (None, error) on a failure."""
+        t0 = time.perf_counter()
+        try:
+            if self.c is None:
+                self.c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+            self.c.request("POST", "/v1/embeddings", body=body, headers={"Content-Type": "application/json"})
+            r = self.c.getresponse()
+            data = r.read()
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            print(f"request failed: {e!r}", file=sys.stderr)
+            return None, str(e)
+        t1 = time.perf_counter()
+        if r.will_close:
+            self.close()
+        if r.status != 200:
+            print(f"HTTP {r.status}: {data[:200]!r}", file=sys.stderr)
+            return None, data
+        return t1 - t0, data
+
+    def close(self):
+        if self.c:
+            self.c.close()
+        self.c = None
 
 
 def embedding(port, text, model):
-    _, data = post(port, json.dumps({"input": text, "model": model}))
+    _, data = Client(port).post(json.dumps({"input": text, "model": model}))
     return json.loads(data)["data"][0]["embedding"]
 
 
@@ -103,14 +124,16 @@ def run_level(port, model, level, n_requests):
     lat, fails, lock = [], [0], threading.Lock()
 
     def client(i):
+        cl = Client(port)
         for j in range(per):
             s = SENTENCES[(i * 7 + j) % len(SENTENCES)]
-            dt, _ = post(port, json.dumps({"input": s, "model": model}))
+            dt, _ = cl.post(json.dumps({"input": s, "model": model}))
             with lock:
                 if dt is None:
                     fails[0] += 1
                 else:
                     lat.append(dt)
+        cl.close()
     ts = [threading.Thread(target=client, args=(i,)) for i in range(level)]
     t0 = time.perf_counter()
     for t in ts:
@@ -188,7 +211,8 @@ def main():
     env = dict(os.environ)
     if a.malloc_count and os.path.exists(a.malloc_count):
         env["LD_PRELOAD"] = os.path.abspath(a.malloc_count)
-    cmd = [a.candle, "serve", "-m", a.model, "--port", str(free_port()), "-t", str(a.threads)]
+    cmd = [a.candle, "serve", "-m", a.model, "--port", str(free_port()), "-t", str(a.threads),
+           "--conn-per-ip", "1024"]
     if a.candle_dtype:
         cmd += ["--dtype", a.candle_dtype]
     servers = [Server("candle" + (f"-{a.candle_dtype}" if a.candle_dtype else ""), cmd, env,
@@ -241,7 +265,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
-    print(f"load average during the run: {min(load):.2f}-{max(load):.2f}; threads {a.threads}")
+    print(f"load average during the run: {min(load):.2f}-{max(load):.2f}; threads {a.threads}; "
+          f"failed requests: {sum(x['failed'] for v in res.values() for x in v)}")
     print("\n| server | clients | inputs/s | P50 ms | P99 ms | P99/P50 |" +
           (" candle allocs/request |" if allocs else ""))
     print("|---|---:|---:|---:|---:|---:|" + ("---:|" if allocs else ""))
