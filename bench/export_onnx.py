@@ -32,10 +32,31 @@ class Encoder(torch.nn.Module):
         return self.m(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
 
 
+def no_vmap_masks():
+    """transformers builds some attention masks with torch.vmap (EmbeddingGemma's
+    bidirectional sliding-window mask with padding), which the TorchScript
+    exporter cannot trace; the same mask functions broadcast element-wise
+    instead."""
+    try:
+        from transformers import masking_utils as mu
+    except ImportError:
+        return
+    if hasattr(mu, "_vmap_expansion_sdpa") and hasattr(mu, "_non_vmap_expansion_sdpa"):
+        def expand(f):
+            def go(b, h, q, kv):
+                return f(*mu._non_vmap_expansion_sdpa(b, h, q, kv)).expand(b.shape[0], -1, q.shape[0], kv.shape[0])
+            return go
+        mu._vmap_expansion_sdpa = expand
+        if hasattr(mu, "TransformGetItemToIndex"):
+            import contextlib
+            mu.TransformGetItemToIndex = contextlib.nullcontext
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     src, out = sys.argv[1], sys.argv[2]
+    no_vmap_masks()
     tok = AutoTokenizer.from_pretrained(src)
     model = AutoModel.from_pretrained(src, torch_dtype=torch.float32, attn_implementation="eager").eval()
     enc = tok(["an input to trace the graph with", "a second, longer input to trace the graph with"],

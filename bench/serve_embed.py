@@ -203,6 +203,9 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--requests", type=int, default=256, help="requests per level (at least 4 per client)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--allocs-only", action="store_true",
+                    help="Candle alone: heap allocations per request for float and base64 replies, one input "
+                         "and 16 inputs per request (sequential requests), then exit")
     ap.add_argument("--json")
     a = ap.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
@@ -224,6 +227,25 @@ def main():
                 "-t", str(a.threads), "-tb", str(a.threads), "-np", str(np_), "-c", str(128 * np_),
                 "-b", "2048", "-ub", "2048", "--no-webui"]
         servers.append(Server("llama-server", lcmd, lenv, os.path.join(tmp, "llama.log")))
+    if a.allocs_only:
+        s, cl = servers[0], Client(servers[0].port)
+        try:
+            for fmt in ("float", "base64"):
+                for n in (1, 16):
+                    body = [json.dumps({"input": SENTENCES[i:i + n] if n > 1 else SENTENCES[i], "model": "m",
+                                        "encoding_format": fmt}) for i in range(16)]
+                    for b in body:  # warm-up
+                        cl.post(b)
+                    m0 = s.malloc_count()
+                    for _ in range(8):
+                        for b in body:
+                            cl.post(b)
+                    m1 = s.malloc_count()
+                    print(f"{fmt}, {n} input(s) per request: {(m1[0] - m0[0]) / 128:.1f} allocations, "
+                          f"{(m1[1] - m0[1]) / 128:.1f} frees per request")
+        finally:
+            s.stop()
+        return
     try:
         model = "m"
         # the servers compute the same thing: cosine between their embeddings
