@@ -186,7 +186,7 @@ static void emit_set(cdl_strbuf *b, const rx_set *s, bool neg) {
     put(b, ")");
 }
 
-static bool rx_alt(rx *r, cdl_strbuf *out, bool top);
+static bool rx_alt(rx *r, cdl_strbuf *out, bool top, bool *nullable);
 
 /* A class after its '[' into s (neg: [^...]). */
 static bool parse_class(rx *r, rx_set *s, bool *neg) {
@@ -228,11 +228,11 @@ static bool parse_class(rx *r, rx_set *s, bool *neg) {
     return true;
 }
 
-/* One atom and its quantifier. */
-static bool rx_atom(rx *r, cdl_strbuf *out) {
+/* One atom and its quantifier; *nullable: whether they can match nothing. */
+static bool rx_atom(rx *r, cdl_strbuf *out, bool *nullable) {
     cdl_strbuf a = {0};
     char c = *r->p;
-    bool ok = true;
+    bool ok = true, empty = false; /* empty: the atom can match nothing */
     if (c == '(') {
         r->p++;
         if (r->p < r->end && *r->p == '?') {
@@ -241,7 +241,7 @@ static bool rx_atom(rx *r, cdl_strbuf *out) {
         }
         if (ok && ++r->depth > RX_MAX_DEPTH) ok = rx_fail(r, "groups nested too deep");
         put(&a, "(");
-        if (ok) ok = rx_alt(r, &a, false);
+        if (ok) ok = rx_alt(r, &a, false, &empty);
         r->depth--;
         if (ok && (r->p >= r->end || *r->p != ')')) ok = rx_fail(r, "an unclosed group");
         if (ok) r->p++;
@@ -312,6 +312,14 @@ static bool rx_atom(rx *r, cdl_strbuf *out) {
         if (n == -2) snprintf(rep, sizeof rep, "{%ld,}", m);
         else snprintf(rep, sizeof rep, "{%ld,%ld}", m, n);
     }
+    /* an unbounded repeat of what can match nothing would be a rule that
+     * reaches itself before a character (refused by the grammar) */
+    bool unbounded = q == '*' || q == '+' || (q == '{' && rep[strlen(rep) - 2] == ',');
+    if (empty && unbounded) {
+        free(a.s);
+        return rx_fail(r, "an unbounded repeat of a group that can match the empty string");
+    }
+    *nullable = empty || q == '*' || q == '?' || (q == '{' && rep[1] == '0' && rep[2] == ',');
     if (rep[0] && r->p < r->end && *r->p == '?') r->p++; /* lazy: the same strings */
     if (rep[0] && r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?' || *r->p == '{')) {
         free(a.s);
@@ -324,11 +332,13 @@ static bool rx_atom(rx *r, cdl_strbuf *out) {
     return !a.failed;
 }
 
-/* Alternatives up to ')' or the end; at the top, each with its anchors. */
-static bool rx_alt(rx *r, cdl_strbuf *out, bool top) {
+/* Alternatives up to ')' or the end; at the top, each with its anchors.
+ * *nullable: whether one of them can match nothing. */
+static bool rx_alt(rx *r, cdl_strbuf *out, bool top, bool *nullable) {
     put(out, "(");
+    *nullable = false;
     for (;;) {
-        bool start = false, end = false;
+        bool start = false, end = false, all_null = true;
         if (top && r->p < r->end && *r->p == '^') start = true, r->p++;
         if (top && !start) put(out, "char* ");
         put(out, "\"\" ");
@@ -338,8 +348,11 @@ static bool rx_alt(rx *r, cdl_strbuf *out, bool top) {
                 r->p++;
                 break;
             }
-            if (!rx_atom(r, out)) return false;
+            bool n = false;
+            if (!rx_atom(r, out, &n)) return false;
+            all_null = all_null && n;
         }
+        if (all_null) *nullable = true;
         if (top && !end) put(out, "char* ");
         if (top && r->p < r->end && *r->p == ')') return rx_fail(r, "an unmatched ')'");
         if (r->p < r->end && *r->p == '|') {
@@ -356,7 +369,8 @@ static bool rx_alt(rx *r, cdl_strbuf *out, bool top) {
 bool cdl_json_pattern_gbnf(const char *pattern, size_t n, cdl_strbuf *out, char *err, size_t errn) {
     rx r = {.s = pattern, .p = pattern, .end = pattern + n, .err = err, .errn = errn};
     put(out, "\"\\\"\" ");
-    bool ok = rx_alt(&r, out, true);
+    bool nullable;
+    bool ok = rx_alt(&r, out, true, &nullable);
     put(out, " \"\\\"\" ws");
     if (ok && out->failed) return rx_fail(&r, "out of memory");
     return ok;

@@ -567,6 +567,10 @@ static void test_json_schema_pattern(void) {
     schema_bad("{\"type\": \"string\", \"pattern\": \"(ab\"}", "unclosed group");
     schema_bad("{\"type\": \"string\", \"pattern\": \"[ab\"}", "unterminated class");
     schema_bad("{\"type\": \"string\", \"pattern\": \"a**\"}", "a quantifier after a quantifier");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"(|a)*\"}", "can match the empty string");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"x((b?)*c)+\"}", "can match the empty string");
+    pattern_case("^(a?){2,3}(b|)?c$", (const char *[]){"\"c\"", "\"aac\"", "\"aaabc\"", NULL},
+                 (const char *[]){"\"aaaac\"", NULL});
     schema_bad("{\"pattern\": \"a\"}", "needs \"type\": \"string\"");
     schema_bad("{\"type\": \"string\", \"pattern\": \"a\", \"maxLength\": 3}", "minLength/maxLength");
     schema_bad("{\"type\": \"string\", \"pattern\": 3}", "must be a string");
