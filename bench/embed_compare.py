@@ -212,6 +212,8 @@ class LlamaServer:
     def __init__(self, exe, gguf, max_batch, max_len):
         self.exe, self.gguf, self.np, self.ctx = exe, gguf, max_batch, max_batch * (max(max_len, 64) + 16)
         self.proc, self.threads = None, None
+        import atexit
+        atexit.register(self.stop)
 
     def start(self, threads):
         if self.threads == threads:
