@@ -77,6 +77,14 @@ SENTENCES = [
     "A woman is slicing vegetables in a small kitchen.",
     "What are the side effects of the flu vaccine?",
     "The startup raised forty million dollars to expand its delivery network across Europe.",
+    "After three days of heavy rain, the river rose above its banks and flooded several streets in the old "
+    "town, forcing shops to close early.",
+    "I ordered the blue jacket in a medium size, but the package contained a black one in large, so I would "
+    "like to exchange it.",
+    "The study followed more than two thousand patients for five years and found no link between the drug "
+    "and heart problems.",
+    "Our quarterly meeting has been moved from Thursday morning to Friday afternoon because the main "
+    "conference room is being renovated.",
 ]
 
 
