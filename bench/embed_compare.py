@@ -114,10 +114,31 @@ class Torch:
         return self.fn(1, [text])()[0]
 
 
+def dense_modules(model_dir):
+    """The sentence-transformers Dense modules after pooling (EmbeddingGemma's
+    2_Dense, 3_Dense) as (weight [out, in], bias or None), in order; only the
+    identity activation is handled."""
+    try:
+        mods = json.load(open(os.path.join(model_dir, "modules.json")))
+    except OSError:
+        return []
+    from safetensors.numpy import load_file
+    out = []
+    for m in mods:
+        if not m["type"].endswith("models.Dense"):
+            continue
+        d = os.path.join(model_dir, m["path"])
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        assert cfg.get("activation_function", "").endswith("Identity"), cfg
+        w = load_file(os.path.join(d, "model.safetensors"))
+        out.append((w["linear.weight"].astype(np.float32), w.get("linear.bias")))
+    return out
+
+
 class Ort:
-    def __init__(self, path, tokenizer, name):
+    def __init__(self, path, tokenizer, name, dense=()):
         import onnxruntime as ort
-        self.ort, self.path, self.tok, self.name = ort, path, tokenizer, name
+        self.ort, self.path, self.tok, self.name, self.dense = ort, path, tokenizer, name, dense
         self.sessions = {}
         self.inputs = [i.name for i in self.session(1).get_inputs()]
 
@@ -139,6 +160,8 @@ class Ort:
             h = s.run(None, feed)[0]
             m = feed["attention_mask"][..., None].astype(np.float32)
             v = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+            for w, b in self.dense:
+                v = v @ w.T + (b if b is not None else 0)
             return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         return go
 
@@ -178,37 +201,117 @@ class Llama:
         return np.array(self.fn(1, [text])()[0], dtype=np.float32)
 
 
+class LlamaServer:
+    """llama.cpp's embedding path through llama-server --embeddings on the
+    GGUF (one server per thread count, OMP_WAIT_POLICY=PASSIVE, --pooling
+    mean, one slot per input of the largest batch so a batch is one decode);
+    a call is one POST /v1/embeddings with the batch as its input array,
+    so its time includes the HTTP round trip on localhost (about 0.2 ms)."""
+    name = "llama-server"
+
+    def __init__(self, exe, gguf, max_batch, max_len):
+        self.exe, self.gguf, self.np, self.ctx = exe, gguf, max_batch, max_batch * (max(max_len, 64) + 16)
+        self.proc, self.threads = None, None
+        import atexit
+        atexit.register(self.stop)
+
+    def start(self, threads):
+        if self.threads == threads:
+            return
+        self.stop()
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from serve_util import free_port
+        self.port = free_port()
+        # each sequence must be whole in one ubatch (non-causal); above 4096 the
+        # full attention scores of a ubatch would take gigabytes
+        ub = max(2048, min(self.ctx, 4096))
+        cmd = [self.exe, "-m", self.gguf, "--embeddings", "--pooling", "mean", "--port", str(self.port),
+               "-t", str(threads), "-tb", str(threads), "-np", str(self.np), "-c", str(self.ctx),
+               "-b", str(ub), "-ub", str(ub), "--no-webui"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+        import http.client
+        for _ in range(1200):
+            if self.proc.poll() is not None:
+                sys.exit("llama-server exited: " + " ".join(cmd))
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.threads = threads
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc, self.threads = None, None
+
+    def post(self, path, body):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        if r.status != 200:
+            raise RuntimeError(f"llama-server {path}: HTTP {r.status} {data[:200]!r}")
+        return json.loads(data)
+
+    def fn(self, threads, texts):
+        self.start(threads)
+        return lambda: [d["embedding"] for d in self.post("/v1/embeddings", {"input": texts})["data"]]
+
+    def tokenize(self, text):
+        self.start(self.threads or 1)
+        return self.post("/tokenize", {"content": text, "add_special": True})["tokens"]
+
+    def embed(self, text):
+        return np.array(self.fn(self.threads or 1, [text])()[0], dtype=np.float32)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--candle", default="build/bin/candle")
-    ap.add_argument("--candle-dtype", help="candle's --dtype (bf16, f16): weight matrices converted at load")
+    ap.add_argument("--candle-dtype", help="candle's --dtype (f32, bf16, f16, q8_0): weight matrices converted at "
+                    "load; a comma list runs one Candle engine per dtype")
     ap.add_argument("--onnx")
     ap.add_argument("--onnx-int8")
     ap.add_argument("--gguf")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary: the --gguf peer runs through it "
+                    "instead of llama-cpp-python")
     ap.add_argument("--lengths", type=ints, default=[16, 128, 256])
     ap.add_argument("--batch", type=ints, default=[1, 32])
     ap.add_argument("-t", "--threads", type=ints, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--batch-reps", type=int, default=2)
+    ap.add_argument("--max-batch-tokens", type=int, default=0,
+                    help="skip the configurations whose batch x length is over this (0: none)")
     ap.add_argument("--json")
     a = ap.parse_args()
 
-    candle = Candle(a.candle, a.model, a.candle_dtype)
+    candles = [Candle(a.candle, a.model, d) for d in (a.candle_dtype.split(",") if a.candle_dtype else [None])]
+    candle = candles[0]
     word, max_tokens = candle.word()
     for L in a.lengths:
         if L > max_tokens:
             sys.exit(f"--lengths: {L} is over the model's max_seq_length {max_tokens} "
                      "(the engines would truncate it)")
-    engines = [candle, Torch(a.model)]
-    tok = engines[1].m.tokenizer
+    torch_engine = Torch(a.model)
+    engines = [*candles, torch_engine]
+    tok = torch_engine.m.tokenizer
     if a.onnx:
-        engines.append(Ort(a.onnx, tok, "ort-f32"))
+        engines.append(Ort(a.onnx, tok, "ort-f32", dense_modules(a.model)))
     if a.onnx_int8:
-        engines.append(Ort(a.onnx_int8, tok, "ort-int8"))
+        engines.append(Ort(a.onnx_int8, tok, "ort-int8", dense_modules(a.model)))
     if a.gguf:
-        engines.append(Llama(a.gguf))
+        engines.append(LlamaServer(a.llama_server, a.gguf, max(a.batch), max(a.lengths)) if a.llama_server
+                       else Llama(a.gguf))
 
     texts = {L: " ".join([word] * (L - 2)) for L in a.lengths}
     for L, s in texts.items():
@@ -218,7 +321,7 @@ def main():
             n = len(engines[-1].tokenize(s))
             assert n == L, f"{L}: llama.cpp's tokenizer gives {n} tokens"
     # the engines compute the same thing: cosine against PyTorch on one input
-    ref = engines[1].embed(texts[a.lengths[0]])
+    ref = torch_engine.embed(texts[a.lengths[0]])
     cos = {}
     for e in engines:
         v = e.embed(texts[a.lengths[0]])
@@ -226,7 +329,8 @@ def main():
     print("cosine vs pytorch (%d tokens): %s" % (a.lengths[0], ", ".join(f"{k} {v:.6f}" for k, v in cos.items())),
           file=sys.stderr)
 
-    configs = [(t, L, b) for t in a.threads for L in a.lengths for b in a.batch]
+    configs = [(t, L, b) for t in a.threads for L in a.lengths for b in a.batch
+               if not a.max_batch_tokens or b == 1 or b * L <= a.max_batch_tokens]
     res = {}  # (engine, t, L, b) -> list of per-round summaries
     load = []
     for r in range(a.rounds):
@@ -242,10 +346,14 @@ def main():
                 time.sleep(0.1)  # let the peers' spinning pool threads settle
             load.append(os.getloadavg()[0])
         print(f"round {r + 1}/{a.rounds} done (load {load[-1]:.1f})", file=sys.stderr)
+    for e in engines:
+        if isinstance(e, LlamaServer):
+            e.stop()
 
     med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in res.items()}
     names = [e.name for e in engines]
-    peers = names[1:]
+    cnames = [e.name for e in candles]
+    peers = names[len(candles):]
     out = {"model": a.model, "word": word, "lengths": a.lengths, "batch": a.batch, "threads": a.threads,
            "rounds": a.rounds, "reps": a.reps, "batch_reps": a.batch_reps, "cosine_vs_pytorch": cos,
            "load_min": min(load), "load_max": max(load),
@@ -260,23 +368,29 @@ def main():
         if b == 1:
             print("\nbatch 1 latency, ms (median over rounds of P50 / P99)\n")
             print("| threads | tokens | " + " | ".join(f"{n} P50 | {n} P99" for n in names) + " | "
-                  + " | ".join(f"candle/{p} P50" for p in peers) + " |")
-            print("|" + "---:|" * (2 + 2 * len(names) + len(peers)))
+                  + " | ".join(f"{c}/{p} P50" for c in cnames for p in peers) + " |")
+            print("|" + "---:|" * (2 + 2 * len(names) + len(cnames) * len(peers)))
             for t in a.threads:
                 for L in a.lengths:
+                    if (names[0], t, L, b) not in med:
+                        continue
                     m = [med[(n, t, L, b)] for n in names]
                     print(f"| {t} | {L} | " + " | ".join(f"{x['p50_ms']:.2f} | {x['p99_ms']:.2f}" for x in m)
-                          + " | " + " | ".join(f"{m[0]['p50_ms'] / x['p50_ms']:.2f}" for x in m[1:]) + " |")
+                          + " | " + " | ".join(f"{med[(c, t, L, b)]['p50_ms'] / med[(p, t, L, b)]['p50_ms']:.2f}"
+                                               for c in cnames for p in peers) + " |")
         else:
             print(f"\nbatch {b} throughput, inputs/s (median over rounds)\n")
             print("| threads | tokens | " + " | ".join(names) + " | "
-                  + " | ".join(f"candle/{p}" for p in peers) + " |")
-            print("|" + "---:|" * (2 + len(names) + len(peers)))
+                  + " | ".join(f"{c}/{p}" for c in cnames for p in peers) + " |")
+            print("|" + "---:|" * (2 + len(names) + len(cnames) * len(peers)))
             for t in a.threads:
                 for L in a.lengths:
+                    if (names[0], t, L, b) not in med:
+                        continue
                     m = [med[(n, t, L, b)] for n in names]
                     print(f"| {t} | {L} | " + " | ".join(f"{x['inputs_per_s']:.1f}" for x in m) + " | "
-                          + " | ".join(f"{m[0]['inputs_per_s'] / x['inputs_per_s']:.2f}" for x in m[1:]) + " |")
+                          + " | ".join(f"{med[(c, t, L, b)]['inputs_per_s'] / med[(p, t, L, b)]['inputs_per_s']:.2f}"
+                                       for c in cnames for p in peers) + " |")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 
     bench/plot_bench.py embed RESULT.json OUT.png     (bench/embed_compare.py --json)
     bench/plot_bench.py whisper TABLE.tsv OUT.png     (columns model, beam, engine, transcribe_s)
+    bench/plot_bench.py serve-embed R1.json[,R2.json] OUT.png   (bench/serve_embed.py --json)
 
 embed: inputs/s per engine for each (threads, tokens, batch), one panel for
 batch 1 and one for larger batches. whisper: seconds of transcription per
-engine for each (model, beam). Uses bench/plot.py's matplotlib (installed
+engine for each (model, beam). serve-embed: inputs/s and P99/P50 latency per
+server for each (threads, clients). Uses bench/plot.py's matplotlib (installed
 with pip --user when missing).
 """
 import csv
@@ -62,11 +64,33 @@ def whisper(path, out, plt):
     fig.savefig(out, dpi=110)
 
 
+def serve_embed(paths, out, plt):
+    rows, model = [], ""
+    for p in paths.split(","):
+        with open(p) as f:
+            d = json.load(f)
+        model = os.path.basename(d["model"])
+        rows += [dict(r, threads=d["threads"]) for r in d["results"]]
+    servers = list(dict.fromkeys(r["server"] for r in rows))
+    keys = sorted({(r["threads"], r["clients"]) for r in rows})
+    groups = [(k, "t%d, %d clients" % k) for k in keys]
+    val = {(r["threads"], r["clients"], r["server"]): r for r in rows}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    bars(axes[0], groups, servers, lambda g, e: (val.get(g[0] + (e,)) or {}).get("inputs_per_s"),
+         "inputs/s (higher is better)", "%s: POST /v1/embeddings, one sentence each" % model)
+    bars(axes[1], groups, servers, lambda g, e: (val.get(g[0] + (e,)) or {}).get("p99_over_p50"),
+         "P99 / P50 latency (target <= 1.5 at 16 clients)", "%s: latency spread" % model)
+    axes[1].axhline(1.5, color="grey", linestyle="--", linewidth=1)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("embed", "whisper"):
+    modes = {"embed": embed, "whisper": whisper, "serve-embed": serve_embed}
+    if len(sys.argv) != 4 or sys.argv[1] not in modes:
         sys.exit(__doc__)
     plt = need_matplotlib()
-    (embed if sys.argv[1] == "embed" else whisper)(sys.argv[2], sys.argv[3], plt)
+    modes[sys.argv[1]](sys.argv[2], sys.argv[3], plt)
     print(sys.argv[3])
 
 
