@@ -2,10 +2,12 @@
  * decodes, libsoxr resamples. Either may be missing from the build
  * (CANDLE_HAVE_SNDFILE, CANDLE_HAVE_SOXR from CMake's pkg-config checks);
  * the calls that need one then say which. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "candle/audio.h"
 #include "core/core-impl.h"
@@ -197,8 +199,16 @@ candle_status candle_audio_load(const char *path, float **samples, size_t *n) {
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "audio: load: NULL argument");
 #ifdef CANDLE_HAVE_SNDFILE
     SF_INFO info = {0};
+    struct stat st;
+    int se = stat(path, &st) ? errno : 0;
+    if (se || !S_ISREG(st.st_mode))
+        return cdl_set_error(NULL, CANDLE_ERR_IO, "audio: %s: %s", path, se ? strerror(se) : "not a regular file");
     SNDFILE *f = sf_open(path, SFM_READ, &info);
-    if (!f) return open_err(NULL, path);
+    /* the file is there: libsndfile's failure is about its contents (for some
+     * it says "File does not exist") */
+    if (!f)
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "audio: %s: not audio libsndfile decodes (WAV, FLAC, OGG, MP3; libsndfile: %s)",
+                             path, sf_strerror(NULL));
     candle_status r = decode(f, &info, path, samples, n);
     sf_close(f);
     return r;

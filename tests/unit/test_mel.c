@@ -281,6 +281,17 @@ static void test_decode(void) {
 
     CHECK(candle_audio_load("/nonexistent/x.wav", &s, &n) == CANDLE_ERR_IO && !s && !n);
     CHECK_CONTAINS(candle_last_errmsg(), "/nonexistent/x.wav");
+    if (candle_audio_can_decode()) { /* a file that is there but no audio: its contents are named */
+        char junk[] = "/tmp/candle-junk-XXXXXX";
+        int fd = mkstemp(junk);
+        CHECK(fd >= 0 && write(fd, "not audio at all", 16) == 16);
+        if (fd >= 0) close(fd);
+        CHECK(candle_audio_load(junk, &s, &n) == CANDLE_ERR_FORMAT && !s && !n);
+        CHECK_CONTAINS(candle_last_errmsg(), "not audio libsndfile decodes");
+        unlink(junk);
+        CHECK(candle_audio_load("/tmp", &s, &n) == CANDLE_ERR_IO);
+        CHECK_CONTAINS(candle_last_errmsg(), "not a regular file");
+    }
     CHECK(candle_audio_from_memory("not audio at all, just text", 27, "junk.wav", &s, &n) ==
           CANDLE_ERR_FORMAT);
     CHECK_CONTAINS(candle_last_errmsg(), "audio: junk.wav: ");
