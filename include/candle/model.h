@@ -40,6 +40,7 @@ typedef enum candle_arch {
     CANDLE_ARCH_GRANITE, /* Granite 3.x dense: llama with the four multipliers */
     CANDLE_ARCH_MODERNBERT, /* ModernBERT encoders: RoPE, GeGLU, global/local attention */
     CANDLE_ARCH_NOMICBERT, /* NomicBERT encoders (nomic-embed-text): RoPE, SwiGLU, post-norm */
+    CANDLE_ARCH_GEMMA_EMBEDDING, /* EmbeddingGemma as llama.cpp converts it: Gemma 3, bidirectional */
     CANDLE_ARCH_COUNT
 } candle_arch;
 

@@ -322,35 +322,21 @@ static candle_status open_storage(candle_ct2 **out, candle_storage *s, const cha
     return CANDLE_OK;
 }
 
+static candle_status parse_image(void **handle, candle_storage *s, const char *name) {
+    candle_ct2 *m = NULL;
+    candle_status r = open_storage(&m, s, name);
+    *handle = m;
+    return r;
+}
+
+static void close_image(void *handle) { candle_ct2_close(handle); }
+
 candle_status candle_ct2_open(candle_ct2 **out, const char *path, const candle_ct2_open_params *p) {
     if (!out || !path)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "ct2: open: NULL argument");
-    *out = NULL;
-    int fd = -1;
-    size_t size = 0;
-    candle_status r = cimage_open(FMT, path, &fd, &size);
-    if (!r && size < 4) /* an empty file cannot be mapped */
-        r = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: version: truncated (file of %zu bytes)",
-                             path, size);
-    if (!r) {
-        candle_storage *s = cimage_map(FMT, fd, path, size);
-        r = s ? open_storage(out, s, path) : candle_last_error();
-    }
-    /* validated through the mapping, so a malformed file costs no copy */
-    if (!r && p && p->no_mmap) {
-        candle_storage *heap = cimage_read(FMT, fd, path, size);
-        if (heap) {
-            candle_storage_release((*out)->storage);
-            (*out)->storage = heap;
-            (*out)->base = heap->data;
-            bind(*out);
-        } else {
-            r = candle_last_error();
-            candle_ct2_close(*out);
-            *out = NULL;
-        }
-    }
-    if (fd >= 0) close(fd);
+    void *h = NULL;
+    candle_status r = cimage_load(FMT, path, p && p->no_mmap, parse_image, close_image, &h);
+    *out = h;
     return r;
 }
 

@@ -27,37 +27,24 @@ static candle_status open_storage(candle_gguf **out, candle_storage *s) {
     return CANDLE_OK;
 }
 
+static candle_status parse_image(void **handle, candle_storage *s, const char *name) {
+    (void)name;
+    candle_gguf *g = NULL;
+    candle_status r = open_storage(&g, s);
+    *handle = g;
+    return r;
+}
+
+static void close_image(void *handle) { candle_gguf_close(handle); }
+
 candle_status candle_gguf_open(candle_gguf **out, const char *path,
                                const candle_gguf_open_params *p) {
     if (!out || !path)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "gguf: open: NULL argument");
-    *out = NULL;
-    int fd = -1;
-    size_t size = 0;
-    candle_status os = cimage_open("gguf", path, &fd, &size);
-    if (os) return os;
-    if (size < 4) { /* nothing to map; report it as the parser would */
-        close(fd);
-        return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
-                                "gguf: magic: truncated (needs 4 bytes, %zu left) at offset 0",
-                                size);
-    }
-    candle_storage *s = cimage_map("gguf", fd, path, size);
-    if (s && p && p->no_mmap) {
-        /* Validate through the mapping first (it touches only the metadata
-         * pages), so a malformed file costs no file-sized allocation. */
-        candle_gguf *probe = NULL;
-        candle_status st = open_storage(&probe, s);
-        candle_gguf_close(probe);
-        if (st) {
-            close(fd);
-            return st;
-        }
-        s = cimage_read("gguf", fd, path, size);
-    }
-    close(fd);
-    if (!s) return candle_last_error();
-    return open_storage(out, s);
+    void *h = NULL;
+    candle_status r = cimage_load("gguf", path, p && p->no_mmap, parse_image, close_image, &h);
+    *out = h;
+    return r;
 }
 
 candle_status candle_gguf_open_memory(candle_gguf **out, const void *data, size_t size) {

@@ -105,3 +105,24 @@ candle_status cimage_open(const char *fmt, const char *path, int *fd, size_t *si
     *size = (size_t)st.st_size;
     return CANDLE_OK;
 }
+
+candle_status cimage_load(const char *fmt, const char *path, bool no_mmap, cimage_parse_fn parse,
+                          cimage_close_fn close_handle, void **handle) {
+    *handle = NULL;
+    int fd = -1;
+    size_t size = 0;
+    candle_status r = cimage_open(fmt, path, &fd, &size);
+    if (r) return r;
+    static const uint8_t empty[1];
+    candle_storage *s = size ? cimage_map(fmt, fd, path, size)
+                             : candle_storage_external((void *)empty, 0);
+    r = s ? parse(handle, s, path) : candle_last_error();
+    if (!r && no_mmap && size) {
+        close_handle(*handle);
+        *handle = NULL;
+        s = cimage_read(fmt, fd, path, size);
+        r = s ? parse(handle, s, path) : candle_last_error();
+    }
+    close(fd);
+    return r;
+}

@@ -36,4 +36,16 @@ candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, bool pure,
                                const candle_weights_tensor_info *t, char *note, size_t n_note,
                                bool *fallback);
 
+/* The tokenizer.json at tokenizer_json (with tokenizer_config, which may be
+ * NULL, for bos/eos names; the ids below n_vocab, or all for 0) as
+ * llama.cpp's tokenizer.ggml.* keys into w,
+ * where llama.cpp would tokenize with them as the file's own tokenizer
+ * does (quantize_vocab.c); else nothing is written and why says what kept
+ * it (why[0] == 0 when written). An unreadable file is an error. */
+candle_status cquant_write_ggml_vocab(candle_gguf_writer *w, const char *tokenizer_json,
+                                      const char *tokenizer_config, int64_t n_vocab, char *why, size_t n_why);
+/* The same from a tokenizer.json in memory (no tokenizer_config). */
+candle_status cquant_write_ggml_vocab_memory(candle_gguf_writer *w, const char *json, size_t len, char *why,
+                                             size_t n_why);
+
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "candle/safetensors.h"
 #include "core/core-impl.h"
 #include "core/json-impl.h"
 #include "quantize-impl.h"
@@ -323,20 +324,41 @@ static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
     return CANDLE_OK;
 }
 
+/* EmbeddingGemma (Gemma 3 attending both ways), which llama.cpp names
+ * gemma-embedding, with its keys under that name. */
+static bool embedding_gemma(const candle_weights *w) {
+    const char *arch = NULL;
+    size_t n = 0;
+    bool causal = true;
+    return candle_weights_get_str(w, "general.architecture", &arch, &n) && n == 6 && !memcmp(arch, "gemma3", 6) &&
+           candle_weights_get_bool(w, "gemma3.attention.causal", &causal) && !causal;
+}
+
 /* A directory's metadata as llama.cpp types it: counts as u32, reals as f32.
  * The source's own "candle.*" facts are what GGUF already implies. */
 static candle_status write_source_kv(candle_gguf_writer *out, const candle_weights *w) {
     candle_status s = CANDLE_OK;
+    bool emb = embedding_gemma(w);
     for (int64_t i = 0; i < candle_weights_n_kv(w) && !s; i++) {
         const char *key = candle_weights_key(w, i), *str;
+        char renamed[200];
         size_t len;
         int64_t v;
         double f;
         bool b;
         if (!strncmp(key, "candle.", 7)) continue;
+        if (emb && !strcmp(key, "general.architecture")) {
+            s = candle_gguf_writer_set_str(out, key, "gemma-embedding");
+            continue;
+        }
+        if (emb && !strncmp(key, "gemma3.", 7)) {
+            snprintf(renamed, sizeof renamed, "gemma-embedding.%s", key + 7);
+            key = renamed;
+        }
+        const char *src = candle_weights_key(w, i);
         switch (candle_weights_kv_type(w, i)) {
         case CANDLE_GGUF_INT64:
-            candle_weights_get_i64(w, key, &v);
+            candle_weights_get_i64(w, src, &v);
             s = v >= 0 && v <= UINT32_MAX ? candle_gguf_writer_set_u32(out, key, (uint32_t)v)
                 : v >= INT32_MIN && v < 0 ? candle_gguf_writer_set_i32(out, key, (int32_t)v)
                                           : cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
@@ -344,15 +366,15 @@ static candle_status write_source_kv(candle_gguf_writer *out, const candle_weigh
                                                              key, (long long)v);
             break;
         case CANDLE_GGUF_FLOAT64:
-            candle_weights_get_f64(w, key, &f);
+            candle_weights_get_f64(w, src, &f);
             s = candle_gguf_writer_set_f32(out, key, (float)f);
             break;
         case CANDLE_GGUF_BOOL:
-            candle_weights_get_bool(w, key, &b);
+            candle_weights_get_bool(w, src, &b);
             s = candle_gguf_writer_set_bool(out, key, b);
             break;
         default:
-            candle_weights_get_str(w, key, &str, &len);
+            candle_weights_get_str(w, src, &str, &len);
             (void)len;
             s = candle_gguf_writer_set_str(out, key, str);
         }
@@ -361,17 +383,25 @@ static candle_status write_source_kv(candle_gguf_writer *out, const candle_weigh
 }
 
 /* A directory's tokenizer.json, whole, as the GGUF spec's
- * tokenizer.huggingface.json (Candle reads it; llama.cpp needs the
- * tokenizer.ggml.* keys instead). */
+ * tokenizer.huggingface.json, which Candle reads first; and as the
+ * tokenizer.ggml.* keys llama.cpp needs, where they express it. */
 static candle_status write_hf_tokenizer(candle_gguf_writer *out, const candle_weights *w) {
-    char path[4096];
+    char path[4096], cfg[4096], why[160];
     snprintf(path, sizeof path, "%s/tokenizer.json", candle_weights_path(w));
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", candle_weights_path(w));
     FILE *f = fopen(path, "rb");
     if (!f) return CANDLE_OK;
-    candle_status s = CANDLE_OK;
-    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    int64_t emb = candle_weights_find_tensor(w, "token_embd.weight"), n_vocab = 0;
+    if (emb >= 0) n_vocab = candle_weights_tensor(w, emb)->shape[0];
+    candle_status s = cquant_write_ggml_vocab(out, path, access(cfg, R_OK) ? NULL : cfg, n_vocab, why, sizeof why);
+    if (!s && why[0])
+        cdl_log_msg(CANDLE_LOG_WARN,
+                    "quantize: %s: %s, so the file has no tokenizer.ggml.* keys; llama.cpp cannot "
+                    "tokenize with it (Candle reads its tokenizer.huggingface.json)",
+                    path, why);
+    long n = s || fseek(f, 0, SEEK_END) ? -1 : ftell(f);
     char *buf = n >= 0 && n < (64L << 20) ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fseek(f, 0, SEEK_SET) || fread(buf, 1, (size_t)n, f) != (size_t)n)
+    if (!s && (!buf || fseek(f, 0, SEEK_SET) || fread(buf, 1, (size_t)n, f) != (size_t)n))
         s = cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: cannot read %s", path);
     fclose(f);
     if (!s) {
@@ -414,12 +444,142 @@ static candle_status write_hf_labels(candle_gguf_writer *out, const candle_weigh
     return s;
 }
 
+/* Tensors written from outside the weights' view (EmbeddingGemma's Dense
+ * modules), alive until the file is written. */
+typedef struct extra_tensors {
+    candle_ctx *ctx;
+    candle_safetensors *st[2];
+} extra_tensors;
+
+static void extra_free(extra_tensors *x) {
+    candle_ctx_free(x->ctx);
+    candle_safetensors_close(x->st[0]);
+    candle_safetensors_close(x->st[1]);
+}
+
+/* Dense module k (an Identity activation) as llama.cpp's EmbeddingGemma
+ * tensors name it, dense_2 and dense_3, with their feature counts. */
+static candle_status write_dense(candle_gguf_writer *out, const char *dir, const char *sub, int k,
+                                 extra_tensors *x) {
+    char path[4096], name[32], key[64];
+    snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
+    json_doc *d = NULL;
+    if (json_parse_file(&d, path, NULL, (size_t)1 << 20)) return candle_last_error();
+    const json_value *act = json_get(json_root(d), "activation_function");
+    const char *a = NULL;
+    size_t al = 0;
+    bool identity = !act || act->type == JSON_NULL ||
+                    (json_as_str(act, &a, &al) && al >= 8 && !strcmp(a + al - 8, "Identity"));
+    json_free(d);
+    if (!identity || k > 1) {
+        cdl_log_msg(CANDLE_LOG_WARN, "quantize: %s: the Dense module %s (%s) is not written; the GGUF embeds without it",
+                    dir, sub, identity ? "a third one" : "an activation llama.cpp does not apply");
+        return CANDLE_OK;
+    }
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, sub);
+    candle_status s = x->ctx ? CANDLE_OK : candle_ctx_init(&x->ctx, NULL);
+    if (!s) s = candle_safetensors_open(&x->st[k], path, NULL);
+    const char *const parts[2] = {"weight", "bias"};
+    for (int p = 0; p < 2 && !s; p++) {
+        char tn[32];
+        snprintf(tn, sizeof tn, "linear.%s", parts[p]);
+        if (candle_safetensors_find_tensor(x->st[k], tn) < 0) {
+            if (!p) s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "quantize: %s has no linear.weight", path);
+            continue;
+        }
+        candle_tensor *t = candle_safetensors_load_tensor(x->st[k], x->ctx, tn);
+        if (!t) {
+            s = cdl_set_error(NULL, candle_errcode(x->ctx), "quantize: %s", candle_errmsg(x->ctx));
+            break;
+        }
+        snprintf(name, sizeof name, "dense_%d.%s", k + 2, parts[p]);
+        s = candle_gguf_writer_add_tensor(out, name, t->dtype, t->rank, t->shape, candle_tensor_data(t));
+        if (!s && !p && t->rank == 2) {
+            snprintf(key, sizeof key, "gemma-embedding.dense_%d_feat_in", k + 2);
+            s = candle_gguf_writer_set_u32(out, key, (uint32_t)t->shape[1]);
+            snprintf(key, sizeof key, "gemma-embedding.dense_%d_feat_out", k + 2);
+            if (!s) s = candle_gguf_writer_set_u32(out, key, (uint32_t)t->shape[0]);
+        }
+    }
+    return s;
+}
+
+/* What llama.cpp needs of an encoder beyond the weights' view: config.json's
+ * type_vocab_size as tokenizer.ggml.token_type_count (its bert loader
+ * refuses a file without it), the sentence-transformers Pooling module's
+ * mode as <arch>.pooling_type (1 mean, 2 cls, 3 last), which Candle reads
+ * from a GGUF encoder too, and EmbeddingGemma's Dense modules. Nothing for
+ * a model without them. */
+static candle_status write_hf_encoder_kv(candle_gguf_writer *out, const candle_weights *w, extra_tensors *x) {
+    const char *arch = NULL, *dir = candle_weights_path(w);
+    size_t alen = 0;
+    candle_status s = CANDLE_OK;
+    if (!candle_weights_get_str(w, "general.architecture", &arch, &alen)) return CANDLE_OK;
+    bool emb = embedding_gemma(w);
+    if (emb) arch = "gemma-embedding", alen = strlen(arch);
+    char path[4096], key[160];
+    json_doc *d = NULL;
+    int64_t types = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (!access(path, R_OK) && !json_parse_file(&d, path, NULL, (size_t)16 << 20) &&
+        json_as_i64(json_get(json_root(d), "type_vocab_size"), &types) && types > 0 && types <= UINT32_MAX)
+        s = candle_gguf_writer_set_u32(out, "tokenizer.ggml.token_type_count", (uint32_t)types);
+    json_free(d);
+    d = NULL;
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    if (s || access(path, R_OK) || json_parse_file(&d, path, NULL, (size_t)16 << 20)) {
+        candle_clear_last_error(); /* the encoder's own load reports a bad one */
+        return s;
+    }
+    const json_value *mods = json_root(d);
+    int n_dense = 0;
+    for (size_t i = 0; i < mods->n && mods->type == JSON_ARRAY && !s; i++) {
+        const char *type = NULL, *sub = "";
+        size_t tl = 0;
+        json_as_str(json_get(json_at(mods, i), "type"), &type, &tl);
+        json_as_str(json_get(json_at(mods, i), "path"), &sub, NULL);
+        if (strstr(sub, "..")) continue;
+        if (type && tl > 6 && !strcmp(type + tl - 6, ".Dense")) {
+            if (emb) s = write_dense(out, dir, sub, n_dense, x);
+            else
+                cdl_log_msg(CANDLE_LOG_WARN,
+                            "quantize: %s: the Dense module %s is not written; the GGUF embeds without it "
+                            "(run the directory for its sentence-transformers embeddings)",
+                            dir, sub);
+            n_dense++;
+            continue;
+        }
+        if (!type || tl < 8 || strcmp(type + tl - 8, ".Pooling")) continue;
+        json_doc *pd = NULL;
+        snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
+        if (json_parse_file(&pd, path, NULL, (size_t)16 << 20)) continue;
+        static const char *const flags[] = {"pooling_mode_mean_tokens", "pooling_mode_cls_token",
+                                            "pooling_mode_lasttoken"};
+        static const char *const modes[] = {"mean", "cls", "lasttoken"};
+        const json_value *cfg = json_root(pd);
+        for (uint32_t k = 0; k < 3 && !s; k++) {
+            bool on = false;
+            json_as_bool(json_get(cfg, flags[k]), &on);
+            if (!on && !json_str_eq(json_get(cfg, "pooling_mode"), modes[k])) continue;
+            snprintf(key, sizeof key, "%.*s.pooling_type", (int)(alen < 64 ? alen : 64), arch);
+            s = candle_gguf_writer_set_u32(out, key, k + 1);
+            break;
+        }
+        json_free(pd);
+    }
+    if (!s) candle_clear_last_error();
+    json_free(d);
+    return s;
+}
+
 static candle_status write_output(qrun *r, const candle_weights *g, const qtensor *qt, int64_t n,
                                   candle_ftype ftype, const char *out) {
     candle_gguf_writer *w = NULL;
+    extra_tensors extra = {0};
     candle_status s = candle_gguf_writer_init(&w);
     if (!s && candle_weights_gguf(g)) s = candle_gguf_writer_copy_kv(w, candle_weights_gguf(g));
-    else if (!s && !(s = write_source_kv(w, g)) && !(s = write_hf_tokenizer(w, g))) s = write_hf_labels(w, g);
+    else if (!s && !(s = write_source_kv(w, g)) && !(s = write_hf_tokenizer(w, g)) && !(s = write_hf_labels(w, g)))
+        s = write_hf_encoder_kv(w, g, &extra);
     if (!s) s = candle_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
     /* the block layouts' version, stamped as llama.cpp does (float types too) */
     if (!s) s = candle_gguf_writer_set_u32(w, "general.quantization_version", 2);
@@ -436,6 +596,7 @@ static candle_status write_output(qrun *r, const candle_weights *g, const qtenso
     }
     if (!s) s = candle_gguf_writer_write(w, out);
     candle_gguf_writer_free(w);
+    extra_free(&extra);
     return s;
 }
 

@@ -41,9 +41,6 @@ struct candle_safetensors {
  * cst_free_parsed. */
 candle_status cst_parse(candle_safetensors *st);
 void cst_free_parsed(candle_safetensors *st);
-/* The check of the file's size the parser starts with, for callers that
- * must not map an empty file. */
-candle_status cst_check_size(const char *name, size_t size);
 /* Index of name in a sorted ref table, or -1. */
 
 #endif

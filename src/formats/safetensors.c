@@ -34,40 +34,22 @@ static candle_status open_storage(candle_safetensors **out, candle_storage *s, c
     return CANDLE_OK;
 }
 
+static candle_status parse_image(void **handle, candle_storage *s, const char *name) {
+    candle_safetensors *st = NULL;
+    candle_status r = open_storage(&st, s, name);
+    *handle = st;
+    return r;
+}
+
+static void close_image(void *handle) { candle_safetensors_close(handle); }
+
 candle_status candle_safetensors_open(candle_safetensors **out, const char *path,
                                       const candle_safetensors_open_params *p) {
     if (!out || !path)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "safetensors: open: NULL argument");
-    *out = NULL;
-    int fd = -1;
-    size_t size = 0;
-    candle_status r = cimage_open(FMT, path, &fd, &size);
-    if (!r) r = cst_check_size(path, size); /* an empty file cannot be mapped */
-    if (!r) {
-        candle_storage *s = cimage_map(FMT, fd, path, size);
-        r = s ? open_storage(out, s, path) : candle_last_error();
-    }
-    /* Validated through the mapping (only the header's pages are read), so
-     * a malformed file costs no file-sized allocation. Nothing parsed points
-     * into the image, so the copy simply replaces the mapping, which is
-     * unmapped first, as GGUF's reader does: its header pages (a whole 2 MiB
-     * folio where the page cache holds the file in large ones) would
-     * otherwise stay resident through the copy and add to the peak RSS. */
-    if (!r && p && p->no_mmap) {
-        candle_storage_release((*out)->storage);
-        (*out)->storage = NULL;
-        (*out)->base = NULL;
-        candle_storage *heap = cimage_read(FMT, fd, path, size);
-        if (heap) {
-            (*out)->storage = heap;
-            (*out)->base = heap->data;
-        } else {
-            r = candle_last_error();
-            candle_safetensors_close(*out);
-            *out = NULL;
-        }
-    }
-    if (fd >= 0) close(fd);
+    void *h = NULL;
+    candle_status r = cimage_load(FMT, path, p && p->no_mmap, parse_image, close_image, &h);
+    *out = h;
     return r;
 }
 

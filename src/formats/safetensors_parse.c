@@ -59,7 +59,7 @@ static candle_status oom(const char *what, size_t bytes) {
                             what, bytes);
 }
 
-candle_status cst_check_size(const char *name, size_t size) {
+static candle_status check_size(const char *name, size_t size) {
     if (size < 8)
         return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
                                 "%s: header length: file is %zu bytes, shorter than the "
@@ -310,7 +310,7 @@ static candle_status parse_header(candle_safetensors *st, uint64_t n) {
 }
 
 candle_status cst_parse(candle_safetensors *st) {
-    candle_status s = cst_check_size(st->name, st->file_size);
+    candle_status s = check_size(st->name, st->file_size);
     if (s) return s;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | st->base[i]; /* little-endian on any host */

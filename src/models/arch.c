@@ -12,6 +12,7 @@ static const model_family *const families[CANDLE_ARCH_COUNT] = {
     [CANDLE_ARCH_OLMOE] = &family_olmoe, [CANDLE_ARCH_GRANITEMOE] = &family_granitemoe,
     [CANDLE_ARCH_GRANITE] = &family_granite,
     [CANDLE_ARCH_MODERNBERT] = &family_modernbert, [CANDLE_ARCH_NOMICBERT] = &family_nomicbert,
+    [CANDLE_ARCH_GEMMA_EMBEDDING] = &family_gemma_embedding,
 };
 
 const char *candle_arch_name(candle_arch a) {
@@ -32,6 +33,6 @@ candle_status model_family_find(const char *arch, size_t len, const model_family
     return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                             "model: unknown architecture '%.*s' (supported: llama, qwen2, qwen3, "
                             "qwen2moe, qwen3moe, olmoe, granite, granitemoe, gemma2, gemma3, phi3, "
-                            "bert, mpnet, modern-bert, nomic-bert)",
+                            "bert, mpnet, modern-bert, nomic-bert, gemma-embedding)",
                             (int)(len > 64 ? 64 : len), arch);
 }

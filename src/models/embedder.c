@@ -122,6 +122,65 @@ static candle_status load_dense(dense_layer *L, const char *dir, const char *sub
     return s;
 }
 
+/* A GGUF encoder's <arch>.pooling_type, as llama.cpp's converter writes it
+ * from the sentence-transformers Pooling module (1 mean, 2 cls, 3 last;
+ * absent: mean). None (0) and rank (4) are not sentence embeddings. */
+static candle_status gguf_pooling(candle_encoder *e, const char *path, bool *given) {
+    const char *arch = NULL;
+    size_t alen = 0;
+    int64_t type = -1;
+    char key[160];
+    if (!candle_weights_get_str(e->model->weights, "general.architecture", &arch, &alen)) return CANDLE_OK;
+    snprintf(key, sizeof key, "%.*s.pooling_type", (int)(alen < 64 ? alen : 64), arch);
+    if (!candle_weights_get_i64(e->model->weights, key, &type)) return CANDLE_OK;
+    *given = true;
+    static const candle_output_kind kinds[] = {CANDLE_OUTPUT_POOLED_MEAN, CANDLE_OUTPUT_POOLED_MEAN,
+                                               CANDLE_OUTPUT_POOLED_CLS, CANDLE_OUTPUT_POOLED_LAST};
+    if (type >= 1 && type <= 3) e->pool = kinds[type];
+    else if (type != 0 && type != 4)
+        return cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s = %lld is not a pooling type (0-4)", path, key,
+                             (long long)type);
+    return CANDLE_OK;
+}
+
+/* llama.cpp's names for the sentence-transformers Dense modules of a GGUF
+ * (EmbeddingGemma's 2_Dense and 3_Dense): dense_2, then dense_3, each a
+ * weight [out, in] and an optional bias. */
+static candle_status gguf_dense(candle_encoder *e, const char *path) {
+    static const char *const names[] = {"dense_2", "dense_3"};
+    candle_ctx *ctx = NULL;
+    candle_status s = CANDLE_OK;
+    for (int k = 0; k < 2 && !s; k++) {
+        char wn[32], bn[32];
+        snprintf(wn, sizeof wn, "%s.weight", names[k]);
+        snprintf(bn, sizeof bn, "%s.bias", names[k]);
+        if (candle_weights_find_tensor(e->model->weights, wn) < 0) continue;
+        if (!ctx && (s = candle_ctx_init(&ctx, NULL))) break;
+        candle_tensor *w = candle_weights_load_tensor(e->model->weights, ctx, wn), *b = NULL;
+        if (w && candle_weights_find_tensor(e->model->weights, bn) >= 0)
+            b = candle_weights_load_tensor(e->model->weights, ctx, bn);
+        if (!w || (candle_weights_find_tensor(e->model->weights, bn) >= 0 && !b)) {
+            s = cdl_set_error(NULL, candle_errcode(ctx), "%s: %s", path, candle_errmsg(ctx));
+            break;
+        }
+        dense_layer *L = &e->dense[e->n_dense];
+        if (w->rank != 2 || (b && (b->rank != 1 || b->shape[0] != w->shape[0]))) {
+            s = cdl_set_error(NULL, CANDLE_ERR_FORMAT, "%s: %s is not a [out, in] matrix with its [out] bias", path, wn);
+            break;
+        }
+        L->n_out = w->shape[0];
+        L->n_in = w->shape[1];
+        L->w = malloc((size_t)(L->n_in * L->n_out) * sizeof *L->w);
+        L->b = b ? malloc((size_t)L->n_out * sizeof *L->b) : NULL;
+        e->n_dense++;
+        if (!L->w || (b && !L->b)) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s of %s", wn, path);
+        if (!s) s = candle_tensor_to_f32(w, L->w);
+        if (!s && b) s = candle_tensor_to_f32(b, L->b);
+    }
+    candle_ctx_free(ctx);
+    return s;
+}
+
 /* modules.json: Transformer first, then Pooling, Dense..., Normalize. */
 static candle_status read_modules(candle_encoder *e, const char *dir) {
     char path[4096];
@@ -264,18 +323,23 @@ candle_status candle_encoder_load(candle_encoder **out, const char *path, const 
      * says how. */
     char mods[4096];
     snprintf(mods, sizeof mods, "%s/modules.json", path);
-    bool decoder = !s && e->model->cfg.kind == CANDLE_MODEL_DECODER_LM &&
-                   candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR && exists(mods);
+    bool hf = !s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR;
+    bool is_decoder = !s && e->model->cfg.kind == CANDLE_MODEL_DECODER_LM, pooled = false;
+    if (is_decoder) e->pool = e->model->cfg.bidirectional ? CANDLE_OUTPUT_POOLED_MEAN : CANDLE_OUTPUT_POOLED_LAST;
+    if (!s && !hf) s = gguf_pooling(e, path, &pooled);
+    /* A GGUF decoder embeds when llama.cpp's converter marked it an
+     * embedding model (a pooling type) or it attends both ways. */
+    bool decoder = is_decoder && (hf ? exists(mods) : pooled || e->model->cfg.bidirectional);
     if (!s && e->model->cfg.kind != CANDLE_MODEL_ENCODER && !decoder)
         s = cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED,
                              "encoder_load: %s is a %s model, not an encoder (a decoder embeds only in a "
-                             "sentence-transformers folder, whose modules.json names its pooling)",
+                             "sentence-transformers folder, whose modules.json names its pooling, or as a GGUF "
+                             "with a pooling type or bidirectional attention)",
                              path, candle_model_kind_name(e->model->cfg.kind));
-    if (decoder) e->pool = CANDLE_OUTPUT_POOLED_LAST;
     if (!s) s = candle_tokenizer_from_weights(&e->tok, e->model->weights);
-    bool hf = !s && candle_weights_get_format(e->model->weights) == CANDLE_WEIGHTS_HF_DIR;
+    if (!s && !hf) s = gguf_dense(e, path);
     e->default_prompt = -1;
-    if (hf) s = read_modules(e, path);
+    if (!s && hf) s = read_modules(e, path);
     if (!s && hf) s = read_prompts(e, path);
     if (!s) s = encoder_head_load(e, path);
     if (!s) {

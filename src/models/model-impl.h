@@ -100,6 +100,7 @@ extern const model_family family_granitemoe; /* olmoe.c */
 extern const model_family family_granite;    /* olmoe.c */
 extern const model_family family_gemma2; /* gemma.c */
 extern const model_family family_gemma3; /* gemma.c */
+extern const model_family family_gemma_embedding; /* gemma.c */
 extern const model_family family_phi3;   /* phi3.c */
 extern const model_family family_bert;   /* bert.c */
 extern const model_family family_mpnet;  /* bert.c */

@@ -117,15 +117,9 @@ static float *read_f32(const whisper_src *src, const char *name, wsrc_tensor *t)
         const unsigned char *b = p->data;
         if (!b) memset(o, 0, (size_t)n * sizeof *o);
         else if (p->dtype == CANDLE_DTYPE_F32) memcpy(o, b, (size_t)n * sizeof *o);
-        else if (p->dtype == CANDLE_DTYPE_F16 || p->dtype == CANDLE_DTYPE_BF16)
-            for (int64_t k = 0; k < n; k++) {
-                uint16_t h;
-                memcpy(&h, b + 2 * k, 2);
-                o[k] = p->dtype == CANDLE_DTYPE_F16 ? candle_f16_to_f32(h) : candle_bf16_to_f32(h);
-            }
-        else if (di && di->is_quantized && di->to_f32 && cols % di->block_size == 0) {
-            /* row by row through an aligned copy: a ggml file's blocks need
-             * not be aligned for their 16-bit scales */
+        else if (di && di->to_f32 && cols % di->block_size == 0) {
+            /* row by row through an aligned copy: a ggml file's rows need
+             * not be aligned for their 16-bit values and scales */
             size_t rs = candle_dtype_row_size(p->dtype, cols);
             void *row = malloc(rs);
             for (int64_t r = 0; row && r < p->rows; r++) {

@@ -61,7 +61,7 @@ struct candle_tokenizer {
     int n_eog;
     bool add_bos, add_eos, add_space_prefix;
     bool ignore_merges; /* BPE: a word that is a token is emitted whole */
-    bool lowercase;     /* WordPiece */
+    bool lowercase;     /* WordPiece: lowercased and stripped of accents, as BERT's uncased */
     int32_t byte_ids[256]; /* SPM <0xXX> tokens, BPE single-byte tokens; -1 if none */
     int32_t *specials;  /* ids matched in raw text, longest first */
     int32_t n_specials;
@@ -87,6 +87,7 @@ typedef struct tok_source {
     /* -2 = not given (use the model's default), -1 = none. */
     int64_t bos, eos, unk, pad, sep, eot, eom;
     int add_bos, add_eos, add_space_prefix; /* -1 = not given */
+    bool cased; /* WordPiece: tokenizer.ggml.normalizer.lowercase false */
 } tok_source;
 
 candle_status tok_build(candle_tokenizer **out, const tok_source *src);

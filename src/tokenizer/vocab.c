@@ -98,6 +98,7 @@ static void set_defaults(candle_tokenizer *t, const tok_source *s) {
     t->unk = pick_id(given_id(s->unk, "UNK", n), spm ? 0 : -1, n);
     t->pad = pick_id(given_id(s->pad, "PAD", n), -1, n);
     t->sep = pick_id(given_id(s->sep, "SEP", n), -1, n);
+    t->lowercase = !s->cased;
     if (wpm) { /* BERT frames a sequence as [CLS] ... [SEP] */
         if (t->bos < 0) t->bos = pick_id(-2, tok_map_get(&t->vocab, "[CLS]", 5), n);
         if (t->sep < 0) t->sep = pick_id(-2, tok_map_get(&t->vocab, "[SEP]", 5), n);
@@ -391,13 +392,13 @@ static char *dup_str(const candle_gguf *g, const char *key) {
 candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gguf *g) {
     if (!out || !g) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer_from_gguf: NULL argument");
     *out = NULL;
-    /* A file with a whole tokenizer.json in place of the tokenizer.ggml.*
-     * keys (the GGUF spec allows it; candle quantize of a Hugging Face
-     * directory writes it) */
+    /* A whole tokenizer.json (the GGUF spec allows it; candle quantize of a
+     * Hugging Face directory writes it beside the tokenizer.ggml.* keys):
+     * the model's own tokenizer, which those keys only approximate where
+     * its normalizer or splits have no GGUF form. */
     const char *hf;
     size_t hf_len;
-    if (candle_gguf_find_key(g, "tokenizer.ggml.model") < 0 &&
-        candle_gguf_get_str(g, "tokenizer.huggingface.json", &hf, &hf_len))
+    if (candle_gguf_get_str(g, "tokenizer.huggingface.json", &hf, &hf_len))
         return candle_tokenizer_from_hf_memory(out, hf, hf_len, NULL, 0, "tokenizer.huggingface.json");
     tok_source s = {0};
     size_t *tlens = NULL, *mlens = NULL;
@@ -436,6 +437,7 @@ candle_status candle_tokenizer_from_gguf(candle_tokenizer **out, const candle_gg
         s.add_bos = get_flag(g, "tokenizer.ggml.add_bos_token");
         s.add_eos = get_flag(g, "tokenizer.ggml.add_eos_token");
         s.add_space_prefix = get_flag(g, "tokenizer.ggml.add_space_prefix");
+        s.cased = get_flag(g, "tokenizer.ggml.normalizer.lowercase") == 0;
         st = tok_build(out, &s);
     }
     free(toks);

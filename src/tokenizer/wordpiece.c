@@ -1,6 +1,7 @@
-/* WordPiece (BERT): the text is cleaned (controls dropped), lowercased and
- * stripped of accents, split at whitespace, with every punctuation mark
- * and CJK ideograph a word of its own; each word is then cut greedily into
+/* WordPiece (BERT): the text goes through BERT's normalizer (controls
+ * dropped, CJK ideographs spaced out, and for an uncased model NFD,
+ * nonspacing marks dropped and lower case), is split at whitespace, with
+ * every punctuation mark a word of its own; each word is then cut greedily into
  * the longest vocabulary pieces from the left, or is [UNK] as a whole.
  * The GGUF vocabularies mark word-initial pieces with U+2581 (where BERT's
  * own files mark continuations with ##). */
@@ -8,24 +9,11 @@
 #include <string.h>
 
 #include "core/core-impl.h"
+#include "hf-impl.h"
 #include "tokenizer-impl.h"
 #include "unicode-impl.h"
 
 #define MAX_WORD_CHARS 100 /* longer words are [UNK], as in BERT */
-
-static bool is_cjk(uint32_t cp) {
-    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
-           (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2CEAF) ||
-           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
-}
-
-/* BERT counts all non-alphanumeric printable ASCII as punctuation. */
-static bool is_punct(uint32_t cp) {
-    if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-        (cp >= 123 && cp <= 126))
-        return true;
-    return cp >= 128 && (tok_unicode_category(cp) & UCAT_P);
-}
 
 typedef struct wp_word {
     char *buf;      /* "\u2581" + the word's UTF-8, room for the marker */
@@ -66,47 +54,42 @@ static bool word_add(wp_word *w, uint32_t cp) {
 }
 
 candle_status tok_wpm_encode(const candle_tokenizer *t, const char *text, size_t len, tok_out *o) {
+    /* BERT's normalizer as tokenizer.json's BertNormalizer runs it */
+    hf_norm bert = {.type = HN_BERT, .clean_text = true, .chinese = true,
+                    .strip_accents = t->lowercase, .lowercase = t->lowercase};
+    hf_str norm = {0};
     wp_word w = {0};
-    w.cap = 4 * len + 16; /* lowercasing and Hangul decomposition lengthen text */
-    w.buf = malloc(w.cap);
-    w.offs = malloc((len + 1) * sizeof *w.offs);
     candle_status st = CANDLE_OK;
+    if (!hf_normalize(&bert, text, len, &norm)) {
+        st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
+        goto done;
+    }
+    w.cap = norm.n + 16;
+    w.buf = malloc(w.cap);
+    w.offs = malloc((norm.n + 1) * sizeof *w.offs);
     if (!w.buf || !w.offs) {
         st = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokenizing %zu bytes", len);
         goto done;
     }
     memcpy(w.buf, "\xe2\x96\x81", 3);
-    for (size_t i = 0; i < len && !tok_out_done(o);) {
+    for (size_t i = 0; i < norm.n && !tok_out_done(o);) {
         uint32_t cp;
-        size_t cl = tok_utf8_decode(text + i, len - i, &cp);
-        i += cl;
+        i += tok_utf8_decode(norm.p + i, norm.n - i, &cp);
         if (tok_unicode_is_space(cp)) {
             encode_word(t, &w, o);
             w.n_chars = w.len = 0;
-            continue;
-        }
-        if (cp == 0 || cp == 0xFFFD || (tok_unicode_category(cp) & UCAT_C)) continue;
-        cp = tok_unicode_strip_accent(tok_unicode_to_lower(cp));
-        if (tok_unicode_is_mn(cp)) continue;
-        if (is_punct(cp) || is_cjk(cp)) {
+        } else if (hf_uc_is_punct(cp)) { /* as the reference's Unicode tables say */
             encode_word(t, &w, o);
             w.n_chars = w.len = 0;
             word_add(&w, cp);
             encode_word(t, &w, o);
             w.n_chars = w.len = 0;
-            continue;
-        }
-        if (cp >= 0xAC00 && cp < 0xAC00 + 11172) { /* NFD splits Hangul into jamo */
-            uint32_t s = cp - 0xAC00;
-            word_add(&w, 0x1100 + s / 588);
-            word_add(&w, 0x1161 + (s % 588) / 28);
-            if (s % 28) word_add(&w, 0x11A7 + s % 28);
-            continue;
-        }
-        word_add(&w, cp);
+        } else
+            word_add(&w, cp);
     }
     encode_word(t, &w, o);
 done:
+    hf_str_free(&norm);
     free(w.buf);
     free(w.offs);
     return st;

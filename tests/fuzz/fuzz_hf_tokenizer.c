@@ -7,7 +7,9 @@
  * tokenizer; encode gives the same ids whatever the capacity, writes none
  * past it, and every id is in the vocabulary; encode_limit stops past its
  * limit with the full encoding's first ids; decode honours the buffer
- * contract; the streaming detokenizer yields only valid UTF-8.
+ * contract; the streaming detokenizer yields only valid UTF-8. The
+ * tokenizer.ggml.* keys candle quantize derives from the file are written,
+ * read back as a GGUF and exercised the same way (or say why there are none).
  * Seeds: tests/fuzz/gen_hf_tokenizer_corpus.py. Built with -DCANDLE_FUZZ=ON. */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "candle/candle.h"
+#include "formats/quantize-impl.h"
 #include "fuzz-check.h"
 
 #define MAX_TEXT 512
@@ -82,6 +85,26 @@ static void exercise(const candle_tokenizer *t, const char *text, size_t len, ui
     free(ids);
 }
 
+static void ggml_keys(const char *json, size_t n, const char *text, size_t tl, uint8_t flags) {
+    candle_gguf_writer *w = NULL;
+    char why[160];
+    void *mem = NULL;
+    size_t len = 0;
+    if (candle_gguf_writer_init(&w) != CANDLE_OK) return;
+    candle_status st = cquant_write_ggml_vocab_memory(w, json, n, why, sizeof why);
+    check(st == CANDLE_OK || candle_last_errmsg()[0]);
+    candle_gguf *g = NULL;
+    candle_tokenizer *t = NULL;
+    if (st == CANDLE_OK && !why[0] && candle_gguf_writer_write_memory(w, &mem, &len) == CANDLE_OK &&
+        candle_gguf_open_memory(&g, mem, len) == CANDLE_OK && candle_tokenizer_from_gguf(&t, g) == CANDLE_OK)
+        exercise(t, text, tl, flags);
+    candle_tokenizer_free(t);
+    candle_gguf_close(g);
+    free(mem);
+    candle_gguf_writer_free(w);
+    candle_clear_last_error();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 5) return 0;
     uint32_t n = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24;
@@ -102,5 +125,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     exercise(t, text, tl, flags);
     candle_tokenizer_free(t);
     candle_clear_last_error();
+    ggml_keys(json, n, text, tl, flags);
     return 0;
 }

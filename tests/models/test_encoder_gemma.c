@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "candle/candle.h"
 #include "core/json-impl.h"
@@ -52,6 +53,39 @@ static double check_rows(const candle_encoder *e, const char *const *texts, int6
     }
     free(out);
     return worst;
+}
+
+/* candle quantize to an F16 GGUF as llama.cpp's converter names it
+ * (gemma-embedding, the Dense modules as dense_2/dense_3, the pooling
+ * type): the same embeddings, L2-normalised by request since a GGUF says
+ * nothing of the Normalize module. */
+static void check_gguf(const char *dir, const char *const *texts, int64_t n, const json_value *rows) {
+    char tmpl[] = "/tmp/candle-egemma-XXXXXX", out[1200];
+    char *d = mkdtemp(tmpl);
+    CHECK(d != NULL);
+    if (!d) return;
+    snprintf(out, sizeof out, "%s/model.gguf", d);
+    candle_encoder *e = NULL;
+    CHECK_MSG(candle_quantize_file(dir, out, CANDLE_FTYPE_MOSTLY_F16, NULL) == CANDLE_OK &&
+                  candle_encoder_load(&e, out, NULL) == CANDLE_OK,
+              "%s as GGUF: %s", dir, candle_last_errmsg());
+    const candle_model_config *mc = e ? candle_model_get_config(candle_encoder_model(e)) : NULL;
+    CHECK(mc && mc->arch == CANDLE_ARCH_GEMMA_EMBEDDING && mc->bidirectional && candle_encoder_dim(e) == 768);
+    float *v = malloc((size_t)(n * 768) * sizeof *v);
+    candle_embed_params p = candle_embed_default_params();
+    p.normalize = 1;
+    CHECK(e && v && candle_encoder_embed(e, texts, NULL, n, &p, v, (size_t)(n * 768)) == CANDLE_OK);
+    double worst = 1;
+    for (int64_t i = 0; e && v && i < n; i++) {
+        double c = cosine(v + i * 768, json_get(json_at(rows, (size_t)i), "embedding"), 768);
+        worst = c < worst ? c : worst;
+    }
+    printf("EmbeddingGemma-300M as an F16 GGUF: min cosine %.7f\n", worst);
+    CHECK_MSG(worst >= 0.999, "F16 GGUF: min cosine %.7f", worst);
+    free(v);
+    candle_encoder_free(e);
+    unlink(out);
+    rmdir(d);
 }
 
 int main(void) {
@@ -102,6 +136,7 @@ int main(void) {
     CHECK(candle_session_init(&s, candle_encoder_model(e), NULL) == CANDLE_ERR_INVALID_ARG);
     CHECK(strstr(candle_last_errmsg(), "bidirectional") != NULL);
     candle_session_free(s);
+    check_gguf(dir, texts, n, json_get(g, "embeddings"));
 done:
     candle_encoder_free(e);
     json_free(d);

@@ -228,11 +228,58 @@ static void check_refusals(void) {
     candle_encoder_free(e);
 }
 
+/* An encoder directory written as a GGUF by candle quantize carries what
+ * llama.cpp's bert loader needs (tokenizer.ggml.* keys, the token type
+ * count) and the Pooling module's mode, which the GGUF encoder then pools
+ * by: bert-tiny-cls-dense pools CLS (its Dense layers stay behind). */
+static void check_encoder_gguf(void) {
+    char dir[1024], tmpl[] = "/tmp/candle-enc-XXXXXX", out[1200];
+    test_path("tests/data/encoders/bert-tiny-cls-dense", dir, sizeof dir);
+    char *d = mkdtemp(tmpl);
+    CHECK(d != NULL);
+    if (!d) return;
+    snprintf(out, sizeof out, "%s/model.gguf", d);
+    candle_quantize_params qp = candle_quantize_default_params();
+    qp.n_threads = 1;
+    CHECK_MSG(candle_quantize_file(dir, out, CANDLE_FTYPE_ALL_F32, &qp) == CANDLE_OK, "%s", candle_last_errmsg());
+    candle_gguf *g = NULL;
+    CHECK_OK(NULL, candle_gguf_open(&g, out, NULL));
+    const char *model = NULL;
+    size_t ml = 0;
+    uint32_t types = 0, pooling = 0;
+    int64_t n_tok = 0;
+    candle_gguf_type et;
+    CHECK(g && candle_gguf_get_str(g, "tokenizer.ggml.model", &model, &ml) && ml == 4 && !memcmp(model, "bert", 4));
+    CHECK(g && candle_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok) && n_tok > 100);
+    CHECK(g && candle_gguf_get_u32(g, "tokenizer.ggml.token_type_count", &types) && types == 2);
+    CHECK(g && candle_gguf_get_u32(g, "bert.pooling_type", &pooling) && pooling == 2);
+    candle_gguf_close(g);
+    candle_encoder *e = NULL;
+    CHECK_MSG(candle_encoder_load(&e, out, NULL) == CANDLE_OK, "%s: %s", out, candle_last_errmsg());
+    const char *texts[] = {"a short sentence", "another, longer sentence to embed"};
+    int64_t dim = e ? candle_encoder_dim(e) : 0;
+    float *got[3];
+    for (int k = 0; k < 3; k++) {
+        got[k] = calloc((size_t)(2 * (dim ? dim : 1)), sizeof *got[k]);
+        candle_embed_params ep = candle_embed_default_params();
+        ep.pooling = k == 0 ? CANDLE_POOLING_DEFAULT : k == 1 ? CANDLE_POOLING_CLS : CANDLE_POOLING_MEAN;
+        CHECK(e && candle_encoder_embed(e, texts, NULL, 2, &ep, got[k], (size_t)(2 * dim)) == CANDLE_OK);
+    }
+    CHECK_MSG(dim && !memcmp(got[0], got[1], (size_t)(2 * dim) * sizeof *got[0]) &&
+                  memcmp(got[0], got[2], (size_t)(2 * dim) * sizeof *got[0]),
+              "the GGUF encoder does not pool by bert.pooling_type (CLS)");
+    for (int k = 0; k < 3; k++) free(got[k]);
+    candle_encoder_free(e);
+    unlink(out);
+    rmdir(d);
+}
+
 int main(void) {
     check_classifier();
     check_reranker("bert-tiny-reranker");
     /* RoBERTa's classifier.dense / out_proj under roberta., Unigram, no token types */
     check_reranker("xlm-roberta-tiny-reranker");
     check_refusals();
+    check_encoder_gguf();
     return test_done("test_encoder_heads");
 }

@@ -11,6 +11,7 @@
 
 #include "candle/candle.h"
 #include "core/json-impl.h"
+#include "formats/quantize-impl.h"
 #include "tokenizer/hf-impl.h"
 #include "test.h"
 
@@ -100,12 +101,8 @@ static bool check_text(const char *field, size_t flen, const char *got, size_t g
 
 /* With invalid UTF-8 in the input the reference saw U+FFFD instead, so
  * its decode is compared with the repaired text. */
-static void run_one(const char *name, const char *json, const char *config, const char *golden_path,
-                    const corpus *c) {
-    candle_tokenizer *t = NULL;
-    candle_status st = candle_tokenizer_from_hf_file(&t, json, config);
-    CHECK_MSG(st == CANDLE_OK, "%s: %s", name, candle_last_errmsg());
-    if (st != CANDLE_OK) return;
+static void run_one(const char *name, candle_tokenizer *t, bool decode, const char *golden_path, const corpus *c) {
+    candle_status st;
     size_t glen;
     char *gold = test_read_file(golden_path, &glen);
     CHECK_MSG(gold != NULL, "%s: no golden %s", name, golden_path);
@@ -124,7 +121,15 @@ static void run_one(const char *name, const char *json, const char *config, cons
         char *nl = strchr(p, '\n'), *t1 = strchr(p, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
         if (!nl || !t1 || !t2 || t2 > nl) break;
         int64_t nw = parse_ids(p, t1, want, cap), ng = 0;
-        st = candle_tokenizer_encode(t, c->text[line], c->len[line], true, true, got, cap, &ng);
+        /* The reference text for "=": the input as the reference saw it,
+         * which is also what a tokenizer without its lossy UTF-8 step gets. */
+        hf_str fixed = {0};
+        hf_utf8_lossy(c->text[line], c->len[line], &fixed);
+        const char *ref = fixed.p ? fixed.p : "";
+        size_t rn = fixed.n;
+        const char *in = decode ? c->text[line] : ref;
+        size_t in_n = decode ? c->len[line] : rn;
+        st = candle_tokenizer_encode(t, in, in_n, true, true, got, cap, &ng);
         if (st != CANDLE_OK || ng != nw || memcmp(got, want, (size_t)nw * sizeof *got)) {
             if (shown++ < 4) {
                 printf("  %s: line %zu: encode differs (%s): %.200s\n", name, line + 1,
@@ -137,18 +142,13 @@ static void run_one(const char *name, const char *json, const char *config, cons
         /* limited to half the ids: stopped past it, with the same first ids */
         int64_t lim = nw / 2, n_lim = 0;
         if (st == CANDLE_OK && nw >= 4 &&
-            (candle_tokenizer_encode_limit(t, c->text[line], c->len[line], true, true, lim, got, cap, &n_lim) ||
+            (candle_tokenizer_encode_limit(t, in, in_n, true, true, lim, got, cap, &n_lim) ||
              n_lim <= lim || n_lim > nw || memcmp(got, want, (size_t)lim * sizeof *got))) {
             if (shown++ < 4) printf("  %s: line %zu: encode_limit(%lld) gave %lld ids\n", name, line + 1,
                                     (long long)lim, (long long)n_lim);
             enc_bad++;
         }
-        /* The reference text for "=": the input as the reference saw it. */
-        hf_str fixed = {0};
-        hf_utf8_lossy(c->text[line], c->len[line], &fixed);
-        const char *ref = fixed.p ? fixed.p : "";
-        size_t rn = fixed.n;
-        for (int skip = 0; skip < 2; skip++) {
+        for (int skip = 0; decode && skip < 2; skip++) {
             const char *f = skip ? t2 + 1 : t1 + 1;
             size_t fl = skip ? (size_t)(nl - t2 - 1) : (size_t)(t2 - t1 - 1);
             size_t dl = 0;
@@ -171,7 +171,33 @@ static void run_one(const char *name, const char *json, const char *config, cons
     free(got);
     free(dec);
     free(gold);
-    candle_tokenizer_free(t);
+}
+
+/* The tokenizer from the tokenizer.ggml.* keys candle quantize derives
+ * from the file (NULL where it derives none): these must encode as the
+ * reference does, or llama.cpp would not. Decoding is not compared, as
+ * the keys carry no decoder (BERT's cleanup of spaces, for one). */
+static candle_tokenizer *ggml_keys(const char *name, const char *json, const char *config, bool want) {
+    candle_gguf_writer *w = NULL;
+    char why[160];
+    void *mem = NULL;
+    size_t n = 0;
+    candle_gguf *g = NULL;
+    candle_tokenizer *t = NULL;
+    CHECK_OK(NULL, candle_gguf_writer_init(&w));
+    CHECK_OK(NULL, candle_gguf_writer_set_str(w, "general.architecture", "llama"));
+    CHECK_OK(NULL, cquant_write_ggml_vocab(w, json, config, 0, why, sizeof why));
+    CHECK_MSG(!why[0] == want, "%s: ggml keys %s (%s)", name, why[0] ? "not written" : "written, unexpected", why);
+    if (!why[0]) {
+        CHECK_OK(NULL, candle_gguf_writer_write_memory(w, &mem, &n));
+        CHECK_OK(NULL, candle_gguf_open_memory(&g, mem, n));
+        if (g) CHECK_MSG(candle_tokenizer_from_gguf(&t, g) == CANDLE_OK, "%s: %s", name, candle_last_errmsg());
+    } else
+        printf("%s: no ggml keys: %s\n", name, why);
+    candle_gguf_close(g);
+    free(mem);
+    candle_gguf_writer_free(w);
+    return t;
 }
 
 static const char *const trained[] = {"bpe-llama3", "bpe-roberta", "wordpiece-bert", "wordpiece-mix",
@@ -180,6 +206,14 @@ static const char *const trained[] = {"bpe-llama3", "bpe-roberta", "wordpiece-be
 static const char *const real[] = {"all-minilm-l6-v2", "all-mpnet-base-v2", "whisper-tiny-en", "whisper-base",
                                    "embeddinggemma-300m",
                                    NULL};
+/* The tokenizers whose ggml keys are written (every other is refused). */
+static const char *const ggml_ok = " bpe-llama3 bpe-fallback all-minilm-l6-v2 all-mpnet-base-v2 embeddinggemma-300m ";
+
+static bool listed(const char *list, const char *name) {
+    const char *p = strstr(list, name);
+    size_t n = strlen(name);
+    return p && p[-1] == ' ' && p[n] == ' ';
+}
 
 static void run_all(const corpus *c, const char *only) {
     char json[1024], cfg[1024], gold[1024], rel[512];
@@ -194,7 +228,16 @@ static void run_all(const corpus *c, const char *only) {
             strcpy(strrchr(cfg, '/') + 1, "tokenizer_config.json");
             snprintf(rel, sizeof rel, "tests/data/hf_tokenizers/%s.golden", *n);
             test_path(rel, gold, sizeof gold);
-            run_one(*n, json, access(cfg, R_OK) == 0 ? cfg : NULL, gold, c);
+            const char *config = access(cfg, R_OK) == 0 ? cfg : NULL;
+            candle_tokenizer *t = NULL;
+            candle_status st = candle_tokenizer_from_hf_file(&t, json, config);
+            CHECK_MSG(st == CANDLE_OK, "%s: %s", *n, candle_last_errmsg());
+            if (t) run_one(*n, t, true, gold, c);
+            candle_tokenizer_free(t);
+            char gname[128];
+            snprintf(gname, sizeof gname, "%s (ggml keys)", *n);
+            if ((t = ggml_keys(gname, json, config, listed(ggml_ok, *n)))) run_one(gname, t, false, gold, c);
+            candle_tokenizer_free(t);
         }
     }
 }
