@@ -16,7 +16,13 @@ extended here and its build() makes each folder, GGUF and golden):
     forward) is the short one.  Candle switches on the session's context,
     which the test sets to the golden's length, so both regimes are checked.
 
-Both are smaller than the decoder goldens (one layer, intermediate 64) to keep
+  * llama-dynamic: Llama with dynamic NTK scaling (factor 2 over
+    max_position_embeddings 8): golden.json is one 16-token forward (base grown
+    to the length 16), golden-6.json 6 tokens (the base as trained), and
+    golden-steps.json the 16 tokens one per forward through the KV cache.
+    llama.cpp has no dynamic NTK, so no llama.cpp GGUF is kept for it.
+
+All are smaller than the decoder goldens (one layer, intermediate 64) to keep
 the committed data small.  Run as gen_hf_decoder_goldens.py is run:
 
     /work/venv-ref/bin/python scripts/gen_hf_rope_goldens.py \
@@ -64,10 +70,51 @@ MODELS = {
         "max_position_embeddings 256 for the attention factor)",
         {"short_factors_only": dict(rope_parameters=base.rope(
             10000.0, rope_type="longrope", short_factor=SHORT_FACTOR, long_factor=SHORT_FACTOR))}),
+    "llama-dynamic": ("llama", "spm", 13, dict(
+        SMALL, head_dim=16, hidden_act="silu", rms_norm_eps=1e-5, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False, max_position_embeddings=8,
+        rope_parameters=base.rope(10000.0, rope_type="dynamic", factor=2.0),
+        bos_token_id=1, eos_token_id=2, pad_token_id=None),
+        "a Llama with dynamic NTK RoPE scaling (rope_scaling dynamic, factor 2, as older "
+        "long-context fine-tunes; max_position_embeddings 8, so a 16-token input grows the base)",
+        {"no_dynamic": dict(rope_parameters=base.rope(10000.0))}),
 }
 
 
-def short_golden(d: Path, name: str):
+def steps_golden(d: Path, name: str):
+    """golden-steps.json / _logits.bin: golden.json's tokens one forward each
+    through the KV cache. Dynamic NTK grows the base with each step's length
+    (max(position_ids) + 1) while the cached keys keep the base they were
+    rotated with, so these differ from the one 16-token forward."""
+    from transformers import DynamicCache
+    g = json.loads((d / "golden.json").read_text())
+    tokens = g["tokens"]
+    m = base.load(d, torch.float32)  # a fresh model: the rotary module keeps its grown base
+    cache, rows = DynamicCache(config=m.config), []
+    with torch.no_grad():
+        for t, tok in enumerate(tokens):
+            out = m(input_ids=torch.tensor([[tok]]), position_ids=torch.tensor([[t]]), past_key_values=cache,
+                    use_cache=True)
+            rows.append(out.logits[0, -1].float().numpy())
+    lg = np.stack(rows)
+    lg.astype("<f4").tofile(d / "golden-steps_logits.bin")
+    full = np.fromfile(d / "golden_logits.bin", "<f4").reshape(g["shape"])
+    out = {"name": name, "tokens": tokens, "n_vocab": g["n_vocab"], "shape": list(lg.shape),
+           "dtype": "f32 little-endian", "transformers": g["transformers"],
+           "nmse_vs_one_forward_golden": base.nmse(lg, full),
+           "note": "golden.json's tokens one per forward with a DynamicCache (position t, "
+                   "seq_len t + 1): the base grows past max_position_embeddings at every step"}
+    (d / "golden-steps.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"{name:12s} golden-steps: nmse vs the one-forward golden {out['nmse_vs_one_forward_golden']:.2e}")
+
+
+PHI3_SHORT_NOTE = ("max(position_ids) + 1 <= original_max_position_embeddings, so transformers "
+                   "uses short_factor (golden.json's 16-token forward uses long_factor)")
+DYNAMIC_SHORT_NOTE = ("max(position_ids) + 1 <= max_position_embeddings, so transformers keeps the "
+                      "trained base (golden.json's 16-token forward grows it)")
+
+
+def short_golden(d: Path, name: str, why: str = PHI3_SHORT_NOTE):
     """golden-6.json / golden-6_logits.bin: the first SHORT_TOKENS tokens as one forward."""
     g = json.loads((d / "golden.json").read_text())
     tokens = g["tokens"][:SHORT_TOKENS]
@@ -80,9 +127,7 @@ def short_golden(d: Path, name: str):
            "dtype": "f32 little-endian", "transformers": g["transformers"],
            "nmse_f32_vs_f64": base.nmse(lg, lg64),
            "nmse_vs_first_rows_of_16_token_golden": base.nmse(lg, full),
-           "note": f"the first {SHORT_TOKENS} tokens of golden.json in one forward: "
-                   "max(position_ids) + 1 <= original_max_position_embeddings, so transformers "
-                   "uses short_factor (golden.json's 16-token forward uses long_factor)"}
+           "note": f"the first {SHORT_TOKENS} tokens of golden.json in one forward: " + why}
     (d / "golden-6.json").write_text(json.dumps(out, indent=1) + "\n")
     print(f"{name:12s} golden-6: nmse vs rows of the 16-token golden {out['nmse_vs_first_rows_of_16_token_golden']:.2e}")
 
@@ -92,14 +137,24 @@ def main():
     ap.add_argument("--llama-cpp", required=True, type=Path,
                     help="vendor/llama.cpp of the llama-cpp-python==0.3.36 sdist")
     ap.add_argument("--out", type=Path, default=Path("tests/data/hf"))
+    ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     a = ap.parse_args()
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
     base.MODELS.update(MODELS)
     base.SPM_CLASS["phi3-longrope"] = "LlamaTokenizer"
+    base.SPM_CLASS["llama-dynamic"] = "LlamaTokenizer"
     vers = base.versions()
-    for name in MODELS:
+    names = [n for n in a.only.split(",") if n] or list(MODELS)
+    for name in names:
         base.build(name, a.out, a.llama_cpp.resolve(), vers)
-    short_golden(a.out / "phi3-longrope", "phi3-longrope")
+    if "phi3-longrope" in names:
+        short_golden(a.out / "phi3-longrope", "phi3-longrope")
+    if "llama-dynamic" in names:
+        # llama.cpp has no dynamic NTK: its converter writes no scaling, so
+        # its GGUF would run another model; Candle's own GGUF keeps the type
+        (a.out / "llama-dynamic" / "llama-dynamic.gguf").unlink()
+        short_golden(a.out / "llama-dynamic", "llama-dynamic", DYNAMIC_SHORT_NOTE)
+        steps_golden(a.out / "llama-dynamic", "llama-dynamic")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,11 @@ typedef struct candle_model_config {
     double rope_attn_factor; /* the op's attn_factor (cos/sin magnitude) */
     double rope_beta_fast, rope_beta_slow; /* YaRN ramp ends */
     int64_t rope_n_ctx_orig; /* rope.scaling.original_context_length, else n_ctx_train */
+    /* dynamic NTK (rope.scaling.type dynamic, transformers' "dynamic"): its
+     * factor, 0 for none. A step whose sequence reaches seq_len tokens past
+     * n_ctx_train rotates with the base rope_base * (factor * seq_len /
+     * n_ctx_train - (factor - 1))^(n_rot / (n_rot - 2)) */
+    double rope_dyn_factor;
     int64_t n_swa;        /* sliding window (keys), 0 = none */
     int swa_pattern;      /* every swa_pattern-th layer is global; 0 = all */
     double attn_scale;    /* query scale, 0 = 1/sqrt(head_dim) */

@@ -97,6 +97,15 @@ CANDLE_API int64_t candle_weights_find_tensor(const candle_weights *w, const cha
  * convert). */
 CANDLE_API candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *ctx,
                                                      const char *name);
+/* A linear's weight [out, in] in the form its products run fastest: as
+ * candle_weights_load_tensor loads it, except a GPTQ act-order linear,
+ * whose groups are contiguous only once its inputs are sorted by g_idx. That
+ * one comes in sorted order as its block type (column j holds input
+ * (*in_order)[j], an i32 [in] tensor in ctx), so x W^T = x[:, in_order] W'^T:
+ * index_select the activations' last dim by in_order before the product.
+ * *in_order is NULL when the columns are in order. */
+CANDLE_API candle_tensor *candle_weights_load_linear(const candle_weights *w, candle_ctx *ctx,
+                                                     const char *name, candle_tensor **in_order);
 /* The name a GGUF tensor name has in this source's files ("blk.0.attn_q.weight"
  * -> "model.layers.0.self_attn.q_proj.weight"), for messages about a tensor
  * that is missing; name itself when there is no mapping. */

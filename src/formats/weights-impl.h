@@ -15,6 +15,10 @@ typedef struct weights_qlinear {
     const candle_safetensors_tensor_info *t[4]; /* qweight, qzeros, scales, g_idx (or NULL) */
     int64_t in, out, n_groups;
     bool contiguous; /* every input's group is i / group_size */
+    /* act-order (not contiguous): the block type the linear takes with its
+     * inputs sorted by group (CANDLE_DTYPE_F32 when a group's size is no
+     * multiple of 32, so sorting leaves blocks that span two groups) */
+    candle_dtype sorted_dtype;
 } weights_qlinear;
 
 /* What loading does to a tensor beyond viewing it. */
@@ -127,9 +131,12 @@ bool hf_quant_part(const candle_weights *w, const char *src, bool *is_weight, ch
  * points, g_idx) and its load dtype chosen; a packed tensor without its
  * qweight is refused. */
 candle_status hf_quant_entries(candle_weights *w);
-/* The linear's weight [out, in] as info.dtype, in ctx. */
+/* The linear's weight [out, in] as info.dtype, in ctx. With order (not
+ * NULL) an act-order linear whose sorted form has a block type comes with
+ * its inputs sorted by group instead: column j holds input (*order)[j], an
+ * i32 [in] tensor; *order is NULL when the columns are in order. */
 candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, candle_ctx *ctx,
-                             const char *name);
+                             const char *name, candle_tensor **order);
 void hf_quant_free(candle_weights *w);
 
 #endif

@@ -26,6 +26,10 @@
  *     (d * (c - 16)) holds it exactly with c = q - z + 16;
  *   - anything else (8-bit asymmetric, act-order whose groups are not
  *     contiguous, groups not a multiple of the 32-element block): f32.
+ * An act-order linear (g_idx a permutation of the groups) also loads, for
+ * a model that asks (candle_weights_load_linear), with its inputs sorted by
+ * group: each group then fills whole blocks, which take the block type of
+ * its values, and the model gathers its activations into that order.
  * Every value then dequantizes to the same f32 as the formula above (an f16
  * scale times an integer below 2^9 needs at most 20 significant bits), and
  * the integer kernels of those types run the products. */
@@ -213,10 +217,9 @@ static candle_status shape_err(const candle_weights *w, const candle_safetensors
                          t->st_dtype, got, want);
 }
 
-/* The load dtype of a checked linear (see the file's comment). */
-static candle_dtype pick_dtype(const struct hf_quant *hq, const weights_qlinear *q) {
-    int64_t g = hq->group < 0 ? q->in : hq->group;
-    if (!q->contiguous || q->in % 32 || g % 32) return CANDLE_DTYPE_F32;
+/* The block type holding a linear's values exactly, its inputs' groups
+ * aside (see the file's comment). */
+static candle_dtype block_dtype(const struct hf_quant *hq, const weights_qlinear *q) {
     const void *qz = data_of(q->st[QZ], q->t[QZ]);
     int mid = 1 << (hq->bits - 1);
     bool sym = true;
@@ -224,6 +227,40 @@ static candle_dtype pick_dtype(const struct hf_quant *hq, const weights_qlinear 
         for (int64_t o = 0; sym && o < q->out; o++) sym = zero_at(hq, q, qz, k, o) == mid;
     if (hq->bits == 4) return sym ? CANDLE_DTYPE_Q4_0 : CANDLE_DTYPE_Q5_0;
     return sym ? CANDLE_DTYPE_Q8_0 : CANDLE_DTYPE_F32;
+}
+
+/* The load dtype of a checked linear. */
+static candle_dtype pick_dtype(const struct hf_quant *hq, const weights_qlinear *q) {
+    int64_t g = hq->group < 0 ? q->in : hq->group;
+    if (!q->contiguous || q->in % 32 || g % 32) return CANDLE_DTYPE_F32;
+    return block_dtype(hq, q);
+}
+
+/* perm[j] = the input in place j once the inputs are sorted by group
+ * (stable); counts[g] = inputs in group g. */
+static void sort_by_group(const struct hf_quant *hq, const weights_qlinear *q, int64_t *counts, int32_t *perm) {
+    memset(counts, 0, (size_t)q->n_groups * sizeof *counts);
+    for (int64_t i = 0; i < q->in; i++) counts[group_of(hq, q, i)]++;
+    if (!perm) return;
+    int64_t at = 0;
+    for (int64_t g = 0; g < q->n_groups; g++) {
+        int64_t n = counts[g];
+        counts[g] = at; /* the group's first place, while placing */
+        at += n;
+    }
+    for (int64_t i = 0; i < q->in; i++) perm[counts[group_of(hq, q, i)]++] = (int32_t)i;
+}
+
+/* An act-order linear's type once its inputs are sorted by group: a block
+ * type where every group fills whole 32-input blocks. */
+static candle_dtype pick_sorted_dtype(const struct hf_quant *hq, const weights_qlinear *q) {
+    if (q->contiguous || q->in % 32) return CANDLE_DTYPE_F32;
+    int64_t *counts = malloc((size_t)q->n_groups * sizeof *counts);
+    bool whole = counts != NULL;
+    if (counts) sort_by_group(hq, q, counts, NULL);
+    for (int64_t g = 0; whole && g < q->n_groups; g++) whole = counts[g] % 32 == 0;
+    free(counts);
+    return whole ? block_dtype(hq, q) : CANDLE_DTYPE_F32;
 }
 
 static candle_status check_linear(candle_weights *w, weights_entry *e) {
@@ -271,6 +308,7 @@ static candle_status check_linear(candle_weights *w, weights_entry *e) {
                                  "is false", w->path, gi->name);
     }
     e->info.dtype = pick_dtype(hq, q);
+    q->sorted_dtype = pick_sorted_dtype(hq, q);
     e->info.rank = 2;
     e->info.shape[0] = q->out;
     e->info.shape[1] = q->in;
@@ -364,22 +402,38 @@ static void pack_row(candle_dtype dt, const uint8_t *c, const int16_t *z, const 
     }
 }
 
-candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, candle_ctx *ctx, const char *name) {
+/* The order tensor of perm [in] in ctx. */
+static candle_tensor *order_tensor(candle_ctx *ctx, const int32_t *perm, int64_t in, const char *name) {
+    candle_tensor *t = candle_tensor_new(ctx, CANDLE_DTYPE_I32, 1, &in);
+    if (t && candle_tensor_set_bytes(t, 0, perm, (size_t)in * sizeof *perm)) t = NULL;
+    if (t) snprintf(t->name, sizeof t->name, "%.*s.order", (int)(sizeof t->name - 7), name);
+    return t;
+}
+
+candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, candle_ctx *ctx, const char *name,
+                             candle_tensor **order) {
     const struct hf_quant *hq = w->quant;
     const weights_qlinear *q = e->q;
-    int64_t in = q->in, out = q->out;
-    const candle_dtype dt = e->info.dtype;
-    uint8_t *codes = malloc((size_t)(in * out));
+    int64_t in = q->in, out = q->out, nb = in / 32;
+    bool sorted = order && q->sorted_dtype != CANDLE_DTYPE_F32;
+    const candle_dtype dt = sorted ? q->sorted_dtype : e->info.dtype;
+    const candle_dtype_traits *tr = candle_dtype_info(dt);
+    size_t size = sorted ? (size_t)(out * nb) * tr->type_size : e->info.size;
+    if (order) *order = NULL;
+    uint8_t *codes = malloc((size_t)(in * out)), *row = malloc((size_t)in);
     int16_t *zeros = malloc((size_t)(q->n_groups * out) * sizeof *zeros);
-    void *dst = malloc(e->info.size ? e->info.size : 1);
-    uint16_t *d = malloc((size_t)(in / 32 + 1) * sizeof *d);
-    int16_t *z = malloc((size_t)(in / 32 + 1) * sizeof *z);
+    void *dst = malloc(size ? size : 1);
+    uint16_t *d = malloc((size_t)(nb + 1) * sizeof *d);
+    int16_t *z = malloc((size_t)(nb + 1) * sizeof *z);
+    int32_t *perm = sorted ? malloc((size_t)in * sizeof *perm) : NULL;
+    int64_t *counts = sorted ? malloc((size_t)q->n_groups * sizeof *counts) : NULL;
     candle_tensor *t = NULL;
-    if (!codes || !zeros || !dst || !d || !z) {
+    if (!codes || !row || !zeros || !dst || !d || !z || (sorted && (!perm || !counts))) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: repacking '%s'", e->info.src_name);
         goto done;
     }
     unpack(hq, q, codes, zeros);
+    if (sorted) sort_by_group(hq, q, counts, perm);
     const uint16_t *sc = data_of(q->st[SC], q->t[SC]);
     uint16_t s16;
     if (dt == CANDLE_DTYPE_F32) {
@@ -391,26 +445,31 @@ candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, ca
                 f[o * in + i] = candle_f16_to_f32(s16) * (float)(codes[o * in + i] - zeros[g * out + o]);
             }
     } else {
-        const candle_dtype_traits *tr = candle_dtype_info(dt);
-        int64_t nb = in / 32, gs = hq->group < 0 ? in : hq->group;
+        int64_t gs = hq->group < 0 ? in : hq->group;
         for (int64_t o = 0; o < out; o++) {
+            const uint8_t *c = codes + o * in;
+            for (int64_t j = 0; perm && j < in; j++) row[j] = c[perm[j]];
             for (int64_t b = 0; b < nb; b++) {
-                int64_t g = b * 32 / gs;
+                int64_t g = perm ? group_of(hq, q, perm[b * 32]) : b * 32 / gs;
                 memcpy(&d[b], sc + g * out + o, 2);
                 z[b] = zeros[g * out + o];
             }
-            pack_row(dt, codes + o * in, z, d, (char *)dst + (size_t)(o * nb) * tr->type_size, nb);
+            pack_row(dt, perm ? row : c, z, d, (char *)dst + (size_t)(o * nb) * tr->type_size, nb);
         }
     }
     t = candle_tensor_new(ctx, dt, 2, e->info.shape);
-    if (t && candle_tensor_set_bytes(t, 0, dst, e->info.size)) t = NULL;
+    if (t && candle_tensor_set_bytes(t, 0, dst, size)) t = NULL;
     if (t) candle_tensor_set_name(t, name);
+    if (t && sorted && !(*order = order_tensor(ctx, perm, in, name))) t = NULL;
 done:
     free(codes);
+    free(row);
     free(zeros);
     free(dst);
     free(d);
     free(z);
+    free(perm);
+    free(counts);
     return t;
 }
 

@@ -3,6 +3,7 @@
  * position per row) run on the stacked rows; the KV writes and attention
  * run per sequence on narrow views of the stacked q/k/v. The blocks are
  * decoder.c's; the test checks it against candle_session_eval. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -303,6 +304,36 @@ static bool rope_factors(candle_batch *b, const candle_batch_seq *seqs, int n_se
     return true;
 }
 
+/* Dynamic NTK RoPE: each sequence rotates at the base of the length it
+ * reaches, and rows whose logits verify drafted tokens each at the base of
+ * a one-token step there, so that speculation gives plain decoding's bits
+ * (decoder_step's seq_rows/seq_lens, *buf to free). */
+static bool dyn_ranges(candle_batch *b, const candle_batch_seq *seqs, int n_seqs, const int32_t *pos,
+                       decoder_step *ds, int64_t **buf) {
+    *buf = NULL;
+    if (!(b->model->cfg.rope_dyn_factor > 0)) return true;
+    int64_t n_ranges = 0;
+    for (int i = 0; i < n_seqs; i++) n_ranges += n_out_rows(&seqs[i]) > 1 ? seqs[i].n : 1;
+    if (n_ranges > INT32_MAX || !(*buf = malloc((size_t)(2 * n_ranges + 1) * sizeof **buf))) {
+        cdl_set_error(b->ctx, CANDLE_ERR_OOM, "out of memory: RoPE of %lld ranges", (long long)n_ranges);
+        return false;
+    }
+    int64_t *rows = *buf, *lens = *buf + n_ranges + 1, r = 0, off = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        bool each = n_out_rows(&seqs[i]) > 1;
+        for (int64_t t = 0; t < (each ? seqs[i].n : 1); t++, r++) {
+            rows[r] = off + t;
+            lens[r] = each ? pos[off + t] + 1 : pos[off + seqs[i].n - 1] + 1;
+        }
+        off += seqs[i].n;
+    }
+    rows[r] = off;
+    ds->n_seq = (int)n_ranges;
+    ds->seq_rows = rows;
+    ds->seq_lens = lens;
+    return true;
+}
+
 candle_status candle_batch_eval(candle_batch *b, const candle_batch_seq *seqs, int n_seqs) {
     return candle_batch_eval_lora(b, seqs, n_seqs, NULL, 0);
 }
@@ -331,8 +362,9 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
     }
     bseqs bq = {seqs, n_seqs, NULL};
     decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq,
-                       NULL, false, n_lora ? lora : NULL, n_lora};
-    if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff)) {
+                       NULL, false, n_lora ? lora : NULL, n_lora, 0, 0, NULL, NULL};
+    int64_t *dyn = NULL;
+    if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff) || !dyn_ranges(b, seqs, n_seqs, pos, &ds, &dyn)) {
         free(ids);
         free(pos);
         return candle_errcode(b->ctx);
@@ -340,6 +372,7 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
     ds.pos = candle_tensor_from_i32(b->ctx, 1, &n, pos);
     bool ok = ds.pos && (!use_paged_op(b, seqs, n_seqs) || (bq.table = block_table(b->ctx, seqs, n_seqs, n)));
     candle_tensor *logits = ok ? forward(&ds, ids) : NULL;
+    free(dyn);
     st = logits ? candle_compute(b->ctx, logits) : candle_errcode(b->ctx);
     if (!st && !logits) st = cdl_set_error(b->ctx, CANDLE_ERR_INTERNAL, "batch: no logits");
     int64_t n_out = 0;

@@ -68,6 +68,8 @@ static candle_status need_tensor(const candle_weights *g, const char *arch, cons
 }
 
 /* RoPE scaling: linear stretches positions by 1/factor; yarn as above;
+ * dynamic (NTK) raises the base with the sequence's length past the trained
+ * context (model_rope_base);
  * llama3 and longrope (Phi-3's "su") divide each pair's frequency by
  * factors the file holds as tensors (rope_freqs.weight; rope_factors_short
  * and _long.weight), which the decoder applies wherever they are present,
@@ -95,6 +97,15 @@ static candle_status rope_scaling(const candle_weights *g, const char *arch,
         return CANDLE_OK;
     }
     if (type_is(type, len, "yarn")) return rope_yarn(g, arch, factor, c);
+    if (type_is(type, len, "dynamic")) {
+        if (!(factor >= 1) || !isfinite(factor) || c->n_rot <= 2)
+            return cdl_set_error(NULL, CANDLE_ERR_FORMAT,
+                                 "model: dynamic NTK RoPE scaling needs %s.rope.scaling.factor >= 1 (got %g) "
+                                 "and more than 2 rotated dimensions (got %lld)",
+                                 arch, factor, (long long)c->n_rot);
+        c->rope_dyn_factor = factor;
+        return CANDLE_OK;
+    }
     if (type_is(type, len, "llama3")) return need_tensor(g, arch, "llama3", "rope_freqs.weight");
     if (type_is(type, len, "longrope") || type_is(type, len, "su")) {
         candle_status s = need_tensor(g, arch, "longrope", "rope_factors_short.weight");

@@ -67,17 +67,52 @@ bool model_rope_per_layer(const candle_model *m) {
     return c->n_swa > 0 && c->swa_pattern > 0 && (c->rope_base_swa != c->rope_base || scaled);
 }
 
+double model_rope_base(const candle_model *m, int64_t seq_len) {
+    const candle_model_config *c = &m->cfg;
+    double f = c->rope_dyn_factor, n = (double)c->n_ctx_train, d = (double)c->n_rot;
+    if (!(f > 0) || seq_len <= c->n_ctx_train || c->n_ctx_train <= 0) return c->rope_base;
+    return c->rope_base * pow(f * (double)seq_len / n - (f - 1), d / (d - 2));
+}
+
+/* x rotated; with dynamic NTK each sequence of the step at the base of its
+ * length, as transformers grows it per forward (the cached keys keep the
+ * base they were rotated with, as its cache does). */
 static candle_tensor *rope(decoder_step *st, candle_tensor *x, int64_t il) {
     candle_rope_params p = model_rope_params(st->m, il, st->rope_ff);
     p.pos_offset = st->pos0;
-    return candle_rope(st->ctx, x, st->pos, &p);
+    if (!(st->c->rope_dyn_factor > 0) || rope_local(st->c, il)) return candle_rope(st->ctx, x, st->pos, &p);
+    if (!st->n_seq) {
+        p.freq_base = model_rope_base(st->m, st->seq_len);
+        return candle_rope(st->ctx, x, st->pos, &p);
+    }
+    bool one_base = true;
+    for (int i = 0; i < st->n_seq; i++)
+        one_base = one_base && model_rope_base(st->m, st->seq_lens[i]) == st->c->rope_base;
+    if (one_base) return candle_rope(st->ctx, x, st->pos, &p);
+    candle_tensor **parts = malloc((size_t)st->n_seq * sizeof *parts), *y = NULL;
+    if (!parts) {
+        cdl_set_error(st->ctx, CANDLE_ERR_OOM, "out of memory: RoPE of %d sequences", st->n_seq);
+        return NULL;
+    }
+    bool ok = true;
+    for (int i = 0; ok && i < st->n_seq; i++) {
+        int64_t r0 = st->seq_rows[i], rows = st->seq_rows[i + 1] - r0;
+        p.freq_base = model_rope_base(st->m, st->seq_lens[i]);
+        p.pos_offset = st->pos0 + r0; /* where positions are implicit */
+        parts[i] = candle_rope(st->ctx, candle_narrow(st->ctx, x, 0, r0, rows),
+                               st->pos ? candle_narrow(st->ctx, st->pos, 0, r0, rows) : NULL, &p);
+        ok = parts[i] != NULL;
+    }
+    if (ok) y = model_concat_rows(st->ctx, parts, st->n_seq);
+    free(parts);
+    return y;
 }
 
 /* h w, plus the active LoRA adapters' products for layer il's slot; no
  * extra node without adapters. */
 static candle_tensor *proj(decoder_step *st, candle_tensor *h, candle_tensor *w, int64_t il,
                            lora_slot slot) {
-    candle_tensor *y = candle_matmul(st->ctx, h, w);
+    candle_tensor *y = model_linear(st->ctx, st->m, h, w);
     return st->n_lora ? lora_add(st->ctx, st->lora, st->n_lora, il, slot, h, y) : y;
 }
 
@@ -150,9 +185,9 @@ static candle_tensor *glu(decoder_step *st, candle_tensor *h, candle_tensor *gat
                           candle_tensor *up, candle_tensor *down) {
     candle_ctx *ctx = st->ctx;
     candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->desc.ffn_act,
-                                                    candle_matmul(ctx, h, gate)),
-                                  candle_matmul(ctx, h, up));
-    return candle_matmul(ctx, f, down);
+                                                    model_linear(ctx, st->m, h, gate)),
+                                  model_linear(ctx, st->m, h, up));
+    return model_linear(ctx, st->m, f, down);
 }
 
 /* Each row's weights over the experts [n, n_expert]: the router's softmax
@@ -164,7 +199,7 @@ static candle_tensor *route(decoder_step *st, const layer_weights *w, candle_ten
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
     int64_t one = 1;
-    candle_tensor *p = candle_softmax(ctx, candle_matmul(ctx, h, w->router), 1);
+    candle_tensor *p = candle_softmax(ctx, model_linear(ctx, st->m, h, w->router), 1);
     candle_tensor *below = candle_full(ctx, CANDLE_DTYPE_F32, 1, &one, -1.0); /* under any prob */
     candle_tensor *zero = candle_full(ctx, CANDLE_DTYPE_F32, 1, &one, 0.0);
     candle_tensor *t = p;
@@ -192,7 +227,7 @@ static candle_tensor *moe(decoder_step *st, const layer_weights *w, candle_tenso
     }
     if (w->sh_up && out) {
         candle_tensor *y = glu(st, h, w->sh_gate, w->sh_up, w->sh_down);
-        if (w->sh_gate_inp) y = candle_mul(ctx, y, candle_sigmoid(ctx, candle_matmul(ctx, h, w->sh_gate_inp)));
+        if (w->sh_gate_inp) y = candle_mul(ctx, y, candle_sigmoid(ctx, model_linear(ctx, st->m, h, w->sh_gate_inp)));
         out = candle_add(ctx, out, y);
     }
     return out;
@@ -252,8 +287,22 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
     const candle_model *m = s->model;
     decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s,
                        model_rope_factors(m, s->kv.n_ctx), (flags & SESSION_ROW_STEPS) != 0,
-                       s->lora, s->n_lora};
+                       s->lora, s->n_lora, s->pos + n, 0, NULL, NULL};
+    /* rows as one-row steps rotate as one-row steps would */
+    int64_t *dyn = NULL;
+    if (m->cfg.rope_dyn_factor > 0 && st.row_steps && n > 1) {
+        if (!(dyn = malloc((size_t)(2 * n + 1) * sizeof *dyn))) {
+            cdl_set_error(s->ctx, CANDLE_ERR_OOM, "out of memory: RoPE of %lld rows", (long long)n);
+            return NULL;
+        }
+        for (int64_t r = 0; r <= n; r++) dyn[r] = r;
+        for (int64_t r = 0; r < n; r++) dyn[n + 1 + r] = s->pos + r + 1;
+        st.n_seq = (int)n;
+        st.seq_rows = dyn;
+        st.seq_lens = dyn + n + 1;
+    }
     candle_tensor *x = decoder_layers(&st, decoder_embed(&st, tokens)); /* [n, n_embd] */
+    free(dyn);
     if (!all && x) x = candle_narrow(s->ctx, x, 0, n - 1, 1);
     return flags & SESSION_HIDDEN ? norm(&st, x, m->out_norm) : decoder_head(&st, x);
 }
@@ -331,7 +380,8 @@ candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, cons
     if (candle_errcode(ctx)) goto done;
     bidir_seqs bs = {n_seq, lens, off, tab, tab + n_seq};
     decoder_step st = {ctx, m, c, n, 0, n_seq > 1 ? candle_tensor_from_i32(ctx, 1, &n, pos) : NULL, "model",
-                       bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false, NULL, 0};
+                       bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false, NULL, 0,
+                       0, 0, NULL, NULL}; /* inputs fit n_ctx_train: no dynamic RoPE growth */
     x = decoder_layers(&st, decoder_embed(&st, tokens));
     x = x ? norm(&st, x, m->out_norm) : NULL;
 done:

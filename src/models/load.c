@@ -12,8 +12,20 @@ typedef struct loader {
     char name[96];
 } loader;
 
-/* The leaf of a tensor, or NULL (with an error when required). */
-static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool required) {
+/* t on the model's backend: a backend the host cannot address computes on
+ * its own copy. */
+static candle_tensor *on_backend(loader *L, candle_tensor *t) {
+    if (!t || L->m->backend->iface->host_visible) return t;
+    candle_tensor *d = candle_tensor_new(L->m->ctx, t->dtype, t->rank, t->shape);
+    if (!d || candle_tensor_copy_bytes(d, 0, t, 0, candle_tensor_nbytes(t))) return NULL;
+    snprintf(d->name, sizeof d->name, "%s", t->name);
+    return d;
+}
+
+/* The leaf of a tensor, or NULL (with an error when required). With order,
+ * a linear in the form its products run fastest (candle_weights_load_linear)
+ * and the order its inputs take, or NULL. */
+static candle_tensor *leaf_load(loader *L, int64_t il, const char *what, bool required, candle_tensor **order) {
     if (il >= 0) snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
     else snprintf(L->name, sizeof L->name, "%s", what);
     const candle_weights *w = L->m->weights;
@@ -27,14 +39,15 @@ static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool require
         }
         return NULL;
     }
-    L->m->weight_bytes += candle_weights_tensor(w, i)->size;
-    candle_tensor *t = candle_weights_load_tensor(w, L->m->ctx, L->name);
-    if (!t || L->m->backend->iface->host_visible) return t;
-    /* a backend the host cannot address computes on its own copy */
-    candle_tensor *d = candle_tensor_new(L->m->ctx, t->dtype, t->rank, t->shape);
-    if (!d || candle_tensor_copy_bytes(d, 0, t, 0, candle_tensor_nbytes(t))) return NULL;
-    snprintf(d->name, sizeof d->name, "%s", t->name);
-    return d;
+    candle_tensor *t = order ? candle_weights_load_linear(w, L->m->ctx, L->name, order)
+                             : candle_weights_load_tensor(w, L->m->ctx, L->name);
+    L->m->weight_bytes += order && *order ? candle_tensor_nbytes(t) : candle_weights_tensor(w, i)->size;
+    if (order && *order && !(*order = on_backend(L, *order))) return NULL;
+    return on_backend(L, t);
+}
+
+static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool required) {
+    return leaf_load(L, il, what, required, NULL);
 }
 
 /* How messages call the current tensor: its name in the source's file, and
@@ -119,11 +132,15 @@ static candle_tensor *to_weight_dtype(loader *L, candle_tensor *t) {
     return d;
 }
 
-/* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]. */
+/* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]; one
+ * whose inputs come in another order (GPTQ act-order) is listed with it in
+ * m->in_orders. */
 static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in) {
-    candle_tensor *t = leaf(L, il, what, true);
+    candle_tensor *order = NULL;
+    candle_tensor *t = leaf_load(L, il, what, true, &order);
     if (!shape_is(L, t, n_out, n_in) || !weight_dtype_ok(L, t) || !(t = to_weight_dtype(L, t))) return NULL;
-    return candle_transpose(L->m->ctx, t, 0, 1);
+    candle_tensor *wt = candle_transpose(L->m->ctx, t, 0, 1);
+    return wt && order && model_add_in_order(L->m, wt, order) ? NULL : wt;
 }
 
 static bool load_attention(loader *L, layer_weights *w, int64_t il) {

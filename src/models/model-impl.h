@@ -145,6 +145,13 @@ struct candle_model {
     /* RoPE frequency divisors, f32 [n_rot / 2]: Llama 3.1's one set, or
      * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
     candle_tensor *rope_freqs, *rope_short, *rope_long;
+    /* Linears whose inputs take another order (GPTQ act-order, loaded with
+     * their inputs sorted by group): x w = x[:, order] wt. */
+    struct model_in_order {
+        const candle_tensor *wt; /* the transposed weight [n_in, n_out] */
+        candle_tensor *order;    /* i32 [n_in] */
+    } *in_orders;                /* [n_in_orders] */
+    int64_t n_in_orders;
     size_t weight_bytes;
     candle_dtype weight_dtype; /* candle_model_params.weight_dtype: float matrices converted to it */
     candle_backend *backend; /* every context of the model computes on it */
@@ -165,6 +172,12 @@ struct candle_session {
     candle_lora_use *lora; /* [n_lora]: candle_session_set_lora's adapters */
     int n_lora;
 };
+
+/* Record that wt's inputs take `order` (OOM error on m->ctx, else OK). */
+candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order);
+/* h wt for a linear's transposed weight wt, its inputs gathered into the
+ * order the weight takes them in. */
+candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt);
 
 /* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
  * `who` (a session, a batch, a KV pool) needs. */
@@ -249,6 +262,14 @@ struct decoder_step {
     bool row_steps;        /* every row's logits wanted: rows as one-row steps (nn_attn_params) */
     const candle_lora_use *lora; /* [n_lora] adapters added to the linears, or NULL */
     int n_lora;
+    /* dynamic NTK RoPE (rope_dyn_factor): the length each of the step's
+     * sequences reaches (1 + its last position), a base each. n_seq 0: one
+     * sequence of seq_len; else rows seq_rows[i] .. seq_rows[i + 1] are
+     * sequence i, of seq_lens[i] */
+    int64_t seq_len;
+    int n_seq;
+    const int64_t *seq_rows; /* [n_seq + 1] */
+    const int64_t *seq_lens; /* [n_seq] */
 };
 
 /* ---- LoRA (lora.c) ---- */
@@ -280,6 +301,9 @@ candle_rope_params model_rope_params(const candle_model *m, int64_t il, candle_t
 /* Do some layers rotate differently from others (a shift re-rotates all
  * layers' keys alike)? */
 bool model_rope_per_layer(const candle_model *m);
+/* The RoPE base of the global layers for a sequence of seq_len tokens:
+ * rope_base, or with dynamic NTK scaling past n_ctx_train the grown one. */
+double model_rope_base(const candle_model *m, int64_t seq_len);
 
 /* Input embeddings [n, n_embd] f32, scaled as the family needs. */
 candle_tensor *decoder_embed(decoder_step *st, const int32_t *tokens);

@@ -109,7 +109,25 @@ void candle_model_free(candle_model *m) {
     for (int64_t il = 0; m->layers && il < m->cfg.n_layer; il++) free(m->layers[il].exp_gate);
     free(m->layers);
     free(m->enc);
+    free(m->in_orders);
     free(m);
+}
+
+candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order) {
+    struct model_in_order *o = realloc(m->in_orders, (size_t)(m->n_in_orders + 1) * sizeof *o);
+    if (!o) return cdl_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: the input order of '%s'", order->name);
+    m->in_orders = o;
+    o[m->n_in_orders++] = (struct model_in_order){wt, order};
+    return CANDLE_OK;
+}
+
+candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt) {
+    for (int64_t i = 0; i < m->n_in_orders; i++)
+        if (m->in_orders[i].wt == wt) {
+            h = candle_index_select(ctx, h, (int)h->rank - 1, m->in_orders[i].order);
+            break;
+        }
+    return candle_matmul(ctx, h, wt);
 }
 
 const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }

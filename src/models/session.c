@@ -178,6 +178,9 @@ static candle_tensor *move_rows(candle_session *s, candle_tensor *cache, int64_t
          * the attention factor already (llama.cpp applies it again) */
         candle_rope_params p =
             model_rope_params(s->model, 0, model_rope_factors(s->model, s->kv.n_ctx));
+        /* dynamic NTK: the keys turn at the base of the latest ones (the
+         * older ones were rotated at smaller bases: no exact turn exists) */
+        if (s->model->cfg.rope_dyn_factor > 0) p.freq_base = model_rope_base(s->model, s->pos);
         p.attn_factor = p.ext_factor != 0 ? 1.0 / (1.0 + 0.1 * log(1.0 / p.freq_scale)) : 1.0;
         x = candle_transpose(ctx, candle_rope(ctx, candle_transpose(ctx, x, 0, 1), delta, &p), 0, 1);
     } else { /* a fresh copy (scale by 1): source and destination rows overlap */

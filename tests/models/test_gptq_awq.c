@@ -61,6 +61,40 @@ static float *weight_f32(candle_tensor *t) {
     return f;
 }
 
+/* The fast form of linear tname (candle_weights_load_linear) holds the
+ * values of its plain form f [out, in] bit for bit: in the same order, or
+ * with column j holding input order[j] as a block type (act-order). 1 when
+ * it came sorted. */
+static int check_linear_form(const char *name, const candle_weights *w, candle_ctx *ctx, const char *tname,
+                             const candle_tensor *plain, const float *f) {
+    candle_tensor *order = NULL, *t = candle_weights_load_linear(w, ctx, tname, &order);
+    CHECK_MSG(t, "%s: %s: %s", name, tname, candle_errmsg(ctx));
+    if (!t) return 0;
+    if (!order) {
+        CHECK_MSG(t->dtype == plain->dtype, "%s: %s: the fast form is %s, the plain %s", name, tname,
+                  candle_dtype_name(t->dtype), candle_dtype_name(plain->dtype));
+        return 0;
+    }
+    int64_t out = t->shape[0], in = t->shape[1];
+    CHECK_MSG(t->dtype == CANDLE_DTYPE_Q4_0 && order->dtype == CANDLE_DTYPE_I32 && order->shape[0] == in,
+              "%s: %s: sorted form %s with an order of %lld, want q4_0 and %lld", name, tname,
+              candle_dtype_name(t->dtype), (long long)order->shape[0], (long long)in);
+    int32_t *ord = malloc((size_t)in * sizeof *ord);
+    float *g = weight_f32(t);
+    bool perm = ord && g && !candle_tensor_get_bytes(order, 0, ord, (size_t)in * sizeof *ord);
+    char *seen = calloc((size_t)in, 1);
+    for (int64_t j = 0; perm && seen && j < in; j++) perm = ord[j] >= 0 && ord[j] < in && !seen[ord[j]]++;
+    CHECK_MSG(perm && seen, "%s: %s: the order is no permutation of the inputs", name, tname);
+    int64_t bad = 0;
+    for (int64_t o = 0; perm && o < out; o++)
+        for (int64_t j = 0; j < in; j++) bad += memcmp(&g[o * in + j], &f[o * in + ord[j]], sizeof *f) != 0;
+    CHECK_MSG(!bad, "%s: %s: %lld sorted values differ from the plain form's", name, tname, (long long)bad);
+    free(seen);
+    free(ord);
+    free(g);
+    return 1;
+}
+
 static void check_dequant(const char *name, const char *dir) {
     char path[1200];
     size_t n;
@@ -74,7 +108,7 @@ static void check_dequant(const char *name, const char *dir) {
     CHECK_MSG(!candle_weights_open(&w, dir, NULL), "%s: %s", name, candle_last_errmsg());
     candle_ctx *ctx = NULL;
     CHECK(!candle_ctx_init(&ctx, NULL));
-    int checked = 0;
+    int checked = 0, sorted = 0;
     char type[16] = "?";
     for (size_t i = 0; w && ctx && hashes && i < hashes->n; i++) {
         const char *tn, *want, *ty;
@@ -98,6 +132,7 @@ static void check_dequant(const char *name, const char *dir) {
         snprintf(got, sizeof got, "%016llx", (unsigned long long)fnv1a(f, nb));
         CHECK_MSG(wl == 16 && !memcmp(got, want, 16), "%s: %s dequantizes to FNV %s, reference %.*s", name, tname,
                   got, (int)wl, want);
+        sorted += check_linear_form(name, w, ctx, tname, t, f);
         if (!strcmp(tname, "blk.0.ffn_down.weight")) {
             size_t nr;
             snprintf(path, sizeof path, "%s/reference_dequant.bin", dir);
@@ -110,8 +145,11 @@ static void check_dequant(const char *name, const char *dir) {
         checked++;
     }
     CHECK_MSG(checked == 14, "%s: %d linears checked, want 14", name, checked);
-    printf("%-26s %d linears dequantize bit-exactly (as %s)\n", name, checked,
-           type);
+    bool act_order = strstr(name, "actorder") != NULL;
+    CHECK_MSG(sorted == (act_order ? 14 : 0), "%s: %d linears load with their inputs sorted, want %d", name, sorted,
+              act_order ? 14 : 0);
+    printf("%-26s %d linears dequantize bit-exactly (as %s; %d with inputs sorted by group)\n", name, checked,
+           type, sorted);
     candle_ctx_free(ctx);
     candle_weights_close(w);
     json_free(d);

@@ -92,6 +92,106 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
     unlink(out);
 }
 
+/* Without llama.cpp's GGUF (a scaling llama.cpp lacks): the directory and
+ * Candle's own GGUF of it. */
+static void check_dir_golden(const char *name, const char *stem) {
+    char rel[128], dir[1024];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
+    test_path(rel, dir, sizeof dir);
+    golden g = {0};
+    if (!read_golden(dir, stem, &g)) return;
+    float *hf = run(dir, &g);
+    if (hf) {
+        double e = test_nmse_f32(hf, g.logits, (size_t)(g.n_tok * g.n_vocab));
+        printf("%-14s %2lld tokens (%s): NMSE vs transformers: directory %.2e\n", name, (long long)g.n_tok, stem, e);
+        CHECK_MSG(e < MAX_NMSE, "%s %s: directory NMSE %.3g", name, stem, e);
+        check_quantized(name, dir, &g, hf);
+    }
+    free(hf);
+    free(g.logits);
+}
+
+/* Dynamic NTK grows the base with the length a step reaches, and the cached
+ * keys keep the base they were rotated with (as transformers' cache does):
+ *   - golden: one 16-token forward, every key at the base of 16: the last
+ *     row's logits of one 16-token step;
+ *   - golden-steps: the tokens one forward each: one-token steps, and also
+ *     one step asking for every row's logits, whose rows are one-row steps
+ *     (what speculative verification needs to give plain decoding's bits). */
+/* In one batch, each sequence at the base of its own length: 16 tokens
+ * (grown) beside 6 (trained base); then a 10-token sequence asking for its
+ * last 4 rows' logits: every row as the one-token step there. */
+static void check_dynamic_batch(const char *name, const candle_model *m, const golden *one, const golden *steps) {
+    int64_t T = one->n_tok, V = one->n_vocab;
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = T + 1;
+    candle_batch *b = NULL;
+    candle_session *a = NULL, *c = NULL;
+    float *la = malloc((size_t)V * sizeof *la), *lc = malloc((size_t)(4 * V) * sizeof *lc);
+    bool ok = la && lc && !candle_batch_init(&b, m, 0) && !candle_session_init(&a, m, &sp) &&
+              !candle_session_init(&c, m, &sp);
+    candle_batch_seq q[2] = {{.sess = a, .tokens = one->tokens, .n = T, .logits = la},
+                             {.sess = c, .tokens = one->tokens, .n = 6, .logits = lc}};
+    ok = ok && !candle_batch_eval(b, q, 2);
+    double e_a = ok ? test_nmse_f32(la, one->logits + (T - 1) * V, (size_t)V) : 1; /* one forward of 16 */
+    double e_c = ok ? test_nmse_f32(lc, steps->logits + 5 * V, (size_t)V) : 1;     /* 6: trained base */
+    if (ok) candle_session_reset(c);
+    q[1] = (candle_batch_seq){.sess = c, .tokens = steps->tokens, .n = 10, .logits = lc, .n_logits = 4};
+    ok = ok && !candle_batch_eval(b, &q[1], 1);
+    double e_v = ok ? test_nmse_f32(lc, steps->logits + 6 * V, (size_t)(4 * V)) : 1; /* rows 6..9 as steps */
+    CHECK_MSG(ok, "%s: batch: %s", name, b ? candle_batch_errmsg(b) : candle_last_errmsg());
+    printf("%-14s dynamic NTK in a batch: NMSE vs transformers: 16 tokens %.2e beside 6 tokens %.2e; 4 verify "
+           "rows %.2e\n", name, e_a, e_c, e_v);
+    CHECK_MSG(e_a < MAX_NMSE && e_c < MAX_NMSE && e_v < MAX_NMSE, "%s: batch NMSE %.3g / %.3g / %.3g", name, e_a,
+              e_c, e_v);
+    candle_session_free(a);
+    candle_session_free(c);
+    candle_batch_free(b);
+    free(la);
+    free(lc);
+}
+
+static void check_dynamic(const char *name) {
+    char rel[128], dir[1024];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
+    test_path(rel, dir, sizeof dir);
+    golden one = {0}, steps = {0};
+    candle_model *m = NULL;
+    candle_session *s = NULL;
+    if (!read_golden(dir, "golden", &one) || !read_golden(dir, "golden-steps", &steps)) {
+        free(one.logits);
+        return;
+    }
+    int64_t T = steps.n_tok, V = steps.n_vocab;
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = T;
+    float *lg = malloc((size_t)(T * V) * sizeof *lg), *all = malloc((size_t)(T * V) * sizeof *all);
+    bool ok = lg && all && one.n_tok == T && !memcmp(one.tokens, steps.tokens, (size_t)T * sizeof *one.tokens) &&
+              !candle_model_load(&m, dir, NULL) && !candle_session_init(&s, m, &sp) &&
+              !candle_session_eval(s, one.tokens, T, lg, false);
+    double e_one = ok ? test_nmse_f32(lg, one.logits + (T - 1) * V, (size_t)V) : 1;
+    if (ok) candle_session_reset(s);
+    for (int64_t t = 0; ok && t < T; t++) ok = !candle_session_eval(s, &steps.tokens[t], 1, lg + t * V, false);
+    if (ok) candle_session_reset(s);
+    ok = ok && !candle_session_eval(s, steps.tokens, T, all, true);
+    CHECK_MSG(ok, "%s: %s", name, s ? candle_session_errmsg(s) : candle_last_errmsg());
+    if (ok) {
+        double e_steps = test_nmse_f32(lg, steps.logits, (size_t)(T * V)),
+               e_all = test_nmse_f32(all, steps.logits, (size_t)(T * V));
+        printf("%-14s dynamic NTK: NMSE vs transformers: one %lld-token forward (last row) %.2e, one-token "
+               "steps %.2e, every row's logits of one step %.2e\n", name, (long long)T, e_one, e_steps, e_all);
+        CHECK_MSG(e_one < MAX_NMSE && e_steps < MAX_NMSE && e_all < MAX_NMSE, "%s: NMSE %.3g / %.3g / %.3g", name,
+                  e_one, e_steps, e_all);
+    }
+    if (ok) check_dynamic_batch(name, m, &one, &steps);
+    candle_session_free(s);
+    candle_model_free(m);
+    free(lg);
+    free(all);
+    free(one.logits);
+    free(steps.logits);
+}
+
 static void check_golden(const char *name, const char *stem) {
     char rel[128], dir[1024], gguf[1200];
     snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
@@ -168,6 +268,9 @@ int main(void) {
                                            "phi3-longrope"};
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) check_family(families[i]);
     check_golden("phi3-longrope", "golden-6");
+    /* dynamic NTK: 6 tokens (the trained base), then past the context of 8 */
+    check_dir_golden("llama-dynamic", "golden-6");
+    check_dynamic("llama-dynamic");
     static const char *const shifted[] = {"qwen2-yarn", "phi3-longrope"}; /* one layer each */
     for (size_t i = 0; i < sizeof shifted / sizeof shifted[0]; i++) check_shift(shifted[i]);
     return test_done("test_hf_decoder");
