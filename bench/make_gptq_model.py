@@ -6,9 +6,10 @@ for the speed of GPTQ-4 / AWQ-4 against Q4_0 on the same shape (bench/gptq_compa
 
 OUT_ROOT gets three Hugging Face directories (config.json + model.safetensors):
   gptq-4bit-g128-sym       GPTQ v1, symmetric, groups of 128 in order
-  gptq-4bit-g128-actorder  the same with desc_act: g_idx a random permutation
-                           of the groups, as act-order writes it (each group
-                           keeps 128 members)
+  gptq-4bit-g128-actorder  the same with desc_act: g_idx from a random order
+                           of the inputs, as act-order writes it (each group
+                           keeps 128 members; q/k/v share one order, gate/up
+                           one, as their Hessians are the same)
   awq-4bit-g128            AWQ GEMM, zero points drawn in [0, 15]
 Shape: n_embd 2048, 32 heads, 4 KV heads, n_ff 5632, 32000-token vocabulary,
 22 layers (--layers to change); embeddings and lm_head f16 (GPTQ and AWQ leave
@@ -43,7 +44,7 @@ def scales(rng, groups, out_f):
     return (rng.uniform(0.002, 0.004, (groups, out_f))).astype(np.float16)
 
 
-def gptq_linear(rng, in_f, out_f, act_order):
+def gptq_linear(rng, in_f, out_f, perm):
     groups = in_f // GROUP
     t = {
         "qweight": rng.integers(0, 1 << 32, (in_f // 8, out_f), dtype=np.uint64).astype(np.uint32).view(np.int32),
@@ -52,8 +53,7 @@ def gptq_linear(rng, in_f, out_f, act_order):
         "scales": scales(rng, groups, out_f),
     }
     g_idx = np.arange(in_f, dtype=np.int32) // GROUP
-    if act_order:
-        perm = rng.permutation(in_f)  # the quantization order of the inputs
+    if perm is not None:  # the quantization order of the inputs
         g_idx = np.empty(in_f, np.int32)
         g_idx[perm] = np.arange(in_f, dtype=np.int32) // GROUP
     t["g_idx"] = g_idx
@@ -91,8 +91,16 @@ def write(d: Path, n_layer, kind, seed):
         p = f"model.layers.{il}."
         t[p + "input_layernorm.weight"] = np.ones(N_EMBD, np.float16)
         t[p + "post_attention_layernorm.weight"] = np.ones(N_EMBD, np.float16)
+        # act-order sorts the inputs by the Hessian's diagonal: linears of one
+        # input (q/k/v, gate/up) share it, so they share the order
+        perms = {}
         for name, in_f, out_f in linears():
-            parts = awq_linear(rng, in_f, out_f) if kind == "awq" else gptq_linear(rng, in_f, out_f, kind == "actorder")
+            src = {"self_attn.k_proj": "self_attn.q_proj", "self_attn.v_proj": "self_attn.q_proj",
+                   "mlp.up_proj": "mlp.gate_proj"}.get(name, name)
+            if kind == "actorder" and src not in perms:
+                perms[src] = rng.permutation(in_f)
+            parts = (awq_linear(rng, in_f, out_f) if kind == "awq"
+                     else gptq_linear(rng, in_f, out_f, perms.get(src)))
             for k, v in parts.items():
                 t[p + name + "." + k] = v
     if kind == "awq":
@@ -109,9 +117,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--layers", type=int, default=22)
+    ap.add_argument("--only", default="", help="comma-separated names (default: all three)")
     a = ap.parse_args()
     for seed, (name, kind) in enumerate([("gptq-4bit-g128-sym", "sym"), ("gptq-4bit-g128-actorder", "actorder"),
                                          ("awq-4bit-g128", "awq")]):
+        if a.only and name not in a.only.split(","):
+            continue
         write(a.out / name, a.layers, kind, seed)
         print(a.out / name)
 

@@ -5,13 +5,19 @@ base, by Candle and by llama.cpp's llama-perplexity on the same files.
 
   bench/quality_table.py --base BASE.gguf [--candle build/bin/candle]
       [--llama-bin DIR] [--text FILE] [--ctx 512] [--threads 2]
-      [--types F16,Q8_0,...] [--work DIR] [--name NAME]
+      [--types F16,Q8_0,...] [--work DIR] [--name NAME] [--extra NAME=DIR,...]
 
 BASE is an F32 (or F16) GGUF: for the real models here, whose originals are
 not available, the quantized file dequantized to F32 with
 `candle quantize --allow-requantize FILE BASE.gguf F32`. The text defaults to
 the GPL-3 licence Debian ships (/usr/share/common-licenses/GPL-3): fixed and on
 every machine. Prints a Markdown table; the raw outputs stay in --work.
+
+--extra adds rows for checkpoints made elsewhere (bench/quantize_gptq_awq.py's
+GPTQ-4 and AWQ-4 directories of the same base): Candle runs the directory as
+it loads it; llama.cpp, which reads no GPTQ/AWQ, runs the F32 GGUF of its
+dequantized weights (`candle quantize DIR X.gguf F32`), the same values. Their
+size is the directory's safetensors.
 """
 import argparse
 import os
@@ -74,6 +80,7 @@ def main():
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("--work", default="build-bench/quality")
     ap.add_argument("--name", default=None)
+    ap.add_argument("--extra", default="", help="NAME=DIR,... rows for GPTQ/AWQ directories")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     name = a.name or os.path.basename(a.base).replace(".gguf", "")
@@ -105,6 +112,21 @@ def main():
             l = measured([llama_ppl, "-m", q, *lcommon, "--kl-divergence-base", lbase, "--kl-divergence"],
                          os.path.join(a.work, f"{name}.{t}.llama.log"))
         rows.append((t, os.path.getsize(q), c, l))
+        print(f"{t}: candle {c}  llama {l}", file=sys.stderr, flush=True)
+    for item in filter(None, a.extra.split(",")):
+        t, d = item.split("=", 1)
+        c = measured([a.candle, "perplexity", "-m", d, *common, "--kl-divergence-base", base_kld,
+                      "--kl-divergence"], os.path.join(a.work, f"{name}.{t}.candle.log"))
+        l = None
+        if llama_ppl:
+            q = os.path.join(a.work, f"{name}.{t}.dequantized.F32.gguf")
+            if not os.path.exists(q):
+                run([a.candle, "quantize", "--allow-requantize", d, q, "F32"],
+                    os.path.join(a.work, f"{name}.{t}.quantize.log"))
+            l = measured([llama_ppl, "-m", q, *lcommon, "--kl-divergence-base", lbase, "--kl-divergence"],
+                         os.path.join(a.work, f"{name}.{t}.llama.log"))
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors"))
+        rows.append((t, size, c, l))
         print(f"{t}: candle {c}  llama {l}", file=sys.stderr, flush=True)
 
     params = None

@@ -12,7 +12,7 @@
 /* b NULL: an unbiased projection (ModernBERT) */
 static candle_tensor *linear(candle_ctx *ctx, const candle_model *m, candle_tensor *x, candle_tensor *w,
                              candle_tensor *b) {
-    candle_tensor *y = model_linear(ctx, m, x, w);
+    candle_tensor *y = model_linear(ctx, m, x, w, NULL);
     return b ? candle_add(ctx, y, b) : y;
 }
 
@@ -114,7 +114,7 @@ static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_
     candle_op act = m->family->desc.ffn_act;
     candle_tensor *h = linear(ctx, m, x, w->w_up, w->b_up);
     if (w->w_gate) { /* SwiGLU (NomicBERT): act(gate x) * up x */
-        h = candle_mul(ctx, candle_unary(ctx, act, model_linear(ctx, m, x, w->w_gate)), h);
+        h = candle_mul(ctx, candle_unary(ctx, act, model_linear(ctx, m, x, w->w_gate, NULL)), h);
     } else if (m->family->desc.mlp == MLP_GATED) {
         int64_t f = m->cfg.n_ff;
         h = candle_mul(ctx, candle_unary(ctx, act, candle_narrow(ctx, h, 1, 0, f)), candle_narrow(ctx, h, 1, f, f));

@@ -175,9 +175,17 @@ struct candle_session {
 
 /* Record that wt's inputs take `order` (OOM error on m->ctx, else OK). */
 candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order);
+/* The last gather model_linear made, so that linears of one input and one
+ * order (GPTQ act-order's q/k/v, gate/up: their Hessians are the same) read
+ * one node, which the backend runs as one group of products. */
+typedef struct model_gather_memo {
+    const candle_tensor *h, *order;
+    candle_tensor *out;
+} model_gather_memo;
 /* h wt for a linear's transposed weight wt, its inputs gathered into the
- * order the weight takes them in. */
-candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt);
+ * order the weight takes them in (memo: the step's, or NULL). */
+candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
+                            model_gather_memo *memo);
 
 /* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
  * `who` (a session, a batch, a KV pool) needs. */
@@ -270,6 +278,7 @@ struct decoder_step {
     int n_seq;
     const int64_t *seq_rows; /* [n_seq + 1] */
     const int64_t *seq_lens; /* [n_seq] */
+    model_gather_memo gather; /* model_linear's */
 };
 
 /* ---- LoRA (lora.c) ---- */

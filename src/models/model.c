@@ -113,7 +113,21 @@ void candle_model_free(candle_model *m) {
     free(m);
 }
 
+/* An earlier linear's order tensor of the same values, or NULL. */
+static candle_tensor *same_order(const candle_model *m, const candle_tensor *order) {
+    size_t n = candle_tensor_nbytes(order);
+    for (int64_t i = m->n_in_orders - 1; i >= 0 && i >= m->n_in_orders - 8; i--) {
+        candle_tensor *o = m->in_orders[i].order;
+        if (candle_tensor_nbytes(o) == n && candle_tensor_is_host(o) && candle_tensor_is_host(order) &&
+            !memcmp(candle_tensor_data(o), candle_tensor_data(order), n))
+            return o;
+    }
+    return NULL;
+}
+
 candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order) {
+    candle_tensor *same = same_order(m, order);
+    if (same) order = same; /* one gather for the linears of one input */
     struct model_in_order *o = realloc(m->in_orders, (size_t)(m->n_in_orders + 1) * sizeof *o);
     if (!o) return cdl_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: the input order of '%s'", order->name);
     m->in_orders = o;
@@ -121,12 +135,20 @@ candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candl
     return CANDLE_OK;
 }
 
-candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt) {
-    for (int64_t i = 0; i < m->n_in_orders; i++)
-        if (m->in_orders[i].wt == wt) {
-            h = candle_index_select(ctx, h, (int)h->rank - 1, m->in_orders[i].order);
-            break;
+candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
+                            model_gather_memo *memo) {
+    for (int64_t i = 0; i < m->n_in_orders; i++) {
+        candle_tensor *order = m->in_orders[i].order;
+        if (m->in_orders[i].wt != wt) continue;
+        if (memo && memo->out && memo->h == h && memo->order == order) {
+            h = memo->out;
+        } else {
+            candle_tensor *g = candle_index_select(ctx, h, (int)h->rank - 1, order);
+            if (memo) *memo = (model_gather_memo){h, order, g};
+            h = g;
         }
+        break;
+    }
     return candle_matmul(ctx, h, wt);
 }
 
