@@ -16,6 +16,11 @@ candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_
  * (NULL on OOM). */
 size_t cdl_json_span(const char *s, size_t n);
 char *cdl_json_compact(const char *s, size_t n);
+/* The call of the JSON object text[0..n) as candle_tool_calls_parse reads
+ * one (tools.c; tools_stream.c checks each streamed call with it): *k's
+ * strings malloc'ed; false when it is not a call (*oom set on memory). */
+struct candle_tool_call;
+bool cdl_tool_call_read(const char *text, size_t n, struct candle_tool_call *k, bool *oom);
 
 /* Keys and values of every layer, allocated once for n_ctx positions. Keys
  * are stored already rotated (RoPE applied at their position). */
