@@ -673,7 +673,25 @@ static void test_spm_vocab(void) {
     candle_gguf_close(gg);
 }
 
+/* A partial UTF-8 sequence that only surrogates continue (ED A0..BF) is
+ * refused at its second byte: a random model under a tool-call grammar
+ * sampled ED B5 inside a string, and then no token could follow. */
+static void test_surrogate_prefix(void) {
+    const char *src = "root ::= [^\"]*";
+    candle_grammar *g = NULL;
+    candle_grammar_state *s = NULL;
+    CHECK(!candle_grammar_parse(&g, src, strlen(src)) && !candle_grammar_state_init(&s, g));
+    CHECK(candle_grammar_state_accept_bytes(s, "\xed", 1));
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xb5", 1));
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xa0", 1));
+    CHECK(candle_grammar_state_accept_bytes(s, "\x9f\xbf", 2)); /* U+D7FF */
+    CHECK(candle_grammar_state_accept_bytes(s, "\xee\x80\x80", 3)); /* U+E000 */
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+}
+
 int main(void) {
+    test_surrogate_prefix();
     test_features();
     test_errors();
     test_files();

@@ -98,6 +98,8 @@ typedef struct srv_req {
     size_t lp_sent, text_sent, cp_bytes, cp_count;
     bool role_sent; /* a group's choice: its first chat chunk (with the role) is out */
     size_t tool_sent; /* with tools: bytes of text streamed as content */
+    candle_tool_stream *tool_stream; /* with tools: the calls read from the stream so far (owned) */
+    size_t tool_heads;               /* ... and how many of them have been streamed */
 
     atomic_bool cancelled; /* client gone: the scheduler drops it */
     atomic_int refs;
