@@ -73,5 +73,12 @@ bool cdl_json_pattern_gbnf(const char *pattern, size_t n, struct cdl_strbuf *out
 /* The JSON integers in [lo, hi] (has_lo/has_hi false: that side open; lo <=
  * hi) as a GBNF expression then ws, appended to out (json_range.c). */
 void cdl_json_int_range_gbnf(bool has_lo, int64_t lo, bool has_hi, int64_t hi, struct cdl_strbuf *out);
+/* Numbers (no exponent) x with lo <(=) x <(=) hi, the bounds whole numbers
+ * (either side open; _excl: exclusive), as GBNF; false when none are. */
+bool cdl_json_num_range_gbnf(bool has_lo, int64_t lo, bool lo_excl, bool has_hi, int64_t hi, bool hi_excl,
+                             struct cdl_strbuf *out);
+/* The multiples of k (2..1000) as GBNF: rules s<base>..s<base+k-1> (the
+ * digits after a prefix of each remainder) into rules, the integer into out. */
+void cdl_json_int_multiple_gbnf(int64_t k, int base, struct cdl_strbuf *rules, struct cdl_strbuf *out);
 
 #endif
