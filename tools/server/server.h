@@ -61,6 +61,11 @@ typedef struct srv_req {
      * forward, others take their own (scheduler.c). */
     candle_lora_use lora[SRV_MAX_LORA];
     int n_lora;
+    /* lora.c: the adapters of lora[] are held (a reference each, so an
+     * unload waits for this request) until the request is freed, which
+     * calls lora_release; NULL: none held (a choice borrows its owner's). */
+    void (*lora_release)(struct srv_req *r);
+    struct srv_loras *lora_src;
     /* A choice of a request with n > 1, after the first: prompt, stop, grammar
      * and bias are the owner's (borrowed, not freed), and this request holds a
      * reference to it, so they outlive every choice. */
