@@ -460,7 +460,7 @@ def test_tool_stream():
                   f"auto seed {seed}: streamed {s_calls} {s_text!r} {s_fin}, not streamed {c}")
     print(f"test_tool_stream: {compared} compared ({multi} with several calls, {fragments} argument fragments), "
           f"{cut} cut off by max_tokens")
-    check(compared >= seeds * 2, f"too few replies compared: {compared}")
+    check(compared >= seeds, f"too few replies compared: {compared}")
 
 
 def model_bits(model):
