@@ -84,6 +84,59 @@ CANDLE_API size_t candle_tool_call_start(candle_tool_format f, const char *text,
 CANDLE_API candle_status candle_tool_grammar(candle_tool_format f, const char *tools_json, size_t len,
                                              const char *only, bool parallel, char **out);
 
+/* --- streaming ------------------------------------------------------------------
+ * Calls read from a reply as it is generated, for a server that streams
+ * them as OpenAI's tool_calls deltas: each call's name once it is known,
+ * then its arguments' text as it grows. Feed the reply's bytes in order
+ * (pieces split anywhere, inside a UTF-8 character too) and take the
+ * deltas with candle_tool_stream_next.
+ *
+ * What is given out is never taken back: a call's arguments, concatenated
+ * over its deltas, are a prefix of the compact JSON text that
+ * candle_tool_calls_parse gives for it, and equal to it once the call's
+ * JSON has closed. The stream reads the calls the parser reads, in the same
+ * order (Hermes <tool_call> blocks, a bare or ```json-fenced call object or
+ * array of them; Llama 3's bare objects after an optional <|python_tag|>;
+ * Mistral's array after [TOOL_CALLS] or opening the reply). It cannot know
+ * the whole reply: a call cut off by the end of generation has given out
+ * part of its arguments; a call object written in a way the parser then
+ * refuses (invalid JSON after a known name and an opened arguments object,
+ * text after a bare call) has been given out though the parser finds no
+ * call; "parameters" before "arguments" in one object streams the first. A
+ * call becomes visible once its name is known and its arguments object has
+ * opened (or, for arguments written as a JSON string, when the call closes). */
+typedef struct candle_tool_stream candle_tool_stream;
+
+typedef struct candle_tool_delta {
+    size_t index;          /* the call's index in the reply: 0, 1, ... in order */
+    const char *name;      /* a call's first delta: its function's name (and len 0); else NULL */
+    const char *arguments; /* len bytes of the call's arguments, whole UTF-8 characters */
+    size_t len;
+} candle_tool_delta;
+
+typedef struct candle_tool_stream_call {
+    const char *name;
+    const char *arguments; /* len bytes: what the deltas gave out so far */
+    size_t len;
+    /* the call's JSON has closed and parsed as a call: the arguments are
+     * complete (broken: it did not parse, after it had become visible) */
+    bool done, broken;
+} candle_tool_stream_call;
+
+CANDLE_API candle_status candle_tool_stream_new(candle_tool_format f, candle_tool_stream **out);
+CANDLE_API void candle_tool_stream_free(candle_tool_stream *s);
+/* The reply's next len bytes. CANDLE_ERR_OOM only on memory (the stream
+ * then gives out nothing more); any text is accepted. */
+CANDLE_API candle_status candle_tool_stream_feed(candle_tool_stream *s, const char *text, size_t len);
+/* The next delta, in order (a call's first, then its fragments, then the
+ * next call's); false when there is none until more text is fed. d's
+ * pointers stay valid until the next feed or free. */
+CANDLE_API bool candle_tool_stream_next(candle_tool_stream *s, candle_tool_delta *d);
+/* Calls that have become visible (some of whose deltas may still be to
+ * take), and call i's state. */
+CANDLE_API size_t candle_tool_stream_count(const candle_tool_stream *s);
+CANDLE_API bool candle_tool_stream_get(const candle_tool_stream *s, size_t i, candle_tool_stream_call *out);
+
 #ifdef __cplusplus
 }
 #endif

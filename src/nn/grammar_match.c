@@ -321,6 +321,9 @@ static bool step_byte(candle_grammar_state *st, const gpos *from, uint8_t b, gpo
     /* still partial: the code points this prefix can become */
     uint32_t lo = cp << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     if (hi < min || lo > 0x10FFFF) return false; /* only overlong or too large forms */
+    /* only surrogates (ED A0..BF): no byte can complete a character, and
+     * a mask that let such a prefix through left no token after it */
+    if (lo >= 0xD800 && hi <= 0xDFFF) return false;
     if (lo < min) lo = min;
     if (hi > 0x10FFFF) hi = 0x10FFFF;
     if (!any_match_range(st->g, src, lo, hi)) return false;

@@ -1,7 +1,8 @@
 /* JSON Schema to GBNF for the basic subset: type (one or a list), properties
  * with required, enum, const, items with minItems/maxItems, minLength/
  * maxLength of strings, pattern (json_regex.c), minimum/maximum and the
- * exclusive forms on integers (json_range.c), anyOf/oneOf, $ref into the document's $defs or
+ * exclusive forms on integers and (whole bounds) numbers, multipleOf on
+ * integers (json_range.c), anyOf/oneOf, $ref into the document's $defs or
  * definitions, string formats date, time, date-time, uuid. Objects carry only their declared
  * properties (required ones first, in order, then the optional ones), which
  * satisfies the schema whatever additionalProperties says. A keyword that
@@ -148,7 +149,7 @@ static const char *const annotations[] = {"title", "description", "$schema", "$i
 static const char *const handled[] = {"type", "properties", "required", "enum", "const", "items",
                                       "minItems", "maxItems", "minLength", "maxLength", "anyOf",
                                       "oneOf", "format", "$ref", "pattern", "minimum", "maximum",
-                                      "exclusiveMinimum", "exclusiveMaximum"};
+                                      "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
 static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
 static bool in_list(const char *k, const char *const *list, size_t n) {
@@ -187,6 +188,53 @@ static bool count_kw(conv *c, const json_value *s, const char *key, int64_t *out
     return true;
 }
 
+/* multipleOf on an integer that every integer meets: 1/n (0.5, 0.25, 1). */
+static bool multiple_of_one(const json_value *s) {
+    double k;
+    if (!json_as_f64(json_get(s, "multipleOf"), &k) || !(k > 0) || k > 1) return false;
+    double inv = 1 / k;
+    return fabs(inv - round(inv)) < 1e-9 * inv;
+}
+
+/* The integer multiples of a whole multipleOf up to 1000 (a k-state
+ * automaton over the digits); beside bounds it is refused (the product of
+ * the two is not built). */
+static bool gen_multiple(conv *c, const json_value *s, sbuf *b) {
+    const json_value *v = json_get(s, "multipleOf");
+    double k;
+    if (!json_as_f64(v, &k) || !(k > 0)) return refuse(c, v, "'multipleOf' must be a number above 0");
+    if (k != floor(k)) return refuse(c, v, "'multipleOf' on 'integer' must be a whole number (or 1/n) to be enforced");
+    if (k > 1000) return refuse(c, v, "'multipleOf' above 1000 is not supported");
+    if (has_bounds(s)) return refuse(c, v, "'multipleOf' beside minimum/maximum is not supported");
+    int base = c->n_rules;
+    c->n_rules += (int)k;
+    cdl_json_int_multiple_gbnf((int64_t)k, base, &c->rules, b);
+    return true;
+}
+
+/* minimum/maximum (and the exclusive forms) on a number: whole bounds only;
+ * the tighter of each side. The numbers are written without an exponent. */
+static bool gen_number_bounds(conv *c, const json_value *s, sbuf *b) {
+    bool has_lo = false, has_hi = false, lo_x = false, hi_x = false;
+    int64_t lo = 0, hi = 0;
+    for (int i = 0; i < 4; i++) {
+        const json_value *v = json_get(s, bounds[i]);
+        double x;
+        if (!v) continue;
+        if (!json_as_f64(v, &x) || x != x || x < -9.0e15 || x > 9.0e15)
+            return refuse(c, v, "'%s' must be a number within +-9e15", bounds[i]);
+        if (x != floor(x))
+            return refuse(c, v, "'%s' on type 'number' must be a whole number to be enforced", bounds[i]);
+        int64_t k = (int64_t)x;
+        bool excl = i >= 2, low = i == 0 || i == 2;
+        if (low && (!has_lo || k > lo || (k == lo && excl))) lo = k, lo_x = excl, has_lo = true;
+        if (!low && (!has_hi || k < hi || (k == hi && excl))) hi = k, hi_x = excl, has_hi = true;
+    }
+    if (!cdl_json_num_range_gbnf(has_lo, lo, lo_x, has_hi, hi, hi_x, b))
+        return refuse(c, s, "no number between the bounds");
+    return true;
+}
+
 static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, int depth) {
     if (!strcmp(type, "string") && json_get(s, "format")) {
         const json_value *f = json_get(s, "format");
@@ -220,6 +268,10 @@ static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, in
         if (lo == 0 && hi < 0) sb_str(b, "string");
         else if (hi < 0) sb_fmt(b, "\"\\\"\" char{%lld,} \"\\\"\" ws", (long long)lo);
         else sb_fmt(b, "\"\\\"\" char{%lld,%lld} \"\\\"\" ws", (long long)lo, (long long)hi);
+    } else if (!strcmp(type, "integer") && json_get(s, "multipleOf") && !multiple_of_one(s)) {
+        return gen_multiple(c, s, b);
+    } else if (!strcmp(type, "number") && json_get(s, "multipleOf")) {
+        return refuse(c, json_get(s, "multipleOf"), "'multipleOf' on type 'number' is not supported (on 'integer' it is)");
     } else if (!strcmp(type, "integer") && has_bounds(s)) {
         bool has_lo = false, has_hi = false;
         int64_t lo = 0, hi = 0;
@@ -238,7 +290,7 @@ static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, in
         if (has_lo && has_hi && lo > hi) return refuse(c, s, "no integer between the bounds");
         cdl_json_int_range_gbnf(has_lo, lo, has_hi, hi, b);
     } else if (!strcmp(type, "number") && has_bounds(s)) {
-        return refuse(c, s, "minimum/maximum on type 'number' are not supported (on 'integer' they are)");
+        return gen_number_bounds(c, s, b);
     } else if (!strcmp(type, "integer") || !strcmp(type, "number") || !strcmp(type, "boolean") ||
                !strcmp(type, "null")) {
         sb_str(b, type);
@@ -441,7 +493,9 @@ static int gen(conv *c, const json_value *s, int depth) {
     } else if ((v = json_get(s, "pattern"))) {
         refuse(c, v, "'pattern' needs \"type\": \"string\" beside it");
     } else if (has_bounds(s)) {
-        refuse(c, s, "minimum/maximum need \"type\": \"integer\" beside them");
+        refuse(c, s, "minimum/maximum need \"type\": \"integer\" or \"number\" beside them");
+    } else if ((v = json_get(s, "multipleOf"))) {
+        refuse(c, v, "'multipleOf' needs \"type\": \"integer\" beside it");
     } else {
         sb_str(&b, "value");
     }

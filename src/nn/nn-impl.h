@@ -16,6 +16,11 @@ candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_
  * (NULL on OOM). */
 size_t cdl_json_span(const char *s, size_t n);
 char *cdl_json_compact(const char *s, size_t n);
+/* The call of the JSON object text[0..n) as candle_tool_calls_parse reads
+ * one (tools.c; tools_stream.c checks each streamed call with it): *k's
+ * strings malloc'ed; false when it is not a call (*oom set on memory). */
+struct candle_tool_call;
+bool cdl_tool_call_read(const char *text, size_t n, struct candle_tool_call *k, bool *oom);
 
 /* Keys and values of every layer, allocated once for n_ctx positions. Keys
  * are stored already rotated (RoPE applied at their position). */
@@ -68,5 +73,12 @@ bool cdl_json_pattern_gbnf(const char *pattern, size_t n, struct cdl_strbuf *out
 /* The JSON integers in [lo, hi] (has_lo/has_hi false: that side open; lo <=
  * hi) as a GBNF expression then ws, appended to out (json_range.c). */
 void cdl_json_int_range_gbnf(bool has_lo, int64_t lo, bool has_hi, int64_t hi, struct cdl_strbuf *out);
+/* Numbers (no exponent) x with lo <(=) x <(=) hi, the bounds whole numbers
+ * (either side open; _excl: exclusive), as GBNF; false when none are. */
+bool cdl_json_num_range_gbnf(bool has_lo, int64_t lo, bool lo_excl, bool has_hi, int64_t hi, bool hi_excl,
+                             struct cdl_strbuf *out);
+/* The multiples of k (2..1000) as GBNF: rules s<base>..s<base+k-1> (the
+ * digits after a prefix of each remainder) into rules, the integer into out. */
+void cdl_json_int_multiple_gbnf(int64_t k, int base, struct cdl_strbuf *rules, struct cdl_strbuf *out);
 
 #endif

@@ -122,10 +122,11 @@ typedef struct calls {
     bool oom;
 } calls;
 
-/* Adds the call of the JSON object text[0..n) if it is one: "name" a string
- * and "arguments" (or "parameters") an object, a string holding one, or
- * absent. false when it is not a call (or on OOM, c->oom set). */
-static bool add_call(calls *c, const char *text, size_t n) {
+/* The call of the JSON object text[0..n) if it is one: "name" a string and
+ * "arguments" (or "parameters") an object, a string holding one, or absent.
+ * false when it is not a call (or on OOM, *oom set). */
+bool cdl_tool_call_read(const char *text, size_t n, candle_tool_call *k, bool *oom) {
+    memset(k, 0, sizeof *k);
     json_doc *d = NULL;
     if (json_parse(&d, text, n, "tool call", NULL)) {
         json_free(d);
@@ -155,23 +156,9 @@ static bool add_call(calls *c, const char *text, size_t n) {
     if (!ok || a.failed) {
         free(a.s);
         json_free(d);
-        if (ok) c->oom = true;
+        if (ok) *oom = true;
         return false;
     }
-    candle_tool_calls *o = c->out;
-    if (o->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 4;
-        candle_tool_call *nc = realloc(o->calls, cap * sizeof *nc);
-        if (!nc) {
-            free(a.s);
-            json_free(d);
-            c->oom = true;
-            return false;
-        }
-        o->calls = nc;
-        c->cap = cap;
-    }
-    candle_tool_call *k = &o->calls[o->n];
     k->name = dup_n(name->u.str, name->n);
     k->arguments = a.s;
     bool has_id = id && id->type == JSON_STRING; /* read before d (which holds id) goes */
@@ -181,10 +168,32 @@ static bool add_call(calls *c, const char *text, size_t n) {
         free(k->name);
         free(k->arguments);
         free(k->id);
-        c->oom = true;
+        memset(k, 0, sizeof *k);
+        *oom = true;
         return false;
     }
-    o->n++;
+    return true;
+}
+
+/* Adds the call of the JSON object text[0..n) if it is one (above). */
+static bool add_call(calls *c, const char *text, size_t n) {
+    candle_tool_call k;
+    if (!cdl_tool_call_read(text, n, &k, &c->oom)) return false;
+    candle_tool_calls *o = c->out;
+    if (o->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 4;
+        candle_tool_call *nc = realloc(o->calls, cap * sizeof *nc);
+        if (!nc) {
+            free(k.name);
+            free(k.arguments);
+            free(k.id);
+            c->oom = true;
+            return false;
+        }
+        o->calls = nc;
+        c->cap = cap;
+    }
+    o->calls[o->n++] = k;
     return true;
 }
 

@@ -10,7 +10,10 @@
  * - candle_tool_grammar either gives a GBNF that parses, or fails with a
  *   message and no output;
  * - a reply the grammar accepts parses back into one call or more (one
- *   without parallel), each of a function of the tools.
+ *   without parallel), each of a function of the tools;
+ * - candle_tool_stream gives the same calls fed whole and in pieces (bytes,
+ *   or 1..7 bytes), first deltas with a name and nothing else, fragments of
+ *   whole valid UTF-8, and a call it marks done has object arguments.
  * Seeds: tests/fuzz/gen_tools_corpus.py. Built with -DCANDLE_FUZZ=ON. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,6 +46,79 @@ static char *first_name(const char *t, size_t n) {
         return s;
     }
     return NULL;
+}
+
+/* Strict UTF-8 (as jansson, which writes the deltas, wants it). */
+static bool utf8_ok(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t l = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!l || i + l > n) return false;
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (size_t k = 1; k < l; k++)
+            if (s[i + k] < (k == 1 ? lo : 0x80) || s[i + k] > (k == 1 ? hi : 0xBF)) return false;
+        i += l;
+    }
+    return true;
+}
+
+/* The reply streamed in pieces of `step` bytes (0: whole); the calls' names
+ * and arguments joined as "name\1args\2..." into *out (malloc'ed; NULL on
+ * OOM, which ends the check). */
+static void stream_calls(candle_tool_format f, const char *reply, size_t rlen, size_t step, char **out) {
+    *out = NULL;
+    candle_tool_stream *s = NULL;
+    if (candle_tool_stream_new(f, &s)) return;
+    size_t cap = 2 * rlen + 64, n = 0, calls = 0;
+    char *b = malloc(cap);
+    bool ok = b != NULL;
+    for (size_t at = 0; ok && at < rlen;) {
+        size_t k = step ? step : rlen;
+        if (k > rlen - at) k = rlen - at;
+        ok = !candle_tool_stream_feed(s, reply + at, k);
+        at += k;
+        candle_tool_delta d;
+        while (ok && candle_tool_stream_next(s, &d)) {
+            if (d.name) {
+                check(d.index == calls && d.len == 0 && d.name[0]);
+                calls++;
+            } else {
+                check(d.index + 1 == calls && d.len > 0 && utf8_ok((const unsigned char *)d.arguments, d.len));
+            }
+            const char *t = d.name ? d.name : d.arguments;
+            size_t tl = d.name ? strlen(d.name) : d.len;
+            if (n + tl + 2 > cap) {
+                char *nb = realloc(b, (cap = 2 * (n + tl + 2)));
+                if (!nb) {
+                    ok = false;
+                    break;
+                }
+                b = nb;
+            }
+            if (d.name && d.index) b[n++] = 2;
+            memcpy(b + n, t, tl);
+            n += tl;
+            if (d.name) b[n++] = 1;
+        }
+    }
+    check(!ok || candle_tool_stream_count(s) == calls);
+    for (size_t i = 0; ok && i < calls; i++) {
+        candle_tool_stream_call c;
+        check(candle_tool_stream_get(s, i, &c));
+        if (c.done) {
+            json_doc *d = NULL;
+            candle_status st = json_parse(&d, c.arguments, c.len, "arguments", NULL);
+            check(st == CANDLE_ERR_OOM || (!st && json_root(d)->type == JSON_OBJECT));
+            json_free(d);
+        }
+    }
+    candle_tool_stream_free(s);
+    if (!ok) {
+        free(b);
+        return;
+    }
+    b[n] = 0;
+    *out = b;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -78,6 +154,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     candle_tool_calls_free(&c);
     check(candle_tool_call_start(f, reply, rlen) <= rlen);
+
+    char *whole = NULL, *pieces = NULL;
+    stream_calls(f, reply, rlen, 0, &whole);
+    stream_calls(f, reply, rlen, rlen <= 512 ? 1 : (size_t)(flags >> 5) + 1, &pieces);
+    if (whole && pieces) check(!strcmp(whole, pieces));
+    free(whole);
+    free(pieces);
 
     char *only = flags & 0x20 ? first_name(tools, tlen) : NULL;
     char *gbnf = NULL;

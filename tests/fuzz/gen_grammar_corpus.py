@@ -27,6 +27,8 @@ SMALL = [
      b'"d": {"type": "string", "format": "date-time"}}}}, "$ref": "#/$defs/n"}', [b'{"k": {}}']),
     (b'{"type": "string", "pattern": "^[\\\\w.-]+@(a|b){1,3}\\\\.c[^\\"\\\\\\\\]?$"}', [b'"x.y@ab.c"']),
     (b'{"type": "string", "pattern": "x(?:y|\\\\d)*?\\\\u00e9[\\\\s\\\\]-]|^$"}', [b'"zxy1\\u00e9 "', b'""']),
+    (b'{"type": "integer", "multipleOf": 7}', [b"-1001", b"0", b"14"]),
+    (b'{"type": "number", "exclusiveMinimum": -2, "maximum": 10}', [b"-1.5", b"10.00", b"10.01"]),
 ]
 
 

@@ -68,8 +68,11 @@ cat >"$tmp/schema.json" <<'J'
                 "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
                 "ok": {"type": "boolean"}, "k": {"const": {"a": [1, "x\"y"]}},
                 "code": {"type": "string", "pattern": "^[A-Z]{2}-(\\d{2,4}|x[^0-9\"]?)$"},
-                "note": {"type": "string", "pattern": "^b[a-z]{1,6}$"}},
- "required": ["name", "age", "tags", "code"], "additionalProperties": false}
+                "note": {"type": "string", "pattern": "^b[a-z]{1,6}$"},
+                "score": {"type": "number", "minimum": 0, "maximum": 1},
+                "temp": {"type": "number", "exclusiveMinimum": -40, "exclusiveMaximum": 60},
+                "step": {"type": "integer", "multipleOf": 5}},
+ "required": ["name", "age", "tags", "code", "score", "temp", "step"], "additionalProperties": false}
 J
 for seed in 0 1 2 3 4 5; do
     temp=1.0; [ $seed = 0 ] && temp=0
@@ -90,7 +93,7 @@ for f in sys.argv[2:]:
     if jsonschema:
         jsonschema.validate(doc, schema)
         continue
-    assert set(doc) <= set(schema["properties"]) and {"name", "age", "tags", "code"} <= set(doc)
+    assert set(doc) <= set(schema["properties"]) and {"name", "age", "tags", "code", "score", "temp", "step"} <= set(doc)
     assert isinstance(doc["name"], str) and len(doc["name"]) <= 10
     assert isinstance(doc["age"], int) and not isinstance(doc["age"], bool) and 1 <= doc["age"] < 130
     assert 1 <= len(doc["tags"]) <= 3 and all(isinstance(t, str) and len(t) <= 5 for t in doc["tags"])
@@ -99,6 +102,8 @@ for f in sys.argv[2:]:
     import re
     assert re.search(schema["properties"]["code"]["pattern"], doc["code"])
     assert re.search(schema["properties"]["note"]["pattern"], doc.get("note", "bx"))
+    assert isinstance(doc["score"], (int, float)) and 0 <= doc["score"] <= 1 and -40 < doc["temp"] < 60
+    assert isinstance(doc["step"], int) and doc["step"] % 5 == 0
 PY'
 echo '{"type": "string", "format": "email"}' >"$tmp/bad.json"
 "$candle" run -m "$model" -p "x" --json-schema "$tmp/bad.json" >/dev/null 2>"$tmp/err"

@@ -5,8 +5,9 @@
 # text equal to `candle run` with the same --lora-scaled adapter, and eight
 # concurrent requests of three different adapter sets (scheduled as one
 # forward per set in a step) each equal to its own set's text; with
-# --lora-admin an adapter loaded while serving (POST /lora-adapters/load),
-# without it a 403.
+# --lora-admin an adapter loaded while serving (POST /lora-adapters/load)
+# and one unloaded while a stream uses it (POST /lora-adapters/unload: the
+# stream finishes with it, new requests cannot name it), without it 403s.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -110,6 +111,43 @@ st, r = call("/lora-adapters/load", {"path": log + "/cli_1"})
 check("loading a text file: 400 invalid_adapter", f"{st} {r['error']['code']}", "400 invalid_adapter")
 st, lst = call("/lora-adapters")
 check("3 adapters listed", str(len(lst)), "3")
+
+# unloading while a request uses the adapter: the request holds it (its
+# stream is open, so its reference is certain) and finishes with it; new
+# requests cannot name it; it is freed when that request is
+import http.client
+conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+conn.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0,
+             "stream": True, "lora": [{"id": 2, "scale": 0.5}]}), {"Content-Type": "application/json"})
+resp = conn.getresponse()
+first = resp.readline()
+st, r = call("/lora-adapters/unload", {"id": 2})
+check("unload adapter 2 while a stream uses it", json.dumps(r), json.dumps({"id": 2, "unloaded": True, "in_use": 1}))
+st, r = call("/v1/completions", {"prompt": prompt, "max_tokens": 4, "lora": [{"id": 2, "scale": 1}]})
+check("a request naming the unloaded adapter: 400", f"{st} {'was unloaded' in r['error']['message']}", "400 True")
+st, r = call("/lora-adapters", [{"id": 2, "scale": 1}])
+check("global scales naming it: 400", str(st), "400")
+st, lst = call("/lora-adapters")
+check("the unloaded adapter is not listed", json.dumps([e["id"] for e in lst]), "[0, 1]")
+text = ""
+for line in [first] + resp.read().splitlines():
+    line = line.decode().strip()
+    if line.startswith("data: {"):
+        text += json.loads(line[6:])["choices"][0]["text"]
+conn.close()
+check("the stream in flight finished with the adapter at 0.5", text, cli["05"])
+check("after it: a request without adapters", complete([]), cli["none"])
+st, r = call("/lora-adapters/unload", {"id": 2})
+check("unload it again: 404", str(st), "404")
+st, r = call("/lora-adapters/unload", {"id": 9})
+check("unload an unknown id: 404", str(st), "404")
+st, r = call("/lora-adapters/unload", {"id": "0"})
+check("unload with a string id: 400", str(st), "400")
+st, r = call("/lora-adapters/unload", {"id": 1})
+check("unload an idle adapter", json.dumps(r), json.dumps({"id": 1, "unloaded": True, "in_use": 0}))
+st, r = call("/lora-adapters/load", {"path": lora, "scale": 0})
+check("a load after unloads takes the next id", str(r.get("id")), "3")
+check("adapter 0 still applies", complete([{"id": 0, "scale": 0.5}]), cli["05"])
 sys.exit(bad)
 PY
 # without --lora-admin nothing is loaded at run time
@@ -121,9 +159,11 @@ for _ in $(seq 100); do
 done
 code=$(curl -s -o "$LOG/r2" -w '%{http_code}' "http://127.0.0.1:$P2/lora-adapters/load" -d "{\"path\": \"$LORA\"}")
 list=$(curl -s "http://127.0.0.1:$P2/lora-adapters")
+ucode=$(curl -s -o "$LOG/r3" -w '%{http_code}' "http://127.0.0.1:$P2/lora-adapters/unload" -d '{"id": 0}')
 kill $S2 2>/dev/null
 wait $S2 2>/dev/null
-[ "$code" = 403 ] && [ "$list" = "[]" ] || { echo "FAIL: no --lora-admin: load $code, list $list"; fail=1; }
+[ "$code" = 403 ] && [ "$ucode" = 403 ] && [ "$list" = "[]" ] ||
+    { echo "FAIL: no --lora-admin: load $code, unload $ucode, list $list"; fail=1; }
 kill $S 2>/dev/null
 wait $S 2>/dev/null
 [ $fail = 0 ] || { cat "$LOG/s"; exit 1; }

@@ -253,7 +253,7 @@ def test_tools():
         ids = [t.id for t in c.message.tool_calls or []]
         check(len(set(ids)) == len(ids) and all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids) and
               all(t.type == "function" for t in c.message.tool_calls or []), f"call ids {ids}")
-        s_calls, s_ids, s_fin, s_text = stream_calls(**kw)
+        s_calls, _, s_ids, s_fin, s_text = assemble_stream(trace=True, **kw)
         check(s_calls == calls and s_fin == "tool_calls" and not s_text.strip(),
               f"streamed calls {s_calls} {s_fin} {s_text!r} == {calls}")
         check(not set(s_ids) & set(ids), "streamed call ids are new")
@@ -315,6 +315,152 @@ def test_tools():
         good += bool(calls) and all(args_valid(nm, a) for nm, a in calls)
     print(f"tool calls valid: {good}/{total} (tool_choice required, temperature 0.8)", flush=True)
     check(good == total, f"tool-call validity {good}/{total}")
+
+
+def args_so_far(text, end=False):
+    """The calls opened in a reply's bytes so far that a grammar wrote (each
+    `"arguments": {` or `"parameters": {`), and the last one's arguments as
+    the server gives them: whitespace outside strings left out, up to the end
+    of the object or of the text, whole UTF-8 characters (at the end, a
+    character cut off by max_tokens is U+FFFD, as the server writes it)."""
+    opened = [m.end() - 1 for m in re.finditer(rb'"(?:arguments|parameters)": \{', text)]
+    if not opened:
+        return 0, ""
+    out, depth, in_str, esc = bytearray(), 0, False, False
+    for c in text[opened[-1]:]:
+        if in_str:
+            out.append(c)
+            esc, in_str = (False, True) if esc else (c == 0x5C, c != 0x22)
+            continue
+        if c in b" \n\t\r":
+            continue
+        out.append(c)
+        in_str = c == 0x22
+        depth += (c in b"{[") - (c in b"}]")
+        if depth == 0:
+            break
+    if end:
+        return len(opened), bytes(out).decode(errors="replace")
+    for k in range(4):  # an incomplete character at the end stays back
+        try:
+            return len(opened), bytes(out[:len(out) - k]).decode()
+        except UnicodeDecodeError:
+            pass
+    return len(opened), None
+
+
+def assemble_stream(trace=False, **kw):
+    """A streamed request's tool calls put together as openai's docs show
+    (the first delta of an index kept, the later ones' arguments appended),
+    with what the deltas must be: a call's first carries its index, id, type
+    and name with arguments "", the later ones only arguments, calls come in
+    index order. With trace (a reply the grammar writes) the stream also
+    carries logprobs, whose tokens tell the reply's bytes at each chunk: after
+    each chunk the calls given out must be the calls opened so far, the last
+    one's arguments all that has been generated of them (deltas come as the
+    model writes, not at the end). Returns the calls (name, arguments) by
+    index, each call's number of argument fragments, the ids, the finish
+    reason and the content."""
+    final_tool_calls, fragments, finish, content, order = {}, {}, None, [], []
+    text, chunks, lagged = bytearray(), 0, []
+
+    def caught_up(end=False):
+        n, args = args_so_far(bytes(text), end)
+        if n and (len(final_tool_calls) != (n if kw.get("parallel_tool_calls", True) else 1) or
+                  final_tool_calls[len(final_tool_calls) - 1].function.arguments != args):
+            lagged.append((n, args, {i: t.function.arguments for i, t in final_tool_calls.items()}))
+
+    for chunk in client.chat.completions.create(stream=True, **(dict(kw, logprobs=True) if trace else kw)):
+        if not chunk.choices:
+            continue
+        lp = chunk.choices[0].logprobs
+        if trace and lp and lp.content:  # a new chunk of generated text
+            caught_up()
+            text += b"".join(bytes(e.bytes) for e in lp.content)
+            chunks += 1
+        delta = chunk.choices[0].delta
+        finish = chunk.choices[0].finish_reason or finish
+        content.append(delta.content or "")
+        for tool_call in delta.tool_calls or []:
+            index = tool_call.index
+            if index not in final_tool_calls:
+                check(re.fullmatch(r"call_[0-9a-f]{24}", tool_call.id or "") and tool_call.type == "function" and
+                      tool_call.function.name and tool_call.function.arguments == "",
+                      f"first tool_calls delta {tool_call}")
+                check(index == len(final_tool_calls) and (not order or order[-1] == index - 1),
+                      f"call {index} opens after calls {order}: index order")
+                final_tool_calls[index] = tool_call
+                fragments[index] = 0
+            else:
+                check(tool_call.id is None and tool_call.function.name is None and tool_call.function.arguments and
+                      order[-1] == index, f"later tool_calls delta {tool_call} after calls {order}")
+                final_tool_calls[index].function.arguments += tool_call.function.arguments
+                fragments[index] += 1
+            order.append(index)
+    if trace:
+        caught_up(True)
+        check(not lagged, f"{kw.get('tool_choice')}: tool_calls deltas behind the generated text "
+                          f"(calls opened, arguments so far, given out): {lagged[:2]}")
+        check(chunks > 0, "a traced stream carried logprobs")
+    calls = [(t.function.name, t.function.arguments) for _, t in sorted(final_tool_calls.items())]
+    return calls, [fragments[i] for i in sorted(fragments)], [t.id for t in final_tool_calls.values()], finish, \
+        "".join(content)
+
+
+def test_tool_stream():
+    """Streamed tool calls on any model with room for the tools' prompt (tiny
+    random ones too: tests/models/test_server_tool_stream.sh): tool_choice
+    required (parallel and not) and named, sampled under several seeds; the
+    deltas assembled as openai's docs show, and by the client's own stream
+    helper where it has one, equal the non-streamed calls, and after every
+    chunk the calls given out are all that has been generated of them
+    (assemble_stream's trace, from the chunks' logprobs)."""
+    seeds = int(os.environ.get("TOOL_STREAM_SEEDS", "3"))
+    named = lambda n: {"type": "function", "function": {"name": n}}
+    compared = cut = multi = fragments = 0
+    for seed in range(seeds):
+        for choice, parallel in (("required", True), ("required", False), (named("add"), True),
+                                 (named("get_weather"), False)):
+            kw = dict(model=MODEL, messages=[{"role": "user", "content": ["Weather in Oslo, and 2 + 3?",
+                      "What is 7 + 8?", "Is it raining in Lima?"][seed % 3]}], tools=TOOLS, tool_choice=choice,
+                      parallel_tool_calls=parallel, temperature=0.9, seed=seed, max_tokens=300)
+            what = f"tool_choice {choice} parallel {parallel} seed {seed}"
+            c = client.chat.completions.create(**kw).choices[0]
+            want = calls_of(c.message)
+            s_calls, frags, s_ids, s_fin, s_text = assemble_stream(trace=True, **kw)
+            if c.finish_reason == "length":  # a call cut off: streamed in part
+                check(s_fin == "length", f"{what}: cut off, streamed finish {s_fin}")
+                cut += 1
+                continue
+            check(c.finish_reason == "tool_calls" and want and (parallel or len(want) == 1),
+                  f"{what}: {c.finish_reason} {c.message}")
+            check(s_calls == want and s_fin == "tool_calls" and not s_text.strip(),
+                  f"{what}: streamed {s_calls} {s_fin} {s_text!r}, not streamed {want}")
+            check(len(set(s_ids)) == len(s_ids) and not set(s_ids) & {t.id for t in c.message.tool_calls or []},
+                  f"{what}: streamed ids {s_ids} unique and new")
+            multi += len(want) > 1
+            fragments += sum(frags)
+            compared += 1
+            helper = getattr(client.chat.completions, "stream", None) or getattr(client.beta.chat.completions,
+                                                                                 "stream", None)
+            if helper:
+                with helper(**kw) as st:
+                    got = calls_of(st.get_final_completion().choices[0].message)
+                check(got == want, f"{what}: the client's stream helper assembled {got}, want {want}")
+    # tool_choice auto: text, or calls from where the reply opens one
+    for seed in range(seeds):
+        kw = dict(model=MODEL, messages=[{"role": "user", "content": "Add 40 and 2."}], tools=TOOLS,
+                  temperature=0.9, seed=seed, max_tokens=60)
+        c = client.chat.completions.create(**kw).choices[0]
+        s_calls, _, _, s_fin, s_text = assemble_stream(**kw)
+        if c.message.tool_calls:
+            check(s_calls == calls_of(c.message) and s_fin == c.finish_reason, f"auto seed {seed}: {s_calls} {c}")
+        else:
+            check(not s_calls and s_text == c.message.content and s_fin == c.finish_reason,
+                  f"auto seed {seed}: streamed {s_calls} {s_text!r} {s_fin}, not streamed {c}")
+    print(f"test_tool_stream: {compared} compared ({multi} with several calls, {fragments} argument fragments), "
+          f"{cut} cut off by max_tokens")
+    check(compared >= seeds, f"too few replies compared: {compared}")
 
 
 def model_bits(model):

@@ -509,7 +509,7 @@ static void test_json_schema(void) {
     schema_bad("{\"$ref\": \"#/$defs/x\"}", "no such definition");
     schema_bad("{\"$ref\": \"other.json#/a\"}", "only #");
     schema_bad("{\"type\": \"string\", \"format\": \"email\"}", "'format'");
-    schema_bad("{\"type\": \"integer\", \"multipleOf\": 2}", "'multipleOf'");
+    schema_bad("{\"type\": \"number\", \"multipleOf\": 2}", "'multipleOf'");
     schema_bad("{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}", "required");
     schema_bad("{\"type\": \"decimal\"}", "unknown type 'decimal'");
     schema_bad("{\"type\": ", "json schema");
@@ -617,10 +617,86 @@ static void test_json_schema_bounds(void) {
         candle_grammar_free(g);
     }
     schema_bad("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4.5}", "no integer between");
-    schema_bad("{\"type\": \"number\", \"minimum\": 0}", "on type 'number'");
-    schema_bad("{\"minimum\": 0}", "need \"type\": \"integer\"");
+    schema_bad("{\"type\": \"number\", \"minimum\": 0.5}", "on type 'number' must be a whole number");
+    schema_bad("{\"minimum\": 0}", "need \"type\": \"integer\" or \"number\"");
     schema_bad("{\"type\": \"integer\", \"maximum\": \"7\"}", "must be a number");
     schema_bad("{\"type\": \"integer\", \"exclusiveMinimum\": true}", "must be a number");
+}
+
+/* Bounds on numbers (whole bounds): every quarter from -30 to 30, written
+ * plainly and with trailing zeros, is judged by the bounds; exponents are
+ * not written. */
+static void test_json_schema_number_bounds(void) {
+    static const struct {
+        const char *kw;
+        double lo, hi;
+        bool lo_x, hi_x;
+    } cases[] = {
+        {"\"minimum\": 0, \"maximum\": 1", 0, 1, false, false},
+        {"\"exclusiveMinimum\": 0, \"exclusiveMaximum\": 1", 0, 1, true, true},
+        {"\"minimum\": -5, \"exclusiveMaximum\": 12", -5, 12, false, true},
+        {"\"exclusiveMinimum\": -20, \"maximum\": -3", -20, -3, true, false},
+        {"\"exclusiveMaximum\": 0", -1e9, 0, false, true},
+        {"\"minimum\": 7", 7, 1e9, false, false},
+        {"\"minimum\": -2, \"exclusiveMinimum\": -2, \"maximum\": 3, \"exclusiveMaximum\": 5", -2, 3, true, false},
+        {"\"minimum\": 4, \"maximum\": 4", 4, 4, false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[256], v[48];
+        snprintf(json, sizeof json, "{\"type\": \"number\", %s}", cases[i].kw);
+        candle_grammar *g = schema(json);
+        CHECK_MSG(g != NULL, "%s refused", json);
+        if (!g) continue;
+        int bad = 0, in = 0;
+        for (int q = -120; q <= 120; q++) {
+            double x = q / 4.0;
+            bool want = (cases[i].lo_x ? x > cases[i].lo : x >= cases[i].lo) &&
+                        (cases[i].hi_x ? x < cases[i].hi : x <= cases[i].hi);
+            in += want;
+            for (int form = 0; form < 3; form++) {
+                if (form == 0) snprintf(v, sizeof v, "%g", x);
+                else snprintf(v, sizeof v, form == 1 ? "%.2f" : "%.5f", x);
+                if (!strcmp(v, "-0") || !strncmp(v, "-0.00", 5)) continue; /* -0 is 0; not probed */
+                if (match(g, v) != want && bad++ < 3) printf("  %s: %s %s\n", json, v, want ? "refused" : "accepted");
+            }
+        }
+        CHECK_MSG(!bad && in > 0, "%s: %d numbers misjudged", json, bad);
+        CHECK(!match(g, "1e0") && !match(g, "01") && !match(g, "1."));
+        candle_grammar_free(g);
+    }
+    schema_bad("{\"type\": \"number\", \"exclusiveMinimum\": 3, \"maximum\": 3}", "no number between");
+    schema_bad("{\"type\": \"number\", \"maximum\": 1.5}", "must be a whole number");
+}
+
+/* multipleOf on integers: every integer from -1300 to 1300 judged by its
+ * remainder; what cannot be enforced is refused by name. */
+static void test_json_schema_multiple_of(void) {
+    static const int ks[] = {2, 3, 7, 10, 25, 1000};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        char json[128], v[32];
+        snprintf(json, sizeof json, "{\"type\": \"integer\", \"multipleOf\": %d}", ks[i]);
+        candle_grammar *g = schema(json);
+        CHECK_MSG(g != NULL, "%s refused", json);
+        if (!g) continue;
+        int bad = 0;
+        for (long long x = -1300; x <= 1300; x++) {
+            snprintf(v, sizeof v, "%lld", x);
+            if (match(g, v) != (x % ks[i] == 0) && bad++ < 3) printf("  %s: %s misjudged\n", json, v);
+        }
+        CHECK_MSG(!bad, "%s: %d integers misjudged", json, bad);
+        CHECK(!match(g, "-0") && !match(g, "00") && !match(g, "1.0") && match(g, "1050000000000000000000"));
+        candle_grammar_free(g);
+    }
+    /* 1/n: every integer is a multiple */
+    candle_grammar *g = schema("{\"type\": \"integer\", \"multipleOf\": 0.25, \"minimum\": 1, \"maximum\": 3}");
+    CHECK(g && match(g, "2") && !match(g, "4"));
+    candle_grammar_free(g);
+    schema_bad("{\"type\": \"number\", \"multipleOf\": 2}", "'multipleOf' on type 'number'");
+    schema_bad("{\"type\": \"integer\", \"multipleOf\": 2.5}", "must be a whole number");
+    schema_bad("{\"type\": \"integer\", \"multipleOf\": 1001}", "above 1000");
+    schema_bad("{\"type\": \"integer\", \"multipleOf\": 0}", "above 0");
+    schema_bad("{\"type\": \"integer\", \"multipleOf\": 5, \"minimum\": 0}", "beside minimum/maximum");
+    schema_bad("{\"multipleOf\": 5}", "needs \"type\": \"integer\"");
 }
 
 /* A real SentencePiece vocabulary with byte fallback: the <0xC3> piece is
@@ -673,7 +749,25 @@ static void test_spm_vocab(void) {
     candle_gguf_close(gg);
 }
 
+/* A partial UTF-8 sequence that only surrogates continue (ED A0..BF) is
+ * refused at its second byte: a random model under a tool-call grammar
+ * sampled ED B5 inside a string, and then no token could follow. */
+static void test_surrogate_prefix(void) {
+    const char *src = "root ::= [^\"]*";
+    candle_grammar *g = NULL;
+    candle_grammar_state *s = NULL;
+    CHECK(!candle_grammar_parse(&g, src, strlen(src)) && !candle_grammar_state_init(&s, g));
+    CHECK(candle_grammar_state_accept_bytes(s, "\xed", 1));
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xb5", 1));
+    CHECK(!candle_grammar_state_accept_bytes(s, "\xa0", 1));
+    CHECK(candle_grammar_state_accept_bytes(s, "\x9f\xbf", 2)); /* U+D7FF */
+    CHECK(candle_grammar_state_accept_bytes(s, "\xee\x80\x80", 3)); /* U+E000 */
+    candle_grammar_state_free(s);
+    candle_grammar_free(g);
+}
+
 int main(void) {
+    test_surrogate_prefix();
     test_features();
     test_errors();
     test_files();
@@ -684,6 +778,8 @@ int main(void) {
     test_json_schema();
     test_json_schema_pattern();
     test_json_schema_bounds();
+    test_json_schema_number_bounds();
+    test_json_schema_multiple_of();
     test_spm_vocab();
     return test_done("test_grammar");
 }

@@ -892,6 +892,65 @@ static json_t *stream_logprobs(const srv_model *md, bool chat, srv_req *q, size_
                          &q->cp_count);
 }
 
+/* A call's first delta: its index, id, type and name, arguments "". */
+static bool tool_head(const srv_reply *rp, size_t i, const char *id, const char *name, char **buf, size_t *n) {
+    char fresh[48];
+    if (!id) {
+        srv_tool_call_id(fresh, sizeof fresh);
+        id = fresh;
+    }
+    json_t *head = json_pack("{s:i,s:{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]},s:n,s:n}", "index", 0, "delta", "tool_calls",
+                             "index", (int)i, "id", id, "type", "function", "function", "name", name, "arguments", "",
+                             "logprobs", "finish_reason");
+    return append_event(buf, n, head ? chunk_json(rp, head) : NULL);
+}
+
+/* A fragment of call i's arguments (whole UTF-8 characters). */
+static bool tool_args(const srv_reply *rp, size_t i, const char *a, size_t len, char **buf, size_t *n) {
+    json_t *frag = json_stringn(a, len);
+    json_t *d = frag ? json_pack("{s:i,s:{s:[{s:i,s:{s:o}}]},s:n,s:n}", "index", 0, "delta", "tool_calls", "index",
+                                 (int)i, "function", "arguments", frag, "logprobs", "finish_reason")
+                     : NULL;
+    return append_event(buf, n, d ? chunk_json(rp, d) : NULL);
+}
+
+/* With tools: the deltas of the calls r's tool stream has read (it was fed
+ * the new text): a call's head once its name is known, then its arguments
+ * as they grow (only the first call without parallel_tool_calls). At the
+ * end (calls: the whole reply's, parsed) what the stream has not given out:
+ * the rest of a streamed call's arguments (none, unless the stream could not
+ * know), or a call it did not see, whole. */
+static bool tool_deltas(const srv_reply *rp, srv_req *r, json_t *calls, char **buf, size_t *n) {
+    candle_tool_delta d;
+    bool ok = true;
+    while (ok && candle_tool_stream_next(r->tool_stream, &d)) {
+        if (d.index > 0 && !r->tool_parallel) continue;
+        if (d.name) {
+            ok = tool_head(rp, d.index, NULL, d.name, buf, n);
+            r->tool_heads = d.index + 1;
+        } else {
+            ok = tool_args(rp, d.index, d.arguments, d.len, buf, n);
+        }
+    }
+    for (size_t i = 0; ok && calls && i < json_array_size(calls); i++) {
+        json_t *call = json_array_get(calls, i), *fn = json_object_get(call, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *a = json_string_value(json_object_get(fn, "arguments"));
+        size_t m = strlen(a), from = 0;
+        candle_tool_stream_call sc;
+        if (i < r->tool_heads && candle_tool_stream_get(r->tool_stream, i, &sc)) {
+            /* streamed as something the parser then read otherwise (see
+             * tools.h): nothing can be taken back */
+            if (strcmp(sc.name, name) || sc.len > m || memcmp(sc.arguments, a, sc.len)) continue;
+            from = sc.len;
+        } else {
+            ok = tool_head(rp, i, json_string_value(json_object_get(call, "id")), name, buf, n);
+        }
+        if (ok && m > from) ok = tool_args(rp, i, a + from, m - from, buf, n);
+    }
+    return ok;
+}
+
 char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t len, bool first,
                        const srv_req *final) {
     (void)c; /* the model's tokenizer and id are rp->model's */
@@ -931,15 +990,19 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
         const char *piece = text;
         size_t plen = len;
         if (r && r->tools) {
-            /* text from where a call may start is held back; at the end it
-             * is the calls, or content after all */
+            /* the calls are read as they come (their deltas follow the
+             * content); text from where a call may start is held back, and
+             * at the end it is the calls, or content after all */
+            if ((!r->tool_stream && candle_tool_stream_new(r->tool_fmt, &r->tool_stream)) ||
+                candle_tool_stream_feed(r->tool_stream, text, len))
+                ok = false;
             pthread_mutex_lock(&r->mu);
             size_t from = r->tool_sent, upto = final ? r->len : candle_tool_call_start(r->tool_fmt, r->text, r->len);
             if (final) {
                 candle_tool_calls tc = {0};
                 calls = srv_tool_calls_json(r->text, r->len, r->tool_fmt, r->tool_parallel, &tc);
                 candle_tool_calls_free(&tc);
-                if (calls) upto = from;
+                if (calls || candle_tool_stream_count(r->tool_stream)) upto = from;
             }
             if (upto < from) upto = from;
             held = upto > from ? malloc(upto - from) : NULL;
@@ -949,23 +1012,11 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             r->tool_sent = from + plen;
             pthread_mutex_unlock(&r->mu);
         }
-        if (plen || (first && rp->chat) || lp) ok = content_event(rp, 0, json_stringn_nocheck(piece ? piece : "", plen),
-                                                                  lp, first && rp->chat, &buf, &n);
+        if (ok && (plen || (first && rp->chat) || lp))
+            ok = content_event(rp, 0, json_stringn_nocheck(piece ? piece : "", plen), lp, first && rp->chat, &buf, &n);
+        else json_decref(lp);
         free(held);
-        /* each call: its index, id, type and name with empty arguments, then
-         * the arguments */
-        for (size_t i = 0; ok && calls && i < json_array_size(calls); i++) {
-            json_t *call = json_array_get(calls, i), *fn = json_object_get(call, "function");
-            json_t *head = json_pack("{s:i,s:{s:[{s:i,s:O,s:s,s:{s:O,s:s}}]},s:n,s:n}", "index", 0, "delta",
-                                     "tool_calls", "index", (int)i, "id", json_object_get(call, "id"), "type",
-                                     "function", "function", "name", json_object_get(fn, "name"), "arguments", "",
-                                     "logprobs", "finish_reason");
-            ok = append_event(&buf, &n, head ? chunk_json(rp, head) : NULL);
-            json_t *args = json_pack("{s:i,s:{s:[{s:i,s:{s:O}}]},s:n,s:n}", "index", 0, "delta", "tool_calls",
-                                     "index", (int)i, "function", "arguments", json_object_get(fn, "arguments"),
-                                     "logprobs", "finish_reason");
-            if (ok) ok = append_event(&buf, &n, args ? chunk_json(rp, args) : NULL);
-        }
+        if (ok && r && r->tools) ok = tool_deltas(rp, r, calls, &buf, &n);
     }
     if (ok && final) {
         if (final->err_status) {
@@ -978,7 +1029,9 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             for (int k = 0; ok && k < nc; k++) {
                 const char *fin = final->choices ? final->choices[k]->finish : final->finish;
                 if (!fin) fin = "stop";
-                if (calls) fin = "tool_calls";
+                /* calls, or a call streamed that the end did not complete
+                 * (cut off by max_tokens: "length" says so) */
+                if (calls || (r && r->tool_heads && strcmp(fin, "length"))) fin = "tool_calls";
                 json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", k, "delta", "finish_reason", fin)
                                           : json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
                                                       "finish_reason", fin);

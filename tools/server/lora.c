@@ -6,7 +6,11 @@
  * POST /lora-adapters with [{"id", "scale"}] sets the global scales (ids it
  * does not list go to 0, as llama-server's parse_lora_request); a request's
  * own "lora": [{"id", "scale"}] replaces the global scales for that request
- * only. The adapters never change the model: each request carries its set
+ * only. With --lora-admin, POST /lora-adapters/unload {"id"} takes one
+ * out: no new request can name it, the global scale goes to 0, and it is
+ * freed when the last request using it is (each request holds a reference
+ * on the adapters of its set from its parse to its free); ids are not
+ * reused. The adapters never change the model: each request carries its set
  * (srv_req.lora), and the scheduler runs one forward per distinct set in a
  * step (scheduler.c). */
 #include <math.h>
@@ -21,8 +25,10 @@ struct srv_loras {
     bool admin;         /* --lora-admin: POST /lora-adapters/load allowed */
     const candle_model *model; /* the served model (one -m: never unloaded) */
     pthread_mutex_t load_mu; /* one load at a time */
-    int n;              /* adapters [0, n) are loaded and never freed before the end */
+    int n;              /* adapters [0, n) have been loaded (some perhaps unloaded since) */
     candle_lora *ad[SRV_MAX_LORA];
+    int refs[SRV_MAX_LORA];     /* requests whose set holds ad[i] */
+    bool gone[SRV_MAX_LORA];    /* unloaded: named by no new request, freed at refs 0 (ad NULL then) */
     char *path[SRV_MAX_LORA];
     float scale[SRV_MAX_LORA];
 };
@@ -55,7 +61,7 @@ void srv_lora_free(srv_ctx *c) {
     srv_loras *l = c->loras;
     if (!l) return;
     for (int i = 0; i < l->n; i++) {
-        candle_lora_free(l->ad[i]);
+        candle_lora_free(l->ad[i]); /* after every request: refs are 0 */
         free(l->path[i]);
     }
     pthread_mutex_destroy(&l->mu);
@@ -65,7 +71,8 @@ void srv_lora_free(srv_ctx *c) {
 }
 
 bool srv_is_lora_url(const char *url) {
-    return !strcmp(url, "/lora-adapters") || !strcmp(url, "/lora-adapters/load");
+    return !strcmp(url, "/lora-adapters") || !strcmp(url, "/lora-adapters/load") ||
+           !strcmp(url, "/lora-adapters/unload");
 }
 
 /* A [{"id", "scale"}] list onto scale[n] (unlisted ids 0); false after a 400. */
@@ -97,6 +104,14 @@ static bool parse_list(srv_loras *l, json_t *list, const char *param, float *sca
                             param, k, (long long)v, n);
             return false;
         }
+        pthread_mutex_lock(&l->mu);
+        bool gone = l->gone[v];
+        pthread_mutex_unlock(&l->mu);
+        if (gone && s != 0) {
+            srv_reply_error(out, 400, param, "invalid_value", "'%s'[%zu]: LoRA adapter %lld was unloaded", param, k,
+                            (long long)v);
+            return false;
+        }
         if (!isfinite(s) || fabs(s) > 1e6) {
             srv_reply_error(out, 400, param, "invalid_value", "'%s'[%zu]: scale %g", param, k, s);
             return false;
@@ -106,14 +121,77 @@ static bool parse_list(srv_loras *l, json_t *list, const char *param, float *sca
     return true;
 }
 
-/* The set of scales as a request's adapters: the non-zero ones, in id order. */
+/* Drops r's references (srv_req_unref, as r is freed): an unloaded
+ * adapter whose last request this was is freed. */
+static void release(srv_req *r) {
+    srv_loras *l = r->lora_src;
+    candle_lora *drop[SRV_MAX_LORA];
+    int n_drop = 0;
+    pthread_mutex_lock(&l->mu);
+    for (int k = 0; k < r->n_lora; k++)
+        for (int i = 0; i < l->n; i++)
+            if (l->ad[i] == r->lora[k].lora && --l->refs[i] == 0 && l->gone[i]) {
+                drop[n_drop++] = l->ad[i];
+                l->ad[i] = NULL;
+            }
+    pthread_mutex_unlock(&l->mu);
+    for (int k = 0; k < n_drop; k++) candle_lora_free(drop[k]);
+    r->n_lora = 0;
+    r->lora_release = NULL;
+}
+
+/* The set of scales as a request's adapters: the non-zero ones, in id
+ * order, each held until r is freed (an adapter unloaded since the scales
+ * were read is left out). */
 static void to_set(srv_loras *l, const float *scale, srv_req *r) {
     r->n_lora = 0;
     if (!l) return;
     pthread_mutex_lock(&l->mu);
     for (int i = 0; i < l->n; i++)
-        if (scale[i] != 0) r->lora[r->n_lora++] = (candle_lora_use){l->ad[i], scale[i]};
+        if (scale[i] != 0 && !l->gone[i]) {
+            r->lora[r->n_lora++] = (candle_lora_use){l->ad[i], scale[i]};
+            l->refs[i]++;
+        }
     pthread_mutex_unlock(&l->mu);
+    if (r->n_lora) {
+        r->lora_src = l;
+        r->lora_release = release;
+    }
+}
+
+/* POST /lora-adapters/unload {"id": integer}: the adapter leaves now for
+ * new requests and is freed with the last request that uses it. */
+static void unload_one(srv_ctx *c, json_t *o, srv_reply *out) {
+    srv_loras *l = c->loras;
+    if (!l || !l->admin) {
+        srv_reply_error(out, 403, NULL, "forbidden", "unloading adapters needs candle serve --lora-admin");
+        return;
+    }
+    json_t *id = json_object_get(o, "id");
+    if (!json_is_object(o) || !json_is_integer(id)) {
+        srv_reply_error(out, 400, "id", "invalid_type", "the body must be {\"id\": integer}");
+        return;
+    }
+    json_int_t v = json_integer_value(id);
+    candle_lora *drop = NULL;
+    int in_use = 0;
+    pthread_mutex_lock(&l->mu);
+    bool known = v >= 0 && v < l->n, was = known && l->gone[v];
+    if (known && !was) {
+        l->gone[v] = true;
+        l->scale[v] = 0;
+        in_use = l->refs[v];
+        if (!in_use) drop = l->ad[v], l->ad[v] = NULL;
+    }
+    int n = l->n;
+    pthread_mutex_unlock(&l->mu);
+    candle_lora_free(drop);
+    if (!known)
+        srv_reply_error(out, 404, "id", "not_found", "no LoRA adapter %lld (the server has %d)", (long long)v, n);
+    else if (was)
+        srv_reply_error(out, 404, "id", "not_found", "LoRA adapter %lld was unloaded already", (long long)v);
+    else
+        srv_reply_json(out, 200, json_pack("{s:I,s:b,s:i}", "id", (json_int_t)v, "unloaded", 1, "in_use", in_use));
 }
 
 /* POST /lora-adapters/load {"path": string, "scale": number}: one more
@@ -183,7 +261,9 @@ static json_t *list_json(srv_loras *l) {
     if (!l) return a;
     pthread_mutex_lock(&l->mu);
     for (int i = 0; i < l->n; i++)
-        json_array_append_new(a, json_pack("{s:i,s:s,s:f}", "id", i, "path", l->path[i], "scale", (double)l->scale[i]));
+        if (!l->gone[i])
+            json_array_append_new(a, json_pack("{s:i,s:s,s:f}", "id", i, "path", l->path[i], "scale",
+                                               (double)l->scale[i]));
     pthread_mutex_unlock(&l->mu);
     return a;
 }
@@ -191,13 +271,14 @@ static json_t *list_json(srv_loras *l) {
 void srv_lora_handle(srv_ctx *c, const char *method, const char *url, const char *body, size_t len,
                      srv_reply *out) {
     srv_loras *l = c->loras;
-    bool load = !strcmp(url, "/lora-adapters/load");
-    if (!strcmp(method, "GET") && !load) {
+    bool load = !strcmp(url, "/lora-adapters/load"), unload = !strcmp(url, "/lora-adapters/unload");
+    if (!strcmp(method, "GET") && !load && !unload) {
         srv_reply_json(out, 200, list_json(l));
         return;
     }
     if (strcmp(method, "POST")) {
-        srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes %s", url, load ? "POST" : "GET or POST");
+        srv_reply_error(out, 405, NULL, "method_not_allowed", "%s takes %s", url,
+                        load || unload ? "POST" : "GET or POST");
         return;
     }
     json_error_t err;
@@ -210,6 +291,8 @@ void srv_lora_handle(srv_ctx *c, const char *method, const char *url, const char
     float scale[SRV_MAX_LORA];
     if (load) {
         load_one(c, o, out);
+    } else if (unload) {
+        unload_one(c, o, out);
     } else if (parse_list(l, o, "body", scale, out)) {
         if (l) {
             pthread_mutex_lock(&l->mu);

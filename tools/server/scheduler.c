@@ -205,6 +205,8 @@ void srv_req_unref(srv_req *r) {
     }
     free(r->lp);
     free(r->text);
+    candle_tool_stream_free(r->tool_stream);
+    if (r->lora_release) r->lora_release(r);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     srv_req_unref(r->owner);

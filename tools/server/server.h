@@ -61,6 +61,11 @@ typedef struct srv_req {
      * forward, others take their own (scheduler.c). */
     candle_lora_use lora[SRV_MAX_LORA];
     int n_lora;
+    /* lora.c: the adapters of lora[] are held (a reference each, so an
+     * unload waits for this request) until the request is freed, which
+     * calls lora_release; NULL: none held (a choice borrows its owner's). */
+    void (*lora_release)(struct srv_req *r);
+    struct srv_loras *lora_src;
     /* A choice of a request with n > 1, after the first: prompt, stop, grammar
      * and bias are the owner's (borrowed, not freed), and this request holds a
      * reference to it, so they outlive every choice. */
@@ -98,6 +103,8 @@ typedef struct srv_req {
     size_t lp_sent, text_sent, cp_bytes, cp_count;
     bool role_sent; /* a group's choice: its first chat chunk (with the role) is out */
     size_t tool_sent; /* with tools: bytes of text streamed as content */
+    candle_tool_stream *tool_stream; /* with tools: the calls read from the stream so far (owned) */
+    size_t tool_heads;               /* ... and how many of them have been streamed */
 
     atomic_bool cancelled; /* client gone: the scheduler drops it */
     atomic_int refs;

@@ -1,0 +1,457 @@
+/* Tool calls read from a reply as it is generated (candle_tool_stream in
+ * tools.h): a scanner over the bytes fed so far finds where each call's
+ * object opens, the way candle_tool_calls_parse would, and a byte-wise
+ * reader of that object learns the name and copies the arguments object's
+ * bytes, whitespace outside strings left out (the parser's compact form).
+ * When the object closes the parser's own reading of it (cdl_tool_call_read)
+ * has the last word. Replies are model output: every byte sequence is
+ * accepted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "candle/tools.h"
+#include "../core/core-impl.h"
+#include "../core/json-impl.h"
+#include "../core/strbuf-impl.h"
+#include "nn-impl.h"
+
+/* Where the scanner is between call objects. */
+enum {
+    S_START,  /* the reply's first bytes decide its shape */
+    S_TAG,    /* looking for the opening (<tool_call>, [TOOL_CALLS]) */
+    S_OPENED, /* after <tool_call>: a call object, else look again */
+    S_MARKER, /* after [TOOL_CALLS]: the array */
+    S_FENCE,  /* after ```json: an object or an array */
+    S_BARE,   /* objects one after another (whitespace or ';' between) */
+    S_ARRAY,  /* inside an array of objects */
+    S_OBJECT, /* reading a call object */
+    S_DONE,   /* no more calls in this reply */
+};
+
+/* Where the object reader is among the call object's own members. */
+enum { M_KEY, M_INKEY, M_COLON, M_VALUE, M_INVALUE };
+enum { K_OTHER, K_NAME, K_ARGS };
+
+typedef struct scall {
+    char *name;       /* NULL until known */
+    cdl_strbuf args;  /* the arguments' compact text so far */
+    size_t vis;       /* bytes of args that end whole, valid UTF-8 characters */
+    size_t given;     /* bytes of args the deltas gave out */
+    bool visible, head_given, done, broken, stuck;
+} scall;
+
+struct candle_tool_stream {
+    candle_tool_format f;
+    cdl_strbuf text; /* everything fed */
+    size_t pos;      /* bytes of text the scanner has read */
+    int state, after; /* after: the state an object returns to */
+    bool failed;
+    /* the object being read: calls[n - 1] */
+    size_t at;         /* offset of its '{' */
+    int depth;         /* brackets open (the object's own is 1) */
+    bool str, esc;     /* in a string; after a backslash in one */
+    int member, key;   /* M_*, and the K_* of the member being read */
+    size_t key_at;     /* the key's opening quote */
+    size_t val_at;     /* the value's first byte */
+    bool streaming;    /* bytes go to the call's arguments */
+    bool args_seen;    /* an arguments member has been read (the first counts) */
+    bool args_str;     /* ... and it is a string */
+    scall *calls;
+    size_t n, cap;
+    size_t emit;       /* the call whose deltas next() gives */
+};
+
+static bool ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+candle_status candle_tool_stream_new(candle_tool_format f, candle_tool_stream **out) {
+    if (!out) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tool stream: NULL argument");
+    *out = NULL;
+    if ((unsigned)f >= CANDLE_TOOL_FORMAT_COUNT)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tool stream: bad format %d", (int)f);
+    candle_tool_stream *s = calloc(1, sizeof *s);
+    if (!s) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tool stream");
+    s->f = f;
+    *out = s;
+    return CANDLE_OK;
+}
+
+void candle_tool_stream_free(candle_tool_stream *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->calls[i].name);
+        free(s->calls[i].args.s);
+    }
+    free(s->calls);
+    free(s->text.s);
+    free(s);
+}
+
+/* --- UTF-8 ----------------------------------------------------------------------- */
+
+/* The length of the valid UTF-8 character at s[0..n) (as strict as
+ * jansson, which writes the deltas: no overlong forms, surrogates or code
+ * points past U+10FFFF); 0 when it is incomplete, -1 when invalid. */
+static int utf8_char(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : -1;
+    if (len < 0) return -1;
+    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n) return 0;
+        unsigned b = s[i];
+        if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xBF)) return -1;
+    }
+    return len;
+}
+
+/* Advances k->vis over the whole characters of its arguments; an invalid
+ * byte stops it for good (the parser refuses such a call anyway). */
+static void advance_visible(scall *k) {
+    while (!k->stuck && k->vis < k->args.n) {
+        int l = utf8_char((const unsigned char *)k->args.s + k->vis, k->args.n - k->vis);
+        if (l == 0) return;
+        if (l < 0) {
+            k->stuck = true;
+            return;
+        }
+        k->vis += (size_t)l;
+    }
+}
+
+/* --- the call object ---------------------------------------------------------------- */
+
+/* The decoded JSON string literal text[at..end] (the quotes included), or
+ * NULL (not a valid string, or OOM: s->failed). */
+static char *decode_string(candle_tool_stream *s, size_t at, size_t end) {
+    json_doc *d = NULL;
+    char *r = NULL;
+    if (!json_parse(&d, s->text.s + at, end + 1 - at, "tool call", NULL)) {
+        const json_value *v = json_root(d);
+        r = malloc(v->n + 1);
+        if (r) memcpy(r, v->u.str, v->n + 1);
+        else s->failed = true;
+    }
+    json_free(d);
+    return r;
+}
+
+static int classify_key(candle_tool_stream *s, size_t at, size_t end) {
+    char *k = decode_string(s, at, end);
+    int r = !k ? K_OTHER : !strcmp(k, "name") ? K_NAME
+            : !strcmp(k, "arguments") || !strcmp(k, "parameters") ? K_ARGS : K_OTHER;
+    free(k);
+    return r;
+}
+
+static void begin_object(candle_tool_stream *s, int after) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 4;
+        scall *c = realloc(s->calls, cap * sizeof *c);
+        if (!c) {
+            s->failed = true;
+            return;
+        }
+        s->calls = c;
+        s->cap = cap;
+    }
+    memset(&s->calls[s->n++], 0, sizeof(scall));
+    s->at = s->pos++;
+    s->depth = 1;
+    s->str = s->esc = s->streaming = s->args_seen = s->args_str = false;
+    s->member = M_KEY;
+    s->key = K_OTHER;
+    s->after = after;
+    s->state = S_OBJECT;
+}
+
+/* The call's name is known and its arguments have opened (an object, or a
+ * string holding one, read at the close): it shows. */
+static void show_if_ready(candle_tool_stream *s, scall *k) {
+    if (!k->visible && k->name && (k->args.n || s->args_str)) k->visible = true;
+}
+
+/* The object text[at..end] has closed: the parser's reading decides. */
+static void end_object(candle_tool_stream *s, size_t end) {
+    scall *k = &s->calls[s->n - 1];
+    candle_tool_call c;
+    bool oom = false;
+    bool ok = cdl_tool_call_read(s->text.s + s->at, end + 1 - s->at, &c, &oom);
+    if (oom) s->failed = true;
+    s->state = s->after;
+    if (!ok && !k->visible) { /* not a call, and nothing of it given out */
+        free(k->name);
+        free(k->args.s);
+        s->n--;
+        return;
+    }
+    k->done = true;
+    if (ok && !k->visible) {
+        free(k->name);
+        free(k->args.s);
+        memset(&k->args, 0, sizeof k->args);
+        k->name = c.name;
+        c.name = NULL;
+        cdl_strbuf_str(&k->args, c.arguments);
+        k->visible = true;
+    } else if (ok) {
+        /* what was copied is the parser's text so far (equal, unless an
+         * odd object, see tools.h): the rest, if any */
+        size_t m = strlen(c.arguments);
+        if (k->args.n <= m && !memcmp(k->args.s ? k->args.s : "", c.arguments, k->args.n))
+            cdl_strbuf_put(&k->args, c.arguments + k->args.n, m - k->args.n);
+        else
+            k->broken = true;
+    } else {
+        k->broken = true;
+    }
+    if (k->args.failed) s->failed = true;
+    advance_visible(k);
+    free(c.name);
+    free(c.arguments);
+    free(c.id);
+}
+
+/* A value of the call object's own member starts at i with c. */
+static void value_start(candle_tool_stream *s, scall *k, size_t i, char c) {
+    s->val_at = i;
+    s->member = M_INVALUE;
+    if (s->key == K_ARGS && !s->args_seen) {
+        s->args_seen = true;
+        if (c == '{') {
+            s->streaming = true;
+            cdl_strbuf_put(&k->args, "{", 1);
+        }
+        /* a string holding the object is read when the call closes */
+        s->args_str = c == '"';
+    }
+}
+
+/* A string at the object's own level closed at i. */
+static void string_closed(candle_tool_stream *s, scall *k, size_t i) {
+    if (s->member == M_INKEY) {
+        s->key = classify_key(s, s->key_at, i);
+        s->member = M_COLON;
+    } else if (s->key == K_NAME && !k->name && i > s->val_at + 1) {
+        k->name = decode_string(s, s->val_at, i);
+    }
+}
+
+/* One byte of the call object. */
+static void object_byte(candle_tool_stream *s, size_t i) {
+    scall *k = &s->calls[s->n - 1];
+    char c = s->text.s[i];
+    if (s->str) {
+        if (s->streaming) cdl_strbuf_put(&k->args, &c, 1);
+        if (s->esc) s->esc = false;
+        else if (c == '\\') s->esc = true;
+        else if (c == '"') {
+            s->str = false;
+            if (s->depth == 1) string_closed(s, k, i);
+            show_if_ready(s, k);
+        }
+        return;
+    }
+    if (s->streaming && !ws(c)) cdl_strbuf_put(&k->args, &c, 1);
+    switch (c) {
+    case '"':
+        s->str = true;
+        if (s->depth == 1 && s->member == M_KEY) {
+            s->member = M_INKEY;
+            s->key_at = i;
+        } else if (s->depth == 1 && s->member == M_VALUE) {
+            value_start(s, k, i, c);
+        }
+        break;
+    case '{':
+    case '[':
+        if (s->depth == 1 && s->member == M_VALUE) value_start(s, k, i, c);
+        s->depth++;
+        break;
+    case '}':
+    case ']':
+        if (--s->depth == 0) {
+            end_object(s, i);
+            return;
+        }
+        if (s->depth == 1) s->streaming = false;
+        break;
+    case ',':
+        if (s->depth == 1) s->member = M_KEY;
+        break;
+    case ':':
+        if (s->depth == 1 && s->member == M_COLON) s->member = M_VALUE;
+        break;
+    default:
+        if (s->depth == 1 && s->member == M_VALUE && !ws(c)) value_start(s, k, i, c);
+        break;
+    }
+    show_if_ready(s, k);
+}
+
+/* --- the scanner -------------------------------------------------------------------- */
+
+/* Does text[pos..) start with lit? 1 yes, 0 no, -1 not known yet (the text
+ * so far is a proper prefix of lit). */
+static int starts(const candle_tool_stream *s, const char *lit) {
+    size_t m = strlen(lit), have = s->text.n - s->pos;
+    size_t k = have < m ? have : m;
+    if (memcmp(s->text.s + s->pos, lit, k)) return 0;
+    return k == m ? 1 : -1;
+}
+
+static const char *opening(candle_tool_format f) {
+    return f == CANDLE_TOOL_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>";
+}
+
+/* The reply's first bytes (whitespace skipped): which shape it has. false
+ * while they do not tell yet. */
+static bool scan_start(candle_tool_stream *s) {
+    char c = s->text.s[s->pos];
+    int st;
+    switch (s->f) {
+    case CANDLE_TOOL_LLAMA3:
+        if ((st = starts(s, "<|python_tag|>")) < 0) return false;
+        if (st) s->pos += 14;
+        s->state = st || c == '{' ? S_BARE : S_DONE;
+        return true;
+    case CANDLE_TOOL_MISTRAL:
+        if ((st = starts(s, "[TOOL_CALLS]")) < 0) return false;
+        if (st) s->pos += 12;
+        else if (c == '[') s->pos++;
+        s->state = st ? S_MARKER : c == '[' ? S_ARRAY : S_TAG;
+        return true;
+    default:
+        if (c == '{') {
+            s->state = S_BARE;
+            return true;
+        }
+        if ((st = starts(s, "```json")) < 0) return false;
+        if (st) s->pos += 7;
+        s->state = st ? S_FENCE : S_TAG;
+        return true;
+    }
+}
+
+static void scan_tag(candle_tool_stream *s) {
+    const char *open = opening(s->f);
+    size_t m = strlen(open), len = s->text.n;
+    for (size_t i = s->pos; i + m <= len; i++) {
+        if (!memcmp(s->text.s + i, open, m)) {
+            s->pos = i + m;
+            s->state = s->f == CANDLE_TOOL_MISTRAL ? S_MARKER : S_OPENED;
+            return;
+        }
+    }
+    /* the opening may still begin within the last m - 1 bytes */
+    if (len >= m && s->pos < len - (m - 1)) s->pos = len - (m - 1);
+    s->state = S_TAG;
+}
+
+/* Reads as far as the text fed allows. */
+static void scan(candle_tool_stream *s) {
+    while (!s->failed && s->pos < s->text.n) {
+        int state = s->state;
+        if (state == S_OBJECT) {
+            object_byte(s, s->pos++);
+            continue;
+        }
+        if (state == S_TAG) {
+            scan_tag(s);
+            if (s->state == S_TAG) return; /* wait for more */
+            continue;
+        }
+        if (state == S_DONE) {
+            s->pos = s->text.n;
+            return;
+        }
+        char c = s->text.s[s->pos];
+        if (ws(c) || (c == ';' && state == S_BARE) || (c == ',' && state == S_ARRAY)) {
+            s->pos++;
+            continue;
+        }
+        switch (state) {
+        case S_START:
+            if (!scan_start(s)) return;
+            break;
+        case S_OPENED:
+            if (c == '{') begin_object(s, S_TAG);
+            else s->state = S_TAG;
+            break;
+        case S_MARKER:
+        case S_FENCE:
+            if (c == '{' && state == S_FENCE) {
+                s->state = S_BARE;
+            } else if (c == '[') {
+                s->pos++;
+                s->state = S_ARRAY;
+            } else {
+                s->state = S_DONE;
+            }
+            break;
+        case S_BARE:
+        case S_ARRAY:
+            if (c == '{') begin_object(s, state);
+            else s->state = S_DONE;
+            break;
+        default:
+            s->state = S_DONE;
+            break;
+        }
+    }
+}
+
+candle_status candle_tool_stream_feed(candle_tool_stream *s, const char *text, size_t len) {
+    if (!s || (!text && len)) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tool stream: NULL argument");
+    if (!s->failed && len) {
+        cdl_strbuf_put(&s->text, text, len);
+        if (s->text.failed) s->failed = true;
+        scan(s);
+        if (s->n) {
+            scall *k = &s->calls[s->n - 1];
+            if (k->args.failed) s->failed = true;
+            advance_visible(k);
+        }
+    }
+    return s->failed ? cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tool stream") : CANDLE_OK;
+}
+
+bool candle_tool_stream_next(candle_tool_stream *s, candle_tool_delta *d) {
+    if (!s || !d) return false;
+    while (s->emit < s->n) {
+        scall *k = &s->calls[s->emit];
+        if (!k->visible) return false;
+        if (!k->head_given) {
+            k->head_given = true;
+            *d = (candle_tool_delta){.index = s->emit, .name = k->name, .arguments = "", .len = 0};
+            return true;
+        }
+        if (k->given < k->vis) {
+            *d = (candle_tool_delta){.index = s->emit, .arguments = k->args.s + k->given, .len = k->vis - k->given};
+            k->given = k->vis;
+            return true;
+        }
+        if (!k->done) return false; /* more may come */
+        s->emit++;
+    }
+    return false;
+}
+
+size_t candle_tool_stream_count(const candle_tool_stream *s) {
+    if (!s) return 0;
+    size_t n = s->n;
+    while (n && !s->calls[n - 1].visible) n--;
+    return n;
+}
+
+bool candle_tool_stream_get(const candle_tool_stream *s, size_t i, candle_tool_stream_call *out) {
+    if (!s || !out || i >= candle_tool_stream_count(s)) return false;
+    const scall *k = &s->calls[i];
+    *out = (candle_tool_stream_call){.name = k->name, .arguments = k->args.s ? k->args.s : "", .len = k->given,
+                                     .done = k->done && !k->broken, .broken = k->broken};
+    return true;
+}
