@@ -11,6 +11,7 @@
  * single ones bit for bit). Per-request parameters: the prompt and the cut
  * are in the ids (the handler tokenized them), so only dimensions differ,
  * and a batch holds requests asking the same. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
