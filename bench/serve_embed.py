@@ -6,7 +6,11 @@
     python3 bench/serve_embed.py -m MODEL_DIR --gguf MODEL-f32.gguf \\
         [--candle build/bin/candle] [--llama-server .../llama-server] \\
         [--malloc-count build/lib/libcandle_malloc_count.so] [--candle-dtype bf16] \\
-        [--levels 1,16,64] [-t 2] [--requests 256] [--rounds 3] [--json OUT.json]
+        [--levels 1,16,64] [-t 2] [--requests 256] [--rounds 3] [--json OUT.json] \\
+        [--candle-ref OTHER/candle] [--max-batch-tokens N]
+
+--candle-ref runs a second Candle binary (an earlier build: before/after in
+the same run) beside the first, with the same options and counters.
 
 Inputs: short natural sentences (8-40 tokens with the model's special
 tokens; the table below), one per request, as a client would send them
@@ -205,6 +209,8 @@ def main():
     ap.add_argument("--gguf", help="the same weights as a llama.cpp GGUF (convert_hf_to_gguf.py)")
     ap.add_argument("--candle", default="build/bin/candle")
     ap.add_argument("--candle-dtype", help="candle serve --dtype (bf16, f16, q8_0)")
+    ap.add_argument("--candle-ref", help="a second candle binary run beside the first (named candle-ref)")
+    ap.add_argument("--max-batch-tokens", type=int, help="candle serve --max-batch-tokens (not given to --candle-ref)")
     ap.add_argument("--malloc-count", default="build/lib/libcandle_malloc_count.so")
     ap.add_argument("--llama-server", default="/work/peers/llama.cpp/build/bin/llama-server")
     ap.add_argument("--levels", default="1,16,64")
@@ -222,12 +228,17 @@ def main():
     env = dict(os.environ)
     if a.malloc_count and os.path.exists(a.malloc_count):
         env["LD_PRELOAD"] = os.path.abspath(a.malloc_count)
-    cmd = [a.candle, "serve", "-m", a.model, "--port", str(free_port()), "-t", str(a.threads),
-           "--conn-per-ip", "1024"]
-    if a.candle_dtype:
-        cmd += ["--dtype", a.candle_dtype]
-    servers = [Server("candle" + (f"-{a.candle_dtype}" if a.candle_dtype else ""), cmd, env,
-                      os.path.join(tmp, "candle.log"))]
+    def candle_cmd(binary, extra):
+        cmd = [binary, "serve", "-m", a.model, "--port", str(free_port()), "-t", str(a.threads),
+               "--conn-per-ip", "1024", "--quiet"] + extra
+        return cmd + (["--dtype", a.candle_dtype] if a.candle_dtype else [])
+    suffix = f"-{a.candle_dtype}" if a.candle_dtype else ""
+    mbt = ["--max-batch-tokens", str(a.max_batch_tokens)] if a.max_batch_tokens else []
+    servers = [Server("candle" + suffix, candle_cmd(a.candle, mbt), env, os.path.join(tmp, "candle.log"))]
+    if a.candle_ref:
+        servers.append(Server("candle-ref" + suffix, candle_cmd(a.candle_ref, []), env,
+                              os.path.join(tmp, "candle-ref.log")))
+    candles = list(servers)
     if a.gguf:
         np_ = max(levels)
         lenv = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
@@ -259,10 +270,10 @@ def main():
         # the servers compute the same thing: cosine between their embeddings
         vs = [embedding(s.port, SENTENCES[0], model) for s in servers]
         cos = None
-        if len(vs) > 1:
+        if a.gguf:
             import math
-            dot = sum(x * y for x, y in zip(vs[0], vs[1]))
-            cos = dot / math.sqrt(sum(x * x for x in vs[0]) * sum(y * y for y in vs[1]))
+            dot = sum(x * y for x, y in zip(vs[0], vs[-1]))
+            cos = dot / math.sqrt(sum(x * x for x in vs[0]) * sum(y * y for y in vs[-1]))
             print(f"cosine candle vs llama-server: {cos:.6f}", file=sys.stderr)
         for s in servers:  # warm-up
             run_level(s.port, model, 4, 32)
@@ -271,11 +282,11 @@ def main():
             order = servers if r % 2 == 0 else servers[::-1]
             for lv in levels:
                 for s in order:
-                    m0 = s.malloc_count() if s is servers[0] else None
+                    m0 = s.malloc_count() if s in candles else None
                     x = run_level(s.port, model, lv, a.requests)
                     m1 = s.malloc_count() if m0 else None
                     if m1:
-                        allocs.setdefault(lv, []).append((m1[0] - m0[0]) / x["requests"])
+                        allocs.setdefault((s.name, lv), []).append((m1[0] - m0[0]) / x["requests"])
                     x["load"] = os.getloadavg()[0]
                     res.setdefault((s.name, lv), []).append(x)
                     time.sleep(0.2)
@@ -290,7 +301,8 @@ def main():
     names = [s.name for s in servers]
     out = {"model": a.model, "gguf": a.gguf, "threads": a.threads, "levels": levels, "requests": a.requests,
            "rounds": a.rounds, "cosine": cos, "load_min": min(load), "load_max": max(load),
-           "allocs_per_request": {str(k): v for k, v in allocs.items()},
+           "max_batch_tokens": a.max_batch_tokens, "candle_ref": a.candle_ref,
+           "allocs_per_request": {f"{k[0]}/{k[1]}": v for k, v in allocs.items()},
            "results": [{"server": k[0], "clients": k[1], **v, "rounds": res[k]} for k, v in med.items()]}
     if a.json:
         with open(a.json, "w") as f:
@@ -305,16 +317,18 @@ def main():
             m = med[(n, lv)]
             al = ""
             if allocs:
-                al = f" {statistics.median(allocs[lv]):.0f} |" if n == names[0] and lv in allocs else " - |"
+                al = f" {statistics.median(allocs[(n, lv)]):.0f} |" if (n, lv) in allocs else " - |"
             print(f"| {n} | {lv} | {m['inputs_per_s']:.1f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | "
                   f"{m['p99_over_p50']:.2f} |{al}")
     if len(names) > 1:
-        print("\n| clients | candle/llama-server inputs/s | P50 ratio | P99 ratio |")
-        print("|---:|---:|---:|---:|")
+        print(f"\n| clients | server | /{names[-1]} inputs/s | P50 ratio | P99 ratio |")
+        print("|---:|---|---:|---:|---:|")
         for lv in levels:
-            c, l = med[(names[0], lv)], med[(names[1], lv)]
-            print(f"| {lv} | {c['inputs_per_s'] / l['inputs_per_s']:.2f} | {c['p50_ms'] / l['p50_ms']:.2f} | "
-                  f"{c['p99_ms'] / l['p99_ms']:.2f} |")
+            l = med[(names[-1], lv)]
+            for n in names[:-1]:
+                c = med[(n, lv)]
+                print(f"| {lv} | {n} | {c['inputs_per_s'] / l['inputs_per_s']:.2f} | {c['p50_ms'] / l['p50_ms']:.2f} | "
+                      f"{c['p99_ms'] / l['p99_ms']:.2f} |")
 
 
 if __name__ == "__main__":

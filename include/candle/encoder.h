@@ -83,6 +83,18 @@ CANDLE_API candle_status candle_encoder_embed(const candle_encoder *e, const cha
                                               const candle_embed_params *p, float *out,
                                               size_t out_len);
 
+/* The token ids candle_encoder_embed runs for one text (len bytes; SIZE_MAX:
+ * NUL-terminated) under p (its prompt and no_truncate; NULL: the defaults)
+ * into ids [cap], their count in *n_ids (at most max_tokens, so cap =
+ * candle_encoder_max_tokens always suffices). candle_encoder_embed_tokens on
+ * them gives candle_encoder_embed's rows: a server tokenizes each request
+ * apart (its own errors) and embeds several requests' inputs in one call.
+ * CANDLE_ERR_INVALID_ARG: as candle_encoder_embed for one text, or cap too
+ * small. */
+CANDLE_API candle_status candle_encoder_tokenize(const candle_encoder *e, const char *text, size_t len,
+                                                 const candle_embed_params *p, int32_t *ids, size_t cap,
+                                                 int64_t *n_ids);
+
 /* The same for inputs given as token ids (used as given: no special tokens
  * are added; a cut keeps the first max_tokens). */
 CANDLE_API candle_status candle_encoder_embed_tokens(const candle_encoder *e,

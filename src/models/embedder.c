@@ -583,6 +583,35 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
     return s;
 }
 
+candle_status candle_encoder_tokenize(const candle_encoder *e, const char *text, size_t len,
+                                      const candle_embed_params *p, int32_t *ids, size_t cap, int64_t *n_ids) {
+    candle_embed_params def = candle_embed_default_params();
+    if (!p) p = &def;
+    if (!e || !text || !ids || !n_ids) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: NULL argument");
+    if (len == SIZE_MAX) len = strlen(text);
+    const char *prompt = "";
+    candle_status s = resolve_prompt(e, p, &prompt);
+    size_t plen = s ? 0 : strlen(prompt);
+    char *joined = plen ? malloc(plen + len) : NULL; /* as candle_encoder_embed: the prompt, then the text */
+    if (plen && !joined) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompt");
+    if (joined) {
+        memcpy(joined, prompt, plen);
+        memcpy(joined + plen, text, len);
+    }
+    int32_t *all = NULL;
+    int64_t n = 0;
+    if (!s) s = encoder_tokenize(e, joined ? joined : text, plen + len, p->no_truncate, &all, &n);
+    if (!s && (size_t)n > cap)
+        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: %" PRId64 " ids, room for %zu", n, cap);
+    if (!s) {
+        memcpy(ids, all, (size_t)n * sizeof *ids);
+        *n_ids = n;
+    }
+    free(all);
+    free(joined);
+    return s;
+}
+
 candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t *const *ids,
                                           const int64_t *n_ids, int64_t n, const candle_embed_params *p,
                                           float *out, size_t out_len) {

@@ -27,15 +27,20 @@ LOG=$(mktemp)
 # a decoder embedder (Qwen3-Embedding's layout, scripts/gen_encoder_qwen3_goldens.py)
 QPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$BIN" serve -m "$ENC/qwen3-embedding-tiny" --port "$QPORT" 2>>"$LOG" & SQ=$!
-trap 'kill $S $SQ 2>/dev/null; rm -f "$LOG"; rm -rf "$TMPD"' EXIT
-for p in "$PORT" "$QPORT"; do
+# the same model with a budget of 16 tokens: a request's inputs span batches,
+# and an input longer than the budget runs alone
+BPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BIN" serve -m "$MODEL" --port "$BPORT" --max-batch-tokens 16 --quiet 2>>"$LOG" & SB=$!
+trap 'kill $S $SQ $SB 2>/dev/null; rm -f "$LOG"; rm -rf "$TMPD"' EXIT
+for p in "$PORT" "$QPORT" "$BPORT"; do
     for _ in $(seq 100); do
         curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" "$QPORT" "$ENC/qwen3-embedding-tiny/golden.json" <<'PY'
-import base64, json, math, struct, sys, urllib.error, urllib.request
+python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" "$QPORT" "$ENC/qwen3-embedding-tiny/golden.json" \
+    "$BPORT" <<'PY'
+import base64, http.client, json, math, struct, sys, threading, urllib.error, urllib.request
 import openai
 
 port, golden, pgold = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
@@ -121,6 +126,67 @@ try:
     check(False, "completions on an encoder answered")
 except openai.BadRequestError as e:
     check("encoder" in str(e), f"completions: {e}")
+# Batching across clients: 8 clients at once, each with its own requests
+# (strings, arrays, token ids, dimensions, a prompt, both formats) and one
+# bad request each, on the default budget and on a 16-token one. Every
+# reply must be the request's reply when sent alone: the same to float
+# rounding, not bit for bit (the products block by row count; measured
+# max abs diff 2.4e-7 here), and every bad request its own 400.
+def conn_post(c, body, url="/v1/embeddings"):
+    c.request("POST", url, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+
+def rows(body):
+    return [floats(d["embedding"]) for d in sorted(body["data"], key=lambda d: d["index"])]
+
+ss = texts + [long]
+good = []
+for k in range(8):
+    good += [{"input": ss[k % len(ss)], "truncate": True, "encoding_format": "float"},
+             {"input": [ss[(k + i) % len(ss)] for i in range(1 + k % 4)], "truncate": True, "encoding_format": "base64"},
+             {"input": [golden["token_ids"][k % len(golden["token_ids"])]], "encoding_format": "float"},
+             {"input": ss[(3 * k + 1) % len(ss)], "dimensions": 4 + k, "truncate": True, "encoding_format": "float"},
+             {"input": [ss[(k + 5) % len(ss)], ss[(k + 2) % len(ss)]], "prompt_name": "query", "truncate": True,
+              "encoding_format": "float"}]
+bad = [({"input": long}, "input"), ({"input": [[1, 99999]]}, "input"), ({"input": ["ok", ""]}, "input"),
+       ({"input": [[1, 2]], "prompt_name": "query"}, "prompt_name"), ({"input": "a", "dimensions": 10**6}, "dimensions")]
+for bp in (port, sys.argv[6]):
+    c0 = http.client.HTTPConnection("127.0.0.1", bp, timeout=60)
+    ref = []
+    for b in good:
+        code, body = conn_post(c0, b)
+        check(code == 200, f"alone on {bp}: {code} {body}")
+        ref.append(rows(body) if code == 200 else None)
+    worst, n_ok, n_bad, lock, start = [1.0, 0.0], [0], [0], threading.Lock(), threading.Barrier(8)
+    def client(k):
+        c = http.client.HTTPConnection("127.0.0.1", bp, timeout=60)
+        start.wait()
+        for rep in range(6):
+            for i in range(k, len(good), 8) if rep % 2 else range(len(good) - 1 - k, -1, -8):
+                code, body = conn_post(c, good[i])
+                with lock:
+                    if code != 200 or ref[i] is None or len(rows(body)) != len(ref[i]):
+                        check(False, f"concurrent request {i} on {bp}: {code} {str(body)[:200]}")
+                        continue
+                    n_ok[0] += 1
+                    for a, b in zip(rows(body), ref[i]):
+                        worst[0] = min(worst[0], cos(a, b))
+                        worst[1] = max(worst[1], max(abs(x - y) for x, y in zip(a, b)))
+            b, param = bad[(k + rep) % len(bad)]
+            code, body = conn_post(c, b)
+            with lock:
+                n_bad[0] += 1
+                check(code == 400 and body["error"]["param"] == param, f"bad request {b} on {bp}: {code} {body}")
+    ts = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print(f"concurrent on {bp}: {n_ok[0]} replies, min cosine to alone {worst[0]:.9f}, max abs diff "
+          f"{worst[1]:.3g}; {n_bad[0]} bad requests")
+    check(n_ok[0] == 6 * len(good) and worst[0] >= 0.99999 and worst[1] <= 1e-5,
+          f"concurrent replies on {bp}: {n_ok[0]}, cosine {worst[0]}, diff {worst[1]}")
 # the decoder embedder: last-token pooling, its query prompt, generation refused
 qport, qg = sys.argv[4], json.load(open(sys.argv[5]))
 qc = openai.OpenAI(base_url=f"http://127.0.0.1:{qport}/v1", api_key="x", max_retries=0, timeout=60)

@@ -6,6 +6,8 @@
  * text inputs only, as sentence-transformers prepends it to the text). An input longer than the model takes is a 400 unless the request
  * says "truncate": true (as TEI's API does), never cut silently. */
 #include <jansson.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,38 +16,73 @@
 /* OpenAI's limit on inputs per request. */
 #define SRV_MAX_INPUTS 2048
 
-typedef struct emb_inputs {
-    const char **texts;   /* [n] or NULL */
-    int32_t **ids;        /* [n] or NULL */
-    int64_t *n_ids;       /* [n] */
-    int64_t n;
-} emb_inputs;
-
-static void inputs_free(emb_inputs *in) {
-    for (int64_t i = 0; in->ids && i < in->n; i++) free(in->ids[i]);
-    free(in->ids);
-    free(in->texts);
-    free(in->n_ids);
+/* The reply to a refused input: 400 naming it (with the way to cut a long
+ * one), 500 for anything else. */
+static void input_error(srv_reply *out, candle_status s, size_t i, const char *msg) {
+    if (s == CANDLE_ERR_INVALID_ARG)
+        srv_reply_error(out, 400, "input", "invalid_input", "input[%zu]: %s%s", i, msg,
+                        strstr(msg, "no_truncate") ? "; send \"truncate\": true to cut long inputs" : "");
+    else
+        srv_reply_error(out, 500, NULL, NULL, "input[%zu]: %s", i, msg);
 }
 
-/* An array of token ids into ids/n; false if it is not one. */
-static bool token_array(json_t *a, int32_t **ids, int64_t *n, int64_t n_vocab) {
+/* Token-id input i (a JSON array) into j, cut to the model's max_tokens
+ * as candle_encoder_embed_tokens would; false after an error reply. */
+static bool token_input(srv_model *md, json_t *a, size_t i, bool no_truncate, srv_enc_job *j, srv_reply *out) {
+    int64_t n_vocab = candle_model_get_config(md->model)->n_vocab, max = candle_encoder_max_tokens(md->enc);
     size_t len = json_array_size(a);
-    if (!json_is_array(a) || !len || !json_is_integer(json_array_get(a, 0))) return false;
-    *ids = malloc(len * sizeof **ids);
-    if (!*ids) return false;
-    for (size_t i = 0; i < len; i++) {
-        json_t *v = json_array_get(a, i);
+    for (size_t k = 0; json_is_array(a) && k < len; k++) {
+        json_t *v = json_array_get(a, k);
         json_int_t t = json_is_integer(v) ? json_integer_value(v) : -1;
-        if (t < 0 || t >= n_vocab) return false;
-        (*ids)[i] = (int32_t)t;
+        if (t < 0 || t >= n_vocab) len = 0;
     }
-    *n = (int64_t)len;
+    if (!json_is_array(a) || !len) {
+        srv_reply_error(out, 400, "input", "invalid_input",
+                        "input[%zu]: every input must be a non-empty array of token ids in the vocabulary", i);
+        return false;
+    }
+    if ((int64_t)len > max && no_truncate) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%zu tokens exceed the model's %lld (no_truncate)", len, (long long)max);
+        input_error(out, CANDLE_ERR_INVALID_ARG, i, msg);
+        return false;
+    }
+    int64_t n = (int64_t)len < max ? (int64_t)len : max;
+    int32_t *ids = srv_enc_job_room(j, (size_t)n);
+    if (!ids) {
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        return false;
+    }
+    for (int64_t k = 0; k < n; k++) ids[k] = (int32_t)json_integer_value(json_array_get(a, (size_t)k));
+    srv_enc_job_add(j, (int64_t)i, n);
     return true;
 }
 
-/* The request's input, or an error reply. */
-static bool read_inputs(json_t *input, int64_t n_vocab, emb_inputs *in, srv_reply *out) {
+/* Text input i, tokenized as candle_encoder_embed would (p's prompt and
+ * cut), into j; false after an error reply. */
+static bool text_input(srv_model *md, json_t *v, size_t i, const candle_embed_params *p, srv_enc_job *j,
+                       srv_reply *out) {
+    if (!json_is_string(v) || json_string_length(v) == 0) {
+        srv_reply_error(out, 400, "input", "invalid_input", "input[%zu]: every input must be a non-empty string", i);
+        return false;
+    }
+    int64_t max = candle_encoder_max_tokens(md->enc), n = 0;
+    int32_t *ids = srv_enc_job_room(j, (size_t)max);
+    candle_status s = ids ? candle_encoder_tokenize(md->enc, json_string_value(v), json_string_length(v), p, ids,
+                                                    (size_t)max, &n)
+                          : CANDLE_ERR_OOM;
+    if (s) {
+        input_error(out, s, i, ids ? candle_last_errmsg() : "out of memory");
+        return false;
+    }
+    srv_enc_job_add(j, (int64_t)i, n);
+    return true;
+}
+
+/* The request's input, tokenized, as a job of dim floats per row (*job, to
+ * put back after), or an error reply. */
+static bool read_inputs(srv_ctx *c, srv_model *md, json_t *input, const candle_embed_params *p, int64_t dim,
+                        srv_enc_job **job, srv_reply *out) {
     bool one = json_is_string(input) || (json_is_array(input) && json_is_integer(json_array_get(input, 0)));
     size_t n = one ? 1 : json_array_size(input);
     if (!input || (!one && !json_is_array(input)) || n == 0) {
@@ -59,38 +96,30 @@ static bool read_inputs(json_t *input, int64_t n_vocab, emb_inputs *in, srv_repl
                         SRV_MAX_INPUTS);
         return false;
     }
-    in->n = (int64_t)n;
-    in->n_ids = calloc(n, sizeof *in->n_ids);
     bool strings = json_is_string(one ? input : json_array_get(input, 0));
-    if (strings) in->texts = calloc(n, sizeof *in->texts);
-    else in->ids = calloc(n, sizeof *in->ids);
-    if (!in->n_ids || (strings ? !in->texts : !in->ids)) {
+    if (!strings && p->prompt_name) {
+        srv_reply_error(out, 400, "prompt_name", "invalid_value",
+                        "prompt_name applies to text inputs; token-id inputs are used as given");
+        return false;
+    }
+    if (!(*job = srv_enc_job_get(c, md, (int64_t)n, dim))) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
         return false;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *v = one ? input : json_array_get(input, i);
-        bool ok = strings ? json_is_string(v) && json_string_length(v) > 0
-                          : token_array(v, &in->ids[i], &in->n_ids[i], n_vocab);
-        if (strings && ok) in->texts[i] = json_string_value(v);
-        if (!ok) {
-            srv_reply_error(out, 400, "input", "invalid_input",
-                            "input[%zu]: every input must be %s", i,
-                            strings ? "a non-empty string" : "a non-empty array of token ids in the vocabulary");
+        if (!(strings ? text_input(md, v, i, p, *job, out) : token_input(md, v, i, p->no_truncate, *job, out)))
             return false;
-        }
     }
     return true;
 }
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static json_t *base64_floats(const float *v, int64_t n) {
-    size_t bytes = (size_t)n * sizeof *v, len = 4 * ((bytes + 2) / 3);
-    char *s = malloc(len + 1);
-    if (!s) return NULL;
+/* n floats as base64 of their little-endian bytes into s; the length. */
+static size_t base64_floats(const float *v, int64_t n, char *s) {
+    size_t bytes = (size_t)n * sizeof *v, o = 0;
     const unsigned char *b = (const unsigned char *)v; /* little-endian hosts */
-    size_t o = 0;
     for (size_t i = 0; i < bytes; i += 3) {
         uint32_t w = (uint32_t)b[i] << 16 | (i + 1 < bytes ? (uint32_t)b[i + 1] << 8 : 0) |
                      (i + 2 < bytes ? b[i + 2] : 0);
@@ -99,25 +128,55 @@ static json_t *base64_floats(const float *v, int64_t n) {
         s[o++] = i + 1 < bytes ? b64[w >> 6 & 63] : '=';
         s[o++] = i + 2 < bytes ? b64[w & 63] : '=';
     }
-    s[o] = 0;
-    json_t *j = json_stringn(s, o);
-    free(s);
-    return j;
+    return o;
 }
 
-static json_t *response(srv_model *md, const float *v, int64_t n, int64_t dim, bool base64,
-                        const int64_t *n_tokens) {
-    json_t *data = json_array();
-    json_int_t total = 0;
-    for (int64_t i = 0; data && i < n; i++) {
-        json_t *e = base64 ? base64_floats(v + i * dim, dim) : json_array();
-        for (int64_t k = 0; !base64 && e && k < dim; k++) json_array_append_new(e, json_real(v[i * dim + k]));
-        json_array_append_new(data, json_pack("{s:s,s:I,s:o}", "object", "embedding", "index", (json_int_t)i,
-                                              "embedding", e ? e : json_null()));
-        total += n_tokens[i];
+/* A float as JSON: 9 significant digits, which read back (through a
+ * reader's double) to the same float; ".0" where that reads as an integer;
+ * null for NaN and infinities (JSON has none). */
+static size_t json_float(float x, char *s) {
+    if (!isfinite(x)) return (size_t)sprintf(s, "null");
+    int n = sprintf(s, "%.9g", (double)x);
+    if (!strpbrk(s, ".e")) n += sprintf(s + n, ".0");
+    return (size_t)n;
+}
+
+/* s escaped as a JSON string's contents (s is the model's id) into o. */
+static size_t json_text(const char *s, char *o) {
+    size_t k = 0;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') o[k++] = '\\', o[k++] = (char)ch;
+        else if (ch < 0x20) k += (size_t)sprintf(o + k, "\\u%04x", ch);
+        else o[k++] = (char)ch;
     }
-    return json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data ? data : json_array(),
-                     "model", md->id, "usage", "prompt_tokens", total, "total_tokens", total);
+    return k;
+}
+
+/* The reply body, written straight from the rows (one allocation, where a
+ * jansson tree took one per float). */
+static char *response(srv_model *md, const srv_enc_job *j, bool base64) {
+    int64_t dim = j->dim, total = 0;
+    for (int64_t i = 0; i < j->n; i++) total += j->n_ids[i];
+    size_t row = base64 ? 4 * (((size_t)dim * 4 + 2) / 3) : (size_t)dim * 17, head = 6 * strlen(md->id) + 160;
+    char *s = malloc(head + (size_t)j->n * (row + 64)), *o = s;
+    if (!s) return NULL;
+    o += sprintf(o, "{\"object\":\"list\",\"data\":[");
+    for (int64_t i = 0; i < j->n; i++) {
+        const float *v = j->out + i * dim;
+        o += sprintf(o, "%s{\"object\":\"embedding\",\"index\":%lld,\"embedding\":%s", i ? "," : "", (long long)i,
+                     base64 ? "\"" : "[");
+        if (base64) o += base64_floats(v, dim, o);
+        for (int64_t k = 0; !base64 && k < dim; k++) {
+            if (k) *o++ = ',';
+            o += json_float(v[k], o);
+        }
+        o += sprintf(o, "%s}", base64 ? "\"" : "]");
+    }
+    o += sprintf(o, "],\"model\":\"");
+    o += json_text(md->id, o);
+    sprintf(o, "\",\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld}}", (long long)total, (long long)total);
+    return s;
 }
 
 /* encoding_format, dimensions and truncate into p; false after an error reply. */
@@ -158,42 +217,19 @@ static bool read_options(srv_model *md, json_t *req, candle_embed_params *p, boo
 }
 
 void srv_embeddings(srv_ctx *c, srv_model *md, json_t *req, srv_reply *out) {
-    (void)c;
     candle_embed_params p = candle_embed_default_params();
     bool base64;
-    emb_inputs in = {0};
-    if (!read_options(md, req, &p, &base64, out) ||
-        !read_inputs(json_object_get(req, "input"), candle_model_get_config(md->model)->n_vocab, &in, out)) {
-        inputs_free(&in);
-        return;
+    srv_enc_job *j = NULL;
+    if (read_options(md, req, &p, &base64, out) &&
+        read_inputs(c, md, json_object_get(req, "input"), &p,
+                    p.dimensions ? p.dimensions : candle_encoder_dim(md->enc), &j, out)) {
+        candle_status s = srv_enc_job_run(md, j);
+        if (s) {
+            srv_reply_error(out, 500, NULL, NULL, "%s", j->err);
+        } else {
+            out->status = 200;
+            if (!(out->body = response(md, j, base64))) srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        }
     }
-    if (in.ids && p.prompt_name) {
-        srv_reply_error(out, 400, "prompt_name", "invalid_value",
-                        "prompt_name applies to text inputs; token-id inputs are used as given");
-        inputs_free(&in);
-        return;
-    }
-    int64_t dim = p.dimensions ? p.dimensions : candle_encoder_dim(md->enc);
-    float *v = malloc((size_t)(in.n * dim) * sizeof *v);
-    int64_t *n_tokens = calloc((size_t)in.n, sizeof *n_tokens);
-    p.n_tokens = n_tokens;
-    candle_status s = CANDLE_ERR_OOM;
-    if (v && n_tokens) {
-        pthread_mutex_lock(&md->enc_mu);
-        s = in.texts ? candle_encoder_embed(md->enc, in.texts, NULL, in.n, &p, v, (size_t)(in.n * dim))
-                     : candle_encoder_embed_tokens(md->enc, (const int32_t *const *)in.ids, in.n_ids, in.n, &p, v,
-                                                   (size_t)(in.n * dim));
-        pthread_mutex_unlock(&md->enc_mu);
-    }
-    if (s == CANDLE_ERR_INVALID_ARG)
-        srv_reply_error(out, 400, "input", "invalid_input", "%s%s", candle_last_errmsg(),
-                        strstr(candle_last_errmsg(), "no_truncate") ? "; send \"truncate\": true to cut long inputs"
-                                                                    : "");
-    else if (s)
-        srv_reply_error(out, 500, NULL, NULL, "%s", v && n_tokens ? candle_last_errmsg() : "out of memory");
-    else
-        srv_reply_json(out, 200, response(md, v, in.n, dim, base64, n_tokens));
-    free(v);
-    free(n_tokens);
-    inputs_free(&in);
+    if (j) srv_enc_job_put(md, j);
 }

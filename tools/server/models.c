@@ -253,6 +253,7 @@ static void set_error(srv_model *e, const char *fmt, ...) {
  * published). The scheduler is stopped first: it holds no request a handler
  * still waits on (refs 0), and fails any a client left behind. */
 static void unload_objects(srv_model *e) {
+    srv_enc_batch_free(e); /* the server's own, borrowed models too */
     if (e->borrowed) return;
     srv_sched_stop(e->sched);
     e->sched = NULL;

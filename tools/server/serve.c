@@ -69,6 +69,9 @@ static const char usage[] =
     "  -t N                 threads per evaluation\n"
     "  --dtype T            f32 (weights as stored), f16, bf16 or q8_0 (bfloat16: the CPU's bf16 dot\n"
     "                       products where it has them): weight matrices converted at load\n"
+    "  --max-batch-tokens N an encoder's /v1/embeddings requests are batched across clients\n"
+    "                       up to N tokens per computation (default 16384, as TEI's; an\n"
+    "                       input longer runs alone)\n"
     "  --lora PATH          a LoRA adapter (llama.cpp's GGUF LoRA or a PEFT directory) at scale 1;\n"
     "                       repeatable, ids 0.. in order (GET/POST /lora-adapters, a request's\n"
     "                       \"lora\": [{\"id\": 0, \"scale\": 0.5}])\n"
@@ -96,7 +99,7 @@ typedef struct serve_args {
     int64_t max_body_mem;
     bool quiet; /* no access log */
     double itl_stretch;
-    int64_t n_ctx, kv_mem, max_body, max_audio;
+    int64_t n_ctx, kv_mem, max_body, max_audio, max_batch_tokens;
     candle_dtype kv_type; /* -ctk / -ctv */
     candle_dtype weight_dtype; /* --dtype */
     const char *lora[SRV_MAX_LORA]; /* --lora / --lora-scaled, in order */
@@ -219,6 +222,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (!strcmp(o, "--conn-per-ip")) ok = num && n <= 100000 && (a->per_ip = (int)n, true);
         else if (!strcmp(o, "--max-conns")) ok = num && n >= 1 && n <= 10000 && (a->max_conns = (int)n, true);
         else if (!strcmp(o, "--max-audio-bytes")) ok = num && n >= 1 && n <= (1ll << 32) && (a->max_audio = n, true);
+        else if (!strcmp(o, "--max-batch-tokens"))
+            ok = num && n >= 1 && n <= (1 << 24) && (a->max_batch_tokens = n, true);
         else if (!strcmp(o, "--dtype")) ok = cli_weight_dtype(v, &a->weight_dtype);
         else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k")) ctk = v;
         else if (!strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) ctv = v;
@@ -357,7 +362,8 @@ int cmd_serve(int argc, char **argv) {
                           .kv_mem = a.kv_mem, .itl_stretch = a.itl_stretch, .kv_type = a.kv_type,
                           .chat_template = a.chat_template, .lookup_ngram = a.lookup,
                           .n_draft = a.draft_max ? a.draft_max : 8, .weight_dtype = a.weight_dtype,
-                          .draft_model = draft, .draft_p_min = (float)a.draft_p_min};
+                          .draft_model = draft, .draft_p_min = (float)a.draft_p_min,
+                          .max_batch_tokens = a.max_batch_tokens};
     srv_models_init(c, &lp);
     /* the gate holds what the descriptors left by the daemon's allow */
     int pending = nofile - a.max_conns - 64;

@@ -240,7 +240,8 @@ typedef struct srv_model {
      * LOADED, read-only while the entry is held, freed at unload. */
     candle_model *model;     /* a decoder's, or the encoder's (owned by enc) */
     candle_encoder *enc;     /* an encoder model: /v1/embeddings, rerank, classify */
-    pthread_mutex_t enc_mu;  /* embeddings compute one request at a time */
+    pthread_mutex_t enc_mu;  /* one encoder computation at a time (a batch, a rerank, a classify) */
+    struct srv_enc_batch *batch; /* its /v1/embeddings batcher (enc_batch.c): made by the first request */
     candle_tokenizer *tok;
     candle_chat_template chat;
     bool have_chat;
@@ -262,6 +263,7 @@ typedef struct srv_load_params {
     const candle_model *draft_model; /* --draft-model (srv_sched_params), or NULL */
     float draft_p_min;
     candle_dtype weight_dtype; /* --dtype: every model's weight matrices converted at load */
+    int64_t max_batch_tokens;  /* --max-batch-tokens: an encoder batch's tokens (0: SRV_MAX_BATCH_TOKENS) */
 } srv_load_params;
 
 typedef struct srv_ctx {
@@ -441,6 +443,42 @@ void srv_lora_handle(srv_ctx *c, const char *method, const char *url, const char
 /* The request's adapter set into r (its "lora" field, else the global
  * scales); false after replying 400. */
 bool srv_lora_request(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out);
+
+/* Batching of /v1/embeddings across clients (enc_batch.c), by a token
+ * budget as text-embeddings-inference does: each request tokenizes its
+ * inputs itself (its errors are its own), queues them, and waits; a thread
+ * that finds no batch running takes queued inputs in arrival order up to
+ * the budget (an input over it alone), among requests asking the same
+ * dimensions, embeds them in one candle_encoder_embed_tokens call, hands
+ * each request its rows and wakes the waiters. A request's inputs may span
+ * batches. Jobs and the batch's buffers are kept per model and reused. */
+#define SRV_MAX_BATCH_TOKENS 16384
+typedef struct srv_enc_job {
+    int64_t n, dim;    /* inputs; floats per row (the request's dimensions) */
+    int32_t *tok;      /* [used] every input's ids, one after another */
+    size_t used, cap_tok;
+    int64_t *off;      /* [n] where input i starts in tok */
+    int64_t *n_ids;    /* [n] its ids (after any cut) */
+    float *out;        /* [n, dim]: the rows, once run */
+    int64_t cap_n, cap_out;
+    /* the batcher's, under its lock */
+    int64_t next, done; /* inputs taken into a batch; inputs computed */
+    candle_status status;
+    char err[256];      /* the computation's message when status */
+    struct srv_enc_job *link;
+} srv_enc_job;
+/* An empty job for up to n inputs of dim floats (from md's pool); NULL on memory. */
+srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, int64_t n, int64_t dim);
+/* Room for k more ids at the end of j->tok (NULL on memory); input i's
+ * ids, once written there, are counted by srv_enc_job_add. */
+int32_t *srv_enc_job_room(srv_enc_job *j, size_t k);
+void srv_enc_job_add(srv_enc_job *j, int64_t i, int64_t n_ids);
+/* Queue j's inputs and wait for its rows; CANDLE_OK or the error of a batch. */
+candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j);
+/* Back to md's pool. */
+void srv_enc_job_put(srv_model *md, srv_enc_job *j);
+/* At unload (no request holds md): the batcher and its pool. */
+void srv_enc_batch_free(srv_model *md);
 
 /* POST /v1/embeddings on an encoder model (embeddings.c). */
 void srv_embeddings(srv_ctx *c, srv_model *e, json_t *req, srv_reply *out);

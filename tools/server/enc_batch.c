@@ -1,0 +1,269 @@
+/* Batching of an encoder's /v1/embeddings requests across clients by a
+ * token budget (server.h, srv_enc_job). There is no batcher thread: the
+ * waiting handler that finds no batch running computes the next one (its
+ * own inputs or earlier ones), so nothing is left to start or stop, and a
+ * lone request runs on its own thread at once.
+ *
+ * A row hardly depends on the company it keeps: the library packs
+ * variable-length inputs without padding and attends per sequence, but its
+ * products pick their blocking by row count, so a row's bits may differ
+ * from the request's reply alone by float rounding (max abs diff 1-4e-7
+ * on MiniLM and the tiny encoders, cosine 1.0000000;
+ * tests/models/test_server_embeddings.sh checks 1e-5). Per-request
+ * parameters: the prompt and the cut are in the ids (the handler tokenized
+ * them), so only dimensions differ, and a batch holds requests asking the
+ * same. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+/* A pooled job bigger than this is freed instead of kept (one request of
+ * thousands of long inputs should not pin its buffers). */
+#define JOB_KEEP_BYTES (4u << 20)
+
+/* One run of a job's inputs inside the batch. */
+typedef struct part {
+    srv_enc_job *job;
+    int64_t i0, n, row; /* job inputs i0..i0+n-1 are batch rows row.. */
+} part;
+
+typedef struct srv_enc_batch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* a batch ended */
+    srv_enc_job *head, *tail; /* jobs with inputs not yet taken, in arrival order */
+    bool busy;            /* a handler is computing a batch */
+    int64_t max_tokens;
+    srv_enc_job *pool;    /* idle jobs */
+    /* The running batch (only its computing thread touches them). */
+    const int32_t **ids;  /* [cap] */
+    int64_t *n_ids;       /* [cap] */
+    part *parts;          /* [cap] */
+    int64_t cap, n_parts;
+    float *out;           /* [cap_out] */
+    size_t cap_out;
+} srv_enc_batch;
+
+/* Capacity for need elements in each array of arrs (elem bytes each), all
+ * sharing *cap; false on memory (the arrays that grew stay valid). */
+static bool grow(void **arrs[], const size_t elem[], int n_arrs, int64_t *cap, int64_t need) {
+    if (need <= *cap) return true;
+    int64_t c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    for (int a = 0; a < n_arrs; a++) {
+        void *q = realloc(*arrs[a], (size_t)c * elem[a]);
+        if (!q) return false;
+        *arrs[a] = q;
+    }
+    *cap = c;
+    return true;
+}
+
+static srv_enc_batch *batch_of(srv_ctx *c, srv_model *md) {
+    srv_enc_batch *b = __atomic_load_n(&md->batch, __ATOMIC_ACQUIRE);
+    if (b) return b;
+    pthread_mutex_lock(&md->enc_mu);
+    b = md->batch;
+    if (!b && (b = calloc(1, sizeof *b))) {
+        pthread_mutex_init(&b->mu, NULL);
+        pthread_cond_init(&b->cv, NULL);
+        b->max_tokens = c->load.max_batch_tokens > 0 ? c->load.max_batch_tokens : SRV_MAX_BATCH_TOKENS;
+        __atomic_store_n(&md->batch, b, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&md->enc_mu);
+    return b;
+}
+
+static void job_free(srv_enc_job *j) {
+    if (!j) return;
+    free(j->tok);
+    free(j->off);
+    free(j->n_ids);
+    free(j->out);
+    free(j);
+}
+
+srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, int64_t n, int64_t dim) {
+    srv_enc_batch *b = batch_of(c, md);
+    if (!b) return NULL;
+    pthread_mutex_lock(&b->mu);
+    srv_enc_job *j = b->pool;
+    if (j) b->pool = j->link;
+    pthread_mutex_unlock(&b->mu);
+    if (!j && !(j = calloc(1, sizeof *j))) return NULL;
+    void **rows[] = {(void **)&j->off, (void **)&j->n_ids}, **outs[] = {(void **)&j->out};
+    const size_t re[] = {sizeof *j->off, sizeof *j->n_ids}, oe[] = {sizeof *j->out};
+    if (!grow(rows, re, 2, &j->cap_n, n) || !grow(outs, oe, 1, &j->cap_out, n * dim)) {
+        job_free(j);
+        return NULL;
+    }
+    j->n = n;
+    j->dim = dim;
+    j->used = 0;
+    j->next = j->done = 0;
+    j->status = CANDLE_OK;
+    j->err[0] = 0;
+    j->link = NULL;
+    return j;
+}
+
+int32_t *srv_enc_job_room(srv_enc_job *j, size_t k) {
+    void **a[] = {(void **)&j->tok};
+    const size_t e[] = {sizeof *j->tok};
+    int64_t cap = (int64_t)j->cap_tok;
+    if (!grow(a, e, 1, &cap, (int64_t)(j->used + k))) return NULL;
+    j->cap_tok = (size_t)cap;
+    return j->tok + j->used;
+}
+
+void srv_enc_job_add(srv_enc_job *j, int64_t i, int64_t n_ids) {
+    j->off[i] = (int64_t)j->used;
+    j->n_ids[i] = n_ids;
+    j->used += (size_t)n_ids;
+}
+
+void srv_enc_job_put(srv_model *md, srv_enc_job *j) {
+    srv_enc_batch *b = md->batch;
+    size_t bytes = j->cap_tok * sizeof *j->tok + (size_t)j->cap_n * 16 + (size_t)j->cap_out * sizeof *j->out;
+    if (!b || bytes > JOB_KEEP_BYTES) {
+        job_free(j);
+        return;
+    }
+    pthread_mutex_lock(&b->mu);
+    j->link = b->pool;
+    b->pool = j;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Under b->mu: how many of j's untaken inputs fit beside *tokens (at
+ * least one when the batch is empty). */
+static int64_t fits(const srv_enc_batch *b, const srv_enc_job *j, int64_t rows, int64_t *tokens) {
+    int64_t k = 0;
+    while (j->next + k < j->n) {
+        int64_t t = j->n_ids[j->next + k];
+        if ((rows + k || *tokens) && *tokens + t > b->max_tokens) break;
+        *tokens += t;
+        k++;
+    }
+    return k;
+}
+
+/* Under b->mu: the next batch into b->ids/n_ids/parts (rows returned):
+ * queued inputs in arrival order up to the budget, from jobs asking the
+ * head's dimensions; jobs whose inputs are all taken leave the queue. */
+static int64_t take(srv_enc_batch *b, int64_t *dim) {
+    int64_t rows = 0, tokens = 0;
+    b->n_parts = 0;
+    *dim = b->head->dim;
+    for (srv_enc_job *j = b->head; j; j = j->link) {
+        if (j->dim != *dim) continue;
+        int64_t k = fits(b, j, rows, &tokens);
+        if (!k) break;
+        void **a[] = {(void **)&b->ids, (void **)&b->n_ids, (void **)&b->parts};
+        const size_t e[] = {sizeof *b->ids, sizeof *b->n_ids, sizeof *b->parts};
+        if (!grow(a, e, 3, &b->cap, rows + k))
+            break; /* out of memory: run what is there (an empty batch fails its head below) */
+        for (int64_t i = 0; i < k; i++) {
+            b->ids[rows + i] = j->tok + j->off[j->next + i];
+            b->n_ids[rows + i] = j->n_ids[j->next + i];
+        }
+        b->parts[b->n_parts++] = (part){j, j->next, k, rows};
+        j->next += k;
+        rows += k;
+        if (j->next < j->n) break; /* the budget is spent inside j */
+    }
+    srv_enc_job **pp = &b->head;
+    b->tail = NULL;
+    while (*pp) {
+        if ((*pp)->next == (*pp)->n) *pp = (*pp)->link;
+        else {
+            b->tail = *pp;
+            pp = &(*pp)->link;
+        }
+    }
+    return rows;
+}
+
+/* Called with b->mu held and the batcher idle; returns with it held. */
+static void run_batch(srv_model *md, srv_enc_batch *b) {
+    int64_t dim, rows = take(b, &dim);
+    b->busy = true;
+    pthread_mutex_unlock(&b->mu);
+    size_t need = (size_t)(rows * dim);
+    candle_status s = CANDLE_OK;
+    if (need > b->cap_out) {
+        float *o = realloc(b->out, need * sizeof *o);
+        if (o) {
+            b->out = o;
+            b->cap_out = need;
+        } else {
+            s = CANDLE_ERR_OOM;
+        }
+    }
+    const char *msg = "out of memory";
+    if (!s && rows) {
+        candle_embed_params p = candle_embed_default_params();
+        p.dimensions = dim;
+        pthread_mutex_lock(&md->enc_mu);
+        s = candle_encoder_embed_tokens(md->enc, b->ids, b->n_ids, rows, &p, b->out, need);
+        pthread_mutex_unlock(&md->enc_mu);
+        msg = candle_last_errmsg();
+    } else if (!rows) {
+        s = CANDLE_ERR_OOM;
+    }
+    pthread_mutex_lock(&b->mu);
+    for (int64_t k = 0; k < b->n_parts; k++) {
+        part *pt = &b->parts[k];
+        srv_enc_job *j = pt->job;
+        if (!s) memcpy(j->out + pt->i0 * dim, b->out + pt->row * dim, (size_t)(pt->n * dim) * sizeof *b->out);
+        else if (!j->status) {
+            j->status = s;
+            snprintf(j->err, sizeof j->err, "%s", msg);
+        }
+        j->done += pt->n;
+    }
+    if (!rows && b->head) { /* nothing could be taken (memory): fail the head rather than spin */
+        srv_enc_job *j = b->head;
+        j->status = CANDLE_ERR_OOM;
+        snprintf(j->err, sizeof j->err, "out of memory");
+        j->done += j->n - j->next;
+        j->next = j->n;
+        if (!(b->head = j->link)) b->tail = NULL;
+    }
+    b->busy = false;
+    pthread_cond_broadcast(&b->cv);
+}
+
+candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j) {
+    srv_enc_batch *b = md->batch; /* made by srv_enc_job_get */
+    pthread_mutex_lock(&b->mu);
+    j->link = NULL;
+    if (b->tail) b->tail->link = j;
+    else b->head = j;
+    b->tail = j;
+    while (j->done < j->n) {
+        if (!b->busy && b->head) run_batch(md, b);
+        else pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return j->status;
+}
+
+void srv_enc_batch_free(srv_model *md) {
+    srv_enc_batch *b = md->batch;
+    if (!b) return;
+    while (b->pool) {
+        srv_enc_job *j = b->pool;
+        b->pool = j->link;
+        job_free(j);
+    }
+    free(b->ids);
+    free(b->n_ids);
+    free(b->parts);
+    free(b->out);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+    md->batch = NULL;
+}
