@@ -14,6 +14,8 @@ layout). DIR gets three Hugging Face directories:
                  groups of 128 found on the updated weights, symmetric, v1
                  packing), layer after layer on the already quantized layers'
                  outputs, all linears of a layer from one calibration pass;
+  rtn-4bit-g128  with --methods rtn: the GPTQ format by round to nearest, the
+                 control that shows what GPTQ's error feedback gains;
   awq-4bit-g128  AWQ (Lin et al. 2023): per-channel scales s = mean|x|^a
                  searched over a in [0, 1) for q/k/v, gate/up and down (o_proj
                  not: with grouped-query attention v_proj cannot absorb them),
@@ -174,7 +176,8 @@ def gptq(W, H, group, maxq=15, blocksize=128, percdamp=0.01):
     H += percdamp * torch.mean(torch.diag(H)) * torch.eye(in_f, dtype=H.dtype)
     Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
     Q, codes = torch.zeros_like(W), torch.zeros(in_f, out_f)
-    scales, zeros = torch.zeros(in_f // group, out_f), torch.zeros(in_f // group, out_f)
+    n_groups = (in_f + group - 1) // group  # the last one may be short (576 = 4.5 x 128)
+    scales, zeros = torch.zeros(n_groups, out_f), torch.zeros(n_groups, out_f)
     for i1 in range(0, in_f, blocksize):
         i2 = min(i1 + blocksize, in_f)
         W1, Err1, Hinv1 = W[:, i1:i2].clone(), torch.zeros(out_f, i2 - i1, dtype=W.dtype), Hinv[i1:i2, i1:i2]
@@ -198,11 +201,15 @@ def gptq(W, H, group, maxq=15, blocksize=128, percdamp=0.01):
 def awq_quant(W, group, maxq=15):
     """Asymmetric round-to-nearest of W [out, in] in groups along the input."""
     out_f, in_f = W.shape
-    g = W.reshape(out_f * (in_f // group), group)
-    sc, z = asym_params(g, maxq)
-    q, dq = rtn(g, sc, z, maxq)
-    return (q.reshape(out_f, in_f).T.contiguous(), z.reshape(out_f, -1).T.contiguous(),
-            sc.reshape(out_f, -1).T.contiguous(), dq.reshape(out_f, in_f))
+    q, dq = torch.zeros_like(W), torch.zeros_like(W)
+    zs, scs = [], []
+    for c0 in range(0, in_f, group):  # the last group may be short
+        g = W[:, c0:c0 + group]
+        sc, z = asym_params(g, maxq)
+        q[:, c0:c0 + group], dq[:, c0:c0 + group] = rtn(g, sc, z, maxq)
+        zs.append(z)
+        scs.append(sc)
+    return q.T.contiguous(), torch.stack(zs), torch.stack(scs), dq
 
 
 def awq_search(X, Ws, group, grid=20):
@@ -245,14 +252,19 @@ def save_dir(model, d: Path, tokenizer, qc=None, packed=None):
     save_file(sd, str(d / "model.safetensors"))
 
 
-def run_gptq(model, tokens, group):
+def run_gptq(model, tokens, group, rtn_only=False):
+    """GPTQ; rtn_only: the same format by round to nearest (GPTQ with H = I,
+    whose inverse has no off-diagonal terms to feed errors forward)."""
     packed = {}
     for il, layer in enumerate(model.model.layers):
-        X = layer_inputs(model, il, tokens)
+        X = None if rtn_only else layer_inputs(model, il, tokens)
         for name in LINEARS:
             lin = layer.get_submodule(name)
-            x = X[name].double()
-            H = 2 * x.T @ x / x.shape[0]
+            if rtn_only:
+                H = torch.eye(lin.in_features, dtype=torch.float64)
+            else:
+                x = X[name].double()
+                H = 2 * x.T @ x / x.shape[0]
             codes, z, sc, dq = gptq(lin.weight.data, H, group)
             lin.weight.data = dq
             g_idx = (np.arange(lin.in_features) // group).astype(np.int64)
@@ -312,6 +324,11 @@ def main():
         qc = {"quant_method": "gptq", "bits": 4, "group_size": g, "sym": True, "desc_act": False,
               "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": False}
         save_dir(m, a.out / f"gptq-4bit-g{g}", tok, qc, run_gptq(m, tokens, g))
+    if "rtn" in a.methods:  # the control: GPTQ's format without its method
+        m = load_base(a.base)
+        qc = {"quant_method": "gptq", "bits": 4, "group_size": g, "sym": True, "desc_act": False,
+              "checkpoint_format": "gptq"}
+        save_dir(m, a.out / f"rtn-4bit-g{g}", tok, qc, run_gptq(m, tokens, g, rtn_only=True))
     if "awq" in a.methods:
         m = load_base(a.base)
         qc = {"quant_method": "awq", "bits": 4, "group_size": g, "zero_point": True, "version": "gemm"}
