@@ -202,9 +202,13 @@ static void test_llama_model(void) {
     candle_model_free(m);
 
     /* a scaling type the architectures do not implement is refused by name */
-    llama_dir(", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}");
+    llama_dir(", \"rope_scaling\": {\"rope_type\": \"xdrope\", \"factor\": 4.0}");
     CHECK(candle_model_load(&m, dir, NULL) == CANDLE_ERR_UNSUPPORTED && !m);
-    CHECK_CONTAINS(candle_last_errmsg(), "RoPE scaling type 'dynamic'");
+    CHECK_CONTAINS(candle_last_errmsg(), "RoPE scaling type 'xdrope'");
+    /* dynamic NTK's exponent d / (d - 2) needs more than 2 rotated dims */
+    llama_dir(", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}");
+    CHECK(candle_model_load(&m, dir, NULL) == CANDLE_ERR_FORMAT && !m);
+    CHECK_CONTAINS(candle_last_errmsg(), "dynamic NTK RoPE scaling needs");
     /* YaRN: the original context defaults to max_position_embeddings, the
      * magnitude to 0.1 ln(factor) + 1 (of which the op adds all itself) */
     llama_dir(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": 16}");
