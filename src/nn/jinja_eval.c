@@ -822,7 +822,7 @@ static jv binop(ev *e, int op, jv l, jv r, const jx *x) {
             return ob_take(e, b);
         }
         jv o = mklist(e, l.u.l->n * (size_t)k);
-        for (int64_t i = 0; i < k; i++) memcpy(o.u.l->v + i * l.u.l->n, l.u.l->v, l.u.l->n * sizeof(jv));
+        for (int64_t i = 0; l.u.l->n && i < k; i++) memcpy(o.u.l->v + i * l.u.l->n, l.u.l->v, l.u.l->n * sizeof(jv));
         return o;
     }
     if (!isnum(&l) || !isnum(&r))
