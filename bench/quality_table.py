@@ -17,7 +17,9 @@ every machine. Prints a Markdown table; the raw outputs stay in --work.
 GPTQ-4 and AWQ-4 directories of the same base): Candle runs the directory as
 it loads it; llama.cpp, which reads no GPTQ/AWQ, runs the F32 GGUF of its
 dequantized weights (`candle quantize DIR X.gguf F32`), the same values. Their
-size is the directory's safetensors.
+size is the directory's safetensors. --extra-base names the base as such a
+directory when its tokenizer.json splits the text unlike the GGUF's vocabulary:
+Candle's rows for the extras are then against its distributions.
 """
 import argparse
 import os
@@ -81,6 +83,8 @@ def main():
     ap.add_argument("--work", default="build-bench/quality")
     ap.add_argument("--name", default=None)
     ap.add_argument("--extra", default="", help="NAME=DIR,... rows for GPTQ/AWQ directories")
+    ap.add_argument("--extra-base", help="the base as a directory of the extras' tokenizer.json "
+                    "(quantize_gptq_awq.py's f32), when it splits the text unlike the GGUF's")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     name = a.name or os.path.basename(a.base).replace(".gguf", "")
@@ -113,9 +117,15 @@ def main():
                          os.path.join(a.work, f"{name}.{t}.llama.log"))
         rows.append((t, os.path.getsize(q), c, l))
         print(f"{t}: candle {c}  llama {l}", file=sys.stderr, flush=True)
+    extra_kld = base_kld
+    if a.extra and a.extra_base:
+        extra_kld = os.path.join(a.work, f"{name}.extra-base.ckld")
+        if not os.path.exists(extra_kld):
+            run([a.candle, "perplexity", "-m", a.extra_base, *common, "--kl-divergence-base", extra_kld],
+                os.path.join(a.work, f"{name}.extra-base.candle.log"))
     for item in filter(None, a.extra.split(",")):
         t, d = item.split("=", 1)
-        c = measured([a.candle, "perplexity", "-m", d, *common, "--kl-divergence-base", base_kld,
+        c = measured([a.candle, "perplexity", "-m", d, *common, "--kl-divergence-base", extra_kld,
                       "--kl-divergence"], os.path.join(a.work, f"{name}.{t}.candle.log"))
         l = None
         if llama_ppl:

@@ -219,7 +219,7 @@ static const char *bpe_pre(const json_value *pre) {
     if (json_str_eq(json_get(pre, "type"), "ByteLevel")) {
         json_as_bool(json_get(pre, "use_regex"), &rx);
         json_as_bool(json_get(pre, "add_prefix_space"), &prefix);
-        return rx && !prefix ? "gpt2" : NULL;
+        return rx && !prefix ? "gpt-2" : NULL;
     }
     const json_value *ps = json_get(pre, "pretokenizers"), *a = json_at(ps, 0), *b = json_at(ps, 1);
     if (!json_str_eq(json_get(pre, "type"), "Sequence") || !ps || ps->n != 2 || !json_str_eq(json_get(b, "type"), "ByteLevel"))
