@@ -212,6 +212,13 @@ static bool gen_multiple(conv *c, const json_value *s, sbuf *b) {
     return true;
 }
 
+/* Bound keyword i's value v (bounds[i]) into *x: a number within +-9e15. */
+static bool bound_value(conv *c, const json_value *v, int i, double *x) {
+    if (!json_as_f64(v, x) || *x != *x || *x < -9.0e15 || *x > 9.0e15)
+        return refuse(c, v, "'%s' must be a number within +-9e15", bounds[i]);
+    return true;
+}
+
 /* minimum/maximum (and the exclusive forms) on a number: whole bounds only;
  * the tighter of each side. The numbers are written without an exponent. */
 static bool gen_number_bounds(conv *c, const json_value *s, sbuf *b) {
@@ -221,8 +228,7 @@ static bool gen_number_bounds(conv *c, const json_value *s, sbuf *b) {
         const json_value *v = json_get(s, bounds[i]);
         double x;
         if (!v) continue;
-        if (!json_as_f64(v, &x) || x != x || x < -9.0e15 || x > 9.0e15)
-            return refuse(c, v, "'%s' must be a number within +-9e15", bounds[i]);
+        if (!bound_value(c, v, i, &x)) return false;
         if (x != floor(x))
             return refuse(c, v, "'%s' on type 'number' must be a whole number to be enforced", bounds[i]);
         int64_t k = (int64_t)x;
@@ -279,8 +285,7 @@ static bool gen_type(conv *c, const json_value *s, const char *type, sbuf *b, in
             const json_value *v = json_get(s, bounds[i]);
             double x;
             if (!v) continue;
-            if (!json_as_f64(v, &x) || x != x || x < -9.0e15 || x > 9.0e15)
-                return refuse(c, v, "'%s' must be a number within +-9e15", bounds[i]);
+            if (!bound_value(c, v, i, &x)) return false;
             /* the integers the bound allows: minimum ceil, exclusive the next one */
             int64_t k = i == 0 ? (int64_t)ceil(x) : i == 1 ? (int64_t)floor(x) : i == 2 ? (int64_t)floor(x) + 1
                                                                                       : (int64_t)ceil(x) - 1;

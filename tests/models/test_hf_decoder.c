@@ -26,6 +26,13 @@ typedef struct golden {
 } golden;
 
 
+/* tests/data/hf/<name> */
+static void hf_dir(const char *name, char *dir, size_t n) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
+    test_path(rel, dir, n);
+}
+
 /* <dir>/<stem>.json and <stem>_logits.bin */
 static bool read_golden(const char *dir, const char *stem, golden *g) {
     char path[1200];
@@ -95,9 +102,8 @@ static void check_quantized(const char *name, const char *dir, const golden *g, 
 /* Without llama.cpp's GGUF (a scaling llama.cpp lacks): the directory and
  * Candle's own GGUF of it. */
 static void check_dir_golden(const char *name, const char *stem) {
-    char rel[128], dir[1024];
-    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
-    test_path(rel, dir, sizeof dir);
+    char dir[1024];
+    hf_dir(name, dir, sizeof dir);
     golden g = {0};
     if (!read_golden(dir, stem, &g)) return;
     float *hf = run(dir, &g);
@@ -152,9 +158,8 @@ static void check_dynamic_batch(const char *name, const candle_model *m, const g
 }
 
 static void check_dynamic(const char *name) {
-    char rel[128], dir[1024];
-    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
-    test_path(rel, dir, sizeof dir);
+    char dir[1024];
+    hf_dir(name, dir, sizeof dir);
     golden one = {0}, steps = {0};
     candle_model *m = NULL;
     candle_session *s = NULL;
@@ -193,9 +198,8 @@ static void check_dynamic(const char *name) {
 }
 
 static void check_golden(const char *name, const char *stem) {
-    char rel[128], dir[1024], gguf[1200];
-    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
-    test_path(rel, dir, sizeof dir);
+    char dir[1024], gguf[1200];
+    hf_dir(name, dir, sizeof dir);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", dir, name);
     golden g = {0};
     if (!read_golden(dir, stem, &g)) return;
@@ -223,9 +227,8 @@ static void check_family(const char *name) { check_golden(name, "golden"); }
  * for one-layer models: deeper layers' keys of the kept tokens saw the
  * discarded ones, so there a shift is an approximation by design. */
 static void check_shift(const char *name) {
-    char rel[128], dir[1024];
-    snprintf(rel, sizeof rel, "tests/data/hf/%s", name);
-    test_path(rel, dir, sizeof dir);
+    char dir[1024];
+    hf_dir(name, dir, sizeof dir);
     golden g = {0};
     candle_model *m = NULL;
     if (!read_golden(dir, "golden", &g) || candle_model_load(&m, dir, NULL)) {
