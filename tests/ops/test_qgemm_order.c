@@ -2,7 +2,8 @@
  * q4_0, q4_1, q5_0, q5_1 and q8_0 the packed multi-row kernels (cdl_qgemm_rows, any
  * M, every 1-4 row tail) give the matrix-vector kernels' bits
  * (cdl_gemv_rows, the batch-1 path), and through candle_matmul a row
- * alone (M = 1) equals the same row among others (1 and 2 threads). This is
+ * alone (M = 1) equals the same row among others (1 and 2 threads); so do
+ * q4_K, q5_K and q6_K up to their few-row limit (cdl_qgemm_few_rows). This is
  * what lets a server's concurrent greedy streams equal the same requests
  * run one at a time. Exact equality: the kernels promise the same float
  * operations in the same order. Where the CPU has no such kernels the
@@ -256,9 +257,57 @@ static void test_direct(void) {
     }
     CHECK(!cdl_qgemm_has_direct_vnni(CANDLE_DTYPE_Q5_0) && !cdl_qgemm_has_direct_vnni(CANDLE_DTYPE_Q4_K));
 }
+
+/* The K types' few-row kernels (kquants-impl.h) through cdl_qgemm_rows
+ * against cdl_gemv_rows, for every M up to their limit: each 1-4 row
+ * group, activation rows 4-byte aligned only, the output's other columns
+ * untouched; random and extreme codes. */
+static void check_few_k(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
+    const candle_dtype_traits *wt = cpu_dtype(t);
+    qcase q = make_case(t, M, N, K, extreme, (uint64_t)(N * 29 + K), (uint64_t)(M * 13 + K + 7), 8);
+    size_t xb = cdl_gemv_x_bytes(t, K);
+    void *xv = aligned_alloc(64, (xb + 63) & ~(size_t)63);
+    void *scratch = aligned_alloc(64, (cdl_qgemm_scratch_bytes(t, K) + 127) & ~(size_t)63);
+    const int64_t ldc = N + 5;
+    float *c = malloc(sizeof(float) * (size_t)(M * ldc)), *want = malloc(sizeof(float) * (size_t)N);
+    for (int64_t i = 0; i < M * ldc; i++) c[i] = -7.0f;
+    cdl_qgemm_rows(t, K, M, N, q.w, q.ws, q.x + 4, q.xs, c, ldc, scratch);
+    int bad = 0;
+    for (int64_t m = 0; m < M && !bad; m++) {
+        cdl_gemv_prep(t, K, q.xf + m * K, xv);
+        cdl_gemv_rows(t, K, N, q.w, q.ws, xv, want);
+        for (int64_t n = 0; n < ldc && !bad; n++)
+            if (n < N ? memcmp(&c[m * ldc + n], &want[n], sizeof(float)) != 0 : c[m * ldc + n] != -7.0f) {
+                CHECK_MSG(0, "%s few rows M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name,
+                          (long long)M, (long long)N, (long long)K, extreme ? " (extreme codes)" : "", (long long)m,
+                          (long long)n, c[m * ldc + n], n < N ? want[n] : -7.0f);
+                bad = 1;
+            }
+    }
+    CHECK(!bad);
+    free_case(&q), free(xv), free(scratch), free(c), free(want);
+}
+
+static void test_few_k(void) {
+    static const candle_dtype ktypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K};
+    static const int64_t Ks[] = {256, 512, 1536, 2304};
+    int ran = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        candle_dtype t = ktypes[ti];
+        int64_t most = cdl_qgemm_few_rows(t);
+        if (!most) continue;
+        ran = 1;
+        for (int64_t M = 1; M <= most; M++) check_few_k(t, M, 1 + (M * 5) % 11, Ks[M % 4], false);
+        check_few_k(t, 4, 9, 512, true);
+        check_few_k(t, 3, 2, 256, true);
+        check_few_k(t, most, 3, 256, true);
+    }
+    if (!ran) test_skip("test_qgemm_order", "no few-row K kernels on this CPU (they are the AVX2 ones without VNNI)");
+}
 #else
 static void test_vnni(void) {}
 static void test_direct(void) {}
+static void test_few_k(void) {}
 #endif
 
 /* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
@@ -300,6 +349,16 @@ static void test_matmul(int threads) {
         check_matmul(ctx, types[ti], 16, 33, 1536);
         check_matmul(ctx, types[ti], 14, 150, 576);
     }
+    /* the K types up to their few-row limit (more rows take the panels,
+     * whose bits differ from the matrix-vector kernels') */
+    static const candle_dtype ktypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K};
+    for (int ti = 0; ti < 3; ti++) {
+        int64_t most = cdl_qgemm_few_rows(ktypes[ti]);
+        if (!most || !cdl_gemv_x_bytes(ktypes[ti], 512)) continue;
+        check_matmul(ctx, ktypes[ti], 2, 70, 512);
+        check_matmul(ctx, ktypes[ti], most, 45, 1536);
+        check_matmul(ctx, ktypes[ti], 5, 150, 768);
+    }
     candle_ctx_free(ctx);
 }
 
@@ -307,6 +366,7 @@ static void run_checks(void) {
     test_rows();
     test_vnni();
     test_direct();
+    test_few_k();
     test_matmul(1);
     test_matmul(2);
 }

@@ -53,7 +53,9 @@ typedef struct qconv {
 } qconv;
 
 typedef struct qopts {
-    bool json, quick, m1; /* m1: M = 1 only (the matrix-vector kernels) */
+    bool json, quick;
+    int64_t ms[16]; /* the activation rows M of each product (--m, --m1) */
+    int n_ms;
     int threads;
     const char *only; /* --type: one weight type, NULL for all */
     qshape shape;     /* --shape NxK: this shape alone (N 0: the defaults) */
@@ -133,7 +135,7 @@ static double time_case(qcase *c, double min_time) {
 }
 
 /* Weights of one type and shape (copies past the LLC) from qw, its first N
- * quantized rows of length K; then M = MS[] rows of act. */
+ * quantized rows of length K; then M = o->ms[] rows of act. */
 static int bench_weight(candle_ctx *ctx, candle_dtype t, const qshape *s, const void *qw, const float *act,
                         qrow *rows, const qopts *o) {
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
@@ -148,12 +150,12 @@ static int bench_weight(candle_ctx *ctx, candle_dtype t, const qshape *s, const 
         if (!c.w[i]) goto fail;
         memcpy(candle_tensor_data(c.w[i]), qw, bytes);
     }
-    for (int m = 0; m < (o->m1 ? 1 : N_MS); m++) {
+    for (int m = 0; m < o->n_ms; m++) {
         candle_ctx_mark xm = candle_ctx_get_mark(ctx);
-        int64_t xs[2] = {MS[m], s->K};
+        int64_t xs[2] = {o->ms[m], s->K};
         c.x = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, xs, act);
         if (!c.x) goto fail;
-        rows[m] = (qrow){t, s, MS[m], time_case(&c, o->quick ? 0.005 : 0.3)};
+        rows[m] = (qrow){t, s, o->ms[m], time_case(&c, o->quick ? 0.005 : 0.3)};
         candle_ctx_reset(ctx, xm);
         if (rows[m].secs <= 0) goto fail;
     }
@@ -261,12 +263,24 @@ static void print_json(const qresult *q) {
 /* ---- driver ---- */
 
 static int parse(qopts *o, int argc, char **argv) {
-    *o = (qopts){.threads = 2};
+    *o = (qopts){.threads = 2, .n_ms = N_MS};
+    memcpy(o->ms, MS, sizeof MS);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o->json = true;
         else if (!strcmp(argv[i], "--quick")) o->quick = true;
         else if (!strcmp(argv[i], "--type") && i + 1 < argc) o->only = argv[++i];
-        else if (!strcmp(argv[i], "--m1")) o->m1 = true;
+        else if (!strcmp(argv[i], "--m1")) o->ms[0] = 1, o->n_ms = 1;
+        else if (!strcmp(argv[i], "--m") && i + 1 < argc) {
+            o->n_ms = 0;
+            for (char *p = argv[++i], *end; *p; p = *end == ',' ? end + 1 : end) {
+                long long m = strtoll(p, &end, 10);
+                if (end == p || m < 1 || m > 512 || o->n_ms == 16 || (*end && *end != ',')) {
+                    fprintf(stderr, "candle bench quant: --m wants a comma list of at most 16 rows counts, 1..512\n");
+                    return 2;
+                }
+                o->ms[o->n_ms++] = m;
+            }
+        }
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
             long long n, k;
             char tail;
@@ -280,8 +294,8 @@ static int parse(qopts *o, int argc, char **argv) {
         }
         else if ((!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) && i + 1 < argc) o->threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: candle bench quant [--json] [-t N] [--quick] [--type T] [--shape NxK] [--m1]\n"
-                   "  quantized candle_linear (M = 1, 8, 16, 64, 128; --m1: M = 1 only) per weight type (or type T\n"
+            printf("usage: candle bench quant [--json] [-t N] [--quick] [--type T] [--shape NxK] [--m1] [--m M,..]\n"
+                   "  quantized candle_linear (M = 1, 8, 16, 64, 128; --m1: M = 1 only; --m: these M) per weight type (or type T\n"
                    "  only) on N threads (default 2), on 2048x2048 and 5632x2048 weights (or NxK), against the\n"
                    "  measured read bandwidth, and from_f32/to_f32 throughput\n");
             return 0;
@@ -322,7 +336,7 @@ static int bench_all(qresult *q, const float *src, const qshape *shapes, int n_s
         else rc = 1;
         for (int s = 0; s < n_shapes && !rc; s++) {
             rc = bench_weight(ctx, TYPES[i], &shapes[s], qw, src + max_n * shapes[0].K, &q->rows[q->n_rows], q->o);
-            q->n_rows += q->o->m1 ? 1 : N_MS;
+            q->n_rows += q->o->n_ms;
         }
         free(qw);
     }
@@ -338,10 +352,12 @@ int cmd_bench_quant(int argc, char **argv) {
     int n_shapes = o.shape.N || o.quick ? 1 : (int)(sizeof SHAPES / sizeof SHAPES[0]);
     int64_t most = 1 << 20; /* the conversion sample */
     for (int s = 0; s < n_shapes; s++) most = shapes[s].N * shapes[s].K > most ? shapes[s].N * shapes[s].K : most;
-    /* weights, then the largest activation [MS[N_MS - 1], K] (all shapes share K) */
-    most += MS[N_MS - 1] * shapes[0].K;
+    /* weights, then the largest activation [M, K] (all shapes share K) */
+    int64_t max_m = 0;
+    for (int m = 0; m < o.n_ms; m++) max_m = o.ms[m] > max_m ? o.ms[m] : max_m;
+    most += max_m * shapes[0].K;
     float *src = malloc((size_t)most * sizeof *src);
-    qrow *rows = calloc((size_t)(N_TYPES * n_shapes * N_MS), sizeof *rows);
+    qrow *rows = calloc((size_t)(N_TYPES * n_shapes * o.n_ms), sizeof *rows);
     qresult q = {.rows = rows, .o = &o};
     if (!src || !rows) {
         free(src), free(rows);

@@ -47,7 +47,7 @@
 int64_t cpu_qmm_max_m(candle_dtype t) {
     int set = cpu_config_get()->qmm_max_m;
     if (set >= 0) return set;
-    if (!cdl_qgemm_has_fast(t)) return QMM_MAX_M_DOT;
+    if (!cdl_qgemm_has_fast(t)) return cdl_qgemm_few_rows(t) > QMM_MAX_M_DOT ? cdl_qgemm_few_rows(t) : QMM_MAX_M_DOT;
     return cdl_qgemm_uses_vnni() ? QMM_MAX_M_VNNI : QMM_MAX_M_TILE;
 }
 

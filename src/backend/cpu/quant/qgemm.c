@@ -92,6 +92,22 @@ static int64_t min_rows(candle_dtype t) {
 }
 #endif
 
+/* Activation rows up to which q4_K, q5_K and q6_K take the few-row kernels
+ * of kquants-impl.h on AVX2 without VNNI: they decode each weight block
+ * once for up to 6 rows and repack nothing, and every output keeps the
+ * matrix-vector kernel's bits. Beyond 8 rows q4_K and q6_K go to the
+ * panels (their repacking then amortized), and q5_K, which has none, to
+ * the dequantizing GEMM beyond 16 (`candle bench quant --m`, RESULTS.md). */
+int64_t cdl_qgemm_few_rows(candle_dtype t) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!cdl_quant_uses_avx2() || cdl_quant_uses_vnni()) return 0;
+    if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 8;
+    if (t == CANDLE_DTYPE_Q5_K) return 32;
+#endif
+    (void)t;
+    return 0;
+}
+
 /* One vec_dot per output, NESTED_ROWS weight rows (kept in L1) over all the
  * activation rows at a time. */
 #define NESTED_ROWS 16
@@ -108,6 +124,7 @@ static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const ch
 void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
+    if (M <= cdl_qgemm_few_rows(t) && cdl_qgemm_rows_k_avx2(t, K, M, N, w, ws, x, xs, c, ldc)) return;
     if (M >= min_rows(t) && cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
         if (use_direct(t, M)) {
             cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);

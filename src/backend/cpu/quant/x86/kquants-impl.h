@@ -614,4 +614,122 @@ void QUANT_KERNEL(cdl_gemv_rows_k)(candle_dtype t, int64_t K, int64_t n, const v
     if (t == CANDLE_DTYPE_Q6_K) q6k_rows(row, ws, n, xv, nb, out);
 }
 
+#ifndef CANDLE_QUANT_VNNI
+/* Products with a few activation rows (a speculative verification step, a
+ * server's concurrent streams): each weight block is decoded once (codes,
+ * scales spread over registers) and multiplied with up to KROWS activation
+ * rows, where the packed panels of qgemm_avx2.c would repack the weight on
+ * every call and the traits vec_dots would decode it once per row. Per
+ * activation row the operations are those of the matrix-vector rows above
+ * (k45_block, q6k_step) in their order, so each output has the bits of the
+ * one-row product, whatever the batch. */
+#define KROWS 6
+
+/* R (<= KROWS) activation rows, q8_K, ys bytes apart, times one q4_K/q5_K
+ * weight row x: out[r * ldo]. */
+static inline __attribute__((always_inline)) void k45_multi(bool q5, int R, const uint8_t *x, const char *y0,
+                                                            size_t ys, int64_t nb, float *out, int64_t ldo) {
+    const size_t bs = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const size_t o_qs = q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
+    k45_acc a[KROWS];
+    for (int r = 0; r < R; r++) a[r] = (k45_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++, x += bs) {
+        kgemv_prefetch(x + KGEMV_PF_BYTES, bs);
+        uint64_t sc, mn;
+        k4_scales(x + offsetof(block_q4_K, scales), &sc, &mn);
+        __m256i scv = scales_u64(sc), qh = q5 ? load32(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
+        __m256i s[KROWS]; /* one chain per row: the int32 sums are exact in any order */
+        for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            k45_codes(x + o_qs, qh, c, q5, &lo, &hi);
+            __m256i c0 = spread(scv, bcast_ctrl[2 * c]), c1 = spread(scv, bcast_ctrl[2 * c + 1]);
+            for (int r = 0; r < R; r++) {
+                const int8_t *q = ((const block_q8_K *)(const void *)(y0 + (size_t)r * ys) + i)->qs + 64 * c;
+                s[r] = madd_acc(madd_acc(s[r], _mm256_maddubs_epi16(lo, load32(q)), c0),
+                                _mm256_maddubs_epi16(hi, load32(q + 32)), c1);
+            }
+        }
+        __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+        uint32_t d_dmin; /* the f16 pair d, dmin */
+        memcpy(&d_dmin, x, 4);
+        __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin));
+        for (int r = 0; r < R; r++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(y0 + (size_t)r * ys) + i;
+            __m128i m = _mm_madd_epi16(mn16, bsum_pairs(y->bsums));
+            __m128 dv = _mm_mul_ps(dd, _mm_set1_ps(y->d));
+            a[r].q = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(s[r]), a[r].q);
+            a[r].m = _mm_fmadd_ps(_mm_permute_ps(dv, 0x55), _mm_cvtepi32_ps(m), a[r].m);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r * ldo] = k45_result(a[r]);
+}
+
+/* The same for one q6_K weight row. */
+static inline __attribute__((always_inline)) void q6k_multi(int R, const uint8_t *x, const char *y0, size_t ys,
+                                                            int64_t nb, float *out, int64_t ldo) {
+    __m256 acc[KROWS];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, x += sizeof(block_q6_K)) {
+        kgemv_prefetch(x + KGEMV_PF6_BYTES, sizeof(block_q6_K));
+        const block_q6_K *b = (const block_q6_K *)(const void *)x;
+        __m256i sum[KROWS];
+        for (int r = 0; r < R; r++) sum[r] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4], scv = scales_i8(b->scales + 8 * h);
+            q6k_codes(b, h, q);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256i sk = spread(scv, pair_ctrl[k]);
+                for (int r = 0; r < R; r++) {
+                    const int8_t *qy = ((const block_q8_K *)(const void *)(y0 + (size_t)r * ys) + i)->qs;
+                    sum[r] = madd_acc(sum[r], _mm256_maddubs_epi16(q[k], load32(qy + 128 * h + 32 * k)), sk);
+                }
+            }
+        }
+        /* the codes carry +32: take off 32 * sum_s sc[s] * bsums[s] */
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        float dx = h2f(b->d);
+        for (int r = 0; r < R; r++) {
+            const block_q8_K *y = (const block_q8_K *)(const void *)(y0 + (size_t)r * ys) + i;
+            __m256i s = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y->bsums)), 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(s), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r * ldo] = hsum_ps(acc[r]);
+}
+
+/* One weight row times R = 1..KROWS activation rows, R a constant in each
+ * case so the row loops unroll. */
+#define K_MULTI(R)                                                                                             \
+    do {                                                                                                       \
+        if (t == CANDLE_DTYPE_Q6_K) q6k_multi(R, row, y, xs, nb, out, ldc);                                    \
+        else k45_multi(t == CANDLE_DTYPE_Q5_K, R, row, y, xs, nb, out, ldc);                                   \
+    } while (0)
+
+int QUANT_KERNEL(cdl_qgemm_rows_k)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                                   const void *x, size_t xs, float *c, int64_t ldc) {
+    if ((t != CANDLE_DTYPE_Q4_K && t != CANDLE_DTYPE_Q5_K && t != CANDLE_DTYPE_Q6_K) || K % QK_K) return 0;
+    const int64_t nb = K / QK_K;
+    for (int64_t n = 0; n < N; n++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)n * ws;
+        for (int64_t m = 0; m < M; m += KROWS) {
+            const char *y = (const char *)x + (size_t)m * xs;
+            float *out = c + m * ldc + n;
+            switch (M - m < KROWS ? M - m : KROWS) {
+            case 1: K_MULTI(1); break;
+            case 2: K_MULTI(2); break;
+            case 3: K_MULTI(3); break;
+            case 4: K_MULTI(4); break;
+            case 5: K_MULTI(5); break;
+            default: K_MULTI(6); break;
+            }
+        }
+    }
+    return 1;
+}
+#undef K_MULTI
+#endif
+
 #endif

@@ -62,6 +62,11 @@ void cdl_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, siz
  * and q5_K followed by each block's bsums summed in pairs (8 int16). */
 void cdl_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
+/* q4_K, q5_K and q6_K weight rows times M activation rows in their q8_K
+ * (xs bytes apart), each output the bits of cdl_gemv_rows_k_avx2's:
+ * c[m * ldc + n] for m < M, n < N. Returns 0 for another type. */
+int cdl_qgemm_rows_k_avx2(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                          const void *x, size_t xs, float *c, int64_t ldc);
 /* AVX-512 VNNI rows (gemv_avx512.c, kquants_avx512.c), used
  * when cdl_quant_uses_vnni(): the same activation, int32 lanes and float
  * steps as the AVX2 rows, so the results are equal bit for bit. */
