@@ -102,6 +102,9 @@ typedef struct candle_cpu_params {
                     * kernels (more are dequantized into the f32 GEMM); -1: per type */
     int qgemm_direct_max_m; /* AVX-512 VNNI: q4_0/q4_1/q8_0 products of up to this many
                              * rows read the weight blocks in place (0..64); -1: 64 */
+    int qgemm_few_max_m; /* AVX2 without VNNI: products of up to this many rows (0..32, and at
+                          * most the type's own limit) decode each weight block once for all
+                          * rows, each output the one-row product's bits; 0: off; -1: per type */
 } candle_cpu_params;
 
 CANDLE_API candle_cpu_params candle_cpu_default_params(void);

@@ -258,11 +258,11 @@ static void test_direct(void) {
     CHECK(!cdl_qgemm_has_direct_vnni(CANDLE_DTYPE_Q5_0) && !cdl_qgemm_has_direct_vnni(CANDLE_DTYPE_Q4_K));
 }
 
-/* The K types' few-row kernels (kquants-impl.h) through cdl_qgemm_rows
- * against cdl_gemv_rows, for every M up to their limit: each 1-4 row
- * group, activation rows 4-byte aligned only, the output's other columns
+/* The few-row kernels (kquants-impl.h, gemv-rows-impl.h) through
+ * cdl_qgemm_rows against cdl_gemv_rows, for every M up to their limit: each
+ * row group, activation rows 4-byte aligned only, the output's other columns
  * untouched; random and extreme codes. */
-static void check_few_k(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
+static void check_few(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
     const candle_dtype_traits *wt = cpu_dtype(t);
     qcase q = make_case(t, M, N, K, extreme, (uint64_t)(N * 29 + K), (uint64_t)(M * 13 + K + 7), 8);
     size_t xb = cdl_gemv_x_bytes(t, K);
@@ -288,26 +288,28 @@ static void check_few_k(candle_dtype t, int64_t M, int64_t N, int64_t K, bool ex
     free_case(&q), free(xv), free(scratch), free(c), free(want);
 }
 
-static void test_few_k(void) {
-    static const candle_dtype ktypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K};
-    static const int64_t Ks[] = {256, 512, 1536, 2304};
+static void test_few(void) {
+    static const candle_dtype ftypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q4_0,
+                                          CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q8_0};
+    static const int64_t k_Ks[] = {256, 512, 1536, 2304}, Ks[] = {32, 288, 1536, 2048 + 224};
     int ran = 0;
-    for (int ti = 0; ti < 3; ti++) {
-        candle_dtype t = ktypes[ti];
+    for (int ti = 0; ti < (int)(sizeof ftypes / sizeof ftypes[0]); ti++) {
+        candle_dtype t = ftypes[ti];
         int64_t most = cdl_qgemm_few_rows(t);
+        bool kq = cpu_dtype(t)->block_size == 256;
         if (!most) continue;
         ran = 1;
-        for (int64_t M = 1; M <= most; M++) check_few_k(t, M, 1 + (M * 5) % 11, Ks[M % 4], false);
-        check_few_k(t, 4, 9, 512, true);
-        check_few_k(t, 3, 2, 256, true);
-        check_few_k(t, most, 3, 256, true);
+        for (int64_t M = 1; M <= most; M++) check_few(t, M, 1 + (M * 5) % 11, (kq ? k_Ks : Ks)[M % 4], false);
+        check_few(t, 4, 9, kq ? 512 : 288, true);
+        check_few(t, 3, 2, kq ? 256 : 64, true);
+        check_few(t, most, 3, kq ? 256 : 96, true);
     }
-    if (!ran) test_skip("test_qgemm_order", "no few-row K kernels on this CPU (they are the AVX2 ones without VNNI)");
+    if (!ran) test_skip("test_qgemm_order", "no few-row kernels on this CPU (they are the AVX2 ones without VNNI)");
 }
 #else
 static void test_vnni(void) {}
 static void test_direct(void) {}
-static void test_few_k(void) {}
+static void test_few(void) {}
 #endif
 
 /* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
@@ -366,7 +368,7 @@ static void run_checks(void) {
     test_rows();
     test_vnni();
     test_direct();
-    test_few_k();
+    test_few();
     test_matmul(1);
     test_matmul(2);
 }

@@ -57,6 +57,7 @@ int tool_cpu_params_from_env(candle_cpu_params *p, char *err, size_t n) {
 #endif
     if (on("CANDLE_QUANT_SCALAR")) p->quant = CANDLE_CPU_QUANT_SCALAR;
     if (int_env("CANDLE_QMM_MAX_M", 0, 1 << 30, &p->qmm_max_m, err, n)) return -1;
+    if (int_env("CANDLE_QGEMM_FEW_MAX_M", 0, 32, &p->qgemm_few_max_m, err, n)) return -1;
     return int_env("CANDLE_QGEMM_DIRECT_MAX_M", 0, 64, &p->qgemm_direct_max_m, err, n);
 }
 

@@ -22,6 +22,7 @@ typedef enum cpu_quant_level {
 
 /* The VNNI kernels' direct path takes at most this many activation rows. */
 #define CPU_QGEMM_DIRECT_MAX_M 64
+#define CPU_QGEMM_FEW_MAX_M 32 /* the few-row products' largest M (their scratch rows) */
 
 typedef struct cpu_config {
     candle_cpu_params params; /* as asked, AUTO resolved (n_threads as asked) */
@@ -31,6 +32,7 @@ typedef struct cpu_config {
     bool stream_nta;          /* weight-stream prefetches non-temporal */
     int qmm_max_m;            /* -1: per type (cpu_qmm_max_m) */
     int64_t qgemm_direct_max_m;
+    int qgemm_few_max_m;      /* -1: per type (cdl_qgemm_few_rows) */
     /* The dtype table with this config's kernels: to_f32, from_f32 and vec_dot
      * of the chosen ISA (the public table keeps the scalar reference ones). */
     candle_dtype_traits dt[CANDLE_DTYPE_COUNT];

@@ -38,7 +38,7 @@ int candle_cpu_prefetch_from_name(const char *name) {
 }
 
 candle_cpu_params candle_cpu_default_params(void) {
-    return (candle_cpu_params){.n_threads = 0, .qmm_max_m = -1, .qgemm_direct_max_m = -1};
+    return (candle_cpu_params){.n_threads = 0, .qmm_max_m = -1, .qgemm_direct_max_m = -1, .qgemm_few_max_m = -1};
 }
 
 static cpu_quant_level quant_level(candle_cpu_quant q) {
@@ -68,6 +68,9 @@ static candle_status check_params(const candle_cpu_params *p) {
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "cpu params: qmm_max_m %d (-1 or more), qgemm_direct_max_m %d (-1..%d)",
                                 p->qmm_max_m, p->qgemm_direct_max_m, CPU_QGEMM_DIRECT_MAX_M);
+    if (p->qgemm_few_max_m < -1 || p->qgemm_few_max_m > CPU_QGEMM_FEW_MAX_M)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "cpu params: qgemm_few_max_m %d (-1..%d)",
+                                p->qgemm_few_max_m, CPU_QGEMM_FEW_MAX_M);
     return CANDLE_OK;
 }
 
@@ -88,6 +91,7 @@ static candle_status build(cpu_config *c, const candle_cpu_params *p) {
                     (p->prefetch == CANDLE_CPU_PREFETCH_AUTO && cpu_get_features()->amd);
     c->qmm_max_m = p->qmm_max_m;
     c->qgemm_direct_max_m = p->qgemm_direct_max_m < 0 ? CPU_QGEMM_DIRECT_MAX_M : p->qgemm_direct_max_m;
+    c->qgemm_few_max_m = p->qgemm_few_max_m;
     for (int t = 0; t < CANDLE_DTYPE_COUNT; t++) c->dt[t] = *candle_dtype_info((candle_dtype)t);
     cdl_quant_register_kernels(c->dt, c->quant);
     c->params = *p;
@@ -116,7 +120,8 @@ static config_node *g_configs;
 static bool same_key(const candle_cpu_params *a, const candle_cpu_params *b) {
     return a->isa == b->isa && a->quant == b->quant && a->prefetch == b->prefetch &&
            a->reference_only == b->reference_only && a->bf16_exact == b->bf16_exact &&
-           a->qmm_max_m == b->qmm_max_m && a->qgemm_direct_max_m == b->qgemm_direct_max_m;
+           a->qmm_max_m == b->qmm_max_m && a->qgemm_direct_max_m == b->qgemm_direct_max_m &&
+           a->qgemm_few_max_m == b->qgemm_few_max_m;
 }
 
 static _Atomic(const cpu_config *) g_default;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "arm/quant-arm-impl.h"
+#include "gemv-impl.h"
 #include "quant-kernels-impl.h"
 #include "x86/quant-x86-impl.h"
 
@@ -68,6 +69,8 @@ size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
         size_t b = 2 * cdl_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * cdl_qgemm_aux_bytes_avx2(t, K);
+        size_t few = (size_t)cdl_qgemm_few_rows(t) * cdl_gemv_x_bytes(t, K); /* the few-row kernels' rows */
+        if (few > b) b = few;
         if (cdl_quant_uses_vnni() && cdl_qgemm_has_direct_vnni(t)) {
             size_t d = cdl_qgemm_direct_bytes_vnni(t, K, CPU_QGEMM_DIRECT_MAX_M);
             if (d > b) b = d;
@@ -98,14 +101,27 @@ static int64_t min_rows(candle_dtype t) {
  * matrix-vector kernel's bits. Beyond 8 rows q4_K and q6_K go to the
  * panels (their repacking then amortized), and q5_K, which has none, to
  * the dequantizing GEMM beyond 16 (`candle bench quant --m`, RESULTS.md). */
+#define LEGACY_FEW_ROWS 8
+#ifdef CANDLE_QUANT_HAVE_X86
+static int64_t few_rows_of(candle_dtype t) {
+    if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 8;
+    if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
+    if (t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
+        t == CANDLE_DTYPE_Q8_0)
+        return LEGACY_FEW_ROWS;
+    return 0;
+}
+#endif
+
 int64_t cdl_qgemm_few_rows(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!cdl_quant_uses_avx2() || cdl_quant_uses_vnni()) return 0;
-    if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 8;
-    if (t == CANDLE_DTYPE_Q5_K) return 32;
-#endif
+    int64_t own = few_rows_of(t), set = cpu_config_get()->qgemm_few_max_m;
+    return set >= 0 && set < own ? set : own;
+#else
     (void)t;
     return 0;
+#endif
 }
 
 /* One vec_dot per output, NESTED_ROWS weight rows (kept in L1) over all the
@@ -124,7 +140,15 @@ static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const ch
 void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (M <= cdl_qgemm_few_rows(t) && cdl_qgemm_rows_k_avx2(t, K, M, N, w, ws, x, xs, c, ldc)) return;
+    if (M <= cdl_qgemm_few_rows(t)) {
+        if (cdl_qgemm_rows_k_avx2(t, K, M, N, w, ws, x, xs, c, ldc)) return;
+        /* the legacy types: each row in the matrix-vector layout first */
+        size_t xb = cdl_gemv_x_bytes(t, K);
+        for (int64_t m = 0; m < M; m++)
+            cdl_gemv_prep_q8_avx2(t, K, (const char *)x + (size_t)m * xs, (char *)scratch + (size_t)m * xb);
+        cdl_qgemm_rows_few_avx2(t, K, M, N, w, ws, scratch, xb, c, ldc);
+        return;
+    }
     if (M >= min_rows(t) && cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
         if (use_direct(t, M)) {
             cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);

@@ -327,6 +327,152 @@ static float q8_0_row(const uint8_t *x, xv_parts p, int64_t nb) {
     return hsum_ps(acc);
 }
 
+#ifndef CANDLE_QUANT_VNNI
+/* The few-row products (cdl_qgemm_rows_few below): R <= FEW_ROWS prepared
+ * activation rows share each weight group's decoding (loads, nibble
+ * split, fifth bits, scale conversions); per row the integer sums and
+ * float steps are nibble_row's and q8_0_row's, so each output has the
+ * matrix-vector bits. */
+#define FEW_ROWS 4
+#define FOR_ROWS for (int r = 0; r < R; r++)
+
+/* nibble_sums8 for R activation rows: out[r] for y[r] (the group's
+ * paired codes of row r). */
+static inline __attribute__((always_inline)) void nibble_sums8_few(int R, const uint8_t *w, wfmt f,
+                                                                   const int8_t *const *y, __m256i *out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i qh = f.q5 ? qh_x8(w + f.qh, f.bs) : _mm256_setzero_si256();
+    __m256i prev[FEW_ROWS], ab[FEW_ROWS];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs));
+        __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
+        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (f.q5) {
+            lo = add_fifth(lo, qh, qh_ctrl[j][0]);
+            hi = add_fifth(hi, qh, qh_ctrl[j][1]);
+        }
+        FOR_ROWS {
+            __m256i pj = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load32(y[r] + 64 * j)),
+                                          _mm256_maddubs_epi16(hi, load32(y[r] + 64 * j + 32)));
+            if (j % 2 == 0) {
+                prev[r] = pj;
+                continue;
+            }
+            /* dwords of blocks [0 1 0 1] (j = 1) or [2 3 2 3] (j = 3) */
+            __m256i t = _mm256_add_epi16(_mm256_unpacklo_epi32(prev[r], pj), _mm256_unpackhi_epi32(prev[r], pj));
+            if (j == 1) {
+                ab[r] = t;
+                continue;
+            }
+            __m256i x = ab[r], cd = t;
+            if (f.q5) {
+                x = _mm256_madd_epi16(x, ones);
+                cd = _mm256_madd_epi16(cd, ones);
+                out[r] = _mm256_add_epi32(_mm256_unpacklo_epi64(x, cd), _mm256_unpackhi_epi64(x, cd));
+            } else {
+                out[r] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_unpacklo_epi64(x, cd), _mm256_unpackhi_epi64(x, cd)),
+                                           ones);
+            }
+        }
+    }
+}
+
+/* nibble_row for R rows: out[r * ldo]. */
+static inline __attribute__((always_inline)) void nibble_few(int R, const uint8_t *w, wfmt f, const xv_parts *p,
+                                                             int64_t nb, float *out, int64_t ldo) {
+    __m256 acc[FEW_ROWS], acc_m[FEW_ROWS];
+    float extra[FEW_ROWS];
+    FOR_ROWS acc[r] = acc_m[r] = _mm256_setzero_ps(), extra[r] = 0;
+    int64_t ng = nb / GROUP;
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *wg = w + g * GROUP * f.bs;
+        for (size_t o = 0; o < GROUP * f.bs; o += 64) candle_stream_prefetch(wg + GEMV_PF + o);
+        const int8_t *y[FEW_ROWS];
+        FOR_ROWS y[r] = p[r].qs + g * 256;
+        __m256i sums[FEW_ROWS];
+        nibble_sums8_few(R, wg, f, y, sums);
+        __m256 dx = f16x8_ps(wg + f.d, f.bs), mv = f.has_m ? f16x8_ps(wg + f.m, f.bs) : dx;
+        FOR_ROWS {
+            __m256 dy = _mm256_loadu_ps(p[r].d + g * GROUP), s = _mm256_loadu_ps(p[r].s + g * GROUP);
+            if (f.has_m) {
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(sums[r]), acc[r]);
+                acc_m[r] = _mm256_fmadd_ps(mv, s, acc_m[r]);
+            } else {
+                acc[r] = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(dy, _mm256_cvtepi32_ps(sums[r]), s), acc[r]);
+            }
+        }
+    }
+    for (int64_t b = ng * GROUP; b < nb; b++) {
+        const uint8_t *wb = w + b * f.bs;
+        __m256i c = unpack_nibbles(wb + f.qs);
+        if (f.q5) {
+            uint32_t qh;
+            memcpy(&qh, wb + f.qh, 4);
+            c = _mm256_or_si256(c, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        }
+        uint16_t dxh, mh = 0;
+        memcpy(&dxh, wb + f.d, 2);
+        if (f.has_m) memcpy(&mh, wb + f.m, 2);
+        float dx = _cvtsh_ss(dxh);
+        FOR_ROWS {
+            __m256 v = _mm256_cvtepi32_ps(dot_u8_i8(c, load32(p[r].qs + b * 32)));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dx * p[r].d[b]), v, acc[r]);
+            extra[r] += f.has_m ? _cvtsh_ss(mh) * p[r].s[b] : dx * p[r].s[b];
+        }
+    }
+    FOR_ROWS out[r * ldo] = hsum_ps(_mm256_add_ps(acc[r], acc_m[r])) + extra[r];
+}
+
+/* q8_0_row for R rows: out[r * ldo]. */
+static inline __attribute__((always_inline)) void q8_0_few(int R, const uint8_t *x, const xv_parts *p, int64_t nb,
+                                                           float *out, int64_t ldo) {
+    const size_t bs = sizeof(block_q8_0), o_qs = offsetof(block_q8_0, qs), o_d = offsetof(block_q8_0, d);
+    __m256 acc[FEW_ROWS];
+    FOR_ROWS acc[r] = _mm256_setzero_ps();
+    int64_t ng = nb / GROUP;
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *xg = x + g * GROUP * bs;
+        for (int l = 0; l < 5; l++) candle_stream_prefetch(xg + GEMV_PF + 64 * l);
+        __m256i h[2][FEW_ROWS]; /* [half][row]: blocks 4 * half .. + 3 */
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            __m256i wv[4], aw[4];
+            for (int j = 0; j < 4; j++) {
+                wv[j] = load32(xg + (4 * half + j) * bs + o_qs);
+                aw[j] = _mm256_sign_epi8(wv[j], wv[j]);
+            }
+            FOR_ROWS {
+                const int8_t *y = p[r].qs + g * 256;
+                __m256i d4[4];
+                for (int j = 0; j < 4; j++)
+                    d4[j] = dot_u8_i8(aw[j], _mm256_sign_epi8(load32(y + q8_0_y(4 * half + j)), wv[j]));
+                h[half][r] = reduce_x4(d4[0], d4[1], d4[2], d4[3]);
+            }
+        }
+        __m256 dw = h2f_x8(xg + o_d, bs);
+        FOR_ROWS {
+            __m256i a = h[0][r], b = h[1][r];
+            __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+            __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(p[r].d + g * GROUP));
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
+        }
+    }
+    for (int64_t b = ng * GROUP; b < nb; b++) {
+        uint16_t dh;
+        memcpy(&dh, x + b * bs + o_d, 2);
+        __m256i wv = load32(x + b * bs + o_qs);
+        FOR_ROWS {
+            __m256 v = _mm256_cvtepi32_ps(dot_i8_i8(wv, load32(p[r].qs + b * 32)));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dh) * p[r].d[b]), v, acc[r]);
+        }
+    }
+    FOR_ROWS out[r * ldo] = hsum_ps(acc[r]);
+}
+#undef FOR_ROWS
+#endif
+
 static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0, 0, false, false};
 static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
                          offsetof(block_q4_1, m), 0, false, true};
@@ -363,5 +509,41 @@ void QUANT_KERNEL(cdl_gemv_rows)(candle_dtype t, int64_t K, int64_t n, const voi
     default: break;
     }
 }
+
+#ifndef CANDLE_QUANT_VNNI
+/* One weight row of type t times R = 1..FEW_ROWS prepared rows, R a
+ * constant in each case so the row loops unroll. */
+#define FEW(R)                                                                                                 \
+    do {                                                                                                       \
+        switch (t) {                                                                                           \
+        case CANDLE_DTYPE_Q4_0: nibble_few(R, row, f40, p, nb, out, ldc); break;                               \
+        case CANDLE_DTYPE_Q4_1: nibble_few(R, row, f41, p, nb, out, ldc); break;                               \
+        case CANDLE_DTYPE_Q5_0: nibble_few(R, row, f50, p, nb, out, ldc); break;                               \
+        case CANDLE_DTYPE_Q5_1: nibble_few(R, row, f51, p, nb, out, ldc); break;                               \
+        default: q8_0_few(R, row, p, nb, out, ldc); break;                                                     \
+        }                                                                                                      \
+    } while (0)
+
+void QUANT_KERNEL(cdl_qgemm_rows_few)(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                                      const void *xv, size_t xb, float *c, int64_t ldc) {
+    const int64_t nb = K / 32;
+    for (int64_t n = 0; n < N; n++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)n * ws;
+        for (int64_t m = 0; m < M; m += FEW_ROWS) {
+            xv_parts p[FEW_ROWS];
+            int R = (int)(M - m < FEW_ROWS ? M - m : FEW_ROWS);
+            for (int r = 0; r < R; r++) p[r] = parts((const char *)xv + (size_t)(m + r) * xb, nb);
+            float *out = c + m * ldc + n;
+            switch (R) {
+            case 1: FEW(1); break;
+            case 2: FEW(2); break;
+            case 3: FEW(3); break;
+            default: FEW(4); break;
+            }
+        }
+    }
+}
+#undef FEW
+#endif
 
 #endif

@@ -101,3 +101,36 @@ void cdl_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
         else p.s[b] = _cvtsh_ss(_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT)); /* q8_1's s */
     }
 }
+
+/* cdl_gemv_prep_avx2's result from the row's vec_dot quantization (q8_0
+ * for q4_0, q5_0 and q8_0; q8_1 for q4_1 and q5_1) instead of its floats:
+ * the quantizers round the same, so the codes and f16 scales are the same,
+ * and the offset terms are formed from them as there (q8_1 brings its s). */
+void cdl_gemv_prep_q8_avx2(candle_dtype t, int64_t K, const void *q8, void *xv) {
+    int64_t nb = K / 32, hi_off;
+    xv_parts p = parts(xv, nb);
+    const bool q81 = t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_1;
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *codes;
+        float dh;
+        if (q81) {
+            const block_q8_1 *y = (const block_q8_1 *)q8 + b;
+            codes = y->qs;
+            dh = h2f(y->d);
+            p.s[b] = h2f(y->s);
+        } else {
+            const block_q8_0 *y = (const block_q8_0 *)q8 + b;
+            int sum = 0;
+            codes = y->qs;
+            dh = h2f(y->d);
+            for (int i = 0; i < 32; i++) sum += codes[i];
+            if (t == CANDLE_DTYPE_Q4_0) p.s[b] = -8.0f * dh * (float)sum;
+            else if (t == CANDLE_DTYPE_Q5_0) p.s[b] = -16.0f * dh * (float)sum;
+            else p.s[b] = -128.0f * (float)sum;
+        }
+        int8_t *dst = block_codes(p.qs, nb, b, t, &hi_off);
+        memcpy(dst, codes, 16);
+        memcpy(dst + hi_off, codes + 16, 16);
+        p.d[b] = dh;
+    }
+}

@@ -62,6 +62,14 @@ void cdl_gemv_rows_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, siz
  * and q5_K followed by each block's bsums summed in pairs (8 int16). */
 void cdl_gemv_rows_k_avx2(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
+/* The prepared activation of cdl_gemv_prep_avx2 from the row quantized
+ * to t's vec_dot type (q8_0, q8_1) rather than from its floats. */
+void cdl_gemv_prep_q8_avx2(candle_dtype t, int64_t K, const void *q8, void *xv);
+/* q4_0, q4_1, q5_0, q5_1 or q8_0 weight rows times M prepared activation
+ * rows (cdl_gemv_prep_*, xb bytes apart), each output the bits of
+ * cdl_gemv_rows_avx2's: c[m * ldc + n]. AVX2 (no VNNI variant). */
+void cdl_qgemm_rows_few_avx2(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                             const void *xv, size_t xb, float *c, int64_t ldc);
 /* q4_K, q5_K and q6_K weight rows times M activation rows in their q8_K
  * (xs bytes apart), each output the bits of cdl_gemv_rows_k_avx2's:
  * c[m * ldc + n] for m < M, n < N. Returns 0 for another type. */
