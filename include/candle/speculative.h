@@ -17,7 +17,7 @@
  * mass). So the output follows plain decoding's rule; what speculation
  * changes is only that the positions are evaluated in one batch. Where the
  * backend's multi-token step gives logits that differ in the last bits
- * from one-token steps (quantized products on multi-row kernels), greedy
+ * from one-token steps (the K types' multi-row panels: see batch.h), greedy
  * may part from a plain run at a near tie, as a plain run parts from itself
  * with another batch size.
  *
