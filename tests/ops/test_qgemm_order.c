@@ -295,14 +295,19 @@ static void test_few(void) {
     int ran = 0;
     for (int ti = 0; ti < (int)(sizeof ftypes / sizeof ftypes[0]); ti++) {
         candle_dtype t = ftypes[ti];
-        int64_t most = cdl_qgemm_few_rows(t);
         bool kq = cpu_dtype(t)->block_size == 256;
+        const int64_t *k = kq ? k_Ks : Ks;
+        int64_t most = cdl_qgemm_few_rows(t, k[3]);
         if (!most) continue;
         ran = 1;
-        for (int64_t M = 1; M <= most; M++) check_few(t, M, 1 + (M * 5) % 11, (kq ? k_Ks : Ks)[M % 4], false);
-        check_few(t, 4, 9, kq ? 512 : 288, true);
-        check_few(t, 3, 2, kq ? 256 : 64, true);
-        check_few(t, most, 3, kq ? 256 : 96, true);
+        /* every M up to the limit; the nibble types' few-row kernels take
+         * long rows only (the others: short rows too) */
+        for (int64_t M = 1; M <= most; M++) {
+            int64_t K = cdl_qgemm_few_rows(t, k[M % 4]) >= M ? k[M % 4] : k[3];
+            check_few(t, M, 1 + (M * 5) % 11, K, false);
+        }
+        check_few(t, most, 3, k[3], true);
+        check_few(t, 3, 2, kq ? 256 : 1056, true);
     }
     if (!ran) test_skip("test_qgemm_order", "no few-row kernels on this CPU (they are the AVX2 ones without VNNI)");
 }
@@ -355,7 +360,7 @@ static void test_matmul(int threads) {
      * whose bits differ from the matrix-vector kernels') */
     static const candle_dtype ktypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K};
     for (int ti = 0; ti < 3; ti++) {
-        int64_t most = cdl_qgemm_few_rows(ktypes[ti]);
+        int64_t most = cdl_qgemm_few_rows(ktypes[ti], 1536);
         if (!most || !cdl_gemv_x_bytes(ktypes[ti], 512)) continue;
         check_matmul(ctx, ktypes[ti], 2, 70, 512);
         check_matmul(ctx, ktypes[ti], most, 45, 1536);

@@ -47,7 +47,10 @@
 int64_t cpu_qmm_max_m(candle_dtype t) {
     int set = cpu_config_get()->qmm_max_m;
     if (set >= 0) return set;
-    if (!cdl_qgemm_has_fast(t)) return cdl_qgemm_few_rows(t) > QMM_MAX_M_DOT ? cdl_qgemm_few_rows(t) : QMM_MAX_M_DOT;
+    if (!cdl_qgemm_has_fast(t)) { /* q5_K on AVX2: its few-row limit (one for every K) */
+        int64_t few = cdl_qgemm_few_rows(t, 256);
+        return few > QMM_MAX_M_DOT ? few : QMM_MAX_M_DOT;
+    }
     return cdl_qgemm_uses_vnni() ? QMM_MAX_M_VNNI : QMM_MAX_M_TILE;
 }
 

@@ -25,10 +25,10 @@
 /* True when t has a multi-row kernel on this CPU (without the AVX2 kernels:
  * every type with a vec_dot, on the exact per-output dots). */
 int cdl_qgemm_has_fast(candle_dtype t);
-/* Activation rows up to which cdl_qgemm_rows runs t on the few-row
- * kernels (each output the matrix-vector product's bits), 0 when t has
- * none on this CPU. */
-int64_t cdl_qgemm_few_rows(candle_dtype t);
+/* Activation rows up to which cdl_qgemm_rows runs t with depth K on the
+ * few-row kernels (each output the matrix-vector product's bits), 0 when
+ * t has none on this CPU; the K types' limits do not depend on K. */
+int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K);
 /* True when cdl_qgemm_rows gives each output the traits vec_dot's bits
  * (the path without the AVX2 kernels). */
 int cdl_qgemm_rows_exact(candle_dtype t);

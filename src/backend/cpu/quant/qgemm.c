@@ -69,7 +69,7 @@ size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
         size_t b = 2 * cdl_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * cdl_qgemm_aux_bytes_avx2(t, K);
-        size_t few = (size_t)cdl_qgemm_few_rows(t) * cdl_gemv_x_bytes(t, K); /* the few-row kernels' rows */
+        size_t few = (size_t)cdl_qgemm_few_rows(t, K) * cdl_gemv_x_bytes(t, K); /* the few-row kernels' rows */
         if (few > b) b = few;
         if (cdl_quant_uses_vnni() && cdl_qgemm_has_direct_vnni(t)) {
             size_t d = cdl_qgemm_direct_bytes_vnni(t, K, CPU_QGEMM_DIRECT_MAX_M);
@@ -95,31 +95,34 @@ static int64_t min_rows(candle_dtype t) {
 }
 #endif
 
-/* Activation rows up to which q4_K, q5_K and q6_K take the few-row kernels
- * of kquants-impl.h on AVX2 without VNNI: they decode each weight block
- * once for up to 6 rows and repack nothing, and every output keeps the
- * matrix-vector kernel's bits. Beyond 8 rows q4_K and q6_K go to the
- * panels (their repacking then amortized), and q5_K, which has none, to
- * the dequantizing GEMM beyond 16 (`candle bench quant --m`, RESULTS.md). */
-#define LEGACY_FEW_ROWS 8
+/* Activation rows up to which a type takes the few-row kernels on AVX2
+ * without VNNI (kquants-impl.h, gemv-rows-impl.h): they decode each weight
+ * block once for several rows and repack nothing, and every output keeps
+ * the matrix-vector kernel's bits. More rows go to the panels, whose
+ * repacking is then amortized (q5_K, which has none, to the dequantizing
+ * GEMM past 32). Limits from `candle bench quant --m` with
+ * CANDLE_QGEMM_FEW_MAX_M 0 against the default (bench/RESULTS.md). */
 #ifdef CANDLE_QUANT_HAVE_X86
-static int64_t few_rows_of(candle_dtype t) {
+static int64_t few_rows_of(candle_dtype t, int64_t K) {
     if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 8;
     if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
-    if (t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
-        t == CANDLE_DTYPE_Q8_0)
-        return LEGACY_FEW_ROWS;
+    if (t == CANDLE_DTYPE_Q8_0) return 8;
+    /* the nibble types' panels are the faster from 5 rows, and on rows
+     * shorter than 1024 (the per-output sums and tail blocks weigh more) */
+    if (t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1)
+        return K >= 1024 ? 4 : 0;
     return 0;
 }
 #endif
 
-int64_t cdl_qgemm_few_rows(candle_dtype t) {
+int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!cdl_quant_uses_avx2() || cdl_quant_uses_vnni()) return 0;
-    int64_t own = few_rows_of(t), set = cpu_config_get()->qgemm_few_max_m;
+    int64_t own = few_rows_of(t, K), set = cpu_config_get()->qgemm_few_max_m;
     return set >= 0 && set < own ? set : own;
 #else
     (void)t;
+    (void)K;
     return 0;
 #endif
 }
@@ -140,7 +143,7 @@ static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const ch
 void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (M <= cdl_qgemm_few_rows(t)) {
+    if (M <= cdl_qgemm_few_rows(t, K)) {
         if (cdl_qgemm_rows_k_avx2(t, K, M, N, w, ws, x, xs, c, ldc)) return;
         /* the legacy types: each row in the matrix-vector layout first */
         size_t xb = cdl_gemv_x_bytes(t, K);
