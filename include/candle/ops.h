@@ -75,6 +75,7 @@ typedef enum candle_op {
     CANDLE_OP_ATTENTION,    /* src: q, k, v, mask?; see candle_attention */
     CANDLE_OP_PAGED_ATTENTION, /* src: q, k, v, k_cache, v_cache, table; see candle_paged_attention */
     CANDLE_OP_MOE_FFN, /* src: x, weights, gate, up, down; iparams[0] = act; see candle_moe_ffn */
+    CANDLE_OP_TOPK_MASK, /* iparams[0] = dim, iparams[1] = k; fparams[0] = fill; see candle_topk_mask */
     CANDLE_OP_COUNT
 } candle_op;
 
@@ -164,6 +165,11 @@ CANDLE_API candle_tensor *candle_min(candle_ctx *ctx, candle_tensor *x, int dim,
 CANDLE_API candle_tensor *candle_argmax(candle_ctx *ctx, candle_tensor *x, int dim, bool keepdim);
 CANDLE_API candle_tensor *candle_softmax(candle_ctx *ctx, candle_tensor *x, int dim);
 CANDLE_API candle_tensor *candle_log_softmax(candle_ctx *ctx, candle_tensor *x, int dim);
+/* x where an element is among the k largest of its line along dim, fill
+ * elsewhere (a mixture-of-experts router's top-k). Exactly min(k, line)
+ * elements are kept per line: of equal values the lower index ranks first;
+ * NaN ranks below every number. Float dtypes; k >= 1. */
+CANDLE_API candle_tensor *candle_topk_mask(candle_ctx *ctx, candle_tensor *x, int64_t k, int dim, double fill);
 
 /* ---- linear algebra and nn ---- */
 

@@ -191,21 +191,14 @@ static candle_tensor *glu(decoder_step *st, candle_tensor *h, candle_tensor *gat
 }
 
 /* Each row's weights over the experts [n, n_expert]: the router's softmax
- * over all experts, kept for the n_expert_used largest and zero elsewhere,
- * then (expert_norm) divided by their sum -- Mixtral's and Qwen-MoE's order.
- * The k-th largest is found by k-1 rounds of "mask the row's maximum", so a
- * row's exact ties at the threshold would keep more than k experts. */
+ * over all experts, kept for the n_expert_used largest (of equal ones the
+ * lower index) and zero elsewhere, then (expert_norm) divided by their sum
+ * -- Mixtral's and Qwen-MoE's order. */
 static candle_tensor *route(decoder_step *st, const layer_weights *w, candle_tensor *h) {
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
-    int64_t one = 1;
     candle_tensor *p = candle_softmax(ctx, model_linear(ctx, st->m, h, w->router, &st->gather), 1);
-    candle_tensor *below = candle_full(ctx, CANDLE_DTYPE_F32, 1, &one, -1.0); /* under any prob */
-    candle_tensor *zero = candle_full(ctx, CANDLE_DTYPE_F32, 1, &one, 0.0);
-    candle_tensor *t = p;
-    for (int64_t j = 0; j + 1 < c->n_expert_used; j++)
-        t = candle_where(ctx, candle_ge(ctx, t, candle_max(ctx, t, 1, true)), below, t);
-    candle_tensor *wt = candle_where(ctx, candle_ge(ctx, p, candle_max(ctx, t, 1, true)), p, zero);
+    candle_tensor *wt = candle_topk_mask(ctx, p, c->n_expert_used, 1, 0.0);
     return c->expert_norm ? candle_div(ctx, wt, candle_sum(ctx, wt, 1, true)) : wt;
 }
 

@@ -76,6 +76,25 @@ static candle_tensor *softmax_node(candle_ctx *ctx, candle_op op, candle_tensor 
     return cdl_node_finish(ctx, t);
 }
 
+candle_tensor *candle_topk_mask(candle_ctx *ctx, candle_tensor *x, int64_t k, int dim, double fill) {
+    OP_CHECK_IN(x);
+    if (k < 1) {
+        cdl_set_error(ctx, CANDLE_ERR_INVALID_ARG, "topk_mask: k %lld (1 or more)", (long long)k);
+        return NULL;
+    }
+    if (!op_check_plain(ctx, "topk_mask", x, true)) return NULL;
+    int d = cdl_norm_dim(ctx, "topk_mask", dim, x->rank);
+    if (d < 0) return NULL;
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_TOPK_MASK, x->dtype, x->rank, x->shape);
+    if (!t) return NULL;
+    t->src[0] = x;
+    t->n_src = 1;
+    t->iparams[0] = d;
+    t->iparams[1] = k;
+    t->fparams[0] = fill;
+    return cdl_node_finish(ctx, t);
+}
+
 candle_tensor *candle_softmax(candle_ctx *ctx, candle_tensor *x, int dim) {
     return softmax_node(ctx, CANDLE_OP_SOFTMAX, x, dim);
 }

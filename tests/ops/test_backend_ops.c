@@ -240,8 +240,10 @@ static candle_tensor *build(run *r) {
     case K_REDUCE:
     case K_SOFTMAX: {
         int64_t s2[2] = {M, N}, s3[3] = {3, 5, N};
-        candle_tensor *x = c->layout == L_PERM ? mk(r, c->dt, 3, s3, L_PERM, D_NORMAL)
-                                               : mk(r, c->dt, 2, s2, c->layout, D_NORMAL);
+        int dist = c->flag ? D_GRID : D_NORMAL; /* topk_mask: D_GRID for ties */
+        candle_tensor *x = c->layout == L_PERM ? mk(r, c->dt, 3, s3, L_PERM, dist)
+                                               : mk(r, c->dt, 2, s2, c->layout, dist);
+        if (c->op == CANDLE_OP_TOPK_MASK) return candle_topk_mask(ctx, x, (int64_t)c->p0, c->dim, c->p1);
         if (c->kind == K_SOFTMAX)
             return c->op == CANDLE_OP_SOFTMAX ? candle_softmax(ctx, x, c->dim) : candle_log_softmax(ctx, x, c->dim);
         return candle_reduce(ctx, c->op, x, c->dim, c->keepdim);
@@ -495,7 +497,14 @@ static bool reference(const tcase *c, const arr *x, int n_x, arr *o) {
                     if (e > mx) mx = e, am = j;
                     if (e < mn) mn = e;
                 }
-                if (c->kind == K_REDUCE) {
+                if (c->op == CANDLE_OP_TOPK_MASK) { /* keep the k best: larger value, then lower index */
+                    for (int64_t j = 0; j < len; j++) {
+                        int64_t above = 0;
+                        for (int64_t i = 0; i < len; i++)
+                            above += v[i * inner] > v[j * inner] || (v[i * inner] == v[j * inner] && i < j);
+                        o->v[p * len * inner + j * inner + q] = above < (int64_t)c->p0 ? v[j * inner] : c->p1;
+                    }
+                } else if (c->kind == K_REDUCE) {
                     double r = c->op == CANDLE_OP_SUM    ? acc
                                : c->op == CANDLE_OP_MEAN ? acc / (double)len
                                : c->op == CANDLE_OP_MAX  ? mx
@@ -1016,6 +1025,17 @@ static void cases_reduce(void) {
                     snprintf(c.desc, sizeof c.desc, "dim=%d keepdim=%d", c.dim, c.keepdim);
                     add(c);
                 }
+    /* topk_mask: k below, at and past the line's length, ties (grid values) */
+    const int64_t ks[] = {1, 2, 8, 45};
+    for (int d = 0; d < 3; d++)
+        for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++)
+            for (int ki = 0; ki < 4; ki++) {
+                tcase c = {.kind = K_SOFTMAX, .op = CANDLE_OP_TOPK_MASK, .dt = kFloat[d], .layout = layouts[l],
+                           .dim = ki % 2 ? 0 : -1, .m = 6, .n = 45, .p0 = (double)ks[ki] + (ki == 3 ? 5 : 0),
+                           .p1 = ki == 2 ? -1.5 : 0.0, .flag = ki >= 2};
+                snprintf(c.desc, sizeof c.desc, "dim=%d k=%g fill=%g%s", c.dim, c.p0, c.p1, c.flag ? " ties" : "");
+                add(c);
+            }
     const candle_op sm[] = {CANDLE_OP_SOFTMAX, CANDLE_OP_LOG_SOFTMAX};
     for (int i = 0; i < 2; i++)
         for (int d = 0; d < 3; d++)

@@ -36,6 +36,7 @@ candle_status cpu_ref_unary(const cpu_task *t, candle_tensor *dst);       /* NEG
 candle_status cpu_ref_binary(const cpu_task *t, candle_tensor *dst);      /* ADD..GE */
 candle_status cpu_ref_where(const cpu_task *t, candle_tensor *dst);       /* WHERE */
 candle_status cpu_ref_reduce(const cpu_task *t, candle_tensor *dst);      /* SUM..ARGMAX */
+candle_status cpu_ref_topk_mask(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_softmax(const cpu_task *t, candle_tensor *dst);     /* (LOG_)SOFTMAX */
 candle_status cpu_ref_matmul(const cpu_task *t, candle_tensor *dst);      /* MATMUL */
 candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst);     /* MOE_FFN */

@@ -79,6 +79,7 @@ static cpu_kernel_fn kernels[CANDLE_OP_COUNT] = {
     [CANDLE_OP_ATTENTION] = cpu_ref_attention,
     [CANDLE_OP_PAGED_ATTENTION] = cpu_ref_paged_attention,
     [CANDLE_OP_MOE_FFN] = cpu_ref_moe_ffn,
+    [CANDLE_OP_TOPK_MASK] = cpu_ref_topk_mask,
 };
 
 candle_status cpu_error(const cpu_task *task, candle_status s, const char *fmt, ...) {

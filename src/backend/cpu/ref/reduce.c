@@ -2,6 +2,9 @@
  * output element walks its line of the input along the reduced dim, in
  * double precision (int64 for integer inputs), on any strided layout. */
 #include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../cpu-impl.h"
 
@@ -101,5 +104,41 @@ candle_status cpu_ref_softmax(const cpu_task *task, candle_tensor *dst) {
             cdl_store_f64(dst->dtype, dp + k * dst->stride[d], log_out ? z - lse : exp(z) / sum);
         }
     } while (nd_next(dst->rank, lines, idx));
+    return CANDLE_OK;
+}
+
+/* Element a ranks above element b of a line: the larger number, of equal
+ * ones the lower index; NaN below every number. */
+static bool ranks_above(double a, int64_t ia, double b, int64_t ib) {
+    if (a != a) return false;
+    return b != b || a > b || (a == b && ia < ib);
+}
+
+/* Per line, the k best by k passes (k is a router's 1..8 of tens of
+ * experts): each keeps the best element not yet kept. */
+candle_status cpu_ref_topk_mask(const cpu_task *task, candle_tensor *dst) {
+    const candle_tensor *src = dst->src[0];
+    int d = (int)dst->iparams[0];
+    int64_t n = src->shape[d], k = dst->iparams[1] < n ? dst->iparams[1] : n;
+    double fill = dst->fparams[0];
+    if (candle_tensor_numel(dst) == 0) return CANDLE_OK;
+    bool *kept = malloc((size_t)n * sizeof *kept);
+    if (!kept)
+        return cpu_error(task, CANDLE_ERR_OOM, "topk_mask: out of memory for a line of %lld", (long long)n);
+    int64_t lines[CANDLE_MAX_RANK], idx[CANDLE_MAX_RANK] = {0};
+    for (int i = 0; i < dst->rank; i++) lines[i] = i == d ? 1 : dst->shape[i];
+    do {
+        line l = {tensor_ptr(src) + nd_offset(src->rank, idx, src->stride), n, src->stride[d], src->dtype};
+        char *dp = tensor_ptr(dst) + nd_offset(dst->rank, idx, dst->stride);
+        memset(kept, 0, (size_t)n * sizeof *kept);
+        for (int64_t r = 0; r < k; r++) {
+            int64_t best = -1;
+            for (int64_t j = 0; j < n; j++)
+                if (!kept[j] && (best < 0 || ranks_above(line_f64(&l, j), j, line_f64(&l, best), best))) best = j;
+            kept[best] = true;
+        }
+        for (int64_t j = 0; j < n; j++) cdl_store_f64(dst->dtype, dp + j * dst->stride[d], kept[j] ? line_f64(&l, j) : fill);
+    } while (nd_next(dst->rank, lines, idx));
+    free(kept);
     return CANDLE_OK;
 }
