@@ -840,7 +840,9 @@ static void generate(srv_ctx *c, srv_model *md, json_t *o, bool chat, int fd, sr
             if (calls)
                 json_array_append_new(choices, json_pack("{s:i,s:{s:s,s:o,s:o},s:o,s:s}", "index", k, "message",
                                                          "role", "assistant", "content", text, "tool_calls", calls,
-                                                         "logprobs", lp, "finish_reason", "tool_calls"));
+                                                         "logprobs", lp, "finish_reason",
+                                                         /* cut off by max_tokens (a call after these unfinished) */
+                                                         q->finish && !strcmp(q->finish, "length") ? "length" : "tool_calls"));
             else
             json_array_append_new(
                 choices, chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", k, "message", "role", "assistant",
@@ -1064,10 +1066,10 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             for (int k = 0; ok && k < nc; k++) {
                 const char *fin = final->choices ? final->choices[k]->finish : final->finish;
                 if (!fin) fin = "stop";
-                /* calls, or a call streamed that the end did not complete
-                 * (cut off by max_tokens: "length" says so) */
+                /* calls, or a call streamed; "length" stays (cut off by
+                 * max_tokens, a call perhaps unfinished), as in the message */
                 const srv_req *q = final->choices ? final->choices[k] : r;
-                if (made[k] || (q && q->tool_heads && strcmp(fin, "length"))) fin = "tool_calls";
+                if ((made[k] || (q && q->tool_heads)) && strcmp(fin, "length")) fin = "tool_calls";
                 json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", k, "delta", "finish_reason", fin)
                                           : json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
                                                       "finish_reason", fin);
