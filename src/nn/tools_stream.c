@@ -40,6 +40,12 @@ enum { K_OTHER, K_NAME, K_ARGS };
  * streams; a reply opening with bare JSON or a fence gives its content at
  * the end, and Llama 3 / Mistral give the text before the call's opening. */
 enum { C_UNDECIDED, C_TAGS, C_BARE, C_OPENING };
+/* tools.c's json_span resumable: the bytes read, nesting, string state */
+typedef struct spanst {
+    size_t at, result; /* result: 0 not known yet, NONE never closes, else the length */
+    int depth;
+    bool str, skip;
+} spanst;
 typedef struct ctext {
     bool on, raw;      /* wanted; no call block read yet (V is the raw text) */
     bool finished, lost;
@@ -48,6 +54,12 @@ typedef struct ctext {
     size_t at;         /* the open block's '<', or NONE */
     size_t find;       /* where to look for the next opening */
     size_t x;          /* raw and C_OPENING: V is text[0..x) right-trimmed */
+    bool x_done;       /* C_OPENING: x is where the call opens, for good */
+    /* the open block, read so far: its object's first byte (NONE: not yet
+     * seen, jscan where whitespace goes on), the object's span, and where
+     * to look for the closing tag */
+    size_t j, jscan, cl_from;
+    spanst sp;
     size_t lead;       /* leading whitespace given out raw before the first call */
     cdl_strbuf cert;   /* the parser's content of text[0..i) */
     size_t *bound;     /* [n_blocks]: V's length after block k's piece: later bytes follow call k */
@@ -444,26 +456,34 @@ static const char open_tag[] = "<tool_call>", close_tag[] = "</tool_call>";
 #define OPEN_N (sizeof open_tag - 1)
 #define CLOSE_N (sizeof close_tag - 1)
 
-/* tools.c's json_span, told apart: the length of the bracketed value at
- * s[0..n), 0 while it may still close, NONE when it never will. */
-static size_t span_of(const char *s, size_t n) {
-    int depth = 0;
-    bool str = false;
-    for (size_t i = 0; i < n; i++) {
+/* tools.c's json_span, told apart and resumable: the length of the
+ * bracketed value at s[0..n) (p: what earlier calls read of it), 0 while it
+ * may still close, NONE when it never will. */
+static size_t span_resume(spanst *p, const char *s, size_t n) {
+    if (p->result) return p->result;
+    for (size_t i = p->at; i < n; i++) {
         char c = s[i];
-        if (str) {
-            if (c == '\\') i++;
-            else if (c == '"') str = false;
+        if (p->skip) {
+            p->skip = false;
+        } else if (p->str) {
+            if (c == '\\') p->skip = true;
+            else if (c == '"') p->str = false;
         } else if (c == '"') {
-            str = true;
+            p->str = true;
         } else if (c == '{' || c == '[') {
-            if (++depth > 64) return NONE;
+            if (++p->depth > 64) return p->result = NONE;
         } else if (c == '}' || c == ']') {
-            if (--depth == 0) return i + 1;
-            if (depth < 0) return NONE;
+            if (--p->depth == 0) return p->result = i + 1;
+            if (p->depth < 0) return p->result = NONE;
         }
     }
+    p->at = n;
     return 0;
+}
+
+static size_t span_of(const char *s, size_t n) {
+    spanst p = {0};
+    return span_resume(&p, s, n);
 }
 
 static size_t find_lit(const char *t, size_t from, size_t len, const char *lit, size_t m) {
@@ -489,12 +509,19 @@ static void add_piece(cdl_strbuf *b, const char *t, size_t a, size_t e) {
  * not known (final: the text ends here), else whether it is a call, with
  * *after where the next piece starts. */
 static int block_end(candle_tool_stream *s, bool final, size_t *after) {
+    ctext *c = &s->c;
     const char *t = s->text.s;
-    size_t len = s->text.n, body = s->c.at + OPEN_N, j = body, span = 0, k = 0, q = NONE;
-    while (j < len && ws(t[j])) j++;
-    if (j == len && !final) return -1;
+    size_t len = s->text.n, body = c->at + OPEN_N, span = 0, k = 0, q = NONE;
+    if (c->j == NONE) {
+        size_t j = c->jscan;
+        while (j < len && ws(t[j])) j++;
+        c->jscan = j;
+        if (j < len) c->j = j;
+        else if (!final) return -1;
+    }
+    size_t j = c->j != NONE ? c->j : len;
     if (j < len && t[j] == '{') {
-        size_t sp = span_of(t + j, len - j);
+        size_t sp = span_resume(&c->sp, t + j, len - j);
         if (!sp && !final) return -1;
         if (sp != NONE) span = sp;
     }
@@ -504,20 +531,24 @@ static int block_end(candle_tool_stream *s, bool final, size_t *after) {
         if (k + CLOSE_N <= len) whole = !memcmp(t + k, close_tag, CLOSE_N);
         else if (!final && !memcmp(t + k, close_tag, len - k)) return -1; /* the tag may be coming */
     }
-    if (whole) q = k;
-    else if ((q = find_lit(t, body, len, close_tag, CLOSE_N)) == NONE && !final) return -1;
+    if (whole) {
+        q = k;
+    } else if ((q = find_lit(t, c->cl_from, len, close_tag, CLOSE_N)) == NONE) {
+        if (len >= CLOSE_N && c->cl_from < len - (CLOSE_N - 1)) c->cl_from = len - (CLOSE_N - 1);
+        if (!final) return -1;
+    }
     size_t end = q != NONE ? q : len;
     *after = q != NONE ? q + CLOSE_N : len;
     size_t a = whole ? j : body, b = whole ? j + span : end;
     if (!whole) trim_span(t, &a, &b);
     if (a == b || t[a] != '{' || span_of(t + a, b - a) != b - a) return 0;
-    candle_tool_call c;
-    bool oom = false, ok = cdl_tool_call_read(t + a, b - a, &c, &oom);
+    candle_tool_call call;
+    bool oom = false, ok = cdl_tool_call_read(t + a, b - a, &call, &oom);
     if (oom) s->failed = true;
     if (ok) {
-        free(c.name);
-        free(c.arguments);
-        free(c.id);
+        free(call.name);
+        free(call.arguments);
+        free(call.id);
     }
     return ok;
 }
@@ -628,11 +659,39 @@ static void content_mode(candle_tool_stream *s, bool final) {
     else if (final) c->mode = C_TAGS;
 }
 
+/* Llama 3 / Mistral: where a call may open (candle_tool_call_start, read
+ * on from where the last feed left it). */
+static void opening_scan(candle_tool_stream *s) {
+    ctext *c = &s->c;
+    if (c->x_done) return;
+    const char *t = s->text.s, *lit = s->f == CANDLE_TOOL_LLAMA3 ? "<|python_tag|>" : "[TOOL_CALLS]";
+    size_t len = s->text.n, m = strlen(lit), i = lead_ws(s);
+    c->x = 0;
+    if (i == len) return;
+    if (t[i] == '{' || (s->f == CANDLE_TOOL_MISTRAL && t[i] == '[')) { /* bare JSON opens the reply */
+        c->x_done = true;
+        return;
+    }
+    size_t p = find_lit(t, c->find, len, lit, m);
+    if (p != NONE) {
+        c->x = p;
+        c->x_done = true;
+        return;
+    }
+    if (len >= m && c->find < len - (m - 1)) c->find = len - (m - 1);
+    c->x = len;
+    for (size_t k = m - 1; k > 0; k--) /* a prefix of the opening at the end */
+        if (k <= len && !memcmp(t + len - k, lit, k)) {
+            c->x = len - k;
+            break;
+        }
+}
+
 /* Reads the blocks the text fed so far closes (final: the text is all). */
 static void content_scan(candle_tool_stream *s, bool final) {
     ctext *c = &s->c;
     if (c->mode == C_UNDECIDED) content_mode(s, final);
-    if (c->mode == C_OPENING) c->x = candle_tool_call_start(s->f, s->text.s, s->text.n);
+    if (c->mode == C_OPENING) opening_scan(s);
     if (c->mode != C_TAGS) return;
     const char *t = s->text.s;
     size_t len = s->text.n;
@@ -643,6 +702,9 @@ static void content_scan(candle_tool_stream *s, bool final) {
                 if (len >= OPEN_N && c->find < len - (OPEN_N - 1)) c->find = len - (OPEN_N - 1);
                 break;
             }
+            c->j = NONE;
+            c->jscan = c->cl_from = c->at + OPEN_N;
+            c->sp = (spanst){0};
         }
         size_t after;
         int r = block_end(s, final, &after);
