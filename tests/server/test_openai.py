@@ -917,8 +917,10 @@ def bad_inputs():
             ({"tool_choice": "required"}, "invalid_value", "tool_choice"),
             ({"tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": "yes"},
              "invalid_type", "parallel_tool_calls"),
-            ({"tools": [{"type": "function", "function": {"name": "f"}}], "stream": True, "n": 2}, "unsupported_value",
-             "n"),
+            # grammar (llama-server's GBNF field): a string that parses, not beside response_format
+            ({"grammar": 5}, "invalid_type", "grammar"),
+            ({"grammar": "root ::= undefined-rule"}, "unsupported_parameter", "grammar"),
+            ({"grammar": 'root ::= "x"', "response_format": {"type": "json_object"}}, "invalid_value", "grammar"),
             ({"functions": [{"name": "f"}]}, "unsupported_parameter", "functions"),
             ({"function_call": "auto"}, "unsupported_parameter", "function_call"))],
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}, {
