@@ -563,8 +563,9 @@ def test_tool_stream_text():
 def test_tool_stream_n():
     """n = 2 streams with tools: each choice has its own calls (indices from 0,
     ids of its own) and content, and assembled per choice index they equal
-    the non-streamed n = 2 reply of the same seed: tool_choice required,
-    auto, and auto with calls and text (a grammar, <tool_call> formats)."""
+    the non-streamed n = 2 reply of the same seed, whose choice k is the
+    request alone with seed + k: tool_choice required, auto, and auto with
+    calls and text (a grammar, <tool_call> formats)."""
     compared = cut = 0
     for seed in range(int(os.environ.get("TOOL_STREAM_SEEDS", "3"))):
         cases = [("required", None), ("auto", None)] + ([("auto", TEXT_GRAMMARS[1])] if HERMES_LIKE else [])
@@ -576,6 +577,14 @@ def test_tool_stream_n():
             r = client.chat.completions.create(**kw)
             got = collect_stream(**kw)
             check(sorted(got) == [0, 1] and len(r.choices) == 2, f"{what}: choices {sorted(got)}, {len(r.choices)}")
+            # each choice is the request alone with seed + index (tool_choice auto's
+            # grammar too: from where that choice opens a call, not from its start)
+            for c in r.choices[1:]:
+                alone = client.chat.completions.create(**dict(kw, n=1, seed=seed + c.index)).choices[0]
+                check(calls_of(alone.message) == calls_of(c.message) and alone.message.content == c.message.content
+                      and alone.finish_reason == c.finish_reason,
+                      f"{what} choice {c.index}: {c.finish_reason} {c.message} != alone with seed {seed + c.index}: "
+                      f"{alone.finish_reason} {alone.message}")
             ids = [i for st in got.values() for i in st["ids"]]
             check(len(set(ids)) == len(ids) and
                   not set(ids) & {t.id for c in r.choices for t in c.message.tool_calls or []},
