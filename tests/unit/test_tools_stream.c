@@ -372,6 +372,8 @@ static void test_tokens(const char *src) {
         " \xf0\x9f\x8c\xa7\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": "
         "{\"a\": 2, \"b\": -3}}\n</tool_call>",
         "```json\n[{\"name\": \"add\", \"arguments\": {\"a\": 40, \"b\": 2}}]\n```",
+        "Checking.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}\n</tool_call>\nIt is "
+        "18 \xc2\xb0""C in K\xc3\xb8""benhavn \xf0\x9f\x8c\xa7 today.\n",
     };
     for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
         const char *text = texts[t];
@@ -396,6 +398,11 @@ static void test_tokens(const char *src) {
         got g = feed(CANDLE_TOOL_HERMES, text, cuts, nc);
         CHECK_MSG(g.ok && want.n >= 1 && same(&g, &want, false), "tokens %zu (%lld): %zu calls vs %zu, %s", t,
                   (long long)n, g.n, want.n, g.why);
+        /* with content: the same calls, and the parser's content */
+        g = feed_as(CANDLE_TOOL_HERMES, text, cuts, nc, &want);
+        CHECK_MSG(g.ok && same(&g, &want, false) && content_ok(&g, text, &want, NULL),
+                  "tokens %zu (content): [%s] want [%s] lost %d %s", t, g.content, want.content ? want.content : "",
+                  g.lost, g.why);
         candle_tool_calls_free(&want);
     }
     candle_tokenizer_free(tok);
