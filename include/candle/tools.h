@@ -112,6 +112,10 @@ typedef struct candle_tool_delta {
     const char *name;      /* a call's first delta: its function's name (and len 0); else NULL */
     const char *arguments; /* len bytes of the call's arguments, whole UTF-8 characters */
     size_t len;
+    /* a content delta (candle_tool_stream_with_content): len bytes of the
+     * reply's text outside the calls; name and arguments are NULL, index is
+     * the call whose deltas come next */
+    const char *content;
 } candle_tool_delta;
 
 typedef struct candle_tool_stream_call {
@@ -135,6 +139,28 @@ CANDLE_API bool candle_tool_stream_next(candle_tool_stream *s, candle_tool_delta
 /* Calls that have become visible (some of whose deltas may still be to
  * take), and call i's state. */
 CANDLE_API size_t candle_tool_stream_count(const candle_tool_stream *s);
+/* Content too (call before the first feed): next() also gives the reply's
+ * text outside the calls, in the reply's order among the calls' deltas, so
+ * that text after a call streams as it comes. Concatenated, the content
+ * deltas are what a server's message holds: with calls (as
+ * candle_tool_calls_parse reads the whole reply) its content, the text
+ * pieces trimmed and joined by "\n"; without, the whole text. Before a
+ * call is read the text streams raw, whitespace at its end held back, and
+ * from where a call may open nothing is given until that is known; so
+ * whitespace opening text that precedes a call is given out (the parser
+ * trims it) and stays ahead of the content. Text after a bare or fenced
+ * call object, and text around Llama 3 / Mistral calls (the parser finds
+ * none then), comes at candle_tool_stream_finish. Where what was given out
+ * is not how the content turns out (a <tool_call> block the parser refuses,
+ * before the first call), no more content is given
+ * (candle_tool_stream_content_lost). A call shown and not read whole (cut
+ * off by the end of generation) ends the content: its text is not given
+ * again as content. Whole UTF-8 characters: one cut off at the very end is
+ * left out. */
+CANDLE_API candle_status candle_tool_stream_with_content(candle_tool_stream *s);
+/* The reply has ended: next() then gives the rest of the content. */
+CANDLE_API candle_status candle_tool_stream_finish(candle_tool_stream *s);
+CANDLE_API bool candle_tool_stream_content_lost(const candle_tool_stream *s);
 CANDLE_API bool candle_tool_stream_get(const candle_tool_stream *s, size_t i, candle_tool_stream_call *out);
 
 #ifdef __cplusplus

@@ -13,7 +13,10 @@
  *   without parallel), each of a function of the tools;
  * - candle_tool_stream gives the same calls fed whole and in pieces (bytes,
  *   or 1..7 bytes), first deltas with a name and nothing else, fragments of
- *   whole valid UTF-8, and a call it marks done has object arguments.
+ *   whole valid UTF-8, and a call it marks done has object arguments; with
+ *   content deltas on, the same calls, nothing lost fed whole, and content
+ *   given out a prefix of the message's (the parser's with calls, else the
+ *   reply).
  * Seeds: tests/fuzz/gen_tools_corpus.py. Built with -DCANDLE_FUZZ=ON. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,21 +67,32 @@ static bool utf8_ok(const unsigned char *s, size_t n) {
 
 /* The reply streamed in pieces of `step` bytes (0: whole); the calls' names
  * and arguments joined as "name\1args\2..." into *out (malloc'ed; NULL on
- * OOM, which ends the check). */
-static void stream_calls(candle_tool_format f, const char *reply, size_t rlen, size_t step, char **out) {
+ * OOM, which ends the check). With cont (content deltas on): the content
+ * concatenated into *cont (malloc'ed), *lost as the stream says. */
+static void stream_calls(candle_tool_format f, const char *reply, size_t rlen, size_t step, char **out, char **cont,
+                         bool *lost) {
     *out = NULL;
+    if (cont) *cont = NULL;
     candle_tool_stream *s = NULL;
     if (candle_tool_stream_new(f, &s)) return;
-    size_t cap = 2 * rlen + 64, n = 0, calls = 0;
-    char *b = malloc(cap);
-    bool ok = b != NULL;
-    for (size_t at = 0; ok && at < rlen;) {
+    size_t cap = 2 * rlen + 64, n = 0, calls = 0, cn = 0;
+    char *b = malloc(cap), *cb = cont ? malloc(rlen + 1) : NULL;
+    bool ok = b != NULL && (!cont || (cb && !candle_tool_stream_with_content(s)));
+    for (size_t at = 0; ok && at <= rlen;) {
         size_t k = step ? step : rlen;
         if (k > rlen - at) k = rlen - at;
-        ok = !candle_tool_stream_feed(s, reply + at, k);
-        at += k;
+        if (at < rlen) ok = !candle_tool_stream_feed(s, reply + at, k);
+        else if (cont) ok = !candle_tool_stream_finish(s);
+        at = at < rlen ? at + k : rlen + 1;
         candle_tool_delta d;
         while (ok && candle_tool_stream_next(s, &d)) {
+            if (d.content) {
+                /* never more content than the reply's bytes */
+                check(cont && !d.name && !d.arguments && d.len > 0 && cn + d.len <= rlen);
+                memcpy(cb + cn, d.content, d.len);
+                cn += d.len;
+                continue;
+            }
             if (d.name) {
                 check(d.index == calls && d.len == 0 && d.name[0]);
                 calls++;
@@ -112,13 +126,34 @@ static void stream_calls(candle_tool_format f, const char *reply, size_t rlen, s
             json_free(d);
         }
     }
+    if (lost) *lost = candle_tool_stream_content_lost(s);
     candle_tool_stream_free(s);
     if (!ok) {
         free(b);
+        free(cb);
         return;
     }
     b[n] = 0;
     *out = b;
+    if (cont) {
+        cb[cn] = 0;
+        *cont = cb;
+    }
+}
+
+/* Content given out (not lost) is a prefix of the message's: with calls the
+ * parser's content, after whitespace given before the first call; without,
+ * the reply. */
+static void check_content(const char *cont, bool lost, const candle_tool_calls *c, const char *reply, size_t rlen) {
+    if (!cont || lost || memchr(reply, 0, rlen)) return;
+    size_t n = strlen(cont);
+    if (!c->n) {
+        check(n <= rlen && !memcmp(cont, reply, n));
+        return;
+    }
+    while (*cont && is_space(*cont)) cont++, n--;
+    const char *want = c->content ? c->content : "";
+    check(n <= strlen(want) && !memcmp(cont, want, n));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -152,15 +187,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n = strlen(c.content);
         check(n > 0 && !is_space(c.content[0]) && !is_space(c.content[n - 1]));
     }
-    candle_tool_calls_free(&c);
     check(candle_tool_call_start(f, reply, rlen) <= rlen);
 
-    char *whole = NULL, *pieces = NULL;
-    stream_calls(f, reply, rlen, 0, &whole);
-    stream_calls(f, reply, rlen, rlen <= 512 ? 1 : (size_t)(flags >> 5) + 1, &pieces);
+    char *whole = NULL, *pieces = NULL, *cw = NULL, *cwc = NULL, *cp = NULL, *cpc = NULL;
+    size_t step = rlen <= 512 ? 1 : (size_t)(flags >> 5) + 1;
+    bool lw = false, lp = false;
+    stream_calls(f, reply, rlen, 0, &whole, NULL, NULL);
+    stream_calls(f, reply, rlen, step, &pieces, NULL, NULL);
     if (whole && pieces) check(!strcmp(whole, pieces));
+    /* with content: the same calls; fed whole, nothing is lost */
+    if (!st) {
+        stream_calls(f, reply, rlen, 0, &cw, &cwc, &lw);
+        stream_calls(f, reply, rlen, step, &cp, &cpc, &lp);
+        if (whole && cw) check(!strcmp(whole, cw) && (!lw || memchr(reply, 0, rlen)));
+        if (pieces && cp) check(!strcmp(pieces, cp));
+        check_content(cwc, lw, &c, reply, rlen);
+        check_content(cpc, lp, &c, reply, rlen);
+    }
+    candle_tool_calls_free(&c);
     free(whole);
     free(pieces);
+    free(cw);
+    free(cwc);
+    free(cp);
+    free(cpc);
 
     char *only = flags & 0x20 ? first_name(tools, tlen) : NULL;
     char *gbnf = NULL;

@@ -45,7 +45,7 @@ PY
         python3 -c 'import time; time.sleep(0.1)'
     done
     echo "== $hf ${tmpl:-(no template)}: $want"
-    SERVER_TESTS=test_tool_stream timeout 600 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P" k ||
+    TOOL_FORMAT=$want SERVER_TESTS=test_tool_stream,test_tool_stream_text,test_tool_stream_n timeout 600 python3 "$SRC/tests/server/test_openai.py" "http://127.0.0.1:$P" k ||
         { fail=1; tail -5 "$LOG/s"; }
     kill -TERM $S; wait $S || { echo "FAIL: $hf server exit status"; tail -20 "$LOG/s"; fail=1; }; S=
 done

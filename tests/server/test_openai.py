@@ -463,6 +463,150 @@ def test_tool_stream():
     check(compared >= seeds, f"too few replies compared: {compared}")
 
 
+def collect_stream(**kw):
+    """A stream's deltas by choice index: the content, the transcript (the
+    content with '@' where a call's first delta came), the calls (name,
+    arguments) by index, their ids and the finish reason; early_ok: each
+    content delta after a call came once that call's arguments were whole."""
+    per = {}
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for ch in chunk.choices:
+            st = per.setdefault(ch.index, dict(trace="", content="", calls={}, ids=[], finish=None, seen=[]))
+            d = ch.delta
+            st["finish"] = ch.finish_reason or st["finish"]
+            if d.content:
+                check(not d.tool_calls, f"a delta with content and tool_calls: {d}")
+                st["content"] += d.content
+                st["trace"] += d.content
+                if st["calls"]:
+                    last = max(st["calls"])
+                    st["seen"].append((last, st["calls"][last][1]))
+            for tc in d.tool_calls or []:
+                if tc.index not in st["calls"]:
+                    check(re.fullmatch(r"call_[0-9a-f]{24}", tc.id or "") and tc.type == "function" and
+                          tc.function.name and tc.function.arguments == "" and tc.index == len(st["calls"]),
+                          f"choice {ch.index}: first tool_calls delta {tc} after {len(st['calls'])} calls")
+                    st["calls"][tc.index] = [tc.function.name, ""]
+                    st["ids"].append(tc.id)
+                    st["trace"] += "@"
+                else:
+                    check(tc.id is None and tc.function.name is None and tc.index == max(st["calls"]),
+                          f"choice {ch.index}: later tool_calls delta {tc}")
+                    st["calls"][tc.index][1] += tc.function.arguments or ""
+    for st in per.values():
+        st["list"] = [tuple(st["calls"][i]) for i in sorted(st["calls"])]
+        st["early_ok"] = all(st["calls"][i][1] == a for i, a in st["seen"])
+    return per
+
+
+def transcript_of(raw):
+    """A reply's content as the server's message gives it with calls (the text
+    outside the <tool_call> blocks, each piece trimmed, joined by newlines),
+    and the transcript a stream must make of it ('@' at each call)."""
+    parts = re.split(r"<tool_call>.*?</tool_call>", raw, flags=re.S)
+    content = trace = ""
+    for i, p in enumerate(parts):
+        p = p.strip()
+        if p:
+            add = ("\n" if content else "") + p
+            content += add
+            trace += add
+        if i < len(parts) - 1:
+            trace += "@"
+    return trace, content
+
+
+# Hermes-style replies with text after and between the calls, written by
+# tiny random models under a grammar (the server's 'grammar' field)
+_BLOCK = r'"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": " [1-9] ", \"b\": " [1-9] [0-9]? "}}\n</tool_call>"'
+TEXT_GRAMMARS = [
+    'root ::= block "\\nThe sum is " [0-9]{1,3} ", " [a-z]{2,6} "."\nblock ::= ' + _BLOCK,
+    'root ::= "Adding. " block "\\nthen " [a-z]{1,4} "\\n" block " Done " [a-z]{1,5} " \\n"\nblock ::= ' + _BLOCK,
+]
+HERMES_LIKE = os.environ.get("TOOL_FORMAT", "hermes") in ("hermes", "generic")
+
+
+def test_tool_stream_text():
+    """Text after (and between) tool calls streams as content deltas, in the
+    reply's order among the calls' deltas: a streamed reply of calls and text
+    (tool_choice auto, a grammar writing it) assembles to the non-streamed
+    message of the same seed, calls, content and finish_reason tool_calls.
+    Hermes-style <tool_call> formats only (in the others text after a call
+    makes it no call)."""
+    if not HERMES_LIKE:
+        print("test_tool_stream_text: not a <tool_call> format, skipped")
+        return
+    compared = 0
+    for g in TEXT_GRAMMARS:
+        for seed in range(int(os.environ.get("TOOL_STREAM_SEEDS", "3"))):
+            kw = dict(model=MODEL, messages=[{"role": "user", "content": "Add 3 and 4, then say the sum."}],
+                      tools=TOOLS, temperature=0.9, seed=seed, max_tokens=200, extra_body={"grammar": g})
+            what = f"grammar {TEXT_GRAMMARS.index(g)} seed {seed}"
+            c = client.chat.completions.create(logprobs=True, **kw).choices[0]
+            raw = b"".join(bytes(e.bytes) for e in (c.logprobs.content if c.logprobs else []) or []).decode(errors="replace")
+            want = calls_of(c.message)
+            trace, content = transcript_of(raw)
+            check(c.finish_reason == "tool_calls" and want and c.message.content == content and
+                  "tool_call" not in (c.message.content or "x"),
+                  f"{what}: not streamed, {c.finish_reason} {c.message} from {raw!r}")
+            st = collect_stream(**kw).get(0, {})
+            check(st.get("list") == want and st.get("content") == c.message.content and
+                  st.get("finish") == "tool_calls", f"{what}: streamed {st}, not streamed {want} {c.message.content!r}")
+            check(st.get("trace") == trace and st.get("early_ok"),
+                  f"{what}: streamed in the order {st.get('trace')!r}, want {trace!r} (content after a call once it is "
+                  f"whole: {st.get('early_ok')})")
+            check(not set(st.get("ids", [])) & {t.id for t in c.message.tool_calls or []}, f"{what}: fresh ids")
+            compared += 1
+    print(f"test_tool_stream_text: {compared} compared")
+
+
+def test_tool_stream_n():
+    """n = 2 streams with tools: each choice has its own calls (indices from 0,
+    ids of its own) and content, and assembled per choice index they equal
+    the non-streamed n = 2 reply of the same seed, whose choice k is the
+    request alone with seed + k: tool_choice required, auto, and auto with
+    calls and text (a grammar, <tool_call> formats)."""
+    compared = cut = 0
+    for seed in range(int(os.environ.get("TOOL_STREAM_SEEDS", "3"))):
+        cases = [("required", None), ("auto", None)] + ([("auto", TEXT_GRAMMARS[1])] if HERMES_LIKE else [])
+        for choice, g in cases:
+            kw = dict(model=MODEL, messages=[{"role": "user", "content": "Weather in Oslo, and 2 + 3?"}], tools=TOOLS,
+                      tool_choice=choice, n=2, temperature=0.9, seed=seed, max_tokens=300,
+                      extra_body={"grammar": g} if g else None)
+            what = f"n 2, tool_choice {choice}{' grammar' if g else ''} seed {seed}"
+            r = client.chat.completions.create(**kw)
+            got = collect_stream(**kw)
+            check(sorted(got) == [0, 1] and len(r.choices) == 2, f"{what}: choices {sorted(got)}, {len(r.choices)}")
+            # each choice is the request alone with seed + index (tool_choice auto's
+            # grammar too: from where that choice opens a call, not from its start)
+            for c in r.choices[1:]:
+                alone = client.chat.completions.create(**dict(kw, n=1, seed=seed + c.index)).choices[0]
+                check(calls_of(alone.message) == calls_of(c.message) and alone.message.content == c.message.content
+                      and alone.finish_reason == c.finish_reason,
+                      f"{what} choice {c.index}: {c.finish_reason} {c.message} != alone with seed {seed + c.index}: "
+                      f"{alone.finish_reason} {alone.message}")
+            ids = [i for st in got.values() for i in st["ids"]]
+            check(len(set(ids)) == len(ids) and
+                  not set(ids) & {t.id for c in r.choices for t in c.message.tool_calls or []},
+                  f"{what}: streamed ids {ids} unique and new")
+            for c in r.choices:
+                st = got.get(c.index)
+                if not st:
+                    continue
+                if c.finish_reason == "length":  # a call cut off: streamed in part
+                    check(st["finish"] == "length", f"{what} choice {c.index}: cut off, streamed {st['finish']}")
+                    cut += 1
+                    continue
+                check(st["list"] == calls_of(c.message) and (st["content"] or None) == c.message.content and
+                      st["finish"] == c.finish_reason and st["early_ok"],
+                      f"{what} choice {c.index}: streamed {st}, not streamed {c.finish_reason} {c.message}")
+                check(choice != "required" or (c.finish_reason == "tool_calls" and c.message.tool_calls),
+                      f"{what} choice {c.index}: required, {c.finish_reason} {c.message}")
+                compared += 1
+    print(f"test_tool_stream_n: {compared} choices compared, {cut} cut off by max_tokens")
+    check(compared >= 2, f"too few choices compared: {compared}")
+
+
 def model_bits(model):
     """Bits per weight of the model's tensor data, from `candle info`."""
     out = subprocess.run([os.environ["CANDLE_BIN"], "info", model], capture_output=True, text=True,
@@ -782,8 +926,10 @@ def bad_inputs():
             ({"tool_choice": "required"}, "invalid_value", "tool_choice"),
             ({"tools": [{"type": "function", "function": {"name": "f"}}], "parallel_tool_calls": "yes"},
              "invalid_type", "parallel_tool_calls"),
-            ({"tools": [{"type": "function", "function": {"name": "f"}}], "stream": True, "n": 2}, "unsupported_value",
-             "n"),
+            # grammar (llama-server's GBNF field): a string that parses, not beside response_format
+            ({"grammar": 5}, "invalid_type", "grammar"),
+            ({"grammar": "root ::= undefined-rule"}, "unsupported_parameter", "grammar"),
+            ({"grammar": 'root ::= "x"', "response_format": {"type": "json_object"}}, "invalid_value", "grammar"),
             ({"functions": [{"name": "f"}]}, "unsupported_parameter", "functions"),
             ({"function_call": "auto"}, "unsupported_parameter", "function_call"))],
         ("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}, {

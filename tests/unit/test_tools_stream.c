@@ -17,7 +17,20 @@ typedef struct got {
     int fragments[8]; /* argument deltas of each call */
     bool ok;          /* every delta well formed */
     char why[200];
+    /* with content: the content deltas concatenated, and the transcript:
+     * content with '@' where a call's first delta came; lost at the end */
+    char content[1024], trace[1024];
+    bool lost;
+    const candle_tool_calls *want; /* a call must be whole before content after it */
 } got;
+
+static void cat(char *b, size_t cap, const char *s, size_t n) {
+    size_t have = strlen(b);
+    if (have + n < cap) {
+        memcpy(b + have, s, n);
+        b[have + n] = 0;
+    }
+}
 
 static bool utf8_whole(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
@@ -39,7 +52,17 @@ static void bad(got *g, const char *why) {
 static void drain(candle_tool_stream *s, got *g) {
     candle_tool_delta d;
     while (candle_tool_stream_next(s, &d)) {
+        if (d.content) {
+            if (d.name || d.arguments || !d.len) bad(g, "a content delta with a name, arguments or nothing");
+            if (!utf8_whole(d.content, d.len)) bad(g, "content that is not whole UTF-8 characters");
+            if (g->n && g->want && g->n <= g->want->n && strcmp(g->args[g->n - 1], g->want->calls[g->n - 1].arguments))
+                bad(g, "content before the end of the call it follows");
+            cat(g->content, sizeof g->content, d.content, d.len);
+            cat(g->trace, sizeof g->trace, d.content, d.len);
+            continue;
+        }
         if (d.name) {
+            cat(g->trace, sizeof g->trace, "@", 1);
             if (d.index != g->n || g->n == 8) {
                 bad(g, "a first delta out of order");
                 continue;
@@ -66,11 +89,13 @@ static void drain(candle_tool_stream *s, got *g) {
 }
 
 /* text fed in the pieces that cut[] ends (ascending, the last == len). */
-static got feed(candle_tool_format f, const char *text, const size_t *cut, size_t n_cut) {
-    got g = {.ok = true};
+static got feed_as(candle_tool_format f, const char *text, const size_t *cut, size_t n_cut,
+                   const candle_tool_calls *content) {
+    got g = {.ok = true, .want = content};
     candle_tool_stream *s = NULL;
-    if (candle_tool_stream_new(f, &s)) {
+    if (candle_tool_stream_new(f, &s) || (content && candle_tool_stream_with_content(s))) {
         bad(&g, "new failed");
+        candle_tool_stream_free(s);
         return g;
     }
     size_t from = 0;
@@ -78,6 +103,11 @@ static got feed(candle_tool_format f, const char *text, const size_t *cut, size_
         if (candle_tool_stream_feed(s, text + from, cut[i] - from)) bad(&g, "feed failed");
         from = cut[i];
         drain(s, &g);
+    }
+    if (content) {
+        if (candle_tool_stream_finish(s)) bad(&g, "finish failed");
+        drain(s, &g);
+        g.lost = candle_tool_stream_content_lost(s);
     }
     if (candle_tool_stream_count(s) != g.n) bad(&g, "count differs from the calls given out");
     for (size_t i = 0; i < g.n; i++) {
@@ -88,6 +118,10 @@ static got feed(candle_tool_format f, const char *text, const size_t *cut, size_
     }
     candle_tool_stream_free(s);
     return g;
+}
+
+static got feed(candle_tool_format f, const char *text, const size_t *cut, size_t n_cut) {
+    return feed_as(f, text, cut, n_cut, NULL);
 }
 
 /* Does g equal the parse (prefix: only prefixes of its calls)? */
@@ -105,55 +139,84 @@ static bool same(const got *g, const candle_tool_calls *want, bool prefix) {
 static size_t cuts[4096];
 static int n_cases;
 
-/* One reply, every way of feeding it. */
+/* With content: the content deltas are the message's content (with calls,
+ * the parser's; else the whole text), none lost, and the transcript (where
+ * the calls came among the content) is trace when given. */
+static bool content_ok(const got *g, const char *text, const candle_tool_calls *want, const char *trace) {
+    if (!g->ok || g->lost) return false;
+    if (trace && strcmp(g->trace, trace)) return false;
+    if (!want->n) return !strcmp(g->content, text);
+    const char *c = g->content;
+    while (*c == ' ' || *c == '\n' || *c == '\t' || *c == '\r') c++; /* whitespace given before a call */
+    return !strcmp(c, want->content ? want->content : "");
+}
+
+/* One reply, every way of feeding it, without and with content. */
 /* streams: the arguments come as they are written (not: a string holding
  * them, or written before the name, which come whole). */
-static void reply_as(candle_tool_format f, const char *text, bool streams) {
+static void reply_full(candle_tool_format f, const char *text, bool streams, const char *trace) {
     size_t len = strlen(text);
     candle_tool_calls want;
     CHECK_OK(NULL, candle_tool_calls_parse(f, text, len, &want));
     const char *fmt = candle_tool_format_name(f);
     n_cases++;
-    /* whole */
-    cuts[0] = len;
-    got g = feed(f, text, cuts, 1);
-    CHECK_MSG(g.ok && same(&g, &want, false), "%s whole [%s]: %zu calls (%s) vs %zu (%s) %s", fmt, text, g.n,
-              g.n ? g.args[0] : "", want.n, want.n ? want.calls[0].arguments : "", g.why);
-    /* byte by byte: also the arguments arrive in more than one fragment */
-    for (size_t i = 0; i < len; i++) cuts[i] = i + 1;
-    g = feed(f, text, cuts, len);
-    CHECK_MSG(g.ok && same(&g, &want, false), "%s bytes [%s]: %zu calls vs %zu, %s", fmt, text, g.n, want.n, g.why);
-    for (size_t i = 0; i < g.n && i < want.n; i++)
-        CHECK_MSG(!streams || strlen(want.calls[i].arguments) <= 2 || g.fragments[i] > 1,
-                  "%s bytes [%s]: call %zu's arguments came in %d fragment(s)", fmt, text, i, g.fragments[i]);
-    /* pieces of 1..7 bytes */
-    for (int start = 1; start <= 7; start++) {
-        size_t n = 0, at = 0;
-        for (int k = start; at < len; k = k % 7 + 1) {
-            at = at + (size_t)k < len ? at + (size_t)k : len;
-            cuts[n++] = at;
+    for (int cm = 0; cm < 2; cm++) {
+        const candle_tool_calls *cw = cm ? &want : NULL;
+        const char *mode = cm ? " (content)" : "";
+#define CONTENT_OK(how) \
+    CHECK_MSG(!cm || content_ok(&g, text, &want, trace), "%s %s%s [%s]: content [%s] trace [%s] lost %d, want [%s] %s", \
+              fmt, how, mode, text, g.content, g.trace, g.lost, want.content ? want.content : "", g.why)
+        /* whole */
+        cuts[0] = len;
+        got g = feed_as(f, text, cuts, 1, cw);
+        CHECK_MSG(g.ok && same(&g, &want, false), "%s whole%s [%s]: %zu calls (%s) vs %zu (%s) %s", fmt, mode, text,
+                  g.n, g.n ? g.args[0] : "", want.n, want.n ? want.calls[0].arguments : "", g.why);
+        CONTENT_OK("whole");
+        /* byte by byte: also the arguments arrive in more than one fragment */
+        for (size_t i = 0; i < len; i++) cuts[i] = i + 1;
+        g = feed_as(f, text, cuts, len, cw);
+        CHECK_MSG(g.ok && same(&g, &want, false), "%s bytes%s [%s]: %zu calls vs %zu, %s", fmt, mode, text, g.n,
+                  want.n, g.why);
+        CONTENT_OK("bytes");
+        for (size_t i = 0; i < g.n && i < want.n; i++)
+            CHECK_MSG(!streams || strlen(want.calls[i].arguments) <= 2 || g.fragments[i] > 1,
+                      "%s bytes [%s]: call %zu's arguments came in %d fragment(s)", fmt, text, i, g.fragments[i]);
+        /* pieces of 1..7 bytes */
+        for (int start = 1; start <= 7; start++) {
+            size_t n = 0, at = 0;
+            for (int k = start; at < len; k = k % 7 + 1) {
+                at = at + (size_t)k < len ? at + (size_t)k : len;
+                cuts[n++] = at;
+            }
+            g = feed_as(f, text, cuts, n, cw);
+            CHECK_MSG(g.ok && same(&g, &want, false), "%s pieces from %d%s [%s]: %s", fmt, start, mode, text, g.why);
+            CONTENT_OK("pieces");
         }
-        g = feed(f, text, cuts, n);
-        CHECK_MSG(g.ok && same(&g, &want, false), "%s pieces from %d [%s]: %s", fmt, start, text, g.why);
-    }
-    /* in two at every byte; and cut off there (a prefix of the reply) */
-    bool two = true, cut = true;
-    for (size_t p = 1; p < len; p++) {
-        cuts[0] = p;
-        cuts[1] = len;
-        g = feed(f, text, cuts, 2);
-        if (!g.ok || !same(&g, &want, false)) two = false;
-        g = feed(f, text, cuts, 1);
-        if (!g.ok || !same(&g, &want, true)) {
-            if (cut) printf("  cut at %zu: %zu calls, %s\n", p, g.n, g.why);
-            cut = false;
+        /* in two at every byte; and cut off there (a prefix of the reply) */
+        bool two = true, cut = true;
+        for (size_t p = 1; p < len; p++) {
+            cuts[0] = p;
+            cuts[1] = len;
+            g = feed_as(f, text, cuts, 2, cw);
+            if (!g.ok || !same(&g, &want, false) || (cm && !content_ok(&g, text, &want, trace))) {
+                if (two) printf("  split at %zu%s: %zu calls, content [%s] %s\n", p, mode, g.n, g.content, g.why);
+                two = false;
+            }
+            g = feed_as(f, text, cuts, 1, cw);
+            if (!g.ok || !same(&g, &want, true)) {
+                if (cut) printf("  cut at %zu%s: %zu calls, %s\n", p, mode, g.n, g.why);
+                cut = false;
+            }
         }
+        CHECK_MSG(two, "%s%s [%s]: split in two somewhere, the calls or the content differ", fmt, mode, text);
+        CHECK_MSG(cut, "%s%s [%s]: cut off somewhere, a call that is not a prefix of the whole reply's", fmt, mode,
+                  text);
+#undef CONTENT_OK
     }
-    CHECK_MSG(two, "%s [%s]: split in two somewhere, the calls differ", fmt, text);
-    CHECK_MSG(cut, "%s [%s]: cut off somewhere, a call that is not a prefix of the whole reply's", fmt, text);
     candle_tool_calls_free(&want);
 }
 
+static void reply_as(candle_tool_format f, const char *text, bool streams) { reply_full(f, text, streams, NULL); }
 static void reply(candle_tool_format f, const char *text) { reply_as(f, text, true); }
 
 static void test_formats(void) {
@@ -228,6 +291,70 @@ static void test_cut_off(void) {
     CHECK(candle_tool_stream_count(NULL) == 0);
 }
 
+/* Text after and between calls streams as content, in order with the
+ * calls' deltas ('@' in the transcript: a call's first delta), and
+ * concatenates to the parser's content. */
+static void test_content(void) {
+    const candle_tool_format H = CANDLE_TOOL_HERMES, G = CANDLE_TOOL_GENERIC, L = CANDLE_TOOL_LLAMA3,
+                             M = CANDLE_TOOL_MISTRAL;
+    const char *a = "{\"name\": \"a\", \"arguments\": {\"x\": 1, \"s\": \"</tool_call>\"}}";
+    const char *b = "{\"name\": \"b\", \"arguments\": {}}";
+    char t[512];
+    snprintf(t, sizeof t, "<tool_call>\n%s\n</tool_call>\nDone: it is 18 \xc3\xa9""C.", a);
+    reply_full(H, t, true, "@Done: it is 18 \xc3\xa9""C.");
+    reply_full(G, t, true, "@Done: it is 18 \xc3\xa9""C.");
+    snprintf(t, sizeof t, "Let me look.\n<tool_call>%s</tool_call>\nBetween.  <tool_call> %s </tool_call> After "
+             "\xe6\x9d\xb1 \n", a, b);
+    reply_full(H, t, true, "Let me look.@\nBetween.@\nAfter \xe6\x9d\xb1");
+    snprintf(t, sizeof t, "<tool_call>%s</tool_call><tool_call>%s</tool_call>\n\n", a, b);
+    reply_full(H, t, true, "@@");
+    snprintf(t, sizeof t, "<tool_call>%s</tool_call> tail <tool_c", a); /* an opening that never came */
+    reply_full(H, t, true, "@tail <tool_c");
+    snprintf(t, sizeof t, "<tool_call>%s</tool_call> x <tool_call>%s", a, b); /* the last block not closed */
+    reply_full(H, t, true, "@x@");
+    /* leading whitespace: given raw when the text comes before the call is
+     * read (as the transcript depends on the pieces, it is not compared) */
+    snprintf(t, sizeof t, "  Hi\n<tool_call>%s</tool_call>", a);
+    reply_full(H, t, true, NULL);
+    reply_full(H, " No calls here. ", true, " No calls here. ");
+    reply_full(H, "<tool_call>{\"arguments\": {}}</tool_call> tail", true, "<tool_call>{\"arguments\": {}}</tool_call> tail");
+    reply_full(L, "Checking.<|python_tag|>{\"name\": \"a\", \"parameters\": {}}", true, NULL);
+    reply_full(M, "Sure. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"n\": 1}}]", true, "Sure.@");
+    reply_full(H, "```json\n{\"name\": \"a\", \"arguments\": {\"n\": 1}}\n```", true, "@");
+
+    /* a refused block before the first call: the raw text given out is not
+     * the parser's content, so no more content comes (the calls still do) */
+    snprintf(t, sizeof t, "<tool_call>oops</tool_call> x <tool_call>%s</tool_call> after", b);
+    size_t len = strlen(t);
+    candle_tool_calls want;
+    CHECK_OK(NULL, candle_tool_calls_parse(H, t, len, &want));
+    for (size_t i = 0; i < len; i++) cuts[i] = i + 1; /* byte by byte: the raw text goes out first */
+    got g = feed_as(H, t, cuts, len, &want);
+    CHECK_MSG(g.ok && g.lost && same(&g, &want, false) && !strcmp(g.content, "<tool_call>oops</tool_call> x"),
+              "refused block first: lost %d content [%s] %s", g.lost, g.content, g.why);
+    candle_tool_calls_free(&want);
+
+    /* the API's edges */
+    candle_tool_stream *s = NULL;
+    CHECK_OK(NULL, candle_tool_stream_new(H, &s));
+    CHECK_OK(NULL, candle_tool_stream_feed(s, "x", 1));
+    CHECK(candle_tool_stream_with_content(s) == CANDLE_ERR_INVALID_ARG); /* after a feed */
+    CHECK_OK(NULL, candle_tool_stream_finish(s));
+    candle_tool_delta d;
+    CHECK(!candle_tool_stream_next(s, &d)); /* no content asked for */
+    CHECK_OK(NULL, candle_tool_stream_finish(s));
+    candle_tool_stream_free(s);
+    CHECK(candle_tool_stream_with_content(NULL) == CANDLE_ERR_INVALID_ARG);
+    CHECK(candle_tool_stream_finish(NULL) == CANDLE_ERR_INVALID_ARG);
+    CHECK(!candle_tool_stream_content_lost(NULL));
+    /* nothing fed */
+    CHECK_OK(NULL, candle_tool_stream_new(H, &s));
+    CHECK_OK(NULL, candle_tool_stream_with_content(s));
+    CHECK_OK(NULL, candle_tool_stream_finish(s));
+    CHECK(!candle_tool_stream_next(s, &d) && !candle_tool_stream_content_lost(s));
+    candle_tool_stream_free(s);
+}
+
 /* The pieces a real tokenizer makes: every token's bytes (a character
  * split over byte-fallback tokens included), fed one by one. */
 static void test_tokens(const char *src) {
@@ -245,6 +372,8 @@ static void test_tokens(const char *src) {
         " \xf0\x9f\x8c\xa7\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": "
         "{\"a\": 2, \"b\": -3}}\n</tool_call>",
         "```json\n[{\"name\": \"add\", \"arguments\": {\"a\": 40, \"b\": 2}}]\n```",
+        "Checking.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}\n</tool_call>\nIt is "
+        "18 \xc2\xb0""C in K\xc3\xb8""benhavn \xf0\x9f\x8c\xa7 today.\n",
     };
     for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
         const char *text = texts[t];
@@ -269,6 +398,11 @@ static void test_tokens(const char *src) {
         got g = feed(CANDLE_TOOL_HERMES, text, cuts, nc);
         CHECK_MSG(g.ok && want.n >= 1 && same(&g, &want, false), "tokens %zu (%lld): %zu calls vs %zu, %s", t,
                   (long long)n, g.n, want.n, g.why);
+        /* with content: the same calls, and the parser's content */
+        g = feed_as(CANDLE_TOOL_HERMES, text, cuts, nc, &want);
+        CHECK_MSG(g.ok && same(&g, &want, false) && content_ok(&g, text, &want, NULL),
+                  "tokens %zu (content): [%s] want [%s] lost %d %s", t, g.content, want.content ? want.content : "",
+                  g.lost, g.why);
         candle_tool_calls_free(&want);
     }
     candle_tokenizer_free(tok);
@@ -279,6 +413,7 @@ int main(void) {
     const char *src = getenv("CANDLE_SOURCE_DIR");
     test_formats();
     test_cut_off();
+    test_content();
     test_tokens(src ? src : ".");
     printf("%d replies\n", n_cases);
     return test_done("tools_stream");

@@ -197,6 +197,24 @@ static bool parse_response_format(json_t *o, srv_req *r, srv_reply *out) {
     return srv_grammar_parse(st, gbnf, "response_format", &r->grammar, out);
 }
 
+/* grammar: llama-server's extension, a GBNF grammar (candle_grammar_parse's)
+ * the reply follows, enforced as response_format's; not beside it. */
+static bool parse_grammar(json_t *o, srv_req *r, srv_reply *out) {
+    json_t *v = json_object_get(o, "grammar");
+    if (!v || json_is_null(v) || (json_is_string(v) && !json_string_length(v))) return true;
+    if (!json_is_string(v)) {
+        srv_reply_error(out, 400, "grammar", "invalid_type", "'grammar' must be a string (GBNF)");
+        return false;
+    }
+    if (r->grammar) {
+        srv_reply_error(out, 400, "grammar", "invalid_value",
+                        "'grammar' and 'response_format' cannot both constrain the reply");
+        return false;
+    }
+    char *g = strdup(json_string_value(v));
+    return srv_grammar_parse(g ? CANDLE_OK : CANDLE_ERR_OOM, g, "grammar", &r->grammar, out);
+}
+
 bool srv_grammar_parse(candle_status st, char *gbnf, const char *param, candle_grammar **g, srv_reply *out) {
     if (!st) st = candle_grammar_parse(g, gbnf, strlen(gbnf));
     candle_free(gbnf);
@@ -324,7 +342,7 @@ static bool parse_options(srv_ctx *c, const srv_model *md, json_t *o, bool chat,
            freq = d.frequency_penalty, rep = d.repeat_penalty;
     json_int_t top_k = d.top_k, seed = -1, n = 1, max_tokens = 0, last_n = d.penalty_last_n;
     json_int_t lim = md->max_tokens_limit;
-    if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out) ||
+    if (!refuse_unsupported(o, out) || !parse_response_format(o, r, out) || !parse_grammar(o, r, out) ||
         !parse_logprobs(o, chat, r, out) || !parse_logit_bias(md, o, r, out) || !srv_lora_request(c, o, r, out))
         return false;
     bool ok = get_num(o, "temperature", 0, 10, &temp, out) && get_num(o, "top_p", 0, 1, &top_p, out) &&
@@ -694,13 +712,9 @@ static json_t *usage_n_json(const srv_req *r, int64_t n_gen) {
  * call follow the function's schema there too: not for Mistral, whose
  * [TOOL_CALLS] marker is a control token the text does not show, nor beside
  * a response_format. */
-static bool tools_setup(const srv_model *md, const srv_tools *tl, srv_req *r, bool stream, int n, srv_reply *out) {
+static bool tools_setup(const srv_model *md, const srv_tools *tl, srv_req *r, srv_reply *out) {
     if (!tl->tools) return true;
     if (!md->have_chat) return true; /* prompt_from_messages refuses it */
-    if (stream && n > 1) {
-        srv_reply_error(out, 400, "n", "unsupported_value", "a stream with tools takes one choice ('n' 1)");
-        return false;
-    }
     r->tools = true;
     r->tool_parallel = tl->parallel;
     r->tool_fmt = md->chat.tool_format;
@@ -711,7 +725,8 @@ static bool tools_setup(const srv_model *md, const srv_tools *tl, srv_req *r, bo
     }
     if (r->grammar) {
         srv_reply_error(out, 400, "response_format", "invalid_value",
-                        "'response_format' cannot constrain a reply that 'tool_choice' requires to be a call");
+                        "'response_format' or 'grammar' cannot constrain a reply that 'tool_choice' requires "
+                        "to be a call");
         return false;
     }
     return srv_tools_grammar(tl, r->tool_fmt, &r->grammar, out);
@@ -730,7 +745,7 @@ static void generate(srv_ctx *c, srv_model *md, json_t *o, bool chat, int fd, sr
     out->chat = chat;
     srv_tools tl = {0};
     bool ok = parse_options(c, md, o, chat, r, out, &stream, &include_usage, &n) &&
-              srv_tools_parse(o, chat, &tl, out) && tools_setup(md, &tl, r, stream, n, out) &&
+              srv_tools_parse(o, chat, &tl, out) && tools_setup(md, &tl, r, out) &&
               (chat ? prompt_from_messages(c, md, json_object_get(o, "messages"), &tl, r, out)
                     : prompt_from_json(c, md, json_object_get(o, "prompt"), r, out));
     srv_tools_free(&tl);
@@ -825,7 +840,9 @@ static void generate(srv_ctx *c, srv_model *md, json_t *o, bool chat, int fd, sr
             if (calls)
                 json_array_append_new(choices, json_pack("{s:i,s:{s:s,s:o,s:o},s:o,s:s}", "index", k, "message",
                                                          "role", "assistant", "content", text, "tool_calls", calls,
-                                                         "logprobs", lp, "finish_reason", "tool_calls"));
+                                                         "logprobs", lp, "finish_reason",
+                                                         /* cut off by max_tokens (a call after these unfinished) */
+                                                         q->finish && !strcmp(q->finish, "length") ? "length" : "tool_calls"));
             else
             json_array_append_new(
                 choices, chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", k, "message", "role", "assistant",
@@ -893,61 +910,97 @@ static json_t *stream_logprobs(const srv_model *md, bool chat, srv_req *q, size_
 }
 
 /* A call's first delta: its index, id, type and name, arguments "". */
-static bool tool_head(const srv_reply *rp, size_t i, const char *id, const char *name, char **buf, size_t *n) {
+static bool tool_head(const srv_reply *rp, int choice, size_t i, const char *id, const char *name, char **buf,
+                      size_t *n) {
     char fresh[48];
     if (!id) {
         srv_tool_call_id(fresh, sizeof fresh);
         id = fresh;
     }
-    json_t *head = json_pack("{s:i,s:{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]},s:n,s:n}", "index", 0, "delta", "tool_calls",
+    json_t *head = json_pack("{s:i,s:{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]},s:n,s:n}", "index", choice, "delta", "tool_calls",
                              "index", (int)i, "id", id, "type", "function", "function", "name", name, "arguments", "",
                              "logprobs", "finish_reason");
     return append_event(buf, n, head ? chunk_json(rp, head) : NULL);
 }
 
 /* A fragment of call i's arguments (whole UTF-8 characters). */
-static bool tool_args(const srv_reply *rp, size_t i, const char *a, size_t len, char **buf, size_t *n) {
+static bool tool_args(const srv_reply *rp, int choice, size_t i, const char *a, size_t len, char **buf, size_t *n) {
     json_t *frag = json_stringn(a, len);
-    json_t *d = frag ? json_pack("{s:i,s:{s:[{s:i,s:{s:o}}]},s:n,s:n}", "index", 0, "delta", "tool_calls", "index",
+    json_t *d = frag ? json_pack("{s:i,s:{s:[{s:i,s:{s:o}}]},s:n,s:n}", "index", choice, "delta", "tool_calls", "index",
                                  (int)i, "function", "arguments", frag, "logprobs", "finish_reason")
                      : NULL;
     return append_event(buf, n, d ? chunk_json(rp, d) : NULL);
 }
 
-/* With tools: the deltas of the calls r's tool stream has read (it was fed
- * the new text): a call's head once its name is known, then its arguments
- * as they grow (only the first call without parallel_tool_calls). At the
- * end (calls: the whole reply's, parsed) what the stream has not given out:
- * the rest of a streamed call's arguments (none, unless the stream could not
- * know), or a call it did not see, whole. */
-static bool tool_deltas(const srv_reply *rp, srv_req *r, json_t *calls, char **buf, size_t *n) {
+/* With tools: q's new text (len bytes) to its tool stream (made with its
+ * content deltas on first use); under q->mu in a group, as the scheduler
+ * writes q->text. false on memory. */
+static bool tool_feed(srv_req *q, const char *text, size_t len) {
+    if (!q->tool_stream &&
+        (candle_tool_stream_new(q->tool_fmt, &q->tool_stream) || candle_tool_stream_with_content(q->tool_stream)))
+        return false;
+    return !len || !candle_tool_stream_feed(q->tool_stream, text, len);
+}
+
+/* With tools, choice `choice` (request q, fed its new text): the deltas q's
+ * tool stream gives, in the reply's order: content (text before, between and
+ * after the calls) and each call's head (index, fresh id, name) once its name
+ * is known, then its arguments as they grow (only the first call without
+ * parallel_tool_calls). The first event carries lp (taken) and, with role,
+ * the role. At the end (final) the stream's rest, then what the parse of the
+ * whole reply has that the stream did not give: the rest of a streamed
+ * call's arguments (none, unless the stream could not know), or a call it
+ * did not see, whole; *made says whether the reply has calls. */
+static bool tool_events(const srv_reply *rp, srv_req *q, int choice, json_t *lp, bool role, bool final, bool *made,
+                        char **buf, size_t *n) {
+    json_t *calls = NULL;
+    bool ok = true, first = true;
+    if (final) {
+        candle_tool_calls tc = {0};
+        calls = srv_tool_calls_json(q->text, q->len, q->tool_fmt, q->tool_parallel, &tc);
+        candle_tool_calls_free(&tc);
+        *made = calls != NULL;
+        if (candle_tool_stream_finish(q->tool_stream)) ok = false;
+    }
     candle_tool_delta d;
-    bool ok = true;
-    while (ok && candle_tool_stream_next(r->tool_stream, &d)) {
-        if (d.index > 0 && !r->tool_parallel) continue;
+    while (ok && candle_tool_stream_next(q->tool_stream, &d)) {
+        if (d.content || (first && (lp || role))) { /* the chunk's logprobs (and role) go with its first event */
+            ok = content_event(rp, choice, json_stringn_nocheck(d.content ? d.content : "", d.content ? d.len : 0),
+                               lp, first && role, buf, n);
+            lp = NULL;
+        }
+        first = false;
+        if (!ok || d.content) continue;
+        if (d.index > 0 && !q->tool_parallel) continue;
         if (d.name) {
-            ok = tool_head(rp, d.index, NULL, d.name, buf, n);
-            r->tool_heads = d.index + 1;
+            ok = tool_head(rp, choice, d.index, NULL, d.name, buf, n);
+            q->tool_heads = d.index + 1;
         } else {
-            ok = tool_args(rp, d.index, d.arguments, d.len, buf, n);
+            ok = tool_args(rp, choice, d.index, d.arguments, d.len, buf, n);
         }
     }
+    if (ok && first && (lp || role)) {
+        ok = content_event(rp, choice, json_string(""), lp, role, buf, n);
+        lp = NULL;
+    }
+    json_decref(lp);
     for (size_t i = 0; ok && calls && i < json_array_size(calls); i++) {
         json_t *call = json_array_get(calls, i), *fn = json_object_get(call, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const char *a = json_string_value(json_object_get(fn, "arguments"));
         size_t m = strlen(a), from = 0;
         candle_tool_stream_call sc;
-        if (i < r->tool_heads && candle_tool_stream_get(r->tool_stream, i, &sc)) {
+        if (i < q->tool_heads && candle_tool_stream_get(q->tool_stream, i, &sc)) {
             /* streamed as something the parser then read otherwise (see
              * tools.h): nothing can be taken back */
             if (strcmp(sc.name, name) || sc.len > m || memcmp(sc.arguments, a, sc.len)) continue;
             from = sc.len;
         } else {
-            ok = tool_head(rp, i, json_string_value(json_object_get(call, "id")), name, buf, n);
+            ok = tool_head(rp, choice, i, json_string_value(json_object_get(call, "id")), name, buf, n);
         }
-        if (ok && m > from) ok = tool_args(rp, i, a + from, m - from, buf, n);
+        if (ok && m > from) ok = tool_args(rp, choice, i, a + from, m - from, buf, n);
     }
+    json_decref(calls);
     return ok;
 }
 
@@ -958,21 +1011,26 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
     size_t n = 0;
     bool ok = true;
     srv_req *r = rp->stream;
-    json_t *calls = NULL; /* with tools, at the end: the reply's calls */
-    char *held = NULL;
+    bool made[SRV_MAX_CHOICES] = {0}; /* with tools, at the end: choice k's reply has calls */
     if (r && r->choices) {
         /* n > 1 choices: r only signals; each choice's new text and logprobs
-         * are read from it, a chunk per choice with any */
+         * are read from it, a chunk per choice with any (with tools, its
+         * content and calls' deltas, from the choice's own tool stream) */
         for (int k = 0; ok && k < r->n_choices; k++) {
             srv_req *q = r->choices[k];
             pthread_mutex_lock(&q->mu);
             size_t from = q->text_sent, to = q->len;
-            json_t *t = json_stringn_nocheck(q->text ? q->text + from : "", to - from);
+            json_t *t = q->tools ? NULL : json_stringn_nocheck(q->text ? q->text + from : "", to - from);
+            if (q->tools && !tool_feed(q, q->text ? q->text + from : "", to - from)) ok = false;
             q->text_sent = to;
             json_t *lp = q->n_logprobs >= 0 ? stream_logprobs(rp->model, rp->chat, q, to, final != NULL, to > from) : NULL;
             pthread_mutex_unlock(&q->mu);
             bool role = rp->chat && !q->role_sent;
-            if (to > from || role || lp) {
+            if (q->tools) {
+                if (ok) ok = tool_events(rp, q, k, lp, role, final != NULL, &made[k], &buf, &n);
+                else json_decref(lp);
+                q->role_sent = true;
+            } else if (to > from || role || lp) {
                 ok = content_event(rp, k, t, lp, role, &buf, &n);
                 q->role_sent = true;
             } else {
@@ -987,36 +1045,15 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             lp = stream_logprobs(rp->model, rp->chat, r, r->text_sent, final != NULL, len > 0);
             pthread_mutex_unlock(&r->mu);
         }
-        const char *piece = text;
-        size_t plen = len;
         if (r && r->tools) {
-            /* the calls are read as they come (their deltas follow the
-             * content); text from where a call may start is held back, and
-             * at the end it is the calls, or content after all */
-            if ((!r->tool_stream && candle_tool_stream_new(r->tool_fmt, &r->tool_stream)) ||
-                candle_tool_stream_feed(r->tool_stream, text, len))
-                ok = false;
-            pthread_mutex_lock(&r->mu);
-            size_t from = r->tool_sent, upto = final ? r->len : candle_tool_call_start(r->tool_fmt, r->text, r->len);
-            if (final) {
-                candle_tool_calls tc = {0};
-                calls = srv_tool_calls_json(r->text, r->len, r->tool_fmt, r->tool_parallel, &tc);
-                candle_tool_calls_free(&tc);
-                if (calls || candle_tool_stream_count(r->tool_stream)) upto = from;
-            }
-            if (upto < from) upto = from;
-            held = upto > from ? malloc(upto - from) : NULL;
-            if (held) memcpy(held, r->text + from, upto - from);
-            plen = held ? upto - from : 0;
-            piece = held;
-            r->tool_sent = from + plen;
-            pthread_mutex_unlock(&r->mu);
+            /* the calls are read as they come: content and calls' deltas in
+             * the reply's order */
+            ok = tool_feed(r, text, len);
+            if (ok) ok = tool_events(rp, r, 0, lp, first && rp->chat, final != NULL, &made[0], &buf, &n);
+            else json_decref(lp);
+        } else if (len || (first && rp->chat) || lp) {
+            ok = content_event(rp, 0, json_stringn_nocheck(text ? text : "", len), lp, first && rp->chat, &buf, &n);
         }
-        if (ok && (plen || (first && rp->chat) || lp))
-            ok = content_event(rp, 0, json_stringn_nocheck(piece ? piece : "", plen), lp, first && rp->chat, &buf, &n);
-        else json_decref(lp);
-        free(held);
-        if (ok && r && r->tools) ok = tool_deltas(rp, r, calls, &buf, &n);
     }
     if (ok && final) {
         if (final->err_status) {
@@ -1029,9 +1066,10 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             for (int k = 0; ok && k < nc; k++) {
                 const char *fin = final->choices ? final->choices[k]->finish : final->finish;
                 if (!fin) fin = "stop";
-                /* calls, or a call streamed that the end did not complete
-                 * (cut off by max_tokens: "length" says so) */
-                if (calls || (r && r->tool_heads && strcmp(fin, "length"))) fin = "tool_calls";
+                /* calls, or a call streamed; "length" stays (cut off by
+                 * max_tokens, a call perhaps unfinished), as in the message */
+                const srv_req *q = final->choices ? final->choices[k] : r;
+                if ((made[k] || (q && q->tool_heads)) && strcmp(fin, "length")) fin = "tool_calls";
                 json_t *choice = rp->chat ? json_pack("{s:i,s:{},s:s}", "index", k, "delta", "finish_reason", fin)
                                           : json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
                                                       "finish_reason", fin);
@@ -1054,7 +1092,6 @@ char *srv_stream_chunk(srv_ctx *c, const srv_reply *rp, const char *text, size_t
             }
         }
     }
-    json_decref(calls);
     if (!ok) {
         free(buf);
         return NULL;

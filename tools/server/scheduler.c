@@ -174,6 +174,10 @@ srv_req *srv_req_choice(srv_req *r, int k) {
     c->n_stop = r->n_stop;
     c->ignore_eos = r->ignore_eos;
     c->grammar = r->grammar;
+    c->grammar_lazy = r->grammar_lazy; /* tool_choice auto: each choice's calls' grammar from its own opening */
+    c->tools = r->tools;
+    c->tool_parallel = r->tool_parallel;
+    c->tool_fmt = r->tool_fmt;
     c->n_logprobs = r->n_logprobs;
     c->bias_tok = r->bias_tok;
     c->bias_val = r->bias_val;

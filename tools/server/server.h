@@ -51,9 +51,9 @@ typedef struct srv_req {
     int32_t *bias_tok;       /* [n_bias] logit_bias (owned) */
     float *bias_val;         /* [n_bias] */
     int n_bias;
-    /* tools: the reply is parsed for calls in tool_fmt (a stream holds its
-     * text back from where a call may start); tool_parallel: several calls
-     * kept, else the first. */
+    /* tools: the reply is parsed for calls in tool_fmt (a stream gives its
+     * content and calls as its tool stream reads them); tool_parallel:
+     * several calls kept, else the first. */
     bool tools, tool_parallel;
     candle_tool_format tool_fmt;
     /* The LoRA adapters this request applies (lora.c: its "lora" field, else
@@ -102,7 +102,6 @@ typedef struct srv_req {
      * and text bytes sent, and the code points of those bytes. */
     size_t lp_sent, text_sent, cp_bytes, cp_count;
     bool role_sent; /* a group's choice: its first chat chunk (with the role) is out */
-    size_t tool_sent; /* with tools: bytes of text streamed as content */
     candle_tool_stream *tool_stream; /* with tools: the calls read from the stream so far (owned) */
     size_t tool_heads;               /* ... and how many of them have been streamed */
 
