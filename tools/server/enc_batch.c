@@ -33,7 +33,6 @@ typedef struct part {
 
 typedef struct srv_enc_batch {
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* a batch ended */
     srv_enc_job *head, *tail; /* jobs with inputs not yet taken, in arrival order */
     bool busy;            /* a handler is computing a batch */
     int64_t max_tokens;
@@ -70,7 +69,6 @@ static srv_enc_batch *batch_of(srv_ctx *c, srv_model *md) {
     b = md->batch;
     if (!b && (b = calloc(1, sizeof *b))) {
         pthread_mutex_init(&b->mu, NULL);
-        pthread_cond_init(&b->cv, NULL);
         b->max_tokens = c->load.max_batch_tokens > 0 ? c->load.max_batch_tokens : SRV_MAX_BATCH_TOKENS;
         __atomic_store_n(&md->batch, b, __ATOMIC_RELEASE);
     }
@@ -85,6 +83,7 @@ static void job_free(srv_enc_job *j) {
     free(j->off);
     free(j->n_ids);
     free(j->out);
+    pthread_cond_destroy(&j->cv);
     free(j);
 }
 
@@ -95,7 +94,10 @@ srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, srv_enc_kind kind, int64
     srv_enc_job *j = b->pool;
     if (j) b->pool = j->link;
     pthread_mutex_unlock(&b->mu);
-    if (!j && !(j = calloc(1, sizeof *j))) return NULL;
+    if (!j) {
+        if (!(j = calloc(1, sizeof *j))) return NULL;
+        pthread_cond_init(&j->cv, NULL);
+    }
     void **rows[] = {(void **)&j->off, (void **)&j->n_ids}, **outs[] = {(void **)&j->out};
     const size_t re[] = {sizeof *j->off, sizeof *j->n_ids}, oe[] = {sizeof *j->out};
     if (!grow(rows, re, 2, &j->cap_n, n) || !grow(outs, oe, 1, &j->cap_out, n * dim)) {
@@ -245,6 +247,7 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
             snprintf(j->err, sizeof j->err, "%s", msg);
         }
         j->done += pt->n;
+        if (j->done == j->n) pthread_cond_signal(&j->cv);
     }
     if (!rows && b->head) { /* nothing could be taken (memory): fail the head rather than spin */
         srv_enc_job *j = b->head;
@@ -253,9 +256,13 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
         j->done += j->n - j->next;
         j->next = j->n;
         if (!(b->head = j->link)) b->tail = NULL;
+        pthread_cond_signal(&j->cv);
     }
     b->busy = false;
-    pthread_cond_broadcast(&b->cv);
+    /* the next batch's leader, unless this thread stays one (its job is
+     * not done): waking only it, not every waiter, matters at many
+     * clients with small batches */
+    if (b->head) pthread_cond_signal(&b->head->cv);
 }
 
 candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j) {
@@ -267,7 +274,7 @@ candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j) {
     b->tail = j;
     while (j->done < j->n) {
         if (!b->busy && b->head) run_batch(md, b);
-        else pthread_cond_wait(&b->cv, &b->mu);
+        else pthread_cond_wait(&j->cv, &b->mu);
     }
     pthread_mutex_unlock(&b->mu);
     return j->status;
@@ -287,7 +294,6 @@ void srv_enc_batch_free(srv_model *md) {
     free(b->parts);
     free(b->out);
     pthread_mutex_destroy(&b->mu);
-    pthread_cond_destroy(&b->cv);
     free(b);
     md->batch = NULL;
 }

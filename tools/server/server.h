@@ -469,6 +469,7 @@ typedef struct srv_enc_job {
     int64_t next, done; /* inputs taken into a batch; inputs computed */
     candle_status status;
     char err[256];      /* the computation's message when status */
+    pthread_cond_t cv;  /* its rows are in, or it is the queue's head and no batch runs */
     struct srv_enc_job *link;
 } srv_enc_job;
 /* An empty job of a kind for up to n inputs of dim floats (from md's pool);
