@@ -1,8 +1,11 @@
 /* Batching of an encoder's /v1/embeddings, classify and rerank requests
- * across clients by a token budget (server.h, srv_enc_job). There is no batcher thread: the
- * waiting handler that finds no batch running computes the next one (its
- * own inputs or earlier ones), so nothing is left to start or stop, and a
- * lone request runs on its own thread at once.
+ * across clients by a token budget (server.h, srv_enc_job). There is no
+ * batcher thread: the waiting handler that finds no batch running computes
+ * the next one (its own inputs or earlier ones), so nothing is left to
+ * start or stop, and a lone request runs on its own thread at once. Each
+ * job waits on its own condition variable: a batch's end wakes the jobs it
+ * finished and the queue's head (the next batch's leader), not every
+ * waiter.
  *
  * A row hardly depends on the company it keeps: the library packs
  * variable-length inputs without padding and attends per sequence, but its
