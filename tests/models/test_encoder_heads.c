@@ -94,7 +94,8 @@ static void check_classify_tokens(const candle_encoder *e, const json_value *g, 
                                                &n_ids[i]) == CANDLE_OK, "%s", candle_last_errmsg());
         const json_value *w = json_at(json_get(g, "token_ids"), (size_t)i);
         bool same = n_ids[i] == (int64_t)w->n;
-        for (int64_t k = 0; same && k < n_ids[i]; k++) same = ids[i][k] == (int32_t)num(json_at(w, (size_t)k)) && !types[k];
+        for (int64_t k = 0; same && k < n_ids[i]; k++)
+            same = ids[i][k] == (int32_t)num(json_at(w, (size_t)k)) && !types[k];
         bad_ids += !same;
     }
     CHECK_MSG(!bad_ids, "tokenize_pair: %lld texts' ids differ from transformers'", (long long)bad_ids);

@@ -224,7 +224,8 @@ for port, good, bad in ((p_rr, rr_good, rr_bad), (sys.argv[4], rr_good, rr_bad),
             code, body = conn_post(c, url, b)
             with lock:
                 n_bad[0] += 1
-                check(code == 400 and body["error"]["param"] == param, f"bad {url} {str(b)[:60]} on {port}: {code} {body}")
+                check(code == 400 and body["error"]["param"] == param,
+                      f"bad {url} {str(b)[:60]} on {port}: {code} {body}")
     ts = [threading.Thread(target=client, args=(k,)) for k in range(8)]
     for t in ts:
         t.start()
