@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Embedding server benchmark: `candle serve -m ENCODER_DIR` against
 `llama-server --embeddings` on a GGUF of the same weights, POST /v1/embeddings,
-1, 16 and 64 concurrent clients, in one run, interleaved.
+1, 16 and 64 concurrent clients, in one run, interleaved. With --endpoint
+rerank: POST /v1/rerank on a cross-encoder directory, a query and --docs
+documents per request (Candle builds only: --candle and --candle-ref).
 
     python3 bench/serve_embed.py -m MODEL_DIR --gguf MODEL-f32.gguf \\
         [--candle build/bin/candle] [--llama-server .../llama-server] \\
         [--malloc-count build/lib/libcandle_malloc_count.so] [--candle-dtype bf16] \\
         [--levels 1,16,64] [-t 2] [--requests 256] [--rounds 3] [--json OUT.json] \\
-        [--candle-ref OTHER/candle] [--max-batch-tokens N]
+        [--candle-ref OTHER/candle] [--max-batch-tokens N] [--endpoint rerank --docs 8]
 
 --candle-ref runs a second Candle binary (an earlier build: before/after in
 the same run) beside the first, with the same options and counters.
@@ -20,6 +22,8 @@ the other on one keep-alive connection (candle serve runs with
 level's reconnects). A level runs `level` clients at once until --requests requests
 are done in all (at least 4 per client). Reported per level: inputs/s over the
 level's wall time, P50/P99 of request latency (send to full reply), P99/P50.
+Rerank: a query and the --docs sentences after it (in the list's order,
+wrapping) per request; inputs/s counts the pairs, requests/s the requests.
 
 Interleaving: both servers run for the whole benchmark (each idles while the
 other works); every round runs each level on each server, the server order
@@ -96,8 +100,8 @@ class Client:
     """One client's keep-alive connection (reopened when the server closes
     it or a request fails)."""
 
-    def __init__(self, port):
-        self.port, self.c = port, None
+    def __init__(self, port, url="/v1/embeddings"):
+        self.port, self.url, self.c = port, url, None
 
     def post(self, body):
         """(seconds, reply body), or (None, error) on a failure."""
@@ -105,7 +109,7 @@ class Client:
         try:
             if self.c is None:
                 self.c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
-            self.c.request("POST", "/v1/embeddings", body=body, headers={"Content-Type": "application/json"})
+            self.c.request("POST", self.url, body=body, headers={"Content-Type": "application/json"})
             r = self.c.getresponse()
             data = r.read()
         except (OSError, http.client.HTTPException) as e:
@@ -131,15 +135,29 @@ def embedding(port, text, model):
     return json.loads(data)["data"][0]["embedding"]
 
 
-def run_level(port, model, level, n_requests):
+def rerank_body(k, docs, model):
+    """Request k of a rerank run: query SENTENCES[k], the docs after it."""
+    n = len(SENTENCES)
+    return {"query": SENTENCES[k % n], "documents": [SENTENCES[(k + 1 + i) % n] for i in range(docs)],
+            "model": model, "truncate": True}
+
+
+def scores(port, docs, model):
+    _, data = Client(port, "/v1/rerank").post(json.dumps(rerank_body(0, docs, model)))
+    return [r["relevance_score"] for r in sorted(json.loads(data)["results"], key=lambda r: r["index"])]
+
+
+def run_level(port, model, level, n_requests, docs=0):
+    """docs 0: /v1/embeddings, one sentence per request; else /v1/rerank."""
     per = max(4, -(-n_requests // level))
     lat, fails, lock = [], [0], threading.Lock()
 
     def client(i):
-        cl = Client(port)
+        cl = Client(port, "/v1/rerank" if docs else "/v1/embeddings")
         for j in range(per):
-            s = SENTENCES[(i * 7 + j) % len(SENTENCES)]
-            dt, _ = cl.post(json.dumps({"input": s, "model": model}))
+            k = (i * 7 + j) % len(SENTENCES)
+            body = rerank_body(k, docs, model) if docs else {"input": SENTENCES[k], "model": model}
+            dt, _ = cl.post(json.dumps(body))
             with lock:
                 if dt is None:
                     fails[0] += 1
@@ -156,7 +174,8 @@ def run_level(port, model, level, n_requests):
     lat.sort()
     p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
-    return {"requests": level * per, "failed": fails[0], "wall_s": wall, "inputs_per_s": len(lat) / wall,
+    return {"requests": level * per, "failed": fails[0], "wall_s": wall, "requests_per_s": len(lat) / wall,
+            "inputs_per_s": len(lat) * max(docs, 1) / wall,
             "p50_ms": 1e3 * p50, "p99_ms": 1e3 * p99, "p99_over_p50": p99 / p50}
 
 
@@ -220,8 +239,13 @@ def main():
     ap.add_argument("--allocs-only", action="store_true",
                     help="Candle alone: heap allocations per request for float and base64 replies, one input "
                          "and 16 inputs per request (sequential requests), then exit")
+    ap.add_argument("--endpoint", choices=("embeddings", "rerank"), default="embeddings")
+    ap.add_argument("--docs", type=int, default=8, help="documents per rerank request")
     ap.add_argument("--json")
     a = ap.parse_args()
+    docs = a.docs if a.endpoint == "rerank" else 0
+    if docs and (a.gguf or a.allocs_only):
+        sys.exit("--endpoint rerank: Candle servers only, no --allocs-only")
     levels = [int(x) for x in a.levels.split(",")]
     tmp = tempfile.mkdtemp(prefix="serve_embed.")
 
@@ -268,22 +292,26 @@ def main():
     try:
         model = "m"
         # the servers compute the same thing: cosine between their embeddings
-        vs = [embedding(s.port, SENTENCES[0], model) for s in servers]
+        # (rerank: the largest score difference between the Candle builds)
+        vs = [scores(s.port, docs, model) if docs else embedding(s.port, SENTENCES[0], model) for s in servers]
         cos = None
+        if docs and len(vs) > 1:
+            print(f"max abs score diff candle vs candle-ref: {max(abs(x - y) for x, y in zip(*vs)):.3g}",
+                  file=sys.stderr)
         if a.gguf:
             import math
             dot = sum(x * y for x, y in zip(vs[0], vs[-1]))
             cos = dot / math.sqrt(sum(x * x for x in vs[0]) * sum(y * y for y in vs[-1]))
             print(f"cosine candle vs llama-server: {cos:.6f}", file=sys.stderr)
         for s in servers:  # warm-up
-            run_level(s.port, model, 4, 32)
+            run_level(s.port, model, 4, 32, docs)
         res, allocs, load = {}, {}, []
         for r in range(a.rounds):
             order = servers if r % 2 == 0 else servers[::-1]
             for lv in levels:
                 for s in order:
                     m0 = s.malloc_count() if s in candles else None
-                    x = run_level(s.port, model, lv, a.requests)
+                    x = run_level(s.port, model, lv, a.requests, docs)
                     m1 = s.malloc_count() if m0 else None
                     if m1:
                         allocs.setdefault((s.name, lv), []).append((m1[0] - m0[0]) / x["requests"])
@@ -296,12 +324,13 @@ def main():
         for s in servers:
             s.stop()
 
-    med = {k: {f: statistics.median(x[f] for x in v) for f in ("inputs_per_s", "p50_ms", "p99_ms",
-                                                                 "p99_over_p50")} for k, v in res.items()}
+    med = {k: {f: statistics.median(x[f] for x in v) for f in ("requests_per_s", "inputs_per_s", "p50_ms",
+                                                                 "p99_ms", "p99_over_p50")} for k, v in res.items()}
     names = [s.name for s in servers]
     out = {"model": a.model, "gguf": a.gguf, "threads": a.threads, "levels": levels, "requests": a.requests,
            "rounds": a.rounds, "cosine": cos, "load_min": min(load), "load_max": max(load),
-           "max_batch_tokens": a.max_batch_tokens, "candle_ref": a.candle_ref,
+           "max_batch_tokens": a.max_batch_tokens, "candle_ref": a.candle_ref, "endpoint": a.endpoint,
+           "docs": docs,
            "allocs_per_request": {f"{k[0]}/{k[1]}": v for k, v in allocs.items()},
            "results": [{"server": k[0], "clients": k[1], **v, "rounds": res[k]} for k, v in med.items()]}
     if a.json:
@@ -309,16 +338,17 @@ def main():
             json.dump(out, f, indent=1)
     print(f"load average during the run: {min(load):.2f}-{max(load):.2f}; threads {a.threads}; "
           f"failed requests: {sum(x['failed'] for v in res.values() for x in v)}")
-    print("\n| server | clients | inputs/s | P50 ms | P99 ms | P99/P50 |" +
+    print("\n| server | clients | requests/s | inputs/s | P50 ms | P99 ms | P99/P50 |" +
           (" candle allocs/request |" if allocs else ""))
-    print("|---|---:|---:|---:|---:|---:|" + ("---:|" if allocs else ""))
+    print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if allocs else ""))
     for lv in levels:
         for n in names:
             m = med[(n, lv)]
             al = ""
             if allocs:
                 al = f" {statistics.median(allocs[(n, lv)]):.0f} |" if (n, lv) in allocs else " - |"
-            print(f"| {n} | {lv} | {m['inputs_per_s']:.1f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | "
+            print(f"| {n} | {lv} | {m['requests_per_s']:.1f} | {m['inputs_per_s']:.1f} | {m['p50_ms']:.2f} | "
+                  f"{m['p99_ms']:.2f} | "
                   f"{m['p99_over_p50']:.2f} |{al}")
     if len(names) > 1:
         print(f"\n| clients | server | /{names[-1]} inputs/s | P50 ratio | P99 ratio |")

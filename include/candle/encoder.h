@@ -145,6 +145,43 @@ CANDLE_API candle_status candle_encoder_rerank(const candle_encoder *e, const ch
                                                const char *const *docs, const size_t *lens, int64_t n,
                                                const candle_head_params *p, float *scores_out);
 
+/* ---- the heads on tokenized inputs ----
+ * What candle_encoder_classify and candle_encoder_rerank run once their
+ * texts are tokenized (they are wrappers over these): a server tokenizes
+ * each request apart (its own errors, its own truncate) and scores several
+ * requests' inputs in one call; the library packs them without padding. */
+
+/* The ids (and token types) classify runs for one text (b NULL; types all
+ * 0) or rerank for the pair a, b (alen, blen SIZE_MAX: NUL-terminated),
+ * cut as those say unless p->no_truncate (NULL: the defaults), into ids
+ * [cap] and types [cap] (types may be NULL), their count in *n_ids (at
+ * most max_tokens, so cap = candle_encoder_max_tokens always suffices).
+ * CANDLE_ERR_INVALID_ARG: an input too long with no_truncate, an empty
+ * text, cap too small. */
+CANDLE_API candle_status candle_encoder_tokenize_pair(const candle_encoder *e, const char *a, size_t alen,
+                                                      const char *b, size_t blen, const candle_head_params *p,
+                                                      int32_t *ids, int32_t *types, size_t cap, int64_t *n_ids);
+
+/* Classify n inputs given as token ids (ids[i] [n_ids[i]], used as given:
+ * no special tokens are added; one longer than max_tokens is cut to its
+ * first max_tokens unless p->no_truncate) into probs_out [n, n_labels]
+ * (cap floats), activated as candle_encoder_classify does; p->n_tokens as
+ * there. CANDLE_ERR_INVALID_ARG: as candle_encoder_classify, an empty
+ * input, a token outside the vocabulary. */
+CANDLE_API candle_status candle_encoder_classify_tokens(const candle_encoder *e, const int32_t *const *ids,
+                                                        const int64_t *n_ids, int64_t n,
+                                                        const candle_head_params *p, float *probs_out,
+                                                        size_t cap);
+
+/* Score n query/document pairs given as token ids (ids[i] [n_ids[i]], as
+ * candle_encoder_tokenize_pair gives them; types NULL or types[i] NULL:
+ * all 0) into scores_out [n], activated as candle_encoder_rerank does; the
+ * cut and the refusals as candle_encoder_classify_tokens. */
+CANDLE_API candle_status candle_encoder_rerank_tokens(const candle_encoder *e, const int32_t *const *ids,
+                                                      const int32_t *const *types, const int64_t *n_ids,
+                                                      int64_t n, const candle_head_params *p,
+                                                      float *scores_out);
+
 #ifdef __cplusplus
 }
 #endif

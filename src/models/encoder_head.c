@@ -2,7 +2,9 @@
  * classifier head on the first token's state, as transformers'
  * BertForSequenceClassification / RobertaForSequenceClassification compute
  * it, with the activations the text-classification pipeline (problem_type)
- * and sentence-transformers' CrossEncoder (activation_fn) apply. */
+ * and sentence-transformers' CrossEncoder (activation_fn) apply. The text
+ * entry points tokenize (one text, or a pair cut longest-first) and call
+ * the token-level ones' core (run_tokens). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -209,31 +211,19 @@ static void activate(head_act a, float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - mx) / sum);
 }
 
-/* Tokenized inputs scored together: one candle_model_forward packs them. */
-#define HEAD_CHUNK 256
-typedef struct head_batch {
-    int32_t *ids[HEAD_CHUNK], *types[HEAD_CHUNK]; /* types NULL: all 0 (owned with ids) */
-    int64_t n_ids[HEAD_CHUNK];
-    int n;
-} head_batch;
-
-static void batch_clear(head_batch *hb) {
-    for (int k = 0; k < hb->n; k++) free(hb->ids[k]);
-    hb->n = 0;
-}
-
-/* The head's logits [hb->n, n_labels] of the batch's inputs. */
-static candle_status head_logits(const candle_encoder *e, const head_batch *hb, float *logits) {
+/* The head's logits [n, n_labels] of n tokenized inputs, packed into one
+ * candle_model_forward. */
+static candle_status head_logits(const candle_encoder *e, const int32_t *const *ids, const int32_t *const *types,
+                                 const int64_t *n_ids, int64_t n, float *logits) {
     const candle_model *m = e->model;
-    int64_t n_embd = m->cfg.n_embd, L = e->head.out.n_out, n = hb->n;
+    int64_t n_embd = m->cfg.n_embd, L = e->head.out.n_out;
     /* a model with one token type (RoBERTa) takes no segments */
     bool typed = m->type_embd && m->type_embd->shape[0] > 1;
     float *pooled = malloc((size_t)(n * n_embd) * sizeof *pooled), *buf = malloc((size_t)n_embd * sizeof *buf);
-    candle_status s = pooled && buf ? encoder_forward_pooled(m, (const int32_t *const *)hb->ids,
-                                                             typed ? (const int32_t *const *)hb->types : NULL,
-                                                             hb->n_ids, n, CANDLE_OUTPUT_POOLED_CLS, pooled)
+    candle_status s = pooled && buf ? encoder_forward_pooled(m, ids, typed ? types : NULL, n_ids, n,
+                                                             CANDLE_OUTPUT_POOLED_CLS, pooled)
                                     : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
-    for (int k = 0; !s && k < n; k++) {
+    for (int64_t k = 0; !s && k < n; k++) {
         const float *x = pooled + k * n_embd;
         if (e->head.pre.n_out) {
             encoder_dense_apply(&e->head.pre, x, buf);
@@ -246,48 +236,90 @@ static candle_status head_logits(const candle_encoder *e, const head_batch *hb, 
     return s;
 }
 
-static candle_status need_head(const candle_encoder *e, const char *who) {
+/* What every entry point checks: a head (one label for rerank), inputs,
+ * and room for n rows of the head's labels in cap floats. */
+static candle_status head_begin(const candle_encoder *e, bool rerank, const void *in, const void *out, int64_t n,
+                                size_t cap) {
+    const char *who = rerank ? "rerank" : "classify";
     if (!e) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: NULL encoder", who);
-    if (!e->head.out.n_out)
+    int64_t L = e->head.out.n_out;
+    if (!L)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                                "%s: %s has no classifier head (classifier.* / cls.output.* tensors)", who,
-                                candle_weights_path(e->model->weights));
+                             "%s: %s has no classifier head (classifier.* / cls.output.* tensors)", who,
+                             candle_weights_path(e->model->weights));
+    if (!in || !out || n <= 0)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: NULL argument or no %s", who,
+                             rerank ? "documents" : "texts");
+    if (rerank && L != 1)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                             "rerank: the classifier has %" PRId64 " labels; a reranker has one score", L);
+    if (cap / (size_t)L < (size_t)n)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%s: output of %zu floats too small, need %zu", who, cap,
+                             (size_t)n * (size_t)L);
     return CANDLE_OK;
 }
 
-candle_status candle_encoder_classify(const candle_encoder *e, const char *const *texts, const size_t *lens,
-                                      int64_t n, const candle_head_params *p, float *probs_out, size_t cap) {
-    candle_head_params def = {0};
-    if (!p) p = &def;
-    candle_status s = need_head(e, "classify");
-    if (s) return s;
-    int64_t L = e->head.out.n_out;
-    if (!texts || !probs_out || n <= 0)
-        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: NULL argument or no texts");
-    if (cap / (size_t)L < (size_t)n)
-        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "classify: output of %zu floats too small, need %zu",
-                                cap, (size_t)n * (size_t)L);
-    head_batch *hb = calloc(1, sizeof *hb);
-    if (!hb) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
-    for (int64_t i = 0; i < n && !s; i++) {
-        const char *t = texts[i] ? texts[i] : "";
-        s = encoder_tokenize(e, t, lens ? lens[i] : strlen(t), p->no_truncate, &hb->ids[hb->n], &hb->n_ids[hb->n]);
-        if (s) {
-            s = cdl_set_error(NULL, s, "classify: input %" PRId64 ": %s", i, candle_last_errmsg());
-            break;
+/* One tokenized input as the token-level entry points take it: non-empty,
+ * in the vocabulary, cut to max_tokens (*cut) unless no_truncate. */
+static candle_status check_input(const candle_encoder *e, const int32_t *ids, int64_t n, bool no_truncate,
+                                 int64_t *cut) {
+    int64_t V = e->model->cfg.n_vocab;
+    if (!ids || n <= 0) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
+    for (int64_t j = 0; j < n; j++)
+        if (ids[j] < 0 || ids[j] >= V)
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                                 "token %d at index %" PRId64 " out of range [0, %" PRId64 ")", (int)ids[j], j, V);
+    if (n > e->max_tokens && no_truncate)
+        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
+                             "%" PRId64 " tokens exceed the model's %" PRId64 " (no_truncate)", n, e->max_tokens);
+    *cut = n > e->max_tokens ? e->max_tokens : n;
+    return CANDLE_OK;
+}
+
+/* Inputs per candle_model_forward: it packs them without padding, but the
+ * id matrix it is handed is padded to the longest. */
+#define HEAD_CHUNK 256
+
+/* n tokenized inputs (input i0 first, for messages) through the head into
+ * out [n, n_labels], HEAD_CHUNK per forward, activated as classify (the
+ * problem_type) or rerank (the CrossEncoder's activation_fn) says. Both
+ * the token-level and the text entry points end here. */
+static candle_status run_tokens(const candle_encoder *e, bool rerank, const int32_t *const *ids,
+                                const int32_t *const *types, const int64_t *n_ids, int64_t n, int64_t i0,
+                                const candle_head_params *p, float *out) {
+    const char *who = rerank ? "rerank: document" : "classify: input";
+    int64_t L = e->head.out.n_out, cut[HEAD_CHUNK];
+    head_act act = rerank ? e->head.score : e->head.classify;
+    candle_status s;
+    for (int64_t c0 = 0; c0 < n; c0 += HEAD_CHUNK) {
+        int64_t m = n - c0 < HEAD_CHUNK ? n - c0 : HEAD_CHUNK;
+        for (int64_t k = 0; k < m; k++) {
+            if ((s = check_input(e, ids[c0 + k], n_ids[c0 + k], p->no_truncate, &cut[k])))
+                return cdl_set_error(NULL, s, "%s %" PRId64 ": %s", who, i0 + c0 + k, candle_last_errmsg());
+            if (p->n_tokens) p->n_tokens[c0 + k] = cut[k];
         }
-        if (p->n_tokens) p->n_tokens[i] = hb->n_ids[hb->n];
-        hb->types[hb->n] = NULL;
-        if (++hb->n < HEAD_CHUNK && i < n - 1) continue;
-        int64_t i0 = i + 1 - hb->n;
-        s = head_logits(e, hb, probs_out + i0 * L);
-        for (int64_t k = i0; !s && k <= i; k++) activate(e->head.classify, probs_out + k * L, L);
-        if (s) s = cdl_set_error(NULL, s, "classify: inputs %" PRId64 "..%" PRId64 ": %s", i0, i, candle_last_errmsg());
-        batch_clear(hb);
+        if ((s = head_logits(e, ids + c0, types ? types + c0 : NULL, cut, m, out + c0 * L)))
+            return cdl_set_error(NULL, s, "%ss %" PRId64 "..%" PRId64 ": %s", who, i0 + c0, i0 + c0 + m - 1,
+                                 candle_last_errmsg());
+        for (int64_t k = 0; k < m; k++) activate(act, out + (c0 + k) * L, L);
     }
-    batch_clear(hb);
-    free(hb);
-    return s;
+    return CANDLE_OK;
+}
+
+candle_status candle_encoder_classify_tokens(const candle_encoder *e, const int32_t *const *ids,
+                                             const int64_t *n_ids, int64_t n, const candle_head_params *p,
+                                             float *probs_out, size_t cap) {
+    candle_head_params def = {0};
+    candle_status s = head_begin(e, false, n_ids ? (const void *)ids : NULL, probs_out, n, cap);
+    return s ? s : run_tokens(e, false, ids, NULL, n_ids, n, 0, p ? p : &def, probs_out);
+}
+
+candle_status candle_encoder_rerank_tokens(const candle_encoder *e, const int32_t *const *ids,
+                                           const int32_t *const *types, const int64_t *n_ids, int64_t n,
+                                           const candle_head_params *p, float *scores_out) {
+    candle_head_params def = {0};
+    candle_status s = head_begin(e, true, n_ids ? (const void *)ids : NULL, scores_out, n, SIZE_MAX);
+    return s ? s : run_tokens(e, true, ids, types, n_ids, n, 0, p ? p : &def, scores_out);
 }
 
 /* Where the two plain encodings pa [na], pb [nb] sit inside the pair's ids
@@ -359,57 +391,108 @@ static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_
     return s;
 }
 
-/* One pair's ids and types into the batch's next slot. */
-static candle_status add_pair(const candle_encoder *e, const char *q, size_t qlen, const char *d, size_t dlen,
-                              const candle_head_params *p, int64_t i, head_batch *hb) {
-    int64_t cap = (int64_t)(qlen + dlen) + 32, n = 0;
-    int32_t *ids = malloc((size_t)cap * 2 * sizeof *ids), *types = ids ? ids + cap : NULL;
-    if (!ids) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
-    candle_status s = pair_tokenize(e, q, qlen, d, dlen, p->no_truncate, ids, types, cap, &n);
-    if (!s && p->n_tokens) p->n_tokens[i] = n;
-    if (!s && n > cap) s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", n);
+/* The ids the head runs for text a (b NULL: *types NULL) or for the pair
+ * a, b (*types after the ids, in the same allocation), cut as encoder.h
+ * says; *ids is the caller's to free. */
+static candle_status head_tokenize(const candle_encoder *e, const char *a, size_t alen, const char *b, size_t blen,
+                                   bool no_truncate, int32_t **ids, int32_t **types, int64_t *n) {
+    *types = NULL;
+    if (!b) return encoder_tokenize(e, a, alen, no_truncate, ids, n);
+    int64_t cap = (int64_t)(alen + blen) + 32;
+    int32_t *all = malloc((size_t)cap * 2 * sizeof *all);
+    if (!all) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
+    candle_status s = pair_tokenize(e, a, alen, b, blen, no_truncate, all, all + cap, cap, n);
+    if (!s && *n > cap) s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", *n);
     if (s) {
-        free(ids);
+        free(all);
         return s;
     }
-    hb->ids[hb->n] = ids;
-    hb->types[hb->n] = types;
-    hb->n_ids[hb->n++] = n;
+    *ids = all;
+    *types = all + cap;
     return CANDLE_OK;
+}
+
+candle_status candle_encoder_tokenize_pair(const candle_encoder *e, const char *a, size_t alen, const char *b,
+                                           size_t blen, const candle_head_params *p, int32_t *ids, int32_t *types,
+                                           size_t cap, int64_t *n_ids) {
+    candle_head_params def = {0};
+    if (!p) p = &def;
+    if (!e || !a || !ids || !n_ids) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: NULL argument");
+    if (alen == SIZE_MAX) alen = strlen(a);
+    if (b && blen == SIZE_MAX) blen = strlen(b);
+    int32_t *all = NULL, *ty = NULL;
+    int64_t n = 0;
+    candle_status s = head_tokenize(e, a, alen, b, blen, p->no_truncate, &all, &ty, &n);
+    if (!s && (size_t)n > cap)
+        s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: %" PRId64 " ids, room for %zu", n, cap);
+    if (!s) {
+        memcpy(ids, all, (size_t)n * sizeof *ids);
+        if (types && ty) memcpy(types, ty, (size_t)n * sizeof *types);
+        else if (types) memset(types, 0, (size_t)n * sizeof *types);
+        *n_ids = n;
+    }
+    free(all);
+    return s;
+}
+
+/* The text inputs' ids, HEAD_CHUNK at a time (freed after each). */
+typedef struct head_chunk {
+    int32_t *ids[HEAD_CHUNK], *types[HEAD_CHUNK]; /* types inside ids' allocation, or NULL */
+    int64_t n_ids[HEAD_CHUNK];
+    int n;
+} head_chunk;
+
+static void chunk_clear(head_chunk *hc) {
+    for (int k = 0; k < hc->n; k++) free(hc->ids[k]);
+    hc->n = 0;
+}
+
+/* The text entry points: texts[i] (classify) or the pairs (query,
+ * texts[i]) (rerank: query non-NULL) tokenized a chunk at a time, then
+ * run_tokens on each chunk. */
+static candle_status run_texts(const candle_encoder *e, const char *query, size_t qlen, const char *const *texts,
+                               const size_t *lens, int64_t n, const candle_head_params *p, float *out) {
+    bool rerank = query != NULL;
+    int64_t L = e->head.out.n_out;
+    head_chunk *hc = calloc(1, sizeof *hc);
+    if (!hc) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", rerank ? "rerank" : "classify");
+    candle_status s = CANDLE_OK;
+    for (int64_t i = 0; i < n && !s; i++) {
+        const char *t = texts[i] ? texts[i] : "";
+        size_t len = lens ? lens[i] : strlen(t);
+        int k = hc->n;
+        s = rerank ? head_tokenize(e, query, qlen, t, len, p->no_truncate, &hc->ids[k], &hc->types[k], &hc->n_ids[k])
+                   : head_tokenize(e, t, len, NULL, 0, p->no_truncate, &hc->ids[k], &hc->types[k], &hc->n_ids[k]);
+        if (s) {
+            s = cdl_set_error(NULL, s, "%s %" PRId64 ": %s", rerank ? "rerank: document" : "classify: input", i,
+                              candle_last_errmsg());
+            break;
+        }
+        if (++hc->n < HEAD_CHUNK && i < n - 1) continue;
+        int64_t i0 = i + 1 - hc->n;
+        candle_head_params q = *p;
+        if (q.n_tokens) q.n_tokens += i0;
+        s = run_tokens(e, rerank, (const int32_t *const *)hc->ids, rerank ? (const int32_t *const *)hc->types : NULL,
+                       hc->n_ids, hc->n, i0, &q, out + i0 * L);
+        chunk_clear(hc);
+    }
+    chunk_clear(hc);
+    free(hc);
+    return s;
+}
+
+candle_status candle_encoder_classify(const candle_encoder *e, const char *const *texts, const size_t *lens,
+                                      int64_t n, const candle_head_params *p, float *probs_out, size_t cap) {
+    candle_head_params def = {0};
+    candle_status s = head_begin(e, false, texts, probs_out, n, cap);
+    return s ? s : run_texts(e, NULL, 0, texts, lens, n, p ? p : &def, probs_out);
 }
 
 candle_status candle_encoder_rerank(const candle_encoder *e, const char *query, size_t qlen,
                                     const char *const *docs, const size_t *lens, int64_t n,
                                     const candle_head_params *p, float *scores_out) {
     candle_head_params def = {0};
-    if (!p) p = &def;
-    candle_status s = need_head(e, "rerank");
+    candle_status s = head_begin(e, true, query ? (const void *)docs : NULL, scores_out, n, SIZE_MAX);
     if (s) return s;
-    if (!query || !docs || !scores_out || n <= 0)
-        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "rerank: NULL argument or no documents");
-    if (e->head.out.n_out != 1)
-        return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
-                                "rerank: the classifier has %" PRId64 " labels; a reranker has one score",
-                                e->head.out.n_out);
-    if (qlen == SIZE_MAX) qlen = strlen(query);
-    head_batch *hb = calloc(1, sizeof *hb);
-    if (!hb) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: rerank");
-    /* each pair's score: the head's one logit, activated as a CrossEncoder */
-    for (int64_t i = 0; i < n && !s; i++) {
-        const char *d = docs[i] ? docs[i] : "";
-        s = add_pair(e, query, qlen, d, lens ? lens[i] : strlen(d), p, i, hb);
-        if (s) {
-            s = cdl_set_error(NULL, s, "rerank: document %" PRId64 ": %s", i, candle_last_errmsg());
-            break;
-        }
-        if (hb->n < HEAD_CHUNK && i < n - 1) continue;
-        int64_t i0 = i + 1 - hb->n;
-        s = head_logits(e, hb, scores_out + i0);
-        for (int64_t k = i0; !s && k <= i; k++) activate(e->head.score, scores_out + k, 1);
-        if (s) s = cdl_set_error(NULL, s, "rerank: documents %" PRId64 "..%" PRId64 ": %s", i0, i, candle_last_errmsg());
-        batch_clear(hb);
-    }
-    batch_clear(hb);
-    free(hb);
-    return s;
+    return run_texts(e, query, qlen == SIZE_MAX ? strlen(query) : qlen, docs, lens, n, p ? p : &def, scores_out);
 }

@@ -6,7 +6,9 @@
  * and one document cut longest-first. Probabilities and scores within
  * 1e-4, rerank order identical; refusals name what is missing. The same
  * for an XLMRobertaForSequenceClassification cross-encoder (token types
- * all 0: its type table has one row). */
+ * all 0: its type table has one row). The token-level entry points on
+ * candle_encoder_tokenize_pair's ids give the text calls' numbers bit for
+ * bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +79,64 @@ static void check_classifier_gguf(const char *dir, const json_value *labels,
     rmdir(d);
 }
 
+/* The token-level entry point on candle_encoder_tokenize_pair's ids (the
+ * goldens' ids) gives candle_encoder_classify's probabilities bit for bit
+ * (the text call is a wrapper over it); its refusals name the input. */
+static void check_classify_tokens(const candle_encoder *e, const json_value *g, const char **texts, int64_t n,
+                                  const float *want) {
+    int64_t L = candle_encoder_n_labels(e), max = candle_encoder_max_tokens(e), bad_ids = 0;
+    int32_t **ids = calloc((size_t)n, sizeof *ids), types[512];
+    int64_t *n_ids = calloc((size_t)n, sizeof *n_ids), *used = calloc((size_t)n, sizeof *used);
+    float *got = calloc((size_t)(n * L), sizeof *got);
+    for (int64_t i = 0; i < n; i++) {
+        ids[i] = malloc((size_t)max * sizeof **ids);
+        CHECK_MSG(candle_encoder_tokenize_pair(e, texts[i], SIZE_MAX, NULL, 0, NULL, ids[i], types, (size_t)max,
+                                               &n_ids[i]) == CANDLE_OK, "%s", candle_last_errmsg());
+        const json_value *w = json_at(json_get(g, "token_ids"), (size_t)i);
+        bool same = n_ids[i] == (int64_t)w->n;
+        for (int64_t k = 0; same && k < n_ids[i]; k++)
+            same = ids[i][k] == (int32_t)num(json_at(w, (size_t)k)) && !types[k];
+        bad_ids += !same;
+    }
+    CHECK_MSG(!bad_ids, "tokenize_pair: %lld texts' ids differ from transformers'", (long long)bad_ids);
+    candle_head_params hp = {.n_tokens = used};
+    CHECK_MSG(candle_encoder_classify_tokens(e, (const int32_t *const *)ids, n_ids, n, &hp, got, (size_t)(n * L)) ==
+                  CANDLE_OK, "%s", candle_last_errmsg());
+    CHECK_MSG(!memcmp(got, want, (size_t)(n * L) * sizeof *got), "classify_tokens differs from classify");
+    for (int64_t i = 0; i < n; i++) CHECK(used[i] == n_ids[i]);
+    printf("%-22s classify_tokens on tokenize_pair's ids: ids as transformers', probabilities bit for bit\n", "");
+    /* a long input: cut to its first max_tokens, or refused with no_truncate */
+    int32_t *lng = calloc((size_t)max + 5, sizeof *lng);
+    const int32_t *one[2] = {ids[0], lng};
+    int64_t nl[2] = {n_ids[0], max + 5};
+    for (int64_t k = 0; k < max + 5; k++) lng[k] = ids[1][k % n_ids[1]];
+    CHECK(candle_encoder_classify_tokens(e, one, nl, 2, &hp, got, (size_t)(2 * L)) == CANDLE_OK && used[1] == max);
+    hp.no_truncate = true;
+    CHECK(candle_encoder_classify_tokens(e, one, nl, 2, &hp, got, (size_t)(2 * L)) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "classify: input 1: ");
+    CHECK_CONTAINS(candle_last_errmsg(), "(no_truncate)");
+    lng[3] = (int32_t)candle_model_get_config(candle_encoder_model(e))->n_vocab;
+    nl[1] = 4;
+    CHECK(candle_encoder_classify_tokens(e, one, nl, 2, NULL, got, (size_t)(2 * L)) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "at index 3 out of range");
+    nl[1] = 0;
+    CHECK(candle_encoder_classify_tokens(e, one, nl, 2, NULL, got, (size_t)(2 * L)) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "input 1: an empty input");
+    CHECK(candle_encoder_classify_tokens(e, one, nl, 1, NULL, got, 2) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "too small");
+    CHECK(candle_encoder_rerank_tokens(e, one, NULL, nl, 1, NULL, got) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "a reranker has one score");
+    CHECK(candle_encoder_tokenize_pair(e, texts[1], SIZE_MAX, NULL, 0, NULL, lng, NULL, 2, &nl[1]) ==
+          CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "room for 2");
+    for (int64_t i = 0; i < n; i++) free(ids[i]);
+    free(lng);
+    free(ids);
+    free(n_ids);
+    free(used);
+    free(got);
+}
+
 static void check_classifier(void) {
     char dir[1024];
     test_path("tests/data/encoders/bert-tiny-classifier", dir, sizeof dir);
@@ -122,6 +182,7 @@ static void check_classifier(void) {
     float s;
     CHECK(candle_encoder_rerank(e, "q", SIZE_MAX, texts, NULL, 1, NULL, &s) == CANDLE_ERR_INVALID_ARG);
     CHECK_CONTAINS(candle_last_errmsg(), "has 3 labels; a reranker has one score");
+    check_classify_tokens(e, g, texts, n, out);
     check_classifier_gguf(dir, labels, texts, n, out);
     free(out);
     free(texts);
@@ -139,6 +200,55 @@ static void order_of(const float *s, int64_t n, int64_t *idx) {
             idx[j] = idx[j - 1];
             idx[j - 1] = t;
         }
+}
+
+/* candle_encoder_tokenize_pair gives each pair's ids and token types as
+ * the CrossEncoder's tokenizer (the cut pair too), and
+ * candle_encoder_rerank_tokens on them candle_encoder_rerank's scores bit
+ * for bit; the cut pair is refused with no_truncate, naming why. */
+static void check_rerank_tokens(const candle_encoder *e, const json_value *qs, const char **docs, int64_t n) {
+    int64_t max = candle_encoder_max_tokens(e), n_ids[64], bad = 0, used[64];
+    int32_t *ids[64], *types[64];
+    float want[64], got[64];
+    for (int64_t i = 0; i < n; i++) {
+        ids[i] = malloc((size_t)max * sizeof **ids);
+        types[i] = malloc((size_t)max * sizeof **types);
+    }
+    for (size_t qi = 0; qi < qs->n; qi++) {
+        const json_value *q = json_at(qs, qi), *pairs = json_get(q, "pairs");
+        const char *query = NULL;
+        json_as_str(json_get(q, "query"), &query, NULL);
+        for (int64_t i = 0; i < n; i++) {
+            CHECK_MSG(candle_encoder_tokenize_pair(e, query, SIZE_MAX, docs[i], SIZE_MAX, NULL, ids[i], types[i],
+                                                   (size_t)max, &n_ids[i]) == CANDLE_OK, "%s", candle_last_errmsg());
+            const json_value *pi = json_at(pairs, (size_t)i), *wi = json_get(pi, "token_ids"),
+                             *wt = json_get(pi, "token_type_ids");
+            bool same = n_ids[i] == (int64_t)wi->n;
+            for (int64_t k = 0; same && k < n_ids[i]; k++)
+                same = ids[i][k] == (int32_t)num(json_at(wi, (size_t)k)) &&
+                       (!wt || types[i][k] == (int32_t)num(json_at(wt, (size_t)k)));
+            bad += !same;
+        }
+        CHECK(candle_encoder_rerank(e, query, SIZE_MAX, docs, NULL, n, NULL, want) == CANDLE_OK);
+        candle_head_params hp = {.n_tokens = used};
+        CHECK_MSG(candle_encoder_rerank_tokens(e, (const int32_t *const *)ids, (const int32_t *const *)types, n_ids, n,
+                                               &hp, got) == CANDLE_OK, "%s", candle_last_errmsg());
+        CHECK_MSG(!memcmp(got, want, (size_t)n * sizeof *got), "query %zu: rerank_tokens differs from rerank", qi);
+        for (int64_t i = 0; i < n; i++) CHECK(used[i] == n_ids[i]);
+    }
+    CHECK_MSG(!bad, "tokenize_pair: %lld pairs' ids or types differ from the CrossEncoder's", (long long)bad);
+    const char *query = NULL;
+    json_as_str(json_get(json_at(qs, 0), "query"), &query, NULL);
+    candle_head_params nt = {.no_truncate = true};
+    CHECK(candle_encoder_tokenize_pair(e, query, SIZE_MAX, docs[n - 1], SIZE_MAX, &nt, ids[0], types[0], (size_t)max,
+                                       &n_ids[0]) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "the pair's");
+    CHECK_CONTAINS(candle_last_errmsg(), "(no_truncate)");
+    printf("%-22s tokenize_pair: ids and types as the CrossEncoder's; rerank_tokens bit for bit\n", "");
+    for (int64_t i = 0; i < n; i++) {
+        free(ids[i]);
+        free(types[i]);
+    }
 }
 
 static void check_reranker(const char *name) {
@@ -170,6 +280,7 @@ static void check_reranker(const char *name) {
         CHECK_MSG(same, "reranker: query %zu ranked differently", qi);
     }
     CHECK_MSG(worst <= 1e-4, "reranker: max abs score diff %.3g", worst);
+    check_rerank_tokens(e, qs, docs, n);
     printf("%-22s %zu queries x %lld docs: max abs score diff %.3g, orders identical %d/%zu\n",
            name, qs->n, (long long)n, worst, orders, qs->n);
     /* the pair template's segments: the document's tokens are type 1 */

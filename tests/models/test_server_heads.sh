@@ -6,26 +6,33 @@
 # (tests/data/encoders/bert-tiny-reranker, bert-tiny-classifier): scores
 # within 1e-4, the golden's order, top_n, return_documents, usage, the
 # cut document refused unless "truncate": true, bad requests 400 naming the
-# field, and each endpoint refused on the other kind of model.
+# field, and each endpoint refused on the other kind of model. Then
+# batching across clients (enc_batch.c): 8 clients at once with rerank,
+# classify and embeddings requests (and one bad request each round) on
+# both models, on the default budget and on --max-batch-tokens 40 (pairs
+# span batches, the longest runs alone): every reply equals the request's
+# reply alone within 1e-5, every bad one is its own 400.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
 ENC=$SRC/tests/data/encoders
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-P1=$(free_port); P2=$(free_port)
+P1=$(free_port); P2=$(free_port); P3=$(free_port); P4=$(free_port)
 LOG1=$(mktemp); LOG2=$(mktemp)
 "$BIN" serve -m "$ENC/bert-tiny-reranker" --port "$P1" 2>"$LOG1" & S1=$!
 "$BIN" serve -m "$ENC/bert-tiny-classifier" --port "$P2" 2>"$LOG2" & S2=$!
-trap 'kill $S1 $S2 2>/dev/null; rm -f "$LOG1" "$LOG2"' EXIT
-for p in "$P1" "$P2"; do
+"$BIN" serve -m "$ENC/bert-tiny-reranker" --port "$P3" --max-batch-tokens 40 --quiet 2>>"$LOG1" & S3=$!
+"$BIN" serve -m "$ENC/bert-tiny-classifier" --port "$P4" --max-batch-tokens 40 --quiet 2>>"$LOG2" & S4=$!
+trap 'kill $S1 $S2 $S3 $S4 2>/dev/null; rm -f "$LOG1" "$LOG2"' EXIT
+for p in "$P1" "$P2" "$P3" "$P4"; do
     for _ in $(seq 100); do
         curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$P1" "$P2" "$ENC" <<'PY'
-import json, sys, urllib.error, urllib.request
+python3 - "$P1" "$P2" "$ENC" "$P3" "$P4" <<'PY'
+import http.client, json, sys, threading, urllib.error, urllib.request
 
 p_rr, p_cls, enc = sys.argv[1], sys.argv[2], sys.argv[3]
 rr = json.load(open(f"{enc}/bert-tiny-reranker/golden.json"))
@@ -151,6 +158,81 @@ for port, ep in ((p_rr, "rerank"), (p_cls, "classify")):  # counted under their 
     m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     ok200 = [l for l in m.splitlines() if l.startswith(f'candle_requests_total{{endpoint="{ep}",status="200"}}')]
     check(ok200 and int(ok200[0].split()[-1]) > 0, f"/metrics {ep}: {ok200}")
+
+# Batching across clients. A reply's numbers: rerank scores by index,
+# classify probabilities, embeddings; compared to the request's reply alone.
+def numbers(url, body):
+    if url == "/v1/embeddings":
+        return [x for d in body["data"] for x in d["embedding"]]
+    if url == "/rerank" and isinstance(body, list):
+        return [r["score"] for r in sorted(body, key=lambda r: r["index"])]
+    if "rerank" in url:
+        res = body["results"]
+        check([r["relevance_score"] for r in res] == sorted((r["relevance_score"] for r in res), reverse=True),
+              f"{url}: results not sorted")
+        return [r["relevance_score"] for r in sorted(res, key=lambda r: r["index"])]
+    if url == "/predict":
+        return [l["score"] for row in body for l in sorted(row, key=lambda l: l["label"])]
+    return [p for d in body["data"] for p in d["probs"]]
+
+def conn_post(c, url, body):
+    c.request("POST", url, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+
+qs = [q["query"] for q in rr["queries"]]
+rr_good = []
+for k in range(8):
+    sub = [docs[(k + i) % len(docs)] for i in range(1 + k % 5)]
+    rr_good += [("/v1/rerank", {"query": qs[k % 3], "documents": sub, "truncate": True}),
+                ("/rerank", {"query": qs[(k + 1) % 3], "texts": docs[k % 4:], "truncate": True}),
+                ("/v1/classify", {"input": sub[:2], "truncate": True}),
+                ("/v1/embeddings", {"input": sub[0], "truncate": True, "encoding_format": "float"})]
+cl_good = []
+for k in range(8):
+    cl_good += [("/v1/classify", {"input": [texts[(3 * k + i) % len(texts)] for i in range(1 + k % 6)]}),
+                ("/predict", {"inputs": texts[k:k + 3]}),
+                ("/v1/classify", {"input": [texts[k], long], "truncate": True})]
+rr_bad = [(("/v1/rerank", {"query": qs[0], "documents": [docs[0], docs[-1]]}), "documents"),
+          (("/v1/rerank", {"query": qs[1], "documents": ["a", ""]}), "documents"),
+          (("/v1/classify", {"input": [docs[0], docs[-1] * 2]}), "input")]
+cl_bad = [(("/v1/classify", {"input": [texts[0], long]}), "input"), (("/v1/classify", {"input": ["x", 1]}), "input")]
+for port, good, bad in ((p_rr, rr_good, rr_bad), (sys.argv[4], rr_good, rr_bad), (p_cls, cl_good, cl_bad),
+                        (sys.argv[5], cl_good, cl_bad)):
+    c0 = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    ref = []
+    for url, b in good:
+        code, body = conn_post(c0, url, b)
+        check(code == 200, f"alone on {port} {url}: {code} {str(body)[:200]}")
+        ref.append(numbers(url, body) if code == 200 else None)
+    worst, n_ok, n_bad, lock, start = [0.0], [0], [0], threading.Lock(), threading.Barrier(8)
+    def client(k):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        start.wait()
+        for rep in range(4):
+            for i in range(k, len(good), 8) if rep % 2 else range(len(good) - 1 - k, -1, -8):
+                url, b = good[i]
+                code, body = conn_post(c, url, b)
+                with lock:
+                    got = numbers(url, body) if code == 200 else None
+                    if got is None or ref[i] is None or len(got) != len(ref[i]):
+                        check(False, f"concurrent {url} {i} on {port}: {code} {str(body)[:200]}")
+                        continue
+                    n_ok[0] += 1
+                    worst[0] = max([worst[0]] + [abs(x - y) for x, y in zip(got, ref[i])])
+            (url, b), param = bad[(k + rep) % len(bad)]
+            code, body = conn_post(c, url, b)
+            with lock:
+                n_bad[0] += 1
+                check(code == 400 and body["error"]["param"] == param,
+                      f"bad {url} {str(b)[:60]} on {port}: {code} {body}")
+    ts = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print(f"concurrent on {port}: {n_ok[0]} replies, max abs diff to alone {worst[0]:.3g}; {n_bad[0]} bad requests")
+    check(n_ok[0] == 4 * len(good) and worst[0] <= 1e-5, f"concurrent replies on {port}: {n_ok[0]}, diff {worst[0]}")
 print("test_server_heads:", "FAILED" if fails else "passed")
 sys.exit(1 if fails else 0)
 PY

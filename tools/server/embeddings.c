@@ -102,7 +102,7 @@ static bool read_inputs(srv_ctx *c, srv_model *md, json_t *input, const candle_e
                         "prompt_name applies to text inputs; token-id inputs are used as given");
         return false;
     }
-    if (!(*job = srv_enc_job_get(c, md, (int64_t)n, dim))) {
+    if (!(*job = srv_enc_job_get(c, md, SRV_ENC_EMBED, (int64_t)n, dim))) {
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
         return false;
     }

@@ -1,18 +1,23 @@
-/* Batching of an encoder's /v1/embeddings requests across clients by a
- * token budget (server.h, srv_enc_job). There is no batcher thread: the
- * waiting handler that finds no batch running computes the next one (its
- * own inputs or earlier ones), so nothing is left to start or stop, and a
- * lone request runs on its own thread at once.
+/* Batching of an encoder's /v1/embeddings, classify and rerank requests
+ * across clients by a token budget (server.h, srv_enc_job). There is no
+ * batcher thread: the waiting handler that finds no batch running computes
+ * the next one (its own inputs or earlier ones), so nothing is left to
+ * start or stop, and a lone request runs on its own thread at once. Each
+ * job waits on its own condition variable: a batch's end wakes the jobs it
+ * finished and the queue's head (the next batch's leader), not every
+ * waiter.
  *
  * A row hardly depends on the company it keeps: the library packs
  * variable-length inputs without padding and attends per sequence, but its
  * products pick their blocking by row count, so a row's bits may differ
  * from the request's reply alone by float rounding (max abs diff 1-4e-7
  * on MiniLM and the tiny encoders, cosine 1.0000000;
- * tests/models/test_server_embeddings.sh checks 1e-5). Per-request
- * parameters: the prompt and the cut are in the ids (the handler tokenized
- * them), so only dimensions differ, and a batch holds requests asking the
- * same. */
+ * tests/models/test_server_embeddings.sh checks 1e-5, and
+ * test_server_heads.sh the scores). Per-request parameters: the prompt,
+ * the pair template and the cut are in the ids (the handler tokenized
+ * them), so only the kind (embed, classify, rerank) and an embedding's
+ * dimensions differ, and a batch holds requests asking the same: one
+ * candle_encoder_embed_tokens, _classify_tokens or _rerank_tokens call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +36,13 @@ typedef struct part {
 
 typedef struct srv_enc_batch {
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* a batch ended */
     srv_enc_job *head, *tail; /* jobs with inputs not yet taken, in arrival order */
     bool busy;            /* a handler is computing a batch */
     int64_t max_tokens;
     srv_enc_job *pool;    /* idle jobs */
     /* The running batch (only its computing thread touches them). */
     const int32_t **ids;  /* [cap] */
+    const int32_t **types; /* [cap] (rerank) */
     int64_t *n_ids;       /* [cap] */
     part *parts;          /* [cap] */
     int64_t cap, n_parts;
@@ -67,7 +72,6 @@ static srv_enc_batch *batch_of(srv_ctx *c, srv_model *md) {
     b = md->batch;
     if (!b && (b = calloc(1, sizeof *b))) {
         pthread_mutex_init(&b->mu, NULL);
-        pthread_cond_init(&b->cv, NULL);
         b->max_tokens = c->load.max_batch_tokens > 0 ? c->load.max_batch_tokens : SRV_MAX_BATCH_TOKENS;
         __atomic_store_n(&md->batch, b, __ATOMIC_RELEASE);
     }
@@ -78,26 +82,32 @@ static srv_enc_batch *batch_of(srv_ctx *c, srv_model *md) {
 static void job_free(srv_enc_job *j) {
     if (!j) return;
     free(j->tok);
+    free(j->types);
     free(j->off);
     free(j->n_ids);
     free(j->out);
+    pthread_cond_destroy(&j->cv);
     free(j);
 }
 
-srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, int64_t n, int64_t dim) {
+srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, srv_enc_kind kind, int64_t n, int64_t dim) {
     srv_enc_batch *b = batch_of(c, md);
     if (!b) return NULL;
     pthread_mutex_lock(&b->mu);
     srv_enc_job *j = b->pool;
     if (j) b->pool = j->link;
     pthread_mutex_unlock(&b->mu);
-    if (!j && !(j = calloc(1, sizeof *j))) return NULL;
+    if (!j) {
+        if (!(j = calloc(1, sizeof *j))) return NULL;
+        pthread_cond_init(&j->cv, NULL);
+    }
     void **rows[] = {(void **)&j->off, (void **)&j->n_ids}, **outs[] = {(void **)&j->out};
     const size_t re[] = {sizeof *j->off, sizeof *j->n_ids}, oe[] = {sizeof *j->out};
     if (!grow(rows, re, 2, &j->cap_n, n) || !grow(outs, oe, 1, &j->cap_out, n * dim)) {
         job_free(j);
         return NULL;
     }
+    j->kind = kind;
     j->n = n;
     j->dim = dim;
     j->used = 0;
@@ -109,10 +119,10 @@ srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, int64_t n, int64_t dim) 
 }
 
 int32_t *srv_enc_job_room(srv_enc_job *j, size_t k) {
-    void **a[] = {(void **)&j->tok};
-    const size_t e[] = {sizeof *j->tok};
+    void **a[] = {(void **)&j->tok, (void **)&j->types};
+    const size_t e[] = {sizeof *j->tok, sizeof *j->types};
     int64_t cap = (int64_t)j->cap_tok;
-    if (!grow(a, e, 1, &cap, (int64_t)(j->used + k))) return NULL;
+    if (!grow(a, e, 2, &cap, (int64_t)(j->used + k))) return NULL;
     j->cap_tok = (size_t)cap;
     return j->tok + j->used;
 }
@@ -125,7 +135,7 @@ void srv_enc_job_add(srv_enc_job *j, int64_t i, int64_t n_ids) {
 
 void srv_enc_job_put(srv_model *md, srv_enc_job *j) {
     srv_enc_batch *b = md->batch;
-    size_t bytes = j->cap_tok * sizeof *j->tok + (size_t)j->cap_n * 16 + (size_t)j->cap_out * sizeof *j->out;
+    size_t bytes = j->cap_tok * 2 * sizeof *j->tok + (size_t)j->cap_n * 16 + (size_t)j->cap_out * sizeof *j->out;
     if (!b || bytes > JOB_KEEP_BYTES) {
         job_free(j);
         return;
@@ -149,23 +159,26 @@ static int64_t fits(const srv_enc_batch *b, const srv_enc_job *j, int64_t rows, 
     return k;
 }
 
-/* Under b->mu: the next batch into b->ids/n_ids/parts (rows returned):
- * queued inputs in arrival order up to the budget, from jobs asking the
- * head's dimensions; jobs whose inputs are all taken leave the queue. */
-static int64_t take(srv_enc_batch *b, int64_t *dim) {
+/* Under b->mu: the next batch into b->ids/types/n_ids/parts (rows
+ * returned): queued inputs in arrival order up to the budget, from jobs of
+ * the head's kind and dimensions; jobs whose inputs are all taken leave
+ * the queue. */
+static int64_t take(srv_enc_batch *b, srv_enc_kind *kind, int64_t *dim) {
     int64_t rows = 0, tokens = 0;
     b->n_parts = 0;
+    *kind = b->head->kind;
     *dim = b->head->dim;
     for (srv_enc_job *j = b->head; j; j = j->link) {
-        if (j->dim != *dim) continue;
+        if (j->kind != *kind || j->dim != *dim) continue;
         int64_t k = fits(b, j, rows, &tokens);
         if (!k) break;
-        void **a[] = {(void **)&b->ids, (void **)&b->n_ids, (void **)&b->parts};
-        const size_t e[] = {sizeof *b->ids, sizeof *b->n_ids, sizeof *b->parts};
-        if (!grow(a, e, 3, &b->cap, rows + k))
+        void **a[] = {(void **)&b->ids, (void **)&b->types, (void **)&b->n_ids, (void **)&b->parts};
+        const size_t e[] = {sizeof *b->ids, sizeof *b->types, sizeof *b->n_ids, sizeof *b->parts};
+        if (!grow(a, e, 4, &b->cap, rows + k))
             break; /* out of memory: run what is there (an empty batch fails its head below) */
         for (int64_t i = 0; i < k; i++) {
             b->ids[rows + i] = j->tok + j->off[j->next + i];
+            b->types[rows + i] = j->types + j->off[j->next + i];
             b->n_ids[rows + i] = j->n_ids[j->next + i];
         }
         b->parts[b->n_parts++] = (part){j, j->next, k, rows};
@@ -185,9 +198,28 @@ static int64_t take(srv_enc_batch *b, int64_t *dim) {
     return rows;
 }
 
+/* One library call over the batch's rows into b->out (need floats). */
+static candle_status compute(srv_model *md, srv_enc_batch *b, srv_enc_kind kind, int64_t rows, int64_t dim,
+                             size_t need) {
+    candle_status s;
+    pthread_mutex_lock(&md->enc_mu);
+    if (kind == SRV_ENC_CLASSIFY) {
+        s = candle_encoder_classify_tokens(md->enc, b->ids, b->n_ids, rows, NULL, b->out, need);
+    } else if (kind == SRV_ENC_RERANK) {
+        s = candle_encoder_rerank_tokens(md->enc, b->ids, b->types, b->n_ids, rows, NULL, b->out);
+    } else {
+        candle_embed_params p = candle_embed_default_params();
+        p.dimensions = dim;
+        s = candle_encoder_embed_tokens(md->enc, b->ids, b->n_ids, rows, &p, b->out, need);
+    }
+    pthread_mutex_unlock(&md->enc_mu);
+    return s;
+}
+
 /* Called with b->mu held and the batcher idle; returns with it held. */
 static void run_batch(srv_model *md, srv_enc_batch *b) {
-    int64_t dim, rows = take(b, &dim);
+    srv_enc_kind kind;
+    int64_t dim, rows = take(b, &kind, &dim);
     b->busy = true;
     pthread_mutex_unlock(&b->mu);
     size_t need = (size_t)(rows * dim);
@@ -203,11 +235,7 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
     }
     const char *msg = "out of memory";
     if (!s && rows) {
-        candle_embed_params p = candle_embed_default_params();
-        p.dimensions = dim;
-        pthread_mutex_lock(&md->enc_mu);
-        s = candle_encoder_embed_tokens(md->enc, b->ids, b->n_ids, rows, &p, b->out, need);
-        pthread_mutex_unlock(&md->enc_mu);
+        s = compute(md, b, kind, rows, dim, need);
         msg = candle_last_errmsg();
     } else if (!rows) {
         s = CANDLE_ERR_OOM;
@@ -222,6 +250,7 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
             snprintf(j->err, sizeof j->err, "%s", msg);
         }
         j->done += pt->n;
+        if (j->done == j->n) pthread_cond_signal(&j->cv);
     }
     if (!rows && b->head) { /* nothing could be taken (memory): fail the head rather than spin */
         srv_enc_job *j = b->head;
@@ -230,9 +259,13 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
         j->done += j->n - j->next;
         j->next = j->n;
         if (!(b->head = j->link)) b->tail = NULL;
+        pthread_cond_signal(&j->cv);
     }
     b->busy = false;
-    pthread_cond_broadcast(&b->cv);
+    /* the next batch's leader, unless this thread stays one (its job is
+     * not done): waking only it, not every waiter, matters at many
+     * clients with small batches */
+    if (b->head) pthread_cond_signal(&b->head->cv);
 }
 
 candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j) {
@@ -244,7 +277,7 @@ candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j) {
     b->tail = j;
     while (j->done < j->n) {
         if (!b->busy && b->head) run_batch(md, b);
-        else pthread_cond_wait(&b->cv, &b->mu);
+        else pthread_cond_wait(&j->cv, &b->mu);
     }
     pthread_mutex_unlock(&b->mu);
     return j->status;
@@ -259,11 +292,11 @@ void srv_enc_batch_free(srv_model *md) {
         job_free(j);
     }
     free(b->ids);
+    free(b->types);
     free(b->n_ids);
     free(b->parts);
     free(b->out);
     pthread_mutex_destroy(&b->mu);
-    pthread_cond_destroy(&b->cv);
     free(b);
     md->batch = NULL;
 }

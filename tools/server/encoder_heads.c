@@ -16,7 +16,13 @@
  * an array of those for an array.
  *
  * An input (a query/document pair) longer than the model takes is a 400
- * unless the request says "truncate": true, as /v1/embeddings does. */
+ * unless the request says "truncate": true, as /v1/embeddings does.
+ *
+ * Each request is tokenized here, on its own thread (its refusals are its
+ * own 400s), with the library's rules (candle_encoder_tokenize_pair), then
+ * queued to the model's batcher (enc_batch.c), which scores several
+ * requests' inputs in one candle_encoder_classify_tokens /
+ * candle_encoder_rerank_tokens call under --max-batch-tokens. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,15 +86,52 @@ static bool need_head(srv_model *md, const char *url, bool rerank, srv_reply *ou
     return md->enc && L && (!rerank || L == 1);
 }
 
-/* The library's refusal of an input as a 400 naming the field, other
- * failures as a 500. */
-static void compute_error(srv_reply *out, candle_status s, const char *field) {
+/* The library's refusal of input i (who: "rerank: document") as a 400
+ * naming the field, other failures as a 500. */
+static void input_error(srv_reply *out, candle_status s, const char *field, const char *who, int64_t i) {
     const char *m = candle_last_errmsg();
     if (s == CANDLE_ERR_INVALID_ARG)
-        srv_reply_error(out, 400, field, "invalid_input", "%s%s", m,
+        srv_reply_error(out, 400, field, "invalid_input", "%s %lld: %s%s", who, (long long)i, m,
                         strstr(m, "no_truncate") ? "; send \"truncate\": true to cut long inputs" : "");
     else
-        srv_reply_error(out, 500, NULL, NULL, "%s", m);
+        srv_reply_error(out, 500, NULL, NULL, "%s %lld: %s", who, (long long)i, m);
+}
+
+/* The request's inputs tokenized as the library's text calls tokenize them
+ * (texts[i] for classify; the pairs query, texts[i] for rerank) into a job
+ * of dim floats per row, then run by the batcher; NULL after an error
+ * reply. The job goes back with srv_enc_job_put. */
+static srv_enc_job *run_job(srv_ctx *c, srv_model *md, srv_enc_kind kind, const char *query, size_t qlen,
+                            const char **texts, int64_t n, int64_t dim, bool trunc, const char *field,
+                            srv_reply *out) {
+    srv_enc_job *j = srv_enc_job_get(c, md, kind, n, dim);
+    if (!j) {
+        srv_reply_error(out, 500, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    candle_head_params p = {.no_truncate = !trunc};
+    int64_t max = candle_encoder_max_tokens(md->enc);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t *ids = srv_enc_job_room(j, (size_t)max);
+        int64_t k = 0;
+        const char *a = query ? query : texts[i], *b = query ? texts[i] : NULL;
+        candle_status s = ids ? candle_encoder_tokenize_pair(md->enc, a, query ? qlen : SIZE_MAX, b, SIZE_MAX, &p,
+                                                             ids, j->types + j->used, (size_t)max, &k)
+                              : CANDLE_ERR_OOM;
+        if (s) {
+            if (ids) input_error(out, s, field, query ? "rerank: document" : "classify: input", i);
+            else srv_reply_error(out, 500, NULL, NULL, "out of memory");
+            srv_enc_job_put(md, j);
+            return NULL;
+        }
+        srv_enc_job_add(j, i, k);
+    }
+    if (srv_enc_job_run(md, j)) {
+        srv_reply_error(out, 500, NULL, NULL, "%s", j->err);
+        srv_enc_job_put(md, j);
+        return NULL;
+    }
+    return j;
 }
 
 static json_t *usage(const int64_t *n_tokens, int64_t n) {
@@ -109,7 +152,7 @@ static void sort_desc(const float *v, int64_t *idx, int64_t n) {
         }
 }
 
-static void rerank(srv_model *md, const char *url, json_t *req, srv_reply *out) {
+static void rerank(srv_ctx *c, srv_model *md, const char *url, json_t *req, srv_reply *out) {
     if (!need_head(md, url, true, out)) return;
     json_t *q = json_object_get(req, "query"), *docs = json_object_get(req, "documents"),
            *texts = json_object_get(req, "texts"), *top = json_object_get(req, "top_n");
@@ -134,20 +177,14 @@ static void rerank(srv_model *md, const char *url, json_t *req, srv_reply *out) 
     int64_t n = 0;
     const char **d = read_texts(tei ? texts : docs, field, true, &n, out);
     if (!d) return;
-    float *s = malloc((size_t)n * sizeof *s);
-    int64_t *idx = malloc((size_t)n * 2 * sizeof *idx), *n_tokens = idx ? idx + n : NULL;
-    candle_head_params p = {.no_truncate = !trunc, .n_tokens = n_tokens};
-    candle_status st = CANDLE_ERR_OOM;
-    if (s && idx) {
-        pthread_mutex_lock(&md->enc_mu);
-        st = candle_encoder_rerank(md->enc, json_string_value(q), json_string_length(q), d, NULL, n, &p, s);
-        pthread_mutex_unlock(&md->enc_mu);
-    }
-    if (!s || !idx) {
+    int64_t *idx = malloc((size_t)n * sizeof *idx);
+    srv_enc_job *j = NULL;
+    if (!idx)
         srv_reply_error(out, 500, NULL, NULL, "out of memory");
-    } else if (st) {
-        compute_error(out, st, field);
-    } else {
+    else
+        j = run_job(c, md, SRV_ENC_RERANK, json_string_value(q), json_string_length(q), d, n, 1, trunc, field, out);
+    if (j) {
+        const float *s = j->out;
         sort_desc(s, idx, n);
         int64_t k = top && json_is_integer(top) && json_integer_value(top) < n ? json_integer_value(top) : n;
         json_t *res = json_array();
@@ -161,9 +198,9 @@ static void rerank(srv_model *md, const char *url, json_t *req, srv_reply *out) 
         srv_reply_json(out, 200,
                        tei ? res
                            : json_pack("{s:s,s:s,s:o,s:o}", "model", md->id, "object", "list", "results",
-                                       res ? res : json_array(), "usage", usage(n_tokens, n)));
+                                       res ? res : json_array(), "usage", usage(j->n_ids, n)));
+        srv_enc_job_put(md, j);
     }
-    free(s);
     free(idx);
     free(d);
 }
@@ -178,7 +215,7 @@ static json_t *sorted_labels(srv_model *md, const float *pr, int64_t L, int64_t 
     return a;
 }
 
-static void classify(srv_model *md, const char *url, json_t *req, srv_reply *out) {
+static void classify(srv_ctx *c, srv_model *md, const char *url, json_t *req, srv_reply *out) {
     if (!need_head(md, url, false, out)) return;
     bool tei = !strcmp(url, "/predict"), trunc = false, raw = false;
     json_t *in = json_object_get(req, "input");
@@ -198,20 +235,12 @@ static void classify(srv_model *md, const char *url, json_t *req, srv_reply *out
     int64_t n = 0, L = candle_encoder_n_labels(md->enc);
     const char **t = read_texts(in, field, false, &n, out);
     if (!t) return;
-    float *pr = malloc((size_t)(n * L) * sizeof *pr);
-    int64_t *n_tokens = malloc((size_t)(n + L) * sizeof *n_tokens), *idx = n_tokens ? n_tokens + n : NULL;
-    candle_head_params p = {.no_truncate = !trunc, .n_tokens = n_tokens};
-    candle_status st = CANDLE_ERR_OOM;
-    if (pr && n_tokens) {
-        pthread_mutex_lock(&md->enc_mu);
-        st = candle_encoder_classify(md->enc, t, NULL, n, &p, pr, (size_t)(n * L));
-        pthread_mutex_unlock(&md->enc_mu);
-    }
-    if (!pr || !n_tokens) {
-        srv_reply_error(out, 500, NULL, NULL, "out of memory");
-    } else if (st) {
-        compute_error(out, st, field);
-    } else {
+    int64_t *idx = malloc((size_t)L * sizeof *idx);
+    srv_enc_job *j = NULL;
+    if (!idx) srv_reply_error(out, 500, NULL, NULL, "out of memory");
+    else j = run_job(c, md, SRV_ENC_CLASSIFY, NULL, 0, t, n, L, trunc, field, out);
+    if (j) {
+        const float *pr = j->out;
         json_t *data = json_array();
         for (int64_t i = 0; data && i < n; i++) {
             json_t *labels = sorted_labels(md, pr + i * L, L, idx), *probs = json_array();
@@ -232,10 +261,10 @@ static void classify(srv_model *md, const char *url, json_t *req, srv_reply *out
         srv_reply_json(out, 200,
                        tei ? data
                            : json_pack("{s:s,s:s,s:o,s:o}", "model", md->id, "object", "list", "data",
-                                       data ? data : json_array(), "usage", usage(n_tokens, n)));
+                                       data ? data : json_array(), "usage", usage(j->n_ids, n)));
+        srv_enc_job_put(md, j);
     }
-    free(pr);
-    free(n_tokens);
+    free(idx);
     free(t);
 }
 
@@ -247,7 +276,6 @@ bool srv_is_encoder_head_url(const char *url) {
 }
 
 void srv_encoder_head(srv_ctx *c, srv_model *md, const char *url, json_t *req, srv_reply *out) {
-    (void)c;
-    if (strstr(url, "rerank")) rerank(md, url, req, out);
-    else classify(md, url, req, out);
+    if (strstr(url, "rerank")) rerank(c, md, url, req, out);
+    else classify(c, md, url, req, out);
 }

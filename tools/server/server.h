@@ -239,8 +239,8 @@ typedef struct srv_model {
      * LOADED, read-only while the entry is held, freed at unload. */
     candle_model *model;     /* a decoder's, or the encoder's (owned by enc) */
     candle_encoder *enc;     /* an encoder model: /v1/embeddings, rerank, classify */
-    pthread_mutex_t enc_mu;  /* one encoder computation at a time (a batch, a rerank, a classify) */
-    struct srv_enc_batch *batch; /* its /v1/embeddings batcher (enc_batch.c): made by the first request */
+    pthread_mutex_t enc_mu;  /* one encoder computation at a time (a batch) */
+    struct srv_enc_batch *batch; /* its embeddings/classify/rerank batcher (enc_batch.c): made by the first request */
     candle_tokenizer *tok;
     candle_chat_template chat;
     bool have_chat;
@@ -443,18 +443,22 @@ void srv_lora_handle(srv_ctx *c, const char *method, const char *url, const char
  * scales); false after replying 400. */
 bool srv_lora_request(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out);
 
-/* Batching of /v1/embeddings across clients (enc_batch.c), by a token
- * budget as text-embeddings-inference does: each request tokenizes its
- * inputs itself (its errors are its own), queues them, and waits; a thread
- * that finds no batch running takes queued inputs in arrival order up to
- * the budget (an input over it alone), among requests asking the same
- * dimensions, embeds them in one candle_encoder_embed_tokens call, hands
- * each request its rows and wakes the waiters. A request's inputs may span
- * batches. Jobs and the batch's buffers are kept per model and reused. */
+/* Batching of an encoder's requests across clients (enc_batch.c), by a
+ * token budget as text-embeddings-inference does: each request tokenizes
+ * its inputs itself (its errors are its own), queues them, and waits; a
+ * thread that finds no batch running takes queued inputs in arrival order
+ * up to the budget (an input over it alone), among requests of the same
+ * kind (embeddings of one dimensions, classify, rerank), runs them in one
+ * token-level library call, hands each request its rows and wakes the
+ * waiters. A request's inputs may span batches. Jobs and the batch's
+ * buffers are kept per model and reused. */
 #define SRV_MAX_BATCH_TOKENS 16384
+typedef enum srv_enc_kind { SRV_ENC_EMBED = 0, SRV_ENC_CLASSIFY, SRV_ENC_RERANK } srv_enc_kind;
 typedef struct srv_enc_job {
-    int64_t n, dim;    /* inputs; floats per row (the request's dimensions) */
+    srv_enc_kind kind;
+    int64_t n, dim;    /* inputs; floats per row (dimensions, labels, 1 score) */
     int32_t *tok;      /* [used] every input's ids, one after another */
+    int32_t *types;    /* [used] their token types (rerank's; grown with tok, unused otherwise) */
     size_t used, cap_tok;
     int64_t *off;      /* [n] where input i starts in tok */
     int64_t *n_ids;    /* [n] its ids (after any cut) */
@@ -464,12 +468,15 @@ typedef struct srv_enc_job {
     int64_t next, done; /* inputs taken into a batch; inputs computed */
     candle_status status;
     char err[256];      /* the computation's message when status */
+    pthread_cond_t cv;  /* its rows are in, or it is the queue's head and no batch runs */
     struct srv_enc_job *link;
 } srv_enc_job;
-/* An empty job for up to n inputs of dim floats (from md's pool); NULL on memory. */
-srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, int64_t n, int64_t dim);
-/* Room for k more ids at the end of j->tok (NULL on memory); input i's
- * ids, once written there, are counted by srv_enc_job_add. */
+/* An empty job of a kind for up to n inputs of dim floats (from md's pool);
+ * NULL on memory. */
+srv_enc_job *srv_enc_job_get(srv_ctx *c, srv_model *md, srv_enc_kind kind, int64_t n, int64_t dim);
+/* Room for k more ids at the end of j->tok (NULL on memory), and as many
+ * types at j->types + j->used; input i's ids, once written there, are
+ * counted by srv_enc_job_add. */
 int32_t *srv_enc_job_room(srv_enc_job *j, size_t k);
 void srv_enc_job_add(srv_enc_job *j, int64_t i, int64_t n_ids);
 /* Queue j's inputs and wait for its rows; CANDLE_OK or the error of a batch. */
