@@ -106,9 +106,10 @@ static int64_t min_rows(candle_dtype t) {
 static int64_t few_rows_of(candle_dtype t, int64_t K) {
     if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 8;
     if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
-    if (t == CANDLE_DTYPE_Q8_0) return 8;
-    /* the nibble types' panels are the faster from 5 rows, and on rows
-     * shorter than 1024 (the per-output sums and tail blocks weigh more) */
+    /* on rows shorter than 1024 the per-output sums and tail blocks weigh
+     * more: q8_0 keeps 4 rows there, the nibble types' panels win (and
+     * theirs from 5 rows on any row) */
+    if (t == CANDLE_DTYPE_Q8_0) return K >= 1024 ? 8 : 4;
     if (t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1)
         return K >= 1024 ? 4 : 0;
     return 0;
