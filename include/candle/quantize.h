@@ -101,6 +101,11 @@ typedef struct candle_quantize_params {
     int n_threads;         /* <= 0: the online CPUs */
     bool pure;             /* no mixture rule: every weight matrix in the base dtype */
     bool allow_requantize; /* accept quantized inputs (see above) */
+    /* llama-quantize's --output-tensor-type and --token-embedding-type: the
+     * dtype of output.weight (of token_embd.weight too when the output is
+     * tied to it) and of token_embd.weight, over the mixture rules and pure.
+     * CANDLE_DTYPE_COUNT (the default params): by the rules. */
+    candle_dtype output_type, token_embd_type;
     candle_quantize_progress_fn progress; /* may be NULL */
     void *progress_user;
     candle_quantize_stats *stats; /* filled when non-NULL, also on failure as far as it got */

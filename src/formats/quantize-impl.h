@@ -29,10 +29,11 @@ void quant_model_init(quant_model *m, const candle_weights *w);
  * is copied unchanged: norms, biases, 1-D tensors, integer tensors). */
 bool quant_is_weight(const candle_weights_tensor_info *t);
 
-/* The dtype for weight t under ftype (advancing m's counters). A fallback
+/* The dtype for weight t under ftype and p's pure and type overrides
+ * (advancing m's counters). A fallback
  * for rows that do not fit the block size writes a note into note (else
  * note[0] = 0) and sets *fallback. */
-candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, bool pure,
+candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, const candle_quantize_params *p,
                                const candle_weights_tensor_info *t, char *note, size_t n_note,
                                bool *fallback);
 

@@ -60,6 +60,7 @@ static double now_s(void) {
 candle_quantize_params candle_quantize_default_params(void) {
     candle_quantize_params p;
     memset(&p, 0, sizeof p);
+    p.output_type = p.token_embd_type = CANDLE_DTYPE_COUNT;
     return p;
 }
 
@@ -255,7 +256,7 @@ static candle_status plan(const candle_weights *g, candle_ctx *ctx, candle_ftype
         q->dst = q->info->dtype;
         bool fallback = false;
         if (quant_is_weight(q->info))
-            q->dst = quant_tensor_type(&m, ftype, p->pure, q->info, q->note, NOTE_LEN, &fallback);
+            q->dst = quant_tensor_type(&m, ftype, p, q->info, q->note, NOTE_LEN, &fallback);
         if (fallback && p->stats) p->stats->n_fallback++;
         if (q->dst == q->info->dtype) continue;
         const candle_dtype_traits *st = candle_dtype_info(q->info->dtype);
@@ -635,6 +636,13 @@ candle_status candle_quantize_file(const char *in_path, const char *out_path, ca
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG,
                                 "quantize: %d is not a file type; valid types: %s", (int)ftype,
                                 candle_ftype_names());
+    const candle_dtype over[2] = {p.output_type, p.token_embd_type};
+    for (int k = 0; k < 2; k++)
+        if (over[k] != CANDLE_DTYPE_COUNT &&
+            ((unsigned)over[k] >= CANDLE_DTYPE_COUNT || candle_dtype_info(over[k])->gguf_id < 0 ||
+             !(candle_dtype_info(over[k])->is_float || candle_dtype_info(over[k])->from_f32)))
+            return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: %s type %d is not a weight type",
+                                 k ? "token embedding" : "output tensor", (int)over[k]);
     double t0 = now_s();
     candle_status s = check_output(in_path, out_path);
     if (s) return s;

@@ -261,14 +261,18 @@ static candle_dtype fallback_type(candle_dtype t, int64_t ne0) {
     return ne0 % candle_dtype_info(t)->block_size ? CANDLE_DTYPE_F16 : t;
 }
 
-candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, bool pure,
+candle_dtype quant_tensor_type(quant_model *m, candle_ftype ftype, const candle_quantize_params *p,
                                const candle_weights_tensor_info *t, char *note, size_t n_note,
                                bool *fallback) {
     candle_dtype base = candle_ftype_dtype(ftype);
     int64_t ne0 = t->rank ? t->shape[t->rank - 1] : 1;
     candle_dtype dt = base;
-    if (!pure && candle_dtype_info(base)->is_quantized)
+    if (!p->pure && candle_dtype_info(base)->is_quantized)
         dt = mixture_type(m, ftype, base, t->name, ne0);
+    bool embd = !strcmp(t->name, "token_embd.weight");
+    if (p->output_type < CANDLE_DTYPE_COUNT && (!strcmp(t->name, "output.weight") || (embd && !m->has_output)))
+        dt = p->output_type;
+    if (p->token_embd_type < CANDLE_DTYPE_COUNT && embd) dt = p->token_embd_type;
     *fallback = false;
     note[0] = 0;
     int64_t bs = candle_dtype_info(dt)->block_size;

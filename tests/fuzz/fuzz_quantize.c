@@ -86,7 +86,9 @@ static candle_dtype *check_rules(const candle_weights *g, candle_ftype want, boo
                     char note[48];
                     bool fb = true;
                     memset(note, 'x', sizeof note);
-                    dt = quant_tensor_type(&m, ftypes[k], pure, t, note, sizeof note, &fb);
+                    candle_quantize_params qp = candle_quantize_default_params();
+                    qp.pure = pure;
+                    dt = quant_tensor_type(&m, ftypes[k], &qp, t, note, sizeof note, &fb);
                     const candle_dtype_traits *tr = candle_dtype_info(dt);
                     int64_t ne0 = t->rank ? t->shape[t->rank - 1] : 1;
                     check(tr && (tr->is_float || tr->is_quantized) && ne0 % tr->block_size == 0);

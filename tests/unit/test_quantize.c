@@ -322,7 +322,8 @@ static candle_dtype rule(quant_model *m, candle_ftype ft, const char *name, int6
                                  .shape = {64, ne0}};
     char note[256];
     bool fb;
-    return quant_tensor_type(m, ft, false, &t, note, sizeof note, &fb);
+    candle_quantize_params p = candle_quantize_default_params();
+    return quant_tensor_type(m, ft, &p, &t, note, sizeof note, &fb);
 }
 
 static bool more_bits_ref(int i, int n) { /* llama.cpp's use_more_bits, spelled out for n = 32 */
@@ -415,8 +416,9 @@ static void test_fallbacks(void) {
                                      .shape = {8, cases[i].ne0}};
         char note[256];
         bool fb;
-        candle_dtype got = quant_tensor_type(&m, pure_of[cases[i].from], true, &t, note,
-                                             sizeof note, &fb);
+        candle_quantize_params p = candle_quantize_default_params();
+        p.pure = true;
+        candle_dtype got = quant_tensor_type(&m, pure_of[cases[i].from], &p, &t, note, sizeof note, &fb);
         CHECK_MSG(got == cases[i].want, "%s rows %" PRId64 ": %s want %s",
                   candle_dtype_name(cases[i].from), cases[i].ne0, candle_dtype_name(got),
                   candle_dtype_name(cases[i].want));
@@ -466,6 +468,56 @@ static void test_half_inputs(void) {
         CHECK(st.n_converted == 0 && st.n_copied == n_syn && st.bytes_in == st.bytes_out);
     }
     remove(in);
+    remove(out);
+}
+
+/* ---- llama-quantize's --output-tensor-type / --token-embedding-type ---- */
+
+static candle_dtype type_in(const char *path, const char *name) {
+    candle_gguf *g = NULL;
+    if (candle_gguf_open(&g, path, NULL)) return CANDLE_DTYPE_COUNT;
+    int64_t i = candle_gguf_find_tensor(g, name);
+    candle_dtype dt = i >= 0 ? candle_gguf_tensor(g, i)->dtype : CANDLE_DTYPE_COUNT;
+    candle_gguf_close(g);
+    return dt;
+}
+
+static void test_type_overrides(const char *in) {
+    char out[512];
+    path_in("over.gguf", out);
+    candle_quantize_params p = candle_quantize_default_params();
+    CHECK(p.output_type == CANDLE_DTYPE_COUNT && p.token_embd_type == CANDLE_DTYPE_COUNT);
+    /* the rules alone: Q4_K_M's output is q6_K, its token embedding q4_K */
+    CHECK_OK(NULL, candle_quantize_file(in, out, CANDLE_FTYPE_MOSTLY_Q4_K_M, &p));
+    CHECK(type_in(out, "output.weight") == Q6K && type_in(out, "token_embd.weight") == Q4K);
+    p.output_type = CANDLE_DTYPE_F16;
+    p.token_embd_type = CANDLE_DTYPE_Q8_0;
+    CHECK_OK(NULL, candle_quantize_file(in, out, CANDLE_FTYPE_MOSTLY_Q4_K_M, &p));
+    CHECK(type_in(out, "output.weight") == CANDLE_DTYPE_F16);
+    CHECK(type_in(out, "token_embd.weight") == CANDLE_DTYPE_Q8_0);
+    CHECK(type_in(out, "blk.0.attn_q.weight") == Q4K);
+    /* over --pure as well */
+    p.pure = true;
+    p.token_embd_type = CANDLE_DTYPE_COUNT;
+    CHECK_OK(NULL, candle_quantize_file(in, out, CANDLE_FTYPE_MOSTLY_Q4_0, &p));
+    CHECK(type_in(out, "output.weight") == CANDLE_DTYPE_F16);
+    CHECK(type_in(out, "token_embd.weight") == CANDLE_DTYPE_Q4_0);
+    /* a type that is no weight type is refused, and nothing is written */
+    remove(out);
+    p.output_type = CANDLE_DTYPE_I32;
+    CHECK(candle_quantize_file(in, out, CANDLE_FTYPE_MOSTLY_Q4_0, &p) == CANDLE_ERR_INVALID_ARG);
+    CHECK_CONTAINS(candle_last_errmsg(), "output tensor type");
+    CHECK(!exists(out));
+    /* a tied model (no output.weight): the output type goes to token_embd */
+    quant_model m = {.has_output = false, .n_gqa = 1, .n_layer = 1, .n_attn_v = 1};
+    candle_weights_tensor_info t = {.name = "token_embd.weight", .dtype = F32, .rank = 2, .shape = {64, 256}};
+    char note[256];
+    bool fb;
+    candle_quantize_params q = candle_quantize_default_params();
+    q.output_type = CANDLE_DTYPE_Q8_0;
+    CHECK(quant_tensor_type(&m, CANDLE_FTYPE_MOSTLY_Q4_0, &q, &t, note, sizeof note, &fb) == CANDLE_DTYPE_Q8_0);
+    q.token_embd_type = CANDLE_DTYPE_F16; /* the embedding's own type wins */
+    CHECK(quant_tensor_type(&m, CANDLE_FTYPE_MOSTLY_Q4_0, &q, &t, note, sizeof note, &fb) == CANDLE_DTYPE_F16);
     remove(out);
 }
 
@@ -669,6 +721,7 @@ int main(void) {
     test_fallbacks();
     test_every_type(in);
     test_half_inputs();
+    test_type_overrides(in);
     test_requantize(in);
     test_progress_and_threads(in);
     test_failures_leave_nothing(in);

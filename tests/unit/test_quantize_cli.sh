@@ -57,6 +57,25 @@ check "info: f16 for ffn_down" grep -qE "^  f16 +5 tensors" "$tmp/info"
 "$CANDLE" run -m "$tmp/q4km.gguf" -p "Once upon a time" -n 12 --seed 0 >"$tmp/gen" 2>/dev/null
 check "q4_k_m model generates" contains "$tmp/gen" "there was a little"
 
+# --- llama-quantize's type options ---
+check "type options run" "$CANDLE" quantize -q --output-tensor-type f16 "$tmp/in.gguf" "$tmp/o16.gguf" q4_0 \
+    >/dev/null 2>"$tmp/err"
+"$CANDLE" info "$tmp/o16.gguf" >"$tmp/info"
+check "output.weight f16" grep -qE " output.weight +f16 " "$tmp/info"
+check "token_embd by the rules" grep -qE " token_embd.weight +q4_0 " "$tmp/info"
+check "--output-tensor-type model generates" sh -c "'$CANDLE' run -m '$tmp/o16.gguf' -p 'Once upon a time' -n 12 --seed 0 2>/dev/null | grep -qF 'there was a little'"
+check "token embedding type wins" "$CANDLE" quantize -q --output-tensor-type f16 --token-embedding-type q8_0 \
+    "$tmp/in.gguf" "$tmp/o8.gguf" q4_0 >/dev/null 2>"$tmp/err"
+"$CANDLE" info "$tmp/o8.gguf" >"$tmp/info"
+check "token_embd q8_0" grep -qE " token_embd.weight +q8_0 " "$tmp/info"
+check "output still f16" grep -qE " output.weight +f16 " "$tmp/info"
+set +e
+"$CANDLE" quantize --output-tensor-type i32 "$tmp/in.gguf" "$tmp/x.gguf" q4_0 >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+check "bad --output-tensor-type: exit 2" test "$rc" = 2
+check "bad --output-tensor-type: message" contains "$tmp/err" "--output-tensor-type wants a weight dtype"
+check "bad --output-tensor-type: no file" test ! -e "$tmp/x.gguf"
+
 # --- the outputs through the gguf package's reader and dequantizers ---
 if python3 -c 'import gguf' 2>/dev/null; then
     check "gguf package reads the outputs" python3 - "$tmp/in.gguf" "$tmp/q8.gguf" "$tmp/q4km.gguf" <<'EOF'

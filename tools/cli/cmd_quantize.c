@@ -32,14 +32,16 @@ static void usage(FILE *f) {
             "  -t N                threads (default: all cores)\n"
             "  --pure              every weight matrix in TYPE's base dtype (no mixture rules)\n"
             "  --allow-requantize  accept already quantized tensors: dequantize, quantize again\n"
+            "  --output-tensor-type T     output.weight (and a tied token_embd.weight) in dtype T\n"
+            "  --token-embedding-type T   token_embd.weight in dtype T (f16, q8_0, q6_K, ...)\n"
             "  -q, --quiet         no progress output\n\n"
             "TYPE: %s\n\n"
             "A Whisper model (a CTranslate2 directory, a Hugging Face directory or a\n"
             "whisper.cpp ggml file) is written as a whisper.cpp ggml file that whisper.cpp\n"
             "and Candle both load: the linear weights and the token embedding in TYPE, the\n"
             "conv kernels f16, norms, biases and positional embeddings f32, as whisper.cpp's\n"
-            "quantize tool does (--pure and --allow-requantize do not apply; a quantized\n"
-            "input is dequantized first).\n"
+            "quantize tool does (--pure, --allow-requantize and the type options do not\n"
+            "apply; a quantized input is dequantized first).\n"
             "Whisper TYPE: %s\n",
             candle_ftype_names(), candle_whisper_ggml_types());
 }
@@ -135,7 +137,20 @@ typedef struct qargs {
     const char *pos[3];
     int n_pos, n_threads;
     bool pure, allow_requantize, quiet;
+    candle_dtype output_type, token_embd_type; /* CANDLE_DTYPE_COUNT: by the rules */
 } qargs;
+
+static int parse_type(const char *opt, const char *v, candle_dtype *out) {
+    candle_dtype t = candle_dtype_from_name(v);
+    const candle_dtype_traits *tr = t == CANDLE_DTYPE_COUNT ? NULL : candle_dtype_info(t);
+    if (!tr || tr->gguf_id < 0 || !(tr->is_float || (tr->is_quantized && tr->from_f32))) {
+        fprintf(stderr, "candle quantize: %s wants a weight dtype (f32, f16, bf16, q8_0, q6_K, ...), got '%s'\n",
+                opt, v);
+        return 2;
+    }
+    *out = t;
+    return 0;
+}
 
 /* 0: go on; -1: --help printed; 2: usage error. */
 static int parse(int argc, char **argv, qargs *a) {
@@ -156,6 +171,8 @@ static int parse(int argc, char **argv, qargs *a) {
             a->pure = true;
         } else if (!strcmp(s, "--allow-requantize")) {
             a->allow_requantize = true;
+        } else if ((!strcmp(s, "--output-tensor-type") || !strcmp(s, "--token-embedding-type")) && i + 1 < argc) {
+            if (parse_type(s, argv[++i], s[2] == 'o' ? &a->output_type : &a->token_embd_type)) return 2;
         } else if (!strcmp(s, "-q") || !strcmp(s, "--quiet")) {
             a->quiet = true;
         } else if (s[0] == '-' && s[1]) {
@@ -179,6 +196,11 @@ static int parse(int argc, char **argv, qargs *a) {
 
 /* A Whisper model to a whisper.cpp file (candle_whisper_write_ggml). */
 static int quantize_whisper(const qargs *a) {
+    if (a->output_type != CANDLE_DTYPE_COUNT || a->token_embd_type != CANDLE_DTYPE_COUNT) {
+        fprintf(stderr, "candle quantize: --output-tensor-type and --token-embedding-type do not apply to "
+                        "a Whisper model\n");
+        return 2;
+    }
     candle_dtype t = candle_dtype_from_name(a->pos[2]);
     if (t == CANDLE_DTYPE_COUNT) {
         fprintf(stderr, "candle quantize: %s is not a type; a Whisper model takes %s\n", a->pos[2],
@@ -216,7 +238,7 @@ static int quantize_whisper(const qargs *a) {
 }
 
 int cmd_quantize(int argc, char **argv) {
-    qargs a = {0};
+    qargs a = {.output_type = CANDLE_DTYPE_COUNT, .token_embd_type = CANDLE_DTYPE_COUNT};
     int rc = parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     if (candle_whisper_probe(a.pos[0])) return quantize_whisper(&a);
@@ -235,6 +257,8 @@ int cmd_quantize(int argc, char **argv) {
     p.n_threads = a.n_threads > 0 ? a.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     p.pure = a.pure;
     p.allow_requantize = a.allow_requantize;
+    p.output_type = a.output_type;
+    p.token_embd_type = a.token_embd_type;
     p.progress = on_progress;
     p.progress_user = &ps;
     p.stats = &st;
