@@ -33,7 +33,7 @@ typedef struct candle_batch_seq {
      * from them. On a paged sequence paged attention computes each row
      * alone, and so do the products of the legacy block types (q4_0 .. q8_0)
      * up to 256 rows: there every row's logits have the bits a one-token
-     * step would give. So do q4_K and q6_K up to 8 rows (q5_K 32) where the
+     * step would give. So do q4_K and q6_K up to 12 rows (q5_K 32) where the
      * CPU backend runs their few-row kernels (AVX2 without AVX-512 VNNI:
      * cdl_qgemm_few_rows); their panels beyond (and the VNNI panels) sum the
      * scales in another order than the one-row kernel, so there a row may

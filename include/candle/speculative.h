@@ -48,6 +48,14 @@ typedef struct candle_spec_params {
      * 1) after one that did not; a draft of one token refused pauses the
      * drafting for 1, 2, 4 ... 32 steps while no draft is kept. */
     int32_t n_draft;
+    /* With a sampler that does not draw (temp 0: the output does not depend
+     * on the draft lengths), choose each step's length 0..k from measured
+     * times instead: the target step's seconds as a line in its rows, the
+     * draft's seconds per token and the recent acceptance give the expected
+     * tokens per second of each length, and the best is taken (0: a plain
+     * step). A sampler that draws keeps the schedule above, so a seed
+     * reproduces its output. Default true. */
+    bool cost_aware;
     int32_t lookup_ngram; /* prompt lookup: n-gram size to match (>= 1, default 3) */
     /* A draft model (NULL: prompt lookup) with its session's parameters
      * (n_ctx at least the target session's) and its sampler's: those of the

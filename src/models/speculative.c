@@ -6,9 +6,23 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "candle/speculative.h"
 #include "model-impl.h"
+#include "../nn/nn-impl.h"
+
+/* What the cost-aware schedule has measured, with older steps decayed. */
+typedef struct spec_costs {
+    double w, sr, st, srr, srt; /* least squares of a target step's seconds t against its rows r */
+    double r_lo, r_hi;          /* the fewest and most rows among the recent steps */
+    double draft_tok;           /* seconds per drafted token */
+    double acc, tries;          /* drafts kept, and drafts verified up to the first refused */
+    double b;                   /* the last slope fitted (seconds per row), once fitted */
+    bool fitted;
+    int64_t n;                  /* steps measured */
+    int32_t probe_wait, probe_gap; /* a draft model at length 0: steps to the next one-token probe */
+} spec_costs;
 
 struct candle_spec {
     const candle_model *target;
@@ -25,11 +39,12 @@ struct candle_spec {
     float *dlogits;  /* [n_vocab] the draft's last logits */
     int32_t k_cur; /* this step's draft length: n_draft, adapted to the acceptance */
     int32_t skip, backoff; /* steps left without drafting, and the next such pause */
+    spec_costs cost;
     candle_spec_stats st;
 };
 
 candle_spec_params candle_spec_default_params(void) {
-    candle_spec_params p = {.n_draft = 8, .lookup_ngram = 3};
+    candle_spec_params p = {.n_draft = 8, .lookup_ngram = 3, .cost_aware = true};
     p.draft_session = candle_session_default_params();
     p.draft_sampling = candle_sampler_default_params();
     return p;
@@ -251,6 +266,63 @@ static candle_status undo(candle_spec *sp, candle_session *s, int64_t pos) {
     return st;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Older measurements weigh less: the acceptance follows the text (a quoted
+ * span is kept whole, the prose after it is not), the times the machine. */
+#define COST_DECAY 0.9
+#define ACC_DECAY 0.7
+
+static void cost_step(spec_costs *c, int32_t rows, double secs) {
+    double r = rows;
+    c->w = COST_DECAY * c->w + 1;
+    c->sr = COST_DECAY * c->sr + r;
+    c->st = COST_DECAY * c->st + secs;
+    c->srr = COST_DECAY * c->srr + r * r;
+    c->srt = COST_DECAY * c->srt + r * secs;
+    /* the range drifts back toward this step's rows so that it reflects the recent ones */
+    c->r_lo = c->n ? (r < c->r_lo ? r : c->r_lo + 0.1 * (r - c->r_lo)) : r;
+    c->r_hi = c->n ? (r > c->r_hi ? r : c->r_hi + 0.1 * (r - c->r_hi)) : r;
+    c->n++;
+}
+
+static void cost_accept(spec_costs *c, int32_t tried, int32_t kept) {
+    c->acc = ACC_DECAY * c->acc + kept;
+    c->tries = ACC_DECAY * c->tries + tried;
+}
+
+/* The draft length with the most expected tokens per second, or -1 until
+ * the times have told two row counts apart. A length-k step keeps j < k
+ * drafts with probability a^j (1 - a) and all k with a^k, so it gives
+ * (1 - a^(k+1)) / (1 - a) tokens in t(k + 1) + k d seconds. While recent
+ * steps have all had one row count the last slope stands. */
+static int32_t cost_length(spec_costs *c, int32_t k_max) {
+    double var = c->w * c->srr - c->sr * c->sr;
+    if (c->n >= 4 && c->r_hi - c->r_lo >= 0.5 && var > 1e-9 * c->w * c->w) {
+        c->b = (c->w * c->srt - c->sr * c->st) / var;
+        c->b = c->b > 0 ? c->b : 0;
+        c->fitted = true;
+    }
+    if (!c->fitted) return -1;
+    double b = c->b, a0 = (c->st - b * c->sr) / c->w;
+    double a = (c->acc + 0.5) / (c->tries + 1); /* a prior of one half, weighing one draft */
+    if (a > 0.999) a = 0.999;
+    int32_t best = 0;
+    double best_rate = 0, g = 0, ak = 1;
+    for (int32_t k = 0; k <= k_max; k++) {
+        g += ak; /* sum of a^j, j <= k */
+        ak *= a;
+        double t = a0 + b * (double)(k + 1) + (double)k * c->draft_tok;
+        if (t <= 0) continue;
+        if (g / t > best_rate * (1 + 1e-9)) best_rate = g / t, best = k;
+    }
+    return best;
+}
+
 candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sampler *smp, int32_t pending,
                                int32_t *out, int32_t *n_out) {
     if (!sp || !s || !smp || !out || !n_out)
@@ -267,22 +339,47 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     if (reserve(sp, sp->n_ctx + CANDLE_SPEC_MAX_DRAFT + 2)) return candle_last_error();
     sp->ctx[sp->n_ctx++] = pending;
     int64_t room = candle_session_n_ctx(s) - pos - 1; /* positions after pending */
-    int32_t k = sp->k_cur < room ? sp->k_cur : (int32_t)(room > 0 ? room : 0), nd = 0;
-    if (sp->skip > 0) {
+    bool costed = sp->p.cost_aware && !cdl_sampler_draws(smp);
+    int32_t k_cost = costed ? cost_length(&sp->cost, sp->p.n_draft) : -1;
+    int32_t k = k_cost >= 0 ? k_cost : sp->k_cur;
+    k = k < room ? k : (int32_t)(room > 0 ? room : 0);
+    int32_t nd = 0, peek = -1; /* peek: a lookup draft not verified, compared with the output instead */
+    if (k_cost < 0 && costed) {
+        /* until fitted: short drafts of changing length, so that two row
+         * counts are timed soon without paying for long refused drafts */
+        int32_t k_try = 1 + (int32_t)(sp->st.n_steps % 3);
+        k = k < k_try ? k : k_try;
+    } else if (k_cost < 0 && sp->skip > 0) {
         sp->skip--;
         k = 0;
+    } else if (k_cost == 0 && sp->dsess) {
+        /* a draft model's acceptance is only seen by drafting: a one-token
+         * probe now and then, further apart while they fail (each costs
+         * the draft model's catching up on the tokens since its last) */
+        spec_costs *c = &sp->cost;
+        k = c->probe_wait <= 0 && room > 0 ? 1 : 0;
+        if (!k) c->probe_wait--;
     }
     int32_t *draft = sp->batch + 1;
+    double t0 = now_s();
     if (k > 0 && sp->dsess) nd = draft_model(sp, k, draft);
     else if (k > 0) nd = candle_spec_lookup(sp->ctx, sp->n_ctx, sp->p.lookup_ngram, k, draft);
+    else if (costed && !sp->dsess && candle_spec_lookup(sp->ctx, sp->n_ctx, sp->p.lookup_ngram, 1, draft) == 1)
+        peek = draft[0];
     if (nd < 0) {
         sp->n_ctx--;
         return candle_last_error();
     }
+    double t1 = now_s();
     sp->batch[0] = pending;
     if (candle_session_eval(s, sp->batch, nd + 1, sp->rows, nd > 0)) {
         sp->n_ctx--;
         return session_fail(s, "eval");
+    }
+    if (costed) {
+        cost_step(&sp->cost, nd + 1, now_s() - t1);
+        if (nd > 0) sp->cost.draft_tok = sp->cost.draft_tok > 0 ? 0.8 * sp->cost.draft_tok + 0.2 * (t1 - t0) / nd
+                                                                : (t1 - t0) / nd;
     }
     /* row i: the distribution after batch[i], which verifies draft[i] */
     int32_t n = 0, acc = 0, i = 0;
@@ -309,6 +406,12 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     sp->n_ctx += kept;
     if (sp->dsess && candle_session_pos(sp->dsess) > sp->n_ctx)
         candle_session_truncate(sp->dsess, sp->n_ctx);
+    if (costed && nd > 0) cost_accept(&sp->cost, acc < nd ? acc + 1 : acc, acc);
+    if (costed && k_cost == 0 && nd > 0) {
+        sp->cost.probe_gap = acc ? 0 : sp->cost.probe_gap < 64 ? 2 * sp->cost.probe_gap + 1 : 127;
+        sp->cost.probe_wait = sp->cost.probe_gap;
+    }
+    else if (costed && peek >= 0) cost_accept(&sp->cost, 1, out[0] == peek);
     /* Hugging Face's "heuristic" schedule: longer after a step that kept
      * every draft, shorter after one that did not, since each drafted row
      * costs a share of a step whether kept or not. Drafts of one token that

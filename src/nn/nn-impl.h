@@ -9,6 +9,9 @@
 /* The grammar matcher and vocabulary set on s (NULL when none): speculative
  * decoding advances the matcher by each token it outputs. */
 candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_grammar_vocab **v);
+/* Whether s draws at random (temp > 0): else its tokens do not depend on
+ * how many drafts a speculative step verified. */
+bool cdl_sampler_draws(const candle_sampler *s);
 
 /* JSON text (tools.c, also used by chat.c's tool rendering): the length of
  * the object or array that opens s[0..n) (0 when it does not close), and a

@@ -562,6 +562,8 @@ int32_t candle_sampler_verify(candle_sampler *s, const float *logits, int32_t dr
     return id;
 }
 
+bool cdl_sampler_draws(const candle_sampler *s) { return s->p.temp > 0; }
+
 candle_grammar_state *cdl_sampler_grammar(const candle_sampler *s, const candle_grammar_vocab **v) {
     if (v) *v = s ? s->gvocab : NULL;
     return s ? s->grammar : NULL;

@@ -129,16 +129,19 @@ static void greedy_identity(const lm *l, int max_k) {
         int32_t prompt[64], ref[N_GEN], got[N_GEN];
         int np = prompt_tokens(l, pi, prompt, 64);
         int nr = plain(l, prompt, np, &greedy, N_GEN, 128, ref);
-        for (size_t c = 0; c < sizeof lk / sizeof lk[0]; c++) {
-            if (lk[c].k > max_k) continue;
+        /* the lengths from measured times (greedy's default) and from the acceptance alone */
+        for (size_t c = 0; c < 2 * (sizeof lk / sizeof lk[0]); c++) {
+            size_t i = c / 2;
+            if (lk[i].k > max_k) continue;
             candle_spec_params pp = candle_spec_default_params();
-            pp.lookup_ngram = lk[c].ngram;
-            pp.n_draft = lk[c].k;
+            pp.lookup_ngram = lk[i].ngram;
+            pp.n_draft = lk[i].k;
+            pp.cost_aware = c % 2 == 0;
             candle_spec_stats st = {0};
             int ng = speculative(l, prompt, np, &greedy, N_GEN, 128, &pp, got, &st);
             int d = first_diff(ref, nr, got, ng);
-            CHECK_MSG(d < 0, "%s prompt %d lookup n=%d k=%d: differs from plain greedy at token %d", l->name,
-                      pi, lk[c].ngram, lk[c].k, d);
+            CHECK_MSG(d < 0, "%s prompt %d lookup n=%d k=%d%s: differs from plain greedy at token %d", l->name,
+                      pi, lk[i].ngram, lk[i].k, pp.cost_aware ? "" : " (no timing)", d);
             CHECK(st.n_accepted <= st.n_drafted);
             accepted_total += st.n_accepted;
         }

@@ -80,6 +80,7 @@ static const opt opts[] = {
     {"-md", "--draft-model", T_STR, OFF(draft_model), C_RUN},
     {NULL, "--draft-max", T_INT, OFF(draft_max), C_RUN},
     {NULL, "--draft-p-min", T_FLOAT, OFF(draft_p_min), C_RUN},
+    {NULL, "--draft-no-timing", T_FLAG, OFF(draft_no_timing), C_RUN},
     {NULL, "--lookup", T_INT, OFF(lookup), C_RUN},
 };
 
@@ -273,8 +274,9 @@ int cli_parse(int argc, char **argv, cli_args *a, const char *usage) {
                 argv[0], CANDLE_SPEC_MAX_DRAFT);
         return 2;
     }
-    if (!spec && (a->draft_max || a->draft_p_min > 0)) {
-        fprintf(stderr, "candle %s: --draft-max and --draft-p-min need --draft-model or --lookup\n", argv[0]);
+    if (!spec && (a->draft_max || a->draft_p_min > 0 || a->draft_no_timing)) {
+        fprintf(stderr, "candle %s: --draft-max, --draft-p-min and --draft-no-timing need --draft-model or --lookup\n",
+                argv[0]);
         return 2;
     }
     if (spec && a->ctx_shift) {

@@ -36,6 +36,7 @@ typedef struct cli_args {
     int draft_max;      /* --draft-max K: tokens drafted per step; 0 = the default */
     int lookup;         /* --lookup N: prompt-lookup drafting with n-grams of N; 0 = off */
     float draft_p_min;  /* --draft-p-min P: a draft model stops drafting below it */
+    bool draft_no_timing; /* --draft-no-timing: the acceptance schedule alone (candle_spec_params.cost_aware off) */
     bool seed_given;    /* -s / --seed N (N >= 0); otherwise a random seed, printed */
     const char *dtype;  /* --dtype f32|f16|bf16|q8_0: float weight matrices converted at load */
     candle_dtype weight_dtype; /* from dtype (cli_parse) */

@@ -82,6 +82,7 @@ static int open_spec(gen *g, const cli_args *a, const candle_session_params *sp)
     if (a->draft_max) p.n_draft = a->draft_max;
     if (a->lookup) p.lookup_ngram = a->lookup;
     p.draft_p_min = a->draft_p_min;
+    p.cost_aware = !a->draft_no_timing;
     if (a->draft_model) {
         candle_model_params mp = {.n_threads = a->n_threads, .no_mmap = a->no_mmap, .weight_dtype = a->weight_dtype};
         if (candle_model_load(&g->draft, a->draft_model, &mp)) {

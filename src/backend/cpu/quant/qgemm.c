@@ -104,7 +104,7 @@ static int64_t min_rows(candle_dtype t) {
  * CANDLE_QGEMM_FEW_MAX_M 0 against the default (bench/RESULTS.md). */
 #ifdef CANDLE_QUANT_HAVE_X86
 static int64_t few_rows_of(candle_dtype t, int64_t K) {
-    if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 8;
+    if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 12;
     if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
     /* on rows shorter than 1024 the per-output sums and tail blocks weigh
      * more: q8_0 keeps 4 rows there, the nibble types' panels win (and
