@@ -13,6 +13,7 @@
 #include "candle/safetensors.h"
 #include "candle/tokenizer.h"
 #include "embedder-impl.h"
+#include "tokenizer/tokenizer-impl.h"
 
 candle_encoder_params candle_encoder_default_params(void) {
     return (candle_encoder_params){.n_threads = 0, .no_mmap = false, .weight_dtype = CANDLE_DTYPE_F32};
@@ -373,7 +374,7 @@ candle_status encoder_tokenize(const candle_encoder *e, model_ws *ws, const char
                                bool no_truncate, const int32_t **ids, int64_t *n) {
     int64_t cap = (int64_t)len + 16, n_plain;
     int32_t *all = model_ws_buf(ws, WS_TOK_A, (size_t)cap * sizeof *all, "tokens"), *plain = NULL;
-    candle_status s = all ? CANDLE_OK : candle_last_error();
+    candle_status s = all ? tok_scratch_begin(&ws->tok) : candle_last_error();
     if (!s) s = candle_tokenizer_encode(e->tok, text, len, true, true, all, cap, n);
     if (!s && *n > e->max_tokens && no_truncate)
         s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed the model's %" PRId64
@@ -392,6 +393,7 @@ candle_status encoder_tokenize(const candle_encoder *e, model_ws *ws, const char
             *n = e->max_tokens;
         }
     }
+    tok_scratch_end(&ws->tok);
     if (!s && *n == 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
     if (!s) *ids = all;
     return s;

@@ -15,6 +15,7 @@
 
 #include "candle/tokenizer.h"
 #include "embedder-impl.h"
+#include "tokenizer/tokenizer-impl.h"
 
 /* A linear layer of the model's weights as host f32 (the head is a few
  * vectors per input: a graph would cost more than it computes). */
@@ -410,7 +411,9 @@ static candle_status head_tokenize(const candle_encoder *e, model_ws *ws, const 
     int64_t cap = (int64_t)(alen + blen) + 32;
     int32_t *all = model_ws_buf(ws, WS_TOK_A, (size_t)cap * 2 * sizeof *all, "tokens");
     if (!all) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
-    candle_status s = pair_tokenize(e, ws, a, alen, b, blen, no_truncate, all, all + cap, cap, n);
+    candle_status s = tok_scratch_begin(&ws->tok);
+    if (!s) s = pair_tokenize(e, ws, a, alen, b, blen, no_truncate, all, all + cap, cap, n);
+    tok_scratch_end(&ws->tok);
     if (!s && *n > cap) s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", *n);
     if (s) return s;
     *ids = all;

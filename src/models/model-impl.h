@@ -202,6 +202,7 @@ typedef struct model_ws {
     candle_ctx_mark mark;
     void *buf[WS_N_BUFS];
     size_t cap[WS_N_BUFS];
+    struct tok_scratch *tok; /* the tokenizer's scratch (tok_scratch_begin), made on first use */
 } model_ws;
 candle_status model_ws_pool_init(candle_model *m);
 void model_ws_pool_free(candle_model *m);

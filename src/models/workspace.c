@@ -14,6 +14,7 @@
 
 #include "candle/graph.h"
 #include "model-impl.h"
+#include "tokenizer/tokenizer-impl.h"
 
 #define WS_KEEP_BYTES ((size_t)256 << 20)
 
@@ -35,6 +36,7 @@ candle_status model_ws_pool_init(candle_model *m) {
 static void ws_free(model_ws *w) {
     if (!w) return;
     candle_ctx_free(w->ctx);
+    tok_scratch_free(w->tok);
     for (int i = 0; i < WS_N_BUFS; i++) free(w->buf[i]);
     free(w);
 }
