@@ -575,7 +575,7 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
     if (!s) s = resolve_prompt(e, p, &prompt);
     if (s) return s;
     size_t plen = strlen(prompt);
-    model_ws *ws = model_ws_get(e->model);
+    model_ws *ws = model_ws_get(e->model, true);
     tok_chunk *ck = ws ? tok_chunk_begin(ws) : NULL;
     if (!ck) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
     for (int64_t i = 0; i < n && !s; i++) {
@@ -612,7 +612,7 @@ candle_status candle_encoder_tokenize(const candle_encoder *e, const char *text,
     const char *prompt = "";
     candle_status s = resolve_prompt(e, p, &prompt);
     if (s) return s;
-    model_ws *ws = model_ws_get(e->model);
+    model_ws *ws = model_ws_get(e->model, false);
     if (!ws) return candle_last_error();
     const int32_t *all = NULL;
     int64_t n = 0;
@@ -637,7 +637,7 @@ candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t
     candle_status s = n_ids ? embed_begin(e, ids, n, p, out, out_len, &dim)
                             : cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument");
     if (s) return s;
-    model_ws *ws = model_ws_get(e->model);
+    model_ws *ws = model_ws_get(e->model, true);
     if (!ws) return candle_last_error();
     int64_t cut[ENCODER_CHUNK];
     for (int64_t i0 = 0; i0 < n && !s; i0 += ENCODER_CHUNK) {

@@ -312,7 +312,7 @@ candle_status candle_encoder_classify_tokens(const candle_encoder *e, const int3
                                              float *probs_out, size_t cap) {
     candle_head_params def = {0};
     candle_status s = head_begin(e, false, n_ids ? (const void *)ids : NULL, probs_out, n, cap);
-    model_ws *ws = s ? NULL : model_ws_get(e->model);
+    model_ws *ws = s ? NULL : model_ws_get(e->model, true);
     if (!s && !ws) s = candle_last_error();
     if (!s) s = run_tokens(e, ws, false, ids, NULL, n_ids, n, 0, p ? p : &def, probs_out);
     if (ws) model_ws_put(e->model, ws);
@@ -324,7 +324,7 @@ candle_status candle_encoder_rerank_tokens(const candle_encoder *e, const int32_
                                            const candle_head_params *p, float *scores_out) {
     candle_head_params def = {0};
     candle_status s = head_begin(e, true, n_ids ? (const void *)ids : NULL, scores_out, n, SIZE_MAX);
-    model_ws *ws = s ? NULL : model_ws_get(e->model);
+    model_ws *ws = s ? NULL : model_ws_get(e->model, true);
     if (!s && !ws) s = candle_last_error();
     if (!s) s = run_tokens(e, ws, true, ids, types, n_ids, n, 0, p ? p : &def, scores_out);
     if (ws) model_ws_put(e->model, ws);
@@ -431,7 +431,7 @@ candle_status candle_encoder_tokenize_pair(const candle_encoder *e, const char *
     if (b && blen == SIZE_MAX) blen = strlen(b);
     const int32_t *all = NULL, *ty = NULL;
     int64_t n = 0;
-    model_ws *ws = model_ws_get(e->model);
+    model_ws *ws = model_ws_get(e->model, false);
     if (!ws) return candle_last_error();
     candle_status s = head_tokenize(e, ws, a, alen, b, blen, p->no_truncate, &all, &ty, &n);
     if (!s && (size_t)n > cap)
@@ -453,7 +453,7 @@ static candle_status run_texts(const candle_encoder *e, const char *query, size_
                                const size_t *lens, int64_t n, const candle_head_params *p, float *out) {
     bool rerank = query != NULL;
     int64_t L = e->head.out.n_out;
-    model_ws *ws = model_ws_get(e->model);
+    model_ws *ws = model_ws_get(e->model, true);
     tok_chunk *hc = ws ? tok_chunk_begin(ws) : NULL;
     candle_status s = CANDLE_OK;
     if (!hc) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", rerank ? "rerank" : "classify");

@@ -260,7 +260,7 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
                                    candle_output_kind kind, float *out, size_t out_len) {
     candle_status st = check_input(m, in, kind, out, out_len);
     if (st) return st;
-    model_ws *ws = model_ws_get(m);
+    model_ws *ws = model_ws_get(m, true);
     if (!ws) return candle_last_error();
     st = model_forward_ws(m, ws, in, kind, out, out_len);
     model_ws_put(m, ws);

@@ -198,7 +198,7 @@ enum {
 };
 typedef struct model_ws {
     struct model_ws *next; /* on the free list */
-    candle_ctx *ctx;
+    candle_ctx *ctx;       /* NULL in a tokenizing one (model_ws_get) */
     candle_ctx_mark mark;
     void *buf[WS_N_BUFS];
     size_t cap[WS_N_BUFS];
@@ -206,8 +206,11 @@ typedef struct model_ws {
 } model_ws;
 candle_status model_ws_pool_init(candle_model *m);
 void model_ws_pool_free(candle_model *m);
-/* An idle workspace of m (or a new one); NULL with the error set on OOM. */
-model_ws *model_ws_get(const candle_model *m);
+/* An idle workspace of m (or a new one); NULL with the error set on OOM.
+ * forward: one that runs forwards (with a context); else one that only
+ * tokenizes, from a list of its own, so that callers which only tokenize
+ * (a server's request threads) do not leave forward memory in many. */
+model_ws *model_ws_get(const candle_model *m, bool forward);
 /* Back to m's free list (NULL: nothing), unless it grew past what is kept. */
 void model_ws_put(const candle_model *m, model_ws *w);
 /* Buffer slot of w holding at least n bytes (its old contents are not

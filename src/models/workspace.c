@@ -3,7 +3,9 @@
  *
  * Each call takes a workspace of its own (the list's head, or a new one),
  * so concurrent callers never share one and the list holds as many as the
- * most calls that ever ran at once. The lock is held only to pop or push.
+ * most calls that ever ran at once: forwards on one list, calls that only
+ * tokenize on another (no context, small buffers). The lock is held only to
+ * pop or push.
  *
  * Memory stays bounded: a workspace that ends a call holding more than
  * WS_KEEP_BYTES (its host buffers and its context's memory plan) is freed
@@ -20,7 +22,7 @@
 
 struct model_ws_pool {
     pthread_mutex_t mu;
-    model_ws *free;
+    model_ws *free[2]; /* [forward]: idle workspaces */
 };
 
 candle_status model_ws_pool_init(candle_model *m) {
@@ -44,21 +46,22 @@ static void ws_free(model_ws *w) {
 void model_ws_pool_free(candle_model *m) {
     struct model_ws_pool *p = m->ws_pool;
     if (!p) return;
-    for (model_ws *w = p->free, *n; w; w = n) {
-        n = w->next;
-        ws_free(w);
-    }
+    for (int k = 0; k < 2; k++)
+        for (model_ws *w = p->free[k], *n; w; w = n) {
+            n = w->next;
+            ws_free(w);
+        }
     pthread_mutex_destroy(&p->mu);
     free(p);
     m->ws_pool = NULL;
 }
 
-model_ws *model_ws_get(const candle_model *m) {
+model_ws *model_ws_get(const candle_model *m, bool forward) {
     struct model_ws_pool *p = m->ws_pool;
     model_ws *w = NULL;
     if (p) {
         pthread_mutex_lock(&p->mu);
-        if ((w = p->free)) p->free = w->next;
+        if ((w = p->free[forward])) p->free[forward] = w->next;
         pthread_mutex_unlock(&p->mu);
     }
     if (w) {
@@ -68,20 +71,23 @@ model_ws *model_ws_get(const candle_model *m) {
     w = calloc(1, sizeof *w);
     candle_ctx_params cp = candle_ctx_default_params();
     cp.backend = m->backend;
-    if (!w || candle_ctx_init(&w->ctx, &cp)) {
+    if (!w || (forward && candle_ctx_init(&w->ctx, &cp))) {
         free(w);
         cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward workspace");
         return NULL;
     }
-    w->mark = candle_ctx_get_mark(w->ctx);
+    if (forward) w->mark = candle_ctx_get_mark(w->ctx);
     return w;
 }
 
 void model_ws_put(const candle_model *m, model_ws *w) {
     if (!w) return;
-    candle_ctx_clear_error(w->ctx);
-    candle_ctx_reset(w->ctx, w->mark);
-    size_t held = candle_ctx_plan_bytes(w->ctx);
+    size_t held = 0;
+    if (w->ctx) {
+        candle_ctx_clear_error(w->ctx);
+        candle_ctx_reset(w->ctx, w->mark);
+        held = candle_ctx_plan_bytes(w->ctx);
+    }
     for (int i = 0; i < WS_N_BUFS; i++) held += w->cap[i];
     struct model_ws_pool *p = m->ws_pool;
     if (!p || held > WS_KEEP_BYTES) {
@@ -89,8 +95,8 @@ void model_ws_put(const candle_model *m, model_ws *w) {
         return;
     }
     pthread_mutex_lock(&p->mu);
-    w->next = p->free;
-    p->free = w;
+    w->next = p->free[w->ctx != NULL];
+    p->free[w->ctx != NULL] = w;
     pthread_mutex_unlock(&p->mu);
 }
 

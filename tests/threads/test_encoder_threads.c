@@ -11,7 +11,7 @@
 
 #include "test.h"
 
-enum { N_THREADS = 4, ROUNDS = 12, N_TEXTS = 4, MAX_DIM = 1024 };
+enum { N_THREADS = 4, ROUNDS = 200, N_TEXTS = 4, MAX_DIM = 1024 };
 
 static const char *const texts[N_TEXTS] = {
     "a short one",
