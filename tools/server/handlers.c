@@ -1163,10 +1163,16 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
         return;
     }
     json_error_t err;
+    /* the encoder endpoints are done with the request when this returns
+     * (no stream): their parse needs no heap (jalloc.c) */
+    bool arena = kind == 3 || kind == 6;
+    if (arena) srv_jparse_begin();
     json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &err);
+    if (arena) srv_jparse_parsed();
     if (!o) {
         srv_reply_error(out, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)",
                     err.text, err.line, err.column);
+        if (arena) srv_jparse_end();
         return;
     }
     /* the request's model picks the entry; with one model (no router) it
@@ -1188,4 +1194,5 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
         }
     }
     json_decref(o);
+    if (arena) srv_jparse_end();
 }

@@ -1,0 +1,138 @@
+/* Request bodies parsed without the heap (server.h: srv_jparse_*).
+ *
+ * jansson takes one allocator for the process (json_set_alloc_funcs). The
+ * one installed here is malloc and free, except while a thread parses an
+ * encoder request's body between srv_jparse_begin and srv_jparse_parsed:
+ * the parsed tree then comes from an arena the thread took from a pool,
+ * and freeing it (json_decref before srv_jparse_end) costs nothing. Only
+ * the parse is routed: objects made afterwards (replies, json_dumps'
+ * strings, which MHD and the handlers free with free()) are heap memory.
+ * free() tells the two apart by the thread's current arena's blocks. The
+ * tree must not outlive srv_jparse_end, which gives the arena back: the
+ * encoder handlers finish with the request before srv_handle returns.
+ * An arena grown past JARENA_KEEP by one large body is freed, not kept. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "server.h"
+
+#define JARENA_BLOCK ((size_t)64 << 10)
+#define JARENA_KEEP ((size_t)1 << 20)
+
+typedef struct jblock {
+    struct jblock *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} jblock;
+
+typedef struct jarena {
+    struct jarena *next; /* in the pool */
+    jblock *blocks;      /* the newest first */
+    size_t reserved, high;
+} jarena;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static jarena *pool;
+static bool installed;
+static _Thread_local jarena *cur;       /* recognised by free until srv_jparse_end */
+static _Thread_local bool routing;      /* allocations go to cur */
+
+static bool owns(const jarena *a, const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    for (const jblock *b = a->blocks; b; b = b->next)
+        if (u >= (uintptr_t)b->data && u < (uintptr_t)b->data + b->size) return true;
+    return false;
+}
+
+static void *arena_alloc(jarena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    jblock *b = a->blocks;
+    if (!b || b->size - b->used < n) {
+        size_t size = n > JARENA_BLOCK ? n : JARENA_BLOCK;
+        if (!(b = malloc(sizeof *b + size))) return NULL;
+        b->next = a->blocks;
+        b->size = size;
+        b->used = 0;
+        a->blocks = b;
+        a->reserved += size;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+static void arena_release(jarena *a) {
+    for (jblock *b = a->blocks, *n; b; b = n) {
+        n = b->next;
+        free(b);
+    }
+    a->blocks = NULL;
+    a->reserved = 0;
+}
+
+/* Back to one block as large as the largest parse, empty. */
+static void arena_reset(jarena *a) {
+    size_t used = 0;
+    for (jblock *b = a->blocks; b; b = b->next) used += b->used;
+    if (used > a->high) a->high = used;
+    if (a->blocks && a->blocks->next) {
+        arena_release(a);
+        jblock *b = malloc(sizeof *b + a->high);
+        if (b) {
+            *b = (jblock){NULL, a->high, 0};
+            a->blocks = b;
+            a->reserved = a->high;
+        }
+    }
+    if (a->blocks) a->blocks->used = 0;
+}
+
+static void *j_malloc(size_t n) {
+    if (routing && cur) {
+        void *p = arena_alloc(cur, n);
+        if (p) return p;
+    }
+    return malloc(n);
+}
+
+static void j_free(void *p) {
+    if (p && !(cur && owns(cur, p))) free(p);
+}
+
+void srv_jalloc_install(void) {
+    json_set_alloc_funcs(j_malloc, j_free);
+    installed = true;
+}
+
+void srv_jparse_begin(void) {
+    if (!installed || cur) return;
+    pthread_mutex_lock(&pool_mu);
+    jarena *a = pool;
+    if (a) pool = a->next;
+    pthread_mutex_unlock(&pool_mu);
+    if (!a && !(a = calloc(1, sizeof *a))) return; /* parse on the heap */
+    cur = a;
+    routing = true;
+}
+
+void srv_jparse_parsed(void) { routing = false; }
+
+void srv_jparse_end(void) {
+    jarena *a = cur;
+    routing = false;
+    cur = NULL;
+    if (!a) return;
+    arena_reset(a);
+    if (a->reserved > JARENA_KEEP) {
+        arena_release(a);
+        free(a);
+        return;
+    }
+    pthread_mutex_lock(&pool_mu);
+    a->next = pool;
+    pool = a;
+    pthread_mutex_unlock(&pool_mu);
+}
