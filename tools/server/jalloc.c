@@ -19,6 +19,24 @@
 
 #include "server.h"
 
+/* Under AddressSanitizer a reset poisons the arena, so a parsed tree used
+ * after srv_jparse_end is reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define JARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define JARENA_ASAN 1
+#endif
+#endif
+#ifdef JARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define JARENA_BLOCK ((size_t)64 << 10)
 #define JARENA_KEEP ((size_t)1 << 20)
 
@@ -61,12 +79,14 @@ static void *arena_alloc(jarena *a, size_t n) {
     }
     void *p = b->data + b->used;
     b->used += n;
+    UNPOISON(p, n);
     return p;
 }
 
 static void arena_release(jarena *a) {
     for (jblock *b = a->blocks, *n; b; b = n) {
         n = b->next;
+        UNPOISON(b->data, b->size);
         free(b);
     }
     a->blocks = NULL;
@@ -87,7 +107,10 @@ static void arena_reset(jarena *a) {
             a->reserved = a->high;
         }
     }
-    if (a->blocks) a->blocks->used = 0;
+    if (a->blocks) {
+        a->blocks->used = 0;
+        POISON(a->blocks->data, a->blocks->size);
+    }
 }
 
 static void *j_malloc(size_t n) {
