@@ -1,5 +1,6 @@
 /* Zero heap allocations per call in steady state (issue 19): after a few
  * warm-up calls, candle_encoder_embed / _embed_tokens on all-MiniLM-L6-v2
+ * (and embed on EmbeddingGemma, a bidirectional decoder, when fetched)
  * and candle_encoder_classify / _rerank (and their token entry points) on
  * the committed tiny classifier and reranker allocate nothing for inputs of
  * lengths and batch sizes already seen. Counted through the preloaded
@@ -161,6 +162,19 @@ done:
     candle_encoder_free(e);
 }
 
+/* A bidirectional decoder (decoder_hidden_bidir) and its tokenizer. */
+static void check_bidir(const char *dir) {
+    candle_encoder *e = load(dir);
+    if (!e) return;
+    int64_t dim = candle_encoder_dim(e);
+    float *out = malloc((size_t)(N_TEXTS * dim) * sizeof *out);
+    embed_arg one = {texts, 1, out, (size_t)dim}, all = {texts, N_TEXTS, out, (size_t)(N_TEXTS * dim)};
+    CHECK(steady_allocs("embeddinggemma embed: 1 text", e, embed_texts, &one) == 0);
+    CHECK(steady_allocs("embeddinggemma embed: 3 texts", e, embed_texts, &all) == 0);
+    free(out);
+    candle_encoder_free(e);
+}
+
 static void check_head(const char *dir, bool rerank) {
     candle_encoder *e = load(dir);
     if (!e) return;
@@ -200,6 +214,9 @@ int main(void) {
     const char *cache = getenv("CANDLE_DATA_CACHE");
     snprintf(dir, sizeof dir, "%s/models/all-minilm-l6-v2", cache ? cache : "build-data");
     if (test_need_file("all-MiniLM-L6-v2 (scripts/fetch-minilm.sh)", dir)) check_embedder(dir);
+    snprintf(dir, sizeof dir, "%s/models/embeddinggemma-300m", cache ? cache : "build-data");
+    if (access(dir, R_OK) == 0) check_bidir(dir);
+    else printf("embeddinggemma-300m: %s absent, not checked\n", dir);
     check_head(test_path("tests/data/encoders/bert-tiny-classifier", p, sizeof p), false);
     check_head(test_path("tests/data/encoders/bert-tiny-reranker", p, sizeof p), true);
     return test_done("test_encoder_allocs");
