@@ -1,16 +1,17 @@
-/* Request bodies parsed without the heap (server.h: srv_jparse_*).
+/* Encoder requests' JSON without the heap (server.h: srv_jparse_*).
  *
  * jansson takes one allocator for the process (json_set_alloc_funcs). The
- * one installed here is malloc and free, except while a thread parses an
- * encoder request's body between srv_jparse_begin and srv_jparse_parsed:
- * the parsed tree then comes from an arena the thread took from a pool,
- * and freeing it (json_decref before srv_jparse_end) costs nothing. Only
- * the parse is routed: objects made afterwards (replies, json_dumps'
- * strings, which MHD and the handlers free with free()) are heap memory.
- * free() tells the two apart by the thread's current arena's blocks. The
- * tree must not outlive srv_jparse_end, which gives the arena back: the
- * encoder handlers finish with the request before srv_handle returns.
- * An arena grown past JARENA_KEEP by one large body is freed, not kept. */
+ * one installed here is malloc and free, except while a thread handles an
+ * encoder request, between srv_jparse_begin and srv_jparse_end: the parsed
+ * request and the reply's objects then come from an arena the thread took
+ * from a pool, and freeing them (json_decref) costs nothing. The strings
+ * json_dumps makes (reply bodies, which MHD and the handlers free with
+ * free()) are heap memory: srv_json_dumps pauses the routing around it.
+ * The free function tells the two apart by the thread's current arena's
+ * blocks. Nothing made in the arena may outlive srv_jparse_end, which gives
+ * it back: the encoder handlers finish with the request (no stream) before
+ * srv_handle returns. An arena grown past JARENA_KEEP by one large request
+ * is freed, not kept. */
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -141,7 +142,13 @@ void srv_jparse_begin(void) {
     routing = true;
 }
 
-void srv_jparse_parsed(void) { routing = false; }
+char *srv_json_dumps(const json_t *j, size_t flags) {
+    bool r = routing;
+    routing = false;
+    char *s = json_dumps(j, flags);
+    routing = r;
+    return s;
+}
 
 void srv_jparse_end(void) {
     jarena *a = cur;
