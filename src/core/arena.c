@@ -8,6 +8,24 @@
 
 #include "memory-impl.h"
 
+/* Under AddressSanitizer a reset poisons the blocks and an allocation
+ * unpoisons its bytes, so memory used past its step's reset is reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_ASAN 1
+#endif
+#endif
+#ifdef ARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#define ARENA_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define ARENA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define ARENA_POISON(p, n) ((void)(p), (void)(n))
+#define ARENA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 typedef struct arena_block {
     struct arena_block *next;
     char *data;  /* aligned to the block's base alignment */
@@ -70,6 +88,7 @@ static arena_block *block_new(candle_arena *a, size_t size, size_t align) {
 
 static void block_free(candle_arena *a, arena_block *b) {
     a->st.bytes_reserved -= b->size;
+    ARENA_UNPOISON(b->data, b->size);
     free(b->data);
     free(b);
 }
@@ -161,6 +180,7 @@ void *candle_arena_alloc(candle_arena *a, size_t size, size_t align) {
     a->st.n_allocs++;
     a->st.bytes_live += size;
     if (a->st.bytes_live > a->st.bytes_peak) a->st.bytes_peak = a->st.bytes_live;
+    ARENA_UNPOISON(a->cur->data + off, size);
     return a->cur->data + off;
 }
 
@@ -184,7 +204,10 @@ void candle_arena_reset(candle_arena *a) {
             a->first = m ? m : block_new(a, want, a->max_align);
         }
     }
-    for (arena_block *b = a->first; b; b = b->next) b->used = 0;
+    for (arena_block *b = a->first; b; b = b->next) {
+        b->used = 0;
+        ARENA_POISON(b->data, b->size);
+    }
     a->cur = a->first;
     a->step_linear = 0;
     a->st.bytes_live = 0;

@@ -7,9 +7,12 @@
 
 /* A few freed leaf storages (backend memory and descriptor) are kept for
  * reuse (a step's input embeddings, token ids): steady-state steps then ask
- * the system for nothing. Only exact sizes are reused, and only while the
- * context lives; cached bytes do not count as used. */
-#define ACCT_CACHE 4
+ * the system for nothing. A cached block serves a request of up to its size
+ * and at least half of it (the smallest such first), so inputs of lengths
+ * near those seen reuse it too; when the cache is full the oldest entry
+ * gives way, so sizes no longer asked for do not pin the cache. Kept only
+ * while the context lives; cached bytes do not count as used. */
+#define ACCT_CACHE 8
 #define ACCT_CACHE_MAX_BYTES ((size_t)16 << 20)
 
 /* Freed by whichever goes last: the context or its last storage. */
@@ -19,7 +22,8 @@ struct cdl_ctx_acct {
     int lock;    /* guards the cache; a busy lock means "do not cache" */
     bool closed; /* the context is gone: free, do not cache */
     candle_storage *cache[ACCT_CACHE];
-    size_t cache_size[ACCT_CACHE];
+    size_t cache_size[ACCT_CACHE]; /* the backend block's size */
+    unsigned next;                 /* the slot a full cache gives up next */
 };
 
 static void acct_release(struct cdl_ctx_acct *a) {
@@ -32,31 +36,41 @@ static bool acct_trylock(struct cdl_ctx_acct *a) {
 static void acct_unlock(struct cdl_ctx_acct *a) { __atomic_store_n(&a->lock, 0, __ATOMIC_RELEASE); }
 
 static candle_storage *acct_cache_take(struct cdl_ctx_acct *a, size_t size) {
-    candle_storage *s = NULL;
     if (!acct_trylock(a)) return NULL;
-    for (int i = 0; i < ACCT_CACHE && !s; i++)
-        if (a->cache[i] && a->cache_size[i] == size) {
-            s = a->cache[i];
-            a->cache[i] = NULL;
-        }
+    int best = -1;
+    for (int i = 0; i < ACCT_CACHE; i++)
+        if (a->cache[i] && a->cache_size[i] >= size && a->cache_size[i] / 2 <= size &&
+            (best < 0 || a->cache_size[i] < a->cache_size[best]))
+            best = i;
+    candle_storage *s = best >= 0 ? a->cache[best] : NULL;
+    if (best >= 0) a->cache[best] = NULL;
     acct_unlock(a);
     return s;
 }
 
+static void free_ctx_storage(candle_storage *s);
+
 static bool acct_cache_put(struct cdl_ctx_acct *a, candle_storage *s, size_t size) {
-    bool put = false;
     if (size > ACCT_CACHE_MAX_BYTES || !acct_trylock(a)) return false;
-    for (int i = 0; i < ACCT_CACHE && !put && !a->closed; i++)
-        if (!a->cache[i]) {
-            a->cache[i] = s;
-            a->cache_size[i] = size;
-            put = true;
-        }
+    if (a->closed) {
+        acct_unlock(a);
+        return false;
+    }
+    int slot = -1;
+    for (int i = 0; i < ACCT_CACHE && slot < 0; i++)
+        if (!a->cache[i]) slot = i;
+    candle_storage *old = NULL;
+    if (slot < 0) {
+        slot = (int)(a->next++ % ACCT_CACHE);
+        old = a->cache[slot];
+    }
+    a->cache[slot] = s;
+    a->cache_size[slot] = size;
     acct_unlock(a);
-    return put;
+    if (old) free_ctx_storage(old);
+    return true;
 }
 
-static void free_ctx_storage(candle_storage *s);
 
 static void acct_close(struct cdl_ctx_acct *a) {
     while (!acct_trylock(a)) {
@@ -254,7 +268,7 @@ static void release_ctx_storage(candle_storage *s) {
     ctx_storage *cs = (ctx_storage *)s;
     struct cdl_ctx_acct *acct = cs->acct;
     __atomic_sub_fetch(&acct->used, cs->base.size, __ATOMIC_RELAXED);
-    if (!acct_cache_put(acct, s, cs->base.size)) free_ctx_storage(s);
+    if (!acct_cache_put(acct, s, cs->inner->size)) free_ctx_storage(s);
     acct_release(acct);
 }
 

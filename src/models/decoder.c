@@ -338,7 +338,7 @@ static candle_tensor *bidir_attend(decoder_step *st, candle_tensor *q, candle_te
     return model_concat_rows(st->ctx, bs->out, bs->n_seq);
 }
 
-candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, model_ws *ws, const int32_t *tokens,
                                     const int64_t *lens, int64_t n_seq) {
     const candle_model_config *c = &m->cfg;
     int64_t n = 0;
@@ -356,30 +356,27 @@ candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, cons
                          m->family->name);
         return NULL;
     }
-    int64_t *off = malloc((size_t)n_seq * sizeof *off);
-    int32_t *pos = malloc((size_t)n * sizeof *pos);
-    candle_tensor **tab = calloc((size_t)(2 * n_seq), sizeof *tab), *x = NULL;
-    if (!off || !pos || !tab) {
+    /* off [n_seq], then tab [2 n_seq] (pointers of the same size) */
+    int64_t *off = model_ws_buf(ws, WS_ENC_OFF, (size_t)(3 * n_seq) * sizeof *off, "sequence offsets");
+    int32_t *pos = model_ws_buf(ws, WS_ENC_POS, (size_t)n * sizeof *pos, "positions");
+    candle_tensor **tab = off ? (candle_tensor **)(void *)(off + n_seq) : NULL, *x = NULL;
+    if (!off || !pos) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: a batch of %lld sequences", (long long)n_seq);
-        goto done;
+        return NULL;
     }
+    memset(tab, 0, (size_t)(2 * n_seq) * sizeof *tab);
     for (int64_t s = 0, i = 0; s < n_seq; s++) {
         off[s] = i;
         for (int64_t j = 0; j < lens[s]; j++) pos[i++] = (int32_t)j;
         int64_t same = s - 1; /* sequences of one length share a mask */
         while (same >= 0 && lens[same] != lens[s]) same--;
-        if (c->n_swa > 0) tab[s] = same >= 0 ? tab[same] : model_local_mask(ctx, c->n_swa, lens[s]);
+        if (c->n_swa > 0) tab[s] = same >= 0 ? tab[same] : model_local_mask(ctx, ws, c->n_swa, lens[s]);
     }
-    if (candle_errcode(ctx)) goto done;
+    if (candle_errcode(ctx)) return NULL;
     bidir_seqs bs = {n_seq, lens, off, tab, tab + n_seq};
     decoder_step st = {ctx, m, c, n, 0, n_seq > 1 ? candle_tensor_from_i32(ctx, 1, &n, pos) : NULL, "model",
                        bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false, NULL, 0,
                        0, 0, NULL, NULL, {0}}; /* inputs fit n_ctx_train: no dynamic RoPE growth */
     x = decoder_layers(&st, decoder_embed(&st, tokens));
-    x = x ? norm(&st, x, m->out_norm) : NULL;
-done:
-    free(off);
-    free(pos);
-    free(tab);
-    return x;
+    return x ? norm(&st, x, m->out_norm) : NULL;
 }

@@ -13,6 +13,7 @@
 #include "candle/safetensors.h"
 #include "candle/tokenizer.h"
 #include "embedder-impl.h"
+#include "tokenizer/tokenizer-impl.h"
 
 candle_encoder_params candle_encoder_default_params(void) {
     return (candle_encoder_params){.n_threads = 0, .no_mmap = false, .weight_dtype = CANDLE_DTYPE_F32};
@@ -369,17 +370,18 @@ int64_t candle_encoder_max_tokens(const candle_encoder *e) { return e->max_token
 /* ids of a text as the reference tokenizes it for the model (special-token
  * text is matched, as `tokenizers` does by default): cut to max tokens
  * keeping the template's leading and trailing special tokens. */
-candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t len, bool no_truncate,
-                              int32_t **ids, int64_t *n) {
+candle_status encoder_tokenize(const candle_encoder *e, model_ws *ws, const char *text, size_t len,
+                               bool no_truncate, const int32_t **ids, int64_t *n) {
     int64_t cap = (int64_t)len + 16, n_plain;
-    int32_t *all = malloc((size_t)cap * sizeof *all), *plain = malloc((size_t)cap * sizeof *plain);
-    candle_status s = all && plain ? CANDLE_OK : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
+    int32_t *all = model_ws_buf(ws, WS_TOK_A, (size_t)cap * sizeof *all, "tokens"), *plain = NULL;
+    candle_status s = all ? tok_scratch_begin(&ws->tok) : candle_last_error();
     if (!s) s = candle_tokenizer_encode(e->tok, text, len, true, true, all, cap, n);
     if (!s && *n > e->max_tokens && no_truncate)
         s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "%" PRId64 " tokens exceed the model's %" PRId64
                              " (no_truncate)", *n, e->max_tokens);
     if (!s && *n > e->max_tokens) {
-        s = candle_tokenizer_encode(e->tok, text, len, false, true, plain, cap, &n_plain);
+        if (!(plain = model_ws_buf(ws, WS_TOK_B, (size_t)cap * sizeof *plain, "tokens"))) s = candle_last_error();
+        if (!s) s = candle_tokenizer_encode(e->tok, text, len, false, true, plain, cap, &n_plain);
         int64_t lead = 0;
         while (!s && lead + n_plain <= *n && memcmp(all + lead, plain, (size_t)n_plain * sizeof *plain)) lead++;
         int64_t trail = *n - n_plain - lead;
@@ -391,14 +393,41 @@ candle_status encoder_tokenize(const candle_encoder *e, const char *text, size_t
             *n = e->max_tokens;
         }
     }
+    tok_scratch_end(&ws->tok);
     if (!s && *n == 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
-    free(plain);
-    if (s) {
-        free(all);
-        return s;
+    if (!s) *ids = all;
+    return s;
+}
+
+tok_chunk *tok_chunk_begin(model_ws *ws) {
+    tok_chunk *c = model_ws_buf(ws, WS_EMB_CHUNK, sizeof *c, "input chunk");
+    if (c) {
+        c->n = 0;
+        c->used = 0;
     }
-    *ids = all;
+    return c;
+}
+
+candle_status tok_chunk_add(model_ws *ws, tok_chunk *c, const int32_t *ids, const int32_t *types, int64_t n) {
+    size_t need = c->used + (size_t)n * (types ? 2 : 1);
+    int32_t *buf = model_ws_grow(ws, WS_EMB_IDS, need * sizeof *buf, c->used * sizeof *buf, "input ids");
+    if (!buf) return candle_last_error();
+    int k = c->n++;
+    c->off[k] = c->used;
+    c->n_ids[k] = n;
+    c->typed[k] = types != NULL;
+    memcpy(buf + c->used, ids, (size_t)n * sizeof *buf);
+    if (types) memcpy(buf + c->used + n, types, (size_t)n * sizeof *buf);
+    c->used = need;
     return CANDLE_OK;
+}
+
+void tok_chunk_ptrs(model_ws *ws, tok_chunk *c) {
+    const int32_t *buf = ws->buf[WS_EMB_IDS];
+    for (int k = 0; k < c->n; k++) {
+        c->ids[k] = buf + c->off[k];
+        c->types[k] = c->typed[k] ? buf + c->off[k] + c->n_ids[k] : NULL;
+    }
 }
 
 void encoder_dense_apply(const dense_layer *L, const float *x, float *y) {
@@ -426,37 +455,34 @@ static candle_output_kind pooling_of(const candle_encoder *e, candle_pooling p) 
     }
 }
 
-/* Inputs embedded per call of candle_model_forward, at most: it packs their
- * tokens into graphs of thousands of rows, and the padded id matrix stays
- * small. */
-#define EMBED_CHUNK 256
-
-candle_status encoder_forward_pooled(const candle_model *m, const int32_t *const *ids, const int32_t *const *types,
-                                     const int64_t *n_ids, int64_t n, candle_output_kind kind, float *pooled) {
+candle_status encoder_forward_pooled(const candle_model *m, model_ws *ws, const int32_t *const *ids,
+                                     const int32_t *const *types, const int64_t *n_ids, int64_t n,
+                                     candle_output_kind kind, float *pooled) {
     int64_t len = 0;
     for (int64_t k = 0; k < n; k++) len = n_ids[k] > len ? n_ids[k] : len;
-    int32_t *tok = calloc((size_t)(n * len), sizeof *tok), *ty = types ? calloc((size_t)(n * len), sizeof *ty) : NULL;
-    uint8_t *mask = calloc((size_t)(n * len), 1);
-    candle_status s = tok && mask && (ty || !types) ? CANDLE_OK
-                                                   : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward inputs");
-    for (int64_t k = 0; !s && k < n; k++) {
+    size_t cells = (size_t)(n * len);
+    /* tokens [n, len], types [n, len] when given, then the mask [n, len] */
+    int32_t *tok = model_ws_buf(ws, WS_EMB_IN, cells * (2 * sizeof *tok + 1), "forward inputs");
+    if (!tok) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward inputs");
+    int32_t *ty = types ? tok + cells : NULL;
+    uint8_t *mask = (uint8_t *)(tok + 2 * cells);
+    memset(tok, 0, cells * (types ? 2 : 1) * sizeof *tok);
+    memset(mask, 0, cells);
+    for (int64_t k = 0; k < n; k++) {
         memcpy(tok + k * len, ids[k], (size_t)n_ids[k] * sizeof *tok);
         if (types && types[k]) memcpy(ty + k * len, types[k], (size_t)n_ids[k] * sizeof *ty);
         memset(mask + k * len, 1, (size_t)n_ids[k]);
     }
     candle_forward_input in = {.tokens = tok, .mask = mask, .n_seq = n, .n_tokens = len, .type_ids = ty};
-    if (!s) s = candle_model_forward(m, &in, kind, pooled, (size_t)(n * m->cfg.n_embd));
-    free(tok);
-    free(ty);
-    free(mask);
-    return s;
+    return model_forward_ws(m, ws, &in, kind, pooled, (size_t)(n * m->cfg.n_embd));
 }
 
 /* Inputs i0.. (ids[k], n_ids[k] for k < n): pooled states in one forward,
  * then each one's Dense layers, dimensions and normalisation into out
- * [n, dim]. buf holds 2 * e->width floats. */
-static candle_status embed_rows(const candle_encoder *e, int64_t i0, const int32_t *const *ids, const int64_t *n_ids,
-                                int64_t n, const candle_embed_params *p, int64_t dim, float *buf, float *out) {
+ * [n, dim]. */
+static candle_status embed_rows(const candle_encoder *e, model_ws *ws, int64_t i0, const int32_t *const *ids,
+                                const int64_t *n_ids, int64_t n, const candle_embed_params *p, int64_t dim,
+                                float *out) {
     const candle_model_config *c = &e->model->cfg;
     for (int64_t k = 0; k < n; k++) {
         for (int64_t j = 0; j < n_ids[k]; j++)
@@ -465,9 +491,12 @@ static candle_status embed_rows(const candle_encoder *e, int64_t i0, const int32
                                      "embed: input %" PRId64 ": token %d at index %" PRId64
                                      " out of range [0, %" PRId64 ")", i0 + k, (int)ids[k][j], j, c->n_vocab);
     }
-    float *pooled = malloc((size_t)(n * c->n_embd) * sizeof *pooled);
-    candle_status s = pooled ? encoder_forward_pooled(e->model, ids, NULL, n_ids, n, pooling_of(e, p->pooling), pooled)
+    /* pooled [n, n_embd], then two vectors of the widest layer */
+    float *pooled = model_ws_buf(ws, WS_EMB_OUT, (size_t)(n * c->n_embd + 2 * e->width) * sizeof *pooled, "embed");
+    candle_status s = pooled ? encoder_forward_pooled(e->model, ws, ids, NULL, n_ids, n, pooling_of(e, p->pooling),
+                                                      pooled)
                              : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
+    float *buf = pooled ? pooled + n * c->n_embd : NULL;
     for (int64_t k = 0; !s && k < n; k++) {
         float *x = buf, *y = buf + e->width;
         memcpy(x, pooled + k * c->n_embd, (size_t)c->n_embd * sizeof *x);
@@ -480,14 +509,13 @@ static candle_status embed_rows(const candle_encoder *e, int64_t i0, const int32
         memcpy(out + k * dim, x, (size_t)dim * sizeof *out);
         if (p->normalize == 1 || (p->normalize < 0 && e->normalize)) l2_normalize(out + k * dim, dim);
     }
-    free(pooled);
     return s;
 }
 
-/* What both entry points check; *dim and *buf for the run. */
+/* What both entry points check; *dim for the run. */
 static candle_status embed_begin(const candle_encoder *e, const void *inputs, int64_t n,
                                  const candle_embed_params *p, const float *out, size_t out_len,
-                                 int64_t *dim, float **buf) {
+                                 int64_t *dim) {
     if (!e || !inputs || !out || n <= 0)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument or no inputs");
     *dim = p->dimensions ? p->dimensions : e->dim;
@@ -497,8 +525,6 @@ static candle_status embed_begin(const candle_encoder *e, const void *inputs, in
     if (out_len / (size_t)*dim < (size_t)n)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: output of %zu floats too small, need %zu",
                                 out_len, (size_t)n * (size_t)*dim);
-    if (!(*buf = malloc((size_t)(2 * e->width) * sizeof **buf)))
-        return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
     return CANDLE_OK;
 }
 
@@ -525,16 +551,18 @@ static candle_status resolve_prompt(const candle_encoder *e, const candle_embed_
     return CANDLE_OK;
 }
 
-/* The ids of chunk inputs, freed after each chunk (candle_encoder_embed). */
-typedef struct id_chunk {
-    int32_t *ids[EMBED_CHUNK];
-    int64_t n_ids[EMBED_CHUNK];
-    int n;
-} id_chunk;
-
-static void chunk_clear(id_chunk *c) {
-    for (int k = 0; k < c->n; k++) free(c->ids[k]);
-    c->n = 0;
+/* The text a prompt asks for: prompt + text (sentence-transformers
+ * tokenizes the concatenation) in ws's WS_EMB_IN buffer, which is free
+ * until the chunk's forward. */
+static candle_status prompted(model_ws *ws, const char *prompt, size_t plen, const char **t, size_t *len) {
+    if (!plen) return CANDLE_OK;
+    char *joined = model_ws_buf(ws, WS_EMB_IN, plen + *len, "prompt");
+    if (!joined) return candle_last_error();
+    memcpy(joined, prompt, plen);
+    memcpy(joined + plen, *t, *len);
+    *t = joined;
+    *len += plen;
+    return CANDLE_OK;
 }
 
 candle_status candle_encoder_embed(const candle_encoder *e, const char *const *texts, const size_t *lens,
@@ -542,44 +570,36 @@ candle_status candle_encoder_embed(const candle_encoder *e, const char *const *t
     candle_embed_params def = candle_embed_default_params();
     if (!p) p = &def;
     int64_t dim;
-    float *buf = NULL;
     const char *prompt = "";
-    candle_status s = embed_begin(e, texts, n, p, out, out_len, &dim, &buf);
+    candle_status s = embed_begin(e, texts, n, p, out, out_len, &dim);
     if (!s) s = resolve_prompt(e, p, &prompt);
-    size_t plen = strlen(prompt), cap = 0;
-    char *joined = NULL; /* prompt + text: sentence-transformers tokenizes the concatenation */
-    id_chunk *ck = s ? NULL : calloc(1, sizeof *ck);
-    if (!s && !ck) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
+    if (s) return s;
+    size_t plen = strlen(prompt);
+    model_ws *ws = model_ws_get(e->model, true);
+    tok_chunk *ck = ws ? tok_chunk_begin(ws) : NULL;
+    if (!ck) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: embed");
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
         size_t len = lens ? lens[i] : strlen(t);
-        if (plen && plen + len > cap) {
-            char *nj = realloc(joined, (cap = plen + len));
-            if (!nj) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompt");
-            else joined = nj;
-        }
-        if (!s && plen) {
-            memcpy(joined, prompt, plen);
-            memcpy(joined + plen, t, len);
-            t = joined;
-            len += plen;
-        }
-        if (!s) s = encoder_tokenize(e, t, len, p->no_truncate, &ck->ids[ck->n], &ck->n_ids[ck->n]);
+        const int32_t *ids = NULL;
+        int64_t n_ids = 0;
+        s = prompted(ws, prompt, plen, &t, &len);
+        if (!s) s = encoder_tokenize(e, ws, t, len, p->no_truncate, &ids, &n_ids);
+        if (!s) s = tok_chunk_add(ws, ck, ids, NULL, n_ids);
         if (s) {
             s = input_error(i, s);
             break;
         }
-        if (p->n_tokens) p->n_tokens[i] = ck->n_ids[ck->n];
-        if (++ck->n == EMBED_CHUNK || i == n - 1) {
+        if (p->n_tokens) p->n_tokens[i] = n_ids;
+        if (ck->n == ENCODER_CHUNK || i == n - 1) {
             int64_t i0 = i + 1 - ck->n;
-            s = embed_rows(e, i0, (const int32_t *const *)ck->ids, ck->n_ids, ck->n, p, dim, buf, out + i0 * dim);
-            chunk_clear(ck);
+            tok_chunk_ptrs(ws, ck);
+            s = embed_rows(e, ws, i0, ck->ids, ck->n_ids, ck->n, p, dim, out + i0 * dim);
+            ck->n = 0;
+            ck->used = 0;
         }
     }
-    if (ck) chunk_clear(ck);
-    free(ck);
-    free(joined);
-    free(buf);
+    if (ws) model_ws_put(e->model, ws);
     return s;
 }
 
@@ -591,24 +611,20 @@ candle_status candle_encoder_tokenize(const candle_encoder *e, const char *text,
     if (len == SIZE_MAX) len = strlen(text);
     const char *prompt = "";
     candle_status s = resolve_prompt(e, p, &prompt);
-    size_t plen = s ? 0 : strlen(prompt);
-    char *joined = plen ? malloc(plen + len) : NULL; /* as candle_encoder_embed: the prompt, then the text */
-    if (plen && !joined) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: prompt");
-    if (joined) {
-        memcpy(joined, prompt, plen);
-        memcpy(joined + plen, text, len);
-    }
-    int32_t *all = NULL;
+    if (s) return s;
+    model_ws *ws = model_ws_get(e->model, false);
+    if (!ws) return candle_last_error();
+    const int32_t *all = NULL;
     int64_t n = 0;
-    if (!s) s = encoder_tokenize(e, joined ? joined : text, plen + len, p->no_truncate, &all, &n);
+    s = prompted(ws, prompt, strlen(prompt), &text, &len); /* as candle_encoder_embed: the prompt, then the text */
+    if (!s) s = encoder_tokenize(e, ws, text, len, p->no_truncate, &all, &n);
     if (!s && (size_t)n > cap)
         s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: %" PRId64 " ids, room for %zu", n, cap);
     if (!s) {
         memcpy(ids, all, (size_t)n * sizeof *ids);
         *n_ids = n;
     }
-    free(all);
-    free(joined);
+    model_ws_put(e->model, ws);
     return s;
 }
 
@@ -618,13 +634,14 @@ candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t
     candle_embed_params def = candle_embed_default_params();
     if (!p) p = &def;
     int64_t dim;
-    float *buf = NULL;
-    candle_status s = n_ids ? embed_begin(e, ids, n, p, out, out_len, &dim, &buf)
+    candle_status s = n_ids ? embed_begin(e, ids, n, p, out, out_len, &dim)
                             : cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "embed: NULL argument");
-    if (!n_ids) return s;
-    int64_t cut[EMBED_CHUNK];
-    for (int64_t i0 = 0; i0 < n && !s; i0 += EMBED_CHUNK) {
-        int64_t m = n - i0 < EMBED_CHUNK ? n - i0 : EMBED_CHUNK;
+    if (s) return s;
+    model_ws *ws = model_ws_get(e->model, true);
+    if (!ws) return candle_last_error();
+    int64_t cut[ENCODER_CHUNK];
+    for (int64_t i0 = 0; i0 < n && !s; i0 += ENCODER_CHUNK) {
+        int64_t m = n - i0 < ENCODER_CHUNK ? n - i0 : ENCODER_CHUNK;
         for (int64_t k = 0; k < m && !s; k++) {
             int64_t i = i0 + k, len = n_ids[i];
             if (!ids[i] || len <= 0) s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "an empty input");
@@ -635,8 +652,8 @@ candle_status candle_encoder_embed_tokens(const candle_encoder *e, const int32_t
             if (!s && p->n_tokens) p->n_tokens[i] = cut[k];
             if (s) s = input_error(i, s);
         }
-        if (!s) s = embed_rows(e, i0, ids + i0, cut, m, p, dim, buf, out + i0 * dim);
+        if (!s) s = embed_rows(e, ws, i0, ids + i0, cut, m, p, dim, out + i0 * dim);
     }
-    free(buf);
+    model_ws_put(e->model, ws);
     return s;
 }

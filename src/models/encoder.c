@@ -6,6 +6,7 @@
  * attending to every token of it. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model-impl.h"
 
@@ -125,10 +126,10 @@ static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_
 }
 
 /* token + position + type embeddings (types NULL: all 0), normalised: [n, n_embd] */
-static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_t *tokens, const int32_t *types_in,
-                            const ragged *rg) {
+static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, model_ws *ws, const int32_t *tokens,
+                            const int32_t *types_in, const ragged *rg) {
     int64_t n = rg->n;
-    int32_t *pos = malloc((size_t)n * 2 * sizeof *pos);
+    int32_t *pos = model_ws_buf(ws, WS_ENC_TMP, (size_t)n * 2 * sizeof *pos, "encoder positions");
     if (!pos) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: encoder positions");
         return NULL;
@@ -141,7 +142,6 @@ static candle_tensor *embed(candle_ctx *ctx, const candle_model *m, const int32_
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &n, tokens);
     candle_tensor *p = candle_tensor_from_i32(ctx, 1, &n, pos);
     candle_tensor *ty = candle_tensor_from_i32(ctx, 1, &n, types);
-    free(pos);
     candle_tensor *x = candle_embedding(ctx, m->tok_embd, t);
     if (m->pos_embd) x = candle_add(ctx, x, candle_embedding(ctx, m->pos_embd, p));
     if (m->type_embd) x = candle_add(ctx, x, candle_embedding(ctx, m->type_embd, ty));
@@ -162,9 +162,9 @@ static int32_t rel_bucket(int64_t rel) {
 }
 
 /* The relative-position bias [1, H, n, n] added to every layer's scores. */
-static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int64_t n) {
+static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, model_ws *ws, int64_t n) {
     int64_t nn = n * n, rows = m->rel_bias->shape[0];
-    int32_t *idx = malloc((size_t)nn * sizeof *idx);
+    int32_t *idx = model_ws_buf(ws, WS_ENC_TMP, (size_t)nn * sizeof *idx, "position buckets");
     if (!idx) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: position buckets");
         return NULL;
@@ -175,7 +175,6 @@ static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int6
             idx[i * n + j] = b < rows ? b : (int32_t)rows - 1; /* a table of fewer than 32 rows */
         }
     candle_tensor *t = candle_tensor_from_i32(ctx, 1, &nn, idx);
-    free(idx);
     int64_t shape[3] = {n, n, m->cfg.n_head};
     candle_tensor *b = candle_reshape_copy(ctx, candle_embedding(ctx, m->rel_bias, t), 3, shape); /* [q, k, H] */
     b = candle_transpose(ctx, candle_transpose(ctx, b, 0, 2), 1, 2);                              /* [H, q, k] */
@@ -183,10 +182,10 @@ static candle_tensor *position_bias(candle_ctx *ctx, const candle_model *m, int6
     return candle_reshape_copy(ctx, b, 4, out);
 }
 
-candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
+candle_tensor *model_local_mask(candle_ctx *ctx, model_ws *ws, int64_t window, int64_t n) {
     int64_t half = window / 2;
     if (n <= half + 1) return NULL;
-    float *v = malloc((size_t)(n * n) * sizeof *v);
+    float *v = model_ws_buf(ws, WS_ENC_TMP, (size_t)(n * n) * sizeof *v, "local attention mask");
     if (!v) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: local attention mask");
         return NULL;
@@ -194,9 +193,7 @@ candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < n; j++) v[i * n + j] = (j - i > half || i - j > half) ? -INFINITY : 0.0f;
     int64_t shape[4] = {1, 1, n, n};
-    candle_tensor *t = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 4, shape, v);
-    free(v);
-    return t;
+    return candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 4, shape, v);
 }
 
 /* Pre-norm blocks (ModernBERT): x + attn(LN(x)), x + ffn(LN(x)), a final
@@ -229,17 +226,18 @@ static candle_tensor *postnorm_layers(candle_ctx *ctx, const candle_model *m, ca
 
 /* Each sequence's mask: MPNet's relative-position bias (rel) or the local
  * window (ModernBERT); sequences of one length share it. */
-static void masks_of(candle_ctx *ctx, const candle_model *m, const ragged *rg, bool rel, candle_tensor **out) {
+static void masks_of(candle_ctx *ctx, const candle_model *m, model_ws *ws, const ragged *rg, bool rel,
+                     candle_tensor **out) {
     for (int64_t s = 0; s < rg->n_seq && !candle_errcode(ctx); s++) {
         int64_t same = s - 1;
         while (same >= 0 && rg->len[same] != rg->len[s]) same--;
         out[s] = same >= 0 ? out[same]
-                 : rel     ? position_bias(ctx, m, rg->len[s])
-                           : model_local_mask(ctx, m->cfg.n_swa, rg->len[s]);
+                 : rel     ? position_bias(ctx, m, ws, rg->len[s])
+                           : model_local_mask(ctx, ws, m->cfg.n_swa, rg->len[s]);
     }
 }
 
-candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, model_ws *ws, const int32_t *tokens,
                                    const int32_t *types, const int64_t *lens, int64_t n_seq) {
     ragged rg = {.n_seq = n_seq, .len = lens};
     for (int64_t s = 0; s < n_seq; s++) {
@@ -253,16 +251,17 @@ candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const
     }
     const model_desc *d = &m->family->desc;
     bool local = d->pre_norm && m->cfg.n_swa > 0;
-    rg.off = malloc((size_t)n_seq * sizeof *rg.off);
-    rg.pos = malloc((size_t)rg.n * sizeof *rg.pos);
-    /* [0, n_seq): masks of the global or post-norm layers, [n_seq, 2 n_seq):
-     * of the local layers, [2 n_seq, 3 n_seq): attention rows */
-    candle_tensor **tab = calloc((size_t)(3 * n_seq), sizeof *tab);
-    candle_tensor *x = NULL;
-    if (!rg.off || !rg.pos || !tab) {
+    /* rg.off [n_seq], then tab (pointers of the same size): [0, n_seq):
+     * masks of the global or post-norm layers, [n_seq, 2 n_seq): of the
+     * local layers, [2 n_seq, 3 n_seq): attention rows */
+    rg.off = model_ws_buf(ws, WS_ENC_OFF, (size_t)(4 * n_seq) * sizeof *rg.off, "sequence offsets");
+    rg.pos = model_ws_buf(ws, WS_ENC_POS, (size_t)rg.n * sizeof *rg.pos, "positions");
+    if (!rg.off || !rg.pos) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: a batch of %lld sequences", (long long)n_seq);
-        goto done;
+        return NULL;
     }
+    candle_tensor **tab = (candle_tensor **)(void *)(rg.off + n_seq);
+    memset(tab, 0, (size_t)(3 * n_seq) * sizeof *tab);
     for (int64_t s = 0, i = 0; s < n_seq; s++) {
         rg.off[s] = i;
         for (int64_t j = 0; j < lens[s]; j++) rg.pos[i++] = (int32_t)j;
@@ -270,14 +269,9 @@ candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const
     attn_args a = {tab, d->positions == POS_ROPE || d->pre_norm ? m->cfg.rope_base : 0, NULL, tab + 2 * n_seq};
     attn_args al = {tab + n_seq, m->cfg.rope_base_swa, NULL, tab + 2 * n_seq};
     if (a.rope_base > 0 && n_seq > 1) a.pos = al.pos = candle_tensor_from_i32(ctx, 1, &rg.n, rg.pos);
-    if (m->rel_bias) masks_of(ctx, m, &rg, true, a.bias);
-    if (local) masks_of(ctx, m, &rg, false, al.bias);
-    if (candle_errcode(ctx)) goto done;
-    x = embed(ctx, m, tokens, types, &rg);
-    x = d->pre_norm ? prenorm_layers(ctx, m, x, &rg, &a, &al) : postnorm_layers(ctx, m, x, &rg, &a);
-done:
-    free(rg.off);
-    free(rg.pos);
-    free(tab);
-    return x;
+    if (m->rel_bias) masks_of(ctx, m, ws, &rg, true, a.bias);
+    if (local) masks_of(ctx, m, ws, &rg, false, al.bias);
+    if (candle_errcode(ctx)) return NULL;
+    candle_tensor *x = embed(ctx, m, ws, tokens, types, &rg);
+    return d->pre_norm ? prenorm_layers(ctx, m, x, &rg, &a, &al) : postnorm_layers(ctx, m, x, &rg, &a);
 }

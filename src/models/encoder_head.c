@@ -15,6 +15,7 @@
 
 #include "candle/tokenizer.h"
 #include "embedder-impl.h"
+#include "tokenizer/tokenizer-impl.h"
 
 /* A linear layer of the model's weights as host f32 (the head is a few
  * vectors per input: a graph would cost more than it computes). */
@@ -213,16 +214,18 @@ static void activate(head_act a, float *x, int64_t n) {
 
 /* The head's logits [n, n_labels] of n tokenized inputs, packed into one
  * candle_model_forward. */
-static candle_status head_logits(const candle_encoder *e, const int32_t *const *ids, const int32_t *const *types,
-                                 const int64_t *n_ids, int64_t n, float *logits) {
+static candle_status head_logits(const candle_encoder *e, model_ws *ws, const int32_t *const *ids,
+                                 const int32_t *const *types, const int64_t *n_ids, int64_t n, float *logits) {
     const candle_model *m = e->model;
     int64_t n_embd = m->cfg.n_embd, L = e->head.out.n_out;
     /* a model with one token type (RoBERTa) takes no segments */
     bool typed = m->type_embd && m->type_embd->shape[0] > 1;
-    float *pooled = malloc((size_t)(n * n_embd) * sizeof *pooled), *buf = malloc((size_t)n_embd * sizeof *buf);
-    candle_status s = pooled && buf ? encoder_forward_pooled(m, ids, typed ? types : NULL, n_ids, n,
-                                                             CANDLE_OUTPUT_POOLED_CLS, pooled)
-                                    : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
+    /* pooled [n, n_embd], then one vector */
+    float *pooled = model_ws_buf(ws, WS_EMB_OUT, (size_t)((n + 1) * n_embd) * sizeof *pooled, "classify");
+    float *buf = pooled ? pooled + n * n_embd : NULL;
+    candle_status s = pooled ? encoder_forward_pooled(m, ws, ids, typed ? types : NULL, n_ids, n,
+                                                      CANDLE_OUTPUT_POOLED_CLS, pooled)
+                             : cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: classify");
     for (int64_t k = 0; !s && k < n; k++) {
         const float *x = pooled + k * n_embd;
         if (e->head.pre.n_out) {
@@ -231,8 +234,6 @@ static candle_status head_logits(const candle_encoder *e, const int32_t *const *
         }
         encoder_dense_apply(&e->head.out, x, logits + k * L);
     }
-    free(pooled);
-    free(buf);
     return s;
 }
 
@@ -278,13 +279,13 @@ static candle_status check_input(const candle_encoder *e, const int32_t *ids, in
 
 /* Inputs per candle_model_forward: it packs them without padding, but the
  * id matrix it is handed is padded to the longest. */
-#define HEAD_CHUNK 256
+#define HEAD_CHUNK ENCODER_CHUNK
 
 /* n tokenized inputs (input i0 first, for messages) through the head into
  * out [n, n_labels], HEAD_CHUNK per forward, activated as classify (the
  * problem_type) or rerank (the CrossEncoder's activation_fn) says. Both
  * the token-level and the text entry points end here. */
-static candle_status run_tokens(const candle_encoder *e, bool rerank, const int32_t *const *ids,
+static candle_status run_tokens(const candle_encoder *e, model_ws *ws, bool rerank, const int32_t *const *ids,
                                 const int32_t *const *types, const int64_t *n_ids, int64_t n, int64_t i0,
                                 const candle_head_params *p, float *out) {
     const char *who = rerank ? "rerank: document" : "classify: input";
@@ -298,7 +299,7 @@ static candle_status run_tokens(const candle_encoder *e, bool rerank, const int3
                 return cdl_set_error(NULL, s, "%s %" PRId64 ": %s", who, i0 + c0 + k, candle_last_errmsg());
             if (p->n_tokens) p->n_tokens[c0 + k] = cut[k];
         }
-        if ((s = head_logits(e, ids + c0, types ? types + c0 : NULL, cut, m, out + c0 * L)))
+        if ((s = head_logits(e, ws, ids + c0, types ? types + c0 : NULL, cut, m, out + c0 * L)))
             return cdl_set_error(NULL, s, "%ss %" PRId64 "..%" PRId64 ": %s", who, i0 + c0, i0 + c0 + m - 1,
                                  candle_last_errmsg());
         for (int64_t k = 0; k < m; k++) activate(act, out + (c0 + k) * L, L);
@@ -311,7 +312,11 @@ candle_status candle_encoder_classify_tokens(const candle_encoder *e, const int3
                                              float *probs_out, size_t cap) {
     candle_head_params def = {0};
     candle_status s = head_begin(e, false, n_ids ? (const void *)ids : NULL, probs_out, n, cap);
-    return s ? s : run_tokens(e, false, ids, NULL, n_ids, n, 0, p ? p : &def, probs_out);
+    model_ws *ws = s ? NULL : model_ws_get(e->model, true);
+    if (!s && !ws) s = candle_last_error();
+    if (!s) s = run_tokens(e, ws, false, ids, NULL, n_ids, n, 0, p ? p : &def, probs_out);
+    if (ws) model_ws_put(e->model, ws);
+    return s;
 }
 
 candle_status candle_encoder_rerank_tokens(const candle_encoder *e, const int32_t *const *ids,
@@ -319,7 +324,11 @@ candle_status candle_encoder_rerank_tokens(const candle_encoder *e, const int32_
                                            const candle_head_params *p, float *scores_out) {
     candle_head_params def = {0};
     candle_status s = head_begin(e, true, n_ids ? (const void *)ids : NULL, scores_out, n, SIZE_MAX);
-    return s ? s : run_tokens(e, true, ids, types, n_ids, n, 0, p ? p : &def, scores_out);
+    model_ws *ws = s ? NULL : model_ws_get(e->model, true);
+    if (!s && !ws) s = candle_last_error();
+    if (!s) s = run_tokens(e, ws, true, ids, types, n_ids, n, 0, p ? p : &def, scores_out);
+    if (ws) model_ws_put(e->model, ws);
+    return s;
 }
 
 /* Where the two plain encodings pa [na], pb [nb] sit inside the pair's ids
@@ -368,14 +377,15 @@ static int64_t splice(int32_t *all, int32_t *types, int64_t n, int64_t oa, int64
 /* A query/document pair by the tokenizer's pair template, with its token
  * types, cut longest-first to max tokens as a CrossEncoder's tokenizer call
  * (truncation=True) cuts it; the special tokens are kept. */
-static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_t alen, const char *b, size_t blen,
-                                   bool no_truncate, int32_t *all, int32_t *types, int64_t cap, int64_t *n) {
+static candle_status pair_tokenize(const candle_encoder *e, model_ws *ws, const char *a, size_t alen, const char *b,
+                                   size_t blen, bool no_truncate, int32_t *all, int32_t *types, int64_t cap,
+                                   int64_t *n) {
     candle_status s = candle_tokenizer_encode_pair(e->tok, a, alen, b, blen, true, all, cap, n, types);
     if (s || *n <= e->max_tokens) return s;
     if (no_truncate)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "the pair's %" PRId64 " tokens exceed the model's %" PRId64
                                 " (no_truncate)", *n, e->max_tokens);
-    int32_t *pa = malloc((size_t)cap * 2 * sizeof *pa), *pb = pa ? pa + cap : NULL;
+    int32_t *pa = model_ws_buf(ws, WS_TOK_B, (size_t)cap * 2 * sizeof *pa, "tokens"), *pb = pa ? pa + cap : NULL;
     int64_t na = 0, nb = 0, oa = 0, ob = 0, ka, kb;
     if (!pa) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
     s = candle_tokenizer_encode(e->tok, a, alen, false, true, pa, cap, &na);
@@ -387,26 +397,25 @@ static candle_status pair_tokenize(const candle_encoder *e, const char *a, size_
         longest_first(na, nb, budget, &ka, &kb);
         *n = splice(all, types, *n, oa, na, ka, ob, nb, kb);
     }
-    free(pa);
     return s;
 }
 
 /* The ids the head runs for text a (b NULL: *types NULL) or for the pair
- * a, b (*types after the ids, in the same allocation), cut as encoder.h
- * says; *ids is the caller's to free. */
-static candle_status head_tokenize(const candle_encoder *e, const char *a, size_t alen, const char *b, size_t blen,
-                                   bool no_truncate, int32_t **ids, int32_t **types, int64_t *n) {
+ * a, b (*types after the ids), cut as encoder.h says, in ws's tokenization
+ * buffers (valid until its next tokenization). */
+static candle_status head_tokenize(const candle_encoder *e, model_ws *ws, const char *a, size_t alen, const char *b,
+                                   size_t blen, bool no_truncate, const int32_t **ids, const int32_t **types,
+                                   int64_t *n) {
     *types = NULL;
-    if (!b) return encoder_tokenize(e, a, alen, no_truncate, ids, n);
+    if (!b) return encoder_tokenize(e, ws, a, alen, no_truncate, ids, n);
     int64_t cap = (int64_t)(alen + blen) + 32;
-    int32_t *all = malloc((size_t)cap * 2 * sizeof *all);
+    int32_t *all = model_ws_buf(ws, WS_TOK_A, (size_t)cap * 2 * sizeof *all, "tokens");
     if (!all) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: tokens");
-    candle_status s = pair_tokenize(e, a, alen, b, blen, no_truncate, all, all + cap, cap, n);
+    candle_status s = tok_scratch_begin(&ws->tok);
+    if (!s) s = pair_tokenize(e, ws, a, alen, b, blen, no_truncate, all, all + cap, cap, n);
+    tok_scratch_end(&ws->tok);
     if (!s && *n > cap) s = cdl_set_error(NULL, CANDLE_ERR_INTERNAL, "rerank: %" PRId64 " pair tokens", *n);
-    if (s) {
-        free(all);
-        return s;
-    }
+    if (s) return s;
     *ids = all;
     *types = all + cap;
     return CANDLE_OK;
@@ -420,9 +429,11 @@ candle_status candle_encoder_tokenize_pair(const candle_encoder *e, const char *
     if (!e || !a || !ids || !n_ids) return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: NULL argument");
     if (alen == SIZE_MAX) alen = strlen(a);
     if (b && blen == SIZE_MAX) blen = strlen(b);
-    int32_t *all = NULL, *ty = NULL;
+    const int32_t *all = NULL, *ty = NULL;
     int64_t n = 0;
-    candle_status s = head_tokenize(e, a, alen, b, blen, p->no_truncate, &all, &ty, &n);
+    model_ws *ws = model_ws_get(e->model, false);
+    if (!ws) return candle_last_error();
+    candle_status s = head_tokenize(e, ws, a, alen, b, blen, p->no_truncate, &all, &ty, &n);
     if (!s && (size_t)n > cap)
         s = cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenize: %" PRId64 " ids, room for %zu", n, cap);
     if (!s) {
@@ -431,20 +442,8 @@ candle_status candle_encoder_tokenize_pair(const candle_encoder *e, const char *
         else if (types) memset(types, 0, (size_t)n * sizeof *types);
         *n_ids = n;
     }
-    free(all);
+    model_ws_put(e->model, ws);
     return s;
-}
-
-/* The text inputs' ids, HEAD_CHUNK at a time (freed after each). */
-typedef struct head_chunk {
-    int32_t *ids[HEAD_CHUNK], *types[HEAD_CHUNK]; /* types inside ids' allocation, or NULL */
-    int64_t n_ids[HEAD_CHUNK];
-    int n;
-} head_chunk;
-
-static void chunk_clear(head_chunk *hc) {
-    for (int k = 0; k < hc->n; k++) free(hc->ids[k]);
-    hc->n = 0;
 }
 
 /* The text entry points: texts[i] (classify) or the pairs (query,
@@ -454,30 +453,33 @@ static candle_status run_texts(const candle_encoder *e, const char *query, size_
                                const size_t *lens, int64_t n, const candle_head_params *p, float *out) {
     bool rerank = query != NULL;
     int64_t L = e->head.out.n_out;
-    head_chunk *hc = calloc(1, sizeof *hc);
-    if (!hc) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", rerank ? "rerank" : "classify");
+    model_ws *ws = model_ws_get(e->model, true);
+    tok_chunk *hc = ws ? tok_chunk_begin(ws) : NULL;
     candle_status s = CANDLE_OK;
+    if (!hc) s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: %s", rerank ? "rerank" : "classify");
     for (int64_t i = 0; i < n && !s; i++) {
         const char *t = texts[i] ? texts[i] : "";
         size_t len = lens ? lens[i] : strlen(t);
-        int k = hc->n;
-        s = rerank ? head_tokenize(e, query, qlen, t, len, p->no_truncate, &hc->ids[k], &hc->types[k], &hc->n_ids[k])
-                   : head_tokenize(e, t, len, NULL, 0, p->no_truncate, &hc->ids[k], &hc->types[k], &hc->n_ids[k]);
+        const int32_t *ids = NULL, *types = NULL;
+        int64_t n_ids = 0;
+        s = rerank ? head_tokenize(e, ws, query, qlen, t, len, p->no_truncate, &ids, &types, &n_ids)
+                   : head_tokenize(e, ws, t, len, NULL, 0, p->no_truncate, &ids, &types, &n_ids);
+        if (!s) s = tok_chunk_add(ws, hc, ids, types, n_ids);
         if (s) {
             s = cdl_set_error(NULL, s, "%s %" PRId64 ": %s", rerank ? "rerank: document" : "classify: input", i,
                               candle_last_errmsg());
             break;
         }
-        if (++hc->n < HEAD_CHUNK && i < n - 1) continue;
+        if (hc->n < HEAD_CHUNK && i < n - 1) continue;
         int64_t i0 = i + 1 - hc->n;
         candle_head_params q = *p;
         if (q.n_tokens) q.n_tokens += i0;
-        s = run_tokens(e, rerank, (const int32_t *const *)hc->ids, rerank ? (const int32_t *const *)hc->types : NULL,
-                       hc->n_ids, hc->n, i0, &q, out + i0 * L);
-        chunk_clear(hc);
+        tok_chunk_ptrs(ws, hc);
+        s = run_tokens(e, ws, rerank, hc->ids, rerank ? hc->types : NULL, hc->n_ids, hc->n, i0, &q, out + i0 * L);
+        hc->n = 0;
+        hc->used = 0;
     }
-    chunk_clear(hc);
-    free(hc);
+    if (ws) model_ws_put(e->model, ws);
     return s;
 }
 

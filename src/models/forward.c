@@ -75,32 +75,30 @@ static void pool(const float *h, int64_t n, int64_t w, candle_output_kind kind, 
     }
 }
 
-/* Where sequences are evaluated: a decoder's session or an encoder's context. */
+/* Where sequences are evaluated: a decoder's session or an encoder's
+ * context (the workspace's, kept between calls). */
 typedef struct runner {
     const candle_model *m;
     candle_session *s;
+    model_ws *ws;
     candle_ctx *ctx;
     candle_ctx_mark mark;
 } runner;
 
-static candle_status runner_init(runner *r, const candle_model *m, int64_t n_tokens) {
+static candle_status runner_init(runner *r, const candle_model *m, model_ws *ws, int64_t n_tokens) {
     r->m = m;
+    r->ws = ws;
     if (m->cfg.kind == CANDLE_MODEL_DECODER_LM && !m->cfg.bidirectional) {
         candle_session_params sp = candle_session_default_params();
         sp.n_ctx = n_tokens;
         return candle_session_init(&r->s, m, &sp);
     }
-    candle_ctx_params cp = candle_ctx_default_params();
-    cp.backend = m->backend;
-    candle_status st = candle_ctx_init(&r->ctx, &cp);
-    if (!st) r->mark = candle_ctx_get_mark(r->ctx);
-    return st;
+    r->ctx = ws->ctx;
+    r->mark = ws->mark;
+    return CANDLE_OK;
 }
 
-static void runner_free(runner *r) {
-    candle_session_free(r->s);
-    candle_ctx_free(r->ctx);
-}
+static void runner_free(runner *r) { candle_session_free(r->s); }
 
 /* An encoder's ids and token types in range (an embedding lookup does not check). */
 static candle_status check_ids(const candle_model *m, const int32_t *tokens, const int32_t *types, int64_t n) {
@@ -171,8 +169,9 @@ static candle_status forward_packed(runner *r, const candle_forward_input *in, p
         n += len;
     }
     candle_tensor *h = r->m->cfg.kind == CANDLE_MODEL_DECODER_LM
-                           ? decoder_hidden_bidir(r->ctx, r->m, pk->ids, pk->lens, i1 - i0)
-                           : encoder_hidden_rows(r->ctx, r->m, pk->ids, in->type_ids ? pk->types : NULL, pk->lens, i1 - i0);
+                           ? decoder_hidden_bidir(r->ctx, r->m, r->ws, pk->ids, pk->lens, i1 - i0)
+                           : encoder_hidden_rows(r->ctx, r->m, r->ws, pk->ids, in->type_ids ? pk->types : NULL,
+                                                 pk->lens, i1 - i0);
     candle_status st = h ? candle_compute(r->ctx, h) : candle_errcode(r->ctx);
     if (!st) st = candle_tensor_to_f32(h, pk->h);
     if (st) st = cdl_set_error(NULL, st, "forward: sequences %" PRId64 "..%" PRId64 ": %s", i0, i1 - 1,
@@ -194,22 +193,14 @@ static candle_status forward_packed(runner *r, const candle_forward_input *in, p
     return CANDLE_OK;
 }
 
-static void packer_free(packer *pk) {
-    free(pk->ra);
-    free(pk->rb);
-    free(pk->lens);
-    free(pk->ids);
-    free(pk->types);
-    free(pk->h);
-}
-
-/* The runs of every sequence, and (packs) room for the largest packed step. */
-static candle_status packer_init(packer *pk, const candle_model *m, const candle_forward_input *in, bool packs) {
+/* The runs of every sequence, and (packs) room for the largest packed
+ * step, in the workspace's buffers. */
+static candle_status packer_init(packer *pk, const candle_model *m, model_ws *ws, const candle_forward_input *in,
+                                 bool packs) {
     size_t ns = (size_t)in->n_seq;
-    pk->ra = malloc(ns * sizeof *pk->ra);
-    pk->rb = malloc(ns * sizeof *pk->rb);
-    pk->lens = malloc(ns * sizeof *pk->lens);
-    if (!pk->ra || !pk->rb || !pk->lens) return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward runs");
+    if (!(pk->ra = model_ws_buf(ws, WS_PK_RUNS, 3 * ns * sizeof *pk->ra, "forward runs"))) return candle_last_error();
+    pk->rb = pk->ra + ns;
+    pk->lens = pk->rb + ns;
     int64_t total = 0;
     for (int64_t i = 0; i < in->n_seq; i++) {
         candle_status st = find_run(in, i, &pk->ra[i], &pk->rb[i]);
@@ -219,16 +210,16 @@ static candle_status packer_init(packer *pk, const candle_model *m, const candle
     if (!packs) return CANDLE_OK;
     int64_t most = in->n_tokens > FORWARD_PACK_TOKENS ? in->n_tokens : FORWARD_PACK_TOKENS;
     pk->cap = total < most ? total : most;
-    pk->ids = malloc((size_t)pk->cap * sizeof *pk->ids);
-    pk->types = malloc((size_t)pk->cap * sizeof *pk->types);
-    pk->h = malloc((size_t)(pk->cap * m->cfg.n_embd) * sizeof *pk->h);
-    if (!pk->ids || !pk->types || !pk->h)
+    pk->ids = model_ws_buf(ws, WS_PK_IDS, 2 * (size_t)pk->cap * sizeof *pk->ids, "forward ids");
+    pk->types = pk->ids ? pk->ids + pk->cap : NULL;
+    pk->h = model_ws_buf(ws, WS_PK_H, (size_t)(pk->cap * m->cfg.n_embd) * sizeof *pk->h, "forward states");
+    if (!pk->ids || !pk->h)
         return cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: forward states of %" PRId64 " tokens", pk->cap);
     return CANDLE_OK;
 }
 
-candle_status candle_model_forward(const candle_model *m, const candle_forward_input *in,
-                                   candle_output_kind kind, float *out, size_t out_len) {
+candle_status model_forward_ws(const candle_model *m, model_ws *ws, const candle_forward_input *in,
+                               candle_output_kind kind, float *out, size_t out_len) {
     candle_status st = check_input(m, in, kind, out, out_len);
     if (st) return st;
     runner r = {0};
@@ -239,10 +230,9 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
     if (in->n_lora && packs)
         return cdl_set_error(NULL, CANDLE_ERR_UNSUPPORTED, "forward: LoRA adapters on %s (%s): causal decoders only",
                              m->cfg.bidirectional ? "a bidirectional decoder" : "an encoder", m->family->name);
-    if ((st = runner_init(&r, m, in->n_tokens)) || (st = packer_init(&pk, m, in, packs)) ||
+    if ((st = runner_init(&r, m, ws, in->n_tokens)) || (st = packer_init(&pk, m, ws, in, packs)) ||
         (r.s && (st = candle_session_set_lora(r.s, in->lora, in->n_lora)) &&
          cdl_set_error(NULL, st, "forward: %s", candle_session_errmsg(r.s)))) {
-        packer_free(&pk);
         runner_free(&r);
         return st;
     }
@@ -262,7 +252,17 @@ candle_status candle_model_forward(const candle_model *m, const candle_forward_i
         i = j;
     }
     free(scratch);
-    packer_free(&pk);
     runner_free(&r);
+    return st;
+}
+
+candle_status candle_model_forward(const candle_model *m, const candle_forward_input *in,
+                                   candle_output_kind kind, float *out, size_t out_len) {
+    candle_status st = check_input(m, in, kind, out, out_len);
+    if (st) return st;
+    model_ws *ws = model_ws_get(m, true);
+    if (!ws) return candle_last_error();
+    st = model_forward_ws(m, ws, in, kind, out, out_len);
+    model_ws_put(m, ws);
     return st;
 }

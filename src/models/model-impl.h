@@ -156,6 +156,7 @@ struct candle_model {
     candle_dtype weight_dtype; /* candle_model_params.weight_dtype: float matrices converted to it */
     candle_backend *backend; /* every context of the model computes on it */
     bool owns_backend;
+    struct model_ws_pool *ws_pool; /* forward workspaces (workspace.c); mutable through const m */
 };
 
 struct candle_session {
@@ -172,6 +173,56 @@ struct candle_session {
     candle_lora_use *lora; /* [n_lora]: candle_session_set_lora's adapters */
     int n_lora;
 };
+
+/* ---- forward workspaces (workspace.c) ----
+ * What one packed forward (an encoder's, a bidirectional decoder's) and the
+ * encoder wrappers around it reuse from call to call so that a steady state
+ * allocates nothing: a context kept at its mark (its descriptors, graph
+ * scratch and memory plan survive the reset) and host buffers grown to the
+ * largest request seen. The model keeps idle ones on a mutex-protected free
+ * list; each caller takes its own, so the model stays shareable by threads. */
+enum {
+    WS_PK_RUNS,   /* forward.c: int64 ra, rb, lens [3 n_seq] */
+    WS_PK_IDS,    /* int32 ids, types [2 cap] */
+    WS_PK_H,      /* float [cap, n_embd] */
+    WS_ENC_OFF,   /* encoder.c: rg.off [n_seq], mask/attention tables */
+    WS_ENC_POS,   /* int32 rg.pos [n] */
+    WS_ENC_TMP,   /* one graph input's host values, copied at once */
+    WS_EMB_IN,    /* embedder.c / encoder_head.c: padded ids, types, mask */
+    WS_EMB_OUT,   /* pooled states, head rows */
+    WS_EMB_IDS,   /* the tokenized inputs of one chunk */
+    WS_EMB_CHUNK, /* their table (embedder-impl.h: tok_chunk) */
+    WS_TOK_A,     /* tokenization of one text */
+    WS_TOK_B,
+    WS_N_BUFS
+};
+typedef struct model_ws {
+    struct model_ws *next; /* on the free list */
+    candle_ctx *ctx;       /* NULL in a tokenizing one (model_ws_get) */
+    candle_ctx_mark mark;
+    void *buf[WS_N_BUFS];
+    size_t cap[WS_N_BUFS];
+    struct tok_scratch *tok; /* the tokenizer's scratch (tok_scratch_begin), made on first use */
+} model_ws;
+candle_status model_ws_pool_init(candle_model *m);
+void model_ws_pool_free(candle_model *m);
+/* An idle workspace of m (or a new one); NULL with the error set on OOM.
+ * forward: one that runs forwards (with a context); else one that only
+ * tokenizes, from a list of its own, so that callers which only tokenize
+ * (a server's request threads) do not leave forward memory in many. */
+model_ws *model_ws_get(const candle_model *m, bool forward);
+/* Back to m's free list (NULL: nothing), unless it grew past what is kept. */
+void model_ws_put(const candle_model *m, model_ws *w);
+/* Buffer slot of w holding at least n bytes (its old contents are not
+ * kept); NULL with an out-of-memory error naming `what` on failure. */
+void *model_ws_buf(model_ws *w, int slot, size_t n, const char *what);
+/* As model_ws_buf, keeping the first `keep` bytes of the slot. */
+void *model_ws_grow(model_ws *w, int slot, size_t n, size_t keep, const char *what);
+
+/* candle_model_forward in the caller's workspace (which it leaves holding
+ * its own buffer slots' contents: those of WS_EMB_* stay untouched). */
+candle_status model_forward_ws(const candle_model *m, model_ws *ws, const candle_forward_input *in,
+                               candle_output_kind kind, float *out, size_t out_len);
 
 /* Record that wt's inputs take `order` (OOM error on m->ctx, else OK). */
 candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order);
@@ -216,11 +267,11 @@ candle_status encoder_load_weights(candle_model *m);
 /* Bidirectional local attention (ModernBERT's, EmbeddingGemma's): key j is
  * seen from query i when |i - j| <= window / 2 ([1, 1, n, n], 0 or -inf);
  * NULL when every key of an n-token sequence is in reach. */
-candle_tensor *model_local_mask(candle_ctx *ctx, int64_t window, int64_t n);
+candle_tensor *model_local_mask(candle_ctx *ctx, model_ws *ws, int64_t window, int64_t n);
 /* The last hidden states [sum(lens), n_embd] (after the final norm) of
  * n_seq sequences through a bidirectional decoder (cfg.bidirectional),
  * without a KV cache, packed as encoder_hidden_rows packs them. */
-candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, model_ws *ws, const int32_t *tokens,
                                     const int64_t *lens, int64_t n_seq);
 /* xs[0..n) stacked along dim 0 (a batch's per-sequence attention rows), at
  * most two copies of each row: a node takes CANDLE_MAX_SRC inputs, so
@@ -231,7 +282,7 @@ candle_status encoder_check_desc(const model_family *f);
 /* The last hidden states [sum(lens), n_embd] of n_seq sequences through an
  * encoder, their tokens (and types, NULL: all 0) one after another:
  * sequence s is lens[s] rows, after those of the sequences before it. */
-candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, const int32_t *tokens,
+candle_tensor *encoder_hidden_rows(candle_ctx *ctx, const candle_model *m, model_ws *ws, const int32_t *tokens,
                                    const int32_t *types, const int64_t *lens, int64_t n_seq);
 /* How a session step runs: SESSION_HIDDEN gives the last layer's states
  * after the final norm instead of logits; SESSION_ROW_STEPS gives every

@@ -87,6 +87,7 @@ candle_status candle_model_load(candle_model **out, const char *path,
     candle_ctx_params cp = candle_ctx_default_params();
     cp.backend = m->backend;
     if (!s) s = candle_ctx_init(&m->ctx, &cp);
+    if (!s) s = model_ws_pool_init(m);
     bool encoder = !s && m->cfg.kind == CANDLE_MODEL_ENCODER;
     if (!s && encoder && !(m->enc = calloc((size_t)m->cfg.n_layer, sizeof *m->enc)))
         s = cdl_set_error(NULL, CANDLE_ERR_OOM, "out of memory: layer table");
@@ -103,6 +104,7 @@ candle_status candle_model_load(candle_model **out, const char *path,
 
 void candle_model_free(candle_model *m) {
     if (!m) return;
+    model_ws_pool_free(m); /* before the backend its contexts compute on */
     candle_ctx_free(m->ctx);
     if (m->owns_backend) candle_backend_free(m->backend);
     candle_weights_close(m->weights);

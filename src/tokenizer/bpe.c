@@ -36,7 +36,7 @@ static void work_free(bpe_work *w) {
     free(w->word);
     free(w->key);
     free(w->sym);
-    free(w->heap.v);
+    tok_tmp_free(w->heap.v);
 }
 
 static bool reserve(void **p, size_t *cap, size_t need, size_t elem) {

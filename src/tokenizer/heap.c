@@ -10,7 +10,7 @@ static bool before(const tok_bigram *a, const tok_bigram *b) {
 bool tok_heap_push(tok_heap *h, tok_bigram b) {
     if (h->n == h->cap) {
         int64_t nc = h->cap ? h->cap * 2 : 64;
-        tok_bigram *nv = realloc(h->v, (size_t)nc * sizeof *nv);
+        tok_bigram *nv = tok_tmp_realloc(h->v, (size_t)h->cap * sizeof *nv, (size_t)nc * sizeof *nv);
         if (!nv) return false;
         h->v = nv;
         h->cap = nc;

@@ -153,7 +153,7 @@ static bool replace(const hf_dec *d, size_t i, size_t n, bool stream, const char
         ok = hf_str_add(o, s + pos, m[k] - pos) && hf_str_add(o, d->content, d->content_len);
         pos = m[k + 1];
     }
-    free(m);
+    tok_tmp_free(m);
     return ok && hf_str_add(o, s + pos, len - pos);
 }
 

@@ -24,7 +24,7 @@ static bool iv_reserve(ivec *a, int64_t more) {
     if (a->n + more <= a->cap) return true;
     int64_t nc = a->cap ? a->cap * 2 : 64;
     while (nc < a->n + more) nc *= 2;
-    int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+    int32_t *nv = tok_tmp_realloc(a->v, (size_t)a->cap * sizeof *nv, (size_t)nc * sizeof *nv);
     if (!nv) return false;
     a->v = nv;
     a->cap = nc;
@@ -156,7 +156,7 @@ candle_status hf_encode(const candle_tokenizer *t, const char *text, size_t len,
     candle_status st = encode_one(t, text, len, parse_special, &a);
     if (st == CANDLE_OK && pair) st = encode_one(t, text_b, len_b, parse_special, &b);
     if (st == CANDLE_OK) st = hf_post_process(t, a.v, a.n, b.v, b.n, pair, add_special, o, type_ids);
-    free(a.v);
-    free(b.v);
+    tok_tmp_free(a.v);
+    tok_tmp_free(b.v);
     return st;
 }

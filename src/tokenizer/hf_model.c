@@ -29,7 +29,7 @@ typedef struct bword {
 static bool bw_push(bword *w, int32_t id, uint32_t len) {
     if (w->n == w->cap) {
         int32_t nc = w->cap ? w->cap * 2 : 32;
-        bsym *nv = realloc(w->v, (size_t)nc * sizeof *nv);
+        bsym *nv = tok_tmp_realloc(w->v, (size_t)w->cap * sizeof *nv, (size_t)nc * sizeof *nv);
         if (!nv) return false;
         w->v = nv;
         w->cap = nc;
@@ -159,8 +159,8 @@ static candle_status bpe(const candle_tokenizer *t, const char *s, size_t n, tok
         ok = push_pair(m, &h, &w, l->prev) && push_pair(m, &h, &w, b.left);
     }
     for (int32_t i = 0; ok && w.n && i >= 0; i = w.v[i].next) tok_out_push(o, w.v[i].id);
-    free(w.v);
-    free(h.v);
+    tok_tmp_free(w.v);
+    tok_tmp_free(h.v);
     return ok ? CANDLE_OK : oom();
 }
 
@@ -172,7 +172,7 @@ static candle_status wordpiece(const candle_tokenizer *t, const char *s, size_t 
     for (size_t i = 0; i < n; i++) chars += ((unsigned char)s[i] & 0xC0) != 0x80;
     int64_t mark = o->n;
     bool bad = chars > m->max_chars;
-    char *buf = bad ? NULL : malloc(n + m->prefix_len + 1);
+    char *buf = bad ? NULL : tok_tmp_alloc(n + m->prefix_len + 1);
     if (!bad && !buf) return oom();
     for (size_t start = 0; !bad && start < n;) {
         size_t end = n;
@@ -188,7 +188,7 @@ static candle_status wordpiece(const candle_tokenizer *t, const char *s, size_t 
         else tok_out_push(o, id);
         start = end;
     }
-    free(buf);
+    tok_tmp_free(buf);
     if (bad) {
         if (m->unk < 0)
             return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "tokenizer: WordPiece has no unk_token");
@@ -208,11 +208,11 @@ typedef struct unode {
 
 static candle_status unigram(const candle_tokenizer *t, const char *s, size_t n, tok_out *o) {
     const hf_model *m = &t->hf->model;
-    unode *best = malloc((n + 1) * sizeof *best);
-    size_t *cuts = malloc((n + 1) * 3 * sizeof *cuts);
+    unode *best = tok_tmp_alloc((n + 1) * sizeof *best);
+    size_t *cuts = tok_tmp_alloc((n + 1) * 3 * sizeof *cuts);
     if (!best || !cuts) {
-        free(best);
-        free(cuts);
+        tok_tmp_free(best);
+        tok_tmp_free(cuts);
         return oom();
     }
     for (size_t i = 0; i <= n; i++) best[i] = (unode){0, -1, -1};
@@ -279,8 +279,8 @@ static candle_status unigram(const candle_tokenizer *t, const char *s, size_t n,
             else tok_out_push(o, m->unk);
         }
     }
-    free(best);
-    free(cuts);
+    tok_tmp_free(best);
+    tok_tmp_free(cuts);
     return stt;
 }
 

@@ -76,7 +76,7 @@ static bool nf(hf_str *cur, bool compat, bool compose) {
     size_t len;
     char *s = tok_unicode_normalize(cur->p, cur->n, compat, compose, hf_uc_decomp, &len);
     if (!s) return false;
-    free(cur->p);
+    tok_tmp_free(cur->p);
     cur->p = s;
     cur->n = len;
     cur->cap = len + 1;
@@ -101,7 +101,7 @@ static bool replace(const hf_norm *n, hf_str *cur) {
         pos = m[i + 1];
     }
     ok = ok && hf_str_add(&next, cur->p + pos, cur->n - pos);
-    free(m);
+    tok_tmp_free(m);
     if (!ok) {
         hf_str_free(&next);
         return false;

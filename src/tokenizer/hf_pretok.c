@@ -16,7 +16,7 @@ typedef struct segs {
 static bool seg_push(segs *s, size_t a, size_t b, bool m) {
     if (s->n + 3 > s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 48;
-        size_t *nv = realloc(s->v, nc * sizeof *nv);
+        size_t *nv = tok_tmp_realloc(s->v, s->cap * sizeof *nv, nc * sizeof *nv);
         if (!nv) return false;
         s->v = nv;
         s->cap = nc;
@@ -57,7 +57,7 @@ static bool segs_from_pattern(const hf_pattern *p, const char *s, size_t n, segs
         prev = m[i + 1];
     }
     if (ok && prev != n) ok = seg_push(out, prev, n, false);
-    free(m);
+    tok_tmp_free(m);
     return ok;
 }
 
@@ -148,7 +148,7 @@ static bool bytelevel(const hf_pre *p, const char *s, size_t n, bool first0, hf_
         ok = ok && hf_list_add(out, m.p, m.n, parts.first0[i]);
         hf_str_free(&m);
     }
-    free(sg.v);
+    tok_tmp_free(sg.v);
     hf_list_free(&parts);
     hf_str_free(&tmp);
     return ok;
@@ -167,7 +167,7 @@ static bool metaspace(const hf_pre *p, const char *s, size_t n, bool first0, hf_
         segs sg = {0};
         hf_pattern pat = {(char *)p->repl, rl, NULL};
         ok = segs_from_pattern(&pat, m.p, m.n, &sg) && emit(m.p, first0, &sg, HB_NEXT, false, out);
-        free(sg.v);
+        tok_tmp_free(sg.v);
     } else if (ok && m.n) {
         ok = hf_list_add(out, m.p, m.n, first0);
     }
@@ -208,7 +208,7 @@ static bool one(const hf_pre *p, const char *s, size_t n, bool first0, hf_list *
         ok = segs_from_pattern(&p->pat, s, n, &sg) && emit(s, first0, &sg, p->behavior, p->invert, out);
         break;
     }
-    free(sg.v);
+    tok_tmp_free(sg.v);
     return ok;
 }
 

@@ -10,7 +10,7 @@ bool hf_str_reserve(hf_str *s, size_t n) {
     if (s->n + n + 1 > s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 64;
         while (nc < s->n + n + 1) nc *= 2;
-        char *np = realloc(s->p, nc);
+        char *np = tok_tmp_realloc(s->p, s->cap, nc);
         if (!np) return false;
         s->p = np;
         s->cap = nc;
@@ -32,18 +32,18 @@ bool hf_str_cp(hf_str *s, uint32_t cp) {
 }
 
 void hf_str_free(hf_str *s) {
-    free(s->p);
+    tok_tmp_free(s->p);
     memset(s, 0, sizeof *s);
 }
 
 bool hf_list_add(hf_list *l, const char *p, size_t n, bool first0) {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 16;
-        size_t *no = realloc(l->off, nc * sizeof *no);
+        size_t *no = tok_tmp_realloc(l->off, l->cap * sizeof *no, nc * sizeof *no);
         if (no) l->off = no;
-        size_t *nl = realloc(l->len, nc * sizeof *nl);
+        size_t *nl = tok_tmp_realloc(l->len, l->cap * sizeof *nl, nc * sizeof *nl);
         if (nl) l->len = nl;
-        bool *nf = realloc(l->first0, nc * sizeof *nf);
+        bool *nf = tok_tmp_realloc(l->first0, l->cap * sizeof *nf, nc * sizeof *nf);
         if (nf) l->first0 = nf;
         if (!no || !nl || !nf) return false;
         l->cap = nc;
@@ -71,16 +71,16 @@ void hf_list_clear(hf_list *l) {
 
 void hf_list_free(hf_list *l) {
     hf_str_free(&l->buf);
-    free(l->off);
-    free(l->len);
-    free(l->first0);
+    tok_tmp_free(l->off);
+    tok_tmp_free(l->len);
+    tok_tmp_free(l->first0);
     memset(l, 0, sizeof *l);
 }
 
 static bool pair_push(size_t **v, size_t *n, size_t *cap, size_t a, size_t b) {
     if (*n + 2 > *cap) {
         size_t nc = *cap ? *cap * 2 : 32;
-        size_t *nv = realloc(*v, nc * sizeof *nv);
+        size_t *nv = tok_tmp_realloc(*v, *cap * sizeof *nv, nc * sizeof *nv);
         if (!nv) return false;
         *v = nv;
         *cap = nc;
@@ -92,8 +92,8 @@ static bool pair_push(size_t **v, size_t *n, size_t *cap, size_t a, size_t b) {
 
 static bool regex_find(const tok_regex *re, const char *s, size_t n, size_t **pairs, size_t *np,
                        size_t *cap) {
-    uint32_t *cps = malloc((n + 1) * sizeof *cps);
-    size_t *offs = malloc((n + 1) * sizeof *offs);
+    uint32_t *cps = tok_tmp_alloc((n + 1) * sizeof *cps);
+    size_t *offs = tok_tmp_alloc((n + 1) * sizeof *offs);
     bool ok = cps && offs;
     int64_t nc = 0;
     for (size_t i = 0; ok && i < n; nc++) {
@@ -112,8 +112,8 @@ static bool regex_find(const tok_regex *re, const char *s, size_t n, size_t **pa
         } else pos++;
     }
     tok_regex_stack_free(&st);
-    free(cps);
-    free(offs);
+    tok_tmp_free(cps);
+    tok_tmp_free(offs);
     return ok;
 }
 

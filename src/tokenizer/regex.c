@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core-impl.h"
+#include "tokenizer-impl.h"
 #include "unicode-impl.h"
 
 typedef struct rclass {
@@ -617,7 +618,7 @@ candle_status tok_regex_compile_cat(const char *pattern, int (*cat)(uint32_t), i
 static bool push(tok_regex_stack *st, int64_t pc, int64_t pos) {
     if (st->n + 2 > st->cap) {
         int64_t nc = st->cap ? st->cap * 2 : 256;
-        int64_t *nv = realloc(st->v, (size_t)nc * sizeof(int64_t));
+        int64_t *nv = tok_tmp_realloc(st->v, (size_t)st->cap * sizeof(int64_t), (size_t)nc * sizeof(int64_t));
         if (!nv) return false;
         st->v = nv;
         st->cap = nc;
@@ -633,13 +634,13 @@ static bool push(tok_regex_stack *st, int64_t pc, int64_t pos) {
 #define MEMO_MAX_BITS ((int64_t)1 << 27)
 
 void tok_regex_stack_free(tok_regex_stack *st) {
-    free(st->v);
-    free(st->memo);
+    tok_tmp_free(st->v);
+    tok_tmp_free(st->memo);
     memset(st, 0, sizeof *st);
 }
 
 void tok_regex_begin(tok_regex_stack *st) {
-    free(st->memo);
+    tok_tmp_free(st->memo);
     st->memo = NULL;
     st->memo_re = st->memo_text = NULL;
     st->steps = 0;
@@ -648,7 +649,7 @@ void tok_regex_begin(tok_regex_stack *st) {
 /* Resets the step count (and memo) when the text or regex changes. */
 static void memo_track(const tok_regex *re, const uint32_t *cps, int64_t n, tok_regex_stack *st) {
     if (st->memo_re == re && st->memo_text == cps && st->memo_len == n) return;
-    free(st->memo);
+    tok_tmp_free(st->memo);
     st->memo = NULL;
     st->memo_re = re;
     st->memo_text = cps;
@@ -659,7 +660,7 @@ static void memo_track(const tok_regex *re, const uint32_t *cps, int64_t n, tok_
 static void memo_maybe_start(const tok_regex *re, int64_t n, tok_regex_stack *st) {
     int64_t bits = (n + 1) * re->n_prog;
     if (st->memo || st->steps < MEMO_STEPS_PER_CHAR * (n + 16) || bits > MEMO_MAX_BITS) return;
-    st->memo = calloc((size_t)(bits / 64 + 1), sizeof(uint64_t)); /* NULL: carry on without */
+    st->memo = tok_tmp_calloc((size_t)(bits / 64 + 1), sizeof(uint64_t)); /* NULL: carry on without */
 }
 
 /* The states of a successful match may lead to MATCH again: forget the

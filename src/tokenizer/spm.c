@@ -98,6 +98,6 @@ oom:
 done:
     free(s);
     free(sym);
-    free(h.v);
+    tok_tmp_free(h.v);
     return st;
 }

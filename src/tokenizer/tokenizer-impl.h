@@ -97,6 +97,23 @@ candle_status tok_build(candle_tokenizer **out, const tok_source *src);
  * (true for a known name or none). */
 const char *const *tok_pre_regexes(const char *pre, bool *ignore_merges, bool *known);
 
+/* ---- the encode path's temporary memory (scratch.c) ----
+ * Every buffer an encode makes and drops (strings, piece lists, match
+ * stacks, model lattices) goes through tok_tmp_*: heap memory, or while a
+ * caller's scratch is bound to the thread (tok_scratch_begin .. _end), its
+ * arena, reset at _end. tok_tmp_realloc takes the old block's size (what
+ * an arena copies). Memory from tok_tmp_* must not outlive the call. */
+typedef struct tok_scratch tok_scratch;
+/* Binds *sc (made on first use) to this thread; nested begins leave the
+ * outer binding. */
+candle_status tok_scratch_begin(tok_scratch **sc);
+void tok_scratch_end(tok_scratch **sc);
+void tok_scratch_free(tok_scratch *sc);
+void *tok_tmp_alloc(size_t n);
+void *tok_tmp_calloc(size_t n, size_t size);
+void *tok_tmp_realloc(void *p, size_t old, size_t n);
+void tok_tmp_free(void *p);
+
 /* Output buffer of ids that counts past its capacity. stop > 0: the
  * encoders give up once n reaches it (the caller's limit + 1), so a text far
  * longer than the caller can use costs no more than that many ids. */

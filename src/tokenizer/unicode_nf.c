@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer-impl.h"
 #include "unicode-impl.h"
 
 enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7 };
@@ -57,7 +58,7 @@ typedef struct cpbuf {
 static bool cp_push(cpbuf *b, uint32_t cp) {
     if (b->n == b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 64;
-        uint32_t *nv = realloc(b->v, nc * sizeof *nv);
+        uint32_t *nv = tok_tmp_realloc(b->v, b->cap * sizeof *nv, nc * sizeof *nv);
         if (!nv) return false;
         b->v = nv;
         b->cap = nc;
@@ -135,7 +136,7 @@ char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose_,
     if (ok) {
         reorder(&b);
         if (compose_) compose(&b);
-        out = malloc(b.n * 4 + 1);
+        out = tok_tmp_alloc(b.n * 4 + 1);
     }
     if (out) {
         size_t k = 0;
@@ -143,7 +144,7 @@ char *tok_unicode_normalize(const char *s, size_t n, bool compat, bool compose_,
         out[k] = 0;
         *out_len = k;
     }
-    free(b.v);
+    tok_tmp_free(b.v);
     return out;
 }
 

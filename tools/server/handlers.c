@@ -45,7 +45,7 @@ char *srv_error_json(int status, const char *msg, const char *param, const char 
                                        : "invalid_request_error";
     json_t *e = json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", msg, "type", type,
                           "param", param, "code", code);
-    char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    char *s = e ? srv_json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     return s;
 }
@@ -63,7 +63,7 @@ void srv_reply_error(srv_reply *out, int status, const char *param, const char *
 
 void srv_reply_json(srv_reply *out, int status, json_t *j) {
     out->status = status;
-    out->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    out->body = j ? srv_json_dumps(j, JSON_COMPACT) : NULL;
     if (!out->body) srv_reply_error(out, 500, NULL, NULL, "out of memory");
     json_decref(j);
 }
@@ -185,7 +185,7 @@ static bool parse_response_format(json_t *o, srv_req *r, srv_reply *out) {
                             "'response_format' of type json_schema needs 'json_schema': {'schema': {...}}");
             return false;
         }
-        schema = json_dumps(sch, JSON_COMPACT | JSON_ENCODE_ANY);
+        schema = srv_json_dumps(sch, JSON_COMPACT | JSON_ENCODE_ANY);
     } else {
         srv_reply_error(out, 400, "response_format", "invalid_value",
                         "'response_format' type '%s' is not one of text, json_object, json_schema", type);
@@ -866,7 +866,7 @@ static json_t *chunk_json(const srv_reply *rp, json_t *choice) {
 }
 
 static bool append_event(char **buf, size_t *len, json_t *j) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? srv_json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) return false;
     size_t n = strlen(s);
@@ -1163,10 +1163,15 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
         return;
     }
     json_error_t err;
+    /* the encoder endpoints are done with the request when this returns
+     * (no stream): their JSON needs no heap (jalloc.c) */
+    bool arena = kind == 3 || kind == 6;
+    if (arena) srv_jparse_begin();
     json_t *o = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &err);
     if (!o) {
         srv_reply_error(out, 400, NULL, "invalid_json", "invalid JSON body: %s (line %d, column %d)",
                     err.text, err.line, err.column);
+        if (arena) srv_jparse_end();
         return;
     }
     /* the request's model picks the entry; with one model (no router) it
@@ -1188,4 +1193,5 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
         }
     }
     json_decref(o);
+    if (arena) srv_jparse_end();
 }

@@ -18,8 +18,10 @@
 #include "server.h"
 
 typedef struct conn_state {
+    struct conn_state *next_free; /* in the pool (cs_take) */
     char *body;
-    size_t len, cap;
+    size_t len, cap; /* cap: the bytes this request's body may take (its reservation) */
+    size_t buf_cap;  /* body's allocation, kept across requests (cs_take) */
     size_t reserved; /* bytes of c->body_mem this request holds */
     double body_end; /* the body's deadline (srv_now) */
     /* the access log's line, printed when the response is done */
@@ -40,6 +42,47 @@ typedef struct stream_state {
     char *out; /* SSE bytes not yet handed to MHD */
     size_t out_len, out_pos;
 } stream_state;
+
+/* Finished requests' states go back to a pool with their body buffers, so
+ * that a request of a size seen before allocates neither; the pool holds as
+ * many as the most requests that were ever open at once. A buffer over
+ * CS_KEEP_BODY is freed as soon as its request is read (body_release): the
+ * memory kept outside --max-body-mem's count stays small. */
+#define CS_KEEP_BODY ((size_t)16 << 10)
+static pthread_mutex_t cs_mu = PTHREAD_MUTEX_INITIALIZER;
+static conn_state *cs_pool;
+
+static conn_state *cs_take(void) {
+    pthread_mutex_lock(&cs_mu);
+    conn_state *cs = cs_pool;
+    if (cs) cs_pool = cs->next_free;
+    pthread_mutex_unlock(&cs_mu);
+    if (!cs) return calloc(1, sizeof *cs);
+    char *body = cs->body;
+    size_t buf_cap = cs->buf_cap;
+    memset(cs, 0, sizeof *cs);
+    cs->body = body;
+    cs->buf_cap = buf_cap;
+    return cs;
+}
+
+static void cs_give(conn_state *cs) {
+    pthread_mutex_lock(&cs_mu);
+    cs->next_free = cs_pool;
+    cs_pool = cs;
+    pthread_mutex_unlock(&cs_mu);
+}
+
+static void cs_pool_free(void) {
+    pthread_mutex_lock(&cs_mu);
+    for (conn_state *cs = cs_pool, *n; cs; cs = n) {
+        n = cs->next_free;
+        free(cs->body);
+        free(cs);
+    }
+    cs_pool = NULL;
+    pthread_mutex_unlock(&cs_mu);
+}
 
 static int endpoint_of(const char *url) {
     if (strstr(url, "/audio/")) return SRV_EP_AUDIO;
@@ -206,9 +249,13 @@ static bool body_reserve(srv_ctx *c, conn_state *cs, size_t n) {
     return true;
 }
 
+/* The body's bytes and reservation; a small buffer stays for the pool. */
 static void body_release(srv_ctx *c, conn_state *cs) {
-    free(cs->body);
-    cs->body = NULL;
+    if (cs->buf_cap > CS_KEEP_BODY) {
+        free(cs->body);
+        cs->body = NULL;
+        cs->buf_cap = 0;
+    }
     cs->len = cs->cap = 0;
     atomic_fetch_sub(&c->body_mem, cs->reserved);
     cs->reserved = 0;
@@ -229,7 +276,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     conn_state *cs = *con_cls;
     if (!cs) {
         /* First call, headers only: refuse before reading any body. */
-        if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        if (!(cs = cs_take())) return MHD_NO;
         *con_cls = cs;
         cs->t0 = srv_now();
         cs->tokens = -1;
@@ -250,7 +297,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_error(c, conn, cs, url, 429, "too many audio uploads at once", "queue_full");
         /* A known length is reserved whole and allocated once. */
         if (want && !body_reserve(c, cs, (size_t)want + 1)) return send_busy(c, conn, cs, url);
-        if (want && !(cs->body = malloc(cs->reserved))) return send_error(c, conn, cs, url, 500, "out of memory", NULL);
+        if (want && cs->buf_cap < cs->reserved) {
+            free(cs->body);
+            cs->buf_cap = 0;
+            if (!(cs->body = malloc(cs->reserved))) return send_error(c, conn, cs, url, 500, "out of memory", NULL);
+            cs->buf_cap = cs->reserved;
+        }
         cs->cap = cs->reserved;
         /* The whole body within --body-timeout: the daemon's inactivity
          * timeout is cut to what is left at every piece (below). */
@@ -283,9 +335,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     srv_reply rp;
     if (srv_audio_routes(c, url))
         srv_audio_handle(c, method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
-                         cs->body, cs->len, client_fd(conn), &rp);
+                         cs->len ? cs->body : NULL, cs->len, client_fd(conn), &rp);
     else
-        srv_handle(c, method, url, cs->body, cs->len, client_fd(conn), &rp);
+        srv_handle(c, method, url, cs->len ? cs->body : NULL, cs->len, client_fd(conn), &rp);
     /* The prompt is tokens now: a stream does not keep its body. */
     body_release(c, cs);
     if (rp.stream) return send_stream(c, conn, cs, url, &rp);
@@ -320,7 +372,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (cs->audio_upload) srv_audio_release(cls);
         srv_req_unref(cs->stream);
         body_release(cls, cs);
-        free(cs);
+        cs_give(cs);
         *con_cls = NULL;
     }
 }
@@ -399,4 +451,5 @@ void srv_http_stop(srv_ctx *c, struct MHD_Daemon *d) {
     if (d) MHD_stop_daemon(d);
     srv_gate_free(c->gate);
     c->gate = NULL;
+    cs_pool_free(); /* every request is done: the daemon has stopped */
 }

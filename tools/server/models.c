@@ -481,7 +481,7 @@ static void reply_not_found(srv_reply *out, const char *name) {
     json_t *err = json_object_get(j, "error");
     if (err) {
         json_object_set_new(err, "type", json_string("invalid_request_error"));
-        char *s = json_dumps(j, JSON_COMPACT);
+        char *s = srv_json_dumps(j, JSON_COMPACT);
         if (s) {
             free(out->body);
             out->body = s;

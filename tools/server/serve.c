@@ -319,6 +319,7 @@ int cmd_serve(int argc, char **argv) {
         if (!path) return 1;
         a.models[a.n_models++] = path;
     }
+    srv_jalloc_install(); /* before any thread parses a request */
     if (!a.api_key && !is_loopback(a.host))
         fprintf(stderr, "candle serve: WARNING: listening on %s without an API key: anyone who can reach "
                         "this address can use the model (--api-key KEY or CANDLE_API_KEY)\n", a.host);

@@ -385,6 +385,17 @@ void srv_handle(srv_ctx *c, const char *method, const char *url, const char *bod
 /* Has the client closed its socket? (never blocks) */
 bool srv_peer_gone(int fd);
 char *srv_error_json(int status, const char *msg, const char *param, const char *code);
+
+/* Encoder requests' JSON without the heap (jalloc.c): srv_jalloc_install
+ * once before serving makes jansson's allocator route a thread's objects
+ * to an arena between srv_jparse_begin and srv_jparse_end; they must all
+ * be released (json_decref) before the end. srv_json_dumps is json_dumps
+ * on the heap (what free() takes) whatever the routing; the server calls
+ * it instead of json_dumps. Without the install the calls do nothing. */
+void srv_jalloc_install(void);
+void srv_jparse_begin(void);
+void srv_jparse_end(void);
+char *srv_json_dumps(const json_t *j, size_t flags);
 /* out's status and body: a JSON value (taken), or an error in OpenAI's shape. */
 void srv_reply_json(srv_reply *out, int status, json_t *j);
 /* An optional boolean field of a request into *v (absent or null: kept);

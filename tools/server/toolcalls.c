@@ -130,7 +130,7 @@ bool srv_tools_parse(json_t *o, bool chat, srv_tools *t, srv_reply *out) {
             return false;
         }
     }
-    if (n_tools && !none && !(t->tools = json_dumps(tools, JSON_COMPACT))) goto oom;
+    if (n_tools && !none && !(t->tools = srv_json_dumps(tools, JSON_COMPACT))) goto oom;
     return true;
 oom:
     srv_tools_free(t);
@@ -179,7 +179,7 @@ bool srv_tools_msg_calls(json_t *msg, size_t index, candle_chat_tool_call **call
         }
         (*calls)[i].id = json_is_string(id) ? json_string_value(id) : NULL;
         (*calls)[i].name = json_string_value(nm);
-        char *a = json_is_string(args) ? strdup(json_string_value(args)) : json_dumps(args, JSON_COMPACT);
+        char *a = json_is_string(args) ? strdup(json_string_value(args)) : srv_json_dumps(args, JSON_COMPACT);
         if (!a) {
             srv_reply_error(out, 500, NULL, NULL, "out of memory");
             goto fail;
