@@ -48,4 +48,8 @@ if "$CANDLE" bench quant --bogus >"$tmp/out" 2>"$tmp/err"; then fail "--bogus ac
 grep -q "unknown option '--bogus'" "$tmp/err" || fail "no message for --bogus: $(cat "$tmp/err")"
 if "$CANDLE" bench quant -t 0 >"$tmp/out" 2>"$tmp/err"; then fail "-t 0 accepted"; fi
 grep -q "1..256 threads" "$tmp/err" || fail "no message for -t 0"
+if "$CANDLE" bench quant --type q4_K7 >"$tmp/out" 2>"$tmp/err"; then fail "--type q4_K7 accepted"; fi
+grep -q "is not one of: f16" "$tmp/err" || fail "no message for --type q4_K7: $(cat "$tmp/err")"
+"$CANDLE" bench quant --type Q4_K --shape 256x512 --m 2 -t 1 >"$tmp/out.md" 2>"$tmp/err" || fail "--type Q4_K exited $?"
+grep -q '^| q4_k | 4.50 | 256x512 | 2 |' "$tmp/out.md" || fail "--type Q4_K (any case) ran no q4_k row"
 echo "PASS test_bench_quant"

@@ -8,9 +8,11 @@
  * bandwidth: the weights of one case are several copies taken in turn, their
  * sum past the last-level cache, so each product reads its weight from
  * memory as a model's layers do. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -308,6 +310,14 @@ static int parse(qopts *o, int argc, char **argv) {
         fprintf(stderr, "candle bench quant: -t wants 1..256 threads\n");
         return 2;
     }
+    bool known = !o->only;
+    for (int i = 0; i < N_TYPES && !known; i++) known = !strcasecmp(o->only, candle_dtype_name(TYPES[i]));
+    if (!known) {
+        fprintf(stderr, "candle bench quant: --type %s is not one of:", o->only);
+        for (int i = 0; i < N_TYPES; i++) fprintf(stderr, " %s", candle_dtype_name(TYPES[i]));
+        fprintf(stderr, "\n");
+        return 2;
+    }
     return -1;
 }
 
@@ -321,7 +331,7 @@ static int bench_all(qresult *q, const float *src, const qshape *shapes, int n_s
     for (int s = 0; s < n_shapes; s++) max_n = shapes[s].N > max_n ? shapes[s].N : max_n;
     for (int i = 0; i < N_TYPES && !rc; i++) {
         const candle_dtype_traits *tr = cpu_dtype(TYPES[i]);
-        if (q->o->only && strcmp(q->o->only, tr->name)) continue;
+        if (q->o->only && strcasecmp(q->o->only, tr->name)) continue;
         if (shapes[0].K % tr->block_size) continue; /* --shape: K not whole blocks of this type */
         if (!tr->from_f32 || !tr->to_f32) {
             fprintf(stderr, "candle bench quant: %s has no conversion kernels\n", tr->name);
@@ -356,6 +366,10 @@ int cmd_bench_quant(int argc, char **argv) {
     int64_t max_m = 0;
     for (int m = 0; m < o.n_ms; m++) max_m = o.ms[m] > max_m ? o.ms[m] : max_m;
     most += max_m * shapes[0].K;
+    if (most <= 0 || (uint64_t)most > SIZE_MAX / sizeof(float)) {
+        fprintf(stderr, "candle bench quant: shape too large\n");
+        return 2;
+    }
     float *src = malloc((size_t)most * sizeof *src);
     qrow *rows = calloc((size_t)(N_TYPES * n_shapes * o.n_ms), sizeof *rows);
     qresult q = {.rows = rows, .o = &o};
