@@ -16,7 +16,8 @@
 typedef struct spec_costs {
     double w, sr, st, srr, srt; /* least squares of a target step's seconds t against its rows r */
     double r_lo, r_hi;          /* the fewest and most rows among the recent steps */
-    double draft_tok;           /* seconds per drafted token */
+    double draft_first, draft_next; /* a draft's seconds: its first token (a draft model's catching
+                                       up included), each one after */
     double acc, tries;          /* drafts kept, and drafts verified up to the first refused */
     double b;                   /* the last slope fitted (seconds per row), once fitted */
     bool fitted;
@@ -40,8 +41,15 @@ struct candle_spec {
     int32_t k_cur; /* this step's draft length: n_draft, adapted to the acceptance */
     int32_t skip, backoff; /* steps left without drafting, and the next such pause */
     spec_costs cost;
+    double t_first; /* seconds of the draft model's catching up in this step's draft */
     candle_spec_stats st;
 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 candle_spec_params candle_spec_default_params(void) {
     candle_spec_params p = {.n_draft = 8, .lookup_ngram = 3, .cost_aware = true};
@@ -223,10 +231,12 @@ static int32_t draft_model(candle_spec *sp, int32_t k, int32_t *draft) {
     if (room < 0) return 0; /* the draft's context is full: no drafts */
     if (k > room + 1) k = (int32_t)(room + 1);
     /* the rows the model verified in a row step: the same kind of step */
+    double t0 = now_s();
     if (session_eval_out(ds, sp->ctx + dpos, sp->n_ctx - dpos, sp->dlogits, false, SESSION_ROW_STEPS)) {
         session_fail(ds, "draft model");
         return -1;
     }
+    sp->t_first = now_s() - t0;
     int32_t n = 0;
     while (n < k) {
         float *q = sp->q + (size_t)n * (size_t)nv;
@@ -266,11 +276,6 @@ static candle_status undo(candle_spec *sp, candle_session *s, int64_t pos) {
     return st;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Older measurements weigh less: the acceptance follows the text (a quoted
  * span is kept whole, the prose after it is not), the times the machine. */
@@ -316,7 +321,7 @@ static int32_t cost_length(spec_costs *c, int32_t k_max) {
     for (int32_t k = 0; k <= k_max; k++) {
         g += ak; /* sum of a^j, j <= k */
         ak *= a;
-        double t = a0 + b * (double)(k + 1) + (double)k * c->draft_tok;
+        double t = a0 + b * (double)(k + 1) + (k ? c->draft_first + (double)(k - 1) * c->draft_next : 0);
         if (t <= 0) continue;
         if (g / t > best_rate * (1 + 1e-9)) best_rate = g / t, best = k;
     }
@@ -378,8 +383,15 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     }
     if (costed) {
         cost_step(&sp->cost, nd + 1, now_s() - t1);
-        if (nd > 0) sp->cost.draft_tok = sp->cost.draft_tok > 0 ? 0.8 * sp->cost.draft_tok + 0.2 * (t1 - t0) / nd
-                                                                : (t1 - t0) / nd;
+        if (nd > 0) {
+            spec_costs *c = &sp->cost;
+            double first = sp->dsess ? sp->t_first : t1 - t0;
+            c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
+            if (nd > 1) {
+                double next = (t1 - t0 - first) / (nd - 1);
+                c->draft_next = c->draft_next > 0 ? 0.8 * c->draft_next + 0.2 * next : next;
+            }
+        }
     }
     /* row i: the distribution after batch[i], which verifies draft[i] */
     int32_t n = 0, acc = 0, i = 0;
