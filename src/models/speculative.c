@@ -350,17 +350,18 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     k = k < room ? k : (int32_t)(room > 0 ? room : 0);
     int32_t nd = 0, peek = -1; /* peek: a lookup draft not verified, compared with the output instead */
     if (k_cost < 0 && costed) {
-        /* until fitted: short drafts of changing length, so that two row
-         * counts are timed soon without paying for long refused drafts */
-        int32_t k_try = 1 + (int32_t)(sp->st.n_steps % 3);
+        /* until fitted: short drafts of changing length (a draft model's
+         * cost: none or one), so that two row counts are timed soon
+         * without paying for long refused drafts */
+        int32_t k_try = sp->dsess ? (int32_t)(sp->st.n_steps % 2) : 1 + (int32_t)(sp->st.n_steps % 3);
         k = k < k_try ? k : k_try;
     } else if (k_cost < 0 && sp->skip > 0) {
         sp->skip--;
         k = 0;
     } else if (k_cost == 0 && sp->dsess) {
         /* a draft model's acceptance is only seen by drafting: a one-token
-         * probe now and then, further apart while they fail (each costs
-         * the draft model's catching up on the tokens since its last) */
+         * probe now and then, 8, 16 .. 256 steps apart while they fail
+         * (each costs the draft model's catching up on the tokens since) */
         spec_costs *c = &sp->cost;
         k = c->probe_wait <= 0 && room > 0 ? 1 : 0;
         if (!k) c->probe_wait--;
@@ -420,7 +421,7 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         candle_session_truncate(sp->dsess, sp->n_ctx);
     if (costed && nd > 0) cost_accept(&sp->cost, acc < nd ? acc + 1 : acc, acc);
     if (costed && k_cost == 0 && nd > 0) {
-        sp->cost.probe_gap = acc ? 0 : sp->cost.probe_gap < 64 ? 2 * sp->cost.probe_gap + 1 : 127;
+        sp->cost.probe_gap = acc ? 0 : sp->cost.probe_gap < 8 ? 8 : sp->cost.probe_gap < 128 ? 2 * sp->cost.probe_gap : 256;
         sp->cost.probe_wait = sp->cost.probe_gap;
     }
     else if (costed && peek >= 0) cost_accept(&sp->cost, 1, out[0] == peek);
