@@ -32,7 +32,15 @@
  * its values, and the model gathers its activations into that order.
  * Every value then dequantizes to the same f32 as the formula above (an f16
  * scale times an integer below 2^9 needs at most 20 significant bits), and
- * the integer kernels of those types run the products. */
+ * the integer kernels of those types run the products.
+ * A model asks for asymmetric 4-bit linears in a smaller form
+ * (candle_weights_load_linear_split): Q4_0 of the codes, s * (q - 8), plus
+ * f32 s * (8 - z) per group and output, which the model multiplies by the
+ * sums of its activations' groups. 4.5 + 32 / group bits per weight instead
+ * of Q5_0's 5.5, and Q4_0's kernels. Only a caller that adds the correction
+ * gets that form; every other reader (candle_weights_load_tensor, so
+ * `candle quantize`) gets the whole linear as Q5_0. Stacked experts stay
+ * Q5_0: the moe_ffn op takes plain weights. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
