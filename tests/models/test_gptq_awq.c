@@ -6,13 +6,17 @@
  *     golden.json; layer 0's down_proj compared whole with
  *     reference_dequant.bin), and is of the block type expected (Q4_0 for
  *     symmetric 4 bits, Q5_0 for asymmetric 4 bits, Q8_0 for symmetric 8
- *     bits, f32 where no block type holds the values exactly);
+ *     bits, f32 where no block type holds the values exactly), and the forms
+ *     the model takes (inputs sorted by group; asymmetric 4 bits as Q4_0 plus
+ *     a correction per group) hold the same values bit for bit;
  *   - on the reference kernels (exact products) the logits at every prompt
  *     position are transformers' on the dequantized weights within 1e-5
  *     NMSE, the top-10 within 1e-3 and the 32-token greedy continuation the
  *     same;
  *   - on the default (integer) kernels, prefill and one token per step, the
  *     logits within the bound of quantized activations;
+ *   - batched rows (candle_batch_eval, prefills of 5 and 3 then a token
+ *     each) give the session's logits;
  *   - a malformed or unsupported quantization_config, and tensors whose
  *     shapes disagree with it, are refused with a message naming the field
  *     or tensor. */
@@ -174,11 +178,12 @@ static void check_dequant(const char *name, const char *dir) {
               act_order ? 14 : 0);
     /* the model takes asymmetric 4-bit as Q4_0 plus a correction per group
      * (all of these variants' groups are whole blocks of one size) */
-    bool asym4 = !strcmp(type, "q5_0");
+    bool asym4 = !strcmp(type, "q5_0") || strstr(name, "actorder-asym");
     CHECK_MSG(split == (asym4 ? 14 : 0), "%s: %d linears split into q4_0 and a correction, want %d", name, split,
               asym4 ? 14 : 0);
     printf("%-26s %d linears dequantize bit-exactly (as %s; %d with inputs sorted by group; the model's form: "
-           "%s)\n", name, checked, type, sorted, asym4 ? "q4_0 + f32 correction per group" : sorted ? "sorted" : type);
+           "%s%s)\n", name, checked, type, sorted, sorted ? "sorted, " : "",
+           asym4 ? "q4_0 + f32 correction per group" : sorted ? "q4_0" : type);
     candle_ctx_free(ctx);
     candle_weights_close(w);
     json_free(d);
@@ -371,7 +376,7 @@ static void check_refused(const char *name, const char *from, const char *to, co
 int main(void) {
     static const char *const variants[] = {
         "gptq-4bit-g128-sym",     "gptq-4bit-g32-asym", "gptq-4bit-perchannel-asym",
-        "gptq-4bit-g64-asym-v2",  "gptq-4bit-g32-actorder", "gptq-8bit-g128-sym",
+        "gptq-4bit-g64-asym-v2",  "gptq-4bit-g32-actorder", "gptq-4bit-g32-actorder-asym", "gptq-8bit-g128-sym",
         "gptq-8bit-g64-asym",     "awq-4bit-g128",      "awq-4bit-g64",
     };
     char dir[1024];
