@@ -23,8 +23,9 @@ static candle_tensor *on_backend(loader *L, candle_tensor *t) {
 }
 
 /* The leaf of a tensor, or NULL (with an error when required). With order,
- * a linear in the form its products run fastest (candle_weights_load_linear)
- * and the order its inputs take, or NULL. */
+ * a linear in the form its products run fastest
+ * (candle_weights_load_linear_split), the order its inputs take and its
+ * zero-point correction over groups of *group inputs (each NULL if none). */
 static candle_tensor *leaf_load(loader *L, int64_t il, const char *what, bool required, candle_tensor **order,
                                 candle_tensor **corr, int64_t *group) {
     if (il >= 0) snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
@@ -153,7 +154,11 @@ static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out
         float *v = malloc((size_t)group * sizeof *v);
         int64_t shape[2] = {group, 1};
         for (int64_t i = 0; v && i < group; i++) v[i] = 1.0f;
-        ones = v ? on_backend(L, candle_tensor_from_f32(L->m->ctx, CANDLE_DTYPE_F32, 2, shape, v)) : NULL;
+        if (!v) {
+            cdl_set_error(L->m->ctx, CANDLE_ERR_OOM, "out of memory: the group sums of %s", L->name);
+            return NULL;
+        }
+        ones = on_backend(L, candle_tensor_from_f32(L->m->ctx, CANDLE_DTYPE_F32, 2, shape, v));
         free(v);
         if (!ones) return NULL;
     }
