@@ -4,13 +4,15 @@ for the speed of GPTQ-4 / AWQ-4 against Q4_0 on the same shape (bench/gptq_compa
 
     python3 bench/make_gptq_model.py OUT_ROOT [--layers N]
 
-OUT_ROOT gets three Hugging Face directories (config.json + model.safetensors):
+OUT_ROOT gets four Hugging Face directories (config.json + model.safetensors):
   gptq-4bit-g128-sym       GPTQ v1, symmetric, groups of 128 in order
   gptq-4bit-g128-actorder  the same with desc_act: g_idx from a random order
                            of the inputs, as act-order writes it (each group
                            keeps 128 members; q/k/v share one order, gate/up
                            one, as their Hessians are the same)
   awq-4bit-g128            AWQ GEMM, zero points drawn in [0, 15]
+  gptq-4bit-g128-asym      GPTQ v1, sym false: stored zero points drawn in
+                           [0, 15] (z in [1, 16])
 Shape: n_embd 2048, 32 heads, 4 KV heads, n_ff 5632, 32000-token vocabulary,
 22 layers (--layers to change); embeddings and lm_head f16 (GPTQ and AWQ leave
 them unquantized). The packings are scripts/gen_gptq_awq_models.py's (the
@@ -44,12 +46,14 @@ def scales(rng, groups, out_f):
     return (rng.uniform(0.002, 0.004, (groups, out_f))).astype(np.float16)
 
 
-def gptq_linear(rng, in_f, out_f, perm):
+def gptq_linear(rng, in_f, out_f, perm, sym=True):
     groups = in_f // GROUP
+    # v1 stores z - 1: 7 in every nibble is the symmetric zero point 8
+    qz = (np.full((groups, out_f // 8), 0x77777777, np.uint32) if sym
+          else rng.integers(0, 1 << 32, (groups, out_f // 8), dtype=np.uint64).astype(np.uint32))
     t = {
         "qweight": rng.integers(0, 1 << 32, (in_f // 8, out_f), dtype=np.uint64).astype(np.uint32).view(np.int32),
-        # v1 stores z - 1: 7 in every nibble is the symmetric zero point 8
-        "qzeros": np.full((groups, out_f // 8), 0x77777777, np.uint32).view(np.int32),
+        "qzeros": qz.view(np.int32),
         "scales": scales(rng, groups, out_f),
     }
     g_idx = np.arange(in_f, dtype=np.int32) // GROUP
@@ -100,13 +104,13 @@ def write(d: Path, n_layer, kind, seed):
             if kind == "actorder" and src not in perms:
                 perms[src] = rng.permutation(in_f)
             parts = (awq_linear(rng, in_f, out_f) if kind == "awq"
-                     else gptq_linear(rng, in_f, out_f, perms.get(src)))
+                     else gptq_linear(rng, in_f, out_f, perms.get(src), kind != "asym"))
             for k, v in parts.items():
                 t[p + name + "." + k] = v
     if kind == "awq":
         qc = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm"}
     else:
-        qc = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "sym": True, "desc_act": kind == "actorder",
+        qc = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "sym": kind != "asym", "desc_act": kind == "actorder",
               "checkpoint_format": "gptq"}
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(config(n_layer, qc), indent=2) + "\n")
@@ -117,10 +121,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--layers", type=int, default=22)
-    ap.add_argument("--only", default="", help="comma-separated names (default: all three)")
+    ap.add_argument("--only", default="", help="comma-separated names (default: all four)")
     a = ap.parse_args()
     for seed, (name, kind) in enumerate([("gptq-4bit-g128-sym", "sym"), ("gptq-4bit-g128-actorder", "actorder"),
-                                         ("awq-4bit-g128", "awq")]):
+                                         ("awq-4bit-g128", "awq"), ("gptq-4bit-g128-asym", "asym")]):
         if a.only and name not in a.only.split(","):
             continue
         write(a.out / name, a.layers, kind, seed)

@@ -107,6 +107,7 @@ VARIANTS = {
     "gptq-4bit-perchannel-asym": ("gptq", 4, -1, False, False, "gptq", "q5_0"),
     "gptq-4bit-g64-asym-v2": ("gptq", 4, 64, False, False, "gptq_v2", "q5_0"),
     "gptq-4bit-g32-actorder": ("gptq", 4, 32, True, True, "gptq", "f32"),
+    "gptq-4bit-g32-actorder-asym": ("gptq", 4, 32, False, True, "gptq", "f32"),
     "gptq-8bit-g128-sym": ("gptq", 8, 128, True, False, "gptq", "q8_0"),
     "gptq-8bit-g64-asym": ("gptq", 8, 64, False, False, "gptq", "f32"),
     "awq-4bit-g128": ("awq", 4, 128, False, False, None, "q5_0"),

@@ -106,6 +106,21 @@ CANDLE_API candle_tensor *candle_weights_load_tensor(const candle_weights *w, ca
  * *in_order is NULL when the columns are in order. */
 CANDLE_API candle_tensor *candle_weights_load_linear(const candle_weights *w, candle_ctx *ctx,
                                                      const char *name, candle_tensor **in_order);
+/* As candle_weights_load_linear, but an asymmetric 4-bit linear (AWQ, GPTQ
+ * with sym false: W = s * (q - z)) whose groups are whole 32-blocks of one
+ * size comes split: the weight is Q4_0 of its codes (s * (q - 8)) and
+ * *group_corr, f32 [out, in / *group], holds each group's s * (8 - z), so
+ *     W[o][j] = weight[o][j] + (*group_corr)[o][j / *group]   (exactly)
+ *     x W^T   = x' weight^T + groupsum(x') group_corr^T,
+ * x' the activations in in_order's order and groupsum(x')[g] the sum of
+ * x'[g * group .. (g + 1) * group). The weight alone is not the linear:
+ * only a caller that adds the correction may ask for this form (the other
+ * loaders give such a linear as Q5_0, which holds it whole). *group_corr is
+ * NULL (and *group 0) for every other linear, loaded as
+ * candle_weights_load_linear loads it. */
+CANDLE_API candle_tensor *candle_weights_load_linear_split(const candle_weights *w, candle_ctx *ctx,
+                                                           const char *name, candle_tensor **in_order,
+                                                           candle_tensor **group_corr, int64_t *group);
 /* The name a GGUF tensor name has in this source's files ("blk.0.attn_q.weight"
  * -> "model.layers.0.self_attn.q_proj.weight"), for messages about a tensor
  * that is missing; name itself when there is no mapping. */

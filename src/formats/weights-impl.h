@@ -134,9 +134,12 @@ candle_status hf_quant_entries(candle_weights *w);
 /* The linear's weight [out, in] as info.dtype, in ctx. With order (not
  * NULL) an act-order linear whose sorted form has a block type comes with
  * its inputs sorted by group instead: column j holds input (*order)[j], an
- * i32 [in] tensor; *order is NULL when the columns are in order. */
+ * i32 [in] tensor; *order is NULL when the columns are in order. With corr
+ * (not NULL) an asymmetric 4-bit linear whose groups can be summed comes as
+ * Q4_0 of its codes plus *corr, f32 [out, in / *group]: the weight is the
+ * Q4_0 one plus corr[o][j / *group] at column j; *corr is NULL otherwise. */
 candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, candle_ctx *ctx,
-                             const char *name, candle_tensor **order);
+                             const char *name, candle_tensor **order, candle_tensor **corr, int64_t *group);
 void hf_quant_free(candle_weights *w);
 
 #endif

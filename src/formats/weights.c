@@ -354,7 +354,18 @@ candle_tensor *candle_weights_load_linear(const candle_weights *w, candle_ctx *c
                                           candle_tensor **in_order) {
     int64_t i = name && w->quant ? candle_weights_find_tensor(w, name) : -1;
     *in_order = NULL;
-    if (i >= 0 && w->entries[i].q) return hf_quant_load(w, &w->entries[i], ctx, name, in_order);
+    if (i >= 0 && w->entries[i].q) return hf_quant_load(w, &w->entries[i], ctx, name, in_order, NULL, NULL);
+    return candle_weights_load_tensor(w, ctx, name);
+}
+
+candle_tensor *candle_weights_load_linear_split(const candle_weights *w, candle_ctx *ctx, const char *name,
+                                                candle_tensor **in_order, candle_tensor **group_corr,
+                                                int64_t *group) {
+    int64_t i = name && w->quant ? candle_weights_find_tensor(w, name) : -1;
+    *in_order = *group_corr = NULL;
+    *group = 0;
+    if (i >= 0 && w->entries[i].q)
+        return hf_quant_load(w, &w->entries[i], ctx, name, in_order, group_corr, group);
     return candle_weights_load_tensor(w, ctx, name);
 }
 
@@ -383,14 +394,14 @@ candle_tensor *candle_weights_load_tensor(const candle_weights *w, candle_ctx *c
         size_t part = e->info.size / (size_t)e->n_parts;
         for (int64_t k = 0; t && k < e->n_parts; k++) {
             const weights_entry *p = &e->parts[k];
-            candle_tensor *v = p->q ? hf_quant_load(w, p, ctx, p->info.name, NULL)
+            candle_tensor *v = p->q ? hf_quant_load(w, p, ctx, p->info.name, NULL, NULL, NULL)
                                     : candle_safetensors_load_tensor(w->shards[p->shard], ctx, p->info.src_name);
             if (!v || candle_tensor_copy_bytes(t, (size_t)k * part, v, p->part_off, part)) t = NULL;
         }
         if (t) candle_tensor_set_name(t, name);
         return t;
     }
-    if (e->q) return hf_quant_load(w, e, ctx, name, NULL);
+    if (e->q) return hf_quant_load(w, e, ctx, name, NULL, NULL, NULL);
     candle_tensor *t = candle_safetensors_load_tensor(w->shards[e->shard], ctx, e->info.src_name);
     if (!t) return NULL;
     candle_tensor_set_name(t, name);

@@ -32,7 +32,15 @@
  * its values, and the model gathers its activations into that order.
  * Every value then dequantizes to the same f32 as the formula above (an f16
  * scale times an integer below 2^9 needs at most 20 significant bits), and
- * the integer kernels of those types run the products. */
+ * the integer kernels of those types run the products.
+ * A model asks for asymmetric 4-bit linears in a smaller form
+ * (candle_weights_load_linear_split): Q4_0 of the codes, s * (q - 8), plus
+ * f32 s * (8 - z) per group and output, which the model multiplies by the
+ * sums of its activations' groups. 4.5 + 32 / group bits per weight instead
+ * of Q5_0's 5.5, and Q4_0's kernels. Only a caller that adds the correction
+ * gets that form; every other reader (candle_weights_load_tensor, so
+ * `candle quantize`) gets the whole linear as Q5_0. Stacked experts stay
+ * Q5_0: the moe_ffn op takes plain weights. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,30 +418,71 @@ static candle_tensor *order_tensor(candle_ctx *ctx, const int32_t *perm, int64_t
     return t;
 }
 
+/* The zero points' share of an asymmetric linear as f32 [out, n_groups]:
+ * c = s * (8 - z), so that s * (q - 8) (Q4_0 of the codes) + c = s * (q - z).
+ * Both terms are an f16 scale times an integer below 2^5, so each is exact in
+ * f32 and so is their sum. */
+static candle_tensor *corr_tensor(candle_ctx *ctx, const weights_qlinear *q, const int16_t *zeros, const uint16_t *sc,
+                                  const char *name) {
+    int64_t shape[2] = {q->out, q->n_groups};
+    float *c = malloc((size_t)(q->out * q->n_groups) * sizeof *c);
+    candle_tensor *t = c ? candle_tensor_new(ctx, CANDLE_DTYPE_F32, 2, shape) : NULL;
+    for (int64_t o = 0; t && o < q->out; o++)
+        for (int64_t g = 0; g < q->n_groups; g++) {
+            uint16_t s16;
+            memcpy(&s16, sc + g * q->out + o, 2);
+            c[o * q->n_groups + g] = candle_f16_to_f32(s16) * (float)(8 - zeros[g * q->out + o]);
+        }
+    if (t && candle_tensor_set_bytes(t, 0, c, (size_t)(q->out * q->n_groups) * sizeof *c)) t = NULL;
+    if (t) snprintf(t->name, sizeof t->name, "%.*s.zero_corr", (int)(sizeof t->name - 11), name);
+    if (!c) cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: the zero points of '%s'", name);
+    free(c);
+    return t;
+}
+
+/* Whether an asymmetric 4-bit linear (the Q5_0 ones) splits into Q4_0 and a
+ * correction per group: each group must be whole 32-blocks of the (sorted)
+ * columns and all groups one size, so that the model sums an input's groups
+ * with a reshape. ends: the groups' ends in sorted order, or NULL in order. */
+static bool can_split(const struct hf_quant *hq, const weights_qlinear *q, candle_dtype dt, const int64_t *ends) {
+    int64_t g = hq->group < 0 ? q->in : hq->group;
+    if (hq->bits != 4 || dt != CANDLE_DTYPE_Q5_0 || g % 32 || q->in % g || q->n_groups != q->in / g) return false;
+    for (int64_t k = 0; ends && k < q->n_groups; k++)
+        if (ends[k] != (k + 1) * g) return false;
+    return true;
+}
+
 candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, candle_ctx *ctx, const char *name,
-                             candle_tensor **order) {
+                             candle_tensor **order, candle_tensor **corr, int64_t *group) {
     const struct hf_quant *hq = w->quant;
     const weights_qlinear *q = e->q;
     int64_t in = q->in, out = q->out, nb = in / 32;
     bool sorted = order && q->sorted_dtype != CANDLE_DTYPE_F32;
-    const candle_dtype dt = sorted ? q->sorted_dtype : e->info.dtype;
-    const candle_dtype_traits *tr = candle_dtype_info(dt);
-    size_t size = sorted ? (size_t)(out * nb) * tr->type_size : e->info.size;
+    candle_dtype dt = sorted ? q->sorted_dtype : e->info.dtype;
     if (order) *order = NULL;
+    if (corr) *corr = NULL;
     uint8_t *codes = malloc((size_t)(in * out)), *row = malloc((size_t)in);
     int16_t *zeros = malloc((size_t)(q->n_groups * out) * sizeof *zeros);
-    void *dst = malloc(size ? size : 1);
+    void *dst = NULL;
     uint16_t *d = malloc((size_t)(nb + 1) * sizeof *d);
     int16_t *z = malloc((size_t)(nb + 1) * sizeof *z);
     int32_t *perm = sorted ? malloc((size_t)in * sizeof *perm) : NULL;
     int64_t *counts = sorted ? malloc((size_t)q->n_groups * sizeof *counts) : NULL;
     candle_tensor *t = NULL;
-    if (!codes || !row || !zeros || !dst || !d || !z || (sorted && (!perm || !counts))) {
+    if (!codes || !row || !zeros || !d || !z || (sorted && (!perm || !counts))) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: repacking '%s'", e->info.src_name);
         goto done;
     }
     unpack(hq, q, codes, zeros);
-    if (sorted) sort_by_group(hq, q, counts, perm);
+    if (sorted) sort_by_group(hq, q, counts, perm); /* counts: each group's end */
+    bool split = corr && can_split(hq, q, dt, sorted ? counts : NULL);
+    if (split) dt = CANDLE_DTYPE_Q4_0;
+    const candle_dtype_traits *tr = candle_dtype_info(dt);
+    size_t size = sorted || split ? (size_t)(out * nb) * tr->type_size : e->info.size;
+    if (!(dst = malloc(size ? size : 1))) {
+        cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: repacking '%s'", e->info.src_name);
+        goto done;
+    }
     const uint16_t *sc = data_of(q->st[SC], q->t[SC]);
     uint16_t s16;
     if (dt == CANDLE_DTYPE_F32) {
@@ -461,6 +510,8 @@ candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, ca
     if (t && candle_tensor_set_bytes(t, 0, dst, size)) t = NULL;
     if (t) candle_tensor_set_name(t, name);
     if (t && sorted && !(*order = order_tensor(ctx, perm, in, name))) t = NULL;
+    if (t && split && !(*corr = corr_tensor(ctx, q, zeros, sc, name))) t = NULL;
+    if (t && split) *group = in / q->n_groups;
 done:
     free(codes);
     free(row);

@@ -23,9 +23,11 @@ static candle_tensor *on_backend(loader *L, candle_tensor *t) {
 }
 
 /* The leaf of a tensor, or NULL (with an error when required). With order,
- * a linear in the form its products run fastest (candle_weights_load_linear)
- * and the order its inputs take, or NULL. */
-static candle_tensor *leaf_load(loader *L, int64_t il, const char *what, bool required, candle_tensor **order) {
+ * a linear in the form its products run fastest
+ * (candle_weights_load_linear_split), the order its inputs take and its
+ * zero-point correction over groups of *group inputs (each NULL if none). */
+static candle_tensor *leaf_load(loader *L, int64_t il, const char *what, bool required, candle_tensor **order,
+                                candle_tensor **corr, int64_t *group) {
     if (il >= 0) snprintf(L->name, sizeof L->name, "blk.%" PRId64 ".%s", il, what);
     else snprintf(L->name, sizeof L->name, "%s", what);
     const candle_weights *w = L->m->weights;
@@ -39,15 +41,18 @@ static candle_tensor *leaf_load(loader *L, int64_t il, const char *what, bool re
         }
         return NULL;
     }
-    candle_tensor *t = order ? candle_weights_load_linear(w, L->m->ctx, L->name, order)
+    candle_tensor *t = order ? candle_weights_load_linear_split(w, L->m->ctx, L->name, order, corr, group)
                              : candle_weights_load_tensor(w, L->m->ctx, L->name);
-    L->m->weight_bytes += order && *order ? candle_tensor_nbytes(t) : candle_weights_tensor(w, i)->size;
+    if (!t) return NULL;
+    L->m->weight_bytes += order && (*order || *corr) ? candle_tensor_nbytes(t) : candle_weights_tensor(w, i)->size;
+    if (order && *corr) L->m->weight_bytes += candle_tensor_nbytes(*corr);
     if (order && *order && !(*order = on_backend(L, *order))) return NULL;
+    if (order && *corr && !(*corr = on_backend(L, *corr))) return NULL;
     return on_backend(L, t);
 }
 
 static candle_tensor *leaf(loader *L, int64_t il, const char *what, bool required) {
-    return leaf_load(L, il, what, required, NULL);
+    return leaf_load(L, il, what, required, NULL, NULL, NULL);
 }
 
 /* How messages call the current tensor: its name in the source's file, and
@@ -133,14 +138,31 @@ static candle_tensor *to_weight_dtype(loader *L, candle_tensor *t) {
 }
 
 /* A linear weight [n_out, n_in] kept as its transpose [n_in, n_out]; one
- * whose inputs come in another order (GPTQ act-order) is listed with it in
+ * whose inputs come in another order (GPTQ act-order) or that comes with a
+ * zero-point correction (asymmetric 4-bit as Q4_0) is listed with them in
  * m->in_orders. */
 static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out, int64_t n_in) {
-    candle_tensor *order = NULL;
-    candle_tensor *t = leaf_load(L, il, what, true, &order);
+    candle_tensor *order = NULL, *corr = NULL;
+    int64_t group = 0;
+    candle_tensor *t = leaf_load(L, il, what, true, &order, &corr, &group);
     if (!shape_is(L, t, n_out, n_in) || !weight_dtype_ok(L, t) || !(t = to_weight_dtype(L, t))) return NULL;
     candle_tensor *wt = candle_transpose(L->m->ctx, t, 0, 1);
-    return wt && order && model_add_in_order(L->m, wt, order) ? NULL : wt;
+    candle_tensor *ct = corr ? candle_transpose(L->m->ctx, corr, 0, 1) : NULL;
+    if (corr && !ct) return NULL;
+    candle_tensor *ones = NULL;
+    if (ct) {
+        float *v = malloc((size_t)group * sizeof *v);
+        int64_t shape[2] = {group, 1};
+        for (int64_t i = 0; v && i < group; i++) v[i] = 1.0f;
+        if (!v) {
+            cdl_set_error(L->m->ctx, CANDLE_ERR_OOM, "out of memory: the group sums of %s", L->name);
+            return NULL;
+        }
+        ones = on_backend(L, candle_tensor_from_f32(L->m->ctx, CANDLE_DTYPE_F32, 2, shape, v));
+        free(v);
+        if (!ones) return NULL;
+    }
+    return wt && (order || ct) && model_add_in_order(L->m, wt, order, ct, group, ones) ? NULL : wt;
 }
 
 static bool load_attention(loader *L, layer_weights *w, int64_t il) {

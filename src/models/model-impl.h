@@ -145,11 +145,17 @@ struct candle_model {
     /* RoPE frequency divisors, f32 [n_rot / 2]: Llama 3.1's one set, or
      * Phi-3's short and long sets (chosen per sequence, model_rope_factors) */
     candle_tensor *rope_freqs, *rope_short, *rope_long;
-    /* Linears whose inputs take another order (GPTQ act-order, loaded with
-     * their inputs sorted by group): x w = x[:, order] wt. */
+    /* Linears whose products need more than h wt: inputs in another order
+     * (GPTQ act-order, loaded with their inputs sorted by group) and/or a
+     * zero-point correction per group (asymmetric 4-bit as Q4_0, see
+     * candle_weights_load_linear_split):
+     *     x w = x' wt + groupsum(x') corr,   x' = x[:, order] (or x). */
     struct model_in_order {
         const candle_tensor *wt; /* the transposed weight [n_in, n_out] */
-        candle_tensor *order;    /* i32 [n_in] */
+        candle_tensor *order;    /* i32 [n_in], or NULL */
+        candle_tensor *corr;     /* [n_in / group, n_out] (f32, transposed), or NULL */
+        int64_t group;           /* inputs per correction group */
+        candle_tensor *ones;     /* f32 [group, 1] of ones: the groups' sums as a product */
     } *in_orders;                /* [n_in_orders] */
     int64_t n_in_orders;
     size_t weight_bytes;
@@ -224,14 +230,21 @@ void *model_ws_grow(model_ws *w, int slot, size_t n, size_t keep, const char *wh
 candle_status model_forward_ws(const candle_model *m, model_ws *ws, const candle_forward_input *in,
                                candle_output_kind kind, float *out, size_t out_len);
 
-/* Record that wt's inputs take `order` (OOM error on m->ctx, else OK). */
-candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order);
-/* The last gather model_linear made, so that linears of one input and one
- * order (GPTQ act-order's q/k/v, gate/up: their Hessians are the same) read
- * one node, which the backend runs as one group of products. */
+/* Record that wt's inputs take `order` (or NULL) and its products the
+ * correction corr (transposed, or NULL) over groups of `group` inputs (OOM
+ * error on m->ctx, else OK). */
+candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order,
+                                 candle_tensor *corr, int64_t group, candle_tensor *ones);
+/* The last gather and group sum model_linear made, so that linears of one
+ * input and one order (GPTQ act-order's q/k/v, gate/up: their Hessians are
+ * the same) read one node, which the backend runs as one group of
+ * products; their corrections' products then share one input as well. */
 typedef struct model_gather_memo {
     const candle_tensor *h, *order;
     candle_tensor *out;
+    const candle_tensor *sum_h; /* the (gathered) input summed */
+    int64_t group;
+    candle_tensor *sum;         /* [..., n_in / group] */
 } model_gather_memo;
 /* h wt for a linear's transposed weight wt, its inputs gathered into the
  * order the weight takes them in (memo: the step's, or NULL). */

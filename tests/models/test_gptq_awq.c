@@ -6,13 +6,17 @@
  *     golden.json; layer 0's down_proj compared whole with
  *     reference_dequant.bin), and is of the block type expected (Q4_0 for
  *     symmetric 4 bits, Q5_0 for asymmetric 4 bits, Q8_0 for symmetric 8
- *     bits, f32 where no block type holds the values exactly);
+ *     bits, f32 where no block type holds the values exactly), and the forms
+ *     the model takes (inputs sorted by group; asymmetric 4 bits as Q4_0 plus
+ *     a correction per group) hold the same values bit for bit;
  *   - on the reference kernels (exact products) the logits at every prompt
  *     position are transformers' on the dequantized weights within 1e-5
  *     NMSE, the top-10 within 1e-3 and the 32-token greedy continuation the
  *     same;
  *   - on the default (integer) kernels, prefill and one token per step, the
  *     logits within the bound of quantized activations;
+ *   - batched rows (candle_batch_eval, prefills of 5 and 3 then a token
+ *     each) give the session's logits;
  *   - a malformed or unsupported quantization_config, and tensors whose
  *     shapes disagree with it, are refused with a message naming the field
  *     or tensor. */
@@ -61,38 +65,60 @@ static float *weight_f32(candle_tensor *t) {
     return f;
 }
 
-/* The fast form of linear tname (candle_weights_load_linear) holds the
- * values of its plain form f [out, in] bit for bit: in the same order, or
- * with column j holding input order[j] as a block type (act-order). 1 when
- * it came sorted. */
+/* The fast forms of linear tname hold the values of its plain form f
+ * [out, in] bit for bit. candle_weights_load_linear: in the same order, or
+ * with column j holding input order[j] as a block type (act-order); never
+ * a split form. candle_weights_load_linear_split: the same, and an
+ * asymmetric 4-bit linear as Q4_0 whose values plus its correction
+ * corr[o][j / group] are f's. Bit 0 of the result: it came sorted; bit 1:
+ * split. */
 static int check_linear_form(const char *name, const candle_weights *w, candle_ctx *ctx, const char *tname,
                              const candle_tensor *plain, const float *f) {
-    candle_tensor *order = NULL, *t = candle_weights_load_linear(w, ctx, tname, &order);
+    candle_tensor *order = NULL, *corr = NULL, *t = candle_weights_load_linear(w, ctx, tname, &order);
     CHECK_MSG(t, "%s: %s: %s", name, tname, candle_errmsg(ctx));
     if (!t) return 0;
-    if (!order) {
-        CHECK_MSG(t->dtype == plain->dtype, "%s: %s: the fast form is %s, the plain %s", name, tname,
+    CHECK_MSG(order || t->dtype == plain->dtype, "%s: %s: the fast form is %s, the plain %s", name, tname,
+              candle_dtype_name(t->dtype), candle_dtype_name(plain->dtype));
+    int64_t group = 0;
+    t = candle_weights_load_linear_split(w, ctx, tname, &order, &corr, &group);
+    CHECK_MSG(t, "%s: %s: %s", name, tname, candle_errmsg(ctx));
+    if (!t) return 0;
+    int64_t out = t->shape[0], in = t->shape[1];
+    if (!order && !corr) {
+        CHECK_MSG(t->dtype == plain->dtype, "%s: %s: the split form is %s, the plain %s", name, tname,
                   candle_dtype_name(t->dtype), candle_dtype_name(plain->dtype));
         return 0;
     }
-    int64_t out = t->shape[0], in = t->shape[1];
-    CHECK_MSG(t->dtype == CANDLE_DTYPE_Q4_0 && order->dtype == CANDLE_DTYPE_I32 && order->shape[0] == in,
-              "%s: %s: sorted form %s with an order of %lld, want q4_0 and %lld", name, tname,
-              candle_dtype_name(t->dtype), (long long)order->shape[0], (long long)in);
+    CHECK_MSG(t->dtype == CANDLE_DTYPE_Q4_0 && (!order || (order->dtype == CANDLE_DTYPE_I32 && order->shape[0] == in)),
+              "%s: %s: fast form %s with an order of %lld, want q4_0 and %lld", name, tname,
+              candle_dtype_name(t->dtype), order ? (long long)order->shape[0] : -1LL, (long long)in);
+    CHECK_MSG(!corr || (corr->dtype == CANDLE_DTYPE_F32 && corr->rank == 2 && corr->shape[0] == out && group > 0 &&
+                        group % 32 == 0 && corr->shape[1] * group == in),
+              "%s: %s: correction %s [%lld, %lld] of groups of %lld for [%lld, %lld]", name, tname,
+              corr ? candle_dtype_name(corr->dtype) : "-", corr ? (long long)corr->shape[0] : -1LL,
+              corr && corr->rank > 1 ? (long long)corr->shape[1] : -1LL, (long long)group, (long long)out,
+              (long long)in);
     int32_t *ord = malloc((size_t)in * sizeof *ord);
-    float *g = weight_f32(t);
-    bool perm = ord && g && !candle_tensor_get_bytes(order, 0, ord, (size_t)in * sizeof *ord);
+    float *g = weight_f32(t), *c = corr ? weight_f32(corr) : NULL;
+    bool perm = ord && g && (!corr || c);
+    if (perm && order) perm = !candle_tensor_get_bytes(order, 0, ord, (size_t)in * sizeof *ord);
+    for (int64_t j = 0; perm && !order && j < in; j++) ord[j] = (int32_t)j;
     char *seen = calloc((size_t)in, 1);
     for (int64_t j = 0; perm && seen && j < in; j++) perm = ord[j] >= 0 && ord[j] < in && !seen[ord[j]]++;
     CHECK_MSG(perm && seen, "%s: %s: the order is no permutation of the inputs", name, tname);
     int64_t bad = 0;
     for (int64_t o = 0; perm && o < out; o++)
-        for (int64_t j = 0; j < in; j++) bad += memcmp(&g[o * in + j], &f[o * in + ord[j]], sizeof *f) != 0;
-    CHECK_MSG(!bad, "%s: %s: %lld sorted values differ from the plain form's", name, tname, (long long)bad);
+        for (int64_t j = 0; j < in; j++) {
+            /* s * (q - 8) + s * (8 - z) is s * (q - z) exactly in f32 */
+            float v = c ? g[o * in + j] + c[o * (in / group) + j / group] : g[o * in + j];
+            bad += memcmp(&v, &f[o * in + ord[j]], sizeof *f) != 0;
+        }
+    CHECK_MSG(!bad, "%s: %s: %lld values of the fast form differ from the plain form's", name, tname, (long long)bad);
     free(seen);
     free(ord);
     free(g);
-    return 1;
+    free(c);
+    return (order ? 1 : 0) | (corr ? 2 : 0);
 }
 
 static void check_dequant(const char *name, const char *dir) {
@@ -108,7 +134,7 @@ static void check_dequant(const char *name, const char *dir) {
     CHECK_MSG(!candle_weights_open(&w, dir, NULL), "%s: %s", name, candle_last_errmsg());
     candle_ctx *ctx = NULL;
     CHECK(!candle_ctx_init(&ctx, NULL));
-    int checked = 0, sorted = 0;
+    int checked = 0, sorted = 0, split = 0;
     char type[16] = "?";
     for (size_t i = 0; w && ctx && hashes && i < hashes->n; i++) {
         const char *tn, *want, *ty;
@@ -132,7 +158,9 @@ static void check_dequant(const char *name, const char *dir) {
         snprintf(got, sizeof got, "%016llx", (unsigned long long)fnv1a(f, nb));
         CHECK_MSG(wl == 16 && !memcmp(got, want, 16), "%s: %s dequantizes to FNV %s, reference %.*s", name, tname,
                   got, (int)wl, want);
-        sorted += check_linear_form(name, w, ctx, tname, t, f);
+        int form = check_linear_form(name, w, ctx, tname, t, f);
+        sorted += form & 1;
+        split += form >> 1;
         if (!strcmp(tname, "blk.0.ffn_down.weight")) {
             size_t nr;
             snprintf(path, sizeof path, "%s/reference_dequant.bin", dir);
@@ -148,8 +176,14 @@ static void check_dequant(const char *name, const char *dir) {
     bool act_order = strstr(name, "actorder") != NULL;
     CHECK_MSG(sorted == (act_order ? 14 : 0), "%s: %d linears load with their inputs sorted, want %d", name, sorted,
               act_order ? 14 : 0);
-    printf("%-26s %d linears dequantize bit-exactly (as %s; %d with inputs sorted by group)\n", name, checked,
-           type, sorted);
+    /* the model takes asymmetric 4-bit as Q4_0 plus a correction per group
+     * (all of these variants' groups are whole blocks of one size) */
+    bool asym4 = !strcmp(type, "q5_0") || strstr(name, "actorder-asym");
+    CHECK_MSG(split == (asym4 ? 14 : 0), "%s: %d linears split into q4_0 and a correction, want %d", name, split,
+              asym4 ? 14 : 0);
+    printf("%-26s %d linears dequantize bit-exactly (as %s; %d with inputs sorted by group; the model's form: "
+           "%s%s)\n", name, checked, type, sorted, sorted ? "sorted, " : "",
+           asym4 ? "q4_0 + f32 correction per group" : sorted ? "q4_0" : type);
     candle_ctx_free(ctx);
     candle_weights_close(w);
     json_free(d);
@@ -166,6 +200,41 @@ static candle_model *load_with(const char *dir, bool reference, candle_backend *
     candle_model *m = NULL;
     CHECK_MSG(!candle_model_load(&m, dir, &mp), "%s: %s", dir, candle_last_errmsg());
     return m;
+}
+
+/* Two sessions through candle_batch_eval (the batched step's graph): a
+ * prefill of 5 beside one of 3, then one token each, against the session
+ * path's logits at those positions (pre: the prefill's [N_TOK, n_vocab]). */
+static void check_batch(const char *name, candle_model *m, const golden *g, const float *pre, bool ref) {
+    int64_t nv = g->n_vocab;
+    candle_session_params sp = candle_session_default_params();
+    sp.n_ctx = N_TOK;
+    candle_session *a = NULL, *b = NULL;
+    candle_batch *bt = NULL;
+    float *la = malloc((size_t)(6 * nv) * sizeof *la), *lb = malloc((size_t)(4 * nv) * sizeof *lb);
+    bool ok = la && lb && !candle_session_init(&a, m, &sp) && !candle_session_init(&b, m, &sp) &&
+              !candle_batch_init(&bt, m, 0);
+    candle_batch_seq q[2] = {{a, g->tokens, 5, la, NULL, NULL, 5}, {b, g->tokens, 3, lb, NULL, NULL, 3}};
+    ok = ok && !candle_batch_eval(bt, q, 2);
+    q[0] = (candle_batch_seq){a, g->tokens + 5, 1, la + 5 * nv, NULL, NULL, 0};
+    q[1] = (candle_batch_seq){b, g->tokens + 3, 1, lb + 3 * nv, NULL, NULL, 0};
+    ok = ok && !candle_batch_eval(bt, q, 2);
+    CHECK_MSG(ok, "%s: batch: %s", name, bt ? candle_batch_errmsg(bt) : candle_last_errmsg());
+    if (ok) {
+        double ea = test_nmse_f32(la, pre, (size_t)(6 * nv)), eb = test_nmse_f32(lb, pre, (size_t)(4 * nv));
+        double eh = test_nmse_f32(la, g->logits, (size_t)(6 * nv));
+        printf("%-26s %s kernels: batched rows NMSE vs the session %.2e / %.2e, vs transformers %.2e\n", name,
+               ref ? "reference" : "default", ea, eb, eh);
+        /* the rows of a batch run the products of a prefill's row count */
+        double bound = ref ? 1e-9 : MAX_NMSE_INT;
+        CHECK_MSG(ea < bound && eb < bound && eh < (ref ? MAX_NMSE : MAX_NMSE_INT), "%s: batch NMSE %.3g / %.3g / %.3g",
+                  name, ea, eb, eh);
+    }
+    candle_batch_free(bt);
+    candle_session_free(a);
+    candle_session_free(b);
+    free(la);
+    free(lb);
 }
 
 static void check_model(const char *name) {
@@ -195,6 +264,7 @@ static void check_model(const char *name) {
             CHECK_MSG(e < bound && ed < bound, "%s (%s kernels): NMSE %.3g / %.3g", name, ref ? "reference" : "default",
                       e, ed);
         }
+        if (pre) check_batch(name, m, &g, pre, ref);
         if (have_txt && ref) {
             candle_session *s = NULL;
             candle_session_params sp = candle_session_default_params();
@@ -306,7 +376,7 @@ static void check_refused(const char *name, const char *from, const char *to, co
 int main(void) {
     static const char *const variants[] = {
         "gptq-4bit-g128-sym",     "gptq-4bit-g32-asym", "gptq-4bit-perchannel-asym",
-        "gptq-4bit-g64-asym-v2",  "gptq-4bit-g32-actorder", "gptq-8bit-g128-sym",
+        "gptq-4bit-g64-asym-v2",  "gptq-4bit-g32-actorder", "gptq-4bit-g32-actorder-asym", "gptq-8bit-g128-sym",
         "gptq-8bit-g64-asym",     "awq-4bit-g128",      "awq-4bit-g64",
     };
     char dir[1024];
