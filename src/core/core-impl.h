@@ -31,6 +31,8 @@ enum { CANDLE_BACKEND_ERRMSG_MAX = 256 };
 char *cdl_backend_errmsg_buffer(void);
 /* "1.50 GiB" into buf. */
 const char *cdl_format_bytes(size_t n, char *buf, size_t len);
+/* Seconds on the monotonic clock (durations only). */
+double cdl_now_s(void);
 
 /* A host storage of one reference over data (freed by release). */
 candle_storage *cdl_storage_new(void *data, size_t size, candle_storage_kind kind,

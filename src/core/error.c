@@ -1,5 +1,6 @@
 /* Status names, per-context and thread-local error messages. */
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 #include "core-impl.h"
@@ -132,4 +133,10 @@ const char *cdl_format_bytes(size_t n, char *buf, size_t len) {
     if (u == 0) snprintf(buf, len, "%zu B", n);
     else snprintf(buf, len, "%.2f %s", v, units[u]);
     return buf;
+}
+
+double cdl_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -51,11 +51,6 @@ typedef struct qjob {
     atomic_bool oom;
 } qjob;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 candle_quantize_params candle_quantize_default_params(void) {
     candle_quantize_params p;
@@ -289,7 +284,7 @@ static size_t tensor_bytes(candle_dtype dt, const candle_weights_tensor_info *t)
 
 static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
     candle_quantize_stats *st = r->p->stats;
-    double t0 = now_s();
+    double t0 = cdl_now_s();
     for (int64_t i = 0; i < n; i++) {
         qtensor *q = &qt[i];
         r->ev.i_tensor = i;
@@ -319,7 +314,7 @@ static candle_status convert_all(qrun *r, qtensor *qt, int64_t n, int nth) {
         if (st) st->n_converted++;
         if (r->cancelled) break;
     }
-    if (st) st->seconds_convert = now_s() - t0;
+    if (st) st->seconds_convert = cdl_now_s() - t0;
     if (r->cancelled)
         return cdl_set_error(NULL, CANDLE_ERR_IO, "quantize: cancelled; nothing written");
     return CANDLE_OK;
@@ -622,7 +617,7 @@ static void finish_stats(candle_quantize_stats *st, const qtensor *qt, int64_t n
     st->file_in = candle_weights_file_size(g);
     struct stat so;
     st->file_out = out && stat(out, &so) == 0 ? (uint64_t)so.st_size : 0;
-    st->seconds_total = now_s() - t0;
+    st->seconds_total = cdl_now_s() - t0;
 }
 
 candle_status candle_quantize_file(const char *in_path, const char *out_path, candle_ftype ftype,
@@ -643,7 +638,7 @@ candle_status candle_quantize_file(const char *in_path, const char *out_path, ca
              !(candle_dtype_info(over[k])->is_float || candle_dtype_info(over[k])->from_f32)))
             return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: %s type %d is not a weight type",
                                  k ? "token embedding" : "output tensor", (int)over[k]);
-    double t0 = now_s();
+    double t0 = cdl_now_s();
     candle_status s = check_output(in_path, out_path);
     if (s) return s;
     candle_weights *g = NULL;

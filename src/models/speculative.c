@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "candle/speculative.h"
 #include "model-impl.h"
@@ -45,11 +44,6 @@ struct candle_spec {
     candle_spec_stats st;
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 candle_spec_params candle_spec_default_params(void) {
     candle_spec_params p = {.n_draft = 8, .lookup_ngram = 3, .cost_aware = true};
@@ -231,12 +225,12 @@ static int32_t draft_model(candle_spec *sp, int32_t k, int32_t *draft) {
     if (room < 0) return 0; /* the draft's context is full: no drafts */
     if (k > room + 1) k = (int32_t)(room + 1);
     /* the rows the model verified in a row step: the same kind of step */
-    double t0 = now_s();
+    double t0 = cdl_now_s();
     if (session_eval_out(ds, sp->ctx + dpos, sp->n_ctx - dpos, sp->dlogits, false, SESSION_ROW_STEPS)) {
         session_fail(ds, "draft model");
         return -1;
     }
-    sp->t_first = now_s() - t0;
+    sp->t_first = cdl_now_s() - t0;
     int32_t n = 0;
     while (n < k) {
         float *q = sp->q + (size_t)n * (size_t)nv;
@@ -276,7 +270,6 @@ static candle_status undo(candle_spec *sp, candle_session *s, int64_t pos) {
     return st;
 }
 
-
 /* Older measurements weigh less: the acceptance follows the text (a quoted
  * span is kept whole, the prose after it is not), the times the machine. */
 #define COST_DECAY 0.9
@@ -293,6 +286,14 @@ static void cost_step(spec_costs *c, int32_t rows, double secs) {
     c->r_lo = c->n ? (r < c->r_lo ? r : c->r_lo + 0.1 * (r - c->r_lo)) : r;
     c->r_hi = c->n ? (r > c->r_hi ? r : c->r_hi + 0.1 * (r - c->r_hi)) : r;
     c->n++;
+}
+
+/* A draft of nd tokens that took `total` seconds, `first` of them to its first token. */
+static void cost_draft(spec_costs *c, int32_t nd, double first, double total) {
+    c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
+    if (nd < 2) return;
+    double next = (total - first) / (nd - 1);
+    c->draft_next = c->draft_next > 0 ? 0.8 * c->draft_next + 0.2 * next : next;
 }
 
 static void cost_accept(spec_costs *c, int32_t tried, int32_t kept) {
@@ -367,7 +368,7 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         if (!k) c->probe_wait--;
     }
     int32_t *draft = sp->batch + 1;
-    double t0 = now_s();
+    double t0 = cdl_now_s();
     if (k > 0 && sp->dsess) nd = draft_model(sp, k, draft);
     else if (k > 0) nd = candle_spec_lookup(sp->ctx, sp->n_ctx, sp->p.lookup_ngram, k, draft);
     else if (costed && !sp->dsess && candle_spec_lookup(sp->ctx, sp->n_ctx, sp->p.lookup_ngram, 1, draft) == 1)
@@ -376,24 +377,14 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         sp->n_ctx--;
         return candle_last_error();
     }
-    double t1 = now_s();
+    double t1 = cdl_now_s();
     sp->batch[0] = pending;
     if (candle_session_eval(s, sp->batch, nd + 1, sp->rows, nd > 0)) {
         sp->n_ctx--;
         return session_fail(s, "eval");
     }
-    if (costed) {
-        cost_step(&sp->cost, nd + 1, now_s() - t1);
-        if (nd > 0) {
-            spec_costs *c = &sp->cost;
-            double first = sp->dsess ? sp->t_first : t1 - t0;
-            c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
-            if (nd > 1) {
-                double next = (t1 - t0 - first) / (nd - 1);
-                c->draft_next = c->draft_next > 0 ? 0.8 * c->draft_next + 0.2 * next : next;
-            }
-        }
-    }
+    if (costed) cost_step(&sp->cost, nd + 1, cdl_now_s() - t1);
+    if (costed && nd > 0) cost_draft(&sp->cost, nd, sp->dsess ? sp->t_first : t1 - t0, t1 - t0);
     /* row i: the distribution after batch[i], which verifies draft[i] */
     int32_t n = 0, acc = 0, i = 0;
     bool end = false;
@@ -420,11 +411,11 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     if (sp->dsess && candle_session_pos(sp->dsess) > sp->n_ctx)
         candle_session_truncate(sp->dsess, sp->n_ctx);
     if (costed && nd > 0) cost_accept(&sp->cost, acc < nd ? acc + 1 : acc, acc);
-    if (costed && k_cost == 0 && nd > 0) {
-        sp->cost.probe_gap = acc ? 0 : sp->cost.probe_gap < 8 ? 8 : sp->cost.probe_gap < 128 ? 2 * sp->cost.probe_gap : 256;
-        sp->cost.probe_wait = sp->cost.probe_gap;
-    }
     else if (costed && peek >= 0) cost_accept(&sp->cost, 1, out[0] == peek);
+    if (costed && k_cost == 0 && nd > 0) { /* a probe's outcome sets the wait for the next */
+        int32_t gap = sp->cost.probe_gap;
+        sp->cost.probe_gap = sp->cost.probe_wait = acc ? 0 : gap < 8 ? 8 : gap < 128 ? 2 * gap : 256;
+    }
     /* Hugging Face's "heuristic" schedule: longer after a step that kept
      * every draft, shorter after one that did not, since each drafted row
      * costs a share of a step whether kept or not. Drafts of one token that

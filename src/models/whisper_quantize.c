@@ -323,11 +323,6 @@ static candle_status write_model(wq *q, candle_dtype type) {
     return CANDLE_OK;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 candle_status candle_whisper_write_ggml(const char *model, const char *out, candle_dtype type,
                                         const candle_ggml_whisper_write_params *p) {
@@ -335,7 +330,7 @@ candle_status candle_whisper_write_ggml(const char *model, const char *out, cand
     if (ggml_ftype(type) < 0)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: %s is not a whisper.cpp file type (%s)",
                              candle_dtype_name(type), candle_whisper_ggml_types());
-    double t0 = now();
+    double t0 = cdl_now_s();
     struct stat si, so;
     if (!stat(model, &si) && !stat(out, &so) && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
         return cdl_set_error(NULL, CANDLE_ERR_INVALID_ARG, "quantize: %s: the output is the input", out);
@@ -359,7 +354,7 @@ candle_status candle_whisper_write_ggml(const char *model, const char *out, cand
         struct stat sf;
         q.st->file_in = S_ISDIR(si.st_mode) ? q.st->bytes_in : (uint64_t)si.st_size;
         q.st->file_out = stat(out, &sf) ? 0 : (uint64_t)sf.st_size;
-        q.st->seconds_total = q.st->seconds_convert = now() - t0;
+        q.st->seconds_total = q.st->seconds_convert = cdl_now_s() - t0;
     }
     return r;
 }
