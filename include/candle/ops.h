@@ -76,6 +76,7 @@ typedef enum candle_op {
     CANDLE_OP_PAGED_ATTENTION, /* src: q, k, v, k_cache, v_cache, table; see candle_paged_attention */
     CANDLE_OP_MOE_FFN, /* src: x, weights, gate, up, down; iparams[0] = act; see candle_moe_ffn */
     CANDLE_OP_TOPK_MASK, /* iparams[0] = dim, iparams[1] = k; fparams[0] = fill; see candle_topk_mask */
+    CANDLE_OP_MATMUL_GROUP_CORR, /* src: a, b, corr; iparams[0] = group; see candle_matmul_group_corr */
     CANDLE_OP_COUNT
 } candle_op;
 
@@ -176,6 +177,16 @@ CANDLE_API candle_tensor *candle_topk_mask(candle_ctx *ctx, candle_tensor *x, in
 /* Batched; batch dims broadcast; transposed operands work through strides.
  * b may be quantized when it is the transpose of a row-major [N, K] weight. */
 CANDLE_API candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+/* a [..., M, K] (f32) x b [K, N] (a weight as candle_matmul takes it: any
+ * float or quantized dtype) + s [..., M, K / group] x corr [K / group, N]
+ * (f32; fastest as the transpose of a row-major [N, K / group]), where s
+ * sums a over each run of `group` consecutive k. This is an
+ * asymmetric quantized weight w = scale (q - zero) stored symmetric, b =
+ * scale (q - 8), with corr = scale (8 - zero) per group (see
+ * candle_weights_load_linear_split): one node, the correction added in the
+ * product's own pass. K % group == 0. */
+CANDLE_API candle_tensor *candle_matmul_group_corr(candle_ctx *ctx, candle_tensor *a, candle_tensor *b,
+                                                   candle_tensor *corr, int64_t group);
 /* x [..., K] . w [N, K]^T (+ bias [N]) -> [..., N], as torch.nn.Linear. */
 CANDLE_API candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
                                         candle_tensor *bias);

@@ -111,7 +111,8 @@ CANDLE_API candle_tensor *candle_weights_load_linear(const candle_weights *w, ca
  * size comes split: the weight is Q4_0 of its codes (s * (q - 8)) and
  * *group_corr, f32 [out, in / *group], holds each group's s * (8 - z), so
  *     W[o][j] = weight[o][j] + (*group_corr)[o][j / *group]   (exactly)
- *     x W^T   = x' weight^T + groupsum(x') group_corr^T,
+ *     x W^T   = x' weight^T + groupsum(x') group_corr^T
+ * (candle_matmul_group_corr of weight^T and group_corr^T),
  * x' the activations in in_order's order and groupsum(x')[g] the sum of
  * x'[g * group .. (g + 1) * group). The weight alone is not the linear:
  * only a caller that adds the correction may ask for this form (the other

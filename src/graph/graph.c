@@ -127,7 +127,8 @@ static bool set_outs(candle_graph *g, candle_tensor *const *outs, int n_outs) {
 #define GROUP_MAX 8
 
 static bool groupable(const candle_tensor *t) {
-    return t->op == CANDLE_OP_MATMUL && !t->computed && t->n_src == 2 && t->src[0];
+    return ((t->op == CANDLE_OP_MATMUL && t->n_src == 2) || t->op == CANDLE_OP_MATMUL_GROUP_CORR) && !t->computed &&
+           t->src[0];
 }
 
 /* Whether t reads a node of nodes[lo, hi) that still has to run (computed

@@ -129,7 +129,8 @@ static void profile_shape(candle_tensor *const *nodes, int n, int64_t ns) {
 
 void cdl_profile_node(candle_tensor *const *nodes, int n, int64_t ns) {
     const candle_tensor *t = nodes[0];
-    if (t->op == CANDLE_OP_MATMUL && t->n_src > 1 && t->src[1]) profile_shape(nodes, n, ns);
+    if ((t->op == CANDLE_OP_MATMUL || t->op == CANDLE_OP_MATMUL_GROUP_CORR) && t->n_src > 1 && t->src[1])
+        profile_shape(nodes, n, ns);
     int slot = t->op;
     if (t->op == CANDLE_OP_MATMUL && t->n_src > 1 && t->src[1])
         slot = CANDLE_OP_COUNT + t->src[1]->dtype;

@@ -149,20 +149,7 @@ static candle_tensor *lin(loader *L, int64_t il, const char *what, int64_t n_out
     candle_tensor *wt = candle_transpose(L->m->ctx, t, 0, 1);
     candle_tensor *ct = corr ? candle_transpose(L->m->ctx, corr, 0, 1) : NULL;
     if (corr && !ct) return NULL;
-    candle_tensor *ones = NULL;
-    if (ct) {
-        float *v = malloc((size_t)group * sizeof *v);
-        int64_t shape[2] = {group, 1};
-        for (int64_t i = 0; v && i < group; i++) v[i] = 1.0f;
-        if (!v) {
-            cdl_set_error(L->m->ctx, CANDLE_ERR_OOM, "out of memory: the group sums of %s", L->name);
-            return NULL;
-        }
-        ones = on_backend(L, candle_tensor_from_f32(L->m->ctx, CANDLE_DTYPE_F32, 2, shape, v));
-        free(v);
-        if (!ones) return NULL;
-    }
-    return wt && (order || ct) && model_add_in_order(L->m, wt, order, ct, group, ones) ? NULL : wt;
+    return wt && (order || ct) && model_add_in_order(L->m, wt, order, ct, group) ? NULL : wt;
 }
 
 static bool load_attention(loader *L, layer_weights *w, int64_t il) {

@@ -155,7 +155,6 @@ struct candle_model {
         candle_tensor *order;    /* i32 [n_in], or NULL */
         candle_tensor *corr;     /* [n_in / group, n_out] (f32, transposed), or NULL */
         int64_t group;           /* inputs per correction group */
-        candle_tensor *ones;     /* f32 [group, 1] of ones: the groups' sums as a product */
     } *in_orders;                /* [n_in_orders] */
     int64_t n_in_orders;
     size_t weight_bytes;
@@ -234,17 +233,13 @@ candle_status model_forward_ws(const candle_model *m, model_ws *ws, const candle
  * correction corr (transposed, or NULL) over groups of `group` inputs (OOM
  * error on m->ctx, else OK). */
 candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order,
-                                 candle_tensor *corr, int64_t group, candle_tensor *ones);
-/* The last gather and group sum model_linear made, so that linears of one
- * input and one order (GPTQ act-order's q/k/v, gate/up: their Hessians are
- * the same) read one node, which the backend runs as one group of
- * products; their corrections' products then share one input as well. */
+                                 candle_tensor *corr, int64_t group);
+/* The last gather model_linear made, so that linears of one input and one
+ * order (GPTQ act-order's q/k/v, gate/up: their Hessians are the same) read
+ * one node, which the backend runs as one group of products. */
 typedef struct model_gather_memo {
     const candle_tensor *h, *order;
     candle_tensor *out;
-    const candle_tensor *sum_h; /* the (gathered) input summed */
-    int64_t group;
-    candle_tensor *sum;         /* [..., n_in / group] */
 } model_gather_memo;
 /* h wt for a linear's transposed weight wt, its inputs gathered into the
  * order the weight takes them in (memo: the step's, or NULL). */

@@ -128,29 +128,14 @@ static candle_tensor *same_order(const candle_model *m, const candle_tensor *ord
 }
 
 candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candle_tensor *order,
-                                 candle_tensor *corr, int64_t group, candle_tensor *ones) {
+                                 candle_tensor *corr, int64_t group) {
     candle_tensor *same = order ? same_order(m, order) : NULL;
     if (same) order = same; /* one gather for the linears of one input */
     struct model_in_order *o = realloc(m->in_orders, (size_t)(m->n_in_orders + 1) * sizeof *o);
     if (!o) return cdl_set_error(m->ctx, CANDLE_ERR_OOM, "out of memory: the input form of '%s'", wt->name);
     m->in_orders = o;
-    o[m->n_in_orders++] = (struct model_in_order){wt, order, corr, group, ones};
+    o[m->n_in_orders++] = (struct model_in_order){wt, order, corr, group};
     return CANDLE_OK;
-}
-
-/* The sums of h's consecutive groups of `group` along its last dim:
- * [..., n] -> [..., n / group], as a product with ones [group, 1] (the
- * products have fast threaded kernels; the sum op only the reference one). */
-static candle_tensor *group_sum(candle_ctx *ctx, candle_tensor *h, int64_t group, candle_tensor *ones) {
-    int64_t shape[CANDLE_MAX_RANK];
-    int r = (int)h->rank;
-    for (int d = 0; d < r - 1; d++) shape[d] = h->shape[d];
-    shape[r - 1] = h->shape[r - 1] / group;
-    shape[r] = group;
-    candle_tensor *v = candle_tensor_is_contiguous(h) ? candle_reshape(ctx, h, r + 1, shape)
-                                                      : candle_reshape_copy(ctx, h, r + 1, shape);
-    candle_tensor *s = candle_matmul(ctx, v, ones); /* [..., n / group, 1] */
-    return s ? candle_reshape(ctx, s, r, shape) : NULL;
 }
 
 candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
@@ -166,18 +151,7 @@ candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tenso
         if (memo) memo->h = h, memo->order = f->order, memo->out = g;
         h = g;
     }
-    candle_tensor *y = candle_matmul(ctx, h, wt);
-    if (!f->corr) return y;
-    /* the groups' sums go into one product per linear: their input is the
-     * same node for linears of one input, so the backend groups those */
-    candle_tensor *s;
-    if (memo && memo->sum && memo->sum_h == h && memo->group == f->group) {
-        s = memo->sum;
-    } else {
-        s = group_sum(ctx, h, f->group, f->ones);
-        if (memo) memo->sum_h = h, memo->group = f->group, memo->sum = s;
-    }
-    return candle_add(ctx, y, candle_matmul(ctx, s, f->corr));
+    return f->corr ? candle_matmul_group_corr(ctx, h, wt, f->corr, f->group) : candle_matmul(ctx, h, wt);
 }
 
 const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }

@@ -125,6 +125,53 @@ candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b
     return t;
 }
 
+candle_tensor *candle_matmul_group_corr(candle_ctx *ctx, candle_tensor *a, candle_tensor *b,
+                                       candle_tensor *corr, int64_t group) {
+    OP_CHECK_IN(a);
+    OP_CHECK_IN(b);
+    OP_CHECK_IN(corr);
+    if (!op_check_device(ctx, "matmul_group_corr", a, b) || !op_check_device(ctx, "matmul_group_corr", a, corr))
+        return NULL;
+    bool weight_form;
+    if (a->rank < 1 || b->rank != 2) {
+        shape_mismatch(ctx, a, b, "group_corr: want a [..., K] and b [K, N]");
+        return NULL;
+    }
+    if (!check_dtypes(ctx, a, b, &weight_form)) return NULL;
+    int64_t K = a->shape[a->rank - 1], N = b->shape[1];
+    if (b->shape[0] != K || group < 1 || K % group) {
+        char why[96];
+        snprintf(why, sizeof why, "group_corr: K %" PRId64 " vs %" PRId64 ", group %" PRId64, K, b->shape[0],
+                 group);
+        shape_mismatch(ctx, a, b, why);
+        return NULL;
+    }
+    if (corr->dtype != CANDLE_DTYPE_F32 || corr->rank != 2 || corr->shape[0] != K / group ||
+        corr->shape[1] != N) {
+        char sc[64];
+        cdl_set_error(ctx, CANDLE_ERR_SHAPE,
+                         "matmul_group_corr: corr is %s %s, want f32 [%" PRId64 ", %" PRId64 "]",
+                         candle_shape_str(corr->rank, corr->shape, sc, sizeof sc), candle_dtype_name(corr->dtype),
+                         K / group, N);
+        return NULL;
+    }
+    candle_tensor *a0 = a;
+    if (a->rank == 1 && !(a = candle_unsqueeze(ctx, a, 0))) return NULL;
+    int64_t shape[CANDLE_MAX_RANK];
+    for (int i = 0; i < a->rank - 1; i++) shape[i] = a->shape[i];
+    shape[a->rank - 1] = N;
+    candle_tensor *t = cdl_node_new(ctx, CANDLE_OP_MATMUL_GROUP_CORR, CANDLE_DTYPE_F32, a->rank, shape);
+    if (!t) return NULL;
+    t->src[0] = a;
+    t->src[1] = b;
+    t->src[2] = corr;
+    t->n_src = 3;
+    t->iparams[0] = group;
+    t = cdl_node_finish(ctx, t);
+    if (t && a0->rank == 1) t = candle_squeeze(ctx, t, 0);
+    return t;
+}
+
 candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w,
                              candle_tensor *bias) {
     OP_CHECK_IN(x);

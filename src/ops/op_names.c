@@ -22,7 +22,7 @@ static const char *names[] = {
     [CANDLE_OP_FILL] = "fill", [CANDLE_OP_RAND] = "rand", [CANDLE_OP_CONV1D] = "conv1d",
     [CANDLE_OP_CONV2D] = "conv2d", [CANDLE_OP_ATTENTION] = "attention",
     [CANDLE_OP_PAGED_ATTENTION] = "paged_attention", [CANDLE_OP_MOE_FFN] = "moe_ffn",
-    [CANDLE_OP_TOPK_MASK] = "topk_mask",
+    [CANDLE_OP_TOPK_MASK] = "topk_mask", [CANDLE_OP_MATMUL_GROUP_CORR] = "matmul_group_corr",
 };
 _Static_assert(sizeof(names) / sizeof(names[0]) == CANDLE_OP_COUNT, "op name table out of date");
 

@@ -279,12 +279,21 @@ static candle_tensor *build(run *r) {
         int64_t sa[3] = {2, M, K}, sb[3] = {2, K, N};
         candle_tensor *a, *b;
         if (weight) {
-            /* x [M, K] @ transpose(w [N, K]), as the models use it */
-            a = mk(r, c->dt, 2, sa + 1, c->layout == L_SLICE ? L_SLICE : L_CONT, D_NORMAL);
+            /* x [M, K] @ transpose(w [N, K]), as the models use it; flag: plus
+             * the sums of x over groups of p0 times corr [K / p0, N]
+             * (matmul_group_corr; batched: x [2, M, K]) */
+            bool batched = c->flag && c->layout == L_BATCH;
+            a = batched ? mk(r, c->dt, 3, sa, L_CONT, D_NORMAL)
+                        : mk(r, c->dt, 2, sa + 1, c->layout == L_SLICE ? L_SLICE : L_CONT, D_NORMAL);
             int64_t sw[2] = {N, K};
             candle_tensor *w = leaf(r, c->dt2, 2, sw, D_NORMAL);
             b = reg(r, candle_transpose(ctx, w, 0, 1));
             r->opnd_wt[1] = w;
+            if (c->flag) { /* corr transposed as the models store it, or contiguous */
+                int64_t G = (int64_t)c->p0, sc[2] = {K / G, N};
+                int lc = c->layout == L_SLICE && G == 128 ? L_CONT : L_TRANS;
+                return candle_matmul_group_corr(ctx, a, b, mk(r, CANDLE_DTYPE_F32, 2, sc, lc, D_NORMAL), G);
+            }
         } else if (c->layout == L_BATCH || c->layout == L_BCAST) {
             a = mk(r, c->dt, 3, sa, L_CONT, D_NORMAL);
             b = mk(r, c->dt, 3, sb, c->layout == L_BATCH ? L_TRANS : L_BCAST, D_NORMAL);
@@ -595,6 +604,16 @@ static bool reference(const tcase *c, const arr *x, int n_x, arr *o) {
                         s += a->v[(z * M + i) * K + l] * b->v[((bb ? z : 0) * K + l) * N + j];
                     o->v[(z * M + i) * N + j] = s;
                 }
+        if (c->flag) { /* matmul_group_corr: x[2] is corr [K / G, N] */
+            int64_t G = (int64_t)c->p0;
+            for (int64_t z = 0; z < B; z++)
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t g = 0; g < K / G; g++) {
+                        double sum = 0;
+                        for (int64_t l = g * G; l < (g + 1) * G; l++) sum += a->v[(z * M + i) * K + l];
+                        for (int64_t j = 0; j < N; j++) o->v[(z * M + i) * N + j] += sum * x[2].v[g * N + j];
+                    }
+        }
         return true;
     }
     case K_ROPE: {
@@ -925,7 +944,7 @@ static void run_case(const tcase *c, uint64_t seed) {
         if (is_hidden(be)) {
             uint64_t copies = 0, bytes = 0, fb = 0;
             candle_ctx_transfer_stats(ctx, &copies, &bytes, &fb);
-            bool refused = c->op == CANDLE_OP_EXP || c->op2 == CANDLE_OP_EXP || c->kind == K_MATMUL;
+            bool refused = c->op == CANDLE_OP_EXP || c->op2 == CANDLE_OP_EXP || c->op == CANDLE_OP_MATMUL;
             CHECK_MSG(!candle_tensor_is_host(out), "%s on %s: output in host memory", case_str(c, cs, sizeof cs),
                       kBeName[be]);
             if (be == BE_HIDDEN) {
@@ -1090,6 +1109,26 @@ static void cases_matmul(void) {
             }
 }
 
+/* matmul_group_corr (asymmetric 4-bit weights as Q4_0 plus a correction):
+ * one row (the matrix-vector job), a few, many (the dequantizing GEMM),
+ * sliced and batched activations, groups of one block and of several */
+static void cases_group_corr(void) {
+    const candle_dtype wts[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_F16, CANDLE_DTYPE_Q4_K};
+    const int64_t ms[] = {1, 3, 300}, groups[] = {32, 128};
+    const int layouts[] = {L_TRANS, L_SLICE, L_BATCH};
+    for (size_t w = 0; w < sizeof wts / sizeof *wts; w++)
+        for (size_t m = 0; m < 3; m++)
+            for (int l = 0; l < 3; l++)
+                for (int g = 0; g < 2; g++) {
+                    if ((wts[w] == CANDLE_DTYPE_Q4_K && groups[g] != 128) || (m == 2 && l == 2)) continue;
+                    tcase c = {.kind = K_MATMUL, .op = CANDLE_OP_MATMUL_GROUP_CORR, .dt = CANDLE_DTYPE_F32,
+                               .dt2 = wts[w], .layout = layouts[l], .flag = true, .m = ms[m], .k = 256,
+                               .n = m == 2 ? 40 : 72, .p0 = (double)groups[g]};
+                    snprintf(c.desc, sizeof c.desc, "group corr, groups of %d", (int)groups[g]);
+                    add(c);
+                }
+}
+
 /* moe_ffn: one row (decode) and many (prefill), float and quantized experts */
 static void cases_moe(void) {
     const candle_dtype wts[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16, CANDLE_DTYPE_Q8_0,
@@ -1195,6 +1234,7 @@ int main(void) {
     cases_matmul();
     cases_misc();
     cases_moe();
+    cases_group_corr();
     cases_refused();
 
     if (g_verbose) {

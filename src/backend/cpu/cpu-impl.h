@@ -40,6 +40,7 @@ candle_status cpu_ref_topk_mask(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_softmax(const cpu_task *t, candle_tensor *dst);     /* (LOG_)SOFTMAX */
 candle_status cpu_ref_matmul(const cpu_task *t, candle_tensor *dst);      /* MATMUL */
 candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst);     /* MOE_FFN */
+candle_status cpu_ref_matmul_group_corr(const cpu_task *t, candle_tensor *dst); /* MATMUL_GROUP_CORR */
 candle_status cpu_ref_rms_norm(const cpu_task *t, candle_tensor *dst);    /* RMS_NORM */
 candle_status cpu_ref_layer_norm(const cpu_task *t, candle_tensor *dst);  /* LAYER_NORM */
 candle_status cpu_ref_rope(const cpu_task *t, candle_tensor *dst);        /* ROPE */

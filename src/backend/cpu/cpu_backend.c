@@ -80,6 +80,7 @@ static cpu_kernel_fn kernels[CANDLE_OP_COUNT] = {
     [CANDLE_OP_PAGED_ATTENTION] = cpu_ref_paged_attention,
     [CANDLE_OP_MOE_FFN] = cpu_ref_moe_ffn,
     [CANDLE_OP_TOPK_MASK] = cpu_ref_topk_mask,
+    [CANDLE_OP_MATMUL_GROUP_CORR] = cpu_ref_matmul_group_corr,
 };
 
 candle_status cpu_error(const cpu_task *task, candle_status s, const char *fmt, ...) {
@@ -420,10 +421,57 @@ static candle_status moe_ffn(candle_backend *be, candle_tensor *node) {
     return s;
 }
 
+/* MATMUL_GROUP_CORR of several rows (one row is a matrix-vector job), as
+ * the usual kernels' nodes: the product into the output, the rows' group
+ * sums s [rows, ng] here, s x corr into a scratch [rows, N] (the f32
+ * products), then added to the output in place. */
+static candle_status group_corr(candle_backend *be, candle_tensor *node) {
+    const candle_tensor *a = node->src[0];
+    candle_tensor *c = node->src[2];
+    int r = node->rank;
+    int64_t N = node->shape[r - 1], G = node->iparams[0], ng = c->shape[0], rows = candle_tensor_numel(node) / N;
+    candle_tensor prod = *node;
+    prod.op = CANDLE_OP_MATMUL;
+    prod.n_src = 2;
+    candle_status s = compute_node(be, &prod);
+    if (s) return s;
+    float *sums = malloc((size_t)(rows * ng) * sizeof *sums), *corr = malloc((size_t)(rows * N) * sizeof *corr);
+    if (!sums || !corr) {
+        free(sums), free(corr);
+        candle_backend_set_errmsg("matmul_group_corr: out of memory (%" PRId64 " rows' corrections)", rows);
+        return CANDLE_ERR_OOM;
+    }
+    int64_t idx[CANDLE_MAX_RANK] = {0}, m = 0;
+    do {
+        cpu_group_sums(tensor_ptr(a) + nd_offset(r - 1, idx, a->stride), a->stride[r - 1], ng, G, sums + m++ * ng);
+    } while (nd_next(r - 1, a->shape, idx));
+    candle_tensor ts, tc, tout, tsum;
+    candle_storage ss, sc, sout, ssum;
+    moe_plain(&ts, &ss, sums, rows, ng);
+    moe_plain(&tc, &sc, corr, rows, N);
+    moe_product(&ts, c, &tc);
+    s = compute_node(be, &tc);
+    if (!s) {
+        float *out = (float *)tensor_ptr(node);
+        moe_plain(&tout, &sout, out, rows, N);
+        moe_plain(&tsum, &ssum, out, rows, N);
+        tsum.op = CANDLE_OP_ADD;
+        tsum.src[0] = &tout;
+        tsum.src[1] = &tc;
+        tsum.n_src = 2;
+        s = compute_node(be, &tsum);
+    }
+    free(sums), free(corr);
+    return s;
+}
+
 static candle_status compute_node(candle_backend *be, candle_tensor *node) {
     cpu_impl *im = be->impl;
     if (node->op == CANDLE_OP_MOE_FFN && !cpu_config_get()->reference_only) return moe_ffn(be, node);
     if (cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
+    if (node->op == CANDLE_OP_MATMUL_GROUP_CORR && !cpu_config_get()->reference_only &&
+        node->src[0]->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(node))
+        return group_corr(be, node);
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {
         cpu_plan plan = {1, 1, 0, 0};

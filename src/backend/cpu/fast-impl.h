@@ -51,4 +51,8 @@ void cpu_matvecs_run(cpu_pool *pool, candle_tensor *const *nodes, int n, void *w
  * default). */
 void cpu_matvecs_set_idle_owner(int task);
 
+/* MATMUL_GROUP_CORR's group sums (fast_matvecs.c): out[g] = the sum of x's
+ * elements g * group .. (g + 1) * group - 1, x's elements sx bytes apart. */
+void cpu_group_sums(const char *x, int64_t sx, int64_t n_groups, int64_t group, float *out);
+
 #endif

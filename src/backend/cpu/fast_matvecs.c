@@ -24,7 +24,12 @@
  * activation as it is), so results equal the one-by-one products bit for
  * bit. dot_rows takes f32 rows eight at a time with sums in another order
  * than its four-row tail, so every claim bound falls on a multiple of 16
- * rows of its weight (or the weight's end), as in fast_matmul.c's split. */
+ * rows of its weight (or the weight's end), as in fast_matmul.c's split.
+ *
+ * A MATMUL_GROUP_CORR product (asymmetric 4-bit weights) is one of them: its
+ * activation's group sums are taken once when the row is prepared, and each
+ * claim adds its rows' corrections (dot_rows on the rows of corr^T, read in
+ * the same order as the weight's rows) right after their products. */
 #include <stdatomic.h>
 
 #include "fast-impl.h"
@@ -39,6 +44,10 @@ typedef struct mv_item {
     float *out;          /* [N] */
     const void *xv;      /* the activation prepared for wt (plain: the f32 row) */
     const float *x;      /* [K] the f32 activation row */
+    const char *corr;    /* MATMUL_GROUP_CORR: row n's [ng] corrections at corr + n * cs, else NULL */
+    size_t cs;
+    int64_t ng, group;   /* groups, inputs per group */
+    const float *xs;     /* [ng] x summed over each group */
 } mv_item;
 
 /* A thread's range of global rows, [front, back) packed in one word
@@ -71,8 +80,23 @@ static bool is_plain_float(candle_dtype t) {
     return t == CANDLE_DTYPE_F32 || t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16;
 }
 
+/* The product part of a MATMUL_GROUP_CORR node: the node as MATMUL. */
+static candle_tensor product_of(const candle_tensor *dst) {
+    candle_tensor p = *dst;
+    p.op = CANDLE_OP_MATMUL;
+    p.n_src = 2;
+    return p;
+}
+
+static bool corr_ok(const candle_tensor *dst) {
+    const candle_tensor *c = dst->src[2];
+    candle_tensor p = product_of(dst);
+    return c && c->dtype == CANDLE_DTYPE_F32 && c->stride[0] == sizeof(float) && cpu_matvec_ok(&p);
+}
+
 bool cpu_matvec_ok(const candle_tensor *dst) {
     mm_geom g;
+    if (dst->op == CANDLE_OP_MATMUL_GROUP_CORR) return corr_ok(dst);
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g) || g.M != 1 || g.n_batch != 1 || g.K < 1)
         return false;
     const candle_tensor *a = dst->src[0], *b = weight_of(dst);
@@ -100,6 +124,7 @@ size_t cpu_matvecs_scratch(candle_tensor *const *nodes, int n) {
             const candle_tensor *a = nodes[i]->src[0];
             total += round64(cdl_gemv_x_bytes(weight_of(nodes[i])->dtype, a->shape[a->rank - 1]));
         }
+        if (nodes[i]->op == CANDLE_OP_MATMUL_GROUP_CORR) total += round64((size_t)nodes[i]->src[2]->shape[0] * 4);
     }
     return total;
 }
@@ -120,7 +145,19 @@ static void prepare(mv_job *j, candle_tensor *const *nodes, int n, void *work) {
         bool plain = is_plain_float(b->dtype);
         *it = (mv_item){b->dtype, plain, b->shape[b->rank - 1], tensor_ptr(b) + ob,
                         (size_t)b->stride[b->rank - 1], (float *)tensor_ptr(nodes[i]),
-                        plain ? (const void *)x : NULL, x};
+                        plain ? (const void *)x : NULL, x, NULL, 0, 0, 0, NULL};
+        if (nodes[i]->op == CANDLE_OP_MATMUL_GROUP_CORR) {
+            const candle_tensor *c = nodes[i]->src[2];
+            it->corr = tensor_ptr(c), it->cs = (size_t)c->stride[1], it->ng = c->shape[0];
+            it->group = nodes[i]->iparams[0];
+            for (int k = 0; k < i && !it->xs; k++)
+                if (j->items[k].xs && j->items[k].x == x && j->items[k].group == it->group) it->xs = j->items[k].xs;
+            if (!it->xs) {
+                cpu_group_sums((const char *)x, sizeof(float), it->ng, it->group, (float *)base);
+                it->xs = (const float *)base;
+                base += round64((size_t)it->ng * 4);
+            }
+        }
         for (int k = 0; k < i && !it->xv; k++)
             if (j->items[k].wt == it->wt && j->items[k].x == x) it->xv = j->items[k].xv;
         if (!it->xv) {
@@ -201,6 +238,32 @@ static bool claim_back(mv_job *j, int t, int64_t *lo, int64_t *hi) {
     }
 }
 
+void cpu_group_sums(const char *x, int64_t sx, int64_t n_groups, int64_t group, float *out) {
+    for (int64_t g = 0; g < n_groups; g++) {
+        const char *p = x + g * group * sx;
+        float acc[8] = {0};
+        int64_t k = 0;
+        if (sx == sizeof(float))
+            for (; k + 8 <= group; k += 8)
+                for (int l = 0; l < 8; l++) acc[l] += ((const float *)p)[k + l];
+        for (; k < group; k++) acc[0] += *(const float *)(p + k * sx);
+        out[g] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    }
+}
+
+/* out[r] += dot(corr row r, xs) for rows [r0, r1), CORR_ROWS at a time
+ * (from r0, a multiple of 16 rows or the weight's end, so that dot_rows sums
+ * each row the same way whatever the claims). */
+#define CORR_ROWS 64
+static void add_corr(const mv_job *j, const mv_item *it, int64_t r0, int64_t r1) {
+    float c[CORR_ROWS];
+    for (int64_t r = r0; r < r1; r += CORR_ROWS) {
+        int64_t n = r1 - r < CORR_ROWS ? r1 - r : CORR_ROWS;
+        j->simd->dot_rows(CANDLE_DTYPE_F32, it->ng, it->corr + r * (int64_t)it->cs, it->cs, n, it->xs, c, 1);
+        for (int64_t i = 0; i < n; i++) it->out[r + i] += c[i];
+    }
+}
+
 static void run_rows(const mv_job *j, int64_t lo, int64_t hi) {
     int64_t base = 0;
     for (int i = 0; i < j->n_items && base < hi; base += j->items[i++].N) {
@@ -213,6 +276,7 @@ static void run_rows(const mv_job *j, int64_t lo, int64_t hi) {
         else
             cdl_gemv_rows(it->wt, j->K, r1 - r0, it->w + r0 * (int64_t)it->ws, it->ws, it->xv,
                              it->out + r0);
+        if (it->corr) add_corr(j, it, r0, r1);
     }
 }
 

@@ -5,6 +5,7 @@
  * is the transpose of a row-major [N, K] weight whose rows may be blocks: each
  * column of b is one weight row, dequantized whole with the dtype's to_f32.
  * Such b may have fewer batch dims than dst (aligned right) or size-1 ones. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -77,6 +78,35 @@ candle_status cpu_ref_matmul(const cpu_task *task, candle_tensor *dst) {
         else mm_plain(&m, a, pa, b, pb, dst, pd);
     } while (nd_next(nb, dst->shape, idx));
     free(col);
+    return CANDLE_OK;
+}
+
+/* MATMUL_GROUP_CORR: the product as MATMUL, then per output row and column
+ * the correction sum_g (sum of a over group g) corr[g, n], in double. */
+candle_status cpu_ref_matmul_group_corr(const cpu_task *task, candle_tensor *dst) {
+    candle_status s = cpu_ref_matmul(task, dst);
+    if (s || candle_tensor_numel(dst) == 0) return s;
+    const candle_tensor *a = dst->src[0], *c = dst->src[2];
+    int r = dst->rank;
+    int64_t K = a->shape[r - 1], N = dst->shape[r - 1], G = dst->iparams[0], ng = K / G;
+    double *sum = malloc((size_t)ng * sizeof *sum);
+    if (!sum) return cpu_error(task, CANDLE_ERR_OOM, "matmul_group_corr: out of memory (%" PRId64 " sums)", ng);
+    int64_t idx[CANDLE_MAX_RANK] = {0};
+    do {
+        const char *pa = tensor_ptr(a) + nd_offset(r - 1, idx, a->stride);
+        char *pd = tensor_ptr(dst) + nd_offset(r - 1, idx, dst->stride);
+        for (int64_t g = 0; g < ng; g++) {
+            sum[g] = 0;
+            for (int64_t k = g * G; k < (g + 1) * G; k++) sum[g] += cdl_load_f64(a->dtype, pa + k * a->stride[r - 1]);
+        }
+        for (int64_t n = 0; n < N; n++) {
+            double acc = cdl_load_f64(dst->dtype, pd + n * dst->stride[r - 1]);
+            for (int64_t g = 0; g < ng; g++)
+                acc += sum[g] * cdl_load_f64(c->dtype, tensor_ptr(c) + g * c->stride[0] + n * c->stride[1]);
+            cdl_store_f64(dst->dtype, pd + n * dst->stride[r - 1], acc);
+        }
+    } while (nd_next(r - 1, dst->shape, idx));
+    free(sum);
     return CANDLE_OK;
 }
 
