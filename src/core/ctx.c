@@ -71,7 +71,6 @@ static bool acct_cache_put(struct cdl_ctx_acct *a, candle_storage *s, size_t siz
     return true;
 }
 
-
 static void acct_close(struct cdl_ctx_acct *a) {
     while (!acct_trylock(a)) {
     }

@@ -131,75 +131,83 @@ static void free_tokens(tokens_arg *t) {
     }
 }
 
+/* A loaded encoder, an output of N_TEXTS rows of its width (the embedding
+ * dimension, or the labels of a head) and, when tokens, the texts' ids (as
+ * pairs with the query when pair) with that output. */
+typedef struct fixture {
+    candle_encoder *e;
+    int64_t width;
+    float *out;
+    tokens_arg t;
+} fixture;
+
+static bool fixture_open(fixture *f, const char *dir, bool head, bool tokens, bool pair) {
+    memset(f, 0, sizeof *f);
+    if (!(f->e = load(dir))) return false;
+    f->width = head ? candle_encoder_n_labels(f->e) : candle_encoder_dim(f->e);
+    f->out = malloc((size_t)(N_TEXTS * f->width) * sizeof *f->out);
+    f->t.out = f->out;
+    f->t.cap = (size_t)(N_TEXTS * f->width);
+    return !tokens || tokenize_all(f->e, pair, &f->t, N_TEXTS);
+}
+
+static void fixture_close(fixture *f) {
+    free_tokens(&f->t);
+    free(f->out);
+    candle_encoder_free(f->e);
+}
+
 /* One input of each length, then all of them in one call: every case must
  * allocate nothing once warm, also after the others ran. */
 static void check_embedder(const char *dir) {
-    candle_encoder *e = load(dir);
-    if (!e) return;
-    int64_t dim = candle_encoder_dim(e);
-    float *out = malloc((size_t)(N_TEXTS * dim) * sizeof *out);
-    tokens_arg t = {0};
-    if (!tokenize_all(e, false, &t, N_TEXTS)) goto done;
-    t.out = out;
-    t.cap = (size_t)(N_TEXTS * dim);
-    char what[96];
-    for (int pass = 0; pass < 2; pass++) {
-        for (int64_t k = 0; k < N_TEXTS; k++) {
-            embed_arg a = {texts + k, 1, out, (size_t)dim};
-            snprintf(what, sizeof what, "embed: text %lld", (long long)k);
-            CHECK(steady_allocs(what, e, embed_texts, &a) == 0);
+    fixture f;
+    if (fixture_open(&f, dir, false, true, false)) {
+        char what[96];
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t k = 0; k < N_TEXTS; k++) {
+                embed_arg a = {texts + k, 1, f.out, (size_t)f.width};
+                snprintf(what, sizeof what, "embed: text %lld", (long long)k);
+                CHECK(steady_allocs(what, f.e, embed_texts, &a) == 0);
+            }
+            embed_arg a = {texts, N_TEXTS, f.out, f.t.cap};
+            CHECK(steady_allocs("embed: 3 texts", f.e, embed_texts, &a) == 0);
+            tokens_arg one = f.t;
+            one.n = 1;
+            CHECK(steady_allocs("embed_tokens: 1 input", f.e, embed_tokens, &one) == 0);
+            CHECK(steady_allocs("embed_tokens: 3 inputs", f.e, embed_tokens, &f.t) == 0);
         }
-        embed_arg a = {texts, N_TEXTS, out, t.cap};
-        CHECK(steady_allocs("embed: 3 texts", e, embed_texts, &a) == 0);
-        tokens_arg one = t;
-        one.n = 1;
-        CHECK(steady_allocs("embed_tokens: 1 input", e, embed_tokens, &one) == 0);
-        CHECK(steady_allocs("embed_tokens: 3 inputs", e, embed_tokens, &t) == 0);
     }
-done:
-    free_tokens(&t);
-    free(out);
-    candle_encoder_free(e);
+    fixture_close(&f);
 }
 
 /* A bidirectional decoder (decoder_hidden_bidir) and its tokenizer. */
 static void check_bidir(const char *dir) {
-    candle_encoder *e = load(dir);
-    if (!e) return;
-    int64_t dim = candle_encoder_dim(e);
-    float *out = malloc((size_t)(N_TEXTS * dim) * sizeof *out);
-    embed_arg one = {texts, 1, out, (size_t)dim}, all = {texts, N_TEXTS, out, (size_t)(N_TEXTS * dim)};
-    CHECK(steady_allocs("embeddinggemma embed: 1 text", e, embed_texts, &one) == 0);
-    CHECK(steady_allocs("embeddinggemma embed: 3 texts", e, embed_texts, &all) == 0);
-    free(out);
-    candle_encoder_free(e);
+    fixture f;
+    if (fixture_open(&f, dir, false, false, false)) {
+        embed_arg one = {texts, 1, f.out, (size_t)f.width}, all = {texts, N_TEXTS, f.out, f.t.cap};
+        CHECK(steady_allocs("embeddinggemma embed: 1 text", f.e, embed_texts, &one) == 0);
+        CHECK(steady_allocs("embeddinggemma embed: 3 texts", f.e, embed_texts, &all) == 0);
+    }
+    fixture_close(&f);
 }
 
 static void check_head(const char *dir, bool rerank) {
-    candle_encoder *e = load(dir);
-    if (!e) return;
-    int64_t nl = candle_encoder_n_labels(e);
-    float *out = malloc((size_t)(N_TEXTS * nl) * sizeof *out);
-    tokens_arg t = {0};
-    if (!tokenize_all(e, rerank, &t, N_TEXTS)) goto done;
-    t.out = out;
-    t.cap = (size_t)(N_TEXTS * nl);
-    embed_arg a = {texts, N_TEXTS, out, t.cap}, one = {texts, 1, out, (size_t)nl};
-    for (int pass = 0; pass < 2; pass++) {
-        if (rerank) {
-            CHECK(steady_allocs("rerank: 1 document", e, rerank_texts, &one) == 0);
-            CHECK(steady_allocs("rerank: 3 documents", e, rerank_texts, &a) == 0);
-            CHECK(steady_allocs("rerank_tokens: 3 pairs", e, rerank_tokens, &t) == 0);
-        } else {
-            CHECK(steady_allocs("classify: 1 text", e, classify_texts, &one) == 0);
-            CHECK(steady_allocs("classify: 3 texts", e, classify_texts, &a) == 0);
-            CHECK(steady_allocs("classify_tokens: 3 inputs", e, classify_tokens, &t) == 0);
+    fixture f;
+    if (fixture_open(&f, dir, true, true, rerank)) {
+        embed_arg a = {texts, N_TEXTS, f.out, f.t.cap}, one = {texts, 1, f.out, (size_t)f.width};
+        for (int pass = 0; pass < 2; pass++) {
+            if (rerank) {
+                CHECK(steady_allocs("rerank: 1 document", f.e, rerank_texts, &one) == 0);
+                CHECK(steady_allocs("rerank: 3 documents", f.e, rerank_texts, &a) == 0);
+                CHECK(steady_allocs("rerank_tokens: 3 pairs", f.e, rerank_tokens, &f.t) == 0);
+            } else {
+                CHECK(steady_allocs("classify: 1 text", f.e, classify_texts, &one) == 0);
+                CHECK(steady_allocs("classify: 3 texts", f.e, classify_texts, &a) == 0);
+                CHECK(steady_allocs("classify_tokens: 3 inputs", f.e, classify_tokens, &f.t) == 0);
+            }
         }
     }
-done:
-    free_tokens(&t);
-    free(out);
-    candle_encoder_free(e);
+    fixture_close(&f);
 }
 
 int main(void) {

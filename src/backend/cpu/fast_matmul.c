@@ -64,14 +64,12 @@ void cpu_mm_batch(const candle_tensor *dst, int64_t bi, int64_t *oa, int64_t *ob
     *ob = batch_offset(dst->src[1], dst, bi);
 }
 
-
 static bool match_f32(const candle_tensor *dst) {
     mm_geom g = {0};
     if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
     if (!mm_plain_float(dst->src[0]->dtype)) return false;
     return mm_plain_float(dst->src[1]->dtype) || cpu_mm_dequant_path(dst, &g);
 }
-
 
 static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
     mm_geom g = {0};
