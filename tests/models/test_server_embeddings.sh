@@ -4,7 +4,8 @@
 # float) against sentence-transformers' goldens (tests/data/encoders/bert-tiny),
 # token-array inputs, dimensions, usage, too-long inputs (400 unless
 # "truncate": true), bad inputs, the prompt_name extension, and generation,
-# rerank and classify endpoints refused; then a decoder embedder
+# rerank and classify endpoints refused; batching across clients and the
+# batches' /metrics histograms (candle_encoder_batch_*); then a decoder embedder
 # (qwen3-embedding-tiny: last-token pooling) with and without its prompt.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -38,10 +39,11 @@ for p in "$PORT" "$QPORT" "$BPORT"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" "$QPORT" "$ENC/qwen3-embedding-tiny/golden.json" \
+PYTHONPATH="$SRC/tests/common" python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert-tiny-prompts.json" "$QPORT" "$ENC/qwen3-embedding-tiny/golden.json" \
     "$BPORT" <<'PY'
 import base64, http.client, json, math, struct, sys, threading, urllib.error, urllib.request
 import openai
+from srv_client import cumulative, encoder_batch_delta, encoder_batches
 
 port, golden, pgold = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
@@ -151,7 +153,49 @@ for k in range(8):
               "encoding_format": "float"}]
 bad = [({"input": long}, "input"), ({"input": [[1, 99999]]}, "input"), ({"input": ["ok", ""]}, "input"),
        ({"input": [[1, 2]], "prompt_name": "query"}, "prompt_name"), ({"input": "a", "dimensions": 10**6}, "dimensions")]
+
+# /metrics' encoder batch histograms. One request at a time, a request's
+# batches follow from the budget: on the default one each request is one
+# batch; on 16 tokens, token-id inputs of 10, 5, 3, 12 and 20 tokens are
+# batches of 10+5, 3+12 and 20 (over the budget, alone).
+def batches_of(bp, send):
+    """The delta of bp's embed batch histograms over send()."""
+    before = encoder_batches(bp)
+    send()
+    _, d, bad = encoder_batch_delta(bp, before, "embed")
+    check(not bad, f"/metrics on {bp}: {bad}")
+    return d
+
+def send_alone(bp, bodies, usage):
+    c = http.client.HTTPConnection("127.0.0.1", bp, timeout=60)
+    for b in bodies:
+        code, body = conn_post(c, b)
+        check(code == 200, f"alone on {bp}: {code} {str(body)[:200]}")
+        usage.append(body["usage"]["prompt_tokens"] if code == 200 else -1)
+
+n_in = [1, 2, 3, 4, 5]
+used = []
+d = batches_of(port, lambda: send_alone(port, [{"input": [texts[i % len(texts)] for i in range(k)]} for k in n_in],
+                                        used))
+check(d and d["tokens"]["count"] == len(n_in) and d["tokens"]["sum"] == sum(used) and
+      d["tokens"]["buckets"] == cumulative(d["tokens"], used) and d["inputs"]["sum"] == sum(n_in) and
+      d["inputs"]["buckets"] == cumulative(d["inputs"], n_in) and d["requests"]["sum"] == len(n_in) and
+      d["requests"]["buckets"] == cumulative(d["requests"], [1] * len(n_in)) and d["seconds"]["sum"] > 0,
+      f"embed batches of {n_in} inputs alone: {d}")
+tok0, lens, used = golden["token_ids"][0], [10, 5, 3, 12, 20], []
+d = batches_of(sys.argv[6], lambda: send_alone(
+    sys.argv[6], [{"input": [[tok0[i % len(tok0)] for i in range(n)] for n in lens]}], used))
+check(used == [sum(lens)] and d and d["tokens"]["count"] == 3 and
+      d["tokens"]["buckets"] == cumulative(d["tokens"], [15, 15, 20]) and d["tokens"]["sum"] == 50 and
+      d["inputs"]["buckets"] == cumulative(d["inputs"], [2, 2, 1]) and d["inputs"]["sum"] == 5 and
+      d["requests"]["buckets"] == cumulative(d["requests"], [1, 1, 1]) and d["requests"]["sum"] == 3,
+      f"embed batches of {lens} tokens on a 16-token budget: {d}")
+
+def n_inputs(body):
+    return 1 if isinstance(body["input"], str) else len(body["input"])
+
 for bp in (port, sys.argv[6]):
+    before = encoder_batches(bp)
     c0 = http.client.HTTPConnection("127.0.0.1", bp, timeout=60)
     ref = []
     for b in good:
@@ -187,6 +231,21 @@ for bp in (port, sys.argv[6]):
           f"{worst[1]:.3g}; {n_bad[0]} bad requests")
     check(n_ok[0] == 6 * len(good) and worst[0] >= 0.99999 and worst[1] <= 1e-5,
           f"concurrent replies on {bp}: {n_ok[0]}, cosine {worst[0]}, diff {worst[1]}")
+    # Each good request ran once alone and six times concurrently; the bad
+    # ones never reach a batch. A request spanning batches counts in each;
+    # a batch over the budget holds one input.
+    now, d, bad_m = encoder_batch_delta(bp, before, "embed")
+    check(not bad_m, f"/metrics on {bp}: {bad_m}")
+    sent = 7 * sum(n_inputs(b) for b in good)
+    print(f"batches on {bp}: {d and d['tokens']['count']} for {7 * len(good)} requests of {sent} inputs, "
+          f"{d and d['requests']['sum']} requests in them")
+    check(d and d["inputs"]["sum"] == sent and d["requests"]["sum"] >= 7 * len(good) and
+          1 <= d["tokens"]["count"] <= sent, f"concurrent embed batches on {bp}: {d}")
+    if d and bp == sys.argv[6]:
+        over = d["tokens"]["count"] - dict(d["tokens"]["buckets"])[16.0]
+        check(over <= dict(d["inputs"]["buckets"])[1.0], f"batches over the 16-token budget: {d}")
+    check(all(now[w][k]["count"] == 0 for w in now for k in ("classify", "rerank")),
+          f"classify or rerank batches on an embedding model: {now['tokens']}")
 # the decoder embedder: last-token pooling, its query prompt, generation refused
 qport, qg = sys.argv[4], json.load(open(sys.argv[5]))
 qc = openai.OpenAI(base_url=f"http://127.0.0.1:{qport}/v1", api_key="x", max_retries=0, timeout=60)

@@ -11,7 +11,8 @@
 # classify and embeddings requests (and one bad request each round) on
 # both models, on the default budget and on --max-batch-tokens 40 (pairs
 # span batches, the longest runs alone): every reply equals the request's
-# reply alone within 1e-5, every bad one is its own 400.
+# reply alone within 1e-5, every bad one is its own 400; the batches'
+# /metrics histograms (candle_encoder_batch_*) count every input once.
 set -u
 SRC=${CANDLE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${CANDLE:-$SRC/build/bin/candle}
@@ -31,8 +32,9 @@ for p in "$P1" "$P2" "$P3" "$P4"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$P1" "$P2" "$ENC" "$P3" "$P4" <<'PY'
-import http.client, json, sys, threading, urllib.error, urllib.request
+PYTHONPATH="$SRC/tests/common" python3 - "$P1" "$P2" "$ENC" "$P3" "$P4" <<'PY'
+import http.client, json, math, sys, threading, urllib.error, urllib.request
+from srv_client import cumulative, encoder_batch_delta, encoder_batches
 
 p_rr, p_cls, enc = sys.argv[1], sys.argv[2], sys.argv[3]
 rr = json.load(open(f"{enc}/bert-tiny-reranker/golden.json"))
@@ -197,8 +199,54 @@ rr_bad = [(("/v1/rerank", {"query": qs[0], "documents": [docs[0], docs[-1]]}), "
           (("/v1/rerank", {"query": qs[1], "documents": ["a", ""]}), "documents"),
           (("/v1/classify", {"input": [docs[0], docs[-1] * 2]}), "input")]
 cl_bad = [(("/v1/classify", {"input": [texts[0], long]}), "input"), (("/v1/classify", {"input": ["x", 1]}), "input")]
+
+# /metrics' encoder batch histograms, one request at a time: on the default
+# budget each request is one batch of its pairs or texts; on 40 tokens a
+# request's inputs span batches, each within the budget unless alone.
+def batches_of(port, kind, url, bodies):
+    """The delta of port's kind batch histograms over bodies sent one by
+    one, and each reply's usage."""
+    before, used = encoder_batches(port), []
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for b in bodies:
+        code, body = conn_post(c, url, b)
+        check(code == 200, f"alone on {port} {url}: {code} {str(body)[:200]}")
+        used.append(body["usage"]["prompt_tokens"] if code == 200 else -1)
+    _, d, bad = encoder_batch_delta(port, before, kind)
+    check(not bad, f"/metrics on {port}: {bad}")
+    return d, used
+
+n_in = [1, 2, 3, 4]
+for port, kind, url, bodies in (
+        (p_rr, "rerank", "/v1/rerank", [{"query": qs[0], "documents": docs[:k], "truncate": True} for k in n_in]),
+        (p_cls, "classify", "/v1/classify", [{"input": [texts[i % len(texts)] for i in range(k)]} for k in n_in])):
+    d, used = batches_of(port, kind, url, bodies)
+    check(d and d["tokens"]["count"] == len(n_in) and d["tokens"]["sum"] == sum(used) and
+          d["tokens"]["buckets"] == cumulative(d["tokens"], used) and d["inputs"]["sum"] == sum(n_in) and
+          d["inputs"]["buckets"] == cumulative(d["inputs"], n_in) and
+          d["requests"]["buckets"] == cumulative(d["requests"], [1] * len(n_in)) and d["seconds"]["sum"] > 0,
+          f"{kind} batches of {n_in} inputs alone on {port}: {d}")
+for port, kind, url, body, n in (
+        (sys.argv[4], "rerank", "/v1/rerank", {"query": qs[1], "documents": docs, "truncate": True}, len(docs)),
+        (sys.argv[5], "classify", "/v1/classify", {"input": texts, "truncate": True}, len(texts))):
+    d, used = batches_of(port, kind, url, [body])
+    if d:
+        over = d["tokens"]["count"] - dict(d["tokens"]["buckets"])[64.0]  # past 64, so past 40: one input alone
+        check(d["inputs"]["sum"] == n and d["tokens"]["sum"] == used[0] and
+              math.ceil(used[0] / 40) <= d["tokens"]["count"] <= n and d["requests"]["sum"] == d["tokens"]["count"] and
+              over <= dict(d["inputs"]["buckets"])[1.0], f"{kind} batches of {n} inputs on 40 tokens, {used}: {d}")
+    else:
+        check(False, f"{kind} batches on 40 tokens: no histograms")
+
+def kind_inputs(url, b):
+    """The batch kind of a request, and its inputs."""
+    x = b.get("documents", b.get("texts", b.get("input", b.get("inputs"))))
+    kind = "rerank" if "rerank" in url else "embed" if "embeddings" in url else "classify"
+    return kind, 1 if isinstance(x, str) else len(x)
+
 for port, good, bad in ((p_rr, rr_good, rr_bad), (sys.argv[4], rr_good, rr_bad), (p_cls, cl_good, cl_bad),
                         (sys.argv[5], cl_good, cl_bad)):
+    before = encoder_batches(port)
     c0 = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     ref = []
     for url, b in good:
@@ -233,6 +281,13 @@ for port, good, bad in ((p_rr, rr_good, rr_bad), (sys.argv[4], rr_good, rr_bad),
         t.join()
     print(f"concurrent on {port}: {n_ok[0]} replies, max abs diff to alone {worst[0]:.3g}; {n_bad[0]} bad requests")
     check(n_ok[0] == 4 * len(good) and worst[0] <= 1e-5, f"concurrent replies on {port}: {n_ok[0]}, diff {worst[0]}")
+    # each good request ran once alone and four times concurrently; the bad never reach a batch
+    for kind in ("embed", "classify", "rerank"):
+        sent = [n for k, n in (kind_inputs(url, b) for url, b in good) if k == kind]
+        _, d, bad_m = encoder_batch_delta(port, before, kind)
+        check(not bad_m and d["inputs"]["sum"] == 5 * sum(sent) and d["requests"]["sum"] >= 5 * len(sent) and
+              (d["tokens"]["count"] > 0) == bool(sent) and d["tokens"]["count"] <= 5 * sum(sent),
+              f"concurrent {kind} batches on {port}: {bad_m or d}")
 print("test_server_heads:", "FAILED" if fails else "passed")
 sys.exit(1 if fails else 0)
 PY

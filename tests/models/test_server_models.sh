@@ -6,8 +6,9 @@
 # and after its first use, a failed load (500, status.failed), concurrent
 # first requests sharing one load, LRU unloading with --models-max 1 (use a,
 # use b: a shows unloaded; a again works) and 503 while the only loaded model
-# is in use, POST /models/load and /models/unload, --mem-budget, --models-dir, /metrics' model gauges, and one -m
-# still answering whatever a request names. Two names for the tiny
+# is in use, POST /models/load and /models/unload, --mem-budget, --models-dir, /metrics' model gauges,
+# its encoder batch histograms (summed over the models, kept across an
+# unload), and one -m still answering whatever a request names. Two names for the tiny
 # stories260K are the two decoders (SmolLM2-135M joins, chatting, where
 # models/ holds it); bert-tiny (tests/data/encoders) is the encoder.
 set -u
@@ -54,8 +55,9 @@ for p in "$P1" "$P2" "$P4"; do
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-python3 - "$P1" "$P2" "$P4" "$BIN" "$TMPD" "$([ -f "$SMOL" ] && echo 1)" "$HAVE_WHISPER" "$WAV" <<'PY'
+PYTHONPATH="$SRC/tests/common" python3 - "$P1" "$P2" "$P4" "$BIN" "$TMPD" "$([ -f "$SMOL" ] && echo 1)" "$HAVE_WHISPER" "$WAV" <<'PY'
 import json, os, socket, subprocess, sys, threading, time, urllib.error, urllib.request
+from srv_client import encoder_batch_delta
 
 p1, p2, p4, binary, tmpd, have_smol = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] == "1"
 have_whisper, wav = sys.argv[7] == "1", sys.argv[8]
@@ -98,6 +100,14 @@ def complete(port, model, prompt="Once upon a time", n=8, **kw):
         body["model"] = model
     return call(port, "/v1/completions", body)
 
+def embed_batches(port, inputs, requests):
+    """/metrics' embed batches since the start, summed over the models
+    (those unloaded too): as many as requests, each one batch, and inputs
+    in them."""
+    _, d, bad = encoder_batch_delta(port, None, "embed")
+    check(not bad and d["tokens"]["count"] == requests and d["requests"]["sum"] == requests and
+          d["inputs"]["sum"] == inputs, f"embed batches on {port}, want {requests} of {inputs} inputs: {bad or d}")
+
 def metric(port, name):
     st, text = call(port, "/metrics")
     for line in text.splitlines():
@@ -138,6 +148,7 @@ check(chunks and all(c["model"] == "story-b" for c in chunks), f"stream chunks' 
 # the encoder: embeddings routed to it; each kind refuses the other's endpoint
 st, j = call(p1, "/v1/embeddings", {"model": "bert-tiny", "input": ["hello world", "two"]})
 dim = call(p1, "/v1/models/bert-tiny")[1].get("meta", {}).get("dimensions")
+embed_batches(p1, 2, 1)
 check(st == 200 and j["model"] == "bert-tiny" and len(j["data"]) == 2 and dim and len(j["data"][0]["embedding"]) == dim,
       f"embeddings on bert-tiny ({dim} dimensions): {st} {str(j)[:200]}")
 st, j = call(p1, "/v1/embeddings", {"model": "a", "input": "hello"})
@@ -218,6 +229,7 @@ check(st == 200 and j2["choices"][0]["text"] == ja["choices"][0]["text"], f"a ag
 check(states(p2)["a"] == "loaded" and states(p2)["b"] == "unloaded", f"after a again: {states(p2)}")
 st, j = call(p2, "/v1/embeddings", {"model": "bert-tiny", "input": "hello"})
 check(st == 200 and states(p2) == {"a": "unloaded", "b": "unloaded", "bert-tiny": "loaded"}, f"encoder in: {states(p2)}")
+embed_batches(p2, 1, 1)
 check(metric(p2, "candle_model_loads_total") == 4 and metric(p2, "candle_model_unloads_total") == 3
       and metric(p2, "candle_models_loaded") == 1, "dir server's load/unload counters")
 
@@ -271,6 +283,12 @@ check(st == 404 and j["error"]["code"] == "model_not_found", f"/models/unload un
 st, j = call(p2, "/models/load", {})
 check(st == 400 and j["error"]["param"] == "model", f"/models/load without a model: {st} {j}")
 check(complete(p2, "b")[0] == 200, "b after its unload")
+# the encoder's batches outlive its unload, counted once when it loads again
+check(states(p2)["bert-tiny"] == "unloaded", f"bert-tiny unloaded: {states(p2)}")
+embed_batches(p2, 1, 1)
+st, j = call(p2, "/v1/embeddings", {"model": "bert-tiny", "input": ["x", "y"]})
+check(st == 200 and states(p2)["bert-tiny"] == "loaded", f"encoder in again: {st} {states(p2)}")
+embed_batches(p2, 3, 2)
 
 # --- server 3: --mem-budget room for one of a, b ----------------------------
 with socket.socket() as so:

@@ -160,17 +160,18 @@ static int64_t fits(const srv_enc_batch *b, const srv_enc_job *j, int64_t rows, 
 }
 
 /* Under b->mu: the next batch into b->ids/types/n_ids/parts (rows
- * returned): queued inputs in arrival order up to the budget, from jobs of
- * the head's kind and dimensions; jobs whose inputs are all taken leave
- * the queue. */
-static int64_t take(srv_enc_batch *b, srv_enc_kind *kind, int64_t *dim) {
-    int64_t rows = 0, tokens = 0;
+ * returned, its tokens in *tokens): queued inputs in arrival order up to
+ * the budget, from jobs of the head's kind and dimensions; jobs whose
+ * inputs are all taken leave the queue. */
+static int64_t take(srv_enc_batch *b, srv_enc_kind *kind, int64_t *dim, int64_t *tokens) {
+    int64_t rows = 0;
+    *tokens = 0;
     b->n_parts = 0;
     *kind = b->head->kind;
     *dim = b->head->dim;
     for (srv_enc_job *j = b->head; j; j = j->link) {
         if (j->kind != *kind || j->dim != *dim) continue;
-        int64_t k = fits(b, j, rows, &tokens);
+        int64_t k = fits(b, j, rows, tokens);
         if (!k) break;
         void **a[] = {(void **)&b->ids, (void **)&b->types, (void **)&b->n_ids, (void **)&b->parts};
         const size_t e[] = {sizeof *b->ids, sizeof *b->types, sizeof *b->n_ids, sizeof *b->parts};
@@ -219,7 +220,7 @@ static candle_status compute(srv_model *md, srv_enc_batch *b, srv_enc_kind kind,
 /* Called with b->mu held and the batcher idle; returns with it held. */
 static void run_batch(srv_model *md, srv_enc_batch *b) {
     srv_enc_kind kind;
-    int64_t dim, rows = take(b, &kind, &dim);
+    int64_t dim, tokens, rows = take(b, &kind, &dim, &tokens);
     b->busy = true;
     pthread_mutex_unlock(&b->mu);
     size_t need = (size_t)(rows * dim);
@@ -235,8 +236,11 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
     }
     const char *msg = "out of memory";
     if (!s && rows) {
+        double t0 = srv_now();
         s = compute(md, b, kind, rows, dim, need);
         msg = candle_last_errmsg();
+        /* every batch the library ran, failed ones too: its seconds were spent */
+        srv_metrics_enc_batch(&md->metrics, kind, tokens, rows, b->n_parts, srv_now() - t0);
     } else if (!rows) {
         s = CANDLE_ERR_OOM;
     }

@@ -15,6 +15,31 @@ static const double seconds_le[SRV_HIST_N] = {0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.25,  0.5,    1,     2.5,  5,     10,   30};
 /* Token rows of a step: at most 256 (SRV_STEP_TOKENS). */
 static const double rows_le[SRV_HIST_N] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+/* An encoder batch's tokens, doubling up to four times the default
+ * --max-batch-tokens (SRV_MAX_BATCH_TOKENS): a budget of any size shows
+ * how full its batches are, and an input over a small budget (it runs
+ * alone) still lands in a bucket. */
+static const double enc_tokens_le[SRV_HIST_N] = {8,   16,   32,   64,   128,   256,   512,
+                                                 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+/* An encoder batch's inputs or requests: a request takes up to 2048 inputs
+ * (SRV_MAX_INPUTS) and a batch of short inputs holds several such. */
+static const double enc_count_le[SRV_HIST_N] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+static const char *const enc_kind_names[SRV_ENC_KINDS] = {"embed", "classify", "rerank"};
+
+/* Every histogram of m, in one order (for summing and zeroing): the six
+ * of requests and scheduler steps, and four per encoder batch kind. */
+#define SRV_N_HISTS (6 + 4 * SRV_ENC_KINDS)
+static void all_hists(srv_metrics *m, srv_hist *out[SRV_N_HISTS]) {
+    int n = 0;
+    srv_hist *one[] = {&m->ttft, &m->itl, &m->e2e, &m->step_rows, &m->step_prefill_rows, &m->step_time};
+    for (size_t i = 0; i < sizeof one / sizeof *one; i++) out[n++] = one[i];
+    for (int k = 0; k < SRV_ENC_KINDS; k++) {
+        out[n++] = &m->enc_tokens[k];
+        out[n++] = &m->enc_inputs[k];
+        out[n++] = &m->enc_requests[k];
+        out[n++] = &m->enc_time[k];
+    }
+}
 
 void srv_metrics_init(srv_metrics *m) {
     memset(m, 0, sizeof *m);
@@ -22,6 +47,11 @@ void srv_metrics_init(srv_metrics *m) {
     srv_hist *secs[] = {&m->ttft, &m->itl, &m->e2e, &m->step_time};
     for (size_t i = 0; i < sizeof secs / sizeof *secs; i++) secs[i]->le = seconds_le;
     m->step_rows.le = m->step_prefill_rows.le = rows_le;
+    for (int k = 0; k < SRV_ENC_KINDS; k++) {
+        m->enc_tokens[k].le = enc_tokens_le;
+        m->enc_inputs[k].le = m->enc_requests[k].le = enc_count_le;
+        m->enc_time[k].le = seconds_le;
+    }
 }
 
 void srv_metrics_request(srv_metrics *m, int endpoint, int status) {
@@ -55,6 +85,16 @@ void srv_metrics_step(srv_metrics *m, int64_t rows, int64_t prefill_rows, double
     pthread_mutex_unlock(&m->mu);
 }
 
+void srv_metrics_enc_batch(srv_metrics *m, srv_enc_kind kind, int64_t tokens, int64_t inputs, int64_t requests,
+                           double seconds) {
+    pthread_mutex_lock(&m->mu);
+    hist_add(&m->enc_tokens[kind], (double)tokens);
+    hist_add(&m->enc_inputs[kind], (double)inputs);
+    hist_add(&m->enc_requests[kind], (double)requests);
+    hist_add(&m->enc_time[kind], seconds);
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void hist_sum(srv_hist *d, const srv_hist *s) {
     d->sum += s->sum;
     d->count += s->count;
@@ -73,12 +113,10 @@ void srv_metrics_add(srv_metrics *dst, srv_metrics *src, bool gauges) {
     dst->cached_tokens += s.cached_tokens;
     dst->spec_drafted += s.spec_drafted;
     dst->spec_accepted += s.spec_accepted;
-    hist_sum(&dst->ttft, &s.ttft);
-    hist_sum(&dst->itl, &s.itl);
-    hist_sum(&dst->e2e, &s.e2e);
-    hist_sum(&dst->step_rows, &s.step_rows);
-    hist_sum(&dst->step_prefill_rows, &s.step_prefill_rows);
-    hist_sum(&dst->step_time, &s.step_time);
+    srv_hist *dh[SRV_N_HISTS], *sh[SRV_N_HISTS];
+    all_hists(dst, dh);
+    all_hists(&s, sh);
+    for (int i = 0; i < SRV_N_HISTS; i++) hist_sum(dh[i], sh[i]);
     if (gauges) {
         dst->queue_depth += s.queue_depth;
         dst->active += s.active;
@@ -100,8 +138,9 @@ void srv_metrics_reset(srv_metrics *m) {
     pthread_mutex_lock(&m->mu);
     memset(m->requests, 0, sizeof m->requests);
     m->prompt_tokens = m->gen_tokens = m->cached_tokens = m->spec_drafted = m->spec_accepted = 0;
-    srv_hist *h[] = {&m->ttft, &m->itl, &m->e2e, &m->step_rows, &m->step_prefill_rows, &m->step_time};
-    for (size_t i = 0; i < sizeof h / sizeof *h; i++) hist_reset(h[i]);
+    srv_hist *h[SRV_N_HISTS];
+    all_hists(m, h);
+    for (int i = 0; i < SRV_N_HISTS; i++) hist_reset(h[i]);
     m->queue_depth = m->active = m->blocks_used = m->blocks_reserved = m->blocks_total = m->prefill_budget = 0;
     pthread_mutex_unlock(&m->mu);
 }
@@ -138,13 +177,26 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-static void render_hist(sbuf *b, const char *name, const char *help, const srv_hist *h) {
+/* One histogram metric: h[0..n-1], each labelled kind="kinds[i]" (kinds
+ * NULL: one series, unlabelled). */
+static void render_hists(sbuf *b, const char *name, const char *help, const srv_hist *h, int n,
+                         const char *const *kinds) {
     sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    for (int i = 0; i < SRV_HIST_N; i++)
-        sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i],
-                  (unsigned long long)h->bucket[i]);
-    sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
-              (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+    for (int k = 0; k < n; k++) {
+        char lb[48] = "", ls[48] = ""; /* the label before le, and alone */
+        if (kinds) {
+            snprintf(lb, sizeof lb, "kind=\"%s\",", kinds[k]);
+            snprintf(ls, sizeof ls, "{kind=\"%s\"}", kinds[k]);
+        }
+        for (int i = 0; i < SRV_HIST_N; i++)
+            sb_printf(b, "%s_bucket{%sle=\"%g\"} %llu\n", name, lb, h[k].le[i], (unsigned long long)h[k].bucket[i]);
+        sb_printf(b, "%s_bucket{%sle=\"+Inf\"} %llu\n%s_sum%s %.6f\n%s_count%s %llu\n", name, lb,
+                  (unsigned long long)h[k].count, name, ls, h[k].sum, name, ls, (unsigned long long)h[k].count);
+    }
+}
+
+static void render_hist(sbuf *b, const char *name, const char *help, const srv_hist *h) {
+    render_hists(b, name, help, h, 1, NULL);
 }
 
 static void render_gauge(sbuf *b, const char *name, const char *type, const char *help,
@@ -209,6 +261,15 @@ char *srv_metrics_render(srv_metrics *m) {
     render_hist(&b, "candle_step_seconds",
                 "Seconds a scheduler step takes: sampling, detokenizing and the forward.",
                 &s.step_time);
+    render_hists(&b, "candle_encoder_batch_tokens",
+                 "Tokens of an encoder batch (embeddings, classify or rerank; --max-batch-tokens).", s.enc_tokens,
+                 SRV_ENC_KINDS, enc_kind_names);
+    render_hists(&b, "candle_encoder_batch_inputs", "Inputs (texts, or query-document pairs) of an encoder batch.",
+                 s.enc_inputs, SRV_ENC_KINDS, enc_kind_names);
+    render_hists(&b, "candle_encoder_batch_requests", "Requests an encoder batch took inputs from.",
+                 s.enc_requests, SRV_ENC_KINDS, enc_kind_names);
+    render_hists(&b, "candle_encoder_batch_seconds", "Seconds of an encoder batch's forward.", s.enc_time,
+                 SRV_ENC_KINDS, enc_kind_names);
     if (b.oom) {
         free(b.p);
         return NULL;

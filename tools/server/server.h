@@ -125,6 +125,9 @@ typedef struct srv_hist {
     uint64_t bucket[SRV_HIST_N]; /* cumulative counts at the bounds */
 } srv_hist;
 
+/* The kinds of an encoder's batches (enc_batch.c): a batch holds one kind. */
+typedef enum srv_enc_kind { SRV_ENC_EMBED = 0, SRV_ENC_CLASSIFY, SRV_ENC_RERANK, SRV_ENC_KINDS } srv_enc_kind;
+
 enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_EMBEDDINGS, SRV_EP_MODELS, SRV_EP_RERANK, SRV_EP_CLASSIFY,
        SRV_EP_AUDIO, SRV_EP_OTHER, SRV_EP_COUNT };
 
@@ -137,6 +140,11 @@ typedef struct srv_metrics {
     /* per scheduler step: its forward's token rows, how many of them were
      * prompt rows, and its seconds (sampling included) */
     srv_hist step_rows, step_prefill_rows, step_time;
+    /* per encoder batch, by its kind: its tokens, its inputs (texts or
+     * pairs), the requests it took inputs from, and its library call's
+     * seconds */
+    srv_hist enc_tokens[SRV_ENC_KINDS], enc_inputs[SRV_ENC_KINDS], enc_requests[SRV_ENC_KINDS],
+        enc_time[SRV_ENC_KINDS];
     /* gauges, set by the scheduler */
     int64_t queue_depth, active, blocks_used, blocks_reserved, blocks_total;
     int64_t prefill_budget; /* prompt rows the last step beside decodes could take */
@@ -146,6 +154,10 @@ void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int endpoint, int status);
 void srv_metrics_observe(srv_metrics *m, srv_hist *h, double value);
 void srv_metrics_step(srv_metrics *m, int64_t rows, int64_t prefill_rows, double seconds);
+/* One encoder batch of a kind (enc_batch.c): its tokens, inputs, the
+ * requests it took them from, and its forward's seconds. */
+void srv_metrics_enc_batch(srv_metrics *m, srv_enc_kind kind, int64_t tokens, int64_t inputs, int64_t requests,
+                           double seconds);
 /* Add src's counters and histograms (and with gauges its gauges) to dst. */
 void srv_metrics_add(srv_metrics *dst, srv_metrics *src, bool gauges);
 /* Back to zero (an unloaded model's, its counts carried elsewhere). */
@@ -464,7 +476,6 @@ bool srv_lora_request(srv_ctx *c, json_t *o, srv_req *r, srv_reply *out);
  * waiters. A request's inputs may span batches. Jobs and the batch's
  * buffers are kept per model and reused. */
 #define SRV_MAX_BATCH_TOKENS 16384
-typedef enum srv_enc_kind { SRV_ENC_EMBED = 0, SRV_ENC_CLASSIFY, SRV_ENC_RERANK } srv_enc_kind;
 typedef struct srv_enc_job {
     srv_enc_kind kind;
     int64_t n, dim;    /* inputs; floats per row (dimensions, labels, 1 score) */
