@@ -138,6 +138,10 @@ candle_tensor *candle_matmul_group_corr(candle_ctx *ctx, candle_tensor *a, candl
         return NULL;
     }
     if (!check_dtypes(ctx, a, b, &weight_form)) return NULL;
+    if (a->dtype != CANDLE_DTYPE_F32) {
+        cdl_set_error(ctx, CANDLE_ERR_DTYPE, "matmul_group_corr: lhs %s, want f32", candle_dtype_name(a->dtype));
+        return NULL;
+    }
     int64_t K = a->shape[a->rank - 1], N = b->shape[1];
     if (b->shape[0] != K || group < 1 || K % group) {
         char why[96];

@@ -400,6 +400,21 @@ static void test_errors(candle_ctx *ctx) {
                  "linear: shape mismatch: input [2, 3] weight [4]");
     MT_CHECK_ERR(ctx, candle_linear(ctx, a, tensor(ctx, CANDLE_DTYPE_F32, 2, s23), tensor(ctx, CANDLE_DTYPE_F32, 1, &k4)),
                  CANDLE_ERR_SHAPE, "linear: bias [4] does not match weight [2, 3]");
+    /* matmul_group_corr: b [K, N] = [4, 5]; corr [K / group, N] f32 */
+    int64_t s24[2] = {2, 4}, s25[2] = {2, 5}, s15[2] = {1, 5};
+    candle_tensor *a4 = tensor(ctx, CANDLE_DTYPE_F32, 2, s24), *c25 = tensor(ctx, CANDLE_DTYPE_F32, 2, s25);
+    MT_CHECK_ERR(ctx, candle_matmul_group_corr(ctx, a4, b, tensor(ctx, CANDLE_DTYPE_F32, 2, s15), 2), CANDLE_ERR_SHAPE,
+                 "matmul_group_corr: corr is [1, 5] f32, want f32 [2, 5]");
+    MT_CHECK_ERR(ctx, candle_matmul_group_corr(ctx, a4, b, tensor(ctx, CANDLE_DTYPE_F16, 2, s25), 2), CANDLE_ERR_SHAPE,
+                 "matmul_group_corr: corr is [2, 5] f16, want f32 [2, 5]");
+    MT_CHECK_ERR(ctx, candle_matmul_group_corr(ctx, a4, b, c25, 3), CANDLE_ERR_SHAPE, "K 4 vs 4, group 3");
+    MT_CHECK_ERR(ctx, candle_matmul_group_corr(ctx, a, b, c25, 2), CANDLE_ERR_SHAPE, "K 3 vs 4, group 2");
+    MT_CHECK_ERR(ctx, candle_matmul_group_corr(ctx, a4, tensor(ctx, CANDLE_DTYPE_F32, 3, s345), c25, 2),
+                 CANDLE_ERR_SHAPE, "want a [..., K] and b [K, N]");
+    MT_CHECK_ERR(ctx, candle_matmul_group_corr(ctx, tensor(ctx, CANDLE_DTYPE_F16, 2, s24),
+                                               tensor(ctx, CANDLE_DTYPE_F16, 2, s45), c25, 2),
+                 CANDLE_ERR_DTYPE, "matmul_group_corr: lhs f16, want f32");
+    CHECK(candle_matmul_group_corr(ctx, a4, b, c25, 2) != NULL);
     candle_ctx_clear_error(ctx);
     CHECK(candle_matmul(ctx, NULL, b) == NULL && candle_errcode(ctx) == CANDLE_OK);
 }
