@@ -42,11 +42,14 @@ trap 'kill $S1 $S2 $S3 2>/dev/null; rm -rf "$LOG"' EXIT
 "$BIN" serve -m "$MODEL" --port "$P1" -c 256 --parallel 8 --api-key sekret --chat-template chatml -ctk f16 \
     2>"$LOG/s1" & S1=$!
 "$BIN" serve -m "$MODEL" --port "$P2" -c 256 --parallel 2 --queue 1 --kv-mem "$KV_MEM" --quiet 2>"$LOG/s2" & S2=$!
-for _ in $(seq 100); do
+# up to ~40 s: a loaded CI machine (ctest -j) starts the servers slowly
+up=0
+for _ in $(seq 300); do
     curl -sf "http://127.0.0.1:$P1/health" >/dev/null 2>&1 && curl -sf "http://127.0.0.1:$P2/health" \
-        >/dev/null 2>&1 && break
+        >/dev/null 2>&1 && { up=1; break; }
     python3 -c 'import time; time.sleep(0.1)'
 done
+[ $up = 1 ] || { echo "FAIL: the servers on ports $P1 and $P2 did not come up"; cat "$LOG/s1" "$LOG/s2"; exit 1; }
 fail=0
 # a quantized pool needs whole blocks a row: refused before serving, also
 # when --kv-mem sizes the pool from the block bytes
