@@ -43,7 +43,7 @@ PYTHONPATH="$SRC/tests/common" python3 - "$PORT" "$MODEL/golden.json" "$ENC/bert
     "$BPORT" <<'PY'
 import base64, http.client, json, math, struct, sys, threading, urllib.error, urllib.request
 import openai
-from srv_client import cumulative, encoder_batch_delta, encoder_batches
+from srv_client import cumulative, encoder_batch_delta, encoder_batches, histogram_delta, histogram_problems, histograms
 
 port, golden, pgold = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
@@ -159,11 +159,16 @@ bad = [({"input": long}, "input"), ({"input": [[1, 99999]]}, "input"), ({"input"
 # batch; on 16 tokens, token-id inputs of 10, 5, 3, 12 and 20 tokens are
 # batches of 10+5, 3+12 and 20 (over the budget, alone).
 def batches_of(bp, send):
-    """The delta of bp's embed batch histograms over send()."""
-    before = encoder_batches(bp)
+    """The delta of bp's embed batch histograms over send(), with the
+    requests' queue waits as d["queue"]."""
+    before, q0 = encoder_batches(bp), histograms(bp, "candle_encoder_queue_seconds")
     send()
     _, d, bad = encoder_batch_delta(bp, before, "embed")
-    check(not bad, f"/metrics on {bp}: {bad}")
+    q1 = histograms(bp, "candle_encoder_queue_seconds")
+    bad += [f"queue {k}: {p}" for k, h in q1.items() for p in histogram_problems(h)]
+    check(not bad and sorted(q1) == ["classify", "embed", "rerank"], f"/metrics on {bp}: {bad} {sorted(q1)}")
+    if d is not None and "embed" in q1 and "embed" in q0:
+        d["queue"] = histogram_delta(q1["embed"], q0["embed"])
     return d
 
 def send_alone(bp, bodies, usage):
@@ -180,7 +185,8 @@ d = batches_of(port, lambda: send_alone(port, [{"input": [texts[i % len(texts)] 
 check(d and d["tokens"]["count"] == len(n_in) and d["tokens"]["sum"] == sum(used) and
       d["tokens"]["buckets"] == cumulative(d["tokens"], used) and d["inputs"]["sum"] == sum(n_in) and
       d["inputs"]["buckets"] == cumulative(d["inputs"], n_in) and d["requests"]["sum"] == len(n_in) and
-      d["requests"]["buckets"] == cumulative(d["requests"], [1] * len(n_in)) and d["seconds"]["sum"] > 0,
+      d["requests"]["buckets"] == cumulative(d["requests"], [1] * len(n_in)) and d["seconds"]["sum"] > 0 and
+      d["queue"]["count"] == len(n_in) and d["queue"]["sum"] >= 0,
       f"embed batches of {n_in} inputs alone: {d}")
 tok0, lens, used = golden["token_ids"][0], [10, 5, 3, 12, 20], []
 d = batches_of(sys.argv[6], lambda: send_alone(
@@ -188,8 +194,8 @@ d = batches_of(sys.argv[6], lambda: send_alone(
 check(used == [sum(lens)] and d and d["tokens"]["count"] == 3 and
       d["tokens"]["buckets"] == cumulative(d["tokens"], [15, 15, 20]) and d["tokens"]["sum"] == 50 and
       d["inputs"]["buckets"] == cumulative(d["inputs"], [2, 2, 1]) and d["inputs"]["sum"] == 5 and
-      d["requests"]["buckets"] == cumulative(d["requests"], [1, 1, 1]) and d["requests"]["sum"] == 3,
-      f"embed batches of {lens} tokens on a 16-token budget: {d}")
+      d["requests"]["buckets"] == cumulative(d["requests"], [1, 1, 1]) and d["requests"]["sum"] == 3 and
+      d["queue"]["count"] == 1, f"embed batches of {lens} tokens on a 16-token budget: {d}")
 
 def n_inputs(body):
     return 1 if isinstance(body["input"], str) else len(body["input"])

@@ -237,6 +237,9 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
     const char *msg = "out of memory";
     if (!s && rows) {
         double t0 = srv_now();
+        for (int64_t k = 0; k < b->n_parts; k++) /* the requests this batch starts */
+            if (b->parts[k].i0 == 0)
+                srv_metrics_observe(&md->metrics, &md->metrics.enc_queue[kind], t0 - b->parts[k].job->queued);
         s = compute(md, b, kind, rows, dim, need);
         msg = candle_last_errmsg();
         /* every batch the library ran, failed ones too: its seconds were spent */
@@ -275,6 +278,7 @@ static void run_batch(srv_model *md, srv_enc_batch *b) {
 candle_status srv_enc_job_run(srv_model *md, srv_enc_job *j) {
     srv_enc_batch *b = md->batch; /* made by srv_enc_job_get */
     pthread_mutex_lock(&b->mu);
+    j->queued = srv_now();
     j->link = NULL;
     if (b->tail) b->tail->link = j;
     else b->head = j;

@@ -27,8 +27,8 @@ static const double enc_count_le[SRV_HIST_N] = {1, 2, 4, 8, 16, 32, 64, 128, 256
 static const char *const enc_kind_names[SRV_ENC_KINDS] = {"embed", "classify", "rerank"};
 
 /* Every histogram of m, in one order (for summing and zeroing): the six
- * of requests and scheduler steps, and four per encoder batch kind. */
-#define SRV_N_HISTS (6 + 4 * SRV_ENC_KINDS)
+ * of requests and scheduler steps, and five per encoder kind. */
+#define SRV_N_HISTS (6 + 5 * SRV_ENC_KINDS)
 static void all_hists(srv_metrics *m, srv_hist *out[SRV_N_HISTS]) {
     int n = 0;
     srv_hist *one[] = {&m->ttft, &m->itl, &m->e2e, &m->step_rows, &m->step_prefill_rows, &m->step_time};
@@ -38,6 +38,7 @@ static void all_hists(srv_metrics *m, srv_hist *out[SRV_N_HISTS]) {
         out[n++] = &m->enc_inputs[k];
         out[n++] = &m->enc_requests[k];
         out[n++] = &m->enc_time[k];
+        out[n++] = &m->enc_queue[k];
     }
 }
 
@@ -50,7 +51,7 @@ void srv_metrics_init(srv_metrics *m) {
     for (int k = 0; k < SRV_ENC_KINDS; k++) {
         m->enc_tokens[k].le = enc_tokens_le;
         m->enc_inputs[k].le = m->enc_requests[k].le = enc_count_le;
-        m->enc_time[k].le = seconds_le;
+        m->enc_time[k].le = m->enc_queue[k].le = seconds_le;
     }
 }
 
@@ -268,6 +269,9 @@ char *srv_metrics_render(srv_metrics *m) {
                  s.enc_inputs, SRV_ENC_KINDS, enc_kind_names);
     render_hists(&b, "candle_encoder_batch_requests", "Requests an encoder batch took inputs from.",
                  s.enc_requests, SRV_ENC_KINDS, enc_kind_names);
+    render_hists(&b, "candle_encoder_queue_seconds",
+                 "Seconds an encoder request waits from its queueing to its first batch.", s.enc_queue,
+                 SRV_ENC_KINDS, enc_kind_names);
     render_hists(&b, "candle_encoder_batch_seconds", "Seconds of an encoder batch's forward.", s.enc_time,
                  SRV_ENC_KINDS, enc_kind_names);
     if (b.oom) {

@@ -145,6 +145,9 @@ typedef struct srv_metrics {
      * seconds */
     srv_hist enc_tokens[SRV_ENC_KINDS], enc_inputs[SRV_ENC_KINDS], enc_requests[SRV_ENC_KINDS],
         enc_time[SRV_ENC_KINDS];
+    /* per encoder request, by kind: seconds from its queueing to the start
+     * of the first batch that takes its inputs */
+    srv_hist enc_queue[SRV_ENC_KINDS];
     /* gauges, set by the scheduler */
     int64_t queue_depth, active, blocks_used, blocks_reserved, blocks_total;
     int64_t prefill_budget; /* prompt rows the last step beside decodes could take */
@@ -488,6 +491,7 @@ typedef struct srv_enc_job {
     int64_t cap_n, cap_out;
     /* the batcher's, under its lock */
     int64_t next, done; /* inputs taken into a batch; inputs computed */
+    double queued;      /* srv_now() when it was queued */
     candle_status status;
     char err[256];      /* the computation's message when status */
     pthread_cond_t cv;  /* its rows are in, or it is the queue's head and no batch runs */
