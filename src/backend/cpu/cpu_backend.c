@@ -430,9 +430,7 @@ static candle_status group_corr(candle_backend *be, candle_tensor *node) {
     candle_tensor *c = node->src[2];
     int r = node->rank;
     int64_t N = node->shape[r - 1], G = node->iparams[0], ng = c->shape[0], rows = candle_tensor_numel(node) / N;
-    candle_tensor prod = *node;
-    prod.op = CANDLE_OP_MATMUL;
-    prod.n_src = 2;
+    candle_tensor prod = cpu_group_corr_product(node);
     candle_status s = compute_node(be, &prod);
     if (s) return s;
     float *sums = malloc((size_t)(rows * ng) * sizeof *sums), *corr = malloc((size_t)(rows * N) * sizeof *corr);
@@ -470,7 +468,7 @@ static candle_status compute_node(candle_backend *be, candle_tensor *node) {
     if (node->op == CANDLE_OP_MOE_FFN && !cpu_config_get()->reference_only) return moe_ffn(be, node);
     if (cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
     if (node->op == CANDLE_OP_MATMUL_GROUP_CORR && !cpu_config_get()->reference_only &&
-        node->src[0]->dtype == CANDLE_DTYPE_F32 && candle_tensor_is_contiguous(node))
+        candle_tensor_is_contiguous(node))
         return group_corr(be, node);
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {

@@ -51,6 +51,9 @@ void cpu_matvecs_run(cpu_pool *pool, candle_tensor *const *nodes, int n, void *w
  * default). */
 void cpu_matvecs_set_idle_owner(int task);
 
+/* The product part of a MATMUL_GROUP_CORR node: the node as a MATMUL of
+ * its first two sources into the same output (fast_matvecs.c). */
+candle_tensor cpu_group_corr_product(const candle_tensor *dst);
 /* MATMUL_GROUP_CORR's group sums (fast_matvecs.c): out[g] = the sum of x's
  * elements g * group .. (g + 1) * group - 1, x's elements sx bytes apart. */
 void cpu_group_sums(const char *x, int64_t sx, int64_t n_groups, int64_t group, float *out);

@@ -80,8 +80,7 @@ static bool is_plain_float(candle_dtype t) {
     return t == CANDLE_DTYPE_F32 || t == CANDLE_DTYPE_F16 || t == CANDLE_DTYPE_BF16;
 }
 
-/* The product part of a MATMUL_GROUP_CORR node: the node as MATMUL. */
-static candle_tensor product_of(const candle_tensor *dst) {
+candle_tensor cpu_group_corr_product(const candle_tensor *dst) {
     candle_tensor p = *dst;
     p.op = CANDLE_OP_MATMUL;
     p.n_src = 2;
@@ -90,7 +89,7 @@ static candle_tensor product_of(const candle_tensor *dst) {
 
 static bool corr_ok(const candle_tensor *dst) {
     const candle_tensor *c = dst->src[2];
-    candle_tensor p = product_of(dst);
+    candle_tensor p = cpu_group_corr_product(dst);
     return c && c->dtype == CANDLE_DTYPE_F32 && c->stride[0] == sizeof(float) && cpu_matvec_ok(&p);
 }
 
