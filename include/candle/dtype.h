@@ -1,5 +1,6 @@
-/* Element types. Quantized types are GGUF blocks: `block_size` elements are
- * stored together in `type_size` bytes, and rows are whole blocks. */
+/* Element types. Quantized types are blocks (GGUF's, and q4_z128):
+ * `block_size` elements are stored together in `type_size` bytes, and rows
+ * are whole blocks. */
 #ifndef CANDLE_DTYPE_H
 #define CANDLE_DTYPE_H
 
@@ -37,6 +38,10 @@ typedef enum candle_dtype {
     CANDLE_DTYPE_Q8_K,
     CANDLE_DTYPE_IQ4_NL,
     CANDLE_DTYPE_IQ4_XS,
+    /* Candle's own block type (no GGUF id): 128 four-bit codes q with one
+     * f16 scale d and one zero point z, value d * (q - z): a GPTQ/AWQ group
+     * of 128 as stored, repacked at load (4.25 bits per weight) */
+    CANDLE_DTYPE_Q4_Z128,
     CANDLE_DTYPE_COUNT
 } candle_dtype;
 
@@ -52,7 +57,7 @@ typedef struct candle_dtype_traits {
     size_t type_size;          /* bytes per block */
     bool is_float;             /* f32/f16/bf16 */
     bool is_int;               /* i8/i32/i64/u8/bool */
-    bool is_quantized;         /* GGUF block type */
+    bool is_quantized;         /* block type */
     int gguf_id;               /* ggml_type id in GGUF files, -1 if none */
     candle_to_f32_fn to_f32;   /* NULL until a kernel is registered */
     candle_from_f32_fn from_f32;

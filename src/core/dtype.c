@@ -34,6 +34,7 @@ static candle_dtype_traits table[] = {
     [CANDLE_DTYPE_Q8_K] = QUANT("q8_k", 256, 292, 15),
     [CANDLE_DTYPE_IQ4_NL] = QUANT("iq4_nl", 32, 18, 20),
     [CANDLE_DTYPE_IQ4_XS] = QUANT("iq4_xs", 256, 136, 23),
+    [CANDLE_DTYPE_Q4_Z128] = QUANT("q4_z128", 128, 68, -1),
 };
 _Static_assert(sizeof(table) / sizeof(table[0]) == CANDLE_DTYPE_COUNT,
                "dtype traits table out of date");

@@ -33,14 +33,18 @@
  * Every value then dequantizes to the same f32 as the formula above (an f16
  * scale times an integer below 2^9 needs at most 20 significant bits), and
  * the integer kernels of those types run the products.
- * A model asks for asymmetric 4-bit linears in a smaller form
- * (candle_weights_load_linear_split): Q4_0 of the codes, s * (q - 8), plus
- * f32 s * (8 - z) per group and output, which the model multiplies by the
- * sums of its activations' groups. 4.5 + 32 / group bits per weight instead
- * of Q5_0's 5.5, and Q4_0's kernels. Only a caller that adds the correction
- * gets that form; every other reader (candle_weights_load_tensor, so
- * `candle quantize`) gets the whole linear as Q5_0. Stacked experts stay
- * Q5_0: the moe_ffn op takes plain weights. */
+ * A model asks for 4-bit linears in a smaller form
+ * (candle_weights_load_linear_split): where every 128 inputs in a row lie in
+ * one group (groups of 128 or a multiple, per channel, or act-order groups
+ * sorted), Candle's q4_z128 blocks hold the codes with the group's scale
+ * and zero point as stored (4.25 bits per weight, exact); otherwise an
+ * asymmetric linear is Q4_0 of the codes, s * (q - 8), plus f32 s * (8 - z)
+ * per group and output, which the model multiplies by the sums of its
+ * activations' groups (4.5 + 32 / group bits per weight instead of Q5_0's
+ * 5.5, and Q4_0's kernels). Only such a caller gets those forms; every other
+ * reader (candle_weights_load_tensor, so `candle quantize`) gets the whole
+ * linear as Q4_0 / Q5_0. Stacked experts stay Q5_0: the moe_ffn op takes
+ * plain weights. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +414,31 @@ static void pack_row(candle_dtype dt, const uint8_t *c, const int16_t *z, const 
     }
 }
 
+/* Row o's q4_z128 blocks: c the row's codes (in sorted order with perm). */
+static void pack_z128(const struct hf_quant *hq, const weights_qlinear *q, const uint8_t *c, const int16_t *zeros,
+                      const uint16_t *sc, const int32_t *perm, int64_t o, block_q4_z128 *dst) {
+    int64_t gs = hq->group < 0 ? q->in : hq->group;
+    for (int64_t b = 0; b < q->in / QK4_Z; b++, c += QK4_Z) {
+        int64_t g = perm ? group_of(hq, q, perm[b * QK4_Z]) : b * QK4_Z / gs;
+        memcpy(&dst[b].d, sc + g * q->out + o, 2);
+        dst[b].z = (uint8_t)zeros[g * q->out + o];
+        dst[b].pad = 0;
+        for (int s = 0; s < 4; s++)
+            for (int j = 0; j < 16; j++) dst[b].qs[16 * s + j] = (uint8_t)(c[32 * s + j] | c[32 * s + j + 16] << 4);
+    }
+}
+
+/* Whether a 4-bit linear's 128-input blocks each lie in one group. ends:
+ * the groups' ends in sorted order, or NULL in order. */
+static bool fits_z128(const struct hf_quant *hq, const weights_qlinear *q, candle_dtype dt, const int64_t *ends) {
+    int64_t g = hq->group < 0 ? q->in : hq->group;
+    if (hq->bits != 4 || (dt != CANDLE_DTYPE_Q4_0 && dt != CANDLE_DTYPE_Q5_0) || q->in % QK4_Z) return false;
+    if (!ends) return g % QK4_Z == 0;
+    for (int64_t k = 0; k < q->n_groups; k++)
+        if (ends[k] % QK4_Z) return false;
+    return true;
+}
+
 /* The order tensor of perm [in] in ctx. */
 static candle_tensor *order_tensor(candle_ctx *ctx, const int32_t *perm, int64_t in, const char *name) {
     candle_tensor *t = candle_tensor_new(ctx, CANDLE_DTYPE_I32, 1, &in);
@@ -475,10 +504,12 @@ candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, ca
     }
     unpack(hq, q, codes, zeros);
     if (sorted) sort_by_group(hq, q, counts, perm); /* counts: each group's end */
-    bool split = corr && can_split(hq, q, dt, sorted ? counts : NULL);
+    bool z128 = corr && fits_z128(hq, q, dt, sorted ? counts : NULL);
+    bool split = corr && !z128 && can_split(hq, q, dt, sorted ? counts : NULL);
     if (split) dt = CANDLE_DTYPE_Q4_0;
+    if (z128) dt = CANDLE_DTYPE_Q4_Z128;
     const candle_dtype_traits *tr = candle_dtype_info(dt);
-    size_t size = sorted || split ? (size_t)(out * nb) * tr->type_size : e->info.size;
+    size_t size = sorted || split || z128 ? (size_t)(out * in / tr->block_size) * tr->type_size : e->info.size;
     if (!(dst = malloc(size ? size : 1))) {
         cdl_set_error(ctx, CANDLE_ERR_OOM, "out of memory: repacking '%s'", e->info.src_name);
         goto done;
@@ -498,6 +529,10 @@ candle_tensor *hf_quant_load(const candle_weights *w, const weights_entry *e, ca
         for (int64_t o = 0; o < out; o++) {
             const uint8_t *c = codes + o * in;
             for (int64_t j = 0; perm && j < in; j++) row[j] = c[perm[j]];
+            if (z128) {
+                pack_z128(hq, q, perm ? row : c, zeros, sc, perm, o, (block_q4_z128 *)dst + o * (in / QK4_Z));
+                continue;
+            }
             for (int64_t b = 0; b < nb; b++) {
                 int64_t g = perm ? group_of(hq, q, perm[b * 32]) : b * 32 / gs;
                 memcpy(&d[b], sc + g * out + o, 2);

@@ -1,4 +1,5 @@
-/* The 32-element block types (q4_0, q4_1, q5_0, q5_1, q8_0, q8_1): scalar
+/* The 32-element block types (q4_0, q4_1, q5_0, q5_1, q8_0, q8_1) and
+ * q4_z128 (four q4_0 nibble blocks under one scale and zero point): scalar
  * dequantize, round-to-nearest quantize and dot products.
  *
  * Dequantization and quantization follow the float32 operation order of the
@@ -98,6 +99,42 @@ void cdl_q4_1_from_f32(const float *src, void *dst, int64_t n) {
             int q0 = trunc_code(v0, 15), q1 = trunc_code(v1, 15);
             b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
+    }
+}
+
+/* ---- q4_z128 ---- */
+
+void cdl_q4_z128_to_f32(const void *src, float *dst, int64_t n) {
+    const block_q4_z128 *b = src;
+    for (int64_t i = 0; i < n / QK4_Z; i++) {
+        float d = h2f(b[i].d);
+        for (int s = 0; s < 4; s++, dst += 32)
+            for (int j = 0; j < 32; j++) dst[j] = d * (float)(nib(b[i].qs + 16 * s, j) - b[i].z);
+    }
+}
+
+/* Asymmetric round to nearest over the block's range widened to hold 0
+ * (GPTQ's and AWQ's own quantizer): d = (max - min) / 15, z = round(-min / d). */
+void cdl_q4_z128_from_f32(const float *src, void *dst, int64_t n) {
+    block_q4_z128 *b = dst;
+    for (int64_t i = 0; i < n / QK4_Z; i++, src += QK4_Z) {
+        float mn, mx;
+        min_max(src, QK4_Z, &mn, &mx);
+        if (mn > 0) mn = 0;
+        if (mx < 0) mx = 0;
+        b[i].d = f2h((mx - mn) / 15);
+        float d = h2f(b[i].d), id = d != 0 ? 1.0f / d : 0.0f;
+        int z = d != 0 ? quant_nearest_int(-mn * id) : 0;
+        z = z < 0 ? 0 : z > 15 ? 15 : z;
+        b[i].z = (uint8_t)z;
+        b[i].pad = 0;
+        for (int s = 0; s < 4; s++)
+            for (int j = 0; j < 16; j++) {
+                int q0 = quant_nearest_int(src[32 * s + j] * id) + z, q1 = quant_nearest_int(src[32 * s + j + 16] * id) + z;
+                q0 = q0 < 0 ? 0 : q0 > 15 ? 15 : q0;
+                q1 = q1 < 0 ? 0 : q1 > 15 ? 15 : q1;
+                b[i].qs[16 * s + j] = (uint8_t)(q0 | q1 << 4);
+            }
     }
 }
 
@@ -307,6 +344,23 @@ void cdl_vec_dot_q8_1_q8_1(int64_t n, float *out, const void *vx, const void *vy
     float acc = 0;
     for (int64_t i = 0; i < n / QK8_1; i++) {
         acc += (float)dot32(x[i].qs, y[i].qs) * (h2f(x[i].d) * h2f(y[i].d));
+    }
+    *out = acc;
+}
+
+/* Per 32-element sub-block the exact integer sum of (q - z) * y, then
+ * d * dy times it. */
+void cdl_vec_dot_q4_z128_q8_0(int64_t n, float *out, const void *vx, const void *vy) {
+    const block_q4_z128 *x = vx;
+    const block_q8_0 *y = vy;
+    float acc = 0;
+    for (int64_t i = 0; i < n / QK4_Z; i++) {
+        float d = h2f(x[i].d);
+        for (int s = 0; s < 4; s++) {
+            int8_t q[32];
+            unpack4(x[i].qs + 16 * s, x[i].z, q);
+            acc += (float)dot32(q, y[4 * i + s].qs) * (d * h2f(y[4 * i + s].d));
+        }
     }
     *out = acc;
 }

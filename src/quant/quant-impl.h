@@ -120,6 +120,16 @@ typedef struct {
     uint8_t qs[QK_K / 2];      /* per 32 elements as iq4_nl */
 } block_iq4_xs;
 
+/* q4_z128 (Candle's, no GGUF id): a GPTQ/AWQ group of 128 weights. */
+#define QK4_Z 128
+typedef struct {
+    uint16_t d;             /* f16 scale */
+    uint8_t z;              /* zero point (0..16: GPTQ v1 stores z - 1 in 4 bits) */
+    uint8_t pad;
+    uint8_t qs[QK4_Z / 2];  /* four q4_0 nibble blocks: element 32s + j of sub-block s in
+                               the low nibble of qs[16s + j], 32s + j + 16 in the high */
+} block_q4_z128;
+
 _Static_assert(sizeof(block_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(block_q4_1) == 20, "q4_1 layout");
 _Static_assert(sizeof(block_q5_0) == 22, "q5_0 layout");
@@ -134,6 +144,7 @@ _Static_assert(sizeof(block_q6_K) == 210, "q6_K layout");
 _Static_assert(sizeof(block_q8_K) == 292, "q8_K layout");
 _Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl layout");
 _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs layout");
+_Static_assert(sizeof(block_q4_z128) == 68, "q4_z128 layout");
 
 /* The non-linear 4-bit codebook of iq4_nl / iq4_xs. */
 extern const int8_t cdl_iq4nl_values[16];
@@ -203,6 +214,7 @@ QUANT_DECLARE(q6_k);
 QUANT_DECLARE(q8_k);
 QUANT_DECLARE(iq4_nl);
 QUANT_DECLARE(iq4_xs);
+QUANT_DECLARE(q4_z128);
 
 /* Scalar reference dots. */
 void cdl_vec_dot_q4_0_q8_0(int64_t n, float *out, const void *x, const void *y);
@@ -219,5 +231,6 @@ void cdl_vec_dot_q5_k_q8_k(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q6_k_q8_k(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q8_k_q8_k(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_iq4_xs_q8_k(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_z128_q8_0(int64_t n, float *out, const void *x, const void *y);
 
 #endif

@@ -58,6 +58,7 @@ static void register_scalar(candle_dtype_traits *t) {
     Q(Q8_K, q8_k, cdl_vec_dot_q8_k_q8_k, Q8_K);
     Q(IQ4_NL, iq4_nl, cdl_vec_dot_iq4_nl_q8_0, Q8_0);
     Q(IQ4_XS, iq4_xs, cdl_vec_dot_iq4_xs_q8_k, Q8_K);
+    Q(Q4_Z128, q4_z128, cdl_vec_dot_q4_z128_q8_0, Q8_0);
 #undef Q
 }
 

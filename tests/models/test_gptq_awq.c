@@ -68,10 +68,11 @@ static float *weight_f32(candle_tensor *t) {
 /* The fast forms of linear tname hold the values of its plain form f
  * [out, in] bit for bit. candle_weights_load_linear: in the same order, or
  * with column j holding input order[j] as a block type (act-order); never
- * a split form. candle_weights_load_linear_split: the same, and an
+ * a split form. candle_weights_load_linear_split: the same, a 4-bit linear
+ * whose 128-input blocks lie in one group each as q4_z128, and another
  * asymmetric 4-bit linear as Q4_0 whose values plus its correction
  * corr[o][j / group] are f's. Bit 0 of the result: it came sorted; bit 1:
- * split. */
+ * split; bit 2: q4_z128. */
 static int check_linear_form(const char *name, const candle_weights *w, candle_ctx *ctx, const char *tname,
                              const candle_tensor *plain, const float *f) {
     candle_tensor *order = NULL, *corr = NULL, *t = candle_weights_load_linear(w, ctx, tname, &order);
@@ -84,13 +85,15 @@ static int check_linear_form(const char *name, const candle_weights *w, candle_c
     CHECK_MSG(t, "%s: %s: %s", name, tname, candle_errmsg(ctx));
     if (!t) return 0;
     int64_t out = t->shape[0], in = t->shape[1];
-    if (!order && !corr) {
+    bool z128 = t->dtype == CANDLE_DTYPE_Q4_Z128 && !corr;
+    if (!order && !corr && !z128) {
         CHECK_MSG(t->dtype == plain->dtype, "%s: %s: the split form is %s, the plain %s", name, tname,
                   candle_dtype_name(t->dtype), candle_dtype_name(plain->dtype));
         return 0;
     }
-    CHECK_MSG(t->dtype == CANDLE_DTYPE_Q4_0 && (!order || (order->dtype == CANDLE_DTYPE_I32 && order->shape[0] == in)),
-              "%s: %s: fast form %s with an order of %lld, want q4_0 and %lld", name, tname,
+    CHECK_MSG((t->dtype == CANDLE_DTYPE_Q4_0 || z128) &&
+                  (!order || (order->dtype == CANDLE_DTYPE_I32 && order->shape[0] == in)),
+              "%s: %s: fast form %s with an order of %lld, want q4_0 or q4_z128 and %lld", name, tname,
               candle_dtype_name(t->dtype), order ? (long long)order->shape[0] : -1LL, (long long)in);
     CHECK_MSG(!corr || (corr->dtype == CANDLE_DTYPE_F32 && corr->rank == 2 && corr->shape[0] == out && group > 0 &&
                         group % 32 == 0 && corr->shape[1] * group == in),
@@ -118,7 +121,7 @@ static int check_linear_form(const char *name, const candle_weights *w, candle_c
     free(ord);
     free(g);
     free(c);
-    return (order ? 1 : 0) | (corr ? 2 : 0);
+    return (order ? 1 : 0) | (corr ? 2 : 0) | (z128 ? 4 : 0);
 }
 
 static void check_dequant(const char *name, const char *dir) {
@@ -134,7 +137,7 @@ static void check_dequant(const char *name, const char *dir) {
     CHECK_MSG(!candle_weights_open(&w, dir, NULL), "%s: %s", name, candle_last_errmsg());
     candle_ctx *ctx = NULL;
     CHECK(!candle_ctx_init(&ctx, NULL));
-    int checked = 0, sorted = 0, split = 0;
+    int checked = 0, sorted = 0, split = 0, z128 = 0;
     char type[16] = "?";
     for (size_t i = 0; w && ctx && hashes && i < hashes->n; i++) {
         const char *tn, *want, *ty;
@@ -160,7 +163,8 @@ static void check_dequant(const char *name, const char *dir) {
                   got, (int)wl, want);
         int form = check_linear_form(name, w, ctx, tname, t, f);
         sorted += form & 1;
-        split += form >> 1;
+        split += form >> 1 & 1;
+        z128 += form >> 2;
         if (!strcmp(tname, "blk.0.ffn_down.weight")) {
             size_t nr;
             snprintf(path, sizeof path, "%s/reference_dequant.bin", dir);
@@ -176,14 +180,18 @@ static void check_dequant(const char *name, const char *dir) {
     bool act_order = strstr(name, "actorder") != NULL;
     CHECK_MSG(sorted == (act_order ? 14 : 0), "%s: %d linears load with their inputs sorted, want %d", name, sorted,
               act_order ? 14 : 0);
-    /* the model takes asymmetric 4-bit as Q4_0 plus a correction per group
-     * (all of these variants' groups are whole blocks of one size) */
-    bool asym4 = !strcmp(type, "q5_0") || strstr(name, "actorder-asym");
+    /* the model takes 4-bit groups of 128 (or per channel: every input
+     * count here is a multiple of 128) as q4_z128, other asymmetric 4-bit as
+     * Q4_0 plus a correction per group (all of these variants' groups are
+     * whole blocks of one size) */
+    bool four = strstr(name, "4bit") != NULL, z = four && (strstr(name, "g128") || strstr(name, "perchannel"));
+    bool asym4 = !z && (!strcmp(type, "q5_0") || strstr(name, "actorder-asym"));
+    CHECK_MSG(z128 == (z ? 14 : 0), "%s: %d linears load as q4_z128, want %d", name, z128, z ? 14 : 0);
     CHECK_MSG(split == (asym4 ? 14 : 0), "%s: %d linears split into q4_0 and a correction, want %d", name, split,
               asym4 ? 14 : 0);
     printf("%-26s %d linears dequantize bit-exactly (as %s; %d with inputs sorted by group; the model's form: "
            "%s%s)\n", name, checked, type, sorted, sorted ? "sorted, " : "",
-           asym4 ? "q4_0 + f32 correction per group" : sorted ? "q4_0" : type);
+           z ? "q4_z128" : asym4 ? "q4_0 + f32 correction per group" : sorted ? "q4_0" : type);
     candle_ctx_free(ctx);
     candle_weights_close(w);
     json_free(d);

@@ -1098,7 +1098,7 @@ static void cases_matmul(void) {
     /* x f32 [M, K] @ transpose(w [N, K]) for weight dtypes */
     const candle_dtype wts[] = {CANDLE_DTYPE_F16,  CANDLE_DTYPE_BF16, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_0,
                                 CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q4_K,
-                                CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_IQ4_NL};
+                                CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_IQ4_NL, CANDLE_DTYPE_Q4_Z128};
     const int64_t ms[] = {1, 4, 40}, ns[] = {32, 64, 48};
     for (size_t w = 0; w < sizeof wts / sizeof *wts; w++)
         for (size_t m = 0; m < 3; m++)
@@ -1107,6 +1107,10 @@ static void cases_matmul(void) {
                 add((tcase){.kind = K_MATMUL, .op = CANDLE_OP_MATMUL, .dt = CANDLE_DTYPE_F32, .dt2 = wts[w],
                             .layout = sl ? L_SLICE : L_TRANS, .m = ms[m], .k = 256, .n = ns[m]});
             }
+    /* q4_z128 rows of an odd block count (the matrix-vector tail) */
+    for (int64_t m = 1; m <= 3; m += 2)
+        add((tcase){.kind = K_MATMUL, .op = CANDLE_OP_MATMUL, .dt = CANDLE_DTYPE_F32, .dt2 = CANDLE_DTYPE_Q4_Z128,
+                    .layout = L_TRANS, .m = m, .k = 384, .n = 24});
 }
 
 /* matmul_group_corr (asymmetric 4-bit weights as Q4_0 plus a correction):

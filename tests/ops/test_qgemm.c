@@ -71,7 +71,7 @@ static void test_rows(void) {
         int64_t bs = wt->block_size, K = bs >= 256 ? 2 * bs : 5 * bs;
         for (int i = 0; i < 7; i++)
             for (int j = 0; j < 5; j++) check_rows((candle_dtype)t, Ms[i], Ns[j], K);
-        check_rows((candle_dtype)t, 4, 16, bs >= 256 ? 1536 : 1184);
+        check_rows((candle_dtype)t, 4, 16, bs >= 256 ? 1536 : bs == 128 ? 1152 : 1184);
         /* past the 256 rows whose q4_0 aux records fit the scratch: a
          * second turn of activation rows over repacked panels */
         if (cdl_qgemm_has_fast((candle_dtype)t)) check_rows((candle_dtype)t, 261, 9, bs >= 256 ? bs : 2 * bs);
@@ -112,14 +112,14 @@ static void check_gemv(candle_dtype t, int64_t N, int64_t K) {
 }
 
 static void test_gemv(void) {
-    static const int64_t Ks[] = {32, 96, 256, 288, 576, 2048 + 224};
+    static const int64_t Ks[] = {32, 96, 256, 288, 576, 2048 + 224, 384, 2048 + 128};
     int with = 0;
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
         if (!cdl_gemv_x_bytes((candle_dtype)t, 256)) continue;
         with++;
         CHECK(cdl_gemv_x_bytes((candle_dtype)t, 256) % 64 == 0);
         CHECK(cdl_gemv_x_bytes((candle_dtype)t, 48) == 0); /* not whole blocks */
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < 8; i++) {
             check_gemv((candle_dtype)t, 1, Ks[i]);
             check_gemv((candle_dtype)t, 19, Ks[i]);
         }
@@ -171,14 +171,14 @@ static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t B, int64_t M, 
 static void test_matmul_threads(int threads) {
     candle_ctx *ctx = mt_ctx_threads(true, threads);
     static const candle_dtype types[] = {CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_K,
-                                         CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1};
-    for (int i = 0; i < 7; i++) {
-        int64_t K = cpu_dtype(types[i])->block_size >= 256 ? 512 : 160;
+                                         CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q4_Z128};
+    for (int i = 0; i < 8; i++) {
+        int64_t bs = cpu_dtype(types[i])->block_size, K = bs >= 256 ? 512 : bs == 128 ? 384 : 160;
         check_matmul(ctx, types[i], 2, 3, 37, K);
         check_matmul(ctx, types[i], 1, 16, 40, K);
         check_matmul(ctx, types[i], 3, 9, 17, K);
         check_matmul(ctx, types[i], 1, 1, 21, K);
-        check_matmul(ctx, types[i], 1, 1, 70, K >= 512 ? 3 * K : 544); /* gemv: groups of 8 blocks and a tail */
+        check_matmul(ctx, types[i], 1, 1, 70, K >= 384 ? 3 * K : 544); /* gemv: groups of 8 blocks and a tail */
         check_matmul(ctx, types[i], 1, cpu_qmm_max_m(types[i]) + 1, 19, K); /* past the threshold */
     }
     candle_ctx_free(ctx);

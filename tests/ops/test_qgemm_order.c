@@ -3,7 +3,7 @@
  * M, every 1-4 row tail) give the matrix-vector kernels' bits
  * (cdl_gemv_rows, the batch-1 path), and through candle_matmul a row
  * alone (M = 1) equals the same row among others (1 and 2 threads); so do
- * q4_K, q5_K and q6_K up to their few-row limit (cdl_qgemm_few_rows). This is
+ * q4_K, q5_K, q6_K and q4_z128 up to their few-row limit (cdl_qgemm_few_rows). This is
  * what lets a server's concurrent greedy streams equal the same requests
  * run one at a time. Exact equality: the kernels promise the same float
  * operations in the same order. Where the CPU has no such kernels the
@@ -289,14 +289,16 @@ static void check_few(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extr
 }
 
 static void test_few(void) {
-    static const candle_dtype ftypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K, CANDLE_DTYPE_Q4_0,
-                                          CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0, CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q8_0};
-    static const int64_t k_Ks[] = {256, 512, 1536, 2304}, Ks[] = {32, 288, 1536, 2048 + 224};
+    static const candle_dtype ftypes[] = {CANDLE_DTYPE_Q4_K, CANDLE_DTYPE_Q5_K, CANDLE_DTYPE_Q6_K,
+                                          CANDLE_DTYPE_Q4_0, CANDLE_DTYPE_Q4_1, CANDLE_DTYPE_Q5_0,
+                                          CANDLE_DTYPE_Q5_1, CANDLE_DTYPE_Q8_0, CANDLE_DTYPE_Q4_Z128};
+    static const int64_t k_Ks[] = {256, 512, 1536, 2304}, Ks[] = {32, 288, 1536, 2048 + 224},
+                         z_Ks[] = {128, 384, 1536, 2048 + 128};
     int ran = 0;
     for (int ti = 0; ti < (int)(sizeof ftypes / sizeof ftypes[0]); ti++) {
         candle_dtype t = ftypes[ti];
-        bool kq = cpu_dtype(t)->block_size == 256;
-        const int64_t *k = kq ? k_Ks : Ks;
+        bool kq = cpu_dtype(t)->block_size == 256, zq = t == CANDLE_DTYPE_Q4_Z128;
+        const int64_t *k = kq ? k_Ks : zq ? z_Ks : Ks;
         int64_t most = cdl_qgemm_few_rows(t, k[3]);
         if (!most) continue;
         ran = 1;
@@ -307,7 +309,7 @@ static void test_few(void) {
             check_few(t, M, 1 + (M * 5) % 11, K, false);
         }
         check_few(t, most, 3, k[3], true);
-        check_few(t, 3, 2, kq ? 256 : 1056, true);
+        check_few(t, 3, 2, kq ? 256 : zq ? 1152 : 1056, true);
     }
     if (!ran) test_skip("test_qgemm_order", "no few-row kernels on this CPU (they are the AVX2 ones without VNNI)");
 }

@@ -35,6 +35,7 @@ static void test_traits(void) {
         {CANDLE_DTYPE_Q4_K, "q4_k", 256, 144, 12}, {CANDLE_DTYPE_Q5_K, "q5_k", 256, 176, 13},
         {CANDLE_DTYPE_Q6_K, "q6_k", 256, 210, 14}, {CANDLE_DTYPE_Q8_K, "q8_k", 256, 292, 15},
         {CANDLE_DTYPE_IQ4_NL, "iq4_nl", 32, 18, 20}, {CANDLE_DTYPE_IQ4_XS, "iq4_xs", 256, 136, 23},
+        {CANDLE_DTYPE_Q4_Z128, "q4_z128", 128, 68, -1},
     };
     CHECK(sizeof want / sizeof *want == CANDLE_DTYPE_COUNT);
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {

@@ -158,6 +158,7 @@ static const dot_case dot_cases[] = {
     DOTV(Q6_K, cdl_vec_dot_q6_k_q8_k, cdl_vec_dot_q6_k_q8_k_avx2, cdl_vec_dot_q6_k_q8_k_vnni),
     DOT(Q8_K, cdl_vec_dot_q8_k_q8_k, NULL),
     DOTV(IQ4_XS, cdl_vec_dot_iq4_xs_q8_k, cdl_vec_dot_iq4_xs_q8_k_avx2, cdl_vec_dot_iq4_xs_q8_k_vnni),
+    DOT(Q4_Z128, cdl_vec_dot_q4_z128_q8_0, NULL),
 };
 
 /* The q*_1 dots take the minimum's contribution from q8_1's s = f16(d *
@@ -331,6 +332,30 @@ static void test_avx2_quantizers(void) {
 #endif
 }
 
+/* q4_z128's AVX2 dequantization equals the scalar one bit for bit: random
+ * codes, every zero point 0..16, scales of every finite f16 exponent. */
+static void test_avx2_z128_dequant(void) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!cdl_quant_uses_avx2()) return;
+    enum { NB = 64 };
+    static block_q4_z128 b[NB];
+    static float want[NB * QK4_Z], got[NB * QK4_Z];
+    uint32_t r = 12345;
+    for (int i = 0; i < NB; i++) {
+        r = r * 1664525u + 1013904223u;
+        b[i].d = (uint16_t)(((r >> 16) & 0x83FFu) | (uint32_t)(i % 31) << 10); /* exponents 0..30 */
+        b[i].z = (uint8_t)(i % 17);
+        for (int j = 0; j < QK4_Z / 2; j++) {
+            r = r * 1664525u + 1013904223u;
+            b[i].qs[j] = (uint8_t)(r >> 24);
+        }
+    }
+    cdl_q4_z128_to_f32(b, want, NB * QK4_Z);
+    cdl_q4_z128_to_f32_avx2(b, got, NB * QK4_Z);
+    CHECK_MSG(memcmp(want, got, sizeof want) == 0, "q4_z128 avx2 dequantization differs from scalar");
+#endif
+}
+
 /* The AVX2 half-float row converters against the scalar conversions: every
  * f16/bf16 bit pattern up, and floats around every rounding case down. */
 static void test_avx2_half_rows(void) {
@@ -424,7 +449,7 @@ static void test_round_trip(void) {
         {CANDLE_DTYPE_Q8_0, 1e-4},   {CANDLE_DTYPE_Q8_1, 1e-4},  {CANDLE_DTYPE_Q2_K, 1.5e-1},
         {CANDLE_DTYPE_Q3_K, 4e-2},   {CANDLE_DTYPE_Q4_K, 8e-3},  {CANDLE_DTYPE_Q5_K, 2e-3},
         {CANDLE_DTYPE_Q6_K, 5e-4},   {CANDLE_DTYPE_Q8_K, 1e-4},  {CANDLE_DTYPE_IQ4_NL, 8e-3},
-        {CANDLE_DTYPE_IQ4_XS, 8e-3},
+        {CANDLE_DTYPE_IQ4_XS, 8e-3}, {CANDLE_DTYPE_Q4_Z128, 2e-2},
     };
     long n = 32 * QK_K;
     float *x = malloc((size_t)n * sizeof(float));
@@ -532,6 +557,7 @@ static void test_traits(void) {
         {CANDLE_DTYPE_Q8_K, CANDLE_DTYPE_Q8_K, sizeof(block_q8_K)},
         {CANDLE_DTYPE_IQ4_NL, CANDLE_DTYPE_Q8_0, sizeof(block_iq4_nl)},
         {CANDLE_DTYPE_IQ4_XS, CANDLE_DTYPE_Q8_K, sizeof(block_iq4_xs)},
+        {CANDLE_DTYPE_Q4_Z128, CANDLE_DTYPE_Q8_0, sizeof(block_q4_z128)},
     };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         const candle_dtype_traits *tr = cpu_dtype(want[k].t);
@@ -579,6 +605,7 @@ int main(void) {
     }
     test_avx2_quantizers();
     test_avx2_half_rows();
+    test_avx2_z128_dequant();
     test_activation_sums();
     test_round_trip();
     test_degenerate_inputs();

@@ -77,6 +77,7 @@ size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
         }
         return b;
     }
+    if (cdl_quant_uses_avx2() && t == CANDLE_DTYPE_Q4_Z128) return (size_t)cdl_qgemm_few_rows(t, K) * cdl_gemv_x_bytes(t, K);
 #endif
     (void)t;
     (void)K;
@@ -105,7 +106,7 @@ static int64_t min_rows(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
 static int64_t few_rows_of(candle_dtype t, int64_t K) {
     if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 12;
-    if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
+    if (t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q4_Z128) return CPU_QGEMM_FEW_MAX_M;
     /* on rows shorter than 1024 the per-output sums and tail blocks weigh
      * more: q8_0 keeps 4 rows there, the nibble types' panels win (and
      * theirs from 5 rows on any row) */
@@ -118,7 +119,8 @@ static int64_t few_rows_of(candle_dtype t, int64_t K) {
 
 int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (!cdl_quant_uses_avx2() || cdl_quant_uses_vnni()) return 0;
+    /* q4_z128's few rows are its matrix-vector rows, VNNI's too (z_rows) */
+    if (!cdl_quant_uses_avx2() || (cdl_quant_uses_vnni() && t != CANDLE_DTYPE_Q4_Z128)) return 0;
     int64_t own = few_rows_of(t, K), set = cpu_config_get()->qgemm_few_max_m;
     return set >= 0 && set < own ? set : own;
 #else
@@ -141,16 +143,31 @@ static void nested_dot(candle_dtype t, int64_t K, int64_t M, int64_t N, const ch
     }
 }
 
+/* q4_z128's few rows: the matrix-vector rows of NESTED_ROWS weight rows
+ * (kept in L1) against each prepared activation row (xb bytes apart), so
+ * every output has the matrix-vector bits. */
+#ifdef CANDLE_QUANT_HAVE_X86
+static void z_rows(int64_t K, int64_t M, int64_t N, const char *w, size_t ws, const char *xv, size_t xb, float *c,
+                   int64_t ldc) {
+    for (int64_t n0 = 0; n0 < N; n0 += NESTED_ROWS) {
+        int64_t nn = N - n0 < NESTED_ROWS ? N - n0 : NESTED_ROWS;
+        for (int64_t m = 0; m < M; m++)
+            cdl_gemv_rows(CANDLE_DTYPE_Q4_Z128, K, nn, w + (size_t)n0 * ws, ws, xv + (size_t)m * xb, c + m * ldc + n0);
+    }
+}
+#endif
+
 void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (M <= cdl_qgemm_few_rows(t, K)) {
         if (cdl_qgemm_rows_k_avx2(t, K, M, N, w, ws, x, xs, c, ldc)) return;
-        /* the legacy types: each row in the matrix-vector layout first */
+        /* the legacy types and q4_z128: each row in the matrix-vector layout first */
         size_t xb = cdl_gemv_x_bytes(t, K);
         for (int64_t m = 0; m < M; m++)
             cdl_gemv_prep_q8_avx2(t, K, (const char *)x + (size_t)m * xs, (char *)scratch + (size_t)m * xb);
-        cdl_qgemm_rows_few_avx2(t, K, M, N, w, ws, scratch, xb, c, ldc);
+        if (t == CANDLE_DTYPE_Q4_Z128) z_rows(K, M, N, w, ws, scratch, xb, c, ldc);
+        else cdl_qgemm_rows_few_avx2(t, K, M, N, w, ws, scratch, xb, c, ldc);
         return;
     }
     if (M >= min_rows(t) && cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {

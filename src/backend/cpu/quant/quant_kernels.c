@@ -19,6 +19,7 @@ static void register_avx2(candle_dtype_traits *t) {
     t[CANDLE_DTYPE_Q4_K].to_f32 = cdl_q4_k_to_f32_avx2;
     t[CANDLE_DTYPE_Q5_K].to_f32 = cdl_q5_k_to_f32_avx2;
     t[CANDLE_DTYPE_Q6_K].to_f32 = cdl_q6_k_to_f32_avx2;
+    t[CANDLE_DTYPE_Q4_Z128].to_f32 = cdl_q4_z128_to_f32_avx2;
     t[CANDLE_DTYPE_Q8_0].from_f32 = cdl_q8_0_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_1].from_f32 = cdl_q8_1_from_f32_avx2;
     t[CANDLE_DTYPE_Q8_K].from_f32 = cdl_q8_k_from_f32_avx2;

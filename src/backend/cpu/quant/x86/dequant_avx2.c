@@ -1,5 +1,5 @@
 /* AVX2 dequantization of the block types of the real models (q4_0, q4_1,
- * q5_0, q8_0, q4_K, q5_K, q6_K): the prefill matmul dequantizes weights
+ * q5_0, q8_0, q4_K, q5_K, q6_K, q4_z128): the prefill matmul dequantizes weights
  * through these. Each element takes the scalar kernel's operations in the
  * same order (a product, then a separate add or subtract: no fma), so the
  * floats are bit-identical to it and to the gguf package. */
@@ -33,6 +33,15 @@ void cdl_q4_1_to_f32_avx2(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK4_1; i++, dst += QK4_1) {
         /* d * q + m, as d * q - (-m): negation is exact */
         store_scaled_sub(unpack_nibbles(b[i].qs), _mm256_set1_ps(h2f(b[i].d)), _mm256_set1_ps(-h2f(b[i].m)), dst);
+    }
+}
+
+void cdl_q4_z128_to_f32_avx2(const void *src, float *dst, int64_t n) {
+    const block_q4_z128 *b = src;
+    for (int64_t i = 0; i < n / QK4_Z; i++) {
+        __m256 d = _mm256_set1_ps(h2f(b[i].d));
+        __m256i z = _mm256_set1_epi8((char)b[i].z); /* q - z in [-16, 15] */
+        for (int s = 0; s < 4; s++, dst += 32) store_scaled(_mm256_sub_epi8(unpack_nibbles(b[i].qs + 16 * s), z), d, dst);
     }
 }
 

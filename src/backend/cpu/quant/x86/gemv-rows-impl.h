@@ -1,4 +1,4 @@
-/* Internal: the matrix-vector rows of q4_0, q4_1, q5_0, q5_1 and q8_0
+/* Internal: the matrix-vector rows of q4_0, q4_1, q5_0, q5_1, q8_0 and q4_z128
  * (see gemv_avx2.c for the prepared activation and the float steps, which
  * are a contract), included by gemv_avx2.c and gemv_avx512.c
  * (CANDLE_QUANT_VNNI: vpdpbusd integer sums, the same int32 block sums, so
@@ -31,8 +31,11 @@ static xv_parts parts(const void *xv, int64_t nb) {
     return (xv_parts){qs, d, d + nb};
 }
 
+/* The types whose prepared activation pairs the halves of blocks i and
+ * i + 4 (q4_z128: sub-block i of two blocks of 128). */
 static inline bool nibble_type(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1;
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
+           t == CANDLE_DTYPE_Q4_Z128;
 }
 
 /* Byte offset of the q8_0 codes of block i (< GROUP) in a group of the
@@ -44,11 +47,18 @@ static inline bool k_type(candle_dtype t) {
            t == CANDLE_DTYPE_Q6_K;
 }
 
-/* Weight block fields, as byte offsets in a block of `bs` bytes. */
+/* Weight block fields, as byte offsets in a block of `bs` bytes. A group's
+ * 32-element code blocks 0..3 are `sub` bytes apart from its start, blocks
+ * 4..7 from `pair` bytes on (bs and 4 * bs for the 32-element types;
+ * q4_z128: two blocks of four). */
 typedef struct wfmt {
     size_t bs, qs, d, m, qh; /* m: the *_1 minimum; qh: the q5 fifth bits */
     bool q5, has_m;
+    size_t sub, pair;
 } wfmt;
+
+/* Byte offset of code block j (< GROUP) in a group of format f. */
+static inline size_t code_block(wfmt f, int j) { return (j < 4 ? 0 : f.pair) + (size_t)(j % 4) * f.sub + f.qs; }
 
 /* Eight f16 fields `stride` bytes apart -> eight floats: the halves are
  * inserted straight from memory (h2f_x8 assembles them in integer
@@ -144,8 +154,8 @@ static inline __attribute__((always_inline)) __m256i nibble_sums8(const uint8_t 
     __m256i p[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs));
-        __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
+        __m128i a = _mm_loadu_si128((const __m128i *)(w + code_block(f, j)));
+        __m128i b = _mm_loadu_si128((const __m128i *)(w + code_block(f, j + 4)));
         __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 #ifdef CANDLE_QUANT_VNNI
@@ -202,8 +212,8 @@ static inline __attribute__((always_inline)) __m256i nibble_sums8_q4(const uint8
     __m512i r[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs)));
-        v = _mm512_mask_broadcast_i32x4(v, 0xF0F0, _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs)));
+        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(w + code_block(f, j))));
+        v = _mm512_mask_broadcast_i32x4(v, 0xF0F0, _mm_loadu_si128((const __m128i *)(w + code_block(f, j + 4))));
         r[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, keep), _mm512_loadu_si512(y + 64 * j));
     }
     /* within each 128-bit lane, element j = r[j]'s lane sum: lane 0 low
@@ -271,6 +281,52 @@ static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, 
             extra += _cvtsh_ss(mh) * p.s[b];
         } else {
             extra += dx * p.s[b];
+        }
+    }
+    return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
+}
+
+/* One q4_z128 row, nb = K / 32 code blocks (a multiple of 4): per group
+ * of two weight blocks nibble_sums8's int32 sums (lanes 0..3 the first
+ * block's code blocks, 4..7 the second's), acc = fma(dx * dy, sums, acc)
+ * and acc_m = fma(-dx * z, s, acc_m) with s = dy * sum(codes); a last odd
+ * block one code block at a time, its zero-point terms summed in extra. */
+static const wfmt fz = {.bs = sizeof(block_q4_z128), .qs = offsetof(block_q4_z128, qs), .d = offsetof(block_q4_z128, d),
+                        .sub = 16, .pair = sizeof(block_q4_z128)};
+static inline __attribute__((always_inline)) float z128_row(const uint8_t *w, xv_parts p, int64_t nb) {
+    const size_t bs = fz.bs, o_z = offsetof(block_q4_z128, z);
+    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+    int64_t ng = nb / GROUP;
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *wg = w + g * 2 * bs;
+        for (size_t o = 0; o < 2 * bs; o += 64) candle_stream_prefetch(wg + GEMV_PF + o);
+#ifdef CANDLE_QUANT_VNNI
+        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8_q4(wg, fz, p.qs + g * 256));
+#else
+        __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, fz, p.qs + g * 256));
+#endif
+        uint16_t ha, hb;
+        memcpy(&ha, wg + fz.d, 2);
+        memcpy(&hb, wg + bs + fz.d, 2);
+        float da = _cvtsh_ss(ha), db = _cvtsh_ss(hb);
+        __m256 dx = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(da)), _mm_set1_ps(db), 1);
+        __m256 mz = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(-da * (float)wg[o_z])),
+                                         _mm_set1_ps(-db * (float)wg[bs + o_z]), 1);
+        __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
+        acc_m = _mm256_fmadd_ps(mz, s, acc_m);
+    }
+    float extra = 0;
+    if (ng * GROUP < nb) {
+        const uint8_t *wb = w + ng * 2 * bs;
+        uint16_t dh;
+        memcpy(&dh, wb + fz.d, 2);
+        float dx = _cvtsh_ss(dh), mz = -dx * (float)wb[o_z];
+        for (int64_t b = ng * GROUP; b < nb; b++) {
+            __m256i c = unpack_nibbles(wb + fz.qs + (size_t)(b % 4) * fz.sub);
+            __m256 v = _mm256_cvtepi32_ps(dot_u8_i8(c, load32(p.qs + b * 32)));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
+            extra += mz * p.s[b];
         }
     }
     return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;
@@ -345,8 +401,8 @@ static inline __attribute__((always_inline)) void nibble_sums8_few(int R, const 
     __m256i prev[FEW_ROWS], ab[FEW_ROWS];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(w + j * f.bs + f.qs));
-        __m128i b = _mm_loadu_si128((const __m128i *)(w + (j + 4) * f.bs + f.qs));
+        __m128i a = _mm_loadu_si128((const __m128i *)(w + code_block(f, j)));
+        __m128i b = _mm_loadu_si128((const __m128i *)(w + code_block(f, j + 4)));
         __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         if (f.q5) {
@@ -473,13 +529,15 @@ static inline __attribute__((always_inline)) void q8_0_few(int R, const uint8_t 
 #undef FOR_ROWS
 #endif
 
-static const wfmt f40 = {sizeof(block_q4_0), offsetof(block_q4_0, qs), offsetof(block_q4_0, d), 0, 0, false, false};
-static const wfmt f41 = {sizeof(block_q4_1), offsetof(block_q4_1, qs), offsetof(block_q4_1, d),
-                         offsetof(block_q4_1, m), 0, false, true};
-static const wfmt f50 = {sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, d), 0,
-                         offsetof(block_q5_0, qh), true, false};
-static const wfmt f51 = {sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, d),
-                         offsetof(block_q5_1, m), offsetof(block_q5_1, qh), true, true};
+#define BLOCKS(T) .bs = sizeof(T), .sub = sizeof(T), .pair = 4 * sizeof(T)
+static const wfmt f40 = {BLOCKS(block_q4_0), .qs = offsetof(block_q4_0, qs), .d = offsetof(block_q4_0, d)};
+static const wfmt f41 = {BLOCKS(block_q4_1), .qs = offsetof(block_q4_1, qs), .d = offsetof(block_q4_1, d),
+                         .m = offsetof(block_q4_1, m), .has_m = true};
+static const wfmt f50 = {BLOCKS(block_q5_0), .qs = offsetof(block_q5_0, qs), .d = offsetof(block_q5_0, d),
+                         .qh = offsetof(block_q5_0, qh), .q5 = true};
+static const wfmt f51 = {BLOCKS(block_q5_1), .qs = offsetof(block_q5_1, qs), .d = offsetof(block_q5_1, d),
+                         .m = offsetof(block_q5_1, m), .qh = offsetof(block_q5_1, qh), .q5 = true, .has_m = true};
+#undef BLOCKS
 
 void QUANT_KERNEL(cdl_gemv_rows)(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                            float *out) {
@@ -505,6 +563,9 @@ void QUANT_KERNEL(cdl_gemv_rows)(candle_dtype t, int64_t K, int64_t n, const voi
         break;
     case CANDLE_DTYPE_Q8_0:
         for (int64_t r = 0; r < n; r++, row += ws) out[r] = q8_0_row(row, p, nb);
+        break;
+    case CANDLE_DTYPE_Q4_Z128:
+        for (int64_t r = 0; r < n; r++, row += ws) out[r] = z128_row(row, p, nb);
         break;
     default: break;
     }

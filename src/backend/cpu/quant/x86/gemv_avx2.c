@@ -1,11 +1,12 @@
-/* AVX2 matrix-vector kernels for q4_0, q4_1, q5_0, q5_1 and q8_0 weights
+/* AVX2 matrix-vector kernels for q4_0, q4_1, q5_0, q5_1, q8_0 and q4_z128 weights
  * (the K types q2_K to q6_K are in kquants_avx2.c, on a q8_K row)
  * (see gemv-impl.h).
  *
  * Prepared activation, nb = K / 32 blocks: the codes (nb * 32 bytes), then
  * the block scales (nb floats), then the offset terms (nb floats: q4_0
  * -8 * d * sum(codes), q5_0 -16 * d * sum(codes), q4_1 and q5_1 the q8_1
- * s, q8_0 -128 * sum(codes): the AVX-512 VNNI rows of gemv_avx512.c use
+ * s, q4_z128 d * sum(codes) (times the block's -dx * z), q8_0
+ * -128 * sum(codes): the AVX-512 VNNI rows of gemv_avx512.c use
  * q8_0's codes biased by 128, unsigned). The weight codes are used unsigned
  * (0..15, 0..31), the q*_0 offset coming back through that term. The rows
  * are in gemv-rows-impl.h, shared with gemv_avx512.c (same int32 block
@@ -51,7 +52,7 @@ size_t cdl_gemv_x_bytes_avx2(candle_dtype t, int64_t K) {
         size_t nb = (size_t)(K / QK_K), pairs = t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K ? nb * 16 : 0;
         return K % QK_K ? 0 : (nb * sizeof(block_q8_K) + pairs + 63) & ~(size_t)63;
     }
-    if (!(nibble_type(t) || t == CANDLE_DTYPE_Q8_0) || K % 32) return 0;
+    if (!(nibble_type(t) || t == CANDLE_DTYPE_Q8_0) || K % (t == CANDLE_DTYPE_Q4_Z128 ? 128 : 32)) return 0;
     return ((size_t)(K / 32) * (32 + 2 * sizeof(float)) + 63) & ~(size_t)63;
 }
 
@@ -98,12 +99,13 @@ void cdl_gemv_prep_avx2(candle_dtype t, int64_t K, const float *x, void *xv) {
         if (t == CANDLE_DTYPE_Q4_0) p.s[b] = -8.0f * dh * (float)sum;
         else if (t == CANDLE_DTYPE_Q5_0) p.s[b] = -16.0f * dh * (float)sum;
         else if (t == CANDLE_DTYPE_Q8_0) p.s[b] = -128.0f * (float)sum; /* the VNNI rows' bias term */
+        else if (t == CANDLE_DTYPE_Q4_Z128) p.s[b] = dh * (float)sum;
         else p.s[b] = _cvtsh_ss(_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT)); /* q8_1's s */
     }
 }
 
 /* cdl_gemv_prep_avx2's result from the row's vec_dot quantization (q8_0
- * for q4_0, q5_0 and q8_0; q8_1 for q4_1 and q5_1) instead of its floats:
+ * for q4_0, q5_0, q8_0 and q4_z128; q8_1 for q4_1 and q5_1) instead of its floats:
  * the quantizers round the same, so the codes and f16 scales are the same,
  * and the offset terms are formed from them as there (q8_1 brings its s). */
 void cdl_gemv_prep_q8_avx2(candle_dtype t, int64_t K, const void *q8, void *xv) {
@@ -126,6 +128,7 @@ void cdl_gemv_prep_q8_avx2(candle_dtype t, int64_t K, const void *q8, void *xv) 
             for (int i = 0; i < 32; i++) sum += codes[i];
             if (t == CANDLE_DTYPE_Q4_0) p.s[b] = -8.0f * dh * (float)sum;
             else if (t == CANDLE_DTYPE_Q5_0) p.s[b] = -16.0f * dh * (float)sum;
+            else if (t == CANDLE_DTYPE_Q4_Z128) p.s[b] = dh * (float)sum;
             else p.s[b] = -128.0f * (float)sum;
         }
         int8_t *dst = block_codes(p.qs, nb, b, t, &hi_off);

@@ -23,6 +23,7 @@ void cdl_q8_0_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n);
+void cdl_q4_z128_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n);
 void cdl_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n);
 void cdl_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n);
