@@ -44,7 +44,8 @@ static candle_tensor *leaf_load(loader *L, int64_t il, const char *what, bool re
     candle_tensor *t = order ? candle_weights_load_linear_split(w, L->m->ctx, L->name, order, corr, group)
                              : candle_weights_load_tensor(w, L->m->ctx, L->name);
     if (!t) return NULL;
-    L->m->weight_bytes += order && (*order || *corr) ? candle_tensor_nbytes(t) : candle_weights_tensor(w, i)->size;
+    bool repacked = order && (*order || *corr || t->dtype != candle_weights_tensor(w, i)->dtype);
+    L->m->weight_bytes += repacked ? candle_tensor_nbytes(t) : candle_weights_tensor(w, i)->size;
     if (order && *corr) L->m->weight_bytes += candle_tensor_nbytes(*corr);
     if (order && *order && !(*order = on_backend(L, *order))) return NULL;
     if (order && *corr && !(*corr = on_backend(L, *corr))) return NULL;

@@ -64,12 +64,12 @@ static void check_rows(candle_dtype t, int64_t M, int64_t N, int64_t K) {
 static void test_rows(void) {
     /* M 1, 2 and 3 for q8_0 keep the plain dots; the packed kernels take
      * activation rows 4 at a time: 5, 6, 7 and 17 leave tails of 1-3 */
-    static const int64_t Ms[] = {1, 2, 3, 5, 6, 7, 17}, Ns[] = {1, 7, 8, 9, 19};
+    static const int64_t Ms[] = {1, 2, 3, 5, 6, 7, 14, 17}, Ns[] = {1, 7, 8, 9, 19}; /* 14: the VNNI direct tiles */
     for (int t = CANDLE_DTYPE_Q4_0; t < CANDLE_DTYPE_COUNT; t++) {
         const candle_dtype_traits *wt = cpu_dtype((candle_dtype)t);
         if (!wt->vec_dot || !wt->from_f32 || !cpu_dtype(wt->vec_dot_type)->from_f32) continue;
         int64_t bs = wt->block_size, K = bs >= 256 ? 2 * bs : 5 * bs;
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 8; i++)
             for (int j = 0; j < 5; j++) check_rows((candle_dtype)t, Ms[i], Ns[j], K);
         check_rows((candle_dtype)t, 4, 16, bs >= 256 ? 1536 : bs == 128 ? 1152 : 1184);
         /* past the 256 rows whose q4_0 aux records fit the scratch: a

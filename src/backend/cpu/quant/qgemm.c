@@ -25,7 +25,7 @@
 #ifdef CANDLE_QUANT_HAVE_X86
 static bool use_direct(candle_dtype t, int64_t M) {
     if (M > cpu_config_get()->qgemm_direct_max_m || !cdl_quant_uses_vnni() || !cdl_qgemm_has_direct_vnni(t)) return false;
-    int64_t tiles = (M + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 ? 11 : 13; /* rows per tile */
+    int64_t tiles = (M + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_Z128 ? 11 : 13; /* rows per tile (q4_z128 runs as q8_0) */
     return M >= fill * tiles;
 }
 #endif
@@ -45,7 +45,7 @@ int cdl_qgemm_has_fast(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (cdl_quant_uses_avx2())
         return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q5_0 || t == CANDLE_DTYPE_Q5_1 ||
-               t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K;
+               t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K || t == CANDLE_DTYPE_Q4_Z128;
 #endif
     return portable_rows(t);
 }
@@ -65,10 +65,18 @@ int cdl_qgemm_uses_vnni(void) {
 #endif
 }
 
+/* q4_z128 takes q8_0's panels: its rows are first rewritten as q8_0 rows
+ * of the same values (d the block's scale, codes q - z), which the q8_0
+ * packing then interleaves (exact; the panels' bits are q8_0's, the few
+ * rows' and the matrix-vector rows' are q4_z128's own). */
+static candle_dtype panel_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_Z128 ? CANDLE_DTYPE_Q8_0 : t; }
+
 size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
-        size_t b = 2 * cdl_qgemm_panel_bytes_avx2(t, K) + AUX_ROWS * cdl_qgemm_aux_bytes_avx2(t, K);
+        candle_dtype pt = panel_type(t);
+        size_t b = 2 * cdl_qgemm_panel_bytes_avx2(pt, K) + AUX_ROWS * cdl_qgemm_aux_bytes_avx2(pt, K);
+        if (pt != t) b += 2 * CANDLE_QGEMM_NR * candle_dtype_row_size(pt, K); /* the rewritten rows */
         size_t few = (size_t)cdl_qgemm_few_rows(t, K) * cdl_gemv_x_bytes(t, K); /* the few-row kernels' rows */
         if (few > b) b = few;
         if (cdl_quant_uses_vnni() && cdl_qgemm_has_direct_vnni(t)) {
@@ -77,7 +85,6 @@ size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
         }
         return b;
     }
-    if (cdl_quant_uses_avx2() && t == CANDLE_DTYPE_Q4_Z128) return (size_t)cdl_qgemm_few_rows(t, K) * cdl_gemv_x_bytes(t, K);
 #endif
     (void)t;
     (void)K;
@@ -106,7 +113,8 @@ static int64_t min_rows(candle_dtype t) {
 #ifdef CANDLE_QUANT_HAVE_X86
 static int64_t few_rows_of(candle_dtype t, int64_t K) {
     if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 12;
-    if (t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q4_Z128) return CPU_QGEMM_FEW_MAX_M;
+    if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
+    if (t == CANDLE_DTYPE_Q4_Z128) return 12; /* the K types' limit: more rows take q8_0's panels */
     /* on rows shorter than 1024 the per-output sums and tail blocks weigh
      * more: q8_0 keeps 4 rows there, the nibble types' panels win (and
      * theirs from 5 rows on any row) */
@@ -175,8 +183,13 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
             cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
             return;
         }
+        const candle_dtype t0 = t;
+        t = panel_type(t);
         size_t pb = cdl_qgemm_panel_bytes_avx2(t, K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
         char *aux = (char *)scratch + 2 * pb;
+        /* q4_z128: its panel's rows rewritten as q8_0 after the aux records */
+        char *rows = aux + AUX_ROWS * ab;
+        size_t rs = candle_dtype_row_size(t, K);
         bool vnni = cdl_quant_uses_vnni(), pairs = vnni && cdl_qgemm_has_pairs_vnni(t);
         void (*panel_rows)(candle_dtype, int64_t, int, const void *, const void *, size_t, const void *, int64_t,
                            float *, int64_t) = vnni ? cdl_qgemm_panel_rows_vnni : cdl_qgemm_panel_rows_avx2;
@@ -188,14 +201,20 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
             for (int64_t n = 0; n < N; n += step) {
                 int nn = (int)(N - n < step ? N - n : step);
                 const char *wn = (const char *)w + (size_t)n * ws;
+                size_t wsn = ws;
+                if (t != t0) {
+                    for (int r = 0; r < nn; r++) cdl_q4_z128_to_q8_0_avx2(wn + (size_t)r * ws, (char *)rows + r * rs, K);
+                    wn = (const char *)rows;
+                    wsn = rs;
+                }
                 if (nn > CANDLE_QGEMM_NR) { /* two panels, 16 rows at once */
-                    cdl_qgemm_pack_avx2(t, K, CANDLE_QGEMM_NR, wn, ws, scratch);
-                    cdl_qgemm_pack_avx2(t, K, nn - CANDLE_QGEMM_NR, wn + CANDLE_QGEMM_NR * ws, ws,
+                    cdl_qgemm_pack_avx2(t, K, CANDLE_QGEMM_NR, wn, wsn, scratch);
+                    cdl_qgemm_pack_avx2(t, K, nn - CANDLE_QGEMM_NR, wn + CANDLE_QGEMM_NR * wsn, wsn,
                                            (char *)scratch + pb);
                     cdl_qgemm_pair_rows_vnni(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
                     continue;
                 }
-                cdl_qgemm_pack_avx2(t, K, nn, wn, ws, scratch);
+                cdl_qgemm_pack_avx2(t, K, nn, wn, wsn, scratch);
                 panel_rows(t, K, nn, scratch, xm, xs, ab ? aux : NULL, mm, c + m * ldc + n, ldc);
             }
         }

@@ -45,6 +45,18 @@ void cdl_q4_z128_to_f32_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
+void cdl_q4_z128_to_q8_0_avx2(const void *src, void *dst, int64_t n) {
+    const block_q4_z128 *b = src;
+    block_q8_0 *q = dst;
+    for (int64_t i = 0; i < n / QK4_Z; i++) {
+        __m256i z = _mm256_set1_epi8((char)b[i].z);
+        for (int s = 0; s < 4; s++, q++) {
+            q->d = b[i].d;
+            _mm256_storeu_si256((__m256i *)(void *)q->qs, _mm256_sub_epi8(unpack_nibbles(b[i].qs + 16 * s), z));
+        }
+    }
+}
+
 void cdl_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK5_0; i++, dst += QK5_0) {

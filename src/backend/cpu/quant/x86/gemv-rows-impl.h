@@ -293,8 +293,13 @@ static inline __attribute__((always_inline)) float nibble_row(const uint8_t *w, 
  * block one code block at a time, its zero-point terms summed in extra. */
 static const wfmt fz = {.bs = sizeof(block_q4_z128), .qs = offsetof(block_q4_z128, qs), .d = offsetof(block_q4_z128, d),
                         .sub = 16, .pair = sizeof(block_q4_z128)};
+_Static_assert(offsetof(block_q4_z128, d) == 0 && offsetof(block_q4_z128, z) == 2, "q4_z128 fields");
 static inline __attribute__((always_inline)) float z128_row(const uint8_t *w, xv_parts p, int64_t nb) {
-    const size_t bs = fz.bs, o_z = offsetof(block_q4_z128, z);
+    const size_t bs = fz.bs;
+    /* from the two blocks' first dwords (d, then z): d of each 4 times (f16),
+     * z of each 4 times (bytes) */
+    const __m128i dsel = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5);
+    const __m128i zsel = _mm_setr_epi8(2, 2, 2, 2, 6, 6, 6, 6, -1, -1, -1, -1, -1, -1, -1, -1);
     __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
     int64_t ng = nb / GROUP;
     for (int64_t g = 0; g < ng; g++) {
@@ -305,28 +310,27 @@ static inline __attribute__((always_inline)) float z128_row(const uint8_t *w, xv
 #else
         __m256 sums = _mm256_cvtepi32_ps(nibble_sums8(wg, fz, p.qs + g * 256));
 #endif
-        uint16_t ha, hb;
-        memcpy(&ha, wg + fz.d, 2);
-        memcpy(&hb, wg + bs + fz.d, 2);
-        float da = _cvtsh_ss(ha), db = _cvtsh_ss(hb);
-        __m256 dx = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(da)), _mm_set1_ps(db), 1);
-        __m256 mz = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(-da * (float)wg[o_z])),
-                                         _mm_set1_ps(-db * (float)wg[bs + o_z]), 1);
+        uint32_t fa, fb;
+        memcpy(&fa, wg, 4);
+        memcpy(&fb, wg + bs, 4);
+        __m128i f = _mm_insert_epi32(_mm_cvtsi32_si128((int)fa), (int)fb, 1);
+        __m256 dx = _mm256_cvtph_ps(_mm_shuffle_epi8(f, dsel));
+        __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_shuffle_epi8(f, zsel)));
         __m256 dy = _mm256_loadu_ps(p.d + g * GROUP), s = _mm256_loadu_ps(p.s + g * GROUP);
         acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), sums, acc);
-        acc_m = _mm256_fmadd_ps(mz, s, acc_m);
+        acc_m = _mm256_fnmadd_ps(_mm256_mul_ps(dx, z), s, acc_m);
     }
     float extra = 0;
     if (ng * GROUP < nb) {
         const uint8_t *wb = w + ng * 2 * bs;
         uint16_t dh;
-        memcpy(&dh, wb + fz.d, 2);
-        float dx = _cvtsh_ss(dh), mz = -dx * (float)wb[o_z];
+        memcpy(&dh, wb, 2);
+        float dx = _cvtsh_ss(dh), mz = dx * (float)wb[2];
         for (int64_t b = ng * GROUP; b < nb; b++) {
             __m256i c = unpack_nibbles(wb + fz.qs + (size_t)(b % 4) * fz.sub);
             __m256 v = _mm256_cvtepi32_ps(dot_u8_i8(c, load32(p.qs + b * 32)));
             acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * p.d[b]), v, acc);
-            extra += mz * p.s[b];
+            extra -= mz * p.s[b];
         }
     }
     return hsum_ps(_mm256_add_ps(acc, acc_m)) + extra;

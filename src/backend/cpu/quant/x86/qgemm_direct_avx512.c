@@ -1,5 +1,6 @@
 /* The small-M quantized product on AVX512-VNNI straight from the weight
- * blocks (q4_0, q4_1, q8_0): no per-call panel packing.
+ * blocks (q4_0, q4_1, q8_0; q4_z128 as q8_0, each pass's NT rows
+ * rewritten first: cdl_q4_z128_to_q8_0_avx2): no per-call panel packing.
  *
  * The panel kernels (qgemm-panels-impl.h) put weight rows in the vector
  * lanes, which needs the weight blocks repacked (transposed, nibbles
@@ -40,7 +41,7 @@
 #define UNROLL _Pragma("GCC unroll 8")
 
 int cdl_qgemm_has_direct_vnni(candle_dtype t) {
-    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0;
+    return t == CANDLE_DTYPE_Q4_0 || t == CANDLE_DTYPE_Q4_1 || t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_Z128;
 }
 
 static inline size_t blk_bytes(candle_dtype t) {
@@ -51,7 +52,9 @@ static size_t tile_bytes(int64_t K) { return (size_t)(K / 32) * (8 * 64 + 2 * 64
 
 size_t cdl_qgemm_direct_bytes_vnni(candle_dtype t, int64_t K, int64_t M) {
     int64_t tiles = (M + TILE_M - 1) / TILE_M;
-    return 64 + (size_t)tiles * tile_bytes(K) + (size_t)M * cdl_qgemm_aux_bytes_avx2(t, K);
+    size_t z = t == CANDLE_DTYPE_Q4_Z128 ? NT * candle_dtype_row_size(CANDLE_DTYPE_Q8_0, K) : 0;
+    if (t == CANDLE_DTYPE_Q4_Z128) t = CANDLE_DTYPE_Q8_0;
+    return 64 + (size_t)tiles * tile_bytes(K) + (size_t)M * cdl_qgemm_aux_bytes_avx2(t, K) + z;
 }
 
 /* The tile of rows x[0..mm): codes X[b][k] (16 lanes x 4 bytes), then per
@@ -296,10 +299,13 @@ TILE_INSTANCES(q8_0, CANDLE_DTYPE_Q8_0)
 
 void cdl_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                               const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
+    const bool z128 = t == CANDLE_DTYPE_Q4_Z128;
+    if (z128) t = CANDLE_DTYPE_Q8_0;
     const tile_fn *fns = t == CANDLE_DTYPE_Q4_0 ? q4_0_tfns : t == CANDLE_DTYPE_Q4_1 ? q4_1_tfns : q8_0_tfns;
     int64_t tiles = (M + TILE_M - 1) / TILE_M;
-    size_t tb = tile_bytes(K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
+    size_t tb = tile_bytes(K), ab = cdl_qgemm_aux_bytes_avx2(t, K), rs = candle_dtype_row_size(t, K);
     char *tile0 = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *aux = tile0 + (size_t)tiles * tb;
+    char *zrows = aux + (size_t)M * ab; /* q4_z128: the pass's rows as q8_0 */
     if (ab) cdl_qgemm_prep_avx2(t, K, M, x, xs, aux);
     for (int64_t ti = 0; ti < tiles; ti++) {
         int mm = (int)(M - ti * TILE_M < TILE_M ? M - ti * TILE_M : TILE_M);
@@ -309,13 +315,18 @@ void cdl_qgemm_direct_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, cons
     float res[NT][TILE_M];
     for (int64_t n = 0; n < N; n += NT) {
         int R = (int)(N - n < NT ? N - n : NT);
-        const char *wn = (const char *)w + (size_t)n * ws;
+        const char *wn = (const char *)w + (size_t)n * ws, *next = wn + (size_t)NT * ws, *rows = wn;
+        size_t rws = ws;
+        if (z128) {
+            for (int r = 0; r < R; r++) cdl_q4_z128_to_q8_0_avx2(wn + (size_t)r * ws, zrows + (size_t)r * rs, K);
+            rows = zrows, rws = rs;
+        }
         /* the next pass's rows (contiguous after these; past the weight's
          * end prefetches are harmless, they never fault) */
         size_t lines = n + NT < N ? ((size_t)NT * ws + 63) / 64 : 0;
         for (int64_t ti = 0; ti < tiles; ti++) {
             int mm = (int)(M - ti * TILE_M < TILE_M ? M - ti * TILE_M : TILE_M);
-            fns[R - 1](K, wn, ws, tile0 + (size_t)ti * tb, res, wn + (size_t)NT * ws, ti ? 0 : lines);
+            fns[R - 1](K, rows, rws, tile0 + (size_t)ti * tb, res, next, ti ? 0 : lines);
             for (int m = 0; m < mm; m++)
                 for (int r = 0; r < R; r++) c[(ti * TILE_M + m) * ldc + n + r] = res[r][m];
         }
