@@ -1,5 +1,5 @@
 /* The arm64 NEON quantized dots (src/quant/arm/) against the scalar
- * reference, bit for bit: q4_0, q4_1, q5_0, q5_1, q8_0 single-row dots and the
+ * reference, bit for bit: q4_0, q4_1, q5_0, q5_1, q8_0 (and q4_z128) single-row dots and the
  * multi-row product, q4_K, q5_K and q6_K single-row dots and multi-row product, plain NEON and (where the CPU has it) dotprod, any code
  * pattern (random bytes: q8 codes down to -128), scales from subnormal to
  * large, 1 to 33 blocks (the 4-block groups and their tails), unaligned
@@ -53,7 +53,7 @@ static void fill_blocks(char *p, int64_t nb, size_t bs, const int *f16_at, int n
 typedef struct neon_case {
     candle_dtype t;
     size_t wsz, xsz;
-    int w_f16[2], n_wf16, x_f16[2], n_xf16;
+    int w_f16[2], n_wf16, x_f16[4], n_xf16;
     candle_vec_dot_fn ref, neon, dotprod;
     int qk;   /* elements per block */
     int x_f32; /* q8_K: its float scale's offset (-1: none) */
@@ -228,6 +228,9 @@ int main(void) {
          cdl_vec_dot_q5_k_q8_k_neon, cdl_vec_dot_q5_k_q8_k_dotprod, 256, 0, 2},
         {CANDLE_DTYPE_Q6_K, sizeof(block_q6_K), sizeof(block_q8_K), {(int)offsetof(block_q6_K, d)}, 1, {0}, 0, cdl_vec_dot_q6_k_q8_k,
          cdl_vec_dot_q6_k_q8_k_neon, cdl_vec_dot_q6_k_q8_k_dotprod, 256, 0, 2},
+        /* q4_z128 against its four q8_0 blocks (one x block of 136 bytes); single-row only */
+        {CANDLE_DTYPE_Q4_Z128, sizeof(block_q4_z128), 4 * sizeof(block_q8_0), {0}, 1, {0, 34, 68, 102}, 4,
+         cdl_vec_dot_q4_z128_q8_0, cdl_vec_dot_q4_z128_q8_0_neon, cdl_vec_dot_q4_z128_q8_0_dotprod, 128, -1, 0},
     };
     static const int64_t nbs[] = {1, 2, 3, 4, 5, 7, 8, 9, 18, 33};
     static const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 5, 16, 17, 33};

@@ -4,7 +4,8 @@
  * activation row m) for m < M, n < N: weight rows at w + n * ws in the weight
  * dtype, activation rows at x + m * xs in its vec_dot_type, K a multiple of
  * both block sizes. Types with a multi-row kernel (AVX2: q4_0, q4_1, q5_0,
- * q5_1, q8_0, q4_K, q6_K; with AVX512-VNNI the same kernels on vpdpbusd)
+ * q5_1, q8_0, q4_K, q6_K, and q4_z128 through q8_0's; with AVX512-VNNI the
+ * same kernels on vpdpbusd)
  * repack CANDLE_QGEMM_NR weight rows at a time into scratch, interleaved so
  * one integer multiply-add serves all of them, and reuse each packed panel
  * for all M activation rows; the others (and the scalar build) run one

@@ -69,7 +69,9 @@ int cdl_qgemm_uses_vnni(void) {
  * of the same values (d the block's scale, codes q - z), which the q8_0
  * packing then interleaves (exact; the panels' bits are q8_0's, the few
  * rows' and the matrix-vector rows' are q4_z128's own). */
+#ifdef CANDLE_QUANT_HAVE_X86
 static candle_dtype panel_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_Z128 ? CANDLE_DTYPE_Q8_0 : t; }
+#endif
 
 size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
@@ -203,7 +205,7 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
                 const char *wn = (const char *)w + (size_t)n * ws;
                 size_t wsn = ws;
                 if (t != t0) {
-                    for (int r = 0; r < nn; r++) cdl_q4_z128_to_q8_0_avx2(wn + (size_t)r * ws, (char *)rows + r * rs, K);
+                    for (int r = 0; r < nn; r++) cdl_q4_z128_to_q8_0_avx2(wn + (size_t)r * ws, rows + r * rs, K);
                     wn = (const char *)rows;
                     wsn = rs;
                 }

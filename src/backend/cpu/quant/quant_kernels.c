@@ -65,6 +65,7 @@ static void register_neon(candle_dtype_traits *t, bool dp) {
     t[CANDLE_DTYPE_Q4_K].vec_dot = dp ? cdl_vec_dot_q4_k_q8_k_dotprod : cdl_vec_dot_q4_k_q8_k_neon;
     t[CANDLE_DTYPE_Q6_K].vec_dot = dp ? cdl_vec_dot_q6_k_q8_k_dotprod : cdl_vec_dot_q6_k_q8_k_neon;
     t[CANDLE_DTYPE_Q5_K].vec_dot = dp ? cdl_vec_dot_q5_k_q8_k_dotprod : cdl_vec_dot_q5_k_q8_k_neon;
+    t[CANDLE_DTYPE_Q4_Z128].vec_dot = dp ? cdl_vec_dot_q4_z128_q8_0_dotprod : cdl_vec_dot_q4_z128_q8_0_neon;
     /* the activation quantizers (the scalar bytes) */
     t[CANDLE_DTYPE_Q8_0].from_f32 = cdl_q8_0_from_f32_neon;
     t[CANDLE_DTYPE_Q8_1].from_f32 = cdl_q8_1_from_f32_neon;

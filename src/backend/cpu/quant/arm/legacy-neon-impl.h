@@ -1,5 +1,5 @@
 /* Internal template: the NEON dots of q4_0, q4_1, q5_0, q5_1 and q8_0 against their q8
- * activation blocks, the single-row vec_dot and the multi-row product of
+ * activation blocks (and q4_z128's single-row dot), the single-row vec_dot and the multi-row product of
  * cdl_qgemm_rows, included by legacy_neon.c (plain armv8-a: vmull_s8 +
  * vpadalq_s16) and legacy_dotprod.c (armv8.2-a dotprod: vdotq_s32) with
  * NEON_SFX naming the variant and NEON_DOT16(acc, a, b) adding the products
@@ -156,6 +156,32 @@ void NEON_FN(cdl_vec_dot_q5_0_q8_0_)(int64_t n, float *out, const void *x, const
 }
 void NEON_FN(cdl_vec_dot_q5_1_q8_1_)(int64_t n, float *out, const void *x, const void *y) {
     *out = dot_row(NK_Q5_1, n / QK5_1, x, y);
+}
+
+/* q4_z128: per code block the exact sum of (q - z) x, then the scalar
+ * reference's acc += (float)isum * (d * d_x), the code blocks in order. */
+void NEON_FN(cdl_vec_dot_q4_z128_q8_0_)(int64_t n, float *out, const void *vx, const void *vy) {
+    const char *x = vx;
+    const block_q8_0 *y = vy;
+    float acc = 0;
+    for (int64_t i = 0; i < n / QK4_Z; i++, x += sizeof(block_q4_z128), y += 4) {
+        float d = w_d(NK_Q4_0, x);
+        int32x4_t s[4];
+        for (int j = 0; j < 4; j++) {
+            int8x16_t wl, wh;
+            ld_q4((const uint8_t *)x + offsetof(block_q4_z128, qs) + 16 * j, (uint8_t)x[offsetof(block_q4_z128, z)],
+                  &wl, &wh);
+            s[j] = dot32(wl, wh, y[j].qs);
+        }
+        int32_t is[4];
+        vst1q_s32(is, vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3])));
+        for (int j = 0; j < 4; j++) {
+            uint16_t yd;
+            memcpy(&yd, &y[j].d, 2);
+            acc += (float)is[j] * (d * neon_f16_to_f32(yd));
+        }
+    }
+    *out = acc;
 }
 
 /* One weight row against four activation rows: each weight block loaded

@@ -26,6 +26,8 @@ void cdl_vec_dot_q5_0_q8_0_neon(int64_t n, float *out, const void *x, const void
 void cdl_vec_dot_q5_1_q8_1_neon(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q5_0_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q5_1_q8_1_dotprod(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_z128_q8_0_neon(int64_t n, float *out, const void *x, const void *y);
+void cdl_vec_dot_q4_z128_q8_0_dotprod(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q4_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q6_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
 void cdl_vec_dot_q5_k_q8_k_neon(int64_t n, float *out, const void *x, const void *y);
