@@ -332,8 +332,9 @@ static void test_avx2_quantizers(void) {
 #endif
 }
 
-/* q4_z128's AVX2 dequantization equals the scalar one bit for bit: random
- * codes, every zero point 0..16, scales of every finite f16 exponent. */
+/* q4_z128's AVX2 dequantization and its rewrites as q8_0 and q5_0 give the
+ * scalar values bit for bit: random codes, every zero point 0..16, scales of
+ * every finite f16 exponent. */
 static void test_avx2_z128_dequant(void) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!cdl_quant_uses_avx2()) return;
@@ -353,6 +354,15 @@ static void test_avx2_z128_dequant(void) {
     cdl_q4_z128_to_f32(b, want, NB * QK4_Z);
     cdl_q4_z128_to_f32_avx2(b, got, NB * QK4_Z);
     CHECK_MSG(memcmp(want, got, sizeof want) == 0, "q4_z128 avx2 dequantization differs from scalar");
+    /* its rewrites for the panels: q8_0 and q5_0 blocks of the same values */
+    static block_q8_0 q8[NB * 4];
+    static block_q5_0 q5[NB * 4];
+    cdl_q4_z128_to_q8_0_avx2(b, q8, NB * QK4_Z);
+    cdl_q8_0_to_f32(q8, got, NB * QK4_Z);
+    CHECK_MSG(memcmp(want, got, sizeof want) == 0, "q4_z128 as q8_0 differs");
+    cdl_q4_z128_to_q5_0_avx2(b, q5, NB * QK4_Z);
+    cdl_q5_0_to_f32(q5, got, NB * QK4_Z);
+    CHECK_MSG(memcmp(want, got, sizeof want) == 0, "q4_z128 as q5_0 differs");
 #endif
 }
 

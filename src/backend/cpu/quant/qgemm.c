@@ -65,12 +65,16 @@ int cdl_qgemm_uses_vnni(void) {
 #endif
 }
 
-/* q4_z128 takes q8_0's panels: its rows are first rewritten as q8_0 rows
- * of the same values (d the block's scale, codes q - z), which the q8_0
- * packing then interleaves (exact; the panels' bits are q8_0's, the few
- * rows' and the matrix-vector rows' are q4_z128's own). */
+/* q4_z128 takes the panels of q8_0 (VNNI) or q5_0 (AVX2, whose q8_0
+ * panels are 1.7x slower than its q5_0 ones): its rows are first rewritten
+ * as rows of that type with the same values, which its packing then
+ * interleaves (exact; the panels' bits are that type's, the few rows' and
+ * the matrix-vector rows' are q4_z128's own). */
 #ifdef CANDLE_QUANT_HAVE_X86
-static candle_dtype panel_type(candle_dtype t) { return t == CANDLE_DTYPE_Q4_Z128 ? CANDLE_DTYPE_Q8_0 : t; }
+static candle_dtype panel_type(candle_dtype t) {
+    if (t != CANDLE_DTYPE_Q4_Z128) return t;
+    return cdl_quant_uses_vnni() ? CANDLE_DTYPE_Q8_0 : CANDLE_DTYPE_Q5_0;
+}
 #endif
 
 size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
@@ -205,7 +209,9 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
                 const char *wn = (const char *)w + (size_t)n * ws;
                 size_t wsn = ws;
                 if (t != t0) {
-                    for (int r = 0; r < nn; r++) cdl_q4_z128_to_q8_0_avx2(wn + (size_t)r * ws, rows + r * rs, K);
+                    void (*rewrite)(const void *, void *, int64_t) =
+                        t == CANDLE_DTYPE_Q8_0 ? cdl_q4_z128_to_q8_0_avx2 : cdl_q4_z128_to_q5_0_avx2;
+                    for (int r = 0; r < nn; r++) rewrite(wn + (size_t)r * ws, rows + r * rs, K);
                     wn = (const char *)rows;
                     wsn = rs;
                 }

@@ -57,6 +57,23 @@ void cdl_q4_z128_to_q8_0_avx2(const void *src, void *dst, int64_t n) {
     }
 }
 
+void cdl_q4_z128_to_q5_0_avx2(const void *src, void *dst, int64_t n) {
+    const block_q4_z128 *b = src;
+    block_q5_0 *q = dst;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QK4_Z; i++) {
+        __m256i off = _mm256_set1_epi8((char)(16 - b[i].z)); /* q - z + 16 in [0, 31] */
+        for (int s = 0; s < 4; s++, q++) {
+            __m256i v = _mm256_add_epi8(unpack_nibbles(b[i].qs + 16 * s), off);
+            uint32_t qh = (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(v, 3)); /* bit 4 of each code */
+            __m128i lo = _mm_and_si128(_mm256_castsi256_si128(v), m4), hi = _mm_and_si128(_mm256_extracti128_si256(v, 1), m4);
+            q->d = b[i].d;
+            memcpy(q->qh, &qh, 4);
+            _mm_storeu_si128((__m128i *)(void *)q->qs, _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+        }
+    }
+}
+
 void cdl_q5_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
     const block_q5_0 *b = src;
     for (int64_t i = 0; i < n / QK5_0; i++, dst += QK5_0) {

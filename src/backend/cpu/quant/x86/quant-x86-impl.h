@@ -24,9 +24,11 @@ void cdl_q4_k_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q5_k_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q6_k_to_f32_avx2(const void *src, float *dst, int64_t n);
 void cdl_q4_z128_to_f32_avx2(const void *src, float *dst, int64_t n);
-/* n q4_z128 values as q8_0 blocks of the same values (each code block's
- * scale the block's d, codes q - z): q4_z128 takes q8_0's panels. */
+/* n q4_z128 values as q8_0 blocks (codes q - z) or q5_0 blocks (codes
+ * q - z + 16) of the same values, each code block's scale the block's d:
+ * q4_z128 takes q8_0's VNNI kernels and q5_0's AVX2 panels. */
 void cdl_q4_z128_to_q8_0_avx2(const void *src, void *dst, int64_t n);
+void cdl_q4_z128_to_q5_0_avx2(const void *src, void *dst, int64_t n);
 void cdl_q8_0_from_f32_avx2(const float *src, void *dst, int64_t n);
 void cdl_q8_1_from_f32_avx2(const float *src, void *dst, int64_t n);
 void cdl_q8_k_from_f32_avx2(const float *src, void *dst, int64_t n);
