@@ -189,6 +189,16 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
             cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
             return;
         }
+        /* q4_z128 with VNNI: the direct tiles CPU_QGEMM_DIRECT_MAX_M rows at a
+         * time rather than q8_0's panels, whose rewritten rows cost more (pp128
+         * of a TinyLlama-shaped AWQ model: bench/RESULTS.md) */
+        int64_t dm = cpu_config_get()->qgemm_direct_max_m;
+        if (t == CANDLE_DTYPE_Q4_Z128 && dm > 0 && use_direct(t, dm)) {
+            for (int64_t m = 0; m < M; m += dm)
+                cdl_qgemm_direct_vnni(t, K, M - m < dm ? M - m : dm, N, w, ws, (const char *)x + (size_t)m * xs, xs,
+                                      c + m * ldc, ldc, scratch);
+            return;
+        }
         const candle_dtype t0 = t;
         t = panel_type(t);
         size_t pb = cdl_qgemm_panel_bytes_avx2(t, K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
