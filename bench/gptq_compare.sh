@@ -9,8 +9,8 @@
 # ROUNDS rounds of `candle bench -o json` over every model, the order rotating
 # from round to round so each sees the same machine state on average. Prints
 # per model: the bytes of the weights as loaded (model_size), the median
-# prompt and generation t/s over all samples, and the ratio of those medians
-# to the first model's.
+# prompt and generation t/s, and the median over rounds of its rate divided by
+# the first model's in the same round.
 set -u
 candle="$1"
 shift
@@ -27,25 +27,33 @@ for ((r = 0; r < rounds; r++)); do
             >"$tmp/$i.$r.json" 2>"$tmp/$i.$r.err" || { echo "failed: ${models[$i]}"; cat "$tmp/$i.$r.err"; }
     done
 done
-python3 - "$tmp" "${models[@]}" <<'EOF'
-import glob, json, statistics, sys, os
-tmp, models = sys.argv[1], sys.argv[2:]
-rows = []
-for i, m in enumerate(models):
-    pp, tg, size = [], [], 0
-    for f in glob.glob(f"{tmp}/{i}.*.json"):
-        try:
-            runs = json.load(open(f))
-        except ValueError:
-            continue
-        for x in runs:
-            size = x["model_size"]
-            (pp if x["n_prompt"] else tg).extend(x["samples_ts"])
-    rows.append((os.path.basename(m.rstrip("/")), size, statistics.median(pp) if pp else 0,
-                 statistics.median(tg) if tg else 0))
+python3 - "$tmp" "$rounds" "${models[@]}" <<'EOF'
+import json, statistics, sys, os
+tmp, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+
+def run(i, r):
+    """(pp t/s, tg t/s, model bytes) of model i in round r (medians of its reps)."""
+    try:
+        runs = json.load(open(f"{tmp}/{i}.{r}.json"))
+    except (OSError, ValueError):
+        return None, None, 0
+    pp = [t for x in runs if x["n_prompt"] for t in x["samples_ts"]]
+    tg = [t for x in runs if not x["n_prompt"] for t in x["samples_ts"]]
+    size = runs[0]["model_size"] if runs else 0
+    return (statistics.median(pp) if pp else None), (statistics.median(tg) if tg else None), size
+
+def med(v):
+    v = [x for x in v if x]
+    return statistics.median(v) if v else 0
+
+res = [[run(i, r) for r in range(rounds)] for i in range(len(models))]
 print("| model | weights MiB | pp t/s | tg t/s | pp vs first | tg vs first |")
 print("|---|---:|---:|---:|---:|---:|")
-for name, size, pp, tg in rows:
-    print(f"| {name} | {size / 2**20:.0f} | {pp:.1f} | {tg:.2f} | {pp / rows[0][2]:.2f}x | {tg / rows[0][3]:.2f}x |"
-          if rows[0][2] and rows[0][3] else f"| {name} | {size / 2**20:.0f} | {pp:.1f} | {tg:.2f} | - | - |")
+for i, m in enumerate(models):
+    size = max(x[2] for x in res[i])
+    # each round's rate over the first model's in the same round: a drifting machine
+    # (bandwidth, load) moves both alike
+    ratio = [med([a[k] / b[k] for a, b in zip(res[i], res[0]) if a[k] and b[k]]) for k in (0, 1)]
+    print(f"| {os.path.basename(m.rstrip('/'))} | {size / 2**20:.0f} | {med(x[0] for x in res[i]):.1f} | "
+          f"{med(x[1] for x in res[i]):.2f} | {ratio[0]:.3f}x | {ratio[1]:.3f}x |")
 EOF
