@@ -15,10 +15,10 @@
  * - candle_spec_accept: one sequence's decayed acceptance: drafts kept of
  *   those verified up to the first refused one, and the probes of a draft
  *   model at length 0 (its acceptance is only seen by drafting).
- * A length-k draft of a sequence with acceptance a keeps j < k drafts with
- * probability a^j (1 - a) and all k with a^k, so its step gives
- * (1 - a^(k+1)) / (1 - a) tokens; the lengths chosen maximise the expected
- * tokens per second of the whole step.
+ * A length-k draft whose first token is kept with probability a1 and each
+ * later one, after a kept one, with a2 gives 1 + a1 (1 + a2 + .. a2^(k-1))
+ * tokens (candle_spec_accept_tokens); the lengths chosen maximise the
+ * expected tokens per second of the whole step.
  *
  * The structs are plain values (zero-initialise them: {0}) so that a caller
  * can keep one per sequence; change them only through these calls. */
@@ -54,7 +54,10 @@ typedef struct candle_spec_times {
 } candle_spec_times;
 
 typedef struct candle_spec_accept {
-    double acc, tries;             /* decayed: drafts kept, drafts verified up to the first refused */
+    /* decayed: of the drafts' first tokens, those verified and kept; of the
+     * tokens after a kept one, likewise (apart: a copied span is kept whole
+     * or refused at its first token, so the first is the likelier refusal) */
+    double first_tried, first_kept, next_tried, next_kept;
     int32_t probe_wait, probe_gap; /* a draft model at length 0: steps to the next one-token probe */
 } candle_spec_accept;
 
@@ -69,6 +72,8 @@ CANDLE_API double candle_spec_times_estimate(const candle_spec_times *t, int64_t
 CANDLE_API void candle_spec_times_draft(candle_spec_times *t, int32_t nd, double first, double total);
 /* tried drafts verified (up to and including the first refused), kept of them accepted. */
 CANDLE_API void candle_spec_accept_add(candle_spec_accept *a, int32_t tried, int32_t kept);
+/* The expected tokens of a step drafting k (the kept drafts and the one after). */
+CANDLE_API double candle_spec_accept_tokens(const candle_spec_accept *a, int32_t k);
 
 /* The draft lengths of n sequences verified in one step: k[i] in
  * 0..k_max[i], chosen to maximise the step's expected tokens per second,
@@ -85,12 +90,12 @@ CANDLE_API bool candle_spec_cost_lengths(const candle_spec_times *t, int32_t n, 
  * without paying for long refused drafts. step: a count of the steps. */
 CANDLE_API int32_t candle_spec_warmup_length(bool draft_model, int64_t step);
 /* A draft model's sequence at length 0: whether to draft one token this
- * step all the same (a probe, 8, 16 .. 256 steps apart while probes fail;
+ * step all the same (a probe, 8, 16 .. 256 steps apart;
  * its acceptance is only seen by drafting); counts the wait down when not.
  * Prompt lookup needs none: at length 0 its draft is looked up and compared
  * with the next token, free. */
 CANDLE_API bool candle_spec_probe(candle_spec_accept *a);
-/* A probe's outcome: kept waits 8 steps for the next, refused doubles the wait. */
+/* A probe's outcome: kept or refused, the wait doubles (8, 16 .. 256 steps). */
 CANDLE_API void candle_spec_probe_done(candle_spec_accept *a, bool kept);
 
 #ifdef __cplusplus
