@@ -2,7 +2,7 @@
 """`candle serve --lookup` against plain serving, interleaved in one run.
 
   bench/serve_lookup.py CANDLE MODEL [--lookup 3 | --draft-model PATH] [--draft-max 8]
-      [--tokens 256] [--reps 3] [--clients 1,4] [--threads 2] [PROMPT_FILE ...]
+      [--tokens 256] [--reps 3] [--clients 1,4] [--threads 2] [--base CANDLE_B] [PROMPT_FILE ...]
 
 Two servers on the same model (one with --lookup, or with --draft-model
 PATH: a draft model's drafts instead): for each prompt file and
@@ -11,6 +11,9 @@ the generated tokens after the first over the time after the first (the
 decode rate a client sees), summed over the clients. Prints the median rate
 of each, their ratio, the acceptance (from /metrics) and whether the texts
 are equal. Default prompts: bench/prompts/code_edit.txt and story.txt.
+With --base CANDLE_B, a third server, CANDLE_B's with the same drafts (a
+build before a change), takes its turn after the two in every repetition,
+and its rate and ratio to the plain server are printed beside.
 """
 import argparse
 import json
@@ -96,38 +99,50 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--clients", default="1,4")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--base", help="another build's drafting server, measured in the same turns")
     a = ap.parse_args()
     prompts = a.prompts or [os.path.join(HERE, "prompts", f) for f in ("code_edit.txt", "story.txt")]
     sp, pport = start(a.candle, a.model, a.threads, [])
     spec = ["--draft-model", a.draft_model] if a.draft_model else ["--lookup", str(a.lookup)]
     kind = "draft" if a.draft_model else "lookup"
     sl, lport = start(a.candle, a.model, a.threads, [*spec, "--draft-max", str(a.draft_max)])
+    sb, bport = start(a.base, a.model, a.threads, [*spec, "--draft-max", str(a.draft_max)]) if a.base else (None, None)
     try:
         what = f"--draft-model {os.path.basename(a.draft_model)}" if a.draft_model else f"--lookup {a.lookup}"
         print(f"{os.path.basename(a.model)}, {a.tokens} tokens, greedy, -t {a.threads}, {what} "
               f"--draft-max {a.draft_max}, median of {a.reps}")
-        print(f"| prompt | clients | plain tok/s | {kind} tok/s | ratio | acceptance | same text |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+        if a.base:
+            print(f"base: {a.base}")
+        extra = f" base {kind} tok/s | base ratio | base acceptance |" if a.base else ""
+        print(f"| prompt | clients | plain tok/s | {kind} tok/s | ratio | acceptance |{extra} same text |")
+        print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if a.base else "") + "---|")
         for path in prompts:
             prompt = open(path).read()
             for c in [int(x) for x in a.clients.split(",")]:
-                d0, a0 = (metric(lport, "candle_spec_drafted_tokens_total"),
-                          metric(lport, "candle_spec_accepted_tokens_total"))
-                rp, rl, same = [], [], True
+                ports = [lport, bport] if a.base else [lport]
+                counts = lambda: [(metric(q, "candle_spec_drafted_tokens_total"),
+                                   metric(q, "candle_spec_accepted_tokens_total")) for q in ports]
+                c0 = counts()
+                rp, rl, same = [], [[] for _ in ports], True
                 for _ in range(a.reps):
                     r1, t1 = rate(pport, prompt, a.tokens, c, None)
-                    r2, t2 = rate(lport, prompt, a.tokens, c, None)
                     rp.append(r1)
-                    rl.append(r2)
-                    same &= t1 == t2
-                d = metric(lport, "candle_spec_drafted_tokens_total") - d0
-                acc = metric(lport, "candle_spec_accepted_tokens_total") - a0
-                mp, ml = statistics.median(rp), statistics.median(rl)
-                print(f"| {os.path.basename(path)} | {c} | {mp:.1f} | {ml:.1f} | {ml / mp:.2f}x | "
-                      f"{100 * acc / max(d, 1):.0f}% of {d:.0f} | {'yes' if same else 'no'} |", flush=True)
+                    for j, q in enumerate(ports):
+                        r2, t2 = rate(q, prompt, a.tokens, c, None)
+                        rl[j].append(r2)
+                        same &= t1 == t2
+                mp = statistics.median(rp)
+                cols = []
+                for (d0, a0), (d1, a1), r in zip(c0, counts(), rl):
+                    ml = statistics.median(r)
+                    cols.append(f"{ml:.1f} | {ml / mp:.2f}x | {100 * (a1 - a0) / max(d1 - d0, 1):.0f}% of {d1 - d0:.0f}")
+                print(f"| {os.path.basename(path)} | {c} | {mp:.1f} | {' | '.join(cols)} | "
+                      f"{'yes' if same else 'no'} |", flush=True)
     finally:
         sp.kill()
         sl.kill()
+        if sb:
+            sb.kill()
 
 
 if __name__ == "__main__":

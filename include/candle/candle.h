@@ -30,6 +30,7 @@
 #include "kv_pool.h"
 #include "batch.h"
 #include "kld.h"
+#include "spec_cost.h"
 #include "speculative.h"
 
 #endif

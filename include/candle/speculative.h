@@ -50,11 +50,11 @@ typedef struct candle_spec_params {
     int32_t n_draft;
     /* With a sampler that does not draw (temp 0: the output does not depend
      * on the draft lengths), choose each step's length 0..k from measured
-     * times instead: the target step's seconds as a line in its rows, the
+     * times instead: the target step's seconds as a line in its rows (one-row steps apart), the
      * draft's seconds per token and the recent acceptance give the expected
      * tokens per second of each length, and the best is taken (0: a plain
      * step). A sampler that draws keeps the schedule above, so a seed
-     * reproduces its output. Default true. */
+     * reproduces its output. Default true. The model is spec_cost.h's. */
     bool cost_aware;
     int32_t lookup_ngram; /* prompt lookup: n-gram size to match (>= 1, default 3) */
     /* A draft model (NULL: prompt lookup) with its session's parameters

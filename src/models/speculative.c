@@ -7,22 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "candle/spec_cost.h"
 #include "candle/speculative.h"
 #include "model-impl.h"
 #include "../nn/nn-impl.h"
-
-/* What the cost-aware schedule has measured, with older steps decayed. */
-typedef struct spec_costs {
-    double w, sr, st, srr, srt; /* least squares of a target step's seconds t against its rows r */
-    double r_lo, r_hi;          /* the fewest and most rows among the recent steps */
-    double draft_first, draft_next; /* a draft's seconds: its first token (a draft model's catching
-                                       up included), each one after */
-    double acc, tries;          /* drafts kept, and drafts verified up to the first refused */
-    double b;                   /* the last slope fitted (seconds per row), once fitted */
-    bool fitted;
-    int64_t n;                  /* steps measured */
-    int32_t probe_wait, probe_gap; /* a draft model at length 0: steps to the next one-token probe */
-} spec_costs;
 
 struct candle_spec {
     const candle_model *target;
@@ -39,7 +27,8 @@ struct candle_spec {
     float *dlogits;  /* [n_vocab] the draft's last logits */
     int32_t k_cur; /* this step's draft length: n_draft, adapted to the acceptance */
     int32_t skip, backoff; /* steps left without drafting, and the next such pause */
-    spec_costs cost;
+    candle_spec_times times; /* the cost-aware schedule's measurements (spec_cost.h) */
+    candle_spec_accept acc;
     double t_first; /* seconds of the draft model's catching up in this step's draft */
     candle_spec_stats st;
 };
@@ -270,65 +259,6 @@ static candle_status undo(candle_spec *sp, candle_session *s, int64_t pos) {
     return st;
 }
 
-/* Older measurements weigh less: the acceptance follows the text (a quoted
- * span is kept whole, the prose after it is not), the times the machine. */
-#define COST_DECAY 0.9
-#define ACC_DECAY 0.7
-
-static void cost_step(spec_costs *c, int32_t rows, double secs) {
-    double r = rows;
-    c->w = COST_DECAY * c->w + 1;
-    c->sr = COST_DECAY * c->sr + r;
-    c->st = COST_DECAY * c->st + secs;
-    c->srr = COST_DECAY * c->srr + r * r;
-    c->srt = COST_DECAY * c->srt + r * secs;
-    /* the range drifts back toward this step's rows so that it reflects the recent ones */
-    c->r_lo = c->n ? (r < c->r_lo ? r : c->r_lo + 0.1 * (r - c->r_lo)) : r;
-    c->r_hi = c->n ? (r > c->r_hi ? r : c->r_hi + 0.1 * (r - c->r_hi)) : r;
-    c->n++;
-}
-
-/* A draft of nd tokens that took `total` seconds, `first` of them to its first token. */
-static void cost_draft(spec_costs *c, int32_t nd, double first, double total) {
-    c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
-    if (nd < 2) return;
-    double next = (total - first) / (nd - 1);
-    c->draft_next = c->draft_next > 0 ? 0.8 * c->draft_next + 0.2 * next : next;
-}
-
-static void cost_accept(spec_costs *c, int32_t tried, int32_t kept) {
-    c->acc = ACC_DECAY * c->acc + kept;
-    c->tries = ACC_DECAY * c->tries + tried;
-}
-
-/* The draft length with the most expected tokens per second, or -1 until
- * the times have told two row counts apart. A length-k step keeps j < k
- * drafts with probability a^j (1 - a) and all k with a^k, so it gives
- * (1 - a^(k+1)) / (1 - a) tokens in t(k + 1) + k d seconds. While recent
- * steps have all had one row count the last slope stands. */
-static int32_t cost_length(spec_costs *c, int32_t k_max) {
-    double var = c->w * c->srr - c->sr * c->sr;
-    if (c->n >= 4 && c->r_hi - c->r_lo >= 0.5 && var > 1e-9 * c->w * c->w) {
-        c->b = (c->w * c->srt - c->sr * c->st) / var;
-        c->b = c->b > 0 ? c->b : 0;
-        c->fitted = true;
-    }
-    if (!c->fitted) return -1;
-    double b = c->b, a0 = (c->st - b * c->sr) / c->w;
-    double a = (c->acc + 0.5) / (c->tries + 1); /* a prior of one half, weighing one draft */
-    if (a > 0.999) a = 0.999;
-    int32_t best = 0;
-    double best_rate = 0, g = 0, ak = 1;
-    for (int32_t k = 0; k <= k_max; k++) {
-        g += ak; /* sum of a^j, j <= k */
-        ak *= a;
-        double t = a0 + b * (double)(k + 1) + (k ? c->draft_first + (double)(k - 1) * c->draft_next : 0);
-        if (t <= 0) continue;
-        if (g / t > best_rate * (1 + 1e-9)) best_rate = g / t, best = k;
-    }
-    return best;
-}
-
 candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sampler *smp, int32_t pending,
                                int32_t *out, int32_t *n_out) {
     if (!sp || !s || !smp || !out || !n_out)
@@ -346,26 +276,19 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     sp->ctx[sp->n_ctx++] = pending;
     int64_t room = candle_session_n_ctx(s) - pos - 1; /* positions after pending */
     bool costed = sp->p.cost_aware && !cdl_sampler_draws(smp);
-    int32_t k_cost = costed ? cost_length(&sp->cost, sp->p.n_draft) : -1;
+    int32_t k_cost = -1; /* stays -1 until the cost model has fitted */
+    if (costed) candle_spec_cost_lengths(&sp->times, 1, &sp->acc, &sp->p.n_draft, 0, 0, &k_cost);
     int32_t k = k_cost >= 0 ? k_cost : sp->k_cur;
     k = k < room ? k : (int32_t)(room > 0 ? room : 0);
     int32_t nd = 0, peek = -1; /* peek: a lookup draft not verified, compared with the output instead */
     if (k_cost < 0 && costed) {
-        /* until fitted: short drafts of changing length (a draft model's
-         * cost: none or one), so that two row counts are timed soon
-         * without paying for long refused drafts */
-        int32_t k_try = sp->dsess ? (int32_t)(sp->st.n_steps % 2) : 1 + (int32_t)(sp->st.n_steps % 3);
+        int32_t k_try = candle_spec_warmup_length(sp->dsess != NULL, sp->st.n_steps);
         k = k < k_try ? k : k_try;
     } else if (k_cost < 0 && sp->skip > 0) {
         sp->skip--;
         k = 0;
     } else if (k_cost == 0 && sp->dsess) {
-        /* a draft model's acceptance is only seen by drafting: a one-token
-         * probe now and then, 8, 16 .. 256 steps apart while they fail
-         * (each costs the draft model's catching up on the tokens since) */
-        spec_costs *c = &sp->cost;
-        k = c->probe_wait <= 0 && room > 0 ? 1 : 0;
-        if (!k) c->probe_wait--;
+        k = candle_spec_probe(&sp->acc) && room > 0 ? 1 : 0;
     }
     int32_t *draft = sp->batch + 1;
     double t0 = cdl_now_s();
@@ -383,8 +306,8 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         sp->n_ctx--;
         return session_fail(s, "eval");
     }
-    if (costed) cost_step(&sp->cost, nd + 1, cdl_now_s() - t1);
-    if (costed && nd > 0) cost_draft(&sp->cost, nd, sp->dsess ? sp->t_first : t1 - t0, t1 - t0);
+    if (costed) candle_spec_times_step(&sp->times, nd + 1, cdl_now_s() - t1);
+    if (costed && nd > 0) candle_spec_times_draft(&sp->times, nd, sp->dsess ? sp->t_first : t1 - t0, t1 - t0);
     /* row i: the distribution after batch[i], which verifies draft[i] */
     int32_t n = 0, acc = 0, i = 0;
     bool end = false;
@@ -410,12 +333,9 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
     sp->n_ctx += kept;
     if (sp->dsess && candle_session_pos(sp->dsess) > sp->n_ctx)
         candle_session_truncate(sp->dsess, sp->n_ctx);
-    if (costed && nd > 0) cost_accept(&sp->cost, acc < nd ? acc + 1 : acc, acc);
-    else if (costed && peek >= 0) cost_accept(&sp->cost, 1, out[0] == peek);
-    if (costed && k_cost == 0 && nd > 0) { /* a probe's outcome sets the wait for the next */
-        int32_t gap = sp->cost.probe_gap;
-        sp->cost.probe_gap = sp->cost.probe_wait = acc ? 0 : gap < 8 ? 8 : gap < 128 ? 2 * gap : 256;
-    }
+    if (costed && nd > 0) candle_spec_accept_add(&sp->acc, acc < nd ? acc + 1 : acc, acc);
+    else if (costed && peek >= 0) candle_spec_accept_add(&sp->acc, 1, out[0] == peek);
+    if (costed && k_cost == 0 && nd > 0) candle_spec_probe_done(&sp->acc, acc > 0);
     /* Hugging Face's "heuristic" schedule: longer after a step that kept
      * every draft, shorter after one that did not, since each drafted row
      * costs a share of a step whether kept or not. Drafts of one token that

@@ -5,7 +5,8 @@
 # those of a server without --lookup: a verification step's rows get the
 # bits of one-token steps, and candle_sampler_verify keeps exactly greedy's
 # tokens. The prompts repeat text, so drafts are made and kept: /metrics
-# counts drafted and accepted tokens. A sampled request, one with logprobs
+# counts drafted and accepted tokens. So with --draft-no-timing (greedy
+# requests' lengths from the acceptance schedule, not the cost model). A sampled request, one with logprobs
 # and one with a JSON response format (those two decode without drafts)
 # complete. Skips without the model (scripts/fetch-model.sh).
 set -u
@@ -16,7 +17,7 @@ if [ ! -f "$MODEL" ]; then bash "$SRC/scripts/fetch-model.sh" >/dev/null 2>&1 ||
 [ -f "$MODEL" ] || { echo "SKIP: $MODEL absent"; exit 77; }
 if "$BIN" serve --help 2>&1 | grep -q "has no server"; then echo "SKIP: candle built without the server (make deps)"; exit 77; fi
 # bad values are refused before anything loads
-for bad in "--lookup 0" "--lookup x" "--draft-max 65"; do
+for bad in "--lookup 0" "--lookup x" "--draft-max 65" "--draft-no-timing"; do
     # shellcheck disable=SC2086
     "$BIN" serve -m "$MODEL" $bad >/dev/null 2>&1
     [ $? = 2 ] || { echo "FAIL: serve $bad accepted"; exit 1; }
@@ -24,23 +25,26 @@ done
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PA=$(port)
 PB=$(port)
+PC=$(port)
 LA=$(mktemp)
 LB=$(mktemp)
-trap 'kill $SA $SB 2>/dev/null; rm -f "$LA" "$LB"' EXIT
+LC=$(mktemp)
+trap 'kill $SA $SB $SC 2>/dev/null; rm -f "$LA" "$LB" "$LC"' EXIT
 "$BIN" serve -m "$MODEL" --port "$PA" -c 1024 --parallel 8 --quiet 2>"$LA" & SA=$!
 "$BIN" serve -m "$MODEL" --port "$PB" -c 1024 --parallel 8 --quiet --lookup 2 --draft-max 8 2>"$LB" & SB=$!
-for p in "$PA" "$PB"; do
+"$BIN" serve -m "$MODEL" --port "$PC" -c 1024 --parallel 8 --quiet --lookup 2 --draft-max 8 --draft-no-timing 2>"$LC" & SC=$!
+for p in "$PA" "$PB" "$PC"; do
     for _ in $(seq 300); do
         curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
         python3 -c 'import time; time.sleep(0.1)'
     done
 done
-PYTHONPATH="$SRC/tests/common" timeout 600 python3 - "$PA" "$PB" <<'EOF' || { tail -5 "$LA" "$LB"; exit 1; }
+PYTHONPATH="$SRC/tests/common" timeout 600 python3 - "$PA" "$PB" "$PC" <<'EOF' || { tail -5 "$LA" "$LB" "$LC"; exit 1; }
 import json, sys, threading, urllib.request
 
 from srv_client import metric, post
 
-pa, pb = sys.argv[1], sys.argv[2]
+pa, pb, pc = sys.argv[1], sys.argv[2], sys.argv[3]
 
 code = ("def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n\n"
         "def volume(w, h, d):\n    return w * h * d\n")
@@ -76,6 +80,20 @@ for i in range(len(prompts)):
     if res[i] != want[i]:
         fail = 1
         print(f"FAIL: prompt {i} concurrent: {res[i]!r} != {want[i]!r}")
+# --draft-no-timing: greedy requests on the acceptance schedule (the default
+# server's choose their lengths by the cost model) give the same texts
+for i in range(len(prompts)):
+    res[i] = None
+ts = [threading.Thread(target=lambda i=i: res.__setitem__(i, complete(pc, prompts[i]))) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+for i in range(4):
+    if res[i] != want[i]:
+        fail = 1
+        print(f"FAIL: prompt {i} with --draft-no-timing: {res[i]!r} != {want[i]!r}")
+if metric(pc, "candle_spec_drafted_tokens_total") <= 0:
+    fail = 1
+    print("FAIL: no drafts with --draft-no-timing")
 drafted = metric(pb, "candle_spec_drafted_tokens_total")
 accepted = metric(pb, "candle_spec_accepted_tokens_total")
 print(f"drafted {drafted:.0f}, accepted {accepted:.0f} ({100 * accepted / max(drafted, 1):.0f}%)")

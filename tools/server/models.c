@@ -347,7 +347,8 @@ static bool load_objects(srv_ctx *c, srv_model *e, srv_kind *kind, size_t *bytes
                            .queue_cap = a->queue, .prefill_chunk = a->prefill_chunk,
                            .batch_size = a->batch_size, .itl_stretch = a->itl_stretch,
                            .n_threads = a->n_threads, .lookup_ngram = a->lookup_ngram, .n_draft = a->n_draft,
-                           .draft_model = a->draft_model, .draft_p_min = a->draft_p_min};
+                           .draft_model = a->draft_model, .draft_p_min = a->draft_p_min,
+                           .draft_no_timing = a->draft_no_timing};
     if (srv_sched_start(&e->sched, e->model, e->tok, &sp, &e->metrics)) {
         set_error(e, "%s: %s", e->id, candle_last_errmsg());
         return false;

@@ -31,6 +31,7 @@
 
 #include "candle/batch.h"
 #include "candle/kv_pool.h"
+#include "candle/spec_cost.h"
 #include "candle/speculative.h"
 #include "server.h"
 
@@ -75,6 +76,17 @@ typedef struct srv_slot {
     int32_t preset;     /* the next token, chosen by the verification (a refused draft's
                            correction), or -1: sample it from logits */
     int32_t draft_len, pause, backoff; /* the draft length's schedule (candle_spec's) */
+    /* Greedy requests (a sampler that does not draw: the output does not
+     * depend on the lengths) take their lengths from the cost model
+     * (candle/spec_cost.h), chosen for every such slot of the step at once
+     * (plan_drafts); sampled ones keep the schedule, so a seed reproduces
+     * its output. */
+    bool costed;
+    candle_spec_accept acc; /* this request's acceptance */
+    int32_t k_room;         /* the most tokens this step may draft, for plan_drafts */
+    int32_t k_cost;         /* the length the cost model chose (-1: none, the warm-up's) */
+    int32_t peek;           /* a lookup draft not verified, compared with the next token, or -1 */
+    double d_first, d_total; /* this step's share of the draft model's seconds: round 0, all */
     /* A draft model's drafting (--draft-model): dkv holds the context's
      * first dkv.pos tokens in the draft model's pool (it catches up at the
      * next draft); dsmp samples the drafts from dlogits, the draft's logits
@@ -121,6 +133,13 @@ struct srv_sched {
     candle_kv_pool *dpool;
     candle_batch_seq *dseqs;  /* [n_slots] */
     srv_slot **drafting;      /* [n_slots] scratch: the step's drafting slots */
+    /* the cost model's times: decode steps' seconds against their rows, and
+     * the drafts' (shared by all slots; each keeps its acceptance) */
+    candle_spec_times spec_times;
+    int64_t spec_steps;       /* steps that planned drafts (the warm-up's lengths vary with it) */
+    int *plan_seq;            /* [n_slots] scratch: plan_drafts' slots, as indices into seqs */
+    candle_spec_accept *plan_acc; /* [n_slots] scratch: their acceptance */
+    int32_t *plan_max, *plan_k;   /* [n_slots] scratch: their room, their lengths */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* new work or stop */
@@ -515,6 +534,10 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
     sl->draft_len = s->p.n_draft;
     sl->pause = sl->backoff = 0;
     sl->draft_room = 0;
+    sl->costed = sl->spec && r->sp.temp <= 0 && !s->p.draft_no_timing;
+    sl->acc = (candle_spec_accept){0};
+    sl->k_room = 0;
+    sl->k_cost = sl->peek = -1;
     if (sl->spec && s->dpool) {
         /* the request's sampling without penalties (candle_spec's rule):
          * any draft distribution keeps the output's, and penalties would
@@ -728,16 +751,23 @@ static bool slot_take(srv_sched *s, srv_slot *sl, int32_t id, const candle_token
 /* The tokens drafted after the slot's last chosen one into ctx (prompt
  * lookup), within the request's tokens and context left; returns how many. */
 static int32_t slot_draft(srv_sched *s, srv_slot *sl, int64_t max) {
+    sl->k_room = 0;
+    sl->k_cost = -1;
     if (!sl->spec || max <= 0) return 0;
-    if (sl->pause > 0) {
+    if (!sl->costed && sl->pause > 0) {
         sl->pause--;
         return 0;
     }
     int64_t room = sl->req->max_tokens - sl->req->n_gen - 1, ctx_room = s->p.n_ctx - sl->n_toks - 1;
     if (ctx_room < room) room = ctx_room;
-    if (room > sl->draft_len) room = sl->draft_len;
+    int64_t cap = sl->costed ? s->p.n_draft : sl->draft_len; /* costed: plan_drafts chooses within n_draft */
+    if (room > cap) room = cap;
     if (room > max) room = max;
     if (room <= 0) return 0;
+    if (sl->costed) { /* plan_drafts chooses its length with the others' */
+        sl->k_room = (int32_t)room;
+        return 0;
+    }
     if (s->dpool) { /* the draft model drafts for every slot at once (draft_all) */
         sl->draft_room = room;
         return 0;
@@ -763,6 +793,10 @@ static bool slot_decode(srv_sched *s, srv_slot *sl, candle_batch_seq *q, int64_t
         req_finish(s, r, NULL, 500, candle_last_errmsg());
         slot_release(s, sl);
         return false;
+    }
+    if (sl->peek >= 0) { /* the lookup's free acceptance sample */
+        candle_spec_accept_add(&sl->acc, 1, id == sl->peek);
+        sl->peek = -1;
     }
     if (!slot_take(s, sl, id, &ch, top, n_top)) return false;
     sl->next = id;
@@ -819,6 +853,11 @@ static void slot_verify(srv_sched *s, srv_slot *sl) {
      * keeps those of them that were kept */
     if (sl->dsmp) sl->dkv.pos = base + (kept < nd - 1 ? kept : nd - 1);
     if (kept == nd) memmove(sl->logits, sl->logits + (size_t)nd * nv, nv * sizeof *sl->logits);
+    if (sl->costed) { /* as candle_spec_step's cost-aware schedule */
+        candle_spec_accept_add(&sl->acc, kept < nd ? kept + 1 : kept, kept);
+        if (sl->k_cost == 0) candle_spec_probe_done(&sl->acc, kept > 0);
+        return;
+    }
     /* candle_spec's schedule: longer after a draft kept whole, shorter after
      * one refused; a refused one-token draft pauses drafting 1, 2, 4 .. 32
      * steps while none is kept. */
@@ -832,6 +871,60 @@ static void slot_verify(srv_sched *s, srv_slot *sl) {
         sl->backoff = sl->backoff ? (sl->backoff < 32 ? 2 * sl->backoff : 32) : 1;
         sl->pause = sl->backoff;
     }
+}
+
+/* The step's draft lengths of its costed slots (those slot_draft gave
+ * room), chosen together: each one's rows lengthen the step for every slot,
+ * so the lengths maximise the whole step's expected tokens per second
+ * (candle_spec_cost_lengths, with the other slots' rows and tokens fixed).
+ * Until the times are fitted, the warm-up's short drafts; a draft model's
+ * slot at length 0 probes now and then (candle_spec_probe). Then each one's prompt lookup,
+ * or its room for draft_all; a lookup slot at length 0 looks one token up
+ * all the same and compares it with its next token (slot_decode). */
+static void plan_drafts(srv_sched *s, int nb) {
+    int n = 0;
+    int64_t rows = 0, rows_fixed = 0;
+    double tokens_fixed = 0;
+    for (int i = 0; i < nb; i++) {
+        srv_slot *sl = s->seq_slot[i];
+        int64_t r = s->seqs[i].n + sl->draft_room;
+        rows += r;
+        if (sl->k_room > 0) {
+            s->plan_seq[n] = i;
+            s->plan_acc[n] = sl->acc;
+            s->plan_max[n++] = sl->k_room;
+        } else {
+            rows_fixed += r;
+            tokens_fixed += 1;
+        }
+    }
+    if (!n) return;
+    bool fitted = candle_spec_cost_lengths(&s->spec_times, n, s->plan_acc, s->plan_max, rows_fixed,
+                                           tokens_fixed, s->plan_k);
+    int64_t left = s->p.batch_size - rows; /* the step's rows stay within batch_size */
+    for (int j = 0; j < n; j++) {
+        int i = s->plan_seq[j];
+        srv_slot *sl = s->seq_slot[i];
+        int32_t k = s->plan_max[j], k_try = candle_spec_warmup_length(s->dpool != NULL, s->spec_steps);
+        if (!fitted) k = k < k_try ? k : k_try;
+        else k = s->plan_k[j] == 0 && s->dpool ? candle_spec_probe(&sl->acc) : s->plan_k[j];
+        if (k > left) k = left > 0 ? (int32_t)left : 0;
+        left -= k;
+        sl->k_cost = fitted ? s->plan_k[j] : -1;
+        sl->k_room = 0;
+        if (s->dpool) {
+            sl->draft_room = k;
+            continue;
+        }
+        int32_t *d = sl->ctx + sl->n_ctx_toks;
+        double t0 = srv_now();
+        if (k > 0) sl->step_draft = candle_spec_lookup(sl->ctx, sl->n_ctx_toks, s->p.lookup_ngram, k, d);
+        else if (candle_spec_lookup(sl->ctx, sl->n_ctx_toks, s->p.lookup_ngram, 1, d) == 1) sl->peek = d[0];
+        double t = srv_now() - t0;
+        if (sl->step_draft) candle_spec_times_draft(&s->spec_times, sl->step_draft, t, t);
+        s->seqs[i].n = s->seqs[i].n_logits = sl->step_n = 1 + sl->step_draft;
+    }
+    s->spec_steps++;
 }
 
 /* --- draft-model drafts ------------------------------------------------------- */
@@ -876,6 +969,7 @@ static void draft_all(srv_sched *s, int nb) {
         s->drafting[n_d++] = sl;
     }
     bool left = n_d > 0;
+    double t0 = srv_now();
     while (left) { /* round 0 */
         int n = 0;
         int64_t rows = 0;
@@ -896,10 +990,14 @@ static void draft_all(srv_sched *s, int nb) {
             left = false;
         }
     }
+    /* the cost model's draft seconds: each round's shared evenly by its slots */
+    double t1 = srv_now();
+    for (int k = 0; k < n_d; k++) s->drafting[k]->d_first = s->drafting[k]->d_total = (t1 - t0) / n_d;
     int n_left = 0;
     for (int k = 0; k < n_d; k++)
         if (draft_next(s, s->drafting[k])) s->drafting[n_left++] = s->drafting[k];
     while (n_left > 0) { /* rounds 1.. */
+        t0 = srv_now();
         for (int k = 0; k < n_left; k++) {
             srv_slot *sl = s->drafting[k];
             s->dseqs[k] = (candle_batch_seq){NULL, sl->ctx + sl->n_ctx_toks + sl->step_draft - 1, 1,
@@ -910,12 +1008,17 @@ static void draft_all(srv_sched *s, int nb) {
             break;
         }
         int n = 0;
-        for (int k = 0; k < n_left; k++)
+        double share = (srv_now() - t0) / n_left;
+        for (int k = 0; k < n_left; k++) {
+            s->drafting[k]->d_total += share;
             if (draft_next(s, s->drafting[k])) s->drafting[n++] = s->drafting[k];
+        }
         n_left = n;
     }
     for (int i = 0; i < nb; i++) { /* the drafts into the step's sequences */
         srv_slot *sl = s->seq_slot[i];
+        if (sl->costed && sl->draft_room > 0 && sl->step_draft > 0)
+            candle_spec_times_draft(&s->spec_times, sl->step_draft, sl->d_first, sl->d_total);
         sl->draft_room = 0;
         s->seqs[i].n = s->seqs[i].n_logits = sl->step_n = 1 + sl->step_draft;
     }
@@ -1108,30 +1211,36 @@ static void step_all(srv_sched *s) {
             s->seq_slot[nb++] = sl;
         }
     }
-    if (s->dpool && nb) {
-        draft_all(s, nb);
-        n_dec = 0;
-        for (int i = 0; i < nb; i++) n_dec += s->seqs[i].n;
-    }
+    plan_drafts(s, nb);
+    if (s->dpool && nb) draft_all(s, nb);
+    n_dec = 0;
+    for (int i = 0; i < nb; i++) n_dec += s->seqs[i].n;
     int64_t room = prefill_budget(s, n_dec, n_pre);
     if (n_dec) s->budget = room;
     nb = add_prefills(s, nb, n_pre, room, &n_prompt);
     if (!nb) return;
     int n_groups = group_by_lora(s, nb);
     bool any_alone = false;
+    double t_eval = 0; /* the forwards' seconds alone, for the cost model */
     for (int g = 0, i0 = 0; g < n_groups; i0 = s->group_end[g++]) {
         /* the set, copied: a failing slot releases its request */
         candle_lora_use set[SRV_MAX_LORA];
         int n_set = s->seq_slot[i0]->req->n_lora, n = s->group_end[g] - i0;
         memcpy(set, s->seq_slot[i0]->req->lora, sizeof set);
         /* Should the batch fail, each sequence alone: only a faulty one fails. */
+        double te = srv_now();
         bool alone = candle_batch_eval_lora(s->batch, s->seqs + i0, n, set, n_set) != CANDLE_OK;
+        t_eval += srv_now() - te;
         any_alone |= alone;
         for (int i = i0; i < i0 + n; i++) step_done(s, i, alone, set, n_set);
     }
     double dt = srv_now() - t0;
     /* the cost model fits one forward per step */
     if (!any_alone && n_groups == 1) cost_add(&s->cost, (double)(n_dec + n_prompt), dt);
+    /* the draft lengths' model fits the decode steps alone: the rows a
+     * verification adds are decode rows, not a prompt chunk's */
+    if (s->p.n_draft && !any_alone && n_groups == 1 && !n_prompt)
+        candle_spec_times_step(&s->spec_times, n_dec, t_eval);
     srv_metrics_step(s->metrics, n_dec + n_prompt, n_prompt, dt);
     if (s->trace)
         fprintf(s->trace, "%.6f %lld %lld %.6f %.2f\n", t0, (long long)n_dec, (long long)n_prompt,
@@ -1324,6 +1433,10 @@ static void sched_free(srv_sched *s) {
     candle_kv_pool_free(s->dpool);
     free(s->dseqs);
     free(s->drafting);
+    free(s->plan_seq);
+    free(s->plan_acc);
+    free(s->plan_max);
+    free(s->plan_k);
     if (s->trace) fclose(s->trace);
     free(s->seqs);
     free(s->seq_slot);
@@ -1382,6 +1495,13 @@ candle_status srv_sched_start(srv_sched **out, const candle_model *m, const cand
     if (!st && s->blocks_total < 1) st = CANDLE_ERR_INVALID_ARG; /* serve.c checks first */
     if (!st) st = candle_batch_init(&s->batch, m, p->n_threads);
     if (!st) st = candle_kv_pool_init(&s->pool, m, s->blocks_total, p->kv_type);
+    if (!st && spec) {
+        s->plan_seq = calloc((size_t)p->n_slots, sizeof *s->plan_seq);
+        s->plan_acc = calloc((size_t)p->n_slots, sizeof *s->plan_acc);
+        s->plan_max = calloc((size_t)p->n_slots, sizeof *s->plan_max);
+        s->plan_k = calloc((size_t)p->n_slots, sizeof *s->plan_k);
+        if (!s->plan_seq || !s->plan_acc || !s->plan_max || !s->plan_k) st = CANDLE_ERR_OOM;
+    }
     if (!st && p->draft_model) {
         s->dseqs = calloc((size_t)p->n_slots, sizeof *s->dseqs);
         s->drafting = calloc((size_t)p->n_slots, sizeof *s->drafting);

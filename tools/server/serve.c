@@ -64,6 +64,9 @@ static const char usage[] =
     "  --draft-max K        most tokens drafted per step (default 8, at most 64)\n"
     "  --draft-p-min P      a draft model's drafting stops at a token it gives less than\n"
     "                       probability P (default 0: never)\n"
+    "  --draft-no-timing    greedy requests' draft lengths from the acceptance alone, as\n"
+    "                       sampled requests' (by default each step's lengths maximise its\n"
+    "                       expected tokens per second, from the measured step times)\n"
     "  --chat-template NAME force a chat format (chatml, llama2, llama3, ...)\n"
     "  --alias NAME         the first -m model's name in the API (as -m PATH:ALIAS)\n"
     "  -t N                 threads per evaluation\n"
@@ -95,6 +98,7 @@ typedef struct serve_args {
     int lookup, draft_max; /* prompt-lookup speculation: n-gram size (0: off), tokens per step */
     const char *draft_model; /* --draft-model, or NULL */
     double draft_p_min;
+    bool draft_no_timing; /* --draft-no-timing: greedy requests keep the acceptance schedule too */
     double header_timeout, body_timeout;
     int64_t max_body_mem;
     bool quiet; /* no access log */
@@ -158,6 +162,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         }
         if (!strcmp(o, "--lora-admin")) {
             a->lora_admin = true;
+            continue;
+        }
+        if (!strcmp(o, "--draft-no-timing")) {
+            a->draft_no_timing = true;
             continue;
         }
         if (!strcmp(o, "--lora") || !strcmp(o, "--lora-scaled")) {
@@ -243,6 +251,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         return 2;
     }
     if (cli_kv_pair("serve", ctk, ctv, &a->kv_type)) return 2;
+    if (a->draft_no_timing && !a->draft_model && !a->lookup) {
+        fprintf(stderr, "candle serve: --draft-no-timing needs --draft-model or --lookup\n");
+        return 2;
+    }
     if (a->draft_model && a->lookup) {
         fprintf(stderr, "candle serve: --draft-model and --lookup are exclusive: one kind of drafts\n");
         return 2;
@@ -364,7 +376,7 @@ int cmd_serve(int argc, char **argv) {
                           .chat_template = a.chat_template, .lookup_ngram = a.lookup,
                           .n_draft = a.draft_max ? a.draft_max : 8, .weight_dtype = a.weight_dtype,
                           .draft_model = draft, .draft_p_min = (float)a.draft_p_min,
-                          .max_batch_tokens = a.max_batch_tokens};
+                          .draft_no_timing = a.draft_no_timing, .max_batch_tokens = a.max_batch_tokens};
     srv_models_init(c, &lp);
     /* the gate holds what the descriptors left by the daemon's allow */
     int pending = nofile - a.max_conns - 64;

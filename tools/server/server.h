@@ -200,6 +200,9 @@ typedef struct srv_sched_params {
      * gives less than draft_p_min (0: never). */
     const candle_model *draft_model;
     float draft_p_min;
+    /* --draft-no-timing: greedy requests' draft lengths from the acceptance
+     * schedule, as sampled ones', instead of the cost model (spec_cost.h) */
+    bool draft_no_timing;
 } srv_sched_params;
 
 candle_status srv_sched_start(srv_sched **out, const candle_model *m, const candle_tokenizer *tok,
@@ -276,6 +279,7 @@ typedef struct srv_load_params {
     int lookup_ngram, n_draft; /* prompt-lookup speculation (srv_sched_params) */
     const candle_model *draft_model; /* --draft-model (srv_sched_params), or NULL */
     float draft_p_min;
+    bool draft_no_timing; /* --draft-no-timing (srv_sched_params) */
     candle_dtype weight_dtype; /* --dtype: every model's weight matrices converted at load */
     int64_t max_batch_tokens;  /* --max-batch-tokens: an encoder batch's tokens (0: SRV_MAX_BATCH_TOKENS) */
 } srv_load_params;
