@@ -120,7 +120,7 @@ static int64_t min_rows(candle_dtype t) {
 static int64_t few_rows_of(candle_dtype t, int64_t K) {
     if (t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q6_K) return 12;
     if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
-    if (t == CANDLE_DTYPE_Q4_Z128) return 12; /* the K types' limit: more rows take q8_0's panels */
+    if (t == CANDLE_DTYPE_Q4_Z128) return 12; /* the K types' limit: more rows take the direct tiles or panels */
     /* on rows shorter than 1024 the per-output sums and tail blocks weigh
      * more: q8_0 keeps 4 rows there, the nibble types' panels win (and
      * theirs from 5 rows on any row) */
@@ -203,7 +203,7 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
         t = panel_type(t);
         size_t pb = cdl_qgemm_panel_bytes_avx2(t, K), ab = cdl_qgemm_aux_bytes_avx2(t, K);
         char *aux = (char *)scratch + 2 * pb;
-        /* q4_z128: its panel's rows rewritten as q8_0 after the aux records */
+        /* q4_z128: its panel's rows rewritten (panel_type) after the aux records */
         char *rows = aux + AUX_ROWS * ab;
         size_t rs = candle_dtype_row_size(t, K);
         bool vnni = cdl_quant_uses_vnni(), pairs = vnni && cdl_qgemm_has_pairs_vnni(t);
