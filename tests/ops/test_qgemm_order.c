@@ -311,7 +311,7 @@ static void test_few(void) {
         check_few(t, most, 3, k[3], true);
         check_few(t, 3, 2, kq ? 256 : zq ? 1152 : 1056, true);
     }
-    if (!ran) test_skip("test_qgemm_order", "no few-row kernels on this CPU (they are the AVX2 ones without VNNI)");
+    if (!ran) test_skip("test_qgemm_order", "no few-row kernels on this CPU (they need AVX2)");
 }
 #else
 static void test_vnni(void) {}

@@ -129,13 +129,27 @@ static int64_t few_rows_of(candle_dtype t, int64_t K) {
         return K >= 1024 ? 4 : 0;
     return 0;
 }
+
+/* With AVX512-VNNI the legacy types take the direct tiles or panels from
+ * one row; the K types' few-row kernels (their madds as vpdpwssd) beat the
+ * panels up to 6 rows (q4_K) and 10 (q6_K), and q5_K has no panels;
+ * q4_z128's few rows are its matrix-vector rows (z_rows). Limits from
+ * `candle bench quant --m` with CANDLE_QGEMM_FEW_MAX_M 0 against the default
+ * (bench/RESULTS.md). */
+static int64_t few_rows_vnni(candle_dtype t) {
+    if (t == CANDLE_DTYPE_Q4_K) return 6;
+    if (t == CANDLE_DTYPE_Q6_K) return 10;
+    if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
+    if (t == CANDLE_DTYPE_Q4_Z128) return 12;
+    return 0;
+}
 #endif
 
 int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    /* q4_z128's few rows are its matrix-vector rows, VNNI's too (z_rows) */
-    if (!cdl_quant_uses_avx2() || (cdl_quant_uses_vnni() && t != CANDLE_DTYPE_Q4_Z128)) return 0;
-    int64_t own = few_rows_of(t, K), set = cpu_config_get()->qgemm_few_max_m;
+    if (!cdl_quant_uses_avx2()) return 0;
+    int64_t own = cdl_quant_uses_vnni() ? few_rows_vnni(t) : few_rows_of(t, K);
+    int64_t set = cpu_config_get()->qgemm_few_max_m;
     return set >= 0 && set < own ? set : own;
 #else
     (void)t;
@@ -175,7 +189,8 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (M <= cdl_qgemm_few_rows(t, K)) {
-        if (cdl_qgemm_rows_k_avx2(t, K, M, N, w, ws, x, xs, c, ldc)) return;
+        if ((cdl_quant_uses_vnni() ? cdl_qgemm_rows_k_vnni : cdl_qgemm_rows_k_avx2)(t, K, M, N, w, ws, x, xs, c, ldc))
+            return;
         /* the legacy types and q4_z128: each row in the matrix-vector layout first */
         size_t xb = cdl_gemv_x_bytes(t, K);
         for (int64_t m = 0; m < M; m++)

@@ -614,7 +614,6 @@ void QUANT_KERNEL(cdl_gemv_rows_k)(candle_dtype t, int64_t K, int64_t n, const v
     if (t == CANDLE_DTYPE_Q6_K) q6k_rows(row, ws, n, xv, nb, out);
 }
 
-#ifndef CANDLE_QUANT_VNNI
 /* Products with a few activation rows (a speculative verification step, a
  * server's concurrent streams): each weight block is decoded once (codes,
  * scales spread over registers) and multiplied with up to KROWS activation
@@ -730,6 +729,5 @@ int QUANT_KERNEL(cdl_qgemm_rows_k)(candle_dtype t, int64_t K, int64_t M, int64_t
     return 1;
 }
 #undef K_MULTI
-#endif
 
 #endif

@@ -88,6 +88,8 @@ void cdl_gemv_rows_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, siz
                            float *out);
 void cdl_gemv_rows_k_vnni(candle_dtype t, int64_t K, int64_t n, const void *w, size_t ws, const void *xv,
                              float *out);
+int cdl_qgemm_rows_k_vnni(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                          const void *x, size_t xs, float *c, int64_t ldc);
 
 /* Multi-row panels (qgemm_avx2.c, qgemm_avx512.c, qgemm_direct_avx512.c),
  * dispatched by ../qgemm.c. */
