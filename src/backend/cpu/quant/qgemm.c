@@ -133,14 +133,15 @@ static int64_t few_rows_of(candle_dtype t, int64_t K) {
 /* With AVX512-VNNI the legacy types take the direct tiles or panels from
  * one row; the K types' few-row kernels (their madds as vpdpwssd) beat the
  * panels up to 6 rows (q4_K) and 10 (q6_K), and q5_K has no panels;
- * q4_z128's few rows are its matrix-vector rows (z_rows). Limits from
+ * q4_z128's few rows, its matrix-vector rows (z_rows), beat the direct
+ * tiles on rewritten rows up to 4. Limits from
  * `candle bench quant --m` with CANDLE_QGEMM_FEW_MAX_M 0 against the default
  * (bench/RESULTS.md). */
 static int64_t few_rows_vnni(candle_dtype t) {
     if (t == CANDLE_DTYPE_Q4_K) return 6;
     if (t == CANDLE_DTYPE_Q6_K) return 10;
     if (t == CANDLE_DTYPE_Q5_K) return CPU_QGEMM_FEW_MAX_M;
-    if (t == CANDLE_DTYPE_Q4_Z128) return 12;
+    if (t == CANDLE_DTYPE_Q4_Z128) return 4;
     return 0;
 }
 #endif
