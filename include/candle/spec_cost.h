@@ -11,7 +11,8 @@
  *   while recent steps have all had one row count the last slope fitted
  *   stands. And a draft's seconds: its
  *   first token (a draft model's catching up on the tokens kept since its
- *   last draft included) and each one after.
+ *   last draft included, when that is a drafting step's: see
+ *   candle_spec_times_draft) and each one after.
  * - candle_spec_accept: one sequence's decayed acceptance: drafts kept of
  *   those verified up to the first refused one, and the probes of a draft
  *   model at length 0 (its acceptance is only seen by drafting).
@@ -68,8 +69,16 @@ CANDLE_API void candle_spec_times_step(candle_spec_times *t, int64_t rows, doubl
  * while there are recent ones (its slope at most every step's line's),
  * else every step's line. 0 before every step's line is fitted. */
 CANDLE_API double candle_spec_times_estimate(const candle_spec_times *t, int64_t rows);
-/* A draft of nd >= 1 tokens took `total` seconds, `first` of them to its first token. */
-CANDLE_API void candle_spec_times_draft(candle_spec_times *t, int32_t nd, double first, double total);
+/* A draft of nd >= 1 tokens took `total` seconds, `first` of them to its
+ * first token, for which the draft model evaluated `span` tokens (its
+ * catching up: the pending token and those kept since its last draft, 1 for
+ * prompt lookup). A catch-up longer than CANDLE_SPEC_STEADY_SPAN (the
+ * prompt, or the tokens of a pause at length 0) is paid once, not per
+ * drafting step: it sets the first token's seconds only while none is
+ * known, scaled to that span. */
+#define CANDLE_SPEC_STEADY_SPAN 8
+CANDLE_API void candle_spec_times_draft(candle_spec_times *t, int32_t nd, int64_t span, double first,
+                                        double total);
 /* tried drafts verified (up to and including the first refused), kept of them accepted. */
 CANDLE_API void candle_spec_accept_add(candle_spec_accept *a, int32_t tried, int32_t kept);
 /* The expected tokens of a step drafting k (the kept drafts and the one after). */

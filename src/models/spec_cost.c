@@ -58,9 +58,14 @@ double candle_spec_times_estimate(const candle_spec_times *c, int64_t rows) {
     return line_at(&c->all, c->all.b, (double)rows);
 }
 
-void candle_spec_times_draft(candle_spec_times *c, int32_t nd, double first, double total) {
+void candle_spec_times_draft(candle_spec_times *c, int32_t nd, int64_t span, double first, double total) {
     if (!c || nd < 1) return;
-    c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
+    /* a long catch-up kept a draft model that had paused (or had the prompt
+     * to read) from drafting for good: its seconds priced every later draft */
+    if (span <= CANDLE_SPEC_STEADY_SPAN)
+        c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
+    else if (c->draft_first <= 0)
+        c->draft_first = first * CANDLE_SPEC_STEADY_SPAN / (double)span;
     if (nd < 2) return;
     double next = (total - first) / (nd - 1);
     c->draft_next = c->draft_next > 0 ? 0.8 * c->draft_next + 0.2 * next : next;
@@ -141,10 +146,10 @@ bool candle_spec_probe(candle_spec_accept *a) {
 
 /* A kept probe doubles the wait too: it raised the acceptance the next
  * choice weighs, so if that choice is still 0 the times are what keep it
- * there, and each probe costs a step of two rows (on AVX-512, 1.9 to 2.5
- * steps of one) plus the draft model's catching up on the tokens since the
- * last (probes every 8 steps took Qwen2.5-Coder-1.5B with the 0.5B draft to
- * 0.70x of plain on code, 95% of them kept). */
+ * there, and each probe costs a step of two rows plus the draft model's
+ * catching up on the tokens since the last (probes every 8 steps took
+ * Qwen2.5-Coder-1.5B with the 0.5B draft to 0.70x of plain on code, 95% of
+ * them kept). */
 void candle_spec_probe_done(candle_spec_accept *a, bool kept) {
     (void)kept;
     if (!a) return;

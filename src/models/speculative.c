@@ -30,6 +30,7 @@ struct candle_spec {
     candle_spec_times times; /* the cost-aware schedule's measurements (spec_cost.h) */
     candle_spec_accept acc;
     double t_first; /* seconds of the draft model's catching up in this step's draft */
+    int64_t t_span; /* the tokens it caught up on */
     candle_spec_stats st;
 };
 
@@ -220,6 +221,7 @@ static int32_t draft_model(candle_spec *sp, int32_t k, int32_t *draft) {
         return -1;
     }
     sp->t_first = cdl_now_s() - t0;
+    sp->t_span = sp->n_ctx - dpos;
     int32_t n = 0;
     while (n < k) {
         float *q = sp->q + (size_t)n * (size_t)nv;
@@ -307,7 +309,9 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         return session_fail(s, "eval");
     }
     if (costed) candle_spec_times_step(&sp->times, nd + 1, cdl_now_s() - t1);
-    if (costed && nd > 0) candle_spec_times_draft(&sp->times, nd, sp->dsess ? sp->t_first : t1 - t0, t1 - t0);
+    if (costed && nd > 0)
+        candle_spec_times_draft(&sp->times, nd, sp->dsess ? sp->t_span : 1, sp->dsess ? sp->t_first : t1 - t0,
+                                t1 - t0);
     /* row i: the distribution after batch[i], which verifies draft[i] */
     int32_t n = 0, acc = 0, i = 0;
     bool end = false;

@@ -70,8 +70,19 @@ int main(void) {
     CHECK_MSG(k == 0, "k %d, tokens(1) %g", (int)k, candle_spec_accept_tokens(&lo, 1));
     /* acceptance ~1 but each draft token costs more than a whole step: none */
     t = timed(0.010, 0.0005);
-    candle_spec_times_draft(&t, 4, 0.030, 0.120);
+    candle_spec_times_draft(&t, 4, 2, 0.030, 0.120);
     CHECK(candle_spec_cost_lengths(&t, 1, &hi, &kmax, 0, 0, &k) && k == 0);
+    /* a draft model's long catch-up (its prompt, or a pause) is paid once: it
+     * does not price the drafts after it, which draft again */
+    t = timed(0.010, 0.0005);
+    candle_spec_times_draft(&t, 2, 1, 0.004, 0.008);
+    candle_spec_times_draft(&t, 1, 200, 0.400, 0.400);
+    CHECK_MSG(fabs(t.draft_first - 0.004) < 1e-12, "draft_first %g", t.draft_first);
+    CHECK(candle_spec_cost_lengths(&t, 1, &hi, &kmax, 0, 0, &k) && k > 0);
+    /* ... and sets the first token's seconds, scaled to a steady span, while none is known */
+    t = timed(0.010, 0.0005);
+    candle_spec_times_draft(&t, 1, 200, 0.400, 0.400);
+    CHECK_MSG(fabs(t.draft_first - 0.400 * CANDLE_SPEC_STEADY_SPAN / 200) < 1e-12, "draft_first %g", t.draft_first);
     /* a middling acceptance with dear rows: short drafts, not none and not all */
     t = timed(0.004, 0.004);
     candle_spec_accept mid = accepting(0.75);
@@ -120,7 +131,7 @@ int main(void) {
     for (int it = 0; it < 500; it++) {
         double a0 = 0.001 + 0.02 * urand(), b = 0.02 * urand() * urand();
         t = timed(a0, b);
-        if (urand() < 0.5) candle_spec_times_draft(&t, 3, 0.01 * urand(), 0.03 * urand());
+        if (urand() < 0.5) candle_spec_times_draft(&t, 3, 1, 0.01 * urand(), 0.03 * urand());
         candle_spec_accept ac = accepting(urand());
         int32_t km = 1 + (int32_t)(urand() * 12);
         CHECK(candle_spec_cost_lengths(&t, 1, &ac, &km, 0, 0, &k));
@@ -146,7 +157,7 @@ int main(void) {
     for (int it = 0; it < 300; it++) {
         double a0 = 0.001 + 0.02 * urand(), b = 0.01 * urand() * urand();
         t = timed(a0, b);
-        if (urand() < 0.5) candle_spec_times_draft(&t, 3, 0.005 * urand(), 0.015 * urand());
+        if (urand() < 0.5) candle_spec_times_draft(&t, 3, 1, 0.005 * urand(), 0.015 * urand());
         candle_spec_accept ac[2] = {accepting(urand()), accepting(urand())};
         int32_t km2[2] = {6, 6}, k2[2], j[2];
         double rf = (double)(int)(urand() * 3);

@@ -87,6 +87,7 @@ typedef struct srv_slot {
     int32_t k_cost;         /* the length the cost model chose (-1: none, the warm-up's) */
     int32_t peek;           /* a lookup draft not verified, compared with the next token, or -1 */
     double d_first, d_total; /* this step's share of the draft model's seconds: round 0, all */
+    int64_t d_span;          /* the tokens its round 0 caught up on */
     /* A draft model's drafting (--draft-model): dkv holds the context's
      * first dkv.pos tokens in the draft model's pool (it catches up at the
      * next draft); dsmp samples the drafts from dlogits, the draft's logits
@@ -921,7 +922,7 @@ static void plan_drafts(srv_sched *s, int nb) {
         if (k > 0) sl->step_draft = candle_spec_lookup(sl->ctx, sl->n_ctx_toks, s->p.lookup_ngram, k, d);
         else if (candle_spec_lookup(sl->ctx, sl->n_ctx_toks, s->p.lookup_ngram, 1, d) == 1) sl->peek = d[0];
         double t = srv_now() - t0;
-        if (sl->step_draft) candle_spec_times_draft(&s->spec_times, sl->step_draft, t, t);
+        if (sl->step_draft) candle_spec_times_draft(&s->spec_times, sl->step_draft, 1, t, t);
         s->seqs[i].n = s->seqs[i].n_logits = sl->step_n = 1 + sl->step_draft;
     }
     s->spec_steps++;
@@ -966,6 +967,7 @@ static void draft_all(srv_sched *s, int nb) {
         if (sl->draft_room <= 0) continue;
         /* at least the pending token to evaluate: its logits draft */
         if (sl->dkv.pos >= sl->n_ctx_toks) sl->dkv.pos = sl->n_ctx_toks - 1;
+        sl->d_span = sl->n_ctx_toks - sl->dkv.pos;
         s->drafting[n_d++] = sl;
     }
     bool left = n_d > 0;
@@ -1018,7 +1020,7 @@ static void draft_all(srv_sched *s, int nb) {
     for (int i = 0; i < nb; i++) { /* the drafts into the step's sequences */
         srv_slot *sl = s->seq_slot[i];
         if (sl->costed && sl->draft_room > 0 && sl->step_draft > 0)
-            candle_spec_times_draft(&s->spec_times, sl->step_draft, sl->d_first, sl->d_total);
+            candle_spec_times_draft(&s->spec_times, sl->step_draft, sl->d_span, sl->d_first, sl->d_total);
         sl->draft_room = 0;
         s->seqs[i].n = s->seqs[i].n_logits = sl->step_n = 1 + sl->step_draft;
     }
