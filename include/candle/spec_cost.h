@@ -104,8 +104,8 @@ CANDLE_API int32_t candle_spec_warmup_length(bool draft_model, int64_t step);
  * Prompt lookup needs none: at length 0 its draft is looked up and compared
  * with the next token, free. */
 CANDLE_API bool candle_spec_probe(candle_spec_accept *a);
-/* A probe's outcome: kept or refused, the wait doubles (8, 16 .. 256 steps). */
-CANDLE_API void candle_spec_probe_done(candle_spec_accept *a, bool kept);
+/* After a probe, kept or refused: the wait doubles (8, 16 .. 256 steps). */
+CANDLE_API void candle_spec_probe_done(candle_spec_accept *a);
 
 #ifdef __cplusplus
 }

@@ -150,8 +150,7 @@ bool candle_spec_probe(candle_spec_accept *a) {
  * catching up on the tokens since the last (probes every 8 steps took
  * Qwen2.5-Coder-1.5B with the 0.5B draft to 0.70x of plain on code, 95% of
  * them kept). */
-void candle_spec_probe_done(candle_spec_accept *a, bool kept) {
-    (void)kept;
+void candle_spec_probe_done(candle_spec_accept *a) {
     if (!a) return;
     int32_t gap = a->probe_gap;
     a->probe_gap = a->probe_wait = gap < 8 ? 8 : gap < 128 ? 2 * gap : 256;

@@ -339,7 +339,7 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         candle_session_truncate(sp->dsess, sp->n_ctx);
     if (costed && nd > 0) candle_spec_accept_add(&sp->acc, acc < nd ? acc + 1 : acc, acc);
     else if (costed && peek >= 0) candle_spec_accept_add(&sp->acc, 1, out[0] == peek);
-    if (costed && k_cost == 0 && nd > 0) candle_spec_probe_done(&sp->acc, acc > 0);
+    if (costed && k_cost == 0 && nd > 0) candle_spec_probe_done(&sp->acc);
     /* Hugging Face's "heuristic" schedule: longer after a step that kept
      * every draft, shorter after one that did not, since each drafted row
      * costs a share of a step whether kept or not. Drafts of one token that

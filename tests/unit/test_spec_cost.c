@@ -180,14 +180,14 @@ int main(void) {
     /* probes: at once, then 8, 16, 32 steps apart, kept or refused */
     candle_spec_accept p = {0};
     CHECK(candle_spec_probe(&p));
-    candle_spec_probe_done(&p, false);
+    candle_spec_probe_done(&p);
     int waits = 0;
     while (!candle_spec_probe(&p) && waits < 1000) waits++;
     CHECK_MSG(waits == 8, "waits %d", waits);
-    candle_spec_probe_done(&p, false);
+    candle_spec_probe_done(&p);
     for (waits = 0; !candle_spec_probe(&p) && waits < 1000;) waits++;
     CHECK_MSG(waits == 16, "waits %d", waits);
-    candle_spec_probe_done(&p, true);
+    candle_spec_probe_done(&p);
     for (waits = 0; !candle_spec_probe(&p) && waits < 1000;) waits++;
     CHECK_MSG(waits == 32, "waits %d after a kept one", waits);
     return test_done("test_spec_cost");

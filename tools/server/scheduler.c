@@ -856,7 +856,7 @@ static void slot_verify(srv_sched *s, srv_slot *sl) {
     if (kept == nd) memmove(sl->logits, sl->logits + (size_t)nd * nv, nv * sizeof *sl->logits);
     if (sl->costed) { /* as candle_spec_step's cost-aware schedule */
         candle_spec_accept_add(&sl->acc, kept < nd ? kept + 1 : kept, kept);
-        if (sl->k_cost == 0) candle_spec_probe_done(&sl->acc, kept > 0);
+        if (sl->k_cost == 0) candle_spec_probe_done(&sl->acc);
         return;
     }
     /* candle_spec's schedule: longer after a draft kept whole, shorter after

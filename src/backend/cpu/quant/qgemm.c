@@ -21,12 +21,17 @@
  * lowered; 0 keeps the panels) where the 16-row tiles are full enough:
  * a tile costs the same for 1 row as for 16, and the panels' packing is
  * amortized over all M rows: the direct kernel wins when its tiles are at
- * least 13 rows full (q8_0: 11). Figures: bench/RESULTS.md (issue 17). */
+ * least 13 rows full (q8_0: 11). Figures: bench/RESULTS.md (issue 17).
+ * q4_z128 takes the direct tiles at any M, qgemm_direct_max_m rows at a
+ * time: q8_0's panels on its rewritten rows cost more (pp128 of a
+ * TinyLlama-shaped AWQ model: bench/RESULTS.md). Returns the rows per
+ * direct call, or 0 for the panels. */
 #ifdef CANDLE_QUANT_HAVE_X86
-static bool use_direct(candle_dtype t, int64_t M) {
-    if (M > cpu_config_get()->qgemm_direct_max_m || !cdl_quant_uses_vnni() || !cdl_qgemm_has_direct_vnni(t)) return false;
-    int64_t tiles = (M + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_Z128 ? 11 : 13; /* rows per tile (q4_z128 runs as q8_0) */
-    return M >= fill * tiles;
+static int64_t direct_rows(candle_dtype t, int64_t M) {
+    int64_t dm = cpu_config_get()->qgemm_direct_max_m, m = t == CANDLE_DTYPE_Q4_Z128 ? dm : M;
+    if (m < 1 || m > dm || !cdl_quant_uses_vnni() || !cdl_qgemm_has_direct_vnni(t)) return 0;
+    int64_t tiles = (m + 15) / 16, fill = t == CANDLE_DTYPE_Q8_0 || t == CANDLE_DTYPE_Q4_Z128 ? 11 : 13; /* rows per tile (q4_z128 runs as q8_0) */
+    return m >= fill * tiles ? m : 0;
 }
 #endif
 
@@ -201,17 +206,10 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
         return;
     }
     if (M >= min_rows(t) && cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
-        if (use_direct(t, M)) {
-            cdl_qgemm_direct_vnni(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
-            return;
-        }
-        /* q4_z128 with VNNI: the direct tiles CPU_QGEMM_DIRECT_MAX_M rows at a
-         * time rather than q8_0's panels, whose rewritten rows cost more (pp128
-         * of a TinyLlama-shaped AWQ model: bench/RESULTS.md) */
-        int64_t dm = cpu_config_get()->qgemm_direct_max_m;
-        if (t == CANDLE_DTYPE_Q4_Z128 && dm > 0 && use_direct(t, dm)) {
-            for (int64_t m = 0; m < M; m += dm)
-                cdl_qgemm_direct_vnni(t, K, M - m < dm ? M - m : dm, N, w, ws, (const char *)x + (size_t)m * xs, xs,
+        int64_t dr = direct_rows(t, M);
+        if (dr) {
+            for (int64_t m = 0; m < M; m += dr)
+                cdl_qgemm_direct_vnni(t, K, M - m < dr ? M - m : dr, N, w, ws, (const char *)x + (size_t)m * xs, xs,
                                       c + m * ldc, ldc, scratch);
             return;
         }
