@@ -292,8 +292,9 @@ static bool rx_atom(rx *r, cdl_strbuf *out, bool *nullable) {
         long m = -1, n = -1;
         char *e;
         r->p++;
-        m = strtol(r->p, &e, 10);
-        if (e == r->p) {
+        /* counts are digits: strtol alone takes a sign or spaces ({-1}) */
+        m = r->p < r->end && *r->p >= '0' && *r->p <= '9' ? strtol(r->p, &e, 10) : -1;
+        if (m < 0) {
             r->p = save;
             free(a.s);
             return rx_fail(r, "'{' that is not a quantifier (write \\{)");
@@ -301,10 +302,11 @@ static bool rx_atom(rx *r, cdl_strbuf *out, bool *nullable) {
         r->p = e;
         if (r->p < r->end && *r->p == ',') {
             r->p++;
-            n = r->p < r->end && *r->p == '}' ? -2 : strtol(r->p, &e, 10);
-            if (n != -2) r->p = e;
+            if (r->p < r->end && *r->p == '}') n = -2;
+            else if (r->p < r->end && *r->p >= '0' && *r->p <= '9') n = strtol(r->p, &e, 10), r->p = e;
+            else n = -1;
         } else n = m;
-        if (r->p >= r->end || *r->p != '}' || m > RX_MAX_REPEAT || n > RX_MAX_REPEAT || (n >= 0 && n < m)) {
+        if (r->p >= r->end || *r->p != '}' || m > RX_MAX_REPEAT || n > RX_MAX_REPEAT || n == -1 || (n >= 0 && n < m)) {
             free(a.s);
             return rx_fail(r, "a bad {m,n} (at most 1000, n >= m)");
         }

@@ -563,6 +563,11 @@ static void test_json_schema_pattern(void) {
     schema_bad("{\"type\": \"string\", \"pattern\": \"(?=a)b\"}", "lookaround");
     schema_bad("{\"type\": \"string\", \"pattern\": \"a^b\"}", "^ and $");
     schema_bad("{\"type\": \"string\", \"pattern\": \"a{2\"}", "{m,n}");
+    /* signed or spaced counts are no quantifier (the fuzzer's 3{-1} made a grammar that did not parse) */
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a3{-1}b\"}", "not a quantifier");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a{ 2}\"}", "not a quantifier");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a{1,-2}\"}", "{m,n}");
+    schema_bad("{\"type\": \"string\", \"pattern\": \"a{1, 2}\"}", "{m,n}");
     schema_bad("{\"type\": \"string\", \"pattern\": \"\\\\bfoo\"}", "word boundaries");
     schema_bad("{\"type\": \"string\", \"pattern\": \"(ab\"}", "unclosed group");
     schema_bad("{\"type\": \"string\", \"pattern\": \"[ab\"}", "unterminated class");
