@@ -246,39 +246,16 @@ static bool match_ln(const candle_tensor *dst) {
     return ln_param_ok(dst->n_src > 1 ? dst->src[1] : NULL, d) && ln_param_ok(dst->n_src > 2 ? dst->src[2] : NULL, d);
 }
 
-/* Mean and variance in double, as the reference kernel, so the two agree to
- * f32 rounding; the per-element pass is f32. The sums run in LN_LANES
- * partial sums, which the compiler keeps in vector registers: one serial
- * double sum is a chain of dependent adds, most of the op's time. */
-#define LN_LANES 16
-static void ln_row(const float *x, const float *w, const float *b, float *y, int64_t d, double eps) {
-    double ps[LN_LANES] = {0}, pq[LN_LANES] = {0}, sum = 0, ss = 0;
-    int64_t kv = d / LN_LANES * LN_LANES;
-    for (int64_t k = 0; k < kv; k += LN_LANES)
-        for (int j = 0; j < LN_LANES; j++) ps[j] += x[k + j];
-    for (int j = 0; j < LN_LANES; j++) sum += ps[j];
-    for (int64_t k = kv; k < d; k++) sum += x[k];
-    double mean = sum / (double)d;
-    for (int64_t k = 0; k < kv; k += LN_LANES)
-        for (int j = 0; j < LN_LANES; j++) pq[j] += ((double)x[k + j] - mean) * ((double)x[k + j] - mean);
-    for (int j = 0; j < LN_LANES; j++) ss += pq[j];
-    for (int64_t k = kv; k < d; k++) ss += ((double)x[k] - mean) * ((double)x[k] - mean);
-    float m = (float)mean, s = (float)(1.0 / sqrt(ss / (double)d + eps));
-    for (int64_t k = 0; k < d; k++) {
-        float v = (x[k] - m) * s;
-        y[k] = v * (w ? w[k] : 1.0f) + (b ? b[k] : 0.0f);
-    }
-}
-
 static candle_status run_ln(const cpu_task *t, candle_tensor *dst) {
+    const cpu_simd *simd = cpu_simd_get();
     const candle_tensor *x = dst->src[0];
     const candle_tensor *w = dst->n_src > 1 ? dst->src[1] : NULL, *b = dst->n_src > 2 ? dst->src[2] : NULL;
     const float *wp = w ? (const float *)tensor_ptr(w) : NULL, *bp = b ? (const float *)tensor_ptr(b) : NULL;
     int64_t d = last_dim(dst), r0, r1;
     cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++)
-        ln_row((const float *)(tensor_ptr(x) + row_offset(x, r)), wp, bp, (float *)tensor_ptr(dst) + r * d, d,
-               dst->fparams[0]);
+        simd->layer_norm((const float *)(tensor_ptr(x) + row_offset(x, r)), NULL, wp, bp,
+                         (float *)tensor_ptr(dst) + r * d, d, dst->fparams[0]);
     return CANDLE_OK;
 }
 

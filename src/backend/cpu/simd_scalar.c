@@ -145,6 +145,24 @@ static void rms_norm_scalar(const float *x, const float *w, float *y, int64_t n,
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * (w ? w[i] : 1.0f);
 }
 
+static void layer_norm_scalar(const float *x, const float *r, const float *w, const float *b, float *y,
+                              int64_t n, double eps) {
+    const float *v = x;
+    if (r) {
+        for (int64_t k = 0; k < n; k++) y[k] = x[k] + r[k];
+        v = y;
+    }
+    double sum = 0, ss = 0;
+    for (int64_t k = 0; k < n; k++) sum += v[k];
+    double mean = sum / (double)n;
+    for (int64_t k = 0; k < n; k++) ss += ((double)v[k] - mean) * ((double)v[k] - mean);
+    float m = (float)mean, s = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t k = 0; k < n; k++) {
+        float t = (v[k] - m) * s;
+        y[k] = t * (w ? w[k] : 1.0f) + (b ? b[k] : 0.0f);
+    }
+}
+
 static float dot_scalar(const float *a, const float *b, int64_t n) {
     float acc[4] = {0};
     int64_t i = 0;
@@ -175,6 +193,7 @@ const cpu_simd cpu_simd_scalar = {
     .binary = binary_scalar,
     .softmax = softmax_scalar,
     .rms_norm = rms_norm_scalar,
+    .layer_norm = layer_norm_scalar,
     .dot = dot_scalar,
     .scale_axpy = scale_axpy_scalar,
     .exp_sum = exp_sum_scalar,

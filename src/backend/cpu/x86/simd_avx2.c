@@ -775,6 +775,69 @@ static void rms_norm_avx2(const float *x, const float *w, float *y, int64_t n, f
     for (; i < n; i++) y[i] = x[i] * r * (w ? w[i] : 1.0f);
 }
 
+static inline __m256d sum4_pd(__m256d a, __m256d b, __m256d c, __m256d d) {
+    return _mm256_add_pd(_mm256_add_pd(a, b), _mm256_add_pd(c, d));
+}
+
+static inline double hsum_pd(__m256d v) {
+    double p[4];
+    _mm256_storeu_pd(p, v);
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
+/* The scalar entry's arithmetic with the double sums in 16 lanes (one
+ * serial double chain was most of the op's time); the per-element pass
+ * multiplies and adds without fusing, as the scalar code. */
+static void layer_norm_avx2(const float *x, const float *r, const float *w, const float *b, float *y, int64_t n,
+                            double eps) {
+    const float *v = x;
+    int64_t i = 0;
+    if (r) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(r + i)));
+        for (; i < n; i++) y[i] = x[i] + r[i];
+        v = y;
+    }
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(v + i), c = _mm256_loadu_ps(v + i + 8);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(c)));
+        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)));
+    }
+    double sum = hsum_pd(sum4_pd(s0, s1, s2, s3));
+    for (; i < n; i++) sum += v[i];
+    double mean = sum / (double)n;
+    __m256d mv = _mm256_set1_pd(mean);
+    s0 = s1 = s2 = s3 = _mm256_setzero_pd();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(v + i), c = _mm256_loadu_ps(v + i + 8);
+        __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)), mv);
+        __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)), mv);
+        __m256d d2 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(c)), mv);
+        __m256d d3 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)), mv);
+        s0 = _mm256_fmadd_pd(d0, d0, s0);
+        s1 = _mm256_fmadd_pd(d1, d1, s1);
+        s2 = _mm256_fmadd_pd(d2, d2, s2);
+        s3 = _mm256_fmadd_pd(d3, d3, s3);
+    }
+    double ss = hsum_pd(sum4_pd(s0, s1, s2, s3));
+    for (; i < n; i++) ss += ((double)v[i] - mean) * ((double)v[i] - mean);
+    float m = (float)mean, s = (float)(1.0 / sqrt(ss / (double)n + eps));
+    __m256 m8 = _mm256_set1_ps(m), s8 = _mm256_set1_ps(s);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + i), m8), s8);
+        if (w) t = _mm256_mul_ps(t, _mm256_loadu_ps(w + i));
+        if (b) t = _mm256_add_ps(t, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, t);
+    }
+    for (; i < n; i++) {
+        float t = (v[i] - m) * s;
+        y[i] = t * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+}
+
 static float dot_avx2(const float *a, const float *b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t i = 0;
@@ -874,6 +937,7 @@ const cpu_simd cpu_simd_avx2 = {
     .binary = binary_avx2,
     .softmax = softmax_avx2,
     .rms_norm = rms_norm_avx2,
+    .layer_norm = layer_norm_avx2,
     .dot = dot_avx2,
     .scale_axpy = scale_axpy_avx2,
     .exp_sum = exp_sum_avx2,
