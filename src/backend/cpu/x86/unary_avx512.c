@@ -1,9 +1,8 @@
 /* The avx512 table's unary ops: GELU (erf) on zmm, the lanes doing the AVX2
- * table's arithmetic (simd_avx2.c's erfc8_pos, exp8 and gelu_erf8: the same
- * operations in the same order), so results equal the AVX2 table's bit for
- * bit; the other ops go to the AVX2 table. On ymm the op's constants did not
- * fit the 16 registers beside its temporaries and were reloaded from the
- * stack in the loop. */
+ * table's arithmetic (simd_avx2.c's gelu_erf8: the same operations in the
+ * same order), so results equal the AVX2 table's bit for bit; the other ops
+ * go to the AVX2 table. zmm: twice the lanes per operation, and 32
+ * registers hold the fit's constants beside the temporaries. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -35,18 +34,28 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
-static inline __m512 gelu_erf16(__m512 x) {
-    static const float c[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
-                              -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+static inline __m512 erfc16_pos(__m512 a) {
+    static const float c[] = {CDL_ERFC_C};
     __m512 one = _mm512_set1_ps(1.0f);
-    __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
-    __m512 a = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), z);
     __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.5f), a, one));
     __m512 p = _mm512_set1_ps(c[0]);
     for (int i = 1; i < 10; i++) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c[i]));
-    __m512 ec = _mm512_mul_ps(t, exp16(_mm512_fnmadd_ps(a, a, p)));
-    __m512 v = _mm512_mask_mov_ps(_mm512_sub_ps(_mm512_set1_ps(2.0f), ec),
-                                  _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ), ec);
+    return _mm512_mul_ps(t, exp16(_mm512_fnmadd_ps(a, a, p)));
+}
+
+static inline __m512 gelu_erf16(__m512 x) {
+    static const float P[] = {CDL_GELU_P}, Q[] = {CDL_GELU_Q};
+    __m512 zu = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
+    __m512 z = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), zu));
+    __m512 t = _mm512_mul_ps(z, z), p = _mm512_set1_ps(P[5]), q = _mm512_set1_ps(Q[5]);
+    for (int i = 4; i >= 0; i--) {
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(P[i]));
+        q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(Q[i]));
+    }
+    __m512 e = _mm512_div_ps(_mm512_mul_ps(z, p), q);
+    __m512 v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    __mmask16 tail = _mm512_cmp_ps_mask(zu, _mm512_set1_ps(-3.0f), _CMP_LT_OQ);
+    if (tail) v = _mm512_mask_mov_ps(v, tail, erfc16_pos(_mm512_xor_ps(zu, _mm512_set1_ps(-0.0f))));
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), v);
 }
 

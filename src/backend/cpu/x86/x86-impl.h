@@ -10,6 +10,17 @@
 #include "../cpu-impl.h"
 
 #if defined(__x86_64__)
+/* gelu (erf)'s fit, erf(z) = z P(z^2) / Q(z^2) on [-4, 4], coefficients
+ * from the constant term up (simd_avx2.c's gelu_erf8, unary_avx512.c) */
+#define CDL_GELU_P 1.128379107e+00f, 1.970888972e-01f, 5.357315764e-02f, 4.040447064e-03f, \
+                   2.888628223e-04f, 1.966335958e-06f
+#define CDL_GELU_Q 1.0f, 5.079965591e-01f, 1.168190837e-01f, 1.551530417e-02f, 1.225469168e-03f, \
+                   3.744049900e-05f
+/* erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a / 2), a >= 0: Numerical
+ * Recipes' Chebyshev fit (erfcc), relative error < 1.2e-7; P's
+ * coefficients from the highest power down */
+#define CDL_ERFC_C 0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, \
+                   0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f
 /* simd_avx2.c (the avx2 table's pack_a6, pack_at16, wt_ukr, wt_ukr_t,
  * wt_ct_out) */
 void cpu_pack_a6_avx2(const float *a, int64_t lda, int64_t kc, float *dst);
