@@ -676,21 +676,41 @@ void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float 
 
 /* One A panel of `rows` (<= 6, zero rows past them) from a(i, p) at
  * a + i * sam + p * sak (dtype at), kc deep, as bf16 pairs. Contiguous f32
- * rows: 16 k of a row converted at once (round to nearest even), their 8
- * pairs scattered 6 words apart. */
+ * rows: 16 k of each row converted at once (round to nearest even), the six
+ * rows' 8 pairs transposed into the panel's order (word t * 6 + i) by
+ * permutes, three stores (a scatter per row is microcoded on AMD and took
+ * most of the packing). */
 void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
                              float *dst) {
     uint32_t *d = (uint32_t *)dst;
     int64_t k2 = (kc + 1) / 2, t0 = 0;
     if (at == CANDLE_DTYPE_F32 && sak == 4) {
-        const __m256i idx = _mm256_setr_epi32(0, 6, 12, 18, 24, 30, 36, 42);
-        for (; 2 * t0 + 16 <= kc; t0 += 8)
-            for (int i = 0; i < MR; i++) {
-                __m256i v = _mm256_setzero_si256();
-                if (i < rows)
-                    v = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps((const float *)(a + i * sam) + 2 * t0));
-                _mm256_i32scatter_epi32((int *)(d + t0 * MR + i), idx, v, 4);
+        /* output word g = t * 6 + i comes from row i's pair t: rows 2j, 2j + 1
+         * are r[j]'s halves, so rows 0-3 by one two-source permute and rows
+         * 4-5 by a masked one */
+        _Alignas(64) int lo_idx[3][16], hi_idx[3][16];
+        __mmask16 hi_mask[3] = {0, 0, 0};
+        for (int z = 0; z < 3; z++)
+            for (int k = 0; k < 16; k++) {
+                int g = 16 * z + k, t = g / MR, i = g % MR;
+                lo_idx[z][k] = (i / 2) * 16 + (i % 2) * 8 + t;
+                hi_idx[z][k] = (i % 2) * 8 + t;
+                if (i >= 4) hi_mask[z] |= (__mmask16)(1u << k);
             }
+        for (; 2 * t0 + 16 <= kc; t0 += 8) {
+            __m256i v[MR];
+            for (int i = 0; i < MR; i++)
+                v[i] = i < rows ? (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps((const float *)(a + i * sam) + 2 * t0))
+                                : _mm256_setzero_si256();
+            __m512i r0 = _mm512_inserti64x4(_mm512_castsi256_si512(v[0]), v[1], 1);
+            __m512i r1 = _mm512_inserti64x4(_mm512_castsi256_si512(v[2]), v[3], 1);
+            __m512i r2 = _mm512_inserti64x4(_mm512_castsi256_si512(v[4]), v[5], 1);
+            for (int z = 0; z < 3; z++) {
+                __m512i o = _mm512_permutex2var_epi32(r0, _mm512_load_si512(lo_idx[z]), r1);
+                o = _mm512_mask_permutexvar_epi32(o, hi_mask[z], _mm512_load_si512(hi_idx[z]), r2);
+                _mm512_storeu_si512(d + t0 * MR + 16 * z, o);
+            }
+        }
     }
     for (int64_t t = t0; t < k2; t++)
         for (int i = 0; i < MR; i++) {
