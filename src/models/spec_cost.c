@@ -60,12 +60,25 @@ double candle_spec_times_estimate(const candle_spec_times *c, int64_t rows) {
 
 void candle_spec_times_draft(candle_spec_times *c, int32_t nd, int64_t span, double first, double total) {
     if (!c || nd < 1) return;
-    /* a long catch-up kept a draft model that had paused (or had the prompt
-     * to read) from drafting for good: its seconds priced every later draft */
-    if (span <= CANDLE_SPEC_STEADY_SPAN)
-        c->draft_first = c->draft_first > 0 ? 0.8 * c->draft_first + 0.2 * first : first;
-    else if (c->draft_first <= 0)
-        c->draft_first = first * CANDLE_SPEC_STEADY_SPAN / (double)span;
+    if (span > CANDLE_SPEC_STEADY_SPAN) {
+        /* a long catch-up (the prompt, the tokens of a pause) is paid once:
+         * it prices no later draft, and guesses the first token's seconds
+         * only while none is measured, optimistically (its seconds per
+         * token for a steady span of 2, the last draft and the token after
+         * it; a batch's tokens cost less each than a step's). A guess too
+         * high is never corrected: it stops the drafting that would measure
+         * it (a server's draft model reading the prompt while its weights
+         * paged in priced every later draft out) */
+        if (c->draft_first <= 0) {
+            c->draft_first = first * 2 / (double)span;
+            c->first_guessed = true;
+        }
+    } else if (c->draft_first <= 0 || c->first_guessed) {
+        c->draft_first = first;
+        c->first_guessed = false;
+    } else {
+        c->draft_first = 0.8 * c->draft_first + 0.2 * first;
+    }
     if (nd < 2) return;
     double next = (total - first) / (nd - 1);
     c->draft_next = c->draft_next > 0 ? 0.8 * c->draft_next + 0.2 * next : next;
@@ -138,10 +151,11 @@ int32_t candle_spec_warmup_length(bool draft_model, int64_t step) {
     return draft_model ? (int32_t)(step % 2) : 1 + (int32_t)(step % 3);
 }
 
-bool candle_spec_probe(candle_spec_accept *a) {
-    if (!a || a->probe_wait <= 0) return a != NULL;
+int32_t candle_spec_probe(candle_spec_accept *a) {
+    if (!a) return 0;
+    if (a->probe_wait <= 0) return CANDLE_SPEC_PROBE_DRAFT;
     a->probe_wait--;
-    return false;
+    return 0;
 }
 
 /* A kept probe doubles the wait too: it raised the acceptance the next

@@ -79,10 +79,18 @@ int main(void) {
     candle_spec_times_draft(&t, 1, 200, 0.400, 0.400);
     CHECK_MSG(fabs(t.draft_first - 0.004) < 1e-12, "draft_first %g", t.draft_first);
     CHECK(candle_spec_cost_lengths(&t, 1, &hi, &kmax, 0, 0, &k) && k > 0);
-    /* ... and sets the first token's seconds, scaled to a steady span, while none is known */
+    /* ... and guesses the first token's seconds while none is known, per
+     * token of the catch-up for a span of 2 (optimistic: a dear guess would
+     * stop the drafting that measures it), then the next steady draft's
+     * seconds replace the guess, and later ones blend in */
     t = timed(0.010, 0.0005);
-    candle_spec_times_draft(&t, 1, 200, 0.400, 0.400);
-    CHECK_MSG(fabs(t.draft_first - 0.400 * CANDLE_SPEC_STEADY_SPAN / 200) < 1e-12, "draft_first %g", t.draft_first);
+    candle_spec_times_draft(&t, 1, 200, 4.0, 4.0); /* weights paging in: 20 ms a token */
+    CHECK_MSG(fabs(t.draft_first - 4.0 * 2 / 200) < 1e-12 && t.first_guessed, "draft_first %g", t.draft_first);
+    CHECK(candle_spec_cost_lengths(&t, 1, &hi, &kmax, 0, 0, &k) && k > 0);
+    candle_spec_times_draft(&t, 3, 2, 0.003, 0.007);
+    CHECK_MSG(fabs(t.draft_first - 0.003) < 1e-12 && !t.first_guessed, "draft_first %g", t.draft_first);
+    candle_spec_times_draft(&t, 3, 1, 0.004, 0.008);
+    CHECK_MSG(fabs(t.draft_first - (0.8 * 0.003 + 0.2 * 0.004)) < 1e-12, "draft_first %g", t.draft_first);
     /* a middling acceptance with dear rows: short drafts, not none and not all */
     t = timed(0.004, 0.004);
     candle_spec_accept mid = accepting(0.75);
@@ -179,7 +187,7 @@ int main(void) {
 
     /* probes: at once, then 8, 16, 32 steps apart, kept or refused */
     candle_spec_accept p = {0};
-    CHECK(candle_spec_probe(&p));
+    CHECK(candle_spec_probe(&p) == CANDLE_SPEC_PROBE_DRAFT);
     candle_spec_probe_done(&p);
     int waits = 0;
     while (!candle_spec_probe(&p) && waits < 1000) waits++;

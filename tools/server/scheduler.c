@@ -553,6 +553,11 @@ static void slot_start(srv_sched *s, srv_slot *sl, srv_req *r) {
             slot_release(s, sl);
             return;
         }
+        /* the draft model's rows of the prompt's published prefix, as the
+         * target's (draft_all publishes them): a repeated prompt is not read
+         * again by the draft at the first draft */
+        candle_kv_seq_share_prefix(s->dpool, &sl->dkv, r->prompt, r->n_prompt);
+        candle_kv_seq_share_rows(s->dpool, &sl->dkv, r->prompt, r->n_prompt);
     }
     pthread_mutex_lock(&s->metrics->mu);
     s->metrics->prompt_tokens += (uint64_t)r->n_prompt;
@@ -908,7 +913,12 @@ static void plan_drafts(srv_sched *s, int nb) {
         srv_slot *sl = s->seq_slot[i];
         int32_t k = s->plan_max[j], k_try = candle_spec_warmup_length(s->dpool != NULL, s->spec_steps);
         if (!fitted) k = k < k_try ? k : k_try;
-        else k = s->plan_k[j] == 0 && s->dpool ? candle_spec_probe(&sl->acc) : s->plan_k[j];
+        else if (s->plan_k[j] == 0 && s->dpool) {
+            int32_t kp = candle_spec_probe(&sl->acc); /* k: the slot's room */
+            k = kp < k ? kp : k;
+        } else {
+            k = s->plan_k[j];
+        }
         if (k > left) k = left > 0 ? (int32_t)left : 0;
         left -= k;
         sl->k_cost = fitted ? s->plan_k[j] : -1;
@@ -991,6 +1001,11 @@ static void draft_all(srv_sched *s, int nb) {
             n_d = 0;
             left = false;
         }
+    }
+    for (int k = 0; k < n_d; k++) { /* the prompt's rows for later requests (slot_start) */
+        srv_slot *sl = s->drafting[k];
+        int64_t n = sl->dkv.pos < sl->req->n_prompt ? sl->dkv.pos : sl->req->n_prompt;
+        candle_kv_seq_publish(s->dpool, &sl->dkv, sl->ctx, n);
     }
     /* the cost model's draft seconds: each round's shared evenly by its slots */
     double t1 = srv_now();
