@@ -51,6 +51,7 @@ typedef struct candle_spec_times {
      * (on AVX-512 a step of two rows cost 1.9 of one, of nine 3.2) */
     candle_spec_line all, multi;
     double w1, st1; /* decayed over every step: the weight and seconds of one-row steps */
+    int64_t since1; /* steps since the last one-row step */
     double draft_first, draft_next; /* a draft's seconds: its first token, each one after */
     bool first_guessed;             /* draft_first from a long catch-up: the next steady draft replaces it */
 } candle_spec_times;
@@ -100,16 +101,12 @@ CANDLE_API bool candle_spec_cost_lengths(const candle_spec_times *t, int32_t n, 
  * (a draft model's: none or one), so that two row counts are timed soon
  * without paying for long refused drafts. step: a count of the steps. */
 CANDLE_API int32_t candle_spec_warmup_length(bool draft_model, int64_t step);
-/* A draft model's sequence at length 0: the draft length to try this step
- * all the same (a probe, 8, 16 .. 256 steps apart; its acceptance is only
- * seen by drafting), or 0, counting the wait down. A probe drafts
- * CANDLE_SPEC_PROBE_DRAFT tokens (at most the caller's room): one would
- * measure the first token's acceptance only, and a long draft pays for the
- * ones after it (one refused long draft early on held a sequence at length
- * 0 for good). Prompt lookup needs none: at length 0 its draft is looked up
- * and compared with the next token, free. */
-#define CANDLE_SPEC_PROBE_DRAFT 4
-CANDLE_API int32_t candle_spec_probe(candle_spec_accept *a);
+/* A draft model's sequence at length 0: whether to draft one token this
+ * step all the same (a probe, 8, 16 .. 256 steps apart;
+ * its acceptance is only seen by drafting); counts the wait down when not.
+ * Prompt lookup needs none: at length 0 its draft is looked up and compared
+ * with the next token, free. */
+CANDLE_API bool candle_spec_probe(candle_spec_accept *a);
 /* After a probe, kept or refused: the wait doubles (8, 16 .. 256 steps). */
 CANDLE_API void candle_spec_probe_done(candle_spec_accept *a);
 

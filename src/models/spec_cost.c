@@ -44,15 +44,21 @@ void candle_spec_times_step(candle_spec_times *c, int64_t rows, double secs) {
     else line_decay(&c->multi);
     c->w1 = COST_DECAY * c->w1 + (rows == 1);
     c->st1 = COST_DECAY * c->st1 + (rows == 1 ? secs : 0);
+    c->since1 = rows == 1 ? 0 : c->since1 + 1;
 }
 
-/* Multi-row steps by their own line while there are recent ones (its slope
- * at most every step's: the cost per row only falls past the first; a
- * slope left from a busy moment, long ago, would outweigh the probe that
- * comes after it), else by every step's line. */
+/* One-row steps by their mean while one was among the last ONE_RECENT
+ * steps (a mean kept through a run of drafting steps outlived the machine's
+ * speed: one-row steps taken on a slow moment then cost more than the
+ * two-row steps measured since, and every step drafted); multi-row steps by
+ * their own line while there are recent ones (its slope at most every
+ * step's: the cost per row only falls past the first; a slope left from a
+ * busy moment, long ago, would outweigh the probe that comes after it);
+ * else every step's line. */
+#define ONE_RECENT 8
 double candle_spec_times_estimate(const candle_spec_times *c, int64_t rows) {
     if (!c || !c->all.fitted) return 0;
-    if (rows == 1 && c->w1 > 0.05) return c->st1 / c->w1;
+    if (rows == 1 && c->w1 > 0.05 && c->since1 < ONE_RECENT) return c->st1 / c->w1;
     const candle_spec_line *m = &c->multi;
     if (rows > 1 && m->fitted && m->w > 0.05) return line_at(m, m->b < c->all.b ? m->b : c->all.b, (double)rows);
     return line_at(&c->all, c->all.b, (double)rows);
@@ -151,11 +157,10 @@ int32_t candle_spec_warmup_length(bool draft_model, int64_t step) {
     return draft_model ? (int32_t)(step % 2) : 1 + (int32_t)(step % 3);
 }
 
-int32_t candle_spec_probe(candle_spec_accept *a) {
-    if (!a) return 0;
-    if (a->probe_wait <= 0) return CANDLE_SPEC_PROBE_DRAFT;
+bool candle_spec_probe(candle_spec_accept *a) {
+    if (!a || a->probe_wait <= 0) return a != NULL;
     a->probe_wait--;
-    return 0;
+    return false;
 }
 
 /* A kept probe doubles the wait too: it raised the acceptance the next

@@ -290,9 +290,7 @@ candle_status candle_spec_step(candle_spec *sp, candle_session *s, candle_sample
         sp->skip--;
         k = 0;
     } else if (k_cost == 0 && sp->dsess) {
-        k = candle_spec_probe(&sp->acc);
-        k = k < sp->p.n_draft ? k : sp->p.n_draft;
-        k = k < room ? k : (int32_t)(room > 0 ? room : 0);
+        k = candle_spec_probe(&sp->acc) && room > 0 ? 1 : 0;
     }
     int32_t *draft = sp->batch + 1;
     double t0 = cdl_now_s();

@@ -913,12 +913,7 @@ static void plan_drafts(srv_sched *s, int nb) {
         srv_slot *sl = s->seq_slot[i];
         int32_t k = s->plan_max[j], k_try = candle_spec_warmup_length(s->dpool != NULL, s->spec_steps);
         if (!fitted) k = k < k_try ? k : k_try;
-        else if (s->plan_k[j] == 0 && s->dpool) {
-            int32_t kp = candle_spec_probe(&sl->acc); /* k: the slot's room */
-            k = kp < k ? kp : k;
-        } else {
-            k = s->plan_k[j];
-        }
+        else k = s->plan_k[j] == 0 && s->dpool ? candle_spec_probe(&sl->acc) : s->plan_k[j];
         if (k > left) k = left > 0 ? (int32_t)left : 0;
         left -= k;
         sl->k_cost = fitted ? s->plan_k[j] : -1;
