@@ -51,7 +51,6 @@ typedef struct candle_spec_times {
      * (on AVX-512 a step of two rows cost 1.9 of one, of nine 3.2) */
     candle_spec_line all, multi;
     double w1, st1; /* decayed over every step: the weight and seconds of one-row steps */
-    int64_t since1; /* steps since the last one-row step */
     double draft_first, draft_next; /* a draft's seconds: its first token, each one after */
     bool first_guessed;             /* draft_first from a long catch-up: the next steady draft replaces it */
 } candle_spec_times;

@@ -44,21 +44,22 @@ void candle_spec_times_step(candle_spec_times *c, int64_t rows, double secs) {
     else line_decay(&c->multi);
     c->w1 = COST_DECAY * c->w1 + (rows == 1);
     c->st1 = COST_DECAY * c->st1 + (rows == 1 ? secs : 0);
-    c->since1 = rows == 1 ? 0 : c->since1 + 1;
 }
 
-/* One-row steps by their mean while one was among the last ONE_RECENT
- * steps (a mean kept through a run of drafting steps outlived the machine's
- * speed: one-row steps taken on a slow moment then cost more than the
- * two-row steps measured since, and every step drafted); multi-row steps by
- * their own line while there are recent ones (its slope at most every
- * step's: the cost per row only falls past the first; a slope left from a
- * busy moment, long ago, would outweigh the probe that comes after it);
- * else every step's line. */
-#define ONE_RECENT 8
+/* Multi-row steps by their own line while there are recent ones (its slope
+ * at most every step's: the cost per row only falls past the first; a
+ * slope left from a busy moment, long ago, would outweigh the probe that
+ * comes after it), else by every step's line; one-row steps by their mean
+ * while there are recent ones, at most a two-row step's (a mean kept
+ * through a run of drafting steps outlived the machine's speed: one-row
+ * steps taken on a slow moment then cost more than the two-row steps
+ * measured since, and every step drafted). */
 double candle_spec_times_estimate(const candle_spec_times *c, int64_t rows) {
     if (!c || !c->all.fitted) return 0;
-    if (rows == 1 && c->w1 > 0.05 && c->since1 < ONE_RECENT) return c->st1 / c->w1;
+    if (rows == 1 && c->w1 > 0.05) {
+        double t2 = candle_spec_times_estimate(c, 2);
+        return c->st1 / c->w1 < t2 ? c->st1 / c->w1 : t2;
+    }
     const candle_spec_line *m = &c->multi;
     if (rows > 1 && m->fitted && m->w > 0.05) return line_at(m, m->b < c->all.b ? m->b : c->all.b, (double)rows);
     return line_at(&c->all, c->all.b, (double)rows);
