@@ -39,7 +39,9 @@ typedef struct candle_backend_iface {
      * (an add, sub, mul or div of unary's shape reading unary as exactly
      * one operand: the graph checks that) straight from unary's
      * input, the unary's result never stored; and that computation (binary
-     * ready as for compute_node; unary gets no storage). compute_fused
+     * ready as for compute_node; unary gets no storage). The same for the
+     * other pair the graph forms: "unary" an add of two operands of its
+     * shape, "binary" the layer_norm whose input it is. compute_fused
      * answers CANDLE_ERR_UNSUPPORTED, having done nothing, where it cannot
      * (the graph then runs the two nodes one by one). Results are the same
      * bits as the two nodes' own kernels. */

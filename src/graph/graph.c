@@ -162,7 +162,8 @@ static void group_products(candle_graph *g) {
  * cache and the binary to the result, so the intermediate is never written
  * and read back, and the memory plan gives it no storage. The unary moves
  * down to just before its reader (nothing between reads it), where
- * fused[] marks it. Only for one-off computes (plans), like group_products;
+ * fused[] marks it. Likewise a residual add into the layer_norm reading it
+ * (fuse_add). Only for one-off computes (plans), like group_products;
  * the context's no_fuse turns it off (comparisons). */
 static bool fuse_unary(const candle_tensor *t) {
     return t->op >= CANDLE_OP_NEG && t->op <= CANDLE_OP_CLAMP && !t->computed && !t->storage &&
@@ -173,6 +174,32 @@ static bool fuse_binary(const candle_tensor *t, const candle_tensor *u) {
     return t->op >= CANDLE_OP_ADD && t->op <= CANDLE_OP_DIV && !t->computed && !t->storage &&
            !t->view_src && t->dtype == CANDLE_DTYPE_F32 && t->n_src == 2 &&
            (t->src[0] == u) != (t->src[1] == u) && candle_tensor_same_shape(t, u);
+}
+
+/* The other pair: an add of two operands of its own shape (a residual)
+ * whose only reader is the layer_norm normalising it (post-norm encoders:
+ * LN(x + attn(x))). */
+static bool fuse_add(const candle_tensor *t) {
+    return t->op == CANDLE_OP_ADD && !t->computed && !t->storage && !t->view_src && !t->output &&
+           t->dtype == CANDLE_DTYPE_F32 && t->n_src == 2 && t->src[0] && t->src[1] &&
+           candle_tensor_same_shape(t, t->src[0]) && candle_tensor_same_shape(t, t->src[1]);
+}
+
+static bool fuse_norm(const candle_tensor *t, const candle_tensor *u) {
+    return t->op == CANDLE_OP_LAYER_NORM && !t->computed && !t->storage && !t->view_src &&
+           t->dtype == CANDLE_DTYPE_F32 && t->src[0] == u && (t->n_src < 2 || t->src[1] != u) &&
+           (t->n_src < 3 || t->src[2] != u);
+}
+
+/* A node that may run inside its reader, and whether reader t takes it. */
+static bool fuse_first(const candle_tensor *t) { return fuse_unary(t) || fuse_add(t); }
+
+static bool may_be_first(candle_op op) {
+    return (op >= CANDLE_OP_NEG && op <= CANDLE_OP_CLAMP) || op == CANDLE_OP_ADD;
+}
+
+static bool fuse_reader(const candle_tensor *t, const candle_tensor *u) {
+    return u->op == CANDLE_OP_ADD ? fuse_norm(t, u) : fuse_binary(t, u);
 }
 
 static bool fuse_grow(candle_graph *g, int n) {
@@ -202,7 +229,7 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
      * over the unary nodes only, so counting readers costs a cheap op test
      * per edge and a lookup only for edges from a unary node */
     int n_cand = 0;
-    for (int i = 0; i < n; i++) n_cand += fuse_unary(v[i]);
+    for (int i = 0; i < n; i++) n_cand += fuse_first(v[i]);
     if (!n_cand) return;
     size_t cap = 16;
     while (cap < (size_t)n_cand * 2) cap *= 2;
@@ -212,7 +239,7 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
     int *idx = g->idx; /* slot -> node index */
     memset(keys, 0, cap * sizeof *keys);
     for (int i = 0; i < n; i++) {
-        if (!fuse_unary(v[i])) continue;
+        if (!fuse_first(v[i])) continue;
         size_t k = visit_slot(cap, v[i]);
         while (keys[k]) k = (k + 1) & (cap - 1);
         keys[k] = v[i];
@@ -225,7 +252,7 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
         candle_tensor *t = v[i];
         for (int s = 0; s < t->n_src; s++) {
             candle_tensor *x = t->src[s];
-            if (!x || x->op < CANDLE_OP_NEG || x->op > CANDLE_OP_CLAMP) continue;
+            if (!x || !may_be_first((candle_op)x->op)) continue;
             for (size_t k = visit_slot(cap, x); keys[k]; k = (k + 1) & (cap - 1))
                 if (keys[k] == x) {
                     int u = idx[k];
@@ -246,10 +273,11 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
     for (int i = 0; i < n; i++) idx[i] = 0;
     bool any = false;
     for (int i = 0; i < n; i++) {
-        if (!fuse_unary(v[i]) || cnt[i] != 1) continue;
+        if (!fuse_first(v[i]) || cnt[i] != 1) continue;
         int j = reader[i];
-        /* one unary per reader (silu(a) * silu(b) fuses the first) */
-        if (j <= i || idx[j] || !fuse_binary(v[j], v[i]) || !be->iface->fusable(be, v[i], v[j]))
+        /* one first per reader (silu(a) * silu(b) fuses the first), and pairs
+         * only: an add that takes a unary stays out of its norm */
+        if (j <= i || idx[j] || idx[i] || !fuse_reader(v[j], v[i]) || !be->iface->fusable(be, v[i], v[j]))
             continue;
         g->fused[i] = 1;
         idx[j] = i + 1;

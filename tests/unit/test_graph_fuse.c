@@ -7,8 +7,12 @@
  * sliced input (rows strided), the other operand broadcast along the row,
  * 1 and 2 threads. A unary with a second reader, or kept as an output, is
  * not fused (and keeps its values); a fused unary gets no storage from the
- * memory plan. CANDLE_CPU_REF=1 (no fast kernels): nothing is fused and the
- * results still match. */
+ * memory plan. The residual pair too: an add of two same-shape operands
+ * whose only reader is a layer_norm runs inside the norm (with and without
+ * its weight and bias, an operand sliced or broadcast; a second reader of
+ * the sum: not fused), with the unfused bits.
+ * CANDLE_CPU_REF=1 (no fast kernels): nothing is fused and the results still
+ * match. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +188,51 @@ static void check_plan_bytes(void) {
                   "plan bytes fused %zu, unfused %zu (y %zu)", bytes[0], bytes[1], y_bytes);
 }
 
+/* layer_norm(x + r) (kind 0), the same with a second reader of the sum
+ * (kind 1: not fused), r broadcast along the rows (kind 2: the add's view
+ * of it has the sum's shape, rows read through its strides) */
+static candle_tensor *add_norm(candle_ctx *ctx, int kind, bool params, layout lay, int64_t rows, int64_t cols,
+                               candle_tensor **sum) {
+    int64_t wide = lay == SLICED ? cols + 3 : cols;
+    float *xf = rand_floats(rows * wide, 5 + (uint64_t)cols, 4.0f), *rf = rand_floats(rows * cols, 7, 1.0f);
+    float *wf = rand_floats(cols, 9, 1.5f), *bf = rand_floats(cols, 13, 0.5f);
+    candle_tensor *x = candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, (int64_t[]){rows, wide}, xf);
+    if (lay == SLICED) x = candle_narrow(ctx, x, 1, 2, cols);
+    candle_tensor *r = kind == 2 ? candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, &cols, rf)
+                                 : candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, (int64_t[]){rows, cols}, rf);
+    candle_tensor *w = params ? candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, &cols, wf) : NULL;
+    candle_tensor *b = params ? candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 1, &cols, bf) : NULL;
+    free(xf);
+    free(rf);
+    free(wf);
+    free(bf);
+    *sum = candle_add(ctx, x, r);
+    candle_tensor *y = candle_layer_norm(ctx, *sum, w, b, params ? 1e-12 : 1e-5);
+    return kind == 1 ? candle_add(ctx, y, *sum) : y;
+}
+
+static void check_add_norm(int kind, bool params, layout lay, int64_t rows, int64_t cols, int threads) {
+    candle_ctx *lazy = new_ctx(false, threads), *eager = new_ctx(true, threads);
+    if (!lazy || !eager) return;
+    candle_tensor *sl, *se;
+    candle_tensor *yl = add_norm(lazy, kind, params, lay, rows, cols, &sl);
+    candle_tensor *ye = add_norm(eager, kind, params, lay, rows, cols, &se);
+    CHECK_OK(lazy, candle_compute(lazy, yl));
+    CHECK(ye && ye->computed);
+    const candle_graph *g = lazy->gscratch.graph;
+    int p = position(g, sl);
+    bool want = !ref_only() && kind != 1;
+    CHECK_MSG(p >= 0 && cdl_graph_fused(g, p) == want && (!want || position(g, yl) == p + 1),
+              "add_norm kind %d params %d layout %d %lldx%lld: fused %d at %d, want %d", kind, params, (int)lay,
+              (long long)rows, (long long)cols, p >= 0 && cdl_graph_fused(g, p), p, want);
+    if (want) CHECK(!sl->storage && !sl->computed);
+    if (yl->computed && ye && ye->computed)
+        CHECK_MSG(first_diff(yl, ye, rows * cols) < 0, "add_norm kind %d params %d layout %d %lldx%lld, %d threads: "
+                  "values differ", kind, params, (int)lay, (long long)rows, (long long)cols, threads);
+    candle_ctx_free(lazy);
+    candle_ctx_free(eager);
+}
+
 int main(void) {
     static const candle_op uops[] = {CANDLE_OP_SILU, CANDLE_OP_GELU_ERF, CANDLE_OP_GELU_TANH,
                                      CANDLE_OP_CLAMP};
@@ -207,5 +256,12 @@ int main(void) {
     check_chain(CANDLE_OP_SILU, CANDLE_OP_MUL, true, CONTIG, 8, 8193, 2);
     check_chain(CANDLE_OP_GELU_TANH, CANDLE_OP_MUL, false, SLICED, 9, 4097, 2);
     check_plan_bytes();
+    static const int64_t ln_shapes[][2] = {{1, 1}, {1, 7}, {3, 384}, {2, 1537}, {64, 384}};
+    for (int threads = 1; threads <= 2; threads++)
+        for (size_t s = 0; s < sizeof ln_shapes / sizeof ln_shapes[0]; s++)
+            for (int kind = 0; kind < 3; kind++)
+                for (int params = 0; params <= 1; params++)
+                    for (int lay = CONTIG; lay <= SLICED; lay++)
+                        check_add_norm(kind, params, (layout)lay, ln_shapes[s][0], ln_shapes[s][1], threads);
     return test_done("graph_fuse");
 }

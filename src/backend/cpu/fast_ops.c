@@ -124,7 +124,7 @@ static candle_status run_binary(const cpu_task *t, candle_tensor *dst) {
 
 const cpu_fast_kernel cpu_fast_binary = {"binary f32", match_binary, plan_rows, run_binary};
 
-/* ---- unary fused into a binary (graph.c's fuse_elementwise) ---- */
+/* ---- unary fused into a binary, add into a layer_norm (graph.c's fuse_elementwise) ---- */
 
 /* The pair's form (b an add, sub, mul or div of u's shape reading u once)
  * is the graph's to check (fuse_elementwise, the backend iface's contract);
@@ -132,14 +132,23 @@ const cpu_fast_kernel cpu_fast_binary = {"binary f32", match_binary, plan_rows, 
  * being exactly rounded, each element then comes out of the same vector
  * code whatever the block it sits in (the unary's tail goes through its
  * vector code too), so blocks give the unfused bits. */
+/* The other pair, an add of two same-shape rows into the layer_norm that
+ * reads it (a post-norm encoder's residual): the norm's kernel adds the rows
+ * as the add's (one exactly rounded f32 add), then normalises the sum. */
+static bool add_norm_ok(const candle_tensor *u, const candle_tensor *b) {
+    return u->op == CANDLE_OP_ADD && b->op == CANDLE_OP_LAYER_NORM && b->src[0] == u &&
+           f32_rows_in(u->src[0], u) && f32_rows_in(u->src[1], u) && cpu_fast_kernel_for(b) == &cpu_fast_layer_norm;
+}
+
 bool cpu_fused_ok(const candle_tensor *u, const candle_tensor *b) {
-    return candle_tensor_numel(b) > 0 && cpu_fast_kernel_for(u) == &cpu_fast_unary &&
-           cpu_fast_kernel_for(b) == &cpu_fast_binary;
+    if (candle_tensor_numel(b) <= 0) return false;
+    if (u->op == CANDLE_OP_ADD) return add_norm_ok(u, b);
+    return cpu_fast_kernel_for(u) == &cpu_fast_unary && cpu_fast_kernel_for(b) == &cpu_fast_binary;
 }
 
 int cpu_fused_tasks(const candle_tensor *u, const candle_tensor *b, int n_threads) {
-    double work = (double)candle_tensor_numel(b) * (1 + unary_cost((candle_op)u->op));
-    return cpu_tasks_for(work, PAR_MIN_ELEMS, n_threads, 4);
+    double per = u->op == CANDLE_OP_ADD ? 3 : 1 + unary_cost((candle_op)u->op);
+    return cpu_tasks_for((double)candle_tensor_numel(b) * per, PAR_MIN_ELEMS, n_threads, 4);
 }
 
 /* Elements per block: the unary's result stays in L1 for the binary. */
@@ -160,7 +169,13 @@ static void fused_span(const cpu_simd *simd, const candle_tensor *u, const candl
 
 /* The unfused kernels' split (whole runs where the inputs are contiguous,
  * else rows); within it, blocks. */
+static void ln_rows(const cpu_task *t, const candle_tensor *x, const candle_tensor *r, candle_tensor *dst);
+
 candle_status cpu_fused_run(const cpu_task *t, const candle_tensor *u, candle_tensor *b) {
+    if (u->op == CANDLE_OP_ADD) {
+        ln_rows(t, u->src[0], u->src[1], b);
+        return CANDLE_OK;
+    }
     const cpu_simd *simd = cpu_simd_get();
     const candle_tensor *x = u->src[0], *o = b->src[0] == u ? b->src[1] : b->src[0];
     bool u_first = b->src[0] == u;
@@ -246,16 +261,21 @@ static bool match_ln(const candle_tensor *dst) {
     return ln_param_ok(dst->n_src > 1 ? dst->src[1] : NULL, d) && ln_param_ok(dst->n_src > 2 ? dst->src[2] : NULL, d);
 }
 
-static candle_status run_ln(const cpu_task *t, candle_tensor *dst) {
+/* dst = layer_norm(x (+ r)) over the task's rows; r (NULL: none) has x's shape. */
+static void ln_rows(const cpu_task *t, const candle_tensor *x, const candle_tensor *r, candle_tensor *dst) {
     const cpu_simd *simd = cpu_simd_get();
-    const candle_tensor *x = dst->src[0];
     const candle_tensor *w = dst->n_src > 1 ? dst->src[1] : NULL, *b = dst->n_src > 2 ? dst->src[2] : NULL;
     const float *wp = w ? (const float *)tensor_ptr(w) : NULL, *bp = b ? (const float *)tensor_ptr(b) : NULL;
     int64_t d = last_dim(dst), r0, r1;
     cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++)
-        simd->layer_norm((const float *)(tensor_ptr(x) + row_offset(x, r)), NULL, wp, bp,
-                         (float *)tensor_ptr(dst) + r * d, d, dst->fparams[0]);
+    for (int64_t i = r0; i < r1; i++)
+        simd->layer_norm((const float *)(tensor_ptr(x) + row_offset(x, i)),
+                         r ? (const float *)(tensor_ptr(r) + row_offset(r, i)) : NULL, wp, bp,
+                         (float *)tensor_ptr(dst) + i * d, d, dst->fparams[0]);
+}
+
+static candle_status run_ln(const cpu_task *t, candle_tensor *dst) {
+    ln_rows(t, dst->src[0], NULL, dst);
     return CANDLE_OK;
 }
 
