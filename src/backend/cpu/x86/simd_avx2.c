@@ -800,8 +800,8 @@ static inline double hsum_pd(__m256d v) {
 }
 
 /* The scalar entry's arithmetic with the double sums in 16 lanes (one
- * serial double chain was most of the op's time); the per-element pass
- * multiplies and adds without fusing, as the scalar code. */
+ * serial double chain was most of the op's time); the vector per-element
+ * pass multiplies and adds without fusing, as the scalar code. */
 static void layer_norm_avx2(const float *x, const float *r, const float *w, const float *b, float *y, int64_t n,
                             double eps) {
     const float *v = x;
