@@ -226,8 +226,8 @@ static void fuse_elementwise(candle_ctx *ctx, candle_graph *g) {
     g->any_fused = false;
     if (!be->iface->fusable || !be->iface->compute_fused || ctx->no_fuse) return;
     /* candidates by index: a small open-addressing map (pointer -> index)
-     * over the unary nodes only, so counting readers costs a cheap op test
-     * per edge and a lookup only for edges from a unary node */
+     * over the candidates only (unary and add nodes), so counting readers
+     * costs a cheap op test per edge and a lookup only for edges from one */
     int n_cand = 0;
     for (int i = 0; i < n; i++) n_cand += fuse_first(v[i]);
     if (!n_cand) return;

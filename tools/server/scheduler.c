@@ -997,14 +997,14 @@ static void draft_all(srv_sched *s, int nb) {
             left = false;
         }
     }
+    /* the cost model's draft seconds: each round's shared evenly by its slots */
+    double t1 = srv_now();
+    for (int k = 0; k < n_d; k++) s->drafting[k]->d_first = s->drafting[k]->d_total = (t1 - t0) / n_d;
     for (int k = 0; k < n_d; k++) { /* the prompt's rows for later requests (slot_start) */
         srv_slot *sl = s->drafting[k];
         int64_t n = sl->dkv.pos < sl->req->n_prompt ? sl->dkv.pos : sl->req->n_prompt;
         candle_kv_seq_publish(s->dpool, &sl->dkv, sl->ctx, n);
     }
-    /* the cost model's draft seconds: each round's shared evenly by its slots */
-    double t1 = srv_now();
-    for (int k = 0; k < n_d; k++) s->drafting[k]->d_first = s->drafting[k]->d_total = (t1 - t0) / n_d;
     int n_left = 0;
     for (int k = 0; k < n_d; k++)
         if (draft_next(s, s->drafting[k])) s->drafting[n_left++] = s->drafting[k];

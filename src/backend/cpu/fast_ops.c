@@ -126,12 +126,6 @@ const cpu_fast_kernel cpu_fast_binary = {"binary f32", match_binary, plan_rows, 
 
 /* ---- unary fused into a binary, add into a layer_norm (graph.c's fuse_elementwise) ---- */
 
-/* The pair's form (b an add, sub, mul or div of u's shape reading u once)
- * is the graph's to check (fuse_elementwise, the backend iface's contract);
- * here, whether both nodes would run the fast kernels above. The binary
- * being exactly rounded, each element then comes out of the same vector
- * code whatever the block it sits in (the unary's tail goes through its
- * vector code too), so blocks give the unfused bits. */
 /* The other pair, an add of two same-shape rows into the layer_norm that
  * reads it (a post-norm encoder's residual): the norm's kernel adds the rows
  * as the add's (one exactly rounded f32 add), then normalises the sum. */
@@ -140,6 +134,12 @@ static bool add_norm_ok(const candle_tensor *u, const candle_tensor *b) {
            f32_rows_in(u->src[0], u) && f32_rows_in(u->src[1], u) && cpu_fast_kernel_for(b) == &cpu_fast_layer_norm;
 }
 
+/* The pair's form (b an add, sub, mul or div of u's shape reading u once)
+ * is the graph's to check (fuse_elementwise, the backend iface's contract);
+ * here, whether both nodes would run the fast kernels above. The binary
+ * being exactly rounded, each element then comes out of the same vector
+ * code whatever the block it sits in (the unary's tail goes through its
+ * vector code too), so blocks give the unfused bits. */
 bool cpu_fused_ok(const candle_tensor *u, const candle_tensor *b) {
     if (candle_tensor_numel(b) <= 0) return false;
     if (u->op == CANDLE_OP_ADD) return add_norm_ok(u, b);
@@ -167,10 +167,10 @@ static void fused_span(const cpu_simd *simd, const candle_tensor *u, const candl
     }
 }
 
-/* The unfused kernels' split (whole runs where the inputs are contiguous,
- * else rows); within it, blocks. */
 static void ln_rows(const cpu_task *t, const candle_tensor *x, const candle_tensor *r, candle_tensor *dst);
 
+/* The unfused kernels' split (whole runs where the inputs are contiguous,
+ * else rows); within it, blocks. An add into its norm: the norm's rows. */
 candle_status cpu_fused_run(const cpu_task *t, const candle_tensor *u, candle_tensor *b) {
     if (u->op == CANDLE_OP_ADD) {
         ln_rows(t, u->src[0], u->src[1], b);
