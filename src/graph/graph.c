@@ -165,14 +165,18 @@ static void group_products(candle_graph *g) {
  * fused[] marks it. Likewise a residual add into the layer_norm reading it
  * (fuse_add). Only for one-off computes (plans), like group_products;
  * the context's no_fuse turns it off (comparisons). */
+/* An f32 node not yet computed nor given storage of its own (a view reads another's). */
+static bool unplanned_f32(const candle_tensor *t) {
+    return !t->computed && !t->storage && !t->view_src && t->dtype == CANDLE_DTYPE_F32;
+}
+
 static bool fuse_unary(const candle_tensor *t) {
-    return t->op >= CANDLE_OP_NEG && t->op <= CANDLE_OP_CLAMP && !t->computed && !t->storage &&
-           !t->view_src && !t->output && t->dtype == CANDLE_DTYPE_F32 && t->n_src == 1 && t->src[0];
+    return t->op >= CANDLE_OP_NEG && t->op <= CANDLE_OP_CLAMP && unplanned_f32(t) && !t->output && t->n_src == 1 &&
+           t->src[0];
 }
 
 static bool fuse_binary(const candle_tensor *t, const candle_tensor *u) {
-    return t->op >= CANDLE_OP_ADD && t->op <= CANDLE_OP_DIV && !t->computed && !t->storage &&
-           !t->view_src && t->dtype == CANDLE_DTYPE_F32 && t->n_src == 2 &&
+    return t->op >= CANDLE_OP_ADD && t->op <= CANDLE_OP_DIV && unplanned_f32(t) && t->n_src == 2 &&
            (t->src[0] == u) != (t->src[1] == u) && candle_tensor_same_shape(t, u);
 }
 
@@ -180,14 +184,12 @@ static bool fuse_binary(const candle_tensor *t, const candle_tensor *u) {
  * whose only reader is the layer_norm normalising it (post-norm encoders:
  * LN(x + attn(x))). */
 static bool fuse_add(const candle_tensor *t) {
-    return t->op == CANDLE_OP_ADD && !t->computed && !t->storage && !t->view_src && !t->output &&
-           t->dtype == CANDLE_DTYPE_F32 && t->n_src == 2 && t->src[0] && t->src[1] &&
+    return t->op == CANDLE_OP_ADD && unplanned_f32(t) && !t->output && t->n_src == 2 && t->src[0] && t->src[1] &&
            candle_tensor_same_shape(t, t->src[0]) && candle_tensor_same_shape(t, t->src[1]);
 }
 
 static bool fuse_norm(const candle_tensor *t, const candle_tensor *u) {
-    return t->op == CANDLE_OP_LAYER_NORM && !t->computed && !t->storage && !t->view_src &&
-           t->dtype == CANDLE_DTYPE_F32 && t->src[0] == u && (t->n_src < 2 || t->src[1] != u) &&
+    return t->op == CANDLE_OP_LAYER_NORM && unplanned_f32(t) && t->src[0] == u && (t->n_src < 2 || t->src[1] != u) &&
            (t->n_src < 3 || t->src[2] != u);
 }
 

@@ -229,6 +229,8 @@ static bool parse_class(rx *r, rx_set *s, bool *neg) {
 }
 
 /* One atom and its quantifier; *nullable: whether they can match nothing. */
+static bool at_digit(const rx *r) { return r->p < r->end && *r->p >= '0' && *r->p <= '9'; }
+
 static bool rx_atom(rx *r, cdl_strbuf *out, bool *nullable) {
     cdl_strbuf a = {0};
     char c = *r->p;
@@ -293,7 +295,7 @@ static bool rx_atom(rx *r, cdl_strbuf *out, bool *nullable) {
         char *e;
         r->p++;
         /* counts are digits: strtol alone takes a sign or spaces ({-1}) */
-        m = r->p < r->end && *r->p >= '0' && *r->p <= '9' ? strtol(r->p, &e, 10) : -1;
+        m = at_digit(r) ? strtol(r->p, &e, 10) : -1;
         if (m < 0) {
             r->p = save;
             free(a.s);
@@ -303,7 +305,7 @@ static bool rx_atom(rx *r, cdl_strbuf *out, bool *nullable) {
         if (r->p < r->end && *r->p == ',') {
             r->p++;
             if (r->p < r->end && *r->p == '}') n = -2;
-            else if (r->p < r->end && *r->p >= '0' && *r->p <= '9') n = strtol(r->p, &e, 10), r->p = e;
+            else if (at_digit(r)) n = strtol(r->p, &e, 10), r->p = e;
             else n = -1;
         } else n = m;
         if (r->p >= r->end || *r->p != '}' || m > RX_MAX_REPEAT || n > RX_MAX_REPEAT || n == -1 || (n >= 0 && n < m)) {

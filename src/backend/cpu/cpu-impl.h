@@ -176,9 +176,9 @@ typedef struct cpu_simd {
     void (*rms_norm)(const float *x, const float *w, float *y, int64_t n, float eps);
     /* y = (v - mean) / sqrt(var + eps) * w + b over v = x (+ r where r is not
      * NULL, the f32 sum; it goes through y, which may be x or r itself but
-     * not overlap them otherwise); w, b
-     * NULL: 1, 0. Mean and variance in double, as the reference kernel, so
-     * the two agree to f32 rounding; the per-element pass is f32. */
+     * not overlap them otherwise); w, b NULL: 1, 0. Mean and variance in
+     * double, as the reference kernel, so the two agree to f32 rounding; the
+     * per-element pass is f32. */
     void (*layer_norm)(const float *x, const float *r, const float *w, const float *b, float *y, int64_t n,
                        double eps);
     /* Flash attention pieces: s[j] = dot(q, k row j) for j < n. */

@@ -167,7 +167,18 @@ static void fused_span(const cpu_simd *simd, const candle_tensor *u, const candl
     }
 }
 
-static void ln_rows(const cpu_task *t, const candle_tensor *x, const candle_tensor *r, candle_tensor *dst);
+/* dst = layer_norm(x (+ r)) over the task's rows; r (NULL: none) has x's shape. */
+static void ln_rows(const cpu_task *t, const candle_tensor *x, const candle_tensor *r, candle_tensor *dst) {
+    const cpu_simd *simd = cpu_simd_get();
+    const candle_tensor *w = dst->n_src > 1 ? dst->src[1] : NULL, *b = dst->n_src > 2 ? dst->src[2] : NULL;
+    const float *wp = w ? (const float *)tensor_ptr(w) : NULL, *bp = b ? (const float *)tensor_ptr(b) : NULL;
+    int64_t d = last_dim(dst), r0, r1;
+    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
+    for (int64_t i = r0; i < r1; i++)
+        simd->layer_norm((const float *)(tensor_ptr(x) + row_offset(x, i)),
+                         r ? (const float *)(tensor_ptr(r) + row_offset(r, i)) : NULL, wp, bp,
+                         (float *)tensor_ptr(dst) + i * d, d, dst->fparams[0]);
+}
 
 /* The unfused kernels' split (whole runs where the inputs are contiguous,
  * else rows); within it, blocks. An add into its norm: the norm's rows. */
@@ -259,19 +270,6 @@ static bool match_ln(const candle_tensor *dst) {
     if (dst->op != CANDLE_OP_LAYER_NORM || !f32_out(dst) || !f32_rows_in(dst->src[0], dst)) return false;
     int64_t d = last_dim(dst);
     return ln_param_ok(dst->n_src > 1 ? dst->src[1] : NULL, d) && ln_param_ok(dst->n_src > 2 ? dst->src[2] : NULL, d);
-}
-
-/* dst = layer_norm(x (+ r)) over the task's rows; r (NULL: none) has x's shape. */
-static void ln_rows(const cpu_task *t, const candle_tensor *x, const candle_tensor *r, candle_tensor *dst) {
-    const cpu_simd *simd = cpu_simd_get();
-    const candle_tensor *w = dst->n_src > 1 ? dst->src[1] : NULL, *b = dst->n_src > 2 ? dst->src[2] : NULL;
-    const float *wp = w ? (const float *)tensor_ptr(w) : NULL, *bp = b ? (const float *)tensor_ptr(b) : NULL;
-    int64_t d = last_dim(dst), r0, r1;
-    cpu_split(n_rows(dst), 1, t->ith, t->nth, &r0, &r1);
-    for (int64_t i = r0; i < r1; i++)
-        simd->layer_norm((const float *)(tensor_ptr(x) + row_offset(x, i)),
-                         r ? (const float *)(tensor_ptr(r) + row_offset(r, i)) : NULL, wp, bp,
-                         (float *)tensor_ptr(dst) + i * d, d, dst->fparams[0]);
 }
 
 static candle_status run_ln(const cpu_task *t, candle_tensor *dst) {

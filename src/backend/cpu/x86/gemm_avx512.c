@@ -674,6 +674,20 @@ void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float 
     }
 }
 
+/* The panel's words g = t * 6 + i in three zmm of 16: word g is pair t of
+ * row i; rows 2j, 2j + 1 are the halves of r[j] (lane (i % 2) * 8 + t), so
+ * rows 0-3 come by one two-source permute of r0, r1 (lo: r1's lanes from
+ * 16) and rows 4-5 (the hi mask's lanes) by a masked permute of r2. */
+static const int A6_LO[3][16] = {
+        {0, 8, 16, 24, 0, 0, 1, 9, 17, 25, 0, 0, 2, 10, 18, 26},
+        {0, 0, 3, 11, 19, 27, 0, 0, 4, 12, 20, 28, 0, 0, 5, 13},
+        {21, 29, 0, 0, 6, 14, 22, 30, 0, 0, 7, 15, 23, 31, 0, 0}};
+static const int A6_HI[3][16] = {
+        {0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 1, 9, 0, 0, 0, 0},
+        {2, 10, 0, 0, 0, 0, 3, 11, 0, 0, 0, 0, 4, 12, 0, 0},
+        {0, 0, 5, 13, 0, 0, 0, 0, 6, 14, 0, 0, 0, 0, 7, 15}};
+static const __mmask16 A6_HI_MASK[3] = {0xc30, 0x30c3, 0xc30c};
+
 /* One A panel of `rows` (<= 6, zero rows past them) from a(i, p) at
  * a + i * sam + p * sak (dtype at), kc deep, as bf16 pairs. Contiguous f32
  * rows: 16 k of each row converted at once (round to nearest even), the six
@@ -685,18 +699,6 @@ void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_
     uint32_t *d = (uint32_t *)dst;
     int64_t k2 = (kc + 1) / 2, t0 = 0;
     if (at == CANDLE_DTYPE_F32 && sak == 4) {
-        /* output word g = t * 6 + i comes from row i's pair t: rows 2j, 2j + 1
-         * are r[j]'s halves, so rows 0-3 by one two-source permute and rows
-         * 4-5 by a masked one */
-        _Alignas(64) int lo_idx[3][16], hi_idx[3][16];
-        __mmask16 hi_mask[3] = {0, 0, 0};
-        for (int z = 0; z < 3; z++)
-            for (int k = 0; k < 16; k++) {
-                int g = 16 * z + k, t = g / MR, i = g % MR;
-                lo_idx[z][k] = (i / 2) * 16 + (i % 2) * 8 + t;
-                hi_idx[z][k] = (i % 2) * 8 + t;
-                if (i >= 4) hi_mask[z] |= (__mmask16)(1u << k);
-            }
         for (; 2 * t0 + 16 <= kc; t0 += 8) {
             __m256i v[MR];
             for (int i = 0; i < MR; i++)
@@ -706,8 +708,8 @@ void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_
             __m512i r1 = _mm512_inserti64x4(_mm512_castsi256_si512(v[2]), v[3], 1);
             __m512i r2 = _mm512_inserti64x4(_mm512_castsi256_si512(v[4]), v[5], 1);
             for (int z = 0; z < 3; z++) {
-                __m512i o = _mm512_permutex2var_epi32(r0, _mm512_load_si512(lo_idx[z]), r1);
-                o = _mm512_mask_permutexvar_epi32(o, hi_mask[z], _mm512_load_si512(hi_idx[z]), r2);
+                __m512i o = _mm512_permutex2var_epi32(r0, _mm512_loadu_si512(A6_LO[z]), r1);
+                o = _mm512_mask_permutexvar_epi32(o, A6_HI_MASK[z], _mm512_loadu_si512(A6_HI[z]), r2);
                 _mm512_storeu_si512(d + t0 * MR + 16 * z, o);
             }
         }
