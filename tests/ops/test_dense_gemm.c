@@ -78,14 +78,19 @@ static const gemm_case cases[] = {
     {157, 300, 87, false, F32, MT_CONTIG, MT_CONTIG},
     {131, 260, 113, false, F32, MT_OFFSET, MT_CONTIG},
     {7, 2000, 190, false, F32, MT_CONTIG, MT_OFFSET},
-    /* bf16 B in the packed GEMM (bf16 dot products with AVX512_BF16):
-     * weight rows by 8 x 8 word transposes, odd-length rows (K = 33) and
-     * transposed or strided A element by element, odd K */
-    {157, 301, 87, true, BF16, MT_CONTIG, MT_CONTIG},
+    /* bf16 B in the packed GEMM (bf16 dot products with AVX512_BF16; a
+     * bf16 weight with contiguous A rows stays on the weight-row tiles up
+     * to 512 rows): weight rows by 8 x 8 word transposes, odd-length rows
+     * (K = 33) and transposed A element by element, odd K */
+    {600, 301, 87, true, BF16, MT_CONTIG, MT_CONTIG},
     {131, 300, 113, true, BF16, MT_TRANSPOSED, MT_CONTIG},
-    {150, 260, 40, true, BF16, MT_CONTIG, MT_OFFSET},
-    {145, 301, 33, true, BF16, MT_SLICED, MT_CONTIG},
+    {530, 260, 40, true, BF16, MT_CONTIG, MT_OFFSET},
     {200, 33, 50, true, BF16, MT_CONTIG, MT_CONTIG},
+    /* ... and the bf16 weight-row tiles past 144 rows: k quads (157, 300:
+     * off a multiple of 16) and the 16-row panels (256), strided A */
+    {157, 301, 87, true, BF16, MT_CONTIG, MT_CONTIG},
+    {300, 260, 40, true, BF16, MT_CONTIG, MT_OFFSET},
+    {256, 301, 33, true, BF16, MT_SLICED, MT_CONTIG},
     /* block-quantized weights: slices in whole blocks (9 and 7 blocks) */
     {65, 576, 80, true, Q8, MT_CONTIG, MT_CONTIG},
     {150, 1056, 20, true, Q8, MT_SLICED, MT_CONTIG},

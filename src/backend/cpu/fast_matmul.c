@@ -8,7 +8,8 @@
  *   row-major [N, K] weight): a matrix-vector product streaming each weight
  *   row once through dot_rows, threads on disjoint ranges of N
  *   (fast_matmul_mv.c);
- * - prefill on such a plain-float weight (WT_MIN_M <= M <= WT_MAX_M): the
+ * - prefill on such a plain-float weight (WT_MIN_M <= M <= WT_MAX_M, or
+ *   WT_BF16_MAX_M for bf16 weights on the bf16 dot products): the
  *   weight-row tiles, six rows at a time against 16-row panels of A packed
  *   transposed once (fast_matmul_wt.c);
  * - a few rows (M <= DOT_MAX_M): 4 x 3 tiles of dot products on the rows as

@@ -55,6 +55,13 @@
 #ifndef WT_MAX_M
 #define WT_MAX_M GEMM_MC
 #endif
+/* bf16 weights through the bf16 dot products stay on the weight-row tiles
+ * up to more rows than f32 ones: past WT_MAX_M the GEMM packs every weight
+ * panel (8 x 8 transposes of its words) for each call, and that took more
+ * than the tiles lose to the GEMM's (bench/RESULTS.md, issue 19). */
+#ifndef WT_BF16_MAX_M
+#define WT_BF16_MAX_M 512
+#endif
 #define WT_MR 16
 #define WT_NR 6
 /* Six f32 rows of a slice (at most 24 KiB) stay in L1 beside the panel's
@@ -90,12 +97,12 @@ static bool wt_bf16_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype 
 
 /* M rows through the k-pair tile (WT_PAIR_MIN_M), or for a bf16 weight
  * through the bf16 dot products, the k-quad one */
-static bool wt_pair_m(int64_t M) {
-    return cpu_simd_get()->wt_ukr_p && M >= WT_PAIR_MIN_M && M <= WT_PAIR_MAX_M && (M < 4 * WT_MR || M % WT_MR != 0);
+static bool wt_pair_m(int64_t M, int64_t max_m) {
+    return cpu_simd_get()->wt_ukr_p && M >= WT_PAIR_MIN_M && M <= max_m && (M < 4 * WT_MR || M % WT_MR != 0);
 }
 
 static bool wt_pair_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype bt, int64_t M) {
-    return wt_pair_m(M) && !wt_bf16_for(at, sam, sak, bt);
+    return wt_pair_m(M, WT_PAIR_MAX_M) && !wt_bf16_for(at, sam, sak, bt);
 }
 
 bool cpu_mm_wt_path(const candle_tensor *dst, const mm_geom *g) {
@@ -106,7 +113,7 @@ bool cpu_mm_wt_path(const candle_tensor *dst, const mm_geom *g) {
     bool m_ok = g->M >= WT_MIN_M || (bf && g->M > MV_MAX_M) ||
                 wt_pair_for(a->dtype, a->stride[a->rank - 2], a->stride[a->rank - 1], b->dtype, g->M);
     return mm_plain_float(b->dtype) && b->stride[b->rank - 2] == esz && b->stride[b->rank - 1] % esz == 0 &&
-           m_ok && g->M <= WT_MAX_M && g->n_batch == 1 && g->K > 0 && flops >= (bf ? WT_BF16_MIN_FLOPS : PANEL_MIN_FLOPS);
+           m_ok && g->M <= (bf ? WT_BF16_MAX_M : WT_MAX_M) && g->n_batch == 1 && g->K > 0 && flops >= (bf ? WT_BF16_MIN_FLOPS : PANEL_MIN_FLOPS);
 }
 
 /* guided (see guided_range) in whole groups of rows */
@@ -135,7 +142,7 @@ static bool wt_pair(const gemm_args *g, int64_t M) { return wt_pair_for(g->at, g
 
 /* (the 16-row bf16 tile keeps 48 rows: faster there than in quads) */
 static bool wt_quad(const gemm_args *g, int64_t M) {
-    return wt_pair_m(M) && M != 3 * WT_MR && wt_bf16(g) && cpu_simd_get()->wt_bf16_ukr_p;
+    return wt_pair_m(M, WT_BF16_MAX_M) && M != 3 * WT_MR && wt_bf16(g) && cpu_simd_get()->wt_bf16_ukr_p;
 }
 
 /* The micro-kernel of a table without one (the wt_ukr contract, one panel). */
