@@ -85,12 +85,17 @@ candle_tensor *cdl_node_new(candle_ctx *ctx, candle_op op, candle_dtype dtype, i
                                const int64_t *shape);
 /* Finish building a node: compute it at once in eager contexts. */
 candle_tensor *cdl_node_finish(candle_ctx *ctx, candle_tensor *node);
-/* candle_attention whose rows, when row_steps, each get the bits the
- * one-position step at their position gets: the step that verifies drafted
- * tokens must pick what decoding them one at a time would. Kernels may
- * take a slower path for it (src/ops/attention.c). */
+/* candle_attention with options (flags, src/ops/attention.c):
+ * CDL_ATTN_ROW_STEPS: each row gets the bits the one-position step at its
+ * position gets (the step that verifies drafted tokens must pick what
+ * decoding them one at a time would; kernels may take a slower path);
+ * CDL_ATTN_BF16: the products may take q, k, v and the probabilities
+ * rounded to bf16 (f32 sums) where a backend has bf16 dot products: for
+ * models whose weights are bf16, whose linear products round their
+ * activations so anyway. */
+enum { CDL_ATTN_ROW_STEPS = 1, CDL_ATTN_BF16 = 2 };
 candle_tensor *cdl_attention_rows(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,
-                                  candle_tensor *mask, double scale, bool causal, bool row_steps);
+                                  candle_tensor *mask, double scale, bool causal, unsigned flags);
 /* Normalise a possibly negative dim; records an error and returns -1 if out of range. */
 int cdl_norm_dim(candle_ctx *ctx, const char *op, int dim, int rank);
 /* Graphs are freed with the context (or a reset past them); -1 on OOM. */

@@ -311,14 +311,15 @@ typedef struct bidir_seqs {
 
 /* Attention of one sequence's q [len, n_head, D], k, v [len, n_head_kv, D]
  * -> [len, n_head*head_dim]. */
-static candle_tensor *bidir_one(decoder_step *st, candle_tensor *q, candle_tensor *k, candle_tensor *v,
+static candle_tensor *bidir_one(decoder_step *st, int64_t il, candle_tensor *q, candle_tensor *k, candle_tensor *v,
                                 candle_tensor *mask) {
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
-    candle_tensor *o = candle_attention(ctx, candle_unsqueeze(ctx, candle_transpose(ctx, q, 0, 1), 0),
-                                        candle_unsqueeze(ctx, candle_transpose(ctx, k, 0, 1), 0),
-                                        candle_unsqueeze(ctx, candle_transpose(ctx, v, 0, 1), 0), mask,
-                                        c->attn_scale, false); /* [1, n_head, len, head_dim] */
+    candle_tensor *o = cdl_attention_rows(ctx, candle_unsqueeze(ctx, candle_transpose(ctx, q, 0, 1), 0),
+                                          candle_unsqueeze(ctx, candle_transpose(ctx, k, 0, 1), 0),
+                                          candle_unsqueeze(ctx, candle_transpose(ctx, v, 0, 1), 0), mask,
+                                          c->attn_scale, false, model_attn_flags(st->m->layers[il].wo));
+    /* [1, n_head, len, head_dim] */
     int64_t flat[2] = {q->shape[0], c->n_head * c->head_dim};
     return candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
 }
@@ -329,10 +330,10 @@ static candle_tensor *bidir_attend(decoder_step *st, candle_tensor *q, candle_te
                                    int64_t il) {
     const bidir_seqs *bs = st->user;
     bool local = decoder_layer_is_swa(st->c, il);
-    if (bs->n_seq == 1) return bidir_one(st, q, k, v, local ? bs->local[0] : NULL);
+    if (bs->n_seq == 1) return bidir_one(st, il, q, k, v, local ? bs->local[0] : NULL);
     for (int64_t s = 0; s < bs->n_seq; s++) {
         int64_t off = bs->off[s], len = bs->len[s];
-        bs->out[s] = bidir_one(st, candle_narrow(st->ctx, q, 0, off, len), candle_narrow(st->ctx, k, 0, off, len),
+        bs->out[s] = bidir_one(st, il, candle_narrow(st->ctx, q, 0, off, len), candle_narrow(st->ctx, k, 0, off, len),
                                candle_narrow(st->ctx, v, 0, off, len), local ? bs->local[s] : NULL);
     }
     return model_concat_rows(st->ctx, bs->out, bs->n_seq);

@@ -53,12 +53,12 @@ typedef struct attn_args {
 } attn_args;
 
 /* Attention of one sequence's q, k, v [len, H, D] -> [len, H*D]. */
-static candle_tensor *attend(candle_ctx *ctx, const candle_model_config *c, candle_tensor *q, candle_tensor *k,
-                             candle_tensor *v, candle_tensor *bias) {
+static candle_tensor *attend(candle_ctx *ctx, const candle_model *m, const encoder_layer *w, candle_tensor *q,
+                             candle_tensor *k, candle_tensor *v, candle_tensor *bias) {
     int64_t len = q->shape[0];
-    candle_tensor *o = candle_attention(ctx, heads_first(ctx, q), heads_first(ctx, k), heads_first(ctx, v), bias, 0,
-                                        false); /* [1, H, len, D] */
-    int64_t flat[2] = {len, c->n_embd};
+    candle_tensor *o = cdl_attention_rows(ctx, heads_first(ctx, q), heads_first(ctx, k), heads_first(ctx, v), bias,
+                                          0, false, model_attn_flags(w->wo)); /* [1, H, len, D] */
+    int64_t flat[2] = {len, m->cfg.n_embd};
     return candle_reshape_copy(ctx, candle_transpose(ctx, candle_squeeze(ctx, o, 0), 0, 1), 2, flat);
 }
 
@@ -98,11 +98,11 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
     }
     candle_tensor *v = split_heads(ctx, c, tv, n), *o;
     if (rg->n_seq == 1) {
-        o = attend(ctx, c, q, k, v, a->bias[0]);
+        o = attend(ctx, m, w, q, k, v, a->bias[0]);
     } else {
         for (int64_t s = 0; s < rg->n_seq; s++) {
             int64_t off = rg->off[s], len = rg->len[s];
-            a->out[s] = attend(ctx, c, candle_narrow(ctx, q, 0, off, len), candle_narrow(ctx, k, 0, off, len),
+            a->out[s] = attend(ctx, m, w, candle_narrow(ctx, q, 0, off, len), candle_narrow(ctx, k, 0, off, len),
                                candle_narrow(ctx, v, 0, off, len), a->bias[s]);
         }
         o = model_concat_rows(ctx, a->out, rg->n_seq);

@@ -285,6 +285,12 @@ candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, mode
  * most two copies of each row: a node takes CANDLE_MAX_SRC inputs, so
  * groups of them first. Overwrites xs. */
 candle_tensor *model_concat_rows(candle_ctx *ctx, candle_tensor **xs, int64_t n);
+/* The attention options of a layer whose output projection is wo: bf16
+ * products where that weight is bf16 (its product rounds the attention
+ * rows to bf16 anyway, as the q, k, v projections rounded their input). */
+static inline unsigned model_attn_flags(const candle_tensor *wo) {
+    return wo && wo->dtype == CANDLE_DTYPE_BF16 ? CDL_ATTN_BF16 : 0;
+}
 /* Refuses a description the encoder builder does not implement. */
 candle_status encoder_check_desc(const model_family *f);
 /* The last hidden states [sum(lens), n_embd] of n_seq sequences through an

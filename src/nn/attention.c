@@ -62,5 +62,5 @@ candle_tensor *nn_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
         mask = window_mask(ctx, sq, skv, p->pos, p->window);
         if (!mask) return NULL;
     }
-    return cdl_attention_rows(ctx, q, k, v, mask, scale, true, p->row_steps);
+    return cdl_attention_rows(ctx, q, k, v, mask, scale, true, p->row_steps ? CDL_ATTN_ROW_STEPS : 0);
 }

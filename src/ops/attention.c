@@ -7,8 +7,9 @@
  * type (a quantized cache: q8_0, q4_0) whose rows are whole contiguous
  * blocks; fparams[0] = scale (resolved, never
  * 0); iparams[0] = causal; iparams[1] = row steps (each row must have the
- * bits of the one-position step at its position, cdl_attention_rows). A query row that sees no key (every score masked
- * to -inf) outputs zeros rather than NaN. */
+ * bits of the one-position step at its position, cdl_attention_rows);
+ * iparams[2] = bf16 products allowed (CDL_ATTN_BF16). A query row that
+ * sees no key (every score masked to -inf) outputs zeros rather than NaN. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ static bool check_inputs(candle_ctx *ctx, const candle_tensor *q, const candle_t
 }
 
 candle_tensor *cdl_attention_rows(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,
-                                  candle_tensor *mask, double scale, bool causal, bool row_steps) {
+                                  candle_tensor *mask, double scale, bool causal, unsigned flags) {
     OP_CHECK_IN(q);
     OP_CHECK_IN(k);
     OP_CHECK_IN(v);
@@ -91,11 +92,12 @@ candle_tensor *cdl_attention_rows(candle_ctx *ctx, candle_tensor *q, candle_tens
     t->n_src = m ? 4 : 3;
     t->fparams[0] = scale != 0.0 ? scale : (q->shape[3] ? 1.0 / sqrt((double)q->shape[3]) : 1.0);
     t->iparams[0] = causal;
-    t->iparams[1] = row_steps;
+    t->iparams[1] = (flags & CDL_ATTN_ROW_STEPS) != 0;
+    t->iparams[2] = (flags & CDL_ATTN_BF16) != 0;
     return cdl_node_finish(ctx, t);
 }
 
 candle_tensor *candle_attention(candle_ctx *ctx, candle_tensor *q, candle_tensor *k,
                                 candle_tensor *v, candle_tensor *mask, double scale, bool causal) {
-    return cdl_attention_rows(ctx, q, k, v, mask, scale, causal, false);
+    return cdl_attention_rows(ctx, q, k, v, mask, scale, causal, 0);
 }

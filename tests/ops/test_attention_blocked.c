@@ -17,6 +17,7 @@
  * by one (AVX2 vs scalar; AVX-512 vs AVX2, bit for bit) on odd sizes. */
 #include "backend/cpu/attention-impl.h"
 #include "backend/cpu/cpu-impl.h"
+#include "core/core-impl.h"
 #include "mathtest.h"
 
 typedef struct blk_case {
@@ -119,6 +120,8 @@ static candle_tensor *make_mask(candle_ctx *ctx, const blk_case *c, uint64_t see
 
 /* K/V dtype when not dt (f32 queries over an f16/bf16 cache), else COUNT. */
 static candle_dtype g_kv_dt = CANDLE_DTYPE_COUNT;
+/* cdl_attention_rows's flags (CDL_ATTN_BF16: checked to the bf16 bound). */
+static unsigned g_attn_flags = 0;
 
 /* The output of one case (NULL on failure), checked against the reference. */
 static double *run_case(const blk_case *c, candle_dtype dt, int threads, const char *isa, uint64_t seed) {
@@ -144,7 +147,7 @@ static double *run_case(const blk_case *c, candle_dtype dt, int threads, const c
         v = candle_narrow(ctx, v, 2, 0, c->skv);
     }
     candle_tensor *m = c->mask ? make_mask(ctx, c, seed + 3) : NULL;
-    candle_tensor *y = candle_attention(ctx, q, k, v, m, 0, c->causal);
+    candle_tensor *y = cdl_attention_rows(ctx, q, k, v, m, 0, c->causal, g_attn_flags);
     CHECK_MSG(y && mt_same_shape(y, 4, os), "%s %s %s x%d: %s", c->what, candle_dtype_name(dt), isa, threads,
               candle_errmsg(ctx));
     double *got = NULL;
@@ -159,7 +162,7 @@ static double *run_case(const blk_case *c, candle_dtype dt, int threads, const c
         if (want) {
             ref_attention(c, qv, kv, vv, mv, want);
             double e = mt_nmse(got, want, n);
-            CHECK_MSG(e <= mt_bound(kvt), "%s %s/%s %s x%d: nmse %g", c->what, candle_dtype_name(dt),
+            CHECK_MSG(e <= mt_bound(g_attn_flags & CDL_ATTN_BF16 ? CANDLE_DTYPE_BF16 : kvt), "%s %s/%s %s x%d: nmse %g", c->what, candle_dtype_name(dt),
                       candle_dtype_name(kvt), isa, threads, e);
         }
         if (c->mask && c->sq > 1) /* the fully masked query row outputs zeros */
@@ -227,6 +230,37 @@ static void test_avx512_same_as_avx2(void) {
         }
     }
     g_kv_dt = CANDLE_DTYPE_COUNT;
+}
+
+/* bf16 products allowed (CDL_ATTN_BF16) on f32 q, k, v: where the table
+ * has the bf16 dot products (AVX512_BF16), every packed block takes them:
+ * the output is within the bf16 bound of the reference, the same bits on
+ * 1 and 2 threads, and not the f32 products' (the path ran); the direct
+ * blocks of decoding (at most 4 rows) keep the f32 products' bits. On
+ * other tables the flag changes no bit. */
+static void test_bf16_products(const char *isa) {
+    if (!cpu_simd_force(isa)) return;
+    bool dots = cpu_simd_get()->gemm_bf16_ukr2 != NULL;
+    int taken = 0;
+    for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+        const blk_case *c = &kCases[i];
+        uint64_t seed = 500 + 10 * i;
+        g_attn_flags = CDL_ATTN_BF16;
+        check_threads(c, CANDLE_DTYPE_F32, isa, seed);
+        double *b = run_case(c, CANDLE_DTYPE_F32, 2, isa, seed);
+        g_attn_flags = 0;
+        double *a = run_case(c, CANDLE_DTYPE_F32, 2, isa, seed);
+        int64_t n = c->b * c->hq * c->sq * c->dv;
+        bool same = a && b && memcmp(a, b, sizeof(double) * (size_t)n) == 0;
+        bool direct = c->sq * (c->hq / c->hkv) <= 4;
+        CHECK_MSG(a && b && same == (!dots || direct), "%s %s: bf16 products %s", c->what, isa,
+                  same ? "not taken" : "taken where they must not be");
+        taken += !same;
+        free(a);
+        free(b);
+    }
+    printf("%s: bf16 products in %d of %zu cases%s\n", isa, taken, sizeof kCases / sizeof kCases[0],
+           dots ? "" : " (no bf16 dot products in this table)");
 }
 
 /* ---- the tile primitives, AVX2 against scalar ---- */
@@ -650,6 +684,8 @@ int main(void) {
     test_cases("avx512"); /* where the CPU has AVX-512 F/BW/VL */
     test_cases("neon");   /* aarch64 */
     test_avx512_same_as_avx2();
+    test_bf16_products("avx2");
+    test_bf16_products("avx512");
     test_primitives();
     test_primitives_avx512();
     test_avx512_rows();

@@ -145,6 +145,11 @@ typedef struct cpu_simd {
     void (*pack_a6_bf16)(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
                          float *dst);
     void (*pack_b16_bf16)(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
+    /* Optional (with gemm_bf16_ukr2): a B panel of f32 rows rounded to bf16
+     * pairs, dst[t * NR + j] = bf16(b(2t, j)) | bf16(b(2t + 1, j)) << 16
+     * with b(p, j) = src[p * sk + j] for j < nr <= NR (zero past nr and
+     * past kc): how the flash kernel packs a value tile (keys as k). */
+    void (*pack_b16_f32_bf16)(const float *src, int64_t sk, int64_t kc, int nr, uint32_t *dst);
     /* out[r * out_stride] = dot(row r of w, x), w rows of wt (f32/f16/bf16)
      * k elements long and w_stride bytes apart. */
     void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,

@@ -39,6 +39,7 @@ static void avx512_init(void) {
         g_avx512_bf16.gemm_bf16_ukr2 = cpu_gemm_bf16_ukr2_avx512;
         g_avx512_bf16.pack_a6_bf16 = cpu_pack_a6_bf16_avx512;
         g_avx512_bf16.pack_b16_bf16 = cpu_pack_b16_bf16_avx512;
+        g_avx512_bf16.pack_b16_f32_bf16 = cpu_pack_b16_f32_bf16_avx512;
     }
 }
 

@@ -30,7 +30,13 @@
  * A row that sees no key outputs zeros, as the reference does. f16/bf16
  * inputs are converted a block or tile at a time into f32 scratch; keys
  * and values of a block type (a quantized KV cache: q8_0, q4_0) a tile of
- * rows at a time, by the type's own row conversion. The
+ * rows at a time, by the type's own row conversion. With bf16 products
+ * allowed (CDL_ATTN_BF16: models with bf16 weights) and the cpu_simd
+ * table's bf16 dot products, packed blocks of f32 q/k/v take the products
+ * on bf16 operands instead (bf16_products): q rows, key and value tiles
+ * and each group's probabilities are rounded to bf16 and packed as the
+ * packed GEMM's bf16 panels, and both products run on its micro-kernel,
+ * twice the FMA rate; the softmax stays f32. The
  * tile primitives come from attention_scalar.c, x86/attention_avx2.c,
  * x86/attention_avx512.c or arm/attention_neon.c, chosen with the primitive
  * table (cpu_attn_ops_get; the isa setting: scalar or avx2 caps the choice). */
@@ -114,9 +120,24 @@ typedef struct attn_geom {
     bool causal, direct;
     bool blocks;        /* k and v of a block type: tiles converted into kr / vt ... */
     bool block_direct;  /* ... unless decoding reads them as they are (q8_0_rows) */
+    bool bf16;          /* products on bf16 operands (bf16_products) */
 } attn_geom;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* The products of packed blocks on bf16 operands: asked for by the node
+ * (iparams[2]), f32 keys and values whose rows are whole floats apart, and
+ * the table's bf16 GEMM panels (not where bf16 exactness is asked for). The
+ * row groups are the GEMM's A panels. */
+_Static_assert(ATTN_MR == CPU_GEMM_MR && ATTN_NR == CPU_GEMM_NR, "attention row groups are GEMM panels");
+
+static bool bf16_products(const candle_tensor *dst, const attn_geom *g) {
+    const candle_tensor *k = dst->src[1], *v = dst->src[2];
+    const cpu_simd *simd = cpu_simd_get();
+    return dst->iparams[2] && !g->direct && k->dtype == CANDLE_DTYPE_F32 && v->dtype == CANDLE_DTYPE_F32 &&
+           k->stride[2] % 4 == 0 && v->stride[2] % 4 == 0 && simd->gemm_bf16_ukr2 && simd->pack_a6_bf16 &&
+           simd->pack_at16_bf16 && simd->pack_b16_f32_bf16;
+}
 
 /* Blocks of fewer positions when the largest ones leave threads idle
  * (a short prefill of few kv heads is one or two blocks): enough for
@@ -190,6 +211,7 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
         split_keys(g);
     }
     g->block_direct = g->blocks && g->direct && attn_reads_rows(cpu_attn_ops_get(), k->dtype);
+    g->bf16 = bf16_products(dst, g);
     split_positions(g, n_threads);
     g->n_units = g->B * g->Hkv * g->n_gc * g->n_blk;
 }
@@ -198,21 +220,29 @@ static void attn_geom_of(const candle_tensor *dst, int n_threads, attn_geom *g) 
  * q rows [rows, D], output rows [rows, dvp], running max and sum [rows],
  * one row group's scores [MR, BK] and corrections [MR], transposed key tile
  * [BK, D] and a value tile [BK, Dv] (converted when v is not plain f32);
- * keys of a block type also take a tile of rows [BK, D], converted. */
+ * keys of a block type also take a tile of rows [BK, D], converted. bf16
+ * products: kt holds the key tile's B panels ([BK / NR][D / 2][NR] pairs,
+ * panels D * NR words apart), vt the value tile's ([dvp / NR][BK / 2][NR],
+ * panels nk * NR words apart), qp the q rows' A panels (a group's panel
+ * [D / 2][MR] pairs, D * MR words apart), pp one group's probabilities as
+ * an A panel [BK / 2][MR], tmp the key packing's scratch. */
 typedef struct attn_scratch {
-    float *q, *o, *m, *l, *s, *corr, *kt, *vt, *kr;
+    float *q, *o, *m, *l, *s, *corr, *kt, *vt, *kr, *qp, *pp, *tmp;
 } attn_scratch;
 
 static size_t scratch_floats(const attn_geom *g, attn_scratch *sc) {
-    int64_t rows = g->gc * g->bq;
-    int64_t sizes[9] = {round_up(rows * g->D, 16),       round_up(rows * g->dvp, 16), round_up(rows, 16),
-                        round_up(rows, 16),              round_up(ATTN_MR * ATTN_BK, 16), 16,
-                        round_up(ATTN_BK * g->D, 16),    round_up(ATTN_BK * g->Dv, 16),
-                        g->blocks ? round_up(ATTN_BK * g->D, 16) : 0};
-    float **parts[9] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt, &sc->kr};
+    int64_t rows = g->gc * g->bq, b16 = g->bf16;
+    int64_t sizes[12] = {round_up(rows * g->D, 16),       round_up(rows * g->dvp, 16), round_up(rows, 16),
+                         round_up(rows, 16),              round_up(ATTN_MR * ATTN_BK, 16), 16,
+                         round_up(ATTN_BK * g->D, 16),    round_up(ATTN_BK * (b16 ? g->dvp : g->Dv), 16),
+                         g->blocks ? round_up(ATTN_BK * g->D, 16) : 0,
+                         b16 * round_up(round_up(rows, ATTN_MR) * g->D, 16), b16 * ATTN_MR * ATTN_BK,
+                         b16 * ATTN_NR * 256};
+    float **parts[12] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt, &sc->kr,
+                         &sc->qp, &sc->pp, &sc->tmp};
     float *base = sc->q;
     size_t off = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 12; i++) {
         if (base) *parts[i] = base + off;
         off += (size_t)sizes[i];
     }
@@ -324,16 +354,53 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
  * [g0, g0 + mr): scores, masks, online softmax and the output update, while
  * the group's q, score and output rows stay in L1. Causal rows see keys up
  * to their position only: the group stops at its last row's. */
+/* The bf16 products of one row group (bf16_products): scores from the
+ * group's q panel against the key panels, and after the softmax the output
+ * rows rescaled and accumulated from the group's probabilities (rounded to
+ * bf16 into an A panel, zero past the keys the group sees, nk_seen) against
+ * the value panels of the whole tile (nk keys). */
+static void bf16_scores(const attn_block *a, int64_t g0, int64_t mr, int64_t nk_seen) {
+    const attn_geom *g = a->g;
+    const float *qp = a->sc.qp + g0 * g->D;
+    for (int64_t j = 0; j < nk_seen; j += 2 * ATTN_NR)
+        a->simd->gemm_bf16_ukr2(g->D, qp, a->sc.kt + j * g->D, a->sc.s + j, ATTN_BK, (int)mr,
+                                nk_seen - j < 2 * ATTN_NR ? (int)(nk_seen - j) : 2 * ATTN_NR, false);
+}
+
+static void bf16_accum(const attn_block *a, int64_t g0, int64_t mr, int64_t nk_seen, int64_t nk) {
+    const attn_geom *g = a->g;
+    float *o = a->sc.o + g0 * g->dvp;
+    for (int64_t i = 0; i < mr; i++) {
+        float *si = a->sc.s + i * ATTN_BK, c = a->sc.corr[i];
+        for (int64_t j = nk_seen; j < nk; j++) si[j] = 0.0f;
+        if (c != 1.0f)
+            for (int64_t e = 0; e < g->Dv; e++) o[i * g->dvp + e] *= c;
+    }
+    a->simd->pack_a6_bf16(CANDLE_DTYPE_F32, (const char *)a->sc.s, ATTN_BK * (int64_t)sizeof(float), sizeof(float),
+                          (int)mr, nk, a->sc.pp);
+    for (int64_t e = 0; e < g->Dv; e += 2 * ATTN_NR)
+        a->simd->gemm_bf16_ukr2(nk, a->sc.pp, a->sc.vt + e * nk, o + e, g->dvp, (int)mr,
+                                g->Dv - e < 2 * ATTN_NR ? (int)(g->Dv - e) : 2 * ATTN_NR, true);
+}
+
 static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, int64_t nk, bool direct,
                       const float *vr, int64_t ldv) {
     const attn_geom *g = a->g;
-    int64_t off = g->Skv - g->Sq;
+    int64_t off = g->Skv - g->Sq, nk_tile = nk;
     if (g->causal) {
         int64_t seen = off + row_pos(a, g0 + mr - 1) + 1 - j0;
         if (seen <= 0) return; /* no key of the tile: nothing changes */
         nk = seen < nk ? seen : nk;
     }
     const float *q = a->sc.q + g0 * g->D;
+    if (g->bf16) {
+        bf16_scores(a, g0, mr, nk);
+        if (a->mask) add_mask(a, g0, mr, j0, nk);
+        if (g->causal && j0 + nk - 1 > off + row_pos(a, g0)) mask_causal(a, g0, mr, j0, nk);
+        a->ops->softmax(a->sc.s, ATTN_BK, mr, nk, a->sc.m + g0, a->sc.l + g0, a->sc.corr);
+        bf16_accum(a, g0, mr, nk, nk_tile);
+        return;
+    }
     if (direct && g->blocks && !g->block_direct) /* the tile's keys converted by run_tiles */
         a->ops->scores_rows(q, g->D, mr, g->D, CANDLE_DTYPE_F32, (const char *)a->sc.kr,
                             g->D * (int64_t)sizeof(float), nk, a->sc.s, ATTN_BK);
@@ -373,21 +440,37 @@ static void touch_kv(const attn_block *a, int64_t j0, int64_t nk) {
     __asm__ volatile("" ::"r"(acc));
 }
 
+/* The key tile's and the value tile's bf16 B panels (bf16_products): keys
+ * [j0, j0 + nk) as columns, the value rows as k. */
+static void pack_bf16_tile(const attn_block *a, int64_t j0, int64_t nk) {
+    const attn_geom *g = a->g;
+    uint32_t *kt = (uint32_t *)a->sc.kt, *vt = (uint32_t *)a->sc.vt;
+    for (int64_t j = 0; j < nk; j += ATTN_NR)
+        a->simd->pack_at16_bf16((const float *)(a->k + (j0 + j) * a->sk), a->sk / (int64_t)sizeof(float),
+                                nk - j < ATTN_NR ? (int)(nk - j) : ATTN_NR, g->D, kt + j * g->D, a->sc.tmp);
+    const float *v = (const float *)(a->v + j0 * a->sv);
+    for (int64_t e = 0; e < g->Dv; e += ATTN_NR)
+        a->simd->pack_b16_f32_bf16(v + e, a->sv / (int64_t)sizeof(float), nk,
+                                   g->Dv - e < ATTN_NR ? (int)(g->Dv - e) : ATTN_NR, vt + e * nk);
+}
+
 /* Keys [k0, k1) through the block. */
 static void run_tiles(const attn_block *a, int64_t k0, int64_t k1) {
     const attn_geom *g = a->g;
     int64_t rows = a->nh * a->r;
     bool direct = g->direct;
     for (int64_t j0 = k0; j0 < k1; j0 += ATTN_BK) {
-        int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv;
+        int64_t nk = k1 - j0 < ATTN_BK ? k1 - j0 : ATTN_BK, ldv = 0;
         if (touches_kv(a)) touch_kv(a, j0, nk);
         if (g->blocks && !g->block_direct)
             attn_rows_f32(a->simd, a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kr);
-        if (!direct && g->blocks)
+        if (g->bf16)
+            pack_bf16_tile(a, j0, nk);
+        else if (!direct && g->blocks)
             a->ops->pack_kt(CANDLE_DTYPE_F32, (const char *)a->sc.kr, g->D * (int64_t)sizeof(float), nk, g->D, a->sc.kt);
         else if (!direct)
             a->ops->pack_kt(a->kv_dtype, a->k + j0 * a->sk, a->sk, nk, g->D, a->sc.kt);
-        const float *vr = value_rows(a, j0, nk, &ldv);
+        const float *vr = g->bf16 ? NULL : value_rows(a, j0, nk, &ldv);
         for (int64_t g0 = 0; g0 < rows; g0 += ATTN_MR)
             run_group(a, g0, rows - g0 < ATTN_MR ? rows - g0 : ATTN_MR, j0, nk, direct, vr, ldv);
     }
@@ -404,6 +487,10 @@ static void load_block(const attn_block *a, const candle_tensor *q, float scale)
         a->simd->to_f32(q->dtype, src, dq, g->D);
         for (int64_t e = 0; e < g->D; e++) dq[e] *= scale;
     }
+    for (int64_t g0 = 0; g->bf16 && g0 < rows; g0 += ATTN_MR)
+        a->simd->pack_a6_bf16(CANDLE_DTYPE_F32, (const char *)(a->sc.q + g0 * g->D), g->D * (int64_t)sizeof(float),
+                              sizeof(float), rows - g0 < ATTN_MR ? (int)(rows - g0) : ATTN_MR, g->D,
+                              a->sc.qp + g0 * g->D);
     memset(a->sc.o, 0, sizeof(float) * (size_t)(rows * g->dvp));
     memset(a->sc.l, 0, sizeof(float) * (size_t)rows);
     for (int64_t i = 0; i < rows; i++) a->sc.m[i] = -INFINITY;

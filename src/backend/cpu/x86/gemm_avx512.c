@@ -755,6 +755,21 @@ void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t k
         }
 }
 
+/* One B panel of f32 rows b(p, j) = src[p * sk + j] (j < nr <= 16, zero
+ * past nr), kc deep, as bf16 pairs rounded to nearest even: two rows
+ * converted and interleaved per pair; an odd kc's last pair has a zero
+ * high half. */
+void cpu_pack_b16_f32_bf16_avx512(const float *src, int64_t sk, int64_t kc, int nr, uint32_t *dst) {
+    __mmask16 m = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+    for (int64_t t = 0; 2 * t < kc; t++) {
+        __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + 2 * t * sk)));
+        __m512i hi = _mm512_setzero_si512();
+        if (2 * t + 1 < kc)
+            hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + (2 * t + 1) * sk)));
+        _mm512_storeu_si512(dst + t * NR, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+
 /* ---- matrix-vector rows of f16 / bf16 (dot_rows) ----
  * One row at a time, a single sequential stream, for every row length,
  * prefetched DOT_H_PF bytes ahead (candle_stream_prefetch: non-temporal

@@ -74,6 +74,7 @@ void cpu_gemm_bf16_ukr2_avx512(int64_t k, const float *a, const float *b, float 
 void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_t sak, int rows, int64_t kc,
                              float *dst);
 void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
+void cpu_pack_b16_f32_bf16_avx512(const float *src, int64_t sk, int64_t kc, int nr, uint32_t *dst);
 
 /* benchmark probes (cpu_probe.c) */
 double cpu_probe_fma_avx2(int64_t iters);
