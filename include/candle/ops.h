@@ -59,7 +59,7 @@ typedef enum candle_op {
     CANDLE_OP_ARGMAX, /* -> i64 */
     CANDLE_OP_SOFTMAX,     /* over iparams[0] = dim */
     CANDLE_OP_LOG_SOFTMAX, /* over iparams[0] = dim */
-    CANDLE_OP_MATMUL,      /* [..., M, K] x [..., K, N] -> [..., M, N] */
+    CANDLE_OP_MATMUL,      /* [..., M, K] x [..., K, N] -> [..., M, N]; src[2]: bias [N] (candle_matmul_bias) */
     CANDLE_OP_RMS_NORM,    /* src: x, weight?; fparams[0] = eps; last dim */
     CANDLE_OP_LAYER_NORM,  /* src: x, weight?, bias?; fparams[0] = eps */
     CANDLE_OP_ROPE,        /* src: x [..., S, H, D], positions? (i32 [S]), freq_factors? */
@@ -177,6 +177,13 @@ CANDLE_API candle_tensor *candle_topk_mask(candle_ctx *ctx, candle_tensor *x, in
 /* Batched; batch dims broadcast; transposed operands work through strides.
  * b may be quantized when it is the transpose of a row-major [N, K] weight. */
 CANDLE_API candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b);
+/* candle_matmul(a, b) + bias, bias [N] added to every row: the values of
+ * candle_add(candle_matmul(a, b), bias). With f32 activations (so an f32
+ * product) and a contiguous f32 bias it is one MATMUL node with the bias
+ * as its third source, so a backend adds it as it writes the product (no
+ * pass of its own); otherwise the add. bias NULL: candle_matmul. */
+CANDLE_API candle_tensor *candle_matmul_bias(candle_ctx *ctx, candle_tensor *a, candle_tensor *b,
+                                             candle_tensor *bias);
 /* a [..., M, K] (f32) x b [K, N] (a weight as candle_matmul takes it: any
  * float or quantized dtype) + s [..., M, K / group] x corr [K / group, N]
  * (f32; fastest as the transpose of a row-major [N, K / group]), where s

@@ -10,13 +10,6 @@
 
 #include "model-impl.h"
 
-/* b NULL: an unbiased projection (ModernBERT) */
-static candle_tensor *linear(candle_ctx *ctx, const candle_model *m, candle_tensor *x, candle_tensor *w,
-                             candle_tensor *b) {
-    candle_tensor *y = model_linear(ctx, m, x, w, NULL);
-    return b ? candle_add(ctx, y, b) : y;
-}
-
 static candle_tensor *layer_norm(const candle_model *m, candle_ctx *ctx, candle_tensor *x,
                                  candle_tensor *w, candle_tensor *b) {
     return candle_layer_norm(ctx, x, w, b, m->cfg.norm_eps);
@@ -80,14 +73,14 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
     const candle_model_config *c = &m->cfg;
     candle_tensor *tq, *tk, *tv;
     if (w->wqkv) {
-        candle_tensor *y = linear(ctx, m, x, w->wqkv, w->bqkv); /* [n, 3*n_embd]: q, k, v */
+        candle_tensor *y = model_linear_bias(ctx, m, x, w->wqkv, w->bqkv); /* [n, 3*n_embd]: q, k, v */
         tq = candle_narrow(ctx, y, 1, 0, c->n_embd);
         tk = candle_narrow(ctx, y, 1, c->n_embd, c->n_embd);
         tv = candle_narrow(ctx, y, 1, 2 * c->n_embd, c->n_embd);
     } else {
-        tq = linear(ctx, m, x, w->wq, w->bq);
-        tk = linear(ctx, m, x, w->wk, w->bk);
-        tv = linear(ctx, m, x, w->wv, w->bv);
+        tq = model_linear_bias(ctx, m, x, w->wq, w->bq);
+        tk = model_linear_bias(ctx, m, x, w->wk, w->bk);
+        tv = model_linear_bias(ctx, m, x, w->wv, w->bv);
     }
     candle_tensor *q = split_heads(ctx, c, tq, n), *k = split_heads(ctx, c, tk, n);
     if (a->rope_base > 0) {
@@ -107,13 +100,13 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
         }
         o = model_concat_rows(ctx, a->out, rg->n_seq);
     }
-    return linear(ctx, m, o, w->wo, w->bo);
+    return model_linear_bias(ctx, m, o, w->wo, w->bo);
 }
 
 /* Plain: act(up x); fused gated (ModernBERT's Wi): act(first half) * second half. */
 static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_layer *w, candle_tensor *x) {
     candle_op act = m->family->desc.ffn_act;
-    candle_tensor *h = linear(ctx, m, x, w->w_up, w->b_up);
+    candle_tensor *h = model_linear_bias(ctx, m, x, w->w_up, w->b_up);
     if (w->w_gate) { /* SwiGLU (NomicBERT): act(gate x) * up x */
         h = candle_mul(ctx, candle_unary(ctx, act, model_linear(ctx, m, x, w->w_gate, NULL)), h);
     } else if (m->family->desc.mlp == MLP_GATED) {
@@ -122,7 +115,7 @@ static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_
     } else {
         h = candle_unary(ctx, act, h);
     }
-    return linear(ctx, m, h, w->w_down, w->b_down);
+    return model_linear_bias(ctx, m, h, w->w_down, w->b_down);
 }
 
 /* token + position + type embeddings (types NULL: all 0), normalised: [n, n_embd] */

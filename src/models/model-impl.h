@@ -245,6 +245,10 @@ typedef struct model_gather_memo {
  * order the weight takes them in (memo: the step's, or NULL). */
 candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
                             model_gather_memo *memo);
+/* model_linear plus a bias b [n_out] (NULL: none), added as the product is
+ * written where the linear is a plain product (candle_matmul_bias). */
+candle_tensor *model_linear_bias(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
+                                 candle_tensor *b);
 
 /* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
  * `who` (a session, a batch, a KV pool) needs. */

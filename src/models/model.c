@@ -138,11 +138,15 @@ candle_status model_add_in_order(candle_model *m, const candle_tensor *wt, candl
     return CANDLE_OK;
 }
 
+static const struct model_in_order *in_order_of(const candle_model *m, const candle_tensor *wt) {
+    for (int64_t i = 0; i < m->n_in_orders; i++)
+        if (m->in_orders[i].wt == wt) return &m->in_orders[i];
+    return NULL;
+}
+
 candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
                             model_gather_memo *memo) {
-    const struct model_in_order *f = NULL;
-    for (int64_t i = 0; i < m->n_in_orders && !f; i++)
-        if (m->in_orders[i].wt == wt) f = &m->in_orders[i];
+    const struct model_in_order *f = in_order_of(m, wt);
     if (!f) return candle_matmul(ctx, h, wt);
     if (f->order && memo && memo->out && memo->h == h && memo->order == f->order) {
         h = memo->out;
@@ -152,6 +156,13 @@ candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tenso
         h = g;
     }
     return f->corr ? candle_matmul_group_corr(ctx, h, wt, f->corr, f->group) : candle_matmul(ctx, h, wt);
+}
+
+candle_tensor *model_linear_bias(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
+                                 candle_tensor *b) {
+    if (!b) return model_linear(ctx, m, h, wt, NULL);
+    if (!in_order_of(m, wt)) return candle_matmul_bias(ctx, h, wt, b);
+    return candle_add(ctx, model_linear(ctx, m, h, wt, NULL), b);
 }
 
 const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }

@@ -86,7 +86,8 @@ static candle_tensor *expand_batch(candle_ctx *ctx, candle_tensor *x, int nb,
     return same ? x : candle_expand(ctx, x, nb + 2, shape);
 }
 
-candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b) {
+/* The MATMUL node, with bias (f32 [N], or NULL) as its third source. */
+static candle_tensor *matmul_node(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias) {
     OP_CHECK_IN(a);
     OP_CHECK_IN(b);
     if (!op_check_device(ctx, "matmul", a, b)) return NULL;
@@ -118,11 +119,30 @@ candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b
     if (!t) return NULL;
     t->src[0] = a;
     t->src[1] = b;
-    t->n_src = 2;
+    t->src[2] = bias;
+    t->n_src = bias ? 3 : 2;
     t = cdl_node_finish(ctx, t);
     if (t && b0->rank == 1) t = candle_squeeze(ctx, t, -1);
     if (t && a0->rank == 1) t = candle_squeeze(ctx, t, -1 - (b0->rank != 1));
     return t;
+}
+
+candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b) {
+    return matmul_node(ctx, a, b, NULL);
+}
+
+candle_tensor *candle_matmul_bias(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias) {
+    if (!bias) return candle_matmul(ctx, a, b);
+    OP_CHECK_IN(a);
+    OP_CHECK_IN(b);
+    OP_CHECK_IN(bias);
+    /* the node's product is f32 for f32 activations (a quantized or
+     * half-precision weight included) */
+    int64_t n = b->rank >= 2 ? b->shape[b->rank - 1] : -1;
+    bool fused = a->rank >= 2 && b->rank >= 2 && a->dtype == CANDLE_DTYPE_F32 && bias->dtype == CANDLE_DTYPE_F32 &&
+                 bias->rank == 1 && bias->shape[0] == n && candle_tensor_is_contiguous(bias) &&
+                 bias->device.type == a->device.type && bias->device.index == a->device.index;
+    return fused ? matmul_node(ctx, a, b, bias) : candle_add(ctx, candle_matmul(ctx, a, b), bias);
 }
 
 candle_tensor *candle_matmul_group_corr(candle_ctx *ctx, candle_tensor *a, candle_tensor *b,
@@ -189,8 +209,7 @@ candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w
                          x->rank ? x->shape[x->rank - 1] : 0);
         return NULL;
     }
-    candle_tensor *y = candle_matmul(ctx, x, candle_transpose(ctx, w, 0, 1));
-    if (!y || !bias) return y;
+    if (!bias) return candle_matmul(ctx, x, candle_transpose(ctx, w, 0, 1));
     if (bias->rank != 1 || bias->shape[0] != w->shape[0]) {
         cdl_set_error(ctx, CANDLE_ERR_SHAPE, "linear: bias %s does not match weight %s",
                          candle_shape_str(bias->rank, bias->shape, sx, sizeof sx),
@@ -198,9 +217,8 @@ candle_tensor *candle_linear(candle_ctx *ctx, candle_tensor *x, candle_tensor *w
         return NULL;
     }
     /* An f32 output (weight form) may carry an f16 bias from the same file. */
-    if (bias->dtype != y->dtype && candle_dtype_info(bias->dtype)->is_float)
-        bias = candle_cast(ctx, bias, y->dtype);
-    return candle_add(ctx, y, bias);
+    if (bias->dtype != x->dtype && candle_dtype_info(bias->dtype)->is_float) bias = candle_cast(ctx, bias, x->dtype);
+    return candle_matmul_bias(ctx, x, candle_transpose(ctx, w, 0, 1), bias);
 }
 
 /* One stacked expert weight [n_expert, rows, cols] of a float or quantized

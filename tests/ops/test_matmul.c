@@ -1,6 +1,7 @@
 /* matmul and linear against a naive double-precision reference: float dtypes
  * x operand layouts x broadcast batches, torch-style 1-D operands, weights in
  * other dtypes (f16/bf16 now, Q8_0 once it can be quantized), errors. */
+#include "backend/cpu/cpu-impl.h"
 #include "mathtest.h"
 
 static const candle_dtype float_types[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16};
@@ -363,6 +364,52 @@ static void test_linear_bias(candle_ctx *ctx) {
         }
 }
 
+/* candle_matmul_bias is one node (the bias its third source) for f32
+ * activations, and its output is candle_add(candle_matmul(a, b), bias) bit
+ * for bit on every path a product takes: matrix-vector rows (M 1, 3), dot
+ * tiles (M 9), the weight-row tiles with the bias added as C leaves their
+ * transposed scratch (M 40, 200 bf16), the packed GEMM (M 300 f32, 600),
+ * the integer kernels and the batch-1 matvec job (q8_0, q4_0), eager and
+ * built as a graph. */
+static void test_bias_paths(bool eager) {
+    candle_ctx *ctx = mt_ctx(eager);
+    const candle_dtype wd[] = {CANDLE_DTYPE_F32, CANDLE_DTYPE_F16, CANDLE_DTYPE_BF16, CANDLE_DTYPE_Q8_0,
+                               CANDLE_DTYPE_Q4_0};
+    const int64_t ms[] = {1, 3, 9, 40, 200, 300, 600};
+    int64_t K = 320, N = 200, bs[1] = {N};
+    for (size_t t = 0; t < sizeof wd / sizeof wd[0]; t++)
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+            candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+            int64_t as[2] = {ms[i], K}, ws[2] = {N, K};
+            candle_tensor *a = mt_input(ctx, CANDLE_DTYPE_F32, 2, as, i % 2 ? MT_OFFSET : MT_CONTIG, 40 + i, -1, 1);
+            candle_tensor *w = mt_input(ctx, wd[t], 2, ws, MT_CONTIG, 50 + t, -1, 1);
+            candle_tensor *b = mt_input(ctx, CANDLE_DTYPE_F32, 1, bs, MT_CONTIG, 60 + t, -1, 1);
+            candle_tensor *wt = candle_transpose(ctx, w, 0, 1);
+            candle_tensor *y = candle_matmul_bias(ctx, a, wt, b), *ref = candle_add(ctx, candle_matmul(ctx, a, wt), b);
+            CHECK_MSG(y && ref && y->op == CANDLE_OP_MATMUL && y->n_src == 3 && y->src[2] == b, "bias node: %s",
+                      candle_errmsg(ctx));
+            if (!eager && y && ref) {
+                CHECK_OK(ctx, candle_compute(ctx, y));
+                CHECK_OK(ctx, candle_compute(ctx, ref));
+            }
+            double *got = mt_values(y), *want = mt_values(ref);
+            int64_t n = ms[i] * N;
+            CHECK_MSG(got && want && memcmp(got, want, sizeof(double) * (size_t)n) == 0,
+                      "matmul_bias %s M %lld (%s): not the matmul + add bits", candle_dtype_name(wd[t]),
+                      (long long)ms[i], eager ? "eager" : "graph");
+            free(got);
+            free(want);
+            candle_ctx_reset(ctx, mark);
+        }
+    /* f16 activations: the add (an f16 product) */
+    int64_t as[2] = {3, 8}, ws[2] = {8, 5}, b5[1] = {5};
+    candle_tensor *y = candle_matmul_bias(ctx, mt_input(ctx, CANDLE_DTYPE_F16, 2, as, MT_CONTIG, 1, -1, 1),
+                                          mt_input(ctx, CANDLE_DTYPE_F16, 2, ws, MT_CONTIG, 2, -1, 1),
+                                          mt_input(ctx, CANDLE_DTYPE_F16, 1, b5, MT_CONTIG, 3, -1, 1));
+    CHECK_MSG(y && y->op == CANDLE_OP_ADD && y->dtype == CANDLE_DTYPE_F16, "f16 matmul_bias: %s", candle_errmsg(ctx));
+    candle_ctx_free(ctx);
+}
+
 static candle_tensor *tensor(candle_ctx *ctx, candle_dtype dt, int rank, const int64_t *shape) {
     return mt_input(ctx, dt, rank, shape, MT_CONTIG, 3, -1, 1);
 }
@@ -448,6 +495,14 @@ static void run_checks(void) {
     test_errors(ctx);
     candle_ctx_free(ctx);
     test_lazy();
+    /* the AVX2 table's transposed scratch too (its own write-out) */
+    static const char *const isas[] = {"avx2", "auto"};
+    for (int i = 0; i < 2; i++)
+        if (cpu_simd_force(isas[i])) {
+            test_bias_paths(true);
+            test_bias_paths(false);
+        }
+    cpu_simd_force("auto");
 }
 
 int main(void) { return mt_run_passes(run_checks, "test_matmul"); }

@@ -39,6 +39,10 @@ candle_status cpu_ref_reduce(const cpu_task *t, candle_tensor *dst);      /* SUM
 candle_status cpu_ref_topk_mask(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_softmax(const cpu_task *t, candle_tensor *dst);     /* (LOG_)SOFTMAX */
 candle_status cpu_ref_matmul(const cpu_task *t, candle_tensor *dst);      /* MATMUL */
+/* Rows [r0, r1) of a MATMUL node's f32 output (contiguous, rows of N) plus
+ * its bias (src[2], f32 [N]), an f32 add: the reference kernel's last step,
+ * and the backend's after a kernel that does not add it itself. */
+void cpu_matmul_bias_rows(candle_tensor *dst, int64_t r0, int64_t r1);
 candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst);     /* MOE_FFN */
 candle_status cpu_ref_matmul_group_corr(const cpu_task *t, candle_tensor *dst); /* MATMUL_GROUP_CORR */
 candle_status cpu_ref_rms_norm(const cpu_task *t, candle_tensor *dst);    /* RMS_NORM */
@@ -100,12 +104,13 @@ typedef struct cpu_simd {
     /* Optional (NULL: the wt path writes C through wt_ukr): wt_ukr's
      * product written transposed, ct[j * ldt + i] (whole-vector stores into
      * a task's scratch, which wt_ct_out writes to C[i * ldc + j], i < rows,
-     * j < cols), issuing the next group's weight-row prefetches itself:
+     * j < cols, adding bias[j] unless bias is NULL), issuing the next group's weight-row prefetches itself:
      * pf_rows rows of pf_bytes, pf_stride apart, spread over its k loop. */
     void (*wt_ukr_t)(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
                      int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                      int64_t pf_bytes);
-    void (*wt_ct_out)(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
+    void (*wt_ct_out)(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc,
+                      const float *bias);
     /* Optional (NULL: none), with wt_ukr_t: the wt tile in k pairs, np <= 4
      * panels of 8 activation rows (pack_ap8: rows <= 16 as two such
      * panels, dst[h * 8 * kcp + t * 16 + 2i + s] = a(8h + i, 2t + s), kcp:
@@ -215,10 +220,11 @@ bool cpu_simd_force(const char *name);
 
 /* A fast kernel: used when match() holds, else the op's reference kernel. */
 typedef struct cpu_plan {
-    int nth;      /* tasks per phase (1: the calling thread alone) */
-    int n_phases; /* 1 unless set */
-    size_t wsize; /* scratch bytes, all threads together */
-    int nth0;     /* tasks of phase 0 when > 0 (1: run inline, no wake-up) */
+    int nth;        /* tasks per phase (1: the calling thread alone) */
+    int n_phases;   /* 1 unless set */
+    size_t wsize;   /* scratch bytes, all threads together */
+    int nth0;       /* tasks of phase 0 when > 0 (1: run inline, no wake-up) */
+    bool bias_done; /* a MATMUL's bias (src[2]) added by the kernel as it writes C */
 } cpu_plan;
 
 typedef struct cpu_fast_kernel {

@@ -463,7 +463,37 @@ static candle_status group_corr(candle_backend *be, candle_tensor *node) {
     return s;
 }
 
-static candle_status compute_node(candle_backend *be, candle_tensor *node) {
+/* A MATMUL's bias (candle_linear) after a kernel that did not add it:
+ * rows split over the pool. */
+typedef struct bias_job {
+    candle_tensor *node;
+    int64_t rows;
+} bias_job;
+
+static void bias_job_run(void *arg, int task, int n_tasks, int thread) {
+    (void)thread;
+    bias_job *j = arg;
+    int64_t r0, r1;
+    cpu_split(j->rows, 1, task, n_tasks, &r0, &r1);
+    cpu_matmul_bias_rows(j->node, r0, r1);
+}
+
+static candle_status add_bias(candle_backend *be, candle_tensor *node) {
+    cpu_impl *im = be->impl;
+    int64_t n = node->shape[node->rank - 1], numel = candle_tensor_numel(node);
+    bias_job job = {node, n ? numel / n : 0};
+    int nth = cpu_tasks_for((double)numel, 1e5, cpu_pool_size(im->pool), 1);
+    pthread_mutex_lock(&im->busy);
+    candle_status s = run_job(be, nth < 1 ? 1 : nth, bias_job_run, &job);
+    pthread_mutex_unlock(&im->busy);
+    return s;
+}
+
+static bool has_bias(const candle_tensor *t) { return t->op == CANDLE_OP_MATMUL && t->n_src > 2 && t->src[2]; }
+
+/* The node on the fast kernel, the batch-1 matvec job or the reference;
+ * *bias_done: a MATMUL's bias added there (the reference adds it). */
+static candle_status compute_kernel(candle_backend *be, candle_tensor *node, bool *bias_done) {
     cpu_impl *im = be->impl;
     if (node->op == CANDLE_OP_MOE_FFN && !cpu_config_get()->reference_only) return moe_ffn(be, node);
     if (cpu_matvec_ok(node) && !run_matvecs(im, &node, 1)) return CANDLE_OK;
@@ -472,7 +502,7 @@ static candle_status compute_node(candle_backend *be, candle_tensor *node) {
         return group_corr(be, node);
     const cpu_fast_kernel *fk = candle_tensor_numel(node) > 0 ? cpu_fast_kernel_for(node) : NULL;
     if (fk) {
-        cpu_plan plan = {1, 1, 0, 0};
+        cpu_plan plan = {1, 1, 0, 0, false};
         fk->plan(node, cpu_pool_size(im->pool), &plan);
         if (plan.nth < 1) plan.nth = 1;
         if (plan.n_phases < 1) plan.n_phases = 1;
@@ -482,11 +512,20 @@ static candle_status compute_node(candle_backend *be, candle_tensor *node) {
         bool ran = ensure_work(im, plan.wsize);
         if (ran) s = run_fast(be, fk, node, &plan);
         pthread_mutex_unlock(&im->busy);
+        *bias_done = plan.bias_done;
         if (ran) return s;
     }
     cpu_task task = {.ith = 0, .nth = 1, .errmsg = cdl_backend_errmsg_buffer(),
                      .errmsg_len = CANDLE_BACKEND_ERRMSG_MAX};
+    *bias_done = true;
     return kernels[node->op](&task, node);
+}
+
+static candle_status compute_node(candle_backend *be, candle_tensor *node) {
+    bool bias_done = false;
+    candle_status s = compute_kernel(be, node, &bias_done);
+    if (s == CANDLE_OK && !bias_done && has_bias(node) && candle_tensor_numel(node) > 0) s = add_bias(be, node);
+    return s;
 }
 
 /* The kernels run on the calling thread with the backend's config (its

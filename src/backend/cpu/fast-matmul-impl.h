@@ -112,6 +112,7 @@ void cpu_mm_panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo)
 
 /* weight-row tiles (fast_matmul_wt.c) */
 bool cpu_mm_wt_path(const candle_tensor *dst, const mm_geom *g);
+bool cpu_mm_wt_adds_bias(const candle_tensor *dst);
 size_t cpu_mm_wt_a_bytes(const mm_geom *g);
 size_t cpu_mm_wt_thread_bytes(void);
 int cpu_mm_wt_tasks(const mm_geom *g, int n_threads);

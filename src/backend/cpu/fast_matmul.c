@@ -19,6 +19,9 @@
  *   (fast_matmul_gemm.c);
  * - block-quantized weights with many rows go through the dot tiles or the
  *   GEMM, dequantized on the way (fast_matmul_dequant.c).
+ * A bias (src[2], candle_matmul_bias) is added as the weight-row tiles
+ * write C out of their transposed scratch (plan.bias_done); after every
+ * other path the backend adds it to the rows (cpu_backend.c).
  * Every ISA-specific kernel is reached through the primitive table
  * (cpu_simd_get()): bf16 weights where it has bf16 dot products (avx512
  * with AVX512_BF16, unless bf16 exactness is asked for) multiply the
@@ -84,6 +87,7 @@ static void plan_f32(const candle_tensor *dst, int n_threads, cpu_plan *p) {
         p->nth0 = cpu_tasks_for(flops, 2e5, n_threads, 1);
         p->nth = p->nth0 > 1 ? cpu_mm_wt_tasks(&g, n_threads) : 1;
         p->wsize = cpu_mm_wt_a_bytes(&g) + (size_t)n_threads * cpu_mm_wt_thread_bytes() + 64;
+        p->bias_done = cpu_mm_wt_adds_bias(dst);
         return;
     }
     if (!mv && !dot && cpu_mm_panel_path(dst, &g)) {

@@ -116,6 +116,10 @@ bool cpu_mm_wt_path(const candle_tensor *dst, const mm_geom *g) {
            m_ok && g->M <= (bf ? WT_BF16_MAX_M : WT_MAX_M) && g->n_batch == 1 && g->K > 0 && flops >= (bf ? WT_BF16_MIN_FLOPS : PANEL_MIN_FLOPS);
 }
 
+/* A MATMUL's bias added as C is written out of the transposed scratch
+ * (wt_ct_out): the same f32 add as after the product. */
+bool cpu_mm_wt_adds_bias(const candle_tensor *dst) { return dst->n_src > 2 && dst->src[2] && wt_ct(); }
+
 /* guided (see guided_range) in whole groups of rows */
 int cpu_mm_wt_tasks(const mm_geom *g, int n_threads) { return guided_tasks(g->N, WT_NR, n_threads); }
 
@@ -317,6 +321,7 @@ void cpu_mm_wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
      * groups in one K slice, then the next slice (A from L2 for the
      * block's groups), then the block written out */
     bool ct = wt_ct(), slice_outer = !ct && cpu_mm_wt_a_bytes(geo) > WT_A_INNER_BYTES;
+    const float *bias = cpu_mm_wt_adds_bias(dst) ? (const float *)tensor_ptr(dst->src[2]) : NULL;
     float *ctb = (float *)((char *)wbuf + (cpu_mm_wt_thread_bytes() - WT_CT_BYTES));
     int64_t ch = ct ? WT_CT_BYTES / (int64_t)sizeof(float) / mpad / WT_NR * WT_NR : hi - lo;
     ch = ch < WT_NR ? WT_NR : ch;
@@ -336,7 +341,7 @@ void cpu_mm_wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
             next.nw = next.n0 >= hi ? 0 : next.c1 - next.n0 < WT_NR ? (int)(next.c1 - next.n0) : WT_NR;
             wt_group(&g, geo->M, it, next, ap + it.pc * mpad, wbuf, ctb, mpad);
             if (next.nw <= 0 || next.c0 != it.c0)
-                cpu_simd_get()->wt_ct_out(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc);
+                cpu_simd_get()->wt_ct_out(ctb, mpad, geo->M, it.c1 - it.c0, g.c + it.c0, g.ldc, bias ? bias + it.c0 : NULL);
             it = next;
             continue;
         }

@@ -1,5 +1,6 @@
 /* Reference matmul: dst [..., M, N] = a [..., M, K] x b [..., K, N], every
- * product summed in double, operands read through their strides.
+ * product summed in double, operands read through their strides; then
+ * the bias (src[2], candle_linear) added to each row in f32.
  *
  * When b's dtype differs from a's (the weight form, see src/ops/linalg.c), b
  * is the transpose of a row-major [N, K] weight whose rows may be blocks: each
@@ -78,7 +79,19 @@ candle_status cpu_ref_matmul(const cpu_task *task, candle_tensor *dst) {
         else mm_plain(&m, a, pa, b, pb, dst, pd);
     } while (nd_next(nb, dst->shape, idx));
     free(col);
+    if (dst->op == CANDLE_OP_MATMUL && dst->n_src > 2 && dst->src[2] && m.N)
+        cpu_matmul_bias_rows(dst, 0, candle_tensor_numel(dst) / m.N);
     return CANDLE_OK;
+}
+
+void cpu_matmul_bias_rows(candle_tensor *dst, int64_t r0, int64_t r1) {
+    int64_t n = dst->shape[dst->rank - 1];
+    const float *b = (const float *)tensor_ptr(dst->src[2]);
+    const cpu_simd *simd = cpu_simd_get();
+    for (int64_t r = r0; r < r1; r++) {
+        float *row = (float *)tensor_ptr(dst) + r * n;
+        simd->binary(CANDLE_OP_ADD, row, b, 1, row, n);
+    }
 }
 
 /* MATMUL_GROUP_CORR: the product as MATMUL, then per output row and column

@@ -488,10 +488,12 @@ void cpu_wt_bf16_ukr_p_avx512(int64_t kc, const uint16_t *w, int64_t ldw, int nw
  * transposed in registers (ct's columns read 16 floats at a time, masked
  * past rows; missing j read as nothing), each C row a 16-float store,
  * masked past cols. */
-void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc) {
+void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc,
+                          const float *bias) {
     for (int64_t j0 = 0; j0 < cols; j0 += 16) {
         int nj = cols - j0 < 16 ? (int)(cols - j0) : 16;
         __mmask16 jm = (__mmask16)(nj >= 16 ? 0xFFFF : (1u << nj) - 1);
+        __m512 bv = bias ? _mm512_maskz_loadu_ps(jm, bias + j0) : _mm512_setzero_ps();
         for (int64_t i0 = 0; i0 < rows; i0 += 16) {
             int ni = rows - i0 < 16 ? (int)(rows - i0) : 16;
             __mmask16 im = (__mmask16)(ni >= 16 ? 0xFFFF : (1u << ni) - 1);
@@ -523,7 +525,8 @@ void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t co
                 t[s + 4] = _mm512_shuffle_f32x4(b, f, _MM_SHUFFLE(2, 0, 2, 0));
                 t[s + 12] = _mm512_shuffle_f32x4(b, f, _MM_SHUFFLE(3, 1, 3, 1));
             }
-            for (int i = 0; i < ni; i++) _mm512_mask_storeu_ps(c + (i0 + i) * ldc + j0, jm, t[i]);
+            for (int i = 0; i < ni; i++)
+                _mm512_mask_storeu_ps(c + (i0 + i) * ldc + j0, jm, bias ? _mm512_add_ps(t[i], bv) : t[i]);
         }
     }
 }

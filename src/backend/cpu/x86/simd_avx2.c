@@ -358,13 +358,14 @@ void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const fl
     wt_tile_avx2(kc, w, ldw, nw, at, 16, ct, ldt, accumulate, true, pf, pf_stride, pf_rows, pf_bytes);
 }
 
-/* c[i * ldc + j] = ct[j * ldt + i] for i < rows, j < cols, 8 x 8 blocks
- * transposed in registers (ct read 8 floats at a time: ldt and the rows
- * it holds are whole multiples of 8 past rows), C rows stored masked past
- * cols; eight rows of C at a time along the columns, so that each line is
- * written whole before it leaves L1 (half-line stores down 64 rows 2048
+/* c[i * ldc + j] = ct[j * ldt + i] (+ bias[j]) for i < rows, j < cols, 8 x 8
+ * blocks transposed in registers (ct read 8 floats at a time: ldt and the
+ * rows it holds are whole multiples of 8 past rows), C rows stored masked
+ * past cols; eight rows of C at a time along the columns, so that each line
+ * is written whole before it leaves L1 (half-line stores down 64 rows 2048
  * floats apart, one L1 set, evicted each line between its halves). */
-void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc) {
+void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc,
+                        const float *bias) {
     for (int64_t i0 = 0; i0 < rows; i0 += 8) {
         int ni = rows - i0 < 8 ? (int)(rows - i0) : 8;
         for (int64_t j0 = 0; j0 < cols; j0 += 8) {
@@ -373,6 +374,10 @@ void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols
             __m256 r[8];
             for (int j = 0; j < 8; j++) r[j] = j < nj ? _mm256_loadu_ps(ct + (j0 + j) * ldt + i0) : _mm256_setzero_ps();
             transpose8(r);
+            if (bias) {
+                __m256 b = _mm256_maskload_ps(bias + j0, jm);
+                for (int i = 0; i < ni; i++) r[i] = _mm256_add_ps(r[i], b);
+            }
             for (int i = 0; i < ni; i++) {
                 if (nj == 8) _mm256_storeu_ps(c + (i0 + i) * ldc + j0, r[i]);
                 else _mm256_maskstore_ps(c + (i0 + i) * ldc + j0, jm, r[i]);

@@ -30,7 +30,8 @@ void cpu_wt_ukr_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const floa
 void cpu_wt_ukr_t_avx2(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
                        int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                        int64_t pf_bytes);
-void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
+void cpu_wt_ct_out_avx2(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc,
+                        const float *bias);
 
 /* gemm_avx512.c: the avx512 table's GEMM tiles, matrix-vector rows and
  * dot tiles */
@@ -49,7 +50,8 @@ void cpu_wt_ukr_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const fl
 void cpu_wt_ukr_t_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *at, int nm, float *ct,
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
                          int64_t pf_bytes);
-void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc);
+void cpu_wt_ct_out_avx512(const float *ct, int64_t ldt, int64_t rows, int64_t cols, float *c, int64_t ldc,
+                          const float *bias);
 void cpu_pack_ap8_avx512(const float *a, int64_t lda, int rows, int64_t kc, float *dst);
 void cpu_wt_ukr_p_avx512(int64_t kc, const float *w, int64_t ldw, int nw, const float *ap, int np, float *ct,
                          int64_t ldt, bool accumulate, const char *pf, int64_t pf_stride, int pf_rows,
