@@ -94,6 +94,15 @@ candle_tensor *cdl_node_finish(candle_ctx *ctx, candle_tensor *node);
  * models whose weights are bf16, whose linear products round their
  * activations so anyway. */
 enum { CDL_ATTN_ROW_STEPS = 1, CDL_ATTN_BF16 = 2 };
+/* candle_matmul_bias with options (iparams[0] of the node):
+ * CDL_MM_FLOAT_ACT: the activations stay float in the product, a quantized
+ * weight is dequantized instead of the activations rounded to its dot
+ * type's 8-bit blocks (the integer kernels): for encoders, whose outputs
+ * are compared by cosine, where that rounding costs more than the integer
+ * kernels' speed gives. */
+enum { CDL_MM_FLOAT_ACT = 1 };
+candle_tensor *cdl_matmul_ex(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias,
+                             unsigned flags);
 candle_tensor *cdl_attention_rows(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,
                                   candle_tensor *mask, double scale, bool causal, unsigned flags);
 /* Normalise a possibly negative dim; records an error and returns -1 if out of range. */

@@ -15,6 +15,11 @@ static candle_tensor *layer_norm(const candle_model *m, candle_ctx *ctx, candle_
     return candle_layer_norm(ctx, x, w, b, m->cfg.norm_eps);
 }
 
+/* The encoders' products keep their activations float: quantized weights
+ * are dequantized rather than the activations rounded to 8-bit blocks
+ * (embeddings are compared by cosine; notes/issue-19.md). */
+#define ENC_MM CDL_MM_FLOAT_ACT
+
 /* [n, H*D] -> [n, H, D] */
 static candle_tensor *split_heads(candle_ctx *ctx, const candle_model_config *c, candle_tensor *x, int64_t n) {
     int64_t shape[3] = {n, c->n_head, c->head_dim};
@@ -73,14 +78,14 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
     const candle_model_config *c = &m->cfg;
     candle_tensor *tq, *tk, *tv;
     if (w->wqkv) {
-        candle_tensor *y = model_linear_bias(ctx, m, x, w->wqkv, w->bqkv); /* [n, 3*n_embd]: q, k, v */
+        candle_tensor *y = model_linear_bias(ctx, m, x, w->wqkv, w->bqkv, ENC_MM); /* [n, 3*n_embd]: q, k, v */
         tq = candle_narrow(ctx, y, 1, 0, c->n_embd);
         tk = candle_narrow(ctx, y, 1, c->n_embd, c->n_embd);
         tv = candle_narrow(ctx, y, 1, 2 * c->n_embd, c->n_embd);
     } else {
-        tq = model_linear_bias(ctx, m, x, w->wq, w->bq);
-        tk = model_linear_bias(ctx, m, x, w->wk, w->bk);
-        tv = model_linear_bias(ctx, m, x, w->wv, w->bv);
+        tq = model_linear_bias(ctx, m, x, w->wq, w->bq, ENC_MM);
+        tk = model_linear_bias(ctx, m, x, w->wk, w->bk, ENC_MM);
+        tv = model_linear_bias(ctx, m, x, w->wv, w->bv, ENC_MM);
     }
     candle_tensor *q = split_heads(ctx, c, tq, n), *k = split_heads(ctx, c, tk, n);
     if (a->rope_base > 0) {
@@ -100,22 +105,22 @@ static candle_tensor *self_attention(candle_ctx *ctx, const candle_model *m, con
         }
         o = model_concat_rows(ctx, a->out, rg->n_seq);
     }
-    return model_linear_bias(ctx, m, o, w->wo, w->bo);
+    return model_linear_bias(ctx, m, o, w->wo, w->bo, ENC_MM);
 }
 
 /* Plain: act(up x); fused gated (ModernBERT's Wi): act(first half) * second half. */
 static candle_tensor *ffn(candle_ctx *ctx, const candle_model *m, const encoder_layer *w, candle_tensor *x) {
     candle_op act = m->family->desc.ffn_act;
-    candle_tensor *h = model_linear_bias(ctx, m, x, w->w_up, w->b_up);
+    candle_tensor *h = model_linear_bias(ctx, m, x, w->w_up, w->b_up, ENC_MM);
     if (w->w_gate) { /* SwiGLU (NomicBERT): act(gate x) * up x */
-        h = candle_mul(ctx, candle_unary(ctx, act, model_linear(ctx, m, x, w->w_gate, NULL)), h);
+        h = candle_mul(ctx, candle_unary(ctx, act, model_linear_bias(ctx, m, x, w->w_gate, NULL, ENC_MM)), h);
     } else if (m->family->desc.mlp == MLP_GATED) {
         int64_t f = m->cfg.n_ff;
         h = candle_mul(ctx, candle_unary(ctx, act, candle_narrow(ctx, h, 1, 0, f)), candle_narrow(ctx, h, 1, f, f));
     } else {
         h = candle_unary(ctx, act, h);
     }
-    return model_linear_bias(ctx, m, h, w->w_down, w->b_down);
+    return model_linear_bias(ctx, m, h, w->w_down, w->b_down, ENC_MM);
 }
 
 /* token + position + type embeddings (types NULL: all 0), normalised: [n, n_embd] */

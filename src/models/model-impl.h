@@ -246,9 +246,10 @@ typedef struct model_gather_memo {
 candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
                             model_gather_memo *memo);
 /* model_linear plus a bias b [n_out] (NULL: none), added as the product is
- * written where the linear is a plain product (candle_matmul_bias). */
+ * written where the linear is a plain product (cdl_matmul_ex, with its
+ * flags: CDL_MM_FLOAT_ACT). */
 candle_tensor *model_linear_bias(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
-                                 candle_tensor *b);
+                                 candle_tensor *b, unsigned flags);
 
 /* CANDLE_OK for a decoder LM, else an invalid-argument error naming what
  * `who` (a session, a batch, a KV pool) needs. */

@@ -159,10 +159,10 @@ candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tenso
 }
 
 candle_tensor *model_linear_bias(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
-                                 candle_tensor *b) {
-    if (!b) return model_linear(ctx, m, h, wt, NULL);
-    if (!in_order_of(m, wt)) return candle_matmul_bias(ctx, h, wt, b);
-    return candle_add(ctx, model_linear(ctx, m, h, wt, NULL), b);
+                                 candle_tensor *b, unsigned flags) {
+    if (!in_order_of(m, wt)) return cdl_matmul_ex(ctx, h, wt, b, flags);
+    candle_tensor *y = model_linear(ctx, m, h, wt, NULL);
+    return b ? candle_add(ctx, y, b) : y;
 }
 
 const candle_model_config *candle_model_get_config(const candle_model *m) { return &m->cfg; }

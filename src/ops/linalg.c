@@ -86,8 +86,10 @@ static candle_tensor *expand_batch(candle_ctx *ctx, candle_tensor *x, int nb,
     return same ? x : candle_expand(ctx, x, nb + 2, shape);
 }
 
-/* The MATMUL node, with bias (f32 [N], or NULL) as its third source. */
-static candle_tensor *matmul_node(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias) {
+/* The MATMUL node, with bias (f32 [N], or NULL) as its third source and
+ * cdl_matmul_ex's flags. */
+static candle_tensor *matmul_node(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias,
+                                  unsigned flags) {
     OP_CHECK_IN(a);
     OP_CHECK_IN(b);
     if (!op_check_device(ctx, "matmul", a, b)) return NULL;
@@ -121,6 +123,7 @@ static candle_tensor *matmul_node(candle_ctx *ctx, candle_tensor *a, candle_tens
     t->src[1] = b;
     t->src[2] = bias;
     t->n_src = bias ? 3 : 2;
+    t->iparams[0] = (flags & CDL_MM_FLOAT_ACT) != 0;
     t = cdl_node_finish(ctx, t);
     if (t && b0->rank == 1) t = candle_squeeze(ctx, t, -1);
     if (t && a0->rank == 1) t = candle_squeeze(ctx, t, -1 - (b0->rank != 1));
@@ -128,11 +131,16 @@ static candle_tensor *matmul_node(candle_ctx *ctx, candle_tensor *a, candle_tens
 }
 
 candle_tensor *candle_matmul(candle_ctx *ctx, candle_tensor *a, candle_tensor *b) {
-    return matmul_node(ctx, a, b, NULL);
+    return matmul_node(ctx, a, b, NULL, 0);
 }
 
 candle_tensor *candle_matmul_bias(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias) {
-    if (!bias) return candle_matmul(ctx, a, b);
+    return cdl_matmul_ex(ctx, a, b, bias, 0);
+}
+
+candle_tensor *cdl_matmul_ex(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias,
+                             unsigned flags) {
+    if (!bias) return matmul_node(ctx, a, b, NULL, flags);
     OP_CHECK_IN(a);
     OP_CHECK_IN(b);
     OP_CHECK_IN(bias);
@@ -142,7 +150,7 @@ candle_tensor *candle_matmul_bias(candle_ctx *ctx, candle_tensor *a, candle_tens
     bool fused = a->rank >= 2 && b->rank >= 2 && a->dtype == CANDLE_DTYPE_F32 && bias->dtype == CANDLE_DTYPE_F32 &&
                  bias->rank == 1 && bias->shape[0] == n && candle_tensor_is_contiguous(bias) &&
                  bias->device.type == a->device.type && bias->device.index == a->device.index;
-    return fused ? matmul_node(ctx, a, b, bias) : candle_add(ctx, candle_matmul(ctx, a, b), bias);
+    return fused ? matmul_node(ctx, a, b, bias, flags) : candle_add(ctx, matmul_node(ctx, a, b, NULL, flags), bias);
 }
 
 candle_tensor *candle_matmul_group_corr(candle_ctx *ctx, candle_tensor *a, candle_tensor *b,

@@ -292,10 +292,11 @@ int main(void) {
         double q8 = quantized_min_cosine(rope_models[i], CANDLE_FTYPE_MOSTLY_Q8_0);
         printf("%-36s GGUF F16 min cosine %.7f, Q8_0 %.7f\n", rope_models[i], f16, q8);
         CHECK_MSG(f16 >= 0.999, "%s F16: min cosine %.6f", rope_models[i], f16);
-        /* the issue asks 0.999; these random tiny models give 0.9962 (modernbert, 4
-         * layers) and 0.9981 (nomic): the bound catches a regression, the shortfall
-         * is in notes/issue-19.md */
-        CHECK_MSG(q8 >= 0.995, "%s Q8_0: min cosine %.6f", rope_models[i], q8);
+        /* the issue asks 0.999; these random tiny models give 0.9983 (modernbert, 4
+         * layers) and 0.9987 (nomic) with float activations, the rounding of their
+         * random weights to 8 bits itself (0.9962 and 0.9981 with the activations
+         * quantized too): the bound catches a regression (notes/issue-19.md) */
+        CHECK_MSG(q8 >= 0.998, "%s Q8_0: min cosine %.6f", rope_models[i], q8);
     }
     /* what the builders do not compute is refused, not approximated */
     check_config_refused("tests/data/encoders/nomic-bert-tiny", "\"prenorm\": false", "\"prenorm\": true",
@@ -321,9 +322,9 @@ int main(void) {
         double f16 = weight_dtype_min_cosine(dir, golden, CANDLE_DTYPE_F16);
         double q8 = weight_dtype_min_cosine(dir, golden, CANDLE_DTYPE_Q8_0);
         printf("%-22s weights as bf16: min cosine %.7f, f16 %.7f, q8_0 %.7f\n", "all-MiniLM-L6-v2", bf16, f16, q8);
-        /* q8_0 measured 0.9983: its activations are quantized to 8 bits per 32 too (the
-         * issue's 0.999 is not met; notes/issue-19.md) */
-        CHECK_MSG(bf16 >= 0.999 && f16 >= 0.999 && q8 >= 0.998, "weight_dtype: bf16 min cosine %.6f, f16 %.6f, q8_0 %.6f",
+        /* q8_0 0.99957: the encoders' products keep their activations float (with
+         * them quantized to 8 bits per 32 as well it was 0.9983) */
+        CHECK_MSG(bf16 >= 0.999 && f16 >= 0.999 && q8 >= 0.999, "weight_dtype: bf16 min cosine %.6f, f16 %.6f, q8_0 %.6f",
                   bf16, f16, q8);
     }
     /* a weight dtype that is not a float type for matrices is refused */

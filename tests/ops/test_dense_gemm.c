@@ -26,6 +26,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/core-impl.h"
 #include "gemm-check.h"
 
 static const gemm_case cases[] = {
@@ -247,6 +248,54 @@ static void check_bf16_dot(candle_ctx *ctx, int64_t M, int64_t K, int64_t N, int
     candle_ctx_reset(ctx, mark);
 }
 
+/* A quantized weight under CDL_MM_FLOAT_ACT (the encoders' products): never
+ * the integer kernels; with the bf16 tiles (the weight-row tiles, the packed
+ * GEMM's bf16 panels) its rows dequantized and rounded to bf16 against
+ * activations rounded to bf16 (exact on those roundings, near the exact
+ * product), without them (and on the dot tiles) the f32 paths (exact). */
+static void check_float_act(candle_ctx *ctx, candle_dtype wt, int64_t M, int64_t K, int64_t N, const char *label,
+                            uint64_t seed) {
+    candle_ctx_mark mark = candle_ctx_get_mark(ctx);
+    int64_t as[2] = {M, K}, ws[2] = {N, K};
+    candle_tensor *a = mt_input(ctx, F32, 2, as, MT_OFFSET, seed, -1, 1);
+    candle_tensor *w = mt_input(ctx, wt, 2, ws, MT_CONTIG, seed + 1, -1, 1);
+    candle_tensor *y = a && w ? cdl_matmul_ex(ctx, a, candle_transpose(ctx, w, 0, 1), NULL, CDL_MM_FLOAT_ACT) : NULL;
+    CHECK_MSG(y && cpu_fast_kernel_for(y) == &cpu_fast_matmul, "%s float act %s M %lld: %s", label,
+              candle_dtype_name(wt), (long long)M, candle_errmsg(ctx));
+    double *av = y ? mt_values(a) : NULL, *got = y ? mt_values(y) : NULL;
+    double *wv = malloc(sizeof(double) * (size_t)(N * K)), *want = malloc(sizeof(double) * (size_t)(M * N)),
+           *want_r = malloc(sizeof(double) * (size_t)(M * N));
+    float *row = malloc(sizeof(float) * (size_t)K);
+    if (av && got && wv && want && want_r && row) {
+        for (int64_t j = 0; j < N; j++) {
+            cpu_dtype(wt)->to_f32(tensor_ptr(w) + j * w->stride[0], row, K);
+            for (int64_t k = 0; k < K; k++) wv[j * K + k] = row[k];
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < K; k++) acc += av[i * K + k] * wv[j * K + k];
+                    (pass ? want_r : want)[i * N + j] = acc;
+                }
+            for (int64_t i = 0; i < M * K; i++) av[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)av[i]));
+            for (int64_t i = 0; i < N * K; i++) wv[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)wv[i]));
+        }
+        double e = mt_nmse(got, want, M * N), er = mt_nmse(got, want_r, M * N);
+        /* past 4 rows the bf16 tiles take it where the table has them; up to
+         * 4 the dot tiles (f32) or, under their flops, the GEMM's panels */
+        bool bf = cpu_simd_get()->wt_bf16_ukr != NULL, bf_ok = er <= 1e-10 && e <= 1e-5 && e > 10 * er;
+        CHECK_MSG(bf && M > 4 ? bf_ok : e <= 1e-10 || (bf && bf_ok),
+                  "%s float act %s M %lld K %lld N %lld: nmse %g, %g against bf16-rounded operands", label,
+                  candle_dtype_name(wt), (long long)M, (long long)K, (long long)N, e, er);
+    } else {
+        CHECK_MSG(false, "%s float act: values unreadable", label);
+    }
+    free(av), free(wv), free(got), free(want), free(want_r), free(row);
+    candle_ctx_clear_error(ctx);
+    candle_ctx_reset(ctx, mark);
+}
+
 int main(void) {
     /* every quantized product goes to the dequantizing GEMM */
     candle_cpu_params cpu = candle_cpu_get_defaults();
@@ -284,6 +333,16 @@ int main(void) {
             check_bf16_dot(ctx, 40, 519, 130, 0, label, seed += 2);   /* 3 + 2 panels, k % 4 = 3 */
             check_bf16_dot(ctx, 56, 130, 700, 1, label, seed += 2);   /* 4 + 3, two column blocks */
             check_bf16_dot(ctx, 47, 2049, 30, 2, label, seed += 2);   /* 688 + 688 + 673, row tail 7 */
+            /* quantized weights with float activations: 3 rows (the dot tiles or the GEMM), the
+             * bf16 tile in k quads (9, 40), 16-row panels (64, 256) and two K
+             * slices (K 1536: 768 + 768, whole q4_K blocks), the packed GEMM past
+             * 512 rows (its bf16 panels) */
+            check_float_act(ctx, Q8, 3, 384, 50, label, seed += 2);
+            check_float_act(ctx, Q8, 9, 384, 300, label, seed += 2);
+            check_float_act(ctx, Q8, 40, 1536, 70, label, seed += 2);
+            check_float_act(ctx, Q8, 256, 384, 90, label, seed += 2);
+            check_float_act(ctx, CANDLE_DTYPE_Q4_K, 64, 1536, 45, label, seed += 2);
+            check_float_act(ctx, Q8, 520, 96, 40, label, seed += 2);
             candle_ctx_free(ctx);
         }
     }

@@ -43,6 +43,11 @@ candle_status cpu_ref_matmul(const cpu_task *t, candle_tensor *dst);      /* MAT
  * its bias (src[2], f32 [N]), an f32 add: the reference kernel's last step,
  * and the backend's after a kernel that does not add it itself. */
 void cpu_matmul_bias_rows(candle_tensor *dst, int64_t r0, int64_t r1);
+/* A MATMUL whose activations stay float (CDL_MM_FLOAT_ACT, iparams[0]): no
+ * integer kernel takes it, a quantized weight is dequantized. */
+static inline bool cpu_mm_float_act(const candle_tensor *dst) {
+    return dst->op == CANDLE_OP_MATMUL && dst->iparams[0] != 0;
+}
 candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst);     /* MOE_FFN */
 candle_status cpu_ref_matmul_group_corr(const cpu_task *t, candle_tensor *dst); /* MATMUL_GROUP_CORR */
 candle_status cpu_ref_rms_norm(const cpu_task *t, candle_tensor *dst);    /* RMS_NORM */
@@ -155,6 +160,13 @@ typedef struct cpu_simd {
      * with b(p, j) = src[p * sk + j] for j < nr <= NR (zero past nr and
      * past kc): how the flash kernel packs a value tile (keys as k). */
     void (*pack_b16_f32_bf16)(const float *src, int64_t sk, int64_t kc, int nr, uint32_t *dst);
+    /* Optional (with wt_bf16_ukr): dst[i] = bf16(src[i]) for i < n, rounded
+     * as the bf16 panels round (vcvtneps2bf16: nearest even, denormals
+     * flushed): a quantized weight's rows dequantized for the bf16 tile. */
+    void (*f32_to_bf16)(const float *src, uint16_t *dst, int64_t n);
+    /* Optional (with f32_to_bf16): q8_0 blocks of n elements (n a multiple
+     * of 32) straight to bf16, f32_to_bf16's bits on the f32 values. */
+    void (*q8_0_to_bf16)(const void *blocks, uint16_t *dst, int64_t n);
     /* out[r * out_stride] = dot(row r of w, x), w rows of wt (f32/f16/bf16)
      * k elements long and w_stride bytes apart. */
     void (*dot_rows)(candle_dtype wt, int64_t k, const void *w, size_t w_stride, int64_t n_rows,

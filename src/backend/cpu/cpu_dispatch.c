@@ -40,6 +40,8 @@ static void avx512_init(void) {
         g_avx512_bf16.pack_a6_bf16 = cpu_pack_a6_bf16_avx512;
         g_avx512_bf16.pack_b16_bf16 = cpu_pack_b16_bf16_avx512;
         g_avx512_bf16.pack_b16_f32_bf16 = cpu_pack_b16_f32_bf16_avx512;
+        g_avx512_bf16.f32_to_bf16 = cpu_f32_to_bf16_avx512;
+        g_avx512_bf16.q8_0_to_bf16 = cpu_q8_0_to_bf16_avx512;
     }
 }
 

@@ -76,8 +76,8 @@ typedef struct gemm_args {
     candle_dtype bt;
     float *c;
     int64_t ldc;
-    float *rows; /* [NR, KC] dequantized weight rows (quantized b) */
-    bool bf16dot; /* bf16 b through the table's bf16 tile: panels of bf16 k pairs */
+    float *rows; /* [NR, KC] dequantized weight rows (quantized b), then [NR, KC] scratch */
+    bool bf16dot; /* bf16 b (or quantized b with float activations) through the table's bf16 tile: panels of bf16 k pairs */
 } gemm_args;
 
 gemm_args cpu_mm_gemm_args_for(const candle_tensor *dst, const mm_geom *geo, int64_t bi, float *rows);

@@ -5,18 +5,25 @@
 
 #include "fast-matmul-impl.h"
 
-/* A block, B block, and for quantized B the dequantized rows of one panel. */
+/* A block, B block, and for quantized B the dequantized rows of one panel
+ * (and the bf16 packing's scratch after them). */
 size_t cpu_mm_gemm_thread_floats(void) {
-    return (size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC + (size_t)CPU_GEMM_NR * GEMM_KC + 16;
+    return (size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC + (size_t)2 * CPU_GEMM_NR * GEMM_KC + 16;
 }
 
 
 
 /* One B panel: columns n0 .. n0+nr, k from k0, kc deep. Quantized columns
- * (weight rows) are dequantized first, then packed as f32 rows. */
+ * (weight rows) are dequantized first, then packed as f32 rows, or with
+ * float activations on the bf16 panels rounded to bf16 pairs. */
 static void pack_b_panel(const cpu_simd *simd, const gemm_args *g, int64_t k0, int64_t kc,
                          int64_t n0, int nr, float *dst) {
     const candle_dtype_traits *bt = cpu_dtype(g->bt);
+    if (g->bf16dot && bt->is_quantized) {
+        cpu_mm_dequant_rows(g->bt, g->b, g->sbn, n0, nr, k0, kc, g->rows);
+        simd->pack_at16_bf16(g->rows, kc, nr, kc, (uint32_t *)dst, g->rows + (size_t)CPU_GEMM_NR * GEMM_KC);
+        return;
+    }
     if (g->bf16dot) {
         simd->pack_b16_bf16(g->b + k0 * g->sbk + n0 * g->sbn, g->sbk, g->sbn, kc, nr, dst);
         return;
@@ -225,7 +232,8 @@ gemm_args cpu_mm_gemm_args_for(const candle_tensor *dst, const mm_geom *geo, int
         .at = a->dtype, .b = tensor_ptr(b) + ob, .sbk = b->stride[b->rank - 2],
         .sbn = b->stride[b->rank - 1], .bt = b->dtype,
         .c = (float *)tensor_ptr(dst) + bi * geo->M * geo->N, .ldc = geo->N, .rows = rows,
-        .bf16dot = b->dtype == CANDLE_DTYPE_BF16 && cpu_simd_get()->gemm_bf16_ukr2 != NULL,
+        .bf16dot = (b->dtype == CANDLE_DTYPE_BF16 || (cpu_dtype(b->dtype)->is_quantized && cpu_mm_float_act(dst))) &&
+                   cpu_simd_get()->gemm_bf16_ukr2 != NULL,
     };
 }
 
@@ -253,9 +261,9 @@ size_t cpu_mm_panel_a_bytes(const mm_geom *g) {
 }
 
 /* two B panels (the wide tile's), and for quantized B the dequantized
- * rows of one panel */
+ * rows of one panel and the bf16 packing's scratch */
 size_t cpu_mm_panel_thread_bytes(void) {
-    return ((size_t)3 * CPU_GEMM_NR * GEMM_KC * sizeof(float) + 63) & ~(size_t)63;
+    return ((size_t)4 * CPU_GEMM_NR * GEMM_KC * sizeof(float) + 63) & ~(size_t)63;
 }
 
 void cpu_mm_panel_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {

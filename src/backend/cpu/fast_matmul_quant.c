@@ -56,7 +56,7 @@ int64_t cpu_qmm_max_m(candle_dtype t) {
 
 static bool match_quant(const candle_tensor *dst) {
     mm_geom g;
-    if (dst->op != CANDLE_OP_MATMUL || !cpu_mm_geom(dst, &g)) return false;
+    if (dst->op != CANDLE_OP_MATMUL || cpu_mm_float_act(dst) || !cpu_mm_geom(dst, &g)) return false;
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
     if (g.M > cpu_qmm_max_m(b->dtype)) return false;
     const candle_dtype_traits *bt = cpu_dtype(b->dtype);

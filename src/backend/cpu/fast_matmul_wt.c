@@ -92,7 +92,9 @@ static bool wt_ct(void) { return cpu_simd_get()->wt_ukr_t != NULL; }
  * weight rows read in place. */
 static bool wt_bf16_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype bt) {
     const cpu_simd *simd = cpu_simd_get();
-    return simd->wt_bf16_ukr && bt == CANDLE_DTYPE_BF16 && at == CANDLE_DTYPE_F32 && sak == 4 && sam % 4 == 0;
+    const candle_dtype_traits *tr = cpu_dtype(bt);
+    return simd->wt_bf16_ukr && (bt == CANDLE_DTYPE_BF16 || (tr->is_quantized && tr->to_f32 && simd->f32_to_bf16)) &&
+           at == CANDLE_DTYPE_F32 && sak == 4 && sam % 4 == 0;
 }
 
 /* M rows through the k-pair tile (WT_PAIR_MIN_M), or for a bf16 weight
@@ -105,15 +107,22 @@ static bool wt_pair_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype 
     return wt_pair_m(M, WT_PAIR_MAX_M) && !wt_bf16_for(at, sam, sak, bt);
 }
 
+/* A quantized weight takes the bf16 tile on its rows dequantized to bf16
+ * (wt_bf16_rows) only where the node keeps its activations float (the
+ * integer kernels take the others), in slices of whole blocks. */
 bool cpu_mm_wt_path(const candle_tensor *dst, const mm_geom *g) {
     const candle_tensor *a = dst->src[0], *b = dst->src[1];
-    int64_t esz = (int64_t)cpu_dtype(b->dtype)->type_size;
+    const candle_dtype_traits *bt = cpu_dtype(b->dtype);
+    int64_t esz = (int64_t)bt->type_size;
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
     bool bf = wt_bf16_for(a->dtype, a->stride[a->rank - 2], a->stride[a->rank - 1], b->dtype);
     bool m_ok = g->M >= WT_MIN_M || (bf && g->M > MV_MAX_M) ||
                 wt_pair_for(a->dtype, a->stride[a->rank - 2], a->stride[a->rank - 1], b->dtype, g->M);
-    return mm_plain_float(b->dtype) && b->stride[b->rank - 2] == esz && b->stride[b->rank - 1] % esz == 0 &&
-           m_ok && g->M <= (bf ? WT_BF16_MAX_M : WT_MAX_M) && g->n_batch == 1 && g->K > 0 && flops >= (bf ? WT_BF16_MIN_FLOPS : PANEL_MIN_FLOPS);
+    bool rows_ok = mm_plain_float(b->dtype) ? b->stride[b->rank - 1] % esz == 0
+                                            : bf && cpu_mm_float_act(dst) && g->K % bt->block_size == 0 &&
+                                                  WT_KC % bt->block_size == 0;
+    return rows_ok && b->stride[b->rank - 2] == esz && m_ok && g->M <= (bf ? WT_BF16_MAX_M : WT_MAX_M) &&
+           g->n_batch == 1 && g->K > 0 && flops >= (bf ? WT_BF16_MIN_FLOPS : PANEL_MIN_FLOPS);
 }
 
 /* A MATMUL's bias added as C is written out of the transposed scratch
@@ -125,10 +134,11 @@ int cpu_mm_wt_tasks(const mm_geom *g, int n_threads) { return guided_tasks(g->N,
 
 static int64_t wt_m_pad(const mm_geom *g) { return (g->M + WT_MR - 1) / WT_MR * WT_MR; }
 
-/* K in equal slices of at most WT_KC, multiples of 8 */
-static int64_t wt_kc(int64_t K) {
-    int64_t n = (K + WT_KC - 1) / WT_KC;
-    return ((K + n - 1) / n + 7) / 8 * 8;
+/* K in equal slices of at most WT_KC, multiples of 8 (of a quantized
+ * weight's blocks) */
+static int64_t wt_kc(int64_t K, candle_dtype bt) {
+    int64_t n = (K + WT_KC - 1) / WT_KC, unit = cpu_dtype(bt)->is_quantized ? cpu_dtype(bt)->block_size : 8;
+    return ((K + n - 1) / n + unit - 1) / unit * unit;
 }
 
 /* (K + 1: the k-pair layout's last slice rounded up to even k) */
@@ -205,6 +215,38 @@ typedef struct wt_item {
     int64_t c0, c1;
 } wt_item;
 
+/* Byte offset of element k in a weight row, and the bytes of kc elements
+ * from there (whole blocks for a quantized weight). */
+static int64_t wt_row_at(const gemm_args *g, int64_t k) {
+    const candle_dtype_traits *bt = cpu_dtype(g->bt);
+    return bt->is_quantized ? k / bt->block_size * (int64_t)bt->type_size : k * (int64_t)bt->type_size;
+}
+
+/* One item's rows as bf16 for the bf16 tile (*ldw elements apart): a bf16
+ * weight's in place, a quantized one's dequantized into wbuf (through f32
+ * in its second half, then rounded as the bf16 panels round). */
+static const uint16_t *wt_bf16_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t *ldw) {
+    if (g->bt == CANDLE_DTYPE_BF16) {
+        *ldw = g->sbn / 2;
+        return (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2);
+    }
+    const candle_dtype_traits *bt = cpu_dtype(g->bt);
+    const cpu_simd *simd = cpu_simd_get();
+    uint16_t *rows = (uint16_t *)wbuf;
+    float *f = wbuf + (size_t)WT_NR * WT_KC / 2;
+    for (int r = 0; r < it.nw; r++) {
+        const char *src = g->b + (it.n0 + r) * g->sbn + wt_row_at(g, it.pc);
+        if (g->bt == CANDLE_DTYPE_Q8_0 && simd->q8_0_to_bf16) {
+            simd->q8_0_to_bf16(src, rows + r * it.kc, it.kc);
+            continue;
+        }
+        bt->to_f32(src, f, it.kc);
+        simd->f32_to_bf16(f, rows + r * it.kc, it.kc);
+    }
+    *ldw = it.kc;
+    return rows;
+}
+
 /* One item's rows as f32 rows (*ldw floats apart): in place for f32,
  * converted into wbuf for f16 / bf16. */
 static const float *wt_rows(const gemm_args *g, wt_item it, float *wbuf, int64_t *ldw) {
@@ -236,10 +278,11 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
     int64_t ldw = 0, step = simd->wt_ukr ? simd->wt_panels * WT_MR : WT_MR, n_steps = (M + step - 1) / step;
     bool bf16 = wt_bf16(g);
     const float *w = bf16 ? NULL : wt_rows(g, it, wbuf, &ldw);
+    const uint16_t *wb = bf16 ? wt_bf16_rows(g, it, wbuf, &ldw) : NULL;
     /* the C-transposed tile spreads its share of the prefetches over its
      * k loop */
     bool pf_tile = ct != NULL;
-    int64_t esz = (int64_t)cpu_dtype(g->bt)->type_size;
+    int64_t pf_at = wt_row_at(g, next.pc), pf_bytes = wt_row_at(g, next.kc);
     if (ct && (wt_pair(g, M) || wt_quad(g, M))) {
         /* 8-row panels of k pairs (bf16 dot products: k quads), up to
          * WT_PAIR_PANELS per tile, in balanced steps (5 panels: 3 + 2) */
@@ -248,17 +291,16 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
         for (int64_t mi = 0; mi < n_steps; mi++) {
             int64_t r0 = mi * next.nw / n_steps, r1 = (mi + 1) * next.nw / n_steps;
             int64_t q0 = mi * np / n_steps, q1 = (mi + 1) * np / n_steps;
-            const char *pf = g->b + (next.n0 + r0) * g->sbn + next.pc * esz;
+            const char *pf = g->b + (next.n0 + r0) * g->sbn + pf_at;
             int pf_rows = r1 > r0 ? (int)(r1 - r0) : 0;
             if (bf16)
-                simd->wt_bf16_ukr_p(it.kc, (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2), g->sbn / 2,
-                                         it.nw, (const uint32_t *)ap + q0 * 8 * kpp, (int)(q1 - q0),
-                                         ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
-                                         next.kc * esz);
+                simd->wt_bf16_ukr_p(it.kc, wb, ldw, it.nw, (const uint32_t *)ap + q0 * 8 * kpp, (int)(q1 - q0),
+                                    ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
+                                    pf_bytes);
             else
                 simd->wt_ukr_p(it.kc, w, ldw, it.nw, ap + q0 * 8 * kcp, (int)(q1 - q0),
                                     ct + (it.n0 - it.c0) * ldt + 8 * q0, ldt, it.pc > 0, pf, g->sbn, pf_rows,
-                                    next.kc * esz);
+                                    pf_bytes);
         }
         return;
     }
@@ -269,22 +311,21 @@ static void wt_group(const gemm_args *g, int64_t M, wt_item it, wt_item next, co
         int nm = M - m0 < step ? (int)(M - m0) : (int)step;
         float *c = g->c + m0 * g->ldc + it.n0;
         if (bf16) {
-            const uint16_t *wb = (const uint16_t *)(g->b + it.n0 * g->sbn + it.pc * 2);
             if (ct && simd->wt_bf16_ukr_t) {
-                simd->wt_bf16_ukr_t(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm,
-                                         ct + (it.n0 - it.c0) * ldt + m0, ldt, it.pc > 0,
-                                         g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
-                                         r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
+                simd->wt_bf16_ukr_t(it.kc, wb, ldw, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm,
+                                    ct + (it.n0 - it.c0) * ldt + m0, ldt, it.pc > 0,
+                                    g->b + (next.n0 + r0) * g->sbn + pf_at, g->sbn, r1 > r0 ? (int)(r1 - r0) : 0,
+                                    pf_bytes);
                 continue;
             }
-            simd->wt_bf16_ukr(it.kc, wb, g->sbn / 2, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm, c, g->ldc,
+            simd->wt_bf16_ukr(it.kc, wb, ldw, it.nw, (const uint32_t *)(ap + m0 * it.kc), nm, c, g->ldc,
                               it.pc > 0);
             continue;
         }
         if (ct) {
             simd->wt_ukr_t(it.kc, w, ldw, it.nw, ap + m0 * it.kc, nm, ct + (it.n0 - it.c0) * ldt + m0, ldt,
-                           it.pc > 0, g->b + (next.n0 + r0) * g->sbn + next.pc * esz, g->sbn,
-                           r1 > r0 ? (int)(r1 - r0) : 0, next.kc * esz);
+                           it.pc > 0, g->b + (next.n0 + r0) * g->sbn + pf_at, g->sbn, r1 > r0 ? (int)(r1 - r0) : 0,
+                           pf_bytes);
             continue;
         }
         if (simd->wt_ukr) {
@@ -299,7 +340,7 @@ void cpu_mm_wt_run(const cpu_task *t, candle_tensor *dst, const mm_geom *geo) {
     float *ap = (float *)(((uintptr_t)t->wdata + 63) & ~(uintptr_t)63);
     float *wbuf = (float *)((char *)ap + cpu_mm_wt_a_bytes(geo) + (size_t)t->tid * cpu_mm_wt_thread_bytes());
     gemm_args g = cpu_mm_gemm_args_for(dst, geo, 0, NULL);
-    int64_t mpad = wt_m_pad(geo), KC = wt_kc(geo->K), K = geo->K, lo, hi;
+    int64_t mpad = wt_m_pad(geo), KC = wt_kc(geo->K, g.bt), K = geo->K, lo, hi;
     if (t->phase == 0) {
         bool quad = wt_quad(&g, geo->M), pair = wt_pair(&g, geo->M) || quad;
         cpu_split(geo->M, WT_MR, t->ith, t->nth, &lo, &hi);

@@ -773,6 +773,30 @@ void cpu_pack_b16_f32_bf16_avx512(const float *src, int64_t sk, int64_t kc, int 
     }
 }
 
+void cpu_f32_to_bf16_avx512(const float *src, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
+    }
+}
+
+/* Each block: d (f16) times its 32 codes in f32, as q8_0's own dequantization
+ * computes them, then both halves rounded in one vcvtne2ps2bf16. */
+void cpu_q8_0_to_bf16_avx512(const void *blocks, uint16_t *dst, int64_t n) {
+    const uint8_t *b = blocks;
+    for (int64_t i = 0; i < n; i += 32, b += 34) {
+        uint16_t h;
+        memcpy(&h, b, 2);
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+        __m512 f0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))));
+        __m512 f1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))));
+        _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(f1, f0));
+    }
+}
+
 /* ---- matrix-vector rows of f16 / bf16 (dot_rows) ----
  * One row at a time, a single sequential stream, for every row length,
  * prefetched DOT_H_PF bytes ahead (candle_stream_prefetch: non-temporal

@@ -77,6 +77,8 @@ void cpu_pack_a6_bf16_avx512(candle_dtype at, const char *a, int64_t sam, int64_
                              float *dst);
 void cpu_pack_b16_bf16_avx512(const char *src, int64_t sk, int64_t sn, int64_t kc, int nr, float *dst);
 void cpu_pack_b16_f32_bf16_avx512(const float *src, int64_t sk, int64_t kc, int nr, uint32_t *dst);
+void cpu_f32_to_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
+void cpu_q8_0_to_bf16_avx512(const void *blocks, uint16_t *dst, int64_t n);
 
 /* benchmark probes (cpu_probe.c) */
 double cpu_probe_fma_avx2(int64_t iters);
