@@ -362,7 +362,7 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
     }
     bseqs bq = {seqs, n_seqs, NULL};
     decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq,
-                       NULL, false, n_lora ? lora : NULL, n_lora, 0, 0, NULL, NULL, {0}};
+                       NULL, false, n_lora ? lora : NULL, n_lora, 0, 0, NULL, NULL, {0}, 0};
     int64_t *dyn = NULL;
     if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff) || !dyn_ranges(b, seqs, n_seqs, pos, &ds, &dyn)) {
         free(ids);

@@ -112,7 +112,7 @@ static candle_tensor *rope(decoder_step *st, candle_tensor *x, int64_t il) {
  * extra node without adapters. */
 static candle_tensor *proj(decoder_step *st, candle_tensor *h, candle_tensor *w, int64_t il,
                            lora_slot slot) {
-    candle_tensor *y = model_linear(st->ctx, st->m, h, w, &st->gather);
+    candle_tensor *y = model_linear(st->ctx, st->m, h, w, &st->gather, st->mm_flags);
     return st->n_lora ? lora_add(st->ctx, st->lora, st->n_lora, il, slot, h, y) : y;
 }
 
@@ -185,9 +185,9 @@ static candle_tensor *glu(decoder_step *st, candle_tensor *h, candle_tensor *gat
                           candle_tensor *up, candle_tensor *down) {
     candle_ctx *ctx = st->ctx;
     candle_tensor *f = candle_mul(ctx, candle_unary(ctx, st->m->family->desc.ffn_act,
-                                                    model_linear(ctx, st->m, h, gate, &st->gather)),
-                                  model_linear(ctx, st->m, h, up, &st->gather));
-    return model_linear(ctx, st->m, f, down, &st->gather);
+                                                    model_linear(ctx, st->m, h, gate, &st->gather, st->mm_flags)),
+                                  model_linear(ctx, st->m, h, up, &st->gather, st->mm_flags));
+    return model_linear(ctx, st->m, f, down, &st->gather, st->mm_flags);
 }
 
 /* Each row's weights over the experts [n, n_expert]: the router's softmax
@@ -197,7 +197,7 @@ static candle_tensor *glu(decoder_step *st, candle_tensor *h, candle_tensor *gat
 static candle_tensor *route(decoder_step *st, const layer_weights *w, candle_tensor *h) {
     candle_ctx *ctx = st->ctx;
     const candle_model_config *c = st->c;
-    candle_tensor *p = candle_softmax(ctx, model_linear(ctx, st->m, h, w->router, &st->gather), 1);
+    candle_tensor *p = candle_softmax(ctx, model_linear(ctx, st->m, h, w->router, &st->gather, st->mm_flags), 1);
     candle_tensor *wt = candle_topk_mask(ctx, p, c->n_expert_used, 1, 0.0);
     return c->expert_norm ? candle_div(ctx, wt, candle_sum(ctx, wt, 1, true)) : wt;
 }
@@ -220,7 +220,7 @@ static candle_tensor *moe(decoder_step *st, const layer_weights *w, candle_tenso
     }
     if (w->sh_up && out) {
         candle_tensor *y = glu(st, h, w->sh_gate, w->sh_up, w->sh_down);
-        if (w->sh_gate_inp) y = candle_mul(ctx, y, candle_sigmoid(ctx, model_linear(ctx, st->m, h, w->sh_gate_inp, &st->gather)));
+        if (w->sh_gate_inp) y = candle_mul(ctx, y, candle_sigmoid(ctx, model_linear(ctx, st->m, h, w->sh_gate_inp, &st->gather, st->mm_flags)));
         out = candle_add(ctx, out, y);
     }
     return out;
@@ -280,7 +280,7 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
     const candle_model *m = s->model;
     decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s,
                        model_rope_factors(m, s->kv.n_ctx), (flags & SESSION_ROW_STEPS) != 0,
-                       s->lora, s->n_lora, s->pos + n, 0, NULL, NULL, {0}};
+                       s->lora, s->n_lora, s->pos + n, 0, NULL, NULL, {0}, 0};
     /* rows as one-row steps rotate as one-row steps would */
     int64_t *dyn = NULL;
     if (m->cfg.rope_dyn_factor > 0 && st.row_steps && n > 1) {
@@ -377,7 +377,7 @@ candle_tensor *decoder_hidden_bidir(candle_ctx *ctx, const candle_model *m, mode
     bidir_seqs bs = {n_seq, lens, off, tab, tab + n_seq};
     decoder_step st = {ctx, m, c, n, 0, n_seq > 1 ? candle_tensor_from_i32(ctx, 1, &n, pos) : NULL, "model",
                        bidir_attend, &bs, model_rope_factors(m, c->n_ctx_train), false, NULL, 0,
-                       0, 0, NULL, NULL, {0}}; /* inputs fit n_ctx_train: no dynamic RoPE growth */
+                       0, 0, NULL, NULL, {0}, CDL_MM_FLOAT_ACT}; /* inputs fit n_ctx_train: no dynamic RoPE growth */
     x = decoder_layers(&st, decoder_embed(&st, tokens));
     return x ? norm(&st, x, m->out_norm) : NULL;
 }

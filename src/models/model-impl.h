@@ -242,9 +242,10 @@ typedef struct model_gather_memo {
     candle_tensor *out;
 } model_gather_memo;
 /* h wt for a linear's transposed weight wt, its inputs gathered into the
- * order the weight takes them in (memo: the step's, or NULL). */
+ * order the weight takes them in (memo: the step's, or NULL); a plain
+ * product with cdl_matmul_ex's flags. */
 candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
-                            model_gather_memo *memo);
+                            model_gather_memo *memo, unsigned flags);
 /* model_linear plus a bias b [n_out] (NULL: none), added as the product is
  * written where the linear is a plain product (cdl_matmul_ex, with its
  * flags: CDL_MM_FLOAT_ACT). */
@@ -349,6 +350,7 @@ struct decoder_step {
     const int64_t *seq_rows; /* [n_seq + 1] */
     const int64_t *seq_lens; /* [n_seq] */
     model_gather_memo gather; /* model_linear's */
+    unsigned mm_flags;        /* the linears' cdl_matmul_ex flags (embedders: CDL_MM_FLOAT_ACT) */
 };
 
 /* ---- LoRA (lora.c) ---- */

@@ -145,9 +145,9 @@ static const struct model_in_order *in_order_of(const candle_model *m, const can
 }
 
 candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
-                            model_gather_memo *memo) {
+                            model_gather_memo *memo, unsigned flags) {
     const struct model_in_order *f = in_order_of(m, wt);
-    if (!f) return candle_matmul(ctx, h, wt);
+    if (!f) return cdl_matmul_ex(ctx, h, wt, NULL, flags);
     if (f->order && memo && memo->out && memo->h == h && memo->order == f->order) {
         h = memo->out;
     } else if (f->order) {
@@ -161,7 +161,7 @@ candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tenso
 candle_tensor *model_linear_bias(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,
                                  candle_tensor *b, unsigned flags) {
     if (!in_order_of(m, wt)) return cdl_matmul_ex(ctx, h, wt, b, flags);
-    candle_tensor *y = model_linear(ctx, m, h, wt, NULL);
+    candle_tensor *y = model_linear(ctx, m, h, wt, NULL, flags);
     return b ? candle_add(ctx, y, b) : y;
 }
 
