@@ -211,6 +211,22 @@ static void check_padded_weight(candle_ctx *ctx, candle_dtype wt, int64_t M, int
  * exact one; without them, the exact product. Weight rows pad elements
  * longer than K (read in place), M across the 64-row tile (tails of 1-3
  * panels), odd K and several K slices. */
+/* want = a w^T in double (a [M, K], w [N, K]), then want_r the same with
+ * both rounded to bf16 first, as the bf16 dot products see them (av and wv
+ * are rounded in place; a bf16 weight's values stay). */
+static void bf16_refs(double *av, double *wv, int64_t M, int64_t K, int64_t N, double *want, double *want_r) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += av[i * K + k] * wv[j * K + k];
+                (pass ? want_r : want)[i * N + j] = acc;
+            }
+        for (int64_t i = 0; i < M * K; i++) av[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)av[i]));
+        for (int64_t i = 0; i < N * K; i++) wv[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)wv[i]));
+    }
+}
+
 static void check_bf16_dot(candle_ctx *ctx, int64_t M, int64_t K, int64_t N, int64_t pad, const char *label,
                            uint64_t seed) {
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
@@ -223,15 +239,7 @@ static void check_bf16_dot(candle_ctx *ctx, int64_t M, int64_t K, int64_t N, int
     double *av = y ? mt_values(a) : NULL, *wv = y ? mt_values(w) : NULL, *got = y ? mt_values(y) : NULL;
     double *want = malloc(sizeof(double) * (size_t)(M * N)), *want_r = malloc(sizeof(double) * (size_t)(M * N));
     if (av && wv && got && want && want_r) {
-        for (int pass = 0; pass < 2; pass++) {
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++) {
-                    double acc = 0;
-                    for (int64_t k = 0; k < K; k++) acc += av[i * K + k] * wv[j * K + k];
-                    (pass ? want_r : want)[i * N + j] = acc;
-                }
-            for (int64_t i = 0; i < M * K; i++) av[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)av[i]));
-        }
+        bf16_refs(av, wv, M, K, N, want, want_r);
         double e = mt_nmse(got, want, M * N), er = mt_nmse(got, want_r, M * N);
         if (cpu_simd_get()->wt_bf16_ukr)
             CHECK_MSG(er <= 1e-10 && e <= 1e-5 && e > 10 * er,
@@ -271,16 +279,7 @@ static void check_float_act(candle_ctx *ctx, candle_dtype wt, int64_t M, int64_t
             cpu_dtype(wt)->to_f32(tensor_ptr(w) + j * w->stride[0], row, K);
             for (int64_t k = 0; k < K; k++) wv[j * K + k] = row[k];
         }
-        for (int pass = 0; pass < 2; pass++) {
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++) {
-                    double acc = 0;
-                    for (int64_t k = 0; k < K; k++) acc += av[i * K + k] * wv[j * K + k];
-                    (pass ? want_r : want)[i * N + j] = acc;
-                }
-            for (int64_t i = 0; i < M * K; i++) av[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)av[i]));
-            for (int64_t i = 0; i < N * K; i++) wv[i] = candle_bf16_to_f32(candle_f32_to_bf16((float)wv[i]));
-        }
+        bf16_refs(av, wv, M, K, N, want, want_r);
         double e = mt_nmse(got, want, M * N), er = mt_nmse(got, want_r, M * N);
         /* past 4 rows the bf16 tiles take it where the table has them; up to
          * 4 the dot tiles (f32) or, under their flops, the GEMM's panels */
