@@ -237,7 +237,7 @@ static size_t scratch_floats(const attn_geom *g, attn_scratch *sc) {
                          round_up(ATTN_BK * g->D, 16),    round_up(ATTN_BK * (b16 ? g->dvp : g->Dv), 16),
                          g->blocks ? round_up(ATTN_BK * g->D, 16) : 0,
                          b16 * round_up(round_up(rows, ATTN_MR) * g->D, 16), b16 * ATTN_MR * ATTN_BK,
-                         b16 * ATTN_NR * 256};
+                         b16 * 4096 /* pack_at16_bf16's tmp */};
     float **parts[12] = {&sc->q, &sc->o, &sc->m, &sc->l, &sc->s, &sc->corr, &sc->kt, &sc->vt, &sc->kr,
                          &sc->qp, &sc->pp, &sc->tmp};
     float *base = sc->q;
@@ -350,10 +350,6 @@ static const float *value_rows(const attn_block *a, int64_t j0, int64_t nk, int6
     return a->sc.vt;
 }
 
-/* One key tile (keys [j0, j0 + nk), kt packed unless direct) through rows
- * [g0, g0 + mr): scores, masks, online softmax and the output update, while
- * the group's q, score and output rows stay in L1. Causal rows see keys up
- * to their position only: the group stops at its last row's. */
 /* The bf16 products of one row group (bf16_products): scores from the
  * group's q panel against the key panels, and after the softmax the output
  * rows rescaled and accumulated from the group's probabilities (rounded to
@@ -383,6 +379,10 @@ static void bf16_accum(const attn_block *a, int64_t g0, int64_t mr, int64_t nk_s
                                 g->Dv - e < 2 * ATTN_NR ? (int)(g->Dv - e) : 2 * ATTN_NR, true);
 }
 
+/* One key tile (keys [j0, j0 + nk), kt packed unless direct) through rows
+ * [g0, g0 + mr): scores, masks, online softmax and the output update, while
+ * the group's q, score and output rows stay in L1. Causal rows see keys up
+ * to their position only: the group stops at its last row's. */
 static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, int64_t nk, bool direct,
                       const float *vr, int64_t ldv) {
     const attn_geom *g = a->g;
@@ -393,15 +393,9 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
         nk = seen < nk ? seen : nk;
     }
     const float *q = a->sc.q + g0 * g->D;
-    if (g->bf16) {
+    if (g->bf16)
         bf16_scores(a, g0, mr, nk);
-        if (a->mask) add_mask(a, g0, mr, j0, nk);
-        if (g->causal && j0 + nk - 1 > off + row_pos(a, g0)) mask_causal(a, g0, mr, j0, nk);
-        a->ops->softmax(a->sc.s, ATTN_BK, mr, nk, a->sc.m + g0, a->sc.l + g0, a->sc.corr);
-        bf16_accum(a, g0, mr, nk, nk_tile);
-        return;
-    }
-    if (direct && g->blocks && !g->block_direct) /* the tile's keys converted by run_tiles */
+    else if (direct && g->blocks && !g->block_direct) /* the tile's keys converted by run_tiles */
         a->ops->scores_rows(q, g->D, mr, g->D, CANDLE_DTYPE_F32, (const char *)a->sc.kr,
                             g->D * (int64_t)sizeof(float), nk, a->sc.s, ATTN_BK);
     else if (direct)
@@ -411,7 +405,8 @@ static void run_group(const attn_block *a, int64_t g0, int64_t mr, int64_t j0, i
     if (g->causal && j0 + nk - 1 > off + row_pos(a, g0)) mask_causal(a, g0, mr, j0, nk);
     a->ops->softmax(a->sc.s, ATTN_BK, mr, nk, a->sc.m + g0, a->sc.l + g0, a->sc.corr);
     float *o = a->sc.o + g0 * g->dvp;
-    if (vr) a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, o, g->dvp);
+    if (g->bf16) bf16_accum(a, g0, mr, nk, nk_tile);
+    else if (vr) a->ops->accum(a->sc.s, ATTN_BK, mr, a->sc.corr, vr, ldv, nk, g->Dv, o, g->dvp);
     else a->ops->accum_rows(a->sc.s, ATTN_BK, mr, a->sc.corr, a->kv_dtype, a->v + j0 * a->sv, a->sv, nk, g->Dv, o, g->dvp);
 }
 
