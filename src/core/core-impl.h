@@ -94,13 +94,16 @@ candle_tensor *cdl_node_finish(candle_ctx *ctx, candle_tensor *node);
  * models whose weights are bf16, whose linear products round their
  * activations so anyway. */
 enum { CDL_ATTN_ROW_STEPS = 1, CDL_ATTN_BF16 = 2 };
-/* candle_matmul_bias with options (iparams[0] of the node):
+/* candle_matmul_bias with options (iparams[0] of the node, a bit set):
  * CDL_MM_FLOAT_ACT: the activations stay float in the product, a quantized
  * weight is dequantized instead of the activations rounded to its dot
  * type's 8-bit blocks (the integer kernels): for encoders, whose outputs
  * are compared by cosine, where that rounding costs more than the integer
- * kernels' speed gives. */
-enum { CDL_MM_FLOAT_ACT = 1 };
+ * kernels' speed gives. CDL_MM_ROW_STEPS: each row gets the bits of its
+ * one-row product (a step that verifies drafted tokens): a quantized
+ * product keeps the kernels that give them up to more rows than speed
+ * alone would (cdl_qgemm_rows_steps). */
+enum { CDL_MM_FLOAT_ACT = 1, CDL_MM_ROW_STEPS = 2 };
 candle_tensor *cdl_matmul_ex(candle_ctx *ctx, candle_tensor *a, candle_tensor *b, candle_tensor *bias,
                              unsigned flags);
 candle_tensor *cdl_attention_rows(candle_ctx *ctx, candle_tensor *q, candle_tensor *k, candle_tensor *v,

@@ -361,8 +361,14 @@ candle_status candle_batch_eval_lora(candle_batch *b, const candle_batch_seq *se
         off += seqs[i].n;
     }
     bseqs bq = {seqs, n_seqs, NULL};
+    /* a step that verifies drafted tokens (a sequence wants several rows'
+     * logits) keeps every row's one-row bits in its products (the
+     * attention does on paged sequences) */
+    bool verifies = false;
+    for (int i = 0; i < n_seqs; i++) verifies |= seqs[i].logits && seqs[i].n_logits > 1;
     decoder_step ds = {b->ctx, b->model, &b->model->cfg, n, 0, NULL, "batch", batch_attend, &bq,
-                       NULL, false, n_lora ? lora : NULL, n_lora, 0, 0, NULL, NULL, {0}, 0};
+                       NULL, false, n_lora ? lora : NULL, n_lora, 0, 0, NULL, NULL, {0},
+                       verifies ? CDL_MM_ROW_STEPS : 0};
     int64_t *dyn = NULL;
     if (!rope_factors(b, seqs, n_seqs, &ds.rope_ff) || !dyn_ranges(b, seqs, n_seqs, pos, &ds, &dyn)) {
         free(ids);

@@ -280,7 +280,8 @@ candle_tensor *decoder_forward(candle_session *s, const int32_t *tokens, int64_t
     const candle_model *m = s->model;
     decoder_step st = {s->ctx, m, &m->cfg, n, s->pos, NULL, "model", session_attend, s,
                        model_rope_factors(m, s->kv.n_ctx), (flags & SESSION_ROW_STEPS) != 0,
-                       s->lora, s->n_lora, s->pos + n, 0, NULL, NULL, {0}, 0};
+                       s->lora, s->n_lora, s->pos + n, 0, NULL, NULL, {0},
+                       (flags & SESSION_ROW_STEPS) ? CDL_MM_ROW_STEPS : 0};
     /* rows as one-row steps rotate as one-row steps would */
     int64_t *dyn = NULL;
     if (m->cfg.rope_dyn_factor > 0 && st.row_steps && n > 1) {

@@ -123,7 +123,7 @@ static candle_tensor *matmul_node(candle_ctx *ctx, candle_tensor *a, candle_tens
     t->src[1] = b;
     t->src[2] = bias;
     t->n_src = bias ? 3 : 2;
-    t->iparams[0] = (flags & CDL_MM_FLOAT_ACT) != 0;
+    t->iparams[0] = flags & (CDL_MM_FLOAT_ACT | CDL_MM_ROW_STEPS);
     t = cdl_node_finish(ctx, t);
     if (t && b0->rank == 1) t = candle_squeeze(ctx, t, -1);
     if (t && a0->rank == 1) t = candle_squeeze(ctx, t, -1 - (b0->rank != 1));

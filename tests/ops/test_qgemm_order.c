@@ -3,9 +3,10 @@
  * M, every 1-4 row tail) give the matrix-vector kernels' bits
  * (cdl_gemv_rows, the batch-1 path), and through candle_matmul a row
  * alone (M = 1) equals the same row among others (1 and 2 threads); so do
- * q4_K, q5_K, q6_K and q4_z128 up to their few-row limit (cdl_qgemm_few_rows). This is
- * what lets a server's concurrent greedy streams equal the same requests
- * run one at a time. Exact equality: the kernels promise the same float
+ * q4_K, q5_K, q6_K and q4_z128 up to their few-row limit (cdl_qgemm_few_rows), and a
+ * step verifying drafted tokens (CDL_MM_ROW_STEPS) up to AVX2's limits on VNNI
+ * too (cdl_qgemm_few_rows_steps). This is what lets a server's concurrent
+ * greedy streams equal the same requests run one at a time. Exact equality: the kernels promise the same float
  * operations in the same order. Where the CPU has no such kernels the
  * checks pass vacuously (the per-output vec_dot is then the only path). */
 #include <string.h>
@@ -262,7 +263,7 @@ static void test_direct(void) {
  * cdl_qgemm_rows against cdl_gemv_rows, for every M up to their limit: each
  * row group, activation rows 4-byte aligned only, the output's other columns
  * untouched; random and extreme codes. */
-static void check_few(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme) {
+static void check_few(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extreme, bool steps) {
     const candle_dtype_traits *wt = cpu_dtype(t);
     qcase q = make_case(t, M, N, K, extreme, (uint64_t)(N * 29 + K), (uint64_t)(M * 13 + K + 7), 8);
     size_t xb = cdl_gemv_x_bytes(t, K);
@@ -271,15 +272,16 @@ static void check_few(candle_dtype t, int64_t M, int64_t N, int64_t K, bool extr
     const int64_t ldc = N + 5;
     float *c = malloc(sizeof(float) * (size_t)(M * ldc)), *want = malloc(sizeof(float) * (size_t)N);
     for (int64_t i = 0; i < M * ldc; i++) c[i] = -7.0f;
-    cdl_qgemm_rows(t, K, M, N, q.w, q.ws, q.x + 4, q.xs, c, ldc, scratch);
+    (steps ? cdl_qgemm_rows_steps : cdl_qgemm_rows)(t, K, M, N, q.w, q.ws, q.x + 4, q.xs, c, ldc, scratch);
     int bad = 0;
     for (int64_t m = 0; m < M && !bad; m++) {
         cdl_gemv_prep(t, K, q.xf + m * K, xv);
         cdl_gemv_rows(t, K, N, q.w, q.ws, xv, want);
         for (int64_t n = 0; n < ldc && !bad; n++)
             if (n < N ? memcmp(&c[m * ldc + n], &want[n], sizeof(float)) != 0 : c[m * ldc + n] != -7.0f) {
-                CHECK_MSG(0, "%s few rows M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name,
-                          (long long)M, (long long)N, (long long)K, extreme ? " (extreme codes)" : "", (long long)m,
+                CHECK_MSG(0, "%s few rows%s M %lld N %lld K %lld%s: c[%lld][%lld] = %.9g, gemv %.9g", wt->name,
+                          steps ? " (row steps)" : "", (long long)M, (long long)N, (long long)K,
+                          extreme ? " (extreme codes)" : "", (long long)m,
                           (long long)n, c[m * ldc + n], n < N ? want[n] : -7.0f);
                 bad = 1;
             }
@@ -306,10 +308,14 @@ static void test_few(void) {
          * long rows only (the others: short rows too) */
         for (int64_t M = 1; M <= most; M++) {
             int64_t K = cdl_qgemm_few_rows(t, k[M % 4]) >= M ? k[M % 4] : k[3];
-            check_few(t, M, 1 + (M * 5) % 11, K, false);
+            check_few(t, M, 1 + (M * 5) % 11, K, false, false);
         }
-        check_few(t, most, 3, k[3], true);
-        check_few(t, 3, 2, kq ? 256 : zq ? 1152 : 1056, true);
+        check_few(t, most, 3, k[3], true, false);
+        check_few(t, 3, 2, kq ? 256 : zq ? 1152 : 1056, true, false);
+        /* a step verifying drafted tokens: the K types' few rows past the VNNI
+         * limits (cdl_qgemm_few_rows_steps) */
+        int64_t steps = cdl_qgemm_few_rows_steps(t, k[3]);
+        for (int64_t M = most + 1; M <= steps; M++) check_few(t, M, 1 + (M * 3) % 7, k[3], M == steps, true);
     }
     if (!ran) test_skip("test_qgemm_order", "no few-row kernels on this CPU (they need AVX2)");
 }
@@ -321,13 +327,13 @@ static void test_few(void) {}
 
 /* x [M, K] times w^T through candle_matmul: row r's outputs with all M rows
  * against x's row r alone. */
-static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, int64_t K) {
+static void check_matmul(candle_ctx *ctx, candle_dtype t, int64_t M, int64_t N, int64_t K, unsigned flags) {
     candle_ctx_mark mark = candle_ctx_get_mark(ctx);
     float *wf = rand_rows(N, K, (uint64_t)(N + 3)), *xf = rand_rows(M, K, (uint64_t)(M + 29));
     int64_t wsh[2] = {N, K}, xsh[2] = {M, K}, one[2] = {1, K};
     candle_tensor *w = candle_tensor_from_f32(ctx, t, 2, wsh, wf);
     candle_tensor *wt = candle_transpose(ctx, w, 0, 1);
-    candle_tensor *all = candle_matmul(ctx, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, xsh, xf), wt);
+    candle_tensor *all = cdl_matmul_ex(ctx, candle_tensor_from_f32(ctx, CANDLE_DTYPE_F32, 2, xsh, xf), wt, NULL, flags);
     CHECK_MSG(all != NULL, "%s matmul: %s", cpu_dtype(t)->name, candle_errmsg(ctx));
     int bad = !all;
     for (int64_t r = 0; r < M && !bad; r++) {
@@ -353,10 +359,10 @@ static void test_matmul(int threads) {
     candle_ctx *ctx = mt_ctx_threads(true, threads);
     for (int ti = 0; ti < N_TYPES; ti++) {
         if (!cdl_qgemm_has_fast(types[ti]) || !cdl_gemv_x_bytes(types[ti], 576)) continue;
-        check_matmul(ctx, types[ti], 2, 70, 576);
-        check_matmul(ctx, types[ti], 7, 45, 576);
-        check_matmul(ctx, types[ti], 16, 33, 1536);
-        check_matmul(ctx, types[ti], 14, 150, 576);
+        check_matmul(ctx, types[ti], 2, 70, 576, 0);
+        check_matmul(ctx, types[ti], 7, 45, 576, 0);
+        check_matmul(ctx, types[ti], 16, 33, 1536, 0);
+        check_matmul(ctx, types[ti], 14, 150, 576, 0);
     }
     /* the K types up to their few-row limit (more rows take the panels,
      * whose bits differ from the matrix-vector kernels') */
@@ -364,9 +370,12 @@ static void test_matmul(int threads) {
     for (int ti = 0; ti < 3; ti++) {
         int64_t most = cdl_qgemm_few_rows(ktypes[ti], 1536);
         if (!most || !cdl_gemv_x_bytes(ktypes[ti], 512)) continue;
-        check_matmul(ctx, ktypes[ti], 2, 70, 512);
-        check_matmul(ctx, ktypes[ti], most, 45, 1536);
-        check_matmul(ctx, ktypes[ti], 5, 150, 768);
+        check_matmul(ctx, ktypes[ti], 2, 70, 512, 0);
+        check_matmul(ctx, ktypes[ti], most, 45, 1536, 0);
+        check_matmul(ctx, ktypes[ti], 5, 150, 768, 0);
+        /* a verification step's product (CDL_MM_ROW_STEPS): up to 12 rows on VNNI too */
+        int64_t steps = cdl_qgemm_few_rows_steps(ktypes[ti], 1536);
+        if (steps > most) check_matmul(ctx, ktypes[ti], steps, 45, 1536, CDL_MM_ROW_STEPS);
     }
     candle_ctx_free(ctx);
 }

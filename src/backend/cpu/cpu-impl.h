@@ -46,7 +46,11 @@ void cpu_matmul_bias_rows(candle_tensor *dst, int64_t r0, int64_t r1);
 /* A MATMUL whose activations stay float (CDL_MM_FLOAT_ACT, iparams[0]): no
  * integer kernel takes it, a quantized weight is dequantized. */
 static inline bool cpu_mm_float_act(const candle_tensor *dst) {
-    return dst->op == CANDLE_OP_MATMUL && dst->iparams[0] != 0;
+    return dst->op == CANDLE_OP_MATMUL && (dst->iparams[0] & CDL_MM_FLOAT_ACT) != 0;
+}
+/* A MATMUL whose rows must each keep their one-row bits (CDL_MM_ROW_STEPS). */
+static inline bool cpu_mm_row_steps(const candle_tensor *dst) {
+    return dst->op == CANDLE_OP_MATMUL && (dst->iparams[0] & CDL_MM_ROW_STEPS) != 0;
 }
 candle_status cpu_ref_moe_ffn(const cpu_task *t, candle_tensor *dst);     /* MOE_FFN */
 candle_status cpu_ref_matmul_group_corr(const cpu_task *t, candle_tensor *dst); /* MATMUL_GROUP_CORR */

@@ -209,8 +209,9 @@ static candle_status run_quant(const cpu_task *t, candle_tensor *dst) {
         float *pc = (float *)tensor_ptr(dst) + bi * g.M * g.N;
         for (int64_t nb = n0; nb < n1; nb += step) {
             int64_t ne = n1 - nb < step ? n1 : nb + step;
-            cdl_qgemm_rows(b->dtype, g.K, g.M, ne - nb, pb + nb * sbn, (size_t)sbn,
-                              xq + (size_t)(bi * g.M) * xrow, xrow, pc + nb, g.N, tmp);
+            (cpu_mm_row_steps(dst) ? cdl_qgemm_rows_steps : cdl_qgemm_rows)(
+                b->dtype, g.K, g.M, ne - nb, pb + nb * sbn, (size_t)sbn, xq + (size_t)(bi * g.M) * xrow, xrow,
+                pc + nb, g.N, tmp);
         }
     }
     return CANDLE_OK;

@@ -39,6 +39,14 @@ int cdl_qgemm_uses_vnni(void);
 /* Scratch bytes cdl_qgemm_rows needs for dtype t and K (0 for the
  * per-output path). */
 size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K);
+/* Rows up to which a product whose rows must keep their one-row bits
+ * (cdl_qgemm_rows_steps) stays on the few-row kernels: AVX2's limits, which
+ * the VNNI panels' speed lowers for cdl_qgemm_rows (q4_K 6, q6_K 10). */
+int64_t cdl_qgemm_few_rows_steps(candle_dtype t, int64_t K);
+/* cdl_qgemm_rows, the few-row kernels up to cdl_qgemm_few_rows_steps rows
+ * (the same scratch). */
+void cdl_qgemm_rows_steps(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                          const void *x, size_t xs, float *c, int64_t ldc, void *scratch);
 /* scratch: cdl_qgemm_scratch_bytes(t, K) bytes, 32-byte aligned. */
 void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch);

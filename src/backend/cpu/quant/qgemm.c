@@ -88,7 +88,7 @@ size_t cdl_qgemm_scratch_bytes(candle_dtype t, int64_t K) {
         candle_dtype pt = panel_type(t);
         size_t b = 2 * cdl_qgemm_panel_bytes_avx2(pt, K) + AUX_ROWS * cdl_qgemm_aux_bytes_avx2(pt, K);
         if (pt != t) b += 2 * CANDLE_QGEMM_NR * candle_dtype_row_size(pt, K); /* the rewritten rows */
-        size_t few = (size_t)cdl_qgemm_few_rows(t, K) * cdl_gemv_x_bytes(t, K); /* the few-row kernels' rows */
+        size_t few = (size_t)cdl_qgemm_few_rows_steps(t, K) * cdl_gemv_x_bytes(t, K); /* the few-row kernels' rows */
         if (few > b) b = few;
         if (cdl_quant_uses_vnni() && cdl_qgemm_has_direct_vnni(t)) {
             size_t d = cdl_qgemm_direct_bytes_vnni(t, K, CPU_QGEMM_DIRECT_MAX_M);
@@ -151,12 +151,30 @@ static int64_t few_rows_vnni(candle_dtype t) {
 }
 #endif
 
+#ifdef CANDLE_QUANT_HAVE_X86
+static int64_t few_capped(int64_t own) {
+    int64_t set = cpu_config_get()->qgemm_few_max_m;
+    return set >= 0 && set < own ? set : own;
+}
+#endif
+
 int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (!cdl_quant_uses_avx2()) return 0;
-    int64_t own = cdl_quant_uses_vnni() ? few_rows_vnni(t) : few_rows_of(t, K);
-    int64_t set = cpu_config_get()->qgemm_few_max_m;
-    return set >= 0 && set < own ? set : own;
+    return few_capped(cdl_quant_uses_vnni() ? few_rows_vnni(t) : few_rows_of(t, K));
+#else
+    (void)t;
+    (void)K;
+    return 0;
+#endif
+}
+
+int64_t cdl_qgemm_few_rows_steps(candle_dtype t, int64_t K) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (!cdl_quant_uses_avx2()) return 0;
+    /* the legacy types' VNNI tiles and panels keep the one-row bits already */
+    bool k_type = t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q6_K || t == CANDLE_DTYPE_Q4_Z128;
+    return few_capped(cdl_quant_uses_vnni() && !k_type ? few_rows_vnni(t) : few_rows_of(t, K));
 #else
     (void)t;
     (void)K;
@@ -191,18 +209,37 @@ static void z_rows(int64_t K, int64_t M, int64_t N, const char *w, size_t ws, co
 }
 #endif
 
+/* The few-row kernels: each output the matrix-vector product's bits. */
+#ifdef CANDLE_QUANT_HAVE_X86
+static void few_rows_run(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws, const void *x,
+                         size_t xs, float *c, int64_t ldc, void *scratch) {
+    if ((cdl_quant_uses_vnni() ? cdl_qgemm_rows_k_vnni : cdl_qgemm_rows_k_avx2)(t, K, M, N, w, ws, x, xs, c, ldc))
+        return;
+    /* the legacy types and q4_z128: each row in the matrix-vector layout first */
+    size_t xb = cdl_gemv_x_bytes(t, K);
+    for (int64_t m = 0; m < M; m++)
+        cdl_gemv_prep_q8_avx2(t, K, (const char *)x + (size_t)m * xs, (char *)scratch + (size_t)m * xb);
+    if (t == CANDLE_DTYPE_Q4_Z128) z_rows(K, M, N, w, ws, scratch, xb, c, ldc);
+    else cdl_qgemm_rows_few_avx2(t, K, M, N, w, ws, scratch, xb, c, ldc);
+}
+#endif
+
+void cdl_qgemm_rows_steps(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                          const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
+#ifdef CANDLE_QUANT_HAVE_X86
+    if (M <= cdl_qgemm_few_rows_steps(t, K)) {
+        few_rows_run(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
+        return;
+    }
+#endif
+    cdl_qgemm_rows(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
+}
+
 void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
                        const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
 #ifdef CANDLE_QUANT_HAVE_X86
     if (M <= cdl_qgemm_few_rows(t, K)) {
-        if ((cdl_quant_uses_vnni() ? cdl_qgemm_rows_k_vnni : cdl_qgemm_rows_k_avx2)(t, K, M, N, w, ws, x, xs, c, ldc))
-            return;
-        /* the legacy types and q4_z128: each row in the matrix-vector layout first */
-        size_t xb = cdl_gemv_x_bytes(t, K);
-        for (int64_t m = 0; m < M; m++)
-            cdl_gemv_prep_q8_avx2(t, K, (const char *)x + (size_t)m * xs, (char *)scratch + (size_t)m * xb);
-        if (t == CANDLE_DTYPE_Q4_Z128) z_rows(K, M, N, w, ws, scratch, xb, c, ldc);
-        else cdl_qgemm_rows_few_avx2(t, K, M, N, w, ws, scratch, xb, c, ldc);
+        few_rows_run(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
         return;
     }
     if (M >= min_rows(t) && cdl_quant_uses_avx2() && cdl_qgemm_has_fast(t)) {
