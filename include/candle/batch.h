@@ -33,12 +33,13 @@ typedef struct candle_batch_seq {
      * from them. On a paged sequence paged attention computes each row
      * alone, and so do the products of the legacy block types (q4_0 .. q8_0)
      * up to 256 rows: there every row's logits have the bits a one-token
-     * step would give. So do q4_K and q6_K up to 12 rows (q5_K 32) where the
-     * CPU backend runs their few-row kernels (AVX2 without AVX-512 VNNI:
-     * cdl_qgemm_few_rows); their panels beyond (and the VNNI panels) sum the
-     * scales in another order than the one-row kernel, so there a row may
-     * differ in its last bits (greedy text then parts from one-token steps
-     * at near ties). */
+     * step would give. So do q4_K and q6_K up to 12 rows of the step (q5_K
+     * 32): a step with a sequence of n_logits > 1 keeps their few-row
+     * kernels that far (on AVX-512 VNNI too, where plain steps take the
+     * panels from 7 and 11 rows); their panels beyond sum the scales in
+     * another order than the one-row kernel, so there a row may differ in
+     * its last bits (greedy text then parts from one-token steps at near
+     * ties). */
     int64_t n_logits;
 } candle_batch_seq;
 
