@@ -89,7 +89,8 @@ static bool wt_ct(void) { return cpu_simd_get()->wt_ukr_t != NULL; }
 
 /* A bf16 weight through the table's bf16 dot products (wt_bf16_ukr): A
  * packed in bf16 k pairs in place of f32 (same offsets, half used), the
- * weight rows read in place. */
+ * weight rows read in place (a quantized weight's dequantized to bf16,
+ * where cpu_mm_wt_path lets it: float activations). */
 static bool wt_bf16_for(candle_dtype at, int64_t sam, int64_t sak, candle_dtype bt) {
     const cpu_simd *simd = cpu_simd_get();
     const candle_dtype_traits *tr = cpu_dtype(bt);
