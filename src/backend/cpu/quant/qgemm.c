@@ -151,36 +151,27 @@ static int64_t few_rows_vnni(candle_dtype t) {
 }
 #endif
 
+/* steps: rows that must keep their one-row bits take AVX2's limits on VNNI
+ * too where its panels would part from them (the K types, q4_z128; the
+ * legacy types' VNNI tiles and panels keep those bits already). */
+static int64_t few_limit(candle_dtype t, int64_t K, bool steps) {
 #ifdef CANDLE_QUANT_HAVE_X86
-static int64_t few_capped(int64_t own) {
+    if (!cdl_quant_uses_avx2()) return 0;
+    bool k_type = t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q6_K || t == CANDLE_DTYPE_Q4_Z128;
+    int64_t own = cdl_quant_uses_vnni() && !(steps && k_type) ? few_rows_vnni(t) : few_rows_of(t, K);
     int64_t set = cpu_config_get()->qgemm_few_max_m;
     return set >= 0 && set < own ? set : own;
-}
-#endif
-
-int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K) {
-#ifdef CANDLE_QUANT_HAVE_X86
-    if (!cdl_quant_uses_avx2()) return 0;
-    return few_capped(cdl_quant_uses_vnni() ? few_rows_vnni(t) : few_rows_of(t, K));
 #else
     (void)t;
     (void)K;
+    (void)steps;
     return 0;
 #endif
 }
 
-int64_t cdl_qgemm_few_rows_steps(candle_dtype t, int64_t K) {
-#ifdef CANDLE_QUANT_HAVE_X86
-    if (!cdl_quant_uses_avx2()) return 0;
-    /* the legacy types' VNNI tiles and panels keep the one-row bits already */
-    bool k_type = t == CANDLE_DTYPE_Q4_K || t == CANDLE_DTYPE_Q5_K || t == CANDLE_DTYPE_Q6_K || t == CANDLE_DTYPE_Q4_Z128;
-    return few_capped(cdl_quant_uses_vnni() && !k_type ? few_rows_vnni(t) : few_rows_of(t, K));
-#else
-    (void)t;
-    (void)K;
-    return 0;
-#endif
-}
+int64_t cdl_qgemm_few_rows(candle_dtype t, int64_t K) { return few_limit(t, K, false); }
+
+int64_t cdl_qgemm_few_rows_steps(candle_dtype t, int64_t K) { return few_limit(t, K, true); }
 
 /* One vec_dot per output, NESTED_ROWS weight rows (kept in L1) over all the
  * activation rows at a time. */
