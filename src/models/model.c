@@ -155,7 +155,7 @@ candle_tensor *model_linear(candle_ctx *ctx, const candle_model *m, candle_tenso
         if (memo) memo->h = h, memo->order = f->order, memo->out = g;
         h = g;
     }
-    return f->corr ? candle_matmul_group_corr(ctx, h, wt, f->corr, f->group) : candle_matmul(ctx, h, wt);
+    return f->corr ? candle_matmul_group_corr(ctx, h, wt, f->corr, f->group) : cdl_matmul_ex(ctx, h, wt, NULL, flags);
 }
 
 candle_tensor *model_linear_bias(candle_ctx *ctx, const candle_model *m, candle_tensor *h, candle_tensor *wt,

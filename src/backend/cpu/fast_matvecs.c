@@ -84,6 +84,7 @@ candle_tensor cpu_group_corr_product(const candle_tensor *dst) {
     candle_tensor p = *dst;
     p.op = CANDLE_OP_MATMUL;
     p.n_src = 2;
+    p.iparams[0] = 0; /* the group size there, a MATMUL's flags here */
     return p;
 }
 
