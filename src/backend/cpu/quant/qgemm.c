@@ -215,21 +215,11 @@ static void few_rows_run(candle_dtype t, int64_t K, int64_t M, int64_t N, const 
 }
 #endif
 
-void cdl_qgemm_rows_steps(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
-                          const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
+/* cdl_qgemm_rows with the few-row kernels up to `few` rows. */
+static void qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws, const void *x,
+                       size_t xs, float *c, int64_t ldc, void *scratch, int64_t few) {
 #ifdef CANDLE_QUANT_HAVE_X86
-    if (M <= cdl_qgemm_few_rows_steps(t, K)) {
-        few_rows_run(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
-        return;
-    }
-#endif
-    cdl_qgemm_rows(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
-}
-
-void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
-                       const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
-#ifdef CANDLE_QUANT_HAVE_X86
-    if (M <= cdl_qgemm_few_rows(t, K)) {
+    if (M <= few) {
         few_rows_run(t, K, M, N, w, ws, x, xs, c, ldc, scratch);
         return;
     }
@@ -282,6 +272,7 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
     }
 #endif
     (void)scratch;
+    (void)few;
 #ifdef CANDLE_QUANT_HAVE_NEON
     /* the NEON multi-row dots: the traits vec_dot's bits, four activation
      * rows per weight block load */
@@ -291,4 +282,14 @@ void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void 
         return;
 #endif
     nested_dot(t, K, M, N, w, ws, x, xs, c, ldc);
+}
+
+void cdl_qgemm_rows(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                       const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
+    qgemm_rows(t, K, M, N, w, ws, x, xs, c, ldc, scratch, cdl_qgemm_few_rows(t, K));
+}
+
+void cdl_qgemm_rows_steps(candle_dtype t, int64_t K, int64_t M, int64_t N, const void *w, size_t ws,
+                          const void *x, size_t xs, float *c, int64_t ldc, void *scratch) {
+    qgemm_rows(t, K, M, N, w, ws, x, xs, c, ldc, scratch, cdl_qgemm_few_rows_steps(t, K));
 }
