@@ -40,8 +40,8 @@ candle_status cpu_ref_topk_mask(const cpu_task *t, candle_tensor *dst);
 candle_status cpu_ref_softmax(const cpu_task *t, candle_tensor *dst);     /* (LOG_)SOFTMAX */
 candle_status cpu_ref_matmul(const cpu_task *t, candle_tensor *dst);      /* MATMUL */
 /* Rows [r0, r1) of a MATMUL node's f32 output (contiguous, rows of N) plus
- * its bias (src[2], f32 [N]), an f32 add: the reference kernel's last step,
- * and the backend's after a kernel that does not add it itself. */
+ * its bias (src[2], f32 [N]), an f32 add: the reference kernel's last step
+ * (after a fast kernel that does not add it, the backend runs an ADD). */
 void cpu_matmul_bias_rows(candle_tensor *dst, int64_t r0, int64_t r1);
 /* A MATMUL whose activations stay float (CDL_MM_FLOAT_ACT, iparams[0]): no
  * integer kernel takes it, a quantized weight is dequantized. */

@@ -463,30 +463,24 @@ static candle_status group_corr(candle_backend *be, candle_tensor *node) {
     return s;
 }
 
-/* A MATMUL's bias (candle_linear) after a kernel that did not add it:
- * rows split over the pool. */
-typedef struct bias_job {
-    candle_tensor *node;
-    int64_t rows;
-} bias_job;
-
-static void bias_job_run(void *arg, int task, int n_tasks, int thread) {
-    (void)thread;
-    bias_job *j = arg;
-    int64_t r0, r1;
-    cpu_split(j->rows, 1, task, n_tasks, &r0, &r1);
-    cpu_matmul_bias_rows(j->node, r0, r1);
-}
-
+/* A MATMUL's bias after a kernel that did not add it: an ADD of the bias
+ * seen as [rows, N] with a zero row stride into the output, in place, on
+ * the usual binary kernel (group_corr adds its corrections so). */
 static candle_status add_bias(candle_backend *be, candle_tensor *node) {
-    cpu_impl *im = be->impl;
-    int64_t n = node->shape[node->rank - 1], numel = candle_tensor_numel(node);
-    bias_job job = {node, n ? numel / n : 0};
-    int nth = cpu_tasks_for((double)numel, 1e5, cpu_pool_size(im->pool), 1);
-    pthread_mutex_lock(&im->busy);
-    candle_status s = run_job(be, nth < 1 ? 1 : nth, bias_job_run, &job);
-    pthread_mutex_unlock(&im->busy);
-    return s;
+    int64_t n = node->shape[node->rank - 1], rows = candle_tensor_numel(node) / n;
+    float *out = (float *)tensor_ptr(node);
+    candle_tensor tout, tb, tsum;
+    candle_storage sout, sb, ssum;
+    moe_plain(&tout, &sout, out, rows, n);
+    moe_plain(&tsum, &ssum, out, rows, n);
+    moe_plain(&tb, &sb, (float *)tensor_ptr(node->src[2]), 1, n);
+    tb.shape[0] = rows;
+    tb.stride[0] = 0;
+    tsum.op = CANDLE_OP_ADD;
+    tsum.src[0] = &tout;
+    tsum.src[1] = &tb;
+    tsum.n_src = 2;
+    return compute_node(be, &tsum);
 }
 
 static bool has_bias(const candle_tensor *t) { return t->op == CANDLE_OP_MATMUL && t->n_src > 2 && t->src[2]; }
